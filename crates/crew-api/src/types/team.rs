@@ -1,0 +1,437 @@
+use super::{Diagnostic, Usage};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq, Eq, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    Queued,
+    Running,
+    Blocked,
+    Completed,
+    Failed,
+    Cancelled,
+}
+
+impl RunStatus {
+    pub fn is_finished(self) -> bool {
+        matches!(self, RunStatus::Completed | RunStatus::Failed | RunStatus::Cancelled)
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Queued => "queued",
+            RunStatus::Running => "running",
+            RunStatus::Blocked => "blocked",
+            RunStatus::Completed => "completed",
+            RunStatus::Failed => "failed",
+            RunStatus::Cancelled => "cancelled",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq, Eq, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskStatus {
+    Queued,
+    Running,
+    Waiting,
+    Completed,
+    Failed,
+    Cancelled,
+    Skipped,
+    NeedsAttention,
+}
+
+impl TaskStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskStatus::Queued => "queued",
+            TaskStatus::Running => "running",
+            TaskStatus::Waiting => "waiting",
+            TaskStatus::Completed => "completed",
+            TaskStatus::Failed => "failed",
+            TaskStatus::Cancelled => "cancelled",
+            TaskStatus::Skipped => "skipped",
+            TaskStatus::NeedsAttention => "needs_attention",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum FailurePolicy {
+    #[default]
+    FailFast,
+    Continue,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BudgetParams {
+    /// Token budget (input + output + cacheWrite); must be > 0.
+    pub tokens: i64,
+    /// Fraction at which `run.budget_warning` is sent (default 0.8).
+    pub warn_at: Option<f64>,
+    /// Fraction at which the run is stopped (default 1.0).
+    pub abort_at: Option<f64>,
+}
+
+/// Which tasks may reuse an earlier result: `true` = read-only roles, `"all"` = every role.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(untagged)]
+pub enum ReuseResults {
+    Bool(bool),
+    Mode(String),
+}
+
+/// Params of `team.run` and `team.plan`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RunParams {
+    pub goal: String,
+    /// Working directory of the run's workers (absolute).
+    pub cwd: String,
+    pub team: Option<String>,
+    pub workflow: Option<String>,
+    pub runtime: Option<String>,
+    pub model: Option<String>,
+    pub concurrency: Option<i64>,
+    pub failure_policy: Option<FailurePolicy>,
+    pub budget: Option<BudgetParams>,
+    pub require_plan_approval: Option<bool>,
+    pub reuse_results: Option<ReuseResults>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PlannedTaskView {
+    pub id: String,
+    pub step_id: String,
+    pub role: String,
+    pub agent: String,
+    pub depends_on: Vec<String>,
+    pub model: Option<String>,
+    /// The role may write (its tools include edit, write or bash).
+    pub writes: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanResult {
+    pub team: String,
+    pub workflow: String,
+    pub concurrency: u32,
+    pub runtime: String,
+    pub tasks: Vec<PlannedTaskView>,
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RunStarted {
+    pub run_id: String,
+    pub status: RunStatus,
+    pub tasks: Vec<PlannedTaskView>,
+    /// Notes about the run's settings, e.g. why result reuse is off.
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RunIdParams {
+    pub run_id: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ArtifactInfo {
+    /// Relative path under the run's artifact directory, e.g. `results/01_explore.txt`.
+    pub name: String,
+    /// `prompt`, `result`, `transcript` or `shared`.
+    pub kind: String,
+    pub task_id: Option<String>,
+    pub bytes: u64,
+    pub sha256: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskProgressView {
+    pub current_tool: Option<String>,
+    pub turns: u64,
+    pub tokens: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskView {
+    pub id: String,
+    pub step_id: String,
+    pub role: String,
+    pub agent: String,
+    pub depends_on: Vec<String>,
+    pub status: TaskStatus,
+    pub attempts: u32,
+    pub started_at: Option<String>,
+    pub finished_at: Option<String>,
+    pub duration_ms: Option<u64>,
+    pub usage: Usage,
+    pub model: Option<String>,
+    pub error: Option<String>,
+    pub question: Option<String>,
+    pub reused_from: Option<ReusedFromView>,
+    pub progress: TaskProgressView,
+    pub artifacts: Vec<ArtifactInfo>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ReusedFromView {
+    pub run_id: String,
+    pub task_id: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct BudgetView {
+    pub tokens: u64,
+    pub warn_at: f64,
+    pub abort_at: f64,
+    pub used: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RunView {
+    pub id: String,
+    pub status: RunStatus,
+    pub goal: String,
+    pub cwd: String,
+    pub team: String,
+    pub workflow: String,
+    pub runtime: String,
+    pub model: Option<String>,
+    pub concurrency: u32,
+    pub failure_policy: FailurePolicy,
+    pub budget: Option<BudgetView>,
+    /// `not_required`, `required`, `pending`, `approved` or `rejected`.
+    pub approval: String,
+    pub reuse_results: String,
+    pub schedule_id: Option<String>,
+    pub created_at: String,
+    pub started_at: Option<String>,
+    pub finished_at: Option<String>,
+    pub updated_at: String,
+    pub duration_ms: Option<u64>,
+    pub usage: Usage,
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusResult {
+    pub run: RunView,
+    pub tasks: Vec<TaskView>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ListParams {
+    pub status: Option<RunStatus>,
+    /// Default 50, at most 1000.
+    pub limit: Option<i64>,
+    /// Cursor: list runs older than this run id (from `next`).
+    pub before: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskCountsView {
+    pub total: u32,
+    pub queued: u32,
+    pub running: u32,
+    pub waiting: u32,
+    pub completed: u32,
+    pub failed: u32,
+    pub cancelled: u32,
+    pub skipped: u32,
+    pub needs_attention: u32,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RunSummaryView {
+    pub id: String,
+    pub status: RunStatus,
+    pub team: String,
+    pub workflow: String,
+    pub goal: String,
+    pub cwd: String,
+    pub created_at: String,
+    pub finished_at: Option<String>,
+    pub usage: Usage,
+    pub tasks: TaskCountsView,
+    pub schedule_id: Option<String>,
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ListResult {
+    pub runs: Vec<RunSummaryView>,
+    pub next: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CancelParams {
+    pub run_id: String,
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct CancelResult {
+    pub status: RunStatus,
+    pub cancelled_task_ids: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ResumeResult {
+    pub status: RunStatus,
+    pub requeued_task_ids: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RetryParams {
+    pub run_id: String,
+    pub task_ids: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RetryResult {
+    pub requeued_task_ids: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ApproveParams {
+    pub run_id: String,
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RunStatusResult {
+    pub status: RunStatus,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TaskMessageParams {
+    pub run_id: String,
+    pub task_id: String,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Delivered {
+    Live,
+    Queued,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SteerResult {
+    pub delivered: Delivered,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RespondResult {
+    pub status: TaskStatus,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WaitParams {
+    pub run_id: String,
+    /// Give up after this long (default: wait until the run stops; at most 1 hour).
+    pub timeout_ms: Option<i64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct WaitResult {
+    pub status: RunStatus,
+    /// True when the run stopped (finished or blocked); false on timeout.
+    pub finished: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ArtifactParams {
+    pub run_id: String,
+    pub name: String,
+    pub offset: Option<i64>,
+    /// Default 1 MiB, at most 8 MiB.
+    pub limit: Option<i64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ArtifactsResult {
+    pub artifacts: Vec<ArtifactInfo>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ArtifactResult {
+    pub content: String,
+    /// Total size of the artifact.
+    pub bytes: u64,
+    pub truncated: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SummaryResult {
+    pub markdown: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PruneParams {
+    /// Keep this many newest finished runs (default 20).
+    pub keep: Option<i64>,
+    pub older_than_ms: Option<i64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PruneResult {
+    pub removed: Vec<String>,
+    pub kept: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ExportResult {
+    pub bundle: serde_json::Value,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ImportParams {
+    pub bundle: serde_json::Value,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ImportResult {
+    pub run_id: String,
+}

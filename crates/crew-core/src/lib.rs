@@ -1,0 +1,17 @@
+//! The pure core of crew.
+//!
+//! Everything here is deterministic: no I/O, no clocks, no randomness, no tokio. Time and random
+//! bytes are passed in by the caller. The daemon (`crewd`) owns all effects; this crate owns the
+//! rules. That split is what makes the state machine replayable from the journal and testable
+//! with plain tables.
+
+pub mod dag;
+pub mod ids;
+pub mod plan;
+pub mod prompt;
+pub mod redact;
+pub mod resource;
+pub mod run;
+pub mod schedule;
+pub mod stream;
+pub mod usage;

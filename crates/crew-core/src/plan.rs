@@ -1,0 +1,523 @@
+//! Turning a team + workflow into the list of tasks a run executes (`team.plan`).
+
+use crate::resource::{validate, Agent, Catalog, Diagnostic, Severity, Step, TeamRole};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+
+/// One task of a plan: a workflow step bound to its team role and agent, with everything the
+/// run needs frozen in, so a run never depends on resource files after it was created.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlannedTask {
+    /// `NN_<slug(stepId)>`, NN = 1-based step index, two digits.
+    pub id: String,
+    pub step_id: String,
+    pub role: String,
+    pub agent: String,
+    /// Task ids (not step ids) of direct dependencies.
+    pub depends_on: Vec<String>,
+    /// The step's task text, `{goal}` not yet substituted.
+    pub task_template: String,
+    /// Shared artifact name written from the result (`None` when `output: false`).
+    pub output: Option<String>,
+    pub reads: Vec<String>,
+    /// Step model, else team-role model, else agent model.
+    pub model: Option<String>,
+    pub system_prompt: String,
+    pub system_prompt_mode: crate::resource::SystemPromptMode,
+    /// Effective tool list of the agent.
+    pub tools: Vec<String>,
+    pub thinking: Option<String>,
+    /// True when the agent's tools include edit, write or bash (SPEC §4 plan approval, §9 reuse).
+    pub writes: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Plan {
+    pub team: String,
+    pub workflow: String,
+    /// Team `maxConcurrency`, else workflow `maxConcurrency`.
+    pub max_concurrency: Option<u32>,
+    pub tasks: Vec<PlannedTask>,
+}
+
+/// Build the plan for `team` (default `"default"`) and `workflow` (default: the team's
+/// `defaultWorkflow`, else `"default"`). Errors are diagnostics naming file, line and field:
+/// unknown team/workflow, step role not in the team, role naming an unknown agent, unknown or
+/// cyclic `dependsOn` (the cycle is named), duplicate step, empty workflow.
+pub fn build_plan(
+    catalog: &Catalog,
+    team: Option<&str>,
+    workflow: Option<&str>,
+) -> Result<Plan, Vec<Diagnostic>> {
+    let team_name = team.unwrap_or("default");
+    let Some(team) = catalog.team(team_name) else {
+        return Err(vec![Diagnostic::error(
+            REQUEST,
+            None,
+            Some("team"),
+            format!("unknown team `{team_name}`"),
+        )]);
+    };
+    let (wf_name, wf_from_team) = match (workflow, &team.default_workflow) {
+        (Some(w), _) => (w, false),
+        (None, Some(w)) => (w.as_str(), true),
+        (None, None) => ("default", false),
+    };
+    let Some(wf) = catalog.workflow(wf_name) else {
+        let d = if wf_from_team {
+            Diagnostic::error(
+                &team.path,
+                team.field_lines.get("defaultWorkflow").copied(),
+                Some("defaultWorkflow"),
+                format!(
+                    "team `{}` names default workflow `{wf_name}`, which does not exist",
+                    team.name
+                ),
+            )
+        } else {
+            Diagnostic::error(
+                REQUEST,
+                None,
+                Some("workflow"),
+                format!("unknown workflow `{wf_name}`"),
+            )
+        };
+        return Err(vec![d]);
+    };
+
+    let mut diags = validate::workflow_structure(wf, Severity::Error);
+    diags.extend(validate::step_roles(wf, team));
+    // A file with an error (e.g. an unsafe `output:` name) may still be in the catalog for
+    // listing, but must not run.
+    diags.extend(catalog.errors_in(&team.path).cloned());
+    diags.extend(catalog.errors_in(&wf.path).cloned());
+    let mut bound: Vec<(&Step, &TeamRole, Option<&Agent>)> = Vec::new();
+    let mut agents_checked: Vec<&str> = Vec::new();
+    for step in &wf.steps {
+        let Some(role) = team.roles.iter().find(|r| r.name == step.role) else {
+            continue;
+        };
+        let agent = catalog.agent(&role.agent);
+        if !agents_checked.contains(&role.name.as_str()) {
+            agents_checked.push(&role.name);
+            match agent {
+                None => diags.push(validate::unknown_agent(team, role)),
+                Some(a) => diags.extend(catalog.errors_in(&a.path).cloned()),
+            }
+        }
+        bound.push((step, role, agent));
+    }
+    if diags.iter().any(|d| d.severity == Severity::Error) {
+        return Err(diags);
+    }
+
+    let ids: HashMap<&str, String> = wf
+        .steps
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.id.as_str(), task_id(i + 1, &s.id)))
+        .collect();
+    let mut tasks = Vec::with_capacity(bound.len());
+    for (step, role, agent) in bound {
+        // Checked above: every bound role has an agent once no error was found.
+        let Some(agent) = agent else { continue };
+        let id = ids.get(step.id.as_str()).cloned().unwrap_or_default();
+        let tools = agent
+            .tools
+            .clone()
+            .unwrap_or_else(|| default_tools(&agent.name));
+        tasks.push(PlannedTask {
+            output: (!step.output_disabled)
+                .then(|| step.output.clone().unwrap_or_else(|| format!("{id}.md"))),
+            id,
+            step_id: step.id.clone(),
+            role: role.name.clone(),
+            agent: agent.name.clone(),
+            depends_on: step
+                .depends_on
+                .iter()
+                .filter_map(|d| ids.get(d.as_str()).cloned())
+                .collect(),
+            task_template: step.task.clone(),
+            reads: step.reads.clone(),
+            model: step
+                .model
+                .clone()
+                .or_else(|| role.model.clone())
+                .or_else(|| agent.model.clone()),
+            system_prompt: agent.system_prompt.clone(),
+            system_prompt_mode: agent.system_prompt_mode,
+            writes: tools_write(&tools),
+            tools,
+            thinking: agent.thinking.clone(),
+        });
+    }
+    Ok(Plan {
+        team: team.name.clone(),
+        workflow: wf.name.clone(),
+        max_concurrency: team.max_concurrency.or(wf.max_concurrency),
+        tasks,
+    })
+}
+
+/// `path` of diagnostics about the request itself (unknown team or workflow name).
+pub const REQUEST: &str = "<request>";
+
+const READ_ONLY_TOOLS: &[&str] = &["read", "grep", "find", "ls"];
+
+/// Tools of an agent whose file does not say: what the builtin agent of that name has, else
+/// read-only. A missing `tools:` line must never silently grant write access to a new agent.
+fn default_tools(agent: &str) -> Vec<String> {
+    let tools: &[&str] = match agent.to_lowercase().as_str() {
+        "executor" | "test-engineer" => &["read", "grep", "find", "ls", "bash", "edit", "write"],
+        "reviewer" | "security-reviewer" | "verifier" => &["read", "grep", "find", "ls", "bash"],
+        "writer" => &["read", "grep", "find", "ls", "edit", "write"],
+        _ => READ_ONLY_TOOLS,
+    };
+    tools.iter().map(|t| t.to_string()).collect()
+}
+
+/// Tools that make a role a "write" role.
+pub fn tools_write(tools: &[String]) -> bool {
+    tools
+        .iter()
+        .any(|t| matches!(t.as_str(), "edit" | "write" | "bash"))
+}
+
+/// `NN_<slug>` task id for the 1-based step index.
+pub fn task_id(index: usize, step_id: &str) -> String {
+    let mut slug = String::new();
+    for c in step_id.to_lowercase().chars() {
+        if c.is_ascii_alphanumeric() || c == '-' {
+            slug.push(c);
+        } else if !slug.ends_with('-') {
+            slug.push('-');
+        }
+    }
+    let slug = slug.trim_matches('-');
+    let slug = if slug.is_empty() { "task" } else { slug };
+    format!("{index:02}_{slug}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resource::{builtin, parse_file, Kind, Source};
+
+    fn catalog(extra: &[(Kind, &str, &str)]) -> Catalog {
+        let files = builtin::parsed().into_iter().chain(
+            extra
+                .iter()
+                .map(|(k, p, t)| parse_file(*k, Source::User, p, t.as_bytes())),
+        );
+        Catalog::assemble(files, false)
+    }
+
+    #[test]
+    fn default_team_plan() {
+        let plan = build_plan(&Catalog::builtin(), None, None).expect("plans");
+        assert_eq!(
+            (
+                plan.team.as_str(),
+                plan.workflow.as_str(),
+                plan.max_concurrency
+            ),
+            ("default", "default", Some(2))
+        );
+        let shape: Vec<_> = plan
+            .tasks
+            .iter()
+            .map(|t| {
+                (
+                    t.id.as_str(),
+                    t.step_id.as_str(),
+                    t.role.as_str(),
+                    t.depends_on.join(","),
+                    t.output.as_deref(),
+                    t.writes,
+                )
+            })
+            .collect();
+        assert_eq!(
+            shape,
+            [
+                (
+                    "01_explore",
+                    "explore",
+                    "explorer",
+                    String::new(),
+                    Some("01_explore.md"),
+                    false
+                ),
+                (
+                    "02_plan",
+                    "plan",
+                    "planner",
+                    "01_explore".into(),
+                    Some("plan.md"),
+                    false
+                ),
+                (
+                    "03_execute",
+                    "execute",
+                    "executor",
+                    "02_plan".into(),
+                    Some("03_execute.md"),
+                    true
+                ),
+                (
+                    "04_verify",
+                    "verify",
+                    "verifier",
+                    "03_execute".into(),
+                    Some("04_verify.md"),
+                    true
+                ),
+            ]
+        );
+        let explore = &plan.tasks[0];
+        assert!(explore.task_template.contains("{goal}"));
+        assert!(explore
+            .system_prompt
+            .starts_with("You are a codebase explorer"));
+        assert_eq!(explore.tools, ["read", "grep", "find", "ls"]);
+    }
+
+    const AGENT: &str = "---\nname: solo\nmodel: a/agent\nthinking: low\n---\nSolo prompt.";
+    const TEAM: &str = "---\nname: t\ndefaultWorkflow: w\nmaxConcurrency: 3\n---\n- one: agent=solo model=r/role\n- two: agent=solo\n- exec: agent=executor\n";
+
+    #[test]
+    fn effective_settings() {
+        let wf = "---\nname: w\nmaxConcurrency: 5\n---\n## a\nrole: one\nmodel: s/step\noutput: false\n\n## b\nrole: one\ndependsOn: a\n\n## c\nrole: two\ndependsOn: a, b\nreads: a.md\n\n## d\nrole: exec\ndependsOn: c\n";
+        let cat = catalog(&[
+            (Kind::Agent, "/u/agents/solo.md", AGENT),
+            (Kind::Team, "/u/teams/t.team.md", TEAM),
+            (Kind::Workflow, "/u/workflows/w.workflow.md", wf),
+        ]);
+        let plan = build_plan(&cat, Some("t"), None).expect("plans");
+        assert_eq!(
+            (plan.workflow.as_str(), plan.max_concurrency),
+            ("w", Some(3))
+        );
+        let shape: Vec<_> = plan
+            .tasks
+            .iter()
+            .map(|t| {
+                (
+                    t.id.as_str(),
+                    t.model.as_deref(),
+                    t.output.as_deref(),
+                    t.depends_on.join(","),
+                    t.reads.join(","),
+                )
+            })
+            .collect();
+        assert_eq!(
+            shape,
+            [
+                ("01_a", Some("s/step"), None, String::new(), String::new()),
+                (
+                    "02_b",
+                    Some("r/role"),
+                    Some("02_b.md"),
+                    "01_a".into(),
+                    String::new()
+                ),
+                (
+                    "03_c",
+                    Some("a/agent"),
+                    Some("03_c.md"),
+                    "01_a,02_b".into(),
+                    "a.md".into()
+                ),
+                ("04_d", None, Some("04_d.md"), "03_c".into(), String::new()),
+            ]
+        );
+        let solo = &plan.tasks[2];
+        assert_eq!(
+            (
+                solo.agent.as_str(),
+                solo.system_prompt.as_str(),
+                solo.thinking.as_deref()
+            ),
+            ("solo", "Solo prompt.", Some("low"))
+        );
+        assert_eq!(
+            (solo.tools.join(","), solo.writes),
+            ("read,grep,find,ls".to_string(), false),
+            "no tools line: read-only"
+        );
+        assert!(plan.tasks[3].writes, "builtin executor writes");
+
+        // Without a team maxConcurrency the workflow's applies.
+        let team = TEAM.replace("maxConcurrency: 3\n", "");
+        let cat = catalog(&[
+            (Kind::Agent, "/u/agents/solo.md", AGENT),
+            (Kind::Team, "/u/teams/t.team.md", &team),
+            (Kind::Workflow, "/u/workflows/w.workflow.md", wf),
+        ]);
+        assert_eq!(
+            build_plan(&cat, Some("t"), Some("w")).map(|p| p.max_concurrency),
+            Ok(Some(5))
+        );
+    }
+
+    #[test]
+    fn default_tools_by_name() {
+        let cases = [
+            ("executor", true),
+            ("Writer", true),
+            ("verifier", true),
+            ("explorer", false),
+            ("my-agent", false),
+        ];
+        for (name, writes) in cases {
+            assert_eq!(tools_write(&default_tools(name)), writes, "{name}");
+        }
+    }
+
+    #[test]
+    fn plan_errors() {
+        type Case = (
+            &'static str,
+            Option<&'static str>,
+            Option<&'static str>,
+            &'static str,
+            &'static [(
+                &'static str,
+                Option<u32>,
+                Option<&'static str>,
+                &'static str,
+            )],
+        );
+        let cases: &[Case] = &[
+            (
+                "unknown team",
+                Some("ghost"),
+                None,
+                "",
+                &[(REQUEST, None, Some("team"), "unknown team `ghost`")],
+            ),
+            (
+                "unknown workflow",
+                None,
+                Some("ghost"),
+                "",
+                &[(REQUEST, None, Some("workflow"), "unknown workflow `ghost`")],
+            ),
+            (
+                "team default workflow missing",
+                Some("t"),
+                None,
+                "",
+                &[(
+                    "/u/teams/t.team.md",
+                    Some(3),
+                    Some("defaultWorkflow"),
+                    "`w`, which does not exist",
+                )],
+            ),
+            (
+                "step role not in team",
+                Some("t"),
+                None,
+                "## a\nrole: one\n\n## b\nrole: nobody\n",
+                &[(
+                    "/u/workflows/w.workflow.md",
+                    Some(4),
+                    Some("role"),
+                    "role `nobody`",
+                )],
+            ),
+            (
+                "cycle",
+                Some("t"),
+                None,
+                "## a\nrole: one\ndependsOn: b\n\n## b\nrole: one\ndependsOn: a\n",
+                &[(
+                    "/u/workflows/w.workflow.md",
+                    Some(1),
+                    Some("dependsOn"),
+                    "a -> b -> a",
+                )],
+            ),
+            (
+                "duplicate and unknown dep",
+                Some("t"),
+                None,
+                "## a\nrole: one\n\n## a\nrole: two\ndependsOn: zz\n",
+                &[
+                    (
+                        "/u/workflows/w.workflow.md",
+                        Some(4),
+                        Some("id"),
+                        "duplicate step `a`",
+                    ),
+                    (
+                        "/u/workflows/w.workflow.md",
+                        Some(4),
+                        Some("dependsOn"),
+                        "`zz`",
+                    ),
+                ],
+            ),
+            (
+                "empty",
+                Some("t"),
+                None,
+                "no steps here\n",
+                &[("/u/workflows/w.workflow.md", None, None, "no steps")],
+            ),
+            (
+                "unsafe output",
+                Some("t"),
+                None,
+                "## a\nrole: one\noutput: ../../x\n",
+                &[(
+                    "/u/workflows/w.workflow.md",
+                    Some(3),
+                    Some("output"),
+                    "not a plain artifact file name",
+                )],
+            ),
+            (
+                "role naming an unknown agent",
+                Some("t"),
+                None,
+                "## a\nrole: ghostly\n",
+                &[(
+                    "/u/teams/t.team.md",
+                    Some(9),
+                    Some("agent"),
+                    "agent `nobody-home`",
+                )],
+            ),
+        ];
+        for (name, team, workflow, wf_text, want) in cases {
+            let team_text = format!("{TEAM}- ghostly: agent=nobody-home\n");
+            let mut files = vec![
+                (Kind::Agent, "/u/agents/solo.md", AGENT),
+                (Kind::Team, "/u/teams/t.team.md", team_text.as_str()),
+            ];
+            if !wf_text.is_empty() {
+                files.push((Kind::Workflow, "/u/workflows/w.workflow.md", wf_text));
+            }
+            let err = build_plan(&catalog(&files), *team, *workflow).expect_err(name);
+            assert_eq!(err.len(), want.len(), "{name}: {err:?}");
+            for (d, (path, line, field, msg)) in err.iter().zip(want.iter()) {
+                assert_eq!(
+                    (d.path.as_str(), d.line, d.field.as_deref(), d.severity),
+                    (*path, *line, *field, Severity::Error),
+                    "{name}"
+                );
+                assert!(
+                    d.message.contains(msg),
+                    "{name}: {:?} lacks {msg:?}",
+                    d.message
+                );
+            }
+        }
+    }
+}

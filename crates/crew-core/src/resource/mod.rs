@@ -1,0 +1,287 @@
+//! Resources: agents, teams, workflows and skills in pi-crew's file formats.
+//!
+//! Parsing is per file (`parse_file`) so the daemon can cache parsed files by path; a
+//! [`Catalog`] is then assembled from parsed files with the precedence and trust rules.
+
+mod agent;
+pub mod builtin;
+mod catalog;
+mod diag;
+mod frontmatter;
+mod skill;
+mod team;
+pub(crate) mod validate;
+mod workflow;
+
+pub use catalog::Catalog;
+pub use validate::validate_catalog;
+
+use serde::{Deserialize, Serialize};
+
+/// Where a resource came from. Order matters for precedence (see `Catalog`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Source {
+    Builtin,
+    /// `$XDG_CONFIG_HOME/crew/...`
+    User,
+    /// pi-crew's `~/.pi/agent/...` (compatibility).
+    PiUser,
+    /// `<project root>/.crew/...`
+    Project,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    Agent,
+    Team,
+    Workflow,
+    Skill,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Error,
+    Warning,
+}
+
+/// One problem with a resource, pointing at the file, line and field.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Diagnostic {
+    pub path: String,
+    pub line: Option<u32>,
+    pub field: Option<String>,
+    pub severity: Severity,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum SystemPromptMode {
+    #[default]
+    Replace,
+    Append,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Agent {
+    pub name: String,
+    pub description: String,
+    pub model: Option<String>,
+    pub fallback_models: Vec<String>,
+    pub thinking: Option<String>,
+    /// `None`: not given (role default applies). `Some(vec![])`: no tools.
+    pub tools: Option<Vec<String>>,
+    pub skills: Vec<String>,
+    pub system_prompt_mode: SystemPromptMode,
+    pub max_turns: Option<u32>,
+    pub max_tokens: Option<u32>,
+    pub effort: Option<String>,
+    pub disabled: bool,
+    /// The markdown body: the agent's system prompt.
+    pub system_prompt: String,
+    pub source: Source,
+    pub path: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TeamRole {
+    pub name: String,
+    pub agent: String,
+    pub model: Option<String>,
+    /// `None`: role defaults; `Some(vec![])`: `skills=false`.
+    pub skills: Option<Vec<String>>,
+    pub description: String,
+    pub line: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Team {
+    pub name: String,
+    pub description: String,
+    pub default_workflow: Option<String>,
+    pub max_concurrency: Option<u32>,
+    pub roles: Vec<TeamRole>,
+    pub source: Source,
+    pub path: String,
+    /// 1-based line of frontmatter fields that later checks point at (`defaultWorkflow`).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub field_lines: std::collections::BTreeMap<String, u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Step {
+    pub id: String,
+    pub role: String,
+    /// Task template; `{goal}` is replaced by the run's goal.
+    pub task: String,
+    pub depends_on: Vec<String>,
+    /// Shared artifact name; `None` = default (`<taskId>.md`), `Some("")` never happens: `output: false`
+    /// is `output_disabled`.
+    pub output: Option<String>,
+    pub output_disabled: bool,
+    pub reads: Vec<String>,
+    pub model: Option<String>,
+    /// 1-based line of the `## id` heading.
+    pub line: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Workflow {
+    pub name: String,
+    pub description: String,
+    pub max_concurrency: Option<u32>,
+    pub steps: Vec<Step>,
+    pub source: Source,
+    pub path: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Skill {
+    pub name: String,
+    pub description: String,
+    pub body: String,
+    pub source: Source,
+    pub path: String,
+}
+
+/// A successfully parsed resource file (it may still carry warnings).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum Parsed {
+    Agent(Agent),
+    Team(Team),
+    Workflow(Workflow),
+    Skill(Skill),
+}
+
+/// What kind of resource a file in a resource directory holds, from its path, if any.
+/// `agents/x.md` (not `*.team.md`/`*.workflow.md`), `teams/x.team.md`, `workflows/x.workflow.md`,
+/// `skills/<dir>/SKILL.md`.
+pub fn kind_of_path(dir_kind: Kind, file_name: &str) -> Option<Kind> {
+    match dir_kind {
+        Kind::Agent => (file_name.ends_with(".md")
+            && !file_name.ends_with(".team.md")
+            && !file_name.ends_with(".workflow.md"))
+        .then_some(Kind::Agent),
+        Kind::Team => file_name.ends_with(".team.md").then_some(Kind::Team),
+        Kind::Workflow => file_name
+            .ends_with(".workflow.md")
+            .then_some(Kind::Workflow),
+        Kind::Skill => (file_name == "SKILL.md").then_some(Kind::Skill),
+    }
+}
+
+/// Parse one resource file. Never panics, whatever the bytes: binary garbage gives an error
+/// diagnostic and `None`.
+pub fn parse_file(
+    kind: Kind,
+    source: Source,
+    path: &str,
+    bytes: &[u8],
+) -> (Option<Parsed>, Vec<Diagnostic>) {
+    let text = match std::str::from_utf8(bytes) {
+        Ok(t) if !t.contains('\0') => t,
+        _ => {
+            return (
+                None,
+                vec![Diagnostic {
+                    path: path.to_string(),
+                    line: None,
+                    field: None,
+                    severity: Severity::Error,
+                    message: "file is not UTF-8 text".into(),
+                }],
+            )
+        }
+    };
+    match kind {
+        Kind::Agent => agent::parse(source, path, text),
+        Kind::Team => team::parse(source, path, text),
+        Kind::Workflow => workflow::parse(source, path, text),
+        Kind::Skill => skill::parse(source, path, text),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const KINDS: [Kind; 4] = [Kind::Agent, Kind::Team, Kind::Workflow, Kind::Skill];
+
+    fn path(kind: Kind) -> &'static str {
+        match kind {
+            Kind::Agent => "/x/agents/a.md",
+            Kind::Team => "/x/teams/t.team.md",
+            Kind::Workflow => "/x/workflows/w.workflow.md",
+            Kind::Skill => "/x/skills/s/SKILL.md",
+        }
+    }
+
+    #[test]
+    fn binary_garbage_is_an_error() {
+        let cases: &[&[u8]] = &[
+            &[0xff, 0xfe, 0x00, 0x01],
+            b"---\nname: x\0\n---\n",
+            &[0xc3, 0x28],
+            b"\x00",
+        ];
+        for bytes in cases {
+            for kind in KINDS {
+                let (parsed, diags) = parse_file(kind, Source::User, path(kind), bytes);
+                assert!(parsed.is_none(), "{kind:?} {bytes:?}");
+                assert_eq!(diags.len(), 1);
+                assert_eq!(
+                    (diags[0].severity, diags[0].path.as_str()),
+                    (Severity::Error, path(kind))
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn text_garbage_never_panics() {
+        let cases = [
+            "",
+            "---",
+            "---\n---",
+            "---\n:\n::\n---\n- :\n- \n## \n##\t\n",
+            "\u{feff}---\r\nname: ü\r\n---\r\n## ✓\r\nrole: ✓\r\n",
+            "## a\ndependsOn: a,a,\"\n",
+            "-\n--\n- a: skills=,,, agent= model=\n",
+        ];
+        for text in cases {
+            for kind in KINDS {
+                let _ = parse_file(kind, Source::Project, path(kind), text.as_bytes());
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn any_input_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..512), k in 0usize..4) {
+            let kind = KINDS[k];
+            let _ = parse_file(kind, Source::User, path(kind), &bytes);
+        }
+
+        #[test]
+        fn any_markdownish_text_never_panics(text in "(---\n|## [a-z]{0,3}\n|- [a-z:= ]{0,12}\n|[a-zA-Z]{0,6}: [a-z,\" ]{0,8}\n|\n|#.{0,5}\n){0,30}", k in 0usize..4) {
+            let kind = KINDS[k];
+            let (parsed, diags) = parse_file(kind, Source::User, path(kind), text.as_bytes());
+            // Every diagnostic points into this file.
+            prop_assert!(diags.iter().all(|d| d.path == path(kind)));
+            if kind != Kind::Skill && !text.contains('\0') {
+                prop_assert!(parsed.is_some());
+            }
+        }
+    }
+}

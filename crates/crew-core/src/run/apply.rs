@@ -1,0 +1,302 @@
+//! `apply`: the only code that mutates state. It replays what deciders decided, for live events
+//! and for journal replay alike, so it never validates and never fails.
+
+use super::event::{AttemptEnd, Event, EventBody};
+use super::types::{Approval, RunState, RunStatus, TaskState, TaskStatus};
+use super::State;
+use crate::usage::Usage;
+
+impl State {
+    pub fn apply(&mut self, ev: &Event) {
+        self.last_seq = self.last_seq.max(ev.seq);
+        match &ev.body {
+            EventBody::RunCreated(spec) => {
+                let Some(id) = &ev.run_id else { return };
+                let run = RunState {
+                    id: id.clone(),
+                    spec: (**spec).clone(),
+                    status: RunStatus::Queued,
+                    created_at: ev.time,
+                    started_at: None,
+                    finished_at: None,
+                    updated_at: ev.time,
+                    tasks: spec.tasks.iter().cloned().map(TaskState::new).collect(),
+                    run_seq: ev.run_seq,
+                    approval: if spec.require_plan_approval { Approval::Required } else { Approval::NotRequired },
+                    budget_warned: false,
+                    reason: None,
+                    halted: false,
+                };
+                self.summaries.insert(id.clone(), run.summary());
+                self.active.insert(id.clone());
+                self.runs.insert(id.clone(), run);
+            }
+            EventBody::ScheduleAdded(job) | EventBody::ScheduleUpdated(job) => {
+                self.schedules.insert(job.id.clone(), (**job).clone());
+            }
+            EventBody::ScheduleRemoved { id, .. } => {
+                self.schedules.remove(id);
+            }
+            EventBody::ScheduleFired { id, at, run_id, manual } => {
+                if let Some(job) = self.schedules.get_mut(id) {
+                    if !manual {
+                        job.last_fire_at = Some(*at);
+                    }
+                    job.fire_count += 1;
+                    job.last_run_id = Some(run_id.clone());
+                    job.run_ids.push(run_id.clone());
+                    let excess = job.run_ids.len().saturating_sub(super::jobs::JOB_RUN_IDS_KEPT);
+                    job.run_ids.drain(..excess);
+                }
+            }
+            EventBody::ScheduleSkipped { id, at, .. } => {
+                if let Some(job) = self.schedules.get_mut(id) {
+                    job.last_fire_at = Some(*at);
+                }
+            }
+            EventBody::RunForgotten {} => {
+                if let Some(id) = &ev.run_id {
+                    self.runs.remove(id);
+                    self.summaries.remove(id);
+                    self.active.remove(id);
+                }
+            }
+            EventBody::DaemonStarted { .. } | EventBody::DaemonRecovered { .. } => {}
+            _ => {
+                let Some(id) = &ev.run_id else { return };
+                let Some(run) = self.runs.get_mut(id) else { return };
+                apply_run_event(run, ev);
+                if run.status.is_finished() {
+                    self.active.remove(id);
+                } else {
+                    self.active.insert(id.clone());
+                }
+                self.summaries.insert(id.clone(), run.summary());
+            }
+        }
+    }
+}
+
+fn end_attempt(t: &mut TaskState, end: &AttemptEnd, ev: &Event) {
+    t.prior_usage.add(&end.usage);
+    t.attempt_usage = Usage::default();
+    t.finished_at = Some(ev.time);
+    t.pid = None;
+    t.pid_start = None;
+    t.progress.current_tool = None;
+    if end.model.is_some() {
+        t.model = end.model.clone();
+    }
+    for a in &end.artifacts {
+        // The newest artifact of a name replaces the older one (e.g. result of a retry).
+        t.artifacts.retain(|x| x.name != a.name);
+        t.artifacts.push(a.clone());
+    }
+}
+
+/// Apply one event to one run. Public so an evicted run can be rebuilt from its own events.
+pub fn apply_run_event(run: &mut RunState, ev: &Event) {
+    run.run_seq = run.run_seq.max(ev.run_seq);
+    run.updated_at = ev.time;
+    let task_idx = ev.task_id.as_deref().and_then(|t| run.task_index(t));
+    match &ev.body {
+        EventBody::RunStarted {} => {
+            run.status = RunStatus::Running;
+            run.started_at.get_or_insert(ev.time);
+        }
+        EventBody::RunBlocked { reason } => {
+            run.status = RunStatus::Blocked;
+            run.reason = Some(reason.clone());
+        }
+        EventBody::RunCompleted { .. } => {
+            run.status = RunStatus::Completed;
+            run.finished_at = Some(ev.time);
+            run.reason = None;
+        }
+        EventBody::RunFailed { reason, .. } => {
+            run.status = RunStatus::Failed;
+            run.finished_at = Some(ev.time);
+            run.reason = Some(reason.clone());
+        }
+        EventBody::RunCancelled { reason, cancelled_task_ids } => {
+            for t in run.tasks.iter_mut() {
+                if cancelled_task_ids.contains(&t.plan.id) {
+                    t.status = TaskStatus::Cancelled;
+                    t.finished_at = Some(ev.time);
+                }
+            }
+            run.status = RunStatus::Cancelled;
+            run.finished_at = Some(ev.time);
+            run.reason = Some(reason.clone().unwrap_or_else(|| "cancelled".into()));
+        }
+        EventBody::RunResumed { requeued_task_ids } => {
+            for t in run.tasks.iter_mut() {
+                if requeued_task_ids.contains(&t.plan.id) {
+                    requeue(t);
+                }
+            }
+            if run.approval == Approval::Rejected {
+                run.approval = Approval::Required;
+            }
+            run.status = RunStatus::Running;
+            run.finished_at = None;
+            run.reason = None;
+            run.halted = false;
+        }
+        EventBody::RunBudgetWarning { .. } => run.budget_warned = true,
+        EventBody::RunBudgetExceeded { .. } => run.halted = true,
+        EventBody::PlanApprovalRequired { .. } => {
+            run.approval = Approval::Pending;
+        }
+        EventBody::PlanApproved { .. } => {
+            run.approval = Approval::Approved;
+            if run.status == RunStatus::Blocked {
+                run.status = RunStatus::Running;
+                run.reason = None;
+            }
+        }
+        EventBody::PlanRejected { .. } => run.approval = Approval::Rejected,
+        EventBody::TaskQueued { answer, .. } => {
+            if let Some(i) = task_idx {
+                let t = &mut run.tasks[i];
+                if let Some(a) = answer {
+                    t.answers.push(a.clone());
+                }
+                requeue(t);
+            }
+            if run.status != RunStatus::Running {
+                run.status = RunStatus::Running;
+                run.finished_at = None;
+                run.reason = None;
+                run.halted = false;
+            }
+        }
+        EventBody::TaskStarted { attempt, model, .. } => {
+            if let Some(i) = task_idx {
+                let t = &mut run.tasks[i];
+                t.status = TaskStatus::Running;
+                t.attempts = *attempt;
+                t.attempts_in_window += 1;
+                t.started_at = Some(ev.time);
+                t.finished_at = None;
+                t.not_before = None;
+                t.error = None;
+                t.model = model.clone().or(t.model.take());
+                // Queued steers are part of this attempt's prompt now.
+                t.pending_steers.clear();
+            }
+            if run.status == RunStatus::Queued {
+                run.status = RunStatus::Running;
+                run.started_at.get_or_insert(ev.time);
+            }
+        }
+        EventBody::WorkerSpawned { pid, pid_start, .. } => {
+            if let Some(i) = task_idx {
+                run.tasks[i].pid = Some(*pid);
+                run.tasks[i].pid_start = Some(*pid_start);
+            }
+        }
+        EventBody::TaskProgress { usage, current_tool, .. } => {
+            if let Some(i) = task_idx {
+                let t = &mut run.tasks[i];
+                t.attempt_usage = *usage;
+                t.progress.current_tool = current_tool.clone();
+                t.progress.turns = usage.turns;
+                t.progress.tokens = usage.budget_tokens();
+            }
+        }
+        EventBody::TaskCompleted { end, reused_from } => {
+            if let Some(i) = task_idx {
+                let t = &mut run.tasks[i];
+                end_attempt(t, end, ev);
+                t.status = TaskStatus::Completed;
+                t.error = None;
+                t.reused_from = reused_from.as_ref().map(|r| (r.run_id.clone(), r.task_id.clone()));
+            }
+        }
+        EventBody::TaskFailed { end } => {
+            if let Some(i) = task_idx {
+                let t = &mut run.tasks[i];
+                end_attempt(t, end, ev);
+                t.status = TaskStatus::Failed;
+                t.error = end.error.clone();
+            }
+        }
+        EventBody::TaskRetrying { end, not_before, .. } => {
+            if let Some(i) = task_idx {
+                let t = &mut run.tasks[i];
+                end_attempt(t, end, ev);
+                t.status = TaskStatus::Queued;
+                t.error = end.error.clone();
+                t.not_before = Some(*not_before);
+                t.finished_at = None;
+            }
+        }
+        EventBody::TaskNeedsAttention { end, reason } => {
+            if let Some(i) = task_idx {
+                let t = &mut run.tasks[i];
+                end_attempt(t, end, ev);
+                t.status = TaskStatus::NeedsAttention;
+                t.error = Some(reason.clone());
+            }
+        }
+        EventBody::TaskWaiting { end, question } => {
+            if let Some(i) = task_idx {
+                let t = &mut run.tasks[i];
+                end_attempt(t, end, ev);
+                t.finished_at = None;
+                t.status = TaskStatus::Waiting;
+                t.question = Some(question.clone());
+            }
+        }
+        EventBody::TaskCancelled { reason } => {
+            if let Some(i) = task_idx {
+                let t = &mut run.tasks[i];
+                // The running attempt's usage was spent: keep it.
+                let spent = t.attempt_usage;
+                t.prior_usage.add(&spent);
+                t.attempt_usage = Usage::default();
+                t.status = TaskStatus::Cancelled;
+                t.finished_at = Some(ev.time);
+                t.pid = None;
+                t.error = reason.clone();
+            }
+        }
+        EventBody::TaskSkipped { reason } => {
+            if let Some(i) = task_idx {
+                let t = &mut run.tasks[i];
+                t.status = TaskStatus::Skipped;
+                t.finished_at = Some(ev.time);
+                t.error = Some(reason.clone());
+            }
+        }
+        EventBody::TaskSteered { message, delivered } => {
+            if let Some(i) = task_idx {
+                if *delivered == super::event::Delivery::Queued {
+                    run.tasks[i].pending_steers.push(message.clone());
+                }
+            }
+        }
+        // Handled at the State level.
+        EventBody::RunCreated(_)
+        | EventBody::RunForgotten {}
+        | EventBody::ScheduleAdded(_)
+        | EventBody::ScheduleUpdated(_)
+        | EventBody::ScheduleRemoved { .. }
+        | EventBody::ScheduleFired { .. }
+        | EventBody::ScheduleSkipped { .. }
+        | EventBody::DaemonStarted { .. }
+        | EventBody::DaemonRecovered { .. } => {}
+    }
+}
+
+fn requeue(t: &mut TaskState) {
+    t.status = TaskStatus::Queued;
+    t.error = None;
+    t.not_before = None;
+    t.finished_at = None;
+    t.attempts_in_window = 0;
+    t.question = None;
+    t.pid = None;
+    t.pid_start = None;
+}

@@ -1,0 +1,101 @@
+//! Streaming dispatch: which queued tasks start now.
+//!
+//! A task is ready the moment every task it depends on is `completed` (no wave barriers). Each
+//! run may use up to its concurrency; the daemon-wide `max_workers` slots are handed out
+//! round-robin between runs, one task per run per round, so one big run cannot starve others.
+
+use super::event::{EventBody, Pending};
+use super::types::{Approval, RunState, TaskStatus};
+use super::State;
+use chrono::{DateTime, Utc};
+
+/// A task the daemon should start, with the `task.started` event to journal first.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Start {
+    pub run_id: String,
+    pub task_id: String,
+    pub attempt: u32,
+    pub event: Pending,
+}
+
+fn ready(run: &RunState, now: DateTime<Utc>) -> impl Iterator<Item = usize> + '_ {
+    run.tasks.iter().enumerate().filter_map(move |(i, t)| {
+        let ok = t.status == TaskStatus::Queued
+            && t.not_before.is_none_or(|nb| nb <= now)
+            && t.plan.depends_on.iter().all(|d| run.task(d).is_some_and(|dt| dt.status == TaskStatus::Completed))
+            && !(t.plan.writes && matches!(run.approval, Approval::Required | Approval::Pending | Approval::Rejected));
+        ok.then_some(i)
+    })
+}
+
+impl State {
+    /// Pick the tasks to start now. The caller applies each `event` before the next call.
+    pub fn dispatch(&mut self, now: DateTime<Utc>, max_workers: usize) -> Vec<Start> {
+        let mut free = max_workers.saturating_sub(self.workers_running());
+        if free == 0 {
+            return vec![];
+        }
+        // Runs in round-robin order starting after the last one served.
+        let mut order: Vec<&String> = self.active.iter().collect();
+        if let Some(after) = &self.rr_after {
+            let split = order.iter().position(|id| id.as_str() > after.as_str()).unwrap_or(order.len());
+            order.rotate_left(split);
+        }
+        let mut picks: Vec<(String, usize)> = Vec::new();
+        let mut taken: std::collections::HashMap<&str, Vec<usize>> = Default::default();
+        loop {
+            let mut progressed = false;
+            for id in &order {
+                if free == 0 {
+                    break;
+                }
+                let Some(run) = self.runs.get(id.as_str()) else { continue };
+                if run.halted || run.status.is_finished() {
+                    continue;
+                }
+                let mine = taken.entry(id.as_str()).or_default();
+                if run.running_count() + mine.len() >= run.spec.concurrency as usize {
+                    continue;
+                }
+                if let Some(i) = ready(run, now).find(|i| !mine.contains(i)) {
+                    mine.push(i);
+                    picks.push(((*id).clone(), i));
+                    free -= 1;
+                    progressed = true;
+                }
+            }
+            if !progressed || free == 0 {
+                break;
+            }
+        }
+        if let Some((last, _)) = picks.last() {
+            self.rr_after = Some(last.clone());
+        }
+        picks
+            .into_iter()
+            .filter_map(|(run_id, i)| {
+                let run = self.runs.get(&run_id)?;
+                let t = run.tasks.get(i)?;
+                let attempt = t.attempts + 1;
+                let model = run.spec.model.clone().or_else(|| t.plan.model.clone());
+                let event = Pending::task(
+                    &run_id,
+                    &t.plan.id,
+                    EventBody::TaskStarted { attempt, runtime: run.spec.runtime.clone(), model, artifacts: vec![] },
+                );
+                Some(Start { run_id, task_id: t.plan.id.clone(), attempt, event })
+            })
+            .collect()
+    }
+
+    /// The earliest instant a backed-off task becomes startable, so the daemon can sleep until it.
+    pub fn next_wakeup(&self) -> Option<DateTime<Utc>> {
+        self.active
+            .iter()
+            .filter_map(|id| self.runs.get(id))
+            .flat_map(|r| r.tasks.iter())
+            .filter(|t| t.status == TaskStatus::Queued)
+            .filter_map(|t| t.not_before)
+            .min()
+    }
+}

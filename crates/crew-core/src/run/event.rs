@@ -1,0 +1,257 @@
+//! Events: every state change, as journaled and as clients see it (SPEC §6).
+
+use super::jobs::ScheduleJob;
+use super::types::{ArtifactRef, RunSpec};
+use crate::usage::Usage;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// A journaled event. Serialized as `{seq, runSeq, time, type, runId?, taskId?, message?, data}`,
+/// the wire shape of SPEC §6, so one serialization serves journal and clients.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Event {
+    pub seq: u64,
+    pub run_seq: u64,
+    pub time: DateTime<Utc>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub run_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub task_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub message: Option<String>,
+    #[serde(flatten)]
+    pub body: EventBody,
+}
+
+/// An event before the journal gave it a position.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pending {
+    pub run_id: Option<String>,
+    pub task_id: Option<String>,
+    pub message: Option<String>,
+    pub body: EventBody,
+}
+
+impl Pending {
+    pub fn run(run_id: &str, body: EventBody) -> Self {
+        Pending { run_id: Some(run_id.to_string()), task_id: None, message: None, body }
+    }
+    pub fn task(run_id: &str, task_id: &str, body: EventBody) -> Self {
+        Pending { run_id: Some(run_id.to_string()), task_id: Some(task_id.to_string()), message: None, body }
+    }
+    pub fn global(body: EventBody) -> Self {
+        Pending { run_id: None, task_id: None, message: None, body }
+    }
+    pub fn with_message(mut self, m: impl Into<String>) -> Self {
+        self.message = Some(m.into());
+        self
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct AttemptEnd {
+    pub attempt: u32,
+    pub usage: Usage,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub artifacts: Vec<ArtifactRef>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", content = "data")]
+pub enum EventBody {
+    #[serde(rename = "run.created")]
+    RunCreated(Box<RunSpec>),
+    #[serde(rename = "run.started")]
+    RunStarted {},
+    #[serde(rename = "run.blocked")]
+    RunBlocked { reason: String },
+    #[serde(rename = "run.completed")]
+    RunCompleted { usage: Usage },
+    #[serde(rename = "run.failed")]
+    RunFailed { reason: String, usage: Usage },
+    #[serde(rename = "run.cancelled")]
+    RunCancelled {
+        reason: Option<String>,
+        #[serde(rename = "cancelledTaskIds")]
+        cancelled_task_ids: Vec<String>,
+    },
+    #[serde(rename = "run.resumed")]
+    RunResumed {
+        #[serde(rename = "requeuedTaskIds")]
+        requeued_task_ids: Vec<String>,
+    },
+    #[serde(rename = "run.budget_warning")]
+    RunBudgetWarning { used: u64, total: u64 },
+    #[serde(rename = "run.budget_exceeded")]
+    RunBudgetExceeded { used: u64, total: u64 },
+    #[serde(rename = "plan.approval_required")]
+    PlanApprovalRequired {
+        #[serde(rename = "taskId")]
+        task_id: String,
+    },
+    #[serde(rename = "plan.approved")]
+    PlanApproved { reason: Option<String> },
+    #[serde(rename = "plan.rejected")]
+    PlanRejected { reason: Option<String> },
+    /// A task goes (back) to the queue by hand: retry, respond.
+    #[serde(rename = "task.queued")]
+    TaskQueued { reason: String, answer: Option<String> },
+    #[serde(rename = "task.started")]
+    TaskStarted {
+        attempt: u32,
+        runtime: String,
+        model: Option<String>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        artifacts: Vec<ArtifactRef>,
+    },
+    /// The worker process exists: its pid and start time, for recovery after a crash.
+    #[serde(rename = "worker.spawned")]
+    WorkerSpawned {
+        attempt: u32,
+        pid: u32,
+        #[serde(rename = "pidStart")]
+        pid_start: u64,
+        live: bool,
+    },
+    #[serde(rename = "task.progress")]
+    TaskProgress {
+        attempt: u32,
+        usage: Usage,
+        #[serde(rename = "currentTool")]
+        current_tool: Option<String>,
+    },
+    #[serde(rename = "task.completed")]
+    TaskCompleted {
+        #[serde(flatten)]
+        end: AttemptEnd,
+        #[serde(rename = "reusedFrom", default, skip_serializing_if = "Option::is_none")]
+        reused_from: Option<ReusedFrom>,
+    },
+    #[serde(rename = "task.failed")]
+    TaskFailed {
+        #[serde(flatten)]
+        end: AttemptEnd,
+    },
+    #[serde(rename = "task.retrying")]
+    TaskRetrying {
+        #[serde(flatten)]
+        end: AttemptEnd,
+        reason: String,
+        #[serde(rename = "delayMs")]
+        delay_ms: u64,
+        #[serde(rename = "notBefore")]
+        not_before: DateTime<Utc>,
+    },
+    #[serde(rename = "task.needs_attention")]
+    TaskNeedsAttention {
+        #[serde(flatten)]
+        end: AttemptEnd,
+        reason: String,
+    },
+    #[serde(rename = "task.waiting")]
+    TaskWaiting {
+        #[serde(flatten)]
+        end: AttemptEnd,
+        question: String,
+    },
+    #[serde(rename = "task.cancelled")]
+    TaskCancelled { reason: Option<String> },
+    #[serde(rename = "task.skipped")]
+    TaskSkipped { reason: String },
+    #[serde(rename = "task.steered")]
+    TaskSteered { message: String, delivered: Delivery },
+    #[serde(rename = "schedule.added")]
+    ScheduleAdded(Box<ScheduleJob>),
+    #[serde(rename = "schedule.updated")]
+    ScheduleUpdated(Box<ScheduleJob>),
+    #[serde(rename = "schedule.removed")]
+    ScheduleRemoved {
+        id: String,
+        #[serde(rename = "cancelledRunIds")]
+        cancelled_run_ids: Vec<String>,
+    },
+    #[serde(rename = "schedule.fired")]
+    ScheduleFired {
+        id: String,
+        at: DateTime<Utc>,
+        #[serde(rename = "runId")]
+        run_id: String,
+        manual: bool,
+    },
+    #[serde(rename = "schedule.skipped")]
+    ScheduleSkipped { id: String, at: DateTime<Utc>, reason: String },
+    #[serde(rename = "daemon.started")]
+    DaemonStarted { version: String, pid: u32 },
+    #[serde(rename = "daemon.recovered")]
+    DaemonRecovered {
+        #[serde(rename = "requeuedTasks")]
+        requeued_tasks: Vec<String>,
+        #[serde(rename = "killedWorkers")]
+        killed_workers: Vec<u32>,
+        #[serde(rename = "activeRuns")]
+        active_runs: usize,
+    },
+    /// A run's details and events were removed (`team.forget`/`team.prune`).
+    #[serde(rename = "run.forgotten")]
+    RunForgotten {},
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReusedFrom {
+    pub run_id: String,
+    pub task_id: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Delivery {
+    Live,
+    Queued,
+}
+
+impl EventBody {
+    /// The SPEC §6 type name.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            EventBody::RunCreated(_) => "run.created",
+            EventBody::RunStarted {} => "run.started",
+            EventBody::RunBlocked { .. } => "run.blocked",
+            EventBody::RunCompleted { .. } => "run.completed",
+            EventBody::RunFailed { .. } => "run.failed",
+            EventBody::RunCancelled { .. } => "run.cancelled",
+            EventBody::RunResumed { .. } => "run.resumed",
+            EventBody::RunBudgetWarning { .. } => "run.budget_warning",
+            EventBody::RunBudgetExceeded { .. } => "run.budget_exceeded",
+            EventBody::PlanApprovalRequired { .. } => "plan.approval_required",
+            EventBody::PlanApproved { .. } => "plan.approved",
+            EventBody::PlanRejected { .. } => "plan.rejected",
+            EventBody::TaskQueued { .. } => "task.queued",
+            EventBody::TaskStarted { .. } => "task.started",
+            EventBody::WorkerSpawned { .. } => "worker.spawned",
+            EventBody::TaskProgress { .. } => "task.progress",
+            EventBody::TaskCompleted { .. } => "task.completed",
+            EventBody::TaskFailed { .. } => "task.failed",
+            EventBody::TaskRetrying { .. } => "task.retrying",
+            EventBody::TaskNeedsAttention { .. } => "task.needs_attention",
+            EventBody::TaskWaiting { .. } => "task.waiting",
+            EventBody::TaskCancelled { .. } => "task.cancelled",
+            EventBody::TaskSkipped { .. } => "task.skipped",
+            EventBody::TaskSteered { .. } => "task.steered",
+            EventBody::ScheduleAdded(_) => "schedule.added",
+            EventBody::ScheduleUpdated(_) => "schedule.updated",
+            EventBody::ScheduleRemoved { .. } => "schedule.removed",
+            EventBody::ScheduleFired { .. } => "schedule.fired",
+            EventBody::ScheduleSkipped { .. } => "schedule.skipped",
+            EventBody::DaemonStarted { .. } => "daemon.started",
+            EventBody::DaemonRecovered { .. } => "daemon.recovered",
+            EventBody::RunForgotten {} => "run.forgotten",
+        }
+    }
+}

@@ -1,0 +1,339 @@
+//! Run and task records and their statuses.
+
+use crate::plan::PlannedTask;
+use crate::usage::Usage;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    Queued,
+    Running,
+    Blocked,
+    Completed,
+    Failed,
+    Cancelled,
+}
+
+impl RunStatus {
+    /// Finished runs take no more work unless resumed. `blocked` is not finished: it waits for
+    /// someone (approval, an answer, attention), and it is "active" for forget/prune.
+    pub fn is_finished(self) -> bool {
+        matches!(self, RunStatus::Completed | RunStatus::Failed | RunStatus::Cancelled)
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Queued => "queued",
+            RunStatus::Running => "running",
+            RunStatus::Blocked => "blocked",
+            RunStatus::Completed => "completed",
+            RunStatus::Failed => "failed",
+            RunStatus::Cancelled => "cancelled",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskStatus {
+    Queued,
+    Running,
+    Waiting,
+    Completed,
+    Failed,
+    Cancelled,
+    Skipped,
+    NeedsAttention,
+}
+
+impl TaskStatus {
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            TaskStatus::Completed | TaskStatus::Failed | TaskStatus::Cancelled | TaskStatus::Skipped | TaskStatus::NeedsAttention
+        )
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskStatus::Queued => "queued",
+            TaskStatus::Running => "running",
+            TaskStatus::Waiting => "waiting",
+            TaskStatus::Completed => "completed",
+            TaskStatus::Failed => "failed",
+            TaskStatus::Cancelled => "cancelled",
+            TaskStatus::Skipped => "skipped",
+            TaskStatus::NeedsAttention => "needs_attention",
+        }
+    }
+}
+
+/// The legal task status moves. `apply` never checks this (it replays what was decided); the
+/// deciders only produce these, and the property tests hold them to it.
+pub fn task_transition_allowed(from: TaskStatus, to: TaskStatus) -> bool {
+    use TaskStatus::*;
+    matches!(
+        (from, to),
+        (Queued, Running | Cancelled | Skipped)
+            | (Running, Completed | Failed | Cancelled | Queued | Waiting | NeedsAttention)
+            | (Waiting, Queued | Cancelled)
+            | (Completed, Queued)
+            | (Failed, Queued)
+            | (Cancelled, Queued)
+            | (Skipped, Queued)
+            | (NeedsAttention, Queued)
+    )
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum FailurePolicy {
+    #[default]
+    FailFast,
+    Continue,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Budget {
+    pub tokens: u64,
+    pub warn_at: f64,
+    pub abort_at: f64,
+}
+
+/// Which tasks may take a cached result (SPEC §9).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Reuse {
+    #[default]
+    Off,
+    ReadOnly,
+    All,
+}
+
+/// Everything a run was created with, frozen into `run.created` so a replay never depends on
+/// resource files or config that may have changed since.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunSpec {
+    pub goal: String,
+    pub cwd: String,
+    pub team: String,
+    pub workflow: String,
+    pub runtime: String,
+    pub model: Option<String>,
+    pub concurrency: u32,
+    pub failure_policy: FailurePolicy,
+    pub budget: Option<Budget>,
+    pub require_plan_approval: bool,
+    pub reuse: Reuse,
+    pub max_attempts: u32,
+    pub schedule_id: Option<String>,
+    pub tasks: Vec<PlannedTask>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Approval {
+    #[default]
+    NotRequired,
+    Required,
+    Pending,
+    Approved,
+    Rejected,
+}
+
+/// A file under the run's artifact directory, named by its relative path.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ArtifactRef {
+    pub name: String,
+    pub kind: String,
+    pub bytes: u64,
+    pub sha256: String,
+}
+
+/// Live progress of a running task (from `task.progress`).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Progress {
+    pub current_tool: Option<String>,
+    pub turns: u64,
+    pub tokens: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskState {
+    pub plan: PlannedTask,
+    pub status: TaskStatus,
+    /// Attempts started so far (the running attempt included).
+    pub attempts: u32,
+    /// Attempts counted against `max_attempts` since the last manual resume/retry.
+    pub attempts_in_window: u32,
+    pub started_at: Option<DateTime<Utc>>,
+    pub finished_at: Option<DateTime<Utc>>,
+    /// Usage of attempts that ended.
+    pub prior_usage: Usage,
+    /// Usage of the running attempt so far.
+    pub attempt_usage: Usage,
+    pub error: Option<String>,
+    pub artifacts: Vec<ArtifactRef>,
+    pub pid: Option<u32>,
+    /// Process start time (clock ticks since boot, from /proc) so a reused pid is never killed.
+    pub pid_start: Option<u64>,
+    pub model: Option<String>,
+    /// Not to be started before this instant (retry backoff).
+    pub not_before: Option<DateTime<Utc>>,
+    pub pending_steers: Vec<String>,
+    pub question: Option<String>,
+    pub answers: Vec<String>,
+    /// `(runId, taskId)` whose result this task reused.
+    pub reused_from: Option<(String, String)>,
+    pub progress: Progress,
+}
+
+impl TaskState {
+    pub fn new(plan: PlannedTask) -> Self {
+        TaskState {
+            plan,
+            status: TaskStatus::Queued,
+            attempts: 0,
+            attempts_in_window: 0,
+            started_at: None,
+            finished_at: None,
+            prior_usage: Usage::default(),
+            attempt_usage: Usage::default(),
+            error: None,
+            artifacts: Vec::new(),
+            pid: None,
+            pid_start: None,
+            model: None,
+            not_before: None,
+            pending_steers: Vec::new(),
+            question: None,
+            answers: Vec::new(),
+            reused_from: None,
+            progress: Progress::default(),
+        }
+    }
+
+    pub fn id(&self) -> &str {
+        &self.plan.id
+    }
+
+    /// Usage over every attempt, the running one included.
+    pub fn usage(&self) -> Usage {
+        let mut u = self.prior_usage;
+        u.add(&self.attempt_usage);
+        u
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunState {
+    pub id: String,
+    pub spec: RunSpec,
+    pub status: RunStatus,
+    pub created_at: DateTime<Utc>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub finished_at: Option<DateTime<Utc>>,
+    pub updated_at: DateTime<Utc>,
+    pub tasks: Vec<TaskState>,
+    pub run_seq: u64,
+    pub approval: Approval,
+    pub budget_warned: bool,
+    /// Why the run failed / was cancelled / is blocked.
+    pub reason: Option<String>,
+    /// Set by fail-fast after a final task failure: no new task may start.
+    pub halted: bool,
+}
+
+impl RunState {
+    pub fn task(&self, id: &str) -> Option<&TaskState> {
+        self.tasks.iter().find(|t| t.plan.id == id)
+    }
+    pub fn task_index(&self, id: &str) -> Option<usize> {
+        self.tasks.iter().position(|t| t.plan.id == id)
+    }
+    pub fn usage(&self) -> Usage {
+        let mut u = Usage::default();
+        for t in &self.tasks {
+            u.add(&t.usage());
+        }
+        u
+    }
+    pub fn running_count(&self) -> usize {
+        self.tasks.iter().filter(|t| t.status == TaskStatus::Running).count()
+    }
+    pub fn summary(&self) -> RunSummary {
+        let mut counts = TaskCounts::default();
+        for t in &self.tasks {
+            counts.bump(t.status);
+        }
+        RunSummary {
+            id: self.id.clone(),
+            status: self.status,
+            team: self.spec.team.clone(),
+            workflow: self.spec.workflow.clone(),
+            goal: crate::prompt::cut_head_tail(&self.spec.goal, 200),
+            cwd: self.spec.cwd.clone(),
+            created_at: self.created_at,
+            finished_at: self.finished_at,
+            usage: self.usage(),
+            tasks: counts,
+            schedule_id: self.spec.schedule_id.clone(),
+            reason: self.reason.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskCounts {
+    pub total: u32,
+    pub queued: u32,
+    pub running: u32,
+    pub waiting: u32,
+    pub completed: u32,
+    pub failed: u32,
+    pub cancelled: u32,
+    pub skipped: u32,
+    pub needs_attention: u32,
+}
+
+impl TaskCounts {
+    fn bump(&mut self, s: TaskStatus) {
+        self.total += 1;
+        let c = match s {
+            TaskStatus::Queued => &mut self.queued,
+            TaskStatus::Running => &mut self.running,
+            TaskStatus::Waiting => &mut self.waiting,
+            TaskStatus::Completed => &mut self.completed,
+            TaskStatus::Failed => &mut self.failed,
+            TaskStatus::Cancelled => &mut self.cancelled,
+            TaskStatus::Skipped => &mut self.skipped,
+            TaskStatus::NeedsAttention => &mut self.needs_attention,
+        };
+        *c += 1;
+    }
+}
+
+/// What stays in memory for every run, resident or not.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunSummary {
+    pub id: String,
+    pub status: RunStatus,
+    pub team: String,
+    pub workflow: String,
+    pub goal: String,
+    pub cwd: String,
+    pub created_at: DateTime<Utc>,
+    pub finished_at: Option<DateTime<Utc>>,
+    pub usage: Usage,
+    pub tasks: TaskCounts,
+    pub schedule_id: Option<String>,
+    pub reason: Option<String>,
+}

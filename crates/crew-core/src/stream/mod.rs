@@ -1,0 +1,197 @@
+//! Agent CLI adapters: how to build a worker's command line and how to read its stdout.
+//!
+//! Each adapter turns LF-delimited stdout lines into normalized [`WorkerEvent`]s and keeps what
+//! it needs to produce the final [`Outcome`]. Parsers are pure and never panic on any input.
+
+mod claude;
+mod classify;
+mod codex;
+mod command;
+mod pi;
+
+pub use classify::is_retryable_message;
+
+use crate::usage::Usage;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AdapterKind {
+    Pi,
+    Claude,
+    Codex,
+    Command,
+}
+
+/// How the prompt reaches a `command` adapter program.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum PromptVia {
+    /// Last argv entry.
+    #[default]
+    Arg,
+    /// A file path as last argv entry.
+    File,
+}
+
+/// Everything needed to build one worker's argv.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LaunchSpec {
+    /// The runtime's command: program followed by fixed extra args (from config).
+    pub command: Vec<String>,
+    /// The rendered task prompt.
+    pub prompt: String,
+    /// Path of a file holding the prompt (already written by the caller). Used when the prompt
+    /// is too long for argv, or when `PromptVia::File`.
+    pub prompt_file: Option<String>,
+    pub system_prompt: String,
+    pub system_prompt_mode: crate::resource::SystemPromptMode,
+    /// Path of a file holding the system prompt (already written by the caller), if any.
+    pub system_prompt_file: Option<String>,
+    pub model: Option<String>,
+    pub thinking: Option<String>,
+    pub tools: Vec<String>,
+    /// pi only: run `pi --mode rpc` (stdin is then a pipe owned by the daemon).
+    pub rpc: bool,
+    pub prompt_via: PromptVia,
+}
+
+/// Prompts longer than this go through a file, not argv (pi-crew's `TASK_ARG_LIMIT`).
+pub const ARGV_PROMPT_LIMIT: usize = 8000;
+
+/// Build the argv (program first) for a worker.
+pub fn build_argv(kind: AdapterKind, spec: &LaunchSpec) -> Vec<String> {
+    match kind {
+        AdapterKind::Pi => pi::argv(spec),
+        AdapterKind::Claude => claude::argv(spec),
+        AdapterKind::Codex => codex::argv(spec),
+        AdapterKind::Command => command::argv(spec),
+    }
+}
+
+/// For rpc-mode workers: the stdin lines to send at start (the prompt) and for a steer.
+pub fn rpc_prompt_line(prompt: &str) -> String {
+    pi::rpc_prompt_line(prompt)
+}
+pub fn rpc_steer_line(message: &str) -> String {
+    pi::rpc_steer_line(message)
+}
+
+/// A normalized thing that happened in a worker's stream.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum WorkerEvent {
+    Started { session_id: Option<String>, model: Option<String> },
+    ToolStart { name: String, args: String },
+    ToolEnd { name: String, ok: bool },
+    /// An assistant message finished. `usage` is this message's usage (not cumulative).
+    AssistantMessage { text: Option<String>, model: Option<String>, usage: Usage, stop_reason: Option<String>, error: Option<String> },
+    TurnEnd,
+    /// The agent is done answering (pi `agent_end`, claude `result`, codex `turn.completed`
+    /// of the last turn). Starts the final drain.
+    Finished,
+    /// An error reported in the stream.
+    Error { message: String },
+    /// The worker asks the user a question (pi: a call of the `ask_user` tool). The task then
+    /// goes `waiting` until the user answers.
+    Ask { question: String },
+}
+
+impl WorkerEvent {
+    /// True for the event after which the worker may linger and should be drained (pi:
+    /// a final assistant `message_end` with stopReason stop and no tool call, or `agent_end`).
+    pub fn is_final(&self) -> bool {
+        match self {
+            WorkerEvent::Finished => true,
+            WorkerEvent::AssistantMessage { stop_reason, text, error, .. } => {
+                error.is_none() && text.is_some() && matches!(stop_reason.as_deref(), Some("stop") | None)
+            }
+            _ => false,
+        }
+    }
+}
+
+/// What a worker produced, once its stream is over.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Outcome {
+    /// Final assistant text (last non-empty assistant text).
+    pub final_text: Option<String>,
+    pub usage: Usage,
+    pub model: Option<String>,
+    /// Error reported in the stream (e.g. `stopReason: "error"` with `errorMessage`), even when
+    /// the process exited 0.
+    pub error: Option<String>,
+}
+
+/// Stateful reader of one worker's stdout.
+pub trait StreamParser: Send {
+    /// Feed one line (without the trailing `\n`; a trailing `\r` may be present). Returns the
+    /// normalized events in it. Invalid JSON lines are tolerated (adapter decides).
+    fn feed_line(&mut self, line: &str) -> Vec<WorkerEvent>;
+    /// Usage so far (for live budgets and progress).
+    fn usage(&self) -> Usage;
+    /// The outcome after the stream ended.
+    fn outcome(&self) -> Outcome;
+}
+
+/// True when a prompt is too long for argv and must go through a prompt file.
+pub fn prompt_needs_file(prompt: &str) -> bool {
+    prompt.len() > ARGV_PROMPT_LIMIT
+}
+
+pub fn parser(kind: AdapterKind) -> Box<dyn StreamParser> {
+    match kind {
+        AdapterKind::Pi => Box::new(pi::PiParser::default()),
+        AdapterKind::Claude => Box::new(claude::ClaudeParser::default()),
+        AdapterKind::Codex => Box::new(codex::CodexParser::default()),
+        AdapterKind::Command => Box::new(command::CommandParser::default()),
+    }
+}
+
+/// Tool arguments shown in events are cut to about this many characters.
+pub(crate) const TOOL_ARGS_LIMIT: usize = 200;
+
+/// Drop one trailing `\r` (CRLF streams).
+pub(crate) fn strip_cr(line: &str) -> &str {
+    line.strip_suffix('\r').unwrap_or(line)
+}
+
+/// Cut `s` to at most `max` characters (on a char boundary), marking the cut with `…`.
+pub(crate) fn cut_chars(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((at, _)) => {
+            let mut out = String::with_capacity(at + 3);
+            out.push_str(s.get(..at).unwrap_or_default());
+            out.push('…');
+            out
+        }
+        None => s.to_owned(),
+    }
+}
+
+/// A JSON value as a token count: non-negative numbers only (floats truncated), else 0.
+pub(crate) fn json_count(v: Option<&serde_json::Value>) -> u64 {
+    match v {
+        Some(serde_json::Value::Number(n)) => n
+            .as_u64()
+            .or_else(|| n.as_f64().filter(|f| f.is_finite() && *f > 0.0).map(|f| f as u64))
+            .unwrap_or(0),
+        _ => 0,
+    }
+}
+
+/// A JSON value as a USD amount: finite non-negative numbers only, else 0.
+pub(crate) fn json_cost(v: Option<&serde_json::Value>) -> f64 {
+    v.and_then(serde_json::Value::as_f64).filter(|f| f.is_finite() && *f > 0.0).unwrap_or(0.0)
+}
+
+/// `acc += u`, saturating: counts in a stream are untrusted and must not overflow.
+pub(crate) fn add_usage(acc: &mut Usage, u: &Usage) {
+    acc.input = acc.input.saturating_add(u.input);
+    acc.output = acc.output.saturating_add(u.output);
+    acc.cache_read = acc.cache_read.saturating_add(u.cache_read);
+    acc.cache_write = acc.cache_write.saturating_add(u.cache_write);
+    acc.turns = acc.turns.saturating_add(u.turns);
+    let cost = acc.cost + u.cost;
+    acc.cost = if cost.is_finite() { cost } else { f64::MAX };
+}
