@@ -12,6 +12,7 @@ pub mod client;
 pub mod error;
 pub mod methods;
 pub mod openrpc;
+pub mod paths;
 pub mod types;
 
 pub use error::{codes, ApiError};
