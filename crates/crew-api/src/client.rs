@@ -32,10 +32,16 @@ impl CallError {
     }
 }
 
-pub async fn call<M: Method>(client: &impl ClientT, params: &M::Params) -> Result<M::Result, CallError> {
+pub async fn call<M: Method>(
+    client: &impl ClientT,
+    params: &M::Params,
+) -> Result<M::Result, CallError> {
     let value = serde_json::to_value(params).map_err(|e| CallError::Transport(e.to_string()))?;
-    client.request::<M::Result, _>(M::NAME, ObjectParams(value)).await.map_err(|e| match e {
-        jsonrpsee::core::client::Error::Call(obj) => CallError::Api(obj.into()),
-        other => CallError::Transport(other.to_string()),
-    })
+    client
+        .request::<M::Result, _>(M::NAME, ObjectParams(value))
+        .await
+        .map_err(|e| match e {
+            jsonrpsee::core::client::Error::Call(obj) => CallError::Api(obj.into()),
+            other => CallError::Transport(other.to_string()),
+        })
 }

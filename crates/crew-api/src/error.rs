@@ -30,14 +30,19 @@ pub struct ApiError {
 
 impl ApiError {
     pub fn new(code: i32, message: impl Into<String>) -> Self {
-        ApiError { code, message: message.into(), data: None }
+        ApiError {
+            code,
+            message: message.into(),
+            data: None,
+        }
     }
     pub fn with_data(mut self, data: impl Serialize) -> Self {
         self.data = serde_json::to_value(data).ok();
         self
     }
     pub fn not_found(what: &str, id: &str) -> Self {
-        Self::new(codes::NOT_FOUND, format!("{what} not found: {id}")).with_data(serde_json::json!({ "what": what, "id": id }))
+        Self::new(codes::NOT_FOUND, format!("{what} not found: {id}"))
+            .with_data(serde_json::json!({ "what": what, "id": id }))
     }
     pub fn invalid_state(message: impl Into<String>) -> Self {
         Self::new(codes::INVALID_STATE, message)
@@ -45,11 +50,15 @@ impl ApiError {
     /// -32602 naming the field and why.
     pub fn invalid_params(field: &str, why: impl Into<String>) -> Self {
         let why = why.into();
-        Self::new(codes::INVALID_PARAMS, format!("invalid params: {field}: {why}"))
-            .with_data(serde_json::json!({ "field": field, "reason": why }))
+        Self::new(
+            codes::INVALID_PARAMS,
+            format!("invalid params: {field}: {why}"),
+        )
+        .with_data(serde_json::json!({ "field": field, "reason": why }))
     }
     pub fn validation(message: impl Into<String>, diagnostics: impl Serialize) -> Self {
-        Self::new(codes::VALIDATION_FAILED, message).with_data(serde_json::json!({ "diagnostics": diagnostics }))
+        Self::new(codes::VALIDATION_FAILED, message)
+            .with_data(serde_json::json!({ "diagnostics": diagnostics }))
     }
     pub fn limit(message: impl Into<String>) -> Self {
         Self::new(codes::LIMIT_EXCEEDED, message)

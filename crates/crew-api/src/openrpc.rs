@@ -18,7 +18,11 @@ fn generator() -> SchemaGenerator {
 /// Turn a params schema (an object, possibly behind a `$ref`) into by-name content descriptors.
 fn params_descriptors(schema: &Value, defs: &Map<String, Value>) -> Vec<Value> {
     let resolved = match schema.get("$ref").and_then(Value::as_str) {
-        Some(r) => r.rsplit('/').next().and_then(|name| defs.get(name)).unwrap_or(schema),
+        Some(r) => r
+            .rsplit('/')
+            .next()
+            .and_then(|name| defs.get(name))
+            .unwrap_or(schema),
         None => schema,
     };
     let required: Vec<&str> = resolved
@@ -26,11 +30,14 @@ fn params_descriptors(schema: &Value, defs: &Map<String, Value>) -> Vec<Value> {
         .and_then(Value::as_array)
         .map(|a| a.iter().filter_map(Value::as_str).collect())
         .unwrap_or_default();
-    let Some(props) = resolved.get("properties").and_then(Value::as_object) else { return vec![] };
+    let Some(props) = resolved.get("properties").and_then(Value::as_object) else {
+        return vec![];
+    };
     props
         .iter()
         .map(|(name, s)| {
-            let mut d = json!({ "name": name, "schema": s, "required": required.contains(&name.as_str()) });
+            let mut d =
+                json!({ "name": name, "schema": s, "required": required.contains(&name.as_str()) });
             if let Some(desc) = s.get("description") {
                 d["description"] = desc.clone();
             }
@@ -65,7 +72,12 @@ pub fn document() -> Value {
     }
     let sub_params = g.subschema_for::<SubscribeParams>();
     let sub_item = g.subschema_for::<SubscriptionItem>();
-    let defs: Map<String, Value> = g.take_definitions(true).into_iter().collect::<std::collections::BTreeMap<_, _>>().into_iter().collect();
+    let defs: Map<String, Value> = g
+        .take_definitions(true)
+        .into_iter()
+        .collect::<std::collections::BTreeMap<_, _>>()
+        .into_iter()
+        .collect();
 
     for (name, summary, errors, p, r) in raw {
         methods.push(json!({
@@ -115,7 +127,10 @@ pub fn markdown() -> String {
     let empty = vec![];
     for m in doc["methods"].as_array().unwrap_or(&empty) {
         let name = m["name"].as_str().unwrap_or_default();
-        out.push_str(&format!("## `{name}`\n\n{}\n\n", m["summary"].as_str().unwrap_or_default()));
+        out.push_str(&format!(
+            "## `{name}`\n\n{}\n\n",
+            m["summary"].as_str().unwrap_or_default()
+        ));
         let params = m["params"].as_array().unwrap_or(&empty);
         if params.is_empty() {
             out.push_str("Params: none.\n\n");
@@ -125,14 +140,21 @@ pub fn markdown() -> String {
                 out.push_str(&format!(
                     "| `{}` | {} | {} | {} |\n",
                     p["name"].as_str().unwrap_or_default(),
-                    if p["required"].as_bool().unwrap_or(false) { "yes" } else { "no" },
+                    if p["required"].as_bool().unwrap_or(false) {
+                        "yes"
+                    } else {
+                        "no"
+                    },
                     type_name(&p["schema"]),
                     p["description"].as_str().unwrap_or("").replace('\n', " ")
                 ));
             }
             out.push('\n');
         }
-        out.push_str(&format!("Result: {}\n\n", type_name(&m["result"]["schema"])));
+        out.push_str(&format!(
+            "Result: {}\n\n",
+            type_name(&m["result"]["schema"])
+        ));
         if let Some(errs) = m["errors"].as_array().filter(|e| !e.is_empty()) {
             let codes: Vec<String> = errs.iter().map(|e| e["code"].to_string()).collect();
             out.push_str(&format!("Errors: {}\n\n", codes.join(", ")));
@@ -151,7 +173,11 @@ fn type_name(s: &Value) -> String {
     match s.get("type") {
         Some(Value::String(t)) if t == "array" => format!("{}[]", type_name(&s["items"])),
         Some(Value::String(t)) => t.clone(),
-        Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(" or "),
+        Some(Value::Array(ts)) => ts
+            .iter()
+            .filter_map(Value::as_str)
+            .collect::<Vec<_>>()
+            .join(" or "),
         _ => "object".into(),
     }
 }
@@ -173,15 +199,26 @@ mod tests {
             std::fs::write(root.join("methods.md"), &md).unwrap();
         }
         let on_disk = std::fs::read_to_string(root.join("openrpc.json")).unwrap_or_default();
-        assert!(on_disk == json, "proto-docs/openrpc.json is out of date: run `make docs`");
+        assert!(
+            on_disk == json,
+            "proto-docs/openrpc.json is out of date: run `make docs`"
+        );
         let on_disk = std::fs::read_to_string(root.join("methods.md")).unwrap_or_default();
-        assert!(on_disk == md, "proto-docs/methods.md is out of date: run `make docs`");
+        assert!(
+            on_disk == md,
+            "proto-docs/methods.md is out of date: run `make docs`"
+        );
     }
 
     #[test]
     fn every_method_is_documented_once() {
         let doc = document();
-        let names: Vec<&str> = doc["methods"].as_array().unwrap().iter().map(|m| m["name"].as_str().unwrap()).collect();
+        let names: Vec<&str> = doc["methods"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["name"].as_str().unwrap())
+            .collect();
         let mut sorted = names.clone();
         sorted.sort();
         sorted.dedup();
@@ -192,8 +229,22 @@ mod tests {
             }
         }
         // team.run's params are one object with camelCase fields.
-        let run = doc["methods"].as_array().unwrap().iter().find(|m| m["name"] == "team.run").unwrap();
-        let pnames: Vec<&str> = run["params"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
-        assert!(pnames.contains(&"goal") && pnames.contains(&"failurePolicy") && pnames.contains(&"requirePlanApproval"));
+        let run = doc["methods"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"] == "team.run")
+            .unwrap();
+        let pnames: Vec<&str> = run["params"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["name"].as_str().unwrap())
+            .collect();
+        assert!(
+            pnames.contains(&"goal")
+                && pnames.contains(&"failurePolicy")
+                && pnames.contains(&"requirePlanApproval")
+        );
     }
 }

@@ -5,7 +5,11 @@
 /// reported separately).
 pub fn find_cycle(nodes: &[(String, Vec<String>)]) -> Option<Vec<String>> {
     use std::collections::HashMap;
-    let index: HashMap<&str, usize> = nodes.iter().enumerate().map(|(i, (id, _))| (id.as_str(), i)).collect();
+    let index: HashMap<&str, usize> = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, (id, _))| (id.as_str(), i))
+        .collect();
     // 0 = unvisited, 1 = on stack, 2 = done
     let mut mark = vec![0u8; nodes.len()];
     let mut stack: Vec<usize> = Vec::new();
@@ -19,10 +23,13 @@ pub fn find_cycle(nodes: &[(String, Vec<String>)]) -> Option<Vec<String>> {
         mark[i] = 1;
         stack.push(i);
         for dep in &nodes[i].1 {
-            let Some(&j) = index.get(dep.as_str()) else { continue };
+            let Some(&j) = index.get(dep.as_str()) else {
+                continue;
+            };
             if mark[j] == 1 {
                 let start = stack.iter().position(|&k| k == j).unwrap_or(0);
-                let mut cycle: Vec<String> = stack[start..].iter().map(|&k| nodes[k].0.clone()).collect();
+                let mut cycle: Vec<String> =
+                    stack[start..].iter().map(|&k| nodes[k].0.clone()).collect();
                 cycle.push(nodes[j].0.clone());
                 return Some(cycle);
             }
@@ -60,7 +67,10 @@ mod tests {
             (&[n("a", &[]), n("b", &["a"])], None),
             (&[n("a", &["b"]), n("b", &["a"])], Some(&["a", "b", "a"])),
             (&[n("a", &["a"])], Some(&["a", "a"])),
-            (&[n("a", &[]), n("b", &["c"]), n("c", &["d"]), n("d", &["b"])], Some(&["b", "c", "d", "b"])),
+            (
+                &[n("a", &[]), n("b", &["c"]), n("c", &["d"]), n("d", &["b"])],
+                Some(&["b", "c", "d", "b"]),
+            ),
             (&[n("a", &["zzz"])], None),
         ];
         for (nodes, want) in cases {

@@ -11,7 +11,10 @@ pub fn run_id(now: DateTime<Utc>, random: u64) -> String {
 /// Ids and names that end up in file paths: `[A-Za-z0-9_-]`, 1..=128 chars. This is what keeps
 /// `../` and friends out of the state directory.
 pub fn is_safe_id(s: &str) -> bool {
-    !s.is_empty() && s.len() <= 128 && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    !s.is_empty()
+        && s.len() <= 128
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 /// Artifact names are relative paths of safe segments (`results/01_explore.txt`). Dots are
@@ -23,7 +26,9 @@ pub fn is_safe_artifact_name(s: &str) -> bool {
             !seg.is_empty()
                 && seg != "."
                 && seg != ".."
-                && seg.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+                && seg
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
         })
 }
 
@@ -33,7 +38,14 @@ mod tests {
 
     #[test]
     fn safe_ids() {
-        for (s, ok) in [("team_1_ab", true), ("01_explore", true), ("", false), ("../x", false), ("a/b", false), ("a b", false)] {
+        for (s, ok) in [
+            ("team_1_ab", true),
+            ("01_explore", true),
+            ("", false),
+            ("../x", false),
+            ("a/b", false),
+            ("a b", false),
+        ] {
             assert_eq!(is_safe_id(s), ok, "{s}");
         }
         for (s, ok) in [
@@ -50,7 +62,10 @@ mod tests {
 
     #[test]
     fn run_ids_sort_by_time() {
-        let a = run_id(DateTime::from_timestamp(1_700_000_000, 0).unwrap(), u64::MAX);
+        let a = run_id(
+            DateTime::from_timestamp(1_700_000_000, 0).unwrap(),
+            u64::MAX,
+        );
         let b = run_id(DateTime::from_timestamp(1_700_000_001, 0).unwrap(), 0);
         assert!(a < b);
         assert!(is_safe_id(&a));

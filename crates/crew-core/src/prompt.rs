@@ -41,7 +41,10 @@ pub fn render(task: &PlannedTask, input: &PromptInput<'_>) -> String {
     out.push_str("Goal: ");
     out.push_str(input.goal);
     out.push_str("\n\n");
-    out.push_str(&format!("Step: {}\nRole: {}\nTask id: {}\n\n", task.step_id, task.role, task.id));
+    out.push_str(&format!(
+        "Step: {}\nRole: {}\nTask id: {}\n\n",
+        task.step_id, task.role, task.id
+    ));
     out.push_str("## Task\n\n");
     out.push_str(&task.task_template.replace("{goal}", input.goal));
     out.push('\n');
@@ -53,7 +56,10 @@ pub fn render(task: &PlannedTask, input: &PromptInput<'_>) -> String {
         );
         let per_dep = DEP_OUTPUT_MAX.min(DEP_TOTAL_MAX / input.deps.len());
         for d in input.deps {
-            out.push_str(&format!("<dependency-output task=\"{}\" role=\"{}\">\n", d.task_id, d.role));
+            out.push_str(&format!(
+                "<dependency-output task=\"{}\" role=\"{}\">\n",
+                d.task_id, d.role
+            ));
             out.push_str(&cut_head_tail(d.text, per_dep));
             out.push_str("\n</dependency-output>\n\n");
         }
@@ -96,7 +102,10 @@ pub fn cut_head_tail(s: &str, max: usize) -> String {
     let tail = keep - head;
     let head_s: String = s.chars().take(head).collect();
     let tail_s: String = s.chars().skip(n - tail).collect();
-    format!("{head_s}\n[... {} characters cut ...]\n{tail_s}", n - head - tail)
+    format!(
+        "{head_s}\n[... {} characters cut ...]\n{tail_s}",
+        n - head - tail
+    )
 }
 
 #[cfg(test)]
@@ -125,8 +134,19 @@ mod tests {
 
     #[test]
     fn renders_goal_task_and_fenced_deps() {
-        let deps = [DepOutput { task_id: "01_explore", role: "explorer", text: "found it" }];
-        let p = render(&task(), &PromptInput { goal: "fix the bug", deps: &deps, ..Default::default() });
+        let deps = [DepOutput {
+            task_id: "01_explore",
+            role: "explorer",
+            text: "found it",
+        }];
+        let p = render(
+            &task(),
+            &PromptInput {
+                goal: "fix the bug",
+                deps: &deps,
+                ..Default::default()
+            },
+        );
         assert!(p.starts_with("Goal: fix the bug\n"));
         assert!(p.contains("Plan how to fix the bug."));
         assert!(p.contains("<dependency-output task=\"01_explore\" role=\"explorer\">\nfound it\n</dependency-output>"));
@@ -134,7 +154,11 @@ mod tests {
 
     #[test]
     fn cuts_keep_head_and_tail() {
-        let table = [(10usize, 100usize, false), (1000, 100, true), (40_000, DEP_OUTPUT_MAX, true)];
+        let table = [
+            (10usize, 100usize, false),
+            (1000, 100, true),
+            (40_000, DEP_OUTPUT_MAX, true),
+        ];
         for (len, max, cut) in table {
             let s: String = "a".repeat(len / 2) + &"z".repeat(len - len / 2);
             let c = cut_head_tail(&s, max);
@@ -147,8 +171,21 @@ mod tests {
     #[test]
     fn total_dependency_text_is_bounded() {
         let big = "x".repeat(50_000);
-        let deps: Vec<DepOutput> = (0..5).map(|_| DepOutput { task_id: "t", role: "r", text: &big }).collect();
-        let p = render(&task(), &PromptInput { goal: "g", deps: &deps, ..Default::default() });
+        let deps: Vec<DepOutput> = (0..5)
+            .map(|_| DepOutput {
+                task_id: "t",
+                role: "r",
+                text: &big,
+            })
+            .collect();
+        let p = render(
+            &task(),
+            &PromptInput {
+                goal: "g",
+                deps: &deps,
+                ..Default::default()
+            },
+        );
         assert!(p.len() < DEP_TOTAL_MAX + 5_000, "{}", p.len());
     }
 }

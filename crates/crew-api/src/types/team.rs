@@ -15,7 +15,10 @@ pub enum RunStatus {
 
 impl RunStatus {
     pub fn is_finished(self) -> bool {
-        matches!(self, RunStatus::Completed | RunStatus::Failed | RunStatus::Cancelled)
+        matches!(
+            self,
+            RunStatus::Completed | RunStatus::Failed | RunStatus::Cancelled
+        )
     }
     pub fn as_str(self) -> &'static str {
         match self {

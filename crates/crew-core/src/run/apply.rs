@@ -22,7 +22,11 @@ impl State {
                     updated_at: ev.time,
                     tasks: spec.tasks.iter().cloned().map(TaskState::new).collect(),
                     run_seq: ev.run_seq,
-                    approval: if spec.require_plan_approval { Approval::Required } else { Approval::NotRequired },
+                    approval: if spec.require_plan_approval {
+                        Approval::Required
+                    } else {
+                        Approval::NotRequired
+                    },
                     budget_warned: false,
                     reason: None,
                     halted: false,
@@ -37,7 +41,12 @@ impl State {
             EventBody::ScheduleRemoved { id, .. } => {
                 self.schedules.remove(id);
             }
-            EventBody::ScheduleFired { id, at, run_id, manual } => {
+            EventBody::ScheduleFired {
+                id,
+                at,
+                run_id,
+                manual,
+            } => {
                 if let Some(job) = self.schedules.get_mut(id) {
                     if !manual {
                         job.last_fire_at = Some(*at);
@@ -45,7 +54,10 @@ impl State {
                     job.fire_count += 1;
                     job.last_run_id = Some(run_id.clone());
                     job.run_ids.push(run_id.clone());
-                    let excess = job.run_ids.len().saturating_sub(super::jobs::JOB_RUN_IDS_KEPT);
+                    let excess = job
+                        .run_ids
+                        .len()
+                        .saturating_sub(super::jobs::JOB_RUN_IDS_KEPT);
                     job.run_ids.drain(..excess);
                 }
             }
@@ -64,7 +76,9 @@ impl State {
             EventBody::DaemonStarted { .. } | EventBody::DaemonRecovered { .. } => {}
             _ => {
                 let Some(id) = &ev.run_id else { return };
-                let Some(run) = self.runs.get_mut(id) else { return };
+                let Some(run) = self.runs.get_mut(id) else {
+                    return;
+                };
                 apply_run_event(run, ev);
                 if run.status.is_finished() {
                     self.active.remove(id);
@@ -118,7 +132,10 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
             run.finished_at = Some(ev.time);
             run.reason = Some(reason.clone());
         }
-        EventBody::RunCancelled { reason, cancelled_task_ids } => {
+        EventBody::RunCancelled {
+            reason,
+            cancelled_task_ids,
+        } => {
             for t in run.tasks.iter_mut() {
                 if cancelled_task_ids.contains(&t.plan.id) {
                     t.status = TaskStatus::Cancelled;
@@ -196,7 +213,11 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
                 run.tasks[i].pid_start = Some(*pid_start);
             }
         }
-        EventBody::TaskProgress { usage, current_tool, .. } => {
+        EventBody::TaskProgress {
+            usage,
+            current_tool,
+            ..
+        } => {
             if let Some(i) = task_idx {
                 let t = &mut run.tasks[i];
                 t.attempt_usage = *usage;
@@ -211,7 +232,9 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
                 end_attempt(t, end, ev);
                 t.status = TaskStatus::Completed;
                 t.error = None;
-                t.reused_from = reused_from.as_ref().map(|r| (r.run_id.clone(), r.task_id.clone()));
+                t.reused_from = reused_from
+                    .as_ref()
+                    .map(|r| (r.run_id.clone(), r.task_id.clone()));
             }
         }
         EventBody::TaskFailed { end } => {
@@ -222,7 +245,9 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
                 t.error = end.error.clone();
             }
         }
-        EventBody::TaskRetrying { end, not_before, .. } => {
+        EventBody::TaskRetrying {
+            end, not_before, ..
+        } => {
             if let Some(i) = task_idx {
                 let t = &mut run.tasks[i];
                 end_attempt(t, end, ev);

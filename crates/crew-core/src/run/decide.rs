@@ -10,11 +10,32 @@ use chrono::{DateTime, Duration, Utc};
 /// How a worker attempt ended, as the executor saw it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum AttemptResult {
-    Completed { usage: Usage, model: Option<String>, artifacts: Vec<ArtifactRef>, reused_from: Option<ReusedFrom> },
+    Completed {
+        usage: Usage,
+        model: Option<String>,
+        artifacts: Vec<ArtifactRef>,
+        reused_from: Option<ReusedFrom>,
+    },
     /// Exited cleanly but said nothing final.
-    NoFinalText { usage: Usage, model: Option<String>, artifacts: Vec<ArtifactRef> },
-    Failed { usage: Usage, model: Option<String>, artifacts: Vec<ArtifactRef>, error: String, retryable: bool, reason: String },
-    Asked { usage: Usage, model: Option<String>, artifacts: Vec<ArtifactRef>, question: String },
+    NoFinalText {
+        usage: Usage,
+        model: Option<String>,
+        artifacts: Vec<ArtifactRef>,
+    },
+    Failed {
+        usage: Usage,
+        model: Option<String>,
+        artifacts: Vec<ArtifactRef>,
+        error: String,
+        retryable: bool,
+        reason: String,
+    },
+    Asked {
+        usage: Usage,
+        model: Option<String>,
+        artifacts: Vec<ArtifactRef>,
+        question: String,
+    },
 }
 
 /// Exponential backoff with jitter for retryable failures.
@@ -28,14 +49,21 @@ pub struct RetryPolicy {
 
 impl Default for RetryPolicy {
     fn default() -> Self {
-        RetryPolicy { base_ms: 1000, factor: 2, max_ms: 60_000, jitter_ratio: 0.3 }
+        RetryPolicy {
+            base_ms: 1000,
+            factor: 2,
+            max_ms: 60_000,
+            jitter_ratio: 0.3,
+        }
     }
 }
 
 impl RetryPolicy {
     /// Delay before attempt `n + 1` after `n` failed attempts; `jitter` in [0, 1) from the caller.
     pub fn delay_ms(&self, failed_attempts: u32, jitter: f64) -> u64 {
-        let exp = self.factor.saturating_pow(failed_attempts.saturating_sub(1)) as u64;
+        let exp = self
+            .factor
+            .saturating_pow(failed_attempts.saturating_sub(1)) as u64;
         let base = self.base_ms.saturating_mul(exp).min(self.max_ms);
         let j = (base as f64 * self.jitter_ratio * jitter.clamp(0.0, 1.0)) as u64;
         base + j
@@ -44,32 +72,60 @@ impl RetryPolicy {
 
 impl State {
     fn active_run(&self, run_id: &str) -> Result<&super::RunState, CoreError> {
-        self.runs.get(run_id).ok_or_else(|| not_found("run", run_id))
+        self.runs
+            .get(run_id)
+            .ok_or_else(|| not_found("run", run_id))
     }
 
     pub fn create_run(&self, run_id: &str, spec: RunSpec) -> Result<Vec<Pending>, CoreError> {
         if self.summaries.contains_key(run_id) {
-            return Err(CoreError::InvalidState(format!("run {run_id} already exists")));
+            return Err(CoreError::InvalidState(format!(
+                "run {run_id} already exists"
+            )));
         }
         if spec.tasks.is_empty() {
-            return Err(CoreError::Invalid { field: "workflow".into(), message: "the workflow has no steps".into() });
+            return Err(CoreError::Invalid {
+                field: "workflow".into(),
+                message: "the workflow has no steps".into(),
+            });
         }
-        Ok(vec![Pending::run(run_id, EventBody::RunCreated(Box::new(spec))), Pending::run(run_id, EventBody::RunStarted {})])
+        Ok(vec![
+            Pending::run(run_id, EventBody::RunCreated(Box::new(spec))),
+            Pending::run(run_id, EventBody::RunStarted {}),
+        ])
     }
 
     /// Cancel a run: every unfinished task is cancelled (the daemon stops running workers).
-    pub fn cancel_run(&self, run_id: &str, reason: Option<String>) -> Result<(Vec<Pending>, Vec<String>), CoreError> {
+    pub fn cancel_run(
+        &self,
+        run_id: &str,
+        reason: Option<String>,
+    ) -> Result<(Vec<Pending>, Vec<String>), CoreError> {
         let run = self.active_run(run_id)?;
         if run.status.is_finished() {
-            return Err(CoreError::InvalidState(format!("run {run_id} is already {}", run.status.as_str())));
+            return Err(CoreError::InvalidState(format!(
+                "run {run_id} is already {}",
+                run.status.as_str()
+            )));
         }
         let ids: Vec<String> = run
             .tasks
             .iter()
-            .filter(|t| matches!(t.status, TaskStatus::Queued | TaskStatus::Running | TaskStatus::Waiting))
+            .filter(|t| {
+                matches!(
+                    t.status,
+                    TaskStatus::Queued | TaskStatus::Running | TaskStatus::Waiting
+                )
+            })
             .map(|t| t.plan.id.clone())
             .collect();
-        let ev = Pending::run(run_id, EventBody::RunCancelled { reason, cancelled_task_ids: ids.clone() });
+        let ev = Pending::run(
+            run_id,
+            EventBody::RunCancelled {
+                reason,
+                cancelled_task_ids: ids.clone(),
+            },
+        );
         Ok((vec![ev], ids))
     }
 
@@ -78,42 +134,79 @@ impl State {
         let run = self.active_run(run_id)?;
         match run.status {
             RunStatus::Queued | RunStatus::Running => {
-                return Err(CoreError::InvalidState(format!("run {run_id} is {}; only a stopped run can be resumed", run.status.as_str())))
+                return Err(CoreError::InvalidState(format!(
+                    "run {run_id} is {}; only a stopped run can be resumed",
+                    run.status.as_str()
+                )))
             }
             RunStatus::Blocked if run.approval == Approval::Pending => {
-                return Err(CoreError::InvalidState(format!("run {run_id} is waiting for plan approval: use team.approve or team.reject")))
+                return Err(CoreError::InvalidState(format!(
+                    "run {run_id} is waiting for plan approval: use team.approve or team.reject"
+                )))
             }
             _ => {}
         }
         let ids: Vec<String> = run
             .tasks
             .iter()
-            .filter(|t| matches!(t.status, TaskStatus::Failed | TaskStatus::Cancelled | TaskStatus::Skipped | TaskStatus::NeedsAttention))
+            .filter(|t| {
+                matches!(
+                    t.status,
+                    TaskStatus::Failed
+                        | TaskStatus::Cancelled
+                        | TaskStatus::Skipped
+                        | TaskStatus::NeedsAttention
+                )
+            })
             .map(|t| t.plan.id.clone())
             .collect();
         if ids.is_empty() && run.status == RunStatus::Completed {
-            return Err(CoreError::InvalidState(format!("run {run_id} completed; there is nothing to resume")));
+            return Err(CoreError::InvalidState(format!(
+                "run {run_id} completed; there is nothing to resume"
+            )));
         }
-        Ok((vec![Pending::run(run_id, EventBody::RunResumed { requeued_task_ids: ids.clone() })], ids))
+        Ok((
+            vec![Pending::run(
+                run_id,
+                EventBody::RunResumed {
+                    requeued_task_ids: ids.clone(),
+                },
+            )],
+            ids,
+        ))
     }
 
     /// Run named tasks again with a new attempt; tasks skipped because of them come back too.
-    pub fn retry_tasks(&self, run_id: &str, task_ids: &[String]) -> Result<(Vec<Pending>, Vec<String>), CoreError> {
+    pub fn retry_tasks(
+        &self,
+        run_id: &str,
+        task_ids: &[String],
+    ) -> Result<(Vec<Pending>, Vec<String>), CoreError> {
         let run = self.active_run(run_id)?;
         if task_ids.is_empty() {
-            return Err(CoreError::Invalid { field: "taskIds".into(), message: "name at least one task".into() });
+            return Err(CoreError::Invalid {
+                field: "taskIds".into(),
+                message: "name at least one task".into(),
+            });
         }
         for id in task_ids {
             let t = run.task(id).ok_or_else(|| not_found("task", id))?;
             if matches!(t.status, TaskStatus::Running | TaskStatus::Waiting) {
-                return Err(CoreError::InvalidState(format!("task {id} is {}", t.status.as_str())));
+                return Err(CoreError::InvalidState(format!(
+                    "task {id} is {}",
+                    t.status.as_str()
+                )));
             }
             if t.status == TaskStatus::Queued {
-                return Err(CoreError::InvalidState(format!("task {id} is already queued")));
+                return Err(CoreError::InvalidState(format!(
+                    "task {id} is already queued"
+                )));
             }
         }
         if run.status == RunStatus::Blocked && run.approval == Approval::Pending {
-            return Err(CoreError::InvalidState(format!("run {run_id} is waiting for plan approval")));
+            return Err(CoreError::InvalidState(format!(
+                "run {run_id} is waiting for plan approval"
+            )));
         }
         // Named tasks plus their transitive dependents that were skipped (they were skipped
         // only because something upstream failed).
@@ -133,10 +226,24 @@ impl State {
         }
         let events = if run.status == RunStatus::Running {
             ids.iter()
-                .map(|id| Pending::task(run_id, id, EventBody::TaskQueued { reason: "retry".into(), answer: None }))
+                .map(|id| {
+                    Pending::task(
+                        run_id,
+                        id,
+                        EventBody::TaskQueued {
+                            reason: "retry".into(),
+                            answer: None,
+                        },
+                    )
+                })
                 .collect()
         } else {
-            vec![Pending::run(run_id, EventBody::RunResumed { requeued_task_ids: ids.clone() })]
+            vec![Pending::run(
+                run_id,
+                EventBody::RunResumed {
+                    requeued_task_ids: ids.clone(),
+                },
+            )]
         };
         Ok((events, ids))
     }
@@ -144,61 +251,144 @@ impl State {
     pub fn approve(&self, run_id: &str, reason: Option<String>) -> Result<Vec<Pending>, CoreError> {
         let run = self.active_run(run_id)?;
         if run.approval != Approval::Pending {
-            return Err(CoreError::InvalidState(format!("run {run_id} is not awaiting plan approval")));
+            return Err(CoreError::InvalidState(format!(
+                "run {run_id} is not awaiting plan approval"
+            )));
         }
-        Ok(vec![Pending::run(run_id, EventBody::PlanApproved { reason })])
+        Ok(vec![Pending::run(
+            run_id,
+            EventBody::PlanApproved { reason },
+        )])
     }
 
     pub fn reject(&self, run_id: &str, reason: Option<String>) -> Result<Vec<Pending>, CoreError> {
         let run = self.active_run(run_id)?;
         if run.approval != Approval::Pending {
-            return Err(CoreError::InvalidState(format!("run {run_id} is not awaiting plan approval")));
+            return Err(CoreError::InvalidState(format!(
+                "run {run_id} is not awaiting plan approval"
+            )));
         }
-        let (mut cancel, _) = self.cancel_run(run_id, Some(reason.clone().unwrap_or_else(|| "plan rejected".into())))?;
+        let (mut cancel, _) = self.cancel_run(
+            run_id,
+            Some(reason.clone().unwrap_or_else(|| "plan rejected".into())),
+        )?;
         let mut out = vec![Pending::run(run_id, EventBody::PlanRejected { reason })];
         out.append(&mut cancel);
         Ok(out)
     }
 
     /// Steer a task. `live` = the daemon can deliver it to the running worker right now.
-    pub fn steer(&self, run_id: &str, task_id: &str, message: &str, live: bool) -> Result<(Pending, Delivery), CoreError> {
+    pub fn steer(
+        &self,
+        run_id: &str,
+        task_id: &str,
+        message: &str,
+        live: bool,
+    ) -> Result<(Pending, Delivery), CoreError> {
         let run = self.active_run(run_id)?;
-        let t = run.task(task_id).ok_or_else(|| not_found("task", task_id))?;
+        let t = run
+            .task(task_id)
+            .ok_or_else(|| not_found("task", task_id))?;
         if message.trim().is_empty() {
-            return Err(CoreError::Invalid { field: "message".into(), message: "must not be empty".into() });
+            return Err(CoreError::Invalid {
+                field: "message".into(),
+                message: "must not be empty".into(),
+            });
         }
         let delivered = match t.status {
             TaskStatus::Running if live => Delivery::Live,
             TaskStatus::Running | TaskStatus::Queued => Delivery::Queued,
-            s => return Err(CoreError::InvalidState(format!("task {task_id} is {}; only a queued or running task can be steered", s.as_str()))),
+            s => {
+                return Err(CoreError::InvalidState(format!(
+                    "task {task_id} is {}; only a queued or running task can be steered",
+                    s.as_str()
+                )))
+            }
         };
-        Ok((Pending::task(run_id, task_id, EventBody::TaskSteered { message: message.to_string(), delivered }), delivered))
+        Ok((
+            Pending::task(
+                run_id,
+                task_id,
+                EventBody::TaskSteered {
+                    message: message.to_string(),
+                    delivered,
+                },
+            ),
+            delivered,
+        ))
     }
 
-    pub fn respond(&self, run_id: &str, task_id: &str, message: &str) -> Result<Vec<Pending>, CoreError> {
+    pub fn respond(
+        &self,
+        run_id: &str,
+        task_id: &str,
+        message: &str,
+    ) -> Result<Vec<Pending>, CoreError> {
         let run = self.active_run(run_id)?;
-        let t = run.task(task_id).ok_or_else(|| not_found("task", task_id))?;
+        let t = run
+            .task(task_id)
+            .ok_or_else(|| not_found("task", task_id))?;
         if t.status != TaskStatus::Waiting {
-            return Err(CoreError::InvalidState(format!("task {task_id} is {}, not waiting for an answer", t.status.as_str())));
+            return Err(CoreError::InvalidState(format!(
+                "task {task_id} is {}, not waiting for an answer",
+                t.status.as_str()
+            )));
         }
         Ok(vec![Pending::task(
             run_id,
             task_id,
-            EventBody::TaskQueued { reason: "answered".into(), answer: Some(message.to_string()) },
+            EventBody::TaskQueued {
+                reason: "answered".into(),
+                answer: Some(message.to_string()),
+            },
         )])
     }
 
     /// Live usage of a running attempt. `None` when the attempt is not the current one.
-    pub fn progress(&self, run_id: &str, task_id: &str, attempt: u32, usage: Usage, current_tool: Option<String>) -> Option<Pending> {
+    pub fn progress(
+        &self,
+        run_id: &str,
+        task_id: &str,
+        attempt: u32,
+        usage: Usage,
+        current_tool: Option<String>,
+    ) -> Option<Pending> {
         let t = self.runs.get(run_id)?.task(task_id)?;
-        (t.status == TaskStatus::Running && t.attempts == attempt)
-            .then(|| Pending::task(run_id, task_id, EventBody::TaskProgress { attempt, usage, current_tool }))
+        (t.status == TaskStatus::Running && t.attempts == attempt).then(|| {
+            Pending::task(
+                run_id,
+                task_id,
+                EventBody::TaskProgress {
+                    attempt,
+                    usage,
+                    current_tool,
+                },
+            )
+        })
     }
 
-    pub fn worker_spawned(&self, run_id: &str, task_id: &str, attempt: u32, pid: u32, pid_start: u64, live: bool) -> Option<Pending> {
+    pub fn worker_spawned(
+        &self,
+        run_id: &str,
+        task_id: &str,
+        attempt: u32,
+        pid: u32,
+        pid_start: u64,
+        live: bool,
+    ) -> Option<Pending> {
         let t = self.runs.get(run_id)?.task(task_id)?;
-        (t.status == TaskStatus::Running && t.attempts == attempt)
-            .then(|| Pending::task(run_id, task_id, EventBody::WorkerSpawned { attempt, pid, pid_start, live }))
+        (t.status == TaskStatus::Running && t.attempts == attempt).then(|| {
+            Pending::task(
+                run_id,
+                task_id,
+                EventBody::WorkerSpawned {
+                    attempt,
+                    pid,
+                    pid_start,
+                    live,
+                },
+            )
+        })
     }
 
     /// A worker attempt ended. Stale results (a cancelled task, an older attempt) are dropped.
@@ -212,34 +402,95 @@ impl State {
         retry: &RetryPolicy,
         jitter: f64,
     ) -> Vec<Pending> {
-        let Some(run) = self.runs.get(run_id) else { return vec![] };
-        let Some(t) = run.task(task_id) else { return vec![] };
+        let Some(run) = self.runs.get(run_id) else {
+            return vec![];
+        };
+        let Some(t) = run.task(task_id) else {
+            return vec![];
+        };
         if t.status != TaskStatus::Running || t.attempts != attempt {
             return vec![];
         }
         let ev = |body| vec![Pending::task(run_id, task_id, body)];
         match result {
-            AttemptResult::Completed { usage, model, artifacts, reused_from } => ev(EventBody::TaskCompleted {
-                end: AttemptEnd { attempt, usage, model, artifacts, error: None },
+            AttemptResult::Completed {
+                usage,
+                model,
+                artifacts,
+                reused_from,
+            } => ev(EventBody::TaskCompleted {
+                end: AttemptEnd {
+                    attempt,
+                    usage,
+                    model,
+                    artifacts,
+                    error: None,
+                },
                 reused_from,
             }),
-            AttemptResult::NoFinalText { usage, model, artifacts } => ev(EventBody::TaskNeedsAttention {
-                end: AttemptEnd { attempt, usage, model, artifacts, error: None },
+            AttemptResult::NoFinalText {
+                usage,
+                model,
+                artifacts,
+            } => ev(EventBody::TaskNeedsAttention {
+                end: AttemptEnd {
+                    attempt,
+                    usage,
+                    model,
+                    artifacts,
+                    error: None,
+                },
                 reason: "the worker exited cleanly without a final answer".into(),
             }),
-            AttemptResult::Asked { usage, model, artifacts, question } => ev(EventBody::TaskWaiting {
-                end: AttemptEnd { attempt, usage, model, artifacts, error: None },
+            AttemptResult::Asked {
+                usage,
+                model,
+                artifacts,
+                question,
+            } => ev(EventBody::TaskWaiting {
+                end: AttemptEnd {
+                    attempt,
+                    usage,
+                    model,
+                    artifacts,
+                    error: None,
+                },
                 question,
             }),
-            AttemptResult::Failed { usage, model, artifacts, error, retryable, reason } => {
-                let end = AttemptEnd { attempt, usage, model, artifacts, error: Some(error.clone()) };
+            AttemptResult::Failed {
+                usage,
+                model,
+                artifacts,
+                error,
+                retryable,
+                reason,
+            } => {
+                let end = AttemptEnd {
+                    attempt,
+                    usage,
+                    model,
+                    artifacts,
+                    error: Some(error.clone()),
+                };
                 if retryable && t.attempts_in_window < run.spec.max_attempts && !run.halted {
                     let delay_ms = retry.delay_ms(t.attempts_in_window, jitter);
                     let not_before = now + Duration::milliseconds(delay_ms as i64);
-                    vec![Pending::task(run_id, task_id, EventBody::TaskRetrying { end, reason, delay_ms, not_before })
-                        .with_message(error)]
+                    vec![Pending::task(
+                        run_id,
+                        task_id,
+                        EventBody::TaskRetrying {
+                            end,
+                            reason,
+                            delay_ms,
+                            not_before,
+                        },
+                    )
+                    .with_message(error)]
                 } else {
-                    vec![Pending::task(run_id, task_id, EventBody::TaskFailed { end }).with_message(error)]
+                    vec![
+                        Pending::task(run_id, task_id, EventBody::TaskFailed { end })
+                            .with_message(error),
+                    ]
                 }
             }
         }
@@ -251,14 +502,20 @@ impl State {
     pub fn requeue_orphans(&self, now: DateTime<Utc>) -> Vec<Pending> {
         let mut out = Vec::new();
         for id in &self.active {
-            let Some(run) = self.runs.get(id) else { continue };
+            let Some(run) = self.runs.get(id) else {
+                continue;
+            };
             for t in &run.tasks {
                 if t.status == TaskStatus::Running {
                     out.push(Pending::task(
                         id,
                         &t.plan.id,
                         EventBody::TaskRetrying {
-                            end: AttemptEnd { attempt: t.attempts, usage: t.attempt_usage, ..Default::default() },
+                            end: AttemptEnd {
+                                attempt: t.attempts,
+                                usage: t.attempt_usage,
+                                ..Default::default()
+                            },
                             reason: "daemon_restarted".into(),
                             delay_ms: 0,
                             not_before: now,
@@ -271,16 +528,26 @@ impl State {
     }
 
     pub fn forget(&self, run_id: &str) -> Result<Vec<Pending>, CoreError> {
-        let s = self.summaries.get(run_id).ok_or_else(|| not_found("run", run_id))?;
+        let s = self
+            .summaries
+            .get(run_id)
+            .ok_or_else(|| not_found("run", run_id))?;
         if !s.status.is_finished() {
-            return Err(CoreError::InvalidState(format!("run {run_id} is {}; cancel it before forgetting it", s.status.as_str())));
+            return Err(CoreError::InvalidState(format!(
+                "run {run_id} is {}; cancel it before forgetting it",
+                s.status.as_str()
+            )));
         }
         Ok(vec![Pending::run(run_id, EventBody::RunForgotten {})])
     }
 
     /// Finished runs to remove: all but the newest `keep`, and (if given) only those finished
     /// before `older_than`. Refuses while any run is active, so a prune never races a run.
-    pub fn prune(&self, keep: usize, older_than: Option<DateTime<Utc>>) -> Result<Vec<String>, CoreError> {
+    pub fn prune(
+        &self,
+        keep: usize,
+        older_than: Option<DateTime<Utc>>,
+    ) -> Result<Vec<String>, CoreError> {
         if !self.active.is_empty() {
             return Err(CoreError::InvalidState(format!(
                 "{} run(s) are active; prune when no run is active (cancel or wait for them)",

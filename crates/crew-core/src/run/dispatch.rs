@@ -22,8 +22,15 @@ fn ready(run: &RunState, now: DateTime<Utc>) -> impl Iterator<Item = usize> + '_
     run.tasks.iter().enumerate().filter_map(move |(i, t)| {
         let ok = t.status == TaskStatus::Queued
             && t.not_before.is_none_or(|nb| nb <= now)
-            && t.plan.depends_on.iter().all(|d| run.task(d).is_some_and(|dt| dt.status == TaskStatus::Completed))
-            && !(t.plan.writes && matches!(run.approval, Approval::Required | Approval::Pending | Approval::Rejected));
+            && t.plan.depends_on.iter().all(|d| {
+                run.task(d)
+                    .is_some_and(|dt| dt.status == TaskStatus::Completed)
+            })
+            && !(t.plan.writes
+                && matches!(
+                    run.approval,
+                    Approval::Required | Approval::Pending | Approval::Rejected
+                ));
         ok.then_some(i)
     })
 }
@@ -38,7 +45,10 @@ impl State {
         // Runs in round-robin order starting after the last one served.
         let mut order: Vec<&String> = self.active.iter().collect();
         if let Some(after) = &self.rr_after {
-            let split = order.iter().position(|id| id.as_str() > after.as_str()).unwrap_or(order.len());
+            let split = order
+                .iter()
+                .position(|id| id.as_str() > after.as_str())
+                .unwrap_or(order.len());
             order.rotate_left(split);
         }
         let mut picks: Vec<(String, usize)> = Vec::new();
@@ -49,7 +59,9 @@ impl State {
                 if free == 0 {
                     break;
                 }
-                let Some(run) = self.runs.get(id.as_str()) else { continue };
+                let Some(run) = self.runs.get(id.as_str()) else {
+                    continue;
+                };
                 if run.halted || run.status.is_finished() {
                     continue;
                 }
@@ -81,9 +93,19 @@ impl State {
                 let event = Pending::task(
                     &run_id,
                     &t.plan.id,
-                    EventBody::TaskStarted { attempt, runtime: run.spec.runtime.clone(), model, artifacts: vec![] },
+                    EventBody::TaskStarted {
+                        attempt,
+                        runtime: run.spec.runtime.clone(),
+                        model,
+                        artifacts: vec![],
+                    },
                 );
-                Some(Start { run_id, task_id: t.plan.id.clone(), attempt, event })
+                Some(Start {
+                    run_id,
+                    task_id: t.plan.id.clone(),
+                    attempt,
+                    event,
+                })
             })
             .collect()
     }

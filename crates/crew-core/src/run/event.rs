@@ -35,13 +35,28 @@ pub struct Pending {
 
 impl Pending {
     pub fn run(run_id: &str, body: EventBody) -> Self {
-        Pending { run_id: Some(run_id.to_string()), task_id: None, message: None, body }
+        Pending {
+            run_id: Some(run_id.to_string()),
+            task_id: None,
+            message: None,
+            body,
+        }
     }
     pub fn task(run_id: &str, task_id: &str, body: EventBody) -> Self {
-        Pending { run_id: Some(run_id.to_string()), task_id: Some(task_id.to_string()), message: None, body }
+        Pending {
+            run_id: Some(run_id.to_string()),
+            task_id: Some(task_id.to_string()),
+            message: None,
+            body,
+        }
     }
     pub fn global(body: EventBody) -> Self {
-        Pending { run_id: None, task_id: None, message: None, body }
+        Pending {
+            run_id: None,
+            task_id: None,
+            message: None,
+            body,
+        }
     }
     pub fn with_message(mut self, m: impl Into<String>) -> Self {
         self.message = Some(m.into());
@@ -101,7 +116,10 @@ pub enum EventBody {
     PlanRejected { reason: Option<String> },
     /// A task goes (back) to the queue by hand: retry, respond.
     #[serde(rename = "task.queued")]
-    TaskQueued { reason: String, answer: Option<String> },
+    TaskQueued {
+        reason: String,
+        answer: Option<String>,
+    },
     #[serde(rename = "task.started")]
     TaskStarted {
         attempt: u32,
@@ -130,7 +148,11 @@ pub enum EventBody {
     TaskCompleted {
         #[serde(flatten)]
         end: AttemptEnd,
-        #[serde(rename = "reusedFrom", default, skip_serializing_if = "Option::is_none")]
+        #[serde(
+            rename = "reusedFrom",
+            default,
+            skip_serializing_if = "Option::is_none"
+        )]
         reused_from: Option<ReusedFrom>,
     },
     #[serde(rename = "task.failed")]
@@ -165,7 +187,10 @@ pub enum EventBody {
     #[serde(rename = "task.skipped")]
     TaskSkipped { reason: String },
     #[serde(rename = "task.steered")]
-    TaskSteered { message: String, delivered: Delivery },
+    TaskSteered {
+        message: String,
+        delivered: Delivery,
+    },
     #[serde(rename = "schedule.added")]
     ScheduleAdded(Box<ScheduleJob>),
     #[serde(rename = "schedule.updated")]
@@ -185,7 +210,11 @@ pub enum EventBody {
         manual: bool,
     },
     #[serde(rename = "schedule.skipped")]
-    ScheduleSkipped { id: String, at: DateTime<Utc>, reason: String },
+    ScheduleSkipped {
+        id: String,
+        at: DateTime<Utc>,
+        reason: String,
+    },
     #[serde(rename = "daemon.started")]
     DaemonStarted { version: String, pid: u32 },
     #[serde(rename = "daemon.recovered")]

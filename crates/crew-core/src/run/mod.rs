@@ -36,7 +36,10 @@ pub enum CoreError {
 }
 
 fn not_found(what: &'static str, id: &str) -> CoreError {
-    CoreError::NotFound { what, id: id.to_string() }
+    CoreError::NotFound {
+        what,
+        id: id.to_string(),
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -67,7 +70,15 @@ impl State {
             (Some(id), _) => self.runs.get(id).map(|r| r.run_seq + 1).unwrap_or(0),
             (None, _) => 0,
         };
-        Event { seq, run_seq, time, run_id: p.run_id, task_id: p.task_id, message: p.message, body: p.body }
+        Event {
+            seq,
+            run_seq,
+            time,
+            run_id: p.run_id,
+            task_id: p.task_id,
+            message: p.message,
+            body: p.body,
+        }
     }
 
     /// Forget a finished run's details but keep its summary (run residency, SPEC §9).
@@ -89,7 +100,11 @@ impl State {
     }
 
     pub fn workers_running(&self) -> usize {
-        self.active.iter().filter_map(|id| self.runs.get(id)).map(|r| r.running_count()).sum()
+        self.active
+            .iter()
+            .filter_map(|id| self.runs.get(id))
+            .map(|r| r.running_count())
+            .sum()
     }
 }
 

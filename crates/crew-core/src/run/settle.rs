@@ -16,7 +16,10 @@ impl State {
 }
 
 fn deps_completed(run: &RunState, deps: &[String]) -> bool {
-    deps.iter().all(|d| run.task(d).is_some_and(|t| t.status == TaskStatus::Completed))
+    deps.iter().all(|d| {
+        run.task(d)
+            .is_some_and(|t| t.status == TaskStatus::Completed)
+    })
 }
 
 fn settle_run(run: &RunState, now: DateTime<Utc>) -> Vec<Pending> {
@@ -27,29 +30,60 @@ fn settle_run(run: &RunState, now: DateTime<Utc>) -> Vec<Pending> {
     if let Some(b) = run.spec.budget {
         let used = usage.budget_tokens();
         if !run.halted && used as f64 >= b.abort_at * b.tokens as f64 {
-            let mut out = vec![Pending::run(id, EventBody::RunBudgetExceeded { used, total: b.tokens })
-                .with_message(format!("budget exceeded: {used} of {} tokens", b.tokens))];
+            let mut out = vec![Pending::run(
+                id,
+                EventBody::RunBudgetExceeded {
+                    used,
+                    total: b.tokens,
+                },
+            )
+            .with_message(format!("budget exceeded: {used} of {} tokens", b.tokens))];
             for t in &run.tasks {
                 match t.status {
                     TaskStatus::Running | TaskStatus::Waiting => out.push(Pending::task(
                         id,
                         &t.plan.id,
-                        EventBody::TaskCancelled { reason: Some("budget_exceeded".into()) },
+                        EventBody::TaskCancelled {
+                            reason: Some("budget_exceeded".into()),
+                        },
                     )),
-                    TaskStatus::Queued => out.push(Pending::task(id, &t.plan.id, EventBody::TaskSkipped { reason: "budget_exceeded".into() })),
+                    TaskStatus::Queued => out.push(Pending::task(
+                        id,
+                        &t.plan.id,
+                        EventBody::TaskSkipped {
+                            reason: "budget_exceeded".into(),
+                        },
+                    )),
                     _ => {}
                 }
             }
-            out.push(Pending::run(id, EventBody::RunFailed { reason: "budget_exceeded".into(), usage }));
+            out.push(Pending::run(
+                id,
+                EventBody::RunFailed {
+                    reason: "budget_exceeded".into(),
+                    usage,
+                },
+            ));
             return out;
         }
         if !run.budget_warned && used as f64 >= b.warn_at * b.tokens as f64 {
-            return vec![Pending::run(id, EventBody::RunBudgetWarning { used, total: b.tokens })
-                .with_message(format!("budget warning: {used} of {} tokens", b.tokens))];
+            return vec![Pending::run(
+                id,
+                EventBody::RunBudgetWarning {
+                    used,
+                    total: b.tokens,
+                },
+            )
+            .with_message(format!("budget warning: {used} of {} tokens", b.tokens))];
         }
     }
 
-    let failed: Vec<&str> = run.tasks.iter().filter(|t| t.status == TaskStatus::Failed).map(|t| t.plan.id.as_str()).collect();
+    let failed: Vec<&str> = run
+        .tasks
+        .iter()
+        .filter(|t| t.status == TaskStatus::Failed)
+        .map(|t| t.plan.id.as_str())
+        .collect();
 
     // Skips. fail-fast: after a final failure nothing new starts; continue: only dependents of
     // what cannot complete any more.
@@ -60,15 +94,32 @@ fn settle_run(run: &RunState, now: DateTime<Utc>) -> Vec<Pending> {
         }
         if run.spec.failure_policy == FailurePolicy::FailFast {
             if let Some(f) = failed.first() {
-                out.push(Pending::task(id, &t.plan.id, EventBody::TaskSkipped { reason: format!("blocked by failed task {f}") }));
+                out.push(Pending::task(
+                    id,
+                    &t.plan.id,
+                    EventBody::TaskSkipped {
+                        reason: format!("blocked by failed task {f}"),
+                    },
+                ));
                 continue;
             }
         }
         let dead_dep = t.plan.depends_on.iter().find(|d| {
-            run.task(d).is_some_and(|dt| matches!(dt.status, TaskStatus::Failed | TaskStatus::Skipped | TaskStatus::Cancelled))
+            run.task(d).is_some_and(|dt| {
+                matches!(
+                    dt.status,
+                    TaskStatus::Failed | TaskStatus::Skipped | TaskStatus::Cancelled
+                )
+            })
         });
         if let Some(d) = dead_dep {
-            out.push(Pending::task(id, &t.plan.id, EventBody::TaskSkipped { reason: format!("dependency {d} did not complete") }));
+            out.push(Pending::task(
+                id,
+                &t.plan.id,
+                EventBody::TaskSkipped {
+                    reason: format!("dependency {d} did not complete"),
+                },
+            ));
         }
     }
     if !out.is_empty() {
@@ -77,15 +128,29 @@ fn settle_run(run: &RunState, now: DateTime<Utc>) -> Vec<Pending> {
 
     // Plan approval: before the first write-role task starts.
     if run.approval == Approval::Required {
-        if let Some(t) = run
-            .tasks
-            .iter()
-            .find(|t| t.status == TaskStatus::Queued && t.plan.writes && deps_completed(run, &t.plan.depends_on))
-        {
+        if let Some(t) = run.tasks.iter().find(|t| {
+            t.status == TaskStatus::Queued
+                && t.plan.writes
+                && deps_completed(run, &t.plan.depends_on)
+        }) {
             return vec![
-                Pending::task(id, &t.plan.id, EventBody::PlanApprovalRequired { task_id: t.plan.id.clone() })
-                    .with_message(format!("approve the plan before {} ({}) starts", t.plan.id, t.plan.role)),
-                Pending::run(id, EventBody::RunBlocked { reason: format!("plan approval required before {} starts", t.plan.id) }),
+                Pending::task(
+                    id,
+                    &t.plan.id,
+                    EventBody::PlanApprovalRequired {
+                        task_id: t.plan.id.clone(),
+                    },
+                )
+                .with_message(format!(
+                    "approve the plan before {} ({}) starts",
+                    t.plan.id, t.plan.role
+                )),
+                Pending::run(
+                    id,
+                    EventBody::RunBlocked {
+                        reason: format!("plan approval required before {} starts", t.plan.id),
+                    },
+                ),
             ];
         }
     }
@@ -95,25 +160,48 @@ fn settle_run(run: &RunState, now: DateTime<Utc>) -> Vec<Pending> {
     let startable = run.tasks.iter().any(|t| {
         t.status == TaskStatus::Queued
             && deps_completed(run, &t.plan.depends_on)
-            && !(t.plan.writes && matches!(run.approval, Approval::Pending | Approval::Required | Approval::Rejected))
+            && !(t.plan.writes
+                && matches!(
+                    run.approval,
+                    Approval::Pending | Approval::Required | Approval::Rejected
+                ))
     });
     let _ = now;
     if running || startable {
         return vec![];
     }
     if let Some(f) = failed.first() {
-        let err = run.task(f).and_then(|t| t.error.clone()).unwrap_or_default();
-        return vec![Pending::run(id, EventBody::RunFailed { reason: format!("task {f} failed: {err}"), usage })];
+        let err = run
+            .task(f)
+            .and_then(|t| t.error.clone())
+            .unwrap_or_default();
+        return vec![Pending::run(
+            id,
+            EventBody::RunFailed {
+                reason: format!("task {f} failed: {err}"),
+                usage,
+            },
+        )];
     }
     let blocked_reason = if run.approval == Approval::Pending {
         None // already blocked by plan.approval_required
     } else if let Some(t) = run.tasks.iter().find(|t| t.status == TaskStatus::Waiting) {
-        Some(format!("task {} is waiting for an answer: {}", t.plan.id, t.question.clone().unwrap_or_default()))
+        Some(format!(
+            "task {} is waiting for an answer: {}",
+            t.plan.id,
+            t.question.clone().unwrap_or_default()
+        ))
     } else {
         run.tasks
             .iter()
             .find(|t| t.status == TaskStatus::NeedsAttention)
-            .map(|t| format!("task {} needs attention: {}", t.plan.id, t.error.clone().unwrap_or_default()))
+            .map(|t| {
+                format!(
+                    "task {} needs attention: {}",
+                    t.plan.id,
+                    t.error.clone().unwrap_or_default()
+                )
+            })
     };
     if let Some(reason) = blocked_reason {
         if run.status == RunStatus::Blocked && run.reason.as_deref() == Some(reason.as_str()) {

@@ -20,7 +20,10 @@ impl RunStatus {
     /// Finished runs take no more work unless resumed. `blocked` is not finished: it waits for
     /// someone (approval, an answer, attention), and it is "active" for forget/prune.
     pub fn is_finished(self) -> bool {
-        matches!(self, RunStatus::Completed | RunStatus::Failed | RunStatus::Cancelled)
+        matches!(
+            self,
+            RunStatus::Completed | RunStatus::Failed | RunStatus::Cancelled
+        )
     }
     pub fn as_str(self) -> &'static str {
         match self {
@@ -51,7 +54,11 @@ impl TaskStatus {
     pub fn is_terminal(self) -> bool {
         matches!(
             self,
-            TaskStatus::Completed | TaskStatus::Failed | TaskStatus::Cancelled | TaskStatus::Skipped | TaskStatus::NeedsAttention
+            TaskStatus::Completed
+                | TaskStatus::Failed
+                | TaskStatus::Cancelled
+                | TaskStatus::Skipped
+                | TaskStatus::NeedsAttention
         )
     }
     pub fn as_str(self) -> &'static str {
@@ -75,7 +82,10 @@ pub fn task_transition_allowed(from: TaskStatus, to: TaskStatus) -> bool {
     matches!(
         (from, to),
         (Queued, Running | Cancelled | Skipped)
-            | (Running, Completed | Failed | Cancelled | Queued | Waiting | NeedsAttention)
+            | (
+                Running,
+                Completed | Failed | Cancelled | Queued | Waiting | NeedsAttention
+            )
             | (Waiting, Queued | Cancelled)
             | (Completed, Queued)
             | (Failed, Queued)
@@ -265,7 +275,10 @@ impl RunState {
         u
     }
     pub fn running_count(&self) -> usize {
-        self.tasks.iter().filter(|t| t.status == TaskStatus::Running).count()
+        self.tasks
+            .iter()
+            .filter(|t| t.status == TaskStatus::Running)
+            .count()
     }
     pub fn summary(&self) -> RunSummary {
         let mut counts = TaskCounts::default();

@@ -3,8 +3,8 @@
 //! Each adapter turns LF-delimited stdout lines into normalized [`WorkerEvent`]s and keeps what
 //! it needs to produce the final [`Outcome`]. Parsers are pure and never panic on any input.
 
-mod claude;
 mod classify;
+mod claude;
 mod codex;
 mod command;
 mod pi;
@@ -81,20 +81,39 @@ pub fn rpc_steer_line(message: &str) -> String {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum WorkerEvent {
-    Started { session_id: Option<String>, model: Option<String> },
-    ToolStart { name: String, args: String },
-    ToolEnd { name: String, ok: bool },
+    Started {
+        session_id: Option<String>,
+        model: Option<String>,
+    },
+    ToolStart {
+        name: String,
+        args: String,
+    },
+    ToolEnd {
+        name: String,
+        ok: bool,
+    },
     /// An assistant message finished. `usage` is this message's usage (not cumulative).
-    AssistantMessage { text: Option<String>, model: Option<String>, usage: Usage, stop_reason: Option<String>, error: Option<String> },
+    AssistantMessage {
+        text: Option<String>,
+        model: Option<String>,
+        usage: Usage,
+        stop_reason: Option<String>,
+        error: Option<String>,
+    },
     TurnEnd,
     /// The agent is done answering (pi `agent_end`, claude `result`, codex `turn.completed`
     /// of the last turn). Starts the final drain.
     Finished,
     /// An error reported in the stream.
-    Error { message: String },
+    Error {
+        message: String,
+    },
     /// The worker asks the user a question (pi: a call of the `ask_user` tool). The task then
     /// goes `waiting` until the user answers.
-    Ask { question: String },
+    Ask {
+        question: String,
+    },
 }
 
 impl WorkerEvent {
@@ -103,8 +122,15 @@ impl WorkerEvent {
     pub fn is_final(&self) -> bool {
         match self {
             WorkerEvent::Finished => true,
-            WorkerEvent::AssistantMessage { stop_reason, text, error, .. } => {
-                error.is_none() && text.is_some() && matches!(stop_reason.as_deref(), Some("stop") | None)
+            WorkerEvent::AssistantMessage {
+                stop_reason,
+                text,
+                error,
+                ..
+            } => {
+                error.is_none()
+                    && text.is_some()
+                    && matches!(stop_reason.as_deref(), Some("stop") | None)
             }
             _ => false,
         }
@@ -174,7 +200,11 @@ pub(crate) fn json_count(v: Option<&serde_json::Value>) -> u64 {
     match v {
         Some(serde_json::Value::Number(n)) => n
             .as_u64()
-            .or_else(|| n.as_f64().filter(|f| f.is_finite() && *f > 0.0).map(|f| f as u64))
+            .or_else(|| {
+                n.as_f64()
+                    .filter(|f| f.is_finite() && *f > 0.0)
+                    .map(|f| f as u64)
+            })
             .unwrap_or(0),
         _ => 0,
     }
@@ -182,7 +212,9 @@ pub(crate) fn json_count(v: Option<&serde_json::Value>) -> u64 {
 
 /// A JSON value as a USD amount: finite non-negative numbers only, else 0.
 pub(crate) fn json_cost(v: Option<&serde_json::Value>) -> f64 {
-    v.and_then(serde_json::Value::as_f64).filter(|f| f.is_finite() && *f > 0.0).unwrap_or(0.0)
+    v.and_then(serde_json::Value::as_f64)
+        .filter(|f| f.is_finite() && *f > 0.0)
+        .unwrap_or(0.0)
 }
 
 /// `acc += u`, saturating: counts in a stream are untrusted and must not overflow.

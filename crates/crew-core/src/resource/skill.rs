@@ -1,0 +1,340 @@
+//! Skills: `skills/<dir>/SKILL.md`. Unlike the other resources the frontmatter is real YAML,
+//! validated like pi-crew's "hybrid" mode: hard errors exclude the skill, soft ones warn.
+
+use super::diag::{ident_ok, Diags};
+use super::frontmatter;
+use super::{Diagnostic, Parsed, Skill, Source};
+use serde_yaml::Value;
+
+const ALLOWED: &[&str] = &[
+    "name",
+    "description",
+    "license",
+    "allowed-tools",
+    "metadata",
+    "compatibility",
+    "version",
+    "author",
+];
+
+pub(super) fn parse(source: Source, path: &str, text: &str) -> (Option<Parsed>, Vec<Diagnostic>) {
+    let mut d = Diags::new(path);
+    let skill = read(source, path, text, &mut d);
+    (skill.map(Parsed::Skill), d.into_vec())
+}
+
+/// The directory holding `SKILL.md`: the skill's identity.
+fn dir_name(path: &str) -> Option<&str> {
+    let mut parts = path.rsplit(['/', '\\']);
+    let _file = parts.next()?;
+    let dir = parts.next()?;
+    Some(dir.rsplit(':').next().unwrap_or(dir))
+}
+
+fn read(source: Source, path: &str, text: &str, d: &mut Diags) -> Option<Skill> {
+    let Some(dir) = dir_name(path).filter(|n| ident_ok(n)) else {
+        d.error(
+            None,
+            None,
+            "a skill lives in `<name>/SKILL.md` where <name> matches ^[A-Za-z0-9_-]+$",
+        );
+        return None;
+    };
+    let fm = frontmatter::split(text);
+    let body = fm.body.trim().to_string();
+    if !fm.present {
+        d.warn(
+            None,
+            None,
+            "SKILL.md has no frontmatter; the skill has no description",
+        );
+        return Some(Skill {
+            name: dir.to_string(),
+            description: String::new(),
+            body,
+            source,
+            path: path.to_string(),
+        });
+    }
+    let block_line = |key: &str| key_line(&fm.raw, fm.raw_line, key);
+    let map = match serde_yaml::from_str::<Value>(&fm.raw) {
+        Ok(Value::Mapping(m)) => m,
+        Ok(Value::Null) => serde_yaml::Mapping::new(),
+        Ok(_) => {
+            d.error(
+                Some(fm.raw_line),
+                None,
+                "SKILL.md frontmatter is not a YAML mapping",
+            );
+            return None;
+        }
+        Err(e) => {
+            let line = e.location().map(|l| {
+                fm.raw_line
+                    .saturating_add(u32::try_from(l.line()).unwrap_or(0))
+                    .saturating_sub(1)
+            });
+            d.error(
+                line.or(Some(fm.raw_line)),
+                None,
+                format!("SKILL.md frontmatter is not valid YAML: {e}"),
+            );
+            return None;
+        }
+    };
+    let hard = |d: &mut Diags, key: &str, msg: String| d.error(block_line(key), Some(key), msg);
+    for (k, _) in &map {
+        match k.as_str() {
+            Some(k) if ALLOWED.contains(&k) => {}
+            Some(k) => d.warn(
+                block_line(k),
+                Some(k),
+                format!("unknown SKILL.md field `{k}`; ignored"),
+            ),
+            None => d.warn(
+                None,
+                None,
+                "SKILL.md frontmatter has a non-string key; ignored",
+            ),
+        }
+    }
+    match map.get("name") {
+        None => d.warn(
+            None,
+            Some("name"),
+            format!("SKILL.md has no `name`; the directory name `{dir}` is used"),
+        ),
+        Some(Value::String(n)) if skill_name_ok(n) => {
+            if n != dir {
+                d.warn(
+                    block_line("name"),
+                    Some("name"),
+                    format!("`name: {n}` differs from the directory name `{dir}`, which is the skill's name"),
+                );
+            }
+        }
+        Some(_) => hard(
+            d,
+            "name",
+            "`name` must be 1-64 characters of lowercase letters and digits separated by single hyphens".into(),
+        ),
+    }
+    let description = match map.get("description") {
+        Some(Value::String(s))
+            if s.is_empty() || s.chars().count() > 1024 || s.contains(['<', '>']) =>
+        {
+            hard(
+                d,
+                "description",
+                "`description` must be non-empty, at most 1024 characters, without `<` or `>`"
+                    .into(),
+            );
+            None
+        }
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(_) => {
+            hard(d, "description", "`description` must be a string".into());
+            None
+        }
+        None => {
+            d.error(None, Some("description"), "SKILL.md has no `description`");
+            None
+        }
+    };
+    for key in ["license", "compatibility", "author"] {
+        if map.get(key).is_some_and(|v| !v.is_string()) {
+            hard(d, key, format!("`{key}` must be a string"));
+        }
+    }
+    if let Some(v) = map.get("allowed-tools") {
+        let ok = v
+            .as_sequence()
+            .is_some_and(|s| s.iter().all(Value::is_string));
+        if !ok {
+            hard(
+                d,
+                "allowed-tools",
+                "`allowed-tools` must be a list of strings".into(),
+            );
+        }
+    }
+    if map.get("metadata").is_some_and(|v| !v.is_mapping()) {
+        hard(d, "metadata", "`metadata` must be a mapping".into());
+    }
+    if let Some(v) = map.get("version") {
+        let text = match v {
+            Value::String(s) => Some(s.clone()),
+            Value::Number(n) => Some(n.to_string()),
+            _ => None,
+        };
+        if !text.as_deref().is_some_and(version_ok) {
+            hard(
+                d,
+                "version",
+                "`version` must look like 1.2 or 1.2.3, optionally with a -prerelease".into(),
+            );
+        }
+    }
+    if d.list.iter().any(|x| x.severity == super::Severity::Error) {
+        return None;
+    }
+    Some(Skill {
+        name: dir.to_string(),
+        description: description.unwrap_or_default(),
+        body,
+        source,
+        path: path.to_string(),
+    })
+}
+
+/// `^[a-z0-9]+(-[a-z0-9]+)*$`, at most 64 characters.
+fn skill_name_ok(n: &str) -> bool {
+    n.len() <= 64
+        && n.split('-').all(|part| {
+            !part.is_empty()
+                && part
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+        })
+}
+
+/// `^\d+\.\d+(\.\d+)?(-[A-Za-z0-9.-]+)?$`
+fn version_ok(v: &str) -> bool {
+    let (core, pre) = match v.split_once('-') {
+        Some((core, pre)) => (core, Some(pre)),
+        None => (v, None),
+    };
+    let parts: Vec<&str> = core.split('.').collect();
+    let core_ok = (2..=3).contains(&parts.len())
+        && parts
+            .iter()
+            .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()));
+    let pre_ok = pre.is_none_or(|p| {
+        !p.is_empty()
+            && p.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-')
+    });
+    core_ok && pre_ok
+}
+
+/// Line of a top-level `key:` in the YAML block, for diagnostics.
+fn key_line(raw: &str, first_line: u32, key: &str) -> Option<u32> {
+    raw.split('\n').enumerate().find_map(|(i, l)| {
+        let rest = l.strip_prefix(key)?;
+        rest.trim_start()
+            .starts_with(':')
+            .then(|| first_line.saturating_add(u32::try_from(i).unwrap_or(u32::MAX)))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resource::{parse_file, Kind, Severity};
+
+    type Got = (Severity, Option<u32>, Option<String>);
+
+    const PATH: &str = "/u/skills/read-only-explorer/SKILL.md";
+
+    fn parse_at(path: &str, text: &str) -> (Option<Skill>, Vec<Got>) {
+        let (p, d) = parse_file(Kind::Skill, Source::User, path, text.as_bytes());
+        let skill = match p {
+            Some(Parsed::Skill(s)) => Some(s),
+            None => None,
+            other => panic!("not a skill: {other:?}"),
+        };
+        (
+            skill,
+            d.into_iter()
+                .map(|d| (d.severity, d.line, d.field))
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn valid_skill() {
+        let (s, d) = parse_at(
+            PATH,
+            "---\nname: read-only-explorer\ndescription: \"Read-only exploration.\"\nlicense: MIT\n\
+             allowed-tools: [read, grep]\nmetadata: {a: 1}\nversion: 1.2.3-beta.1\n---\n# read-only-explorer\nUse it.\n",
+        );
+        assert!(d.is_empty(), "{d:?}");
+        let s = s.expect("kept");
+        assert_eq!(s.name, "read-only-explorer");
+        assert_eq!(s.description, "Read-only exploration.");
+        assert_eq!(s.body, "# read-only-explorer\nUse it.");
+    }
+
+    #[test]
+    fn hybrid_validation() {
+        type Want = (
+            bool,
+            &'static [(Severity, Option<u32>, Option<&'static str>)],
+        );
+        let cases: &[(&str, &str, Want)] = &[
+            ("no name: soft", "---\ndescription: d\n---\n", (true, &[(Severity::Warning, None, Some("name"))])),
+            (
+                "unknown props: soft",
+                "---\nname: read-only-explorer\ndescription: d\norigin: pi-crew\ntriggers:\n  - x\n---\n",
+                (true, &[(Severity::Warning, Some(4), Some("origin")), (Severity::Warning, Some(5), Some("triggers"))]),
+            ),
+            ("no frontmatter: soft", "# just markdown\n", (true, &[(Severity::Warning, None, None)])),
+            (
+                "name differs from dir: soft",
+                "---\nname: other\ndescription: d\n---\n",
+                (true, &[(Severity::Warning, Some(2), Some("name"))]),
+            ),
+            ("missing description", "---\nname: read-only-explorer\n---\n", (false, &[(Severity::Error, None, Some("description"))])),
+            ("empty frontmatter", "---\n---\n", (false, &[(Severity::Warning, None, Some("name")), (Severity::Error, None, Some("description"))])),
+            ("bad name", "---\nname: Bad_Name\ndescription: d\n---\n", (false, &[(Severity::Error, Some(2), Some("name"))])),
+            ("name not string", "---\nname: 12\ndescription: d\n---\n", (false, &[(Severity::Error, Some(2), Some("name"))])),
+            ("description with <", "---\ndescription: a <b>\n---\n", (false, &[(Severity::Warning, None, Some("name")), (Severity::Error, Some(2), Some("description"))])),
+            ("description list", "---\nname: x\ndescription: [a]\n---\n", (false, &[(Severity::Warning, Some(2), Some("name")), (Severity::Error, Some(3), Some("description"))])),
+            ("license not string", "---\ndescription: d\nname: read-only-explorer\nlicense: [a]\n---\n", (false, &[(Severity::Error, Some(4), Some("license"))])),
+            ("allowed-tools not list", "---\ndescription: d\nname: read-only-explorer\nallowed-tools: read\n---\n", (false, &[(Severity::Error, Some(4), Some("allowed-tools"))])),
+            ("metadata not map", "---\ndescription: d\nname: read-only-explorer\nmetadata: 3\n---\n", (false, &[(Severity::Error, Some(4), Some("metadata"))])),
+            ("bad version", "---\ndescription: d\nname: read-only-explorer\nversion: v1\n---\n", (false, &[(Severity::Error, Some(4), Some("version"))])),
+            ("numeric version ok", "---\ndescription: d\nname: read-only-explorer\nversion: 1.5\n---\n", (true, &[])),
+            ("yaml error", "---\ndescription: [unclosed\n---\n", (false, &[(Severity::Error, Some(3), None)])),
+            ("not a mapping", "---\n- a\n- b\n---\n", (false, &[(Severity::Error, Some(2), None)])),
+            ("duplicate keys", "---\ndescription: a\ndescription: b\n---\n", (false, &[(Severity::Error, Some(2), None)])),
+        ];
+        for (name, text, (kept, want)) in cases {
+            let (s, d) = parse_at(PATH, text);
+            assert_eq!(s.is_some(), *kept, "{name}: {d:?}");
+            let want: Vec<_> = want
+                .iter()
+                .map(|(s, l, f)| (*s, *l, f.map(str::to_string)))
+                .collect();
+            assert_eq!(d, want, "{name}");
+        }
+    }
+
+    #[test]
+    fn directory_is_identity() {
+        let cases = [
+            ("builtin:skills/safe-bash/SKILL.md", Some("safe-bash")),
+            ("/u/skills/bad name/SKILL.md", None),
+            ("SKILL.md", None),
+        ];
+        for (path, want) in cases {
+            let (s, _) = parse_at(path, "---\ndescription: d\n---\n");
+            assert_eq!(s.map(|s| s.name), want.map(str::to_string), "{path}");
+        }
+    }
+
+    #[test]
+    fn versions() {
+        for (v, ok) in [
+            ("1.2", true),
+            ("1.2.3", true),
+            ("1.2.3-rc.1", true),
+            ("1", false),
+            ("1.2.3.4", false),
+            ("1.x", false),
+            ("1.2-", false),
+        ] {
+            assert_eq!(version_ok(v), ok, "{v}");
+        }
+    }
+}

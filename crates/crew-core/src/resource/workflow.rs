@@ -1,0 +1,450 @@
+//! Workflows: `workflows/<name>.workflow.md`, pi-crew frontmatter plus one `## step-id` section
+//! per step: leading `key: value` config lines, then the task template.
+
+use super::agent::NO_DESCRIPTION;
+use super::diag::{artifact_name_ok, basename, ident_ok, Diags};
+use super::frontmatter::{self, line_no, parse_csv, Entry};
+use super::{Diagnostic, Parsed, Source, Step, Workflow};
+
+const KNOWN: &[&str] = &[
+    "name",
+    "description",
+    "maxConcurrency",
+    "topology",
+    "coalesceMicroTasks",
+    "specStrict",
+];
+
+/// A `##` section whose first line is one of these keys is an "explicit" step (pi-crew's
+/// STEP_CONFIG_KEYS); once any section is explicit, prose headings stop being steps.
+const STEP_KEYS: &[&str] = &[
+    "role",
+    "dependsOn",
+    "parallelGroup",
+    "output",
+    "reads",
+    "model",
+    "skills",
+    "progress",
+    "worktree",
+    "verify",
+    "task",
+    "seedPaths",
+    "preStepScript",
+    "preStepArgs",
+    "preStepTimeout",
+    "preStepOptional",
+];
+
+/// Later pi-crew step keys: accepted, but they do not make a heading explicit.
+const LATER_STEP_KEYS: &[&str] = &["specRefs", "specStrict"];
+
+/// The text after `##` + whitespace: `###` and `##x` are not step headings.
+fn heading(line: &str) -> Option<&str> {
+    let rest = line.strip_prefix("##")?;
+    if !rest.starts_with([' ', '\t']) {
+        return None;
+    }
+    Some(rest.trim()).filter(|id| !id.is_empty())
+}
+
+/// A `key: value` config line (`^([\w-]+):\s*(.*)$`), as (key, value).
+fn config_line(line: &str) -> Option<(&str, &str)> {
+    let (key, value) = line.split_once(':')?;
+    let key_ok = !key.is_empty()
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    key_ok.then(|| (key, value.trim()))
+}
+
+fn is_simple_id(id: &str) -> bool {
+    let mut chars = id.chars();
+    chars.next().is_some_and(|c| c.is_ascii_lowercase())
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+}
+
+pub(super) fn parse(source: Source, path: &str, text: &str) -> (Option<Parsed>, Vec<Diagnostic>) {
+    let fm = frontmatter::split(text);
+    let mut d = Diags::new(path);
+    d.frontmatter_shape(&fm, KNOWN, "workflow");
+    d.one_of(
+        fm.get("topology"),
+        &[
+            "single",
+            "sequential",
+            "concurrent",
+            "complex-dag",
+            "dynamic",
+        ],
+    );
+    d.one_of(
+        fm.get("coalesceMicroTasks"),
+        &["true", "yes", "1", "false", "no", "0"],
+    );
+    d.boolean(fm.get("specStrict"));
+
+    let lines: Vec<&str> = fm.body.split('\n').collect();
+    // Line number in the file of body line index `i`.
+    let file_line = |i: usize| fm.body_line.saturating_add(line_no(i)).saturating_sub(1);
+    let headings: Vec<(usize, &str)> = lines
+        .iter()
+        .enumerate()
+        .filter_map(|(i, l)| heading(l).map(|id| (i, id)))
+        .collect();
+    let explicit: Vec<bool> = headings
+        .iter()
+        .enumerate()
+        .map(|(k, &(i, _))| {
+            let end = headings.get(k + 1).map_or(lines.len(), |h| h.0);
+            let first = lines
+                .get(i + 1..end)
+                .unwrap_or_default()
+                .iter()
+                .map(|l| l.trim())
+                .find(|l| !l.is_empty());
+            first
+                .and_then(config_line)
+                .is_some_and(|(key, _)| STEP_KEYS.contains(&key))
+        })
+        .collect();
+    let any_explicit = explicit.iter().any(|&e| e);
+    let selected: Vec<(usize, &str)> = headings
+        .iter()
+        .zip(&explicit)
+        .filter(|(&(i, id), &is_explicit)| {
+            let at_boundary = i == 0
+                || lines
+                    .get(..i)
+                    .unwrap_or_default()
+                    .iter()
+                    .all(|l| l.trim().is_empty())
+                || lines.get(i - 1).is_some_and(|l| l.trim().is_empty());
+            !any_explicit || is_explicit || (at_boundary && is_simple_id(id))
+        })
+        .map(|(&h, _)| h)
+        .collect();
+
+    let mut steps = Vec::new();
+    for (k, &(i, id)) in selected.iter().enumerate() {
+        let end = selected.get(k + 1).map_or(lines.len(), |h| h.0);
+        let section = lines.get(i + 1..end).unwrap_or_default();
+        let entries_from = |j: usize| file_line(i + 1 + j);
+        steps.push(parse_step(id, file_line(i), section, entries_from, &mut d));
+    }
+
+    let workflow = Workflow {
+        name: fm
+            .text("name")
+            .map_or_else(|| basename(path, ".workflow.md"), str::to_string),
+        description: fm.text("description").unwrap_or(NO_DESCRIPTION).to_string(),
+        max_concurrency: d.positive_int(fm.get("maxConcurrency")),
+        steps,
+        source,
+        path: path.to_string(),
+    };
+    (Some(Parsed::Workflow(workflow)), d.into_vec())
+}
+
+/// One step section: `section` are the lines after the heading, `line_of(j)` is the file line
+/// of `section[j]`.
+fn parse_step(
+    id: &str,
+    heading_line: u32,
+    section: &[&str],
+    line_of: impl Fn(usize) -> u32,
+    d: &mut Diags,
+) -> Step {
+    let mut config: Vec<Entry> = Vec::new();
+    let mut task_lines: Vec<&str> = Vec::new();
+    let mut in_task = false;
+    for (j, &line) in section.iter().enumerate() {
+        if !in_task {
+            if line.trim().is_empty() {
+                // Blank lines before any config are skipped; the first one after config ends it.
+                in_task = !config.is_empty();
+                continue;
+            }
+            if let Some((key, value)) = config_line(line) {
+                config.push(Entry {
+                    key: key.to_string(),
+                    value: value.to_string(),
+                    line: line_of(j),
+                });
+                continue;
+            }
+            in_task = true;
+        }
+        task_lines.push(line);
+    }
+    let get = |key: &str| config.iter().rev().find(|e| e.key == key);
+    for e in &config {
+        let key = e.key.as_str();
+        if key.starts_with("preStep") {
+            d.warn_at(e, format!("`{key}` is not supported by crew; ignored"));
+        } else if !STEP_KEYS.contains(&key) && !LATER_STEP_KEYS.contains(&key) {
+            d.warn_at(
+                e,
+                format!(
+                    "unknown step field `{key}`; ignored (a blank line must separate the step's \
+                     config lines from its task text)"
+                ),
+            );
+        }
+    }
+    for key in ["progress", "worktree", "verify", "specStrict"] {
+        d.boolean(get(key));
+    }
+
+    let task = task_lines.join("\n").trim().to_string();
+    let task = if !task.is_empty() {
+        task
+    } else {
+        get("task")
+            .map(|e| e.value.clone())
+            .filter(|t| !t.is_empty())
+            .unwrap_or_else(|| "{goal}".to_string())
+    };
+    let (output, output_disabled) = match get("output") {
+        Some(e) if e.value == "false" => (None, true),
+        Some(e) if e.value.is_empty() => (None, false),
+        Some(e) if !artifact_name_ok(&e.value) => {
+            d.error(
+                Some(e.line),
+                Some("output"),
+                format!(
+                    "`output: {}` is not a plain artifact file name (letters, digits, `._-`, no path)",
+                    e.value
+                ),
+            );
+            (None, false)
+        }
+        Some(e) => (Some(e.value.clone()), false),
+        None => (None, false),
+    };
+    let mut reads = Vec::new();
+    if let Some(e) = get("reads").filter(|e| e.value != "false") {
+        for name in parse_csv(&e.value).unwrap_or_default() {
+            if artifact_name_ok(&name) {
+                reads.push(name);
+            } else {
+                d.error(
+                    Some(e.line),
+                    Some("reads"),
+                    format!("`{name}` is not a plain artifact file name (letters, digits, `._-`, no path)"),
+                );
+            }
+        }
+    }
+    if let Some(e) = get("skills").filter(|e| e.value != "false") {
+        for s in parse_csv(&e.value).unwrap_or_default() {
+            if !ident_ok(&s) {
+                d.warn_at(e, format!("invalid skill name `{s}`; ignored"));
+            }
+        }
+    }
+    Step {
+        id: id.to_string(),
+        role: get("role")
+            .map(|e| e.value.clone())
+            .filter(|r| !r.is_empty())
+            .unwrap_or_else(|| id.to_string()),
+        task,
+        depends_on: get("dependsOn")
+            .and_then(|e| parse_csv(&e.value))
+            .unwrap_or_default(),
+        output,
+        output_disabled,
+        reads,
+        model: d.model(get("model")),
+        line: heading_line,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resource::{parse_file, Kind, Severity};
+
+    fn workflow(text: &str) -> (Workflow, Vec<Diagnostic>) {
+        match parse_file(
+            Kind::Workflow,
+            Source::User,
+            "/u/workflows/probe.workflow.md",
+            text.as_bytes(),
+        ) {
+            (Some(Parsed::Workflow(w)), d) => (w, d),
+            other => panic!("not a workflow: {other:?}"),
+        }
+    }
+
+    /// (id, role, deps, task, line)
+    fn shape(w: &Workflow) -> Vec<(&str, &str, Vec<&str>, &str, u32)> {
+        w.steps
+            .iter()
+            .map(|s| {
+                (
+                    s.id.as_str(),
+                    s.role.as_str(),
+                    s.depends_on.iter().map(String::as_str).collect(),
+                    s.task.as_str(),
+                    s.line,
+                )
+            })
+            .collect()
+    }
+
+    type Shape = &'static [(
+        &'static str,
+        &'static str,
+        &'static [&'static str],
+        &'static str,
+        u32,
+    )];
+
+    #[test]
+    fn step_sections() {
+        let cases: &[(&str, &str, Shape)] = &[
+            (
+                "config and task",
+                "---\nname: x\n---\n\n## explore\nrole: explorer\n\nFind it: {goal}\n\n## fix\nrole: executor\ndependsOn: explore\n\nFix.\nMore.\n",
+                &[
+                    ("explore", "explorer", &[], "Find it: {goal}", 5),
+                    ("fix", "executor", &["explore"], "Fix.\nMore.", 10),
+                ],
+            ),
+            (
+                "no frontmatter, role defaults to id, goal default",
+                "## a\n## b\ndependsOn: a\n",
+                &[("a", "a", &[], "{goal}", 1), ("b", "b", &["a"], "{goal}", 2)],
+            ),
+            (
+                "task: fallback",
+                "## a\nrole: r\ntask: do {goal}\n",
+                &[("a", "r", &[], "do {goal}", 1)],
+            ),
+            (
+                "body beats task:",
+                "## a\ntask: ignored\n\nreal\n",
+                &[("a", "a", &[], "real", 1)],
+            ),
+            (
+                "explicit rule: prose headings are not steps",
+                "# Title\n\n## Overview\nSome prose.\n\n## step-one\nrole: r\n\nDo it.\n### Detail\nmore\n## Notes\nstill step-one\n\n## tail\nno config\n",
+                &[
+                    ("step-one", "r", &[], "Do it.\n### Detail\nmore\n## Notes\nstill step-one", 6),
+                    ("tail", "tail", &[], "no config", 15),
+                ],
+            ),
+            (
+                "no explicit heading: every heading is a step",
+                "## Overview\nprose\n## Usage\nmore prose\n",
+                &[("Overview", "Overview", &[], "prose", 1), ("Usage", "Usage", &[], "more prose", 3)],
+            ),
+            (
+                "key: value right after config is config; after a blank line it is text",
+                "## a\nrole: r\n\nNote: keep this\n",
+                &[("a", "r", &[], "Note: keep this", 1)],
+            ),
+            (
+                "not headings",
+                "###x\n##x\n##   \n",
+                &[],
+            ),
+            (
+                "empty role falls back to id, heading text trimmed",
+                "##   spaced-id   \nrole:\n",
+                &[("spaced-id", "spaced-id", &[], "{goal}", 1)],
+            ),
+        ];
+        for (name, text, want) in cases {
+            let (w, _) = workflow(text);
+            let want: Vec<_> = want
+                .iter()
+                .map(|(a, b, c, d, e)| (*a, *b, c.to_vec(), *d, *e))
+                .collect();
+            assert_eq!(shape(&w), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn step_fields() {
+        let (w, d) = workflow(
+            "---\nname: wf\ndescription: dd\nmaxConcurrency: 3\ntopology: sequential\n---\n\
+             ## a\noutput: false\nreads: x.md, y.md\nmodel: p/m\nverify: true\nparallelGroup: g\nskills: s1\n\n\
+             ## b\noutput: plan.md\nreads: false\n\n## c\noutput:\n",
+        );
+        assert!(d.is_empty(), "{d:?}");
+        assert_eq!(
+            (w.name.as_str(), w.description.as_str(), w.max_concurrency),
+            ("wf", "dd", Some(3))
+        );
+        let a = &w.steps[0];
+        assert_eq!((a.output.as_deref(), a.output_disabled), (None, true));
+        assert_eq!(a.reads, ["x.md", "y.md"]);
+        assert_eq!(a.model.as_deref(), Some("p/m"));
+        let b = &w.steps[1];
+        assert_eq!(
+            (b.output.as_deref(), b.output_disabled),
+            (Some("plan.md"), false)
+        );
+        assert!(b.reads.is_empty());
+        let c = &w.steps[2];
+        assert_eq!((c.output.as_deref(), c.output_disabled), (None, false));
+    }
+
+    #[test]
+    fn problems_are_reported() {
+        type Want = &'static [(Severity, Option<u32>, Option<&'static str>)];
+        let cases: &[(&str, Want)] = &[
+            (
+                "---\nmaxConcurrency: 1.5\n---\n## a\n",
+                &[(Severity::Warning, Some(2), Some("maxConcurrency"))],
+            ),
+            (
+                "---\ntopology: mesh\n---\n## a\n",
+                &[(Severity::Warning, Some(2), Some("topology"))],
+            ),
+            (
+                "---\nrunner: x\n---\n## a\n",
+                &[(Severity::Warning, Some(2), Some("runner"))],
+            ),
+            (
+                "## a\nrole: r\nNote: x\n",
+                &[(Severity::Warning, Some(3), Some("Note"))],
+            ),
+            (
+                "## a\nverify: maybe\n",
+                &[(Severity::Warning, Some(2), Some("verify"))],
+            ),
+            (
+                "## a\npreStepScript: rm.sh\n",
+                &[(Severity::Warning, Some(2), Some("preStepScript"))],
+            ),
+            (
+                "## a\noutput: ../../etc/passwd\n",
+                &[(Severity::Error, Some(2), Some("output"))],
+            ),
+            (
+                "## a\nreads: ok.md, /abs\n",
+                &[(Severity::Error, Some(2), Some("reads"))],
+            ),
+            (
+                "## a\nskills: ok, b@d\n",
+                &[(Severity::Warning, Some(2), Some("skills"))],
+            ),
+            (
+                "## a\nmodel: a b\n",
+                &[(Severity::Warning, Some(2), Some("model"))],
+            ),
+        ];
+        for (text, want) in cases {
+            let (_, d) = workflow(text);
+            let got: Vec<_> = d
+                .iter()
+                .map(|d| (d.severity, d.line, d.field.as_deref()))
+                .collect();
+            assert_eq!(got, *want, "{text:?}: {d:?}");
+        }
+    }
+}

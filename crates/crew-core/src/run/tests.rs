@@ -1,0 +1,1673 @@
+//! Scenario tests of the run state machine, driven the way the daemon drives it: deciders give
+//! pending events, the simulator stamps and applies them, settles, and dispatches.
+
+use super::*;
+use crate::plan::{task_id, PlannedTask};
+use crate::resource::SystemPromptMode;
+use crate::usage::Usage;
+use chrono::{DateTime, Duration, TimeZone, Utc};
+
+fn t0() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2025, 1, 2, 3, 4, 5).unwrap()
+}
+
+/// A step: name (also its slug), names of the steps it depends on, whether its role writes.
+type Step<'a> = (&'a str, &'a [&'a str], bool);
+
+fn tasks(steps: &[Step]) -> Vec<PlannedTask> {
+    let id_of = |name: &str| {
+        let i = steps.iter().position(|s| s.0 == name).unwrap();
+        task_id(i + 1, name)
+    };
+    steps
+        .iter()
+        .enumerate()
+        .map(|(i, (name, deps, writes))| PlannedTask {
+            id: task_id(i + 1, name),
+            step_id: name.to_string(),
+            role: if *writes {
+                "executor".into()
+            } else {
+                "explorer".into()
+            },
+            agent: if *writes {
+                "executor".into()
+            } else {
+                "explorer".into()
+            },
+            depends_on: deps.iter().map(|d| id_of(d)).collect(),
+            task_template: format!("do {name} for {{goal}}"),
+            output: Some(format!("{}.md", task_id(i + 1, name))),
+            reads: vec![],
+            model: None,
+            system_prompt: "You work.".into(),
+            system_prompt_mode: SystemPromptMode::Replace,
+            tools: if *writes {
+                vec!["read".into(), "edit".into()]
+            } else {
+                vec!["read".into()]
+            },
+            thinking: None,
+            writes: *writes,
+        })
+        .collect()
+}
+
+fn spec(steps: &[Step]) -> RunSpec {
+    RunSpec {
+        goal: "fix the flaky login test".into(),
+        cwd: "/src/app".into(),
+        team: "default".into(),
+        workflow: "default".into(),
+        runtime: "fake".into(),
+        model: None,
+        concurrency: 4,
+        failure_policy: FailurePolicy::FailFast,
+        budget: None,
+        require_plan_approval: false,
+        reuse: Reuse::Off,
+        max_attempts: 3,
+        schedule_id: None,
+        tasks: tasks(steps),
+    }
+}
+
+fn used(tokens: u64) -> Usage {
+    Usage {
+        input: tokens,
+        turns: 1,
+        ..Usage::default()
+    }
+}
+
+fn done(tokens: u64) -> AttemptResult {
+    AttemptResult::Completed {
+        usage: used(tokens),
+        model: None,
+        artifacts: vec![],
+        reused_from: None,
+    }
+}
+
+fn failed(retryable: bool, tokens: u64) -> AttemptResult {
+    AttemptResult::Failed {
+        usage: used(tokens),
+        model: None,
+        artifacts: vec![],
+        error: "boom".into(),
+        retryable,
+        reason: "crash".into(),
+    }
+}
+
+fn no_final_text() -> AttemptResult {
+    AttemptResult::NoFinalText {
+        usage: used(1),
+        model: None,
+        artifacts: vec![],
+    }
+}
+
+fn asked(question: &str) -> AttemptResult {
+    AttemptResult::Asked {
+        usage: used(1),
+        model: None,
+        artifacts: vec![],
+        question: question.into(),
+    }
+}
+
+/// `"type step"` for a task event, `"type"` otherwise (task ids are `NN_<step>`).
+fn names(evs: &[Event]) -> Vec<String> {
+    evs.iter()
+        .map(|e| match &e.task_id {
+            Some(t) => format!(
+                "{} {}",
+                e.body.type_name(),
+                t.split_once('_').map_or(t.as_str(), |x| x.1)
+            ),
+            None => e.body.type_name().to_string(),
+        })
+        .collect()
+}
+
+/// The daemon's loop without I/O: a state, a journal position, a clock and the journal itself.
+struct Sim {
+    st: State,
+    seq: u64,
+    now: DateTime<Utc>,
+    log: Vec<Event>,
+    retry: RetryPolicy,
+    jitter: f64,
+}
+
+impl Sim {
+    fn new() -> Self {
+        Sim {
+            st: State::default(),
+            seq: 0,
+            now: t0(),
+            log: vec![],
+            retry: RetryPolicy::default(),
+            jitter: 0.5,
+        }
+    }
+
+    /// Stamp and apply each event, checking `seq`/`runSeq` on the way.
+    fn emit(&mut self, ps: Vec<Pending>) -> Vec<Event> {
+        let mut out = Vec::new();
+        for p in ps {
+            self.seq += 1;
+            let ev = self.st.stamp(p, self.seq, self.now);
+            assert!(ev.seq > self.st.last_seq, "seq must increase: {ev:?}");
+            if let Some(id) = &ev.run_id {
+                let want = match (&ev.body, self.st.runs.get(id)) {
+                    (EventBody::RunCreated(_), _) => 1,
+                    (_, Some(r)) => r.run_seq + 1,
+                    (_, None) => 0,
+                };
+                assert_eq!(ev.run_seq, want, "runSeq must be contiguous: {ev:?}");
+            }
+            self.st.apply(&ev);
+            self.log.push(ev.clone());
+            out.push(ev);
+        }
+        out
+    }
+
+    fn settle_all(&mut self, run: &str) -> Vec<Event> {
+        let mut out = Vec::new();
+        for _ in 0..100 {
+            let ps = self.st.settle(run, self.now);
+            if ps.is_empty() {
+                return out;
+            }
+            out.extend(self.emit(ps));
+        }
+        panic!("settle does not converge for {run}: {:?}", names(&out));
+    }
+
+    /// Emit a decider's events, then settle the run.
+    fn control(
+        &mut self,
+        run: &str,
+        r: Result<Vec<Pending>, CoreError>,
+    ) -> Result<Vec<Event>, CoreError> {
+        let ps = r?;
+        let mut evs = self.emit(ps);
+        evs.extend(self.settle_all(run));
+        Ok(evs)
+    }
+
+    fn create(&mut self, run: &str, spec: RunSpec) -> Vec<Event> {
+        let r = self.st.create_run(run, spec);
+        self.control(run, r).unwrap()
+    }
+
+    /// Start what may start; `"run/step"` per started task, in start order.
+    fn dispatch(&mut self, max_workers: usize) -> Vec<String> {
+        let starts = self.st.dispatch(self.now, max_workers);
+        let mut out = Vec::new();
+        for s in starts {
+            let step = self.step_of(&s.run_id, &s.task_id);
+            out.push(format!("{}/{step}", s.run_id));
+            let ev = self.emit(vec![s.event]);
+            assert_eq!(ev[0].body.type_name(), "task.started");
+            self.settle_all(&s.run_id);
+        }
+        out
+    }
+
+    fn step_of(&self, run: &str, task: &str) -> String {
+        self.st.runs[run].task(task).unwrap().plan.step_id.clone()
+    }
+
+    fn tid(&self, run: &str, step: &str) -> String {
+        self.task(run, step).plan.id.clone()
+    }
+
+    fn task(&self, run: &str, step: &str) -> &TaskState {
+        self.st.runs[run]
+            .tasks
+            .iter()
+            .find(|t| t.plan.step_id == step)
+            .unwrap()
+    }
+
+    fn status(&self, run: &str, step: &str) -> TaskStatus {
+        self.task(run, step).status
+    }
+
+    fn run_status(&self, run: &str) -> RunStatus {
+        self.st.runs[run].status
+    }
+
+    /// Report the current attempt's result, then settle.
+    fn finish(&mut self, run: &str, step: &str, result: AttemptResult) -> Vec<Event> {
+        let attempt = self.task(run, step).attempts;
+        self.finish_attempt(run, step, attempt, result)
+    }
+
+    fn finish_attempt(
+        &mut self,
+        run: &str,
+        step: &str,
+        attempt: u32,
+        result: AttemptResult,
+    ) -> Vec<Event> {
+        let id = self.tid(run, step);
+        let ps = self.st.finish_attempt(
+            run,
+            &id,
+            attempt,
+            result,
+            self.now,
+            &self.retry,
+            self.jitter,
+        );
+        let mut evs = self.emit(ps);
+        evs.extend(self.settle_all(run));
+        evs
+    }
+
+    fn progress(&mut self, run: &str, step: &str, tokens: u64) -> Vec<Event> {
+        let id = self.tid(run, step);
+        let attempt = self.task(run, step).attempts;
+        let p = self
+            .st
+            .progress(run, &id, attempt, used(tokens), Some("bash".into()));
+        let mut evs = self.emit(p.into_iter().collect());
+        evs.extend(self.settle_all(run));
+        evs
+    }
+
+    fn advance(&mut self, ms: i64) {
+        self.now += Duration::milliseconds(ms);
+    }
+}
+
+fn invalid_state<T: std::fmt::Debug>(r: Result<T, CoreError>) -> String {
+    match r {
+        Err(CoreError::InvalidState(m)) => m,
+        other => panic!("expected InvalidState, got {other:?}"),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Readiness and dispatch
+
+#[test]
+fn readiness_is_exact_no_wave_barrier() {
+    let mut sim = Sim::new();
+    sim.create(
+        "r",
+        spec(&[
+            ("a", &[], false),
+            ("b", &["a"], false),
+            ("c", &["a"], false),
+            ("d", &["c"], false),
+        ]),
+    );
+    assert_eq!(sim.dispatch(8), ["r/a"]);
+    assert_eq!(
+        sim.dispatch(8),
+        Vec::<String>::new(),
+        "nothing else is ready while a runs"
+    );
+    sim.finish("r", "a", done(10));
+    assert_eq!(sim.dispatch(8), ["r/b", "r/c"]);
+    sim.finish("r", "c", done(10));
+    assert_eq!(
+        sim.dispatch(8),
+        ["r/d"],
+        "d starts as soon as c completes, b still running"
+    );
+    assert_eq!(sim.status("r", "b"), TaskStatus::Running);
+    sim.finish("r", "d", done(10));
+    assert_eq!(sim.run_status("r"), RunStatus::Running);
+    let evs = sim.finish("r", "b", done(10));
+    assert_eq!(names(&evs), ["task.completed b", "run.completed"]);
+    assert_eq!(sim.st.runs["r"].usage().input, 40);
+}
+
+#[test]
+fn streaming_dispatch_refills_a_slot_at_once() {
+    let mut sim = Sim::new();
+    let mut s = spec(&[
+        ("a", &[], false),
+        ("b", &[], false),
+        ("c", &[], false),
+        ("d", &[], false),
+        ("e", &[], false),
+    ]);
+    s.concurrency = 2;
+    sim.create("r", s);
+    assert_eq!(sim.dispatch(8), ["r/a", "r/b"]);
+    assert!(sim.dispatch(8).is_empty(), "per-run concurrency 2");
+    sim.finish("r", "b", done(1));
+    assert_eq!(
+        sim.dispatch(8),
+        ["r/c"],
+        "the freed slot is filled, a is still running"
+    );
+    sim.finish("r", "a", done(1));
+    sim.finish("r", "c", done(1));
+    assert_eq!(sim.dispatch(8), ["r/d", "r/e"]);
+    sim.finish("r", "e", done(1));
+    sim.finish("r", "d", done(1));
+    assert_eq!(sim.run_status("r"), RunStatus::Completed);
+}
+
+#[test]
+fn per_run_concurrency_and_max_workers() {
+    // (concurrency, max_workers, started in the first dispatch)
+    let cases = [
+        (1, 8, 1),
+        (2, 8, 2),
+        (3, 8, 3),
+        (8, 8, 5),
+        (4, 2, 2),
+        (4, 0, 0),
+    ];
+    for (concurrency, max_workers, want) in cases {
+        let mut sim = Sim::new();
+        let mut s = spec(&[
+            ("a", &[], false),
+            ("b", &[], false),
+            ("c", &[], false),
+            ("d", &[], false),
+            ("e", &[], false),
+        ]);
+        s.concurrency = concurrency;
+        sim.create("r", s);
+        let got = sim.dispatch(max_workers);
+        assert_eq!(
+            got.len(),
+            want,
+            "concurrency {concurrency}, max_workers {max_workers}: {got:?}"
+        );
+        assert_eq!(sim.st.runs["r"].running_count(), want);
+        assert!(
+            sim.dispatch(max_workers).is_empty(),
+            "a second dispatch starts nothing"
+        );
+    }
+}
+
+fn three_runs() -> Sim {
+    let mut sim = Sim::new();
+    for r in ["r1", "r2", "r3"] {
+        sim.create(
+            r,
+            spec(&[("a", &[], false), ("b", &[], false), ("c", &[], false)]),
+        );
+    }
+    sim
+}
+
+#[test]
+fn max_workers_are_shared_round_robin() {
+    // max_workers -> tasks started per run: each run gets a slot before any gets a second.
+    let cases: [(usize, [usize; 3]); 6] = [
+        (1, [1, 0, 0]),
+        (2, [1, 1, 0]),
+        (3, [1, 1, 1]),
+        (4, [2, 1, 1]),
+        (6, [2, 2, 2]),
+        (20, [3, 3, 3]),
+    ];
+    for (max_workers, want) in cases {
+        let mut sim = three_runs();
+        let started = sim.dispatch(max_workers);
+        let got = ["r1", "r2", "r3"].map(|r| {
+            started
+                .iter()
+                .filter(|s| s.starts_with(&format!("{r}/")))
+                .count()
+        });
+        assert_eq!(got, want, "max_workers {max_workers}: {started:?}");
+        assert_eq!(sim.st.workers_running(), want.iter().sum::<usize>());
+    }
+}
+
+#[test]
+fn round_robin_continues_after_the_last_run_served() {
+    let mut sim = three_runs();
+    assert_eq!(sim.dispatch(2), ["r1/a", "r2/a"]);
+    sim.finish("r1", "a", done(1));
+    assert_eq!(sim.dispatch(2), ["r3/a"], "r3 has had nothing yet");
+    sim.finish("r2", "a", done(1));
+    assert_eq!(sim.dispatch(2), ["r1/b"]);
+    sim.finish("r3", "a", done(1));
+    assert_eq!(sim.dispatch(2), ["r2/b"]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Failure policies and retries
+
+fn policy_plan(policy: FailurePolicy) -> RunSpec {
+    let mut s = spec(&[
+        ("a", &[], false),
+        ("b", &[], false),
+        ("c", &[], false),
+        ("d", &[], false),
+        ("e", &["a"], false),
+    ]);
+    s.concurrency = 2;
+    s.failure_policy = policy;
+    s
+}
+
+#[test]
+fn fail_fast_skips_queued_lets_running_finish_then_fails() {
+    let mut sim = Sim::new();
+    sim.create("r", policy_plan(FailurePolicy::FailFast));
+    assert_eq!(sim.dispatch(8), ["r/a", "r/b"]);
+    let evs = sim.finish("r", "a", failed(false, 5));
+    assert_eq!(
+        names(&evs),
+        [
+            "task.failed a",
+            "task.skipped c",
+            "task.skipped d",
+            "task.skipped e"
+        ]
+    );
+    assert_eq!(sim.run_status("r"), RunStatus::Running, "b still runs");
+    assert!(sim.dispatch(8).is_empty(), "no new task starts");
+    let evs = sim.finish("r", "b", done(5));
+    assert_eq!(names(&evs), ["task.completed b", "run.failed"]);
+    let run = &sim.st.runs["r"];
+    assert_eq!(run.reason.as_deref(), Some("task 01_a failed: boom"));
+    assert_eq!(sim.status("r", "b"), TaskStatus::Completed);
+    assert_eq!(sim.st.summaries["r"].tasks.skipped, 3);
+    assert!(!sim.st.active.contains("r"));
+}
+
+#[test]
+fn continue_skips_only_dependents_then_fails_at_the_end() {
+    let mut sim = Sim::new();
+    sim.create("r", policy_plan(FailurePolicy::Continue));
+    assert_eq!(sim.dispatch(8), ["r/a", "r/b"]);
+    let evs = sim.finish("r", "a", failed(false, 5));
+    assert_eq!(names(&evs), ["task.failed a", "task.skipped e"]);
+    assert_eq!(sim.dispatch(8), ["r/c"]);
+    sim.finish("r", "b", done(1));
+    assert_eq!(sim.dispatch(8), ["r/d"]);
+    assert_eq!(names(&sim.finish("r", "c", done(1))), ["task.completed c"]);
+    assert_eq!(
+        names(&sim.finish("r", "d", done(1))),
+        ["task.completed d", "run.failed"]
+    );
+    let got: Vec<_> = ["a", "b", "c", "d", "e"]
+        .map(|s| sim.status("r", s))
+        .to_vec();
+    use TaskStatus::*;
+    assert_eq!(got, [Failed, Completed, Completed, Completed, Skipped]);
+}
+
+#[test]
+fn retry_delay_table() {
+    let p = RetryPolicy::default();
+    // (failed attempts, jitter, delay)
+    let cases = [
+        (1, 0.0, 1000),
+        (1, 0.5, 1150),
+        (1, 1.0, 1300),
+        (2, 0.0, 2000),
+        (3, 0.0, 4000),
+        (7, 0.0, 60_000),
+        (40, 0.0, 60_000),
+        (40, 1.0, 78_000),
+        (1, -3.0, 1000),
+        (1, 9.0, 1300),
+    ];
+    for (n, jitter, want) in cases {
+        assert_eq!(p.delay_ms(n, jitter), want, "attempts {n}, jitter {jitter}");
+    }
+}
+
+#[test]
+fn retryable_failure_backs_off_until_max_attempts() {
+    for jitter in [0.0, 0.37, 0.999] {
+        let mut sim = Sim::new();
+        sim.jitter = jitter;
+        sim.create("r", spec(&[("a", &[], false)]));
+        let policy = sim.retry;
+        for attempt in 1..=2u32 {
+            assert_eq!(sim.dispatch(8), ["r/a"], "attempt {attempt}");
+            assert_eq!(sim.task("r", "a").attempts, attempt);
+            let evs = sim.finish("r", "a", failed(true, 10));
+            assert_eq!(names(&evs), ["task.retrying a"]);
+            let EventBody::TaskRetrying {
+                delay_ms,
+                not_before,
+                reason,
+                ..
+            } = &evs[0].body
+            else {
+                unreachable!()
+            };
+            let base = policy.base_ms * u64::from(policy.factor).pow(attempt - 1);
+            let max = base + (base as f64 * policy.jitter_ratio) as u64;
+            assert!(
+                (base..=max).contains(delay_ms),
+                "jitter {jitter} attempt {attempt}: {delay_ms} not in {base}..={max}"
+            );
+            assert_eq!(
+                *not_before,
+                sim.now + Duration::milliseconds(*delay_ms as i64)
+            );
+            assert_eq!(reason, "crash");
+            assert_eq!(evs[0].message.as_deref(), Some("boom"));
+            assert_eq!(sim.status("r", "a"), TaskStatus::Queued);
+            assert_eq!(sim.st.next_wakeup(), Some(*not_before));
+            let wait = *delay_ms as i64;
+            sim.advance(wait - 1);
+            assert!(sim.dispatch(8).is_empty(), "not before notBefore");
+            sim.advance(1);
+        }
+        assert_eq!(sim.dispatch(8), ["r/a"]);
+        assert_eq!(sim.task("r", "a").attempts, 3);
+        let evs = sim.finish("r", "a", failed(true, 10));
+        assert_eq!(
+            names(&evs),
+            ["task.failed a", "run.failed"],
+            "max_attempts 3 reached"
+        );
+        assert_eq!(sim.st.next_wakeup(), None);
+        assert_eq!(
+            sim.task("r", "a").usage().input,
+            30,
+            "usage of every attempt is kept"
+        );
+    }
+}
+
+#[test]
+fn final_failure_is_not_retried_and_max_attempts_one_never_retries() {
+    let mut sim = Sim::new();
+    let mut s = spec(&[("a", &[], false), ("b", &[], false)]);
+    s.max_attempts = 1;
+    s.failure_policy = FailurePolicy::Continue;
+    sim.create("r", s);
+    sim.dispatch(8);
+    assert_eq!(
+        names(&sim.finish("r", "a", failed(true, 0))),
+        ["task.failed a"]
+    );
+    assert_eq!(
+        names(&sim.finish("r", "b", failed(false, 0))),
+        ["task.failed b", "run.failed"]
+    );
+}
+
+#[test]
+#[ignore = "BUG: under fail-fast a retryable failure after another task failed finally still emits \
+            task.retrying (finish_attempt only looks at `halted`, which only the budget sets), so \
+            the task goes running -> queued -> skipped and the client sees a retry that never happens"]
+fn fail_fast_does_not_schedule_retries_after_a_final_failure() {
+    let mut sim = Sim::new();
+    sim.create("r", policy_plan(FailurePolicy::FailFast));
+    sim.dispatch(8);
+    sim.finish("r", "a", failed(false, 0));
+    let evs = sim.finish("r", "b", failed(true, 0));
+    assert_eq!(names(&evs), ["task.failed b", "run.failed"]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// needs_attention, waiting, respond
+
+#[test]
+fn no_final_text_needs_attention_blocks_the_run_until_resumed() {
+    let mut sim = Sim::new();
+    sim.create("r", spec(&[("a", &[], false), ("b", &["a"], false)]));
+    sim.dispatch(8);
+    let evs = sim.finish("r", "a", no_final_text());
+    assert_eq!(names(&evs), ["task.needs_attention a", "run.blocked"]);
+    assert_eq!(sim.run_status("r"), RunStatus::Blocked);
+    assert_eq!(
+        sim.status("r", "b"),
+        TaskStatus::Queued,
+        "a dependent waits, it is not skipped"
+    );
+    assert!(sim.st.runs["r"]
+        .reason
+        .as_deref()
+        .unwrap()
+        .contains("needs attention"));
+    assert!(sim.st.active.contains("r"), "blocked is active");
+    assert!(sim.settle_all("r").is_empty(), "blocked once, not again");
+
+    let (ps, ids) = sim.st.resume_run("r").unwrap();
+    assert_eq!(ids, [sim.tid("r", "a")]);
+    assert_eq!(names(&sim.control("r", Ok(ps)).unwrap()), ["run.resumed"]);
+    assert_eq!(sim.run_status("r"), RunStatus::Running);
+    assert_eq!(sim.dispatch(8), ["r/a"]);
+    assert_eq!(sim.task("r", "a").attempts, 2);
+    sim.finish("r", "a", done(1));
+    sim.dispatch(8);
+    assert_eq!(
+        names(&sim.finish("r", "b", done(1))),
+        ["task.completed b", "run.completed"]
+    );
+}
+
+#[test]
+fn asked_waits_blocks_and_respond_requeues_until_complete() {
+    let mut sim = Sim::new();
+    sim.create("r", spec(&[("a", &[], false)]));
+    sim.dispatch(8);
+    let evs = sim.finish("r", "a", asked("which database?"));
+    assert_eq!(names(&evs), ["task.waiting a", "run.blocked"]);
+    assert_eq!(sim.status("r", "a"), TaskStatus::Waiting);
+    assert_eq!(sim.run_status("r"), RunStatus::Blocked);
+    assert!(sim.st.runs["r"]
+        .reason
+        .as_deref()
+        .unwrap()
+        .contains("which database?"));
+    assert!(sim.dispatch(8).is_empty());
+
+    let id = sim.tid("r", "a");
+    let r = sim.st.respond("r", &id, "postgres");
+    let evs = sim.control("r", r).unwrap();
+    assert_eq!(names(&evs), ["task.queued a"]);
+    assert_eq!(sim.status("r", "a"), TaskStatus::Queued);
+    assert_eq!(sim.run_status("r"), RunStatus::Running);
+    assert_eq!(sim.task("r", "a").answers, ["postgres"]);
+    assert_eq!(sim.task("r", "a").question, None);
+    assert_eq!(sim.dispatch(8), ["r/a"]);
+    assert_eq!(sim.task("r", "a").attempts, 2);
+    assert_eq!(
+        names(&sim.finish("r", "a", done(1))),
+        ["task.completed a", "run.completed"]
+    );
+}
+
+#[test]
+fn waiting_task_does_not_block_while_others_run() {
+    let mut sim = Sim::new();
+    sim.create("r", spec(&[("a", &[], false), ("b", &[], false)]));
+    sim.dispatch(8);
+    assert_eq!(names(&sim.finish("r", "a", asked("?"))), ["task.waiting a"]);
+    assert_eq!(sim.run_status("r"), RunStatus::Running);
+    assert_eq!(
+        names(&sim.finish("r", "b", done(1))),
+        ["task.completed b", "run.blocked"]
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Budget
+
+fn budget_spec(steps: &[Step], tokens: u64) -> RunSpec {
+    let mut s = spec(steps);
+    s.budget = Some(Budget {
+        tokens,
+        warn_at: 0.8,
+        abort_at: 1.0,
+    });
+    s
+}
+
+#[test]
+fn budget_warns_once_then_aborts() {
+    let mut sim = Sim::new();
+    let mut s = budget_spec(
+        &[
+            ("a", &[], false),
+            ("b", &[], false),
+            ("c", &[], false),
+            ("d", &[], false),
+        ],
+        1000,
+    );
+    s.concurrency = 2;
+    sim.create("r", s);
+    assert_eq!(sim.dispatch(8), ["r/a", "r/b"]);
+    assert_eq!(names(&sim.progress("r", "a", 500)), ["task.progress a"]);
+    assert_eq!(names(&sim.progress("r", "b", 299)), ["task.progress b"]);
+    assert_eq!(
+        names(&sim.progress("r", "b", 300)),
+        ["task.progress b", "run.budget_warning"]
+    );
+    let warn = &sim.log[sim.log.len() - 1];
+    assert_eq!(
+        warn.body,
+        EventBody::RunBudgetWarning {
+            used: 800,
+            total: 1000
+        }
+    );
+    assert_eq!(
+        names(&sim.progress("r", "b", 350)),
+        ["task.progress b"],
+        "warned once"
+    );
+    let evs = sim.progress("r", "a", 650);
+    assert_eq!(
+        names(&evs),
+        [
+            "task.progress a",
+            "run.budget_exceeded",
+            "task.cancelled a",
+            "task.cancelled b",
+            "task.skipped c",
+            "task.skipped d",
+            "run.failed"
+        ]
+    );
+    assert_eq!(
+        evs[1].body,
+        EventBody::RunBudgetExceeded {
+            used: 1000,
+            total: 1000
+        }
+    );
+    let run = &sim.st.runs["r"];
+    assert_eq!(
+        (run.status, run.reason.as_deref()),
+        (RunStatus::Failed, Some("budget_exceeded"))
+    );
+    assert_eq!(
+        run.usage().input,
+        1000,
+        "spent usage of cancelled attempts is kept"
+    );
+    assert_eq!(sim.st.summaries["r"].usage.input, 1000);
+    assert!(
+        sim.finish("r", "a", done(700)).is_empty(),
+        "the stopped worker's late result is stale"
+    );
+    assert!(sim.dispatch(8).is_empty());
+}
+
+#[test]
+fn budget_counts_cache_write_but_not_cache_read() {
+    let mut sim = Sim::new();
+    sim.create("r", budget_spec(&[("a", &[], false)], 100));
+    sim.dispatch(8);
+    let id = sim.tid("r", "a");
+    let usage = Usage {
+        input: 10,
+        output: 10,
+        cache_read: 1000,
+        cache_write: 59,
+        cost: 0.1,
+        turns: 1,
+    };
+    let p = sim.st.progress("r", &id, 1, usage, None).unwrap();
+    sim.emit(vec![p]);
+    assert!(sim.settle_all("r").is_empty(), "79 of 100 tokens");
+    let usage = Usage {
+        cache_write: 60,
+        ..usage
+    };
+    let p = sim.st.progress("r", &id, 1, usage, None).unwrap();
+    sim.emit(vec![p]);
+    assert_eq!(names(&sim.settle_all("r")), ["run.budget_warning"]);
+}
+
+#[test]
+fn budget_is_enforced_after_resume_with_usage_of_earlier_attempts() {
+    let mut sim = Sim::new();
+    sim.create("r", budget_spec(&[("a", &[], false)], 1000));
+    sim.dispatch(8);
+    assert_eq!(
+        names(&sim.finish("r", "a", failed(false, 600))),
+        ["task.failed a", "run.failed"]
+    );
+    let (ps, _) = sim.st.resume_run("r").unwrap();
+    sim.control("r", Ok(ps)).unwrap();
+    assert_eq!(sim.dispatch(8), ["r/a"]);
+    assert_eq!(
+        names(&sim.progress("r", "a", 200)),
+        ["task.progress a", "run.budget_warning"]
+    );
+    let evs = sim.progress("r", "a", 400);
+    assert_eq!(
+        names(&evs),
+        [
+            "task.progress a",
+            "run.budget_exceeded",
+            "task.cancelled a",
+            "run.failed"
+        ]
+    );
+    assert_eq!(sim.st.runs["r"].reason.as_deref(), Some("budget_exceeded"));
+
+    // Resuming an over-budget run fails it again at once.
+    let (ps, _) = sim.st.resume_run("r").unwrap();
+    let evs = sim.control("r", Ok(ps)).unwrap();
+    assert_eq!(
+        names(&evs),
+        [
+            "run.resumed",
+            "run.budget_exceeded",
+            "task.skipped a",
+            "run.failed"
+        ]
+    );
+}
+
+#[test]
+#[ignore = "BUG: run.cancelled leaves the running attempt's usage in attempt_usage; after resume the \
+            first task.progress of the new attempt overwrites it, so spent tokens vanish from run \
+            usage and from the budget"]
+fn usage_of_a_cancelled_attempt_survives_resume() {
+    let mut sim = Sim::new();
+    sim.create("r", spec(&[("a", &[], false)]));
+    sim.dispatch(8);
+    sim.progress("r", "a", 500);
+    let (ps, _) = sim.st.cancel_run("r", None).unwrap();
+    sim.control("r", Ok(ps)).unwrap();
+    assert_eq!(sim.st.runs["r"].usage().input, 500);
+    let (ps, _) = sim.st.resume_run("r").unwrap();
+    sim.control("r", Ok(ps)).unwrap();
+    sim.dispatch(8);
+    sim.progress("r", "a", 100);
+    assert_eq!(
+        sim.st.runs["r"].usage().input,
+        600,
+        "500 spent before the cancel + 100 now"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Plan approval
+
+fn approval_spec() -> RunSpec {
+    let mut s = spec(&[
+        ("explore", &[], false),
+        ("plan", &["explore"], false),
+        ("execute", &["plan"], true),
+    ]);
+    s.require_plan_approval = true;
+    s
+}
+
+/// Run explore and plan; return the events of plan's completion.
+fn until_approval(sim: &mut Sim) -> Vec<Event> {
+    sim.create("r", approval_spec());
+    assert_eq!(sim.dispatch(8), ["r/explore"]);
+    assert_eq!(
+        names(&sim.finish("r", "explore", done(1))),
+        ["task.completed explore"]
+    );
+    assert_eq!(sim.dispatch(8), ["r/plan"]);
+    sim.finish("r", "plan", done(1))
+}
+
+#[test]
+fn plan_approval_blocks_exactly_when_the_write_task_is_ready() {
+    let mut sim = Sim::new();
+    let evs = until_approval(&mut sim);
+    assert_eq!(
+        names(&evs),
+        [
+            "task.completed plan",
+            "plan.approval_required execute",
+            "run.blocked"
+        ]
+    );
+    assert_eq!(
+        evs[1].body,
+        EventBody::PlanApprovalRequired {
+            task_id: sim.tid("r", "execute")
+        }
+    );
+    assert_eq!(
+        sim.log
+            .iter()
+            .filter(|e| e.body.type_name() == "plan.approval_required")
+            .count(),
+        1
+    );
+    assert_eq!(
+        (sim.run_status("r"), sim.st.runs["r"].approval),
+        (RunStatus::Blocked, Approval::Pending)
+    );
+    assert!(sim.dispatch(8).is_empty(), "execute is not dispatched");
+    assert!(sim.settle_all("r").is_empty());
+    assert!(invalid_state(sim.st.resume_run("r")).contains("approval"));
+
+    let r = sim.st.approve("r", Some("lgtm".into()));
+    assert_eq!(names(&sim.control("r", r).unwrap()), ["plan.approved"]);
+    assert_eq!(sim.run_status("r"), RunStatus::Running);
+    assert_eq!(sim.dispatch(8), ["r/execute"]);
+    assert_eq!(
+        names(&sim.finish("r", "execute", done(1))),
+        ["task.completed execute", "run.completed"]
+    );
+    invalid_state(sim.st.approve("r", None));
+}
+
+#[test]
+fn plan_rejection_cancels_the_run() {
+    let mut sim = Sim::new();
+    until_approval(&mut sim);
+    let r = sim.st.reject("r", Some("too risky".into()));
+    assert_eq!(
+        names(&sim.control("r", r).unwrap()),
+        ["plan.rejected", "run.cancelled"]
+    );
+    assert_eq!(sim.run_status("r"), RunStatus::Cancelled);
+    assert_eq!(sim.status("r", "execute"), TaskStatus::Cancelled);
+    assert_eq!(sim.st.runs["r"].reason.as_deref(), Some("too risky"));
+    invalid_state(sim.st.approve("r", None));
+    invalid_state(sim.st.reject("r", None));
+
+    // Resuming a rejected run asks again.
+    let (ps, ids) = sim.st.resume_run("r").unwrap();
+    assert_eq!(ids, [sim.tid("r", "execute")]);
+    let evs = sim.control("r", Ok(ps)).unwrap();
+    assert_eq!(
+        names(&evs),
+        [
+            "run.resumed",
+            "plan.approval_required execute",
+            "run.blocked"
+        ]
+    );
+}
+
+#[test]
+fn approval_not_needed_for_read_only_runs_or_without_the_flag() {
+    let mut sim = Sim::new();
+    let mut s = spec(&[("a", &[], false), ("b", &["a"], false)]);
+    s.require_plan_approval = true;
+    sim.create("ro", s);
+    let mut s = spec(&[("a", &[], true)]);
+    s.require_plan_approval = false;
+    sim.create("w", s);
+    assert_eq!(sim.dispatch(8), ["ro/a", "w/a"]);
+    sim.finish("ro", "a", done(1));
+    sim.dispatch(8);
+    sim.finish("ro", "b", done(1));
+    sim.finish("w", "a", done(1));
+    assert!(sim
+        .log
+        .iter()
+        .all(|e| e.body.type_name() != "plan.approval_required"));
+    assert_eq!(
+        (sim.run_status("ro"), sim.run_status("w")),
+        (RunStatus::Completed, RunStatus::Completed)
+    );
+}
+
+#[test]
+fn approval_asked_at_once_when_a_write_task_has_no_deps_and_read_tasks_still_run() {
+    let mut sim = Sim::new();
+    let mut s = spec(&[("w", &[], true), ("r", &[], false)]);
+    s.require_plan_approval = true;
+    let evs = sim.create("x", s);
+    assert_eq!(
+        names(&evs),
+        [
+            "run.created",
+            "run.started",
+            "plan.approval_required w",
+            "run.blocked"
+        ]
+    );
+    assert_eq!(
+        sim.dispatch(8),
+        ["x/r"],
+        "a read-only task may run while the plan waits"
+    );
+    sim.finish("x", "r", done(1));
+    assert_eq!(sim.run_status("x"), RunStatus::Blocked);
+    let r = sim.st.approve("x", None);
+    sim.control("x", r).unwrap();
+    assert_eq!(sim.dispatch(8), ["x/w"]);
+}
+
+#[test]
+#[ignore = "BUG: task.queued (respond/retry) sets the run `running` even while plan approval is \
+            pending, and settle never re-blocks it (approval is Pending, not Required), so the run \
+            shows `running` while it waits for team.approve"]
+fn respond_while_approval_pending_keeps_the_run_blocked() {
+    let mut sim = Sim::new();
+    let mut s = spec(&[("q", &[], false), ("w", &[], true)]);
+    s.require_plan_approval = true;
+    sim.create("x", s);
+    assert_eq!(sim.dispatch(8), ["x/q"]);
+    sim.finish("x", "q", asked("?"));
+    let id = sim.tid("x", "q");
+    let r = sim.st.respond("x", &id, "yes");
+    sim.control("x", r).unwrap();
+    assert_eq!(sim.dispatch(8), ["x/q"]);
+    sim.finish("x", "q", done(1));
+    assert_eq!(sim.st.runs["x"].approval, Approval::Pending);
+    assert_eq!(sim.run_status("x"), RunStatus::Blocked);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Control
+
+#[test]
+fn cancel_while_queued_running_and_after_finish() {
+    // Queued: nothing started yet.
+    let mut sim = Sim::new();
+    sim.create("r", spec(&[("a", &[], false), ("b", &["a"], false)]));
+    let (ps, ids) = sim.st.cancel_run("r", None).unwrap();
+    assert_eq!(ids, [sim.tid("r", "a"), sim.tid("r", "b")]);
+    assert_eq!(names(&sim.control("r", Ok(ps)).unwrap()), ["run.cancelled"]);
+    assert_eq!(
+        (sim.status("r", "a"), sim.status("r", "b")),
+        (TaskStatus::Cancelled, TaskStatus::Cancelled)
+    );
+    assert_eq!(sim.st.runs["r"].reason.as_deref(), Some("cancelled"));
+    assert!(sim.dispatch(8).is_empty());
+    assert!(!sim.st.active.contains("r"));
+
+    // Running: the worker's late result is stale.
+    let mut sim = Sim::new();
+    sim.create(
+        "r",
+        spec(&[("a", &[], false), ("b", &[], false), ("c", &["a"], false)]),
+    );
+    sim.dispatch(8);
+    sim.finish("r", "b", done(1));
+    let (ps, ids) = sim.st.cancel_run("r", Some("user".into())).unwrap();
+    assert_eq!(
+        ids,
+        [sim.tid("r", "a"), sim.tid("r", "c")],
+        "completed b is not cancelled"
+    );
+    sim.control("r", Ok(ps)).unwrap();
+    assert_eq!(sim.run_status("r"), RunStatus::Cancelled);
+    assert_eq!(sim.status("r", "b"), TaskStatus::Completed);
+    assert!(sim.finish("r", "a", done(1)).is_empty());
+    assert_eq!(sim.status("r", "a"), TaskStatus::Cancelled);
+
+    // Finished.
+    assert!(invalid_state(sim.st.cancel_run("r", None)).contains("cancelled"));
+    let mut sim = Sim::new();
+    sim.create("r", spec(&[("a", &[], false)]));
+    sim.dispatch(8);
+    sim.finish("r", "a", done(1));
+    assert!(invalid_state(sim.st.cancel_run("r", None)).contains("completed"));
+    assert!(matches!(
+        sim.st.cancel_run("nope", None),
+        Err(CoreError::NotFound { what: "run", .. })
+    ));
+}
+
+#[test]
+fn resume_rules() {
+    let mut sim = Sim::new();
+    sim.create(
+        "r",
+        spec(&[("a", &[], false), ("b", &[], false), ("c", &["a"], false)]),
+    );
+    sim.dispatch(8);
+    assert!(invalid_state(sim.st.resume_run("r")).contains("running"));
+    sim.finish("r", "b", done(1));
+    sim.finish("r", "a", failed(false, 1));
+    assert_eq!(sim.run_status("r"), RunStatus::Failed);
+
+    let (ps, ids) = sim.st.resume_run("r").unwrap();
+    assert_eq!(
+        ids,
+        [sim.tid("r", "a"), sim.tid("r", "c")],
+        "failed and skipped, not completed"
+    );
+    assert_eq!(names(&sim.control("r", Ok(ps)).unwrap()), ["run.resumed"]);
+    assert_eq!(sim.run_status("r"), RunStatus::Running);
+    assert_eq!(sim.st.runs["r"].finished_at, None);
+    assert!(sim.st.active.contains("r"));
+    assert_eq!(sim.dispatch(8), ["r/a"]);
+    assert_eq!(sim.task("r", "a").attempts, 2);
+    assert_eq!(
+        sim.task("r", "a").attempts_in_window,
+        1,
+        "a manual resume opens a new attempt window"
+    );
+    sim.finish("r", "a", done(1));
+    sim.dispatch(8);
+    assert_eq!(
+        names(&sim.finish("r", "c", done(1))),
+        ["task.completed c", "run.completed"]
+    );
+    assert!(invalid_state(sim.st.resume_run("r")).contains("nothing to resume"));
+    assert!(matches!(
+        sim.st.resume_run("nope"),
+        Err(CoreError::NotFound { .. })
+    ));
+}
+
+#[test]
+fn retry_rules() {
+    let mut sim = Sim::new();
+    sim.create("r", spec(&[("a", &[], false), ("b", &["a"], false)]));
+    sim.dispatch(8);
+    let a = sim.tid("r", "a");
+    let b = sim.tid("r", "b");
+    let errs = [
+        (vec!["zz".to_string()], "not found"),
+        (vec![], "at least one"),
+        (vec![a.clone()], "running"),
+        (vec![b.clone()], "already queued"),
+    ];
+    for (ids, want) in errs {
+        let e = sim.st.retry_tasks("r", &ids).unwrap_err();
+        assert!(e.to_string().contains(want), "{ids:?}: {e}");
+    }
+    assert!(matches!(
+        sim.st.retry_tasks("r", &["zz".into()]),
+        Err(CoreError::NotFound { what: "task", .. })
+    ));
+    assert!(matches!(
+        sim.st.retry_tasks("nope", std::slice::from_ref(&a)),
+        Err(CoreError::NotFound { what: "run", .. })
+    ));
+
+    sim.finish("r", "a", done(1));
+    sim.dispatch(8);
+    sim.finish("r", "b", done(1));
+    assert_eq!(sim.run_status("r"), RunStatus::Completed);
+    // Retry of a completed task: a new attempt.
+    let (ps, ids) = sim.st.retry_tasks("r", std::slice::from_ref(&b)).unwrap();
+    assert_eq!(ids, [b.as_str()]);
+    assert_eq!(names(&sim.control("r", Ok(ps)).unwrap()), ["run.resumed"]);
+    assert_eq!(sim.dispatch(8), ["r/b"]);
+    assert_eq!(sim.task("r", "b").attempts, 2);
+    assert_eq!(
+        names(&sim.finish("r", "b", done(1))),
+        ["task.completed b", "run.completed"]
+    );
+}
+
+#[test]
+fn retry_in_a_running_run_brings_back_skipped_dependents() {
+    let mut sim = Sim::new();
+    let mut s = spec(&[
+        ("a", &[], false),
+        ("b", &["a"], false),
+        ("c", &["b"], false),
+        ("d", &[], false),
+    ]);
+    s.failure_policy = FailurePolicy::Continue;
+    sim.create("r", s);
+    sim.dispatch(8);
+    assert_eq!(
+        names(&sim.finish("r", "a", failed(false, 1))),
+        ["task.failed a", "task.skipped b", "task.skipped c"]
+    );
+    let a = sim.tid("r", "a");
+    let (ps, ids) = sim.st.retry_tasks("r", &[a]).unwrap();
+    assert_eq!(
+        ids,
+        [sim.tid("r", "a"), sim.tid("r", "b"), sim.tid("r", "c")]
+    );
+    assert_eq!(
+        names(&sim.control("r", Ok(ps)).unwrap()),
+        ["task.queued a", "task.queued b", "task.queued c"]
+    );
+    assert_eq!(sim.dispatch(8), ["r/a"]);
+    for step in ["a", "b", "c"] {
+        sim.finish("r", step, done(1));
+        sim.dispatch(8);
+    }
+    assert_eq!(
+        names(&sim.finish("r", "d", done(1))),
+        ["task.completed d", "run.completed"]
+    );
+}
+
+#[test]
+#[ignore = "BUG: under fail-fast, retrying the failed task does not bring back the independent tasks \
+            fail-fast skipped (retry_tasks only follows dependents), and settle has no outcome for \
+            'nothing failed, nothing can run, some tasks skipped': the run stays `running` forever"]
+fn fail_fast_retry_of_the_failed_task_finishes_the_run() {
+    let mut sim = Sim::new();
+    let mut s = spec(&[("a", &[], false), ("b", &[], false)]);
+    s.concurrency = 1;
+    sim.create("r", s);
+    sim.dispatch(8);
+    assert_eq!(
+        names(&sim.finish("r", "a", failed(false, 1))),
+        ["task.failed a", "task.skipped b", "run.failed"]
+    );
+    let a = sim.tid("r", "a");
+    let (ps, _) = sim.st.retry_tasks("r", &[a]).unwrap();
+    sim.control("r", Ok(ps)).unwrap();
+    assert_eq!(sim.dispatch(8), ["r/a"]);
+    sim.finish("r", "a", done(1));
+    sim.dispatch(8);
+    assert!(
+        sim.run_status("r").is_finished(),
+        "run is {:?} with b {:?}",
+        sim.run_status("r"),
+        sim.status("r", "b")
+    );
+}
+
+#[test]
+#[ignore = "BUG: retry_tasks accepts a completed task whose dependent is running; the dependent \
+            then runs with a dependency that is not completed (breaks exact readiness)"]
+fn retry_refuses_a_task_whose_dependent_is_running() {
+    let mut sim = Sim::new();
+    sim.create("r", spec(&[("a", &[], false), ("b", &["a"], false)]));
+    sim.dispatch(8);
+    sim.finish("r", "a", done(1));
+    assert_eq!(sim.dispatch(8), ["r/b"]);
+    let a = sim.tid("r", "a");
+    assert!(invalid_state(sim.st.retry_tasks("r", &[a])).contains("running"));
+}
+
+#[test]
+#[ignore = "BUG: run.resumed keeps approval `pending`, so a run that failed while its plan waited \
+            for approval comes back `running` with nothing startable and is never blocked again"]
+fn resume_while_approval_pending_blocks_again() {
+    let mut sim = Sim::new();
+    let mut s = spec(&[("w", &[], true), ("r", &[], false)]);
+    s.require_plan_approval = true;
+    sim.create("x", s);
+    assert_eq!(sim.dispatch(8), ["x/r"]);
+    let evs = sim.finish("x", "r", failed(false, 1));
+    assert_eq!(
+        names(&evs),
+        ["task.failed r", "task.skipped w", "run.failed"]
+    );
+    let (ps, _) = sim.st.resume_run("x").unwrap();
+    sim.control("x", Ok(ps)).unwrap();
+    assert_eq!(sim.dispatch(8), ["x/r"]);
+    sim.finish("x", "r", done(1));
+    assert_eq!(sim.run_status("x"), RunStatus::Blocked);
+}
+
+#[test]
+#[ignore = "BUG: same hole in settle as above: retrying a task whose dependency was cancelled skips \
+            it at once, and with nothing failed the run stays `running` with nothing to do"]
+fn retry_of_a_task_with_a_cancelled_dependency_finishes_the_run() {
+    let mut sim = Sim::new();
+    sim.create("r", spec(&[("a", &[], false), ("b", &["a"], false)]));
+    let (ps, _) = sim.st.cancel_run("r", None).unwrap();
+    sim.control("r", Ok(ps)).unwrap();
+    let b = sim.tid("r", "b");
+    let (ps, _) = sim.st.retry_tasks("r", &[b]).unwrap();
+    let evs = sim.control("r", Ok(ps)).unwrap();
+    assert_eq!(names(&evs)[..2], ["run.resumed", "task.skipped b"]);
+    assert!(
+        sim.run_status("r").is_finished(),
+        "run is {:?}",
+        sim.run_status("r")
+    );
+}
+
+#[test]
+fn steer_and_respond_rules() {
+    let mut sim = Sim::new();
+    sim.create("r", spec(&[("a", &[], false), ("b", &["a"], false)]));
+    sim.dispatch(8);
+    let a = sim.tid("r", "a");
+    let b = sim.tid("r", "b");
+    // (task, live, delivery)
+    assert_eq!(
+        sim.st.steer("r", &a, "look at x", true).unwrap().1,
+        Delivery::Live
+    );
+    assert_eq!(
+        sim.st.steer("r", &a, "look at x", false).unwrap().1,
+        Delivery::Queued
+    );
+    let (p, d) = sim.st.steer("r", &b, "and y", true).unwrap();
+    assert_eq!(d, Delivery::Queued, "a queued task gets it with its prompt");
+    assert_eq!(names(&sim.emit(vec![p])), ["task.steered b"]);
+    assert_eq!(sim.task("r", "b").pending_steers, ["and y"]);
+    assert!(matches!(
+        sim.st.steer("r", &a, "  ", true),
+        Err(CoreError::Invalid { .. })
+    ));
+    assert!(matches!(
+        sim.st.steer("r", "zz", "x", true),
+        Err(CoreError::NotFound { .. })
+    ));
+    assert!(invalid_state(sim.st.respond("r", &a, "x")).contains("not waiting"));
+
+    sim.finish("r", "a", done(1));
+    assert!(invalid_state(sim.st.steer("r", &a, "late", true)).contains("completed"));
+    assert!(invalid_state(sim.st.respond("r", &a, "x")).contains("completed"));
+    sim.dispatch(8);
+    assert!(
+        sim.task("r", "b").pending_steers.is_empty(),
+        "delivered with the attempt's prompt"
+    );
+}
+
+#[test]
+fn forget_and_prune_rules() {
+    let mut sim = Sim::new();
+    sim.create("r1", spec(&[("a", &[], false)]));
+    sim.create("r2", spec(&[("a", &[], false)]));
+    assert!(invalid_state(sim.st.forget("r1")).contains("cancel it"));
+    assert!(invalid_state(sim.st.prune(0, None)).contains("active"));
+    assert!(matches!(
+        sim.st.forget("nope"),
+        Err(CoreError::NotFound { .. })
+    ));
+
+    sim.dispatch(8);
+    sim.finish("r1", "a", done(1));
+    assert!(invalid_state(sim.st.prune(0, None)).contains("1 run(s)"));
+    sim.advance(1000);
+    sim.finish("r2", "a", done(1));
+    assert_eq!(sim.st.prune(0, None).unwrap(), ["r2", "r1"]);
+    assert_eq!(sim.st.prune(1, None).unwrap(), ["r1"]);
+    assert_eq!(
+        sim.st
+            .prune(0, Some(t0() + Duration::milliseconds(500)))
+            .unwrap(),
+        ["r1"]
+    );
+    assert!(sim.st.prune(5, None).unwrap().is_empty());
+
+    let r = sim.st.forget("r1");
+    assert_eq!(names(&sim.control("r1", r).unwrap()), ["run.forgotten"]);
+    assert!(!sim.st.runs.contains_key("r1") && !sim.st.summaries.contains_key("r1"));
+    assert_eq!(sim.st.summaries.keys().collect::<Vec<_>>(), ["r2"]);
+}
+
+#[test]
+fn create_rules() {
+    let mut sim = Sim::new();
+    sim.create("r", spec(&[("a", &[], false)]));
+    assert!(invalid_state(sim.st.create_run("r", spec(&[("a", &[], false)]))).contains("exists"));
+    assert!(matches!(
+        sim.st.create_run("e", spec(&[])),
+        Err(CoreError::Invalid { .. })
+    ));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Stale results
+
+#[test]
+fn stale_results_are_dropped() {
+    let mut sim = Sim::new();
+    sim.create("r", spec(&[("a", &[], false), ("b", &[], false)]));
+    sim.dispatch(8);
+    sim.finish("r", "a", failed(true, 1));
+    sim.advance(60_000);
+    sim.dispatch(8);
+    assert_eq!(sim.task("r", "a").attempts, 2);
+    let a = sim.tid("r", "a");
+    let before = sim.log.len();
+    // (attempt, result) that must change nothing
+    let cases = [
+        (1, done(1)),
+        (1, failed(false, 1)),
+        (3, done(1)),
+        (0, asked("?")),
+    ];
+    for (attempt, result) in cases {
+        assert!(
+            sim.finish_attempt("r", "a", attempt, result).is_empty(),
+            "attempt {attempt}"
+        );
+    }
+    assert!(sim.st.progress("r", &a, 1, used(9), None).is_none());
+    assert!(sim.st.worker_spawned("r", &a, 1, 42, 7, true).is_none());
+    assert!(sim
+        .st
+        .finish_attempt("nope", &a, 2, done(1), sim.now, &sim.retry, 0.0)
+        .is_empty());
+    assert!(sim
+        .st
+        .finish_attempt("r", "zz", 2, done(1), sim.now, &sim.retry, 0.0)
+        .is_empty());
+    assert_eq!(sim.log.len(), before);
+
+    let p = sim.st.worker_spawned("r", &a, 2, 42, 7, true).unwrap();
+    sim.emit(vec![p]);
+    assert_eq!(
+        (sim.task("r", "a").pid, sim.task("r", "a").pid_start),
+        (Some(42), Some(7))
+    );
+    let (ps, _) = sim.st.cancel_run("r", None).unwrap();
+    sim.control("r", Ok(ps)).unwrap();
+    assert!(
+        sim.finish_attempt("r", "a", 2, done(1)).is_empty(),
+        "cancelled"
+    );
+    assert!(
+        sim.finish_attempt("r", "b", 1, done(1)).is_empty(),
+        "cancelled"
+    );
+}
+
+#[test]
+fn orphans_are_requeued_after_a_restart_without_counting_an_attempt() {
+    let mut sim = Sim::new();
+    sim.create("r", spec(&[("a", &[], false), ("b", &["a"], false)]));
+    sim.dispatch(8);
+    sim.progress("r", "a", 70);
+    let ps = sim.st.requeue_orphans(sim.now);
+    let evs = sim.emit(ps);
+    assert_eq!(names(&evs), ["task.retrying a"]);
+    assert_eq!(sim.status("r", "a"), TaskStatus::Queued);
+    assert_eq!(sim.st.runs["r"].usage().input, 70);
+    assert_eq!(sim.dispatch(8), ["r/a"]);
+    assert_eq!(sim.task("r", "a").attempts, 2);
+}
+
+#[test]
+#[ignore = "BUG: requeue_orphans says the lost attempt is not counted against maxAttempts, but \
+            apply(task.retrying) keeps attempts_in_window, so the orphaned attempt still counts"]
+fn orphaned_attempt_does_not_count_against_max_attempts() {
+    let mut sim = Sim::new();
+    let mut s = spec(&[("a", &[], false)]);
+    s.max_attempts = 2;
+    sim.create("r", s);
+    sim.dispatch(8);
+    let ps = sim.st.requeue_orphans(sim.now);
+    sim.emit(ps);
+    sim.dispatch(8);
+    assert_eq!(
+        names(&sim.finish("r", "a", failed(true, 1))),
+        ["task.retrying a"],
+        "one real failure of two allowed"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Replay and wire shape
+
+/// A day of work over several runs: retries, budget, approval, cancel, resume, forget.
+fn busy_sim() -> Sim {
+    let mut sim = Sim::new();
+    sim.create(
+        "r1",
+        spec(&[
+            ("a", &[], false),
+            ("b", &["a"], false),
+            ("c", &["a"], false),
+            ("d", &["c"], false),
+        ]),
+    );
+    sim.create(
+        "r2",
+        budget_spec(&[("a", &[], false), ("b", &[], false)], 100),
+    );
+    let mut s = approval_spec();
+    s.concurrency = 1;
+    sim.create("r3", s);
+    sim.create("r4", spec(&[("a", &[], false)]));
+    sim.create("r5", spec(&[("a", &[], false)]));
+    sim.dispatch(3);
+    sim.advance(10);
+    sim.finish("r1", "a", failed(true, 3));
+    sim.progress("r2", "a", 50);
+    sim.dispatch(3);
+    sim.advance(10);
+    sim.finish("r3", "explore", done(4));
+    sim.progress("r2", "a", 90);
+    let (ps, _) = sim.st.cancel_run("r4", None).unwrap();
+    sim.control("r4", Ok(ps)).unwrap();
+    sim.advance(5_000);
+    for _ in 0..20 {
+        let started = sim.dispatch(3);
+        sim.advance(100);
+        for s in started {
+            let (run, step) = s.split_once('/').unwrap();
+            if run == "r2" {
+                sim.progress(run, step, 200);
+            } else {
+                sim.finish(run, step, done(2));
+            }
+        }
+        if sim.st.runs["r3"].approval == Approval::Pending {
+            let r = sim.st.approve("r3", None);
+            sim.control("r3", r).unwrap();
+        }
+    }
+    let r = sim.st.forget("r5");
+    sim.control("r5", r).unwrap();
+    let (ps, _) = sim.st.resume_run("r4").unwrap();
+    sim.control("r4", Ok(ps)).unwrap();
+    sim
+}
+
+#[test]
+fn busy_scenario_reaches_the_expected_end() {
+    let sim = busy_sim();
+    let got: Vec<_> = ["r1", "r2", "r3", "r4"].map(|r| sim.run_status(r)).to_vec();
+    assert_eq!(
+        got,
+        [
+            RunStatus::Completed,
+            RunStatus::Failed,
+            RunStatus::Completed,
+            RunStatus::Running
+        ]
+    );
+    assert!(!sim.st.summaries.contains_key("r5"));
+    assert_eq!(sim.st.runs["r2"].reason.as_deref(), Some("budget_exceeded"));
+}
+
+#[test]
+fn replaying_the_log_rebuilds_the_same_state() {
+    let sim = busy_sim();
+    let mut fresh = State::default();
+    for ev in &sim.log {
+        fresh.apply(ev);
+    }
+    assert_eq!(
+        serde_json::to_value(&fresh).unwrap(),
+        serde_json::to_value(&sim.st).unwrap()
+    );
+    assert_eq!(fresh.runs, sim.st.runs);
+    assert_eq!(fresh.summaries, sim.st.summaries);
+    assert_eq!(fresh.active, sim.st.active);
+    assert_eq!(fresh.last_seq, sim.seq);
+
+    // Round trip through the journal's serialization too.
+    let mut from_json = State::default();
+    for ev in &sim.log {
+        let text = serde_json::to_string(ev).unwrap();
+        let back: Event = serde_json::from_str(&text).unwrap();
+        assert_eq!(&back, ev, "{text}");
+        from_json.apply(&back);
+    }
+    assert_eq!(from_json.runs, sim.st.runs);
+
+    // Summaries stay right for runs no longer resident.
+    for id in ["r1", "r2", "r3", "r4"] {
+        assert_eq!(sim.st.summaries[id], sim.st.runs[id].summary(), "{id}");
+    }
+}
+
+#[test]
+fn replay_run_rebuilds_one_run_after_eviction() {
+    let mut sim = busy_sim();
+    for id in ["r1", "r2", "r3", "r4"] {
+        let own: Vec<Event> = sim
+            .log
+            .iter()
+            .filter(|e| e.run_id.as_deref() == Some(id))
+            .cloned()
+            .collect();
+        let rebuilt = replay_run(&own).unwrap();
+        assert_eq!(&rebuilt, &sim.st.runs[id], "{id}");
+    }
+    let live = sim.st.runs["r1"].clone();
+    assert!(!sim.st.evict("r4"), "an active run stays resident");
+    assert!(sim.st.evict("r1"));
+    assert!(sim.st.run("r1").is_none());
+    assert_eq!(sim.st.summaries["r1"].status, RunStatus::Completed);
+    let own: Vec<&Event> = sim
+        .log
+        .iter()
+        .filter(|e| e.run_id.as_deref() == Some("r1"))
+        .collect();
+    sim.st.insert_loaded(replay_run(own).unwrap());
+    assert_eq!(sim.st.runs["r1"], live);
+    assert!(replay_run(Vec::<&Event>::new()).is_none());
+}
+
+#[test]
+fn events_have_the_spec_wire_shape() {
+    let mut sim = Sim::new();
+    sim.create("r", spec(&[("a", &[], false)]));
+    sim.dispatch(8);
+    sim.finish("r", "a", failed(true, 1));
+    let v = serde_json::to_value(sim.log.last().unwrap()).unwrap();
+    let mut keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+    keys.sort_unstable();
+    assert_eq!(
+        keys,
+        ["data", "message", "runId", "runSeq", "seq", "taskId", "time", "type"]
+    );
+    assert_eq!(v["type"], "task.retrying");
+    assert_eq!(v["runSeq"], 4);
+    assert_eq!(v["taskId"], "01_a");
+    assert_eq!(v["data"]["delayMs"], 1150);
+    assert_eq!(v["data"]["notBefore"], "2025-01-02T03:04:06.150Z");
+    assert_eq!(v["data"]["usage"]["cacheWrite"], 0);
+    assert_eq!(v["data"]["attempt"], 1);
+    for ev in &sim.log {
+        let v = serde_json::to_value(ev).unwrap();
+        assert_eq!(v["type"], ev.body.type_name());
+        for snake in ["run_seq", "run_id", "task_id"] {
+            assert!(v.get(snake).is_none(), "{snake} in {v}");
+        }
+    }
+}
+
+#[test]
+fn short_run_event_snapshot() {
+    let mut sim = Sim::new();
+    sim.create(
+        "20250102-030405-abcd",
+        spec(&[("a", &[], false), ("b", &["a"], false)]),
+    );
+    sim.dispatch(8);
+    sim.advance(1500);
+    sim.progress("20250102-030405-abcd", "a", 40);
+    sim.advance(1500);
+    sim.finish("20250102-030405-abcd", "a", done(50));
+    sim.dispatch(8);
+    sim.advance(1000);
+    sim.finish("20250102-030405-abcd", "b", no_final_text());
+    let (ps, _) = sim
+        .st
+        .cancel_run("20250102-030405-abcd", Some("user".into()))
+        .unwrap();
+    sim.control("20250102-030405-abcd", Ok(ps)).unwrap();
+    // The frozen spec in run.created is long and covered elsewhere; keep the rest.
+    let evs: Vec<serde_json::Value> = sim
+        .log
+        .iter()
+        .map(|e| {
+            let mut v = serde_json::to_value(e).unwrap();
+            if e.body.type_name() == "run.created" {
+                v["data"] = serde_json::json!("<spec>");
+            }
+            v
+        })
+        .collect();
+    insta::assert_json_snapshot!("short_run_events", evs);
+}

@@ -1,0 +1,112 @@
+//! Is a worker's error message worth a retry?
+//!
+//! The patterns are pi-crew's (`model-fallback.ts`): transient provider trouble is retryable,
+//! anything about credentials or money never is, and "never" wins when both match (a 429 that
+//! says "billing" will not clear by waiting). The `regex` crate matches in linear time, so a
+//! hostile message cannot stall the daemon.
+
+use regex::Regex;
+use std::sync::OnceLock;
+
+const RETRYABLE: &str = r"(?i)rate.?limit|too many requests|\b429\b|quota|provider.*unavailable|model.*(unavailable|disabled|not found)|unknown model|overloaded|service unavailable|temporar(il)?y unavailable|connection refused|connection reset|fetch failed|network error|socket hang up|upstream|timed? out|timeout|\b50[0-4]\b|api_error|unknown error|internal[_ ]error|server error|bad gateway|provider[_ ]?error|context[_ ]?length[_ ]?exceeded|safety|\b408\b";
+
+const NEVER_RETRYABLE: &str = r"(?i)\bauth(entication|orization)?(\b|_)|unauthori[sz]ed|forbidden|api[_ -]?key|token expired|invalid key|billing|credit";
+
+fn compiled(cell: &'static OnceLock<Option<Regex>>, pattern: &str) -> Option<&'static Regex> {
+    cell.get_or_init(|| Regex::new(pattern).ok()).as_ref()
+}
+
+fn retryable() -> Option<&'static Regex> {
+    static CELL: OnceLock<Option<Regex>> = OnceLock::new();
+    compiled(&CELL, RETRYABLE)
+}
+
+fn never_retryable() -> Option<&'static Regex> {
+    static CELL: OnceLock<Option<Regex>> = OnceLock::new();
+    compiled(&CELL, NEVER_RETRYABLE)
+}
+
+/// True when `msg` reads like a transient failure (rate limit, overload, 5xx, network) and not
+/// like a credential or billing problem.
+pub fn is_retryable_message(msg: &str) -> bool {
+    if never_retryable().is_some_and(|re| re.is_match(msg)) {
+        return false;
+    }
+    retryable().is_some_and(|re| re.is_match(msg))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patterns_compile() {
+        assert!(retryable().is_some());
+        assert!(never_retryable().is_some());
+    }
+
+    #[test]
+    fn classifies_messages() {
+        let table: &[(&str, bool)] = &[
+            ("429 rate_limit_error: overloaded (fake)", true),
+            ("Rate limit reached for requests", true),
+            ("Too Many Requests", true),
+            ("HTTP 429", true),
+            ("You exceeded your current quota", true),
+            ("provider openai is unavailable", true),
+            ("model gpt-9 not found", true),
+            ("unknown model 'foo'", true),
+            ("Overloaded", true),
+            ("503 Service Unavailable", true),
+            ("temporarily unavailable", true),
+            ("connect ECONNREFUSED: connection refused", true),
+            ("TypeError: fetch failed", true),
+            ("network error", true),
+            ("socket hang up", true),
+            ("upstream connect error", true),
+            ("request timed out", true),
+            ("Request timeout", true),
+            ("502 Bad Gateway", true),
+            ("500", true),
+            ("504 gateway", true),
+            ("Provider error: api_error", true),
+            ("unknown error occurred", true),
+            ("internal_error", true),
+            ("Internal server error", true),
+            ("provider_error", true),
+            ("context_length_exceeded", true),
+            ("blocked by safety filter", true),
+            ("408 Request Timeout", true),
+            // never retryable
+            ("invalid api key (fake)", false),
+            ("Incorrect API key provided", false),
+            ("invalid x-api-key", false),
+            ("authentication_error: invalid token", false),
+            ("401 Unauthorized", false),
+            ("403 Forbidden", false),
+            ("OAuth token expired", false),
+            ("invalid key", false),
+            ("billing hard limit reached", false),
+            ("Your credit balance is too low", false),
+            ("429 quota exceeded, check billing", false),
+            ("auth failed", false),
+            // neither
+            ("", false),
+            ("the tests fail", false),
+            ("5000 lines", false),
+            ("error 4290", false),
+            ("written by the author", false),
+        ];
+        for (msg, want) in table {
+            assert_eq!(is_retryable_message(msg), *want, "{msg:?}");
+        }
+    }
+
+    #[test]
+    fn long_hostile_input_is_fine() {
+        let msg = "model ".repeat(200_000) + "x";
+        assert!(!is_retryable_message(&msg));
+        let msg = "a".repeat(1_000_000) + " overloaded";
+        assert!(is_retryable_message(&msg));
+    }
+}

@@ -1,0 +1,430 @@
+//! `codex exec --json`: argv and stream parser.
+//!
+//! Codex reports usage per turn (`turn.completed`), no cost and no model. Its `input_tokens`
+//! include the cached ones, so `input` here is the uncached part and `cacheRead` the cached
+//! part, the way pi counts them. An `agent_message` may be a preamble before more commands, so
+//! it is never reported as final; `turn.completed` (→ `Finished`) ends the run.
+
+use super::{
+    add_usage, cut_chars, json_count, strip_cr, LaunchSpec, Outcome, StreamParser, WorkerEvent,
+    TOOL_ARGS_LIMIT,
+};
+use crate::usage::Usage;
+use serde_json::{Map, Value};
+use std::collections::HashSet;
+
+/// Stop reason given to `agent_message` items: codex does not say which one is the last.
+const AGENT_MESSAGE: &str = "agent_message";
+
+/// Started items remembered to avoid a second `ToolStart` at completion; bounded.
+const MAX_OPEN_ITEMS: usize = 4096;
+
+pub(super) fn argv(spec: &LaunchSpec) -> Vec<String> {
+    let mut argv = spec.command.clone();
+    if !spec.command.iter().skip(1).any(|a| a == "exec") {
+        argv.push("exec".into());
+    }
+    argv.push("--json".into());
+    if let Some(model) = &spec.model {
+        argv.push("--model".into());
+        argv.push(model.clone());
+    }
+    argv.push("--skip-git-repo-check".into());
+    argv.push(spec.prompt.clone());
+    argv
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct CodexParser {
+    usage: Usage,
+    last_text: Option<String>,
+    turn_failed: Option<String>,
+    stream_error: Option<String>,
+    completed: bool,
+    open_items: HashSet<String>,
+}
+
+impl CodexParser {
+    fn on_item(&mut self, item: &Map<String, Value>, completed: bool) -> Vec<WorkerEvent> {
+        let kind = item.get("type").and_then(Value::as_str).unwrap_or_default();
+        if kind == "agent_message" {
+            if !completed {
+                return Vec::new();
+            }
+            let text = item
+                .get("text")
+                .and_then(Value::as_str)
+                .filter(|t| !t.trim().is_empty())
+                .map(str::to_owned);
+            if text.is_some() {
+                self.last_text.clone_from(&text);
+            }
+            return vec![WorkerEvent::AssistantMessage {
+                text,
+                model: None,
+                usage: Usage::default(),
+                stop_reason: Some(AGENT_MESSAGE.to_owned()),
+                error: None,
+            }];
+        }
+        let Some((name, args)) = tool_of(kind, item) else {
+            return Vec::new();
+        };
+        let id = item.get("id").and_then(Value::as_str).map(str::to_owned);
+        let mut events = Vec::new();
+        let was_open = id.as_ref().is_some_and(|id| self.open_items.remove(id));
+        if !was_open {
+            events.push(WorkerEvent::ToolStart {
+                name: name.clone(),
+                args: cut_chars(&args, TOOL_ARGS_LIMIT),
+            });
+        }
+        if completed {
+            events.push(WorkerEvent::ToolEnd {
+                name,
+                ok: item_ok(item),
+            });
+        } else if let Some(id) = id {
+            if self.open_items.len() < MAX_OPEN_ITEMS {
+                self.open_items.insert(id);
+            }
+        }
+        events
+    }
+}
+
+/// The tool-like items: their display name and arguments.
+fn tool_of(kind: &str, item: &Map<String, Value>) -> Option<(String, String)> {
+    let text = |key: &str| match item.get(key) {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Null) | None => String::new(),
+        Some(other) => other.to_string(),
+    };
+    match kind {
+        "command_execution" => Some((kind.to_owned(), text("command"))),
+        "file_change" => Some((kind.to_owned(), text("changes"))),
+        "web_search" => Some((kind.to_owned(), text("query"))),
+        "mcp_tool_call" => {
+            let tool = item.get("tool").and_then(Value::as_str).unwrap_or(kind);
+            Some((tool.to_owned(), text("arguments")))
+        }
+        _ => None,
+    }
+}
+
+fn item_ok(item: &Map<String, Value>) -> bool {
+    let status_ok = matches!(
+        item.get("status").and_then(Value::as_str),
+        None | Some("completed")
+    );
+    let exit_ok = match item.get("exit_code") {
+        Some(Value::Number(n)) => n.as_i64() == Some(0),
+        _ => true,
+    };
+    status_ok && exit_ok && item.get("error").is_none_or(Value::is_null)
+}
+
+fn error_message(v: Option<&Value>) -> String {
+    match v {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Object(o)) => match o.get("message") {
+            Some(Value::String(s)) => s.clone(),
+            _ => Value::Object(o.clone()).to_string(),
+        },
+        Some(other) => other.to_string(),
+        None => "codex reported an error".to_owned(),
+    }
+}
+
+impl StreamParser for CodexParser {
+    fn feed_line(&mut self, line: &str) -> Vec<WorkerEvent> {
+        let Ok(Value::Object(event)) = serde_json::from_str::<Value>(strip_cr(line)) else {
+            return Vec::new();
+        };
+        let item = match event.get("item") {
+            Some(Value::Object(item)) => Some(item),
+            _ => None,
+        };
+        match (
+            event
+                .get("type")
+                .and_then(Value::as_str)
+                .unwrap_or_default(),
+            item,
+        ) {
+            ("thread.started", _) => {
+                let session_id = event
+                    .get("thread_id")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned);
+                vec![WorkerEvent::Started {
+                    session_id,
+                    model: None,
+                }]
+            }
+            ("item.started", Some(item)) => self.on_item(item, false),
+            ("item.completed", Some(item)) => self.on_item(item, true),
+            ("turn.completed", _) => {
+                let u = event.get("usage");
+                let field = |k: &str| json_count(u.and_then(|u| u.get(k)));
+                let cached = field("cached_input_tokens");
+                let turn = Usage {
+                    input: field("input_tokens").saturating_sub(cached),
+                    output: field("output_tokens"),
+                    cache_read: cached,
+                    cache_write: 0,
+                    cost: 0.0,
+                    turns: 1,
+                };
+                add_usage(&mut self.usage, &turn);
+                self.completed = true;
+                vec![WorkerEvent::TurnEnd, WorkerEvent::Finished]
+            }
+            ("turn.failed", _) => {
+                let message = error_message(event.get("error"));
+                self.turn_failed = Some(message.clone());
+                vec![WorkerEvent::Error { message }]
+            }
+            ("error", _) => {
+                let message = error_message(event.get("message"));
+                self.stream_error = Some(message.clone());
+                vec![WorkerEvent::Error { message }]
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    fn usage(&self) -> Usage {
+        self.usage
+    }
+
+    fn outcome(&self) -> Outcome {
+        // A stream `error` may be a transient reconnect notice; it is the outcome only when the
+        // turn never completed.
+        let error = self.turn_failed.clone().or_else(|| {
+            (!self.completed)
+                .then(|| self.stream_error.clone())
+                .flatten()
+        });
+        // A message before a failed turn is a preamble, not an answer.
+        let final_text = match self.turn_failed {
+            Some(_) => None,
+            None => self.last_text.clone(),
+        };
+        Outcome {
+            final_text,
+            usage: self.usage,
+            model: None,
+            error,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resource::SystemPromptMode;
+    use crate::stream::{build_argv, parser, AdapterKind};
+
+    fn spec(command: &[&str], model: Option<&str>) -> LaunchSpec {
+        LaunchSpec {
+            command: command.iter().map(|s| s.to_string()).collect(),
+            prompt: "Goal: fix it".into(),
+            prompt_file: None,
+            system_prompt: "ignored".into(),
+            system_prompt_mode: SystemPromptMode::Replace,
+            system_prompt_file: None,
+            model: model.map(str::to_owned),
+            thinking: None,
+            tools: vec![],
+            rpc: false,
+            prompt_via: Default::default(),
+        }
+    }
+
+    #[test]
+    fn argv_table() {
+        let table: &[(LaunchSpec, &[&str])] = &[
+            (
+                spec(&["codex"], None),
+                &[
+                    "codex",
+                    "exec",
+                    "--json",
+                    "--skip-git-repo-check",
+                    "Goal: fix it",
+                ],
+            ),
+            (
+                spec(&["codex"], Some("gpt-5-codex")),
+                &[
+                    "codex",
+                    "exec",
+                    "--json",
+                    "--model",
+                    "gpt-5-codex",
+                    "--skip-git-repo-check",
+                    "Goal: fix it",
+                ],
+            ),
+            (
+                spec(&["codex", "exec", "--full-auto"], None),
+                &[
+                    "codex",
+                    "exec",
+                    "--full-auto",
+                    "--json",
+                    "--skip-git-repo-check",
+                    "Goal: fix it",
+                ],
+            ),
+        ];
+        for (spec, want) in table {
+            assert_eq!(build_argv(AdapterKind::Codex, spec), *want);
+        }
+    }
+
+    fn run(stream: &str) -> (Vec<WorkerEvent>, Outcome) {
+        let mut p = parser(AdapterKind::Codex);
+        let mut events = Vec::new();
+        for line in stream.lines() {
+            events.extend(p.feed_line(line));
+        }
+        assert_eq!(p.usage(), p.outcome().usage);
+        (events, p.outcome())
+    }
+
+    #[test]
+    fn parses_recorded_streams() {
+        struct Case {
+            name: &'static str,
+            stream: String,
+            final_text: Option<&'static str>,
+            tokens: (u64, u64, u64, u64),
+            error: Option<&'static str>,
+            tools: &'static [(&'static str, bool)],
+            errors: usize,
+            finished: usize,
+        }
+        let basic = include_str!("fixtures/codex_basic.jsonl");
+        let table = vec![
+            Case {
+                name: "basic",
+                stream: basic.to_owned(),
+                final_text: Some("Fixed the loop bound; `cargo test` passes now."),
+                tokens: (315, 122, 24448, 1),
+                error: None,
+                tools: &[
+                    ("command_execution", true),
+                    ("command_execution", false),
+                    ("file_change", true),
+                    ("read_file", true),
+                ],
+                errors: 1,
+                finished: 1,
+            },
+            Case {
+                name: "CRLF, garbage and a huge line",
+                stream: basic.replace('\n', "\r\n{{{ not json\r\n")
+                    + &format!("{{\"type\":\"item.completed\",\"item\":{{\"id\":\"x\",\"type\":\"reasoning\",\"text\":\"{}\"}}}}\n", "r".repeat(2 << 20)),
+                final_text: Some("Fixed the loop bound; `cargo test` passes now."),
+                tokens: (315, 122, 24448, 1),
+                error: None,
+                tools: &[
+                    ("command_execution", true),
+                    ("command_execution", false),
+                    ("file_change", true),
+                    ("read_file", true),
+                ],
+                errors: 1,
+                finished: 1,
+            },
+            Case {
+                name: "turn failed",
+                stream: include_str!("fixtures/codex_failed.jsonl").to_owned(),
+                final_text: None,
+                tokens: (0, 0, 0, 0),
+                error: Some("exceeded retry limit, last status: 429 Too Many Requests"),
+                tools: &[],
+                errors: 2,
+                finished: 0,
+            },
+            Case {
+                name: "error without turn end",
+                stream: "{\"type\":\"thread.started\",\"thread_id\":\"t\"}\n{\"type\":\"error\",\"message\":\"unexpected status 401 Unauthorized\"}\n".to_owned(),
+                final_text: None,
+                tokens: (0, 0, 0, 0),
+                error: Some("unexpected status 401 Unauthorized"),
+                tools: &[],
+                errors: 1,
+                finished: 0,
+            },
+        ];
+        for case in table {
+            let name = case.name;
+            let (events, outcome) = run(&case.stream);
+            assert_eq!(outcome.final_text.as_deref(), case.final_text, "{name}");
+            let u = outcome.usage;
+            assert_eq!(
+                (u.input, u.output, u.cache_read, u.turns),
+                case.tokens,
+                "{name}"
+            );
+            assert_eq!(u.cost, 0.0, "{name}");
+            assert_eq!(outcome.model, None, "{name}");
+            assert_eq!(outcome.error.as_deref(), case.error, "{name}");
+            let ends: Vec<(&str, bool)> = events
+                .iter()
+                .filter_map(|e| match e {
+                    WorkerEvent::ToolEnd { name, ok } => Some((name.as_str(), *ok)),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(ends, case.tools, "{name}");
+            let starts = events
+                .iter()
+                .filter(|e| matches!(e, WorkerEvent::ToolStart { .. }))
+                .count();
+            assert_eq!(starts, case.tools.len(), "{name}");
+            assert_eq!(
+                events
+                    .iter()
+                    .filter(|e| matches!(e, WorkerEvent::Error { .. }))
+                    .count(),
+                case.errors,
+                "{name}"
+            );
+            assert_eq!(
+                events
+                    .iter()
+                    .filter(|e| matches!(e, WorkerEvent::Finished))
+                    .count(),
+                case.finished,
+                "{name}"
+            );
+            assert_eq!(
+                events.iter().filter(|e| e.is_final()).count(),
+                case.finished,
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn odd_shapes_never_panic() {
+        let mut p = parser(AdapterKind::Codex);
+        for line in [
+            "",
+            "{}",
+            r#"{"type":"item.completed","item":"x"}"#,
+            r#"{"type":"item.completed","item":{"type":"command_execution","exit_code":"zero","id":7}}"#,
+            r#"{"type":"turn.completed","usage":{"input_tokens":5,"cached_input_tokens":9}}"#,
+            r#"{"type":"turn.failed","error":[1]}"#,
+            r#"{"type":"error"}"#,
+        ] {
+            p.feed_line(line);
+        }
+        assert_eq!((p.usage().input, p.usage().cache_read), (0, 9));
+        assert_eq!(p.outcome().error.as_deref(), Some("[1]"));
+    }
+}

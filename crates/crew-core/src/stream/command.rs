@@ -1,0 +1,143 @@
+//! `command`: any program. The prompt goes on argv (or as a file path), and whatever it prints
+//! on stdout is the answer. No usage, no model.
+
+use super::{strip_cr, LaunchSpec, Outcome, PromptVia, StreamParser, WorkerEvent};
+use crate::usage::Usage;
+use std::collections::VecDeque;
+
+/// Stdout kept for the final text. Beyond this the oldest lines go: the end of a program's
+/// output is where its answer usually is.
+const MAX_KEPT_BYTES: usize = 8 * 1024 * 1024;
+
+pub(super) fn argv(spec: &LaunchSpec) -> Vec<String> {
+    let mut argv = spec.command.clone();
+    match (spec.prompt_via, &spec.prompt_file) {
+        (PromptVia::File, Some(file)) => argv.push(file.clone()),
+        _ => argv.push(spec.prompt.clone()),
+    }
+    argv
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct CommandParser {
+    lines: VecDeque<String>,
+    kept_bytes: usize,
+    dropped_bytes: usize,
+}
+
+impl StreamParser for CommandParser {
+    fn feed_line(&mut self, line: &str) -> Vec<WorkerEvent> {
+        let line = strip_cr(line);
+        self.kept_bytes = self.kept_bytes.saturating_add(line.len() + 1);
+        self.lines.push_back(line.to_owned());
+        while self.kept_bytes > MAX_KEPT_BYTES {
+            let Some(old) = self.lines.pop_front() else {
+                break;
+            };
+            self.kept_bytes = self.kept_bytes.saturating_sub(old.len() + 1);
+            self.dropped_bytes = self.dropped_bytes.saturating_add(old.len() + 1);
+        }
+        Vec::new()
+    }
+
+    fn usage(&self) -> Usage {
+        Usage::default()
+    }
+
+    fn outcome(&self) -> Outcome {
+        let mut text = String::with_capacity(self.kept_bytes + 64);
+        if self.dropped_bytes > 0 {
+            text.push_str(&format!(
+                "[… {} bytes of earlier output dropped …]\n",
+                self.dropped_bytes
+            ));
+        }
+        for line in &self.lines {
+            text.push_str(line);
+            text.push('\n');
+        }
+        let text = text.trim();
+        Outcome {
+            final_text: (!text.is_empty()).then(|| text.to_owned()),
+            usage: Usage::default(),
+            model: None,
+            error: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resource::SystemPromptMode;
+    use crate::stream::{build_argv, parser, AdapterKind};
+
+    fn spec(via: PromptVia, file: Option<&str>) -> LaunchSpec {
+        LaunchSpec {
+            command: vec!["./review.sh".into(), "--strict".into()],
+            prompt: "Goal: fix it".into(),
+            prompt_file: file.map(str::to_owned),
+            system_prompt: String::new(),
+            system_prompt_mode: SystemPromptMode::Replace,
+            system_prompt_file: None,
+            model: Some("ignored".into()),
+            thinking: None,
+            tools: vec![],
+            rpc: false,
+            prompt_via: via,
+        }
+    }
+
+    #[test]
+    fn argv_table() {
+        let table = [
+            (spec(PromptVia::Arg, None), "Goal: fix it"),
+            (spec(PromptVia::Arg, Some("/tmp/p.md")), "Goal: fix it"),
+            (spec(PromptVia::File, Some("/tmp/p.md")), "/tmp/p.md"),
+            (spec(PromptVia::File, None), "Goal: fix it"),
+        ];
+        for (spec, last) in table {
+            assert_eq!(
+                build_argv(AdapterKind::Command, &spec),
+                ["./review.sh", "--strict", last]
+            );
+        }
+    }
+
+    #[test]
+    fn final_text_is_all_stdout() {
+        let table: &[(&str, Option<&str>)] = &[
+            (
+                include_str!("fixtures/command_output.txt"),
+                Some("Reviewing 3 files…\n{\"not\": \"parsed\"}\n\nLGTM: no blocking issues."),
+            ),
+            ("line one\r\nline two\r\n", Some("line one\nline two")),
+            ("\n  \n", None),
+            ("", None),
+        ];
+        for (stream, want) in table {
+            let mut p = parser(AdapterKind::Command);
+            for line in stream.split('\n') {
+                assert!(p.feed_line(line).is_empty());
+            }
+            let outcome = p.outcome();
+            assert_eq!(outcome.final_text.as_deref(), *want, "{stream:?}");
+            assert_eq!(outcome.usage, Usage::default());
+            assert_eq!(outcome.error, None);
+        }
+    }
+
+    #[test]
+    fn keeps_the_tail_of_huge_output() {
+        let mut p = parser(AdapterKind::Command);
+        let line = "x".repeat(1024 * 1024);
+        for _ in 0..20 {
+            p.feed_line(&line);
+        }
+        p.feed_line("THE END");
+        let text = p.outcome().final_text.unwrap();
+        assert!(text.len() <= MAX_KEPT_BYTES + 100, "{}", text.len());
+        assert!(text.starts_with("[… "));
+        assert!(text.ends_with("THE END"));
+    }
+}

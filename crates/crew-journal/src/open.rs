@@ -1,0 +1,337 @@
+//! Opening a sled journal without ever trusting a damaged one.
+
+use std::any::Any;
+use std::fs;
+use std::io;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::Path;
+
+use crate::keys::{
+    decode_seq, decode_snapshot, BY_RUN_TREE, LOG_TREE, META_EPOCH, META_LAST_SEQ, META_SNAPSHOT,
+    META_TREE,
+};
+use crate::marker::{self, Marker, MarkerError, MARKER_FILE};
+use crate::JournalError;
+
+/// sled's data file and config file; both exist in every sled 0.34 directory.
+const SLED_DB_FILE: &str = "db";
+const SLED_CONF_FILE: &str = "conf";
+
+pub(crate) struct Opened {
+    pub db: sled::Db,
+    pub log: sled::Tree,
+    pub by_run: sled::Tree,
+    pub meta: sled::Tree,
+    /// What sled recovered, which is also what the marker file now says.
+    pub state: Marker,
+}
+
+/// What the directory held before sled touched it.
+enum Found {
+    /// Missing or empty: a new journal.
+    Nothing,
+    /// sled files, with the marker if one was written.
+    Journal(Option<Marker>),
+}
+
+pub(crate) fn open(dir: &Path, cache_bytes: u64) -> Result<Opened, JournalError> {
+    let corrupt = |detail: String| JournalError::Corrupt {
+        path: dir.to_path_buf(),
+        detail,
+    };
+    let found = inspect(dir)?;
+    let config = sled::Config::new()
+        .path(dir)
+        .cache_capacity(cache_bytes)
+        .mode(sled::Mode::LowSpace)
+        // Every write of ours is followed by an explicit flush; with the periodic flusher off,
+        // nothing is written behind our back (e.g. while we decide that the files are corrupt).
+        .flush_every_ms(None);
+    let db = sled_call(dir, || config.open()).map_err(|err| map_open_error(dir, err))?;
+
+    // Judge what sled recovered before creating anything in it.
+    if let Found::Journal(marker) = found {
+        let names = db.tree_names();
+        if let Err(detail) = check_trees(&db, &names, marker.is_some()) {
+            return Err(abandon(db, corrupt(detail)));
+        }
+    }
+    let trees = sled_call(dir, || {
+        let log = db.open_tree(LOG_TREE)?;
+        let by_run = db.open_tree(BY_RUN_TREE)?;
+        let meta = db.open_tree(META_TREE)?;
+        let last_key = log.last()?.map(|(key, _)| key);
+        let meta_last = meta.get(META_LAST_SEQ)?;
+        let epoch = meta.get(META_EPOCH)?;
+        let snapshot = meta.get(META_SNAPSHOT)?;
+        Ok((log, by_run, meta, last_key, meta_last, epoch, snapshot))
+    });
+    let (log, by_run, meta, last_key, meta_last, epoch, snapshot) = match trees {
+        Ok(trees) => trees,
+        Err(err) => return Err(abandon(db, map_open_error(dir, err))),
+    };
+    let decode = |what: &str, bytes: Option<sled::IVec>| -> Result<u64, String> {
+        bytes.map_or(Ok(0), |bytes| {
+            decode_seq(&bytes).ok_or_else(|| format!("malformed {what}"))
+        })
+    };
+    let marker = match found {
+        Found::Nothing => None,
+        Found::Journal(marker) => marker,
+    };
+    let checked = decode("log key", last_key).and_then(|log_last| {
+        let state = Marker {
+            acked: log_last.max(decode("last_seq record", meta_last)?),
+            epoch: decode("epoch record", epoch)?,
+        };
+        verify(marker.unwrap_or_default(), state, snapshot.as_deref()).map(|()| state)
+    });
+    let state = match checked {
+        Ok(state) => state,
+        Err(detail) => return Err(abandon(db, corrupt(detail))),
+    };
+
+    if marker != Some(state) {
+        // A new journal is flushed before the marker vouches for it, so a crash in between
+        // leaves sled files without a marker, which `inspect` accepts.
+        db.flush()
+            .map_err(|err| map_sled_error(dir, "creating the journal", err))?;
+        marker::write(dir, state).map_err(|source| JournalError::Io {
+            context: format!("writing {}", dir.join(MARKER_FILE).display()),
+            source,
+        })?;
+    }
+    Ok(Opened {
+        db,
+        log,
+        by_run,
+        meta,
+        state,
+    })
+}
+
+/// Runs sled code that may panic on damaged files, turning the panic into an error.
+fn sled_call<T>(dir: &Path, op: impl FnOnce() -> sled::Result<T>) -> sled::Result<T> {
+    catch_unwind(AssertUnwindSafe(op)).unwrap_or_else(|panic| {
+        Err(sled::Error::Unsupported(format!(
+            "sled panicked while recovering {}: {}",
+            dir.display(),
+            panic_message(&*panic)
+        )))
+    })
+}
+
+/// Gives up on a database judged corrupt without letting sled write to it.
+fn abandon(db: sled::Db, err: JournalError) -> JournalError {
+    // Dropping the last handle flushes, which could write over the evidence. Leaking it costs a
+    // file descriptor and keeps the lock on a journal that nobody can use anyway.
+    std::mem::forget(db);
+    err
+}
+
+/// sled's own tree; it exists in every sled database and we never write to it.
+const SLED_DEFAULT_TREE: &[u8] = b"__sled__default";
+
+/// The trees of an existing journal: ours and sled's default one, nothing else. Without a marker
+/// (a crash right after creation) ours may still be missing.
+fn check_trees(db: &sled::Db, names: &[sled::IVec], marked: bool) -> Result<(), String> {
+    if !db.was_recovered() {
+        return Err("sled found no database in its files and would start an empty one".into());
+    }
+    let ours = [LOG_TREE, BY_RUN_TREE, META_TREE].map(str::as_bytes);
+    if let Some(foreign) = names
+        .iter()
+        .find(|name| name.as_ref() != SLED_DEFAULT_TREE && !ours.contains(&name.as_ref()))
+    {
+        return Err(format!(
+            "a sled database with a tree {:?} that the journal does not have",
+            String::from_utf8_lossy(foreign)
+        ));
+    }
+    if !db.is_empty() {
+        return Err(
+            "a sled database with data in its default tree, which the journal never writes".into(),
+        );
+    }
+    if marked
+        && !ours
+            .iter()
+            .all(|tree| names.iter().any(|name| name.as_ref() == *tree))
+    {
+        return Err("sled recovered a database without the journal's trees".into());
+    }
+    Ok(())
+}
+
+/// Checks what sled recovered against what the marker promised.
+fn verify(promised: Marker, recovered: Marker, snapshot: Option<&[u8]>) -> Result<(), String> {
+    let last_seq = recovered.acked;
+    if last_seq < promised.acked {
+        return Err(format!(
+            "sled recovered entries up to seq {last_seq}, but seq {} had been acknowledged",
+            promised.acked
+        ));
+    }
+    if recovered.epoch < promised.epoch {
+        return Err(format!(
+            "sled recovered {} snapshot/forget writes, but {} had been acknowledged",
+            recovered.epoch, promised.epoch
+        ));
+    }
+    match snapshot.map(decode_snapshot) {
+        None => Ok(()),
+        Some(Some((seq, _))) if seq <= last_seq => Ok(()),
+        Some(Some((seq, _))) => Err(format!(
+            "the snapshot is as of seq {seq}, past the last recovered seq {last_seq}"
+        )),
+        Some(None) => Err("malformed snapshot record".into()),
+    }
+}
+
+/// Looks at the directory before sled does: sled creates files wherever it is pointed, so a
+/// directory that is not a journal must be refused before sled ever sees it.
+fn inspect(dir: &Path) -> Result<Found, JournalError> {
+    let corrupt = |detail: String| JournalError::Corrupt {
+        path: dir.to_path_buf(),
+        detail,
+    };
+    let io_error = |context: &str, source: io::Error| JournalError::Io {
+        context: format!("{context} {}", dir.display()),
+        source,
+    };
+    let mut entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(err) if err.kind() == io::ErrorKind::NotFound => {
+            fs::create_dir_all(dir).map_err(|err| io_error("creating", err))?;
+            return Ok(Found::Nothing);
+        }
+        Err(err) if err.kind() == io::ErrorKind::NotADirectory => {
+            return Err(corrupt("not a directory".into()));
+        }
+        Err(err) => return Err(io_error("reading", err)),
+    };
+    if entries.next().is_none() {
+        return Ok(Found::Nothing);
+    }
+    let marker = match marker::read(dir) {
+        Ok(marker) => marker,
+        Err(MarkerError::Invalid(detail)) => return Err(corrupt(detail)),
+        Err(MarkerError::Io(err)) => return Err(io_error("reading the marker in", err)),
+    };
+    let missing: Vec<&str> = [SLED_DB_FILE, SLED_CONF_FILE]
+        .into_iter()
+        .filter(|name| !dir.join(name).is_file())
+        .collect();
+    match (marker, missing.is_empty()) {
+        (_, true) => Ok(Found::Journal(marker)),
+        (Some(_), false) => Err(corrupt(format!(
+            "sled's files are missing: {}",
+            missing.join(", ")
+        ))),
+        (None, false) if missing.len() == 1 => Err(corrupt(format!(
+            "an incomplete sled database: {} is missing",
+            missing.join(", ")
+        ))),
+        (None, false) => Err(corrupt(
+            "the directory is not empty and holds no sled database".into(),
+        )),
+    }
+}
+
+fn map_open_error(dir: &Path, err: sled::Error) -> JournalError {
+    match err {
+        sled::Error::Io(io) if io.to_string().contains("could not acquire lock") => {
+            JournalError::Locked {
+                path: dir.to_path_buf(),
+                detail: io.to_string(),
+            }
+        }
+        sled::Error::Io(io)
+            if matches!(
+                io.kind(),
+                io::ErrorKind::InvalidData | io::ErrorKind::UnexpectedEof
+            ) =>
+        {
+            JournalError::Corrupt {
+                path: dir.to_path_buf(),
+                detail: format!("sled cannot read its files: {io}"),
+            }
+        }
+        // sled says Unsupported when its config file disagrees with what we ask for.
+        sled::Error::Unsupported(detail) | sled::Error::ReportableBug(detail) => {
+            JournalError::Corrupt {
+                path: dir.to_path_buf(),
+                detail: format!("sled refused to open it: {detail}"),
+            }
+        }
+        other => map_sled_error(dir, &format!("opening {}", dir.display()), other),
+    }
+}
+
+pub(crate) fn map_sled_error(dir: &Path, context: &str, err: sled::Error) -> JournalError {
+    match err {
+        sled::Error::Io(source) => JournalError::Io {
+            context: context.to_owned(),
+            source: restore_os_error(source),
+        },
+        sled::Error::Corruption { at, .. } => JournalError::Corrupt {
+            path: dir.to_path_buf(),
+            detail: match at {
+                Some(at) => format!("sled found corrupted data at {at} while {context}"),
+                None => format!("sled found corrupted data while {context}"),
+            },
+        },
+        other => JournalError::Backend {
+            context: context.to_owned(),
+            detail: other.to_string(),
+        },
+    }
+}
+
+/// sled reports its first write error to every later caller as a copy made with
+/// `io::Error::new(kind, format!("{original:?}"))`, which turns "No space left on device (os
+/// error 28)" into a Debug dump; this gets the OS error back so the message reads normally.
+fn restore_os_error(err: io::Error) -> io::Error {
+    if err.raw_os_error().is_some() {
+        return err;
+    }
+    let text = err.to_string();
+    let code = text
+        .strip_prefix("Os { code: ")
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|code| code.parse::<i32>().ok());
+    match code {
+        Some(code) => io::Error::from_raw_os_error(code),
+        None => err,
+    }
+}
+
+pub(crate) fn panic_message(panic: &(dyn Any + Send)) -> String {
+    if let Some(text) = panic.downcast_ref::<&str>() {
+        (*text).to_owned()
+    } else if let Some(text) = panic.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "a non-text panic".to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn os_errors_copied_by_sled_read_like_the_os() {
+        let original = io::Error::from_raw_os_error(28);
+        let copied = io::Error::new(original.kind(), format!("{original:?}"));
+        let restored = restore_os_error(copied);
+        assert_eq!(restored.raw_os_error(), Some(28));
+        assert_eq!(restored.to_string(), original.to_string());
+        let plain = restore_os_error(io::Error::other("could not acquire lock"));
+        assert_eq!(plain.to_string(), "could not acquire lock");
+        assert_eq!(
+            restore_os_error(io::Error::from_raw_os_error(5)).raw_os_error(),
+            Some(5)
+        );
+    }
+}

@@ -1,0 +1,430 @@
+//! Opening, reopening and refusing damaged journals (SledJournal only).
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use crew_journal::{Entry, Journal, JournalError, SledJournal, DEFAULT_CACHE_BYTES};
+
+fn entry(seq: u64, run: Option<&str>) -> Entry {
+    Entry {
+        seq,
+        run: run.map(str::to_owned),
+        bytes: format!("event {seq}").repeat(20).into_bytes(),
+    }
+}
+
+fn open(dir: &Path) -> Result<SledJournal, JournalError> {
+    SledJournal::open(dir, DEFAULT_CACHE_BYTES)
+}
+
+/// A closed journal with 300 entries over runs a/b, a snapshot, and run b (the newest) forgotten.
+fn closed_journal(dir: &Path) {
+    let journal = open(dir).unwrap();
+    for chunk in (1..=300u64).collect::<Vec<_>>().chunks(30) {
+        let entries: Vec<Entry> = chunk
+            .iter()
+            .map(|seq| entry(*seq, Some(if seq % 2 == 0 { "a" } else { "b" })))
+            .collect();
+        journal.append(&entries).unwrap();
+    }
+    journal.write_snapshot(250, b"state").unwrap();
+    journal.forget_run("b").unwrap();
+    drop(journal);
+    // sled writes its own snapshot file (snap.*) when it recovers, so reopen once to have one
+    drop(open(dir).unwrap());
+    assert!(!snapshot_files(dir).is_empty());
+}
+
+/// Every file under `dir` with its contents.
+fn files(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(path) = stack.pop() {
+        for item in fs::read_dir(&path).unwrap() {
+            let path = item.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                out.insert(path.clone(), fs::read(&path).unwrap());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn reopen_keeps_everything() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("journal");
+    closed_journal(&dir);
+    for round in 0..2 {
+        let journal = open(&dir).unwrap();
+        assert_eq!(
+            journal.last_seq(),
+            300,
+            "round {round}: forgetting the newest run keeps last_seq"
+        );
+        let all = journal.read_after(0, usize::MAX).unwrap();
+        let want: Vec<u64> = (2..=300).step_by(2).collect();
+        assert_eq!(all.iter().map(|(s, _)| *s).collect::<Vec<_>>(), want);
+        assert!(all
+            .iter()
+            .all(|(seq, bytes)| *bytes == entry(*seq, None).bytes));
+        let a = journal.read_run_after("a", 100, usize::MAX).unwrap();
+        assert_eq!(a.len(), 100);
+        assert_eq!(journal.read_run_after("b", 0, usize::MAX).unwrap(), vec![]);
+        assert_eq!(
+            journal.read_snapshot().unwrap(),
+            Some((250, b"state".to_vec()))
+        );
+        assert!(journal.size_on_disk() > 0);
+    }
+    let journal = open(&dir).unwrap();
+    journal.append(&[entry(301, Some("c"))]).unwrap();
+    drop(journal);
+    let journal = open(&dir).unwrap();
+    assert_eq!(journal.last_seq(), 301);
+    assert_eq!(journal.read_run_after("c", 0, 10).unwrap().len(), 1);
+}
+
+#[test]
+fn fresh_and_empty_directories_open_empty() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cases = [tmp.path().join("missing/nested"), tmp.path().join("empty")];
+    fs::create_dir(tmp.path().join("empty")).unwrap();
+    for dir in cases {
+        let journal = open(&dir).unwrap();
+        assert_eq!(journal.last_seq(), 0, "{}", dir.display());
+        drop(journal);
+        // reopening a journal that never got an entry is fine too
+        assert_eq!(open(&dir).unwrap().last_seq(), 0, "{}", dir.display());
+    }
+}
+
+#[test]
+fn second_open_is_locked() {
+    let tmp = tempfile::tempdir().unwrap();
+    let _first = open(tmp.path()).unwrap();
+    match open(tmp.path()) {
+        Err(JournalError::Locked { path, .. }) => assert_eq!(path, tmp.path()),
+        other => panic!("expected Locked, got {other:?}"),
+    }
+}
+
+fn garbage(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ 0xa5)
+        .collect()
+}
+
+/// Overwrites the contents of every file sled wrote (keeping their lengths).
+fn overwrite_sled_files(dir: &Path) {
+    for (path, bytes) in files(dir) {
+        if !path.ends_with("crew-journal.marker") {
+            fs::write(&path, garbage(bytes.len().max(64), 7)).unwrap();
+        }
+    }
+}
+
+fn snapshot_files(dir: &Path) -> Vec<PathBuf> {
+    files(dir)
+        .into_keys()
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("snap."))
+        })
+        .collect()
+}
+
+enum Want {
+    /// Refused as corrupt; `untouched`: not one byte changed (otherwise sled's recovery may have
+    /// rewritten the unreadable part of `db`, but no file is gone).
+    Corrupt { untouched: bool },
+    /// Opens with everything `closed_journal` acknowledged.
+    Intact,
+}
+
+fn assert_intact(journal: &SledJournal, context: &str) {
+    assert_eq!(journal.last_seq(), 300, "{context}");
+    let all = journal.read_after(0, usize::MAX).unwrap();
+    let want: Vec<u64> = (2..=300).step_by(2).collect();
+    assert_eq!(
+        all.iter().map(|(s, _)| *s).collect::<Vec<_>>(),
+        want,
+        "{context}"
+    );
+    assert!(
+        all.iter()
+            .all(|(seq, bytes)| *bytes == entry(*seq, None).bytes),
+        "{context}"
+    );
+    assert_eq!(
+        journal.read_run_after("a", 0, usize::MAX).unwrap().len(),
+        150,
+        "{context}"
+    );
+    assert_eq!(
+        journal.read_run_after("b", 0, usize::MAX).unwrap(),
+        vec![],
+        "{context}"
+    );
+    assert_eq!(
+        journal.read_snapshot().unwrap(),
+        Some((250, b"state".to_vec())),
+        "{context}"
+    );
+}
+
+#[test]
+fn damaged_journals_are_refused_and_left_alone() {
+    type Damage = fn(&Path);
+    let cases: Vec<(&str, Damage, Want)> = vec![
+        (
+            "garbage over all sled files",
+            overwrite_sled_files,
+            Want::Corrupt { untouched: true },
+        ),
+        (
+            "garbage over db",
+            |dir| {
+                let len = fs::metadata(dir.join("db")).unwrap().len() as usize;
+                fs::write(dir.join("db"), garbage(len, 1)).unwrap();
+            },
+            Want::Corrupt { untouched: false },
+        ),
+        (
+            "db truncated to zero",
+            |dir| fs::write(dir.join("db"), b"").unwrap(),
+            Want::Corrupt { untouched: true },
+        ),
+        (
+            "db truncated to half",
+            |dir| {
+                let bytes = fs::read(dir.join("db")).unwrap();
+                fs::write(dir.join("db"), &bytes[..bytes.len() / 2]).unwrap();
+            },
+            Want::Corrupt { untouched: false },
+        ),
+        (
+            "db deleted",
+            |dir| fs::remove_file(dir.join("db")).unwrap(),
+            Want::Corrupt { untouched: true },
+        ),
+        (
+            "conf garbage",
+            |dir| fs::write(dir.join("conf"), garbage(40, 2)).unwrap(),
+            Want::Corrupt { untouched: true },
+        ),
+        (
+            "conf deleted",
+            |dir| fs::remove_file(dir.join("conf")).unwrap(),
+            Want::Corrupt { untouched: true },
+        ),
+        (
+            "sled snapshot garbage",
+            |dir| {
+                for path in snapshot_files(dir) {
+                    let len = fs::metadata(&path).unwrap().len() as usize;
+                    fs::write(&path, garbage(len, 4)).unwrap();
+                }
+            },
+            Want::Corrupt { untouched: true },
+        ),
+        (
+            "sled snapshot deleted",
+            |dir| {
+                for path in snapshot_files(dir) {
+                    fs::remove_file(path).unwrap();
+                }
+            },
+            Want::Intact,
+        ),
+        (
+            "bogus sled snapshot file",
+            |dir| fs::write(dir.join("snap.0000000000001234"), garbage(500, 3)).unwrap(),
+            Want::Corrupt { untouched: true },
+        ),
+        (
+            "marker garbage",
+            |dir| fs::write(dir.join("crew-journal.marker"), b"hello").unwrap(),
+            Want::Corrupt { untouched: true },
+        ),
+        (
+            "marker ahead of the log",
+            |dir| {
+                let marker = "crew-journal-marker 1\nacked 9999\nepoch 2\n";
+                fs::write(dir.join("crew-journal.marker"), marker).unwrap();
+            },
+            Want::Corrupt { untouched: false },
+        ),
+        (
+            "marker ahead of the forgets and snapshots",
+            |dir| {
+                let marker = "crew-journal-marker 1\nacked 300\nepoch 3\n";
+                fs::write(dir.join("crew-journal.marker"), marker).unwrap();
+            },
+            Want::Corrupt { untouched: false },
+        ),
+        (
+            "sled files replaced by a fresh sled db",
+            |dir| {
+                for name in ["db", "conf"] {
+                    fs::remove_file(dir.join(name)).unwrap();
+                }
+                sled::open(dir).unwrap().flush().unwrap();
+            },
+            Want::Corrupt { untouched: false },
+        ),
+        // The marker is only a check; without it the journal is what sled recovered.
+        (
+            "marker deleted",
+            |dir| fs::remove_file(dir.join("crew-journal.marker")).unwrap(),
+            Want::Intact,
+        ),
+        ("nothing", |_| {}, Want::Intact),
+    ];
+    for (name, damage, want) in cases {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("journal");
+        closed_journal(&dir);
+        damage(&dir);
+        let before = files(&dir);
+        let result = open(&dir);
+        let after = files(&dir);
+        match (want, result) {
+            (Want::Intact, Ok(journal)) => assert_intact(&journal, name),
+            (Want::Corrupt { untouched }, Err(JournalError::Corrupt { path, detail })) => {
+                assert_eq!(path, dir, "{name}");
+                assert!(!detail.is_empty(), "{name}");
+                let gone: Vec<_> = before.keys().filter(|p| !after.contains_key(*p)).collect();
+                assert!(gone.is_empty(), "{name}: files deleted: {gone:?}");
+                if untouched {
+                    assert!(before == after, "{name}: files were modified");
+                }
+            }
+            (_, Ok(journal)) => {
+                assert_intact(&journal, name);
+                panic!("{name}: intact");
+            }
+            (_, other) => panic!("{name}: unexpected outcome {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn flipped_bytes_never_go_unnoticed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pristine = tmp.path().join("pristine");
+    closed_journal(&pristine);
+    let original = files(&pristine);
+    let db_len = original[&pristine.join("db")].len();
+    let mut refused = 0;
+    for i in 0..40usize {
+        let offset = (i * db_len) / 40 + i * 13 % 97;
+        let dir = tmp.path().join(format!("case{i}"));
+        fs::create_dir(&dir).unwrap();
+        for (path, bytes) in &original {
+            let mut bytes = bytes.clone();
+            if path.ends_with("db") {
+                bytes[offset.min(db_len - 1)] ^= 0x5a;
+            }
+            fs::write(dir.join(path.file_name().unwrap()), bytes).unwrap();
+        }
+        match open(&dir) {
+            Ok(journal) => assert_intact(&journal, &format!("byte {offset} flipped")),
+            Err(JournalError::Corrupt { .. }) => refused += 1,
+            Err(other) => panic!("byte {offset} flipped: unexpected error {other}"),
+        }
+    }
+    // most of sled's file is live data: most flips must be caught, not just tolerated
+    assert!(refused >= 30, "only {refused} of 40 flips were refused");
+}
+
+#[test]
+fn directories_that_are_not_journals_are_refused_untouched() {
+    type Setup = fn(&Path);
+    let cases: Vec<(&str, Setup)> = vec![
+        ("an unrelated file", |dir| {
+            fs::create_dir(dir).unwrap();
+            fs::write(dir.join("notes.txt"), b"not a journal").unwrap();
+        }),
+        ("an unrelated subdirectory", |dir| {
+            fs::create_dir_all(dir.join("sub")).unwrap();
+        }),
+        ("only sled's conf", |dir| {
+            fs::create_dir(dir).unwrap();
+            fs::write(dir.join("conf"), b"segment_size: 524288").unwrap();
+        }),
+        ("a regular file", |dir| fs::write(dir, b"a file").unwrap()),
+    ];
+    for (name, setup) in cases {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("journal");
+        setup(&dir);
+        let before = if dir.is_dir() {
+            files(&dir)
+        } else {
+            BTreeMap::new()
+        };
+        match open(&dir) {
+            Err(JournalError::Corrupt { path, .. }) => assert_eq!(path, dir, "{name}"),
+            other => panic!("{name}: expected Corrupt, got {other:?}"),
+        }
+        if dir.is_dir() {
+            assert!(files(&dir) == before, "{name}: the directory was modified");
+        } else {
+            assert_eq!(fs::read(&dir).unwrap(), b"a file", "{name}");
+        }
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    for (path, bytes) in files(from) {
+        let target = to.join(path.strip_prefix(from).unwrap());
+        fs::create_dir_all(target.parent().unwrap()).unwrap();
+        fs::write(target, bytes).unwrap();
+    }
+}
+
+#[test]
+fn other_programs_sled_databases_are_refused_and_kept() {
+    type Setup = fn(&sled::Db);
+    let cases: Vec<(&str, Setup)> = vec![
+        ("a db with its own tree", |db| {
+            db.open_tree("users").unwrap().insert("k", "v").unwrap();
+        }),
+        ("a db using the default tree", |db| {
+            db.insert("k", "v").unwrap();
+        }),
+    ];
+    for (name, setup) in cases {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("journal");
+        {
+            let db = sled::open(&dir).unwrap();
+            setup(&db);
+            db.flush().unwrap();
+        }
+        let before = files(&dir);
+        match open(&dir) {
+            Err(JournalError::Corrupt { detail, .. }) => {
+                assert!(detail.contains("tree"), "{name}: {detail}")
+            }
+            other => panic!("{name}: expected Corrupt, got {other:?}"),
+        }
+        let after = files(&dir);
+        let gone: Vec<_> = before.keys().filter(|p| !after.contains_key(*p)).collect();
+        assert!(gone.is_empty(), "{name}: deleted {gone:?}");
+        // sled's recovery may have written its own snapshot file, but the data is still there
+        // (checked on a copy: the refused handle keeps the lock)
+        let copy = tmp.path().join("copy");
+        copy_dir(&dir, &copy);
+        let db = sled::open(&copy).unwrap();
+        let value = match db.get("k").unwrap() {
+            Some(value) => value,
+            None => db.open_tree("users").unwrap().get("k").unwrap().unwrap(),
+        };
+        assert_eq!(value.as_ref(), b"v", "{name}");
+    }
+}

@@ -1,0 +1,144 @@
+//! Exit statuses (SPEC §12) and how errors are reported.
+
+use crate::conn::{Failed, NotRunning};
+use crate::render::{diag, View};
+use crate::style::Tone;
+use crew_api::client::CallError;
+use crew_api::codes;
+use crew_api::types::{RunStatus, TaskStatus, TaskView};
+
+pub const SUCCESS: u8 = 0;
+/// An error, or a run that failed.
+pub const FAILED: u8 = 1;
+/// A run blocked (plan approval) or with a task that needs attention.
+pub const BLOCKED: u8 = 2;
+pub const CANCELLED: u8 = 3;
+/// No daemon answers on the socket.
+pub const NOT_RUNNING: u8 = 4;
+/// `wait --timeout` expired with the run still active (as timeout(1) does).
+pub const TIMED_OUT: u8 = 124;
+
+/// The exit status of a stopped run. A completed run whose tasks still need a human (needs
+/// attention, waiting for an answer) is reported as blocked, since someone has to act.
+pub fn for_run(status: RunStatus, tasks: &[TaskView]) -> u8 {
+    let needs_human = tasks
+        .iter()
+        .any(|t| matches!(t.status, TaskStatus::NeedsAttention | TaskStatus::Waiting));
+    match status {
+        RunStatus::Completed if needs_human => BLOCKED,
+        RunStatus::Completed => SUCCESS,
+        RunStatus::Failed => FAILED,
+        RunStatus::Blocked => BLOCKED,
+        RunStatus::Cancelled => CANCELLED,
+        // Still active: only `wait` gets here, when its timeout expired.
+        RunStatus::Queued | RunStatus::Running if needs_human => BLOCKED,
+        RunStatus::Queued | RunStatus::Running => TIMED_OUT,
+    }
+}
+
+/// Prints an error to stderr in the user's terms and returns the exit status for it.
+pub fn report(err: &anyhow::Error, view: &View) -> u8 {
+    if let Some(nr) = err.downcast_ref::<NotRunning>() {
+        eprintln!("{}", view.p(Tone::Bad, nr));
+        return NOT_RUNNING;
+    }
+    if let Some(Failed(CallError::Api(e))) = err.downcast_ref::<Failed>() {
+        eprintln!(
+            "{} {} {}",
+            view.p(Tone::Bad, "error:"),
+            e.message,
+            view.p(Tone::Dim, format!("(code {})", e.code))
+        );
+        if e.code == codes::VALIDATION_FAILED {
+            for d in diag::from_error_data(e.data.as_ref()) {
+                eprintln!("  {}", diag::line(view, &d));
+            }
+        }
+        return FAILED;
+    }
+    eprintln!("{} {err:#}", view.p(Tone::Bad, "error:"));
+    FAILED
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crew_api::types::{TaskProgressView, Usage};
+
+    fn task(status: TaskStatus) -> TaskView {
+        TaskView {
+            id: "t".into(),
+            step_id: "t".into(),
+            role: "r".into(),
+            agent: "r".into(),
+            depends_on: vec![],
+            status,
+            attempts: 1,
+            started_at: None,
+            finished_at: None,
+            duration_ms: None,
+            usage: Usage::default(),
+            model: None,
+            error: None,
+            question: None,
+            reused_from: None,
+            progress: TaskProgressView::default(),
+            artifacts: vec![],
+        }
+    }
+
+    #[test]
+    fn run_exit_codes() {
+        let done = vec![task(TaskStatus::Completed)];
+        let attention = vec![
+            task(TaskStatus::Completed),
+            task(TaskStatus::NeedsAttention),
+        ];
+        let waiting = vec![task(TaskStatus::Waiting)];
+        let cases = [
+            (RunStatus::Completed, &done, 0),
+            (RunStatus::Completed, &attention, 2),
+            (RunStatus::Failed, &done, 1),
+            (RunStatus::Failed, &attention, 1),
+            (RunStatus::Blocked, &done, 2),
+            (RunStatus::Cancelled, &done, 3),
+            (RunStatus::Running, &done, 124),
+            (RunStatus::Queued, &done, 124),
+            (RunStatus::Running, &waiting, 2),
+        ];
+        for (status, tasks, want) in cases {
+            assert_eq!(
+                for_run(status, tasks),
+                want,
+                "{status:?} with {:?}",
+                tasks.iter().map(|t| t.status).collect::<Vec<_>>()
+            );
+        }
+    }
+
+    #[test]
+    fn not_running_message() {
+        let e = NotRunning {
+            socket: "/tmp/nope/crewd.sock".into(),
+            stale: false,
+        };
+        let text = e.to_string();
+        assert!(
+            text.starts_with("crewd is not running (no socket at /tmp/nope/crewd.sock)."),
+            "{text}"
+        );
+        assert!(
+            text.contains("crewd &") && text.contains("systemctl --user start crewd"),
+            "{text}"
+        );
+        let stale = NotRunning {
+            socket: "/s".into(),
+            stale: true,
+        }
+        .to_string();
+        assert!(
+            stale.starts_with("crewd is not running (nothing listens on /s)."),
+            "{stale}"
+        );
+    }
+}

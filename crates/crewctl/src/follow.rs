@@ -1,0 +1,529 @@
+//! Following a run live: `team.subscribe` from the last seen seq, a progress line per task on a
+//! terminal (plain lines when piped, JSON lines with `--json`), result excerpts as tasks finish,
+//! and a summary at the end. Ctrl-C asks whether to cancel the run or detach.
+
+use crate::conn::{Conn, Failed};
+use crate::ctx::{out, outln, Ctx};
+use crate::exit;
+use crate::render::follow::{
+    excerpt, final_summary, plain_line, result_name, task_done, task_running, Change, Follow,
+};
+use crate::render::time::{human_duration, parse_time};
+use crate::render::units::{cost, tokens, usage_tokens};
+use crate::render::View;
+use crate::style::Tone;
+use crew_api::client::{CallError, ObjectParams};
+use crew_api::methods::{TeamArtifact, TeamCancel, TeamEvents, TeamStatus, TeamSubscribe};
+use crew_api::types::{
+    ArtifactParams, CancelParams, Event, EventsParams, PlannedTaskView, RunIdParams, RunStatus,
+    StatusResult, SubscriptionItem, TaskStatus,
+};
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
+use jsonrpsee::core::client::{Subscription, SubscriptionClientT};
+use std::collections::HashMap;
+use std::time::Duration;
+
+/// Where the task list comes from before events fill it in.
+pub enum Seed {
+    Plan(Vec<PlannedTaskView>),
+    Status(Box<StatusResult>),
+}
+
+const EXCERPT_LINES: usize = 6;
+const EXCERPT_BYTES: i64 = 8 * 1024;
+
+/// Follows `run_id` until it stops (or the user detaches) and returns the exit status. With
+/// `only_task`, other tasks' lines are not shown and following ends when that task stops.
+pub async fn follow(
+    ctx: &Ctx,
+    conn: Conn,
+    run_id: &str,
+    seed: Seed,
+    only_task: Option<&str>,
+) -> anyhow::Result<u8> {
+    let (model, run_elapsed) = match &seed {
+        Seed::Plan(p) => (Follow::new(run_id).with_plan(p), Duration::ZERO),
+        Seed::Status(s) => {
+            let started = s.run.started_at.as_deref().and_then(parse_time);
+            let ms = started
+                .map(|t| (chrono::Utc::now() - t).num_milliseconds())
+                .unwrap_or(0);
+            (
+                Follow::new(run_id).with_status(s),
+                Duration::from_millis(u64::try_from(ms).unwrap_or(0)),
+            )
+        }
+    };
+    let mut f = Follower {
+        ctx,
+        conn,
+        run_id,
+        model,
+        ui: Ui::new(ctx, run_elapsed),
+        only_task,
+    };
+    let finished = match &seed {
+        Seed::Status(s) => s.run.status.is_finished(),
+        Seed::Plan(_) => false,
+    };
+    let result = if finished {
+        f.replay_stored().await
+    } else {
+        f.live().await
+    };
+    f.ui.finish();
+    result
+}
+
+struct Follower<'a> {
+    ctx: &'a Ctx,
+    conn: Conn,
+    run_id: &'a str,
+    model: Follow,
+    ui: Ui,
+    only_task: Option<&'a str>,
+}
+
+impl Follower<'_> {
+    /// A finished run: its stored events through the same view, then the summary. (A
+    /// subscription would never say that the replay is over.)
+    async fn replay_stored(&mut self) -> anyhow::Result<u8> {
+        let mut after = 0u64;
+        loop {
+            let page = self
+                .conn
+                .call::<TeamEvents>(&EventsParams {
+                    run_id: Some(self.run_id.to_string()),
+                    after_seq: Some(i64::try_from(after).unwrap_or(i64::MAX)),
+                    limit: Some(5000),
+                })
+                .await?;
+            if page.events.is_empty() || page.next_seq <= after {
+                break;
+            }
+            after = page.next_seq;
+            for e in page.events {
+                if let Some(code) = self.handle(e, false).await? {
+                    return Ok(code);
+                }
+            }
+        }
+        self.stop().await
+    }
+
+    async fn live(&mut self) -> anyhow::Result<u8> {
+        let mut sub = self.subscribe().await?;
+        loop {
+            tokio::select! {
+                item = sub.next() => {
+                    let value = match item {
+                        Some(Ok(v)) => v,
+                        Some(Err(e)) => {
+                            self.note(Tone::Warn, &format!("unreadable event skipped: {e}"));
+                            continue;
+                        }
+                        None => {
+                            // Lagged or disconnected: pick up after the last event seen.
+                            if !self.conn.client.is_connected() {
+                                self.reconnect().await?;
+                            }
+                            sub = self.subscribe().await?;
+                            continue;
+                        }
+                    };
+                    match serde_json::from_value::<SubscriptionItem>(value) {
+                        Ok(SubscriptionItem::Event(e)) => {
+                            if let Some(code) = self.handle(e, true).await? {
+                                return Ok(code);
+                            }
+                        }
+                        // The daemon dropped us for falling behind.
+                        Ok(SubscriptionItem::Notice(_)) => sub = self.subscribe().await?,
+                        Err(e) => self.note(Tone::Warn, &format!("unexpected subscription item: {e}")),
+                    }
+                }
+                _ = tokio::signal::ctrl_c() => {
+                    match self.ask_cancel_or_detach().await {
+                        Choice::Cancel => {
+                            let r = self.conn.call::<TeamCancel>(&CancelParams {
+                                run_id: self.run_id.to_string(),
+                                reason: Some("cancelled from crewctl".into()),
+                            }).await?;
+                            self.note(Tone::Warn, &format!("cancelling: {} tasks stopped", r.cancelled_task_ids.len()));
+                        }
+                        Choice::Detach => {
+                            self.ui.finish();
+                            let v = self.ctx.err_view();
+                            eprintln!(
+                                "Detached; run {} keeps going. {}",
+                                self.run_id,
+                                v.p(Tone::Dim, format!("Follow again: crewctl logs -f {}", self.run_id))
+                            );
+                            return Ok(exit::SUCCESS);
+                        }
+                        Choice::Continue => {}
+                    }
+                }
+            }
+        }
+    }
+
+    /// Applies one event; `Some(exit status)` when following is over.
+    async fn handle(&mut self, event: Event, live: bool) -> anyhow::Result<Option<u8>> {
+        let fresh = event.seq > self.model.last_seq && event.run_id.as_deref() == Some(self.run_id);
+        if self.ctx.json
+            && fresh
+            && self
+                .only_task
+                .is_none_or(|t| event.task_id.as_deref() == Some(t))
+        {
+            outln(&serde_json::to_string(&event)?)?;
+        }
+        let view = self.ctx.view();
+        for change in self.model.apply(&event) {
+            if let Change::RunStopped(_) = change {
+                // Stored history can hold a later `run.resumed`: trust the run's state now.
+                if !live {
+                    continue;
+                }
+                let status = self.status().await?;
+                if status.run.status.is_finished() || status.run.status == RunStatus::Blocked {
+                    return self.summary(&status).map(Some);
+                }
+                continue;
+            }
+            let index = change_task(&change);
+            let task = index.and_then(|i| self.model.tasks.get(i)).cloned();
+            if let Some(only) = self.only_task {
+                if task.as_ref().map(|t| t.id.as_str()) != Some(only) {
+                    continue;
+                }
+            }
+            self.ui.show(&view, &self.model, &change, &event);
+            if let (Change::Finished(_), Some(t)) = (&change, &task) {
+                if t.status == TaskStatus::Completed && !self.ctx.json {
+                    if let Some(text) = self.fetch_excerpt(&result_name(t)).await {
+                        self.ui.print(&excerpt(&view, &text, EXCERPT_LINES));
+                    }
+                }
+                if self.only_task.is_some() {
+                    return Ok(Some(exit::SUCCESS));
+                }
+            }
+        }
+        self.ui.footer(&view, &self.model);
+        Ok(None)
+    }
+
+    async fn status(&self) -> anyhow::Result<StatusResult> {
+        self.conn
+            .call::<TeamStatus>(&RunIdParams {
+                run_id: self.run_id.to_string(),
+            })
+            .await
+    }
+
+    async fn stop(&mut self) -> anyhow::Result<u8> {
+        let status = self.status().await?;
+        self.summary(&status)
+    }
+
+    fn summary(&mut self, status: &StatusResult) -> anyhow::Result<u8> {
+        self.ui.finish();
+        if !self.ctx.json {
+            outln(&final_summary(&self.ctx.view(), status))?;
+        }
+        Ok(exit::for_run(status.run.status, &status.tasks))
+    }
+
+    async fn subscribe(&self) -> anyhow::Result<Subscription<serde_json::Value>> {
+        let params = serde_json::json!({ "runId": self.run_id, "afterSeq": self.model.last_seq });
+        self.conn
+            .client
+            .subscribe::<serde_json::Value, _>(
+                TeamSubscribe::NAME,
+                ObjectParams(params),
+                TeamSubscribe::UNSUBSCRIBE,
+            )
+            .await
+            .map_err(|e| match e {
+                jsonrpsee::core::client::Error::Call(obj) => {
+                    Failed(CallError::Api(obj.into())).into()
+                }
+                other => anyhow::anyhow!("cannot subscribe to run {}: {other}", self.run_id),
+            })
+    }
+
+    /// The daemon went away (restart, upgrade): try for a while to get it back.
+    async fn reconnect(&mut self) -> anyhow::Result<()> {
+        self.note(Tone::Warn, "lost the connection to crewd; reconnecting…");
+        let mut last = None;
+        for _ in 0..30 {
+            match self.ctx.connect().await {
+                Ok(c) => {
+                    self.conn = c;
+                    self.note(Tone::Ok, "reconnected");
+                    return Ok(());
+                }
+                Err(e) => last = Some(e),
+            }
+            // Waiting for a daemon to come back is inherently time-based.
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        Err(last.unwrap_or_else(|| anyhow::anyhow!("crewd did not come back")))
+    }
+
+    async fn fetch_excerpt(&self, name: &str) -> Option<String> {
+        let params = ArtifactParams {
+            run_id: self.run_id.to_string(),
+            name: name.to_string(),
+            offset: None,
+            limit: Some(EXCERPT_BYTES),
+        };
+        self.conn
+            .call::<TeamArtifact>(&params)
+            .await
+            .ok()
+            .map(|a| a.content)
+    }
+
+    fn note(&mut self, tone: Tone, text: &str) {
+        let view = self.ctx.view();
+        self.ui.note(&view, tone, text);
+    }
+
+    async fn ask_cancel_or_detach(&mut self) -> Choice {
+        if !self.ctx.stdin_tty {
+            return Choice::Detach;
+        }
+        self.ui.pause();
+        eprint!("\nCancel the run (c) or detach (d)? ");
+        let read = tokio::task::spawn_blocking(|| {
+            let mut line = String::new();
+            std::io::stdin().read_line(&mut line).map(|_| line)
+        });
+        let choice = tokio::select! {
+            line = read => match line {
+                Ok(Ok(l)) if l.is_empty() => Choice::Detach,
+                Ok(Ok(l)) => match l.trim().to_ascii_lowercase().as_str() {
+                    "c" | "cancel" => Choice::Cancel,
+                    "d" | "detach" => Choice::Detach,
+                    _ => {
+                        eprintln!("(still following; Ctrl-C again to choose)");
+                        Choice::Continue
+                    }
+                },
+                // stdin unreadable: nobody to ask.
+                _ => Choice::Detach,
+            },
+            // A second Ctrl-C at the prompt means "get me out".
+            _ = tokio::signal::ctrl_c() => Choice::Detach,
+        };
+        self.ui.resume();
+        choice
+    }
+}
+
+enum Choice {
+    Cancel,
+    Detach,
+    Continue,
+}
+
+fn change_task(c: &Change) -> Option<usize> {
+    match c {
+        Change::Started(i) | Change::Progress(i) | Change::Finished(i) | Change::Requeued(i) => {
+            Some(*i)
+        }
+        Change::Retrying { task, .. } | Change::Waiting { task, .. } => Some(*task),
+        Change::Note { .. } | Change::RunStopped(_) => None,
+    }
+}
+
+/// How changes reach the user.
+enum Ui {
+    Bars(Bars),
+    Plain,
+    Json,
+}
+
+struct Bars {
+    mp: MultiProgress,
+    bars: HashMap<usize, ProgressBar>,
+    footer: ProgressBar,
+    running: ProgressStyle,
+}
+
+fn elapsed_style(template: &str, ticks: &[String]) -> ProgressStyle {
+    let ticks: Vec<&str> = ticks.iter().map(String::as_str).collect();
+    ProgressStyle::with_template(template)
+        .unwrap_or_else(|_| ProgressStyle::default_spinner())
+        .tick_strings(&ticks)
+        .with_key("dur", |s: &ProgressState, w: &mut dyn std::fmt::Write| {
+            let _ = w.write_str(&human_duration(s.elapsed()));
+        })
+}
+
+impl Ui {
+    fn new(ctx: &Ctx, run_elapsed: Duration) -> Ui {
+        if ctx.json {
+            return Ui::Json;
+        }
+        if !ctx.stdout_tty {
+            return Ui::Plain;
+        }
+        let v = ctx.view();
+        // The last tick string is what a finished spinner shows; bars are cleared before that.
+        let frames = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏", "●"];
+        let ticks: Vec<String> = frames.iter().map(|f| v.p(Tone::Active, f)).collect();
+        let running = elapsed_style("{spinner} {prefix} {wide_msg} {dur}", &ticks);
+        let mp = MultiProgress::with_draw_target(ProgressDrawTarget::stdout());
+        let footer = mp.add(ProgressBar::new_spinner().with_elapsed(run_elapsed));
+        footer.set_style(elapsed_style("{spinner} {wide_msg} {dur}", &ticks));
+        footer.enable_steady_tick(Duration::from_millis(120));
+        Ui::Bars(Bars {
+            mp,
+            bars: HashMap::new(),
+            footer,
+            running,
+        })
+    }
+
+    fn print(&self, text: &str) {
+        match self {
+            Ui::Bars(b) => {
+                let _ = b.mp.println(text.trim_end_matches('\n'));
+            }
+            Ui::Plain => {
+                let _ = out(text);
+            }
+            Ui::Json => {}
+        }
+    }
+
+    fn note(&mut self, view: &View, tone: Tone, text: &str) {
+        match self {
+            Ui::Json => eprintln!("{text}"),
+            _ => self.print(&format!("{} {text}\n", view.p(tone, "•"))),
+        }
+    }
+
+    /// Stops redrawing so a prompt can be typed into.
+    fn pause(&self) {
+        if let Ui::Bars(b) = self {
+            b.mp.set_draw_target(ProgressDrawTarget::hidden());
+        }
+    }
+
+    fn resume(&self) {
+        if let Ui::Bars(b) = self {
+            b.mp.set_draw_target(ProgressDrawTarget::stdout());
+        }
+    }
+
+    fn show(&mut self, view: &View, model: &Follow, change: &Change, event: &Event) {
+        match self {
+            Ui::Json => {}
+            Ui::Plain => {
+                if let Some(line) = plain_line(view, model, change, parse_time(&event.time)) {
+                    let _ = outln(&line);
+                }
+            }
+            Ui::Bars(b) => b.show(view, model, change),
+        }
+    }
+
+    fn footer(&mut self, view: &View, model: &Follow) {
+        if let Ui::Bars(b) = self {
+            let (done, running, total) = model.counts();
+            let u = model.usage();
+            b.footer.set_message(format!(
+                "{} · {done}/{total} done · {running} running · {} tok · {}",
+                view.p(Tone::Bold, &model.run_id),
+                tokens(usage_tokens(&u)),
+                cost(u.cost)
+            ));
+        }
+    }
+
+    fn finish(&mut self) {
+        if let Ui::Bars(b) = self {
+            for (_, bar) in b.bars.drain() {
+                bar.finish_and_clear();
+            }
+            b.footer.finish_and_clear();
+            let _ = b.mp.clear();
+        }
+    }
+}
+
+impl Bars {
+    fn show(&mut self, view: &View, model: &Follow, change: &Change) {
+        let width = model.tasks.iter().map(|t| t.id.len()).max().unwrap_or(0);
+        match change {
+            Change::Started(i) | Change::Progress(i) => {
+                let Some(t) = model.tasks.get(*i) else { return };
+                if t.status != TaskStatus::Running {
+                    return;
+                }
+                let bar = self.bars.entry(*i).or_insert_with(|| {
+                    let elapsed = t
+                        .elapsed_ms(chrono::Utc::now())
+                        .map(Duration::from_millis)
+                        .unwrap_or_default();
+                    let bar = self.mp.insert_before(
+                        &self.footer,
+                        ProgressBar::new_spinner().with_elapsed(elapsed),
+                    );
+                    bar.set_style(self.running.clone());
+                    bar.set_prefix(format!("{:<width$}", t.id));
+                    bar.enable_steady_tick(Duration::from_millis(120));
+                    bar
+                });
+                bar.set_message(task_running(view, t));
+            }
+            Change::Finished(i) => {
+                self.drop_bar(*i);
+                if let Some(t) = model.tasks.get(*i) {
+                    let _ = self.mp.println(task_done(view, t, width));
+                }
+            }
+            Change::Retrying { task, .. }
+            | Change::Waiting { task, .. }
+            | Change::Requeued(task) => {
+                self.drop_bar(*task);
+                if let Some(line) = plain_line(view, model, change, None) {
+                    let _ = self.mp.println(line);
+                }
+            }
+            Change::Note { .. } => {
+                if let Some(line) = plain_line(view, model, change, None) {
+                    let _ = self.mp.println(line);
+                }
+            }
+            Change::RunStopped(_) => {}
+        }
+    }
+
+    fn drop_bar(&mut self, i: usize) {
+        if let Some(bar) = self.bars.remove(&i) {
+            bar.finish_and_clear();
+            self.mp.remove(&bar);
+        }
+    }
+}
+
+/// `logs -f`: seeds the task list from `team.status`.
+pub async fn follow_existing(
+    ctx: &Ctx,
+    conn: Conn,
+    run_id: &str,
+    only_task: Option<&str>,
+) -> anyhow::Result<u8> {
+    let status = conn
+        .call::<TeamStatus>(&RunIdParams {
+            run_id: run_id.to_string(),
+        })
+        .await?;
+    follow(ctx, conn, run_id, Seed::Status(Box::new(status)), only_task).await
+}

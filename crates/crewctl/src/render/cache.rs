@@ -1,0 +1,98 @@
+//! `cache stats`: one row per cache.
+
+use super::units::{cost, percent, tokens};
+use super::{table, View};
+use comfy_table::Cell;
+use crew_api::types::{CacheStat, CacheStatsResult};
+
+pub fn stats(view: &View, s: &CacheStatsResult) -> String {
+    let mut t = table::new(
+        view,
+        &[
+            "cache",
+            "entries",
+            "capacity",
+            "hits",
+            "misses",
+            "evictions",
+            "hit rate",
+            "saved",
+        ],
+    );
+    let mut row = |name: &str, c: &CacheStat, saved: String| {
+        let lookups = c.hits + c.misses;
+        t.add_row(vec![
+            Cell::new(name),
+            Cell::new(c.entries),
+            Cell::new(c.capacity),
+            Cell::new(c.hits),
+            Cell::new(c.misses),
+            Cell::new(c.evictions),
+            Cell::new(if lookups == 0 {
+                "-".to_string()
+            } else {
+                percent(c.hit_rate)
+            }),
+            Cell::new(saved),
+        ]);
+    };
+    row("resources", &s.resources, "-".into());
+    row(
+        "results",
+        &s.results.stat,
+        if s.results.tokens_saved == 0 && s.results.cost_saved <= 0.0 {
+            "-".into()
+        } else {
+            format!(
+                "{} tok · {}",
+                tokens(s.results.tokens_saved),
+                cost(s.results.cost_saved)
+            )
+        },
+    );
+    row("runs", &s.runs, "-".into());
+    table::align_right(&mut t, &[1, 2, 3, 4, 5, 6, 7]);
+    table::finish(&t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::render::fixtures::view;
+    use crew_api::types::ResultCacheStat;
+
+    #[test]
+    fn cache_stats_snapshot() {
+        let s = CacheStatsResult {
+            resources: CacheStat {
+                hits: 120,
+                misses: 40,
+                evictions: 0,
+                entries: 38,
+                capacity: 512,
+                hit_rate: 0.75,
+            },
+            results: ResultCacheStat {
+                stat: CacheStat {
+                    hits: 7,
+                    misses: 13,
+                    evictions: 2,
+                    entries: 18,
+                    capacity: 10_000,
+                    hit_rate: 0.35,
+                },
+                tokens_saved: 123_456,
+                cost_saved: 0.4321,
+            },
+            runs: CacheStat {
+                hits: 0,
+                misses: 0,
+                evictions: 0,
+                entries: 0,
+                capacity: 100,
+                hit_rate: 0.0,
+            },
+        };
+        insta::assert_snapshot!(stats(&view(100), &s));
+    }
+}

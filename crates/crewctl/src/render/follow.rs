@@ -1,0 +1,818 @@
+//! The live view's model: events in, changes out. Terminal progress bars and plain piped lines
+//! are two renderings of the same changes, so the logic is tested once, without a daemon.
+
+use super::events::usage_of;
+use super::marks;
+use super::time::{clock_time, compact_duration_ms, human_duration_ms, parse_time};
+use super::units::{cost, cut, tokens, usage_tokens};
+use super::View;
+use crate::style::Tone;
+use chrono::{DateTime, Utc};
+use crew_api::types::{
+    Event, PlannedTaskView, RunStatus, StatusResult, TaskStatus, TaskView, Usage,
+};
+use serde_json::Value;
+use std::fmt::Write as _;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskState {
+    pub id: String,
+    pub role: String,
+    pub status: TaskStatus,
+    pub attempt: u32,
+    pub started: Option<DateTime<Utc>>,
+    pub finished: Option<DateTime<Utc>>,
+    pub tool: Option<String>,
+    /// Usage of attempts that ended.
+    pub prior: Usage,
+    /// Usage of the running attempt so far.
+    pub current: Usage,
+    pub note: Option<String>,
+    /// Name of the result artifact, when the completion event named one.
+    pub result: Option<String>,
+}
+
+impl TaskState {
+    fn new(id: &str, role: &str, status: TaskStatus) -> Self {
+        TaskState {
+            id: id.to_string(),
+            role: role.to_string(),
+            status,
+            attempt: 0,
+            started: None,
+            finished: None,
+            tool: None,
+            prior: Usage::default(),
+            current: Usage::default(),
+            note: None,
+            result: None,
+        }
+    }
+
+    pub fn usage(&self) -> Usage {
+        let mut u = self.prior;
+        u.input += self.current.input;
+        u.output += self.current.output;
+        u.cache_read += self.current.cache_read;
+        u.cache_write += self.current.cache_write;
+        u.cost += self.current.cost;
+        u.turns += self.current.turns;
+        u
+    }
+
+    pub fn elapsed_ms(&self, now: DateTime<Utc>) -> Option<u64> {
+        let start = self.started?;
+        let end = self.finished.unwrap_or(now);
+        u64::try_from((end - start).num_milliseconds()).ok()
+    }
+
+    fn end_attempt(&mut self, data: &Value) {
+        if let Some(u) = usage_of(data) {
+            add(&mut self.prior, &u);
+        } else {
+            add(&mut self.prior, &self.current.clone());
+        }
+        self.current = Usage::default();
+        self.tool = None;
+    }
+}
+
+fn add(a: &mut Usage, b: &Usage) {
+    a.input += b.input;
+    a.output += b.output;
+    a.cache_read += b.cache_read;
+    a.cache_write += b.cache_write;
+    a.cost += b.cost;
+    a.turns += b.turns;
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Change {
+    Started(usize),
+    Progress(usize),
+    /// Completed, failed, cancelled, skipped or needs attention.
+    Finished(usize),
+    Retrying {
+        task: usize,
+        reason: String,
+        delay_ms: Option<u64>,
+    },
+    Waiting {
+        task: usize,
+        question: String,
+    },
+    Requeued(usize),
+    Note {
+        tone: Tone,
+        text: String,
+    },
+    /// A run event that may end following: completed, failed, cancelled or blocked. The caller
+    /// confirms with `team.status`, since replayed history can hold a later `run.resumed`.
+    RunStopped(RunStatus),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Follow {
+    pub run_id: String,
+    pub tasks: Vec<TaskState>,
+    /// Highest seq applied; resubscribe after it.
+    pub last_seq: u64,
+    pub started: Option<DateTime<Utc>>,
+}
+
+impl Follow {
+    pub fn new(run_id: &str) -> Self {
+        Follow {
+            run_id: run_id.to_string(),
+            tasks: vec![],
+            last_seq: 0,
+            started: None,
+        }
+    }
+
+    /// Seeds the task list (in plan order) from `team.run`'s answer.
+    pub fn with_plan(mut self, plan: &[PlannedTaskView]) -> Self {
+        for t in plan {
+            self.tasks
+                .push(TaskState::new(&t.id, &t.role, TaskStatus::Queued));
+        }
+        self
+    }
+
+    /// Seeds the task list from `team.status`, keeping statuses as they are now; replayed
+    /// events then bring the details.
+    pub fn with_status(mut self, s: &StatusResult) -> Self {
+        for t in &s.tasks {
+            self.tasks
+                .push(TaskState::new(&t.id, &t.role, TaskStatus::Queued));
+        }
+        self
+    }
+
+    fn index(&mut self, id: &str) -> usize {
+        if let Some(i) = self.tasks.iter().position(|t| t.id == id) {
+            return i;
+        }
+        self.tasks.push(TaskState::new(id, "", TaskStatus::Queued));
+        self.tasks.len() - 1
+    }
+
+    pub fn counts(&self) -> (usize, usize, usize) {
+        let done = self
+            .tasks
+            .iter()
+            .filter(|t| t.status == TaskStatus::Completed)
+            .count();
+        let running = self
+            .tasks
+            .iter()
+            .filter(|t| t.status == TaskStatus::Running)
+            .count();
+        (done, running, self.tasks.len())
+    }
+
+    pub fn usage(&self) -> Usage {
+        let mut u = Usage::default();
+        for t in &self.tasks {
+            add(&mut u, &t.usage());
+        }
+        u
+    }
+
+    pub fn apply(&mut self, e: &Event) -> Vec<Change> {
+        // Replays after a resubscribe may repeat events already seen.
+        if e.seq <= self.last_seq {
+            return vec![];
+        }
+        self.last_seq = e.seq;
+        if e.run_id.as_deref() != Some(self.run_id.as_str()) {
+            return vec![];
+        }
+        let time = parse_time(&e.time);
+        let d = &e.data;
+        let str_of = |k: &str| d.get(k).and_then(Value::as_str).map(String::from);
+        let reason = || {
+            str_of("reason")
+                .or_else(|| str_of("error"))
+                .or_else(|| e.message.clone())
+        };
+        if let Some(task_id) = e.task_id.as_deref() {
+            let i = self.index(task_id);
+            let t = &mut self.tasks[i];
+            return match e.kind.as_str() {
+                "task.started" => {
+                    t.status = TaskStatus::Running;
+                    t.attempt = d
+                        .get("attempt")
+                        .and_then(Value::as_u64)
+                        .map(|a| a as u32)
+                        .unwrap_or(t.attempt + 1);
+                    t.started = time;
+                    t.finished = None;
+                    t.tool = None;
+                    t.note = None;
+                    t.current = Usage::default();
+                    vec![Change::Started(i)]
+                }
+                "task.progress" => {
+                    if let Some(u) = usage_of(d) {
+                        t.current = u;
+                    }
+                    t.tool = str_of("currentTool");
+                    vec![Change::Progress(i)]
+                }
+                "task.completed"
+                | "task.failed"
+                | "task.needs_attention"
+                | "task.cancelled"
+                | "task.skipped" => {
+                    t.status = match e.kind.as_str() {
+                        "task.completed" => TaskStatus::Completed,
+                        "task.failed" => TaskStatus::Failed,
+                        "task.needs_attention" => TaskStatus::NeedsAttention,
+                        "task.cancelled" => TaskStatus::Cancelled,
+                        _ => TaskStatus::Skipped,
+                    };
+                    t.finished = time.or(t.started);
+                    t.end_attempt(d);
+                    t.note = match e.kind.as_str() {
+                        "task.completed" => d.get("reusedFrom").map(|r| {
+                            let part = |k: &str| {
+                                r.get(k).and_then(Value::as_str).unwrap_or("?").to_string()
+                            };
+                            format!("reused {}/{}", part("runId"), part("taskId"))
+                        }),
+                        _ => reason(),
+                    };
+                    t.result = result_artifact(d);
+                    vec![Change::Finished(i)]
+                }
+                "task.retrying" => {
+                    t.status = TaskStatus::Queued;
+                    t.end_attempt(d);
+                    let delay_ms = d.get("delayMs").and_then(Value::as_u64);
+                    vec![Change::Retrying {
+                        task: i,
+                        reason: reason().unwrap_or_default(),
+                        delay_ms,
+                    }]
+                }
+                "task.waiting" => {
+                    t.status = TaskStatus::Waiting;
+                    t.end_attempt(d);
+                    let question = str_of("question").unwrap_or_default();
+                    t.note = Some(question.clone());
+                    vec![Change::Waiting { task: i, question }]
+                }
+                "task.queued" => {
+                    t.status = TaskStatus::Queued;
+                    t.note = None;
+                    vec![Change::Requeued(i)]
+                }
+                "task.steered" => {
+                    let msg = str_of("message").unwrap_or_default();
+                    let how = str_of("delivered").unwrap_or_else(|| "?".into());
+                    vec![Change::Note {
+                        tone: Tone::Accent,
+                        text: format!("{task_id} steered ({how}): {}", cut(&msg, 120)),
+                    }]
+                }
+                _ => vec![],
+            };
+        }
+        match e.kind.as_str() {
+            "run.started" => {
+                self.started = time;
+                vec![]
+            }
+            "run.completed" => vec![Change::RunStopped(RunStatus::Completed)],
+            "run.failed" => vec![Change::RunStopped(RunStatus::Failed)],
+            "run.cancelled" => vec![Change::RunStopped(RunStatus::Cancelled)],
+            "run.blocked" => vec![Change::RunStopped(RunStatus::Blocked)],
+            "run.resumed" => vec![Change::Note {
+                tone: Tone::Active,
+                text: "run resumed".into(),
+            }],
+            "run.budget_warning" | "run.budget_exceeded" => {
+                let n = |k: &str| d.get(k).and_then(Value::as_u64).unwrap_or(0);
+                let what = if e.kind == "run.budget_warning" {
+                    "budget warning"
+                } else {
+                    "budget exceeded"
+                };
+                let tone = if e.kind == "run.budget_warning" {
+                    Tone::Warn
+                } else {
+                    Tone::Bad
+                };
+                vec![Change::Note {
+                    tone,
+                    text: format!(
+                        "{what}: {} of {} tokens",
+                        tokens(n("used")),
+                        tokens(n("total"))
+                    ),
+                }]
+            }
+            "plan.approval_required" => {
+                let before = str_of("taskId")
+                    .map(|t| format!(" before {t}"))
+                    .unwrap_or_default();
+                vec![Change::Note {
+                    tone: Tone::Warn,
+                    text: format!("plan approval required{before}"),
+                }]
+            }
+            "plan.approved" => vec![Change::Note {
+                tone: Tone::Ok,
+                text: "plan approved".into(),
+            }],
+            "plan.rejected" => vec![Change::Note {
+                tone: Tone::Warn,
+                text: "plan rejected".into(),
+            }],
+            _ => vec![],
+        }
+    }
+}
+
+fn result_artifact(d: &Value) -> Option<String> {
+    d.get("artifacts")?.as_array()?.iter().find_map(|a| {
+        if a.get("kind").and_then(Value::as_str) == Some("result") {
+            a.get("name").and_then(Value::as_str).map(String::from)
+        } else {
+            None
+        }
+    })
+}
+
+/// The result artifact of a task: the one its completion named, else the conventional name.
+pub fn result_name(t: &TaskState) -> String {
+    t.result
+        .clone()
+        .unwrap_or_else(|| format!("results/{}.txt", t.id))
+}
+
+/// `✓ 01_explore  explorer · 1m 05s · 12.3k tok · $0.0123 · note` (no time prefix).
+pub fn task_done(view: &View, t: &TaskState, id_width: usize) -> String {
+    let (mark, tone) = marks::task(t.status);
+    let mut s = format!("{} {:<id_width$}", view.p(tone, mark), t.id);
+    let mut parts: Vec<String> = vec![];
+    if !t.role.is_empty() {
+        parts.push(t.role.clone());
+    }
+    if t.status != TaskStatus::Completed {
+        parts.push(view.p(tone, marks::task_word(t.status)));
+    }
+    if let Some(ms) = t.elapsed_ms(view.clock.now).filter(|_| t.started.is_some()) {
+        parts.push(human_duration_ms(ms));
+    }
+    let u = t.usage();
+    if usage_tokens(&u) > 0 {
+        parts.push(format!("{} tok", tokens(usage_tokens(&u))));
+    }
+    if u.cost > 0.0 {
+        parts.push(cost(u.cost));
+    }
+    if t.attempt > 1 {
+        parts.push(format!("attempt {}", t.attempt));
+    }
+    if let Some(n) = &t.note {
+        let tone = if t.status == TaskStatus::Completed {
+            Tone::Dim
+        } else {
+            tone
+        };
+        parts.push(view.p(tone, cut(n, 200)));
+    }
+    let _ = write!(s, "  {}", parts.join(" · "));
+    s
+}
+
+/// The changing part of a running task's progress line: `explorer · ▸ bash · 4.6k tok`.
+pub fn task_running(view: &View, t: &TaskState) -> String {
+    let mut parts: Vec<String> = vec![];
+    if !t.role.is_empty() {
+        parts.push(t.role.clone());
+    }
+    if t.attempt > 1 {
+        parts.push(format!("attempt {}", t.attempt));
+    }
+    if let Some(tool) = &t.tool {
+        parts.push(view.p(Tone::Active, format!("▸ {tool}")));
+    }
+    let tok = usage_tokens(&t.usage());
+    if tok > 0 {
+        parts.push(format!("{} tok", tokens(tok)));
+    }
+    parts.join(" · ")
+}
+
+/// One line per change for piped output (no progress bars), `None` for changes not worth a
+/// line there (progress ticks).
+pub fn plain_line(
+    view: &View,
+    f: &Follow,
+    c: &Change,
+    at: Option<DateTime<Utc>>,
+) -> Option<String> {
+    let time = at
+        .map(|t| clock_time(t, view.clock.zone))
+        .unwrap_or_default();
+    let width = f.tasks.iter().map(|t| t.id.len()).max().unwrap_or(0);
+    let body = match c {
+        Change::Started(i) => {
+            let t = f.tasks.get(*i)?;
+            let attempt = if t.attempt > 1 {
+                format!(", attempt {}", t.attempt)
+            } else {
+                String::new()
+            };
+            let role = if t.role.is_empty() {
+                String::new()
+            } else {
+                format!(" ({}{attempt})", t.role)
+            };
+            format!(
+                "{} {:<width$}  started{role}",
+                view.p(Tone::Active, "▶"),
+                t.id
+            )
+        }
+        Change::Progress(_) => return None,
+        Change::Finished(i) => task_done(view, f.tasks.get(*i)?, width),
+        Change::Retrying {
+            task,
+            reason,
+            delay_ms,
+        } => {
+            let t = f.tasks.get(*task)?;
+            let when = delay_ms
+                .map(|ms| format!(" in {}", compact_duration_ms(ms)))
+                .unwrap_or_default();
+            format!(
+                "{} {:<width$}  retrying{when}: {}",
+                view.p(Tone::Warn, "↻"),
+                t.id,
+                cut(reason, 200)
+            )
+        }
+        Change::Waiting { task, question } => {
+            let t = f.tasks.get(*task)?;
+            format!(
+                "{} {:<width$}  asks: {}\n  answer with: crewctl respond {} {} '<message>'",
+                view.p(Tone::Warn, "?"),
+                t.id,
+                question,
+                f.run_id,
+                t.id
+            )
+        }
+        Change::Requeued(i) => format!(
+            "{} {:<width$}  queued again",
+            view.p(Tone::Dim, "○"),
+            f.tasks.get(*i)?.id
+        ),
+        Change::Note { tone, text } => format!("{} {}", view.p(*tone, "•"), text),
+        Change::RunStopped(_) => return None,
+    };
+    Some(if time.is_empty() {
+        body
+    } else {
+        format!("{} {body}", view.p(Tone::Dim, time))
+    })
+}
+
+/// A task's result, cut to `max_lines` lines, each prefixed with a gutter.
+pub fn excerpt(view: &View, text: &str, max_lines: usize) -> String {
+    let text = text.trim();
+    if text.is_empty() {
+        return String::new();
+    }
+    let width = view
+        .width
+        .map(|w| usize::from(w).saturating_sub(4).max(20))
+        .unwrap_or(200);
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = String::new();
+    for l in lines.iter().take(max_lines) {
+        let _ = writeln!(out, "  {} {}", view.p(Tone::Dim, "│"), cut(l, width));
+    }
+    if lines.len() > max_lines {
+        let _ = writeln!(
+            out,
+            "  {} {}",
+            view.p(Tone::Dim, "│"),
+            view.p(
+                Tone::Dim,
+                format!("… {} more lines", lines.len() - max_lines)
+            )
+        );
+    }
+    out
+}
+
+/// The closing lines after a followed run stops.
+pub fn final_summary(view: &View, s: &StatusResult) -> String {
+    let r = &s.run;
+    let (mark, tone) = marks::run(r.status);
+    let done = s
+        .tasks
+        .iter()
+        .filter(|t| t.status == TaskStatus::Completed)
+        .count();
+    let mut line = format!(
+        "{} {}",
+        view.p(tone, mark),
+        view.p(Tone::Bold, format!("Run {} {}", r.id, r.status.as_str()))
+    );
+    if let Some(ms) = r.duration_ms {
+        let _ = write!(line, " in {}", human_duration_ms(ms));
+    }
+    let _ = write!(
+        line,
+        " · {done}/{} tasks · {} tokens · {}",
+        s.tasks.len(),
+        tokens(usage_tokens(&r.usage)),
+        cost(r.usage.cost)
+    );
+    let mut out = format!("{line}\n");
+    if let Some(reason) = &r.reason {
+        let _ = writeln!(out, "  {} {reason}", view.p(Tone::Dim, "reason:"));
+    }
+    for hint in hints(s) {
+        let _ = writeln!(out, "  {}", view.p(Tone::Dim, hint));
+    }
+    out
+}
+
+/// What the user can do next with a stopped run.
+pub fn hints(s: &StatusResult) -> Vec<String> {
+    let id = &s.run.id;
+    let mut v = vec![];
+    let waiting: Vec<&TaskView> = s
+        .tasks
+        .iter()
+        .filter(|t| t.status == TaskStatus::Waiting)
+        .collect();
+    for t in &waiting {
+        v.push(format!(
+            "answer {}: crewctl respond {id} {} '<message>'",
+            t.id, t.id
+        ));
+    }
+    match s.run.status {
+        RunStatus::Blocked if s.run.approval == "pending" => {
+            v.push(format!("review the plan: crewctl status {id}; then crewctl approve {id} or crewctl reject {id}"));
+        }
+        RunStatus::Failed | RunStatus::Cancelled => {
+            v.push(format!(
+                "details: crewctl status {id} · logs: crewctl logs {id} <task>"
+            ));
+            v.push(format!("continue: crewctl resume {id}"));
+        }
+        RunStatus::Completed => v.push(format!("report: crewctl summary {id}")),
+        _ if waiting.is_empty() => v.push(format!("details: crewctl status {id}")),
+        _ => {}
+    }
+    if s.tasks
+        .iter()
+        .any(|t| t.status == TaskStatus::NeedsAttention)
+    {
+        v.push(format!(
+            "tasks need attention: crewctl status {id}; crewctl retry {id} <task>"
+        ));
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::render::fixtures::view;
+    use serde_json::json;
+
+    fn ev(seq: u64, secs: u32, kind: &str, task: Option<&str>, data: Value) -> Event {
+        Event {
+            seq,
+            run_seq: seq,
+            time: format!("2026-03-10T11:55:{secs:02}Z"),
+            kind: kind.into(),
+            run_id: Some("r-1".into()),
+            task_id: task.map(String::from),
+            message: None,
+            data,
+        }
+    }
+
+    fn plan() -> Vec<PlannedTaskView> {
+        ["01_explore:explorer", "02_execute:executor"]
+            .iter()
+            .map(|s| {
+                let (id, role) = s.split_once(':').unwrap();
+                PlannedTaskView {
+                    id: id.into(),
+                    step_id: id.into(),
+                    role: role.into(),
+                    agent: role.into(),
+                    depends_on: vec![],
+                    model: None,
+                    writes: false,
+                }
+            })
+            .collect()
+    }
+
+    fn usage(input: u64, cost: f64) -> Value {
+        json!({"input": input, "output": 100, "cacheRead": 0, "cacheWrite": 0, "cost": cost, "turns": 1})
+    }
+
+    fn script() -> Vec<Event> {
+        vec![
+            ev(10, 0, "run.started", None, json!({})),
+            ev(
+                11,
+                1,
+                "task.started",
+                Some("01_explore"),
+                json!({"attempt": 1, "runtime": "fake"}),
+            ),
+            ev(
+                12,
+                2,
+                "task.progress",
+                Some("01_explore"),
+                json!({"attempt": 1, "usage": usage(900, 0.001), "currentTool": "read"}),
+            ),
+            ev(
+                13,
+                5,
+                "task.completed",
+                Some("01_explore"),
+                json!({"attempt": 1, "usage": usage(1900, 0.002), "artifacts": [{"name": "results/01_explore.txt", "kind": "result", "bytes": 10, "sha256": "x"}]}),
+            ),
+            ev(
+                14,
+                6,
+                "task.started",
+                Some("02_execute"),
+                json!({"attempt": 1}),
+            ),
+            ev(
+                15,
+                8,
+                "task.retrying",
+                Some("02_execute"),
+                json!({"attempt": 1, "usage": usage(500, 0.0005), "reason": "model overloaded", "delayMs": 1500}),
+            ),
+            ev(
+                16,
+                10,
+                "task.started",
+                Some("02_execute"),
+                json!({"attempt": 2}),
+            ),
+            ev(
+                17,
+                11,
+                "run.budget_warning",
+                None,
+                json!({"used": 80000, "total": 100000}),
+            ),
+            ev(
+                18,
+                20,
+                "task.failed",
+                Some("02_execute"),
+                json!({"attempt": 2, "usage": usage(700, 0.0007), "error": "worker crashed with no output"}),
+            ),
+            ev(
+                19,
+                21,
+                "run.failed",
+                None,
+                json!({"reason": "task 02_execute failed"}),
+            ),
+        ]
+    }
+
+    #[test]
+    fn applies_a_run_and_renders_plain_lines() {
+        let v = view(100);
+        let mut f = Follow::new("r-1").with_plan(&plan());
+        let mut lines = vec![];
+        let mut stops = vec![];
+        for e in script() {
+            for c in f.apply(&e) {
+                if let Change::RunStopped(s) = &c {
+                    stops.push(*s);
+                }
+                if let Some(l) = plain_line(&v, &f, &c, parse_time(&e.time)) {
+                    lines.push(l);
+                }
+            }
+        }
+        assert_eq!(stops, vec![RunStatus::Failed]);
+        assert_eq!(f.tasks[0].status, TaskStatus::Completed);
+        assert_eq!(f.tasks[0].result.as_deref(), Some("results/01_explore.txt"));
+        assert_eq!(f.tasks[1].status, TaskStatus::Failed);
+        assert_eq!(f.tasks[1].attempt, 2);
+        // Both attempts of 02_execute count: 600 + 800 tokens.
+        assert_eq!(usage_tokens(&f.tasks[1].usage()), 1400);
+        assert_eq!(f.counts(), (1, 0, 2));
+        assert_eq!(f.last_seq, 19);
+        insta::assert_snapshot!(lines.join("\n"));
+    }
+
+    #[test]
+    fn ignores_repeats_and_other_runs() {
+        let mut f = Follow::new("r-1").with_plan(&plan());
+        let e = ev(
+            11,
+            1,
+            "task.started",
+            Some("01_explore"),
+            json!({"attempt": 1}),
+        );
+        assert_eq!(f.apply(&e), vec![Change::Started(0)]);
+        assert_eq!(f.apply(&e), vec![], "a replayed seq is applied once");
+        let mut other = ev(
+            12,
+            2,
+            "task.started",
+            Some("01_explore"),
+            json!({"attempt": 1}),
+        );
+        other.run_id = Some("r-2".into());
+        assert_eq!(f.apply(&other), vec![]);
+        assert_eq!(f.last_seq, 12, "seen seqs advance even for other runs");
+        let unknown = ev(13, 3, "task.started", Some("09_new"), json!({}));
+        assert_eq!(
+            f.apply(&unknown),
+            vec![Change::Started(2)],
+            "unknown tasks are added"
+        );
+    }
+
+    #[test]
+    fn running_line_and_waiting() {
+        let v = view(100);
+        let mut f = Follow::new("r-1").with_plan(&plan());
+        for e in &script()[..3] {
+            f.apply(e);
+        }
+        assert_eq!(task_running(&v, &f.tasks[0]), "explorer · ▸ read · 1k tok");
+        let w = ev(
+            30,
+            40,
+            "task.waiting",
+            Some("02_execute"),
+            json!({"question": "Which branch?"}),
+        );
+        let changes = f.apply(&w);
+        assert_eq!(
+            changes,
+            vec![Change::Waiting {
+                task: 1,
+                question: "Which branch?".into()
+            }]
+        );
+        let line = plain_line(&v, &f, &changes[0], None).unwrap();
+        assert_eq!(line, "? 02_execute  asks: Which branch?\n  answer with: crewctl respond r-1 02_execute '<message>'");
+    }
+
+    #[test]
+    fn excerpts_are_cut() {
+        let v = view(30);
+        let text = (1..=12)
+            .map(|i| format!("line {i} with a fairly long tail of words"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        insta::assert_snapshot!(excerpt(&v, &text, 3), @r"
+          │ line 1 with a fairly long t…
+          │ line 2 with a fairly long t…
+          │ line 3 with a fairly long t…
+          │ … 9 more lines
+        ");
+        assert_eq!(excerpt(&v, "  \n ", 3), "");
+    }
+
+    #[test]
+    fn summaries_and_hints() {
+        let v = view(100);
+        let mut s = crate::render::runs::tests::status_fixture();
+        s.run.status = RunStatus::Failed;
+        s.run.duration_ms = Some(125_000);
+        s.run.reason = Some("task 02_plan failed".into());
+        insta::assert_snapshot!(final_summary(&v, &s));
+        s.run.status = RunStatus::Blocked;
+        s.run.approval = "pending".into();
+        s.tasks.retain(|t| t.status != TaskStatus::Waiting);
+        let h = hints(&s);
+        assert!(
+            h.iter()
+                .any(|l| l.contains("crewctl approve r-20260310-ab12")),
+            "{h:?}"
+        );
+    }
+}

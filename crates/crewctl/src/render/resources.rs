@@ -1,0 +1,140 @@
+//! `resources` and `daemon status`.
+
+use super::time::human_duration_ms;
+use super::units::{bytes, cut};
+use super::{diag, table, View};
+use crate::style::Tone;
+use comfy_table::Cell;
+use crew_api::types::{DaemonStatus, ResourceEntry, ResourceListResult};
+use std::fmt::Write as _;
+
+pub fn list(view: &View, r: &ResourceListResult) -> String {
+    let groups: [(&str, &[ResourceEntry]); 4] = [
+        ("agent", &r.agents),
+        ("team", &r.teams),
+        ("workflow", &r.workflows),
+        ("skill", &r.skills),
+    ];
+    let mut out = String::new();
+    if groups.iter().all(|(_, g)| g.is_empty()) {
+        out.push_str("No resources.\n");
+    } else {
+        let mut t = table::new(view, &["kind", "name", "source", "description"]);
+        for (kind, entries) in groups {
+            for e in entries {
+                let source_tone = match e.source.as_str() {
+                    "builtin" => Tone::Dim,
+                    "project" => Tone::Accent,
+                    _ => Tone::Active,
+                };
+                t.add_row(vec![
+                    Cell::new(kind),
+                    Cell::new(&e.name),
+                    table::toned(view, source_tone, &e.source),
+                    Cell::new(cut(&e.description, 90)),
+                ]);
+            }
+        }
+        out.push_str(&table::finish(&t));
+    }
+    if !r.diagnostics.is_empty() {
+        out.push('\n');
+        out.push_str(&diag::lines(view, &r.diagnostics));
+    }
+    out
+}
+
+pub fn daemon_status(view: &View, s: &DaemonStatus) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{} {} (pid {}, up {})",
+        view.p(Tone::Ok, "● crewd"),
+        s.version,
+        s.pid,
+        human_duration_ms(s.uptime_ms)
+    );
+    let mut field = |name: &str, value: String| {
+        let _ = writeln!(out, "  {:<9} {value}", view.p(Tone::Dim, name));
+    };
+    field("api", s.api_version.clone());
+    field("socket", s.socket.clone());
+    field("state", s.state_dir.clone());
+    field(
+        "runs",
+        format!(
+            "{} active · {} total · {} resident",
+            s.runs.active, s.runs.total, s.runs.resident
+        ),
+    );
+    field(
+        "workers",
+        format!("{} running of {}", s.workers.running, s.workers.max),
+    );
+    field(
+        "schedules",
+        format!("{} enabled of {}", s.schedules.enabled, s.schedules.total),
+    );
+    field(
+        "journal",
+        format!("seq {} · {}", s.journal.last_seq, bytes(s.journal.bytes)),
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::render::fixtures::view;
+    use crew_api::types::*;
+
+    #[test]
+    fn resources_and_daemon_snapshot() {
+        let e = |name: &str, source: &str, d: &str| ResourceEntry {
+            name: name.into(),
+            source: source.into(),
+            description: d.into(),
+            path: format!("/x/{name}.md"),
+        };
+        let r = ResourceListResult {
+            agents: vec![
+                e("explorer", "builtin", "Maps the code base"),
+                e("executor", "project", "Project executor"),
+            ],
+            teams: vec![e("default", "builtin", "Explore, plan, execute, verify")],
+            workflows: vec![],
+            skills: vec![],
+            diagnostics: vec![Diagnostic {
+                path: ".crew/agents/bad.md".into(),
+                line: Some(1),
+                field: None,
+                severity: Severity::Error,
+                message: "unreadable file".into(),
+            }],
+        };
+        let d = DaemonStatus {
+            version: "0.1.0".into(),
+            api_version: "1.0.0".into(),
+            pid: 4242,
+            uptime_ms: 3_725_000,
+            socket: "/run/user/1000/crew/crewd.sock".into(),
+            state_dir: "/home/u/.local/state/crew".into(),
+            runs: RunCounts {
+                active: 2,
+                total: 40,
+                resident: 12,
+            },
+            schedules: ScheduleCounts {
+                total: 3,
+                enabled: 2,
+            },
+            journal: JournalStatus {
+                last_seq: 123_456,
+                bytes: 5 * 1024 * 1024,
+            },
+            workers: WorkerCounts { running: 3, max: 8 },
+        };
+        let v = view(100);
+        insta::assert_snapshot!(format!("{}\n{}", list(&v, &r), daemon_status(&v, &d)));
+    }
+}

@@ -1,0 +1,640 @@
+//! Runs: `status`, `ls`, `plan`, `artifacts`.
+
+use super::time::{absolute, human_duration_ms, parse_time, relative};
+use super::units::{bytes, cost, cut, percent, tokens, usage_tokens};
+use super::{diag, marks, table, View};
+use crate::style::Tone;
+use comfy_table::Cell;
+use crew_api::types::{
+    ArtifactInfo, ListResult, PlanResult, RunSummaryView, RunView, StatusResult, TaskStatus,
+    TaskView,
+};
+use std::fmt::Write as _;
+
+/// `status <runId>`: a run header and one row per task.
+pub fn status(view: &View, s: &StatusResult) -> String {
+    let mut out = run_header(view, &s.run);
+    out.push('\n');
+    out.push_str(&task_table(view, &s.tasks));
+    let attention: Vec<&TaskView> = s
+        .tasks
+        .iter()
+        .filter(|t| {
+            matches!(t.status, TaskStatus::Waiting | TaskStatus::NeedsAttention)
+                || t.question.is_some()
+        })
+        .collect();
+    for t in attention {
+        if let Some(q) = &t.question {
+            let _ = writeln!(out, "\n{} {} asks: {q}", view.p(Tone::Warn, "?"), t.id);
+            let _ = writeln!(
+                out,
+                "  answer with: crewctl respond {} {} '<message>'",
+                s.run.id, t.id
+            );
+        }
+    }
+    out
+}
+
+fn run_header(view: &View, r: &RunView) -> String {
+    let (mark, tone) = marks::run(r.status);
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{} {}  {}",
+        view.p(Tone::Bold, "Run"),
+        view.p(Tone::Bold, &r.id),
+        view.p(tone, format!("{mark} {}", r.status.as_str()))
+    );
+    let mut field = |name: &str, value: String| {
+        let _ = writeln!(out, "  {:<9} {value}", view.p(Tone::Dim, name));
+    };
+    field("goal", cut(&r.goal, 200));
+    let mut setup = format!(
+        "team {} · workflow {} · runtime {}",
+        r.team, r.workflow, r.runtime
+    );
+    if let Some(m) = &r.model {
+        let _ = write!(setup, " · model {m}");
+    }
+    let _ = write!(setup, " · concurrency {}", r.concurrency);
+    field("setup", setup);
+    field("cwd", r.cwd.clone());
+    if let Some(created) = parse_time(&r.created_at) {
+        field(
+            "created",
+            format!(
+                "{} ({})",
+                absolute(created, view.clock.zone),
+                relative(created, view.clock.now)
+            ),
+        );
+    }
+    let elapsed = r.duration_ms.or_else(|| {
+        let start = parse_time(r.started_at.as_deref()?)?;
+        u64::try_from((view.clock.now - start).num_milliseconds()).ok()
+    });
+    let mut totals = String::new();
+    if let Some(ms) = elapsed {
+        let _ = write!(totals, "{} · ", human_duration_ms(ms));
+    }
+    let _ = write!(
+        totals,
+        "{} tokens · {}",
+        tokens(usage_tokens(&r.usage)),
+        cost(r.usage.cost)
+    );
+    if r.usage.cache_read > 0 {
+        let _ = write!(totals, " · {} cache reads", tokens(r.usage.cache_read));
+    }
+    field("usage", totals);
+    if let Some(b) = &r.budget {
+        let used = if b.tokens > 0 {
+            b.used as f64 / b.tokens as f64
+        } else {
+            0.0
+        };
+        let tone = if used >= b.abort_at {
+            Tone::Bad
+        } else if used >= b.warn_at {
+            Tone::Warn
+        } else {
+            Tone::Ok
+        };
+        field(
+            "budget",
+            view.p(
+                tone,
+                format!(
+                    "{} of {} tokens ({})",
+                    tokens(b.used),
+                    tokens(b.tokens),
+                    percent(used)
+                ),
+            ),
+        );
+    }
+    if r.approval != "not_required" {
+        let tone = if r.approval == "pending" {
+            Tone::Warn
+        } else {
+            Tone::Dim
+        };
+        let mut a = view.p(tone, &r.approval);
+        if r.approval == "pending" {
+            let _ = write!(a, " (crewctl approve {} / crewctl reject {})", r.id, r.id);
+        }
+        field("approval", a);
+    }
+    if !matches!(r.reuse_results.as_str(), "" | "off" | "none" | "false") {
+        field("reuse", r.reuse_results.clone());
+    }
+    if let Some(s) = &r.schedule_id {
+        field("schedule", s.clone());
+    }
+    if let Some(reason) = &r.reason {
+        field("reason", view.p(Tone::Bad, reason));
+    }
+    out
+}
+
+fn task_table(view: &View, tasks: &[TaskView]) -> String {
+    let mut t = table::new(
+        view,
+        &[
+            "", "task", "role", "status", "att", "time", "tokens", "cost", "note",
+        ],
+    );
+    for task in tasks {
+        let (mark, tone) = marks::task(task.status);
+        let role = if task.agent == task.role {
+            task.role.clone()
+        } else {
+            format!("{}→{}", task.role, task.agent)
+        };
+        let elapsed = task.duration_ms.or_else(|| {
+            if task.status != TaskStatus::Running {
+                return None;
+            }
+            let start = parse_time(task.started_at.as_deref()?)?;
+            u64::try_from((view.clock.now - start).num_milliseconds()).ok()
+        });
+        let (tok, usd) = if task.status == TaskStatus::Running && usage_tokens(&task.usage) == 0 {
+            (task.progress.tokens, None)
+        } else {
+            (usage_tokens(&task.usage), Some(task.usage.cost))
+        };
+        t.add_row(vec![
+            table::toned(view, tone, mark),
+            Cell::new(&task.id),
+            Cell::new(role),
+            table::toned(view, tone, marks::task_word(task.status)),
+            Cell::new(if task.attempts == 0 {
+                "-".to_string()
+            } else {
+                task.attempts.to_string()
+            }),
+            Cell::new(elapsed.map(human_duration_ms).unwrap_or_else(|| "-".into())),
+            Cell::new(if tok == 0 { "-".into() } else { tokens(tok) }),
+            Cell::new(
+                usd.filter(|c| *c > 0.0)
+                    .map(cost)
+                    .unwrap_or_else(|| "-".into()),
+            ),
+            note_cell(view, task),
+        ]);
+    }
+    table::align_right(&mut t, &[4, 5, 6, 7]);
+    table::finish(&t)
+}
+
+fn note_cell(view: &View, task: &TaskView) -> Cell {
+    if let Some(e) = &task.error {
+        let tone = if task.status == TaskStatus::Failed {
+            Tone::Bad
+        } else {
+            Tone::Warn
+        };
+        return table::toned(view, tone, cut(e, 120));
+    }
+    if let Some(q) = &task.question {
+        return table::toned(view, Tone::Warn, format!("asks: {}", cut(q, 100)));
+    }
+    if let Some(r) = &task.reused_from {
+        return table::toned(
+            view,
+            Tone::Dim,
+            format!("reused {}/{}", r.run_id, r.task_id),
+        );
+    }
+    if task.status == TaskStatus::Running {
+        if let Some(tool) = &task.progress.current_tool {
+            return table::toned(view, Tone::Active, format!("▸ {tool}"));
+        }
+    }
+    if task.status == TaskStatus::Queued && !task.depends_on.is_empty() {
+        return table::toned(
+            view,
+            Tone::Dim,
+            format!("after {}", task.depends_on.join(", ")),
+        );
+    }
+    Cell::new("")
+}
+
+/// `ls`: one row per run, newest first.
+pub fn list(view: &View, l: &ListResult) -> String {
+    if l.runs.is_empty() {
+        return "No runs.\n".into();
+    }
+    let mut t = table::new(
+        view,
+        &["id", "status", "team", "goal", "age", "tasks", "cost"],
+    );
+    for r in &l.runs {
+        let (mark, tone) = marks::run(r.status);
+        t.add_row(vec![
+            Cell::new(&r.id),
+            table::toned(view, tone, format!("{mark} {}", r.status.as_str())),
+            Cell::new(&r.team),
+            Cell::new(cut(&r.goal, 48)),
+            Cell::new(
+                parse_time(&r.created_at)
+                    .map(|c| relative(c, view.clock.now))
+                    .unwrap_or_else(|| "-".into()),
+            ),
+            Cell::new(task_counts(r)),
+            Cell::new(cost(r.usage.cost)),
+        ]);
+    }
+    table::align_right(&mut t, &[5, 6]);
+    let mut out = table::finish(&t);
+    if let Some(next) = &l.next {
+        let _ = writeln!(
+            out,
+            "{}",
+            view.p(
+                Tone::Dim,
+                format!("(more: crewctl ls --all, or --before {next})")
+            )
+        );
+    }
+    out
+}
+
+fn task_counts(r: &RunSummaryView) -> String {
+    let c = &r.tasks;
+    let mut s = format!("{}/{}", c.completed, c.total);
+    if c.failed > 0 {
+        let _ = write!(s, " {}✗", c.failed);
+    }
+    if c.needs_attention + c.waiting > 0 {
+        let _ = write!(s, " {}!", c.needs_attention + c.waiting);
+    }
+    s
+}
+
+/// `plan`: the tasks a run would execute.
+pub fn plan(view: &View, p: &PlanResult) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{} team {} · workflow {} · runtime {} · concurrency {} · {} tasks",
+        view.p(Tone::Bold, "Plan:"),
+        p.team,
+        p.workflow,
+        p.runtime,
+        p.concurrency,
+        p.tasks.len()
+    );
+    let with_model = p.tasks.iter().any(|t| t.model.is_some());
+    let mut headers = vec!["id", "step", "role", "agent", "depends on", "writes"];
+    if with_model {
+        headers.push("model");
+    }
+    let mut t = table::new(view, &headers);
+    for task in &p.tasks {
+        let mut row = vec![
+            Cell::new(&task.id),
+            Cell::new(&task.step_id),
+            Cell::new(&task.role),
+            Cell::new(&task.agent),
+            Cell::new(if task.depends_on.is_empty() {
+                "-".to_string()
+            } else {
+                task.depends_on.join(", ")
+            }),
+            if task.writes {
+                table::toned(view, Tone::Warn, "yes")
+            } else {
+                Cell::new("")
+            },
+        ];
+        if with_model {
+            row.push(Cell::new(task.model.as_deref().unwrap_or("-")));
+        }
+        t.add_row(row);
+    }
+    out.push_str(&table::finish(&t));
+    if !p.diagnostics.is_empty() {
+        out.push('\n');
+        out.push_str(&diag::lines(view, &p.diagnostics));
+    }
+    out
+}
+
+/// `artifacts`: a run's files.
+pub fn artifacts(view: &View, list: &[ArtifactInfo]) -> String {
+    if list.is_empty() {
+        return "No artifacts.\n".into();
+    }
+    let mut t = table::new(view, &["name", "kind", "task", "size", "sha256"]);
+    for a in list {
+        t.add_row(vec![
+            Cell::new(&a.name),
+            Cell::new(&a.kind),
+            Cell::new(a.task_id.as_deref().unwrap_or("-")),
+            Cell::new(bytes(a.bytes)),
+            Cell::new(a.sha256.get(..12).unwrap_or(&a.sha256)),
+        ]);
+    }
+    table::align_right(&mut t, &[3]);
+    table::finish(&t)
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::render::fixtures::view;
+    use crew_api::types::*;
+
+    fn usage(input: u64, output: u64, cost: f64) -> Usage {
+        Usage {
+            input,
+            output,
+            cache_read: input * 3,
+            cache_write: 0,
+            cost,
+            turns: 2,
+        }
+    }
+
+    fn task(id: &str, role: &str, status: TaskStatus, deps: &[&str]) -> TaskView {
+        TaskView {
+            id: id.into(),
+            step_id: id.split_once('_').map(|(_, s)| s).unwrap_or(id).into(),
+            role: role.into(),
+            agent: role.into(),
+            depends_on: deps.iter().map(|d| d.to_string()).collect(),
+            status,
+            attempts: 0,
+            started_at: None,
+            finished_at: None,
+            duration_ms: None,
+            usage: Usage::default(),
+            model: None,
+            error: None,
+            question: None,
+            reused_from: None,
+            progress: TaskProgressView::default(),
+            artifacts: vec![],
+        }
+    }
+
+    pub(crate) fn status_fixture() -> StatusResult {
+        let mut explore = task("01_explore", "explorer", TaskStatus::Completed, &[]);
+        explore.attempts = 1;
+        explore.duration_ms = Some(65_000);
+        explore.usage = usage(12_000, 345, 0.0123);
+        explore.reused_from = Some(ReusedFromView {
+            run_id: "r-0001".into(),
+            task_id: "01_explore".into(),
+        });
+        let mut plan = task("02_plan", "planner", TaskStatus::Failed, &["01_explore"]);
+        plan.attempts = 3;
+        plan.duration_ms = Some(4_200);
+        plan.usage = usage(800, 20, 0.0009);
+        plan.error =
+            Some("model error: 429 rate_limit_error: overloaded (after 3 attempts)".into());
+        let mut exec = task("03_execute", "executor", TaskStatus::Running, &["02_plan"]);
+        exec.agent = "executor-strict".into();
+        exec.attempts = 1;
+        exec.started_at = Some("2026-03-10T11:58:30Z".into());
+        exec.progress = TaskProgressView {
+            current_tool: Some("bash".into()),
+            turns: 3,
+            tokens: 4_567,
+        };
+        let mut ask = task(
+            "04_review",
+            "reviewer",
+            TaskStatus::Waiting,
+            &["03_execute"],
+        );
+        ask.attempts = 1;
+        ask.question = Some("Should I also update the changelog?".into());
+        let verify = task(
+            "05_verify",
+            "verifier",
+            TaskStatus::Queued,
+            &["03_execute", "04_review"],
+        );
+        let skipped = task("06_write", "writer", TaskStatus::Skipped, &["05_verify"]);
+        StatusResult {
+            run: RunView {
+                id: "r-20260310-ab12".into(),
+                status: RunStatus::Running,
+                goal: "fix the flaky login test".into(),
+                cwd: "/home/u/proj".into(),
+                team: "default".into(),
+                workflow: "default".into(),
+                runtime: "fake".into(),
+                model: None,
+                concurrency: 4,
+                failure_policy: FailurePolicy::Continue,
+                budget: Some(BudgetView {
+                    tokens: 100_000,
+                    warn_at: 0.8,
+                    abort_at: 1.0,
+                    used: 17_732,
+                }),
+                approval: "approved".into(),
+                reuse_results: "read-only".into(),
+                schedule_id: None,
+                created_at: "2026-03-10T11:55:00Z".into(),
+                started_at: Some("2026-03-10T11:55:01Z".into()),
+                finished_at: None,
+                updated_at: "2026-03-10T11:59:00Z".into(),
+                duration_ms: None,
+                usage: usage(12_800, 365, 0.0132),
+                reason: None,
+            },
+            tasks: vec![explore, plan, exec, ask, verify, skipped],
+        }
+    }
+
+    #[test]
+    fn status_snapshot() {
+        insta::assert_snapshot!(status(&view(110), &status_fixture()));
+    }
+
+    #[test]
+    fn status_narrow_snapshot() {
+        insta::assert_snapshot!(status(&view(72), &status_fixture()));
+    }
+
+    fn summary(
+        id: &str,
+        status: RunStatus,
+        goal: &str,
+        created: &str,
+        done: u32,
+        total: u32,
+        failed: u32,
+        usd: f64,
+    ) -> RunSummaryView {
+        RunSummaryView {
+            id: id.into(),
+            status,
+            team: "default".into(),
+            workflow: "default".into(),
+            goal: goal.into(),
+            cwd: "/home/u/proj".into(),
+            created_at: created.into(),
+            finished_at: None,
+            usage: Usage {
+                cost: usd,
+                ..Usage::default()
+            },
+            tasks: TaskCountsView {
+                total,
+                queued: 0,
+                running: 0,
+                waiting: 0,
+                completed: done,
+                failed,
+                cancelled: 0,
+                skipped: 0,
+                needs_attention: 0,
+            },
+            schedule_id: None,
+            reason: None,
+        }
+    }
+
+    #[test]
+    fn list_snapshot() {
+        let l = ListResult {
+            runs: vec![
+                summary(
+                    "r-20260310-ab12",
+                    RunStatus::Running,
+                    "fix the flaky login test",
+                    "2026-03-10T11:55:00Z",
+                    1,
+                    6,
+                    1,
+                    0.0132,
+                ),
+                summary(
+                    "r-20260310-0007",
+                    RunStatus::Completed,
+                    "write a migration guide for the new configuration format and review it twice",
+                    "2026-03-10T09:00:00Z",
+                    4,
+                    4,
+                    0,
+                    1.2345,
+                ),
+                summary(
+                    "r-20260309-0003",
+                    RunStatus::Blocked,
+                    "refactor the parser",
+                    "2026-03-09T08:00:00Z",
+                    0,
+                    5,
+                    0,
+                    0.0,
+                ),
+                summary(
+                    "r-20260301-0001",
+                    RunStatus::Cancelled,
+                    "explore",
+                    "2026-03-01T08:00:00Z",
+                    2,
+                    3,
+                    0,
+                    0.00004,
+                ),
+            ],
+            next: Some("r-20260301-0001".into()),
+        };
+        insta::assert_snapshot!(list(&view(100), &l));
+        assert_eq!(
+            list(
+                &view(100),
+                &ListResult {
+                    runs: vec![],
+                    next: None
+                }
+            ),
+            "No runs.\n"
+        );
+    }
+
+    #[test]
+    fn plan_snapshot() {
+        let p = PlanResult {
+            team: "default".into(),
+            workflow: "default".into(),
+            concurrency: 4,
+            runtime: "fake".into(),
+            tasks: vec![
+                PlannedTaskView {
+                    id: "01_explore".into(),
+                    step_id: "explore".into(),
+                    role: "explorer".into(),
+                    agent: "explorer".into(),
+                    depends_on: vec![],
+                    model: None,
+                    writes: false,
+                },
+                PlannedTaskView {
+                    id: "02_plan".into(),
+                    step_id: "plan".into(),
+                    role: "planner".into(),
+                    agent: "planner".into(),
+                    depends_on: vec!["01_explore".into()],
+                    model: Some("anthropic/claude-sonnet-4-5".into()),
+                    writes: false,
+                },
+                PlannedTaskView {
+                    id: "03_execute".into(),
+                    step_id: "execute".into(),
+                    role: "executor".into(),
+                    agent: "executor".into(),
+                    depends_on: vec!["02_plan".into()],
+                    model: None,
+                    writes: true,
+                },
+                PlannedTaskView {
+                    id: "04_verify".into(),
+                    step_id: "verify".into(),
+                    role: "verifier".into(),
+                    agent: "verifier".into(),
+                    depends_on: vec!["02_plan".into(), "03_execute".into()],
+                    model: None,
+                    writes: false,
+                },
+            ],
+            diagnostics: vec![Diagnostic {
+                path: "/home/u/proj/.crew/agents/explorer.md".into(),
+                line: Some(3),
+                field: Some("model".into()),
+                severity: Severity::Warning,
+                message: "unknown model, using the default".into(),
+            }],
+        };
+        insta::assert_snapshot!(plan(&view(100), &p));
+    }
+
+    #[test]
+    fn artifacts_table() {
+        let list = vec![ArtifactInfo {
+            name: "results/01_explore.txt".into(),
+            kind: "result".into(),
+            task_id: Some("01_explore".into()),
+            bytes: 2048,
+            sha256: "0123456789abcdef0123".into(),
+        }];
+        let out = artifacts(&view(100), &list);
+        assert!(
+            out.contains("results/01_explore.txt")
+                && out.contains("2.0 KiB")
+                && out.contains("0123456789ab"),
+            "{out}"
+        );
+        assert!(!out.contains("0123456789abc"), "sha is shortened: {out}");
+    }
+}

@@ -1,0 +1,298 @@
+//! Schedules: `schedule ls`, `schedule get`, `schedule preview`. Fire times are shown in the
+//! job's own zone, since that is the zone its cron expression means.
+
+use super::time::{abs_and_rel, absolute, compact_duration_ms, parse_time, relative, Zone};
+use super::units::cut;
+use super::{table, View};
+use crate::style::Tone;
+use comfy_table::Cell;
+use crew_api::types::{Job, PreviewResult};
+use std::fmt::Write as _;
+
+/// The job's spec for humans: the cron expression, `every 5m`, or `at 2026-… (zone)`.
+pub fn spec(job: &Job) -> String {
+    match job.kind.as_str() {
+        "interval" => match job.spec.parse::<u64>() {
+            Ok(ms) => format!("every {}", compact_duration_ms(ms)),
+            Err(_) => format!("every {}", job.spec),
+        },
+        "at" => match parse_time(&job.spec) {
+            Some(t) => format!("at {}", absolute(t, Zone::named(&job.timezone))),
+            None => format!("at {}", job.spec),
+        },
+        _ => job.spec.clone(),
+    }
+}
+
+pub fn list(view: &View, jobs: &[Job]) -> String {
+    if jobs.is_empty() {
+        return "No scheduled jobs.\n".into();
+    }
+    let mut t = table::new(
+        view,
+        &[
+            "id",
+            "name",
+            "spec",
+            "zone",
+            "enabled",
+            "next fire",
+            "last fire",
+            "fires",
+        ],
+    );
+    for j in jobs {
+        let zone = Zone::named(&j.timezone);
+        let next = if j.enabled {
+            abs_and_rel(j.next_fire_at.as_deref(), &view.clock, zone)
+        } else {
+            "-".into()
+        };
+        t.add_row(vec![
+            Cell::new(&j.id),
+            Cell::new(cut(&j.name, 24)),
+            Cell::new(spec(j)),
+            Cell::new(&j.timezone),
+            if j.enabled {
+                table::toned(view, Tone::Ok, "yes")
+            } else {
+                table::toned(view, Tone::Dim, "no")
+            },
+            Cell::new(next),
+            Cell::new(
+                j.last_fire_at
+                    .as_deref()
+                    .and_then(parse_time)
+                    .map(|t| relative(t, view.clock.now))
+                    .unwrap_or_else(|| "-".into()),
+            ),
+            Cell::new(j.fire_count),
+        ]);
+    }
+    table::align_right(&mut t, &[7]);
+    table::finish(&t)
+}
+
+pub fn detail(view: &View, j: &Job) -> String {
+    let zone = Zone::named(&j.timezone);
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{} {}  {}",
+        view.p(Tone::Bold, "Job"),
+        view.p(Tone::Bold, &j.id),
+        j.name
+    );
+    let mut field = |name: &str, value: String| {
+        let _ = writeln!(out, "  {:<9} {value}", view.p(Tone::Dim, name));
+    };
+    field("spec", format!("{} ({})", spec(j), j.kind));
+    field("zone", j.timezone.clone());
+    field(
+        "enabled",
+        if j.enabled {
+            view.p(Tone::Ok, "yes")
+        } else {
+            view.p(Tone::Dim, "no")
+        },
+    );
+    field(
+        "next",
+        if j.enabled {
+            abs_and_rel(j.next_fire_at.as_deref(), &view.clock, zone)
+        } else {
+            "-".into()
+        },
+    );
+    field(
+        "last",
+        abs_and_rel(j.last_fire_at.as_deref(), &view.clock, zone),
+    );
+    field("fires", j.fire_count.to_string());
+    field("overlap", serde_plain(&j.overlap));
+    field("catch-up", serde_plain(&j.catch_up));
+    if let Some(r) = &j.last_run_id {
+        field("last run", r.clone());
+    }
+    field("goal", cut(&j.run.goal, 200));
+    let mut setup = vec![format!("cwd {}", j.run.cwd)];
+    for (name, v) in [
+        ("team", &j.run.team),
+        ("workflow", &j.run.workflow),
+        ("runtime", &j.run.runtime),
+        ("model", &j.run.model),
+    ] {
+        if let Some(v) = v {
+            setup.push(format!("{name} {v}"));
+        }
+    }
+    field("run", setup.join(" · "));
+    field(
+        "created",
+        abs_and_rel(Some(&j.created_at), &view.clock, zone),
+    );
+    out
+}
+
+/// An enum's wire name (`cancel-previous`), for display.
+fn serde_plain<T: serde::Serialize>(v: &T) -> String {
+    match serde_json::to_value(v) {
+        Ok(serde_json::Value::String(s)) => s,
+        Ok(other) => other.to_string(),
+        Err(_) => "-".into(),
+    }
+}
+
+pub fn preview(view: &View, p: &PreviewResult) -> String {
+    let zone = Zone::named(&p.timezone);
+    let mut out = String::new();
+    for t in &p.fire_times {
+        match parse_time(t) {
+            Some(at) => {
+                let _ = writeln!(
+                    out,
+                    "{}  {} ({})",
+                    absolute(at, zone),
+                    p.timezone,
+                    view.p(Tone::Dim, relative(at, view.clock.now))
+                );
+            }
+            None => {
+                let _ = writeln!(out, "{t}");
+            }
+        }
+    }
+    if out.is_empty() {
+        out.push_str("No fire times.\n");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::render::fixtures::view;
+    use crew_api::types::{CatchUp, Overlap, RunParams};
+
+    fn job(
+        id: &str,
+        name: &str,
+        kind: &str,
+        spec: &str,
+        tz: &str,
+        enabled: bool,
+        next: Option<&str>,
+        last: Option<&str>,
+        fires: u64,
+    ) -> Job {
+        Job {
+            id: id.into(),
+            name: name.into(),
+            kind: kind.into(),
+            spec: spec.into(),
+            timezone: tz.into(),
+            enabled,
+            next_fire_at: next.map(String::from),
+            last_fire_at: last.map(String::from),
+            last_run_id: None,
+            run_ids: vec![],
+            fire_count: fires,
+            overlap: Overlap::Skip,
+            catch_up: CatchUp::Latest,
+            run: RunParams {
+                goal: "nightly review".into(),
+                cwd: "/home/u/proj".into(),
+                team: Some("review".into()),
+                ..RunParams::default()
+            },
+            created_at: "2026-03-01T00:00:00Z".into(),
+        }
+    }
+
+    fn jobs() -> Vec<Job> {
+        vec![
+            // 15:00 UTC is 16:00 in Berlin (CET) and 11:00 in New York (EDT since 8 March).
+            job(
+                "s-1",
+                "nightly review",
+                "cron",
+                "0 16 * * MON-FRI",
+                "Europe/Berlin",
+                true,
+                Some("2026-03-10T15:00:00Z"),
+                Some("2026-03-09T15:00:00Z"),
+                12,
+            ),
+            job(
+                "s-2",
+                "standup notes",
+                "cron",
+                "@daily",
+                "America/New_York",
+                true,
+                Some("2026-03-11T04:00:00Z"),
+                None,
+                0,
+            ),
+            job(
+                "s-3",
+                "poll",
+                "interval",
+                "300000",
+                "UTC",
+                false,
+                Some("2026-03-10T12:05:00Z"),
+                Some("2026-03-10T11:55:00Z"),
+                301,
+            ),
+            job(
+                "s-4",
+                "release",
+                "at",
+                "2026-03-12T09:30:00Z",
+                "UTC",
+                true,
+                Some("2026-03-12T09:30:00Z"),
+                None,
+                0,
+            ),
+        ]
+    }
+
+    #[test]
+    fn schedule_list_snapshot() {
+        insta::assert_snapshot!(list(&view(120), &jobs()));
+        assert_eq!(list(&view(120), &[]), "No scheduled jobs.\n");
+    }
+
+    #[test]
+    fn job_detail_snapshot() {
+        insta::assert_snapshot!(detail(&view(100), &jobs()[0]));
+    }
+
+    #[test]
+    fn specs() {
+        let j = jobs();
+        assert_eq!(spec(&j[0]), "0 16 * * MON-FRI");
+        assert_eq!(spec(&j[2]), "every 5m");
+        assert_eq!(spec(&j[3]), "at 2026-03-12 09:30");
+    }
+
+    #[test]
+    fn preview_in_zone() {
+        let p = PreviewResult {
+            fire_times: vec![
+                "2026-03-29T00:30:00Z".into(),
+                "2026-03-29T01:30:00Z".into(),
+                "bad".into(),
+            ],
+            timezone: "Europe/Berlin".into(),
+        };
+        // 01:30 UTC on 29 March is 03:30 CEST: Berlin's clocks skipped 02:00-03:00.
+        insta::assert_snapshot!(preview(&view(100), &p), @r"
+        2026-03-29 01:30  Europe/Berlin (in 18d)
+        2026-03-29 03:30  Europe/Berlin (in 18d)
+        bad
+        ");
+    }
+}

@@ -1,0 +1,188 @@
+//! `run`, `plan`, `wait`.
+
+use crate::cli::{FailurePolicyArg, ReuseArg, RunArgs, RunCmd};
+use crate::ctx::{abs_dir, outln, Ctx};
+use crate::exit;
+use crate::follow::{self, Seed};
+use crate::render::runs as view_runs;
+use crate::style::Tone;
+use crew_api::methods::{TeamPlan, TeamRun, TeamStatus, TeamWait};
+use crew_api::types::{
+    BudgetParams, FailurePolicy, ReuseResults, RunIdParams, RunParams, WaitParams,
+};
+
+/// The `team.run`/`team.plan` params for the command line; `cwd` is already absolute.
+pub fn run_params(a: &RunArgs, cwd: String) -> RunParams {
+    RunParams {
+        goal: a.goal.clone(),
+        cwd,
+        team: a.team.clone(),
+        workflow: a.workflow.clone(),
+        runtime: a.runtime.clone(),
+        model: a.model.clone(),
+        concurrency: a.concurrency.map(i64::from),
+        failure_policy: a.failure_policy.map(|p| match p {
+            FailurePolicyArg::FailFast => FailurePolicy::FailFast,
+            FailurePolicyArg::Continue => FailurePolicy::Continue,
+        }),
+        budget: a.budget_tokens.map(|tokens| BudgetParams {
+            tokens: i64::try_from(tokens).unwrap_or(i64::MAX),
+            warn_at: a.budget_warn,
+            abort_at: a.budget_abort,
+        }),
+        require_plan_approval: a.approve_plan.then_some(true),
+        reuse_results: a.reuse_results.map(|r| match r {
+            ReuseArg::ReadOnly => ReuseResults::Bool(true),
+            ReuseArg::All => ReuseResults::Mode("all".into()),
+        }),
+    }
+}
+
+pub async fn plan(ctx: &Ctx, a: RunArgs) -> anyhow::Result<u8> {
+    let params = run_params(&a, abs_dir(a.cwd.as_deref())?);
+    let conn = ctx.connect().await?;
+    let p = conn.call::<TeamPlan>(&params).await?;
+    if ctx.json {
+        ctx.json(&p)?;
+    } else {
+        outln(&view_runs::plan(&ctx.view(), &p))?;
+    }
+    Ok(exit::SUCCESS)
+}
+
+pub async fn run(ctx: &Ctx, c: RunCmd) -> anyhow::Result<u8> {
+    let params = run_params(&c.args, abs_dir(c.args.cwd.as_deref())?);
+    let conn = ctx.connect().await?;
+    let started = conn.call::<TeamRun>(&params).await?;
+    let ev = ctx.err_view();
+    for note in &started.notes {
+        eprintln!("{} {note}", ev.p(Tone::Warn, "note:"));
+    }
+    if c.detach {
+        if ctx.json {
+            ctx.json(&started)?;
+        } else {
+            let v = ctx.view();
+            outln(&format!(
+                "Started run {} ({} tasks).\n  {}",
+                v.p(Tone::Bold, &started.run_id),
+                started.tasks.len(),
+                v.p(
+                    Tone::Dim,
+                    format!(
+                        "follow: crewctl logs -f {}   status: crewctl status {}",
+                        started.run_id, started.run_id
+                    )
+                )
+            ))?;
+        }
+        return Ok(exit::SUCCESS);
+    }
+    if !ctx.json {
+        let v = ctx.view();
+        outln(&format!(
+            "{} {} · {} tasks · {}",
+            v.p(Tone::Bold, "Run"),
+            v.p(Tone::Bold, &started.run_id),
+            started.tasks.len(),
+            v.p(Tone::Dim, "Ctrl-C to cancel or detach")
+        ))?;
+    }
+    follow::follow(
+        ctx,
+        conn,
+        &started.run_id,
+        Seed::Plan(started.tasks.clone()),
+        None,
+    )
+    .await
+}
+
+pub async fn wait(
+    ctx: &Ctx,
+    run_id: &str,
+    timeout: Option<std::time::Duration>,
+) -> anyhow::Result<u8> {
+    let conn = ctx.connect().await?;
+    let timeout_ms = timeout.map(|t| i64::try_from(t.as_millis()).unwrap_or(i64::MAX));
+    let w = conn
+        .call::<TeamWait>(&WaitParams {
+            run_id: run_id.to_string(),
+            timeout_ms,
+        })
+        .await?;
+    // The exit status also depends on the tasks (one may need attention).
+    let s = conn
+        .call::<TeamStatus>(&RunIdParams {
+            run_id: run_id.to_string(),
+        })
+        .await?;
+    let code = if w.finished {
+        exit::for_run(s.run.status, &s.tasks)
+    } else {
+        exit::TIMED_OUT
+    };
+    if ctx.json {
+        ctx.json(&w)?;
+    } else if w.finished {
+        outln(&crate::render::follow::final_summary(&ctx.view(), &s))?;
+    } else {
+        let v = ctx.view();
+        outln(&format!(
+            "{} run {} is still {}",
+            v.p(Tone::Warn, "timed out:"),
+            run_id,
+            s.run.status.as_str()
+        ))?;
+    }
+    Ok(code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{Cli, Command};
+    use clap::Parser;
+
+    #[test]
+    fn params_from_flags() {
+        let cli = Cli::try_parse_from([
+            "crewctl",
+            "run",
+            "fix it",
+            "-t",
+            "fast-fix",
+            "--budget-tokens",
+            "5000",
+            "--budget-abort",
+            "0.9",
+            "--approve-plan",
+            "--reuse-results=all",
+            "--failure-policy",
+            "fail-fast",
+        ])
+        .unwrap();
+        let Command::Run(c) = cli.command else {
+            panic!()
+        };
+        let p = run_params(&c.args, "/w".into());
+        let json = serde_json::to_value(&p).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({
+                "goal": "fix it", "cwd": "/w", "team": "fast-fix", "workflow": null, "runtime": null, "model": null,
+                "concurrency": null, "failurePolicy": "fail-fast",
+                "budget": {"tokens": 5000, "warnAt": null, "abortAt": 0.9},
+                "requirePlanApproval": true, "reuseResults": "all"
+            })
+        );
+        let cli = Cli::try_parse_from(["crewctl", "run", "x", "--reuse-results"]).unwrap();
+        let Command::Run(c) = cli.command else {
+            panic!()
+        };
+        let p = run_params(&c.args, "/w".into());
+        assert_eq!(p.reuse_results, Some(ReuseResults::Bool(true)));
+        assert_eq!(p.require_plan_approval, None);
+        assert_eq!(p.budget, None);
+    }
+}

@@ -1,0 +1,560 @@
+//! Verbs on existing runs: status, ls, logs, control (cancel, resume, retry, approve, reject,
+//! steer, respond), artifacts, cat, summary, forget, prune, export, import.
+
+use crate::cli::{LogsArgs, LsArgs, PruneArgs, RunStatusArg};
+use crate::conn::Conn;
+use crate::ctx::{out, outln, Ctx};
+use crate::exit;
+use crate::follow;
+use crate::render::{events, runs as view_runs, transcript};
+use crate::style::Tone;
+use anyhow::Context as _;
+use crew_api::methods::*;
+use crew_api::types::*;
+use std::path::{Path, PathBuf};
+
+fn rid(run_id: &str) -> RunIdParams {
+    RunIdParams {
+        run_id: run_id.to_string(),
+    }
+}
+
+pub async fn status(ctx: &Ctx, run_id: &str) -> anyhow::Result<u8> {
+    let conn = ctx.connect().await?;
+    let s = conn.call::<TeamStatus>(&rid(run_id)).await?;
+    if ctx.json {
+        ctx.json(&s)?;
+    } else {
+        outln(&view_runs::status(&ctx.view(), &s))?;
+    }
+    Ok(exit::SUCCESS)
+}
+
+fn status_filter(s: RunStatusArg) -> RunStatus {
+    match s {
+        RunStatusArg::Queued => RunStatus::Queued,
+        RunStatusArg::Running => RunStatus::Running,
+        RunStatusArg::Blocked => RunStatus::Blocked,
+        RunStatusArg::Completed => RunStatus::Completed,
+        RunStatusArg::Failed => RunStatus::Failed,
+        RunStatusArg::Cancelled => RunStatus::Cancelled,
+    }
+}
+
+pub async fn ls(ctx: &Ctx, a: LsArgs) -> anyhow::Result<u8> {
+    let conn = ctx.connect().await?;
+    let mut params = ListParams {
+        status: a.status.map(status_filter),
+        limit: if a.all {
+            Some(1000)
+        } else {
+            a.limit.map(i64::from)
+        },
+        before: a.before,
+    };
+    let mut result = conn.call::<TeamList>(&params).await?;
+    while a.all {
+        let Some(next) = result.next.take() else {
+            break;
+        };
+        params.before = Some(next);
+        let page = conn.call::<TeamList>(&params).await?;
+        result.runs.extend(page.runs);
+        result.next = page.next;
+    }
+    if ctx.json {
+        ctx.json(&result)?;
+    } else {
+        out(&view_runs::list(&ctx.view(), &result))?;
+    }
+    Ok(exit::SUCCESS)
+}
+
+pub async fn logs(ctx: &Ctx, a: LogsArgs) -> anyhow::Result<u8> {
+    let conn = ctx.connect().await?;
+    match a.task_id.as_deref() {
+        None if a.follow => follow::follow_existing(ctx, conn, &a.run_id, None).await,
+        None => run_events(ctx, &conn, &a.run_id, a.verbose).await,
+        Some(task_id) => {
+            let s = conn.call::<TeamStatus>(&rid(&a.run_id)).await?;
+            let task = find_task(&s, task_id)?;
+            if a.follow && matches!(task.status, TaskStatus::Queued | TaskStatus::Running) {
+                let conn2 = ctx.connect().await?;
+                follow::follow(
+                    ctx,
+                    conn2,
+                    &a.run_id,
+                    follow::Seed::Status(Box::new(s)),
+                    Some(task_id),
+                )
+                .await?;
+                let s = conn.call::<TeamStatus>(&rid(&a.run_id)).await?;
+                return task_transcript(ctx, &conn, &s, task_id, a.attempt, a.verbose).await;
+            }
+            task_transcript(ctx, &conn, &s, task_id, a.attempt, a.verbose).await
+        }
+    }
+}
+
+fn find_task<'a>(s: &'a StatusResult, task_id: &str) -> anyhow::Result<&'a TaskView> {
+    s.tasks.iter().find(|t| t.id == task_id).with_context(|| {
+        let ids: Vec<&str> = s.tasks.iter().map(|t| t.id.as_str()).collect();
+        format!(
+            "run {} has no task {task_id} (tasks: {})",
+            s.run.id,
+            ids.join(", ")
+        )
+    })
+}
+
+async fn run_events(ctx: &Ctx, conn: &Conn, run_id: &str, verbose: bool) -> anyhow::Result<u8> {
+    let mut after: u64 = 0;
+    let mut all = Vec::new();
+    let view = ctx.view();
+    loop {
+        let page = conn
+            .call::<TeamEvents>(&EventsParams {
+                run_id: Some(run_id.to_string()),
+                after_seq: Some(i64::try_from(after).unwrap_or(i64::MAX)),
+                limit: Some(5000),
+            })
+            .await?;
+        if page.events.is_empty() || page.next_seq <= after {
+            break;
+        }
+        after = page.next_seq;
+        if ctx.json {
+            all.extend(page.events);
+            continue;
+        }
+        let mut text = String::new();
+        for e in &page.events {
+            if !verbose && matches!(e.kind.as_str(), "task.progress" | "worker.spawned") {
+                continue;
+            }
+            text.push_str(&events::line(&view, e));
+            text.push('\n');
+        }
+        out(&text)?;
+    }
+    if ctx.json {
+        ctx.json(&EventsResult {
+            events: all,
+            next_seq: after,
+        })?;
+    }
+    Ok(exit::SUCCESS)
+}
+
+/// The transcript artifact of a task attempt: the named attempt, else the latest one listed.
+fn transcript_name(task: &TaskView, attempt: Option<u32>) -> String {
+    let conventional = |n: u32| format!("transcripts/{}.attempt-{n}.jsonl", task.id);
+    if let Some(n) = attempt {
+        return conventional(n);
+    }
+    let listed = task
+        .artifacts
+        .iter()
+        .filter(|a| a.kind == "transcript")
+        .max_by_key(|a| attempt_of(&a.name).unwrap_or(0));
+    match listed {
+        Some(a) => a.name.clone(),
+        None => conventional(task.attempts.max(1)),
+    }
+}
+
+fn attempt_of(name: &str) -> Option<u32> {
+    name.rsplit_once(".attempt-")?
+        .1
+        .split('.')
+        .next()?
+        .parse()
+        .ok()
+}
+
+async fn task_transcript(
+    ctx: &Ctx,
+    conn: &Conn,
+    s: &StatusResult,
+    task_id: &str,
+    attempt: Option<u32>,
+    verbose: bool,
+) -> anyhow::Result<u8> {
+    let task = find_task(s, task_id)?;
+    let name = transcript_name(task, attempt);
+    let text = match read_artifact(conn, &s.run.id, &name).await {
+        Ok(t) => t,
+        Err(e) if task.attempts == 0 || task.status == TaskStatus::Running => {
+            let v = ctx.err_view();
+            eprintln!(
+                "No transcript yet for {task_id} ({}). {}",
+                crate::render::marks::task_word(task.status),
+                v.p(
+                    Tone::Dim,
+                    format!("Follow it: crewctl logs -f {} {task_id}", s.run.id)
+                )
+            );
+            let _ = e;
+            return Ok(exit::SUCCESS);
+        }
+        Err(e) => return Err(e),
+    };
+    if ctx.json {
+        let bytes = text.len() as u64;
+        ctx.json(&ArtifactResult {
+            content: text,
+            bytes,
+            truncated: false,
+        })?;
+    } else {
+        let v = ctx.view();
+        outln(&v.p(Tone::Dim, format!("── {name}")))?;
+        out(&transcript::render(&v, &text, verbose))?;
+    }
+    Ok(exit::SUCCESS)
+}
+
+/// A whole artifact, read in pages.
+async fn read_artifact(conn: &Conn, run_id: &str, name: &str) -> anyhow::Result<String> {
+    const PAGE: i64 = 4 * 1024 * 1024;
+    let mut text = String::new();
+    let mut offset: i64 = 0;
+    loop {
+        let a = conn
+            .call::<TeamArtifact>(&ArtifactParams {
+                run_id: run_id.to_string(),
+                name: name.to_string(),
+                offset: Some(offset),
+                limit: Some(PAGE),
+            })
+            .await?;
+        let got = a.content.len();
+        text.push_str(&a.content);
+        offset = offset.saturating_add(i64::try_from(got).unwrap_or(i64::MAX));
+        if !a.truncated || got == 0 || offset as u64 >= a.bytes {
+            break;
+        }
+    }
+    Ok(text)
+}
+
+pub async fn cancel(ctx: &Ctx, run_id: &str, reason: Option<String>) -> anyhow::Result<u8> {
+    let conn = ctx.connect().await?;
+    let r = conn
+        .call::<TeamCancel>(&CancelParams {
+            run_id: run_id.to_string(),
+            reason,
+        })
+        .await?;
+    if ctx.json {
+        ctx.json(&r)?;
+    } else {
+        let n = r.cancelled_task_ids.len();
+        outln(&format!(
+            "Run {run_id} is {}; {n} task{} cancelled.",
+            r.status.as_str(),
+            plural(n)
+        ))?;
+    }
+    Ok(exit::SUCCESS)
+}
+
+pub async fn resume(ctx: &Ctx, run_id: &str) -> anyhow::Result<u8> {
+    let conn = ctx.connect().await?;
+    let r = conn.call::<TeamResume>(&rid(run_id)).await?;
+    if ctx.json {
+        ctx.json(&r)?;
+    } else {
+        let v = ctx.view();
+        outln(&format!(
+            "Run {run_id} is {}; requeued {}.\n  {}",
+            r.status.as_str(),
+            list_or_none(&r.requeued_task_ids),
+            v.p(Tone::Dim, format!("follow: crewctl logs -f {run_id}"))
+        ))?;
+    }
+    Ok(exit::SUCCESS)
+}
+
+pub async fn retry(ctx: &Ctx, run_id: &str, task_ids: Vec<String>) -> anyhow::Result<u8> {
+    let conn = ctx.connect().await?;
+    let r = conn
+        .call::<TeamRetry>(&RetryParams {
+            run_id: run_id.to_string(),
+            task_ids,
+        })
+        .await?;
+    if ctx.json {
+        ctx.json(&r)?;
+    } else {
+        outln(&format!(
+            "Requeued {} in run {run_id}.",
+            list_or_none(&r.requeued_task_ids)
+        ))?;
+    }
+    Ok(exit::SUCCESS)
+}
+
+pub async fn approve(
+    ctx: &Ctx,
+    run_id: &str,
+    reason: Option<String>,
+    approve: bool,
+) -> anyhow::Result<u8> {
+    let conn = ctx.connect().await?;
+    let params = ApproveParams {
+        run_id: run_id.to_string(),
+        reason,
+    };
+    let r = if approve {
+        conn.call::<TeamApprove>(&params).await?
+    } else {
+        conn.call::<TeamReject>(&params).await?
+    };
+    if ctx.json {
+        ctx.json(&r)?;
+    } else {
+        let what = if approve { "approved" } else { "rejected" };
+        outln(&format!(
+            "Plan {what}; run {run_id} is {}.",
+            r.status.as_str()
+        ))?;
+    }
+    Ok(exit::SUCCESS)
+}
+
+pub async fn steer(ctx: &Ctx, run_id: &str, task_id: &str, message: String) -> anyhow::Result<u8> {
+    let conn = ctx.connect().await?;
+    let params = TaskMessageParams {
+        run_id: run_id.to_string(),
+        task_id: task_id.to_string(),
+        message,
+    };
+    let r = conn.call::<TeamSteer>(&params).await?;
+    if ctx.json {
+        ctx.json(&r)?;
+    } else {
+        match r.delivered {
+            Delivered::Live => outln(&format!("Delivered to {task_id} live."))?,
+            Delivered::Queued => outln(&format!(
+                "Queued for {task_id}'s next attempt (its runtime cannot be steered live)."
+            ))?,
+        }
+    }
+    Ok(exit::SUCCESS)
+}
+
+pub async fn respond(
+    ctx: &Ctx,
+    run_id: &str,
+    task_id: &str,
+    message: String,
+) -> anyhow::Result<u8> {
+    let conn = ctx.connect().await?;
+    let params = TaskMessageParams {
+        run_id: run_id.to_string(),
+        task_id: task_id.to_string(),
+        message,
+    };
+    let r = conn.call::<TeamRespond>(&params).await?;
+    if ctx.json {
+        ctx.json(&r)?;
+    } else {
+        outln(&format!(
+            "Answered {task_id}; it is {}.",
+            crate::render::marks::task_word(r.status)
+        ))?;
+    }
+    Ok(exit::SUCCESS)
+}
+
+pub async fn artifacts(ctx: &Ctx, run_id: &str) -> anyhow::Result<u8> {
+    let conn = ctx.connect().await?;
+    let r = conn.call::<TeamArtifacts>(&rid(run_id)).await?;
+    if ctx.json {
+        ctx.json(&r)?;
+    } else {
+        out(&view_runs::artifacts(&ctx.view(), &r.artifacts))?;
+    }
+    Ok(exit::SUCCESS)
+}
+
+pub async fn cat(ctx: &Ctx, run_id: &str, name: &str) -> anyhow::Result<u8> {
+    let conn = ctx.connect().await?;
+    let text = read_artifact(&conn, run_id, name).await?;
+    if ctx.json {
+        let bytes = text.len() as u64;
+        ctx.json(&ArtifactResult {
+            content: text,
+            bytes,
+            truncated: false,
+        })?;
+    } else {
+        out(&text)?;
+    }
+    Ok(exit::SUCCESS)
+}
+
+pub async fn summary(ctx: &Ctx, run_id: &str) -> anyhow::Result<u8> {
+    let conn = ctx.connect().await?;
+    let r = conn.call::<TeamSummary>(&rid(run_id)).await?;
+    if ctx.json {
+        ctx.json(&r)?;
+    } else {
+        outln(&r.markdown)?;
+    }
+    Ok(exit::SUCCESS)
+}
+
+pub async fn forget(ctx: &Ctx, run_id: &str) -> anyhow::Result<u8> {
+    let conn = ctx.connect().await?;
+    let r = conn.call::<TeamForget>(&rid(run_id)).await?;
+    if ctx.json {
+        ctx.json(&r)?;
+    } else {
+        outln(&format!("Forgot run {run_id}."))?;
+    }
+    Ok(exit::SUCCESS)
+}
+
+pub async fn prune(ctx: &Ctx, a: PruneArgs) -> anyhow::Result<u8> {
+    let conn = ctx.connect().await?;
+    let params = PruneParams {
+        keep: a.keep.map(i64::from),
+        older_than_ms: a
+            .older_than
+            .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
+    };
+    let r = conn.call::<TeamPrune>(&params).await?;
+    if ctx.json {
+        ctx.json(&r)?;
+    } else {
+        let n = r.removed.len();
+        outln(&format!("Removed {n} run{}; kept {}.", plural(n), r.kept))?;
+    }
+    Ok(exit::SUCCESS)
+}
+
+pub async fn export(ctx: &Ctx, run_id: &str, output: Option<PathBuf>) -> anyhow::Result<u8> {
+    let conn = ctx.connect().await?;
+    let r = conn.call::<TeamExport>(&rid(run_id)).await?;
+    let mut text = serde_json::to_string_pretty(&r.bundle)?;
+    text.push('\n');
+    match output {
+        Some(path) if path.as_os_str() != "-" => {
+            std::fs::write(&path, &text)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            eprintln!(
+                "Wrote run {run_id} to {} ({}).",
+                path.display(),
+                crate::render::units::bytes(text.len() as u64)
+            );
+        }
+        _ => out(&text)?,
+    }
+    Ok(exit::SUCCESS)
+}
+
+pub async fn import(ctx: &Ctx, file: &Path) -> anyhow::Result<u8> {
+    let text = if file.as_os_str() == "-" {
+        std::io::read_to_string(std::io::stdin()).context("cannot read the bundle from stdin")?
+    } else {
+        std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?
+    };
+    let bundle: serde_json::Value = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not a JSON bundle", file.display()))?;
+    let conn = ctx.connect().await?;
+    let r = conn.call::<TeamImport>(&ImportParams { bundle }).await?;
+    if ctx.json {
+        ctx.json(&r)?;
+    } else {
+        outln(&format!("Imported run {}.", r.run_id))?;
+    }
+    Ok(exit::SUCCESS)
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+fn list_or_none(ids: &[String]) -> String {
+    if ids.is_empty() {
+        "no tasks".into()
+    } else {
+        ids.join(", ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task_with(artifacts: &[&str], attempts: u32) -> TaskView {
+        TaskView {
+            id: "02_plan".into(),
+            step_id: "plan".into(),
+            role: "planner".into(),
+            agent: "planner".into(),
+            depends_on: vec![],
+            status: TaskStatus::Failed,
+            attempts,
+            started_at: None,
+            finished_at: None,
+            duration_ms: None,
+            usage: Usage::default(),
+            model: None,
+            error: None,
+            question: None,
+            reused_from: None,
+            progress: TaskProgressView::default(),
+            artifacts: artifacts
+                .iter()
+                .map(|n| ArtifactInfo {
+                    name: n.to_string(),
+                    kind: if n.starts_with("transcripts/") {
+                        "transcript".into()
+                    } else {
+                        "result".into()
+                    },
+                    task_id: Some("02_plan".into()),
+                    bytes: 1,
+                    sha256: String::new(),
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn picks_the_transcript() {
+        let t = task_with(
+            &[
+                "transcripts/02_plan.attempt-2.jsonl",
+                "transcripts/02_plan.attempt-10.jsonl",
+                "results/02_plan.txt",
+            ],
+            10,
+        );
+        assert_eq!(
+            transcript_name(&t, None),
+            "transcripts/02_plan.attempt-10.jsonl"
+        );
+        assert_eq!(
+            transcript_name(&t, Some(2)),
+            "transcripts/02_plan.attempt-2.jsonl"
+        );
+        assert_eq!(
+            transcript_name(&task_with(&[], 3), None),
+            "transcripts/02_plan.attempt-3.jsonl"
+        );
+        assert_eq!(
+            transcript_name(&task_with(&[], 0), None),
+            "transcripts/02_plan.attempt-1.jsonl"
+        );
+        assert_eq!(attempt_of("transcripts/x.attempt-7.jsonl"), Some(7));
+        assert_eq!(attempt_of("results/x.txt"), None);
+    }
+}

@@ -1,0 +1,244 @@
+//! The single owner of `State`.
+//!
+//! Everything that touches the model runs as a job on this task, one at a time. A job may emit
+//! events: each is stamped with the next seq, applied to the state, and queued for the journal
+//! writer. Replies and side effects (starting a worker, publishing) are attached as commit
+//! callbacks and run only after the writer made the events durable. So: one writer, journal
+//! order = apply order, and nothing is acknowledged or published before it is on disk.
+
+use crate::shared::Shared;
+use crate::workers::{WorkerCtl, WorkerHandle};
+use crate::writer::{Batch, CommitFn, WriterHandle};
+use crew_api::ApiError;
+use crew_core::run::{Event, Pending, State, TaskStatus};
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use tokio::sync::{mpsc, oneshot};
+
+pub type Job = Box<dyn FnOnce(&mut Core) + Send>;
+
+/// Jobs taken per wake-up before settling and committing: bounds the latency of one batch.
+const JOBS_PER_BATCH: usize = 512;
+
+pub struct Core {
+    pub state: State,
+    pub shared: Arc<Shared>,
+    pub workers: HashMap<(String, String), WorkerHandle>,
+    emitted_seq: u64,
+    batch: Vec<Event>,
+    callbacks: Vec<CommitFn>,
+    touched: BTreeSet<String>,
+    writer: WriterHandle,
+    since_snapshot: u64,
+    pub actor: Actor,
+}
+
+impl Core {
+    pub fn new(state: State, shared: Arc<Shared>, writer: WriterHandle, actor: Actor) -> Self {
+        let emitted_seq = state.last_seq;
+        Core {
+            state,
+            shared,
+            workers: HashMap::new(),
+            emitted_seq,
+            batch: Vec::new(),
+            callbacks: Vec::new(),
+            touched: BTreeSet::new(),
+            writer,
+            since_snapshot: 0,
+            actor,
+        }
+    }
+
+    pub fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        chrono::Utc::now()
+    }
+
+    /// Stamp, apply and queue one event. Returns its seq.
+    pub fn emit(&mut self, p: Pending) -> u64 {
+        let seq = self.emitted_seq + 1;
+        let ev = self.state.stamp(p, seq, self.now());
+        self.state.apply(&ev);
+        if let Some(r) = &ev.run_id {
+            self.touched.insert(r.clone());
+        }
+        self.batch.push(ev);
+        self.emitted_seq = seq;
+        seq
+    }
+
+    pub fn emit_all(&mut self, ps: impl IntoIterator<Item = Pending>) {
+        for p in ps {
+            self.emit(p);
+        }
+    }
+
+    /// Run `f` once everything emitted so far is durable (or failed to become durable).
+    pub fn after_commit(&mut self, f: impl FnOnce(Result<(), Arc<str>>) + Send + 'static) {
+        self.callbacks.push(Box::new(f));
+    }
+
+    pub fn touch(&mut self, run_id: &str) {
+        self.touched.insert(run_id.to_string());
+    }
+
+    /// Derive follow-ups, stop workers whose task is no longer theirs, start what may start.
+    fn settle_and_dispatch(&mut self) {
+        let now = self.now();
+        let touched = std::mem::take(&mut self.touched);
+        for run in &touched {
+            for _ in 0..10_000 {
+                let ps = self.state.settle(run, now);
+                if ps.is_empty() {
+                    break;
+                }
+                self.emit_all(ps);
+            }
+        }
+        self.touched.clear();
+        self.reconcile_workers();
+        crate::workers::dispatch(self, now);
+        // Events emitted by dispatch touch runs again; nothing more to settle for them now.
+        self.touched.clear();
+        if !touched.is_empty() {
+            crate::residency::enforce(self);
+        }
+    }
+
+    /// A worker whose task is no longer running (cancelled, budget, run cancelled) is stopped.
+    fn reconcile_workers(&mut self) {
+        let state = &self.state;
+        self.workers.retain(|(run, task), h| {
+            let current = state
+                .run(run)
+                .and_then(|r| r.task(task))
+                .is_some_and(|t| t.status == TaskStatus::Running && t.attempts == h.attempt);
+            if !current {
+                let reason = state
+                    .run(run)
+                    .and_then(|r| r.task(task))
+                    .and_then(|t| t.error.clone());
+                let _ = h.ctl.send(WorkerCtl::Stop {
+                    reason: reason.unwrap_or_else(|| "cancelled".into()),
+                });
+            }
+            current
+        });
+    }
+
+    fn commit(&mut self) {
+        if self.batch.is_empty() && self.callbacks.is_empty() {
+            return;
+        }
+        let events = std::mem::take(&mut self.batch);
+        self.since_snapshot += events.len() as u64;
+        let snapshot = if self.since_snapshot >= self.shared.config.snapshot_every {
+            self.since_snapshot = 0;
+            serde_json::to_vec(&self.state)
+                .ok()
+                .map(|b| (self.emitted_seq, b))
+        } else {
+            None
+        };
+        let callbacks = std::mem::take(&mut self.callbacks);
+        self.writer.send(Batch {
+            events,
+            callbacks,
+            snapshot,
+        });
+    }
+
+    /// Snapshot now (on shutdown) so the next start replays little.
+    pub fn snapshot_now(&mut self) {
+        self.since_snapshot = u64::MAX / 2;
+        self.commit();
+    }
+}
+
+#[derive(Clone)]
+pub struct Actor {
+    tx: mpsc::UnboundedSender<Job>,
+}
+
+impl Actor {
+    pub fn channel() -> (Actor, mpsc::UnboundedReceiver<Job>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (Actor { tx }, rx)
+    }
+
+    /// Fire and forget (worker reports, timers).
+    pub fn tell(&self, f: impl FnOnce(&mut Core) + Send + 'static) {
+        let _ = self.tx.send(Box::new(f));
+    }
+
+    /// Run `f` on the state owner; the answer comes once everything it emitted is durable.
+    pub async fn call<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Core) -> Result<R, ApiError> + Send + 'static,
+    ) -> Result<R, ApiError> {
+        let (tx, rx) = oneshot::channel();
+        let job: Job = Box::new(move |core: &mut Core| {
+            let r = f(core);
+            core.after_commit(move |res| {
+                let _ = tx.send(match res {
+                    Ok(()) => r,
+                    Err(e) => Err(ApiError::storage(format!(
+                        "the change could not be journaled: {e}"
+                    ))),
+                });
+            });
+        });
+        self.tx.send(job).map_err(|_| ApiError::shutting_down())?;
+        rx.await.map_err(|_| ApiError::shutting_down())?
+    }
+
+    /// Like `call`, for changes: refused at once while the journal cannot write.
+    pub async fn mutate<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Core) -> Result<R, ApiError> + Send + 'static,
+    ) -> Result<R, ApiError> {
+        self.call(move |core| {
+            if let Some(e) = core.shared.storage_error() {
+                return Err(ApiError::storage(format!(
+                    "the journal cannot write ({e}); nothing was changed"
+                )));
+            }
+            if core.shared.is_shutting_down() {
+                return Err(ApiError::shutting_down());
+            }
+            f(core)
+        })
+        .await
+    }
+}
+
+/// The actor loop. Ends when every `Actor` handle is gone.
+pub async fn run(mut core: Core, mut rx: mpsc::UnboundedReceiver<Job>) {
+    loop {
+        let wake = core
+            .state
+            .next_wakeup()
+            .and_then(|t| (t - core.now()).to_std().ok());
+        let job = tokio::select! {
+            j = rx.recv() => match j { Some(j) => Some(j), None => break },
+            _ = tokio::time::sleep(wake.unwrap_or_default()), if wake.is_some() => None,
+        };
+        if let Some(j) = job {
+            j(&mut core);
+            for _ in 0..JOBS_PER_BATCH {
+                match rx.try_recv() {
+                    Ok(j) => j(&mut core),
+                    Err(_) => break,
+                }
+            }
+        }
+        if wake.is_some() {
+            // A backed-off task may be due: let dispatch look at every active run.
+            let active: Vec<String> = core.state.active.iter().cloned().collect();
+            core.touched.extend(active);
+        }
+        core.settle_and_dispatch();
+        core.commit();
+    }
+    core.snapshot_now();
+}

@@ -1,0 +1,329 @@
+//! `config.toml` (SPEC §2): every key has a default; an unknown key or a bad value is an error
+//! naming the file, line and key, and the daemon does not start on it.
+
+use crew_core::stream::{AdapterKind, PromptVia};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Runtime used when a run does not name one.
+    pub default_runtime: String,
+    /// Workers running at once, daemon-wide, shared round-robin between runs.
+    pub max_workers: usize,
+    /// Per-run concurrency is capped at this.
+    pub max_concurrency_cap: u32,
+    /// Attempts per task for retryable failures.
+    pub max_attempts: u32,
+    /// A worker that prints nothing for this long is stopped (retryable).
+    pub no_output_timeout_ms: u64,
+    /// A task attempt may take at most this long.
+    pub task_timeout_ms: u64,
+    /// SIGTERM → SIGKILL grace.
+    pub kill_grace_ms: u64,
+    /// After the final answer, a worker that lingers is stopped after this long...
+    pub final_drain_ms: u64,
+    /// ...or after this much quiet, whichever comes first.
+    pub final_drain_quiet_ms: u64,
+    /// Environment variables workers may see besides the built-in allowlist.
+    pub env_passthrough: Vec<String>,
+    /// Projects (roots) whose `.crew/` may shadow builtin and user resources.
+    pub trusted_projects: Vec<PathBuf>,
+    /// Also load pi-crew's `~/.pi/agent/{agents,teams,workflows}`.
+    pub pi_compat: bool,
+    /// Finished runs whose details stay in memory (the rest load from the journal on demand).
+    pub resident_runs: usize,
+    pub resource_cache_entries: usize,
+    pub result_cache_entries: usize,
+    pub journal_cache_mb: u64,
+    /// Write a snapshot every this many events.
+    pub snapshot_every: u64,
+    pub max_request_bytes: u32,
+    pub max_batch: u32,
+    pub max_connections: u32,
+    pub max_subscriptions_per_connection: u32,
+    /// Events a subscriber may lag behind before it is dropped.
+    pub subscriber_buffer: usize,
+    pub runtimes: BTreeMap<String, RuntimeConfig>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            default_runtime: "pi".into(),
+            max_workers: 8,
+            max_concurrency_cap: 8,
+            max_attempts: 3,
+            no_output_timeout_ms: 5 * 60 * 1000,
+            task_timeout_ms: 30 * 60 * 1000,
+            kill_grace_ms: 3000,
+            final_drain_ms: 5000,
+            final_drain_quiet_ms: 800,
+            env_passthrough: Vec::new(),
+            trusted_projects: Vec::new(),
+            pi_compat: true,
+            resident_runs: 256,
+            resource_cache_entries: 1024,
+            result_cache_entries: 10_000,
+            journal_cache_mb: 64,
+            snapshot_every: 50_000,
+            max_request_bytes: 1 << 20,
+            max_batch: 64,
+            max_connections: 128,
+            max_subscriptions_per_connection: 64,
+            subscriber_buffer: 4096,
+            runtimes: BTreeMap::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RuntimeConfig {
+    pub adapter: AdapterKind,
+    /// Program and fixed arguments: a string (split on whitespace) or an array.
+    pub command: CommandSpec,
+    /// pi only: run workers in `pi --mode rpc` so `team.steer` is delivered live.
+    #[serde(default)]
+    pub rpc: bool,
+    /// command adapter: pass the prompt as the last argument (`arg`) or as a file path (`file`).
+    #[serde(default)]
+    pub prompt_via: PromptVia,
+    /// Extra environment variables this runtime's workers may see (e.g. `ANTHROPIC_API_KEY`).
+    #[serde(default)]
+    pub env: Vec<String>,
+    /// Overrides `no_output_timeout_ms` for this runtime.
+    #[serde(default)]
+    pub no_output_timeout_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(untagged)]
+pub enum CommandSpec {
+    Line(String),
+    Argv(Vec<String>),
+}
+
+impl CommandSpec {
+    pub fn argv(&self) -> Vec<String> {
+        match self {
+            CommandSpec::Line(s) => s.split_whitespace().map(str::to_string).collect(),
+            CommandSpec::Argv(v) => v.clone(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{path}:{line}: {key}: {message}")]
+    Invalid {
+        path: String,
+        line: usize,
+        key: String,
+        message: String,
+    },
+}
+
+impl Config {
+    /// Load `path`. A missing file is fine only when `required` is false (the default location).
+    pub fn load(path: &Path, required: bool) -> Result<Config, ConfigError> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => {
+                return Ok(Config::default())
+            }
+            Err(source) => {
+                return Err(ConfigError::Read {
+                    path: path.display().to_string(),
+                    source,
+                })
+            }
+        };
+        Self::parse(&path.display().to_string(), &text)
+    }
+
+    pub fn parse(path: &str, text: &str) -> Result<Config, ConfigError> {
+        let cfg: Config = toml::from_str(text).map_err(|e| {
+            let line = e
+                .span()
+                .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1)
+                .unwrap_or(0);
+            let key = e
+                .span()
+                .and_then(|s| text.get(s.clone()))
+                .map(|k| {
+                    k.split(['=', '\n'])
+                        .next()
+                        .unwrap_or(k)
+                        .trim()
+                        .trim_matches('"')
+                        .to_string()
+                })
+                .unwrap_or_default();
+            ConfigError::Invalid {
+                path: path.to_string(),
+                line,
+                key,
+                message: e.message().to_string(),
+            }
+        })?;
+        cfg.check(path, text)?;
+        Ok(cfg)
+    }
+
+    fn check(&self, path: &str, text: &str) -> Result<(), ConfigError> {
+        let bad = |key: &str, message: String| {
+            let line = text
+                .lines()
+                .position(|l| l.trim_start().starts_with(key))
+                .map(|i| i + 1)
+                .unwrap_or(0);
+            Err(ConfigError::Invalid {
+                path: path.to_string(),
+                line,
+                key: key.to_string(),
+                message,
+            })
+        };
+        if self.max_workers == 0 {
+            return bad("max_workers", "must be at least 1".into());
+        }
+        if self.max_concurrency_cap == 0 {
+            return bad("max_concurrency_cap", "must be at least 1".into());
+        }
+        if self.max_attempts == 0 {
+            return bad("max_attempts", "must be at least 1".into());
+        }
+        if self.resident_runs == 0 {
+            return bad("resident_runs", "must be at least 1".into());
+        }
+        for (name, rt) in &self.runtimes {
+            if rt.command.argv().is_empty() {
+                return bad(&format!("runtimes.{name}"), "command is empty".into());
+            }
+            if rt.rpc && rt.adapter != AdapterKind::Pi {
+                return bad(
+                    &format!("runtimes.{name}"),
+                    "rpc = true needs adapter = \"pi\"".into(),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Configured runtimes plus the always-available `fake` (crew-fake-agent next to crewd,
+    /// else on PATH) and `pi`.
+    pub fn runtime(&self, name: &str) -> Option<RuntimeConfig> {
+        if let Some(r) = self.runtimes.get(name) {
+            return Some(r.clone());
+        }
+        match name {
+            "fake" => Some(RuntimeConfig {
+                adapter: AdapterKind::Pi,
+                command: CommandSpec::Argv(vec![fake_agent_path()]),
+                rpc: false,
+                prompt_via: PromptVia::Arg,
+                env: vec![],
+                no_output_timeout_ms: None,
+            }),
+            "fake-rpc" => Some(RuntimeConfig {
+                adapter: AdapterKind::Pi,
+                command: CommandSpec::Argv(vec![fake_agent_path()]),
+                rpc: true,
+                prompt_via: PromptVia::Arg,
+                env: vec![],
+                no_output_timeout_ms: None,
+            }),
+            "pi" => Some(RuntimeConfig {
+                adapter: AdapterKind::Pi,
+                command: CommandSpec::Argv(vec!["pi".into()]),
+                rpc: false,
+                prompt_via: PromptVia::Arg,
+                env: vec![],
+                no_output_timeout_ms: None,
+            }),
+            _ => None,
+        }
+    }
+
+    pub fn runtime_names(&self) -> Vec<String> {
+        let mut v: Vec<String> = ["fake", "fake-rpc", "pi"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        v.extend(self.runtimes.keys().cloned());
+        v.sort();
+        v.dedup();
+        v
+    }
+}
+
+/// `crew-fake-agent` from the directory of the running `crewd` (how the workspace builds and
+/// installs them), else from PATH.
+pub fn fake_agent_path() -> String {
+    std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(|d| d.join("crew-fake-agent")))
+        .filter(|p| p.exists())
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| "crew-fake-agent".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_without_a_file() {
+        let c = Config::parse("c.toml", "").unwrap();
+        assert_eq!(c.max_workers, 8);
+        assert!(c.runtime("fake").is_some());
+    }
+
+    #[test]
+    fn errors_name_file_line_and_key() {
+        let table = [
+            ("max_workers = 4\nmax_worker = 3\n", 2, "max_worker"),
+            ("max_workers = \"many\"\n", 1, "max_workers"),
+            ("max_workers = 0\n", 1, "max_workers"),
+            (
+                "[runtimes.x]\nadapter = \"nope\"\ncommand = \"x\"\n",
+                2,
+                "adapter",
+            ),
+        ];
+        for (text, line, key) in table {
+            match Config::parse("/etc/c.toml", text) {
+                Err(ConfigError::Invalid {
+                    path,
+                    line: l,
+                    key: k,
+                    ..
+                }) => {
+                    assert_eq!((path.as_str(), l), ("/etc/c.toml", line), "{text}");
+                    assert!(k.contains(key), "{k} vs {key}");
+                }
+                other => panic!("{text}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn runtimes_parse() {
+        let c = Config::parse(
+            "c",
+            "[runtimes.claude]\nadapter = \"claude\"\ncommand = [\"claude\", \"--foo\"]\nenv = [\"ANTHROPIC_API_KEY\"]\n",
+        )
+        .unwrap();
+        let r = c.runtime("claude").unwrap();
+        assert_eq!(r.adapter, AdapterKind::Claude);
+        assert_eq!(r.command.argv(), vec!["claude", "--foo"]);
+    }
+}

@@ -1,0 +1,97 @@
+//! LF-delimited lines from a child's stdout, without trusting the child: a line longer than
+//! the cap is cut (the rest up to the next LF is dropped), so a flood cannot exhaust memory.
+
+use tokio::io::{AsyncBufRead, AsyncBufReadExt};
+
+pub const MAX_LINE: usize = 1 << 20;
+
+pub struct LineReader<R> {
+    inner: R,
+    buf: Vec<u8>,
+    overflow: bool,
+    eof: bool,
+}
+
+impl<R: AsyncBufRead + Unpin> LineReader<R> {
+    pub fn new(inner: R) -> Self {
+        LineReader {
+            inner,
+            buf: Vec::new(),
+            overflow: false,
+            eof: false,
+        }
+    }
+
+    /// The next line without its `\n` (a trailing `\r` is stripped), or `None` at EOF.
+    /// Cancel-safe: partial data stays buffered across calls.
+    pub async fn next_line(&mut self) -> std::io::Result<Option<String>> {
+        loop {
+            if self.eof {
+                if self.buf.is_empty() {
+                    return Ok(None);
+                }
+                return Ok(Some(self.take()));
+            }
+            let chunk = self.inner.fill_buf().await?;
+            if chunk.is_empty() {
+                self.eof = true;
+                continue;
+            }
+            match chunk.iter().position(|b| *b == b'\n') {
+                Some(i) => {
+                    let head = chunk[..i].to_vec();
+                    self.push(&head);
+                    self.inner.consume(i + 1);
+                    let line = self.take();
+                    self.overflow = false;
+                    return Ok(Some(line));
+                }
+                None => {
+                    let n = chunk.len();
+                    let owned = chunk.to_vec();
+                    self.push(&owned);
+                    self.inner.consume(n);
+                }
+            }
+        }
+    }
+
+    fn push(&mut self, bytes: &[u8]) {
+        let room = MAX_LINE.saturating_sub(self.buf.len());
+        if bytes.len() > room {
+            self.buf.extend_from_slice(&bytes[..room]);
+            self.overflow = true;
+        } else {
+            self.buf.extend_from_slice(bytes);
+        }
+    }
+
+    fn take(&mut self) -> String {
+        let mut b = std::mem::take(&mut self.buf);
+        if b.last() == Some(&b'\r') {
+            b.pop();
+        }
+        String::from_utf8_lossy(&b).into_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn splits_caps_and_strips_cr() {
+        let mut input = b"a\r\nb\n".to_vec();
+        input.extend(std::iter::repeat_n(b'x', MAX_LINE + 10));
+        input.extend(b"\nlast");
+        let mut r = LineReader::new(tokio::io::BufReader::new(&input[..]));
+        assert_eq!(r.next_line().await.unwrap().as_deref(), Some("a"));
+        assert_eq!(r.next_line().await.unwrap().as_deref(), Some("b"));
+        assert_eq!(
+            r.next_line().await.unwrap().map(|l| l.len()),
+            Some(MAX_LINE)
+        );
+        assert_eq!(r.next_line().await.unwrap().as_deref(), Some("last"));
+        assert_eq!(r.next_line().await.unwrap(), None);
+    }
+}

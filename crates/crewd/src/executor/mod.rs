@@ -1,0 +1,700 @@
+//! Running one attempt of one task as a worker process.
+//!
+//! The worker gets stdin `/dev/null` (pi and codex block on an open stdin; rpc mode is the one
+//! exception, where the daemon owns the pipe), its own process group, a filtered environment and
+//! the run's cwd. Its stdout is read line by line without ever blocking it; a no-output watchdog,
+//! an overall timeout and a final drain (agents linger after answering) bound its life; stopping
+//! it is SIGTERM to the group, SIGKILL after a grace period.
+
+mod artifacts;
+mod env;
+mod lines;
+pub mod process;
+
+pub use artifacts::sha256_hex;
+
+use crate::actor::Actor;
+use crate::config::RuntimeConfig;
+use crate::shared::Shared;
+use crate::workers::{self, WorkerCtl};
+use crew_core::plan::PlannedTask;
+use crew_core::prompt::{DepOutput, PromptInput, SharedRead};
+use crew_core::run::{ArtifactRef, AttemptResult, Reuse};
+use crew_core::stream::{self, LaunchSpec, WorkerEvent};
+use crew_core::usage::Usage;
+use nix::sys::signal::Signal;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tracing::Instrument;
+
+/// Transcripts keep at most this much (the rest is counted, not stored).
+const TRANSCRIPT_MAX: u64 = 16 << 20;
+const STDERR_TAIL: usize = 8 << 10;
+const PROGRESS_EVERY: Duration = Duration::from_millis(250);
+
+pub struct AttemptSpec {
+    pub run_id: String,
+    pub task_id: String,
+    pub attempt: u32,
+    pub cwd: String,
+    pub goal: String,
+    pub runtime_name: String,
+    pub runtime: RuntimeConfig,
+    pub plan: PlannedTask,
+    pub model: Option<String>,
+    /// Direct dependencies: (task id, role).
+    pub deps: Vec<(String, String)>,
+    pub steers: Vec<String>,
+    pub answers: Vec<String>,
+    pub run_dir: PathBuf,
+    pub reuse: Reuse,
+}
+
+pub struct Report {
+    pub run_id: String,
+    pub task_id: String,
+    pub attempt: u32,
+    pub result: AttemptResult,
+}
+
+fn render_prompt(spec: &AttemptSpec) -> String {
+    let mut dep_texts = Vec::new();
+    for (id, role) in &spec.deps {
+        let text = std::fs::read_to_string(spec.run_dir.join("results").join(format!("{id}.txt")))
+            .unwrap_or_default();
+        dep_texts.push((id.as_str(), role.as_str(), text));
+    }
+    let read_texts: Vec<(&str, Option<String>)> = spec
+        .plan
+        .reads
+        .iter()
+        .map(|r| {
+            let text = crew_core::ids::is_safe_artifact_name(r)
+                .then(|| std::fs::read_to_string(spec.run_dir.join("shared").join(r)).ok())
+                .flatten();
+            (r.as_str(), text)
+        })
+        .collect();
+    let deps: Vec<DepOutput> = dep_texts
+        .iter()
+        .map(|(id, role, t)| DepOutput {
+            task_id: id,
+            role,
+            text: t,
+        })
+        .collect();
+    let reads: Vec<SharedRead> = read_texts
+        .iter()
+        .map(|(n, t)| SharedRead {
+            name: n,
+            text: t.as_deref(),
+        })
+        .collect();
+    crew_core::prompt::render(
+        &spec.plan,
+        &PromptInput {
+            goal: &spec.goal,
+            deps: &deps,
+            reads: &reads,
+            steers: &spec.steers,
+            answers: &spec.answers,
+        },
+    )
+}
+
+/// Run the attempt and report to the actor. Never panics on anything the worker does.
+pub async fn run_attempt(
+    shared: Arc<Shared>,
+    actor: Actor,
+    spec: AttemptSpec,
+    ctl: mpsc::UnboundedReceiver<WorkerCtl>,
+) {
+    let span = tracing::info_span!("worker", run = %spec.run_id, task = %spec.task_id, attempt = spec.attempt, runtime = %spec.runtime_name);
+    async move {
+        let result = attempt(&shared, &actor, &spec, ctl).await;
+        tracing::info!(outcome = outcome_name(&result), "attempt ended");
+        let report = Report {
+            run_id: spec.run_id.clone(),
+            task_id: spec.task_id.clone(),
+            attempt: spec.attempt,
+            result,
+        };
+        actor.tell(move |core| workers::on_finished(core, report));
+    }
+    .instrument(span)
+    .await
+}
+
+fn outcome_name(r: &AttemptResult) -> &'static str {
+    match r {
+        AttemptResult::Completed { .. } => "completed",
+        AttemptResult::NoFinalText { .. } => "no_final_text",
+        AttemptResult::Failed { .. } => "failed",
+        AttemptResult::Asked { .. } => "asked",
+    }
+}
+
+fn failed(
+    usage: Usage,
+    artifacts: Vec<ArtifactRef>,
+    error: String,
+    retryable: bool,
+    reason: &str,
+) -> AttemptResult {
+    AttemptResult::Failed {
+        usage,
+        model: None,
+        artifacts,
+        error,
+        retryable,
+        reason: reason.to_string(),
+    }
+}
+
+async fn attempt(
+    shared: &Arc<Shared>,
+    actor: &Actor,
+    spec: &AttemptSpec,
+    ctl: mpsc::UnboundedReceiver<WorkerCtl>,
+) -> AttemptResult {
+    let run_dir = spec.run_dir.clone();
+    let prompt = {
+        let spec_dir = run_dir.clone();
+        let _ = spec_dir;
+        render_prompt(spec)
+    };
+    let mut artifacts = Vec::new();
+    let prompt_name = format!("prompts/{}.md", spec.task_id);
+    match artifacts::put(&run_dir, &prompt_name, "prompt", prompt.as_bytes()) {
+        Ok(a) => artifacts.push(a),
+        Err(e) => {
+            return failed(
+                Usage::default(),
+                artifacts,
+                format!("cannot write the prompt artifact: {e}"),
+                false,
+                "storage",
+            )
+        }
+    }
+
+    // Result reuse (SPEC §9): a matching earlier result instead of a new agent call.
+    let fingerprint = crate::results::fingerprint_for(spec, &prompt).await;
+    if let Some(fp) = &fingerprint {
+        if let Some(hit) = shared.results.lookup(fp) {
+            if let Ok(text) = std::fs::read(&hit.result_path) {
+                match finish_result(&run_dir, spec, &text, &mut artifacts) {
+                    Ok(()) => {
+                        shared.results.record_saving(&hit.usage);
+                        return AttemptResult::Completed {
+                            usage: Usage::default(),
+                            model: hit.model.clone(),
+                            artifacts,
+                            reused_from: Some(crew_core::run::ReusedFrom {
+                                run_id: hit.run_id.clone(),
+                                task_id: hit.task_id.clone(),
+                            }),
+                        };
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot reuse a cached result; running the agent")
+                    }
+                }
+            }
+        }
+    }
+
+    let result = run_process(shared, actor, spec, &prompt, ctl, &mut artifacts).await;
+    if let (Some(fp), AttemptResult::Completed { usage, model, .. }) = (&fingerprint, &result) {
+        shared.results.insert(
+            fp.clone(),
+            crate::results::CachedResult {
+                run_id: spec.run_id.clone(),
+                task_id: spec.task_id.clone(),
+                result_path: run_dir
+                    .join("results")
+                    .join(format!("{}.txt", spec.task_id)),
+                usage: *usage,
+                model: model.clone(),
+            },
+        );
+    }
+    result
+}
+
+/// Write the result and the step's shared output.
+fn finish_result(
+    run_dir: &std::path::Path,
+    spec: &AttemptSpec,
+    text: &[u8],
+    artifacts: &mut Vec<ArtifactRef>,
+) -> std::io::Result<()> {
+    artifacts.push(artifacts::put(
+        run_dir,
+        &format!("results/{}.txt", spec.task_id),
+        "result",
+        text,
+    )?);
+    if let Some(out) = &spec.plan.output {
+        if crew_core::ids::is_safe_artifact_name(out) {
+            artifacts.push(artifacts::put(
+                run_dir,
+                &format!("shared/{out}"),
+                "shared",
+                text,
+            )?);
+        }
+    }
+    Ok(())
+}
+
+struct Transcript {
+    file: Option<tokio::fs::File>,
+    written: u64,
+    dropped: u64,
+}
+
+impl Transcript {
+    async fn line(&mut self, line: &str) {
+        let redacted = crew_core::redact::redact_json_line(line);
+        if self.written + redacted.len() as u64 + 1 > TRANSCRIPT_MAX {
+            self.dropped += 1;
+            return;
+        }
+        if let Some(f) = &mut self.file {
+            if f.write_all(redacted.as_bytes()).await.is_ok() && f.write_all(b"\n").await.is_ok() {
+                self.written += redacted.len() as u64 + 1;
+            }
+        }
+    }
+}
+
+async fn run_process(
+    shared: &Arc<Shared>,
+    actor: &Actor,
+    spec: &AttemptSpec,
+    prompt: &str,
+    mut ctl: mpsc::UnboundedReceiver<WorkerCtl>,
+    artifacts: &mut Vec<ArtifactRef>,
+) -> AttemptResult {
+    let cfg = &shared.config;
+    let run_dir = &spec.run_dir;
+    let rpc = spec.runtime.rpc;
+
+    // The prompt goes through a file when it is too long for argv.
+    let prompt_file = (prompt.len() > stream::ARGV_PROMPT_LIMIT
+        || spec.runtime.prompt_via == stream::PromptVia::File)
+        .then(|| {
+            run_dir
+                .join(format!("prompts/{}.md", spec.task_id))
+                .display()
+                .to_string()
+        });
+    let sys_name = format!("prompts/{}.system.md", spec.task_id);
+    let system_prompt_file = match artifacts::put(
+        run_dir,
+        &sys_name,
+        "prompt",
+        spec.plan.system_prompt.as_bytes(),
+    ) {
+        Ok(_) => Some(run_dir.join(&sys_name).display().to_string()),
+        Err(e) => {
+            return failed(
+                Usage::default(),
+                artifacts.clone(),
+                format!("cannot write the system prompt: {e}"),
+                false,
+                "storage",
+            )
+        }
+    };
+    let launch = LaunchSpec {
+        command: spec.runtime.command.argv(),
+        prompt: prompt.to_string(),
+        prompt_file,
+        system_prompt: spec.plan.system_prompt.clone(),
+        system_prompt_mode: spec.plan.system_prompt_mode,
+        system_prompt_file,
+        model: spec.model.clone(),
+        thinking: spec.plan.thinking.clone(),
+        tools: spec.plan.tools.clone(),
+        rpc,
+        prompt_via: spec.runtime.prompt_via,
+    };
+    let argv = stream::build_argv(spec.runtime.adapter, &launch);
+    let Some((program, args)) = argv.split_first() else {
+        return failed(
+            Usage::default(),
+            artifacts.clone(),
+            "the runtime's command is empty".into(),
+            false,
+            "spawn",
+        );
+    };
+
+    if !std::path::Path::new(&spec.cwd).is_dir() {
+        return failed(
+            Usage::default(),
+            artifacts.clone(),
+            format!("the run's cwd does not exist: {}", spec.cwd),
+            false,
+            "cwd",
+        );
+    }
+
+    let mut extra = cfg.env_passthrough.clone();
+    extra.extend(spec.runtime.env.iter().cloned());
+    let env = env::worker_env(
+        &extra,
+        &[
+            ("CREW_RUN_ID", spec.run_id.clone()),
+            ("CREW_TASK_ID", spec.task_id.clone()),
+            ("CREW_ATTEMPT", spec.attempt.to_string()),
+            ("CREW_DAEMON_PID", std::process::id().to_string()),
+        ],
+    );
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.args(args)
+        .current_dir(&spec.cwd)
+        .env_clear()
+        .envs(env)
+        .stdin(if rpc { Stdio::piped() } else { Stdio::null() })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(false);
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            return failed(
+                Usage::default(),
+                artifacts.clone(),
+                format!("failed to start `{program}`: {e}"),
+                true,
+                "spawn",
+            );
+        }
+    };
+    let pid = child.id().unwrap_or(0);
+    let pid_start = process::start_time(pid).unwrap_or(0);
+    tracing::info!(pid, "worker started");
+    {
+        let (run, task, attempt) = (spec.run_id.clone(), spec.task_id.clone(), spec.attempt);
+        actor
+            .tell(move |core| workers::on_spawned(core, &run, &task, attempt, pid, pid_start, rpc));
+    }
+
+    let mut stdin = child.stdin.take();
+    if let Some(w) = stdin.as_mut() {
+        let line = stream::rpc_prompt_line(prompt) + "\n";
+        if let Err(e) = w.write_all(line.as_bytes()).await {
+            tracing::warn!(error = %e, "cannot send the prompt to the rpc worker");
+        }
+    }
+    let Some(stdout) = child.stdout.take() else {
+        process::signal_group(pid, Signal::SIGKILL);
+        return failed(
+            Usage::default(),
+            artifacts.clone(),
+            "worker stdout unavailable".into(),
+            true,
+            "spawn",
+        );
+    };
+    let mut stderr = child.stderr.take();
+    let mut lines = lines::LineReader::new(BufReader::with_capacity(64 << 10, stdout));
+
+    let transcript_name = format!(
+        "transcripts/{}.attempt-{}.jsonl",
+        spec.task_id, spec.attempt
+    );
+    let transcript_path = run_dir.join(&transcript_name);
+    if let Some(d) = transcript_path.parent() {
+        let _ = std::fs::create_dir_all(d);
+    }
+    let mut transcript = Transcript {
+        file: tokio::fs::File::create(&transcript_path).await.ok(),
+        written: 0,
+        dropped: 0,
+    };
+
+    let mut parser = stream::parser(spec.runtime.adapter);
+    let no_output = Duration::from_millis(
+        spec.runtime
+            .no_output_timeout_ms
+            .unwrap_or(cfg.no_output_timeout_ms),
+    );
+    let start = Instant::now();
+    let task_deadline = start + Duration::from_millis(cfg.task_timeout_ms);
+    let mut last_output = Instant::now();
+    let mut stdout_open = true;
+    let mut stderr_buf: Vec<u8> = Vec::new();
+    let mut stderr_chunk = vec![0u8; 8192];
+    let mut any_stdout = false;
+    let mut exit: Option<std::process::ExitStatus> = None;
+    let mut exited_at: Option<Instant> = None;
+    // Why we stopped the worker, if we did.
+    let mut stopped: Option<(String, bool, &'static str)> = None; // (error, retryable, reason)
+    let mut cancelled = false;
+    let mut term_sent_at: Option<Instant> = None;
+    let mut drain_started: Option<Instant> = None;
+    let mut drained = false;
+    let mut question: Option<String> = None;
+    let mut current_tool: Option<String> = None;
+    let mut last_progress = Instant::now() - PROGRESS_EVERY;
+    let mut progress_dirty = false;
+    let quiet = Duration::from_millis(cfg.final_drain_quiet_ms);
+    let drain_max = Duration::from_millis(cfg.final_drain_ms);
+    let grace = Duration::from_millis(cfg.kill_grace_ms);
+
+    loop {
+        // The next instant something must happen without input.
+        let mut deadline = (last_output + no_output).min(task_deadline);
+        if let Some(d) = drain_started {
+            deadline = deadline.min((last_output + quiet).max(d).min(d + drain_max));
+        }
+        if let Some(t) = term_sent_at {
+            deadline = deadline.min(t + grace);
+        }
+        if progress_dirty {
+            deadline = deadline.min(last_progress + PROGRESS_EVERY);
+        }
+        if let Some(e) = exited_at {
+            // Grandchildren may hold stdout open: give them a moment, then stop reading.
+            deadline = deadline.min(e + Duration::from_millis(500));
+        }
+        if exit.is_some() && !stdout_open {
+            break;
+        }
+        tokio::select! {
+            line = lines.next_line(), if stdout_open => match line {
+                Ok(Some(line)) => {
+                    last_output = Instant::now();
+                    any_stdout = true;
+                    transcript.line(&line).await;
+                    for ev in parser.feed_line(&line) {
+                        match &ev {
+                            WorkerEvent::ToolStart { name, .. } => { current_tool = Some(name.clone()); progress_dirty = true; }
+                            WorkerEvent::ToolEnd { .. } => { current_tool = None; progress_dirty = true; }
+                            WorkerEvent::AssistantMessage { .. } | WorkerEvent::TurnEnd => progress_dirty = true,
+                            WorkerEvent::Ask { question: q } => {
+                                question = Some(q.clone());
+                                drain_started.get_or_insert(Instant::now());
+                            }
+                            _ => {}
+                        }
+                        if ev.is_final() {
+                            drain_started.get_or_insert(Instant::now());
+                        }
+                    }
+                }
+                Ok(None) | Err(_) => stdout_open = false,
+            },
+            n = async { match stderr.as_mut() { Some(s) => s.read(&mut stderr_chunk).await, None => std::future::pending().await } } => match n {
+                Ok(0) | Err(_) => stderr = None,
+                Ok(n) => {
+                    last_output = Instant::now();
+                    stderr_buf.extend_from_slice(&stderr_chunk[..n]);
+                    if stderr_buf.len() > STDERR_TAIL * 2 {
+                        stderr_buf.drain(..stderr_buf.len() - STDERR_TAIL);
+                    }
+                }
+            },
+            status = child.wait(), if exit.is_none() => {
+                exit = status.ok();
+                exited_at = Some(Instant::now());
+            }
+            msg = ctl.recv() => match msg {
+                Some(WorkerCtl::Stop { reason }) => {
+                    if term_sent_at.is_none() {
+                        tracing::info!(%reason, "stopping worker");
+                        cancelled = true;
+                        stopped.get_or_insert((reason, false, "cancelled"));
+                        process::signal_group(pid, Signal::SIGTERM);
+                        term_sent_at = Some(Instant::now());
+                    }
+                }
+                Some(WorkerCtl::Steer(m)) => {
+                    if let Some(w) = stdin.as_mut() {
+                        let line = stream::rpc_steer_line(&m) + "\n";
+                        if let Err(e) = w.write_all(line.as_bytes()).await {
+                            tracing::warn!(error = %e, "steer could not be written to the worker");
+                        }
+                    }
+                }
+                None => {
+                    // The daemon is going away: leave the worker; recovery handles it.
+                    std::future::pending::<()>().await;
+                }
+            },
+            _ = tokio::time::sleep_until(deadline) => {
+                let now = Instant::now();
+                if let Some(e) = exited_at {
+                    if now >= e + Duration::from_millis(500) {
+                        stdout_open = false;
+                    }
+                }
+                if progress_dirty && now >= last_progress + PROGRESS_EVERY {
+                    progress_dirty = false;
+                    last_progress = now;
+                    let (run, task, attempt, usage, tool) = (spec.run_id.clone(), spec.task_id.clone(), spec.attempt, parser.usage(), current_tool.clone());
+                    actor.tell(move |core| workers::on_progress(core, &run, &task, attempt, usage, tool));
+                }
+                if exit.is_none() {
+                    if let Some(t) = term_sent_at {
+                        if now >= t + grace {
+                            tracing::warn!(pid, "worker ignored SIGTERM; sending SIGKILL");
+                            process::signal_group(pid, Signal::SIGKILL);
+                            term_sent_at = Some(now + Duration::from_secs(3600));
+                        }
+                    } else if let Some(d) = drain_started {
+                        if now >= (last_output + quiet).max(d) || now >= d + drain_max {
+                            drained = true;
+                            process::signal_group(pid, Signal::SIGTERM);
+                            term_sent_at = Some(now);
+                        }
+                    } else if now >= task_deadline {
+                        stopped = Some((format!("the task timed out after {}s", cfg.task_timeout_ms / 1000), false, "timeout"));
+                        process::signal_group(pid, Signal::SIGTERM);
+                        term_sent_at = Some(now);
+                    } else if now >= last_output + no_output {
+                        stopped = Some((format!("no output for {}s", no_output.as_secs()), true, "no_output"));
+                        process::signal_group(pid, Signal::SIGTERM);
+                        term_sent_at = Some(now);
+                    }
+                }
+            }
+        }
+    }
+    // Whatever is left in the group (tools the agent started) goes too.
+    process::signal_group(pid, Signal::SIGKILL);
+    drop(stdin);
+
+    if transcript.dropped > 0 {
+        transcript
+            .line(&format!(
+                "{{\"type\":\"crew.transcript_truncated\",\"droppedLines\":{}}}",
+                transcript.dropped
+            ))
+            .await;
+    }
+    if let Some(f) = transcript.file.take() {
+        let _ = f.sync_all().await;
+    }
+    if let Ok(a) = artifacts::describe(run_dir, &transcript_name, "transcript") {
+        artifacts.push(a);
+    }
+
+    let outcome = parser.outcome();
+    let usage = outcome.usage;
+    let model = outcome.model.clone();
+    let with_model = |r: AttemptResult| match r {
+        AttemptResult::Failed {
+            usage,
+            artifacts,
+            error,
+            retryable,
+            reason,
+            ..
+        } => AttemptResult::Failed {
+            usage,
+            model: model.clone(),
+            artifacts,
+            error,
+            retryable,
+            reason,
+        },
+        other => other,
+    };
+    let stderr_tail = crew_core::redact::redact_str(String::from_utf8_lossy(&stderr_buf).trim());
+    if let Some((error, retryable, reason)) = stopped {
+        let _ = cancelled;
+        return with_model(failed(usage, artifacts.clone(), error, retryable, reason));
+    }
+    if let Some(q) = question {
+        return AttemptResult::Asked {
+            usage,
+            model,
+            artifacts: artifacts.clone(),
+            question: q,
+        };
+    }
+    let clean_exit = drained || exit.is_some_and(|s| s.success());
+    if outcome.final_text.is_none() {
+        if let Some(err) = &outcome.error {
+            let retryable = stream::is_retryable_message(err);
+            return with_model(failed(
+                usage,
+                artifacts.clone(),
+                err.clone(),
+                retryable,
+                "model_error",
+            ));
+        }
+    }
+    if clean_exit {
+        return match &outcome.final_text {
+            Some(text) => match finish_result(run_dir, spec, text.as_bytes(), artifacts) {
+                Ok(()) => AttemptResult::Completed {
+                    usage,
+                    model,
+                    artifacts: artifacts.clone(),
+                    reused_from: None,
+                },
+                Err(e) => with_model(failed(
+                    usage,
+                    artifacts.clone(),
+                    format!("cannot write the result: {e}"),
+                    false,
+                    "storage",
+                )),
+            },
+            None => AttemptResult::NoFinalText {
+                usage,
+                model,
+                artifacts: artifacts.clone(),
+            },
+        };
+    }
+    let code = exit
+        .and_then(|s| s.code())
+        .map(|c| c.to_string())
+        .unwrap_or_else(|| "a signal".into());
+    if !any_stdout {
+        let detail = if stderr_tail.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", tail(&stderr_tail, 500))
+        };
+        return with_model(failed(
+            usage,
+            artifacts.clone(),
+            format!("worker exited with {code} and no output{detail}"),
+            true,
+            "crash",
+        ));
+    }
+    let msg = outcome
+        .error
+        .clone()
+        .unwrap_or_else(|| format!("worker exited with {code}: {}", tail(&stderr_tail, 500)));
+    let retryable = stream::is_retryable_message(&msg);
+    with_model(failed(usage, artifacts.clone(), msg, retryable, "exit"))
+}
+
+fn tail(s: &str, n: usize) -> &str {
+    let len = s.len();
+    if len <= n {
+        return s;
+    }
+    let mut start = len - n;
+    while !s.is_char_boundary(start) {
+        start += 1;
+    }
+    &s[start..]
+}

@@ -1,0 +1,192 @@
+//! Turning `team.run` params into a durable run: the one path for clients and for scheduled
+//! fires alike.
+
+use crate::actor::Actor;
+use crate::rpc::views;
+use crate::shared::Shared;
+use crew_api::types::{ReuseResults, RunParams, RunStarted};
+use crew_api::ApiError;
+use crew_core::plan::{build_plan, Plan};
+use crew_core::run::{Budget, FailurePolicy, Reuse, RunSpec};
+use std::path::Path;
+use std::sync::Arc;
+
+/// Goals beyond this are refused (the request limit bounds it anyway).
+const GOAL_MAX: usize = 512 * 1024;
+
+pub struct Prepared {
+    pub spec: RunSpec,
+    pub plan: Plan,
+    pub notes: Vec<String>,
+}
+
+/// Validate params, resolve team/workflow/runtime, build the plan. Reads resource files, so it
+/// runs on the caller's task, not on the actor.
+pub async fn prepare(shared: &Arc<Shared>, p: &RunParams) -> Result<Prepared, ApiError> {
+    if p.goal.trim().is_empty() {
+        return Err(ApiError::invalid_params("goal", "must not be empty"));
+    }
+    if p.goal.len() > GOAL_MAX {
+        return Err(ApiError::invalid_params(
+            "goal",
+            format!("is longer than {GOAL_MAX} bytes"),
+        ));
+    }
+    let cwd = Path::new(&p.cwd);
+    if !cwd.is_absolute() {
+        return Err(ApiError::invalid_params("cwd", "must be an absolute path"));
+    }
+    if !cwd.is_dir() {
+        return Err(ApiError::invalid_params(
+            "cwd",
+            format!("{} does not exist or is not a directory", p.cwd),
+        ));
+    }
+    let cfg = &shared.config;
+    let runtime = p
+        .runtime
+        .clone()
+        .unwrap_or_else(|| cfg.default_runtime.clone());
+    if cfg.runtime(&runtime).is_none() {
+        return Err(ApiError::invalid_params(
+            "runtime",
+            format!(
+                "unknown runtime `{runtime}` (known: {})",
+                cfg.runtime_names().join(", ")
+            ),
+        ));
+    }
+    let cap = cfg.max_concurrency_cap;
+    if let Some(c) = p.concurrency {
+        if c < 1 || c > i64::from(cap) {
+            return Err(ApiError::invalid_params(
+                "concurrency",
+                format!("must be between 1 and {cap}"),
+            ));
+        }
+    }
+    let budget = match &p.budget {
+        None => None,
+        Some(b) => {
+            if b.tokens <= 0 {
+                return Err(ApiError::invalid_params(
+                    "budget.tokens",
+                    "must be a positive number of tokens",
+                ));
+            }
+            let warn_at = b.warn_at.unwrap_or(0.8);
+            let abort_at = b.abort_at.unwrap_or(1.0);
+            if !(warn_at > 0.0 && warn_at <= 1.0) {
+                return Err(ApiError::invalid_params(
+                    "budget.warnAt",
+                    "must be in (0, 1]",
+                ));
+            }
+            if !(abort_at > 0.0 && abort_at.is_finite()) || abort_at < warn_at {
+                return Err(ApiError::invalid_params(
+                    "budget.abortAt",
+                    "must be positive and at least warnAt",
+                ));
+            }
+            Some(Budget {
+                tokens: b.tokens as u64,
+                warn_at,
+                abort_at,
+            })
+        }
+    };
+    let mut notes = Vec::new();
+    let mut reuse = match &p.reuse_results {
+        None | Some(ReuseResults::Bool(false)) => Reuse::Off,
+        Some(ReuseResults::Bool(true)) => Reuse::ReadOnly,
+        Some(ReuseResults::Mode(m)) if m == "all" => Reuse::All,
+        Some(ReuseResults::Mode(m)) if m == "read-only" => Reuse::ReadOnly,
+        Some(ReuseResults::Mode(m)) => {
+            return Err(ApiError::invalid_params(
+                "reuseResults",
+                format!("`{m}`: use true, false, \"read-only\" or \"all\""),
+            ))
+        }
+    };
+    if reuse != Reuse::Off && crate::results::git_state(&p.cwd).await.is_none() {
+        reuse = Reuse::Off;
+        notes.push(format!("result reuse is off: {} is not inside a git work tree, so results cannot be tied to a code state", p.cwd));
+    }
+
+    let catalog = {
+        let shared = shared.clone();
+        let cwd = cwd.to_path_buf();
+        tokio::task::spawn_blocking(move || crate::resources::catalog(&shared, Some(&cwd)))
+            .await
+            .map_err(|e| ApiError::internal(e.to_string()))?
+    };
+    let plan = build_plan(&catalog, p.team.as_deref(), p.workflow.as_deref()).map_err(|diags| {
+        let first = diags.first().map(|d| d.message.clone()).unwrap_or_default();
+        let diags: Vec<_> = diags.iter().map(views::diagnostic).collect();
+        ApiError::validation(format!("the team cannot run: {first}"), diags)
+    })?;
+    let concurrency = p
+        .concurrency
+        .map(|c| c as u32)
+        .or(plan.max_concurrency)
+        .unwrap_or(4)
+        .clamp(1, cap);
+    let spec = RunSpec {
+        goal: p.goal.clone(),
+        cwd: p.cwd.clone(),
+        team: plan.team.clone(),
+        workflow: plan.workflow.clone(),
+        runtime,
+        model: p.model.clone(),
+        concurrency,
+        failure_policy: match p.failure_policy.unwrap_or_default() {
+            crew_api::types::FailurePolicy::FailFast => FailurePolicy::FailFast,
+            crew_api::types::FailurePolicy::Continue => FailurePolicy::Continue,
+        },
+        budget,
+        require_plan_approval: p.require_plan_approval.unwrap_or(false),
+        reuse,
+        max_attempts: cfg.max_attempts,
+        schedule_id: None,
+        tasks: plan.tasks.clone(),
+    };
+    Ok(Prepared { spec, plan, notes })
+}
+
+/// Create the run; answers once `run.created` is durable.
+pub async fn start(actor: &Actor, prepared: Prepared) -> Result<RunStarted, ApiError> {
+    let Prepared { spec, plan, notes } = prepared;
+    let model = spec.model.clone();
+    actor
+        .mutate(move |core| {
+            let id = loop {
+                let id = crew_core::ids::run_id(core.now(), rand::random());
+                if !core.state.summaries.contains_key(&id) {
+                    break id;
+                }
+            };
+            let events = core
+                .state
+                .create_run(&id, spec)
+                .map_err(views::core_error)?;
+            core.emit_all(events);
+            core.touch(&id);
+            let status = core
+                .state
+                .run(&id)
+                .map(|r| views::run_status(r.status))
+                .unwrap_or(crew_api::types::RunStatus::Queued);
+            tracing::info!(run = %id, "run created");
+            Ok(RunStarted {
+                run_id: id,
+                status,
+                tasks: plan
+                    .tasks
+                    .iter()
+                    .map(|t| views::planned(t, model.as_deref()))
+                    .collect(),
+                notes,
+            })
+        })
+        .await
+}

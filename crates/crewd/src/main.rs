@@ -1,0 +1,233 @@
+//! crewd: the crew daemon. See ARCHITECTURE.md for the map.
+
+mod actor;
+mod bundle;
+mod config;
+mod executor;
+mod forget;
+mod launch;
+mod listen;
+mod lock;
+mod recovery;
+mod residency;
+mod resources;
+mod results;
+mod rpc;
+mod scheduler;
+mod server;
+mod shared;
+mod summary;
+mod workers;
+mod writer;
+
+use anyhow::Context;
+use clap::Parser;
+use crew_core::run::{EventBody, Pending};
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+/// crewd runs teams of AI coding agents: a per-user daemon serving JSON-RPC on a Unix socket.
+#[derive(Parser, Debug)]
+#[command(version, about, long_about = None)]
+struct Cli {
+    /// Socket path [default: $XDG_RUNTIME_DIR/crew/crewd.sock, else /tmp/crew-$UID/crewd.sock]
+    #[arg(long, env = "CREW_SOCKET")]
+    socket: Option<PathBuf>,
+    /// State directory (journal, artifacts) [default: $XDG_STATE_HOME/crew]
+    #[arg(long, env = "CREW_STATE_DIR")]
+    state_dir: Option<PathBuf>,
+    /// Config file [default: $XDG_CONFIG_HOME/crew/config.toml; optional]
+    #[arg(long, env = "CREW_CONFIG")]
+    config: Option<PathBuf>,
+}
+
+fn default_state_dir() -> PathBuf {
+    std::env::var_os("XDG_STATE_HOME")
+        .filter(|s| !s.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local").join("state")))
+        .unwrap_or_else(|| PathBuf::from("/tmp"))
+        .join("crew")
+}
+
+fn init_logging() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_env("CREW_LOG")
+        .unwrap_or_else(|_| EnvFilter::new("info,jsonrpsee=warn"));
+    // Under systemd, journald stamps lines itself.
+    let under_systemd =
+        std::env::var_os("JOURNAL_STREAM").is_some() || std::env::var_os("INVOCATION_ID").is_some();
+    let b = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if under_systemd {
+        b.without_time().with_ansi(false).init();
+    } else {
+        b.init();
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("crewd: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    let (config_path, required) = match cli.config {
+        Some(p) => (p, true),
+        None => (
+            crate::resources::config_home()
+                .unwrap_or_else(|| PathBuf::from("/nonexistent"))
+                .join("crew/config.toml"),
+            false,
+        ),
+    };
+    let config = config::Config::load(&config_path, required)?;
+    let state_dir = cli.state_dir.unwrap_or_else(default_state_dir);
+    std::fs::create_dir_all(&state_dir)
+        .with_context(|| format!("creating {}", state_dir.display()))?;
+    let _ = std::fs::set_permissions(&state_dir, std::fs::Permissions::from_mode(0o700));
+    let _lock = lock::acquire(&state_dir)?;
+
+    // Socket handling happens before the runtime exists (systemd's fds, blocking binds).
+    let listener = match listen::from_systemd()? {
+        Some(l) => {
+            tracing::info!("using the socket passed by systemd");
+            l
+        }
+        None => listen::bind(
+            &cli.socket
+                .clone()
+                .unwrap_or_else(crew_api::paths::default_socket),
+        )?,
+    };
+    let socket_path = listener
+        .std
+        .local_addr()
+        .ok()
+        .and_then(|a| a.as_pathname().map(|p| p.to_path_buf()))
+        .unwrap_or_else(|| {
+            cli.socket
+                .clone()
+                .unwrap_or_else(crew_api::paths::default_socket)
+        });
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("crewd")
+        .build()?;
+    rt.block_on(serve(config, state_dir, socket_path, listener))
+}
+
+async fn serve(
+    config: config::Config,
+    state_dir: PathBuf,
+    socket: PathBuf,
+    listener: listen::Listener,
+) -> anyhow::Result<()> {
+    let journal_dir = state_dir.join("journal");
+    let cache = config.journal_cache_mb << 20;
+    let journal: Arc<dyn crew_journal::Journal> = {
+        let dir = journal_dir.clone();
+        Arc::new(
+            tokio::task::spawn_blocking(move || crew_journal::SledJournal::open(&dir, cache))
+                .await?
+                .with_context(|| format!("cannot open the journal at {}", journal_dir.display()))?,
+        )
+    };
+    let state = {
+        let j = journal.clone();
+        tokio::task::spawn_blocking(move || recovery::load_state(j.as_ref())).await??
+    };
+    tracing::info!(
+        runs = state.summaries.len(),
+        active = state.active.len(),
+        last_seq = state.last_seq,
+        "state loaded"
+    );
+
+    let shared = Arc::new(shared::Shared::new(
+        config,
+        state_dir,
+        socket.clone(),
+        journal.clone(),
+        state.last_seq,
+    ));
+    let (writer, writer_join) = writer::spawn(journal.clone(), shared.clone());
+    let (actor, rx) = actor::Actor::channel();
+    let mut core = actor::Core::new(state, shared.clone(), writer, actor.clone());
+    core.emit(Pending::global(EventBody::DaemonStarted {
+        version: env!("CARGO_PKG_VERSION").into(),
+        pid: std::process::id(),
+    }));
+    recovery::recover(&mut core);
+    let actor_task = tokio::spawn(actor::run(core, rx));
+
+    let module = rpc::module(shared.clone(), actor.clone());
+    let (stop, server_handle) = jsonrpsee::server::stop_channel();
+    let std_listener = listener.std;
+    std_listener.set_nonblocking(true)?;
+    let tokio_listener = tokio::net::UnixListener::from_std(std_listener)?;
+    let accept = server::spawn(tokio_listener, module, stop, &shared.config);
+    tracing::info!(socket = %socket.display(), pid = std::process::id(), "crewd is ready");
+    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
+
+    wait_for_shutdown(&shared).await;
+    tracing::info!("shutting down");
+    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Stopping]);
+    shared.begin_shutdown();
+    let _ = server_handle.stop();
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(10), server_handle.stopped()).await;
+    accept.abort();
+    // Stop workers; their tasks are re-queued when the daemon starts again.
+    let _ = actor
+        .call(|core| {
+            for ((run, task), _) in core.workers.iter() {
+                if let Some(pid) = core
+                    .state
+                    .run(run)
+                    .and_then(|r| r.task(task))
+                    .and_then(|t| t.pid)
+                {
+                    executor::process::signal_group(pid, nix::sys::signal::Signal::SIGTERM);
+                }
+            }
+            core.snapshot_now();
+            Ok(())
+        })
+        .await;
+    drop(actor);
+    actor_task.abort();
+    let _ = actor_task.await;
+    let _ = tokio::task::spawn_blocking(move || writer_join.join()).await;
+    if listener.owned {
+        let _ = std::fs::remove_file(&socket);
+    }
+    tracing::info!("bye");
+    Ok(())
+}
+
+async fn wait_for_shutdown(shared: &shared::Shared) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        shared.shutdown.notified().await;
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => {},
+        _ = int.recv() => {},
+        _ = shared.shutdown.notified() => {},
+    }
+}

@@ -1,0 +1,88 @@
+//! Start-up: rebuild memory from the journal, and deal with workers a dead daemon left behind.
+
+use crate::actor::Core;
+use crate::executor::process;
+use anyhow::{bail, Context};
+use crew_core::run::{EventBody, Pending, State, TaskStatus};
+use crew_journal::Journal;
+
+/// Snapshot + the journal after it. A corrupt entry is an error, never a silently shorter state.
+pub fn load_state(journal: &dyn Journal) -> anyhow::Result<State> {
+    let (mut state, mut after) = match journal.read_snapshot().context("reading the snapshot")? {
+        Some((seq, bytes)) => {
+            let st: State = serde_json::from_slice(&bytes)
+                .with_context(|| format!("the snapshot at seq {seq} is unreadable"))?;
+            (st, seq)
+        }
+        None => (State::default(), 0),
+    };
+    loop {
+        let page = journal
+            .read_after(after, 20_000)
+            .context("reading the journal")?;
+        if page.is_empty() {
+            break;
+        }
+        for (seq, bytes) in page {
+            let ev: crew_core::run::Event = serde_json::from_slice(&bytes).with_context(|| {
+                format!("journal entry {seq} is unreadable (the journal may be corrupt)")
+            })?;
+            if ev.seq != seq {
+                bail!(
+                    "journal entry {seq} claims seq {}: the journal is corrupt",
+                    ev.seq
+                );
+            }
+            state.apply(&ev);
+            after = seq;
+        }
+    }
+    state.last_seq = state.last_seq.max(journal.last_seq());
+    Ok(state)
+}
+
+/// Kill workers of the previous daemon (only when pid AND start time match: a reused pid is
+/// never killed), re-queue their tasks as retries with reason `daemon_restarted`, and report.
+pub fn recover(core: &mut Core) {
+    let mut killed = Vec::new();
+    for id in core.state.active.clone() {
+        let Some(run) = core.state.run(&id) else {
+            continue;
+        };
+        for t in &run.tasks {
+            if t.status != TaskStatus::Running {
+                continue;
+            }
+            if let (Some(pid), Some(start)) = (t.pid, t.pid_start) {
+                if process::kill_orphan(pid, start) {
+                    tracing::warn!(run = %id, task = %t.plan.id, pid, "killed a worker left by the previous daemon");
+                    killed.push(pid);
+                }
+            }
+        }
+    }
+    let now = core.now();
+    let requeue = core.state.requeue_orphans(now);
+    let requeued: Vec<String> = requeue
+        .iter()
+        .filter_map(|p| Some(format!("{}/{}", p.run_id.as_ref()?, p.task_id.as_ref()?)))
+        .collect();
+    core.emit_all(requeue);
+    let active_runs = core.state.active.len();
+    if active_runs > 0 || !requeued.is_empty() {
+        tracing::info!(
+            active_runs,
+            requeued = requeued.len(),
+            killed = killed.len(),
+            "recovered"
+        );
+        core.emit(Pending::global(EventBody::DaemonRecovered {
+            requeued_tasks: requeued,
+            killed_workers: killed,
+            active_runs,
+        }));
+    }
+    for id in core.state.active.clone() {
+        core.touch(&id);
+    }
+}

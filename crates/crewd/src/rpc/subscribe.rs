@@ -1,0 +1,144 @@
+//! `team.subscribe` / `team.unsubscribe` and stored-event reads.
+//!
+//! Exactly once, in order, no gap at the seam: the subscriber joins the live bus FIRST, then
+//! notes the durable seq D, replays stored events up to D from the journal, and then forwards
+//! live events with seq > the last one sent. Anything published after joining is on the bus;
+//! anything before D is in the journal; the overlap is skipped by seq.
+
+use super::Ctx;
+use crate::shared::Shared;
+use crew_api::methods::TeamSubscribe;
+use crew_api::types::{Event, SubscribeParams, SubscriptionNotice};
+use crew_api::ApiError;
+use jsonrpsee::{PendingSubscriptionSink, RpcModule, SubscriptionMessage};
+use std::time::Duration;
+use tokio::sync::broadcast::error::RecvError;
+
+/// A subscriber whose connection does not take a message for this long is dropped.
+const SEND_TIMEOUT: Duration = Duration::from_secs(5);
+const REPLAY_PAGE: usize = 1000;
+
+/// Stored events after `after` (optionally of one run), at most `limit`, never beyond what is
+/// durable.
+pub fn read_events(
+    shared: &Shared,
+    run: Option<&str>,
+    after: u64,
+    limit: usize,
+) -> Result<(Vec<Event>, u64), ApiError> {
+    let durable = shared.durable_seq();
+    let raw = match run {
+        Some(r) => shared.journal.read_run_after(r, after, limit),
+        None => shared.journal.read_after(after, limit),
+    }
+    .map_err(|e| ApiError::internal(format!("cannot read the journal: {e}")))?;
+    let mut next = after;
+    let mut out = Vec::with_capacity(raw.len());
+    for (seq, bytes) in raw {
+        if seq > durable {
+            break;
+        }
+        next = seq;
+        if let Ok(ev) = serde_json::from_slice::<Event>(&bytes) {
+            out.push(ev);
+        }
+    }
+    Ok((out, next))
+}
+
+fn raw_msg(json: &str) -> Option<SubscriptionMessage> {
+    serde_json::value::RawValue::from_string(json.to_string())
+        .ok()
+        .map(SubscriptionMessage::from)
+}
+
+pub fn register_all(m: &mut RpcModule<Ctx>) {
+    let res = m.register_subscription(
+        TeamSubscribe::NAME,
+        TeamSubscribe::NOTIFICATION,
+        TeamSubscribe::UNSUBSCRIBE,
+        |params, pending: PendingSubscriptionSink, ctx, _ext| async move {
+            let p: SubscribeParams = match super::parse_params(&params) {
+                Ok(p) => p,
+                Err(e) => {
+                    pending.reject(jsonrpsee::types::ErrorObjectOwned::from(e)).await;
+                    return;
+                }
+            };
+            let after = p.after_seq.unwrap_or(0).max(0) as u64;
+            if let Some(r) = &p.run_id {
+                let r2 = r.clone();
+                let known = ctx.actor.call(move |core| Ok(core.state.summaries.contains_key(&r2))).await.unwrap_or(false);
+                if !known {
+                    pending.reject(jsonrpsee::types::ErrorObjectOwned::from(ApiError::not_found("run", r))).await;
+                    return;
+                }
+            }
+            let mut live = ctx.shared.bus.subscribe();
+            let Ok(sink) = pending.accept().await else { return };
+            let span = tracing::info_span!("subscription", run = p.run_id.as_deref().unwrap_or("*"), after);
+            let _g = span.enter();
+            let mut last = after;
+            // Replay.
+            loop {
+                let shared = ctx.shared.clone();
+                let run = p.run_id.clone();
+                let page = tokio::task::spawn_blocking(move || read_events(&shared, run.as_deref(), last, REPLAY_PAGE)).await;
+                let Ok(Ok((events, next))) = page else { return };
+                if events.is_empty() {
+                    break;
+                }
+                for ev in events {
+                    let seq = ev.seq;
+                    let Ok(msg) = serde_json::value::to_raw_value(&ev) else { continue };
+                    if sink.send_timeout(SubscriptionMessage::from(msg), SEND_TIMEOUT).await.is_err() {
+                        return;
+                    }
+                    last = seq;
+                }
+                last = last.max(next);
+            }
+            // Live.
+            loop {
+                tokio::select! {
+                    _ = sink.closed() => return,
+                    r = live.recv() => match r {
+                        Ok(ev) => {
+                            if ev.seq <= last {
+                                continue;
+                            }
+                            if p.run_id.as_deref().is_some_and(|r| ev.run_id.as_deref() != Some(r)) {
+                                last = ev.seq;
+                                continue;
+                            }
+                            let Some(msg) = raw_msg(&ev.json) else { continue };
+                            match sink.send_timeout(msg, SEND_TIMEOUT).await {
+                                Ok(()) => last = ev.seq,
+                                Err(_) => {
+                                    tracing::warn!(last, "subscriber does not read; dropped");
+                                    return;
+                                }
+                            }
+                        }
+                        Err(RecvError::Lagged(n)) => {
+                            tracing::warn!(last, missed = n, "subscriber fell behind; dropped");
+                            let notice = SubscriptionNotice {
+                                notice: "dropped".into(),
+                                last_seq: last,
+                                message: format!("fell {n} events behind; resubscribe with afterSeq = {last}"),
+                            };
+                            if let Ok(msg) = serde_json::value::to_raw_value(&notice) {
+                                let _ = sink.send_timeout(SubscriptionMessage::from(msg), Duration::from_millis(500)).await;
+                            }
+                            return;
+                        }
+                        Err(RecvError::Closed) => return,
+                    }
+                }
+            }
+        },
+    );
+    if let Err(e) = res {
+        panic!("team.subscribe registered twice: {e}");
+    }
+}

@@ -1,0 +1,513 @@
+//! `team.*` (except the subscription, in `subscribe.rs`).
+
+use super::{register, views, Ctx};
+use crate::launch;
+use crate::residency;
+use crew_api::methods::*;
+use crew_api::types::*;
+use crew_api::ApiError;
+use crew_core::run::RunState;
+use jsonrpsee::RpcModule;
+use std::time::Duration;
+
+fn check_id(field: &str, id: &str) -> Result<(), ApiError> {
+    if crew_core::ids::is_safe_id(id) {
+        Ok(())
+    } else {
+        Err(ApiError::invalid_params(
+            field,
+            "must be 1-128 characters of A-Z a-z 0-9 _ -",
+        ))
+    }
+}
+
+/// Make sure the run's details are in memory (load an evicted run from the journal).
+pub(crate) async fn ensure_resident(ctx: &Ctx, run_id: &str) -> Result<(), ApiError> {
+    check_id("runId", run_id)?;
+    let id = run_id.to_string();
+    let known = ctx
+        .actor
+        .call(move |core| {
+            Ok((
+                core.state.runs.contains_key(&id),
+                core.state.summaries.contains_key(&id),
+            ))
+        })
+        .await?;
+    match known {
+        (true, _) => {
+            ctx.shared
+                .run_cache
+                .hits
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            ctx.shared.run_cache.touch(run_id);
+            Ok(())
+        }
+        (false, false) => Err(ApiError::not_found("run", run_id)),
+        (false, true) => {
+            ctx.shared
+                .run_cache
+                .misses
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let shared = ctx.shared.clone();
+            let id = run_id.to_string();
+            let loaded = tokio::task::spawn_blocking(move || residency::load_run(&shared, &id))
+                .await
+                .map_err(|e| ApiError::internal(e.to_string()))??
+                .ok_or_else(|| ApiError::not_found("run", run_id))?;
+            ctx.shared.run_cache.touch(run_id);
+            ctx.actor
+                .call(move |core| {
+                    if !core.state.runs.contains_key(&loaded.id) {
+                        core.state.insert_loaded(loaded);
+                    }
+                    Ok(())
+                })
+                .await
+        }
+    }
+}
+
+/// Read a run's details (loading it if it was evicted).
+pub(crate) async fn with_run<R: Send + 'static>(
+    ctx: &Ctx,
+    run_id: &str,
+    f: impl FnOnce(&RunState) -> R + Send + 'static,
+) -> Result<R, ApiError> {
+    ensure_resident(ctx, run_id).await?;
+    let id = run_id.to_string();
+    ctx.actor
+        .call(move |core| {
+            core.state
+                .run(&id)
+                .map(f)
+                .ok_or_else(|| ApiError::not_found("run", &id))
+        })
+        .await
+}
+
+fn run_status_now(core: &crate::actor::Core, id: &str) -> RunStatus {
+    core.state
+        .summaries
+        .get(id)
+        .map(|s| views::run_status(s.status))
+        .unwrap_or(RunStatus::Cancelled)
+}
+
+pub fn register_all(m: &mut RpcModule<Ctx>) {
+    register::<TeamPlan, _, _>(m, |ctx, p| async move {
+        let prepared = launch::prepare(&ctx.shared, &p).await?;
+        let model = prepared.spec.model.clone();
+        Ok(PlanResult {
+            team: prepared.plan.team.clone(),
+            workflow: prepared.plan.workflow.clone(),
+            concurrency: prepared.spec.concurrency,
+            runtime: prepared.spec.runtime.clone(),
+            tasks: prepared
+                .plan
+                .tasks
+                .iter()
+                .map(|t| views::planned(t, model.as_deref()))
+                .collect(),
+            diagnostics: vec![],
+        })
+    });
+    register::<TeamRun, _, _>(m, |ctx, p| async move {
+        let prepared = launch::prepare(&ctx.shared, &p).await?;
+        launch::start(&ctx.actor, prepared).await
+    });
+    register::<TeamStatus, _, _>(m, |ctx, p| async move {
+        with_run(&ctx, &p.run_id, views::status).await
+    });
+    register::<TeamList, _, _>(m, |ctx, p| async move {
+        let limit = p.limit.unwrap_or(50);
+        if !(1..=1000).contains(&limit) {
+            return Err(ApiError::invalid_params(
+                "limit",
+                "must be between 1 and 1000",
+            ));
+        }
+        if let Some(b) = &p.before {
+            check_id("before", b)?;
+        }
+        let want = p.status.map(views::run_status_from_api);
+        ctx.actor
+            .call(move |core| {
+                let iter = core.state.summaries.iter().rev();
+                let mut runs = Vec::new();
+                let mut next = None;
+                for (id, s) in iter {
+                    if p.before.as_ref().is_some_and(|b| id >= b) {
+                        continue;
+                    }
+                    if want.is_some_and(|w| w != s.status) {
+                        continue;
+                    }
+                    if runs.len() == limit as usize {
+                        next = runs.last().map(|r: &RunSummaryView| r.id.clone());
+                        break;
+                    }
+                    runs.push(views::summary(s));
+                }
+                Ok(ListResult { runs, next })
+            })
+            .await
+    });
+    register::<TeamCancel, _, _>(m, |ctx, p| async move {
+        ensure_resident(&ctx, &p.run_id).await?;
+        ctx.actor
+            .mutate(move |core| {
+                let (events, ids) = core
+                    .state
+                    .cancel_run(&p.run_id, p.reason.clone())
+                    .map_err(views::core_error)?;
+                core.emit_all(events);
+                core.touch(&p.run_id);
+                Ok(CancelResult {
+                    status: run_status_now(core, &p.run_id),
+                    cancelled_task_ids: ids,
+                })
+            })
+            .await
+    });
+    register::<TeamResume, _, _>(m, |ctx, p| async move {
+        ensure_resident(&ctx, &p.run_id).await?;
+        ctx.actor
+            .mutate(move |core| {
+                let (events, ids) = core
+                    .state
+                    .resume_run(&p.run_id)
+                    .map_err(views::core_error)?;
+                core.emit_all(events);
+                core.touch(&p.run_id);
+                Ok(ResumeResult {
+                    status: run_status_now(core, &p.run_id),
+                    requeued_task_ids: ids,
+                })
+            })
+            .await
+    });
+    register::<TeamRetry, _, _>(m, |ctx, p| async move {
+        ensure_resident(&ctx, &p.run_id).await?;
+        for t in &p.task_ids {
+            check_id("taskIds", t)?;
+        }
+        ctx.actor
+            .mutate(move |core| {
+                let (events, ids) = core
+                    .state
+                    .retry_tasks(&p.run_id, &p.task_ids)
+                    .map_err(views::core_error)?;
+                core.emit_all(events);
+                core.touch(&p.run_id);
+                Ok(RetryResult {
+                    requeued_task_ids: ids,
+                })
+            })
+            .await
+    });
+    register::<TeamApprove, _, _>(m, |ctx, p| async move {
+        ensure_resident(&ctx, &p.run_id).await?;
+        ctx.actor
+            .mutate(move |core| {
+                let events = core
+                    .state
+                    .approve(&p.run_id, p.reason.clone())
+                    .map_err(views::core_error)?;
+                core.emit_all(events);
+                core.touch(&p.run_id);
+                Ok(RunStatusResult {
+                    status: run_status_now(core, &p.run_id),
+                })
+            })
+            .await
+    });
+    register::<TeamReject, _, _>(m, |ctx, p| async move {
+        ensure_resident(&ctx, &p.run_id).await?;
+        ctx.actor
+            .mutate(move |core| {
+                let events = core
+                    .state
+                    .reject(&p.run_id, p.reason.clone())
+                    .map_err(views::core_error)?;
+                core.emit_all(events);
+                core.touch(&p.run_id);
+                Ok(RunStatusResult {
+                    status: run_status_now(core, &p.run_id),
+                })
+            })
+            .await
+    });
+    register::<TeamSteer, _, _>(m, |ctx, p| async move {
+        ensure_resident(&ctx, &p.run_id).await?;
+        check_id("taskId", &p.task_id)?;
+        ctx.actor
+            .mutate(move |core| {
+                let key = (p.run_id.clone(), p.task_id.clone());
+                let live = core.workers.get(&key).is_some_and(|h| h.live);
+                let (event, delivered) = core
+                    .state
+                    .steer(&p.run_id, &p.task_id, &p.message, live)
+                    .map_err(views::core_error)?;
+                core.emit(event);
+                if delivered == crew_core::run::Delivery::Live {
+                    if let Some(h) = core.workers.get(&key) {
+                        let _ = h
+                            .ctl
+                            .send(crate::workers::WorkerCtl::Steer(p.message.clone()));
+                    }
+                }
+                Ok(SteerResult {
+                    delivered: match delivered {
+                        crew_core::run::Delivery::Live => Delivered::Live,
+                        crew_core::run::Delivery::Queued => Delivered::Queued,
+                    },
+                })
+            })
+            .await
+    });
+    register::<TeamRespond, _, _>(m, |ctx, p| async move {
+        ensure_resident(&ctx, &p.run_id).await?;
+        check_id("taskId", &p.task_id)?;
+        ctx.actor
+            .mutate(move |core| {
+                let events = core
+                    .state
+                    .respond(&p.run_id, &p.task_id, &p.message)
+                    .map_err(views::core_error)?;
+                core.emit_all(events);
+                core.touch(&p.run_id);
+                let status = core
+                    .state
+                    .run(&p.run_id)
+                    .and_then(|r| r.task(&p.task_id))
+                    .map(|t| views::task_status(t.status))
+                    .unwrap_or(TaskStatus::Queued);
+                Ok(RespondResult { status })
+            })
+            .await
+    });
+    register::<TeamWait, _, _>(m, |ctx, p| async move {
+        check_id("runId", &p.run_id)?;
+        let timeout = match p.timeout_ms {
+            None => Duration::from_secs(3600),
+            Some(t) if (0..=3_600_000).contains(&t) => Duration::from_millis(t as u64),
+            Some(_) => {
+                return Err(ApiError::invalid_params(
+                    "timeoutMs",
+                    "must be between 0 and 3600000",
+                ))
+            }
+        };
+        let mut rx = ctx.shared.bus.subscribe();
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let id = p.run_id.clone();
+            let status = ctx
+                .actor
+                .call(move |core| {
+                    core.state
+                        .summaries
+                        .get(&id)
+                        .map(|s| s.status)
+                        .ok_or_else(|| ApiError::not_found("run", &id))
+                })
+                .await?;
+            if status.is_finished() || status == crew_core::run::RunStatus::Blocked {
+                return Ok(WaitResult {
+                    status: views::run_status(status),
+                    finished: true,
+                });
+            }
+            // Wake on any event of this run (or lag), else at the deadline.
+            let woke = tokio::time::timeout_at(deadline, async {
+                loop {
+                    match rx.recv().await {
+                        Ok(ev) if ev.run_id.as_deref() == Some(p.run_id.as_str()) => return,
+                        Ok(_) => continue,
+                        Err(_) => return,
+                    }
+                }
+            })
+            .await;
+            if woke.is_err() {
+                return Ok(WaitResult {
+                    status: views::run_status(status),
+                    finished: false,
+                });
+            }
+        }
+    });
+    register::<TeamEvents, _, _>(m, |ctx, p| async move {
+        let after = p.after_seq.unwrap_or(0);
+        if after < 0 {
+            return Err(ApiError::invalid_params("afterSeq", "must not be negative"));
+        }
+        let limit = p.limit.unwrap_or(500);
+        if !(1..=5000).contains(&limit) {
+            return Err(ApiError::invalid_params(
+                "limit",
+                "must be between 1 and 5000",
+            ));
+        }
+        if let Some(r) = &p.run_id {
+            check_id("runId", r)?;
+            let r2 = r.clone();
+            if !ctx
+                .actor
+                .call(move |core| Ok(core.state.summaries.contains_key(&r2)))
+                .await?
+            {
+                return Err(ApiError::not_found("run", r));
+            }
+        }
+        let shared = ctx.shared.clone();
+        let run = p.run_id.clone();
+        tokio::task::spawn_blocking(move || {
+            crate::rpc::subscribe::read_events(
+                &shared,
+                run.as_deref(),
+                after as u64,
+                limit as usize,
+            )
+        })
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))?
+        .map(|(events, next_seq)| EventsResult { events, next_seq })
+    });
+    register::<TeamArtifacts, _, _>(m, |ctx, p| async move {
+        with_run(&ctx, &p.run_id, |r| ArtifactsResult {
+            artifacts: r
+                .tasks
+                .iter()
+                .flat_map(|t| {
+                    t.artifacts
+                        .iter()
+                        .map(|a| views::artifact(a, Some(&t.plan.id)))
+                })
+                .collect(),
+        })
+        .await
+    });
+    register::<TeamArtifact, _, _>(m, |ctx, p| async move {
+        check_id("runId", &p.run_id)?;
+        if !crew_core::ids::is_safe_artifact_name(&p.name) {
+            return Err(ApiError::invalid_params(
+                "name",
+                "must be a relative artifact name like results/01_explore.txt",
+            ));
+        }
+        let offset = p.offset.unwrap_or(0);
+        let limit = p.limit.unwrap_or(1 << 20);
+        if offset < 0 {
+            return Err(ApiError::invalid_params("offset", "must not be negative"));
+        }
+        if !(1..=(8 << 20)).contains(&limit) {
+            return Err(ApiError::invalid_params(
+                "limit",
+                "must be between 1 and 8388608",
+            ));
+        }
+        let path = ctx.shared.run_dir(&p.run_id).join(&p.name);
+        let name = p.name.clone();
+        tokio::task::spawn_blocking(move || {
+            use std::io::{Read, Seek, SeekFrom};
+            let mut f =
+                std::fs::File::open(&path).map_err(|_| ApiError::not_found("artifact", &name))?;
+            let bytes = f.metadata().map(|m| m.len()).unwrap_or(0);
+            f.seek(SeekFrom::Start(offset as u64))
+                .map_err(|e| ApiError::internal(e.to_string()))?;
+            let mut buf = Vec::new();
+            f.take(limit as u64)
+                .read_to_end(&mut buf)
+                .map_err(|e| ApiError::internal(e.to_string()))?;
+            let truncated = (offset as u64) + (buf.len() as u64) < bytes;
+            Ok(ArtifactResult {
+                content: String::from_utf8_lossy(&buf).into_owned(),
+                bytes,
+                truncated,
+            })
+        })
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))?
+    });
+    register::<TeamSummary, _, _>(m, |ctx, p| async move {
+        let status = with_run(&ctx, &p.run_id, views::status).await?;
+        let dir = ctx.shared.run_dir(&p.run_id);
+        Ok(SummaryResult {
+            markdown: crate::summary::markdown(&status, &dir),
+        })
+    });
+    register::<TeamForget, _, _>(m, |ctx, p| async move {
+        check_id("runId", &p.run_id)?;
+        let shared = ctx.shared.clone();
+        ctx.actor
+            .mutate(move |core| {
+                let events = core.state.forget(&p.run_id).map_err(views::core_error)?;
+                core.emit_all(events);
+                let id = p.run_id.clone();
+                core.after_commit(move |res| {
+                    if res.is_ok() {
+                        crate::forget::remove_run_data(&shared, &id);
+                    }
+                });
+                Ok(Empty {})
+            })
+            .await
+    });
+    register::<TeamPrune, _, _>(m, |ctx, p| async move {
+        let keep = p.keep.unwrap_or(20);
+        if keep < 0 {
+            return Err(ApiError::invalid_params("keep", "must not be negative"));
+        }
+        let older = match p.older_than_ms {
+            None => None,
+            Some(ms) if ms >= 0 => Some(chrono::Utc::now() - chrono::Duration::milliseconds(ms)),
+            Some(_) => {
+                return Err(ApiError::invalid_params(
+                    "olderThanMs",
+                    "must not be negative",
+                ))
+            }
+        };
+        let shared = ctx.shared.clone();
+        ctx.actor
+            .mutate(move |core| {
+                let victims = core
+                    .state
+                    .prune(keep as usize, older)
+                    .map_err(views::core_error)?;
+                for id in &victims {
+                    if let Ok(evs) = core.state.forget(id) {
+                        core.emit_all(evs);
+                    }
+                }
+                let kept = core.state.summaries.len() as u64;
+                let ids = victims.clone();
+                core.after_commit(move |res| {
+                    if res.is_ok() {
+                        for id in &ids {
+                            crate::forget::remove_run_data(&shared, id);
+                        }
+                    }
+                });
+                Ok(PruneResult {
+                    removed: victims,
+                    kept,
+                })
+            })
+            .await
+    });
+    register::<TeamExport, _, _>(m, |ctx, p| async move {
+        ensure_resident(&ctx, &p.run_id).await?;
+        let shared = ctx.shared.clone();
+        let id = p.run_id.clone();
+        tokio::task::spawn_blocking(move || crate::bundle::export(&shared, &id))
+            .await
+            .map_err(|e| ApiError::internal(e.to_string()))?
+            .map(|bundle| ExportResult { bundle })
+    });
+    register::<TeamImport, _, _>(m, |ctx, p| async move {
+        crate::bundle::import(&ctx, p.bundle).await
+    });
+}

@@ -1,0 +1,74 @@
+//! The accept loop: one jsonrpsee service per connection, HTTP POST and WebSocket on the same
+//! Unix socket, peers of another uid refused.
+
+use crate::rpc::Ctx;
+use jsonrpsee::server::{
+    serve_with_graceful_shutdown, BatchRequestConfig, ServerConfig, StopHandle,
+};
+use jsonrpsee::RpcModule;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+pub fn spawn(
+    listener: tokio::net::UnixListener,
+    module: RpcModule<Ctx>,
+    stop: StopHandle,
+    cfg: &crate::config::Config,
+) -> tokio::task::JoinHandle<()> {
+    let server_cfg = ServerConfig::builder()
+        .max_request_body_size(cfg.max_request_bytes)
+        .max_response_body_size(32 << 20)
+        .max_connections(cfg.max_connections)
+        .max_subscriptions_per_connection(cfg.max_subscriptions_per_connection)
+        .set_batch_request_config(BatchRequestConfig::Limit(cfg.max_batch))
+        .set_message_buffer_capacity(1024)
+        .build();
+    let builder = jsonrpsee::server::Server::builder()
+        .set_config(server_cfg)
+        .to_service_builder();
+    let methods: jsonrpsee::Methods = module.into();
+    let my_uid = nix::unistd::geteuid().as_raw();
+    let max_conns = cfg.max_connections as usize;
+    let open = Arc::new(AtomicUsize::new(0));
+    tokio::spawn(async move {
+        loop {
+            let stream = tokio::select! {
+                r = listener.accept() => match r {
+                    Ok((s, _)) => s,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                        continue;
+                    }
+                },
+                _ = stop.clone().shutdown() => break,
+            };
+            let cred = match stream.peer_cred() {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot read peer credentials; connection refused");
+                    continue;
+                }
+            };
+            if cred.uid() != my_uid {
+                tracing::warn!(peer_uid = cred.uid(), peer_pid = ?cred.pid(), "connection from another user refused");
+                continue;
+            }
+            if open.load(Ordering::Relaxed) >= max_conns {
+                tracing::warn!(max_conns, "connection limit reached; connection refused");
+                continue;
+            }
+            let svc = builder.clone().build(methods.clone(), stop.clone());
+            let open2 = open.clone();
+            open2.fetch_add(1, Ordering::Relaxed);
+            let stop2 = stop.clone();
+            let pid = cred.pid();
+            tokio::spawn(async move {
+                if let Err(e) = serve_with_graceful_shutdown(stream, svc, stop2.shutdown()).await {
+                    tracing::debug!(peer_pid = ?pid, error = %e, "connection ended with an error");
+                }
+                open2.fetch_sub(1, Ordering::Relaxed);
+            });
+        }
+    })
+}

@@ -1,0 +1,97 @@
+//! What every part of the daemon can see without going through the actor: configuration,
+//! paths, the journal for reads, the event bus, flags.
+
+use crate::config::Config;
+use crate::resources::ResourceCache;
+use crate::results::ResultCache;
+use crew_journal::Journal;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+use tokio::sync::broadcast;
+
+/// An event as sent to subscribers: already serialized once by the writer.
+#[derive(Debug, Clone)]
+pub struct Published {
+    pub seq: u64,
+    pub run_id: Option<Arc<str>>,
+    pub json: Arc<str>,
+}
+
+pub struct Shared {
+    pub config: Config,
+    pub state_dir: PathBuf,
+    pub socket: PathBuf,
+    pub journal: Arc<dyn Journal>,
+    pub bus: broadcast::Sender<Published>,
+    pub started: Instant,
+    pub resources: ResourceCache,
+    pub results: ResultCache,
+    durable_seq: AtomicU64,
+    shutting_down: AtomicBool,
+    storage_error: Mutex<Option<Arc<str>>>,
+    pub shutdown: tokio::sync::Notify,
+    pub run_cache: crate::residency::RunCacheStats,
+}
+
+impl Shared {
+    pub fn new(
+        config: Config,
+        state_dir: PathBuf,
+        socket: PathBuf,
+        journal: Arc<dyn Journal>,
+        durable: u64,
+    ) -> Self {
+        let (bus, _) = broadcast::channel(config.subscriber_buffer.max(16));
+        let resources = ResourceCache::new(config.resource_cache_entries);
+        let results = ResultCache::new(config.result_cache_entries);
+        Shared {
+            config,
+            state_dir,
+            socket,
+            journal,
+            bus,
+            started: Instant::now(),
+            resources,
+            results,
+            durable_seq: AtomicU64::new(durable),
+            shutting_down: AtomicBool::new(false),
+            storage_error: Mutex::new(None),
+            shutdown: tokio::sync::Notify::new(),
+            run_cache: Default::default(),
+        }
+    }
+
+    pub fn durable_seq(&self) -> u64 {
+        self.durable_seq.load(Ordering::Acquire)
+    }
+    pub fn set_durable(&self, seq: u64) {
+        self.durable_seq.store(seq, Ordering::Release);
+    }
+    pub fn publish(&self, p: Published) {
+        // No subscribers is fine.
+        let _ = self.bus.send(p);
+    }
+    pub fn storage_error(&self) -> Option<Arc<str>> {
+        self.storage_error.lock().ok().and_then(|g| g.clone())
+    }
+    pub fn set_storage_error(&self, e: Option<Arc<str>>) {
+        if let Ok(mut g) = self.storage_error.lock() {
+            *g = e;
+        }
+    }
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutting_down.load(Ordering::Acquire)
+    }
+    pub fn begin_shutdown(&self) {
+        self.shutting_down.store(true, Ordering::Release);
+        self.shutdown.notify_waiters();
+    }
+    pub fn runs_dir(&self) -> PathBuf {
+        self.state_dir.join("runs")
+    }
+    pub fn run_dir(&self, run_id: &str) -> PathBuf {
+        self.runs_dir().join(run_id)
+    }
+}
