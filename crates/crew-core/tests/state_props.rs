@@ -628,8 +628,7 @@ proptest! {
     }
 
     #[test]
-    #[ignore = "BUG: retry_tasks requeues a completed task while its dependent runs (see run::tests::retry_refuses_a_task_whose_dependent_is_running)"]
-    fn retry_never_breaks_exact_readiness(
+        fn retry_never_breaks_exact_readiness(
         defs in proptest::collection::vec(run_def(), 1..=3),
         max_workers in 1usize..=4,
         cmds in proptest::collection::vec(cmd(), 1..60),
@@ -638,8 +637,7 @@ proptest! {
     }
 
     #[test]
-    #[ignore = "BUG: run.cancelled drops the running attempt's usage at the next attempt (see run::tests::usage_of_a_cancelled_attempt_survives_resume)"]
-    fn usage_never_decreases(
+        fn usage_never_decreases(
         defs in proptest::collection::vec(run_def(), 1..=3),
         max_workers in 1usize..=4,
         cmds in proptest::collection::vec(cmd(), 1..60),
@@ -648,8 +646,7 @@ proptest! {
     }
 
     #[test]
-    #[ignore = "BUG: runs left `running` with nothing to do (see run::tests::fail_fast_retry_of_the_failed_task_finishes_the_run and the approval-pending tests)"]
-    fn active_runs_never_get_stuck(
+        fn active_runs_never_get_stuck(
         defs in proptest::collection::vec(run_def(), 1..=3),
         max_workers in 1usize..=4,
         cmds in proptest::collection::vec(cmd(), 1..60),

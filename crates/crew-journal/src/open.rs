@@ -133,9 +133,10 @@ fn abandon(db: sled::Db, err: JournalError) -> JournalError {
 const SLED_DEFAULT_TREE: &[u8] = b"__sled__default";
 
 /// The trees of an existing journal: ours and sled's default one, nothing else. Without a marker
-/// (a crash right after creation) ours may still be missing.
+/// (a crash during the very first open, before anything could be appended) sled may have found
+/// nothing or only some of our trees.
 fn check_trees(db: &sled::Db, names: &[sled::IVec], marked: bool) -> Result<(), String> {
-    if !db.was_recovered() {
+    if marked && !db.was_recovered() {
         return Err("sled found no database in its files and would start an empty one".into());
     }
     let ours = [LOG_TREE, BY_RUN_TREE, META_TREE].map(str::as_bytes);

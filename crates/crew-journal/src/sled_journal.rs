@@ -26,19 +26,22 @@ const FORGET_CHUNK: usize = 4096;
 
 /// The durable [`Journal`] on sled 0.34.7.
 ///
-/// Every write is followed by one synchronous `Db::flush` (fsync) before it returns; sled's own
-/// periodic flusher is off, so nothing reaches the disk except through those flushes (and sled's
-/// flush when the last handle is dropped). `flush_async` is never used (sled#1308 deadlock).
+/// Every write is followed by one synchronous `Db::flush` (write + fsync) before it returns.
+/// sled's periodic flusher is off: it would add nothing to durability, and with it off sled does
+/// not write on its own schedule (e.g. while `open` is deciding that files are corrupt).
+/// `flush_async` is never used (it can deadlock: sled#1308).
 ///
 /// Failure model (e.g. ENOSPC, EIO): the error comes back as [`JournalError::Io`] with the OS
-/// message. sled records the first I/O error of its log writer as a "global error", after which
-/// every further write or flush on that `Db` fails with it; the failed append may be applied in
-/// sled's memory but was not made durable, and the page cache can no longer be trusted to reach
-/// disk. So the journal poisons itself: later writes return [`JournalError::Poisoned`], reads keep
-/// serving entries up to the last acknowledged seq (never the failed batch), and the caller must
-/// drop and reopen it (after freeing space) to write again. Reopening recovers every acknowledged
-/// entry; the failed batch may or may not be present, since it was never acknowledged its seqs are
-/// simply the next ones to append.
+/// message, never as a panic. What sled is left in: its log writer records the first I/O error
+/// as a "global error", and from then on every operation on that `Db` (writes, flushes, and reads
+/// too) fails with a copy of it. The failed append may be applied in sled's memory but was not
+/// made durable. So the journal poisons itself: later writes return [`JournalError::Poisoned`]
+/// without touching sled, reads return sled's `Io` error, and the caller must drop the journal
+/// and reopen it once space is back (opening on a still-full disk fails with `Io` too, and
+/// changes nothing). Reopening recovers every acknowledged entry; the failed batch may or may not
+/// be there, and as it was never acknowledged its seqs are simply the next ones to append
+/// (`last_seq()` after reopening says where to continue). `tests/disk_full.rs` checks all this on
+/// a full tmpfs.
 pub struct SledJournal {
     path: PathBuf,
     db: sled::Db,
@@ -89,6 +92,9 @@ impl SledJournal {
     /// directory holds something that is not a crew journal, when sled reports corruption or
     /// panics while recovering, and when sled comes back with less than was acknowledged before
     /// (see the marker module). Returns [`JournalError::Locked`] when it is already open.
+    ///
+    /// After a `Corrupt` result this process keeps the directory locked: sled's handle is leaked
+    /// rather than dropped, because dropping it would flush into the files being reported.
     pub fn open(dir: &Path, cache_bytes: u64) -> Result<Self, JournalError> {
         let Opened {
             db,
@@ -205,7 +211,7 @@ impl SledJournal {
             .map(|(key, value)| {
                 group_key_seq(&key, &prefix)
                     .and_then(|first| decode_group(&value, first))
-                    .map(|seqs| (key.clone(), seqs))
+                    .map(|seqs| (key, seqs))
                     .ok_or_else(|| self.corrupt(format!("malformed run index entry for {run:?}")))
             })
             .collect()

@@ -22,6 +22,7 @@ use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressState, P
 use jsonrpsee::core::client::{Subscription, SubscriptionClientT};
 use std::collections::HashMap;
 use std::time::Duration;
+use tokio::signal::unix::{signal, Signal, SignalKind};
 
 /// Where the task list comes from before events fill it in.
 pub enum Seed {
@@ -54,6 +55,8 @@ pub async fn follow(
             )
         }
     };
+    // Installed before subscribing, so an early Ctrl-C is ours rather than a plain kill.
+    let sigint = signal(SignalKind::interrupt())?;
     let mut f = Follower {
         ctx,
         conn,
@@ -61,7 +64,9 @@ pub async fn follow(
         model,
         ui: Ui::new(ctx, run_elapsed),
         only_task,
+        sigint,
     };
+    f.ui.footer(&ctx.view(), &f.model);
     let finished = match &seed {
         Seed::Status(s) => s.run.status.is_finished(),
         Seed::Plan(_) => false,
@@ -82,6 +87,7 @@ struct Follower<'a> {
     model: Follow,
     ui: Ui,
     only_task: Option<&'a str>,
+    sigint: Signal,
 }
 
 impl Follower<'_> {
@@ -142,7 +148,7 @@ impl Follower<'_> {
                         Err(e) => self.note(Tone::Warn, &format!("unexpected subscription item: {e}")),
                     }
                 }
-                _ = tokio::signal::ctrl_c() => {
+                _ = self.sigint.recv() => {
                     match self.ask_cancel_or_detach().await {
                         Choice::Cancel => {
                             let r = self.conn.call::<TeamCancel>(&CancelParams {
@@ -317,7 +323,7 @@ impl Follower<'_> {
                 _ => Choice::Detach,
             },
             // A second Ctrl-C at the prompt means "get me out".
-            _ = tokio::signal::ctrl_c() => Choice::Detach,
+            _ = self.sigint.recv() => Choice::Detach,
         };
         self.ui.resume();
         choice
@@ -342,7 +348,7 @@ fn change_task(c: &Change) -> Option<usize> {
 
 /// How changes reach the user.
 enum Ui {
-    Bars(Bars),
+    Bars(Box<Bars>),
     Plain,
     Json,
 }
@@ -381,12 +387,12 @@ impl Ui {
         let footer = mp.add(ProgressBar::new_spinner().with_elapsed(run_elapsed));
         footer.set_style(elapsed_style("{spinner} {wide_msg} {dur}", &ticks));
         footer.enable_steady_tick(Duration::from_millis(120));
-        Ui::Bars(Bars {
+        Ui::Bars(Box::new(Bars {
             mp,
             bars: HashMap::new(),
             footer,
             running,
-        })
+        }))
     }
 
     fn print(&self, text: &str) {

@@ -85,7 +85,14 @@ pub async fn run(ctx: &Ctx, c: RunCmd) -> anyhow::Result<u8> {
             v.p(Tone::Bold, "Run"),
             v.p(Tone::Bold, &started.run_id),
             started.tasks.len(),
-            v.p(Tone::Dim, "Ctrl-C to cancel or detach")
+            v.p(
+                Tone::Dim,
+                if ctx.stdin_tty {
+                    "Ctrl-C to cancel or detach"
+                } else {
+                    "Ctrl-C to detach"
+                }
+            )
         ))?;
     }
     follow::follow(

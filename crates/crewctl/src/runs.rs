@@ -53,14 +53,13 @@ pub async fn ls(ctx: &Ctx, a: LsArgs) -> anyhow::Result<u8> {
         before: a.before,
     };
     let mut result = conn.call::<TeamList>(&params).await?;
-    while a.all {
-        let Some(next) = result.next.take() else {
-            break;
-        };
-        params.before = Some(next);
-        let page = conn.call::<TeamList>(&params).await?;
-        result.runs.extend(page.runs);
-        result.next = page.next;
+    if a.all {
+        while let Some(next) = result.next.take() {
+            params.before = Some(next);
+            let page = conn.call::<TeamList>(&params).await?;
+            result.runs.extend(page.runs);
+            result.next = page.next;
+        }
     }
     if ctx.json {
         ctx.json(&result)?;

@@ -56,8 +56,14 @@ impl Core {
 
     /// Stamp, apply and queue one event. Returns its seq.
     pub fn emit(&mut self, p: Pending) -> u64 {
+        let now = self.now();
+        self.emit_at(p, now)
+    }
+
+    /// Like `emit`, with a given event time (imported runs keep their history's times).
+    pub fn emit_at(&mut self, p: Pending, time: chrono::DateTime<chrono::Utc>) -> u64 {
         let seq = self.emitted_seq + 1;
-        let ev = self.state.stamp(p, seq, self.now());
+        let ev = self.state.stamp(p, seq, time);
         self.state.apply(&ev);
         if let Some(r) = &ev.run_id {
             self.touched.insert(r.clone());

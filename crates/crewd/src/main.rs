@@ -134,6 +134,12 @@ async fn serve(
     socket: PathBuf,
     listener: listen::Listener,
 ) -> anyhow::Result<()> {
+    // Before anything can answer: a SIGTERM right after the first answer must be handled.
+    use tokio::signal::unix::{signal, SignalKind};
+    let signals = (
+        signal(SignalKind::terminate())?,
+        signal(SignalKind::interrupt())?,
+    );
     let journal_dir = state_dir.join("journal");
     let cache = config.journal_cache_mb << 20;
     let journal: Arc<dyn crew_journal::Journal> = {
@@ -172,6 +178,7 @@ async fn serve(
     recovery::recover(&mut core);
     let actor_task = tokio::spawn(actor::run(core, rx));
 
+    let scheduler = scheduler::start(shared.clone(), actor.clone()).await?;
     let module = rpc::module(shared.clone(), actor.clone());
     let (stop, server_handle) = jsonrpsee::server::stop_channel();
     let std_listener = listener.std;
@@ -181,10 +188,11 @@ async fn serve(
     tracing::info!(socket = %socket.display(), pid = std::process::id(), "crewd is ready");
     let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
 
-    wait_for_shutdown(&shared).await;
+    wait_for_shutdown(&shared, signals).await;
     tracing::info!("shutting down");
     let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Stopping]);
     shared.begin_shutdown();
+    scheduler.shutdown().await;
     let _ = server_handle.stop();
     let _ = tokio::time::timeout(std::time::Duration::from_secs(10), server_handle.stopped()).await;
     accept.abort();
@@ -216,15 +224,11 @@ async fn serve(
     Ok(())
 }
 
-async fn wait_for_shutdown(shared: &shared::Shared) {
-    use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
-        shared.shutdown.notified().await;
-        return;
-    };
+async fn wait_for_shutdown(
+    shared: &shared::Shared,
+    signals: (tokio::signal::unix::Signal, tokio::signal::unix::Signal),
+) {
+    let (mut term, mut int) = signals;
     tokio::select! {
         _ = term.recv() => {},
         _ = int.recv() => {},

@@ -26,3 +26,18 @@ pub fn local_zone() -> String {
     }
     "UTC".into()
 }
+
+use crate::actor::Actor;
+use crate::shared::Shared;
+use std::sync::Arc;
+
+/// Drives scheduled jobs. (Timers are registered here; firing goes through the actor.)
+pub struct Scheduler {}
+
+pub async fn start(_shared: Arc<Shared>, _actor: Actor) -> anyhow::Result<Scheduler> {
+    Ok(Scheduler {})
+}
+
+impl Scheduler {
+    pub async fn shutdown(self) {}
+}

@@ -138,6 +138,10 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
         } => {
             for t in run.tasks.iter_mut() {
                 if cancelled_task_ids.contains(&t.plan.id) {
+                    // The running attempt's usage was spent: keep it.
+                    let spent = t.attempt_usage;
+                    t.prior_usage.add(&spent);
+                    t.attempt_usage = Usage::default();
                     t.status = TaskStatus::Cancelled;
                     t.finished_at = Some(ev.time);
                 }
@@ -152,7 +156,8 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
                     requeue(t);
                 }
             }
-            if run.approval == Approval::Rejected {
+            // A pending or rejected approval is asked for again before a write-role task starts.
+            if matches!(run.approval, Approval::Rejected | Approval::Pending) {
                 run.approval = Approval::Required;
             }
             run.status = RunStatus::Running;
@@ -180,6 +185,9 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
                     t.answers.push(a.clone());
                 }
                 requeue(t);
+            }
+            if run.approval == Approval::Pending {
+                run.approval = Approval::Required;
             }
             if run.status != RunStatus::Running {
                 run.status = RunStatus::Running;
@@ -246,11 +254,18 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
             }
         }
         EventBody::TaskRetrying {
-            end, not_before, ..
+            end,
+            not_before,
+            reason,
+            ..
         } => {
             if let Some(i) = task_idx {
                 let t = &mut run.tasks[i];
                 end_attempt(t, end, ev);
+                // The worker did not fail, the daemon did: that attempt does not count.
+                if reason == "daemon_restarted" {
+                    t.attempts_in_window = t.attempts_in_window.saturating_sub(1);
+                }
                 t.status = TaskStatus::Queued;
                 t.error = end.error.clone();
                 t.not_before = Some(*not_before);

@@ -202,6 +202,16 @@ impl State {
                     "task {id} is already queued"
                 )));
             }
+            // Exact readiness: a task may not run again under a dependent using its output.
+            if let Some(d) = dependents(run, id).into_iter().find(|d| {
+                run.task(d).is_some_and(|dt| {
+                    matches!(dt.status, TaskStatus::Running | TaskStatus::Waiting)
+                })
+            }) {
+                return Err(CoreError::InvalidState(format!(
+                    "task {d} depends on {id} and is still running"
+                )));
+            }
         }
         if run.status == RunStatus::Blocked && run.approval == Approval::Pending {
             return Err(CoreError::InvalidState(format!(
@@ -211,6 +221,14 @@ impl State {
         // Named tasks plus their transitive dependents that were skipped (they were skipped
         // only because something upstream failed).
         let mut ids: Vec<String> = task_ids.to_vec();
+        // Under fail-fast every task the failure skipped comes back, not only dependents.
+        if run.spec.failure_policy == super::FailurePolicy::FailFast {
+            for t in &run.tasks {
+                if t.status == TaskStatus::Skipped && !ids.contains(&t.plan.id) {
+                    ids.push(t.plan.id.clone());
+                }
+            }
+        }
         let mut changed = true;
         while changed {
             changed = false;
@@ -392,6 +410,7 @@ impl State {
     }
 
     /// A worker attempt ended. Stale results (a cancelled task, an older attempt) are dropped.
+    #[allow(clippy::too_many_arguments)]
     pub fn finish_attempt(
         &self,
         run_id: &str,
@@ -472,7 +491,13 @@ impl State {
                     artifacts,
                     error: Some(error.clone()),
                 };
-                if retryable && t.attempts_in_window < run.spec.max_attempts && !run.halted {
+                let fail_fast_stopped = run.spec.failure_policy == super::FailurePolicy::FailFast
+                    && run.tasks.iter().any(|x| x.status == TaskStatus::Failed);
+                if retryable
+                    && t.attempts_in_window < run.spec.max_attempts
+                    && !run.halted
+                    && !fail_fast_stopped
+                {
                     let delay_ms = retry.delay_ms(t.attempts_in_window, jitter);
                     let not_before = now + Duration::milliseconds(delay_ms as i64);
                     vec![Pending::task(
@@ -567,4 +592,19 @@ impl State {
             .map(|s| s.id.clone())
             .collect())
     }
+}
+
+/// Tasks that depend on `id`, directly or not.
+fn dependents(run: &super::RunState, id: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut frontier = vec![id.to_string()];
+    while let Some(cur) = frontier.pop() {
+        for t in &run.tasks {
+            if t.plan.depends_on.contains(&cur) && !out.contains(&t.plan.id) {
+                out.push(t.plan.id.clone());
+                frontier.push(t.plan.id.clone());
+            }
+        }
+    }
+    out
 }

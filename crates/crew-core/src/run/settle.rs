@@ -27,7 +27,9 @@ fn settle_run(run: &RunState, now: DateTime<Utc>) -> Vec<Pending> {
     let usage = run.usage();
 
     // Budget (SPEC §4): tokens = input + output + cacheWrite, checked against live usage.
-    if let Some(b) = run.spec.budget {
+    // A run whose every task completed is done, whatever its last task cost.
+    let all_done = run.tasks.iter().all(|t| t.status == TaskStatus::Completed);
+    if let (Some(b), false) = (run.spec.budget, all_done) {
         let used = usage.budget_tokens();
         if !run.halted && used as f64 >= b.abort_at * b.tokens as f64 {
             let mut out = vec![Pending::run(
@@ -183,9 +185,11 @@ fn settle_run(run: &RunState, now: DateTime<Utc>) -> Vec<Pending> {
             },
         )];
     }
-    let blocked_reason = if run.approval == Approval::Pending {
-        None // already blocked by plan.approval_required
-    } else if let Some(t) = run.tasks.iter().find(|t| t.status == TaskStatus::Waiting) {
+    if run.approval == Approval::Pending {
+        return vec![]; // already blocked by plan.approval_required
+    }
+    let blocked_reason = if let Some(t) = run.tasks.iter().find(|t| t.status == TaskStatus::Waiting)
+    {
         Some(format!(
             "task {} is waiting for an answer: {}",
             t.plan.id,
@@ -212,5 +216,15 @@ fn settle_run(run: &RunState, now: DateTime<Utc>) -> Vec<Pending> {
     if run.tasks.iter().all(|t| t.status == TaskStatus::Completed) {
         return vec![Pending::run(id, EventBody::RunCompleted { usage })];
     }
-    vec![]
+    // Nothing can move any more and something did not complete (skipped or cancelled).
+    match run.tasks.iter().find(|t| t.status != TaskStatus::Completed) {
+        Some(t) => vec![Pending::run(
+            id,
+            EventBody::RunFailed {
+                reason: format!("task {} is {}", t.plan.id, t.status.as_str()),
+                usage,
+            },
+        )],
+        None => vec![],
+    }
 }

@@ -256,7 +256,7 @@ pub struct RunState {
     pub budget_warned: bool,
     /// Why the run failed / was cancelled / is blocked.
     pub reason: Option<String>,
-    /// Set by fail-fast after a final task failure: no new task may start.
+    /// Set when the budget is exceeded: no new task may start and no retry is scheduled.
     pub halted: bool,
 }
 

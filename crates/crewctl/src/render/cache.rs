@@ -52,6 +52,7 @@ pub fn stats(view: &View, s: &CacheStatsResult) -> String {
     );
     row("runs", &s.runs, "-".into());
     table::align_right(&mut t, &[1, 2, 3, 4, 5, 6, 7]);
+    table::keep_whole(&mut t, &[0, 7]);
     table::finish(&t)
 }
 

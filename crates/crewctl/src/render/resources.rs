@@ -35,6 +35,7 @@ pub fn list(view: &View, r: &ResourceListResult) -> String {
                 ]);
             }
         }
+        table::keep_whole(&mut t, &[0, 1, 2]);
         out.push_str(&table::finish(&t));
     }
     if !r.diagnostics.is_empty() {

@@ -75,12 +75,15 @@ fn run_header(view: &View, r: &RunView) -> String {
         let start = parse_time(r.started_at.as_deref()?)?;
         u64::try_from((view.clock.now - start).num_milliseconds()).ok()
     });
-    let mut totals = String::new();
     if let Some(ms) = elapsed {
-        let _ = write!(totals, "{} · ", human_duration_ms(ms));
+        let what = if r.status.is_finished() {
+            "took"
+        } else {
+            "running for"
+        };
+        field("time", format!("{what} {}", human_duration_ms(ms)));
     }
-    let _ = write!(
-        totals,
+    let mut totals = format!(
         "{} tokens · {}",
         tokens(usage_tokens(&r.usage)),
         cost(r.usage.cost)
@@ -143,7 +146,7 @@ fn task_table(view: &View, tasks: &[TaskView]) -> String {
     let mut t = table::new(
         view,
         &[
-            "", "task", "role", "status", "att", "time", "tokens", "cost", "note",
+            "task", "role", "status", "att", "time", "tokens", "cost", "note",
         ],
     );
     for task in tasks {
@@ -151,7 +154,7 @@ fn task_table(view: &View, tasks: &[TaskView]) -> String {
         let role = if task.agent == task.role {
             task.role.clone()
         } else {
-            format!("{}→{}", task.role, task.agent)
+            format!("{} ({})", task.role, task.agent)
         };
         let elapsed = task.duration_ms.or_else(|| {
             if task.status != TaskStatus::Running {
@@ -166,10 +169,13 @@ fn task_table(view: &View, tasks: &[TaskView]) -> String {
             (usage_tokens(&task.usage), Some(task.usage.cost))
         };
         t.add_row(vec![
-            table::toned(view, tone, mark),
             Cell::new(&task.id),
             Cell::new(role),
-            table::toned(view, tone, marks::task_word(task.status)),
+            table::toned(
+                view,
+                tone,
+                format!("{mark} {}", marks::task_word(task.status)),
+            ),
             Cell::new(if task.attempts == 0 {
                 "-".to_string()
             } else {
@@ -185,7 +191,14 @@ fn task_table(view: &View, tasks: &[TaskView]) -> String {
             note_cell(view, task),
         ]);
     }
-    table::align_right(&mut t, &[4, 5, 6, 7]);
+    table::align_right(&mut t, &[3, 4, 5, 6]);
+    table::keep_whole(&mut t, &[0, 2, 3, 4, 5, 6]);
+    // Narrow terminals: the note (errors, questions) matters more than role and cost.
+    match view.width {
+        Some(w) if w < 80 => table::hide(&mut t, &[1, 6]),
+        Some(w) if w < 100 => table::hide(&mut t, &[1]),
+        _ => {}
+    }
     table::finish(&t)
 }
 
@@ -249,6 +262,7 @@ pub fn list(view: &View, l: &ListResult) -> String {
         ]);
     }
     table::align_right(&mut t, &[5, 6]);
+    table::keep_whole(&mut t, &[0, 1, 4, 5, 6]);
     let mut out = table::finish(&t);
     if let Some(next) = &l.next {
         let _ = writeln!(
@@ -316,6 +330,7 @@ pub fn plan(view: &View, p: &PlanResult) -> String {
         }
         t.add_row(row);
     }
+    table::keep_whole(&mut t, &[0, 1, 2, 3, 5, 6]);
     out.push_str(&table::finish(&t));
     if !p.diagnostics.is_empty() {
         out.push('\n');
@@ -340,6 +355,7 @@ pub fn artifacts(view: &View, list: &[ArtifactInfo]) -> String {
         ]);
     }
     table::align_right(&mut t, &[3]);
+    table::keep_whole(&mut t, &[1, 2, 3, 4]);
     table::finish(&t)
 }
 
@@ -469,9 +485,7 @@ pub(crate) mod tests {
         status: RunStatus,
         goal: &str,
         created: &str,
-        done: u32,
-        total: u32,
-        failed: u32,
+        [done, total, failed]: [u32; 3],
         usd: f64,
     ) -> RunSummaryView {
         RunSummaryView {
@@ -512,9 +526,7 @@ pub(crate) mod tests {
                     RunStatus::Running,
                     "fix the flaky login test",
                     "2026-03-10T11:55:00Z",
-                    1,
-                    6,
-                    1,
+                    [1, 6, 1],
                     0.0132,
                 ),
                 summary(
@@ -522,9 +534,7 @@ pub(crate) mod tests {
                     RunStatus::Completed,
                     "write a migration guide for the new configuration format and review it twice",
                     "2026-03-10T09:00:00Z",
-                    4,
-                    4,
-                    0,
+                    [4, 4, 0],
                     1.2345,
                 ),
                 summary(
@@ -532,9 +542,7 @@ pub(crate) mod tests {
                     RunStatus::Blocked,
                     "refactor the parser",
                     "2026-03-09T08:00:00Z",
-                    0,
-                    5,
-                    0,
+                    [0, 5, 0],
                     0.0,
                 ),
                 summary(
@@ -542,9 +550,7 @@ pub(crate) mod tests {
                     RunStatus::Cancelled,
                     "explore",
                     "2026-03-01T08:00:00Z",
-                    2,
-                    3,
-                    0,
+                    [2, 3, 0],
                     0.00004,
                 ),
             ],

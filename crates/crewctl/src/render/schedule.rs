@@ -70,6 +70,7 @@ pub fn list(view: &View, jobs: &[Job]) -> String {
         ]);
     }
     table::align_right(&mut t, &[7]);
+    table::keep_whole(&mut t, &[0, 2, 3, 4, 5, 6, 7]);
     table::finish(&t)
 }
 
@@ -175,11 +176,7 @@ mod tests {
     use crew_api::types::{CatchUp, Overlap, RunParams};
 
     fn job(
-        id: &str,
-        name: &str,
-        kind: &str,
-        spec: &str,
-        tz: &str,
+        [id, name, kind, spec, tz]: [&str; 5],
         enabled: bool,
         next: Option<&str>,
         last: Option<&str>,
@@ -213,44 +210,34 @@ mod tests {
         vec![
             // 15:00 UTC is 16:00 in Berlin (CET) and 11:00 in New York (EDT since 8 March).
             job(
-                "s-1",
-                "nightly review",
-                "cron",
-                "0 16 * * MON-FRI",
-                "Europe/Berlin",
+                [
+                    "s-1",
+                    "nightly review",
+                    "cron",
+                    "0 16 * * MON-FRI",
+                    "Europe/Berlin",
+                ],
                 true,
                 Some("2026-03-10T15:00:00Z"),
                 Some("2026-03-09T15:00:00Z"),
                 12,
             ),
             job(
-                "s-2",
-                "standup notes",
-                "cron",
-                "@daily",
-                "America/New_York",
+                ["s-2", "standup notes", "cron", "@daily", "America/New_York"],
                 true,
                 Some("2026-03-11T04:00:00Z"),
                 None,
                 0,
             ),
             job(
-                "s-3",
-                "poll",
-                "interval",
-                "300000",
-                "UTC",
+                ["s-3", "poll", "interval", "300000", "UTC"],
                 false,
                 Some("2026-03-10T12:05:00Z"),
                 Some("2026-03-10T11:55:00Z"),
                 301,
             ),
             job(
-                "s-4",
-                "release",
-                "at",
-                "2026-03-12T09:30:00Z",
-                "UTC",
+                ["s-4", "release", "at", "2026-03-12T09:30:00Z", "UTC"],
                 true,
                 Some("2026-03-12T09:30:00Z"),
                 None,

@@ -2,7 +2,7 @@
 
 use super::View;
 use crate::style::Tone;
-use comfy_table::{Attribute, Cell, CellAlignment, ContentArrangement, Table};
+use comfy_table::{Attribute, Cell, CellAlignment, ColumnConstraint, ContentArrangement, Table};
 
 /// No borders; a rule under the header.
 const PRESET: &str = "     ──            ";
@@ -58,6 +58,24 @@ pub fn align_right(t: &mut Table, columns: &[usize]) {
     for &i in columns {
         if let Some(col) = t.column_mut(i) {
             col.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+}
+
+/// Columns that must not wrap (ids, numbers, times); the others absorb a narrow terminal.
+pub fn keep_whole(t: &mut Table, columns: &[usize]) {
+    for &i in columns {
+        if let Some(col) = t.column_mut(i) {
+            col.set_constraint(ColumnConstraint::ContentWidth);
+        }
+    }
+}
+
+/// Leaves columns out (less important ones on narrow terminals).
+pub fn hide(t: &mut Table, columns: &[usize]) {
+    for &i in columns {
+        if let Some(col) = t.column_mut(i) {
+            col.set_constraint(ColumnConstraint::Hidden);
         }
     }
 }

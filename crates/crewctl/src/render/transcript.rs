@@ -319,7 +319,8 @@ pub fn render(view: &View, text: &str, verbose: bool) -> String {
                 };
                 let _ = writeln!(out, "{}", view.p(Tone::Dim, "prompt:"));
                 for l in shown.lines() {
-                    let _ = writeln!(out, "{bar} {}", view.p(Tone::Dim, l));
+                    let line = format!("{bar} {}", view.p(Tone::Dim, l));
+                    let _ = writeln!(out, "{}", line.trim_end());
                 }
             }
             Entry::Text(t) => {
@@ -372,7 +373,8 @@ pub fn render(view: &View, text: &str, verbose: bool) -> String {
                     };
                     if verbose {
                         for l in text.lines() {
-                            let _ = writeln!(out, "  {bar} {}", view.p(Tone::Dim, l));
+                            let line = format!("  {bar} {}", view.p(Tone::Dim, l));
+                            let _ = writeln!(out, "{}", line.trim_end());
                         }
                     } else {
                         let _ = writeln!(
@@ -394,7 +396,11 @@ pub fn render(view: &View, text: &str, verbose: bool) -> String {
                 cost: c,
                 model,
             } => {
-                let mut u = format!("· {} tok · {}", tokens(*t), cost(*c));
+                let mut u = if *t > 0 {
+                    format!("· {} tok · {}", tokens(*t), cost(*c))
+                } else {
+                    format!("· total {}", cost(*c))
+                };
                 if let Some(m) = model {
                     let _ = write!(u, " · {m}");
                 }

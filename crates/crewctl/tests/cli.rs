@@ -1,0 +1,549 @@
+//! crewctl end to end against a scripted stand-in daemon (tests/mock): exit statuses, piped
+//! output without escape codes, `--json` parsed back, resubscription after a dropped notice,
+//! Ctrl-C without a terminal, and the "daemon not running" message.
+
+mod mock;
+
+use mock::{event, run_started, status, task, usage, Mock, Script};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_crewctl"))
+}
+
+async fn crewctl(socket: &Path, args: &[&str]) -> Output {
+    let socket = socket.to_path_buf();
+    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    tokio::task::spawn_blocking(move || {
+        std::process::Command::new(bin())
+            .arg("--socket")
+            .arg(&socket)
+            .args(&args)
+            .env_remove("NO_COLOR")
+            .env_remove("CREW_SOCKET")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn code(o: &Output) -> i32 {
+    o.status.code().unwrap_or(-1)
+}
+
+/// A two-task run ending with `end` (`run.completed`, `run.failed`, ...).
+fn run_script(end: &str, final_status: &str) -> Script {
+    let mut s = Script::default();
+    s.results.insert("team.run", run_started());
+    s.results.insert(
+        "team.status",
+        status(
+            final_status,
+            vec![task("01_explore", "completed"), task("02_fix", "completed")],
+        ),
+    );
+    s.artifacts.insert(
+        "results/01_explore.txt".into(),
+        "Explored 3 files.\nThe flaky part is the sleep.".into(),
+    );
+    let result =
+        json!([{"name": "results/01_explore.txt", "kind": "result", "bytes": 40, "sha256": "x"}]);
+    s.events = vec![
+        event(1, "run.started", None, json!({})),
+        event(
+            2,
+            "task.started",
+            Some("01_explore"),
+            json!({"attempt": 1, "runtime": "fake"}),
+        ),
+        event(
+            3,
+            "task.progress",
+            Some("01_explore"),
+            json!({"attempt": 1, "usage": usage(500, 0.0005), "currentTool": "read"}),
+        ),
+        event(
+            4,
+            "task.completed",
+            Some("01_explore"),
+            json!({"attempt": 1, "usage": usage(1000, 0.001), "artifacts": result}),
+        ),
+        event(5, "task.started", Some("02_fix"), json!({"attempt": 1})),
+        event(
+            6,
+            "task.completed",
+            Some("02_fix"),
+            json!({"attempt": 1, "usage": usage(1000, 0.001)}),
+        ),
+        event(7, end, None, json!({"reason": "x"})),
+    ];
+    s
+}
+
+#[tokio::test]
+async fn not_running_says_how_to_start_and_exits_4() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("crewd.sock");
+    let o = crewctl(&missing, &["status", "r-1"]).await;
+    assert_eq!(code(&o), 4, "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains(&format!(
+            "crewd is not running (no socket at {}).",
+            missing.display()
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains("crewd &") && err.contains("systemctl --user start crewd"),
+        "{err}"
+    );
+    assert!(
+        !err.contains('\u{1b}'),
+        "no escape codes when stderr is not a terminal: {err:?}"
+    );
+
+    // A socket file left by a dead daemon: connection refused.
+    let stale = dir.path().join("stale.sock");
+    drop(std::os::unix::net::UnixListener::bind(&stale).unwrap());
+    let o = crewctl(&stale, &["ls"]).await;
+    assert_eq!(code(&o), 4);
+    assert!(
+        stderr(&o).contains("crewd is not running (nothing listens on"),
+        "{}",
+        stderr(&o)
+    );
+
+    // Stopping a daemon that is not running is not an error.
+    let o = crewctl(&missing, &["daemon", "stop"]).await;
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn run_follows_and_exits_with_the_run_status() {
+    let cases = [
+        ("run.completed", "completed", 0),
+        ("run.failed", "failed", 1),
+        ("run.blocked", "blocked", 2),
+        ("run.cancelled", "cancelled", 3),
+    ];
+    for (end, final_status, want) in cases {
+        let mock = Mock::start(run_script(end, final_status)).await;
+        let o = crewctl(
+            &mock.socket,
+            &[
+                "run",
+                "fix the flaky test",
+                "--cwd",
+                "/tmp/proj",
+                "-t",
+                "fast-fix",
+            ],
+        )
+        .await;
+        let out = stdout(&o);
+        assert_eq!(code(&o), want, "{end}: {out}\n{}", stderr(&o));
+        assert!(out.contains("✓ 01_explore"), "{out}");
+        assert!(out.contains("│ Explored 3 files."), "result excerpt: {out}");
+        assert!(out.contains(&format!("Run r-1 {final_status}")), "{out}");
+        assert!(
+            !out.contains('\u{1b}'),
+            "piped output has no escape codes: {out:?}"
+        );
+        let run = mock.calls("team.run");
+        assert_eq!(run.len(), 1);
+        assert_eq!(run[0]["goal"], "fix the flaky test");
+        assert_eq!(run[0]["cwd"], "/tmp/proj");
+        assert_eq!(run[0]["team"], "fast-fix");
+        assert_eq!(
+            mock.subscriptions(),
+            vec![json!({"runId": "r-1", "afterSeq": 0})]
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_task_needing_attention_exits_2() {
+    let mut s = run_script("run.completed", "completed");
+    s.results.insert(
+        "team.status",
+        status(
+            "completed",
+            vec![
+                task("01_explore", "completed"),
+                task("02_fix", "needs_attention"),
+            ],
+        ),
+    );
+    let mock = Mock::start(s).await;
+    let o = crewctl(&mock.socket, &["run", "x"]).await;
+    assert_eq!(code(&o), 2, "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("tasks need attention"),
+        "{}",
+        stdout(&o)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn resubscribes_after_a_dropped_notice() {
+    let mut s = run_script("run.completed", "completed");
+    s.drop_first_after = Some(3);
+    let mock = Mock::start(s).await;
+    let o = crewctl(&mock.socket, &["run", "x"]).await;
+    let out = stdout(&o);
+    assert_eq!(code(&o), 0, "{out}\n{}", stderr(&o));
+    assert_eq!(
+        mock.subscriptions(),
+        vec![
+            json!({"runId": "r-1", "afterSeq": 0}),
+            json!({"runId": "r-1", "afterSeq": 3})
+        ],
+        "resubscribed after the last event seen"
+    );
+    assert_eq!(
+        out.matches("✓ 01_explore").count(),
+        1,
+        "no event shown twice: {out}"
+    );
+    assert_eq!(out.matches("✓ 02_fix").count(), 1, "{out}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn run_json_prints_events_as_lines() {
+    let mock = Mock::start(run_script("run.completed", "completed")).await;
+    let o = crewctl(&mock.socket, &["--json", "run", "x"]).await;
+    assert_eq!(code(&o), 0);
+    let events: Vec<crew_api::types::Event> = stdout(&o)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        events.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        (1..=7).collect::<Vec<_>>()
+    );
+
+    let o = crewctl(&mock.socket, &["--json", "run", "x", "--detach"]).await;
+    assert_eq!(code(&o), 0);
+    let started: crew_api::types::RunStarted = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(started.run_id, "r-1");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ctrl_c_without_a_terminal_detaches() {
+    let mut s = run_script("run.completed", "completed");
+    s.events.truncate(2); // the run keeps running
+    let mock = Mock::start(s).await;
+    let socket = mock.socket.clone();
+    let child = std::process::Command::new(bin())
+        .arg("--socket")
+        .arg(&socket)
+        .args(["run", "x"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    mock.subscribed.notified().await;
+    let pid = i32::try_from(child.id()).unwrap();
+    // SAFETY: sending a signal to our own child process.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+    let o = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("Detached; run r-1 keeps going"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(
+        mock.calls("team.cancel").is_empty(),
+        "detaching does not cancel"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn wait_exit_statuses() {
+    let cases = [
+        (
+            json!({"status": "completed", "finished": true}),
+            "completed",
+            0,
+        ),
+        (json!({"status": "failed", "finished": true}), "failed", 1),
+        (json!({"status": "blocked", "finished": true}), "blocked", 2),
+        (
+            json!({"status": "cancelled", "finished": true}),
+            "cancelled",
+            3,
+        ),
+        (
+            json!({"status": "running", "finished": false}),
+            "running",
+            124,
+        ),
+    ];
+    for (wait, st, want) in cases {
+        let mut s = Script::default();
+        s.results.insert("team.wait", wait);
+        s.results.insert(
+            "team.status",
+            status(st, vec![task("01_explore", "completed")]),
+        );
+        let mock = Mock::start(s).await;
+        let o = crewctl(&mock.socket, &["wait", "r-1", "--timeout", "2s"]).await;
+        assert_eq!(code(&o), want, "{st}: {}{}", stdout(&o), stderr(&o));
+        assert_eq!(
+            mock.calls("team.wait"),
+            vec![json!({"runId": "r-1", "timeoutMs": 2000})]
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn status_json_round_trips_and_colour_follows_the_flag() {
+    let mut s = Script::default();
+    let st = status("completed", vec![task("01_explore", "completed")]);
+    s.results.insert("team.status", st.clone());
+    let mock = Mock::start(s).await;
+
+    let o = crewctl(&mock.socket, &["--json", "status", "r-1"]).await;
+    assert_eq!(code(&o), 0);
+    let got: crew_api::types::StatusResult = serde_json::from_str(&stdout(&o)).unwrap();
+    let want: crew_api::types::StatusResult = serde_json::from_value(st).unwrap();
+    assert_eq!(got, want);
+
+    let plain = crewctl(&mock.socket, &["status", "r-1"]).await;
+    assert!(
+        stdout(&plain).contains("01_explore") && !stdout(&plain).contains('\u{1b}'),
+        "{}",
+        stdout(&plain)
+    );
+    let coloured = crewctl(&mock.socket, &["--color", "always", "status", "r-1"]).await;
+    assert!(
+        stdout(&coloured).contains('\u{1b}'),
+        "--color always colours even when piped"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn validate_exits_1_on_errors() {
+    let diag = json!({"path": ".crew/workflows/broken.md", "line": 7, "field": "dependsOn", "severity": "error", "message": "cycle: a → b → a"});
+    let warn = json!({"path": ".crew/agents/x.md", "line": null, "field": null, "severity": "warning", "message": "unused"});
+    for (result, want) in [
+        (json!({"ok": false, "diagnostics": [diag, warn]}), 1),
+        (json!({"ok": true, "diagnostics": [warn]}), 0),
+    ] {
+        let mut s = Script::default();
+        s.results.insert("resource.validate", result);
+        let mock = Mock::start(s).await;
+        let o = crewctl(&mock.socket, &["validate", "--cwd", "/tmp/proj"]).await;
+        assert_eq!(code(&o), want, "{}", stdout(&o));
+        if want == 1 {
+            assert!(
+                stdout(&o).contains(".crew/workflows/broken.md:7: dependsOn: cycle: a → b → a"),
+                "{}",
+                stdout(&o)
+            );
+        }
+        assert_eq!(
+            mock.calls("resource.validate"),
+            vec![json!({"cwd": "/tmp/proj"})]
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn api_errors_show_message_and_diagnostics() {
+    let mut s = Script::default();
+    let diags = json!({"diagnostics": [{"path": "teams/x.md", "line": 2, "field": "role", "severity": "error", "message": "unknown agent nobody"}]});
+    s.errors
+        .insert("team.plan", (1003, "team x is invalid".into(), Some(diags)));
+    s.errors
+        .insert("team.status", (1001, "run not found: r-9".into(), None));
+    let mock = Mock::start(s).await;
+    let o = crewctl(&mock.socket, &["plan", "x", "--team", "x"]).await;
+    assert_eq!(code(&o), 1);
+    let err = stderr(&o);
+    assert!(
+        err.contains("error: team x is invalid (code 1003)"),
+        "{err}"
+    );
+    assert!(
+        err.contains("teams/x.md:2: role: unknown agent nobody"),
+        "{err}"
+    );
+    let o = crewctl(&mock.socket, &["status", "r-9"]).await;
+    assert_eq!(code(&o), 1);
+    assert!(
+        stderr(&o).contains("run not found: r-9 (code 1001)"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn logs_show_events_and_transcripts() {
+    let mut s = run_script("run.completed", "completed");
+    s.results.insert(
+        "team.events",
+        json!({"events": s.events.clone(), "nextSeq": 7}),
+    );
+    let mut t = task("01_explore", "completed");
+    t["artifacts"] = json!([{"name": "transcripts/01_explore.attempt-1.jsonl", "kind": "transcript", "taskId": "01_explore", "bytes": 10, "sha256": "x"}]);
+    s.results
+        .insert("team.status", status("completed", vec![t]));
+    s.artifacts.insert(
+        "transcripts/01_explore.attempt-1.jsonl".into(),
+        concat!(
+            r#"{"type":"message_end","message":{"role":"assistant","content":[{"type":"text","text":"Reading."},{"type":"toolCall","id":"1","name":"read","arguments":{"path":"a.rs"}}]}}"#,
+            "\n",
+            r#"{"type":"tool_execution_end","toolName":"read","result":{"content":[{"type":"text","text":"boom"}]},"isError":true}"#,
+            "\n"
+        )
+        .into(),
+    );
+    let mock = Mock::start(s).await;
+
+    let o = crewctl(&mock.socket, &["logs", "r-1"]).await;
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains("task.completed") && out.contains("01_explore"),
+        "{out}"
+    );
+    assert!(
+        !out.contains("task.progress"),
+        "progress events only with -v: {out}"
+    );
+
+    let o = crewctl(&mock.socket, &["logs", "r-1", "01_explore"]).await;
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains("Reading.")
+            && out.contains("▸ read {\"path\":\"a.rs\"}")
+            && out.contains("✗ read failed: boom"),
+        "{out}"
+    );
+
+    // A finished run followed: the stored events, then the summary and its exit status.
+    let o = crewctl(&mock.socket, &["logs", "-f", "r-1"]).await;
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(stdout(&o).contains("Run r-1 completed"), "{}", stdout(&o));
+}
+
+fn summary_row(id: &str) -> Value {
+    json!({"id": id, "status": "failed", "team": "default", "workflow": "default", "goal": "g",
+        "cwd": "/w", "createdAt": "2026-03-10T11:55:00Z", "finishedAt": null, "usage": usage(1, 0.5),
+        "tasks": {"total": 2, "queued": 0, "running": 0, "waiting": 0, "completed": 1, "failed": 1, "cancelled": 0, "skipped": 0, "needsAttention": 0},
+        "scheduleId": null, "reason": null})
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ls_pages_with_all_and_hints_at_more() {
+    let mut s = Script::default();
+    let pages = [
+        json!({"runs": [summary_row("r-3"), summary_row("r-2")], "next": "r-2"}),
+        json!({"runs": [summary_row("r-1")], "next": null}),
+    ];
+    s.sequence
+        .insert("team.list", pages.iter().cloned().collect());
+    let mock = Mock::start(s).await;
+    let o = crewctl(
+        &mock.socket,
+        &["--json", "ls", "--all", "--status", "failed"],
+    )
+    .await;
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let l: crew_api::types::ListResult = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(
+        l.runs.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+        ["r-3", "r-2", "r-1"]
+    );
+    assert_eq!(
+        mock.calls("team.list"),
+        vec![
+            json!({"status": "failed", "limit": 1000, "before": null}),
+            json!({"status": "failed", "limit": 1000, "before": "r-2"}),
+        ]
+    );
+
+    let mut s = Script::default();
+    s.results.insert("team.list", pages[0].clone());
+    let mock = Mock::start(s).await;
+    let o = crewctl(&mock.socket, &["ls", "-n", "2"]).await;
+    assert!(stdout(&o).contains("--before r-2"), "{}", stdout(&o));
+    assert_eq!(
+        mock.calls("team.list"),
+        vec![json!({"status": null, "limit": 2, "before": null})]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tables_when_piped_have_no_escape_codes() {
+    let mut s = Script::default();
+    s.results.insert(
+        "team.list",
+        json!({"runs": [summary_row("r-1")], "next": null}),
+    );
+    let stat = json!({"hits": 3, "misses": 1, "evictions": 0, "entries": 2, "capacity": 10, "hitRate": 0.75});
+    let mut results = stat.clone();
+    results["tokensSaved"] = json!(1234);
+    results["costSaved"] = json!(0.01);
+    s.results.insert(
+        "cache.stats",
+        json!({"resources": stat, "results": results, "runs": stat}),
+    );
+    let mock = Mock::start(s).await;
+    for args in [&["ls"][..], &["cache", "stats"][..]] {
+        let o = crewctl(&mock.socket, args).await;
+        assert_eq!(code(&o), 0, "{args:?}: {}", stderr(&o));
+        assert!(!stdout(&o).contains('\u{1b}'), "{args:?}: {}", stdout(&o));
+        assert!(stdout(&o).lines().count() >= 3, "{args:?}: {}", stdout(&o));
+    }
+    let o = crewctl(&mock.socket, &["--json", "cache", "stats"]).await;
+    let parsed: crew_api::types::CacheStatsResult = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(parsed.results.tokens_saved, 1234);
+}
+
+#[tokio::test]
+async fn completions_and_man_pages() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("none.sock");
+    for shell in ["bash", "zsh", "fish"] {
+        let o = crewctl(&sock, &["completions", shell]).await;
+        assert_eq!(code(&o), 0);
+        assert!(stdout(&o).contains("crewctl"), "{shell}");
+    }
+    let man = dir.path().join("man");
+    let o = crewctl(&sock, &["man", man.to_str().unwrap()]).await;
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    for page in [
+        "crewctl.1",
+        "crewctl-run.1",
+        "crewctl-schedule.1",
+        "crewctl-schedule-add.1",
+    ] {
+        assert!(man.join(page).exists(), "{page} written");
+    }
+    let page: String = std::fs::read_to_string(man.join("crewctl.1")).unwrap();
+    assert!(
+        page.contains("Exit status"),
+        "the exit statuses are documented"
+    );
+    let _ = Value::Null;
+}

@@ -1,0 +1,388 @@
+//! Test harness: the real `crewd` binary on a temporary socket and state directory, driven
+//! through its public API (HTTP and WebSocket), like a user would.
+#![allow(dead_code)]
+
+use crew_api::client::{call, CallError, ObjectParams};
+use crew_api::Method;
+use jsonrpsee::core::client::{Client, ClientBuilder, SubscriptionClientT};
+use serde_json::{json, Value};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Once;
+use std::time::{Duration, Instant};
+
+pub fn crewd_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_crewd"))
+}
+
+/// `crew-fake-agent` lives next to `crewd` in the target directory; build it once if a plain
+/// `cargo test -p crewd` did not.
+pub fn ensure_fake_agent() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let path = crewd_bin().with_file_name("crew-fake-agent");
+        if !path.exists() {
+            let status = Command::new(env!("CARGO"))
+                .args(["build", "-p", "crew-fake-agent"])
+                .status()
+                .expect("cargo build -p crew-fake-agent");
+            assert!(status.success(), "building crew-fake-agent failed");
+        }
+    });
+}
+
+pub struct Daemon {
+    pub dir: tempfile::TempDir,
+    pub socket: PathBuf,
+    pub state_dir: PathBuf,
+    pub config: PathBuf,
+    pub home: PathBuf,
+    pub work: PathBuf,
+    pub child: Option<Child>,
+    pub log: PathBuf,
+}
+
+pub struct Opts {
+    pub config: String,
+    pub env: Vec<(String, String)>,
+}
+
+impl Default for Opts {
+    fn default() -> Self {
+        Opts {
+            config: String::new(),
+            env: vec![],
+        }
+    }
+}
+
+impl Daemon {
+    pub fn start() -> Daemon {
+        Self::start_with(Opts::default())
+    }
+
+    pub fn start_with(opts: Opts) -> Daemon {
+        ensure_fake_agent();
+        let dir = tempfile::Builder::new()
+            .prefix("crewd-test")
+            .tempdir()
+            .expect("tempdir");
+        let root = dir.path().to_path_buf();
+        let home = root.join("home");
+        let work = root.join("work");
+        for d in [&home, &work, &home.join(".config")] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        let config = root.join("config.toml");
+        std::fs::write(&config, &opts.config).unwrap();
+        let mut d = Daemon {
+            socket: root.join("run").join("crewd.sock"),
+            state_dir: root.join("state"),
+            config,
+            home,
+            work,
+            child: None,
+            log: root.join("crewd.log"),
+            dir,
+        };
+        d.spawn(&opts.env);
+        d
+    }
+
+    pub fn spawn(&mut self, env: &[(String, String)]) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .unwrap();
+        let mut cmd = Command::new(crewd_bin());
+        cmd.arg("--socket")
+            .arg(&self.socket)
+            .arg("--state-dir")
+            .arg(&self.state_dir)
+            .arg("--config")
+            .arg(&self.config)
+            .env("HOME", &self.home)
+            .env("XDG_CONFIG_HOME", self.home.join(".config"))
+            .env_remove("XDG_RUNTIME_DIR")
+            .env_remove("NOTIFY_SOCKET")
+            .env_remove("LISTEN_FDS")
+            .env("CREW_LOG", "debug,jsonrpsee=info,sled=warn")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        self.child = Some(cmd.spawn().expect("spawn crewd"));
+        self.wait_ready();
+    }
+
+    /// Ready = the socket answers `daemon.ping`.
+    pub fn wait_ready(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(c) = self.child.as_mut() {
+                if let Ok(Some(status)) = c.try_wait() {
+                    panic!("crewd exited early with {status}:\n{}", self.log_text());
+                }
+            }
+            if self.socket.exists() {
+                if let Ok(v) = self.try_http("daemon.ping", json!({})) {
+                    if v.get("result").is_some() {
+                        return;
+                    }
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "crewd did not become ready:\n{}",
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map(|c| c.id()).unwrap_or(0)
+    }
+
+    /// SIGKILL: no chance to flush or clean up.
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// SIGTERM and wait for a clean exit.
+    pub fn stop(&mut self) -> std::process::ExitStatus {
+        let mut c = self.child.take().expect("running");
+        unsafe { libc_kill(c.id() as i32, 15) };
+        c.wait().unwrap()
+    }
+
+    pub fn restart(&mut self) {
+        self.kill9();
+        self.spawn(&[]);
+    }
+
+    /// One HTTP POST over the Unix socket; the raw JSON-RPC response object.
+    pub fn try_http(&self, method: &str, params: Value) -> std::io::Result<Value> {
+        let body =
+            json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string();
+        let (status, text) = self.http_raw(&body)?;
+        let _ = status;
+        serde_json::from_str(&text).map_err(|e| std::io::Error::other(format!("{e}: {text}")))
+    }
+
+    pub fn http(&self, method: &str, params: Value) -> Value {
+        self.try_http(method, params)
+            .unwrap_or_else(|e| panic!("{method}: {e}\n{}", self.log_text()))
+    }
+
+    /// `result` of a call that must succeed.
+    pub fn ok(&self, method: &str, params: Value) -> Value {
+        let v = self.http(method, params.clone());
+        match v.get("result") {
+            Some(r) => r.clone(),
+            None => panic!("{method} {params} failed: {v}"),
+        }
+    }
+
+    /// The error object of a call that must fail.
+    pub fn err(&self, method: &str, params: Value) -> Value {
+        let v = self.http(method, params.clone());
+        match v.get("error") {
+            Some(e) => e.clone(),
+            None => panic!("{method} {params} should have failed: {v}"),
+        }
+    }
+
+    /// Send raw bytes as an HTTP POST body; (status code, body).
+    pub fn http_raw(&self, body: &str) -> std::io::Result<(u16, String)> {
+        let mut s = std::os::unix::net::UnixStream::connect(&self.socket)?;
+        s.set_read_timeout(Some(Duration::from_secs(60)))?;
+        let req = format!(
+            "POST / HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}",
+            body.len(),
+            body
+        );
+        // The daemon may answer (413) and close before reading an oversized body.
+        let wrote = s.write_all(req.as_bytes());
+        let mut resp = Vec::new();
+        let read = s.read_to_end(&mut resp);
+        if resp.is_empty() {
+            wrote?;
+            read?;
+        }
+        let text = String::from_utf8_lossy(&resp).to_string();
+        let status = text
+            .split(' ')
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        let body = text
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_string())
+            .unwrap_or_default();
+        // Chunked encoding: join the chunks.
+        let body = if text
+            .to_ascii_lowercase()
+            .contains("transfer-encoding: chunked")
+        {
+            dechunk(&body)
+        } else {
+            body
+        };
+        Ok((status, body))
+    }
+
+    pub async fn ws(&self) -> Client {
+        let stream = tokio::net::UnixStream::connect(&self.socket)
+            .await
+            .expect("connect");
+        let (tx, rx) = jsonrpsee::client_transport::ws::WsTransportClientBuilder::default()
+            .build_with_stream(url::Url::parse("ws://localhost/").unwrap(), stream)
+            .await
+            .expect("ws handshake");
+        ClientBuilder::default()
+            .request_timeout(Duration::from_secs(120))
+            .build_with_tokio(tx, rx)
+    }
+
+    pub async fn call<M: Method>(
+        &self,
+        client: &Client,
+        params: M::Params,
+    ) -> Result<M::Result, CallError> {
+        call::<M>(client, &params).await
+    }
+
+    /// Start a run on the fake runtime in the work dir; returns the run id.
+    pub fn run(&self, goal: &str, extra: Value) -> String {
+        let mut p = json!({"goal": goal, "cwd": self.work.to_str().unwrap(), "runtime": "fake"});
+        if let (Some(obj), Some(extra)) = (p.as_object_mut(), extra.as_object()) {
+            for (k, v) in extra {
+                obj.insert(k.clone(), v.clone());
+            }
+        }
+        self.ok("team.run", p)["runId"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
+    /// Block until the run stops (finished or blocked); returns its status.
+    pub fn wait(&self, run_id: &str) -> String {
+        let r = self.ok("team.wait", json!({"runId": run_id, "timeoutMs": 120000}));
+        assert_eq!(
+            r["finished"],
+            true,
+            "run {run_id} did not stop in time: {}",
+            self.status(run_id)
+        );
+        r["status"].as_str().unwrap().to_string()
+    }
+
+    pub fn status(&self, run_id: &str) -> Value {
+        self.ok("team.status", json!({"runId": run_id}))
+    }
+
+    pub fn task<'a>(status: &'a Value, id: &str) -> &'a Value {
+        status["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["id"] == id)
+            .unwrap_or_else(|| panic!("no task {id}"))
+    }
+
+    /// Every event (optionally of one run), paging through `team.events`.
+    pub fn events(&self, run_id: Option<&str>) -> Vec<Value> {
+        let mut out = Vec::new();
+        let mut after = 0u64;
+        loop {
+            let mut p = json!({"afterSeq": after, "limit": 5000});
+            if let Some(r) = run_id {
+                p["runId"] = json!(r);
+            }
+            let r = self.ok("team.events", p);
+            let evs = r["events"].as_array().unwrap().clone();
+            if evs.is_empty() {
+                return out;
+            }
+            after = r["nextSeq"].as_u64().unwrap();
+            out.extend(evs);
+        }
+    }
+
+    /// Write a project resource file under the work dir's `.crew/`.
+    pub fn project_file(&self, rel: &str, content: &str) -> PathBuf {
+        let p = self.work.join(".crew").join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, content).unwrap();
+        p
+    }
+
+    pub async fn subscribe(
+        &self,
+        client: &Client,
+        params: Value,
+    ) -> jsonrpsee::core::client::Subscription<Value> {
+        client
+            .subscribe::<Value, _>("team.subscribe", ObjectParams(params), "team.unsubscribe")
+            .await
+            .expect("subscribe")
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+fn dechunk(body: &str) -> String {
+    let mut out = String::new();
+    let mut rest = body;
+    while let Some((size, after)) = rest.split_once("\r\n") {
+        let Ok(n) = usize::from_str_radix(size.trim(), 16) else {
+            break;
+        };
+        if n == 0 || after.len() < n {
+            break;
+        }
+        out.push_str(&after[..n]);
+        rest = &after[n..];
+        rest = rest.strip_prefix("\r\n").unwrap_or(rest);
+    }
+    out
+}
+
+extern "C" {
+    #[link_name = "kill"]
+    fn libc_kill(pid: i32, sig: i32) -> i32;
+}
+
+/// A one-step workflow + team in the project for directive-driven tests: the step's task text
+/// carries the directives.
+pub fn one_step_team(d: &Daemon, name: &str, task: &str, agent: &str) {
+    d.project_file(
+        &format!("teams/{name}.team.md"),
+        &format!("---\nname: {name}\ndefaultWorkflow: {name}\n---\n\n- {agent}: agent={agent}\n"),
+    );
+    d.project_file(
+        &format!("workflows/{name}.workflow.md"),
+        &format!("---\nname: {name}\n---\n\n## only\nrole: {agent}\n\n{task}\n"),
+    );
+}
+
+pub fn path_str(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
