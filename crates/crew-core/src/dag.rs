@@ -61,9 +61,11 @@ mod tests {
         (id.to_string(), deps.iter().map(|d| d.to_string()).collect())
     }
 
+    type Case<'a> = (&'a [(String, Vec<String>)], Option<&'a [&'a str]>);
+
     #[test]
     fn cycles() {
-        let cases: &[(&[(String, Vec<String>)], Option<&[&str]>)] = &[
+        let cases: &[Case] = &[
             (&[n("a", &[]), n("b", &["a"])], None),
             (&[n("a", &["b"]), n("b", &["a"])], Some(&["a", "b", "a"])),
             (&[n("a", &["a"])], Some(&["a", "a"])),

@@ -43,19 +43,12 @@ pub struct Daemon {
     pub log: PathBuf,
 }
 
+#[derive(Default)]
 pub struct Opts {
     pub config: String,
     pub env: Vec<(String, String)>,
 }
 
-impl Default for Opts {
-    fn default() -> Self {
-        Opts {
-            config: String::new(),
-            env: vec![],
-        }
-    }
-}
 
 impl Daemon {
     pub fn start() -> Daemon {
