@@ -417,6 +417,9 @@ impl Ui {
     /// Stops redrawing so a prompt can be typed into.
     fn pause(&self) {
         if let Ui::Bars(b) = self {
+            // Erase the bars first: a hidden target leaves them on screen, and indicatif would
+            // later move the cursor over lines it no longer owns.
+            let _ = b.mp.clear();
             b.mp.set_draw_target(ProgressDrawTarget::hidden());
         }
     }

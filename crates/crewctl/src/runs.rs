@@ -389,7 +389,12 @@ pub async fn cat(ctx: &Ctx, run_id: &str, name: &str) -> anyhow::Result<u8> {
             truncated: false,
         })?;
     } else {
-        out(&text)?;
+        // Raw bytes as stored; only a terminal gets the missing final newline back.
+        if ctx.stdout_tty && !text.is_empty() && !text.ends_with('\n') {
+            outln(&text)?;
+        } else {
+            out(&text)?;
+        }
     }
     Ok(exit::SUCCESS)
 }

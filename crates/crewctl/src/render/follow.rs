@@ -198,7 +198,9 @@ impl Follow {
         };
         if let Some(task_id) = e.task_id.as_deref() {
             let i = self.index(task_id);
-            let t = &mut self.tasks[i];
+            let Some(t) = self.tasks.get_mut(i) else {
+                return vec![];
+            };
             return match e.kind.as_str() {
                 "task.started" => {
                     t.status = TaskStatus::Running;

@@ -137,7 +137,12 @@ fn run_header(view: &View, r: &RunView) -> String {
         field("schedule", s.clone());
     }
     if let Some(reason) = &r.reason {
-        field("reason", view.p(Tone::Bad, reason));
+        let tone = if r.status == crew_api::types::RunStatus::Failed {
+            Tone::Bad
+        } else {
+            Tone::Warn
+        };
+        field("reason", view.p(tone, reason));
     }
     out
 }
