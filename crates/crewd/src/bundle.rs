@@ -1,16 +1,1144 @@
-//! `team.export` / `team.import`.
+//! `team.export` / `team.import`: a finished run as one self-checking JSON document.
+//!
+//! Bundle, version 1:
+//!
+//! ```text
+//! { format: "crew-run-bundle", version: 1, exportedAt,
+//!   run: <team.status result>, events: [<every event of the run, SPEC §6 shape>],
+//!   artifacts: [{name, kind, taskId, bytes, sha256, content}],
+//!   checksum: sha256 of the canonical JSON of everything else }
+//! ```
+//!
+//! Secrets are redacted and the exporting daemon's `$HOME` is written `~`, in the events and in
+//! every artifact; `bytes`/`sha256` (and the artifact references inside the events) describe the
+//! content as it is in the bundle, so a bundle is consistent with itself. Canonical JSON = object
+//! keys sorted, no whitespace, floats as 15 significant digits (so a parser that is one ulp off
+//! cannot break the checksum).
+//!
+//! Import rebuilds the run from its events, and only then changes anything:
+//! - the events are replayed through the actor with their original `time` (`Core::emit_at`), so
+//!   ids, statuses, timestamps, usage and artifact lists come out as they were exported;
+//! - fields that are not the run's own map like this: `seq` is the exporting daemon's journal
+//!   position and is given anew by this journal (`runSeq` is the run's own and is kept);
+//!   `scheduleId` is kept as a historical reference (the schedule need not exist here and gains
+//!   no run); a `cwd` of `~` or `~/…` is expanded with this daemon's `$HOME`;
+//! - only a finished run (completed, failed, cancelled) is exported or imported: an unfinished
+//!   one would have tasks "running" with no worker behind them;
+//! - the artifact files are written (synced) before the events naming them are journaled.
 
-use crate::rpc::Ctx;
+use crate::rpc::{views, Ctx};
 use crate::shared::Shared;
-use crew_api::types::ImportResult;
+use crew_api::types::{Diagnostic, ImportResult, Severity};
 use crew_api::ApiError;
+use crew_core::run::{Event, EventBody, Pending, RunState};
+use serde_json::{json, Map, Value};
+use sha2::{Digest, Sha256};
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
+use std::path::{Path, PathBuf};
 
-pub fn export(_shared: &Shared, run_id: &str) -> Result<serde_json::Value, ApiError> {
-    Err(ApiError::invalid_state(format!(
-        "export of {run_id} is not available yet"
-    )))
+pub const FORMAT: &str = "crew-run-bundle";
+pub const VERSION: u64 = 1;
+/// Artifact bytes one export may carry; the bundle lives in memory a few times over.
+const EXPORT_MAX_BYTES: u64 = 64 << 20;
+/// Directory depth walked under a run's artifact directory.
+const MAX_DEPTH: usize = 8;
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
 }
 
-pub async fn import(_ctx: &Ctx, _bundle: serde_json::Value) -> Result<ImportResult, ApiError> {
-    Err(ApiError::invalid_state("import is not available yet"))
+// ---------------------------------------------------------------------------------------------
+// Canonical JSON and the checksum.
+
+fn canonical_into(v: &Value, out: &mut String) {
+    match v {
+        Value::Null => out.push_str("null"),
+        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::Number(n) => {
+            if let Some(i) = n.as_u64() {
+                out.push_str(&i.to_string());
+            } else if let Some(i) = n.as_i64() {
+                out.push_str(&i.to_string());
+            } else {
+                out.push_str(&format!("{:.14e}", n.as_f64().unwrap_or(0.0)));
+            }
+        }
+        Value::String(s) => out.push_str(&Value::String(s.clone()).to_string()),
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                canonical_into(item, out);
+            }
+            out.push(']');
+        }
+        Value::Object(map) => {
+            let sorted: BTreeMap<&String, &Value> = map.iter().collect();
+            out.push('{');
+            for (i, (k, item)) in sorted.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(k.clone()).to_string());
+                out.push(':');
+                canonical_into(item, out);
+            }
+            out.push('}');
+        }
+    }
+}
+
+pub fn canonical(v: &Value) -> String {
+    let mut out = String::new();
+    canonical_into(v, &mut out);
+    out
+}
+
+/// The checksum of a bundle: over every field but `checksum`.
+pub fn checksum(bundle: &Map<String, Value>) -> String {
+    let mut rest = bundle.clone();
+    rest.remove("checksum");
+    sha256_hex(canonical(&Value::Object(rest)).as_bytes())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Redaction and home paths.
+
+fn home_dir() -> Option<String> {
+    std::env::var("HOME")
+        .ok()
+        .map(|h| h.trim_end_matches('/').to_string())
+        .filter(|h| !h.is_empty())
+}
+
+/// `$HOME/x` → `~/x`, only where the match ends a path component (`/home/al` is not in
+/// `/home/alice`).
+fn shorten_home(s: &str, home: Option<&str>) -> String {
+    let Some(home) = home else {
+        return s.to_string();
+    };
+    if !s.contains(home) {
+        return s.to_string();
+    }
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find(home) {
+        let after = &rest[i + home.len()..];
+        let boundary = after
+            .chars()
+            .next()
+            .is_none_or(|c| !(c.is_alphanumeric() || matches!(c, '_' | '-' | '.')));
+        out.push_str(&rest[..i]);
+        out.push_str(if boundary { "~" } else { home });
+        rest = after;
+    }
+    out.push_str(rest);
+    out
+}
+
+fn expand_home(path: &str, home: Option<&str>) -> String {
+    match (home, path.strip_prefix('~')) {
+        (Some(h), Some(rest)) if rest.is_empty() || rest.starts_with('/') => format!("{h}{rest}"),
+        _ => path.to_string(),
+    }
+}
+
+fn clean_text(s: &str, home: Option<&str>) -> String {
+    shorten_home(&crew_core::redact::redact_str(s), home)
+}
+
+/// Every string of a JSON value redacted and home-shortened.
+fn clean_value(v: &mut Value, home: Option<&str>) {
+    match v {
+        Value::String(s) => {
+            let c = clean_text(s, home);
+            if c != *s {
+                *s = c;
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|i| clean_value(i, home)),
+        Value::Object(map) => map.values_mut().for_each(|i| clean_value(i, home)),
+        _ => {}
+    }
+}
+
+/// Artifact content as it goes into a bundle: transcripts line by line (structural redaction
+/// of JSON lines), anything else as text.
+fn clean_artifact(name: &str, bytes: &[u8], home: Option<&str>) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    if name.ends_with(".jsonl") {
+        let mut out = String::with_capacity(text.len());
+        for line in text.split_inclusive('\n') {
+            let (body, nl) = match line.strip_suffix('\n') {
+                Some(b) => (b, "\n"),
+                None => (line, ""),
+            };
+            out.push_str(&shorten_home(
+                &crew_core::redact::redact_json_line(body),
+                home,
+            ));
+            out.push_str(nl);
+        }
+        out
+    } else {
+        clean_text(&text, home)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Export.
+
+struct FileEntry {
+    name: String,
+    kind: String,
+    task_id: Option<String>,
+    content: String,
+}
+
+/// The files under a run's artifact directory, as `(relative name, path)`, sorted.
+fn list_files(dir: &Path) -> Vec<(String, PathBuf)> {
+    let mut out = Vec::new();
+    let mut stack = vec![(dir.to_path_buf(), String::new(), 0usize)];
+    while let Some((d, prefix, depth)) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for entry in rd.flatten() {
+            let Some(name) = entry.file_name().to_str().map(str::to_string) else {
+                continue;
+            };
+            // Temp files of an interrupted atomic write.
+            if name.starts_with('.') {
+                continue;
+            }
+            let rel = if prefix.is_empty() {
+                name.clone()
+            } else {
+                format!("{prefix}/{name}")
+            };
+            let Ok(meta) = std::fs::symlink_metadata(entry.path()) else {
+                continue;
+            };
+            if meta.is_dir() && depth < MAX_DEPTH {
+                stack.push((entry.path(), rel, depth + 1));
+            } else if meta.is_file() && crew_core::ids::is_safe_artifact_name(&rel) {
+                out.push((rel, entry.path()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Kind and task of a file the run's records do not name (a system prompt, the transcript of
+/// an attempt that was stopped), from where it lives.
+fn infer_owner(run: &RunState, name: &str) -> (String, Option<String>) {
+    let (top, rest) = name.split_once('/').unwrap_or(("", name));
+    let kind = match top {
+        "prompts" => "prompt",
+        "results" => "result",
+        "transcripts" => "transcript",
+        "shared" => "shared",
+        _ => "file",
+    };
+    let task = if top == "shared" {
+        run.tasks
+            .iter()
+            .find(|t| t.plan.output.as_deref() == Some(rest))
+            .map(|t| t.plan.id.clone())
+    } else {
+        let stem = rest.split('.').next().unwrap_or(rest);
+        run.task(stem).map(|t| t.plan.id.clone())
+    };
+    (kind.to_string(), task)
+}
+
+fn read_run_events(shared: &Shared, run_id: &str) -> Result<Vec<Event>, ApiError> {
+    let mut events = Vec::new();
+    let mut after = 0;
+    loop {
+        let page = shared
+            .journal
+            .read_run_after(run_id, after, 10_000)
+            .map_err(|e| ApiError::internal(format!("cannot read the journal: {e}")))?;
+        if page.is_empty() {
+            return Ok(events);
+        }
+        for (seq, bytes) in page {
+            after = seq;
+            let ev = serde_json::from_slice::<Event>(&bytes).map_err(|e| {
+                ApiError::internal(format!("event {seq} of run {run_id} is unreadable: {e}"))
+            })?;
+            events.push(ev);
+        }
+    }
+}
+
+fn event_artifacts(body: &mut EventBody) -> Option<&mut Vec<crew_core::run::ArtifactRef>> {
+    match body {
+        EventBody::TaskStarted { artifacts, .. } => Some(artifacts),
+        EventBody::TaskCompleted { end, .. }
+        | EventBody::TaskFailed { end }
+        | EventBody::TaskRetrying { end, .. }
+        | EventBody::TaskNeedsAttention { end, .. }
+        | EventBody::TaskWaiting { end, .. } => Some(&mut end.artifacts),
+        _ => None,
+    }
+}
+
+/// Build the bundle of a finished run (reads the journal and the artifact files: call it off
+/// the actor).
+pub fn export(shared: &Shared, run_id: &str) -> Result<Value, ApiError> {
+    export_with_home(shared, run_id, home_dir().as_deref())
+}
+
+fn export_with_home(shared: &Shared, run_id: &str, home: Option<&str>) -> Result<Value, ApiError> {
+    let events = read_run_events(shared, run_id)?;
+    let run = crew_core::run::replay_run(events.iter())
+        .ok_or_else(|| ApiError::not_found("run", run_id))?;
+    if !run.status.is_finished() {
+        return Err(ApiError::invalid_state(format!(
+            "run {run_id} is {}; only a finished run can be exported (wait for it or cancel it)",
+            run.status.as_str()
+        )));
+    }
+
+    let mut refs: BTreeMap<String, (String, String)> = BTreeMap::new();
+    for t in &run.tasks {
+        for a in &t.artifacts {
+            refs.insert(a.name.clone(), (a.kind.clone(), t.plan.id.clone()));
+        }
+    }
+    let mut files = Vec::new();
+    let mut total = 0u64;
+    for (name, path) in list_files(&shared.run_dir(run_id)) {
+        let bytes = std::fs::read(&path)
+            .map_err(|e| ApiError::internal(format!("cannot read artifact {name}: {e}")))?;
+        total += bytes.len() as u64;
+        if total > EXPORT_MAX_BYTES {
+            return Err(ApiError::limit(format!(
+                "run {run_id} has more than {} MiB of artifacts; too big to export",
+                EXPORT_MAX_BYTES >> 20
+            )));
+        }
+        let (kind, task_id) = match refs.get(&name) {
+            Some((k, t)) => (k.clone(), Some(t.clone())),
+            None => infer_owner(&run, &name),
+        };
+        let content = clean_artifact(&name, &bytes, home);
+        files.push(FileEntry {
+            name,
+            kind,
+            task_id,
+            content,
+        });
+    }
+    let digests: BTreeMap<&str, (u64, String)> = files
+        .iter()
+        .map(|f| {
+            (
+                f.name.as_str(),
+                (f.content.len() as u64, sha256_hex(f.content.as_bytes())),
+            )
+        })
+        .collect();
+
+    let mut out_events = Vec::with_capacity(events.len());
+    for mut ev in events {
+        // The references describe the files as they are in the bundle.
+        if let Some(list) = event_artifacts(&mut ev.body) {
+            for a in list.iter_mut() {
+                if let Some((bytes, sha)) = digests.get(a.name.as_str()) {
+                    a.bytes = *bytes;
+                    a.sha256 = sha.clone();
+                }
+            }
+        }
+        let mut v = serde_json::to_value(&ev)
+            .map_err(|e| ApiError::internal(format!("cannot serialize an event: {e}")))?;
+        clean_value(&mut v, home);
+        out_events.push(v);
+    }
+    // `run` is what the cleaned events replay to, so a bundle agrees with itself.
+    let cleaned: Vec<Event> = out_events
+        .iter()
+        .map(|v| serde_json::from_value(v.clone()))
+        .collect::<Result<_, _>>()
+        .map_err(|e| ApiError::internal(format!("a redacted event no longer parses: {e}")))?;
+    let replayed = crew_core::run::replay_run(cleaned.iter())
+        .ok_or_else(|| ApiError::internal("the redacted events lost the run"))?;
+    let status = serde_json::to_value(views::status(&replayed))
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+
+    let artifacts: Vec<Value> = files
+        .into_iter()
+        .map(|f| {
+            json!({
+                "name": f.name,
+                "kind": f.kind,
+                "taskId": f.task_id,
+                "bytes": f.content.len() as u64,
+                "sha256": sha256_hex(f.content.as_bytes()),
+                "content": f.content,
+            })
+        })
+        .collect();
+    let mut bundle = Map::new();
+    bundle.insert("format".into(), json!(FORMAT));
+    bundle.insert("version".into(), json!(VERSION));
+    bundle.insert("exportedAt".into(), json!(views::time(chrono::Utc::now())));
+    bundle.insert("run".into(), status);
+    bundle.insert("events".into(), Value::Array(out_events));
+    bundle.insert("artifacts".into(), Value::Array(artifacts));
+    let sum = checksum(&bundle);
+    bundle.insert("checksum".into(), json!(sum));
+    Ok(Value::Object(bundle))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Import.
+
+fn diag(field: &str, message: impl Into<String>) -> Diagnostic {
+    Diagnostic {
+        path: "bundle".into(),
+        line: None,
+        field: Some(field.to_string()),
+        severity: Severity::Error,
+        message: message.into(),
+    }
+}
+
+fn refuse(message: impl Into<String>, diags: Vec<Diagnostic>) -> ApiError {
+    ApiError::validation(message, diags)
+}
+
+/// A bundle that passed every check: what import writes and replays.
+#[derive(Debug)]
+pub struct Validated {
+    pub run_id: String,
+    pub events: Vec<Event>,
+    /// `(name, content)`.
+    pub files: Vec<(String, String)>,
+}
+
+/// Check a bundle completely without touching anything. Errors: -32602 when `bundle` is not an
+/// object, else 1003 with diagnostics naming the fields.
+pub fn validate(bundle: &Value) -> Result<Validated, ApiError> {
+    let Some(obj) = bundle.as_object() else {
+        return Err(ApiError::invalid_params(
+            "bundle",
+            "must be a JSON object (the `bundle` of team.export)",
+        ));
+    };
+
+    // What it is.
+    let mut diags = Vec::new();
+    match obj.get("format") {
+        Some(Value::String(f)) if f == FORMAT => {}
+        Some(other) => diags.push(diag("format", format!("is {other}, expected \"{FORMAT}\""))),
+        None => diags.push(diag(
+            "format",
+            format!("is missing (expected \"{FORMAT}\")"),
+        )),
+    }
+    match obj.get("version") {
+        Some(v) if v.as_u64() == Some(VERSION) => {}
+        Some(other) => diags.push(diag(
+            "version",
+            format!("{other} is not supported; this daemon reads version {VERSION}"),
+        )),
+        None => diags.push(diag("version", "is missing")),
+    }
+    if !diags.is_empty() {
+        let what = if diags.iter().any(|d| d.field.as_deref() == Some("format")) {
+            "this is not a crew run bundle".to_string()
+        } else {
+            format!("unsupported bundle version (this daemon reads version {VERSION})")
+        };
+        return Err(refuse(what, diags));
+    }
+
+    // Complete.
+    let shape: [(&str, fn(&Value) -> bool, &str); 5] = [
+        ("exportedAt", Value::is_string, "a string"),
+        ("run", Value::is_object, "an object"),
+        ("events", Value::is_array, "an array"),
+        ("artifacts", Value::is_array, "an array"),
+        ("checksum", Value::is_string, "a string"),
+    ];
+    for (field, ok, what) in shape {
+        match obj.get(field) {
+            Some(v) if ok(v) => {}
+            Some(_) => diags.push(diag(field, format!("must be {what}"))),
+            None => diags.push(diag(field, "is missing")),
+        }
+    }
+    if !diags.is_empty() {
+        return Err(refuse("the bundle is incomplete (truncated?)", diags));
+    }
+
+    // Unchanged since export.
+    let want = obj.get("checksum").and_then(Value::as_str).unwrap_or("");
+    let got = checksum(obj);
+    if want != got {
+        return Err(refuse(
+            "checksum mismatch: the bundle was changed or truncated after it was exported",
+            vec![diag(
+                "checksum",
+                format!("is {want}, but the content hashes to {got}"),
+            )],
+        ));
+    }
+
+    // Coherent.
+    let raw_events = obj
+        .get("events")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    if raw_events.is_empty() {
+        return Err(refuse(
+            "the bundle has no events",
+            vec![diag("events", "is empty")],
+        ));
+    }
+    let mut events = Vec::with_capacity(raw_events.len());
+    for (i, v) in raw_events.into_iter().enumerate() {
+        match serde_json::from_value::<Event>(v) {
+            Ok(ev) => events.push(ev),
+            Err(e) => diags.push(diag(&format!("events[{i}]"), e.to_string())),
+        }
+    }
+    if !diags.is_empty() {
+        return Err(refuse("some events cannot be read", diags));
+    }
+    let run_id = match events.first() {
+        Some(Event {
+            run_id: Some(id),
+            body: EventBody::RunCreated(_),
+            run_seq: 1,
+            ..
+        }) if crew_core::ids::is_safe_id(id) => id.clone(),
+        _ => {
+            return Err(refuse(
+                "the bundle does not start with its run's creation",
+                vec![diag(
+                    "events[0]",
+                    "must be the run.created event (runSeq 1) of a run with a valid id",
+                )],
+            ))
+        }
+    };
+    for (i, ev) in events.iter().enumerate() {
+        let field = format!("events[{i}]");
+        if ev.run_id.as_deref() != Some(run_id.as_str()) {
+            diags.push(diag(&field, format!("does not belong to run {run_id}")));
+        } else if ev.run_seq != i as u64 + 1 {
+            diags.push(diag(
+                &field,
+                format!(
+                    "has runSeq {}, expected {} (events are missing or out of order)",
+                    ev.run_seq,
+                    i + 1
+                ),
+            ));
+        } else if i > 0
+            && matches!(
+                ev.body,
+                EventBody::RunCreated(_) | EventBody::RunForgotten {}
+            )
+        {
+            diags.push(diag(
+                &field,
+                format!("{} cannot appear here", ev.body.type_name()),
+            ));
+        }
+        if let Some(t) = &ev.task_id {
+            if !crew_core::ids::is_safe_id(t) {
+                diags.push(diag(&format!("{field}.taskId"), "is not a valid task id"));
+            }
+        }
+    }
+    if !diags.is_empty() {
+        return Err(refuse("the events do not form one run's history", diags));
+    }
+
+    let raw_files = obj
+        .get("artifacts")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let mut files = Vec::with_capacity(raw_files.len());
+    let mut names = BTreeSet::new();
+    let mut digests = BTreeMap::new();
+    for (i, a) in raw_files.iter().enumerate() {
+        let field = format!("artifacts[{i}]");
+        let name = a.get("name").and_then(Value::as_str).unwrap_or("");
+        let content = a.get("content").and_then(Value::as_str);
+        let sha = a.get("sha256").and_then(Value::as_str);
+        let bytes = a.get("bytes").and_then(Value::as_u64);
+        if !crew_core::ids::is_safe_artifact_name(name) {
+            diags.push(diag(
+                &format!("{field}.name"),
+                "must be a relative artifact name like results/01_explore.txt",
+            ));
+            continue;
+        }
+        if !names.insert(name.to_string()) {
+            diags.push(diag(
+                &format!("{field}.name"),
+                format!("{name} is repeated"),
+            ));
+            continue;
+        }
+        let (Some(content), Some(sha), Some(bytes)) = (content, sha, bytes) else {
+            diags.push(diag(
+                &field,
+                "needs content (string), sha256 (string) and bytes (number)",
+            ));
+            continue;
+        };
+        let actual = sha256_hex(content.as_bytes());
+        if actual != sha || content.len() as u64 != bytes {
+            diags.push(diag(
+                &format!("{field}.content"),
+                format!("{name}: content does not match its sha256/bytes"),
+            ));
+            continue;
+        }
+        digests.insert(name.to_string(), actual);
+        files.push((name.to_string(), content.to_string()));
+    }
+    if !diags.is_empty() {
+        return Err(refuse("some artifacts are damaged", diags));
+    }
+
+    let Some(run) = crew_core::run::replay_run(events.iter()) else {
+        return Err(refuse(
+            "the events do not make a run",
+            vec![diag("events", "replaying them gives no run")],
+        ));
+    };
+    if !run.status.is_finished() {
+        return Err(refuse(
+            format!(
+                "the bundle's run is {} (truncated?); only a finished run can be imported",
+                run.status.as_str()
+            ),
+            vec![diag(
+                "events",
+                format!(
+                    "end with the run {}, not completed, failed or cancelled",
+                    run.status.as_str()
+                ),
+            )],
+        ));
+    }
+    for t in &run.tasks {
+        for a in &t.artifacts {
+            if digests.get(&a.name).is_some_and(|d| *d != a.sha256) {
+                diags.push(diag(
+                    "artifacts",
+                    format!("{} differs from the file task {} names", a.name, t.plan.id),
+                ));
+            }
+        }
+    }
+    let status = serde_json::to_value(views::status(&run)).unwrap_or(Value::Null);
+    if obj.get("run").map(canonical) != Some(canonical(&status)) {
+        diags.push(diag("run", "does not match what the events replay to"));
+    }
+    if !diags.is_empty() {
+        return Err(refuse("the bundle contradicts itself", diags));
+    }
+    Ok(Validated {
+        run_id,
+        events,
+        files,
+    })
+}
+
+fn write_files(dir: &Path, files: &[(String, String)]) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let mut dirs = BTreeSet::new();
+    dirs.insert(dir.to_path_buf());
+    for (name, content) in files {
+        let path = dir.join(name);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+            dirs.insert(parent.to_path_buf());
+        }
+        let mut f = std::fs::File::create(&path)?;
+        f.write_all(content.as_bytes())?;
+        f.sync_all()?;
+    }
+    for d in dirs {
+        std::fs::File::open(&d)?.sync_all()?;
+    }
+    Ok(())
+}
+
+/// Put the artifacts in place: written under a temporary name, then renamed, so a run
+/// directory is either complete or absent.
+fn place_files(shared: &Shared, run_id: &str, files: &[(String, String)]) -> Result<(), ApiError> {
+    let runs = shared.runs_dir();
+    let target = shared.run_dir(run_id);
+    if target.exists() {
+        return Err(ApiError::invalid_state(format!(
+            "the artifact directory of run {run_id} already exists"
+        )));
+    }
+    let staging = runs.join(format!(".import-{run_id}-{:016x}", rand::random::<u64>()));
+    let staged = write_files(&staging, files).and_then(|()| {
+        std::fs::rename(&staging, &target)?;
+        std::fs::File::open(&runs)?.sync_all()
+    });
+    if let Err(e) = staged {
+        let _ = std::fs::remove_dir_all(&staging);
+        return Err(if target.exists() {
+            ApiError::invalid_state(format!(
+                "the artifact directory of run {run_id} already exists"
+            ))
+        } else {
+            ApiError::internal(format!("cannot write the artifacts of run {run_id}: {e}"))
+        });
+    }
+    Ok(())
+}
+
+pub async fn import(ctx: &Ctx, bundle: Value) -> Result<ImportResult, ApiError> {
+    let mut valid = tokio::task::spawn_blocking(move || validate(&bundle))
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))??;
+    let run_id = valid.run_id.clone();
+    let exists = |id: String| async move {
+        ctx.actor
+            .call(move |core| Ok(core.state.summaries.contains_key(&id)))
+            .await
+    };
+    if exists(run_id.clone()).await? {
+        return Err(ApiError::invalid_state(format!(
+            "run {run_id} already exists; forget it first to import it again"
+        )));
+    }
+    let home = home_dir();
+    if let Some(Event {
+        body: EventBody::RunCreated(spec),
+        ..
+    }) = valid.events.first_mut()
+    {
+        spec.cwd = expand_home(&spec.cwd, home.as_deref());
+    }
+
+    let files = std::mem::take(&mut valid.files);
+    {
+        let shared = ctx.shared.clone();
+        let id = run_id.clone();
+        tokio::task::spawn_blocking(move || place_files(&shared, &id, &files))
+            .await
+            .map_err(|e| ApiError::internal(e.to_string()))??;
+    }
+
+    let events = valid.events;
+    let id = run_id.clone();
+    let done = ctx
+        .actor
+        .mutate(move |core| {
+            if core.state.summaries.contains_key(&id) {
+                return Err(ApiError::invalid_state(format!(
+                    "run {id} already exists; forget it first to import it again"
+                )));
+            }
+            for ev in events {
+                let time = ev.time;
+                core.emit_at(
+                    Pending {
+                        run_id: ev.run_id,
+                        task_id: ev.task_id,
+                        message: ev.message,
+                        body: ev.body,
+                    },
+                    time,
+                );
+            }
+            tracing::info!(run = %id, "run imported");
+            Ok(ImportResult { run_id: id })
+        })
+        .await;
+    if let Err(e) = &done {
+        // Nothing names the files we placed unless the events went in.
+        if e.code == crew_api::codes::INVALID_STATE || e.code == crew_api::codes::SHUTTING_DOWN {
+            let dir = ctx.shared.run_dir(&run_id);
+            let _ = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(dir)).await;
+        }
+    }
+    done
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn canonical_sorts_keys_and_ignores_layout() {
+        let a: Value = serde_json::from_str(r#"{"b": 1, "a": {"y": [1, 2.5], "x": "s"}}"#).unwrap();
+        let b: Value = serde_json::from_str(r#"{"a":{"x":"s","y":[1,2.5]},"b":1}"#).unwrap();
+        assert_eq!(canonical(&a), canonical(&b));
+        assert_eq!(
+            canonical(&a),
+            r#"{"a":{"x":"s","y":[1,2.50000000000000e0]},"b":1}"#
+        );
+        // One ulp apart (a parser without exact float parsing): same canonical form.
+        let x = 0.1f64 + 0.2f64;
+        let y = f64::from_bits(x.to_bits() + 1);
+        assert_eq!(canonical(&json!(x)), canonical(&json!(y)));
+    }
+
+    #[test]
+    fn home_paths() {
+        let h = Some("/home/al");
+        let table = [
+            ("/home/al", "~"),
+            ("/home/al/p/x", "~/p/x"),
+            ("cd /home/al/p && ls /home/al", "cd ~/p && ls ~"),
+            ("/home/alice/p", "/home/alice/p"),
+            ("\"/home/al\"", "\"~\""),
+            ("nothing", "nothing"),
+        ];
+        for (input, want) in table {
+            assert_eq!(shorten_home(input, h), want, "{input}");
+        }
+        assert_eq!(shorten_home("/home/al/x", None), "/home/al/x");
+        let expand = [
+            ("~", "/home/al"),
+            ("~/p", "/home/al/p"),
+            ("~bob/p", "~bob/p"),
+            ("/abs", "/abs"),
+        ];
+        for (input, want) in expand {
+            assert_eq!(expand_home(input, h), want, "{input}");
+        }
+    }
+
+    #[test]
+    fn artifacts_are_redacted() {
+        let h = Some("/home/al");
+        let jsonl = "{\"type\":\"session\",\"cwd\":\"/home/al/p\",\"apiKey\":\"abc\"}\nnot json sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123\n";
+        let out = clean_artifact("transcripts/a.attempt-1.jsonl", jsonl.as_bytes(), h);
+        assert!(!out.contains("/home/al"), "{out}");
+        assert!(!out.contains("\"abc\""), "{out}");
+        assert!(!out.contains("abcdefghijklmnopqrstuvwxyz0123"), "{out}");
+        assert!(out.ends_with('\n'));
+        assert_eq!(out.lines().count(), 2);
+        let txt = clean_artifact("results/a.txt", b"token=s3cr3tvalue in /home/al/p", h);
+        assert!(!txt.contains("s3cr3tvalue") && txt.contains("~/p"), "{txt}");
+    }
+
+    /// A minimal finished run's events, as an export would carry them.
+    fn sample_events() -> Vec<Value> {
+        use crew_core::plan::PlannedTask;
+        use crew_core::run::{AttemptEnd, RunSpec, State};
+        let plan: PlannedTask = serde_json::from_value(json!({
+            "id": "01_a", "stepId": "a", "role": "r", "agent": "r", "dependsOn": [],
+            "taskTemplate": "t", "output": null, "reads": [], "model": null,
+            "systemPrompt": "", "systemPromptMode": "replace", "tools": [],
+            "thinking": null, "writes": false
+        }))
+        .unwrap_or_else(|e| panic!("the PlannedTask fixture needs updating: {e}"));
+        let spec = RunSpec {
+            goal: "g".into(),
+            cwd: "/w".into(),
+            team: "t".into(),
+            workflow: "w".into(),
+            runtime: "fake".into(),
+            model: None,
+            concurrency: 1,
+            failure_policy: Default::default(),
+            budget: None,
+            require_plan_approval: false,
+            reuse: Default::default(),
+            max_attempts: 1,
+            schedule_id: None,
+            tasks: vec![plan],
+        };
+        let content = "hello";
+        let pend = vec![
+            Pending::run("team_x", EventBody::RunCreated(Box::new(spec))),
+            Pending::run("team_x", EventBody::RunStarted {}),
+            Pending::task(
+                "team_x",
+                "01_a",
+                EventBody::TaskStarted {
+                    attempt: 1,
+                    runtime: "fake".into(),
+                    model: None,
+                    artifacts: vec![],
+                },
+            ),
+            Pending::task(
+                "team_x",
+                "01_a",
+                EventBody::TaskCompleted {
+                    end: AttemptEnd {
+                        attempt: 1,
+                        artifacts: vec![crew_core::run::ArtifactRef {
+                            name: "results/01_a.txt".into(),
+                            kind: "result".into(),
+                            bytes: content.len() as u64,
+                            sha256: sha256_hex(content.as_bytes()),
+                        }],
+                        ..Default::default()
+                    },
+                    reused_from: None,
+                },
+            ),
+            Pending::run(
+                "team_x",
+                EventBody::RunCompleted {
+                    usage: Default::default(),
+                },
+            ),
+        ];
+        let mut st = State::default();
+        let t0 = chrono::DateTime::parse_from_rfc3339("2025-01-01T00:00:00Z")
+            .unwrap()
+            .to_utc();
+        pend.into_iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let ev = st.stamp(p, i as u64 + 10, t0 + chrono::Duration::seconds(i as i64));
+                st.apply(&ev);
+                serde_json::to_value(&ev).unwrap()
+            })
+            .collect()
+    }
+
+    fn sample_bundle() -> Value {
+        let events = sample_events();
+        let evs: Vec<Event> = events
+            .iter()
+            .map(|v| serde_json::from_value(v.clone()).unwrap())
+            .collect();
+        let run = crew_core::run::replay_run(evs.iter()).unwrap();
+        let mut b = Map::new();
+        b.insert("format".into(), json!(FORMAT));
+        b.insert("version".into(), json!(1));
+        b.insert("exportedAt".into(), json!("2025-01-01T00:00:09Z"));
+        b.insert(
+            "run".into(),
+            serde_json::to_value(views::status(&run)).unwrap(),
+        );
+        b.insert("events".into(), Value::Array(events));
+        b.insert(
+            "artifacts".into(),
+            json!([{"name": "results/01_a.txt", "kind": "result", "taskId": "01_a",
+                    "bytes": 5, "sha256": sha256_hex(b"hello"), "content": "hello"}]),
+        );
+        let sum = checksum(&b);
+        b.insert("checksum".into(), json!(sum));
+        Value::Object(b)
+    }
+
+    /// Apply `edit`, then (when `reseal`) recompute the checksum like a careful forger would.
+    fn edited(edit: impl Fn(&mut Map<String, Value>), reseal: bool) -> Value {
+        let mut b = sample_bundle();
+        let obj = b.as_object_mut().unwrap();
+        edit(obj);
+        if reseal {
+            let sum = checksum(obj);
+            obj.insert("checksum".into(), json!(sum));
+        }
+        b
+    }
+
+    fn events_mut(o: &mut Map<String, Value>) -> &mut Vec<Value> {
+        o.get_mut("events").unwrap().as_array_mut().unwrap()
+    }
+
+    #[test]
+    fn a_good_bundle_validates() {
+        let v = validate(&sample_bundle()).unwrap();
+        assert_eq!(v.run_id, "team_x");
+        assert_eq!(v.events.len(), 5);
+        assert_eq!(v.files, vec![("results/01_a.txt".into(), "hello".into())]);
+    }
+
+    #[test]
+    fn bad_bundles_are_refused_naming_the_field() {
+        type Edit = Box<dyn Fn(&mut Map<String, Value>)>;
+        let table: Vec<(&str, Edit, bool, &str)> = vec![
+            (
+                "foreign version",
+                Box::new(|o| {
+                    o.insert("version".into(), json!(2));
+                }),
+                true,
+                "version",
+            ),
+            (
+                "not a bundle",
+                Box::new(|o| {
+                    o.insert("format".into(), json!("zip"));
+                }),
+                true,
+                "format",
+            ),
+            (
+                "no format",
+                Box::new(|o| {
+                    o.remove("format");
+                }),
+                true,
+                "format",
+            ),
+            (
+                "no events",
+                Box::new(|o| {
+                    o.remove("events");
+                }),
+                false,
+                "events",
+            ),
+            (
+                "no artifacts",
+                Box::new(|o| {
+                    o.remove("artifacts");
+                }),
+                false,
+                "artifacts",
+            ),
+            (
+                "events not a list",
+                Box::new(|o| {
+                    o.insert("events".into(), json!({}));
+                }),
+                false,
+                "events",
+            ),
+            (
+                "no checksum",
+                Box::new(|o| {
+                    o.remove("checksum");
+                }),
+                false,
+                "checksum",
+            ),
+            (
+                "tampered goal",
+                Box::new(|o| {
+                    events_mut(o)[0]["data"]["goal"] = json!("rm -rf /");
+                }),
+                false,
+                "checksum",
+            ),
+            (
+                "truncated events",
+                Box::new(|o| {
+                    events_mut(o).pop();
+                }),
+                false,
+                "checksum",
+            ),
+            (
+                "truncated, resealed",
+                Box::new(|o| {
+                    events_mut(o).pop();
+                }),
+                true,
+                "events",
+            ),
+            (
+                "event missing, resealed",
+                Box::new(|o| {
+                    events_mut(o).remove(2);
+                }),
+                true,
+                "events[2]",
+            ),
+            (
+                "unknown event type",
+                Box::new(|o| {
+                    events_mut(o)[1]["type"] = json!("run.teleported");
+                }),
+                true,
+                "events[1]",
+            ),
+            (
+                "foreign run's event",
+                Box::new(|o| {
+                    events_mut(o)[1]["runId"] = json!("team_y");
+                }),
+                true,
+                "events[1]",
+            ),
+            (
+                "not starting with run.created",
+                Box::new(|o| {
+                    events_mut(o).remove(0);
+                }),
+                true,
+                "events[0]",
+            ),
+            (
+                "damaged artifact",
+                Box::new(|o| {
+                    o["artifacts"][0]["content"] = json!("hellO");
+                }),
+                true,
+                "artifacts[0].content",
+            ),
+            (
+                "path traversal",
+                Box::new(|o| {
+                    o["artifacts"][0]["name"] = json!("../../etc/passwd");
+                }),
+                true,
+                "artifacts[0].name",
+            ),
+            (
+                "artifact without content",
+                Box::new(|o| {
+                    o["artifacts"][0].as_object_mut().unwrap().remove("content");
+                }),
+                true,
+                "artifacts[0]",
+            ),
+            (
+                "run disagrees with events",
+                Box::new(|o| {
+                    o["run"]["run"]["status"] = json!("failed");
+                }),
+                true,
+                "run",
+            ),
+            (
+                "bad run id",
+                Box::new(|o| {
+                    for e in events_mut(o) {
+                        e["runId"] = json!("../x");
+                    }
+                }),
+                true,
+                "events[0]",
+            ),
+        ];
+        for (what, edit, reseal, field) in table {
+            let e = validate(&edited(edit, reseal)).expect_err(what);
+            assert_eq!(e.code, 1003, "{what}: {}", e.message);
+            let diags = e.data.as_ref().unwrap()["diagnostics"]
+                .as_array()
+                .unwrap()
+                .clone();
+            assert!(
+                diags.iter().any(|d| d["field"] == field),
+                "{what}: expected a diagnostic on {field}, got {diags:?}"
+            );
+        }
+        let e = validate(&json!("a string")).unwrap_err();
+        assert_eq!(e.code, -32602);
+        assert_eq!(e.data.unwrap()["field"], "bundle");
+    }
 }

@@ -190,3 +190,22 @@ pub async fn start(actor: &Actor, prepared: Prepared) -> Result<RunStarted, ApiE
         })
         .await
 }
+
+/// Create a run inside an actor job, for callers that journal more in the same job (a
+/// scheduled fire journals `schedule.fired` naming the run). Same effect as `start`.
+pub fn create_in_core(core: &mut crate::actor::Core, spec: RunSpec) -> Result<String, ApiError> {
+    let id = loop {
+        let id = crew_core::ids::run_id(core.now(), rand::random());
+        if !core.state.summaries.contains_key(&id) {
+            break id;
+        }
+    };
+    let events = core
+        .state
+        .create_run(&id, spec)
+        .map_err(views::core_error)?;
+    core.emit_all(events);
+    core.touch(&id);
+    tracing::info!(run = %id, "run created");
+    Ok(id)
+}

@@ -5,6 +5,7 @@ mod bundle;
 mod config;
 mod executor;
 mod forget;
+mod journal_slot;
 mod launch;
 mod listen;
 mod lock;
@@ -165,10 +166,12 @@ async fn serve(
         config,
         state_dir,
         socket.clone(),
-        journal.clone(),
+        // Moved, not cloned: after a write failure the writer must be able to drop every
+        // handle and reopen the journal (journal_slot.rs).
+        journal,
         state.last_seq,
     ));
-    let (writer, writer_join) = writer::spawn(journal.clone(), shared.clone());
+    let (writer, writer_join) = writer::spawn(shared.clone());
     let (actor, rx) = actor::Actor::channel();
     let mut core = actor::Core::new(state, shared.clone(), writer, actor.clone());
     core.emit(Pending::global(EventBody::DaemonStarted {

@@ -6,83 +6,148 @@ use crate::actor::Core;
 use crate::shared::Shared;
 use crew_api::ApiError;
 use crew_core::run::{Event, RunState};
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
+
+/// Journal page size when rebuilding a run.
+const LOAD_PAGE: usize = 10_000;
+
+/// Use order of resident runs: O(log n) touch, oldest first out.
+#[derive(Default)]
+struct Recency {
+    next: u64,
+    by_id: HashMap<String, u64>,
+    order: BTreeMap<u64, String>,
+}
+
+impl Recency {
+    fn touch(&mut self, id: &str) {
+        let stamp = self.next;
+        self.next += 1;
+        if let Some(old) = self.by_id.insert(id.to_string(), stamp) {
+            self.order.remove(&old);
+        }
+        self.order.insert(stamp, id.to_string());
+    }
+
+    fn add_if_absent(&mut self, id: &str) {
+        if !self.by_id.contains_key(id) {
+            self.touch(id);
+        }
+    }
+
+    fn remove(&mut self, id: &str) {
+        if let Some(stamp) = self.by_id.remove(id) {
+            self.order.remove(&stamp);
+        }
+    }
+
+    fn clear(&mut self) {
+        self.by_id.clear();
+        self.order.clear();
+    }
+
+    /// Ids from least to most recently used.
+    fn oldest_first(&self) -> impl Iterator<Item = &String> {
+        self.order.values()
+    }
+}
 
 #[derive(Default)]
 pub struct RunCacheStats {
     pub hits: AtomicU64,
     pub misses: AtomicU64,
     pub evictions: AtomicU64,
-    /// Finished resident runs, least recently used first.
-    pub lru: Mutex<VecDeque<String>>,
+    recency: Mutex<Recency>,
 }
 
 impl RunCacheStats {
+    /// The run was just used.
     pub fn touch(&self, id: &str) {
-        if let Ok(mut q) = self.lru.lock() {
-            if let Some(i) = q.iter().position(|x| x == id) {
-                q.remove(i);
-            }
-            q.push_back(id.to_string());
+        if let Ok(mut r) = self.recency.lock() {
+            r.touch(id);
         }
     }
+
+    /// The run left memory by other means (invalidated, forgotten).
+    pub fn remove(&self, id: &str) {
+        if let Ok(mut r) = self.recency.lock() {
+            r.remove(id);
+        }
+    }
+
+    pub fn clear(&self) {
+        if let Ok(mut r) = self.recency.lock() {
+            r.clear();
+        }
+    }
+}
+
+/// Which finished runs to evict so at most `bound` stay: ids of `finished` (resident, finished
+/// runs) not yet in `recency` join it oldest-created first (ids sort by creation time), ids
+/// that are no longer resident and finished leave it, then the least recently used go.
+fn victims(recency: &mut Recency, finished: &mut Vec<&str>, bound: usize) -> Vec<String> {
+    finished.sort_unstable();
+    for id in finished.iter() {
+        recency.add_if_absent(id);
+    }
+    if recency.by_id.len() > finished.len() {
+        let keep: std::collections::HashSet<&str> = finished.iter().copied().collect();
+        let stale: Vec<String> = recency
+            .oldest_first()
+            .filter(|id| !keep.contains(id.as_str()))
+            .cloned()
+            .collect();
+        for id in stale {
+            recency.remove(&id);
+        }
+    }
+    let excess = recency.by_id.len().saturating_sub(bound);
+    let out: Vec<String> = recency.oldest_first().take(excess).cloned().collect();
+    for id in &out {
+        recency.remove(id);
+    }
+    out
 }
 
 /// Evict finished runs beyond the bound.
 pub fn enforce(core: &mut Core) {
     let bound = core.shared.config.resident_runs;
-    let finished: Vec<String> = core
+    let mut finished: Vec<&str> = core
         .state
         .runs
         .values()
         .filter(|r| r.status.is_finished())
-        .map(|r| r.id.clone())
+        .map(|r| r.id.as_str())
         .collect();
-    if finished.len() <= bound {
-        for id in &finished {
-            core.shared.run_cache.touch_if_absent(id);
-        }
-        return;
-    }
-    let mut victims = Vec::new();
-    if let Ok(mut q) = core.shared.run_cache.lru.lock() {
-        for id in &finished {
-            if !q.contains(id) {
-                q.push_back(id.clone());
-            }
-        }
-        q.retain(|id| {
-            core.state
-                .runs
-                .get(id)
-                .is_some_and(|r| r.status.is_finished())
-        });
-        while q.len() > bound {
-            if let Some(v) = q.pop_front() {
-                victims.push(v);
-            }
-        }
-    }
-    for v in victims {
+    let out = match core.shared.run_cache.recency.lock() {
+        Ok(mut r) => victims(&mut r, &mut finished, bound),
+        Err(_) => return,
+    };
+    let mut n = 0;
+    for v in out {
         if core.state.evict(&v) {
-            core.shared
-                .run_cache
-                .evictions
-                .fetch_add(1, Ordering::Relaxed);
+            n += 1;
         }
+    }
+    if n > 0 {
+        core.shared
+            .run_cache
+            .evictions
+            .fetch_add(n, Ordering::Relaxed);
     }
 }
 
-impl RunCacheStats {
-    fn touch_if_absent(&self, id: &str) {
-        if let Ok(mut q) = self.lru.lock() {
-            if !q.iter().any(|x| x == id) {
-                q.push_back(id.to_string());
-            }
-        }
+/// Put a rebuilt run back in memory as the most recently used, within the bound.
+pub fn adopt(core: &mut Core, run: RunState) {
+    if core.state.runs.contains_key(&run.id) {
+        return;
     }
+    let id = run.id.clone();
+    core.state.insert_loaded(run);
+    core.shared.run_cache.touch(&id);
+    enforce(core);
 }
 
 /// Rebuild an evicted run from the journal (off the actor: this reads disk).
@@ -92,17 +157,73 @@ pub fn load_run(shared: &Shared, run_id: &str) -> Result<Option<RunState>, ApiEr
     loop {
         let page = shared
             .journal
-            .read_run_after(run_id, after, 10_000)
+            .read_run_after(run_id, after, LOAD_PAGE)
             .map_err(|e| ApiError::internal(e.to_string()))?;
-        if page.is_empty() {
-            break;
-        }
+        let full = page.len() >= LOAD_PAGE;
         for (seq, bytes) in page {
             after = seq;
-            if let Ok(ev) = serde_json::from_slice::<Event>(&bytes) {
-                events.push(ev);
+            match serde_json::from_slice::<Event>(&bytes) {
+                Ok(ev) => events.push(ev),
+                Err(e) => {
+                    // A run rebuilt without one of its events would answer wrongly.
+                    return Err(ApiError::internal(format!(
+                        "event {seq} of run {run_id} is unreadable: {e}"
+                    )));
+                }
             }
+        }
+        if !full {
+            break;
         }
     }
     Ok(crew_core::run::replay_run(events.iter()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ids(v: &[String]) -> Vec<&str> {
+        v.iter().map(String::as_str).collect()
+    }
+
+    #[test]
+    fn victims_by_bound_and_use() {
+        // (touched before, resident finished, bound, evicted)
+        let cases: [(&[&str], &[&str], usize, &[&str]); 7] = [
+            (&[], &["a", "b"], 2, &[]),
+            (&[], &["c", "a", "b"], 2, &["a"]),
+            // A run that joins (just finished, or just loaded) counts as just used.
+            (&["a"], &["a", "b", "c"], 2, &["a"]),
+            (&["c", "a"], &["a", "b", "c", "d"], 2, &["c", "a"]),
+            (&["b", "a", "b"], &["a", "b", "c"], 2, &["a"]),
+            // Touched runs that left memory (or are active) do not hold a place.
+            (&["x", "y", "z"], &["a", "b"], 2, &[]),
+            (&[], &["a", "b", "c", "d"], 1, &["a", "b", "c"]),
+        ];
+        for (touched, finished, bound, want) in cases {
+            let mut r = Recency::default();
+            for t in touched {
+                r.touch(t);
+            }
+            let mut f: Vec<&str> = finished.to_vec();
+            let got = victims(&mut r, &mut f, bound);
+            assert_eq!(ids(&got), want, "{touched:?} {finished:?} {bound}");
+            assert!(r.by_id.len() <= bound);
+            assert_eq!(r.by_id.len(), r.order.len());
+        }
+    }
+
+    #[test]
+    fn touch_moves_to_the_back() {
+        let mut r = Recency::default();
+        for id in ["a", "b", "c", "a"] {
+            r.touch(id);
+        }
+        let order: Vec<&str> = r.oldest_first().map(String::as_str).collect();
+        assert_eq!(order, ["b", "c", "a"]);
+        r.remove("c");
+        let order: Vec<&str> = r.oldest_first().map(String::as_str).collect();
+        assert_eq!(order, ["b", "a"]);
+    }
 }

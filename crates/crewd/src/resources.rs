@@ -117,11 +117,28 @@ impl ResourceCache {
         parsed
     }
 
+    /// Drop the entry of `path`, or of every file under it when it is a directory. Paths are
+    /// compared as given and canonicalized, so a symlinked spelling matches too.
     pub fn invalidate(&self, path: &Path) -> u64 {
-        self.inner
-            .lock()
-            .map(|mut g| u64::from(g.0.pop(path).is_some()))
-            .unwrap_or(0)
+        let canon = path.canonicalize().ok();
+        let Ok(mut g) = self.inner.lock() else {
+            return 0;
+        };
+        let keys: Vec<PathBuf> =
+            g.0.iter()
+                .map(|(k, _)| k)
+                .filter(|k| {
+                    k.starts_with(path)
+                        || canon.as_ref().is_some_and(|c| {
+                            k.starts_with(c) || k.canonicalize().is_ok_and(|kc| kc.starts_with(c))
+                        })
+                })
+                .cloned()
+                .collect();
+        for k in &keys {
+            g.0.pop(k);
+        }
+        keys.len() as u64
     }
 
     pub fn clear(&self) {
@@ -202,6 +219,9 @@ fn files_in(base: &Path, kind: Kind, dir: &str) -> Vec<(Kind, PathBuf)> {
 
 /// Every resource visible from `cwd`, parsed through the cache.
 pub fn catalog(shared: &Shared, cwd: Option<&Path>) -> Catalog {
+    // Every run is planned through here, off the actor, before any of its tasks can look for a
+    // reusable result: the place to load the saved result cache (once).
+    shared.results.attach(&shared.state_dir);
     let mut parsed = resource::builtin::parsed();
     let mut bases: Vec<(Source, PathBuf)> = Vec::new();
     if let Some(c) = config_home() {

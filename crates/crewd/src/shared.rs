@@ -2,6 +2,7 @@
 //! paths, the journal for reads, the event bus, flags.
 
 use crate::config::Config;
+use crate::journal_slot::JournalSlot;
 use crate::resources::ResourceCache;
 use crate::results::ResultCache;
 use crew_journal::Journal;
@@ -23,7 +24,10 @@ pub struct Shared {
     pub config: Config,
     pub state_dir: PathBuf,
     pub socket: PathBuf,
+    /// Every read goes through this (the writer replaces the handle behind it after a write
+    /// failure: `journal_slot.rs`); keep no clone of what it points to.
     pub journal: Arc<dyn Journal>,
+    pub journal_slot: Arc<JournalSlot>,
     pub bus: broadcast::Sender<Published>,
     pub started: Instant,
     pub resources: ResourceCache,
@@ -46,11 +50,13 @@ impl Shared {
         let (bus, _) = broadcast::channel(config.subscriber_buffer.max(16));
         let resources = ResourceCache::new(config.resource_cache_entries);
         let results = ResultCache::new(config.result_cache_entries);
+        let journal_slot = Arc::new(JournalSlot::new(journal));
         Shared {
             config,
             state_dir,
             socket,
-            journal,
+            journal: journal_slot.clone(),
+            journal_slot,
             bus,
             started: Instant::now(),
             resources,
@@ -90,6 +96,9 @@ impl Shared {
     }
     pub fn runs_dir(&self) -> PathBuf {
         self.state_dir.join("runs")
+    }
+    pub fn journal_dir(&self) -> PathBuf {
+        self.state_dir.join("journal")
     }
     pub fn run_dir(&self, run_id: &str) -> PathBuf {
         self.runs_dir().join(run_id)

@@ -1,8 +1,14 @@
-//! `team.summary`: a markdown report of a run.
+//! `team.summary`: a markdown report of a run: per-task status, durations, usage and cost,
+//! failures with their reasons, open questions, and result excerpts.
 
 use crew_api::types::{StatusResult, TaskStatus};
 use std::fmt::Write;
 use std::path::Path;
+
+/// Characters of each result shown (head and tail kept).
+const EXCERPT_CHARS: usize = 600;
+/// Characters of a failure reason shown (stderr tails can be long).
+const REASON_CHARS: usize = 400;
 
 fn mark(s: TaskStatus) -> &'static str {
     match s {
@@ -23,6 +29,12 @@ fn dur(ms: Option<u64>) -> String {
     }
 }
 
+/// One line, bounded: reasons go in list items and table cells.
+fn one_line(s: &str, max: usize) -> String {
+    let flat = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    crew_core::prompt::cut_head_tail(&flat, max)
+}
+
 pub fn markdown(s: &StatusResult, run_dir: &Path) -> String {
     let r = &s.run;
     let mut out = String::new();
@@ -33,7 +45,7 @@ pub fn markdown(s: &StatusResult, run_dir: &Path) -> String {
         r.status.as_str(),
         r.reason
             .as_ref()
-            .map(|x| format!(" ({x})"))
+            .map(|x| format!(" ({})", one_line(x, REASON_CHARS)))
             .unwrap_or_default()
     );
     let _ = writeln!(out, "- **Goal**: {}", r.goal.lines().next().unwrap_or(""));
@@ -46,21 +58,28 @@ pub fn markdown(s: &StatusResult, run_dir: &Path) -> String {
     let u = &r.usage;
     let _ = writeln!(
         out,
-        "- **Usage**: {} input, {} output, {} cache read, {} cache write tokens; ${:.4}; {} turns\n",
+        "- **Usage**: {} input, {} output, {} cache read, {} cache write tokens; ${:.4}; {} turns",
         u.input, u.output, u.cache_read, u.cache_write, u.cost, u.turns
     );
-    let _ = writeln!(out, "| task | role | status | attempts | duration | tokens | cost |\n|---|---|---|---|---|---|---|");
+    if let Some(b) = &r.budget {
+        let _ = writeln!(out, "- **Budget**: {} of {} tokens", b.used, b.tokens);
+    }
+    let _ = writeln!(
+        out,
+        "\n| task | role | status | attempts | duration | tokens in / out | cost |\n|---|---|---|---|---|---|---|"
+    );
     for t in &s.tasks {
         let _ = writeln!(
             out,
-            "| {} | {} | {} {} | {} | {} | {} | ${:.4} |",
+            "| {} | {} | {} {} | {} | {} | {} / {} | ${:.4} |",
             t.id,
             t.role,
             mark(t.status),
             t.status.as_str(),
             t.attempts,
             dur(t.duration_ms),
-            t.usage.input + t.usage.output,
+            t.usage.input,
+            t.usage.output,
             t.usage.cost
         );
     }
@@ -77,19 +96,103 @@ pub fn markdown(s: &StatusResult, run_dir: &Path) -> String {
                 "- **{}** ({}): {}",
                 t.id,
                 t.status.as_str(),
-                t.error.clone().unwrap_or_default()
+                one_line(t.error.as_deref().unwrap_or_default(), REASON_CHARS)
             );
         }
     }
-    let _ = writeln!(out, "\n## Results\n");
+    let waiting: Vec<_> = s
+        .tasks
+        .iter()
+        .filter(|t| t.status == TaskStatus::Waiting)
+        .collect();
+    if !waiting.is_empty() {
+        let _ = writeln!(out, "\n## Waiting for an answer\n");
+        for t in waiting {
+            let _ = writeln!(
+                out,
+                "- **{}** asks: {} (answer with `team.respond`)",
+                t.id,
+                one_line(t.question.as_deref().unwrap_or_default(), REASON_CHARS)
+            );
+        }
+    }
+    let mut results = String::new();
     for t in &s.tasks {
         let text = std::fs::read_to_string(run_dir.join("results").join(format!("{}.txt", t.id)))
             .unwrap_or_default();
-        if text.is_empty() {
+        if text.trim().is_empty() {
             continue;
         }
-        let excerpt = crew_core::prompt::cut_head_tail(text.trim(), 600);
-        let _ = writeln!(out, "### {} ({})\n\n{}\n", t.id, t.role, excerpt);
+        let excerpt = crew_core::prompt::cut_head_tail(text.trim(), EXCERPT_CHARS);
+        let _ = writeln!(results, "### {} ({})\n\n{}\n", t.id, t.role, excerpt);
+    }
+    if !results.is_empty() {
+        let _ = writeln!(out, "\n## Results\n");
+        out.push_str(&results);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn task(id: &str, status: &str, extra: serde_json::Value) -> serde_json::Value {
+        let mut t = json!({
+            "id": id, "stepId": id, "role": "explorer", "agent": "explorer", "dependsOn": [],
+            "status": status, "attempts": 1, "durationMs": 1500,
+            "usage": {"input": 800, "output": 200, "cacheRead": 0, "cacheWrite": 0,
+                      "cost": 0.0125, "turns": 1},
+            "progress": {"turns": 1, "tokens": 1000}, "artifacts": []
+        });
+        for (k, v) in extra.as_object().unwrap() {
+            t[k] = v.clone();
+        }
+        t
+    }
+
+    #[test]
+    fn summary_has_every_part() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("results")).unwrap();
+        std::fs::write(dir.path().join("results/01_a.txt"), "Found the parser.\n").unwrap();
+        let status: StatusResult = serde_json::from_value(json!({
+            "run": {
+                "id": "team_x", "status": "blocked", "goal": "fix it\nmore", "cwd": "/w",
+                "team": "t", "workflow": "w", "runtime": "fake", "concurrency": 2,
+                "failurePolicy": "continue", "approval": "not_required", "reuseResults": "off",
+                "createdAt": "2025-01-01T00:00:00Z", "updatedAt": "2025-01-01T00:00:00Z",
+                "durationMs": 61000,
+                "budget": {"tokens": 9000, "warnAt": 0.8, "abortAt": 1.0, "used": 2000},
+                "usage": {"input": 1600, "output": 400, "cacheRead": 0, "cacheWrite": 0,
+                          "cost": 0.025, "turns": 2},
+                "reason": "task 03_c is waiting for an answer: Which DB?"
+            },
+            "tasks": [
+                task("01_a", "completed", json!({})),
+                task("02_b", "failed", json!({"attempts": 3, "error": "exit 1:\nboom\n  trace"})),
+                task("03_c", "waiting", json!({"question": "Which DB?"})),
+            ]
+        }))
+        .unwrap();
+        let md = markdown(&status, dir.path());
+        let table = [
+            "# Run team_x",
+            "- **Status**: blocked (task 03_c is waiting for an answer: Which DB?)",
+            "- **Goal**: fix it\n",
+            "- **Duration**: 1m 01s",
+            "$0.0250; 2 turns",
+            "- **Budget**: 2000 of 9000 tokens",
+            "| 01_a | explorer | ✓ completed | 1 | 1.5 s | 800 / 200 | $0.0125 |",
+            "| 02_b | explorer | ✗ failed | 3 |",
+            "- **02_b** (failed): exit 1: boom trace",
+            "- **03_c** asks: Which DB?",
+            "### 01_a (explorer)\n\nFound the parser.",
+        ];
+        for want in table {
+            assert!(md.contains(want), "lacks {want:?}:\n{md}");
+        }
+        assert!(!md.contains("### 02_b"), "{md}");
+    }
 }

@@ -4,13 +4,23 @@
 //! It is a thread, not a task, because sled's `flush` blocks (and `flush_async` can deadlock:
 //! sled#1308). While the writer flushes, the actor keeps deciding; whatever piles up meanwhile
 //! goes into the next flush, so many changes share one fsync.
+//!
+//! When a write fails (disk full, I/O error), the events stay queued in order and are written
+//! when the journal works again; their callers are told it failed now. A failed write leaves the
+//! sled handle unusable, reads included, and sled cannot even open a journal on a disk without
+//! a little free space. So the writer keeps a reserve file next to the journal: after a failure
+//! it deletes the reserve and reopens the journal at once, which keeps journal reads (events,
+//! subscriptions, evicted runs) working while the disk stays full. It retries with a growing
+//! pause, and writes again only once it could put the reserve back, i.e. once space returned.
+//! Until a write succeeds, `shared.storage_error()` is set and the actor refuses new changes.
 
+use crate::journal_slot::Closed;
 use crate::shared::{Published, Shared};
 use crew_core::run::Event;
-use crew_journal::{Entry, Journal};
+use crew_journal::{Entry, Journal, JournalError, SledJournal};
 use std::sync::mpsc;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 pub type CommitFn = Box<dyn FnOnce(Result<(), Arc<str>>) + Send>;
 
@@ -35,14 +45,11 @@ impl WriterHandle {
     }
 }
 
-pub fn spawn(
-    journal: Arc<dyn Journal>,
-    shared: Arc<Shared>,
-) -> (WriterHandle, std::thread::JoinHandle<()>) {
+pub fn spawn(shared: Arc<Shared>) -> (WriterHandle, std::thread::JoinHandle<()>) {
     let (tx, rx) = mpsc::channel::<Batch>();
     let join = std::thread::Builder::new()
         .name("crewd-journal".into())
-        .spawn(move || writer_loop(journal, shared, rx))
+        .spawn(move || Writer::new(shared).run(rx))
         .unwrap_or_else(|e| panic!("cannot start the journal writer thread: {e}"));
     (WriterHandle { tx }, join)
 }
@@ -55,80 +62,310 @@ fn encode(ev: &Event) -> Entry {
     }
 }
 
-fn writer_loop(journal: Arc<dyn Journal>, shared: Arc<Shared>, rx: mpsc::Receiver<Batch>) {
-    // Events that could not be written yet (disk full): retried, in order, before anything new.
-    let mut stuck: Vec<Event> = Vec::new();
-    let mut stuck_callbacks: Vec<CommitFn> = Vec::new();
-    loop {
-        let first = if stuck.is_empty() {
-            match rx.recv() {
-                Ok(b) => Some(b),
-                Err(_) => return,
-            }
+/// Space kept free for reopening the journal after the disk filled up (`<state>/journal.reserve`).
+const RESERVE_BYTES: usize = 1 << 20;
+
+/// Pause before the first retry after a failure; doubled per failure up to `RETRY_MAX`.
+const RETRY_FIRST: Duration = Duration::from_millis(200);
+const RETRY_MAX: Duration = Duration::from_secs(2);
+
+/// What arrived from the actor since the last write.
+#[derive(Default)]
+struct Incoming {
+    events: Vec<Event>,
+    /// Callbacks of batches that carry events: they learn whether those became durable.
+    with_events: Vec<CommitFn>,
+    /// Callbacks of batches without events (reads): nothing of theirs needs writing, so they
+    /// are answered even while older events wait for the disk.
+    bare: Vec<CommitFn>,
+    snapshot: Option<(u64, Vec<u8>)>,
+}
+
+impl Incoming {
+    fn add(&mut self, b: Batch) {
+        if b.events.is_empty() {
+            self.bare.extend(b.callbacks);
         } else {
-            match rx.recv_timeout(Duration::from_millis(500)) {
-                Ok(b) => Some(b),
-                Err(mpsc::RecvTimeoutError::Timeout) => None,
-                Err(mpsc::RecvTimeoutError::Disconnected) if stuck.is_empty() => return,
-                Err(mpsc::RecvTimeoutError::Disconnected) => None,
-            }
-        };
-        let mut batches: Vec<Batch> = first.into_iter().collect();
-        while let Ok(b) = rx.try_recv() {
-            batches.push(b);
+            self.events.extend(b.events);
+            self.with_events.extend(b.callbacks);
         }
-        let mut events = std::mem::take(&mut stuck);
-        let mut callbacks = std::mem::take(&mut stuck_callbacks);
-        let mut snapshot = None;
-        for b in batches {
-            events.extend(b.events);
-            callbacks.extend(b.callbacks);
-            if b.snapshot.is_some() {
-                snapshot = b.snapshot;
+        if b.snapshot.is_some() {
+            self.snapshot = b.snapshot;
+        }
+    }
+}
+
+struct Writer {
+    shared: Arc<Shared>,
+    /// Events not written yet because the journal failed; written first, in order.
+    stuck: Vec<Event>,
+    /// The newest snapshot that arrived while events were stuck.
+    held_snapshot: Option<(u64, Vec<u8>)>,
+    /// The handle in the slot failed and must be replaced before the next write.
+    needs_reopen: bool,
+    /// The reserve file was given up for a reopen and is not back yet.
+    reserve_used: bool,
+    retry_at: Instant,
+    pause: Duration,
+    failures: u64,
+}
+
+impl Writer {
+    fn new(shared: Arc<Shared>) -> Self {
+        if let Err(e) = make_reserve(&shared) {
+            tracing::warn!(error = %e, "cannot keep a reserve for a full disk");
+        }
+        Writer {
+            shared,
+            stuck: Vec::new(),
+            held_snapshot: None,
+            needs_reopen: false,
+            reserve_used: false,
+            retry_at: Instant::now(),
+            pause: RETRY_FIRST,
+            failures: 0,
+        }
+    }
+
+    fn run(mut self, rx: mpsc::Receiver<Batch>) {
+        loop {
+            let mut incoming = Incoming::default();
+            let mut closing = false;
+            if self.stuck.is_empty() {
+                match rx.recv() {
+                    Ok(b) => incoming.add(b),
+                    Err(_) => return,
+                }
+            } else {
+                let wait = self.retry_at.saturating_duration_since(Instant::now());
+                match rx.recv_timeout(wait) {
+                    Ok(b) => incoming.add(b),
+                    Err(mpsc::RecvTimeoutError::Timeout) => {}
+                    Err(mpsc::RecvTimeoutError::Disconnected) => closing = true,
+                }
+            }
+            while let Ok(b) = rx.try_recv() {
+                incoming.add(b);
+            }
+            if !self.stuck.is_empty() && !closing && Instant::now() < self.retry_at {
+                self.hold(incoming);
+                continue;
+            }
+            self.write(incoming);
+            if closing {
+                if !self.stuck.is_empty() {
+                    tracing::error!(
+                        pending = self.stuck.len(),
+                        "stopping with changes the journal could not take; they were never acknowledged"
+                    );
+                }
+                return;
             }
         }
+    }
+
+    /// The journal is known to be failing and it is not time to retry: queue the events, tell
+    /// their callers now.
+    fn hold(&mut self, incoming: Incoming) {
+        let cause = self
+            .shared
+            .storage_error()
+            .unwrap_or_else(|| Arc::from("the journal cannot write"));
+        self.stuck.extend(incoming.events);
+        if incoming.snapshot.is_some() {
+            self.held_snapshot = incoming.snapshot;
+        }
+        for cb in incoming.with_events {
+            run_callback(cb, Err(cause.clone()));
+        }
+        for cb in incoming.bare {
+            run_callback(cb, Ok(()));
+        }
+    }
+
+    fn write(&mut self, incoming: Incoming) {
+        if self.reserve_used {
+            match make_reserve(&self.shared) {
+                Ok(()) => self.reserve_used = false,
+                // Still full as long as the reserve does not fit again: writing held events now
+                // would only poison the handle that serves reads.
+                Err(e) if !self.stuck.is_empty() => {
+                    let e = JournalError::Io {
+                        context: "waiting for free space".into(),
+                        source: e,
+                    };
+                    self.failed(&e, incoming);
+                    return;
+                }
+                Err(_) => {}
+            }
+        }
+        if self.needs_reopen {
+            if let Err(e) = self.reopen() {
+                self.failed(&e, incoming);
+                return;
+            }
+        }
+        let mut events = std::mem::take(&mut self.stuck);
+        events.extend(incoming.events);
+        let snapshot = incoming.snapshot.or(self.held_snapshot.take());
         let entries: Vec<Entry> = events.iter().map(encode).collect();
         let res = if entries.is_empty() {
             Ok(())
         } else {
-            journal.append(&entries)
+            self.shared.journal.append(&entries)
         };
         match res {
             Ok(()) => {
-                shared.set_storage_error(None);
-                if let Some(last) = events.last() {
-                    shared.set_durable(last.seq);
+                if self.failures > 0 {
+                    tracing::info!(
+                        written = events.len(),
+                        failures = self.failures,
+                        "the journal writes again"
+                    );
                 }
-                for (ev, entry) in events.iter().zip(entries) {
-                    shared.publish(Published {
-                        seq: ev.seq,
-                        run_id: ev.run_id.as_deref().map(Arc::from),
-                        json: Arc::from(String::from_utf8(entry.bytes).unwrap_or_default()),
-                    });
-                }
-                for cb in callbacks {
+                self.failures = 0;
+                self.pause = RETRY_FIRST;
+                self.shared.set_storage_error(None);
+                self.published(&events, entries);
+                for cb in incoming.with_events.into_iter().chain(incoming.bare) {
                     run_callback(cb, Ok(()));
                 }
                 if let Some((seq, bytes)) = snapshot {
-                    if let Err(e) = journal.write_snapshot(seq, &bytes) {
+                    if let Err(e) = self.shared.journal.write_snapshot(seq, &bytes) {
                         tracing::warn!(error = %e, "snapshot failed; start-up will replay more");
+                        self.needs_reopen = poisons(&e);
+                        if self.needs_reopen {
+                            let _ = self.reopen();
+                        }
                     }
                 }
             }
             Err(e) => {
-                let msg: Arc<str> = Arc::from(e.to_string());
-                tracing::error!(error = %msg, pending = events.len(), "journal write failed; changes are held and retried");
-                shared.set_storage_error(Some(msg.clone()));
-                // Callers are told now; the events stay queued (they are already in memory) and
-                // are written when space returns.
-                for cb in callbacks {
-                    run_callback(cb, Err(msg.clone()));
+                self.stuck = events;
+                self.held_snapshot = snapshot;
+                self.needs_reopen = poisons(&e);
+                let callbacks = Incoming {
+                    events: Vec::new(),
+                    with_events: incoming.with_events,
+                    bare: incoming.bare,
+                    snapshot: None,
+                };
+                self.failed(&e, callbacks);
+                if self.needs_reopen {
+                    // At once, so that reads work again while the disk stays full (when sled
+                    // can open it at all).
+                    let _ = self.reopen();
                 }
-                stuck = events;
-                std::thread::sleep(Duration::from_millis(200));
             }
         }
     }
+
+    /// A write (or reopen) failed: `incoming`'s events must already be in `stuck`.
+    fn failed(&mut self, e: &JournalError, incoming: Incoming) {
+        self.stuck.extend(incoming.events);
+        if incoming.snapshot.is_some() {
+            self.held_snapshot = incoming.snapshot;
+        }
+        let msg: Arc<str> = Arc::from(e.to_string());
+        self.failures += 1;
+        // Once, then now and then: a full disk would otherwise fill the log too.
+        if self.failures == 1 || self.failures.is_multiple_of(50) {
+            tracing::error!(
+                error = %msg,
+                pending = self.stuck.len(),
+                failures = self.failures,
+                "journal write failed; changes are held and retried"
+            );
+        }
+        self.shared.set_storage_error(Some(msg.clone()));
+        for cb in incoming.with_events {
+            run_callback(cb, Err(msg.clone()));
+        }
+        for cb in incoming.bare {
+            run_callback(cb, Ok(()));
+        }
+        self.retry_at = Instant::now() + self.pause;
+        self.pause = (self.pause * 2).min(RETRY_MAX);
+    }
+
+    /// Drop the failed handle and open the journal again. Events of the failed write that
+    /// turn out to be durable after all are published and leave the queue.
+    fn reopen(&mut self) -> Result<(), JournalError> {
+        // Room for sled to open (it writes while opening); put back before the next write.
+        match std::fs::remove_file(reserve_path(&self.shared)) {
+            Ok(()) => self.reserve_used = true,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => self.reserve_used = true,
+            Err(e) => tracing::warn!(error = %e, "cannot delete the disk reserve"),
+        }
+        let cause = self
+            .shared
+            .storage_error()
+            .map(|c| c.to_string())
+            .unwrap_or_else(|| "an earlier write failed".into());
+        let last = self.shared.journal.last_seq();
+        drop(
+            self.shared
+                .journal_slot
+                .replace(Arc::new(Closed::new(last, cause))),
+        );
+        let cache = self.shared.config.journal_cache_mb << 20;
+        let journal = SledJournal::open(&self.shared.journal_dir(), cache)?;
+        let durable = journal.last_seq();
+        drop(self.shared.journal_slot.replace(Arc::new(journal)));
+        self.needs_reopen = false;
+        tracing::info!(last_seq = durable, "journal reopened");
+        let done = self.stuck.iter().take_while(|e| e.seq <= durable).count();
+        if done > 0 {
+            let events: Vec<Event> = self.stuck.drain(..done).collect();
+            let entries: Vec<Entry> = events.iter().map(encode).collect();
+            self.published(&events, entries);
+        }
+        Ok(())
+    }
+
+    /// `events` are durable: advance the durable seq and tell subscribers.
+    fn published(&self, events: &[Event], entries: Vec<Entry>) {
+        if let Some(last) = events.last() {
+            self.shared.set_durable(last.seq);
+        }
+        for (ev, entry) in events.iter().zip(entries) {
+            self.shared.publish(Published {
+                seq: ev.seq,
+                run_id: ev.run_id.as_deref().map(Arc::from),
+                json: Arc::from(String::from_utf8(entry.bytes).unwrap_or_default()),
+            });
+        }
+    }
+}
+
+fn reserve_path(shared: &Shared) -> std::path::PathBuf {
+    shared.state_dir.join("journal.reserve")
+}
+
+/// Create the reserve file if it is missing; a partial one is removed again.
+fn make_reserve(shared: &Shared) -> std::io::Result<()> {
+    use std::io::Write;
+    let path = reserve_path(shared);
+    if path.exists() {
+        return Ok(());
+    }
+    let res = std::fs::File::create(&path).and_then(|mut f| {
+        f.write_all(&vec![0u8; RESERVE_BYTES])?;
+        f.sync_all()
+    });
+    if res.is_err() {
+        let _ = std::fs::remove_file(&path);
+    }
+    res
+}
+
+/// Errors after which the handle is unusable (crew-journal poisons itself on any failed write).
+fn poisons(e: &JournalError) -> bool {
+    matches!(
+        e,
+        JournalError::Io { .. } | JournalError::Poisoned { .. } | JournalError::Backend { .. }
+    )
 }
 
 /// A callback that panics must not take the writer (and with it every later commit) down.

@@ -440,7 +440,7 @@ async fn run_process(
     let mut exited_at: Option<Instant> = None;
     // Why we stopped the worker, if we did.
     let mut stopped: Option<(String, bool, &'static str)> = None; // (error, retryable, reason)
-    let mut cancelled = false;
+    let mut ctl_open = true;
     let mut term_sent_at: Option<Instant> = None;
     let mut drain_started: Option<Instant> = None;
     let mut drained = false;
@@ -509,11 +509,10 @@ async fn run_process(
                 exit = status.ok();
                 exited_at = Some(Instant::now());
             }
-            msg = ctl.recv() => match msg {
+            msg = ctl.recv(), if ctl_open => match msg {
                 Some(WorkerCtl::Stop { reason }) => {
                     if term_sent_at.is_none() {
                         tracing::info!(%reason, "stopping worker");
-                        cancelled = true;
                         stopped.get_or_insert((reason, false, "cancelled"));
                         process::signal_group(pid, Signal::SIGTERM);
                         term_sent_at = Some(Instant::now());
@@ -527,10 +526,10 @@ async fn run_process(
                         }
                     }
                 }
-                None => {
-                    // The daemon is going away: leave the worker; recovery handles it.
-                    std::future::pending::<()>().await;
-                }
+                // The actor dropped the handle: right after a Stop (the task is no longer this
+                // worker's), or because the daemon is going away. Either way the loop must go on
+                // (grace, SIGKILL, reaping); only this branch is done.
+                None => ctl_open = false,
             },
             _ = tokio::time::sleep_until(deadline) => {
                 let now = Instant::now();
@@ -559,11 +558,11 @@ async fn run_process(
                             term_sent_at = Some(now);
                         }
                     } else if now >= task_deadline {
-                        stopped = Some((format!("the task timed out after {}s", cfg.task_timeout_ms / 1000), false, "timeout"));
+                        stopped = Some((format!("the task timed out after {}", human(Duration::from_millis(cfg.task_timeout_ms))), false, "timeout"));
                         process::signal_group(pid, Signal::SIGTERM);
                         term_sent_at = Some(now);
                     } else if now >= last_output + no_output {
-                        stopped = Some((format!("no output for {}s", no_output.as_secs()), true, "no_output"));
+                        stopped = Some((format!("no output for {}", human(no_output)), true, "no_output"));
                         process::signal_group(pid, Signal::SIGTERM);
                         term_sent_at = Some(now);
                     }
@@ -613,7 +612,6 @@ async fn run_process(
     };
     let stderr_tail = crew_core::redact::redact_str(String::from_utf8_lossy(&stderr_buf).trim());
     if let Some((error, retryable, reason)) = stopped {
-        let _ = cancelled;
         return with_model(failed(usage, artifacts.clone(), error, retryable, reason));
     }
     if let Some(q) = question {
@@ -687,6 +685,18 @@ async fn run_process(
     with_model(failed(usage, artifacts.clone(), msg, retryable, "exit"))
 }
 
+/// `1.5s`, `300s`, `250ms`: what a user set, not a rounded-down number.
+fn human(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms < 1000 {
+        format!("{ms}ms")
+    } else if ms % 1000 == 0 {
+        format!("{}s", ms / 1000)
+    } else {
+        format!("{:.1}s", ms as f64 / 1000.0)
+    }
+}
+
 fn tail(s: &str, n: usize) -> &str {
     let len = s.len();
     if len <= n {
@@ -697,4 +707,21 @@ fn tail(s: &str, n: usize) -> &str {
         start += 1;
     }
     &s[start..]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_as_configured() {
+        for (ms, want) in [
+            (250, "250ms"),
+            (1000, "1s"),
+            (1500, "1.5s"),
+            (300_000, "300s"),
+        ] {
+            assert_eq!(human(Duration::from_millis(ms)), want);
+        }
+    }
 }

@@ -6,33 +6,77 @@ use crew_api::types::*;
 use crew_api::ApiError;
 use jsonrpsee::RpcModule;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// Load the saved result cache if nothing did yet (it reads a file: off the async threads).
+async fn attach_results(ctx: &Ctx) -> Result<(), ApiError> {
+    let shared = ctx.shared.clone();
+    tokio::task::spawn_blocking(move || shared.results.attach(&shared.state_dir))
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))
+}
+
+async fn run_stats(ctx: &Arc<Ctx>) -> Result<CacheStat, ApiError> {
+    let (entries, capacity) = ctx
+        .actor
+        .call(|core| {
+            Ok((
+                core.state
+                    .runs
+                    .values()
+                    .filter(|r| r.status.is_finished())
+                    .count() as u64,
+                core.shared.config.resident_runs as u64,
+            ))
+        })
+        .await?;
+    let rc = &ctx.shared.run_cache;
+    Ok(crate::resources::stat(
+        rc.hits.load(Ordering::Relaxed),
+        rc.misses.load(Ordering::Relaxed),
+        rc.evictions.load(Ordering::Relaxed),
+        entries,
+        capacity,
+    ))
+}
+
+/// Evict finished runs (all, or the one named); returns how many left memory.
+async fn evict_runs(ctx: &Ctx, only: Option<String>) -> Result<u64, ApiError> {
+    ctx.actor
+        .call(move |core| {
+            let ids: Vec<String> = match only {
+                Some(id) => vec![id],
+                None => core
+                    .state
+                    .runs
+                    .values()
+                    .filter(|r| r.status.is_finished())
+                    .map(|r| r.id.clone())
+                    .collect(),
+            };
+            let mut n = 0;
+            for id in ids {
+                if core.state.evict(&id) {
+                    core.shared.run_cache.remove(&id);
+                    n += 1;
+                }
+            }
+            core.shared
+                .run_cache
+                .evictions
+                .fetch_add(n, Ordering::Relaxed);
+            Ok(n)
+        })
+        .await
+}
 
 pub fn register_all(m: &mut RpcModule<Ctx>) {
     register::<CacheStats, _, _>(m, |ctx, _| async move {
-        let sh = ctx.shared.clone();
-        let (entries, capacity) = ctx
-            .actor
-            .call(|core| {
-                Ok((
-                    core.state
-                        .runs
-                        .values()
-                        .filter(|r| r.status.is_finished())
-                        .count() as u64,
-                    core.shared.config.resident_runs as u64,
-                ))
-            })
-            .await?;
+        attach_results(&ctx).await?;
         Ok(CacheStatsResult {
-            resources: sh.resources.stats(),
-            results: sh.results.stats(),
-            runs: crate::resources::stat(
-                sh.run_cache.hits.load(Ordering::Relaxed),
-                sh.run_cache.misses.load(Ordering::Relaxed),
-                sh.run_cache.evictions.load(Ordering::Relaxed),
-                entries,
-                capacity,
-            ),
+            resources: ctx.shared.resources.stats(),
+            results: ctx.shared.results.stats(),
+            runs: run_stats(&ctx).await?,
         })
     });
     register::<CacheClear, _, _>(m, |ctx, p| async move {
@@ -41,50 +85,54 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
             ctx.shared.resources.clear();
         }
         if matches!(which, CacheName::Results | CacheName::All) {
-            ctx.shared.results.clear();
+            attach_results(&ctx).await?;
+            let shared = ctx.shared.clone();
+            tokio::task::spawn_blocking(move || shared.results.clear())
+                .await
+                .map_err(|e| ApiError::internal(e.to_string()))?;
         }
         if matches!(which, CacheName::Runs | CacheName::All) {
-            ctx.actor
-                .call(|core| {
-                    let finished: Vec<String> = core
-                        .state
-                        .runs
-                        .values()
-                        .filter(|r| r.status.is_finished())
-                        .map(|r| r.id.clone())
-                        .collect();
-                    for id in finished {
-                        if core.state.evict(&id) {
-                            core.shared
-                                .run_cache
-                                .evictions
-                                .fetch_add(1, Ordering::Relaxed);
-                        }
-                    }
-                    if let Ok(mut q) = core.shared.run_cache.lru.lock() {
-                        q.clear();
-                    }
-                    Ok(())
-                })
-                .await?;
+            evict_runs(&ctx, None).await?;
+            ctx.shared.run_cache.clear();
         }
         Ok(Empty {})
     });
     register::<CacheInvalidate, _, _>(m, |ctx, p| async move {
-        match (&p.path, &p.run_id) {
-            (Some(path), None) => Ok(InvalidateResult {
-                invalidated: ctx.shared.resources.invalidate(std::path::Path::new(path)),
-            }),
-            (None, Some(run)) => {
-                let mut n = ctx.shared.results.invalidate_run(run);
-                let id = run.clone();
-                if ctx
-                    .actor
-                    .call(move |core| Ok(core.state.evict(&id)))
-                    .await?
-                {
-                    n += 1;
+        match (p.path, p.run_id) {
+            (Some(path), None) => {
+                let path = std::path::PathBuf::from(path);
+                if !path.is_absolute() {
+                    return Err(ApiError::invalid_params("path", "must be an absolute path"));
                 }
+                let shared = ctx.shared.clone();
+                let invalidated =
+                    tokio::task::spawn_blocking(move || shared.resources.invalidate(&path))
+                        .await
+                        .map_err(|e| ApiError::internal(e.to_string()))?;
+                Ok(InvalidateResult { invalidated })
+            }
+            (None, Some(run)) => {
+                if !crew_core::ids::is_safe_id(&run) {
+                    return Err(ApiError::invalid_params(
+                        "runId",
+                        "must be 1-128 characters of A-Z a-z 0-9 _ -",
+                    ));
+                }
+                let id = run.clone();
+                let known = ctx
+                    .actor
+                    .call(move |core| Ok(core.state.summaries.contains_key(&id)))
+                    .await?;
+                if !known {
+                    return Err(ApiError::not_found("run", &run));
+                }
+                attach_results(&ctx).await?;
+                let shared = ctx.shared.clone();
+                let id = run.clone();
+                let mut n = tokio::task::spawn_blocking(move || shared.results.invalidate_run(&id))
+                    .await
+                    .map_err(|e| ApiError::internal(e.to_string()))?;
+                n += evict_runs(&ctx, Some(run)).await?;
                 Ok(InvalidateResult { invalidated: n })
             }
             _ => Err(ApiError::invalid_params(

@@ -55,12 +55,9 @@ pub(crate) async fn ensure_resident(ctx: &Ctx, run_id: &str) -> Result<(), ApiEr
                 .await
                 .map_err(|e| ApiError::internal(e.to_string()))??
                 .ok_or_else(|| ApiError::not_found("run", run_id))?;
-            ctx.shared.run_cache.touch(run_id);
             ctx.actor
                 .call(move |core| {
-                    if !core.state.runs.contains_key(&loaded.id) {
-                        core.state.insert_loaded(loaded);
-                    }
+                    residency::adopt(core, loaded);
                     Ok(())
                 })
                 .await
@@ -251,10 +248,14 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
                     .map_err(views::core_error)?;
                 core.emit(event);
                 if delivered == crew_core::run::Delivery::Live {
-                    if let Some(h) = core.workers.get(&key) {
-                        let _ = h
-                            .ctl
-                            .send(crate::workers::WorkerCtl::Steer(p.message.clone()));
+                    // The worker hears it only once `task.steered` is durable.
+                    if let Some(ctl) = core.workers.get(&key).map(|h| h.ctl.clone()) {
+                        let message = p.message.clone();
+                        core.after_commit(move |res| {
+                            if res.is_ok() {
+                                let _ = ctl.send(crate::workers::WorkerCtl::Steer(message));
+                            }
+                        });
                     }
                 }
                 Ok(SteerResult {
@@ -434,9 +435,11 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
     register::<TeamSummary, _, _>(m, |ctx, p| async move {
         let status = with_run(&ctx, &p.run_id, views::status).await?;
         let dir = ctx.shared.run_dir(&p.run_id);
-        Ok(SummaryResult {
-            markdown: crate::summary::markdown(&status, &dir),
-        })
+        // Reads the result files: off the async workers.
+        let markdown = tokio::task::spawn_blocking(move || crate::summary::markdown(&status, &dir))
+            .await
+            .map_err(|e| ApiError::internal(e.to_string()))?;
+        Ok(SummaryResult { markdown })
     });
     register::<TeamForget, _, _>(m, |ctx, p| async move {
         check_id("runId", &p.run_id)?;

@@ -49,7 +49,6 @@ pub struct Opts {
     pub env: Vec<(String, String)>,
 }
 
-
 impl Daemon {
     pub fn start() -> Daemon {
         Self::start_with(Opts::default())
@@ -378,4 +377,17 @@ pub fn one_step_team(d: &Daemon, name: &str, task: &str, agent: &str) {
 
 pub fn path_str(p: &Path) -> &str {
     p.to_str().unwrap()
+}
+
+impl Daemon {
+    /// The error text of a `team.subscribe` that must be refused.
+    pub async fn subscribe_err(&self, client: &Client, params: Value) -> String {
+        match client
+            .subscribe::<Value, _>("team.subscribe", ObjectParams(params), "team.unsubscribe")
+            .await
+        {
+            Ok(_) => panic!("subscription should have been refused"),
+            Err(e) => e.to_string(),
+        }
+    }
 }

@@ -1,0 +1,290 @@
+//! Dispatch overhead: one crew run of N independent fake-agent tasks at concurrency 8, against
+//! the same N `crew-fake-agent` invocations through `xargs -P8` (target: crew ≤ 1.5× xargs), and
+//! M such tasks against pueue with `parallel 8` (target: crew ≥ 10× faster), when `pueue` and
+//! `pueued` are on PATH.
+//!
+//! Usage: `bench-dispatch [--tasks N (1000)] [--pueue-tasks M (200)] [--work-ms W (0)]`.
+//! `--work-ms` makes every invocation sleep W ms (`[fake:sleep=Wms]`) to model agents that do
+//! something; 0 measures pure overhead. Build first:
+//! `cargo build --release -p crewd -p crew-fake-agent -p crew-bench`.
+
+mod daemon_support;
+
+use daemon_support::*;
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const PARALLEL: usize = 8;
+const XARGS_TARGET: f64 = 1.5;
+const PUEUE_TARGET: f64 = 10.0;
+
+struct Args {
+    tasks: usize,
+    pueue_tasks: usize,
+    work_ms: u64,
+}
+
+fn parse_args() -> Args {
+    let mut a = Args {
+        tasks: 1000,
+        pueue_tasks: 200,
+        work_ms: 0,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let value = it
+            .next()
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or_else(|| fail(format!("{flag} needs a number")));
+        match flag.as_str() {
+            "--tasks" => a.tasks = value as usize,
+            "--pueue-tasks" => a.pueue_tasks = value as usize,
+            "--work-ms" => a.work_ms = value,
+            _ => fail(format!("unknown flag {flag}")),
+        }
+    }
+    a
+}
+
+/// The task text of item `i`: what both crew and the baselines hand to the fake agent.
+fn task_text(i: usize, work_ms: u64) -> String {
+    if work_ms > 0 {
+        format!("Item {i}. [fake:sleep={work_ms}ms]")
+    } else {
+        format!("Item {i}.")
+    }
+}
+
+/// pi's argv as crewd builds it for the fake runtime, minus the prompt.
+const FAKE_ARGS: &[&str] = &["--mode", "json", "-p", "--no-session", "--no-tools"];
+
+fn xargs_baseline(root: &Path, fake: &Path, n: usize, work_ms: u64) -> Duration {
+    let list = root.join("xargs-items.txt");
+    let items: Vec<String> = (0..n)
+        .map(|i| format!("Task: {}", task_text(i, work_ms)))
+        .collect();
+    std::fs::write(&list, items.join("\n") + "\n").unwrap_or_else(|e| fail(e));
+    let out = std::fs::File::create(root.join("xargs-out.jsonl")).unwrap_or_else(|e| fail(e));
+    let input = std::fs::File::open(&list).unwrap_or_else(|e| fail(e));
+    let t0 = Instant::now();
+    let status = Command::new("xargs")
+        .args(["-P", &PARALLEL.to_string(), "-d", "\\n", "-n", "1"])
+        .arg(fake)
+        .args(FAKE_ARGS)
+        .stdin(input)
+        .stdout(out)
+        .stderr(Stdio::inherit())
+        .status()
+        .unwrap_or_else(|e| fail(format!("xargs: {e}")));
+    let took = t0.elapsed();
+    if !status.success() {
+        fail(format!("xargs failed: {status}"));
+    }
+    took
+}
+
+/// One crew run of `n` independent tasks; (wall time from `team.run` to `team.wait`, events).
+fn crew_run(d: &Daemon, team: &str, n: usize) -> (Duration, u64) {
+    let before = d.call("daemon.status", json!({}))["journal"]["lastSeq"]
+        .as_u64()
+        .unwrap_or(0);
+    let t0 = Instant::now();
+    let started = d.call(
+        "team.run",
+        json!({
+            "goal": "bench",
+            "cwd": d.work.display().to_string(),
+            "team": team,
+            "runtime": "fake",
+            "concurrency": PARALLEL,
+        }),
+    );
+    let run_id = started["runId"].as_str().unwrap_or_default().to_string();
+    let status = d.wait(&run_id);
+    let took = t0.elapsed();
+    if status != "completed" {
+        fail(format!("crew run {run_id} ended {status}"));
+    }
+    let st = d.call("team.status", json!({"runId": run_id}));
+    let done = st["tasks"]
+        .as_array()
+        .map(|t| t.iter().filter(|t| t["status"] == "completed").count())
+        .unwrap_or(0);
+    if done != n {
+        fail(format!("{done} of {n} tasks completed"));
+    }
+    let after = d.call("daemon.status", json!({}))["journal"]["lastSeq"]
+        .as_u64()
+        .unwrap_or(0);
+    (took, after - before)
+}
+
+fn find_on_path(name: &str) -> Option<PathBuf> {
+    let home_bin = std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo/bin"));
+    std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .unwrap_or_default()
+        .into_iter()
+        .chain(home_bin)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+struct Pueue {
+    client: PathBuf,
+    config: PathBuf,
+    daemon: std::process::Child,
+}
+
+impl Pueue {
+    fn start(root: &Path, pueued: &Path, client: &Path) -> Pueue {
+        let dir = root.join("pueue");
+        std::fs::create_dir_all(&dir).unwrap_or_else(|e| fail(e));
+        let config = dir.join("pueue.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "shared:\n  pueue_directory: {d}/data\n  runtime_directory: {d}/run\n  use_unix_socket: true\n  unix_socket_path: {d}/run/pueue.sock\n",
+                d = dir.display()
+            ),
+        )
+        .unwrap_or_else(|e| fail(e));
+        let log = std::fs::File::create(dir.join("pueued.log")).unwrap_or_else(|e| fail(e));
+        let daemon = Command::new(pueued)
+            .arg("--config")
+            .arg(&config)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap_or_else(|e| fail(e)))
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| fail(format!("pueued: {e}")));
+        let p = Pueue {
+            client: client.to_path_buf(),
+            config,
+            daemon,
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !p.run(&["status"]) {
+            if Instant::now() > deadline {
+                fail("pueued did not come up");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        if !p.run(&["parallel", &PARALLEL.to_string()]) {
+            fail("pueue parallel failed");
+        }
+        p
+    }
+
+    fn run(&self, args: &[&str]) -> bool {
+        Command::new(&self.client)
+            .arg("--config")
+            .arg(&self.config)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    }
+
+    /// `pueue add` every invocation, then `pueue wait` for all of them: how pueue is driven.
+    fn bench(&self, fake: &Path, n: usize, work_ms: u64) -> Duration {
+        let t0 = Instant::now();
+        for i in 0..n {
+            let prompt = format!("'Task: {}'", task_text(i, work_ms));
+            let mut args: Vec<String> = vec!["add".into(), "--".into(), fake.display().to_string()];
+            args.extend(FAKE_ARGS.iter().map(|s| s.to_string()));
+            args.push(prompt);
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            if !self.run(&args) {
+                fail(format!("pueue add #{i} failed"));
+            }
+        }
+        if !self.run(&["wait"]) {
+            fail("pueue wait failed");
+        }
+        t0.elapsed()
+    }
+}
+
+impl Drop for Pueue {
+    fn drop(&mut self) {
+        let _ = self.run(&["shutdown"]);
+        let _ = self.daemon.kill();
+        let _ = self.daemon.wait();
+    }
+}
+
+fn main() {
+    let args = parse_args();
+    let fake = sibling_bin("crew-fake-agent");
+    let root = bench_root("crew-bench-dispatch");
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!(
+        "dispatch bench: {} tasks (pueue: {}), parallel {PARALLEL}, work {} ms per task; loadavg {}",
+        args.tasks,
+        args.pueue_tasks,
+        args.work_ms,
+        load.trim()
+    );
+
+    let d = Daemon::start(
+        root.path(),
+        &format!(
+            "max_workers = {PARALLEL}\nmax_concurrency_cap = {PARALLEL}\nresident_runs = 16\n"
+        ),
+    );
+    d.bulk_team("bulk", args.tasks, |i| task_text(i, args.work_ms));
+
+    // Warm both paths (page cache, first-run costs) with a few items.
+    xargs_baseline(root.path(), &fake, 16, 0);
+    d.bulk_team("warm", 16, |i| task_text(i, 0));
+    crew_run(&d, "warm", 16);
+
+    let xargs = xargs_baseline(root.path(), &fake, args.tasks, args.work_ms);
+    let (crew, events) = crew_run(&d, "bulk", args.tasks);
+    let ratio = crew.as_secs_f64() / xargs.as_secs_f64();
+    println!("xargs -P{PARALLEL}: {} tasks in {}", args.tasks, secs(xargs));
+    println!(
+        "crew run:  {} tasks in {} ({} durable events, {:.0} events/s)",
+        args.tasks,
+        secs(crew),
+        events,
+        events as f64 / crew.as_secs_f64()
+    );
+    println!(
+        "crew / xargs = {ratio:.2}x (target <= {XARGS_TARGET}x): {}",
+        verdict(ratio <= XARGS_TARGET)
+    );
+
+    if args.pueue_tasks == 0 {
+        return;
+    }
+    match (find_on_path("pueued"), find_on_path("pueue")) {
+        (Some(pueued), Some(client)) => {
+            d.bulk_team("bulk-pueue", args.pueue_tasks, |i| task_text(i, args.work_ms));
+            let pueue = Pueue::start(root.path(), &pueued, &client);
+            let pt = pueue.bench(&fake, args.pueue_tasks, args.work_ms);
+            drop(pueue);
+            let (crew, _) = crew_run(&d, "bulk-pueue", args.pueue_tasks);
+            let speedup = pt.as_secs_f64() / crew.as_secs_f64();
+            println!(
+                "pueue (parallel {PARALLEL}): {} tasks in {} (add each + wait)",
+                args.pueue_tasks,
+                secs(pt)
+            );
+            println!("crew run:  {} tasks in {}", args.pueue_tasks, secs(crew));
+            println!(
+                "pueue / crew = {speedup:.1}x faster (target >= {PUEUE_TARGET}x): {}",
+                verdict(speedup >= PUEUE_TARGET)
+            );
+        }
+        _ => println!(
+            "pueue comparison SKIPPED: pueue/pueued not found on PATH or in ~/.cargo/bin \
+             (cargo install pueue)"
+        ),
+    }
+}

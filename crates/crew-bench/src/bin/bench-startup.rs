@@ -1,0 +1,223 @@
+//! Start-up with 1,000,000 journaled events (target: < 1 s from spawning crewd to its first
+//! successful `daemon.ping`), against the start-up of the same crewd on an empty state dir.
+//!
+//! The events are real ones: a template run of `--steps` independent fake-agent tasks goes
+//! through a daemon, its events are read back with `team.events`, and copies of them (new run
+//! id, new seq; each one checked to parse as `crew_core::run::Event`) are written with
+//! crew-journal directly into a fresh state dir until `--events` are there. Then crewd starts on
+//! it twice: first with no snapshot (every event replayed), then after a clean stop, which
+//! leaves a snapshot as a running daemon does every `snapshot_every` events.
+//!
+//! Usage: `bench-startup [--events 1000000] [--steps 16]`.
+
+mod daemon_support;
+
+use crew_journal::{Entry, Journal, SledJournal, DEFAULT_CACHE_BYTES};
+use daemon_support::*;
+use serde_json::{json, Value};
+use std::time::Duration;
+
+const TARGET: Duration = Duration::from_secs(1);
+const APPEND_CHUNK: usize = 10_000;
+
+struct Args {
+    events: u64,
+    steps: usize,
+}
+
+fn parse_args() -> Args {
+    let mut a = Args {
+        events: 1_000_000,
+        steps: 16,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let value = it
+            .next()
+            .and_then(|v| v.parse::<u64>().ok())
+            .filter(|v| *v > 0)
+            .unwrap_or_else(|| fail(format!("{flag} needs a positive number")));
+        match flag.as_str() {
+            "--events" => a.events = value,
+            "--steps" => a.steps = value as usize,
+            _ => fail(format!("unknown flag {flag}")),
+        }
+    }
+    a
+}
+
+/// Every string equal to or containing `from` gets `to` instead.
+fn replace_strings(v: &mut Value, from: &str, to: &str) {
+    match v {
+        Value::String(s) if s.contains(from) => *s = s.replace(from, to),
+        Value::Array(items) => items
+            .iter_mut()
+            .for_each(|x| replace_strings(x, from, to)),
+        Value::Object(map) => map
+            .values_mut()
+            .for_each(|x| replace_strings(x, from, to)),
+        _ => {}
+    }
+}
+
+/// The events of one finished run of `steps` fake tasks, and that run's id.
+fn template(steps: usize) -> (String, Vec<Value>) {
+    let root = bench_root("crew-bench-startup-template");
+    let d = Daemon::start(root.path(), "");
+    d.bulk_team("tpl", steps, |i| format!("Item {i}. [fake:turns=2]"));
+    let started = d.call(
+        "team.run",
+        json!({"goal": "start-up bench", "cwd": d.work.display().to_string(),
+               "team": "tpl", "runtime": "fake", "concurrency": 8}),
+    );
+    let run = started["runId"].as_str().unwrap_or_default().to_string();
+    let status = d.wait(&run);
+    if status != "completed" {
+        fail(format!("template run ended {status}"));
+    }
+    let mut events = Vec::new();
+    let mut after = 0u64;
+    loop {
+        let page = d.call(
+            "team.events",
+            json!({"runId": run, "afterSeq": after, "limit": 5000}),
+        );
+        let evs = page["events"].as_array().cloned().unwrap_or_default();
+        if evs.is_empty() {
+            break;
+        }
+        after = page["nextSeq"].as_u64().unwrap_or(u64::MAX);
+        events.extend(evs);
+    }
+    (run, events)
+}
+
+/// Writes `total` events (copies of the template run) into `<state>/journal`; returns the run
+/// count.
+fn write_journal(state: &std::path::Path, tpl_run: &str, tpl: &[Value], total: u64) -> u64 {
+    std::fs::create_dir_all(state).unwrap_or_else(|e| fail(e));
+    let journal = SledJournal::open(&state.join("journal"), DEFAULT_CACHE_BYTES)
+        .unwrap_or_else(|e| fail(format!("open journal: {e}")));
+    // `team_<timestamp>_<16 hex>`: keep the timestamp, number the copies.
+    let prefix = tpl_run
+        .rsplit_once('_')
+        .map(|(p, _)| p.to_string())
+        .unwrap_or_else(|| fail(format!("unexpected run id {tpl_run}")));
+    let mut seq = 0u64;
+    let mut runs = 0u64;
+    let mut chunk: Vec<Entry> = Vec::with_capacity(APPEND_CHUNK);
+    'outer: loop {
+        let run_id = format!("{prefix}_{runs:016x}");
+        runs += 1;
+        for ev in tpl {
+            if seq == total {
+                break 'outer;
+            }
+            seq += 1;
+            let mut v = ev.clone();
+            replace_strings(&mut v, tpl_run, &run_id);
+            v["seq"] = json!(seq);
+            let bytes = serde_json::to_vec(&v).unwrap_or_else(|e| fail(e));
+            // What crewd will read back must be a valid event with this seq.
+            match serde_json::from_slice::<crew_core::run::Event>(&bytes) {
+                Ok(parsed) if parsed.seq == seq && parsed.run_id.as_deref() == Some(&run_id) => {}
+                Ok(parsed) => fail(format!("event {seq} parsed as {parsed:?}")),
+                Err(e) => fail(format!("event {seq} is not a crew event: {e}: {v}")),
+            }
+            chunk.push(Entry {
+                seq,
+                run: Some(run_id.clone()),
+                bytes,
+            });
+            if chunk.len() == APPEND_CHUNK {
+                journal
+                    .append(&chunk)
+                    .unwrap_or_else(|e| fail(format!("append: {e}")));
+                chunk.clear();
+            }
+        }
+    }
+    if !chunk.is_empty() {
+        journal
+            .append(&chunk)
+            .unwrap_or_else(|e| fail(format!("append: {e}")));
+    }
+    if journal.last_seq() != total {
+        fail(format!(
+            "journal ends at {} instead of {total}",
+            journal.last_seq()
+        ));
+    }
+    runs
+}
+
+fn main() {
+    let args = parse_args();
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!(
+        "start-up bench: {} events; loadavg {}",
+        args.events,
+        load.trim()
+    );
+
+    let (tpl_run, tpl) = template(args.steps);
+    println!(
+        "template: run of {} fake tasks = {} events",
+        args.steps,
+        tpl.len()
+    );
+
+    let root = bench_root("crew-bench-startup");
+    let empty_root = root.path().join("empty");
+    std::fs::create_dir_all(&empty_root).unwrap_or_else(|e| fail(e));
+    let mut empty = Daemon::new(&empty_root, "");
+    let empty_start = empty.spawn();
+    empty.stop();
+
+    let full_root = root.path().join("full");
+    let d0 = Daemon::new(&full_root, "");
+    let (runs, gen) = timed(|| write_journal(&d0.state_dir, &tpl_run, &tpl, args.events));
+    println!(
+        "wrote {} events ({} runs) with crew-journal in {}",
+        args.events,
+        runs,
+        secs(gen)
+    );
+
+    let mut d = d0;
+    let cold = d.spawn();
+    let status = d.call("daemon.status", json!({}));
+    let rss_cold = d.rss_kib();
+    if status["journal"]["lastSeq"].as_u64().unwrap_or(0) < args.events {
+        fail(format!("crewd did not see the journal: {status}"));
+    }
+    let (_, stop_took) = timed(|| d.stop());
+    let warm = d.spawn();
+    let rss_warm = d.rss_kib();
+    let total = d.call("daemon.status", json!({}))["runs"]["total"].clone();
+    d.stop();
+
+    println!(
+        "empty state dir: crewd ready in {} (baseline)",
+        secs(empty_start)
+    );
+    println!(
+        "{} events, no snapshot (full replay): ready in {} = {:.1}x empty; RSS {} MiB; {}",
+        args.events,
+        secs(cold),
+        cold.as_secs_f64() / empty_start.as_secs_f64(),
+        rss_cold / 1024,
+        verdict(cold < TARGET)
+    );
+    println!(
+        "{} events, after a clean stop (snapshot; stop took {}): ready in {} = {:.1}x empty; RSS {} MiB; runs.total {}; {}",
+        args.events,
+        secs(stop_took),
+        secs(warm),
+        warm.as_secs_f64() / empty_start.as_secs_f64(),
+        rss_warm / 1024,
+        total,
+        verdict(warm < TARGET)
+    );
+    println!("target: < {} to the first daemon.ping", secs(TARGET));
+}

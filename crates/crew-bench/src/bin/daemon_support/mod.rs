@@ -1,0 +1,307 @@
+//! Shared by the daemon benches: the `crewd` built next to the bench binary, on a temporary
+//! socket and state directory, driven by JSON-RPC over HTTP on its Unix socket (as a client
+//! would), plus small timing and reporting helpers.
+//!
+//! Benches are programs, not tests: a broken precondition ends them with a message (`fail`).
+#![allow(dead_code)]
+
+use serde_json::{json, Value};
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Ends the bench with a message: benches report, they do not panic with a backtrace.
+pub fn fail(msg: impl std::fmt::Display) -> ! {
+    eprintln!("bench failed: {msg}");
+    std::process::exit(2)
+}
+
+/// A binary built into the same target directory as this bench (`cargo build --release -p
+/// crewd -p crew-fake-agent`).
+pub fn sibling_bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().unwrap_or_else(|e| fail(format!("current_exe: {e}")));
+    let path = exe
+        .parent()
+        .map(|d| d.join(name))
+        .unwrap_or_else(|| fail("the bench binary has no directory"));
+    if !path.exists() {
+        fail(format!(
+            "{} is missing: build it first (cargo build --release -p crewd -p crew-fake-agent -p crew-bench)",
+            path.display()
+        ));
+    }
+    path
+}
+
+/// Where bench files go: `$CREW_BENCH_DIR`, else the system temp dir. Raw baselines use the
+/// same parent so they see the same disk as the daemon.
+pub fn bench_root(prefix: &str) -> tempfile::TempDir {
+    let parent = std::env::var_os("CREW_BENCH_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir);
+    std::fs::create_dir_all(&parent).unwrap_or_else(|e| fail(format!("{parent:?}: {e}")));
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir_in(&parent)
+        .unwrap_or_else(|e| fail(format!("tempdir in {parent:?}: {e}")))
+}
+
+pub struct Daemon {
+    pub root: PathBuf,
+    pub socket: PathBuf,
+    pub state_dir: PathBuf,
+    pub config: PathBuf,
+    pub home: PathBuf,
+    pub work: PathBuf,
+    pub log: PathBuf,
+    child: Option<Child>,
+}
+
+impl Daemon {
+    /// A daemon layout under `root` (nothing started yet).
+    pub fn new(root: &Path, config: &str) -> Daemon {
+        let d = Daemon {
+            root: root.to_path_buf(),
+            socket: root.join("run/crewd.sock"),
+            state_dir: root.join("state"),
+            config: root.join("config.toml"),
+            home: root.join("home"),
+            work: root.join("work"),
+            log: root.join("crewd.log"),
+            child: None,
+        };
+        for dir in [&d.home, &d.work, &d.home.join(".config")] {
+            std::fs::create_dir_all(dir).unwrap_or_else(|e| fail(format!("{dir:?}: {e}")));
+        }
+        std::fs::write(&d.config, config).unwrap_or_else(|e| fail(format!("config: {e}")));
+        d
+    }
+
+    /// Start and wait until `daemon.ping` answers.
+    pub fn start(root: &Path, config: &str) -> Daemon {
+        let mut d = Daemon::new(root, config);
+        d.spawn();
+        d
+    }
+
+    /// Spawn crewd; returns the time from spawn to the first successful `daemon.ping`.
+    pub fn spawn(&mut self) -> Duration {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .unwrap_or_else(|e| fail(format!("log: {e}")));
+        let err_log = log
+            .try_clone()
+            .unwrap_or_else(|e| fail(format!("log: {e}")));
+        let mut cmd = Command::new(sibling_bin("crewd"));
+        cmd.arg("--socket")
+            .arg(&self.socket)
+            .arg("--state-dir")
+            .arg(&self.state_dir)
+            .arg("--config")
+            .arg(&self.config)
+            .env("HOME", &self.home)
+            .env("XDG_CONFIG_HOME", self.home.join(".config"))
+            .env_remove("XDG_RUNTIME_DIR")
+            .env_remove("NOTIFY_SOCKET")
+            .env_remove("LISTEN_FDS")
+            .env("CREW_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(err_log);
+        let t0 = Instant::now();
+        self.child = Some(
+            cmd.spawn()
+                .unwrap_or_else(|e| fail(format!("spawn crewd: {e}"))),
+        );
+        let deadline = t0 + Duration::from_secs(120);
+        loop {
+            if let Some(c) = self.child.as_mut() {
+                if let Ok(Some(status)) = c.try_wait() {
+                    fail(format!(
+                        "crewd exited early with {status}:\n{}",
+                        self.log_tail()
+                    ));
+                }
+            }
+            if let Ok(v) = self.try_call("daemon.ping", json!({})) {
+                if v.get("result").is_some() {
+                    return t0.elapsed();
+                }
+            }
+            if Instant::now() > deadline {
+                fail(format!("crewd did not answer in time:\n{}", self.log_tail()));
+            }
+            // Polling the socket is the measurement itself; 1 ms bounds its error.
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map(Child::id).unwrap_or(0)
+    }
+
+    pub fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let start = text.len().saturating_sub(3000);
+        let start = (start..text.len())
+            .find(|&i| text.is_char_boundary(i))
+            .unwrap_or(text.len());
+        text[start..].to_string()
+    }
+
+    /// SIGTERM and wait: a clean stop (crewd writes a snapshot on the way out).
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            // SAFETY: plain kill(2) on the pid of a child we own and have not reaped.
+            unsafe {
+                libc::kill(c.id() as i32, libc::SIGTERM);
+            }
+            let _ = c.wait();
+        }
+    }
+
+    /// Resident set size of crewd, in KiB (`VmRSS`).
+    pub fn rss_kib(&self) -> u64 {
+        rss_kib(self.pid())
+    }
+
+    /// The raw JSON-RPC response object of one call.
+    pub fn try_call(&self, method: &str, params: Value) -> std::io::Result<Value> {
+        let body =
+            json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string();
+        let text = post(&self.socket, &body)?;
+        serde_json::from_str(&text).map_err(|e| std::io::Error::other(format!("{e}: {text}")))
+    }
+
+    /// `result` of a call that must succeed.
+    pub fn call(&self, method: &str, params: Value) -> Value {
+        match self.try_call(method, params.clone()) {
+            Ok(v) => match v.get("result") {
+                Some(r) => r.clone(),
+                None => fail(format!("{method} {params} failed: {v}")),
+            },
+            Err(e) => fail(format!("{method}: {e}\n{}", self.log_tail())),
+        }
+    }
+
+    /// Block until the run stops; its status.
+    pub fn wait(&self, run_id: &str) -> String {
+        let r = self.call(
+            "team.wait",
+            json!({"runId": run_id, "timeoutMs": 3_600_000}),
+        );
+        if r["finished"] != true {
+            fail(format!("run {run_id} did not finish: {r}"));
+        }
+        r["status"].as_str().unwrap_or_default().to_string()
+    }
+
+    /// Write `<work>/.crew/<rel>`.
+    pub fn project_file(&self, rel: &str, content: &str) {
+        let p = self.work.join(".crew").join(rel);
+        if let Some(dir) = p.parent() {
+            std::fs::create_dir_all(dir).unwrap_or_else(|e| fail(format!("{dir:?}: {e}")));
+        }
+        std::fs::write(&p, content).unwrap_or_else(|e| fail(format!("{p:?}: {e}")));
+    }
+
+    /// A team `name` of one role whose workflow has `steps` independent steps, each running
+    /// the task text `task(i)`.
+    pub fn bulk_team(&self, name: &str, steps: usize, task: impl Fn(usize) -> String) {
+        self.project_file(
+            &format!("teams/{name}.team.md"),
+            &format!("---\nname: {name}\ndefaultWorkflow: {name}\n---\n\n- worker: agent=explorer\n"),
+        );
+        let mut wf = format!("---\nname: {name}\ntopology: concurrent\n---\n");
+        for i in 0..steps {
+            wf.push_str(&format!("\n## s{i:05}\nrole: worker\noutput: false\n\n{}\n", task(i)));
+        }
+        self.project_file(&format!("workflows/{name}.workflow.md"), &wf);
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// `VmRSS` of a process in KiB (0 if it is gone).
+pub fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// One HTTP POST on the Unix socket (one connection per request); the response body.
+pub fn post(socket: &Path, body: &str) -> std::io::Result<String> {
+    let mut s = UnixStream::connect(socket)?;
+    s.set_read_timeout(Some(Duration::from_secs(600)))?;
+    let req = format!(
+        "POST / HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}",
+        body.len(),
+        body
+    );
+    s.write_all(req.as_bytes())?;
+    let mut resp = Vec::new();
+    s.read_to_end(&mut resp)?;
+    let text = String::from_utf8_lossy(&resp);
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| std::io::Error::other(format!("not an HTTP response: {text}")))?;
+    if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+        Ok(dechunk(body))
+    } else {
+        Ok(body.to_string())
+    }
+}
+
+fn dechunk(body: &str) -> String {
+    let mut out = String::new();
+    let mut rest = body;
+    while let Some((size, after)) = rest.split_once("\r\n") {
+        let Ok(n) = usize::from_str_radix(size.trim(), 16) else {
+            break;
+        };
+        if n == 0 {
+            break;
+        }
+        let Some(chunk) = after.get(..n) else { break };
+        out.push_str(chunk);
+        rest = after.get(n..).unwrap_or_default();
+        rest = rest.strip_prefix("\r\n").unwrap_or(rest);
+    }
+    out
+}
+
+/// Time a closure.
+pub fn timed<T>(f: impl FnOnce() -> T) -> (T, Duration) {
+    let t0 = Instant::now();
+    let out = f();
+    (out, t0.elapsed())
+}
+
+pub fn secs(d: Duration) -> String {
+    format!("{:.3} s", d.as_secs_f64())
+}
+
+/// `PASS`/`MISS` for a target line.
+pub fn verdict(ok: bool) -> &'static str {
+    if ok {
+        "PASS"
+    } else {
+        "MISS"
+    }
+}

@@ -1,0 +1,28 @@
+//! Fuzz targets for everything crew parses from outside: resource files, cron expressions,
+//! JSON-RPC requests and agent output streams.
+//!
+//! Each target is a plain `fn(&[u8])` that panics when an invariant breaks. libFuzzer drives them
+//! through the `fuzz_*` binaries (`fuzz/run.sh`); `tests/regressions.rs` replays the committed
+//! seeds and every input that once crashed, in plain `cargo test`.
+
+mod cron;
+mod resource;
+mod rpc;
+mod stream;
+
+pub use cron::cron;
+pub use resource::resource;
+pub use rpc::{rpc_params, rpc_request};
+pub use stream::{stream_claude, stream_codex, stream_command, stream_pi};
+
+/// Every target by the name of its directory under `fuzz/seeds/` and `fuzz/regressions/`.
+pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+    ("resource", resource),
+    ("cron", cron),
+    ("rpc_request", rpc_request),
+    ("rpc_params", rpc_params),
+    ("stream_pi", stream_pi),
+    ("stream_claude", stream_claude),
+    ("stream_codex", stream_codex),
+    ("stream_command", stream_command),
+];

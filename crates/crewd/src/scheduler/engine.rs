@@ -1,0 +1,419 @@
+//! The timer loop. It mirrors each job's timing from the journaled `schedule.*` events (the bus),
+//! keeps one armed instant per enabled job, and when instants come hands them to the backend,
+//! which fires them through the actor. Two wake-up sources look at the same queue: the
+//! tokio-cron-scheduler one-shots (see `tcs.rs`) and, unless turned off, a `sleep_until` on the
+//! earliest armed instant, because the crate alone is up to ~1.5 s late (see `scheduler.rs`).
+//!
+//! Ordering: the writer publishes a batch's events on the bus before it answers the batch's
+//! callers, and the loop polls the bus before completion messages (`biased`), so when a fire's
+//! completion is handled the mirror already holds the cursor that fire moved.
+
+use super::tcs::TcsTimers;
+use super::timing::{plan_fire, Armed, JobTiming, Queue};
+use crate::shared::Published;
+use chrono::{DateTime, TimeDelta, Utc};
+use crew_core::run::{Event, EventBody, ScheduleJob};
+use futures::future::BoxFuture;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{broadcast, mpsc, oneshot};
+use uuid::Uuid;
+
+/// How late an armed instant may be handled and still count as on time. Later than this (the
+/// machine slept, the clock jumped, the journal could not write for a while) the fires are
+/// "missed" and the job's `catchUp` decides, as after downtime.
+pub const GRACE: TimeDelta = TimeDelta::seconds(30);
+/// A batch the actor refused (storage failing) is tried again this much later.
+const RETRY: TimeDelta = TimeDelta::seconds(1);
+/// The loop looks at the queue at least this often, whatever the timers say: a lost wake-up
+/// or a wall-clock jump delays a fire by at most this.
+const SWEEP: Duration = Duration::from_secs(20);
+
+/// Wall-clock time, and where on tokio's clock a wall-clock instant falls.
+pub trait Clock: Send + 'static {
+    fn now(&self) -> DateTime<Utc>;
+    fn instant_at(&self, t: DateTime<Utc>) -> tokio::time::Instant;
+}
+
+pub struct WallClock;
+
+impl Clock for WallClock {
+    fn now(&self) -> DateTime<Utc> {
+        Utc::now()
+    }
+    fn instant_at(&self, t: DateTime<Utc>) -> tokio::time::Instant {
+        let wait = (t - Utc::now()).to_std().unwrap_or_default();
+        let now = tokio::time::Instant::now();
+        now.checked_add(wait).unwrap_or(now + SWEEP)
+    }
+}
+
+/// One job's instants to fire now, oldest first.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FireRequest {
+    pub id: String,
+    pub instants: Vec<DateTime<Utc>>,
+}
+
+/// What the loop needs from the daemon.
+pub trait Backend: Send + Sync + 'static {
+    /// Every job as the state has it now (`None`: the daemon is going away).
+    fn load_jobs(&self) -> BoxFuture<'static, Option<Vec<ScheduleJob>>>;
+    /// Fire (or skip, by overlap) each instant and journal the outcome. `false` when nothing
+    /// could be journaled (the journal is failing, or the daemon is shutting down).
+    fn fire(&self, batch: Vec<FireRequest>) -> BoxFuture<'static, bool>;
+}
+
+struct Done {
+    /// Job, and the instant its next fire must come after.
+    items: Vec<(String, DateTime<Utc>)>,
+    ok: bool,
+}
+
+pub struct Engine<B: Backend, C: Clock> {
+    backend: Arc<B>,
+    clock: C,
+    jobs: HashMap<String, JobTiming>,
+    queue: Queue,
+    in_flight: HashSet<String>,
+    tcs: Option<TcsTimers>,
+    precise: bool,
+    events: broadcast::Receiver<Published>,
+    done_tx: mpsc::UnboundedSender<Done>,
+    done_rx: mpsc::UnboundedReceiver<Done>,
+    wake_rx: mpsc::UnboundedReceiver<(Arc<str>, Uuid)>,
+    closed: bool,
+}
+
+impl<B: Backend, C: Clock> Engine<B, C> {
+    /// `tcs`: the crate's timers (woken through `wake_rx`); `precise`: also wake at the
+    /// earliest armed instant ourselves.
+    pub fn new(
+        backend: Arc<B>,
+        clock: C,
+        events: broadcast::Receiver<Published>,
+        tcs: Option<TcsTimers>,
+        wake_rx: mpsc::UnboundedReceiver<(Arc<str>, Uuid)>,
+        precise: bool,
+    ) -> Self {
+        let (done_tx, done_rx) = mpsc::unbounded_channel();
+        Engine {
+            backend,
+            clock,
+            jobs: HashMap::new(),
+            queue: Queue::default(),
+            in_flight: HashSet::new(),
+            tcs,
+            precise,
+            events,
+            done_tx,
+            done_rx,
+            wake_rx,
+            closed: false,
+        }
+    }
+
+    /// Arm every enabled job from the journaled state at start. A job whose next fire after
+    /// its cursor is already past missed fires while the daemon was down: it is due now with
+    /// no grace, so its `catchUp` decides.
+    pub async fn load(&mut self, jobs: Vec<ScheduleJob>) {
+        let now = self.clock.now();
+        for job in jobs {
+            let Some(timing) = JobTiming::from_job(&job) else {
+                tracing::warn!(job = %job.id, "a scheduled job's spec or zone does not compile; it will not fire");
+                continue;
+            };
+            let next = timing
+                .enabled
+                .then(|| timing.next_after(timing.cursor()))
+                .flatten();
+            self.jobs.insert(job.id.clone(), timing);
+            if let Some(at) = next {
+                let grace = if at <= now { TimeDelta::zero() } else { GRACE };
+                self.arm(
+                    &job.id,
+                    Armed {
+                        at,
+                        wake: at,
+                        grace,
+                    },
+                )
+                .await;
+            }
+        }
+        tracing::info!(
+            jobs = self.jobs.len(),
+            armed = self.queue.len(),
+            "scheduled jobs registered"
+        );
+    }
+
+    pub async fn run(mut self, mut stop: oneshot::Receiver<()>) {
+        while !self.closed {
+            let sweep = tokio::time::Instant::now() + SWEEP;
+            let wake = match self.queue.earliest_wake() {
+                Some(t) if self.precise => self.clock.instant_at(t).min(sweep),
+                _ => sweep,
+            };
+            tokio::select! {
+                biased;
+                _ = &mut stop => break,
+                ev = self.events.recv() => self.on_event(ev).await,
+                Some(done) = self.done_rx.recv() => self.on_done(done).await,
+                Some((id, uuid)) = self.wake_rx.recv() => self.on_tcs_wake(&id, uuid).await,
+                _ = tokio::time::sleep_until(wake) => {}
+            }
+            self.fire_due().await;
+        }
+        if let Some(tcs) = self.tcs.take() {
+            tcs.shutdown().await;
+        }
+    }
+
+    async fn on_event(&mut self, ev: Result<Published, broadcast::error::RecvError>) {
+        let p = match ev {
+            Ok(p) => p,
+            Err(broadcast::error::RecvError::Lagged(n)) => {
+                tracing::warn!(
+                    missed = n,
+                    "the scheduler fell behind the event bus; reloading jobs"
+                );
+                self.resync().await;
+                return;
+            }
+            Err(broadcast::error::RecvError::Closed) => {
+                self.closed = true;
+                return;
+            }
+        };
+        // Cheap filter first: most events are about runs.
+        if p.run_id.is_some() || !p.json.contains("\"type\":\"schedule.") {
+            return;
+        }
+        let Ok(ev) = serde_json::from_str::<Event>(&p.json) else {
+            return;
+        };
+        match ev.body {
+            EventBody::ScheduleAdded(job) | EventBody::ScheduleUpdated(job) => {
+                self.upsert(&job).await
+            }
+            EventBody::ScheduleRemoved { id, .. } => self.remove(&id).await,
+            EventBody::ScheduleFired {
+                id,
+                at,
+                manual: false,
+                ..
+            }
+            | EventBody::ScheduleSkipped { id, at, .. } => self.handled(&id, at).await,
+            _ => {}
+        }
+    }
+
+    async fn resync(&mut self) {
+        let Some(jobs) = self.backend.load_jobs().await else {
+            return;
+        };
+        let keep: HashSet<String> = jobs.iter().map(|j| j.id.clone()).collect();
+        let gone: Vec<String> = self
+            .jobs
+            .keys()
+            .filter(|id| !keep.contains(*id))
+            .cloned()
+            .collect();
+        for id in gone {
+            self.remove(&id).await;
+        }
+        for job in jobs {
+            self.upsert(&job).await;
+        }
+    }
+
+    /// A job added or changed. Its fire times restart from now unless they did not change.
+    async fn upsert(&mut self, job: &ScheduleJob) {
+        let Some(timing) = JobTiming::from_job(job) else {
+            tracing::warn!(job = %job.id, "a scheduled job's spec or zone does not compile; it will not fire");
+            self.remove(&job.id).await;
+            return;
+        };
+        let unchanged = self
+            .jobs
+            .get(&job.id)
+            .is_some_and(|old| old.same_times(&timing));
+        let enabled = timing.enabled;
+        let next = timing.next_from(self.clock.now());
+        self.jobs.insert(job.id.clone(), timing);
+        if self.in_flight.contains(&job.id) {
+            return; // re-armed when its fire completes
+        }
+        if !enabled {
+            self.disarm(&job.id).await;
+            return;
+        }
+        if unchanged && self.queue.get(&job.id).is_some() {
+            return;
+        }
+        match next {
+            Some(at) => {
+                self.arm(
+                    &job.id,
+                    Armed {
+                        at,
+                        wake: at,
+                        grace: GRACE,
+                    },
+                )
+                .await
+            }
+            None => self.disarm(&job.id).await,
+        }
+    }
+
+    async fn remove(&mut self, id: &str) {
+        self.jobs.remove(id);
+        self.disarm(id).await;
+    }
+
+    /// A fire or skip was journaled for `at`.
+    async fn handled(&mut self, id: &str, at: DateTime<Utc>) {
+        let Some(job) = self.jobs.get_mut(id) else {
+            return;
+        };
+        job.handled(at);
+        // Normally the fire's completion re-arms; this covers an armed instant the journal
+        // already passed (after a reload).
+        let stale = !self.in_flight.contains(id) && self.queue.get(id).is_some_and(|a| a.at <= at);
+        if stale {
+            self.rearm_after(id, at).await;
+        }
+    }
+
+    async fn on_done(&mut self, done: Done) {
+        let now = self.clock.now();
+        for (id, from) in done.items {
+            self.in_flight.remove(&id);
+            if done.ok {
+                self.rearm_after(&id, from).await;
+            } else {
+                self.retry(&id, now).await;
+            }
+        }
+    }
+
+    /// Arm the first fire after both the cursor and `from`.
+    async fn rearm_after(&mut self, id: &str, from: DateTime<Utc>) {
+        let next = self
+            .jobs
+            .get(id)
+            .filter(|j| j.enabled)
+            .and_then(|j| j.next_after(j.cursor().max(from)));
+        match next {
+            Some(at) => {
+                self.arm(
+                    id,
+                    Armed {
+                        at,
+                        wake: at,
+                        grace: GRACE,
+                    },
+                )
+                .await
+            }
+            None => self.disarm(id).await,
+        }
+    }
+
+    /// Nothing was journaled: the owed instant is still owed; look again a little later.
+    async fn retry(&mut self, id: &str, now: DateTime<Utc>) {
+        let owed = self
+            .jobs
+            .get(id)
+            .filter(|j| j.enabled)
+            .and_then(|j| j.next_after(j.cursor()));
+        match owed {
+            Some(at) => {
+                self.arm(
+                    id,
+                    Armed {
+                        at,
+                        wake: now + RETRY,
+                        grace: GRACE,
+                    },
+                )
+                .await
+            }
+            None => self.disarm(id).await,
+        }
+    }
+
+    async fn on_tcs_wake(&mut self, id: &str, uuid: Uuid) {
+        if let Some(tcs) = self.tcs.as_mut() {
+            tcs.spent(id, uuid);
+        }
+        // The crate rounds to whole seconds and may wake early: wait again for the rest.
+        let early = self
+            .queue
+            .get(id)
+            .map(|a| a.wake)
+            .filter(|wake| *wake > self.clock.now());
+        if let (Some(wake), Some(tcs)) = (early, self.tcs.as_mut()) {
+            tcs.arm(id, wake).await;
+        }
+    }
+
+    async fn fire_due(&mut self) {
+        let now = self.clock.now();
+        if self.queue.earliest_wake().is_none_or(|t| t > now) {
+            return;
+        }
+        let mut requests = Vec::new();
+        let mut items = Vec::new();
+        let mut idle = Vec::new();
+        let mut dropped = Vec::new();
+        for (id, armed) in self.queue.take_due(now) {
+            let Some(job) = self.jobs.get(&id).filter(|j| j.enabled) else {
+                dropped.push(id);
+                continue;
+            };
+            let plan = plan_fire(job, &armed, now);
+            if plan.instants.is_empty() {
+                idle.push((id, plan.resume_from));
+                continue;
+            }
+            self.in_flight.insert(id.clone());
+            items.push((id.clone(), plan.resume_from));
+            requests.push(FireRequest {
+                id,
+                instants: plan.instants,
+            });
+        }
+        if !requests.is_empty() {
+            let backend = self.backend.clone();
+            let tx = self.done_tx.clone();
+            tokio::spawn(async move {
+                let ok = backend.fire(requests).await;
+                let _ = tx.send(Done { items, ok });
+            });
+        }
+        for (id, from) in idle {
+            self.rearm_after(&id, from).await;
+        }
+        for id in dropped {
+            self.disarm(&id).await;
+        }
+    }
+
+    async fn arm(&mut self, id: &str, armed: Armed) {
+        self.queue.arm(id, armed);
+        if let Some(tcs) = self.tcs.as_mut() {
+            tcs.arm(id, armed.wake).await;
+        }
+    }
+
+    async fn disarm(&mut self, id: &str) {
+        self.queue.disarm(id);
+        if let Some(tcs) = self.tcs.as_mut() {
+            tcs.disarm(id).await;
+        }
+    }
+}

@@ -1,0 +1,1070 @@
+//! Issue 3 through the real daemon: runs of the fake agent end to end, exact readiness and
+//! streaming dispatch, worker faults, bad input, cancel, and event subscriptions.
+
+mod common;
+use common::*;
+use serde_json::{json, Value};
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+/// Small timeouts so every fault resolves in seconds.
+const FAST: &[(&str, &str)] = &[
+    ("no_output_timeout_ms", "1500"),
+    ("kill_grace_ms", "500"),
+    ("final_drain_ms", "1000"),
+    ("final_drain_quiet_ms", "200"),
+];
+
+/// A daemon with the FAST timeouts; `extra` lines (`key = value`) add to or override them.
+fn daemon(extra: &str) -> Daemon {
+    let mut lines: Vec<String> = extra.lines().map(str::to_string).collect();
+    for (k, v) in FAST {
+        if !lines
+            .iter()
+            .any(|l| l.split('=').next().map(str::trim) == Some(*k))
+        {
+            lines.push(format!("{k} = {v}"));
+        }
+    }
+    Daemon::start_with(Opts {
+        config: lines.join("\n") + "\n",
+        env: vec![],
+    })
+}
+
+/// SPEC §6 names, plus the two the daemon adds: `worker.spawned` (pid and start time, for
+/// recovery) and `run.forgotten`.
+const EVENT_TYPES: &[&str] = &[
+    "run.created",
+    "run.started",
+    "run.blocked",
+    "run.completed",
+    "run.failed",
+    "run.cancelled",
+    "run.resumed",
+    "run.budget_warning",
+    "run.budget_exceeded",
+    "plan.approval_required",
+    "plan.approved",
+    "plan.rejected",
+    "task.queued",
+    "task.started",
+    "task.progress",
+    "task.completed",
+    "task.failed",
+    "task.cancelled",
+    "task.skipped",
+    "task.needs_attention",
+    "task.waiting",
+    "task.retrying",
+    "task.steered",
+    "schedule.added",
+    "schedule.updated",
+    "schedule.removed",
+    "schedule.fired",
+    "schedule.skipped",
+    "daemon.started",
+    "daemon.recovered",
+    "worker.spawned",
+    "run.forgotten",
+];
+
+fn ty(e: &Value) -> &str {
+    e["type"].as_str().unwrap_or("")
+}
+
+fn of_type<'a>(evs: &'a [Value], t: &str) -> Vec<&'a Value> {
+    evs.iter().filter(|e| ty(e) == t).collect()
+}
+
+fn task_events<'a>(evs: &'a [Value], task: &str, t: &str) -> Vec<&'a Value> {
+    evs.iter()
+        .filter(|e| ty(e) == t && e["taskId"] == task)
+        .collect()
+}
+
+fn artifact(d: &Daemon, run: &str, name: &str) -> String {
+    d.ok("team.artifact", json!({"runId": run, "name": name}))["content"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+fn tasks(status: &Value) -> Vec<Value> {
+    status["tasks"].as_array().unwrap().clone()
+}
+
+fn task_status(status: &Value, id: &str) -> String {
+    Daemon::task(status, id)["status"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// Every seq strictly increasing; each run's runSeq contiguous from 1; every type known.
+fn check_event_order(all: &[Value]) {
+    let mut last = 0u64;
+    let mut run_seq: std::collections::HashMap<String, u64> = Default::default();
+    for e in all {
+        let seq = e["seq"].as_u64().unwrap();
+        assert!(seq > last, "seq not increasing at {e}");
+        last = seq;
+        assert!(EVENT_TYPES.contains(&ty(e)), "unknown event type in {e}");
+        if let Some(r) = e["runId"].as_str() {
+            let n = run_seq.entry(r.to_string()).or_insert(0);
+            *n += 1;
+            assert_eq!(e["runSeq"].as_u64(), Some(*n), "runSeq gap at {e}");
+        }
+    }
+}
+
+fn pgid_alive(pgid: i64) -> bool {
+    // SAFETY: kill with signal 0 only checks for existence.
+    unsafe { libc::kill(-(pgid as i32), 0) == 0 }
+}
+
+/// Wait (bounded) until a worker's process group is gone; false if it outlives `limit`.
+fn group_gone_within(pgid: i64, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if !pgid_alive(pgid) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    !pgid_alive(pgid)
+}
+
+/// Whether the process ignores SIGTERM (bit 15 of `SigIgn` in /proc/<pid>/status).
+fn sigterm_ignored(pid: i64) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("SigIgn:"))
+                .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+        })
+        .is_some_and(|m| m & (1 << (libc::SIGTERM - 1)) != 0)
+}
+
+/// Poll an OS-level condition (no event exists for it), bounded.
+fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !f() {
+        assert!(
+            Instant::now() < deadline,
+            "condition not met within {limit:?}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn spawned_pids(evs: &[Value]) -> Vec<i64> {
+    of_type(evs, "worker.spawned")
+        .iter()
+        .map(|e| e["data"]["pid"].as_i64().unwrap())
+        .collect()
+}
+
+fn approx(a: f64, b: f64) -> bool {
+    (a - b).abs() < 1e-9
+}
+
+#[test]
+fn default_team_on_fake_completes_end_to_end() {
+    let d = daemon("");
+    let goal = "fix the flaky login test [fake:tokens=1000]";
+    let run = d.run(goal, json!({}));
+    assert_eq!(d.wait(&run), "completed");
+    let st = d.status(&run);
+    let ts = tasks(&st);
+    let ids: Vec<&str> = ts.iter().map(|t| t["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["01_explore", "02_plan", "03_execute", "04_verify"]);
+
+    let mut sum = [0u64; 5];
+    let mut cost = 0.0;
+    for t in &ts {
+        assert_eq!(t["status"], "completed", "{t}");
+        assert_eq!(t["attempts"], 1);
+        let id = t["id"].as_str().unwrap();
+        let result = artifact(&d, &run, &format!("results/{id}.txt"));
+        assert_eq!(
+            result,
+            format!("fake-agent: done with \"Goal: {goal}\""),
+            "result of {id}"
+        );
+        let u = &t["usage"];
+        assert_eq!(
+            (u["input"].as_u64(), u["output"].as_u64()),
+            (Some(800), Some(200))
+        );
+        for (i, k) in ["input", "output", "cacheRead", "cacheWrite", "turns"]
+            .iter()
+            .enumerate()
+        {
+            sum[i] += u[k].as_u64().unwrap();
+        }
+        cost += u["cost"].as_f64().unwrap();
+        // The artifacts named in the status are the ones that exist.
+        let names: BTreeSet<String> = t["artifacts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["name"].as_str().unwrap().to_string())
+            .collect();
+        for want in [
+            format!("prompts/{id}.md"),
+            format!("results/{id}.txt"),
+            format!("transcripts/{id}.attempt-1.jsonl"),
+        ] {
+            assert!(names.contains(&want), "{id} lacks {want}: {names:?}");
+        }
+    }
+    // The plan step's `output: plan.md` is a shared artifact.
+    assert_eq!(
+        artifact(&d, &run, "shared/plan.md"),
+        artifact(&d, &run, "results/02_plan.txt")
+    );
+    let ru = &st["run"]["usage"];
+    let got = [
+        ru["input"].as_u64().unwrap(),
+        ru["output"].as_u64().unwrap(),
+        ru["cacheRead"].as_u64().unwrap(),
+        ru["cacheWrite"].as_u64().unwrap(),
+        ru["turns"].as_u64().unwrap(),
+    ];
+    assert_eq!(got, sum, "run usage = sum of its tasks");
+    assert_eq!(sum[0], 4 * 800);
+    assert!(sum[4] >= 4, "turns counted");
+    assert!(approx(ru["cost"].as_f64().unwrap(), cost));
+    assert!(approx(cost, 4.0 * 1000.0 * 0.000002));
+
+    // Each later prompt carries the previous task's output in a fenced dependency block.
+    for w in ids.windows(2) {
+        let (prev, cur) = (w[0], w[1]);
+        let prompt = artifact(&d, &run, &format!("prompts/{cur}.md"));
+        let prev_out = artifact(&d, &run, &format!("results/{prev}.txt"));
+        let open = format!("<dependency-output task=\"{prev}\"");
+        let at = prompt
+            .find(&open)
+            .unwrap_or_else(|| panic!("{cur}'s prompt has no block for {prev}:\n{prompt}"));
+        let block = &prompt[at..];
+        let end = block.find("</dependency-output>").unwrap();
+        assert!(block[..end].contains(&prev_out), "{cur}'s block: {block}");
+        assert!(prompt.starts_with(&format!("Goal: {goal}")));
+    }
+    assert!(!artifact(&d, &run, "prompts/01_explore.md").contains("<dependency-output"));
+
+    // Events: the run's own, ordered, contiguous, named per SPEC §6.
+    let all = d.events(None);
+    check_event_order(&all);
+    let evs = d.events(Some(&run));
+    assert!(evs.iter().all(|e| e["runId"] == run.as_str()));
+    let types: Vec<&str> = evs.iter().map(ty).collect();
+    assert_eq!(types.first(), Some(&"run.created"));
+    assert_eq!(types.last(), Some(&"run.completed"));
+    for id in &ids {
+        assert_eq!(task_events(&evs, id, "task.started").len(), 1);
+        assert_eq!(task_events(&evs, id, "task.completed").len(), 1);
+    }
+    let done = of_type(&evs, "run.completed")[0];
+    assert_eq!(done["data"]["usage"]["input"].as_u64(), Some(sum[0]));
+}
+
+/// A project team `name` whose workflow is `steps`: (step id, dependsOn, task text); every step
+/// is played by the explorer (read-only, no plan approval).
+fn project_workflow(d: &Daemon, name: &str, steps: &[(&str, &str, &str)]) {
+    d.project_file(
+        &format!("teams/{name}.team.md"),
+        &format!("---\nname: {name}\ndefaultWorkflow: {name}\n---\n\n- explorer: agent=explorer\n"),
+    );
+    let mut wf = format!("---\nname: {name}\n---\n\n");
+    for (id, deps, text) in steps {
+        wf.push_str(&format!("## {id}\nrole: explorer\n"));
+        if !deps.is_empty() {
+            wf.push_str(&format!("dependsOn: {deps}\n"));
+        }
+        wf.push_str(&format!("\n{text}\n\n"));
+    }
+    d.project_file(&format!("workflows/{name}.workflow.md"), &wf);
+}
+
+fn seq_of(evs: &[Value], task: &str, t: &str) -> u64 {
+    task_events(evs, task, t)
+        .first()
+        .unwrap_or_else(|| panic!("no {t} for {task}"))["seq"]
+        .as_u64()
+        .unwrap()
+}
+
+fn time_of(evs: &[Value], task: &str, t: &str) -> chrono::DateTime<chrono::Utc> {
+    task_events(evs, task, t).first().unwrap()["time"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// Task id of a step (ids are `NN_step`).
+fn tid(st: &Value, step: &str) -> String {
+    tasks(st)
+        .iter()
+        .find(|t| t["stepId"] == step)
+        .unwrap_or_else(|| panic!("no step {step}"))["id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn diamond_readiness_is_exact_and_dispatch_streams() {
+    let d = daemon("");
+    project_workflow(
+        &d,
+        "diamond",
+        &[
+            ("root", "", "Start."),
+            ("slow", "root", "Take your time. [fake:sleep=1500ms]"),
+            ("fast", "root", "Be quick."),
+            ("after_fast", "fast", "Follow up."),
+            ("join", "slow, after_fast", "Join."),
+        ],
+    );
+    let run = d.run("diamond goal", json!({"team": "diamond"}));
+    assert_eq!(d.wait(&run), "completed");
+    let st = d.status(&run);
+    let evs = d.events(Some(&run));
+    let [root, slow, fast, after_fast, join] =
+        ["root", "slow", "fast", "after_fast", "join"].map(|s| tid(&st, s));
+    let started = |t: &str| seq_of(&evs, t, "task.started");
+    let completed = |t: &str| seq_of(&evs, t, "task.completed");
+    // Exact readiness: nothing starts before its dependencies completed.
+    for (t, deps) in [
+        (&slow, vec![&root]),
+        (&fast, vec![&root]),
+        (&after_fast, vec![&fast]),
+        (&join, vec![&slow, &after_fast]),
+    ] {
+        for dep in deps {
+            assert!(
+                started(t) > completed(dep),
+                "{t} started before {dep} completed"
+            );
+        }
+    }
+    // No wave barrier: the fast branch's dependent started (and finished) while slow still ran.
+    assert!(started(&after_fast) < completed(&slow));
+    assert!(completed(&after_fast) < completed(&slow));
+    assert!(time_of(&evs, &after_fast, "task.started") < time_of(&evs, &slow, "task.completed"));
+}
+
+#[test]
+fn crashing_worker_is_retried_with_backoff_then_fails() {
+    let d = daemon("");
+    one_step_team(&d, "crashy", "Crash. [fake:crash]", "explorer");
+    let run = d.run("crash goal", json!({"team": "crashy"}));
+    assert_eq!(d.wait(&run), "failed");
+    let st = d.status(&run);
+    let t = &tasks(&st)[0];
+    assert_eq!(t["status"], "failed");
+    assert_eq!(t["attempts"], 3, "maxAttempts defaults to 3");
+    let err = t["error"].as_str().unwrap();
+    assert!(err.contains("101") && err.contains("no output"), "{err}");
+    let evs = d.events(Some(&run));
+    let retries = of_type(&evs, "task.retrying");
+    assert_eq!(retries.len(), 2);
+    let delays: Vec<u64> = retries
+        .iter()
+        .map(|e| e["data"]["delayMs"].as_u64().unwrap())
+        .collect();
+    assert!(
+        delays[0] >= 1000 && delays[1] >= 2000 && delays[1] > delays[0],
+        "{delays:?}"
+    );
+    for r in &retries {
+        assert_eq!(r["data"]["reason"], "crash");
+    }
+    // The backoff was honoured: attempt 2 started no earlier than retrying + delay.
+    let starts = of_type(&evs, "task.started");
+    assert_eq!(starts.len(), 3);
+    for (r, s) in retries.iter().zip(&starts[1..]) {
+        let rt: chrono::DateTime<chrono::Utc> = r["time"].as_str().unwrap().parse().unwrap();
+        let stt: chrono::DateTime<chrono::Utc> = s["time"].as_str().unwrap().parse().unwrap();
+        let delay = r["data"]["delayMs"].as_i64().unwrap();
+        assert!((stt - rt).num_milliseconds() >= delay - 5, "{r} {s}");
+    }
+    assert_eq!(of_type(&evs, "task.failed").len(), 1);
+    assert!(st["run"]["reason"].as_str().unwrap().contains("failed"));
+}
+
+#[test]
+fn crash_on_the_first_attempt_only_succeeds_on_the_second() {
+    let d = daemon("");
+    one_step_team(
+        &d,
+        "flaky",
+        "Crash once. [fake:crash-attempts=1]",
+        "explorer",
+    );
+    let run = d.run("flaky goal", json!({"team": "flaky"}));
+    assert_eq!(d.wait(&run), "completed");
+    let st = d.status(&run);
+    let t = &tasks(&st)[0];
+    assert_eq!(
+        (t["status"].as_str(), t["attempts"].as_u64()),
+        (Some("completed"), Some(2))
+    );
+    let evs = d.events(Some(&run));
+    assert_eq!(of_type(&evs, "task.retrying").len(), 1);
+    let id = t["id"].as_str().unwrap();
+    assert!(artifact(&d, &run, &format!("results/{id}.txt")).starts_with("fake-agent: done"));
+    // Each attempt keeps its own transcript.
+    assert!(d
+        .http(
+            "team.artifact",
+            json!({"runId": run, "name": format!("transcripts/{id}.attempt-2.jsonl")})
+        )
+        .get("result")
+        .is_some());
+}
+
+#[test]
+fn silent_worker_is_stopped_by_the_watchdog_and_retried() {
+    let d = daemon("max_attempts = 2\n");
+    one_step_team(&d, "mute", "Say nothing. [fake:silent]", "explorer");
+    let run = d.run("silent goal", json!({"team": "mute"}));
+    assert_eq!(d.wait(&run), "failed");
+    let st = d.status(&run);
+    let t = &tasks(&st)[0];
+    assert_eq!(t["attempts"], 2);
+    assert!(t["error"].as_str().unwrap().contains("no output"), "{t}");
+    let evs = d.events(Some(&run));
+    let retries = of_type(&evs, "task.retrying");
+    assert_eq!(retries.len(), 1);
+    assert_eq!(retries[0]["data"]["reason"], "no_output");
+    // The watchdog fired after the configured quiet time, not before.
+    let started: chrono::DateTime<chrono::Utc> = of_type(&evs, "task.started")[0]["time"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let retried: chrono::DateTime<chrono::Utc> =
+        retries[0]["time"].as_str().unwrap().parse().unwrap();
+    let ms = (retried - started).num_milliseconds();
+    assert!((1500..5000).contains(&ms), "watchdog after {ms} ms");
+    for pid in spawned_pids(&evs) {
+        assert!(!pgid_alive(pid), "worker group {pid} survived");
+    }
+}
+
+#[test]
+fn worker_ignoring_sigterm_is_killed_after_the_grace() {
+    let d = daemon("max_attempts = 1\n");
+    one_step_team(
+        &d,
+        "stubborn",
+        "Ignore TERM. [fake:ignore-sigterm] [fake:silent]",
+        "explorer",
+    );
+    let run = d.run("stubborn goal", json!({"team": "stubborn"}));
+    assert_eq!(d.wait(&run), "failed");
+    let evs = d.events(Some(&run));
+    let pids = spawned_pids(&evs);
+    assert_eq!(pids.len(), 1);
+    // The attempt is reported only once the worker is gone: its group must be empty now.
+    assert!(
+        !pgid_alive(pids[0]),
+        "group {} still has processes",
+        pids[0]
+    );
+    let spawned: chrono::DateTime<chrono::Utc> = of_type(&evs, "worker.spawned")[0]["time"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let failed: chrono::DateTime<chrono::Utc> = of_type(&evs, "task.failed")[0]["time"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let ms = (failed - spawned).num_milliseconds();
+    assert!(
+        ms >= 1500 + 500,
+        "SIGKILL came before the grace ran out ({ms} ms)"
+    );
+    assert!(d.log_text().contains("ignored SIGTERM"));
+}
+
+#[test]
+fn lingering_worker_is_drained_and_completes() {
+    let d = daemon("");
+    one_step_team(&d, "linger", "Stay around. [fake:linger]", "explorer");
+    let t0 = Instant::now();
+    let run = d.run("linger goal", json!({"team": "linger"}));
+    assert_eq!(d.wait(&run), "completed");
+    // Drained after the quiet time (200 ms), well before the no-output watchdog (1.5 s).
+    assert!(
+        t0.elapsed() < Duration::from_millis(1400),
+        "{:?}",
+        t0.elapsed()
+    );
+    let evs = d.events(Some(&run));
+    let pids = spawned_pids(&evs);
+    assert!(!pgid_alive(pids[0]));
+    let st = d.status(&run);
+    assert_eq!(tasks(&st)[0]["attempts"], 1);
+}
+
+#[test]
+fn lingering_worker_that_ignores_sigterm_still_completes() {
+    let d = daemon("");
+    one_step_team(
+        &d,
+        "linger2",
+        "Stay. [fake:linger] [fake:ignore-sigterm]",
+        "explorer",
+    );
+    let run = d.run("linger goal", json!({"team": "linger2"}));
+    assert_eq!(d.wait(&run), "completed");
+    let evs = d.events(Some(&run));
+    assert!(!pgid_alive(spawned_pids(&evs)[0]));
+}
+
+fn rss_kb(pid: u32, field: &str) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    s.lines()
+        .find(|l| l.starts_with(field))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap()
+}
+
+#[test]
+fn flood_of_50_mb_completes_with_a_capped_transcript() {
+    let d = daemon("");
+    one_step_team(&d, "chatty", "Talk a lot. [fake:chatty=50MB]", "explorer");
+    let run = d.run("chatty goal", json!({"team": "chatty"}));
+    assert_eq!(d.wait(&run), "completed");
+    let peak = rss_kb(d.pid(), "VmHWM:");
+    assert!(peak < 200 * 1024, "daemon peak RSS {peak} kB");
+    let st = d.status(&run);
+    let t = &tasks(&st)[0];
+    let id = t["id"].as_str().unwrap();
+    let tr = t["artifacts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["kind"] == "transcript")
+        .unwrap()
+        .clone();
+    let bytes = tr["bytes"].as_u64().unwrap();
+    assert!(bytes <= (16 << 20) + 4096, "transcript {bytes} bytes");
+    assert!(bytes > 1 << 20);
+    let tail = d.ok(
+        "team.artifact",
+        json!({"runId": run, "name": tr["name"], "offset": bytes.saturating_sub(300)}),
+    );
+    assert!(
+        tail["content"]
+            .as_str()
+            .unwrap()
+            .contains("crew.transcript_truncated"),
+        "{tail}"
+    );
+    let result = artifact(&d, &run, &format!("results/{id}.txt"));
+    assert!(
+        result.len() < 10_000,
+        "the result is the final text, not the flood"
+    );
+}
+
+#[test]
+fn no_final_text_needs_attention_and_blocks_the_run() {
+    let d = daemon("");
+    one_step_team(
+        &d,
+        "quiet",
+        "Say nothing final. [fake:no-final-text]",
+        "explorer",
+    );
+    let run = d.run("quiet goal", json!({"team": "quiet"}));
+    assert_eq!(d.wait(&run), "blocked");
+    let st = d.status(&run);
+    assert_eq!(tasks(&st)[0]["status"], "needs_attention");
+    assert!(st["run"]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("needs attention"));
+    let evs = d.events(Some(&run));
+    assert_eq!(of_type(&evs, "task.needs_attention").len(), 1);
+    assert_eq!(of_type(&evs, "run.blocked").len(), 1);
+    // Resume re-queues it (it will need attention again).
+    let r = d.ok("team.resume", json!({"runId": run}));
+    assert_eq!(r["requeuedTaskIds"].as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn invalid_json_lines_are_skipped() {
+    let d = daemon("");
+    one_step_team(
+        &d,
+        "garbled",
+        "Mix garbage. [fake:invalid-json]",
+        "explorer",
+    );
+    let run = d.run("garbled goal", json!({"team": "garbled"}));
+    assert_eq!(d.wait(&run), "completed");
+    let st = d.status(&run);
+    let id = tasks(&st)[0]["id"].as_str().unwrap().to_string();
+    assert!(artifact(&d, &run, &format!("results/{id}.txt")).starts_with("fake-agent: done"));
+}
+
+#[test]
+fn final_failure_fail_fast_skips_the_rest_continue_only_dependents() {
+    let d = daemon("");
+    project_workflow(
+        &d,
+        "failing",
+        &[
+            ("bad", "", "Fail. [fake:fail]"),
+            ("other", "", "Independent work."),
+            ("dep", "bad", "Needs bad."),
+        ],
+    );
+    for (policy, other_status) in [("fail-fast", "skipped"), ("continue", "completed")] {
+        let run = d.run(
+            "failing goal",
+            json!({"team": "failing", "concurrency": 1, "failurePolicy": policy}),
+        );
+        assert_eq!(d.wait(&run), "failed", "{policy}");
+        let st = d.status(&run);
+        let (bad, other, dep) = (tid(&st, "bad"), tid(&st, "other"), tid(&st, "dep"));
+        assert_eq!(task_status(&st, &bad), "failed");
+        assert_eq!(
+            Daemon::task(&st, &bad)["attempts"],
+            1,
+            "a final failure is not retried"
+        );
+        assert!(Daemon::task(&st, &bad)["error"]
+            .as_str()
+            .unwrap()
+            .contains("invalid api key"));
+        assert_eq!(task_status(&st, &other), other_status, "{policy}");
+        assert_eq!(task_status(&st, &dep), "skipped", "{policy}");
+        let evs = d.events(Some(&run));
+        assert!(of_type(&evs, "task.retrying").is_empty());
+    }
+}
+
+#[test]
+fn bad_run_requests_are_refused_with_the_field_named() {
+    let d = daemon("");
+    let cwd = path_str(&d.work).to_string();
+    let e = d.err(
+        "team.run",
+        json!({"goal": "g", "cwd": "/nonexistent/crew/dir", "runtime": "fake"}),
+    );
+    assert_eq!(e["code"], -32602);
+    assert!(e["message"].as_str().unwrap().contains("cwd"), "{e}");
+    let e = d.err(
+        "team.run",
+        json!({"goal": "g", "cwd": cwd, "runtime": "no-such-runtime"}),
+    );
+    assert_eq!(e["code"], -32602);
+    assert!(e["message"].as_str().unwrap().contains("runtime"), "{e}");
+    let e = d.err(
+        "team.run",
+        json!({"goal": "g", "cwd": cwd, "runtime": "fake", "team": "no-such-team"}),
+    );
+    assert_eq!(e["code"], 1003);
+    let diags = e["data"]["diagnostics"].as_array().unwrap();
+    assert!(!diags.is_empty(), "{e}");
+    assert!(
+        diags
+            .iter()
+            .any(|g| g["message"].as_str().unwrap().contains("no-such-team")),
+        "{e}"
+    );
+    // None of these created anything.
+    assert!(d.ok("team.list", json!({}))["runs"]
+        .as_array()
+        .unwrap()
+        .is_empty());
+}
+
+#[test]
+fn goal_of_100k_characters_goes_through_a_file() {
+    let d = daemon("");
+    one_step_team(&d, "big", "Handle it: {goal}", "explorer");
+    let goal = format!("[fake:sleep=1500ms] {}", "y".repeat(100_000));
+    let run = d.run(&goal, json!({"team": "big"}));
+    // While the worker runs, its argv names the prompt file instead of holding the prompt.
+    let evs = wait_for_event(&d, &run, "worker.spawned");
+    let pid = evs["data"]["pid"].as_i64().unwrap();
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+    assert!(cmdline.len() < 10_000, "argv of {} bytes", cmdline.len());
+    let args = String::from_utf8_lossy(&cmdline).to_string();
+    assert!(args.contains("@") && args.contains("prompts/"), "{args}");
+    assert_eq!(d.wait(&run), "completed");
+    let st = d.status(&run);
+    let id = tasks(&st)[0]["id"].as_str().unwrap().to_string();
+    let prompt = artifact(&d, &run, &format!("prompts/{id}.md"));
+    assert!(prompt.len() > 200_000, "goal twice in the prompt");
+    let result = artifact(&d, &run, &format!("results/{id}.txt"));
+    assert!(result.starts_with("fake-agent: done with \"Goal: [fake:sleep=1500ms] yyyy"));
+}
+
+/// Block (on `team.wait`-like long polls of `team.events`) until the run has an event of type
+/// `t`; returns it.
+fn wait_for_event(d: &Daemon, run: &str, t: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut after = 0u64;
+    loop {
+        let r = d.ok("team.events", json!({"runId": run, "afterSeq": after}));
+        for e in r["events"].as_array().unwrap() {
+            if ty(e) == t {
+                return e.clone();
+            }
+        }
+        after = r["nextSeq"].as_u64().unwrap();
+        assert!(Instant::now() < deadline, "no {t} in run {run}");
+        // Wake on the run's next event (or in 100 ms), not on a fixed sleep.
+        let _ = d.ok("team.wait", json!({"runId": run, "timeoutMs": 100}));
+    }
+}
+
+#[test]
+fn cancel_while_queued_while_running_and_after_finish() {
+    // One worker slot: the second run waits in the queue. A long grace: a worker that is gone
+    // quickly went on SIGTERM.
+    let d = daemon("max_workers = 1\nkill_grace_ms = 8000");
+    one_step_team(&d, "hold", "Hold on. [fake:sleep=20s]", "explorer");
+    let a = d.run("run a", json!({"team": "hold"}));
+    let spawned = wait_for_event(&d, &a, "worker.spawned");
+    let pid = spawned["data"]["pid"].as_i64().unwrap();
+    let b = d.run("run b", json!({"team": "hold"}));
+    let sb = d.status(&b);
+    let b_task = tasks(&sb)[0]["id"].as_str().unwrap().to_string();
+    assert_eq!(tasks(&sb)[0]["status"], "queued");
+
+    // While queued.
+    let r = d.ok("team.cancel", json!({"runId": b, "reason": "not needed"}));
+    assert_eq!(r["status"], "cancelled");
+    assert_eq!(r["cancelledTaskIds"], json!([b_task]));
+    let sb = d.status(&b);
+    assert_eq!(tasks(&sb)[0]["status"], "cancelled");
+    assert!(of_type(&d.events(Some(&b)), "task.started").is_empty());
+
+    // While running: the worker's group gets SIGTERM and goes.
+    let sa = d.status(&a);
+    let a_task = tasks(&sa)[0]["id"].as_str().unwrap().to_string();
+    assert_eq!(tasks(&sa)[0]["status"], "running");
+    let t0 = Instant::now();
+    let r = d.ok("team.cancel", json!({"runId": a}));
+    assert_eq!(r["status"], "cancelled");
+    assert_eq!(r["cancelledTaskIds"], json!([a_task]));
+    assert_eq!(d.wait(&a), "cancelled");
+    assert!(
+        group_gone_within(pid, Duration::from_secs(4)),
+        "worker {pid} still alive after cancel"
+    );
+    assert!(
+        t0.elapsed() < Duration::from_secs(7),
+        "took the SIGKILL path"
+    );
+    assert_eq!(tasks(&d.status(&a))[0]["status"], "cancelled");
+    let evs = d.events(Some(&a));
+    assert_eq!(of_type(&evs, "run.cancelled").len(), 1);
+
+    // After finish.
+    let e = d.err("team.cancel", json!({"runId": a}));
+    assert_eq!(e["code"], 1002, "{e}");
+    let e = d.err("team.cancel", json!({"runId": b}));
+    assert_eq!(e["code"], 1002, "{e}");
+    // The slot is free again: a new run gets going.
+    let c = d.run("run c", json!({}));
+    assert_eq!(d.wait(&c), "completed");
+}
+
+#[test]
+fn cancel_of_a_worker_that_ignores_sigterm_kills_it_after_the_grace() {
+    let d = daemon("kill_grace_ms = 1000");
+    one_step_team(
+        &d,
+        "stubborn",
+        "Hold on. [fake:sleep=30s] [fake:ignore-sigterm]",
+        "explorer",
+    );
+    let run = d.run("stubborn", json!({"team": "stubborn"}));
+    let pid = wait_for_event(&d, &run, "worker.spawned")["data"]["pid"]
+        .as_i64()
+        .unwrap();
+    // The fake sets SIGTERM to SIG_IGN first thing: cancel only once it has.
+    wait_until(Duration::from_secs(10), || sigterm_ignored(pid));
+    let t0 = Instant::now();
+    d.ok("team.cancel", json!({"runId": run}));
+    assert!(
+        group_gone_within(pid, Duration::from_secs(5)),
+        "worker {pid} survived SIGTERM and the grace"
+    );
+    let took = t0.elapsed();
+    assert!(
+        took >= Duration::from_millis(900),
+        "gone after {took:?}: SIGTERM was not ignored?"
+    );
+    assert!(d.log_text().contains("ignored SIGTERM"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Subscriptions over WebSocket.
+
+/// Take notifications until `stop` says so (deadline 60 s); every item is returned.
+async fn collect_until(
+    sub: &mut jsonrpsee::core::client::Subscription<Value>,
+    mut stop: impl FnMut(&Value) -> bool,
+) -> Vec<Value> {
+    let mut out = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let next = tokio::time::timeout_at(deadline, sub.next())
+            .await
+            .expect("subscription went quiet")
+            .expect("subscription ended")
+            .expect("bad notification");
+        let done = stop(&next);
+        out.push(next);
+        if done {
+            return out;
+        }
+    }
+}
+
+fn is_run_end(e: &Value, run: &str) -> bool {
+    e["runId"] == run && matches!(ty(e), "run.completed" | "run.failed" | "run.cancelled")
+}
+
+fn seqs(evs: &[Value]) -> Vec<u64> {
+    evs.iter().map(|e| e["seq"].as_u64().unwrap()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subscribe_after_a_middle_seq_gets_every_later_event_once() {
+    let d = daemon("");
+    let slow = "[fake:turns=3] [fake:sleep=300ms]";
+    let a = d.run(&format!("first {slow}"), json!({}));
+    let b = d.run(&format!("second {slow}"), json!({}));
+    // Subscribe several times while both runs produce events, each after the then-middle seq.
+    let mut subs = Vec::new();
+    let mut clients = Vec::new();
+    for _ in 0..4 {
+        let evs = d.events(None);
+        let mid = evs[evs.len() / 2]["seq"].as_u64().unwrap();
+        let client = d.ws().await;
+        let sub = d.subscribe(&client, json!({"afterSeq": mid})).await;
+        subs.push((mid, sub));
+        clients.push(client);
+        // Let more events happen before the next one: the seam moves with the run.
+        let _ = d.ok("team.wait", json!({"runId": a, "timeoutMs": 200}));
+    }
+    let mut got = Vec::new();
+    for (mid, sub) in &mut subs {
+        let (mut a_done, mut b_done) = (false, false);
+        let items = collect_until(sub, |e| {
+            a_done |= is_run_end(e, &a);
+            b_done |= is_run_end(e, &b);
+            a_done && b_done
+        })
+        .await;
+        got.push((*mid, items));
+    }
+    assert_eq!(d.wait(&a), "completed");
+    assert_eq!(d.wait(&b), "completed");
+    let stored = d.events(None);
+    for (mid, items) in got {
+        let last = items.last().unwrap()["seq"].as_u64().unwrap();
+        let want: Vec<u64> = seqs(&stored)
+            .into_iter()
+            .filter(|s| *s > mid && *s <= last)
+            .collect();
+        assert_eq!(seqs(&items), want, "subscription after {mid}");
+        // Same events, not only the same numbers.
+        for e in &items {
+            let s = stored.iter().find(|x| x["seq"] == e["seq"]).unwrap();
+            assert_eq!(e, s);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_subscription_sees_only_that_run() {
+    let d = daemon("");
+    let a = d.run("alpha [fake:sleep=200ms]", json!({}));
+    let client = d.ws().await;
+    let mut sub = d.subscribe(&client, json!({"runId": a})).await;
+    let b = d.run("beta [fake:sleep=200ms]", json!({}));
+    let items = collect_until(&mut sub, |e| is_run_end(e, &a)).await;
+    assert_eq!(d.wait(&b), "completed");
+    assert!(
+        items.iter().all(|e| e["runId"] == a.as_str()),
+        "foreign event"
+    );
+    assert_eq!(
+        items,
+        d.events(Some(&a)),
+        "replay + live = the stored events of the run"
+    );
+    let e = d
+        .subscribe_err(&client, json!({"runId": "team_nope"}))
+        .await;
+    assert!(e.contains("1001") || e.contains("not found"), "{e}");
+}
+
+/// A WebSocket opened by hand, so the test controls (and can stop) reading.
+struct RawWs {
+    s: std::os::unix::net::UnixStream,
+    buf: Vec<u8>,
+}
+
+impl RawWs {
+    fn connect(socket: &std::path::Path) -> RawWs {
+        use std::io::{Read, Write};
+        let mut s = std::os::unix::net::UnixStream::connect(socket).unwrap();
+        s.write_all(
+            b"GET / HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+              Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+        )
+        .unwrap();
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            s.read_exact(&mut byte).unwrap();
+            head.push(byte[0]);
+        }
+        let head = String::from_utf8_lossy(&head);
+        assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+        RawWs { s, buf: Vec::new() }
+    }
+
+    fn send(&mut self, text: &str) {
+        use std::io::Write;
+        let mask = [1u8, 2, 3, 4];
+        let mut f = vec![0x81u8];
+        let n = text.len();
+        if n < 126 {
+            f.push(0x80 | n as u8);
+        } else {
+            f.push(0x80 | 126);
+            f.extend((n as u16).to_be_bytes());
+        }
+        f.extend(mask);
+        f.extend(text.bytes().enumerate().map(|(i, b)| b ^ mask[i % 4]));
+        self.s.write_all(&f).unwrap();
+    }
+
+    /// The next text message; None on close or EOF.
+    fn recv(&mut self, timeout: Duration) -> Option<String> {
+        use std::io::Read;
+        self.s.set_read_timeout(Some(timeout)).unwrap();
+        loop {
+            if let Some((op, payload, used)) = parse_frame(&self.buf) {
+                self.buf.drain(..used);
+                match op {
+                    1 => return Some(String::from_utf8(payload).unwrap()),
+                    8 => return None,
+                    _ => continue,
+                }
+            }
+            let mut chunk = [0u8; 65536];
+            match self.s.read(&mut chunk) {
+                Ok(0) => return None,
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e) => panic!("no message within {timeout:?}: {e}"),
+            }
+        }
+    }
+}
+
+/// (opcode, payload, bytes used) of one complete unmasked frame at the start of `b`.
+fn parse_frame(b: &[u8]) -> Option<(u8, Vec<u8>, usize)> {
+    if b.len() < 2 {
+        return None;
+    }
+    let op = b[0] & 0x0f;
+    let (len, mut at) = match b[1] & 0x7f {
+        126 if b.len() >= 4 => (u16::from_be_bytes([b[2], b[3]]) as usize, 4),
+        127 if b.len() >= 10 => (
+            u64::from_be_bytes(b[2..10].try_into().unwrap()) as usize,
+            10,
+        ),
+        126 | 127 => return None,
+        n => (n as usize, 2),
+    };
+    if b[1] & 0x80 != 0 {
+        at += 4;
+    }
+    (b.len() >= at + len).then(|| (op, b[at..at + len].to_vec(), at + len))
+}
+
+#[test]
+fn a_subscriber_that_never_reads_does_not_stall_the_daemon() {
+    let d = daemon("max_workers = 8");
+    let steps: Vec<(String, &str, &str)> = (0..30)
+        .map(|i| (format!("s{i:02}"), "", "Quick."))
+        .collect();
+    let steps_ref: Vec<(&str, &str, &str)> =
+        steps.iter().map(|(a, b, c)| (a.as_str(), *b, *c)).collect();
+    project_workflow(&d, "wide", &steps_ref);
+
+    let mut slow = RawWs::connect(&d.socket);
+    slow.send(r#"{"jsonrpc":"2.0","id":1,"method":"team.subscribe","params":{}}"#);
+    // From here on the test does not read `slow` until the runs are done.
+    let t0 = Instant::now();
+    let runs: Vec<String> = (0..12)
+        .map(|i| {
+            d.run(
+                &format!("wide {i}"),
+                json!({"team": "wide", "concurrency": 8}),
+            )
+        })
+        .collect();
+    let mut worst = Duration::ZERO;
+    for r in &runs {
+        let t = Instant::now();
+        d.ok("daemon.ping", json!({}));
+        worst = worst.max(t.elapsed());
+        assert_eq!(d.wait(r), "completed");
+    }
+    assert!(worst < Duration::from_secs(1), "ping took {worst:?}");
+    let total = d.events(None);
+    eprintln!("{} events in {:?}", total.len(), t0.elapsed());
+
+    // Now read: a prefix of the events, in order and once each, then the dropped notice.
+    let first = slow
+        .recv(Duration::from_secs(10))
+        .expect("subscription answer");
+    assert!(first.contains("\"result\""), "{first}");
+    let mut last = 0u64;
+    let mut n = 0usize;
+    let notice = loop {
+        let Some(msg) = slow.recv(Duration::from_secs(30)) else {
+            panic!("connection closed without a notice after {n} events");
+        };
+        let v: Value = serde_json::from_str(&msg).unwrap();
+        let item = &v["params"]["result"];
+        if item.get("notice").is_some() {
+            break item.clone();
+        }
+        let seq = item["seq"].as_u64().unwrap();
+        assert!(seq > last, "seq {seq} after {last}");
+        last = seq;
+        n += 1;
+    };
+    assert_eq!(notice["notice"], "dropped");
+    assert_eq!(notice["lastSeq"].as_u64(), Some(last));
+    assert!(
+        n < total.len(),
+        "the slow subscriber got everything ({n}): it was never dropped"
+    );
+    // The daemon is fine.
+    d.ok("daemon.ping", json!({}));
+}
