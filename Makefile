@@ -20,7 +20,8 @@ PROFILE ?= release
 BINS := crewd crewctl crew-fake-agent
 UNITS := crewd.service crewd.socket
 
-TARGET_DIR := $(CURDIR)/target
+# Where cargo puts the binaries (CARGO_TARGET_DIR is honoured).
+TARGET_DIR := $(abspath $(or $(CARGO_TARGET_DIR),$(CURDIR)/target))
 ifeq ($(PROFILE),release)
 PROFILE_FLAG := --release
 else ifeq ($(PROFILE),debug)
@@ -109,7 +110,7 @@ endif
 
 # The units start %h/.local/bin/crewd; installed elsewhere, ExecStart names BINDIR instead.
 install: ## binaries into ~/.local/bin, units into ~/.config/systemd/user, man pages, completions
-	$(CARGO) build --workspace --bins $(PROFILE_FLAG)
+	$(CARGO) build $(PROFILE_FLAG) $(addprefix -p ,$(BINS))
 	install -d "$(DESTDIR)$(BINDIR)" "$(DESTDIR)$(UNITDIR)"
 	for b in $(BINS); do install -m 0755 "$(PROFILE_DIR)/$$b" "$(DESTDIR)$(BINDIR)/$$b"; done
 	for u in $(UNITS); do \

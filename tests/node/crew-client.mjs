@@ -188,9 +188,13 @@ export class CrewClient {
     this.pending = new Map();
     /** @type {Map<string, Subscription>} */
     this.subscriptions = new Map();
-    /** Notifications for subscriptions whose id we have not seen answered yet. */
-    /** @type {Map<string, unknown[]>} */
+    /**
+     * Notifications that arrived before the answer naming their subscription was handled (ws
+     * may deliver both in one tick); kept only while a subscribe call is in flight.
+     * @type {Map<string, unknown[]>}
+     */
     this.early = new Map();
+    this.subscribing = 0;
     /** @type {Error | null} */
     this.closedWith = null;
     this.closing = false;
@@ -246,16 +250,23 @@ export class CrewClient {
    * Subscribe (e.g. `team.subscribe` → notifications `team.event`).
    * @param {string} method
    * @param {object} params
-   * @param {{notification?: string, unsubscribe?: string}} [names]
+   * @param {{unsubscribe?: string}} [names] the unsubscribe method, if not `<family>.unsubscribe`
    * @returns {Promise<Subscription>}
    */
   async subscribe(method, params, names = {}) {
     const unsubscribe = names.unsubscribe ?? method.replace(/\.subscribe$/, '.unsubscribe');
-    const id = await this.call(method, params);
+    this.subscribing++;
+    let id;
+    try {
+      id = await this.call(method, params);
+    } finally {
+      this.subscribing--;
+    }
     const sub = new Subscription(this, id, unsubscribe);
     this.subscriptions.set(String(id), sub);
     for (const item of this.early.get(String(id)) ?? []) sub.push(item);
     this.early.delete(String(id));
+    if (this.subscribing === 0) this.early.clear();
     if (this.closedWith) sub.end(this.closedWith);
     return sub;
   }
@@ -299,13 +310,21 @@ export class CrewClient {
         }
       } else if (m && typeof m === 'object' && typeof m.method === 'string' && m.params && 'subscription' in m.params) {
         const key = String(m.params.subscription);
+        const item = m.params.result;
         const sub = this.subscriptions.get(key);
-        if (sub) sub.push(m.params.result);
-        else {
+        if (sub) {
+          sub.push(item);
+          // crewd closes a subscriber it dropped right after this notice.
+          if (item && typeof item === 'object' && typeof item.notice === 'string') {
+            this.subscriptions.delete(key);
+            sub.end(null);
+          }
+        } else if (this.subscribing > 0) {
           const q = this.early.get(key) ?? [];
-          q.push(m.params.result);
+          q.push(item);
           this.early.set(key, q);
         }
+        // Otherwise it belongs to a subscription already closed: late, and dropped.
       }
     }
   }

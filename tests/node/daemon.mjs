@@ -55,7 +55,7 @@ export async function startDaemon(opts = {}) {
   let log = '';
   const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
   await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`crewd did not become ready:\n${log}`)), opts.readyTimeoutMs ?? 30_000);
+    const timer = setTimeout(() => reject(new Error(`crewd did not become ready:\n${log}`)), opts.readyTimeoutMs ?? 60_000);
     const onData = (chunk) => {
       log += chunk.toString();
       if (log.includes(READY)) {

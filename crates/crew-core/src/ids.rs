@@ -8,6 +8,21 @@ pub fn run_id(now: DateTime<Utc>, random: u64) -> String {
     format!("team_{}_{random:016x}", now.format("%Y%m%d%H%M%S"))
 }
 
+/// A run id that sorts after `last` (the newest existing id): ids created within the same
+/// second keep their creation order, so "newest first" listings and pruning are exact.
+pub fn next_run_id(now: DateTime<Utc>, random: u64, last: Option<&str>) -> String {
+    let id = run_id(now, random);
+    match last {
+        Some(last) if id.as_str() <= last => {
+            let (prefix, suffix) = last.rsplit_once('_').unwrap_or((last, "0"));
+            let step = 1 + (random & 0xffff);
+            let next = u64::from_str_radix(suffix, 16).unwrap_or(0).saturating_add(step);
+            format!("{prefix}_{next:016x}")
+        }
+        _ => id,
+    }
+}
+
 /// Ids and names that end up in file paths: `[A-Za-z0-9_-]`, 1..=128 chars. This is what keeps
 /// `../` and friends out of the state directory.
 pub fn is_safe_id(s: &str) -> bool {
@@ -58,6 +73,22 @@ mod tests {
         ] {
             assert_eq!(is_safe_artifact_name(s), ok, "{s}");
         }
+    }
+
+    #[test]
+    fn next_run_id_keeps_creation_order_within_a_second() {
+        let t = DateTime::from_timestamp(1_700_000_000, 0).unwrap();
+        let mut last: Option<String> = None;
+        for r in [u64::MAX / 2, 3, 0, u64::MAX / 4, 1] {
+            let id = next_run_id(t, r, last.as_deref());
+            if let Some(l) = &last {
+                assert!(id.as_str() > l.as_str(), "{id} <= {l}");
+            }
+            assert!(is_safe_id(&id));
+            last = Some(id);
+        }
+        let later = next_run_id(DateTime::from_timestamp(1_700_000_001, 0).unwrap(), 0, last.as_deref());
+        assert!(later.as_str() > last.unwrap().as_str());
     }
 
     #[test]

@@ -25,6 +25,9 @@
 //! - only a finished run (completed, failed, cancelled) is exported or imported: an unfinished
 //!   one would have tasks "running" with no worker behind them;
 //! - the artifact files are written (synced) before the events naming them are journaled.
+//!
+//! A bundle travels in one JSON-RPC message: export answers up to ~31 MiB, and importing a
+//! bundle bigger than `max_request_bytes` (1 MiB by default) needs that limit raised.
 
 use crate::rpc::{views, Ctx};
 use crate::shared::Shared;
@@ -40,7 +43,9 @@ use std::path::{Path, PathBuf};
 pub const FORMAT: &str = "crew-run-bundle";
 pub const VERSION: u64 = 1;
 /// Artifact bytes one export may carry; the bundle lives in memory a few times over.
-const EXPORT_MAX_BYTES: u64 = 64 << 20;
+const EXPORT_MAX_BYTES: u64 = 24 << 20;
+/// The serialized bundle must fit in one answer (the server's response limit is 32 MiB).
+const BUNDLE_MAX_BYTES: usize = 31 << 20;
 /// Directory depth walked under a run's artifact directory.
 const MAX_DEPTH: usize = 8;
 
@@ -88,6 +93,20 @@ fn canonical_into(v: &Value, out: &mut String) {
             }
             out.push('}');
         }
+    }
+}
+
+/// `a` and `b` say the same wherever both say something: fields only one side has are
+/// ignored, so a bundle's `run` stays comparable when a later daemon adds a status field.
+fn agrees(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            x.iter().all(|(k, v)| y.get(k).is_none_or(|w| agrees(v, w)))
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(v, w)| agrees(v, w))
+        }
+        _ => canonical(a) == canonical(b),
     }
 }
 
@@ -395,11 +414,25 @@ fn export_with_home(shared: &Shared, run_id: &str, home: Option<&str>) -> Result
     bundle.insert("artifacts".into(), Value::Array(artifacts));
     let sum = checksum(&bundle);
     bundle.insert("checksum".into(), json!(sum));
-    Ok(Value::Object(bundle))
+    let bundle = Value::Object(bundle);
+    let size = serde_json::to_vec(&bundle)
+        .map(|v| v.len())
+        .unwrap_or(usize::MAX);
+    if size > BUNDLE_MAX_BYTES {
+        return Err(ApiError::limit(format!(
+            "the bundle of run {run_id} would be {} MiB; at most {} MiB fit in one answer",
+            size >> 20,
+            BUNDLE_MAX_BYTES >> 20
+        )));
+    }
+    Ok(bundle)
 }
 
 // ---------------------------------------------------------------------------------------------
 // Import.
+
+/// Whether a field has the JSON type it must have.
+type TypeCheck = fn(&Value) -> bool;
 
 fn diag(field: &str, message: impl Into<String>) -> Diagnostic {
     Diagnostic {
@@ -462,7 +495,7 @@ pub fn validate(bundle: &Value) -> Result<Validated, ApiError> {
     }
 
     // Complete.
-    let shape: [(&str, fn(&Value) -> bool, &str); 5] = [
+    let shape: [(&str, TypeCheck, &str); 5] = [
         ("exportedAt", Value::is_string, "a string"),
         ("run", Value::is_object, "an object"),
         ("events", Value::is_array, "an array"),
@@ -648,7 +681,7 @@ pub fn validate(bundle: &Value) -> Result<Validated, ApiError> {
         }
     }
     let status = serde_json::to_value(views::status(&run)).unwrap_or(Value::Null);
-    if obj.get("run").map(canonical) != Some(canonical(&status)) {
+    if !obj.get("run").is_some_and(|r| agrees(r, &status)) {
         diags.push(diag("run", "does not match what the events replay to"));
     }
     if !diags.is_empty() {
@@ -714,12 +747,12 @@ pub async fn import(ctx: &Ctx, bundle: Value) -> Result<ImportResult, ApiError> 
         .await
         .map_err(|e| ApiError::internal(e.to_string()))??;
     let run_id = valid.run_id.clone();
-    let exists = |id: String| async move {
-        ctx.actor
-            .call(move |core| Ok(core.state.summaries.contains_key(&id)))
-            .await
-    };
-    if exists(run_id.clone()).await? {
+    let id = run_id.clone();
+    let exists = ctx
+        .actor
+        .call(move |core| Ok(core.state.summaries.contains_key(&id)))
+        .await?;
+    if exists {
         return Err(ApiError::invalid_state(format!(
             "run {run_id} already exists; forget it first to import it again"
         )));
@@ -770,7 +803,7 @@ pub async fn import(ctx: &Ctx, bundle: Value) -> Result<ImportResult, ApiError> 
         .await;
     if let Err(e) = &done {
         // Nothing names the files we placed unless the events went in.
-        if e.code == crew_api::codes::INVALID_STATE || e.code == crew_api::codes::SHUTTING_DOWN {
+        if e.code == crew_api::codes::INVALID_STATE {
             let dir = ctx.shared.run_dir(&run_id);
             let _ = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(dir)).await;
         }
@@ -795,6 +828,28 @@ mod tests {
         let x = 0.1f64 + 0.2f64;
         let y = f64::from_bits(x.to_bits() + 1);
         assert_eq!(canonical(&json!(x)), canonical(&json!(y)));
+    }
+
+    #[test]
+    fn run_views_agree_on_shared_fields_only() {
+        let base = json!({"run": {"id": "r", "status": "completed"}, "tasks": [{"id": "a"}]});
+        let table = [
+            (json!({"run": {"id": "r"}, "tasks": [{"id": "a"}]}), true),
+            (
+                json!({"run": {"id": "r", "status": "completed", "newField": 1}, "tasks": [{"id": "a"}]}),
+                true,
+            ),
+            (
+                json!({"run": {"id": "r", "status": "failed"}, "tasks": [{"id": "a"}]}),
+                false,
+            ),
+            (json!({"run": {"id": "r"}, "tasks": []}), false),
+            (json!({"run": {"id": "r"}, "tasks": [{"id": "b"}]}), false),
+            (json!({"run": "r"}), false),
+        ];
+        for (other, want) in table {
+            assert_eq!(agrees(&other, &base), want, "{other}");
+        }
     }
 
     #[test]

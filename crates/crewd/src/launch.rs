@@ -159,12 +159,8 @@ pub async fn start(actor: &Actor, prepared: Prepared) -> Result<RunStarted, ApiE
     let model = spec.model.clone();
     actor
         .mutate(move |core| {
-            let id = loop {
-                let id = crew_core::ids::run_id(core.now(), rand::random());
-                if !core.state.summaries.contains_key(&id) {
-                    break id;
-                }
-            };
+            let last = core.state.summaries.keys().next_back().map(String::as_str);
+    let id = crew_core::ids::next_run_id(core.now(), rand::random(), last);
             let events = core
                 .state
                 .create_run(&id, spec)
@@ -194,12 +190,8 @@ pub async fn start(actor: &Actor, prepared: Prepared) -> Result<RunStarted, ApiE
 /// Create a run inside an actor job, for callers that journal more in the same job (a
 /// scheduled fire journals `schedule.fired` naming the run). Same effect as `start`.
 pub fn create_in_core(core: &mut crate::actor::Core, spec: RunSpec) -> Result<String, ApiError> {
-    let id = loop {
-        let id = crew_core::ids::run_id(core.now(), rand::random());
-        if !core.state.summaries.contains_key(&id) {
-            break id;
-        }
-    };
+    let last = core.state.summaries.keys().next_back().map(String::as_str);
+    let id = crew_core::ids::next_run_id(core.now(), rand::random(), last);
     let events = core
         .state
         .create_run(&id, spec)

@@ -16,7 +16,7 @@
 
 use crate::journal_slot::Closed;
 use crate::shared::{Published, Shared};
-use crew_core::run::Event;
+use crew_core::run::{Event, EventBody};
 use crew_journal::{Entry, Journal, JournalError, SledJournal};
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -55,11 +55,13 @@ pub fn spawn(shared: Arc<Shared>) -> (WriterHandle, std::thread::JoinHandle<()>)
 }
 
 fn encode(ev: &Event) -> Entry {
-    Entry {
-        seq: ev.seq,
-        run: ev.run_id.clone(),
-        bytes: serde_json::to_vec(ev).unwrap_or_default(),
-    }
+    // `run.forgotten` is not indexed under its run: `forget_run` deletes the run's indexed
+    // entries, and this one must survive so a replay from an older snapshot forgets the run too.
+    let run = match ev.body {
+        EventBody::RunForgotten {} => None,
+        _ => ev.run_id.clone(),
+    };
+    Entry { seq: ev.seq, run, bytes: serde_json::to_vec(ev).unwrap_or_default() }
 }
 
 /// Space kept free for reopening the journal after the disk filled up (`<state>/journal.reserve`).
@@ -195,6 +197,11 @@ impl Writer {
                         source: e,
                     };
                     self.failed(&e, incoming);
+                    if self.needs_reopen {
+                        // An earlier reopen failed (the handle was still in use, or others
+                        // took the freed space): keep trying, for the reads.
+                        let _ = self.reopen();
+                    }
                     return;
                 }
                 Err(_) => {}
@@ -310,7 +317,15 @@ impl Writer {
                 .replace(Arc::new(Closed::new(last, cause))),
         );
         let cache = self.shared.config.journal_cache_mb << 20;
-        let journal = SledJournal::open(&self.shared.journal_dir(), cache)?;
+        let journal = match SledJournal::open(&self.shared.journal_dir(), cache) {
+            Ok(j) => j,
+            Err(e) => {
+                if self.failures <= 1 || self.failures.is_multiple_of(50) {
+                    tracing::warn!(error = %e, "cannot reopen the journal yet; journal reads fail until it can");
+                }
+                return Err(e);
+            }
+        };
         let durable = journal.last_seq();
         drop(self.shared.journal_slot.replace(Arc::new(journal)));
         self.needs_reopen = false;

@@ -438,7 +438,7 @@ fn many_runs(d: &Daemon, n: usize, batch: usize) -> Vec<String> {
 #[test]
 fn a_thousand_finished_runs_stay_within_the_residency_bound_and_the_oldest_still_answers() {
     let d = Daemon::start_with(Opts {
-        config: "resident_runs = 100\nmax_workers = 16\n".into(),
+        config: "resident_runs = 100\n".into(),
         env: vec![],
     });
     one_step_team(&d, "tiny", "Do the tiny thing.", "explorer");
@@ -447,7 +447,7 @@ fn a_thousand_finished_runs_stay_within_the_residency_bound_and_the_oldest_still
     let first_status = d.status(&first);
     let first_events = d.events(Some(&first));
 
-    let ids = many_runs(&d, 999, 50);
+    let ids = many_runs(&d, 999, 25);
     assert_eq!(ids.len(), 999);
 
     let st = d.ok("daemon.status", json!({}));

@@ -963,22 +963,36 @@ impl RawWs {
 
     /// The next text message; None on close or EOF.
     fn recv(&mut self, timeout: Duration) -> Option<String> {
+        self.try_recv(timeout)
+            .unwrap_or_else(|| panic!("no message within {timeout:?}"))
+    }
+
+    /// Like `recv`; the outer None = nothing within `timeout`.
+    fn try_recv(&mut self, timeout: Duration) -> Option<Option<String>> {
         use std::io::Read;
         self.s.set_read_timeout(Some(timeout)).unwrap();
         loop {
             if let Some((op, payload, used)) = parse_frame(&self.buf) {
                 self.buf.drain(..used);
                 match op {
-                    1 => return Some(String::from_utf8(payload).unwrap()),
-                    8 => return None,
+                    1 => return Some(Some(String::from_utf8(payload).unwrap())),
+                    8 => return Some(None),
                     _ => continue,
                 }
             }
             let mut chunk = [0u8; 65536];
             match self.s.read(&mut chunk) {
-                Ok(0) => return None,
+                Ok(0) => return Some(None),
                 Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
-                Err(e) => panic!("no message within {timeout:?}: {e}"),
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    return None
+                }
+                Err(e) => panic!("read: {e}"),
             }
         }
     }
@@ -1019,7 +1033,9 @@ fn a_subscriber_that_never_reads_does_not_stall_the_daemon() {
     slow.send(r#"{"jsonrpc":"2.0","id":1,"method":"team.subscribe","params":{}}"#);
     // From here on the test does not read `slow` until the runs are done.
     let t0 = Instant::now();
-    let runs: Vec<String> = (0..12)
+    // ~2000 events: more than the socket buffer plus the server's per-connection queue (1024
+    // messages) can hold, so the daemon's sends to `slow` block.
+    let runs: Vec<String> = (0..16)
         .map(|i| {
             d.run(
                 &format!("wide {i}"),
@@ -1038,6 +1054,10 @@ fn a_subscriber_that_never_reads_does_not_stall_the_daemon() {
     let total = d.events(None);
     eprintln!("{} events in {:?}", total.len(), t0.elapsed());
 
+    // The daemon gives up on `slow` after it has not read for a while; its log says when.
+    wait_until(Duration::from_secs(30), || {
+        d.log_text().contains("subscriber dropped")
+    });
     // Now read: a prefix of the events, in order and once each, then the dropped notice.
     let first = slow
         .recv(Duration::from_secs(10))
@@ -1046,8 +1066,18 @@ fn a_subscriber_that_never_reads_does_not_stall_the_daemon() {
     let mut last = 0u64;
     let mut n = 0usize;
     let notice = loop {
-        let Some(msg) = slow.recv(Duration::from_secs(30)) else {
-            panic!("connection closed without a notice after {n} events");
+        let msg = match slow.try_recv(Duration::from_secs(30)) {
+            Some(Some(m)) => m,
+            Some(None) => panic!("connection closed without a notice after {n} events"),
+            None => panic!(
+                "no notice after {n} of {} events, last seq {last}; daemon log:\n{}",
+                total.len(),
+                d.log_text()
+                    .lines()
+                    .filter(|l| l.contains("subscri"))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            ),
         };
         let v: Value = serde_json::from_str(&msg).unwrap();
         let item = &v["params"]["result"];

@@ -2,7 +2,8 @@
 //! `apply_batch` + `flush` loop on the same disk (targets: ≥ 0.7 of raw and ≥ 100,000 events/s).
 //!
 //! The daemon is driven from outside, as clients would: `--clients` threads each post JSON-RPC
-//! batches of `--batch` `team.steer` calls (one `task.steered` event each) on a queued task for
+//! batches of `--batch` `team.steer` calls (one `task.steered` event each) on a queued task (it
+//! waits for a sleeping one) for
 //! `--secs` seconds. Every call answers only after its event is durable, so acknowledged calls
 //! per second = durable events per second. The raw loop writes values of the same size in
 //! batches of the number of calls in flight (the most one daemon flush can group), measured
@@ -86,7 +87,7 @@ fn raw_sled(dir: &Path, batch: usize, value_len: usize, dur: Duration) -> f64 {
     written as f64 / t0.elapsed().as_secs_f64()
 }
 
-/// One queued task to steer: a one-step run that waits for plan approval never starts it.
+/// One queued task to steer: it depends on a task that sleeps for an hour.
 fn queued_task(d: &Daemon) -> (String, String) {
     d.project_file(
         "teams/steer.team.md",
@@ -94,7 +95,8 @@ fn queued_task(d: &Daemon) -> (String, String) {
     );
     d.project_file(
         "workflows/steer.workflow.md",
-        "---\nname: steer\n---\n\n## only\nrole: worker\noutput: false\n\nWait.\n",
+        "---\nname: steer\n---\n\n## first\nrole: worker\noutput: false\n\nWait. [fake:sleep=3600s]\n\n\
+         ## second\nrole: worker\ndependsOn: first\noutput: false\n\nThen this.\n",
     );
     let started = d.call(
         "team.run",
@@ -103,16 +105,19 @@ fn queued_task(d: &Daemon) -> (String, String) {
             "cwd": d.work.display().to_string(),
             "team": "steer",
             "runtime": "fake",
-            "requirePlanApproval": true,
         }),
     );
     let run = started["runId"].as_str().unwrap_or_default().to_string();
     let st = d.call("team.status", json!({"runId": run}));
-    let task = st["tasks"][0]["id"].as_str().unwrap_or_default().to_string();
-    if st["tasks"][0]["status"] != "queued" {
+    let second = st["tasks"]
+        .as_array()
+        .and_then(|ts| ts.iter().find(|t| t["stepId"] == "second"))
+        .cloned()
+        .unwrap_or_default();
+    if second["status"] != "queued" {
         fail(format!("the steer target is not queued: {st}"));
     }
-    (run, task)
+    (run, second["id"].as_str().unwrap_or_default().to_string())
 }
 
 fn batch_body(run: &str, task: &str, n: usize, first_id: u64) -> String {
@@ -217,7 +222,10 @@ fn main() {
     let seq0 = d.call("daemon.status", json!({}))["journal"]["lastSeq"]
         .as_u64()
         .unwrap_or(0);
+    let pid = d.pid().to_string();
+    let (cpu_d0, cpu_b0) = (cpu_time(&pid), cpu_time("self"));
     let (rate, acked, errors) = drive(&d, &run, &task, &args);
+    let (cpu_d, cpu_b) = (cpu_time(&pid) - cpu_d0, cpu_time("self") - cpu_b0);
     let seq1 = d.call("daemon.status", json!({}))["journal"]["lastSeq"]
         .as_u64()
         .unwrap_or(0);
@@ -234,6 +242,12 @@ fn main() {
     println!(
         "crewd team.steer: {acked} acknowledged ({errors} errors), journal seq +{}: {rate:.0} durable events/s",
         seq1 - seq0
+    );
+    println!(
+        "CPU during the daemon phase: crewd {} ({:.1} us per event), bench clients {}",
+        secs(cpu_d),
+        cpu_d.as_secs_f64() * 1e6 / acked.max(1) as f64,
+        secs(cpu_b)
     );
     let ratio = rate / raw;
     println!(

@@ -32,14 +32,22 @@ fn settle_run(run: &RunState, now: DateTime<Utc>) -> Vec<Pending> {
     if let (Some(b), false) = (run.spec.budget, all_done) {
         let used = usage.budget_tokens();
         if !run.halted && used as f64 >= b.abort_at * b.tokens as f64 {
-            let mut out = vec![Pending::run(
+            let mut out = Vec::new();
+            // One report can cross both thresholds: the warning still comes first.
+            if !run.budget_warned {
+                out.push(
+                    Pending::run(id, EventBody::RunBudgetWarning { used, total: b.tokens })
+                        .with_message(format!("budget warning: {used} of {} tokens", b.tokens)),
+                );
+            }
+            out.push(Pending::run(
                 id,
                 EventBody::RunBudgetExceeded {
                     used,
                     total: b.tokens,
                 },
             )
-            .with_message(format!("budget exceeded: {used} of {} tokens", b.tokens))];
+            .with_message(format!("budget exceeded: {used} of {} tokens", b.tokens)));
             for t in &run.tasks {
                 match t.status {
                     TaskStatus::Running | TaskStatus::Waiting => out.push(Pending::task(

@@ -201,16 +201,17 @@ mod tests {
         let every_10m = || ScheduleSpec::Interval { ms: 600_000 };
         let created = "2025-01-01T00:00:00Z";
         // (name, last fire, armed at, grace s, now, policy, want instants, want resume)
-        let cases: Vec<(
-            &str,
-            Option<&str>,
-            &str,
+        type Case<'a> = (
+            &'a str,
+            Option<&'a str>,
+            &'a str,
             i64,
-            &str,
+            &'a str,
             CatchUp,
-            Vec<&str>,
-            &str,
-        )> = vec![
+            Vec<&'a str>,
+            &'a str,
+        );
+        let cases: Vec<Case> = vec![
             (
                 "on time",
                 None,

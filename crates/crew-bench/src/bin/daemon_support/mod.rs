@@ -305,3 +305,16 @@ pub fn verdict(ok: bool) -> &'static str {
         "MISS"
     }
 }
+
+/// CPU time (user + system) a process has used so far, from `/proc/<pid>/stat`.
+pub fn cpu_time(pid: &str) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the `(comm)` part, which may itself contain spaces.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
+    // utime and stime are fields 14 and 15 of stat(5); `rest` starts at field 3.
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    Duration::from_secs_f64((ticks(11) + ticks(12)) as f64 / hz)
+}

@@ -1,0 +1,524 @@
+//! Issue 3, SPEC §7: `kill -9` of the daemon in the middle of many runs, a corrupted journal,
+//! and pid reuse, through the real binary.
+
+mod common;
+use common::*;
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const FAST: &str = "no_output_timeout_ms = 5000\nkill_grace_ms = 500\nfinal_drain_ms = 1000\nfinal_drain_quiet_ms = 200\n";
+
+fn ty(e: &Value) -> &str {
+    e["type"].as_str().unwrap_or("")
+}
+
+/// (state char, start time) from /proc/<pid>/stat, if the pid exists.
+fn proc_stat(pid: u64) -> Option<(char, u64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut f = rest.split_whitespace();
+    let state = f.next()?.chars().next()?;
+    Some((state, f.nth(18)?.parse().ok()?))
+}
+
+/// The very process that was spawned (same pid AND start time) still runs.
+fn same_process_alive(pid: u64, start: u64) -> bool {
+    matches!(proc_stat(pid), Some((s, st)) if st == start && s != 'Z' && s != 'X')
+}
+
+/// Repeat `f` on each new event (long-polling the run with `team.wait`) until it says done.
+fn until_events(d: &Daemon, run: &str, mut f: impl FnMut(&[Value]) -> bool) -> Vec<Value> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let evs = d.events(None);
+        if f(&evs) {
+            return evs;
+        }
+        assert!(Instant::now() < deadline, "condition never met");
+        let _ = d.ok("team.wait", json!({"runId": run, "timeoutMs": 100}));
+    }
+}
+
+fn two_step_team(d: &Daemon, name: &str, text: &str) {
+    d.project_file(
+        &format!("teams/{name}.team.md"),
+        &format!("---\nname: {name}\ndefaultWorkflow: {name}\n---\n\n- explorer: agent=explorer\n"),
+    );
+    d.project_file(
+        &format!("workflows/{name}.workflow.md"),
+        &format!(
+            "---\nname: {name}\n---\n\n## first\nrole: explorer\n\n{text}\n\n## second\nrole: explorer\ndependsOn: first\n\n{text}\n"
+        ),
+    );
+}
+
+/// Key of a task across runs.
+fn key(e: &Value) -> (String, String) {
+    (
+        e["runId"].as_str().unwrap().to_string(),
+        e["taskId"].as_str().unwrap().to_string(),
+    )
+}
+
+#[test]
+fn kill_9_in_the_middle_of_20_runs_then_restart() {
+    let mut d = Daemon::start_with(Opts {
+        config: format!("{FAST}max_workers = 8\n"),
+        env: vec![],
+    });
+    two_step_team(&d, "pair", "Work a while. [fake:sleep=1500ms]");
+    let mut runs: Vec<String> = (0..14)
+        .map(|i| d.run(&format!("run {i}"), json!({"team": "pair"})))
+        .collect();
+    // Every slot busy: 8 workers spawned.
+    let before = until_events(&d, &runs[0], |evs| {
+        evs.iter().filter(|e| ty(e) == "worker.spawned").count() >= 8
+    });
+    // Workers alive right now (spawned, not finished): (run, task) -> (pid, start).
+    let mut finished: BTreeSet<(String, String, u64)> = BTreeSet::new();
+    for e in &before {
+        if matches!(ty(e), "task.completed" | "task.failed" | "task.retrying") {
+            let (r, t) = key(e);
+            finished.insert((r, t, e["data"]["attempt"].as_u64().unwrap()));
+        }
+    }
+    let old: Vec<(String, String, u64, u64)> = before
+        .iter()
+        .filter(|e| ty(e) == "worker.spawned")
+        .filter(|e| {
+            let (r, t) = key(e);
+            !finished.contains(&(r, t, e["data"]["attempt"].as_u64().unwrap()))
+        })
+        .map(|e| {
+            let (r, t) = key(e);
+            (
+                r,
+                t,
+                e["data"]["pid"].as_u64().unwrap(),
+                e["data"]["pidStart"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert!(old.len() >= 8, "{old:?}");
+
+    // The last six runs are submitted while the daemon dies: whatever was acknowledged must
+    // survive; a request the kill cut off may or may not have made it.
+    let (first_ack_tx, first_ack) = std::sync::mpsc::channel();
+    let socket = d.socket.clone();
+    let work = d.work.clone();
+    let submitter = std::thread::spawn(move || {
+        let mut acked = Vec::new();
+        for i in 14..20 {
+            let params =
+                json!({"goal": format!("run {i}"), "cwd": work, "runtime": "fake", "team": "pair"});
+            match post(&socket, "team.run", params) {
+                Some(v) if v["result"]["runId"].is_string() => {
+                    acked.push(v["result"]["runId"].as_str().unwrap().to_string());
+                    let _ = first_ack_tx.send(());
+                }
+                _ => break,
+            }
+        }
+        acked
+    });
+    first_ack.recv_timeout(Duration::from_secs(30)).unwrap();
+    d.kill9();
+    runs.extend(submitter.join().unwrap());
+    assert!(runs.len() >= 15, "{runs:?}");
+    // The old workers outlive their daemon (own process groups)...
+    let alive_after_kill: Vec<_> = old
+        .iter()
+        .filter(|(_, _, pid, st)| same_process_alive(*pid, *st))
+        .cloned()
+        .collect();
+    assert!(
+        !alive_after_kill.is_empty(),
+        "no worker survived the kill to be recovered"
+    );
+    d.spawn(&[]);
+
+    // ...until the new daemon kills them: pid gone or reused (another start time).
+    for (r, t, pid, st) in &old {
+        assert!(
+            !same_process_alive(*pid, *st),
+            "old worker {pid} of {r}/{t} still runs after the restart"
+        );
+    }
+    // Every acknowledged run exists.
+    for r in &runs {
+        let st = d.status(r);
+        assert_eq!(st["run"]["id"], r.as_str());
+    }
+    let evs = d.events(None);
+    let starts: Vec<usize> = evs
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| ty(e) == "daemon.started")
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(starts.len(), 2, "one start per daemon");
+    let after = &evs[starts[1]..];
+    let recovered = after
+        .iter()
+        .find(|e| ty(e) == "daemon.recovered")
+        .expect("daemon.recovered");
+    let killed: BTreeSet<u64> = recovered["data"]["killedWorkers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_u64().unwrap())
+        .collect();
+    let old_pids: BTreeSet<u64> = old.iter().map(|o| o.2).collect();
+    assert!(
+        killed.is_subset(&old_pids),
+        "killed {killed:?}, old {old_pids:?}"
+    );
+    for (_, _, pid, _) in &alive_after_kill {
+        assert!(
+            killed.contains(pid),
+            "{pid} was alive at the restart but not reported killed"
+        );
+    }
+    assert!(recovered["data"]["activeRuns"].as_u64().unwrap() >= 1);
+    // What the journal said was running is what was re-queued, each as a retry.
+    let requeued: BTreeSet<String> = recovered["data"]["requeuedTasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect();
+    let retried: BTreeSet<String> = after
+        .iter()
+        .filter(|e| ty(e) == "task.retrying" && e["data"]["reason"] == "daemon_restarted")
+        .map(|e| {
+            format!(
+                "{}/{}",
+                e["runId"].as_str().unwrap(),
+                e["taskId"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(requeued, retried);
+    for (r, t, _, _) in &old {
+        assert!(
+            requeued.contains(&format!("{r}/{t}")),
+            "{r}/{t} was not re-queued"
+        );
+    }
+
+    // No task is running without a live worker: each running task's current attempt has a
+    // spawned worker that exists (or the task moved on meanwhile).
+    for r in &runs {
+        let st = d.status(r);
+        for t in st["tasks"].as_array().unwrap() {
+            if t["status"] != "running" {
+                continue;
+            }
+            let id = t["id"].as_str().unwrap();
+            let attempt = t["attempts"].as_u64().unwrap();
+            let evs = until_events(&d, r, |evs| {
+                evs.iter().any(|e| {
+                    e["runId"] == r.as_str()
+                        && e["taskId"] == id
+                        && e["data"]["attempt"] == attempt
+                        && ty(e) != "task.started"
+                })
+            });
+            let spawned = evs.iter().find(|e| {
+                ty(e) == "worker.spawned"
+                    && e["runId"] == r.as_str()
+                    && e["taskId"] == id
+                    && e["data"]["attempt"] == attempt
+            });
+            if let Some(s) = spawned {
+                let (pid, start) = (
+                    s["data"]["pid"].as_u64().unwrap(),
+                    s["data"]["pidStart"].as_u64().unwrap(),
+                );
+                let still_running = Daemon::task(&d.status(r), id)["status"] == "running";
+                assert!(
+                    !still_running || same_process_alive(pid, start),
+                    "{r}/{id} is running but its worker {pid} is gone"
+                );
+                assert!(!old_pids.contains(&pid) || !same_process_alive(pid, start));
+            }
+        }
+    }
+
+    // All runs finish by themselves.
+    for r in &runs {
+        assert_eq!(d.wait(r), "completed", "{}", d.status(r));
+    }
+    let evs = d.events(None);
+    let seqs: Vec<u64> = evs.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    let want: Vec<u64> = (1..=seqs.len() as u64).collect();
+    assert_eq!(seqs, want, "event seqs have a gap or a duplicate");
+    let mut run_seq: BTreeMap<String, u64> = BTreeMap::new();
+    for e in &evs {
+        if let Some(r) = e["runId"].as_str() {
+            let n = run_seq.entry(r.to_string()).or_default();
+            *n += 1;
+            assert_eq!(e["runSeq"].as_u64(), Some(*n), "runSeq gap at {e}");
+        }
+    }
+    // Re-queued tasks ran again as a new attempt and their results exist.
+    for rt in &requeued {
+        let (r, t) = rt.split_once('/').unwrap();
+        let task = Daemon::task(&d.status(r), t).clone();
+        assert_eq!(task["status"], "completed");
+        assert!(task["attempts"].as_u64().unwrap() >= 2, "{task}");
+    }
+}
+
+#[test]
+fn a_reused_pid_is_never_killed() {
+    let mut d = Daemon::start_with(Opts {
+        config: FAST.into(),
+        env: vec![],
+    });
+    one_step_team(&d, "long", "Take long. [fake:sleep=30s]", "explorer");
+    let run = d.run("long goal", json!({"team": "long"}));
+    let evs = until_events(&d, &run, |evs| {
+        evs.iter().any(|e| ty(e) == "worker.spawned")
+    });
+    let spawned = evs
+        .iter()
+        .find(|e| ty(e) == "worker.spawned")
+        .unwrap()
+        .clone();
+    let pid = spawned["data"]["pid"].as_u64().unwrap();
+    let start = spawned["data"]["pidStart"].as_u64().unwrap();
+    d.kill9();
+    assert!(same_process_alive(pid, start));
+
+    // Make the journal say the worker has this pid but another start time: what a reused pid
+    // looks like to the next daemon.
+    {
+        let journal = crew_journal::SledJournal::open(&d.state_dir.join("journal"), 8 << 20)
+            .expect("open the journal");
+        use crew_journal::Journal;
+        let last = journal.last_seq();
+        let run_seq = journal.read_run_after(&run, 0, 10_000).unwrap().len();
+        let mut forged = spawned.clone();
+        forged["seq"] = json!(last + 1);
+        forged["runSeq"] = json!(run_seq as u64 + 1);
+        forged["data"]["pidStart"] = json!(start + 1_000_000);
+        journal
+            .append(&[crew_journal::Entry {
+                seq: last + 1,
+                run: Some(run.clone()),
+                bytes: serde_json::to_vec(&forged).unwrap(),
+            }])
+            .unwrap();
+    }
+    d.spawn(&[]);
+    let evs = d.events(None);
+    let recovered = evs
+        .iter()
+        .rev()
+        .find(|e| ty(e) == "daemon.recovered")
+        .expect("daemon.recovered");
+    assert_eq!(recovered["data"]["killedWorkers"], json!([]), "{recovered}");
+    assert!(
+        same_process_alive(pid, start),
+        "the process with pid {pid} (another start time than journaled) was killed"
+    );
+    // The task itself is still re-queued: its worker is not the daemon's any more.
+    let retried = evs.iter().any(|e| {
+        ty(e) == "task.retrying"
+            && e["runId"] == run.as_str()
+            && e["data"]["reason"] == "daemon_restarted"
+    });
+    assert!(retried);
+    d.ok("team.cancel", json!({"runId": run}));
+    // SAFETY: signalling the group of a process this test saw spawned and checked above.
+    unsafe { libc::kill(-(pid as i32), libc::SIGKILL) };
+}
+
+/// One JSON-RPC call over HTTP on the socket; None if the daemon did not answer.
+fn post(socket: &std::path::Path, method: &str, params: Value) -> Option<Value> {
+    use std::io::{Read, Write};
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string();
+    let mut s = std::os::unix::net::UnixStream::connect(socket).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(30))).ok()?;
+    let req = format!(
+        "POST / HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).ok()?;
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).ok()?;
+    let (_, body) = resp.split_once("\r\n\r\n")?;
+    serde_json::from_str(body).ok()
+}
+
+/// crewd run by hand on the state dir (no harness), for start-up failures.
+fn crewd_once(d: &Daemon) -> (Option<i32>, String) {
+    let mut child = Command::new(crewd_bin())
+        .arg("--socket")
+        .arg(&d.socket)
+        .arg("--state-dir")
+        .arg(&d.state_dir)
+        .arg("--config")
+        .arg(&d.config)
+        .env("HOME", &d.home)
+        .env("XDG_CONFIG_HOME", d.home.join(".config"))
+        .env_remove("XDG_RUNTIME_DIR")
+        .env_remove("NOTIFY_SOCKET")
+        .env_remove("LISTEN_FDS")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(_status) = child.try_wait().unwrap() {
+            break;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "crewd kept running on a corrupt journal:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
+
+fn journal_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+type Pick = fn(&std::path::Path) -> bool;
+
+#[test]
+fn a_corrupt_journal_stops_the_daemon_with_a_clear_error_and_deletes_nothing() {
+    // Which files get garbage: every file, sled's files, the marker only.
+    let cases: [(&str, Pick); 3] = [
+        ("everything", |_| true),
+        ("sled files", |p| !p.to_string_lossy().contains("marker")),
+        ("marker", |p| p.to_string_lossy().contains("marker")),
+    ];
+    for (what, pick) in cases {
+        corrupt_and_start(what, pick);
+    }
+}
+
+/// Only sled's `db` file damaged (its `conf` intact): sled opens it, "recovers" by zeroing the
+/// unreadable data, and crew-journal then refuses the empty result. The refusal is right, but
+/// the damaged bytes are gone after the first start: see the helper report.
+#[test]
+#[ignore = "crew-journal lets sled rewrite a corrupt db file before refusing it"]
+fn a_corrupt_sled_db_file_is_not_rewritten() {
+    corrupt_and_start("sled db only", |p| p.file_name().is_some_and(|n| n == "db"));
+}
+
+fn corrupt_and_start(what: &str, pick: Pick) {
+    let mut d = Daemon::start_with(Opts {
+        config: FAST.into(),
+        env: vec![],
+    });
+    let run = d.run("before the damage", json!({}));
+    assert_eq!(d.wait(&run), "completed");
+    assert!(d.stop().success());
+    let jdir = d.state_dir.join("journal");
+    let files = journal_files(&jdir);
+    let mut garbage: BTreeMap<std::path::PathBuf, Vec<u8>> = BTreeMap::new();
+    for (i, f) in files.iter().filter(|f| pick(f)).enumerate() {
+        let len = std::fs::metadata(f).unwrap().len().max(64) as usize;
+        let bytes: Vec<u8> = (0..len).map(|j| (j * 31 + i * 7 + 13) as u8).collect();
+        std::fs::write(f, &bytes).unwrap();
+        garbage.insert(f.clone(), bytes);
+    }
+    assert!(
+        !garbage.is_empty(),
+        "{what}: nothing to damage in {files:?}"
+    );
+    let runs_dir = d.state_dir.join("runs").join(&run);
+    assert!(runs_dir.is_dir());
+
+    let (code, stderr) = crewd_once(&d);
+    assert!(
+        matches!(code, Some(c) if c != 0),
+        "{what}: exit {code:?}\n{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{what}: {stderr}");
+    let last = stderr.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("crewd: ") && last.to_lowercase().contains("journal"),
+        "{what}: not a clear message: {stderr}"
+    );
+    // Nothing deleted, nothing rewritten, artifacts kept.
+    assert_eq!(journal_files(&jdir), files, "{what}: files changed");
+    for (f, bytes) in &garbage {
+        let now = std::fs::read(f).unwrap();
+        assert!(
+            &now == bytes,
+            "{what}: {} rewritten ({} bytes, {} zero) by a daemon that refused to start:\n{stderr}",
+            f.display(),
+            now.len(),
+            now.iter().filter(|b| **b == 0).count()
+        );
+    }
+    assert!(runs_dir.is_dir(), "{what}: artifacts deleted");
+    // A second attempt says the same: no half-repaired state in between.
+    let (code2, _) = crewd_once(&d);
+    assert_eq!(code2, code, "{what}");
+}
+
+#[test]
+fn an_unreadable_journal_entry_stops_the_daemon() {
+    let mut d = Daemon::start_with(Opts {
+        config: FAST.into(),
+        env: vec![],
+    });
+    let run = d.run("before the damage", json!({}));
+    assert_eq!(d.wait(&run), "completed");
+    assert!(d.stop().success());
+    let last = {
+        use crew_journal::Journal;
+        let j = crew_journal::SledJournal::open(&d.state_dir.join("journal"), 8 << 20).unwrap();
+        let last = j.last_seq();
+        j.append(&[crew_journal::Entry {
+            seq: last + 1,
+            run: Some(run.clone()),
+            bytes: b"{\"seq\": not json".to_vec(),
+        }])
+        .unwrap();
+        last + 1
+    };
+    let (code, stderr) = crewd_once(&d);
+    assert!(matches!(code, Some(c) if c != 0), "exit {code:?}\n{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(
+        stderr.contains(&format!("journal entry {last} is unreadable")),
+        "{stderr}"
+    );
+    // Still there for someone to look at.
+    use crew_journal::Journal;
+    let j = crew_journal::SledJournal::open(&d.state_dir.join("journal"), 8 << 20).unwrap();
+    assert_eq!(j.last_seq(), last);
+}
