@@ -39,6 +39,8 @@ printf '%-16s %10s %8s %8s %8s  %s\n' target execs exec/s cov corpus result
 for t in "${TARGETS[@]}"; do
     bin="$CARGO_TARGET_DIR/$HOST/release/fuzz_$t"
     [ -x "$bin" ] || { echo "unknown target $t (known: ${ALL[*]})" >&2; exit 2; }
+    # Earlier findings are already in fuzz/regressions/: only this run's count.
+    rm -rf "fuzz/artifacts/$t"
     mkdir -p "fuzz/corpus/$t" "fuzz/artifacts/$t" "fuzz/regressions/$t"
     log="fuzz/logs/$t.log"
     set +e

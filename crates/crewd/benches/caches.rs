@@ -8,7 +8,12 @@
 //!    (`/bin/echo`), driven by `--clients` threads that each start a run and wait for it.
 //!    Then the daemon is restarted and its start time and RSS are measured again.
 //!
-//! `cargo bench -p crewd --bench caches -- [--runs N] [--clients N] [--samples N]`
+//! The state directory lives in `/dev/shm` unless `--disk` is given: each run syncs several
+//! artifact files, and on a disk those fsyncs, not crewd, bound how fast 100,000 runs can be
+//! made (about 100 runs/s on the 2-core dev VM). tmpfs pages are not in crewd's RSS. Expect
+//! ~3 GB of tmpfs for 100,000 runs while the bench runs (removed at the end).
+//!
+//! `cargo bench -p crewd --bench caches -- [--runs N] [--clients N] [--samples N] [--disk]`
 
 use serde_json::{json, Value};
 use std::io::{Read, Write};
@@ -24,10 +29,30 @@ struct Args {
     runs: usize,
     clients: usize,
     samples: usize,
+    disk: bool,
 }
+
+/// The bench's directory and daemon, cleaned up by `fail` too (exit skips destructors, and a
+/// tmpfs directory left behind holds gigabytes of memory).
+static ROOT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+static DAEMON_PID: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
 fn fail(msg: impl std::fmt::Display) -> ! {
     eprintln!("bench caches: {msg}");
+    let pid = DAEMON_PID.load(Ordering::Relaxed);
+    if pid != 0 {
+        let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+    }
+    if let Some(root) = ROOT.get() {
+        if let Ok(log) = std::fs::read_to_string(root.join("crewd.log")) {
+            let tail: Vec<&str> = log.lines().rev().take(20).collect();
+            eprintln!("crewd log (last lines):");
+            for l in tail.iter().rev() {
+                eprintln!("  {l}");
+            }
+        }
+        let _ = std::fs::remove_dir_all(root);
+    }
     std::process::exit(1)
 }
 
@@ -36,10 +61,15 @@ fn parse_args() -> Args {
         runs: 100_000,
         clients: 48,
         samples: 200,
+        disk: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let slot = match flag.as_str() {
+            "--disk" => {
+                a.disk = true;
+                continue;
+            }
             "--runs" => &mut a.runs,
             "--clients" => &mut a.clients,
             "--samples" => &mut a.samples,
@@ -107,10 +137,14 @@ impl Daemon {
             .stderr(log)
             .spawn()
             .unwrap_or_else(|e| fail(format!("cannot start crewd: {e}")));
+        DAEMON_PID.store(child.id(), Ordering::Relaxed);
         self.child = Some(child);
         loop {
             if let Some(Ok(Some(st))) = self.child.as_mut().map(Child::try_wait) {
-                fail(format!("crewd exited with {st}; see {}", self.root.display()));
+                fail(format!(
+                    "crewd exited with {st}; see {}",
+                    self.root.display()
+                ));
             }
             if self.try_call("daemon.ping", json!({})).is_ok() {
                 return t.elapsed();
@@ -178,7 +212,10 @@ impl Daemon {
         let id = started["runId"].as_str().unwrap_or_default().to_string();
         let r = self.call("team.wait", json!({"runId": id, "timeoutMs": 600_000}));
         if r["status"] != "completed" {
-            fail(format!("run {id} ended {r}: {}", self.call("team.status", json!({"runId": id}))));
+            fail(format!(
+                "run {id} ended {r}: {}",
+                self.call("team.status", json!({"runId": id}))
+            ));
         }
         id
     }
@@ -281,9 +318,12 @@ fn hot_vs_cold(d: &Daemon, run: &str, samples: usize) -> Latency {
         }
     }
     let stats = d.call("cache.stats", json!({}))["runs"].clone();
-    let misses = stats["misses"].as_u64().unwrap_or(0) - stats_before["misses"].as_u64().unwrap_or(0);
+    let misses =
+        stats["misses"].as_u64().unwrap_or(0) - stats_before["misses"].as_u64().unwrap_or(0);
     if misses != samples as u64 {
-        fail(format!("expected {samples} cold loads, the run cache counted {misses}"));
+        fail(format!(
+            "expected {samples} cold loads, the run cache counted {misses}"
+        ));
     }
     l
 }
@@ -304,10 +344,16 @@ fn report_latency(label: &str, mut l: Latency) {
 
 fn main() {
     let args = parse_args();
-    let root = tempfile::Builder::new()
-        .prefix("crew-bench-caches")
-        .tempdir()
-        .unwrap_or_else(|e| fail(e));
+    let shm = Path::new("/dev/shm");
+    let mut builder = tempfile::Builder::new();
+    builder.prefix("crew-bench-caches");
+    let root = if !args.disk && shm.is_dir() {
+        builder.tempdir_in(shm)
+    } else {
+        builder.tempdir()
+    }
+    .unwrap_or_else(|e| fail(e));
+    let _ = ROOT.set(root.path().to_path_buf());
     // Default residency bound; enough workers and per-run slots for the client threads.
     let config = format!(
         "default_runtime = \"echo\"\nmax_workers = {}\n\n[runtimes.echo]\nadapter = \"command\"\ncommand = \"/bin/echo\"\n",
@@ -324,9 +370,10 @@ fn main() {
     );
     let capacity = d.call("cache.stats", json!({}))["runs"]["capacity"].clone();
     println!(
-        "crewd {} (pid {}), resident_runs = {capacity}, {} runs by {} clients, {} latency samples; load {}",
+        "crewd {} (pid {}), state in {}, resident_runs = {capacity}, {} runs by {} clients, {} latency samples; load {}",
         env!("CARGO_BIN_EXE_crewd"),
         d.pid(),
+        root.path().display(),
         args.runs,
         args.clients,
         args.samples,
@@ -335,7 +382,10 @@ fn main() {
     let rss_empty = d.rss_mb();
 
     let probe = d.one_run(0);
-    report_latency("(fresh daemon, 1 run)", hot_vs_cold(&d, &probe, args.samples));
+    report_latency(
+        "(fresh daemon, 1 run)",
+        hot_vs_cold(&d, &probe, args.samples),
+    );
 
     let next = AtomicUsize::new(1);
     let done = AtomicUsize::new(1);
@@ -350,7 +400,7 @@ fn main() {
                 }
                 d.one_run(n);
                 let k = done.fetch_add(1, Ordering::Relaxed) + 1;
-                if k % 10_000 == 0 {
+                if k.is_multiple_of(10_000) {
                     println!(
                         "  {k} runs finished, {:.0} runs/s, RSS {:.1} MB",
                         k as f64 / t.elapsed().as_secs_f64(),
@@ -372,7 +422,10 @@ fn main() {
         runs
     );
     if st["runs"]["total"] != json!(total) {
-        fail(format!("expected {total} runs, daemon.status says {}", st["runs"]));
+        fail(format!(
+            "expected {total} runs, daemon.status says {}",
+            st["runs"]
+        ));
     }
     println!(
         "RSS: {rss_empty:.1} MB empty, {rss_full:.1} MB with {total} finished runs (target < {RSS_TARGET_MB} MB): {}",
@@ -400,10 +453,7 @@ fn main() {
         d.rss_mb(),
         st["runs"]
     );
-    println!(
-        "state dir: {} MB on disk",
-        du_mb(&root.path().join("state"))
-    );
+    println!("state dir: {} MB", du_mb(&root.path().join("state")));
 }
 
 fn du_mb(p: &Path) -> String {

@@ -72,7 +72,8 @@ struct Report {
 }
 
 fn bench(mode: &str, rounds: usize) -> Report {
-    let mut env = vec![("CREW_LOG".to_string(), "warn".to_string())];
+    let log = std::env::var("SCHED_BENCH_LOG").unwrap_or_else(|_| "warn".into());
+    let mut env = vec![("CREW_LOG".to_string(), log)];
     if mode == "tcs" {
         env.push(("CREW_SCHEDULER_WAKEUP".into(), "tcs".into()));
     }
@@ -137,6 +138,9 @@ fn bench(mode: &str, rounds: usize) -> Report {
         d.ok("schedule.disable", json!({"id": id}));
     }
     let rss_end = rss_kib(pid);
+    if std::env::var_os("SCHED_BENCH_SHOW_LOG").is_some() {
+        println!("{}", d.log_text());
+    }
 
     let mut lateness_ms = Vec::new();
     let mut skipped = 0;

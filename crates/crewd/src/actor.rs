@@ -30,6 +30,8 @@ pub struct Core {
     touched: BTreeSet<String>,
     writer: WriterHandle,
     since_snapshot: u64,
+    /// The `now` of the last dispatch: every task due by then was considered.
+    dispatched_at: chrono::DateTime<chrono::Utc>,
     pub actor: Actor,
 }
 
@@ -46,6 +48,7 @@ impl Core {
             touched: BTreeSet::new(),
             writer,
             since_snapshot: 0,
+            dispatched_at: chrono::DateTime::<chrono::Utc>::MIN_UTC,
             actor,
         }
     }
@@ -104,6 +107,7 @@ impl Core {
         self.touched.clear();
         self.reconcile_workers();
         crate::workers::dispatch(self, now);
+        self.dispatched_at = now;
         // Events emitted by dispatch touch runs again; nothing more to settle for them now.
         self.touched.clear();
         if !touched.is_empty() {
@@ -218,13 +222,40 @@ impl Actor {
     }
 }
 
+/// The earliest of `times` after `after`.
+fn next_after(
+    times: impl Iterator<Item = chrono::DateTime<chrono::Utc>>,
+    after: chrono::DateTime<chrono::Utc>,
+) -> Option<chrono::DateTime<chrono::Utc>> {
+    times.filter(|t| *t > after).min()
+}
+
+impl Core {
+    /// When a backed-off task becomes due that the last dispatch did not see yet. A task due
+    /// earlier waits for a free slot, and a freed slot dispatches anyway (so no wake-up, and no
+    /// busy loop, for it); one due in between must wake the loop even if that instant has
+    /// already passed by the time the loop looks (a zero sleep, not none).
+    fn next_wake(&self) -> Option<std::time::Duration> {
+        let st = &self.state;
+        let due = st
+            .active
+            .iter()
+            .filter_map(|id| st.runs.get(id))
+            .flat_map(|r| r.tasks.iter())
+            .filter(|t| t.status == TaskStatus::Queued)
+            .filter_map(|t| t.not_before);
+        next_after(due, self.dispatched_at).map(|t| (t - self.now()).to_std().unwrap_or_default())
+    }
+}
+
 /// The actor loop. Ends when every `Actor` handle is gone.
 pub async fn run(mut core: Core, mut rx: mpsc::UnboundedReceiver<Job>) {
+    // What start-up emitted (daemon.started, recovery) is settled, dispatched and made durable
+    // now, not when the first request happens to arrive.
+    core.settle_and_dispatch();
+    core.commit();
     loop {
-        let wake = core
-            .state
-            .next_wakeup()
-            .and_then(|t| (t - core.now()).to_std().ok());
+        let wake = core.next_wake();
         let job = tokio::select! {
             j = rx.recv() => match j { Some(j) => Some(j), None => break },
             _ = tokio::time::sleep(wake.unwrap_or_default()), if wake.is_some() => None,
@@ -247,4 +278,27 @@ pub async fn run(mut core: Core, mut rx: mpsc::UnboundedReceiver<Job>) {
         core.commit();
     }
     core.snapshot_now();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::{TimeZone, Utc};
+
+    #[test]
+    fn wakes_for_what_the_last_dispatch_did_not_see() {
+        let t = |s: i64| Utc.timestamp_opt(1_700_000_000 + s, 0).unwrap();
+        let table = [
+            (vec![], 0, None),
+            (vec![5], 0, Some(5)),
+            (vec![5], 5, None),
+            (vec![-3, 7, 4], 0, Some(4)),
+            (vec![-3, 2], 1, Some(2)),
+            (vec![-3, -1], 0, None),
+        ];
+        for (times, after, want) in table {
+            let got = next_after(times.iter().map(|s| t(*s)), t(after));
+            assert_eq!(got, want.map(t), "{times:?} after {after}");
+        }
+    }
 }

@@ -63,10 +63,11 @@ fn init_logging() {
     let b = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
+    use std::io::IsTerminal;
     if under_systemd {
         b.without_time().with_ansi(false).init();
     } else {
-        b.init();
+        b.with_ansi(std::io::stderr().is_terminal()).init();
     }
 }
 

@@ -42,7 +42,8 @@ pub fn load_state(journal: &dyn Journal) -> anyhow::Result<State> {
 }
 
 /// Kill workers of the previous daemon (only when pid AND start time match: a reused pid is
-/// never killed), re-queue their tasks as retries with reason `daemon_restarted`, and report.
+/// never killed) and whatever else carries one of this daemon's runs in its environment,
+/// re-queue their tasks as retries with reason `daemon_restarted`, and report.
 pub fn recover(core: &mut Core) {
     let mut killed = Vec::new();
     for id in core.state.active.clone() {
@@ -58,6 +59,21 @@ pub fn recover(core: &mut Core) {
                     tracing::warn!(run = %id, task = %t.plan.id, pid, "killed a worker left by the previous daemon");
                     killed.push(pid);
                 }
+            }
+        }
+    }
+    // The journal may not name every process the dead daemon left: a worker spawned just
+    // before the kill (its pid not journaled yet), or a tool that left its worker's process
+    // group. Each carries its run and task in its environment.
+    let me = std::process::id();
+    for t in process::tagged_processes() {
+        if t.daemon_pid == Some(me) || !core.state.summaries.contains_key(&t.run_id) {
+            continue;
+        }
+        if process::kill_tagged(&t) {
+            tracing::warn!(run = %t.run_id, task = %t.task_id, pid = t.pid, "killed a process left by the previous daemon");
+            if !killed.contains(&t.pid) {
+                killed.push(t.pid);
             }
         }
     }

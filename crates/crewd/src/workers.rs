@@ -41,9 +41,28 @@ pub fn dispatch(core: &mut Core, now: chrono::DateTime<chrono::Utc>) {
         let shared = core.shared.clone();
         // Commit callbacks run on the journal writer thread: spawn onto the daemon's runtime.
         let rt = tokio::runtime::Handle::current();
-        core.after_commit(move |res| {
-            if res.is_ok() {
+        core.after_commit(move |res| match res {
+            Ok(()) => {
                 rt.spawn(executor::run_attempt(shared, actor, spec, rx));
+            }
+            // `task.started` is applied but not durable: no worker may run for it. The attempt
+            // ends as a retryable failure, so the task does not stay `running` with nothing
+            // behind it.
+            Err(e) => {
+                let report = Report {
+                    run_id: spec.run_id,
+                    task_id: spec.task_id,
+                    attempt: spec.attempt,
+                    result: AttemptResult::Failed {
+                        usage: Usage::default(),
+                        model: None,
+                        artifacts: vec![],
+                        error: format!("the task start could not be journaled: {e}"),
+                        retryable: true,
+                        reason: "storage".into(),
+                    },
+                };
+                actor.tell(move |core| on_finished(core, report));
             }
         });
     }

@@ -278,7 +278,12 @@ fn never_reading_subscribers(d: &Daemon) -> impl FnOnce(&Path) -> String {
 /// they close, new clients are served again.
 fn connection_flood() -> impl FnOnce(&Path) -> String {
     move |socket| {
-        let ping = b"POST / HTTP/1.1\r\nHost: l\r\nContent-Type: application/json\r\nContent-Length: 48\r\n\r\n{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"daemon.ping\"}";
+        let body = r#"{"jsonrpc":"2.0","id":1,"method":"daemon.ping"}"#;
+        let ping = format!(
+            "POST / HTTP/1.1\r\nHost: l\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        let ping = ping.as_bytes();
         let mut held = Vec::new();
         let mut refused = 0;
         for _ in 0..MAX_CONNECTIONS * 4 {

@@ -28,6 +28,26 @@ fn same_process_alive(pid: u64, start: u64) -> bool {
     matches!(proc_stat(pid), Some((s, st)) if st == start && s != 'Z' && s != 'X')
 }
 
+/// Live processes whose environment says the daemon `pid` started them (workers get
+/// `CREW_DAEMON_PID`; their tools inherit it).
+fn processes_of_daemon(pid: u32) -> Vec<u64> {
+    let want = format!("CREW_DAEMON_PID={pid}");
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(p) = e.file_name().to_str().and_then(|n| n.parse::<u64>().ok()) else {
+            continue;
+        };
+        let Ok(env) = std::fs::read(format!("/proc/{p}/environ")) else {
+            continue;
+        };
+        let alive = matches!(proc_stat(p), Some((s, _)) if s != 'Z' && s != 'X');
+        if alive && env.split(|b| *b == 0).any(|v| v == want.as_bytes()) {
+            out.push(p);
+        }
+    }
+    out
+}
+
 /// Repeat `f` on each new event (long-polling the run with `team.wait`) until it says done.
 fn until_events(d: &Daemon, run: &str, mut f: impl FnMut(&[Value]) -> bool) -> Vec<Value> {
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -124,6 +144,7 @@ fn kill_9_in_the_middle_of_20_runs_then_restart() {
         acked
     });
     first_ack.recv_timeout(Duration::from_secs(30)).unwrap();
+    let old_daemon = d.pid();
     d.kill9();
     runs.extend(submitter.join().unwrap());
     assert!(runs.len() >= 15, "{runs:?}");
@@ -139,12 +160,38 @@ fn kill_9_in_the_middle_of_20_runs_then_restart() {
     );
     d.spawn(&[]);
 
-    // ...until the new daemon kills them: pid gone or reused (another start time).
+    // ...until the new daemon kills them (SIGKILL is sent before it answers; dying takes a
+    // moment): pid gone or reused (another start time).
+    let deadline = Instant::now() + Duration::from_secs(2);
     for (r, t, pid, st) in &old {
+        while same_process_alive(*pid, *st) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
         assert!(
             !same_process_alive(*pid, *st),
-            "old worker {pid} of {r}/{t} still runs after the restart"
+            "old worker {pid} of {r}/{t} still runs after the restart: {:?}\n{}",
+            proc_stat(*pid),
+            d.events(None)
+                .iter()
+                .filter(|e| ty(e) == "daemon.recovered")
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+                .join("\n")
         );
+    }
+    // Not only the workers the journal knew of: nothing the old daemon started survives (a
+    // worker spawned just before the kill may not have had its pid journaled yet).
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        let left = processes_of_daemon(old_daemon);
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "processes of the dead daemon still run: {left:?}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
     }
     // Every acknowledged run exists.
     for r in &runs {
@@ -249,7 +296,31 @@ fn kill_9_in_the_middle_of_20_runs_then_restart() {
 
     // All runs finish by themselves.
     for r in &runs {
-        assert_eq!(d.wait(r), "completed", "{}", d.status(r));
+        let status = d.wait(r);
+        if status != "completed" {
+            let st = d.status(r);
+            let mut why = String::new();
+            for t in st["tasks"].as_array().unwrap() {
+                if t["status"] != "completed" {
+                    for a in t["artifacts"].as_array().unwrap() {
+                        if a["kind"] == "transcript" {
+                            let c = d.ok("team.artifact", json!({"runId": r, "name": a["name"]}));
+                            why.push_str(&format!("{}:\n{}\n", a["name"], c["content"]));
+                        }
+                    }
+                }
+            }
+            let evs: Vec<String> = d.events(Some(r)).iter().map(|e| e.to_string()).collect();
+            panic!(
+                "{r} ended {status}: {st}\n{why}\nevents:\n{}\nlog:\n{}",
+                evs.join("\n"),
+                d.log_text()
+                    .lines()
+                    .filter(|l| l.contains(r.as_str()))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            );
+        }
     }
     let evs = d.events(None);
     let seqs: Vec<u64> = evs.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
@@ -272,6 +343,9 @@ fn kill_9_in_the_middle_of_20_runs_then_restart() {
     }
 }
 
+/// The journal names a worker whose pid now belongs to another process (another start time):
+/// that process is left alone. The real worker, which the journal no longer names, is still
+/// found (by the run and task in its environment) and killed.
 #[test]
 fn a_reused_pid_is_never_killed() {
     let mut d = Daemon::start_with(Opts {
@@ -288,22 +362,33 @@ fn a_reused_pid_is_never_killed() {
         .find(|e| ty(e) == "worker.spawned")
         .unwrap()
         .clone();
-    let pid = spawned["data"]["pid"].as_u64().unwrap();
-    let start = spawned["data"]["pidStart"].as_u64().unwrap();
+    let worker = spawned["data"]["pid"].as_u64().unwrap();
+    let worker_start = spawned["data"]["pidStart"].as_u64().unwrap();
     d.kill9();
-    assert!(same_process_alive(pid, start));
+    assert!(same_process_alive(worker, worker_start));
 
-    // Make the journal say the worker has this pid but another start time: what a reused pid
-    // looks like to the next daemon.
+    // A bystander, and a journal that says the worker has the bystander's pid with another
+    // start time: what a reused pid looks like to the next daemon.
+    let mut bystander = {
+        use std::os::unix::process::CommandExt;
+        Command::new("sleep")
+            .arg("30")
+            .process_group(0)
+            .spawn()
+            .unwrap()
+    };
+    let pid = u64::from(bystander.id());
+    let start = proc_stat(pid).unwrap().1;
     {
+        use crew_journal::Journal;
         let journal = crew_journal::SledJournal::open(&d.state_dir.join("journal"), 8 << 20)
             .expect("open the journal");
-        use crew_journal::Journal;
         let last = journal.last_seq();
         let run_seq = journal.read_run_after(&run, 0, 10_000).unwrap().len();
         let mut forged = spawned.clone();
         forged["seq"] = json!(last + 1);
         forged["runSeq"] = json!(run_seq as u64 + 1);
+        forged["data"]["pid"] = json!(pid);
         forged["data"]["pidStart"] = json!(start + 1_000_000);
         journal
             .append(&[crew_journal::Entry {
@@ -313,6 +398,7 @@ fn a_reused_pid_is_never_killed() {
             }])
             .unwrap();
     }
+    wait_journal_released(&d.state_dir);
     d.spawn(&[]);
     let evs = d.events(None);
     let recovered = evs
@@ -320,21 +406,45 @@ fn a_reused_pid_is_never_killed() {
         .rev()
         .find(|e| ty(e) == "daemon.recovered")
         .expect("daemon.recovered");
-    assert_eq!(recovered["data"]["killedWorkers"], json!([]), "{recovered}");
     assert!(
         same_process_alive(pid, start),
-        "the process with pid {pid} (another start time than journaled) was killed"
+        "the bystander with pid {pid} (another start time than journaled) was killed"
     );
-    // The task itself is still re-queued: its worker is not the daemon's any more.
-    let retried = evs.iter().any(|e| {
-        ty(e) == "task.retrying"
-            && e["runId"] == run.as_str()
-            && e["data"]["reason"] == "daemon_restarted"
-    });
-    assert!(retried);
+    assert_eq!(
+        recovered["data"]["killedWorkers"],
+        json!([worker]),
+        "{recovered}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while same_process_alive(worker, worker_start) {
+        assert!(
+            Instant::now() < deadline,
+            "the real worker {worker} survived"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // The task is re-queued as a retry.
+    assert!(evs.iter().any(|e| ty(e) == "task.retrying"
+        && e["runId"] == run.as_str()
+        && e["data"]["reason"] == "daemon_restarted"));
     d.ok("team.cancel", json!({"runId": run}));
-    // SAFETY: signalling the group of a process this test saw spawned and checked above.
-    unsafe { libc::kill(-(pid as i32), libc::SIGKILL) };
+    let _ = bystander.kill();
+    let _ = bystander.wait();
+}
+
+/// sled lets go of its file lock a moment after the journal is dropped (its background thread
+/// holds the database until it notices): wait for that, bounded.
+fn wait_journal_released(state_dir: &std::path::Path) {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::File::open(state_dir.join("journal").join("db")).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    // SAFETY: flock on a file descriptor this function owns.
+    while unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        assert!(Instant::now() < deadline, "the journal stayed locked");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // SAFETY: as above.
+    unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_UN) };
 }
 
 /// One JSON-RPC call over HTTP on the socket; None if the daemon did not answer.
@@ -510,6 +620,7 @@ fn an_unreadable_journal_entry_stops_the_daemon() {
         .unwrap();
         last + 1
     };
+    wait_journal_released(&d.state_dir);
     let (code, stderr) = crewd_once(&d);
     assert!(matches!(code, Some(c) if c != 0), "exit {code:?}\n{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
@@ -521,4 +632,40 @@ fn an_unreadable_journal_entry_stops_the_daemon() {
     use crew_journal::Journal;
     let j = crew_journal::SledJournal::open(&d.state_dir.join("journal"), 8 << 20).unwrap();
     assert_eq!(j.last_seq(), last);
+}
+
+/// After a restart the runs go on by themselves: no client call nudges the daemon (the
+/// subscription and `daemon.ping` do not go through its state owner).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_restart_runs_continue_without_any_client_call() {
+    let mut d = Daemon::start_with(Opts {
+        config: FAST.into(),
+        env: vec![],
+    });
+    one_step_team(&d, "short", "Work a bit. [fake:sleep=1s]", "explorer");
+    let run = d.run("go on", json!({"team": "short"}));
+    until_events(&d, &run, |evs| {
+        evs.iter().any(|e| ty(e) == "worker.spawned")
+    });
+    d.kill9();
+    d.spawn(&[]);
+    let client = d.ws().await;
+    let mut sub = d.subscribe(&client, json!({"afterSeq": 0})).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let mut seen = Vec::new();
+    loop {
+        let ev = tokio::time::timeout_at(deadline, sub.next())
+            .await
+            .unwrap_or_else(|_| panic!("the run did not go on by itself; events: {seen:?}"))
+            .unwrap()
+            .unwrap();
+        seen.push(format!(
+            "{} {}",
+            ev["seq"],
+            ev["type"].as_str().unwrap_or("")
+        ));
+        if ev["runId"] == run.as_str() && ty(&ev) == "run.completed" {
+            break;
+        }
+    }
 }

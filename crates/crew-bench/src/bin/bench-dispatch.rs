@@ -141,7 +141,9 @@ struct Pueue {
 impl Pueue {
     fn start(root: &Path, pueued: &Path, client: &Path) -> Pueue {
         let dir = root.join("pueue");
-        std::fs::create_dir_all(&dir).unwrap_or_else(|e| fail(e));
+        for sub in ["data", "run"] {
+            std::fs::create_dir_all(dir.join(sub)).unwrap_or_else(|e| fail(e));
+        }
         let config = dir.join("pueue.yml");
         std::fs::write(
             &config,

@@ -1,7 +1,8 @@
 //! Durable events per second through the daemon's journal path, against a raw sled
 //! `apply_batch` + `flush` loop on the same disk (targets: ≥ 0.7 of raw and ≥ 100,000 events/s).
 //!
-//! The daemon is driven from outside, as clients would: `--clients` threads each post JSON-RPC
+//! The daemon is driven from outside, as clients would: `--clients` threads, each on its own
+//! keep-alive HTTP connection to the socket, post JSON-RPC
 //! batches of `--batch` `team.steer` calls (one `task.steered` event each) on a queued task (it
 //! waits for a sleeping one) for
 //! `--secs` seconds. Every call answers only after its event is durable, so acknowledged calls
@@ -147,8 +148,9 @@ fn drive(d: &Daemon, run: &str, task: &str, args: &Args) -> (f64, u64, u64) {
             let socket = d.socket.clone();
             let body = batch_body(run, task, args.batch, (c * args.batch) as u64);
             std::thread::spawn(move || {
+                let mut conn = KeepAlive::connect(&socket).unwrap_or_else(|e| fail(e));
                 while !stop.load(Ordering::Relaxed) {
-                    let text = post(&socket, &body).unwrap_or_else(|e| fail(e));
+                    let text = conn.post(&body).unwrap_or_else(|e| fail(e));
                     let v: Value = serde_json::from_str(&text)
                         .unwrap_or_else(|e| fail(format!("{e}: {text}")));
                     let (good, errs) = match v.as_array() {

@@ -22,6 +22,7 @@ use crew_core::prompt::{DepOutput, PromptInput, SharedRead};
 use crew_core::run::{ArtifactRef, AttemptResult, Reuse};
 use crew_core::stream::{self, LaunchSpec, WorkerEvent};
 use crew_core::usage::Usage;
+use futures::FutureExt;
 use nix::sys::signal::Signal;
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -36,6 +37,8 @@ use tracing::Instrument;
 const TRANSCRIPT_MAX: u64 = 16 << 20;
 const STDERR_TAIL: usize = 8 << 10;
 const PROGRESS_EVERY: Duration = Duration::from_millis(250);
+/// After the worker exits, how long stdout may stay silent before it counts as done.
+const EXIT_QUIET: Duration = Duration::from_millis(500);
 
 pub struct AttemptSpec {
     pub run_id: String,
@@ -163,15 +166,18 @@ async fn attempt(
     ctl: mpsc::UnboundedReceiver<WorkerCtl>,
 ) -> AttemptResult {
     let run_dir = spec.run_dir.clone();
-    let prompt = {
-        let spec_dir = run_dir.clone();
-        let _ = spec_dir;
-        render_prompt(spec)
-    };
     let mut artifacts = Vec::new();
     let prompt_name = format!("prompts/{}.md", spec.task_id);
-    match artifacts::put(&run_dir, &prompt_name, "prompt", prompt.as_bytes()) {
-        Ok(a) => artifacts.push(a),
+    // Reads dependency results, writes and syncs the prompt artifact.
+    let written = blocking(|| {
+        let prompt = render_prompt(spec);
+        artifacts::put(&run_dir, &prompt_name, "prompt", prompt.as_bytes()).map(|a| (prompt, a))
+    });
+    let prompt = match written {
+        Ok((prompt, a)) => {
+            artifacts.push(a);
+            prompt
+        }
         Err(e) => {
             return failed(
                 Usage::default(),
@@ -181,14 +187,14 @@ async fn attempt(
                 "storage",
             )
         }
-    }
+    };
 
     // Result reuse (SPEC §9): a matching earlier result instead of a new agent call.
     let fingerprint = crate::results::fingerprint_for(spec, &prompt).await;
     if let Some(fp) = &fingerprint {
         if let Some(hit) = shared.results.lookup(fp) {
-            if let Ok(text) = std::fs::read(&hit.result_path) {
-                match finish_result(&run_dir, spec, &text, &mut artifacts) {
+            if let Ok(text) = blocking(|| std::fs::read(&hit.result_path)) {
+                match blocking(|| finish_result(&run_dir, spec, &text, &mut artifacts)) {
                     Ok(()) => {
                         shared.results.record_saving(&hit.usage);
                         return AttemptResult::Completed {
@@ -253,24 +259,101 @@ fn finish_result(
     Ok(())
 }
 
+/// The redacted raw stream, capped at `TRANSCRIPT_MAX`. Buffered std I/O: a line costs a
+/// copy, a 64 KiB write now and then reaches the page cache; the one fsync is at the end.
 struct Transcript {
-    file: Option<tokio::fs::File>,
+    file: Option<std::io::BufWriter<std::fs::File>>,
     written: u64,
     dropped: u64,
 }
 
 impl Transcript {
-    async fn line(&mut self, line: &str) {
+    fn line(&mut self, line: &str) {
         let redacted = crew_core::redact::redact_json_line(line);
         if self.written + redacted.len() as u64 + 1 > TRANSCRIPT_MAX {
             self.dropped += 1;
             return;
         }
+        self.write(&redacted);
+    }
+
+    fn write(&mut self, text: &str) {
+        use std::io::Write;
         if let Some(f) = &mut self.file {
-            if f.write_all(redacted.as_bytes()).await.is_ok() && f.write_all(b"\n").await.is_ok() {
-                self.written += redacted.len() as u64 + 1;
+            if f.write_all(text.as_bytes()).is_ok() && f.write_all(b"\n").is_ok() {
+                self.written += text.len() as u64 + 1;
+            } else {
+                // A write error (disk full) ends the transcript, not the attempt.
+                self.file = None;
             }
         }
+    }
+
+    /// Note what was cut (past the cap, so the note itself is never cut), flush and sync.
+    fn finish(&mut self) -> std::io::Result<()> {
+        if self.dropped > 0 {
+            self.write(&format!(
+                "{{\"type\":\"crew.transcript_truncated\",\"droppedLines\":{}}}",
+                self.dropped
+            ));
+        }
+        match self.file.take() {
+            Some(f) => f.into_inner().map_err(|e| e.into_error())?.sync_all(),
+            None => Ok(()),
+        }
+    }
+}
+
+/// What the worker's stdout said so far.
+struct Stdout {
+    parser: Box<dyn stream::StreamParser>,
+    transcript: Transcript,
+    any: bool,
+    /// When the last stdout line arrived.
+    last: Instant,
+    question: Option<String>,
+    current_tool: Option<String>,
+    progress_dirty: bool,
+    /// When the final answer (or a question) arrived: the final drain runs from here.
+    final_at: Option<Instant>,
+}
+
+impl Stdout {
+    fn line(&mut self, line: &str) {
+        self.last = Instant::now();
+        self.any = true;
+        self.transcript.line(line);
+        for ev in self.parser.feed_line(line) {
+            match &ev {
+                WorkerEvent::ToolStart { name, .. } => {
+                    self.current_tool = Some(name.clone());
+                    self.progress_dirty = true;
+                }
+                WorkerEvent::ToolEnd { .. } => {
+                    self.current_tool = None;
+                    self.progress_dirty = true;
+                }
+                WorkerEvent::AssistantMessage { .. } | WorkerEvent::TurnEnd => {
+                    self.progress_dirty = true
+                }
+                WorkerEvent::Ask { question } => {
+                    self.question = Some(question.clone());
+                    self.final_at.get_or_insert(Instant::now());
+                }
+                _ => {}
+            }
+            if ev.is_final() {
+                self.final_at.get_or_insert(Instant::now());
+            }
+        }
+    }
+}
+
+/// Run blocking file work (fsyncs) without stalling the other tasks of the runtime thread.
+fn blocking<R>(f: impl FnOnce() -> R) -> R {
+    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(f),
+        _ => f(),
     }
 }
 
@@ -296,12 +379,14 @@ async fn run_process(
                 .to_string()
         });
     let sys_name = format!("prompts/{}.system.md", spec.task_id);
-    let system_prompt_file = match artifacts::put(
-        run_dir,
-        &sys_name,
-        "prompt",
-        spec.plan.system_prompt.as_bytes(),
-    ) {
+    let system_prompt_file = match blocking(|| {
+        artifacts::put(
+            run_dir,
+            &sys_name,
+            "prompt",
+            spec.plan.system_prompt.as_bytes(),
+        )
+    }) {
         Ok(_) => Some(run_dir.join(&sys_name).display().to_string()),
         Err(e) => {
             return failed(
@@ -352,10 +437,10 @@ async fn run_process(
     let env = env::worker_env(
         &extra,
         &[
-            ("CREW_RUN_ID", spec.run_id.clone()),
-            ("CREW_TASK_ID", spec.task_id.clone()),
-            ("CREW_ATTEMPT", spec.attempt.to_string()),
-            ("CREW_DAEMON_PID", std::process::id().to_string()),
+            (process::ENV_RUN_ID, spec.run_id.clone()),
+            (process::ENV_TASK_ID, spec.task_id.clone()),
+            (process::ENV_ATTEMPT, spec.attempt.to_string()),
+            (process::ENV_DAEMON_PID, std::process::id().to_string()),
         ],
     );
     let mut cmd = tokio::process::Command::new(program);
@@ -414,16 +499,32 @@ async fn run_process(
         spec.task_id, spec.attempt
     );
     let transcript_path = run_dir.join(&transcript_name);
-    if let Some(d) = transcript_path.parent() {
-        let _ = std::fs::create_dir_all(d);
+    let file = blocking(|| {
+        if let Some(d) = transcript_path.parent() {
+            std::fs::create_dir_all(d)?;
+        }
+        std::fs::File::create(&transcript_path)
+    });
+    if let Err(e) = &file {
+        tracing::warn!(error = %e, "cannot create the transcript; the attempt runs without one");
     }
-    let mut transcript = Transcript {
-        file: tokio::fs::File::create(&transcript_path).await.ok(),
-        written: 0,
-        dropped: 0,
+    let mut out = Stdout {
+        parser: stream::parser(spec.runtime.adapter),
+        transcript: Transcript {
+            file: file
+                .ok()
+                .map(|f| std::io::BufWriter::with_capacity(64 << 10, f)),
+            written: 0,
+            dropped: 0,
+        },
+        any: false,
+        last: Instant::now(),
+        question: None,
+        current_tool: None,
+        progress_dirty: false,
+        final_at: None,
     };
 
-    let mut parser = stream::parser(spec.runtime.adapter);
     let no_output = Duration::from_millis(
         spec.runtime
             .no_output_timeout_ms
@@ -431,74 +532,55 @@ async fn run_process(
     );
     let start = Instant::now();
     let task_deadline = start + Duration::from_millis(cfg.task_timeout_ms);
-    let mut last_output = Instant::now();
+    let mut last_stderr = Instant::now();
     let mut stdout_open = true;
     let mut stderr_buf: Vec<u8> = Vec::new();
     let mut stderr_chunk = vec![0u8; 8192];
-    let mut any_stdout = false;
     let mut exit: Option<std::process::ExitStatus> = None;
     let mut exited_at: Option<Instant> = None;
-    // Why we stopped the worker, if we did.
-    let mut stopped: Option<(String, bool, &'static str)> = None; // (error, retryable, reason)
+    // Why we stopped the worker, if we did: (error, retryable, reason).
+    let mut stopped: Option<(String, bool, &'static str)> = None;
     let mut ctl_open = true;
     let mut term_sent_at: Option<Instant> = None;
-    let mut drain_started: Option<Instant> = None;
     let mut drained = false;
-    let mut question: Option<String> = None;
-    let mut current_tool: Option<String> = None;
     let mut last_progress = Instant::now() - PROGRESS_EVERY;
-    let mut progress_dirty = false;
     let quiet = Duration::from_millis(cfg.final_drain_quiet_ms);
     let drain_max = Duration::from_millis(cfg.final_drain_ms);
     let grace = Duration::from_millis(cfg.kill_grace_ms);
+    // After the worker exited, stdout stays open only while something it started holds it:
+    // stop reading after a quiet moment, and at the latest after the final-drain time.
+    let stdout_cutoff = |exited: Instant, last: Instant| {
+        (exited.max(last) + EXIT_QUIET).min(exited + drain_max.max(EXIT_QUIET))
+    };
 
     loop {
+        if exit.is_some() && !stdout_open {
+            break;
+        }
+        let last_output = out.last.max(last_stderr);
         // The next instant something must happen without input.
         let mut deadline = (last_output + no_output).min(task_deadline);
-        if let Some(d) = drain_started {
+        if let Some(d) = out.final_at {
             deadline = deadline.min((last_output + quiet).max(d).min(d + drain_max));
         }
         if let Some(t) = term_sent_at {
             deadline = deadline.min(t + grace);
         }
-        if progress_dirty {
+        if out.progress_dirty {
             deadline = deadline.min(last_progress + PROGRESS_EVERY);
         }
         if let Some(e) = exited_at {
-            // Grandchildren may hold stdout open: give them a moment, then stop reading.
-            deadline = deadline.min(e + Duration::from_millis(500));
-        }
-        if exit.is_some() && !stdout_open {
-            break;
+            deadline = deadline.min(stdout_cutoff(e, out.last));
         }
         tokio::select! {
             line = lines.next_line(), if stdout_open => match line {
-                Ok(Some(line)) => {
-                    last_output = Instant::now();
-                    any_stdout = true;
-                    transcript.line(&line).await;
-                    for ev in parser.feed_line(&line) {
-                        match &ev {
-                            WorkerEvent::ToolStart { name, .. } => { current_tool = Some(name.clone()); progress_dirty = true; }
-                            WorkerEvent::ToolEnd { .. } => { current_tool = None; progress_dirty = true; }
-                            WorkerEvent::AssistantMessage { .. } | WorkerEvent::TurnEnd => progress_dirty = true,
-                            WorkerEvent::Ask { question: q } => {
-                                question = Some(q.clone());
-                                drain_started.get_or_insert(Instant::now());
-                            }
-                            _ => {}
-                        }
-                        if ev.is_final() {
-                            drain_started.get_or_insert(Instant::now());
-                        }
-                    }
-                }
+                Ok(Some(line)) => out.line(&line),
                 Ok(None) | Err(_) => stdout_open = false,
             },
             n = async { match stderr.as_mut() { Some(s) => s.read(&mut stderr_chunk).await, None => std::future::pending().await } } => match n {
                 Ok(0) | Err(_) => stderr = None,
                 Ok(n) => {
-                    last_output = Instant::now();
+                    last_stderr = Instant::now();
                     stderr_buf.extend_from_slice(&stderr_chunk[..n]);
                     if stderr_buf.len() > STDERR_TAIL * 2 {
                         stderr_buf.drain(..stderr_buf.len() - STDERR_TAIL);
@@ -533,25 +615,40 @@ async fn run_process(
             },
             _ = tokio::time::sleep_until(deadline) => {
                 let now = Instant::now();
-                if let Some(e) = exited_at {
-                    if now >= e + Duration::from_millis(500) {
-                        stdout_open = false;
+                if let (Some(e), true) = (exited_at, stdout_open) {
+                    if now >= stdout_cutoff(e, out.last) {
+                        // A loop that was not polled for a while (a busy machine) wakes up here
+                        // with lines still waiting: take those before calling stdout quiet.
+                        for _ in 0..4096 {
+                            match lines.next_line().now_or_never() {
+                                Some(Ok(Some(line))) => out.line(&line),
+                                Some(Ok(None)) | Some(Err(_)) => {
+                                    stdout_open = false;
+                                    break;
+                                }
+                                None => break,
+                            }
+                        }
+                        if Instant::now() >= stdout_cutoff(e, out.last) {
+                            stdout_open = false;
+                        }
                     }
                 }
-                if progress_dirty && now >= last_progress + PROGRESS_EVERY {
-                    progress_dirty = false;
+                if out.progress_dirty && now >= last_progress + PROGRESS_EVERY {
+                    out.progress_dirty = false;
                     last_progress = now;
-                    let (run, task, attempt, usage, tool) = (spec.run_id.clone(), spec.task_id.clone(), spec.attempt, parser.usage(), current_tool.clone());
+                    let (run, task, attempt, usage, tool) = (spec.run_id.clone(), spec.task_id.clone(), spec.attempt, out.parser.usage(), out.current_tool.clone());
                     actor.tell(move |core| workers::on_progress(core, &run, &task, attempt, usage, tool));
                 }
                 if exit.is_none() {
+                    let last_output = out.last.max(last_stderr);
                     if let Some(t) = term_sent_at {
                         if now >= t + grace {
                             tracing::warn!(pid, "worker ignored SIGTERM; sending SIGKILL");
                             process::signal_group(pid, Signal::SIGKILL);
                             term_sent_at = Some(now + Duration::from_secs(3600));
                         }
-                    } else if let Some(d) = drain_started {
+                    } else if let Some(d) = out.final_at {
                         if now >= (last_output + quiet).max(d) || now >= d + drain_max {
                             drained = true;
                             process::signal_group(pid, Signal::SIGTERM);
@@ -574,18 +671,17 @@ async fn run_process(
     process::signal_group(pid, Signal::SIGKILL);
     drop(stdin);
 
-    if transcript.dropped > 0 {
-        transcript
-            .line(&format!(
-                "{{\"type\":\"crew.transcript_truncated\",\"droppedLines\":{}}}",
-                transcript.dropped
-            ))
-            .await;
+    let Stdout {
+        parser,
+        mut transcript,
+        any: any_stdout,
+        question,
+        ..
+    } = out;
+    if let Err(e) = blocking(|| transcript.finish()) {
+        tracing::warn!(error = %e, "the transcript could not be completed");
     }
-    if let Some(f) = transcript.file.take() {
-        let _ = f.sync_all().await;
-    }
-    if let Ok(a) = artifacts::describe(run_dir, &transcript_name, "transcript") {
+    if let Ok(a) = blocking(|| artifacts::describe(run_dir, &transcript_name, "transcript")) {
         artifacts.push(a);
     }
 
@@ -637,21 +733,23 @@ async fn run_process(
     }
     if clean_exit {
         return match &outcome.final_text {
-            Some(text) => match finish_result(run_dir, spec, text.as_bytes(), artifacts) {
-                Ok(()) => AttemptResult::Completed {
-                    usage,
-                    model,
-                    artifacts: artifacts.clone(),
-                    reused_from: None,
-                },
-                Err(e) => with_model(failed(
-                    usage,
-                    artifacts.clone(),
-                    format!("cannot write the result: {e}"),
-                    false,
-                    "storage",
-                )),
-            },
+            Some(text) => {
+                match blocking(|| finish_result(run_dir, spec, text.as_bytes(), artifacts)) {
+                    Ok(()) => AttemptResult::Completed {
+                        usage,
+                        model,
+                        artifacts: artifacts.clone(),
+                        reused_from: None,
+                    },
+                    Err(e) => with_model(failed(
+                        usage,
+                        artifacts.clone(),
+                        format!("cannot write the result: {e}"),
+                        false,
+                        "storage",
+                    )),
+                }
+            }
             None => AttemptResult::NoFinalText {
                 usage,
                 model,

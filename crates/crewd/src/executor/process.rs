@@ -36,9 +36,155 @@ pub fn kill_orphan(pid: u32, expected_start: u64) -> bool {
     }
 }
 
+/// Environment variables every worker gets; the tools it starts inherit them.
+pub const ENV_DAEMON_PID: &str = "CREW_DAEMON_PID";
+pub const ENV_RUN_ID: &str = "CREW_RUN_ID";
+pub const ENV_TASK_ID: &str = "CREW_TASK_ID";
+pub const ENV_ATTEMPT: &str = "CREW_ATTEMPT";
+
+/// A process carrying a worker's identity in its environment: a worker, or a tool it started
+/// (possibly in a session of its own, out of reach of the group signal).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tagged {
+    pub pid: u32,
+    pub start: u64,
+    pub daemon_pid: Option<u32>,
+    pub run_id: String,
+    pub task_id: String,
+    pub attempt: Option<u32>,
+}
+
+/// The worker identity in a `/proc/<pid>/environ` (NUL-separated `K=V`), if there is one.
+fn parse_tag(pid: u32, start: u64, environ: &[u8]) -> Option<Tagged> {
+    let (mut daemon_pid, mut run_id, mut task_id, mut attempt) = (None, None, None, None);
+    for var in environ.split(|b| *b == 0) {
+        let Ok(var) = std::str::from_utf8(var) else {
+            continue;
+        };
+        let Some((k, v)) = var.split_once('=') else {
+            continue;
+        };
+        match k {
+            ENV_DAEMON_PID => daemon_pid = v.parse().ok(),
+            ENV_RUN_ID => run_id = Some(v.to_string()),
+            ENV_TASK_ID => task_id = Some(v.to_string()),
+            ENV_ATTEMPT => attempt = v.parse().ok(),
+            _ => {}
+        }
+    }
+    Some(Tagged {
+        pid,
+        start,
+        daemon_pid,
+        run_id: run_id?,
+        task_id: task_id?,
+        attempt,
+    })
+}
+
+/// Every process of this user that carries a worker identity. Processes that cannot be read
+/// (another user's, gone meanwhile) are skipped.
+pub fn tagged_processes() -> Vec<Tagged> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return vec![];
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| {
+            let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+            parse_tag(pid, start_time(pid)?, &environ)
+        })
+        .collect()
+}
+
+/// Kill a tagged process (and its group, if it leads one) if it is still the same process.
+pub fn kill_tagged(t: &Tagged) -> bool {
+    if start_time(t.pid) != Some(t.start) {
+        return false;
+    }
+    let pid = Pid::from_raw(t.pid as i32);
+    if nix::unistd::getpgid(Some(pid)).ok() == Some(pid) {
+        signal_group(t.pid, Signal::SIGKILL);
+    }
+    nix::sys::signal::kill(pid, Signal::SIGKILL).is_ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::process::CommandExt;
+
+    #[test]
+    fn worker_identity_from_the_environment() {
+        let env = |vars: &[&str]| vars.join("\0").into_bytes();
+        let table: Vec<(Vec<u8>, Option<(Option<u32>, &str, &str, Option<u32>)>)> = vec![
+            (
+                env(&[
+                    "PATH=/bin",
+                    "CREW_DAEMON_PID=42",
+                    "CREW_RUN_ID=team_1",
+                    "CREW_TASK_ID=01_a",
+                    "CREW_ATTEMPT=2",
+                ]),
+                Some((Some(42), "team_1", "01_a", Some(2))),
+            ),
+            (
+                env(&["CREW_RUN_ID=team_1", "CREW_TASK_ID=01_a"]),
+                Some((None, "team_1", "01_a", None)),
+            ),
+            (env(&["CREW_RUN_ID=team_1"]), None),
+            (env(&["PATH=/bin", "HOME=/h"]), None),
+            (
+                b"\xff\xfe\0CREW_TASK_ID=x\0CREW_RUN_ID=r".to_vec(),
+                Some((None, "r", "x", None)),
+            ),
+            (Vec::new(), None),
+        ];
+        for (environ, want) in table {
+            let got =
+                parse_tag(7, 9, &environ).map(|t| (t.daemon_pid, t.run_id, t.task_id, t.attempt));
+            let want = want.map(|(d, r, t, a)| (d, r.to_string(), t.to_string(), a));
+            assert_eq!(got, want, "{}", String::from_utf8_lossy(&environ));
+        }
+    }
+
+    #[test]
+    fn a_tagged_process_is_found_and_killed_only_while_it_is_the_same() {
+        let run = format!("team_test_{}", std::process::id());
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .env(ENV_RUN_ID, &run)
+            .env(ENV_TASK_ID, "01_a")
+            .env(ENV_ATTEMPT, "3")
+            .env(ENV_DAEMON_PID, "1")
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let found: Vec<Tagged> = tagged_processes()
+            .into_iter()
+            .filter(|t| t.run_id == run)
+            .collect();
+        assert_eq!(found.len(), 1, "{found:?}");
+        let t = &found[0];
+        assert_eq!(
+            (t.pid, t.task_id.as_str(), t.attempt, t.daemon_pid),
+            (pid, "01_a", Some(3), Some(1))
+        );
+        let other = Tagged {
+            start: t.start + 1,
+            ..t.clone()
+        };
+        assert!(
+            !kill_tagged(&other),
+            "another start time must never be killed"
+        );
+        assert!(child.try_wait().unwrap().is_none());
+        assert!(kill_tagged(t));
+        let status = child.wait().unwrap();
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(status.signal(), Some(9));
+    }
 
     #[test]
     fn own_start_time_is_readable_and_stable() {

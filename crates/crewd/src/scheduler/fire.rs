@@ -216,6 +216,8 @@ impl Backend for DaemonBackend {
         let actor = self.actor.clone();
         let shared = self.shared.clone();
         Box::pin(async move {
+            let t0 = std::time::Instant::now();
+            let n = batch.len();
             let ids: Vec<String> = batch.iter().map(|r| r.id.clone()).collect();
             let Some(runs) = read(&actor, move |core| {
                 ids.iter()
@@ -239,7 +241,8 @@ impl Backend for DaemonBackend {
             if prepared.is_empty() {
                 return true;
             }
-            actor
+            let t_prep = t0.elapsed();
+            let r = actor
                 .mutate(move |core| {
                     for (req, run, spec) in &prepared {
                         for at in &req.instants {
@@ -249,7 +252,9 @@ impl Backend for DaemonBackend {
                     Ok(())
                 })
                 .await
-                .is_ok()
+                .is_ok();
+            tracing::warn!(n, prep_ms = t_prep.as_secs_f64() * 1000.0, total_ms = t0.elapsed().as_secs_f64() * 1000.0, "TIMING fire batch");
+            r
         })
     }
 }

@@ -318,3 +318,69 @@ pub fn cpu_time(pid: &str) -> Duration {
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
     Duration::from_secs_f64((ticks(11) + ticks(12)) as f64 / hz)
 }
+
+/// An HTTP/1.1 keep-alive connection to the daemon's socket: many requests, one connection.
+pub struct KeepAlive {
+    reader: std::io::BufReader<UnixStream>,
+    writer: UnixStream,
+}
+
+impl KeepAlive {
+    pub fn connect(socket: &Path) -> std::io::Result<KeepAlive> {
+        let s = UnixStream::connect(socket)?;
+        s.set_read_timeout(Some(Duration::from_secs(600)))?;
+        Ok(KeepAlive {
+            reader: std::io::BufReader::new(s.try_clone()?),
+            writer: s,
+        })
+    }
+
+    /// POST `body`; the response body.
+    pub fn post(&mut self, body: &str) -> std::io::Result<String> {
+        use std::io::BufRead;
+        let req = format!(
+            "POST / HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{}",
+            body.len(),
+            body
+        );
+        self.writer.write_all(req.as_bytes())?;
+        let mut len = None;
+        let mut chunked = false;
+        loop {
+            let mut line = String::new();
+            if self.reader.read_line(&mut line)? == 0 {
+                return Err(std::io::Error::other("connection closed"));
+            }
+            let line = line.trim_end();
+            if line.is_empty() {
+                break;
+            }
+            let lower = line.to_ascii_lowercase();
+            if let Some(v) = lower.strip_prefix("content-length:") {
+                len = v.trim().parse::<usize>().ok();
+            } else if lower.starts_with("transfer-encoding:") && lower.contains("chunked") {
+                chunked = true;
+            }
+        }
+        let mut out = Vec::new();
+        if chunked {
+            loop {
+                let mut size = String::new();
+                self.reader.read_line(&mut size)?;
+                let n = usize::from_str_radix(size.trim(), 16)
+                    .map_err(|e| std::io::Error::other(format!("chunk size {size:?}: {e}")))?;
+                let mut chunk = vec![0; n + 2];
+                self.reader.read_exact(&mut chunk)?;
+                if n == 0 {
+                    break;
+                }
+                out.extend_from_slice(&chunk[..n]);
+            }
+        } else {
+            let n = len.ok_or_else(|| std::io::Error::other("response without a length"))?;
+            out.resize(n, 0);
+            self.reader.read_exact(&mut out)?;
+        }
+        String::from_utf8(out).map_err(std::io::Error::other)
+    }
+}
