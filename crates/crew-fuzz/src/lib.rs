@@ -15,8 +15,11 @@ pub use resource::resource;
 pub use rpc::{rpc_params, rpc_request};
 pub use stream::{stream_claude, stream_codex, stream_command, stream_pi};
 
+/// A fuzz target: panics when an invariant breaks.
+pub type Target = fn(&[u8]);
+
 /// Every target by the name of its directory under `fuzz/seeds/` and `fuzz/regressions/`.
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[(&str, Target)] = &[
     ("resource", resource),
     ("cron", cron),
     ("rpc_request", rpc_request),

@@ -138,9 +138,9 @@ pub fn rpc_params(data: &[u8]) {
         assert_eq!(e.code, codes::INVALID_PARAMS, "{name}: {e:?}");
         let field = e.data.as_ref().and_then(|d| d.get("field"));
         // An unknown field may really be called "" (`{"": 1}`); that one is named too.
-        let named = field.and_then(Value::as_str).is_some_and(|f| {
-            !f.is_empty() || e.message.contains("unknown field ``")
-        });
+        let named = field
+            .and_then(Value::as_str)
+            .is_some_and(|f| !f.is_empty() || e.message.contains("unknown field ``"));
         assert!(named, "{name}: the error does not name a field: {e:?}");
     }
 }

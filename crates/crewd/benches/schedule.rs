@@ -77,6 +77,14 @@ fn bench(mode: &str, rounds: usize) -> Report {
     if mode == "tcs" {
         env.push(("CREW_SCHEDULER_WAKEUP".into(), "tcs".into()));
     }
+    // Extra daemon environment, `K=V,K=V` (e.g. MALLOC_ARENA_MAX=2).
+    if let Ok(extra) = std::env::var("SCHED_BENCH_DAEMON_ENV") {
+        for kv in extra.split(',').filter(|kv| !kv.is_empty()) {
+            if let Some((k, v)) = kv.split_once('=') {
+                env.push((k.into(), v.into()));
+            }
+        }
+    }
     let d = Daemon::start_with(Opts {
         config: String::new(),
         env,
@@ -95,11 +103,15 @@ fn bench(mode: &str, rounds: usize) -> Report {
 
     let started = Instant::now();
     let quiet = JOBS - DUE_TOGETHER;
+    let threads: usize = std::env::var("SCHED_BENCH_ADD_THREADS")
+        .ok()
+        .and_then(|t| t.parse().ok())
+        .unwrap_or(ADD_THREADS);
     std::thread::scope(|s| {
-        for t in 0..ADD_THREADS {
+        for t in 0..threads {
             let (d, run) = (&d, &run);
             s.spawn(move || {
-                for i in (t..quiet).step_by(ADD_THREADS) {
+                for i in (t..quiet).step_by(threads) {
                     d.ok("schedule.add", quiet_job(i, run));
                 }
             });

@@ -190,7 +190,8 @@ mod tests {
     #[test]
     fn victims_by_bound_and_use() {
         // (touched before, resident finished, bound, evicted)
-        let cases: [(&[&str], &[&str], usize, &[&str]); 7] = [
+        type Case<'a> = (&'a [&'a str], &'a [&'a str], usize, &'a [&'a str]);
+        let cases: [Case; 7] = [
             (&[], &["a", "b"], 2, &[]),
             (&[], &["c", "a", "b"], 2, &["a"]),
             // A run that joins (just finished, or just loaded) counts as just used.

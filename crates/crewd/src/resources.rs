@@ -222,7 +222,9 @@ pub fn catalog(shared: &Shared, cwd: Option<&Path>) -> Catalog {
     // Every run is planned through here, off the actor, before any of its tasks can look for a
     // reusable result: the place to load the saved result cache (once).
     shared.results.attach(&shared.state_dir);
-    let mut parsed = resource::builtin::parsed();
+    // Builtins are compiled in: parse them once per daemon, not once per run.
+    static BUILTIN: std::sync::OnceLock<Vec<ParseResult>> = std::sync::OnceLock::new();
+    let mut parsed = BUILTIN.get_or_init(resource::builtin::parsed).clone();
     let mut bases: Vec<(Source, PathBuf)> = Vec::new();
     if let Some(c) = config_home() {
         bases.push((Source::User, c.join("crew")));

@@ -47,6 +47,8 @@ enum Line {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         model: Option<String>,
     },
+    /// A reuse: replaying it keeps the least recently used order of the daemon that wrote it.
+    Hit { fp: String },
     #[serde(rename_all = "camelCase")]
     DropRun { run_id: String },
 }
@@ -231,6 +233,10 @@ impl ResultCache {
         };
         if hit.is_some() {
             g.counters.hits += 1;
+            if let Some(s) = g.store.as_mut() {
+                s.append(&Line::Hit { fp: fp.to_string() });
+            }
+            g.maybe_compact();
         } else {
             g.counters.misses += 1;
         }
@@ -359,6 +365,9 @@ fn load_index(index: &Path, state_dir: &Path, capacity: usize) -> Vec<(String, C
                     },
                 );
             }
+            Ok(Line::Hit { fp }) => {
+                lru.get(&fp);
+            }
             Ok(Line::DropRun { run_id }) => {
                 let keys: Vec<String> = lru
                     .iter()
@@ -386,7 +395,8 @@ fn load_index(index: &Path, state_dir: &Path, capacity: usize) -> Vec<(String, C
 }
 
 /// Whether this attempt may take a cached result, and its fingerprint if so: runtime, model,
-/// system prompt, full prompt, and the cwd's git HEAD plus a hash of its uncommitted changes.
+/// system prompt, full prompt, and the cwd's git HEAD plus a hash of its uncommitted changes
+/// (tracked and untracked).
 pub async fn fingerprint_for(spec: &AttemptSpec, prompt: &str) -> Option<String> {
     let allowed = match spec.reuse {
         Reuse::Off => false,
@@ -397,10 +407,23 @@ pub async fn fingerprint_for(spec: &AttemptSpec, prompt: &str) -> Option<String>
         return None;
     }
     let tree = git_state(&spec.cwd).await?;
+    // Besides the SPEC's list: what else changes the agent's answer for the same prompt (the
+    // program behind the runtime name, how the system prompt is applied, tools, thinking).
+    let program = format!(
+        "{:?} {:?}",
+        spec.runtime.adapter,
+        spec.runtime.command.argv()
+    );
+    let settings = format!(
+        "{:?} {:?} {:?}",
+        spec.plan.system_prompt_mode, spec.plan.tools, spec.plan.thinking
+    );
     Some(fingerprint(&[
         spec.runtime_name.as_str(),
+        program.as_str(),
         spec.model.as_deref().unwrap_or(""),
         spec.plan.system_prompt.as_str(),
+        settings.as_str(),
         prompt,
         tree.as_str(),
     ]))

@@ -3,7 +3,9 @@
 //! M such tasks against pueue with `parallel 8` (target: crew ≥ 10× faster), when `pueue` and
 //! `pueued` are on PATH.
 //!
-//! Usage: `bench-dispatch [--tasks N (1000)] [--pueue-tasks M (200)] [--work-ms W (0)]`.
+//! Usage: `bench-dispatch [--tasks N (1000)] [--pueue-tasks M (200)] [--work-ms W (0)]
+//! [--rounds R (3)]`. The xargs comparison alternates R rounds of xargs and crew (so both see the
+//! same machine load) and compares medians; pueue runs once.
 //! `--work-ms` makes every invocation sleep W ms (`[fake:sleep=Wms]`) to model agents that do
 //! something; 0 measures pure overhead. Build first:
 //! `cargo build --release -p crewd -p crew-fake-agent -p crew-bench`.
@@ -24,6 +26,7 @@ struct Args {
     tasks: usize,
     pueue_tasks: usize,
     work_ms: u64,
+    rounds: usize,
 }
 
 fn parse_args() -> Args {
@@ -31,6 +34,7 @@ fn parse_args() -> Args {
         tasks: 1000,
         pueue_tasks: 200,
         work_ms: 0,
+        rounds: 3,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -42,6 +46,7 @@ fn parse_args() -> Args {
             "--tasks" => a.tasks = value as usize,
             "--pueue-tasks" => a.pueue_tasks = value as usize,
             "--work-ms" => a.work_ms = value,
+            "--rounds" => a.rounds = (value as usize).max(1),
             _ => fail(format!("unknown flag {flag}")),
         }
     }
@@ -121,6 +126,11 @@ fn crew_run(d: &Daemon, team: &str, n: usize) -> (Duration, u64) {
     (took, after - before)
 }
 
+fn median(v: &mut [Duration]) -> Duration {
+    v.sort();
+    v.get(v.len() / 2).copied().unwrap_or_default()
+}
+
 fn find_on_path(name: &str) -> Option<PathBuf> {
     let home_bin = std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo/bin"));
     std::env::var_os("PATH")
@@ -193,7 +203,8 @@ impl Pueue {
     }
 
     /// `pueue add` every invocation, then `pueue wait` for all of them: how pueue is driven.
-    fn bench(&self, fake: &Path, n: usize, work_ms: u64) -> Duration {
+    /// (total, of which adding).
+    fn bench(&self, fake: &Path, n: usize, work_ms: u64) -> (Duration, Duration) {
         let t0 = Instant::now();
         for i in 0..n {
             let prompt = format!("'Task: {}'", task_text(i, work_ms));
@@ -205,10 +216,11 @@ impl Pueue {
                 fail(format!("pueue add #{i} failed"));
             }
         }
+        let adding = t0.elapsed();
         if !self.run(&["wait"]) {
             fail("pueue wait failed");
         }
-        t0.elapsed()
+        (t0.elapsed(), adding)
     }
 }
 
@@ -246,16 +258,29 @@ fn main() {
     d.bulk_team("warm", 16, |i| task_text(i, 0));
     crew_run(&d, "warm", 16);
 
-    let xargs = xargs_baseline(root.path(), &fake, args.tasks, args.work_ms);
-    let (crew, events) = crew_run(&d, "bulk", args.tasks);
+    let mut xargs_times = Vec::new();
+    let mut crew_times = Vec::new();
+    for round in 1..=args.rounds {
+        let x = xargs_baseline(root.path(), &fake, args.tasks, args.work_ms);
+        let (c, events) = crew_run(&d, "bulk", args.tasks);
+        println!(
+            "round {round}: xargs -P{PARALLEL} {}, crew {} ({events} durable events, {:.0} events/s): {:.2}x",
+            secs(x),
+            secs(c),
+            events as f64 / c.as_secs_f64(),
+            c.as_secs_f64() / x.as_secs_f64()
+        );
+        xargs_times.push(x);
+        crew_times.push(c);
+    }
+    let (xargs, crew) = (median(&mut xargs_times), median(&mut crew_times));
     let ratio = crew.as_secs_f64() / xargs.as_secs_f64();
-    println!("xargs -P{PARALLEL}: {} tasks in {}", args.tasks, secs(xargs));
     println!(
-        "crew run:  {} tasks in {} ({} durable events, {:.0} events/s)",
+        "median of {} rounds: xargs -P{PARALLEL} {} tasks in {}, crew run in {}",
+        args.rounds,
         args.tasks,
-        secs(crew),
-        events,
-        events as f64 / crew.as_secs_f64()
+        secs(xargs),
+        secs(crew)
     );
     println!(
         "crew / xargs = {ratio:.2}x (target <= {XARGS_TARGET}x): {}",
@@ -267,16 +292,19 @@ fn main() {
     }
     match (find_on_path("pueued"), find_on_path("pueue")) {
         (Some(pueued), Some(client)) => {
-            d.bulk_team("bulk-pueue", args.pueue_tasks, |i| task_text(i, args.work_ms));
+            d.bulk_team("bulk-pueue", args.pueue_tasks, |i| {
+                task_text(i, args.work_ms)
+            });
             let pueue = Pueue::start(root.path(), &pueued, &client);
-            let pt = pueue.bench(&fake, args.pueue_tasks, args.work_ms);
+            let (pt, adding) = pueue.bench(&fake, args.pueue_tasks, args.work_ms);
             drop(pueue);
             let (crew, _) = crew_run(&d, "bulk-pueue", args.pueue_tasks);
             let speedup = pt.as_secs_f64() / crew.as_secs_f64();
             println!(
-                "pueue (parallel {PARALLEL}): {} tasks in {} (add each + wait)",
+                "pueue (parallel {PARALLEL}): {} tasks in {} (`pueue add` each: {}, then `pueue wait`)",
                 args.pueue_tasks,
-                secs(pt)
+                secs(pt),
+                secs(adding)
             );
             println!("crew run:  {} tasks in {}", args.pueue_tasks, secs(crew));
             println!(

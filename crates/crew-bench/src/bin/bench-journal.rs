@@ -2,15 +2,14 @@
 //! `apply_batch` + `flush` loop on the same disk (targets: ≥ 0.7 of raw and ≥ 100,000 events/s).
 //!
 //! The daemon is driven from outside, as clients would: `--clients` threads, each on its own
-//! keep-alive HTTP connection to the socket, post JSON-RPC
-//! batches of `--batch` `team.steer` calls (one `task.steered` event each) on a queued task (it
-//! waits for a sleeping one) for
+//! keep-alive HTTP connection to the socket, post JSON-RPC batches of `--batch` `team.steer`
+//! calls (one `task.steered` event each) on a queued task (it waits for a sleeping one) for
 //! `--secs` seconds. Every call answers only after its event is durable, so acknowledged calls
 //! per second = durable events per second. The raw loop writes values of the same size in
 //! batches of the number of calls in flight (the most one daemon flush can group), measured
 //! before and after the daemon phase in a sibling directory.
 //!
-//! Usage: `bench-journal [--clients 4] [--batch 256] [--secs 5]`.
+//! Usage: `bench-journal [--clients 32] [--batch 32] [--secs 5]`.
 
 mod daemon_support;
 
@@ -32,8 +31,8 @@ struct Args {
 
 fn parse_args() -> Args {
     let mut a = Args {
-        clients: 4,
-        batch: 256,
+        clients: 32,
+        batch: 32,
         secs: 5,
     };
     let mut it = std::env::args().skip(1);
@@ -154,12 +153,14 @@ fn drive(d: &Daemon, run: &str, task: &str, args: &Args) -> (f64, u64, u64) {
                     let v: Value = serde_json::from_str(&text)
                         .unwrap_or_else(|e| fail(format!("{e}: {text}")));
                     let (good, errs) = match v.as_array() {
-                        Some(items) => items
-                            .iter()
-                            .fold((0, 0), |(g, b), r| match r.get("result") {
-                                Some(_) => (g + 1, b),
-                                None => (g, b + 1),
-                            }),
+                        Some(items) => {
+                            items
+                                .iter()
+                                .fold((0, 0), |(g, b), r| match r.get("result") {
+                                    Some(_) => (g + 1, b),
+                                    None => (g, b + 1),
+                                })
+                        }
                         None => (0, 1),
                     };
                     if errs > 0 && bad.fetch_add(errs, Ordering::Relaxed) == 0 {
@@ -209,7 +210,10 @@ fn main() {
     let (run, task) = queued_task(&d);
 
     // The size of what the daemon journals per call, for the raw loop.
-    let sample = d.call("team.events", json!({"runId": run, "afterSeq": 0, "limit": 1000}));
+    let sample = d.call(
+        "team.events",
+        json!({"runId": run, "afterSeq": 0, "limit": 1000}),
+    );
     let value_len = sample["events"]
         .as_array()
         .and_then(|evs| evs.last())

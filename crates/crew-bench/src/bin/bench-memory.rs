@@ -66,7 +66,10 @@ fn main() {
     );
     let d = Daemon::start(
         root.path(),
-        &format!("max_workers = 8\nmax_concurrency_cap = 8\nresident_runs = {}\n", runs + 8),
+        &format!(
+            "max_workers = 8\nmax_concurrency_cap = 8\nresident_runs = {}\n",
+            runs + 8
+        ),
     );
     d.bulk_team("warm", 16, |i| format!("Item {i}."));
     d.bulk_team("bulk", args.per_run, |i| format!("Item {i}."));

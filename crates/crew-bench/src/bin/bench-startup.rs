@@ -50,12 +50,8 @@ fn parse_args() -> Args {
 fn replace_strings(v: &mut Value, from: &str, to: &str) {
     match v {
         Value::String(s) if s.contains(from) => *s = s.replace(from, to),
-        Value::Array(items) => items
-            .iter_mut()
-            .for_each(|x| replace_strings(x, from, to)),
-        Value::Object(map) => map
-            .values_mut()
-            .for_each(|x| replace_strings(x, from, to)),
+        Value::Array(items) => items.iter_mut().for_each(|x| replace_strings(x, from, to)),
+        Value::Object(map) => map.values_mut().for_each(|x| replace_strings(x, from, to)),
         _ => {}
     }
 }

@@ -117,7 +117,9 @@ mod tests {
     #[test]
     fn worker_identity_from_the_environment() {
         let env = |vars: &[&str]| vars.join("\0").into_bytes();
-        let table: Vec<(Vec<u8>, Option<(Option<u32>, &str, &str, Option<u32>)>)> = vec![
+        // environ, then (daemon pid, run, task, attempt) when it is a worker's.
+        type Want = Option<(Option<u32>, &'static str, &'static str, Option<u32>)>;
+        let table: Vec<(Vec<u8>, Want)> = vec![
             (
                 env(&[
                     "PATH=/bin",

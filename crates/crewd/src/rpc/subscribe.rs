@@ -110,7 +110,6 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
             async move {
                 if let End::Dropped { last, why } = stream(&ctx, &sink, live, p.run_id, after).await
                 {
-                    tracing::warn!(last, %why, "subscriber dropped");
                     let notice = SubscriptionNotice {
                         notice: "dropped".into(),
                         last_seq: last,
@@ -139,10 +138,13 @@ async fn send(sink: &SubscriptionSink, msg: SubscriptionMessage, last: u64) -> R
     match sink.send_timeout(msg, SEND_TIMEOUT).await {
         Ok(()) => Ok(()),
         Err(SendTimeoutError::Closed(_)) => Err(End::Closed),
-        Err(SendTimeoutError::Timeout(_)) => Err(End::Dropped {
-            last,
-            why: format!("did not read for {}s", SEND_TIMEOUT.as_secs()),
-        }),
+        Err(SendTimeoutError::Timeout(_)) => {
+            tracing::warn!(last, "subscriber does not read; dropped");
+            Err(End::Dropped {
+                last,
+                why: format!("did not read for {}s", SEND_TIMEOUT.as_secs()),
+            })
+        }
     }
 }
 
@@ -207,6 +209,7 @@ async fn stream(
                     last = ev.seq;
                 }
                 Err(RecvError::Lagged(n)) => {
+                    tracing::warn!(last, missed = n, "subscriber fell behind; dropped");
                     return End::Dropped { last, why: format!("fell {n} events behind") };
                 }
                 Err(RecvError::Closed) => return End::Closed,

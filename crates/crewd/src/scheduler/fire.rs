@@ -195,6 +195,16 @@ fn skip(core: &mut Core, job_id: &str, at: DateTime<Utc>, reason: String) -> Out
     Outcome::Skipped(reason)
 }
 
+struct Sg(std::time::Instant);
+impl Drop for Sg {
+    fn drop(&mut self) {
+        tracing::warn!(ms = self.0.elapsed().as_secs_f64() * 1000.0, "TIMING in actor");
+    }
+}
+fn scopeguard(t: std::time::Instant) -> Sg {
+    Sg(t)
+}
+
 /// The timer loop's way into the daemon.
 pub struct DaemonBackend {
     pub shared: Arc<Shared>,
@@ -242,8 +252,12 @@ impl Backend for DaemonBackend {
                 return true;
             }
             let t_prep = t0.elapsed();
+            let t_call = std::time::Instant::now();
             let r = actor
                 .mutate(move |core| {
+                    let t_in = std::time::Instant::now();
+                    tracing::warn!(wait_ms = t_call.elapsed().as_secs_f64() * 1000.0, "TIMING actor picked up");
+                    let _guard = scopeguard(t_in);
                     for (req, run, spec) in &prepared {
                         for at in &req.instants {
                             fire_scheduled(core, &req.id, *at, run, spec);

@@ -133,7 +133,10 @@ impl Daemon {
                 }
             }
             if Instant::now() > deadline {
-                fail(format!("crewd did not answer in time:\n{}", self.log_tail()));
+                fail(format!(
+                    "crewd did not answer in time:\n{}",
+                    self.log_tail()
+                ));
             }
             // Polling the socket is the measurement itself; 1 ms bounds its error.
             std::thread::sleep(Duration::from_millis(1));
@@ -214,11 +217,16 @@ impl Daemon {
     pub fn bulk_team(&self, name: &str, steps: usize, task: impl Fn(usize) -> String) {
         self.project_file(
             &format!("teams/{name}.team.md"),
-            &format!("---\nname: {name}\ndefaultWorkflow: {name}\n---\n\n- worker: agent=explorer\n"),
+            &format!(
+                "---\nname: {name}\ndefaultWorkflow: {name}\n---\n\n- worker: agent=explorer\n"
+            ),
         );
         let mut wf = format!("---\nname: {name}\ntopology: concurrent\n---\n");
         for i in 0..steps {
-            wf.push_str(&format!("\n## s{i:05}\nrole: worker\noutput: false\n\n{}\n", task(i)));
+            wf.push_str(&format!(
+                "\n## s{i:05}\nrole: worker\noutput: false\n\n{}\n",
+                task(i)
+            ));
         }
         self.project_file(&format!("workflows/{name}.workflow.md"), &wf);
     }
@@ -261,7 +269,10 @@ pub fn post(socket: &Path, body: &str) -> std::io::Result<String> {
     let (head, body) = text
         .split_once("\r\n\r\n")
         .ok_or_else(|| std::io::Error::other(format!("not an HTTP response: {text}")))?;
-    if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+    if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
         Ok(dechunk(body))
     } else {
         Ok(body.to_string())
@@ -312,7 +323,12 @@ pub fn cpu_time(pid: &str) -> Duration {
     // Fields after the `(comm)` part, which may itself contain spaces.
     let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
     let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
     // utime and stime are fields 14 and 15 of stat(5); `rest` starts at field 3.
     // SAFETY: sysconf has no preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
