@@ -16,7 +16,9 @@ pub fn next_run_id(now: DateTime<Utc>, random: u64, last: Option<&str>) -> Strin
         Some(last) if id.as_str() <= last => {
             let (prefix, suffix) = last.rsplit_once('_').unwrap_or((last, "0"));
             let step = 1 + (random & 0xffff);
-            let next = u64::from_str_radix(suffix, 16).unwrap_or(0).saturating_add(step);
+            let next = u64::from_str_radix(suffix, 16)
+                .unwrap_or(0)
+                .saturating_add(step);
             format!("{prefix}_{next:016x}")
         }
         _ => id,
@@ -87,7 +89,11 @@ mod tests {
             assert!(is_safe_id(&id));
             last = Some(id);
         }
-        let later = next_run_id(DateTime::from_timestamp(1_700_000_001, 0).unwrap(), 0, last.as_deref());
+        let later = next_run_id(
+            DateTime::from_timestamp(1_700_000_001, 0).unwrap(),
+            0,
+            last.as_deref(),
+        );
         assert!(later.as_str() > last.unwrap().as_str());
     }
 

@@ -160,7 +160,7 @@ pub async fn start(actor: &Actor, prepared: Prepared) -> Result<RunStarted, ApiE
     actor
         .mutate(move |core| {
             let last = core.state.summaries.keys().next_back().map(String::as_str);
-    let id = crew_core::ids::next_run_id(core.now(), rand::random(), last);
+            let id = crew_core::ids::next_run_id(core.now(), rand::random(), last);
             let events = core
                 .state
                 .create_run(&id, spec)

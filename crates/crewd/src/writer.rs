@@ -61,7 +61,11 @@ fn encode(ev: &Event) -> Entry {
         EventBody::RunForgotten {} => None,
         _ => ev.run_id.clone(),
     };
-    Entry { seq: ev.seq, run, bytes: serde_json::to_vec(ev).unwrap_or_default() }
+    Entry {
+        seq: ev.seq,
+        run,
+        bytes: serde_json::to_vec(ev).unwrap_or_default(),
+    }
 }
 
 /// Space kept free for reopening the journal after the disk filled up (`<state>/journal.reserve`).

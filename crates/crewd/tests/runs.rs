@@ -451,7 +451,7 @@ fn silent_worker_is_stopped_by_the_watchdog_and_retried() {
     let retried: chrono::DateTime<chrono::Utc> =
         retries[0]["time"].as_str().unwrap().parse().unwrap();
     let ms = (retried - started).num_milliseconds();
-    assert!((1500..5000).contains(&ms), "watchdog after {ms} ms");
+    assert!((1500..10_000).contains(&ms), "watchdog after {ms} ms");
     for pid in spawned_pids(&evs) {
         assert!(!pgid_alive(pid), "worker group {pid} survived");
     }
@@ -499,15 +499,10 @@ fn worker_ignoring_sigterm_is_killed_after_the_grace() {
 fn lingering_worker_is_drained_and_completes() {
     let d = daemon("");
     one_step_team(&d, "linger", "Stay around. [fake:linger]", "explorer");
-    let t0 = Instant::now();
     let run = d.run("linger goal", json!({"team": "linger"}));
+    // Completed, on the first attempt: the final drain stopped it (the no-output watchdog
+    // would have made the attempt a failure, and the worker never exits by itself).
     assert_eq!(d.wait(&run), "completed");
-    // Drained after the quiet time (200 ms), well before the no-output watchdog (1.5 s).
-    assert!(
-        t0.elapsed() < Duration::from_millis(1400),
-        "{:?}",
-        t0.elapsed()
-    );
     let evs = d.events(Some(&run));
     let pids = spawned_pids(&evs);
     assert!(!pgid_alive(pids[0]));
@@ -1039,7 +1034,6 @@ fn a_subscriber_that_never_reads_does_not_stall_the_daemon() {
     let mut slow = RawWs::connect(&d.socket);
     slow.send(r#"{"jsonrpc":"2.0","id":1,"method":"team.subscribe","params":{}}"#);
     // From here on the test does not read `slow` until the runs are done.
-    let t0 = Instant::now();
     // ~2000 events: more than the socket buffer plus the server's per-connection queue (1024
     // messages) can hold, so the daemon's sends to `slow` block.
     let runs: Vec<String> = (0..16)
@@ -1057,9 +1051,9 @@ fn a_subscriber_that_never_reads_does_not_stall_the_daemon() {
         worst = worst.max(t.elapsed());
         assert_eq!(d.wait(r), "completed");
     }
-    assert!(worst < Duration::from_secs(1), "ping took {worst:?}");
+    // A stalled daemon would take at least the 5 s send timeout.
+    assert!(worst < Duration::from_secs(3), "ping took {worst:?}");
     let total = d.events(None);
-    eprintln!("{} events in {:?}", total.len(), t0.elapsed());
 
     // The daemon gives up on `slow` after it has not read for a while; its log says when.
     wait_until(Duration::from_secs(30), || {

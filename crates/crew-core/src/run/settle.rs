@@ -36,18 +36,26 @@ fn settle_run(run: &RunState, now: DateTime<Utc>) -> Vec<Pending> {
             // One report can cross both thresholds: the warning still comes first.
             if !run.budget_warned {
                 out.push(
-                    Pending::run(id, EventBody::RunBudgetWarning { used, total: b.tokens })
-                        .with_message(format!("budget warning: {used} of {} tokens", b.tokens)),
+                    Pending::run(
+                        id,
+                        EventBody::RunBudgetWarning {
+                            used,
+                            total: b.tokens,
+                        },
+                    )
+                    .with_message(format!("budget warning: {used} of {} tokens", b.tokens)),
                 );
             }
-            out.push(Pending::run(
-                id,
-                EventBody::RunBudgetExceeded {
-                    used,
-                    total: b.tokens,
-                },
-            )
-            .with_message(format!("budget exceeded: {used} of {} tokens", b.tokens)));
+            out.push(
+                Pending::run(
+                    id,
+                    EventBody::RunBudgetExceeded {
+                        used,
+                        total: b.tokens,
+                    },
+                )
+                .with_message(format!("budget exceeded: {used} of {} tokens", b.tokens)),
+            );
             for t in &run.tasks {
                 match t.status {
                     TaskStatus::Running | TaskStatus::Waiting => out.push(Pending::task(

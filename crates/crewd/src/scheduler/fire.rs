@@ -198,7 +198,10 @@ fn skip(core: &mut Core, job_id: &str, at: DateTime<Utc>, reason: String) -> Out
 struct Sg(std::time::Instant);
 impl Drop for Sg {
     fn drop(&mut self) {
-        tracing::warn!(ms = self.0.elapsed().as_secs_f64() * 1000.0, "TIMING in actor");
+        tracing::warn!(
+            ms = self.0.elapsed().as_secs_f64() * 1000.0,
+            "TIMING in actor"
+        );
     }
 }
 fn scopeguard(t: std::time::Instant) -> Sg {
@@ -256,7 +259,10 @@ impl Backend for DaemonBackend {
             let r = actor
                 .mutate(move |core| {
                     let t_in = std::time::Instant::now();
-                    tracing::warn!(wait_ms = t_call.elapsed().as_secs_f64() * 1000.0, "TIMING actor picked up");
+                    tracing::warn!(
+                        wait_ms = t_call.elapsed().as_secs_f64() * 1000.0,
+                        "TIMING actor picked up"
+                    );
                     let _guard = scopeguard(t_in);
                     for (req, run, spec) in &prepared {
                         for at in &req.instants {
@@ -267,7 +273,12 @@ impl Backend for DaemonBackend {
                 })
                 .await
                 .is_ok();
-            tracing::warn!(n, prep_ms = t_prep.as_secs_f64() * 1000.0, total_ms = t0.elapsed().as_secs_f64() * 1000.0, "TIMING fire batch");
+            tracing::warn!(
+                n,
+                prep_ms = t_prep.as_secs_f64() * 1000.0,
+                total_ms = t0.elapsed().as_secs_f64() * 1000.0,
+                "TIMING fire batch"
+            );
             r
         })
     }
