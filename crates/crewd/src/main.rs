@@ -154,7 +154,8 @@ async fn serve(
     };
     let state = {
         let j = journal.clone();
-        tokio::task::spawn_blocking(move || recovery::load_state(j.as_ref())).await??
+        let resident = config.resident_runs;
+        tokio::task::spawn_blocking(move || recovery::load_state(j.as_ref(), resident)).await??
     };
     tracing::info!(
         runs = state.summaries.len(),

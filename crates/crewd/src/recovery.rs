@@ -7,7 +7,7 @@ use crew_core::run::{EventBody, Pending, State, TaskStatus};
 use crew_journal::Journal;
 
 /// Snapshot + the journal after it. A corrupt entry is an error, never a silently shorter state.
-pub fn load_state(journal: &dyn Journal) -> anyhow::Result<State> {
+pub fn load_state(journal: &dyn Journal, resident_runs: usize) -> anyhow::Result<State> {
     let (mut state, mut after) = match journal.read_snapshot().context("reading the snapshot")? {
         Some((seq, bytes)) => {
             let st: State = serde_json::from_slice(&bytes)
@@ -38,6 +38,19 @@ pub fn load_state(journal: &dyn Journal) -> anyhow::Result<State> {
         }
     }
     state.last_seq = state.last_seq.max(journal.last_seq());
+    // Replay rebuilt every run it saw; keep only the newest finished ones resident (the rest
+    // load from the journal on demand), so memory and the next snapshot stay bounded. Not during
+    // the replay: a later event of an evicted run (a resume) would have nothing to apply to.
+    let finished: Vec<String> = {
+        let mut ids: Vec<&String> =
+            state.runs.iter().filter(|(_, r)| r.status.is_finished()).map(|(id, _)| id).collect();
+        ids.sort();
+        let excess = ids.len().saturating_sub(resident_runs);
+        ids.into_iter().take(excess).cloned().collect()
+    };
+    for id in finished {
+        state.evict(&id);
+    }
     Ok(state)
 }
 
