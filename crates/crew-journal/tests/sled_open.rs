@@ -31,8 +31,9 @@ fn closed_journal(dir: &Path) {
     journal.write_snapshot(250, b"state").unwrap();
     journal.forget_run("b").unwrap();
     drop(journal);
-    // sled writes its own snapshot file (snap.*) when it recovers, so reopen once to have one
-    drop(open(dir).unwrap());
+    // sled writes its own snapshot file (snap.*) when it recovers, so reopen once to have one.
+    // sled's background threads release the file lock shortly after the drop, not at it.
+    drop(reopen_when_unlocked(dir));
     assert!(!snapshot_files(dir).is_empty());
 }
 
@@ -445,5 +446,18 @@ fn other_programs_sled_databases_are_refused_and_kept() {
             None => db.open_tree("users").unwrap().get("k").unwrap().unwrap(),
         };
         assert_eq!(value.as_ref(), b"v", "{name}");
+    }
+}
+
+/// Open `dir`, waiting (bounded) for a just-dropped handle in this process to release its lock.
+fn reopen_when_unlocked(dir: &Path) -> crew_journal::SledJournal {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        match open(dir) {
+            Err(crew_journal::JournalError::Locked { .. }) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(20))
+            }
+            other => return other.unwrap(),
+        }
     }
 }

@@ -155,16 +155,17 @@ impl Config {
                 .span()
                 .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1)
                 .unwrap_or(0);
+            // The span covers the key (unknown field) or the value (bad value): the key is what
+            // stands before `=` on that line.
             let key = e
                 .span()
-                .and_then(|s| text.get(s.clone()))
-                .map(|k| {
-                    k.split(['=', '\n'])
-                        .next()
-                        .unwrap_or(k)
-                        .trim()
-                        .trim_matches('"')
-                        .to_string()
+                .and_then(|sp| {
+                    let start = text[..sp.start.min(text.len())].rfind('\n').map_or(0, |n| n + 1);
+                    let line_text = text[start..].lines().next().unwrap_or("");
+                    match line_text.split_once('=') {
+                        Some((k, _)) => Some(k.trim().trim_matches('"').to_string()),
+                        None => text.get(sp).map(|k| k.trim().trim_matches(['"', '[', ']']).to_string()),
+                    }
                 })
                 .unwrap_or_default();
             ConfigError::Invalid {

@@ -324,7 +324,7 @@ fn diamond_readiness_is_exact_and_dispatch_streams() {
         "diamond",
         &[
             ("root", "", "Start."),
-            ("slow", "root", "Take your time. [fake:sleep=1500ms]"),
+            ("slow", "root", "Take your time. [fake:sleep=1500ms] [fake:turns=6]"),
             ("fast", "root", "Be quick."),
             ("after_fast", "fast", "Follow up."),
             ("join", "slow, after_fast", "Join."),
@@ -459,13 +459,14 @@ fn silent_worker_is_stopped_by_the_watchdog_and_retried() {
 
 #[test]
 fn worker_ignoring_sigterm_is_killed_after_the_grace() {
-    let d = daemon("max_attempts = 1\n");
+    let d = daemon("max_attempts = 1\nkill_grace_ms = 2000");
     one_step_team(
         &d,
         "stubborn",
         "Ignore TERM. [fake:ignore-sigterm] [fake:silent]",
         "explorer",
     );
+    let cpu_before = cpu_ms(d.pid());
     let run = d.run("stubborn goal", json!({"team": "stubborn"}));
     assert_eq!(d.wait(&run), "failed");
     let evs = d.events(Some(&run));
@@ -477,22 +478,40 @@ fn worker_ignoring_sigterm_is_killed_after_the_grace() {
         "group {} still has processes",
         pids[0]
     );
-    let spawned: chrono::DateTime<chrono::Utc> = of_type(&evs, "worker.spawned")[0]["time"]
-        .as_str()
-        .unwrap()
-        .parse()
-        .unwrap();
-    let failed: chrono::DateTime<chrono::Utc> = of_type(&evs, "task.failed")[0]["time"]
-        .as_str()
-        .unwrap()
-        .parse()
-        .unwrap();
-    let ms = (failed - spawned).num_milliseconds();
+    let time = |t: &str| -> chrono::DateTime<chrono::Utc> {
+        of_type(&evs, t)[0]["time"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let ms = (time("task.failed") - time("worker.spawned")).num_milliseconds();
     assert!(
-        ms >= 1500 + 500,
+        ms >= 1500 + 2000,
         "SIGKILL came before the grace ran out ({ms} ms)"
     );
     assert!(d.log_text().contains("ignored SIGTERM"));
+    // Waiting out the grace is waiting, not spinning.
+    let cpu = cpu_ms(d.pid()) - cpu_before;
+    // (A loop woken by instants already past used ~350 ms here; idle waiting ~20 ms.)
+    assert!(
+        cpu < 200,
+        "the daemon used {cpu} ms of CPU during a 3.5 s attempt"
+    );
+}
+
+/// CPU time (user + system) a process used so far, in ms.
+fn cpu_ms(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let rest = &stat[stat.rfind(')').unwrap() + 1..];
+    let f: Vec<u64> = rest
+        .split_whitespace()
+        .map(|x| x.parse().unwrap_or(0))
+        .collect();
+    // utime and stime are fields 14 and 15 of the whole line (11 and 12 after the name).
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
+    (f[11] + f[12]) * 1000 / hz
 }
 
 #[test]
@@ -698,7 +717,7 @@ fn bad_run_requests_are_refused_with_the_field_named() {
 fn goal_of_100k_characters_goes_through_a_file() {
     let d = daemon("");
     one_step_team(&d, "big", "Handle it: {goal}", "explorer");
-    let goal = format!("[fake:sleep=1500ms] {}", "y".repeat(100_000));
+    let goal = format!("[fake:sleep=1500ms] [fake:turns=6] {}", "y".repeat(100_000));
     let run = d.run(&goal, json!({"team": "big"}));
     // While the worker runs, its argv names the prompt file instead of holding the prompt.
     let evs = wait_for_event(&d, &run, "worker.spawned");
@@ -713,7 +732,7 @@ fn goal_of_100k_characters_goes_through_a_file() {
     let prompt = artifact(&d, &run, &format!("prompts/{id}.md"));
     assert!(prompt.len() > 200_000, "goal twice in the prompt");
     let result = artifact(&d, &run, &format!("results/{id}.txt"));
-    assert!(result.starts_with("fake-agent: done with \"Goal: [fake:sleep=1500ms] yyyy"));
+    assert!(result.starts_with("fake-agent: done with \"Goal: [fake:sleep=1500ms] [fake:turns=6] yyyy"));
 }
 
 /// Block (on `team.wait`-like long polls of `team.events`) until the run has an event of type
@@ -1107,7 +1126,7 @@ fn a_free_slot_is_filled_as_soon_as_any_task_ends() {
         &d,
         "slots",
         &[
-            ("slow", "", "Take your time. [fake:sleep=1500ms]"),
+            ("slow", "", "Take your time. [fake:sleep=1500ms] [fake:turns=6]"),
             ("f1", "", "Quick."),
             ("f2", "", "Quick."),
             ("f3", "", "Quick."),

@@ -50,18 +50,24 @@ pub async fn call(socket: &Path, method: &str, params: Value) -> Result<Value, C
     let Some((head, body)) = text.split_once("\r\n\r\n") else {
         return Err(CallError::Transport(format!("no HTTP answer: {text:?}")));
     };
-    let body = if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+    let body = if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
         dechunk(body)
     } else {
         body.to_string()
     };
-    let v: Value = serde_json::from_str(&body)
-        .map_err(|e| CallError::Transport(format!("{e}: {body}")))?;
+    let v: Value =
+        serde_json::from_str(&body).map_err(|e| CallError::Transport(format!("{e}: {body}")))?;
     if let Some(r) = v.get("result") {
         return Ok(r.clone());
     }
     Err(CallError::Api {
-        code: v.pointer("/error/code").and_then(Value::as_i64).unwrap_or(0),
+        code: v
+            .pointer("/error/code")
+            .and_then(Value::as_i64)
+            .unwrap_or(0),
         message: v
             .pointer("/error/message")
             .and_then(Value::as_str)

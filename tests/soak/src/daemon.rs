@@ -100,7 +100,11 @@ impl Daemon {
         self.child = Some(child);
         let start = Instant::now();
         loop {
-            if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+            if let Some(status) = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
                 anyhow::bail!("crewd exited at start with {status}");
             }
             if client::call(&self.socket, "daemon.ping", json!({}))

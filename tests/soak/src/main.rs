@@ -40,7 +40,10 @@ fn args() -> anyhow::Result<Args> {
     };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
-        let mut v = || it.next().ok_or_else(|| anyhow::anyhow!("{k} needs a value"));
+        let mut v = || {
+            it.next()
+                .ok_or_else(|| anyhow::anyhow!("{k} needs a value"))
+        };
         match k.as_str() {
             "--crewd" => a.crewd = PathBuf::from(v()?),
             "--duration" => a.duration = Duration::from_secs(v()?.parse()?),
@@ -88,7 +91,6 @@ struct Counts {
     cancels: u64,
     resumes: u64,
     schedule_ops: u64,
-    refused: u64,
     lost_in_flight: u64,
     reconnects: u64,
     dropped_notices: u64,
@@ -162,7 +164,13 @@ async fn operator(socket: PathBuf, template: Value, model: Shared, seed: u64) {
             0..=3 if !runs.is_empty() => {
                 let id = runs[rng.random_range(0..runs.len())].clone();
                 set_expect(&model, &id, Expect::Unsure);
-                match call(&socket, "team.cancel", json!({"runId": id, "reason": "soak"})).await {
+                match call(
+                    &socket,
+                    "team.cancel",
+                    json!({"runId": id, "reason": "soak"}),
+                )
+                .await
+                {
                     Ok(r) => {
                         let e = if r["status"] == "cancelled" {
                             Expect::Cancelled
@@ -173,7 +181,9 @@ async fn operator(socket: PathBuf, template: Value, model: Shared, seed: u64) {
                         lock(&model).counts.cancels += 1;
                     }
                     // Already finished: nothing changed.
-                    Err(CallError::Api { code: 1002, .. }) => set_expect(&model, &id, Expect::Exists),
+                    Err(CallError::Api { code: 1002, .. }) => {
+                        set_expect(&model, &id, Expect::Exists)
+                    }
                     Err(CallError::Api { .. }) => set_expect(&model, &id, Expect::Exists),
                     Err(CallError::Transport(_)) => {}
                 }
@@ -216,12 +226,19 @@ async fn operator(socket: PathBuf, template: Value, model: Shared, seed: u64) {
             8 if !scheds.is_empty() => {
                 let id = scheds[rng.random_range(0..scheds.len())].clone();
                 let enabled = rng.random_bool(0.5);
-                lock(&model).schedules.insert(id.clone(), Sched { enabled: None });
+                lock(&model)
+                    .schedules
+                    .insert(id.clone(), Sched { enabled: None });
                 let p = json!({"id": id, "enabled": enabled, "intervalMs": rng.random_range(3000..8000)});
                 match call(&socket, "schedule.update", p).await {
                     Ok(j) => {
                         let mut m = lock(&model);
-                        m.schedules.insert(id, Sched { enabled: j["enabled"].as_bool() });
+                        m.schedules.insert(
+                            id,
+                            Sched {
+                                enabled: j["enabled"].as_bool(),
+                            },
+                        );
                         m.counts.schedule_ops += 1;
                     }
                     Err(CallError::Transport(_)) => {}
@@ -231,7 +248,9 @@ async fn operator(socket: PathBuf, template: Value, model: Shared, seed: u64) {
             9 if !scheds.is_empty() => {
                 let id = scheds[rng.random_range(0..scheds.len())].clone();
                 // Unsure until acknowledged.
-                lock(&model).schedules.insert(id.clone(), Sched { enabled: None });
+                lock(&model)
+                    .schedules
+                    .insert(id.clone(), Sched { enabled: None });
                 match call(&socket, "schedule.remove", json!({"id": id})).await {
                     Ok(_) => {
                         let mut m = lock(&model);
@@ -289,17 +308,26 @@ async fn follow(socket: PathBuf, mut st: SubState, model: Shared) -> SubState {
             if st.run.is_none() && seq != st.last_seq + 1 {
                 violation(
                     &model,
-                    format!("subscriber {who}: seq {seq} after {} (gap or repeat)", st.last_seq),
+                    format!(
+                        "subscriber {who}: seq {seq} after {} (gap or repeat)",
+                        st.last_seq
+                    ),
                 );
             }
             if seq <= st.last_seq {
-                violation(&model, format!("subscriber {who}: seq {seq} not after {}", st.last_seq));
+                violation(
+                    &model,
+                    format!("subscriber {who}: seq {seq} not after {}", st.last_seq),
+                );
             }
             if let Some(rs) = ev["runSeq"].as_u64() {
                 if st.run.is_some() {
                     if let Some(prev) = st.last_run_seq {
                         if rs != prev + 1 {
-                            violation(&model, format!("subscriber {who}: runSeq {rs} after {prev}"));
+                            violation(
+                                &model,
+                                format!("subscriber {who}: runSeq {rs} after {prev}"),
+                            );
                         }
                     }
                     st.last_run_seq = Some(rs);
@@ -319,7 +347,11 @@ async fn follow(socket: PathBuf, mut st: SubState, model: Shared) -> SubState {
 async fn check(d: &Daemon, model: &Shared, checked_upto: &mut u64) {
     let socket = &d.socket;
     // 1. Acknowledged runs and their acknowledged cancels/resumes.
-    let runs: Vec<(String, Expect)> = lock(model).runs.iter().map(|(k, v)| (k.clone(), *v)).collect();
+    let runs: Vec<(String, Expect)> = lock(model)
+        .runs
+        .iter()
+        .map(|(k, v)| (k.clone(), *v))
+        .collect();
     for (id, expect) in &runs {
         match call(socket, "team.status", json!({"runId": id})).await {
             Ok(st) => {
@@ -330,10 +362,22 @@ async fn check(d: &Daemon, model: &Shared, checked_upto: &mut u64) {
                     _ => false,
                 };
                 if bad {
-                    violation(model, format!("run {id}: status {status}, acknowledged {expect:?}"));
+                    violation(
+                        model,
+                        format!("run {id}: status {status}, acknowledged {expect:?}"),
+                    );
                 }
             }
-            Err(e) => violation(model, format!("acknowledged run {id} is gone: {e}")),
+            Err(e) => {
+                // Tell a run that is gone from one that is briefly reported missing.
+                let again = call(socket, "team.status", json!({"runId": id})).await;
+                let what = if again.is_ok() {
+                    "reported missing once, found on retry"
+                } else {
+                    "is gone"
+                };
+                violation(model, format!("acknowledged run {id} {what}: {e}"));
+            }
         }
     }
     // 2. Schedules.
@@ -354,7 +398,10 @@ async fn check(d: &Daemon, model: &Shared, checked_upto: &mut u64) {
                     None => violation(model, format!("acknowledged schedule {id} is gone")),
                     Some(en) if s.enabled.is_some() && *en != s.enabled => violation(
                         model,
-                        format!("schedule {id}: enabled {en:?}, acknowledged {:?}", s.enabled),
+                        format!(
+                            "schedule {id}: enabled {en:?}, acknowledged {:?}",
+                            s.enabled
+                        ),
                     ),
                     _ => {}
                 }
@@ -369,7 +416,13 @@ async fn check(d: &Daemon, model: &Shared, checked_upto: &mut u64) {
     }
     // 3. The journal's seqs are contiguous.
     loop {
-        match call(socket, "team.events", json!({"afterSeq": *checked_upto, "limit": 5000})).await {
+        match call(
+            socket,
+            "team.events",
+            json!({"afterSeq": *checked_upto, "limit": 1000}),
+        )
+        .await
+        {
             Ok(r) => {
                 let evs = r["events"].as_array().cloned().unwrap_or_default();
                 if evs.is_empty() {
@@ -402,7 +455,10 @@ async fn check(d: &Daemon, model: &Shared, checked_upto: &mut u64) {
                 violation(model, format!("running without a live worker: {m}"));
             }
             for o in orphans {
-                violation(model, format!("fake agent pid {o} works for no running task"));
+                violation(
+                    model,
+                    format!("fake agent pid {o} works for no running task"),
+                );
             }
             break;
         }
@@ -415,7 +471,12 @@ async fn workers(d: &Daemon) -> (Vec<String>, Vec<u32>) {
     let socket = &d.socket;
     let mut missing = Vec::new();
     let mut owned = BTreeSet::new();
-    let list = call(socket, "team.list", json!({"limit": 10000})).await;
+    let list = call(
+        socket,
+        "team.list",
+        json!({"status": "running", "limit": 1000}),
+    )
+    .await;
     let runs = list
         .ok()
         .and_then(|l| l["runs"].as_array().cloned())
@@ -439,11 +500,7 @@ async fn workers(d: &Daemon) -> (Vec<String>, Vec<u32>) {
         if running.is_empty() {
             continue;
         }
-        let evs = call(socket, "team.events", json!({"runId": id, "limit": 100000}))
-            .await
-            .ok()
-            .and_then(|r| r["events"].as_array().cloned())
-            .unwrap_or_default();
+        let evs = run_events(socket, id).await;
         for (task, attempt) in running {
             let pid = evs
                 .iter()
@@ -468,6 +525,28 @@ async fn workers(d: &Daemon) -> (Vec<String>, Vec<u32>) {
         .filter(|p| !owned.contains(p) && daemon::live_parent(*p) != Some(d.pid()))
         .collect();
     (missing, orphans)
+}
+
+/// All of one run's events, page by page.
+async fn run_events(socket: &std::path::Path, id: &str) -> Vec<Value> {
+    let mut out = Vec::new();
+    let mut after = 0u64;
+    loop {
+        let page = call(
+            socket,
+            "team.events",
+            json!({"runId": id, "afterSeq": after, "limit": 1000}),
+        )
+        .await
+        .ok()
+        .and_then(|r| r["events"].as_array().cloned())
+        .unwrap_or_default();
+        let Some(last) = page.last().and_then(|e| e["seq"].as_u64()) else {
+            return out;
+        };
+        after = last;
+        out.extend(page);
+    }
 }
 
 fn schedule_template(d: &Daemon) -> Value {
@@ -527,7 +606,12 @@ async fn soak(a: &Args) -> anyhow::Result<bool> {
         let params: Vec<Value> = (0..rng.random_range(3..15))
             .map(|_| run_params(&d, &mut rng))
             .collect();
-        let start = tokio::spawn(starter(d.socket.clone(), params, model.clone(), rng.random()));
+        let start = tokio::spawn(starter(
+            d.socket.clone(),
+            params,
+            model.clone(),
+            rng.random(),
+        ));
         let ops = tokio::spawn(operator(
             d.socket.clone(),
             schedule_template(&d),
@@ -606,7 +690,10 @@ async fn soak(a: &Args) -> anyhow::Result<bool> {
             m.counts.max_rss_mb = m.counts.max_rss_mb.max(rss);
         }
         if rss > a.max_rss_mb {
-            violation(&model, format!("crewd VmRSS {rss:.0} MB > {} MB", a.max_rss_mb));
+            violation(
+                &model,
+                format!("crewd VmRSS {rss:.0} MB > {} MB", a.max_rss_mb),
+            );
         }
         let m = lock(&model);
         println!(

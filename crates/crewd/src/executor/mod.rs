@@ -379,13 +379,10 @@ async fn run_process(
                 .to_string()
         });
     let sys_name = format!("prompts/{}.system.md", spec.task_id);
+    // The worker's input, not an artifact any event names: no fsync needed (it is rewritten for
+    // every attempt, and the agent reads it right away).
     let system_prompt_file = match blocking(|| {
-        artifacts::put(
-            run_dir,
-            &sys_name,
-            "prompt",
-            spec.plan.system_prompt.as_bytes(),
-        )
+        std::fs::write(run_dir.join(&sys_name), spec.plan.system_prompt.as_bytes())
     }) {
         Ok(_) => Some(run_dir.join(&sys_name).display().to_string()),
         Err(e) => {
@@ -558,14 +555,19 @@ async fn run_process(
             break;
         }
         let last_output = out.last.max(last_stderr);
-        // The next instant something must happen without input.
-        let mut deadline = (last_output + no_output).min(task_deadline);
-        if let Some(d) = out.final_at {
-            deadline = deadline.min((last_output + quiet).max(d).min(d + drain_max));
-        }
-        if let Some(t) = term_sent_at {
-            deadline = deadline.min(t + grace);
-        }
+        // The next instant something must happen without input. Once the worker was told to
+        // stop, only the grace counts: the watchdog, timeout and drain instants are past and
+        // would wake the loop over and over.
+        let mut deadline = match term_sent_at {
+            Some(t) => t + grace,
+            None => {
+                let mut d = (last_output + no_output).min(task_deadline);
+                if let Some(f) = out.final_at {
+                    d = d.min((last_output + quiet).max(f).min(f + drain_max));
+                }
+                d
+            }
+        };
         if out.progress_dirty {
             deadline = deadline.min(last_progress + PROGRESS_EVERY);
         }

@@ -87,9 +87,12 @@ fn is_fire_instant(job: &ScheduleJob, at: DateTime<Utc>) -> bool {
 pub enum Outcome {
     Fired(String),
     Skipped(String),
-    /// Not this job's fire any more (removed, disabled, changed, or already handled): nothing
-    /// journaled.
+    /// Not this job's fire any more (removed, disabled, rescheduled, or already handled):
+    /// nothing journaled.
     Stale,
+    /// Still due, but the job's run params changed since the run was prepared: nothing
+    /// journaled; prepare again.
+    ParamsChanged,
 }
 
 /// Fire `job_id` for the scheduled instant `at`, with the run prepared from `run` (the params
@@ -106,10 +109,12 @@ pub fn fire_scheduled(
     };
     let current = job.enabled
         && job.last_fire_at.is_none_or(|last| at > last)
-        && &job.run == run
         && is_fire_instant(job, at);
     if !current {
         return Outcome::Stale;
+    }
+    if &job.run != run {
+        return Outcome::ParamsChanged;
     }
     let overlap = job.overlap;
     let spec = match spec {
@@ -195,91 +200,107 @@ fn skip(core: &mut Core, job_id: &str, at: DateTime<Utc>, reason: String) -> Out
     Outcome::Skipped(reason)
 }
 
-struct Sg(std::time::Instant);
-impl Drop for Sg {
-    fn drop(&mut self) {
-        tracing::warn!(
-            ms = self.0.elapsed().as_secs_f64() * 1000.0,
-            "TIMING in actor"
-        );
-    }
-}
-fn scopeguard(t: std::time::Instant) -> Sg {
-    Sg(t)
-}
-
 /// The timer loop's way into the daemon.
 pub struct DaemonBackend {
     pub shared: Arc<Shared>,
     pub actor: Actor,
 }
 
+/// One job's fire, prepared from the params it had when read.
+struct Ready {
+    req: FireRequest,
+    run: serde_json::Value,
+    spec: Result<RunSpec, String>,
+}
+
+impl DaemonBackend {
+    /// Read the jobs' current params and prepare their runs side by side (resource reads must
+    /// not add up across a burst of fires).
+    async fn prepare(&self, batch: Vec<FireRequest>) -> Option<Vec<Ready>> {
+        let ids: Vec<String> = batch.iter().map(|r| r.id.clone()).collect();
+        let runs = read(&self.actor, move |core| {
+            ids.iter()
+                .map(|id| core.state.schedules.get(id).map(|j| j.run.clone()))
+                .collect::<Vec<_>>()
+        })
+        .await?;
+        let jobs = batch.into_iter().zip(runs).filter_map(|(req, run)| {
+            let shared = self.shared.clone();
+            run.map(|run| async move {
+                let spec = prepare_run(&shared, &run).await.map_err(|e| e.message);
+                Ready { req, run, spec }
+            })
+        });
+        Some(futures::future::join_all(jobs).await)
+    }
+
+    /// Fire prepared jobs in one actor job. `None`: nothing could be journaled. Otherwise the
+    /// requests whose params changed since they were read.
+    async fn fire_ready(&self, ready: Vec<Ready>) -> Option<Vec<FireRequest>> {
+        if ready.is_empty() {
+            return Some(Vec::new());
+        }
+        self.actor
+            .mutate(move |core| {
+                let mut changed = Vec::new();
+                for r in ready {
+                    let mut again = Vec::new();
+                    for at in &r.req.instants {
+                        if fire_scheduled(core, &r.req.id, *at, &r.run, &r.spec)
+                            == Outcome::ParamsChanged
+                        {
+                            again.push(*at);
+                        }
+                    }
+                    if !again.is_empty() {
+                        changed.push(FireRequest {
+                            id: r.req.id,
+                            instants: again,
+                        });
+                    }
+                }
+                Ok(changed)
+            })
+            .await
+            .ok()
+    }
+}
+
 impl Backend for DaemonBackend {
     fn load_jobs(&self) -> BoxFuture<'static, Option<Vec<ScheduleJob>>> {
         let actor = self.actor.clone();
         Box::pin(async move {
-            read(&actor, |core| {
-                core.state.schedules.values().cloned().collect()
-            })
-            .await
+            read(&actor, |core| core.state.schedules.values().cloned().collect()).await
         })
     }
 
-    fn fire(&self, batch: Vec<FireRequest>) -> BoxFuture<'static, bool> {
-        let actor = self.actor.clone();
-        let shared = self.shared.clone();
+    fn fire(
+        &self,
+        batch: Vec<FireRequest>,
+        at: Option<tokio::time::Instant>,
+    ) -> BoxFuture<'static, bool> {
+        let this = DaemonBackend {
+            shared: self.shared.clone(),
+            actor: self.actor.clone(),
+        };
         Box::pin(async move {
-            let t0 = std::time::Instant::now();
-            let n = batch.len();
-            let ids: Vec<String> = batch.iter().map(|r| r.id.clone()).collect();
-            let Some(runs) = read(&actor, move |core| {
-                ids.iter()
-                    .map(|id| core.state.schedules.get(id).map(|j| j.run.clone()))
-                    .collect::<Vec<_>>()
-            })
-            .await
-            else {
+            let Some(ready) = this.prepare(batch).await else {
                 return false;
             };
-            // Prepared side by side: resource reads must not add up across a burst of fires.
-            let prepared =
-                futures::future::join_all(batch.into_iter().zip(runs).filter_map(|(req, run)| {
-                    let shared = shared.clone();
-                    run.map(|run| async move {
-                        let spec = prepare_run(&shared, &run).await.map_err(|e| e.message);
-                        (req, run, spec)
-                    })
-                }))
-                .await;
-            if prepared.is_empty() {
+            if let Some(at) = at {
+                tokio::time::sleep_until(at).await;
+            }
+            let Some(changed) = this.fire_ready(ready).await else {
+                return false;
+            };
+            if changed.is_empty() {
                 return true;
             }
-            let t_prep = t0.elapsed();
-            let t_call = std::time::Instant::now();
-            let r = actor
-                .mutate(move |core| {
-                    let t_in = std::time::Instant::now();
-                    tracing::warn!(
-                        wait_ms = t_call.elapsed().as_secs_f64() * 1000.0,
-                        "TIMING actor picked up"
-                    );
-                    let _guard = scopeguard(t_in);
-                    for (req, run, spec) in &prepared {
-                        for at in &req.instants {
-                            fire_scheduled(core, &req.id, *at, run, spec);
-                        }
-                    }
-                    Ok(())
-                })
-                .await
-                .is_ok();
-            tracing::warn!(
-                n,
-                prep_ms = t_prep.as_secs_f64() * 1000.0,
-                total_ms = t0.elapsed().as_secs_f64() * 1000.0,
-                "TIMING fire batch"
-            );
-            r
+            // Params changed while the runs were prepared ahead: once more, with the new ones.
+            let Some(ready) = this.prepare(changed).await else {
+                return false;
+            };
+            this.fire_ready(ready).await.is_some()
         })
     }
 }

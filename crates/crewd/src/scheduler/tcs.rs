@@ -61,6 +61,10 @@ impl TcsTimers {
         }
     }
 
+    pub fn is_armed(&self, id: &str) -> bool {
+        self.uuids.contains_key(id)
+    }
+
     pub async fn disarm(&mut self, id: &str) {
         if let Some(uuid) = self.uuids.remove(id) {
             // A one-shot that already fired is gone from the crate; its removal is a no-op.

@@ -104,6 +104,14 @@ impl Queue {
         self.by_job.get(id)
     }
 
+    /// Armed jobs waking at or before `until`, earliest first.
+    pub fn waking_by(&self, until: DateTime<Utc>) -> impl Iterator<Item = (&str, &Armed)> {
+        self.order
+            .iter()
+            .take_while(move |(wake, _)| *wake <= until)
+            .filter_map(|(_, id)| self.by_job.get(id).map(|a| (&**id, a)))
+    }
+
     pub fn earliest_wake(&self) -> Option<DateTime<Utc>> {
         self.order.first().map(|(t, _)| *t)
     }
