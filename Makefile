@@ -102,8 +102,8 @@ bench: ## run the benchmarks
 	$(CARGO) bench --workspace
 
 fuzz: ## run the fuzz targets (fuzz/)
-ifneq ($(wildcard fuzz/.),)
-	$(MAKE) -C fuzz run
+ifneq ($(wildcard fuzz/run.sh),)
+	bash fuzz/run.sh
 else
 	@echo "make fuzz: there is no fuzz/ directory" >&2; exit 1
 endif

@@ -2,7 +2,11 @@
 //! keeps one armed instant per enabled job, and when instants come hands them to the backend,
 //! which fires them through the actor. Two wake-up sources look at the same queue: the
 //! tokio-cron-scheduler one-shots (see `tcs.rs`) and, unless turned off, a `sleep_until` on the
-//! earliest armed instant, because the crate alone is up to ~1.5 s late (see `scheduler.rs`).
+//! earliest armed wake-up, because the crate alone is up to ~1.5 s late (see `scheduler.rs`).
+//!
+//! With the precise wake-up a job wakes `LEAD` before its instant: its run is prepared
+//! (resources read, plan built: tens of milliseconds for a burst of fires) and the fire itself
+//! waits for the instant, so the instant is not late by the preparation.
 //!
 //! Ordering: the writer publishes a batch's events on the bus before it answers the batch's
 //! callers, and the loop polls the bus before completion messages (`biased`), so when a fire's
@@ -14,7 +18,7 @@ use crate::shared::Published;
 use chrono::{DateTime, TimeDelta, Utc};
 use crew_core::run::{Event, EventBody, ScheduleJob};
 use futures::future::BoxFuture;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{broadcast, mpsc, oneshot};
@@ -24,11 +28,17 @@ use uuid::Uuid;
 /// machine slept, the clock jumped, the journal could not write for a while) the fires are
 /// "missed" and the job's `catchUp` decides, as after downtime.
 pub const GRACE: TimeDelta = TimeDelta::seconds(30);
+/// How long before its instant a fire is prepared (with the precise wake-up).
+pub const LEAD: TimeDelta = TimeDelta::seconds(1);
 /// A batch the actor refused (storage failing) is tried again this much later.
 const RETRY: TimeDelta = TimeDelta::seconds(1);
 /// The loop looks at the queue at least this often, whatever the timers say: a lost wake-up
 /// or a wall-clock jump delays a fire by at most this.
 const SWEEP: Duration = Duration::from_secs(20);
+/// Only wake-ups this close get a tokio-cron-scheduler one-shot (each costs ~0.8 KB in the
+/// crate, and its poll copies all of them twice a second); the sweep registers the rest as
+/// they come near.
+const TCS_HORIZON: TimeDelta = TimeDelta::minutes(10);
 
 /// Wall-clock time, and where on tokio's clock a wall-clock instant falls.
 pub trait Clock: Send + 'static {
@@ -49,7 +59,7 @@ impl Clock for WallClock {
     }
 }
 
-/// One job's instants to fire now, oldest first.
+/// One job's instants to fire, oldest first.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FireRequest {
     pub id: String,
@@ -60,15 +70,27 @@ pub struct FireRequest {
 pub trait Backend: Send + Sync + 'static {
     /// Every job as the state has it now (`None`: the daemon is going away).
     fn load_jobs(&self) -> BoxFuture<'static, Option<Vec<ScheduleJob>>>;
-    /// Fire (or skip, by overlap) each instant and journal the outcome. `false` when nothing
-    /// could be journaled (the journal is failing, or the daemon is shutting down).
-    fn fire(&self, batch: Vec<FireRequest>) -> BoxFuture<'static, bool>;
+    /// Prepare the runs, wait until `at` if given, then fire (or skip, by overlap) each
+    /// instant and journal the outcome. `false` when nothing could be journaled (the journal
+    /// is failing, or the daemon is shutting down).
+    fn fire(
+        &self,
+        batch: Vec<FireRequest>,
+        at: Option<tokio::time::Instant>,
+    ) -> BoxFuture<'static, bool>;
 }
 
 struct Done {
     /// Job, and the instant its next fire must come after.
     items: Vec<(String, DateTime<Utc>)>,
     ok: bool,
+}
+
+/// Requests of one batch and what to re-arm them from.
+#[derive(Default)]
+struct Batch {
+    requests: Vec<FireRequest>,
+    items: Vec<(String, DateTime<Utc>)>,
 }
 
 pub struct Engine<B: Backend, C: Clock> {
@@ -79,16 +101,18 @@ pub struct Engine<B: Backend, C: Clock> {
     in_flight: HashSet<String>,
     tcs: Option<TcsTimers>,
     precise: bool,
+    lead: TimeDelta,
     events: broadcast::Receiver<Published>,
     done_tx: mpsc::UnboundedSender<Done>,
     done_rx: mpsc::UnboundedReceiver<Done>,
     wake_rx: mpsc::UnboundedReceiver<(Arc<str>, Uuid)>,
+    next_sweep: tokio::time::Instant,
     closed: bool,
 }
 
 impl<B: Backend, C: Clock> Engine<B, C> {
     /// `tcs`: the crate's timers (woken through `wake_rx`); `precise`: also wake at the
-    /// earliest armed instant ourselves.
+    /// earliest armed instant ourselves (and prepare fires ahead).
     pub fn new(
         backend: Arc<B>,
         clock: C,
@@ -106,10 +130,12 @@ impl<B: Backend, C: Clock> Engine<B, C> {
             in_flight: HashSet::new(),
             tcs,
             precise,
+            lead: if precise { LEAD } else { TimeDelta::zero() },
             events,
             done_tx,
             done_rx,
             wake_rx,
+            next_sweep: tokio::time::Instant::now() + SWEEP,
             closed: false,
         }
     }
@@ -131,15 +157,12 @@ impl<B: Backend, C: Clock> Engine<B, C> {
             self.jobs.insert(job.id.clone(), timing);
             if let Some(at) = next {
                 let grace = if at <= now { TimeDelta::zero() } else { GRACE };
-                self.arm(
-                    &job.id,
-                    Armed {
-                        at,
-                        wake: at,
-                        grace,
-                    },
-                )
-                .await;
+                let armed = Armed {
+                    at,
+                    wake: at - self.lead,
+                    grace,
+                };
+                self.arm(&job.id, armed).await;
             }
         }
         tracing::info!(
@@ -151,10 +174,9 @@ impl<B: Backend, C: Clock> Engine<B, C> {
 
     pub async fn run(mut self, mut stop: oneshot::Receiver<()>) {
         while !self.closed {
-            let sweep = tokio::time::Instant::now() + SWEEP;
             let wake = match self.queue.earliest_wake() {
-                Some(t) if self.precise => self.clock.instant_at(t).min(sweep),
-                _ => sweep,
+                Some(t) if self.precise => self.clock.instant_at(t).min(self.next_sweep),
+                _ => self.next_sweep,
             };
             tokio::select! {
                 biased;
@@ -165,6 +187,10 @@ impl<B: Backend, C: Clock> Engine<B, C> {
                 _ = tokio::time::sleep_until(wake) => {}
             }
             self.fire_due().await;
+            if tokio::time::Instant::now() >= self.next_sweep {
+                self.next_sweep = tokio::time::Instant::now() + SWEEP;
+                self.extend_tcs_horizon().await;
+            }
         }
         if let Some(tcs) = self.tcs.take() {
             tcs.shutdown().await;
@@ -253,20 +279,7 @@ impl<B: Backend, C: Clock> Engine<B, C> {
         if unchanged && self.queue.get(&job.id).is_some() {
             return;
         }
-        match next {
-            Some(at) => {
-                self.arm(
-                    &job.id,
-                    Armed {
-                        at,
-                        wake: at,
-                        grace: GRACE,
-                    },
-                )
-                .await
-            }
-            None => self.disarm(&job.id).await,
-        }
+        self.arm_at(&job.id, next).await;
     }
 
     async fn remove(&mut self, id: &str) {
@@ -307,20 +320,7 @@ impl<B: Backend, C: Clock> Engine<B, C> {
             .get(id)
             .filter(|j| j.enabled)
             .and_then(|j| j.next_after(j.cursor().max(from)));
-        match next {
-            Some(at) => {
-                self.arm(
-                    id,
-                    Armed {
-                        at,
-                        wake: at,
-                        grace: GRACE,
-                    },
-                )
-                .await
-            }
-            None => self.disarm(id).await,
-        }
+        self.arm_at(id, next).await;
     }
 
     /// Nothing was journaled: the owed instant is still owed; look again a little later.
@@ -332,15 +332,12 @@ impl<B: Backend, C: Clock> Engine<B, C> {
             .and_then(|j| j.next_after(j.cursor()));
         match owed {
             Some(at) => {
-                self.arm(
-                    id,
-                    Armed {
-                        at,
-                        wake: now + RETRY,
-                        grace: GRACE,
-                    },
-                )
-                .await
+                let armed = Armed {
+                    at,
+                    wake: now + RETRY,
+                    grace: GRACE,
+                };
+                self.arm(id, armed).await
             }
             None => self.disarm(id).await,
         }
@@ -366,8 +363,9 @@ impl<B: Backend, C: Clock> Engine<B, C> {
         if self.queue.earliest_wake().is_none_or(|t| t > now) {
             return;
         }
-        let mut requests = Vec::new();
-        let mut items = Vec::new();
+        // On-time fires, by instant (each batch waits for its instant); overdue ones at once.
+        let mut on_time: BTreeMap<DateTime<Utc>, Batch> = BTreeMap::new();
+        let mut overdue = Batch::default();
         let mut idle = Vec::new();
         let mut dropped = Vec::new();
         for (id, armed) in self.queue.take_due(now) {
@@ -376,24 +374,27 @@ impl<B: Backend, C: Clock> Engine<B, C> {
                 continue;
             };
             let plan = plan_fire(job, &armed, now);
-            if plan.instants.is_empty() {
-                idle.push((id, plan.resume_from));
-                continue;
-            }
+            let batch = match plan.instants.as_slice() {
+                [] => {
+                    idle.push((id, plan.resume_from));
+                    continue;
+                }
+                [at] if *at > now => on_time.entry(*at).or_default(),
+                _ => &mut overdue,
+            };
             self.in_flight.insert(id.clone());
-            items.push((id.clone(), plan.resume_from));
-            requests.push(FireRequest {
+            batch.items.push((id.clone(), plan.resume_from));
+            batch.requests.push(FireRequest {
                 id,
                 instants: plan.instants,
             });
         }
-        if !requests.is_empty() {
-            let backend = self.backend.clone();
-            let tx = self.done_tx.clone();
-            tokio::spawn(async move {
-                let ok = backend.fire(requests).await;
-                let _ = tx.send(Done { items, ok });
-            });
+        if !overdue.requests.is_empty() {
+            self.spawn_fire(overdue, None);
+        }
+        for (at, batch) in on_time {
+            let at = self.clock.instant_at(at);
+            self.spawn_fire(batch, Some(at));
         }
         for (id, from) in idle {
             self.rearm_after(&id, from).await;
@@ -403,10 +404,41 @@ impl<B: Backend, C: Clock> Engine<B, C> {
         }
     }
 
+    fn spawn_fire(&self, batch: Batch, at: Option<tokio::time::Instant>) {
+        let backend = self.backend.clone();
+        let tx = self.done_tx.clone();
+        tokio::spawn(async move {
+            let ok = backend.fire(batch.requests, at).await;
+            let _ = tx.send(Done {
+                items: batch.items,
+                ok,
+            });
+        });
+    }
+
+    async fn arm_at(&mut self, id: &str, at: Option<DateTime<Utc>>) {
+        match at {
+            Some(at) => {
+                let armed = Armed {
+                    at,
+                    wake: at - self.lead,
+                    grace: GRACE,
+                };
+                self.arm(id, armed).await
+            }
+            None => self.disarm(id).await,
+        }
+    }
+
     async fn arm(&mut self, id: &str, armed: Armed) {
         self.queue.arm(id, armed);
+        let near = armed.wake <= self.clock.now() + TCS_HORIZON;
         if let Some(tcs) = self.tcs.as_mut() {
-            tcs.arm(id, armed.wake).await;
+            if near {
+                tcs.arm(id, armed.wake).await;
+            } else {
+                tcs.disarm(id).await;
+            }
         }
     }
 
@@ -414,6 +446,23 @@ impl<B: Backend, C: Clock> Engine<B, C> {
         self.queue.disarm(id);
         if let Some(tcs) = self.tcs.as_mut() {
             tcs.disarm(id).await;
+        }
+    }
+
+    /// Give a tokio-cron-scheduler one-shot to every wake-up that came within the horizon.
+    async fn extend_tcs_horizon(&mut self) {
+        let Some(tcs) = self.tcs.as_mut() else {
+            return;
+        };
+        let until = self.clock.now() + TCS_HORIZON;
+        let missing: Vec<(String, DateTime<Utc>)> = self
+            .queue
+            .waking_by(until)
+            .filter(|(id, _)| !tcs.is_armed(id))
+            .map(|(id, a)| (id.to_string(), a.wake))
+            .collect();
+        for (id, wake) in missing {
+            tcs.arm(&id, wake).await;
         }
     }
 }

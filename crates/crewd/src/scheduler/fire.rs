@@ -107,9 +107,8 @@ pub fn fire_scheduled(
     let Some(job) = core.state.schedules.get(job_id) else {
         return Outcome::Stale;
     };
-    let current = job.enabled
-        && job.last_fire_at.is_none_or(|last| at > last)
-        && is_fire_instant(job, at);
+    let current =
+        job.enabled && job.last_fire_at.is_none_or(|last| at > last) && is_fire_instant(job, at);
     if !current {
         return Outcome::Stale;
     }
@@ -270,7 +269,10 @@ impl Backend for DaemonBackend {
     fn load_jobs(&self) -> BoxFuture<'static, Option<Vec<ScheduleJob>>> {
         let actor = self.actor.clone();
         Box::pin(async move {
-            read(&actor, |core| core.state.schedules.values().cloned().collect()).await
+            read(&actor, |core| {
+                core.state.schedules.values().cloned().collect()
+            })
+            .await
         })
     }
 

@@ -2,11 +2,13 @@
 //! time it happened and journals it back on a bus, as the actor would.
 
 use super::engine::{Backend, Clock, Engine, FireRequest};
+use super::timing::JobTiming;
 use crate::shared::Published;
 use chrono::{DateTime, TimeDelta, Utc};
 use crew_core::run::{Event, EventBody, ScheduleJob};
 use crew_core::schedule::{CatchUp, Overlap, ScheduleSpec};
 use futures::future::BoxFuture;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -60,10 +62,24 @@ struct Fake {
     fires: Mutex<Vec<Fired>>,
     /// Batches to refuse (as while the journal cannot write).
     refuse: AtomicUsize,
+    /// The jobs as the actor would see them, to refuse stale fires as it does.
+    jobs: Mutex<HashMap<String, ScheduleJob>>,
 }
 
 impl Fake {
     fn publish(&self, body: EventBody) {
+        match &body {
+            EventBody::ScheduleAdded(job) | EventBody::ScheduleUpdated(job) => {
+                self.jobs
+                    .lock()
+                    .unwrap()
+                    .insert(job.id.clone(), (**job).clone());
+            }
+            EventBody::ScheduleRemoved { id, .. } => {
+                self.jobs.lock().unwrap().remove(id);
+            }
+            _ => {}
+        }
         let seq = self.seq.fetch_add(1, Ordering::SeqCst) + 1;
         let ev = Event {
             seq,
@@ -80,36 +96,73 @@ impl Fake {
             json: Arc::from(serde_json::to_string(&ev).unwrap()),
         });
     }
-}
 
-impl Backend for Fake {
-    fn load_jobs(&self) -> BoxFuture<'static, Option<Vec<ScheduleJob>>> {
-        Box::pin(async { Some(Vec::new()) })
+    /// The actor's checks: enabled, not handled yet, an instant of the current spec.
+    fn current(&self, id: &str, at: DateTime<Utc>) -> bool {
+        let mut jobs = self.jobs.lock().unwrap();
+        let Some(job) = jobs.get_mut(id) else {
+            return false;
+        };
+        let timing = JobTiming::from_job(job).unwrap();
+        let ok = job.enabled
+            && job.last_fire_at.is_none_or(|l| at > l)
+            && timing.next_after(at - TimeDelta::nanoseconds(1)) == Some(at);
+        if ok {
+            job.last_fire_at = Some(at);
+        }
+        ok
     }
 
-    fn fire(&self, batch: Vec<FireRequest>) -> BoxFuture<'static, bool> {
+    fn fire_now(&self, batch: Vec<FireRequest>) -> bool {
         let refuse = self
             .refuse
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
             .is_ok();
-        if !refuse {
-            for req in batch {
-                for at in req.instants {
-                    self.fires.lock().unwrap().push(Fired {
-                        id: req.id.clone(),
-                        at,
-                        when: self.clock.now(),
-                    });
-                    self.publish(EventBody::ScheduleFired {
-                        id: req.id.clone(),
-                        at,
-                        run_id: format!("run-{at}"),
-                        manual: false,
-                    });
+        if refuse {
+            return false;
+        }
+        for req in batch {
+            for at in req.instants {
+                if !self.current(&req.id, at) {
+                    continue;
                 }
+                self.fires.lock().unwrap().push(Fired {
+                    id: req.id.clone(),
+                    at,
+                    when: self.clock.now(),
+                });
+                self.publish(EventBody::ScheduleFired {
+                    id: req.id.clone(),
+                    at,
+                    run_id: format!("run-{at}"),
+                    manual: false,
+                });
             }
         }
-        Box::pin(async move { !refuse })
+        true
+    }
+}
+
+struct FakeBackend(Arc<Fake>);
+
+impl Backend for FakeBackend {
+    fn load_jobs(&self) -> BoxFuture<'static, Option<Vec<ScheduleJob>>> {
+        let jobs = self.0.jobs.lock().unwrap().values().cloned().collect();
+        Box::pin(async move { Some(jobs) })
+    }
+
+    fn fire(
+        &self,
+        batch: Vec<FireRequest>,
+        at: Option<tokio::time::Instant>,
+    ) -> BoxFuture<'static, bool> {
+        let fake = self.0.clone();
+        Box::pin(async move {
+            if let Some(at) = at {
+                tokio::time::sleep_until(at).await;
+            }
+            fake.fire_now(batch)
+        })
     }
 }
 
@@ -133,9 +186,11 @@ impl Harness {
             seq: AtomicU64::new(0),
             fires: Mutex::new(Vec::new()),
             refuse: AtomicUsize::new(0),
+            jobs: Mutex::new(jobs.iter().map(|j| (j.id.clone(), j.clone())).collect()),
         });
         let (_wake_tx, wake_rx) = mpsc::unbounded_channel();
-        let mut engine = Engine::new(fake.clone(), clock.clone(), events, None, wake_rx, true);
+        let backend = Arc::new(FakeBackend(fake.clone()));
+        let mut engine = Engine::new(backend, clock.clone(), events, None, wake_rx, true);
         engine.load(jobs).await;
         let (stop, stop_rx) = oneshot::channel();
         let task = tokio::spawn(engine.run(stop_rx));
