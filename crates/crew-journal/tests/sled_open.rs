@@ -454,7 +454,9 @@ fn reopen_when_unlocked(dir: &Path) -> crew_journal::SledJournal {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
         match open(dir) {
-            Err(crew_journal::JournalError::Locked { .. }) if std::time::Instant::now() < deadline => {
+            Err(crew_journal::JournalError::Locked { .. })
+                if std::time::Instant::now() < deadline =>
+            {
                 std::thread::sleep(std::time::Duration::from_millis(20))
             }
             other => return other.unwrap(),

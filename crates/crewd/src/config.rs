@@ -160,11 +160,15 @@ impl Config {
             let key = e
                 .span()
                 .and_then(|sp| {
-                    let start = text[..sp.start.min(text.len())].rfind('\n').map_or(0, |n| n + 1);
+                    let start = text[..sp.start.min(text.len())]
+                        .rfind('\n')
+                        .map_or(0, |n| n + 1);
                     let line_text = text[start..].lines().next().unwrap_or("");
                     match line_text.split_once('=') {
                         Some((k, _)) => Some(k.trim().trim_matches('"').to_string()),
-                        None => text.get(sp).map(|k| k.trim().trim_matches(['"', '[', ']']).to_string()),
+                        None => text
+                            .get(sp)
+                            .map(|k| k.trim().trim_matches(['"', '[', ']']).to_string()),
                     }
                 })
                 .unwrap_or_default();

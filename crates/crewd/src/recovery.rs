@@ -42,8 +42,12 @@ pub fn load_state(journal: &dyn Journal, resident_runs: usize) -> anyhow::Result
     // load from the journal on demand), so memory and the next snapshot stay bounded. Not during
     // the replay: a later event of an evicted run (a resume) would have nothing to apply to.
     let finished: Vec<String> = {
-        let mut ids: Vec<&String> =
-            state.runs.iter().filter(|(_, r)| r.status.is_finished()).map(|(id, _)| id).collect();
+        let mut ids: Vec<&String> = state
+            .runs
+            .iter()
+            .filter(|(_, r)| r.status.is_finished())
+            .map(|(id, _)| id)
+            .collect();
         ids.sort();
         let excess = ids.len().saturating_sub(resident_runs);
         ids.into_iter().take(excess).cloned().collect()

@@ -131,7 +131,10 @@ fn export_forget_import_gives_back_the_same_run() {
     assert_eq!(code(&d.err("team.status", json!({"runId": run}))), 1001);
     assert!(!d.state_dir.join("runs").join(&run).exists());
     // Only the record that the run was forgotten remains.
-    assert!(d.events(None).iter().all(|e| e["runId"] != run.as_str() || e["type"] == "run.forgotten"));
+    assert!(d
+        .events(None)
+        .iter()
+        .all(|e| e["runId"] != run.as_str() || e["type"] == "run.forgotten"));
 
     // Refused bundles: a clear 1003 naming the field, and nothing imported.
     let mut foreign = bundle.clone();
@@ -648,7 +651,10 @@ fn resume_retry_summary_forget_and_prune() {
     assert_eq!(code(&d.err("team.status", json!({"runId": busy}))), 1001);
     assert_eq!(code(&d.err("team.forget", json!({"runId": busy}))), 1001);
     assert!(!d.state_dir.join("runs").join(&busy).exists());
-    assert!(d.events(None).iter().all(|e| e["runId"] != busy.as_str() || e["type"] == "run.forgotten"));
+    assert!(d
+        .events(None)
+        .iter()
+        .all(|e| e["runId"] != busy.as_str() || e["type"] == "run.forgotten"));
     let ids = |d: &Daemon| -> Vec<String> {
         list(d)["runs"]
             .as_array()

@@ -324,7 +324,11 @@ fn diamond_readiness_is_exact_and_dispatch_streams() {
         "diamond",
         &[
             ("root", "", "Start."),
-            ("slow", "root", "Take your time. [fake:sleep=1500ms] [fake:turns=6]"),
+            (
+                "slow",
+                "root",
+                "Take your time. [fake:sleep=1500ms] [fake:turns=6]",
+            ),
             ("fast", "root", "Be quick."),
             ("after_fast", "fast", "Follow up."),
             ("join", "slow, after_fast", "Join."),
@@ -732,7 +736,9 @@ fn goal_of_100k_characters_goes_through_a_file() {
     let prompt = artifact(&d, &run, &format!("prompts/{id}.md"));
     assert!(prompt.len() > 200_000, "goal twice in the prompt");
     let result = artifact(&d, &run, &format!("results/{id}.txt"));
-    assert!(result.starts_with("fake-agent: done with \"Goal: [fake:sleep=1500ms] [fake:turns=6] yyyy"));
+    assert!(
+        result.starts_with("fake-agent: done with \"Goal: [fake:sleep=1500ms] [fake:turns=6] yyyy")
+    );
 }
 
 /// Block (on `team.wait`-like long polls of `team.events`) until the run has an event of type
@@ -758,7 +764,8 @@ fn wait_for_event(d: &Daemon, run: &str, t: &str) -> Value {
 fn cancel_while_queued_while_running_and_after_finish() {
     // One worker slot: the second run waits in the queue. A long grace: a worker that is gone
     // quickly went on SIGTERM.
-    let d = daemon("max_workers = 1\nkill_grace_ms = 8000");
+    // No watchdog within the test's time: only the cancel may stop these workers.
+    let d = daemon("max_workers = 1\nkill_grace_ms = 8000\nno_output_timeout_ms = 60000");
     one_step_team(&d, "hold", "Hold on. [fake:sleep=20s]", "explorer");
     let a = d.run("run a", json!({"team": "hold"}));
     let spawned = wait_for_event(&d, &a, "worker.spawned");
@@ -809,7 +816,7 @@ fn cancel_while_queued_while_running_and_after_finish() {
 
 #[test]
 fn cancel_of_a_worker_that_ignores_sigterm_kills_it_after_the_grace() {
-    let d = daemon("kill_grace_ms = 1000");
+    let d = daemon("kill_grace_ms = 1000\nno_output_timeout_ms = 60000");
     one_step_team(
         &d,
         "stubborn",
@@ -1126,7 +1133,11 @@ fn a_free_slot_is_filled_as_soon_as_any_task_ends() {
         &d,
         "slots",
         &[
-            ("slow", "", "Take your time. [fake:sleep=1500ms] [fake:turns=6]"),
+            (
+                "slow",
+                "",
+                "Take your time. [fake:sleep=1500ms] [fake:turns=6]",
+            ),
             ("f1", "", "Quick."),
             ("f2", "", "Quick."),
             ("f3", "", "Quick."),

@@ -64,6 +64,8 @@ struct Fake {
     refuse: AtomicUsize,
     /// The jobs as the actor would see them, to refuse stale fires as it does.
     jobs: Mutex<HashMap<String, ScheduleJob>>,
+    /// When each batch was handed over (to prepare), and the wall time it was to fire at.
+    handed: Mutex<Vec<(DateTime<Utc>, Option<DateTime<Utc>>)>>,
 }
 
 impl Fake {
@@ -157,6 +159,11 @@ impl Backend for FakeBackend {
         at: Option<tokio::time::Instant>,
     ) -> BoxFuture<'static, bool> {
         let fake = self.0.clone();
+        let due = at.map(|at| {
+            let ahead = TimeDelta::from_std(at - tokio::time::Instant::now()).unwrap();
+            fake.clock.now() + ahead
+        });
+        fake.handed.lock().unwrap().push((fake.clock.now(), due));
         Box::pin(async move {
             if let Some(at) = at {
                 tokio::time::sleep_until(at).await;
@@ -187,6 +194,7 @@ impl Harness {
             fires: Mutex::new(Vec::new()),
             refuse: AtomicUsize::new(0),
             jobs: Mutex::new(jobs.iter().map(|j| (j.id.clone(), j.clone())).collect()),
+            handed: Mutex::new(Vec::new()),
         });
         let (_wake_tx, wake_rx) = mpsc::unbounded_channel();
         let backend = Arc::new(FakeBackend(fake.clone()));
@@ -397,4 +405,24 @@ async fn a_clock_jump_past_the_grace_is_caught_up_per_policy() {
             ("j".to_string(), t(660), t(660)),
         ]
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn runs_are_prepared_a_second_ahead_and_fired_at_the_instant() {
+    let h = Harness::start(vec![
+        job("a", cron("*/5 * * * * *"), t(0)),
+        job("b", cron("*/5 * * * * *"), t(0)),
+    ])
+    .await;
+    h.advance(10.5).await;
+    // One batch per instant for both jobs, handed over a second early, due at the instant.
+    let handed = h.fake.handed.lock().unwrap().clone();
+    assert_eq!(handed, vec![(t(4), Some(t(5))), (t(9), Some(t(10)))]);
+    let mut fires = h.finish().await;
+    fires.sort_by_key(|f| (f.1, f.0.clone()));
+    let mut want = on_time("a", &[5]);
+    want.extend(on_time("b", &[5]));
+    want.extend(on_time("a", &[10]));
+    want.extend(on_time("b", &[10]));
+    assert_eq!(fires, want);
 }
