@@ -85,10 +85,11 @@ fn bench(mode: &str, rounds: usize) -> Report {
             }
         }
     }
-    let d = Daemon::start_with(Opts {
-        config: String::new(),
-        env,
-    });
+    // Extra daemon config lines, `;`-separated (e.g. journal_cache_mb = 1).
+    let config = std::env::var("SCHED_BENCH_CONFIG")
+        .unwrap_or_default()
+        .replace(';', "\n");
+    let d = Daemon::start_with(Opts { config, env });
     // Runs that stay blocked on plan approval: a fire creates a run, no worker starts.
     one_step_team(&d, "hold", "Change things.", "executor");
     let run = json!({"goal": "benchmark", "cwd": path_str(&d.work), "runtime": "fake", "team": "hold", "requirePlanApproval": true});

@@ -55,6 +55,9 @@ struct Fired {
     when: DateTime<Utc>,
 }
 
+/// (due instant handed to the fire path, the previous fire it saw)
+type Handed = (DateTime<Utc>, Option<DateTime<Utc>>);
+
 struct Fake {
     bus: broadcast::Sender<Published>,
     clock: TestClock,
@@ -65,7 +68,7 @@ struct Fake {
     /// The jobs as the actor would see them, to refuse stale fires as it does.
     jobs: Mutex<HashMap<String, ScheduleJob>>,
     /// When each batch was handed over (to prepare), and the wall time it was to fire at.
-    handed: Mutex<Vec<(DateTime<Utc>, Option<DateTime<Utc>>)>>,
+    handed: Mutex<Vec<Handed>>,
 }
 
 impl Fake {
