@@ -99,7 +99,18 @@ fn enospc_child() {
     }
     // With space again, everything acknowledged is there and appending goes on.
     std::fs::remove_file(&filler).unwrap();
-    let journal = SledJournal::open(Path::new(&dir), DEFAULT_CACHE_BYTES).unwrap();
+    // sled's background threads release the lock of a dropped handle shortly after the drop.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let journal = loop {
+        match SledJournal::open(Path::new(&dir), DEFAULT_CACHE_BYTES) {
+            Err(crew_journal::JournalError::Locked { .. })
+                if std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(20))
+            }
+            other => break other.unwrap(),
+        }
+    };
     let last = journal.last_seq();
     let seqs: Vec<u64> = journal
         .read_after(0, usize::MAX)
