@@ -13,6 +13,9 @@
 //! made (about 100 runs/s on the 2-core dev VM). tmpfs pages are not in crewd's RSS. Expect
 //! ~3 GB of tmpfs for 100,000 runs while the bench runs (removed at the end).
 //!
+//! `CREW_BENCH_CONFIG` (TOML lines) is appended to the daemon's config, for experiments such
+//! as `journal_cache_mb = 16` or `snapshot_every = 1000000000`.
+//!
 //! `cargo bench -p crewd --bench caches -- [--runs N] [--clients N] [--samples N] [--disk]`
 
 use serde_json::{json, Value};
@@ -355,10 +358,14 @@ fn main() {
     .unwrap_or_else(|e| fail(e));
     let _ = ROOT.set(root.path().to_path_buf());
     // Default residency bound; enough workers and per-run slots for the client threads.
+    let extra = std::env::var("CREW_BENCH_CONFIG").unwrap_or_default();
     let config = format!(
-        "default_runtime = \"echo\"\nmax_workers = {}\n\n[runtimes.echo]\nadapter = \"command\"\ncommand = \"/bin/echo\"\n",
+        "default_runtime = \"echo\"\nmax_workers = {}\n{extra}\n\n[runtimes.echo]\nadapter = \"command\"\ncommand = \"/bin/echo\"\n",
         args.clients
     );
+    if !extra.is_empty() {
+        println!("extra config: {extra}");
+    }
     let mut d = Daemon::start(root.path(), &config);
     d.project_file(
         "teams/one.team.md",
