@@ -147,6 +147,7 @@ pub fn adopt(core: &mut Core, run: RunState) {
     let id = run.id.clone();
     core.state.insert_loaded(run);
     core.shared.run_cache.touch(&id);
+    enforce(core);
 }
 
 /// Rebuild an evicted run from the journal (off the actor: this reads disk).
