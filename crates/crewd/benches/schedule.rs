@@ -11,8 +11,12 @@
 //! ```
 //!
 //! Each wake-up mode runs on its own daemon: `precise` (the default) and `tcs`
-//! (`CREW_SCHEDULER_WAKEUP=tcs`: tokio-cron-scheduler's one-shots alone). `SCHED_BENCH_MODES`
-//! picks modes (comma-separated), `SCHED_BENCH_ROUNDS` the number of 2-second rounds (10).
+//! (`CREW_SCHEDULER_WAKEUP=tcs`: tokio-cron-scheduler's one-shots alone). Knobs:
+//! `SCHED_BENCH_MODES` (comma-separated modes), `SCHED_BENCH_ROUNDS` (2-second rounds, 10),
+//! `SCHED_BENCH_ADD_THREADS` (clients adding jobs, 8), `SCHED_BENCH_CONFIG` (daemon config
+//! lines, `;`-separated, e.g. `journal_cache_mb = 1`), `SCHED_BENCH_DAEMON_ENV` (`K=V,...`,
+//! e.g. `MALLOC_ARENA_MAX=1`), `SCHED_BENCH_LOG` (the daemon's `CREW_LOG`, `warn`) and
+//! `SCHED_BENCH_SHOW_LOG` (print the daemon log).
 
 #[path = "../tests/common/mod.rs"]
 mod common;
