@@ -794,3 +794,50 @@ async fn disabled_jobs_do_not_fire_and_a_one_shot_fires_once() {
         d.ok("schedule.remove", json!({"id": id}));
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overlap_cancel_previous_cancels_the_active_run_then_starts() {
+    let d = daemon();
+    let client = d.ws().await;
+    let mut sub = d.subscribe(&client, json!({})).await;
+    let job = add(
+        &d,
+        json!({"cron": "* * * * * *", "timezone": "UTC", "overlap": "cancel-previous", "run": run_of(&d, "nap")}),
+    );
+    let id = job["id"].as_str().unwrap().to_string();
+    collect(&mut sub, |evs| fired(evs, &id).len() >= 3).await;
+    d.ok("schedule.disable", json!({"id": id}));
+    let evs = d.events(None);
+    let h = handled(&evs, &id);
+    assert!(h.iter().all(|e| ty(e) == "schedule.fired"), "{h:?}");
+    let runs: Vec<String> = h
+        .iter()
+        .map(|e| e["data"]["runId"].as_str().unwrap().to_string())
+        .collect();
+    for (k, pair) in h.windows(2).enumerate() {
+        assert_eq!(
+            instant(&pair[1]["data"]["at"]) - instant(&pair[0]["data"]["at"]),
+            TimeDelta::seconds(1)
+        );
+        // Each fire found the previous (2.5 s) run active and cancelled it first.
+        let prev = d.status(&runs[k]);
+        assert_eq!(prev["run"]["status"], "cancelled", "{prev}");
+        assert!(
+            prev["run"]["reason"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("superseded"),
+            "{prev}"
+        );
+        assert!(instant(&prev["run"]["finishedAt"]) <= instant(&pair[1]["time"]));
+    }
+    // The last run is cancelled by the removal unless it already finished.
+    let last = runs.last().unwrap();
+    let removed = d.ok("schedule.remove", json!({"id": id}));
+    let want = if d.status(last)["run"]["status"] == "cancelled" {
+        json!([last])
+    } else {
+        json!([])
+    };
+    assert_eq!(removed["cancelledRunIds"], want);
+}
