@@ -52,6 +52,20 @@ pub(super) fn all_diagnostics(c: &Catalog) -> Vec<Diagnostic> {
     d
 }
 
+fn entry(
+    name: &str,
+    source: crew_core::resource::Source,
+    description: &str,
+    path: &str,
+) -> ResourceEntry {
+    ResourceEntry {
+        name: name.to_string(),
+        source: source_name(source),
+        description: description.to_string(),
+        path: path.to_string(),
+    }
+}
+
 pub fn register_all(m: &mut RpcModule<Ctx>) {
     register::<ResourceList, _, _>(m, |ctx, p| async move {
         let c = catalog(&ctx, cwd_param(&p.cwd)?).await;
@@ -61,48 +75,28 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
             r.agents = c
                 .agents
                 .values()
-                .map(|a| ResourceEntry {
-                    name: a.name.clone(),
-                    source: source_name(a.source),
-                    description: a.description.clone(),
-                    path: a.path.clone(),
-                })
+                .map(|a| entry(&a.name, a.source, &a.description, &a.path))
                 .collect();
         }
         if want(ResourceKind::Team) {
             r.teams = c
                 .teams
                 .values()
-                .map(|a| ResourceEntry {
-                    name: a.name.clone(),
-                    source: source_name(a.source),
-                    description: a.description.clone(),
-                    path: a.path.clone(),
-                })
+                .map(|a| entry(&a.name, a.source, &a.description, &a.path))
                 .collect();
         }
         if want(ResourceKind::Workflow) {
             r.workflows = c
                 .workflows
                 .values()
-                .map(|a| ResourceEntry {
-                    name: a.name.clone(),
-                    source: source_name(a.source),
-                    description: a.description.clone(),
-                    path: a.path.clone(),
-                })
+                .map(|a| entry(&a.name, a.source, &a.description, &a.path))
                 .collect();
         }
         if want(ResourceKind::Skill) {
             r.skills = c
                 .skills
                 .values()
-                .map(|a| ResourceEntry {
-                    name: a.name.clone(),
-                    source: source_name(a.source),
-                    description: a.description.clone(),
-                    path: a.path.clone(),
-                })
+                .map(|a| entry(&a.name, a.source, &a.description, &a.path))
                 .collect();
         }
         r.diagnostics = all_diagnostics(&c);
