@@ -181,7 +181,20 @@ async fn serve(
         pid: std::process::id(),
     }));
     recovery::recover(&mut core);
+    // Ready means recovered: what recovery emitted (re-queued tasks, killed workers) is durable
+    // before the first client can read the journal or act on the runs.
+    let (recovered_tx, recovered_rx) = tokio::sync::oneshot::channel();
+    core.after_commit(move |r| {
+        let _ = recovered_tx.send(r);
+    });
     let actor_task = tokio::spawn(actor::run(core, rx));
+    match recovered_rx.await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => {
+            tracing::error!(error = %e, "recovery could not be journaled; serving reads only")
+        }
+        Err(_) => anyhow::bail!("the state actor stopped during start-up"),
+    }
 
     let scheduler = scheduler::start(shared.clone(), actor.clone()).await?;
     let module = rpc::module(shared.clone(), actor.clone());
