@@ -493,3 +493,32 @@ fn a_thousand_finished_runs_stay_within_the_residency_bound_and_the_oldest_still
             < 1.0
     );
 }
+
+/// With room for one finished run, concurrent readers of many old runs keep evicting each
+/// other's run between "load it" and "read it": every read still answers, none says the run is
+/// unknown.
+#[test]
+fn concurrent_reads_of_evicted_runs_never_report_them_unknown() {
+    let d = Daemon::start_with(Opts {
+        config: "resident_runs = 1\n".into(),
+        env: vec![],
+    });
+    one_step_team(&d, "tiny", "Do the tiny thing.", "explorer");
+    let ids = many_runs(&d, 12, 6);
+    std::thread::scope(|s| {
+        for k in 0..6 {
+            let (d, ids) = (&d, &ids);
+            s.spawn(move || {
+                for round in 0..20 {
+                    let id = &ids[(k * 5 + round) % ids.len()];
+                    let r = d
+                        .try_http("team.status", json!({"runId": id}))
+                        .expect("the daemon answers");
+                    assert_eq!(r["result"]["run"]["status"], "completed", "{id}: {r}");
+                }
+            });
+        }
+    });
+    let runs = d.ok("cache.stats", json!({}))["runs"].clone();
+    assert!(runs["misses"].as_u64().unwrap() >= 12, "{runs}");
+}

@@ -21,8 +21,9 @@ fn check_id(field: &str, id: &str) -> Result<(), ApiError> {
     }
 }
 
-/// Make sure the run's details are in memory (load an evicted run from the journal).
-pub(crate) async fn ensure_resident(ctx: &Ctx, run_id: &str) -> Result<(), ApiError> {
+/// The run's details when they are not in memory: loaded from the journal (off the actor),
+/// not yet adopted. `None` when the run is resident now.
+async fn load_unless_resident(ctx: &Ctx, run_id: &str) -> Result<Option<RunState>, ApiError> {
     check_id("runId", run_id)?;
     let id = run_id.to_string();
     let known = ctx
@@ -34,53 +35,97 @@ pub(crate) async fn ensure_resident(ctx: &Ctx, run_id: &str) -> Result<(), ApiEr
             ))
         })
         .await?;
+    let stats = &ctx.shared.run_cache;
     match known {
         (true, _) => {
-            ctx.shared
-                .run_cache
+            stats
                 .hits
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            ctx.shared.run_cache.touch(run_id);
-            Ok(())
+            stats.touch(run_id);
+            Ok(None)
         }
         (false, false) => Err(ApiError::not_found("run", run_id)),
         (false, true) => {
-            ctx.shared
-                .run_cache
+            stats
                 .misses
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let shared = ctx.shared.clone();
             let id = run_id.to_string();
-            let loaded = tokio::task::spawn_blocking(move || residency::load_run(&shared, &id))
+            tokio::task::spawn_blocking(move || residency::load_run(&shared, &id))
                 .await
                 .map_err(|e| ApiError::internal(e.to_string()))??
-                .ok_or_else(|| ApiError::not_found("run", run_id))?;
-            ctx.actor
-                .call(move |core| {
-                    residency::adopt(core, loaded);
-                    Ok(())
-                })
-                .await
+                .ok_or_else(|| ApiError::not_found("run", run_id))
+                .map(Some)
         }
     }
 }
 
-/// Read a run's details (loading it if it was evicted).
+/// Make sure the run exists and its details are in memory (load an evicted run).
+pub(crate) async fn ensure_resident(ctx: &Ctx, run_id: &str) -> Result<(), ApiError> {
+    on_run(ctx, run_id, Access::Read, |_| Ok(())).await
+}
+
 pub(crate) async fn with_run<R: Send + 'static>(
     ctx: &Ctx,
     run_id: &str,
-    f: impl FnOnce(&RunState) -> R + Send + 'static,
+    f: impl Fn(&RunState) -> R + Clone + Send + 'static,
 ) -> Result<R, ApiError> {
-    ensure_resident(ctx, run_id).await?;
     let id = run_id.to_string();
-    ctx.actor
-        .call(move |core| {
-            core.state
-                .run(&id)
-                .map(f)
-                .ok_or_else(|| ApiError::not_found("run", &id))
-        })
-        .await
+    on_run(ctx, run_id, Access::Read, move |core| {
+        core.state
+            .run(&id)
+            .map(&f)
+            .ok_or_else(|| ApiError::not_found("run", &id))
+    })
+    .await
+}
+
+#[derive(Clone, Copy, PartialEq)]
+pub(crate) enum Access {
+    Read,
+    Change,
+}
+
+/// Run `f` on the actor with the run's details resident. Loading an evicted run happens off
+/// the actor, so the loaded run is adopted in the same actor turn that runs `f`: otherwise
+/// another request's load could evict it again in between (the LRU bound) and a known run
+/// would be reported unknown. `f` runs exactly once, on a resident run.
+pub(crate) async fn on_run<R: Send + 'static>(
+    ctx: &Ctx,
+    run_id: &str,
+    access: Access,
+    f: impl Fn(&mut crate::actor::Core) -> Result<R, ApiError> + Clone + Send + 'static,
+) -> Result<R, ApiError> {
+    // A run resident at the check but evicted before the second turn costs one more round.
+    const ATTEMPTS: usize = 4;
+    for _ in 0..ATTEMPTS {
+        let loaded = load_unless_resident(ctx, run_id).await?;
+        let id = run_id.to_string();
+        let f = f.clone();
+        let job = move |core: &mut crate::actor::Core| {
+            if !core.state.runs.contains_key(&id) {
+                match loaded {
+                    // Forgotten while it was loading: gone, not to be brought back.
+                    Some(_) if !core.state.summaries.contains_key(&id) => {
+                        return Err(ApiError::not_found("run", &id))
+                    }
+                    Some(run) => residency::adopt(core, run),
+                    None => return Ok(None),
+                }
+            }
+            f(core).map(Some)
+        };
+        let done = match access {
+            Access::Read => ctx.actor.call(job).await?,
+            Access::Change => ctx.actor.mutate(job).await?,
+        };
+        if let Some(r) = done {
+            return Ok(r);
+        }
+    }
+    Err(ApiError::limit(format!(
+        "run {run_id} was evicted {ATTEMPTS} times while loading; raise resident_runs"
+    )))
 }
 
 fn run_status_now(core: &crate::actor::Core, id: &str) -> RunStatus {
@@ -151,142 +196,128 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
             .await
     });
     register::<TeamCancel, _, _>(m, |ctx, p| async move {
-        ensure_resident(&ctx, &p.run_id).await?;
-        ctx.actor
-            .mutate(move |core| {
-                let (events, ids) = core
-                    .state
-                    .cancel_run(&p.run_id, p.reason.clone())
-                    .map_err(views::core_error)?;
-                core.emit_all(events);
-                core.touch(&p.run_id);
-                Ok(CancelResult {
-                    status: run_status_now(core, &p.run_id),
-                    cancelled_task_ids: ids,
-                })
+        on_run(&ctx, &p.run_id.clone(), Access::Change, move |core| {
+            let (events, ids) = core
+                .state
+                .cancel_run(&p.run_id, p.reason.clone())
+                .map_err(views::core_error)?;
+            core.emit_all(events);
+            core.touch(&p.run_id);
+            Ok(CancelResult {
+                status: run_status_now(core, &p.run_id),
+                cancelled_task_ids: ids,
             })
-            .await
+        })
+        .await
     });
     register::<TeamResume, _, _>(m, |ctx, p| async move {
-        ensure_resident(&ctx, &p.run_id).await?;
-        ctx.actor
-            .mutate(move |core| {
-                let (events, ids) = core
-                    .state
-                    .resume_run(&p.run_id)
-                    .map_err(views::core_error)?;
-                core.emit_all(events);
-                core.touch(&p.run_id);
-                Ok(ResumeResult {
-                    status: run_status_now(core, &p.run_id),
-                    requeued_task_ids: ids,
-                })
+        on_run(&ctx, &p.run_id.clone(), Access::Change, move |core| {
+            let (events, ids) = core
+                .state
+                .resume_run(&p.run_id)
+                .map_err(views::core_error)?;
+            core.emit_all(events);
+            core.touch(&p.run_id);
+            Ok(ResumeResult {
+                status: run_status_now(core, &p.run_id),
+                requeued_task_ids: ids,
             })
-            .await
+        })
+        .await
     });
     register::<TeamRetry, _, _>(m, |ctx, p| async move {
-        ensure_resident(&ctx, &p.run_id).await?;
         for t in &p.task_ids {
             check_id("taskIds", t)?;
         }
-        ctx.actor
-            .mutate(move |core| {
-                let (events, ids) = core
-                    .state
-                    .retry_tasks(&p.run_id, &p.task_ids)
-                    .map_err(views::core_error)?;
-                core.emit_all(events);
-                core.touch(&p.run_id);
-                Ok(RetryResult {
-                    requeued_task_ids: ids,
-                })
+        on_run(&ctx, &p.run_id.clone(), Access::Change, move |core| {
+            let (events, ids) = core
+                .state
+                .retry_tasks(&p.run_id, &p.task_ids)
+                .map_err(views::core_error)?;
+            core.emit_all(events);
+            core.touch(&p.run_id);
+            Ok(RetryResult {
+                requeued_task_ids: ids,
             })
-            .await
+        })
+        .await
     });
     register::<TeamApprove, _, _>(m, |ctx, p| async move {
-        ensure_resident(&ctx, &p.run_id).await?;
-        ctx.actor
-            .mutate(move |core| {
-                let events = core
-                    .state
-                    .approve(&p.run_id, p.reason.clone())
-                    .map_err(views::core_error)?;
-                core.emit_all(events);
-                core.touch(&p.run_id);
-                Ok(RunStatusResult {
-                    status: run_status_now(core, &p.run_id),
-                })
+        on_run(&ctx, &p.run_id.clone(), Access::Change, move |core| {
+            let events = core
+                .state
+                .approve(&p.run_id, p.reason.clone())
+                .map_err(views::core_error)?;
+            core.emit_all(events);
+            core.touch(&p.run_id);
+            Ok(RunStatusResult {
+                status: run_status_now(core, &p.run_id),
             })
-            .await
+        })
+        .await
     });
     register::<TeamReject, _, _>(m, |ctx, p| async move {
-        ensure_resident(&ctx, &p.run_id).await?;
-        ctx.actor
-            .mutate(move |core| {
-                let events = core
-                    .state
-                    .reject(&p.run_id, p.reason.clone())
-                    .map_err(views::core_error)?;
-                core.emit_all(events);
-                core.touch(&p.run_id);
-                Ok(RunStatusResult {
-                    status: run_status_now(core, &p.run_id),
-                })
+        on_run(&ctx, &p.run_id.clone(), Access::Change, move |core| {
+            let events = core
+                .state
+                .reject(&p.run_id, p.reason.clone())
+                .map_err(views::core_error)?;
+            core.emit_all(events);
+            core.touch(&p.run_id);
+            Ok(RunStatusResult {
+                status: run_status_now(core, &p.run_id),
             })
-            .await
+        })
+        .await
     });
     register::<TeamSteer, _, _>(m, |ctx, p| async move {
-        ensure_resident(&ctx, &p.run_id).await?;
         check_id("taskId", &p.task_id)?;
-        ctx.actor
-            .mutate(move |core| {
-                let key = (p.run_id.clone(), p.task_id.clone());
-                let live = core.workers.get(&key).is_some_and(|h| h.live);
-                let (event, delivered) = core
-                    .state
-                    .steer(&p.run_id, &p.task_id, &p.message, live)
-                    .map_err(views::core_error)?;
-                core.emit(event);
-                if delivered == crew_core::run::Delivery::Live {
-                    // The worker hears it only once `task.steered` is durable.
-                    if let Some(ctl) = core.workers.get(&key).map(|h| h.ctl.clone()) {
-                        let message = p.message.clone();
-                        core.after_commit(move |res| {
-                            if res.is_ok() {
-                                let _ = ctl.send(crate::workers::WorkerCtl::Steer(message));
-                            }
-                        });
-                    }
+        on_run(&ctx, &p.run_id.clone(), Access::Change, move |core| {
+            let key = (p.run_id.clone(), p.task_id.clone());
+            let live = core.workers.get(&key).is_some_and(|h| h.live);
+            let (event, delivered) = core
+                .state
+                .steer(&p.run_id, &p.task_id, &p.message, live)
+                .map_err(views::core_error)?;
+            core.emit(event);
+            if delivered == crew_core::run::Delivery::Live {
+                // The worker hears it only once `task.steered` is durable.
+                if let Some(ctl) = core.workers.get(&key).map(|h| h.ctl.clone()) {
+                    let message = p.message.clone();
+                    core.after_commit(move |res| {
+                        if res.is_ok() {
+                            let _ = ctl.send(crate::workers::WorkerCtl::Steer(message));
+                        }
+                    });
                 }
-                Ok(SteerResult {
-                    delivered: match delivered {
-                        crew_core::run::Delivery::Live => Delivered::Live,
-                        crew_core::run::Delivery::Queued => Delivered::Queued,
-                    },
-                })
+            }
+            Ok(SteerResult {
+                delivered: match delivered {
+                    crew_core::run::Delivery::Live => Delivered::Live,
+                    crew_core::run::Delivery::Queued => Delivered::Queued,
+                },
             })
-            .await
+        })
+        .await
     });
     register::<TeamRespond, _, _>(m, |ctx, p| async move {
-        ensure_resident(&ctx, &p.run_id).await?;
         check_id("taskId", &p.task_id)?;
-        ctx.actor
-            .mutate(move |core| {
-                let events = core
-                    .state
-                    .respond(&p.run_id, &p.task_id, &p.message)
-                    .map_err(views::core_error)?;
-                core.emit_all(events);
-                core.touch(&p.run_id);
-                let status = core
-                    .state
-                    .run(&p.run_id)
-                    .and_then(|r| r.task(&p.task_id))
-                    .map(|t| views::task_status(t.status))
-                    .unwrap_or(TaskStatus::Queued);
-                Ok(RespondResult { status })
-            })
-            .await
+        on_run(&ctx, &p.run_id.clone(), Access::Change, move |core| {
+            let events = core
+                .state
+                .respond(&p.run_id, &p.task_id, &p.message)
+                .map_err(views::core_error)?;
+            core.emit_all(events);
+            core.touch(&p.run_id);
+            let status = core
+                .state
+                .run(&p.run_id)
+                .and_then(|r| r.task(&p.task_id))
+                .map(|t| views::task_status(t.status))
+                .unwrap_or(TaskStatus::Queued);
+            Ok(RespondResult { status })
+        })
+        .await
     });
     register::<TeamWait, _, _>(m, |ctx, p| async move {
         check_id("runId", &p.run_id)?;
