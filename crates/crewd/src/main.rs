@@ -173,6 +173,11 @@ async fn serve(
         journal,
         state.last_seq,
     ));
+    // Before recovery re-queues tasks: a re-queued task may reuse a saved result (SPEC §9).
+    {
+        let shared = shared.clone();
+        tokio::task::spawn_blocking(move || shared.results.attach(&shared.state_dir)).await?;
+    }
     let (writer, writer_join) = writer::spawn(shared.clone());
     let (actor, rx) = actor::Actor::channel();
     let mut core = actor::Core::new(state, shared.clone(), writer, actor.clone());
