@@ -55,8 +55,9 @@ fn default_state_dir() -> PathBuf {
 
 fn init_logging() {
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_env("CREW_LOG")
-        .unwrap_or_else(|_| EnvFilter::new("info,jsonrpsee=warn,tokio_cron_scheduler=warn,sled=warn"));
+    let filter = EnvFilter::try_from_env("CREW_LOG").unwrap_or_else(|_| {
+        EnvFilter::new("info,jsonrpsee=warn,tokio_cron_scheduler=warn,sled=warn")
+    });
     // Under systemd, journald stamps lines itself.
     let under_systemd =
         std::env::var_os("JOURNAL_STREAM").is_some() || std::env::var_os("INVOCATION_ID").is_some();

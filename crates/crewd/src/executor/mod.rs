@@ -159,7 +159,36 @@ fn failed(
     }
 }
 
+/// One attempt, its artifacts durable before the result is reported (the report's event names
+/// them).
 async fn attempt(
+    shared: &Arc<Shared>,
+    actor: &Actor,
+    spec: &AttemptSpec,
+    ctl: mpsc::UnboundedReceiver<WorkerCtl>,
+) -> AttemptResult {
+    let result = attempt_unsynced(shared, actor, spec, ctl).await;
+    let Err(e) = blocking(|| artifacts::make_durable(&spec.run_dir)) else {
+        return result;
+    };
+    let (usage, model) = match &result {
+        AttemptResult::Completed { usage, model, .. }
+        | AttemptResult::NoFinalText { usage, model, .. }
+        | AttemptResult::Failed { usage, model, .. }
+        | AttemptResult::Asked { usage, model, .. } => (*usage, model.clone()),
+    };
+    // The files may not be on disk: name none of them, and let the retry write them again.
+    AttemptResult::Failed {
+        usage,
+        model,
+        artifacts: Vec::new(),
+        error: format!("cannot make the task's files durable: {e}"),
+        retryable: true,
+        reason: "storage".into(),
+    }
+}
+
+async fn attempt_unsynced(
     shared: &Arc<Shared>,
     actor: &Actor,
     spec: &AttemptSpec,
@@ -168,7 +197,7 @@ async fn attempt(
     let run_dir = spec.run_dir.clone();
     let mut artifacts = Vec::new();
     let prompt_name = format!("prompts/{}.md", spec.task_id);
-    // Reads dependency results, writes and syncs the prompt artifact.
+    // Reads dependency results, writes the prompt artifact.
     let written = blocking(|| {
         let prompt = render_prompt(spec);
         artifacts::put(&run_dir, &prompt_name, "prompt", prompt.as_bytes()).map(|a| (prompt, a))
@@ -260,7 +289,8 @@ fn finish_result(
 }
 
 /// The redacted raw stream, capped at `TRANSCRIPT_MAX`. Buffered std I/O: a line costs a
-/// copy, a 64 KiB write now and then reaches the page cache; the one fsync is at the end.
+/// copy, a 64 KiB write now and then reaches the page cache; it is made durable with the
+/// attempt's other files.
 struct Transcript {
     file: Option<std::io::BufWriter<std::fs::File>>,
     written: u64,
@@ -289,7 +319,7 @@ impl Transcript {
         }
     }
 
-    /// Note what was cut (past the cap, so the note itself is never cut), flush and sync.
+    /// Note what was cut (past the cap, so the note itself is never cut) and flush.
     fn finish(&mut self) -> std::io::Result<()> {
         if self.dropped > 0 {
             self.write(&format!(
@@ -298,7 +328,8 @@ impl Transcript {
             ));
         }
         match self.file.take() {
-            Some(f) => f.into_inner().map_err(|e| e.into_error())?.sync_all(),
+            // Flushed to the file here; made durable with the attempt's other files.
+            Some(mut f) => std::io::Write::flush(&mut f),
             None => Ok(()),
         }
     }
@@ -349,7 +380,7 @@ impl Stdout {
     }
 }
 
-/// Run blocking file work (fsyncs) without stalling the other tasks of the runtime thread.
+/// Run blocking file work (reads, writes, syncs) without stalling the other tasks of the runtime thread.
 fn blocking<R>(f: impl FnOnce() -> R) -> R {
     match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
         Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(f),
