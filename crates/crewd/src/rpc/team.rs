@@ -21,43 +21,14 @@ fn check_id(field: &str, id: &str) -> Result<(), ApiError> {
     }
 }
 
-/// The run's details when they are not in memory: loaded from the journal (off the actor),
-/// not yet adopted. `None` when the run is resident now.
-async fn load_unless_resident(ctx: &Ctx, run_id: &str) -> Result<Option<RunState>, ApiError> {
-    check_id("runId", run_id)?;
+/// An evicted run's details, loaded from the journal off the actor, not yet adopted.
+async fn load_evicted(ctx: &Ctx, run_id: &str) -> Result<RunState, ApiError> {
+    let shared = ctx.shared.clone();
     let id = run_id.to_string();
-    let known = ctx
-        .actor
-        .call(move |core| {
-            Ok((
-                core.state.runs.contains_key(&id),
-                core.state.summaries.contains_key(&id),
-            ))
-        })
-        .await?;
-    let stats = &ctx.shared.run_cache;
-    match known {
-        (true, _) => {
-            stats
-                .hits
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            stats.touch(run_id);
-            Ok(None)
-        }
-        (false, false) => Err(ApiError::not_found("run", run_id)),
-        (false, true) => {
-            stats
-                .misses
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let shared = ctx.shared.clone();
-            let id = run_id.to_string();
-            tokio::task::spawn_blocking(move || residency::load_run(&shared, &id))
-                .await
-                .map_err(|e| ApiError::internal(e.to_string()))??
-                .ok_or_else(|| ApiError::not_found("run", run_id))
-                .map(Some)
-        }
-    }
+    tokio::task::spawn_blocking(move || residency::load_run(&shared, &id))
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))??
+        .ok_or_else(|| ApiError::not_found("run", run_id))
 }
 
 /// Make sure the run exists and its details are in memory (load an evicted run).
@@ -86,41 +57,58 @@ pub(crate) enum Access {
     Change,
 }
 
-/// Run `f` on the actor with the run's details resident. Loading an evicted run happens off
-/// the actor, so the loaded run is adopted in the same actor turn that runs `f`: otherwise
-/// another request's load could evict it again in between (the LRU bound) and a known run
-/// would be reported unknown. `f` runs exactly once, on a resident run.
+/// What one actor turn of `on_run` found.
+enum Turn<R> {
+    Done(R),
+    /// Known but evicted: load it and come back.
+    Evicted,
+}
+
+/// Run `f` on the actor with the run's details resident, in one actor turn when the run is
+/// resident (the common case). An evicted run is loaded off the actor and adopted in the same
+/// turn that runs `f`: otherwise another request's load could evict it again in between (the
+/// LRU bound) and a known run would be reported unknown. `f` runs at most once.
 pub(crate) async fn on_run<R: Send + 'static>(
     ctx: &Ctx,
     run_id: &str,
     access: Access,
     f: impl Fn(&mut crate::actor::Core) -> Result<R, ApiError> + Clone + Send + 'static,
 ) -> Result<R, ApiError> {
-    // A run resident at the check but evicted before the second turn costs one more round.
+    use std::sync::atomic::Ordering::Relaxed;
+    check_id("runId", run_id)?;
     const ATTEMPTS: usize = 4;
+    let mut loaded: Option<RunState> = None;
     for _ in 0..ATTEMPTS {
-        let loaded = load_unless_resident(ctx, run_id).await?;
         let id = run_id.to_string();
         let f = f.clone();
+        let first = loaded.is_none();
+        let mut carry = loaded.take();
         let job = move |core: &mut crate::actor::Core| {
-            if !core.state.runs.contains_key(&id) {
-                match loaded {
-                    // Forgotten while it was loading: gone, not to be brought back.
-                    Some(_) if !core.state.summaries.contains_key(&id) => {
-                        return Err(ApiError::not_found("run", &id))
-                    }
-                    Some(run) => residency::adopt(core, run),
-                    None => return Ok(None),
-                }
+            if !core.state.summaries.contains_key(&id) {
+                // Unknown, or forgotten while it was loading (not to be brought back).
+                return Err(ApiError::not_found("run", &id));
             }
-            f(core).map(Some)
+            if !core.state.runs.contains_key(&id) {
+                match carry.take() {
+                    Some(run) => residency::adopt(core, run),
+                    None => return Ok(Turn::Evicted),
+                }
+            } else if first {
+                core.shared.run_cache.hits.fetch_add(1, Relaxed);
+                core.shared.run_cache.touch(&id);
+            }
+            f(core).map(Turn::Done)
         };
-        let done = match access {
+        let turn = match access {
             Access::Read => ctx.actor.call(job).await?,
             Access::Change => ctx.actor.mutate(job).await?,
         };
-        if let Some(r) = done {
-            return Ok(r);
+        match turn {
+            Turn::Done(r) => return Ok(r),
+            Turn::Evicted => {
+                ctx.shared.run_cache.misses.fetch_add(1, Relaxed);
+                loaded = Some(load_evicted(ctx, run_id).await?);
+            }
         }
     }
     Err(ApiError::limit(format!(
