@@ -6,7 +6,7 @@ use crate::residency;
 use crew_api::methods::*;
 use crew_api::types::*;
 use crew_api::ApiError;
-use crew_core::run::RunState;
+use crew_core::run::{CoreError, Pending, RunState};
 use jsonrpsee::RpcModule;
 use std::time::Duration;
 
@@ -116,6 +116,27 @@ pub(crate) async fn on_run<R: Send + 'static>(
     )))
 }
 
+/// A change to one run: the core decides the events (`decide`), the daemon emits them and
+/// settles the run, and `answer` reads the reply from the state after the change.
+async fn change_run<T, R: Send + 'static>(
+    ctx: &Ctx,
+    run_id: &str,
+    decide: impl Fn(&crew_core::run::State, &str) -> Result<(Vec<Pending>, T), CoreError>
+        + Clone
+        + Send
+        + 'static,
+    answer: impl Fn(&crate::actor::Core, &str, T) -> R + Clone + Send + 'static,
+) -> Result<R, ApiError> {
+    let id = run_id.to_string();
+    on_run(ctx, run_id, Access::Change, move |core| {
+        let (events, out) = decide(&core.state, &id).map_err(views::core_error)?;
+        core.emit_all(events);
+        core.touch(&id);
+        Ok(answer(core, &id, out))
+    })
+    .await
+}
+
 fn run_status_now(core: &crate::actor::Core, id: &str) -> RunStatus {
     core.state
         .summaries
@@ -184,78 +205,67 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
             .await
     });
     register::<TeamCancel, _, _>(m, |ctx, p| async move {
-        on_run(&ctx, &p.run_id.clone(), Access::Change, move |core| {
-            let (events, ids) = core
-                .state
-                .cancel_run(&p.run_id, p.reason.clone())
-                .map_err(views::core_error)?;
-            core.emit_all(events);
-            core.touch(&p.run_id);
-            Ok(CancelResult {
-                status: run_status_now(core, &p.run_id),
+        let reason = p.reason.clone();
+        change_run(
+            &ctx,
+            &p.run_id,
+            move |st, id| st.cancel_run(id, reason.clone()),
+            |core, id, ids| CancelResult {
+                status: run_status_now(core, id),
                 cancelled_task_ids: ids,
-            })
-        })
+            },
+        )
         .await
     });
     register::<TeamResume, _, _>(m, |ctx, p| async move {
-        on_run(&ctx, &p.run_id.clone(), Access::Change, move |core| {
-            let (events, ids) = core
-                .state
-                .resume_run(&p.run_id)
-                .map_err(views::core_error)?;
-            core.emit_all(events);
-            core.touch(&p.run_id);
-            Ok(ResumeResult {
-                status: run_status_now(core, &p.run_id),
+        change_run(
+            &ctx,
+            &p.run_id,
+            |st, id| st.resume_run(id),
+            |core, id, ids| ResumeResult {
+                status: run_status_now(core, id),
                 requeued_task_ids: ids,
-            })
-        })
+            },
+        )
         .await
     });
     register::<TeamRetry, _, _>(m, |ctx, p| async move {
         for t in &p.task_ids {
             check_id("taskIds", t)?;
         }
-        on_run(&ctx, &p.run_id.clone(), Access::Change, move |core| {
-            let (events, ids) = core
-                .state
-                .retry_tasks(&p.run_id, &p.task_ids)
-                .map_err(views::core_error)?;
-            core.emit_all(events);
-            core.touch(&p.run_id);
-            Ok(RetryResult {
+        let tasks = p.task_ids.clone();
+        change_run(
+            &ctx,
+            &p.run_id,
+            move |st, id| st.retry_tasks(id, &tasks),
+            |_, _, ids| RetryResult {
                 requeued_task_ids: ids,
-            })
-        })
+            },
+        )
         .await
     });
     register::<TeamApprove, _, _>(m, |ctx, p| async move {
-        on_run(&ctx, &p.run_id.clone(), Access::Change, move |core| {
-            let events = core
-                .state
-                .approve(&p.run_id, p.reason.clone())
-                .map_err(views::core_error)?;
-            core.emit_all(events);
-            core.touch(&p.run_id);
-            Ok(RunStatusResult {
-                status: run_status_now(core, &p.run_id),
-            })
-        })
+        let reason = p.reason.clone();
+        change_run(
+            &ctx,
+            &p.run_id,
+            move |st, id| Ok((st.approve(id, reason.clone())?, ())),
+            |core, id, ()| RunStatusResult {
+                status: run_status_now(core, id),
+            },
+        )
         .await
     });
     register::<TeamReject, _, _>(m, |ctx, p| async move {
-        on_run(&ctx, &p.run_id.clone(), Access::Change, move |core| {
-            let events = core
-                .state
-                .reject(&p.run_id, p.reason.clone())
-                .map_err(views::core_error)?;
-            core.emit_all(events);
-            core.touch(&p.run_id);
-            Ok(RunStatusResult {
-                status: run_status_now(core, &p.run_id),
-            })
-        })
+        let reason = p.reason.clone();
+        change_run(
+            &ctx,
+            &p.run_id,
+            move |st, id| Ok((st.reject(id, reason.clone())?, ())),
+            |core, id, ()| RunStatusResult {
+                status: run_status_now(core, id),
+            },
+        )
         .await
     });
     register::<TeamSteer, _, _>(m, |ctx, p| async move {
@@ -290,21 +300,20 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
     });
     register::<TeamRespond, _, _>(m, |ctx, p| async move {
         check_id("taskId", &p.task_id)?;
-        on_run(&ctx, &p.run_id.clone(), Access::Change, move |core| {
-            let events = core
-                .state
-                .respond(&p.run_id, &p.task_id, &p.message)
-                .map_err(views::core_error)?;
-            core.emit_all(events);
-            core.touch(&p.run_id);
-            let status = core
-                .state
-                .run(&p.run_id)
-                .and_then(|r| r.task(&p.task_id))
-                .map(|t| views::task_status(t.status))
-                .unwrap_or(TaskStatus::Queued);
-            Ok(RespondResult { status })
-        })
+        let (task, message) = (p.task_id.clone(), p.message.clone());
+        change_run(
+            &ctx,
+            &p.run_id,
+            move |st, id| Ok((st.respond(id, &task, &message)?, ())),
+            move |core, id, ()| RespondResult {
+                status: core
+                    .state
+                    .run(id)
+                    .and_then(|r| r.task(&p.task_id))
+                    .map(|t| views::task_status(t.status))
+                    .unwrap_or(TaskStatus::Queued),
+            },
+        )
         .await
     });
     register::<TeamWait, _, _>(m, |ctx, p| async move {
