@@ -9,6 +9,8 @@ use jsonrpsee::RpcModule;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+mod plain_http;
+
 pub fn spawn(
     listener: tokio::net::UnixListener,
     module: RpcModule<Ctx>,
@@ -25,6 +27,13 @@ pub fn spawn(
         .build();
     let builder = jsonrpsee::server::Server::builder()
         .set_config(server_cfg)
+        .set_http_middleware(
+            tower::ServiceBuilder::new().layer(tower::util::MapRequestLayer::new(plain_http::mark)),
+        )
+        .set_rpc_middleware(
+            jsonrpsee::server::middleware::rpc::RpcServiceBuilder::new()
+                .layer_fn(plain_http::NeedsWebSocket::new),
+        )
         .to_service_builder();
     let methods: jsonrpsee::Methods = module.into();
     let my_uid = nix::unistd::geteuid().as_raw();

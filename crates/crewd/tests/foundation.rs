@@ -111,6 +111,10 @@ fn bad_input_gets_standard_errors_and_the_daemon_serves_on() {
         body.contains("-32010") || body.contains("too large") || body.contains("Batch"),
         "{body}"
     );
+    // A subscription over plain HTTP says what it needs instead of "Internal error".
+    let e = d.err("team.subscribe", json!({}));
+    assert_eq!(e["code"], -32600, "{e}");
+    assert!(e["message"].as_str().unwrap().contains("WebSocket"), "{e}");
     // Still serving.
     d.ok("daemon.ping", json!({}));
 }
