@@ -69,8 +69,12 @@ impl ApiError {
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(codes::INTERNAL_ERROR, message)
     }
-    pub fn storage(message: impl Into<String>) -> Self {
+    /// The journal cannot write. `applied`: the change was made in memory before the write
+    /// failed and is journaled once the disk works again (lost if the daemon stops first);
+    /// otherwise nothing was changed.
+    pub fn storage(message: impl Into<String>, applied: bool) -> Self {
         Self::new(codes::STORAGE_FAILED, message)
+            .with_data(serde_json::json!({ "applied": applied }))
     }
 }
 

@@ -123,7 +123,7 @@ pub fn markdown() -> String {
     let doc = document();
     let mut out = String::from("# crewd method reference\n\nGenerated from `crates/crew-api` (`make docs`). Do not edit by hand.\n\n");
     out.push_str("Transport: JSON-RPC 2.0 over the daemon's Unix socket (HTTP POST or WebSocket). Params are one object.\n\n");
-    out.push_str("| code | meaning |\n|---|---|\n| -32700 | parse error |\n| -32600 | invalid request |\n| -32601 | unknown method |\n| -32602 | bad params (data.field, data.reason) |\n| 1001 | not found |\n| 1002 | invalid state |\n| 1003 | validation failed (data.diagnostics) |\n| 1004 | permission denied |\n| 1005 | limit exceeded |\n| 1006 | shutting down |\n| 1007 | storage failed: nothing was changed |\n\n");
+    out.push_str("| code | meaning |\n|---|---|\n| -32700 | parse error |\n| -32600 | invalid request |\n| -32601 | unknown method |\n| -32602 | bad params (data.field, data.reason) |\n| 1001 | not found |\n| 1002 | invalid state |\n| 1003 | validation failed (data.diagnostics) |\n| 1004 | permission denied |\n| 1005 | limit exceeded |\n| 1006 | shutting down |\n| 1007 | storage failed (data.applied: false = nothing was changed; true = made in memory just as the disk failed, journaled when it works again) |\n\n");
     let empty = vec![];
     for m in doc["methods"].as_array().unwrap_or(&empty) {
         let name = m["name"].as_str().unwrap_or_default();

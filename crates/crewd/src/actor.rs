@@ -192,9 +192,13 @@ impl Actor {
             core.after_commit(move |res| {
                 let _ = tx.send(match res {
                     Ok(()) => r,
-                    Err(e) => Err(ApiError::storage(format!(
-                        "the change could not be journaled: {e}"
-                    ))),
+                    Err(e) => Err(ApiError::storage(
+                        format!(
+                            "the journal cannot write ({e}): the change is made but not durable; \
+                             it is journaled when the disk works again"
+                        ),
+                        true,
+                    )),
                 });
             });
         });
@@ -209,9 +213,10 @@ impl Actor {
     ) -> Result<R, ApiError> {
         self.call(move |core| {
             if let Some(e) = core.shared.storage_error() {
-                return Err(ApiError::storage(format!(
-                    "the journal cannot write ({e}); nothing was changed"
-                )));
+                return Err(ApiError::storage(
+                    format!("the journal cannot write ({e}); nothing was changed"),
+                    false,
+                ));
             }
             if core.shared.is_shutting_down() {
                 return Err(ApiError::shutting_down());

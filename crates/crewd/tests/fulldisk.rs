@@ -138,6 +138,10 @@ fn fulldisk_child() {
     // While the disk is full: writes keep failing with the same clear error, reads answer.
     let again = d.http("team.run", run_params(&d, "still full"));
     assert_eq!(code(&again), Some(STORAGE_FAILED), "{again}");
+    // Refused up front: nothing was made. The first refusal may have been the failing write
+    // itself (made in memory, journaled later): it says which.
+    assert_eq!(again["error"]["data"]["applied"], false, "{again}");
+    assert!(refusal["data"]["applied"].is_boolean(), "{refusal}");
     let message = again["error"]["message"].as_str().unwrap_or_default();
     assert!(
         message.contains("journal") && message.contains("No space left on device"),
