@@ -14,8 +14,18 @@ fn entry(seq: u64, run: Option<&str>) -> Entry {
     }
 }
 
+/// Opens the journal, waiting out the lock of a handle this test just dropped: sled releases its
+/// file lock from a background thread, a moment after the drop.
 fn open(dir: &Path) -> Result<SledJournal, JournalError> {
-    SledJournal::open(dir, DEFAULT_CACHE_BYTES)
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        match SledJournal::open(dir, DEFAULT_CACHE_BYTES) {
+            Err(JournalError::Locked { .. }) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(10))
+            }
+            other => return other,
+        }
+    }
 }
 
 /// A closed journal with 300 entries over runs a/b, a snapshot, and run b (the newest) forgotten.
@@ -33,7 +43,7 @@ fn closed_journal(dir: &Path) {
     drop(journal);
     // sled writes its own snapshot file (snap.*) when it recovers, so reopen once to have one.
     // sled's background threads release the file lock shortly after the drop, not at it.
-    drop(reopen_when_unlocked(dir));
+    drop(open(dir).unwrap());
     assert!(!snapshot_files(dir).is_empty());
 }
 
@@ -122,7 +132,7 @@ fn a_first_open_interrupted_before_its_flush_opens_empty() {
 fn second_open_is_locked() {
     let tmp = tempfile::tempdir().unwrap();
     let _first = open(tmp.path()).unwrap();
-    match open(tmp.path()) {
+    match SledJournal::open(tmp.path(), DEFAULT_CACHE_BYTES) {
         Err(JournalError::Locked { path, .. }) => assert_eq!(path, tmp.path()),
         other => panic!("expected Locked, got {other:?}"),
     }
@@ -446,20 +456,5 @@ fn other_programs_sled_databases_are_refused_and_kept() {
             None => db.open_tree("users").unwrap().get("k").unwrap().unwrap(),
         };
         assert_eq!(value.as_ref(), b"v", "{name}");
-    }
-}
-
-/// Open `dir`, waiting (bounded) for a just-dropped handle in this process to release its lock.
-fn reopen_when_unlocked(dir: &Path) -> crew_journal::SledJournal {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
-        match open(dir) {
-            Err(crew_journal::JournalError::Locked { .. })
-                if std::time::Instant::now() < deadline =>
-            {
-                std::thread::sleep(std::time::Duration::from_millis(20))
-            }
-            other => return other.unwrap(),
-        }
     }
 }
