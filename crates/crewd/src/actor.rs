@@ -227,29 +227,15 @@ impl Actor {
     }
 }
 
-/// The earliest of `times` after `after`.
-fn next_after(
-    times: impl Iterator<Item = chrono::DateTime<chrono::Utc>>,
-    after: chrono::DateTime<chrono::Utc>,
-) -> Option<chrono::DateTime<chrono::Utc>> {
-    times.filter(|t| *t > after).min()
-}
-
 impl Core {
     /// When a backed-off task becomes due that the last dispatch did not see yet. A task due
     /// earlier waits for a free slot, and a freed slot dispatches anyway (so no wake-up, and no
     /// busy loop, for it); one due in between must wake the loop even if that instant has
     /// already passed by the time the loop looks (a zero sleep, not none).
     fn next_wake(&self) -> Option<std::time::Duration> {
-        let st = &self.state;
-        let due = st
-            .active
-            .iter()
-            .filter_map(|id| st.runs.get(id))
-            .flat_map(|r| r.tasks.iter())
-            .filter(|t| t.status == TaskStatus::Queued)
-            .filter_map(|t| t.not_before);
-        next_after(due, self.dispatched_at).map(|t| (t - self.now()).to_std().unwrap_or_default())
+        self.state
+            .next_wakeup(self.dispatched_at)
+            .map(|t| (t - self.now()).to_std().unwrap_or_default())
     }
 }
 
@@ -283,27 +269,4 @@ pub async fn run(mut core: Core, mut rx: mpsc::UnboundedReceiver<Job>) {
         core.commit();
     }
     core.snapshot_now();
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use chrono::{TimeZone, Utc};
-
-    #[test]
-    fn wakes_for_what_the_last_dispatch_did_not_see() {
-        let t = |s: i64| Utc.timestamp_opt(1_700_000_000 + s, 0).unwrap();
-        let table = [
-            (vec![], 0, None),
-            (vec![5], 0, Some(5)),
-            (vec![5], 5, None),
-            (vec![-3, 7, 4], 0, Some(4)),
-            (vec![-3, 2], 1, Some(2)),
-            (vec![-3, -1], 0, None),
-        ];
-        for (times, after, want) in table {
-            let got = next_after(times.iter().map(|s| t(*s)), t(after));
-            assert_eq!(got, want.map(t), "{times:?} after {after}");
-        }
-    }
 }

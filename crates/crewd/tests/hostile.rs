@@ -357,9 +357,10 @@ fn connection_flood() -> impl FnOnce(&Path) -> String {
         let served_again = |what: &str| {
             let back = Instant::now();
             while http_idle(socket).is_none() {
+                // Closed connections are noticed asynchronously: a generous bound.
                 assert!(
-                    back.elapsed() < Duration::from_secs(10),
-                    "no new client served 10 s after the {what} closed"
+                    back.elapsed() < Duration::from_secs(30),
+                    "no new client served 30 s after the {what} closed"
                 );
                 std::thread::sleep(Duration::from_millis(20));
             }

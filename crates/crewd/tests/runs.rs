@@ -324,10 +324,12 @@ fn diamond_readiness_is_exact_and_dispatch_streams() {
         "diamond",
         &[
             ("root", "", "Start."),
+            // Long enough that fast and after_fast (two spawns, two syncfs) end well before it
+            // even on a loaded machine: the ordering below is then the scheduler's, not luck.
             (
                 "slow",
                 "root",
-                "Take your time. [fake:sleep=1500ms] [fake:turns=6]",
+                "Take your time. [fake:sleep=10s] [fake:turns=6]",
             ),
             ("fast", "root", "Be quick."),
             ("after_fast", "fast", "Follow up."),
@@ -455,7 +457,9 @@ fn silent_worker_is_stopped_by_the_watchdog_and_retried() {
     let retried: chrono::DateTime<chrono::Utc> =
         retries[0]["time"].as_str().unwrap().parse().unwrap();
     let ms = (retried - started).num_milliseconds();
-    assert!((1500..10_000).contains(&ms), "watchdog after {ms} ms");
+    // (The upper bound only tells the configured 1.5 s from the 5 min default; a loaded
+    // machine may add seconds to the SIGTERM and reaping.)
+    assert!((1500..60_000).contains(&ms), "watchdog after {ms} ms");
     for pid in spawned_pids(&evs) {
         assert!(!pgid_alive(pid), "worker group {pid} survived");
     }
@@ -721,7 +725,8 @@ fn bad_run_requests_are_refused_with_the_field_named() {
 fn goal_of_100k_characters_goes_through_a_file() {
     let d = daemon("");
     one_step_team(&d, "big", "Handle it: {goal}", "explorer");
-    let goal = format!("[fake:sleep=1500ms] [fake:turns=6] {}", "y".repeat(100_000));
+    // The worker must still run when its /proc entry is read below: a margin for a loaded machine.
+    let goal = format!("[fake:sleep=6s] [fake:turns=6] {}", "y".repeat(100_000));
     let run = d.run(&goal, json!({"team": "big"}));
     // While the worker runs, its argv names the prompt file instead of holding the prompt.
     let evs = wait_for_event(&d, &run, "worker.spawned");
@@ -736,9 +741,7 @@ fn goal_of_100k_characters_goes_through_a_file() {
     let prompt = artifact(&d, &run, &format!("prompts/{id}.md"));
     assert!(prompt.len() > 200_000, "goal twice in the prompt");
     let result = artifact(&d, &run, &format!("results/{id}.txt"));
-    assert!(
-        result.starts_with("fake-agent: done with \"Goal: [fake:sleep=1500ms] [fake:turns=6] yyyy")
-    );
+    assert!(result.starts_with("fake-agent: done with \"Goal: [fake:sleep=6s] [fake:turns=6] yyyy"));
 }
 
 /// Block (on `team.wait`-like long polls of `team.events`) until the run has an event of type
@@ -762,10 +765,10 @@ fn wait_for_event(d: &Daemon, run: &str, t: &str) -> Value {
 
 #[test]
 fn cancel_while_queued_while_running_and_after_finish() {
-    // One worker slot: the second run waits in the queue. A long grace: a worker that is gone
-    // quickly went on SIGTERM.
+    // One worker slot: the second run waits in the queue. A long grace (60 s): a worker that is
+    // gone well before it went on SIGTERM, however loaded the machine.
     // No watchdog within the test's time: only the cancel may stop these workers.
-    let d = daemon("max_workers = 1\nkill_grace_ms = 8000\nno_output_timeout_ms = 60000");
+    let d = daemon("max_workers = 1\nkill_grace_ms = 60000\nno_output_timeout_ms = 60000");
     one_step_team(&d, "hold", "Hold on. [fake:sleep=20s]", "explorer");
     let a = d.run("run a", json!({"team": "hold"}));
     let spawned = wait_for_event(&d, &a, "worker.spawned");
@@ -793,11 +796,15 @@ fn cancel_while_queued_while_running_and_after_finish() {
     assert_eq!(r["cancelledTaskIds"], json!([a_task]));
     assert_eq!(d.wait(&a), "cancelled");
     assert!(
-        group_gone_within(pid, Duration::from_secs(4)),
+        group_gone_within(pid, Duration::from_secs(30)),
         "worker {pid} still alive after cancel"
     );
     assert!(
-        t0.elapsed() < Duration::from_secs(7),
+        t0.elapsed() < Duration::from_secs(30),
+        "took the SIGKILL path"
+    );
+    assert!(
+        !d.log_text().contains("ignored SIGTERM"),
         "took the SIGKILL path"
     );
     assert_eq!(tasks(&d.status(&a))[0]["status"], "cancelled");
@@ -832,7 +839,7 @@ fn cancel_of_a_worker_that_ignores_sigterm_kills_it_after_the_grace() {
     let t0 = Instant::now();
     d.ok("team.cancel", json!({"runId": run}));
     assert!(
-        group_gone_within(pid, Duration::from_secs(5)),
+        group_gone_within(pid, Duration::from_secs(30)),
         "worker {pid} survived SIGTERM and the grace"
     );
     let took = t0.elapsed();
@@ -1133,10 +1140,12 @@ fn a_free_slot_is_filled_as_soon_as_any_task_ends() {
         &d,
         "slots",
         &[
+            // Long enough for three quick tasks in a row (three spawns, three syncfs) even on a
+            // loaded machine.
             (
                 "slow",
                 "",
-                "Take your time. [fake:sleep=1500ms] [fake:turns=6]",
+                "Take your time. [fake:sleep=10s] [fake:turns=6]",
             ),
             ("f1", "", "Quick."),
             ("f2", "", "Quick."),
@@ -1178,7 +1187,8 @@ fn a_cwd_removed_after_the_start_fails_the_next_task_naming_it() {
         &d,
         "vanish",
         &[
-            ("first", "", "Hold on. [fake:sleep=800ms]"),
+            // Still running when the cwd goes, even if the test is slow to get there.
+            ("first", "", "Hold on. [fake:sleep=5s]"),
             ("second", "first", "Then this."),
         ],
     );

@@ -110,14 +110,18 @@ impl State {
             .collect()
     }
 
-    /// The earliest instant a backed-off task becomes startable, so the daemon can sleep until it.
-    pub fn next_wakeup(&self) -> Option<DateTime<Utc>> {
+    /// The earliest instant strictly after `after` at which a backed-off task becomes
+    /// startable. The daemon passes its last dispatch time: a task due before that was seen
+    /// by that dispatch (and waits for a slot, which a finishing task frees and dispatches
+    /// anyway); one due after it needs a wake-up.
+    pub fn next_wakeup(&self, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
         self.active
             .iter()
             .filter_map(|id| self.runs.get(id))
             .flat_map(|r| r.tasks.iter())
             .filter(|t| t.status == TaskStatus::Queued)
             .filter_map(|t| t.not_before)
+            .filter(|t| *t > after)
             .min()
     }
 }

@@ -561,7 +561,8 @@ fn retryable_failure_backs_off_until_max_attempts() {
             assert_eq!(reason, "crash");
             assert_eq!(evs[0].message.as_deref(), Some("boom"));
             assert_eq!(sim.status("r", "a"), TaskStatus::Queued);
-            assert_eq!(sim.st.next_wakeup(), Some(*not_before));
+            assert_eq!(sim.st.next_wakeup(sim.now), Some(*not_before));
+            assert_eq!(sim.st.next_wakeup(*not_before), None, "strictly after");
             let wait = *delay_ms as i64;
             sim.advance(wait - 1);
             assert!(sim.dispatch(8).is_empty(), "not before notBefore");
@@ -575,7 +576,7 @@ fn retryable_failure_backs_off_until_max_attempts() {
             ["task.failed a", "run.failed"],
             "max_attempts 3 reached"
         );
-        assert_eq!(sim.st.next_wakeup(), None);
+        assert_eq!(sim.st.next_wakeup(sim.now), None);
         assert_eq!(
             sim.task("r", "a").usage().input,
             30,
