@@ -159,20 +159,12 @@ pub async fn start(actor: &Actor, prepared: Prepared) -> Result<RunStarted, ApiE
     let model = spec.model.clone();
     actor
         .mutate(move |core| {
-            let last = core.state.summaries.keys().next_back().map(String::as_str);
-            let id = crew_core::ids::next_run_id(core.now(), rand::random(), last);
-            let events = core
-                .state
-                .create_run(&id, spec)
-                .map_err(views::core_error)?;
-            core.emit_all(events);
-            core.touch(&id);
+            let id = create_in_core(core, spec)?;
             let status = core
                 .state
                 .run(&id)
                 .map(|r| views::run_status(r.status))
                 .unwrap_or(crew_api::types::RunStatus::Queued);
-            tracing::info!(run = %id, "run created");
             Ok(RunStarted {
                 run_id: id,
                 status,
@@ -187,8 +179,8 @@ pub async fn start(actor: &Actor, prepared: Prepared) -> Result<RunStarted, ApiE
         .await
 }
 
-/// Create a run inside an actor job, for callers that journal more in the same job (a
-/// scheduled fire journals `schedule.fired` naming the run). Same effect as `start`.
+/// Create a run inside an actor job (`start`, and a scheduled fire, which journals
+/// `schedule.fired` naming the run in the same job).
 pub fn create_in_core(core: &mut crate::actor::Core, spec: RunSpec) -> Result<String, ApiError> {
     let last = core.state.summaries.keys().next_back().map(String::as_str);
     let id = crew_core::ids::next_run_id(core.now(), rand::random(), last);
