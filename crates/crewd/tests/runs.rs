@@ -326,10 +326,11 @@ fn diamond_readiness_is_exact_and_dispatch_streams() {
             ("root", "", "Start."),
             // Long enough that fast and after_fast (two spawns, two syncfs) end well before it
             // even on a loaded machine: the ordering below is then the scheduler's, not luck.
+            // (A turn every 250 ms keeps it under the 1.5 s no-output watchdog.)
             (
                 "slow",
                 "root",
-                "Take your time. [fake:sleep=10s] [fake:turns=6]",
+                "Take your time. [fake:sleep=10s] [fake:turns=40]",
             ),
             ("fast", "root", "Be quick."),
             ("after_fast", "fast", "Follow up."),
@@ -725,8 +726,9 @@ fn bad_run_requests_are_refused_with_the_field_named() {
 fn goal_of_100k_characters_goes_through_a_file() {
     let d = daemon("");
     one_step_team(&d, "big", "Handle it: {goal}", "explorer");
-    // The worker must still run when its /proc entry is read below: a margin for a loaded machine.
-    let goal = format!("[fake:sleep=6s] [fake:turns=6] {}", "y".repeat(100_000));
+    // The worker must still run when its /proc entry is read below: a margin for a loaded
+    // machine, with a turn every 250 ms for the 1.5 s watchdog.
+    let goal = format!("[fake:sleep=6s] [fake:turns=24] {}", "y".repeat(100_000));
     let run = d.run(&goal, json!({"team": "big"}));
     // While the worker runs, its argv names the prompt file instead of holding the prompt.
     let evs = wait_for_event(&d, &run, "worker.spawned");
@@ -741,7 +743,9 @@ fn goal_of_100k_characters_goes_through_a_file() {
     let prompt = artifact(&d, &run, &format!("prompts/{id}.md"));
     assert!(prompt.len() > 200_000, "goal twice in the prompt");
     let result = artifact(&d, &run, &format!("results/{id}.txt"));
-    assert!(result.starts_with("fake-agent: done with \"Goal: [fake:sleep=6s] [fake:turns=6] yyyy"));
+    assert!(
+        result.starts_with("fake-agent: done with \"Goal: [fake:sleep=6s] [fake:turns=24] yyyy")
+    );
 }
 
 /// Block (on `team.wait`-like long polls of `team.events`) until the run has an event of type
@@ -1141,11 +1145,11 @@ fn a_free_slot_is_filled_as_soon_as_any_task_ends() {
         "slots",
         &[
             // Long enough for three quick tasks in a row (three spawns, three syncfs) even on a
-            // loaded machine.
+            // loaded machine; a turn every 250 ms keeps it under the 1.5 s watchdog.
             (
                 "slow",
                 "",
-                "Take your time. [fake:sleep=10s] [fake:turns=6]",
+                "Take your time. [fake:sleep=10s] [fake:turns=40]",
             ),
             ("f1", "", "Quick."),
             ("f2", "", "Quick."),
@@ -1187,8 +1191,9 @@ fn a_cwd_removed_after_the_start_fails_the_next_task_naming_it() {
         &d,
         "vanish",
         &[
-            // Still running when the cwd goes, even if the test is slow to get there.
-            ("first", "", "Hold on. [fake:sleep=5s]"),
+            // Still running when the cwd goes, even if the test is slow to get there (talking
+            // every 250 ms, under the 1.5 s watchdog).
+            ("first", "", "Hold on. [fake:sleep=5s] [fake:turns=20]"),
             ("second", "first", "Then this."),
         ],
     );
