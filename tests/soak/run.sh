@@ -8,6 +8,5 @@
 # Prints the counts (cycles, runs, kills, violations) and exits non-zero on any violation.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-cargo build -p crewd -p crew-fake-agent
-cargo build --manifest-path tests/soak/Cargo.toml --target-dir target/soak
-exec target/soak/debug/crew-soak --crewd target/debug/crewd "$@"
+cargo build -p crewd -p crew-fake-agent -p crew-soak
+exec target/debug/crew-soak --crewd target/debug/crewd "$@"
