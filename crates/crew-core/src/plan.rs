@@ -3,6 +3,7 @@
 use crate::resource::{validate, Agent, Catalog, Diagnostic, Severity, Step, TeamRole};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// One task of a plan: a workflow step bound to its team role and agent, with everything the
 /// run needs frozen in, so a run never depends on resource files after it was created.
@@ -23,7 +24,8 @@ pub struct PlannedTask {
     pub reads: Vec<String>,
     /// Step model, else team-role model, else agent model.
     pub model: Option<String>,
-    pub system_prompt: String,
+    /// Shared between the tasks of one agent (`share_prompts`): it is the largest field.
+    pub system_prompt: Arc<str>,
     pub system_prompt_mode: crate::resource::SystemPromptMode,
     /// Effective tool list of the agent.
     pub tools: Vec<String>,
@@ -120,6 +122,7 @@ pub fn build_plan(
         .map(|(i, s)| (s.id.as_str(), task_id(i + 1, &s.id)))
         .collect();
     let mut tasks = Vec::with_capacity(bound.len());
+    let mut prompts: HashMap<&str, Arc<str>> = HashMap::new();
     for (step, role, agent) in bound {
         // Checked above: every bound role has an agent once no error was found.
         let Some(agent) = agent else { continue };
@@ -147,7 +150,10 @@ pub fn build_plan(
                 .clone()
                 .or_else(|| role.model.clone())
                 .or_else(|| agent.model.clone()),
-            system_prompt: agent.system_prompt.clone(),
+            system_prompt: prompts
+                .entry(agent.name.as_str())
+                .or_insert_with(|| Arc::from(agent.system_prompt.as_str()))
+                .clone(),
             system_prompt_mode: agent.system_prompt_mode,
             writes: tools_write(&tools),
             tools,
@@ -160,6 +166,27 @@ pub fn build_plan(
         max_concurrency: team.max_concurrency.or(wf.max_concurrency),
         tasks,
     })
+}
+
+/// The same tasks with one `Arc` per distinct system prompt. A run's tasks mostly use a few
+/// agents, and a plan read back from the journal gives every task its own copy of the prompt.
+pub fn share_prompts(tasks: &[Arc<PlannedTask>]) -> Vec<Arc<PlannedTask>> {
+    let mut seen: Vec<Arc<str>> = Vec::new();
+    tasks
+        .iter()
+        .map(|t| match seen.iter().find(|p| **p == t.system_prompt) {
+            None => {
+                seen.push(t.system_prompt.clone());
+                t.clone()
+            }
+            Some(p) if Arc::ptr_eq(p, &t.system_prompt) => t.clone(),
+            Some(p) => {
+                let mut shared = PlannedTask::clone(t);
+                shared.system_prompt = p.clone();
+                Arc::new(shared)
+            }
+        })
+        .collect()
 }
 
 /// `path` of diagnostics about the request itself (unknown team or workflow name).
@@ -285,6 +312,36 @@ mod tests {
         assert_eq!(explore.tools, ["read", "grep", "find", "ls"]);
     }
 
+    #[test]
+    fn tasks_of_one_agent_share_one_prompt() {
+        let wf = "---\nname: w\n---\n## a\nrole: one\n\n## b\nrole: two\n\n## c\nrole: exec\n";
+        let cat = catalog(&[
+            (Kind::Agent, "/u/agents/solo.md", AGENT),
+            (Kind::Team, "/u/teams/t.team.md", TEAM),
+            (Kind::Workflow, "/u/workflows/w.workflow.md", wf),
+        ]);
+        let plan = build_plan(&cat, Some("t"), None).expect("plans");
+        let built: Vec<Arc<PlannedTask>> = plan.tasks.into_iter().map(Arc::new).collect();
+        // What a journal replay sees: the same JSON, every prompt its own allocation.
+        let json = serde_json::to_string(&built).expect("serializes");
+        let read: Vec<Arc<PlannedTask>> = serde_json::from_str(&json).expect("parses");
+        for (name, tasks, shared) in [
+            ("built", built.clone(), true),
+            ("read back", read.clone(), false),
+            ("read back, shared", share_prompts(&read), true),
+        ] {
+            let same =
+                |i: usize, j: usize| Arc::ptr_eq(&tasks[i].system_prompt, &tasks[j].system_prompt);
+            assert_eq!((same(0, 1), same(0, 2)), (shared, false), "{name}");
+            assert_eq!(tasks, built, "{name}: only sharing changes");
+            assert_eq!(
+                serde_json::to_string(&tasks).expect("serializes"),
+                json,
+                "{name}"
+            );
+        }
+    }
+
     const AGENT: &str = "---\nname: solo\nmodel: a/agent\nthinking: low\n---\nSolo prompt.";
     const TEAM: &str = "---\nname: t\ndefaultWorkflow: w\nmaxConcurrency: 3\n---\n- one: agent=solo model=r/role\n- two: agent=solo\n- exec: agent=executor\n";
 
@@ -339,7 +396,7 @@ mod tests {
         assert_eq!(
             (
                 solo.agent.as_str(),
-                solo.system_prompt.as_str(),
+                &*solo.system_prompt,
                 solo.thinking.as_deref()
             ),
             ("solo", "Solo prompt.", Some("low"))

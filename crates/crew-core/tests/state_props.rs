@@ -43,12 +43,13 @@ impl RunDef {
                 output: None,
                 reads: vec![],
                 model: None,
-                system_prompt: String::new(),
+                system_prompt: "".into(),
                 system_prompt_mode: SystemPromptMode::Replace,
                 tools: vec![],
                 thinking: None,
                 writes: *writes,
             })
+            .map(std::sync::Arc::new)
             .collect();
         RunSpec {
             goal: "g".into(),

@@ -917,7 +917,7 @@ mod tests {
             reuse: Default::default(),
             max_attempts: 1,
             schedule_id: None,
-            tasks: vec![plan],
+            tasks: vec![std::sync::Arc::new(plan)],
         };
         let content = "hello";
         let pend = vec![

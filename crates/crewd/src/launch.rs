@@ -148,7 +148,12 @@ pub async fn prepare(shared: &Arc<Shared>, p: &RunParams) -> Result<Prepared, Ap
         reuse,
         max_attempts: cfg.max_attempts,
         schedule_id: None,
-        tasks: plan.tasks.clone(),
+        tasks: plan
+            .tasks
+            .iter()
+            .cloned()
+            .map(std::sync::Arc::new)
+            .collect(),
     };
     Ok(Prepared { spec, plan, notes })
 }

@@ -422,7 +422,7 @@ pub async fn fingerprint_for(spec: &AttemptSpec, prompt: &str) -> Option<String>
         spec.runtime_name.as_str(),
         program.as_str(),
         spec.model.as_deref().unwrap_or(""),
-        spec.plan.system_prompt.as_str(),
+        &*spec.plan.system_prompt,
         settings.as_str(),
         prompt,
         tree.as_str(),

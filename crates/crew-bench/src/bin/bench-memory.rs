@@ -4,6 +4,10 @@
 //! `--tasks` fake-agent tasks run as runs of `--per-run` independent tasks at concurrency 8;
 //! `resident_runs` is set so every one of those runs stays in memory.
 //!
+//! `CREW_BENCH_CONFIG` (TOML lines) is appended to the daemon's config, for experiments such as
+//! `journal_cache_mb = 16` or `result_cache_entries = 1`. `CREW_BENCH_HOLD_SECS` keeps the
+//! daemon running that long after the figures are printed, to inspect it.
+//!
 //! Usage: `bench-memory [--tasks 10000] [--per-run 1000]`.
 
 mod daemon_support;
@@ -64,10 +68,14 @@ fn main() {
         args.per_run,
         load.trim()
     );
+    let extra = std::env::var("CREW_BENCH_CONFIG").unwrap_or_default();
+    if !extra.trim().is_empty() {
+        println!("extra config: {}", extra.trim().replace('\n', "; "));
+    }
     let d = Daemon::start(
         root.path(),
         &format!(
-            "max_workers = 8\nmax_concurrency_cap = 8\nresident_runs = {}\n",
+            "max_workers = 8\nmax_concurrency_cap = 8\nresident_runs = {}\n{extra}\n",
             runs + 8
         ),
     );
@@ -104,4 +112,12 @@ fn main() {
         "growth per 10,000 finished tasks: {per_10k:.1} MiB (target < {TARGET_MB_PER_10K} MB): {}",
         verdict(per_10k * 1.048_576 < TARGET_MB_PER_10K)
     );
+    // For a look inside (gdb, /proc/<pid>/smaps) before the daemon is stopped.
+    if let Some(secs) = std::env::var("CREW_BENCH_HOLD_SECS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        println!("holding crewd (pid {}) for {secs} s", d.pid());
+        std::thread::sleep(std::time::Duration::from_secs(secs));
+    }
 }

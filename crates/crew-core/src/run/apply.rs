@@ -10,11 +10,12 @@ impl State {
     pub fn apply(&mut self, ev: &Event) {
         self.last_seq = self.last_seq.max(ev.seq);
         match &ev.body {
-            EventBody::RunCreated(spec) => {
+            EventBody::RunCreated(created) => {
                 let Some(id) = &ev.run_id else { return };
+                let mut spec = (**created).clone();
+                spec.tasks = crate::plan::share_prompts(&spec.tasks);
                 let run = RunState {
                     id: id.clone(),
-                    spec: (**spec).clone(),
                     status: RunStatus::Queued,
                     created_at: ev.time,
                     started_at: None,
@@ -30,6 +31,7 @@ impl State {
                     budget_warned: false,
                     reason: None,
                     halted: false,
+                    spec,
                 };
                 self.summaries.insert(id.clone(), run.summary());
                 self.active.insert(id.clone());

@@ -14,7 +14,7 @@ fn t0() -> DateTime<Utc> {
 /// A step: name (also its slug), names of the steps it depends on, whether its role writes.
 type Step<'a> = (&'a str, &'a [&'a str], bool);
 
-fn tasks(steps: &[Step]) -> Vec<PlannedTask> {
+fn tasks(steps: &[Step]) -> Vec<std::sync::Arc<PlannedTask>> {
     let id_of = |name: &str| {
         let i = steps.iter().position(|s| s.0 == name).unwrap();
         task_id(i + 1, name)
@@ -50,6 +50,7 @@ fn tasks(steps: &[Step]) -> Vec<PlannedTask> {
             thinking: None,
             writes: *writes,
         })
+        .map(std::sync::Arc::new)
         .collect()
 }
 

@@ -4,6 +4,7 @@ use crate::plan::PlannedTask;
 use crate::usage::Usage;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -139,7 +140,8 @@ pub struct RunSpec {
     pub reuse: Reuse,
     pub max_attempts: u32,
     pub schedule_id: Option<String>,
-    pub tasks: Vec<PlannedTask>,
+    /// Shared with `TaskState::plan` of the run's tasks: one copy per task, not two.
+    pub tasks: Vec<Arc<PlannedTask>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -175,7 +177,7 @@ pub struct Progress {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TaskState {
-    pub plan: PlannedTask,
+    pub plan: Arc<PlannedTask>,
     pub status: TaskStatus,
     /// Attempts started so far (the running attempt included).
     pub attempts: u32,
@@ -204,7 +206,7 @@ pub struct TaskState {
 }
 
 impl TaskState {
-    pub fn new(plan: PlannedTask) -> Self {
+    pub fn new(plan: Arc<PlannedTask>) -> Self {
         TaskState {
             plan,
             status: TaskStatus::Queued,

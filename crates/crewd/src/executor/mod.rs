@@ -48,7 +48,7 @@ pub struct AttemptSpec {
     pub goal: String,
     pub runtime_name: String,
     pub runtime: RuntimeConfig,
-    pub plan: PlannedTask,
+    pub plan: std::sync::Arc<PlannedTask>,
     pub model: Option<String>,
     /// Direct dependencies: (task id, role).
     pub deps: Vec<(String, String)>,
@@ -430,7 +430,7 @@ async fn run_process(
         command: spec.runtime.command.argv(),
         prompt: prompt.to_string(),
         prompt_file,
-        system_prompt: spec.plan.system_prompt.clone(),
+        system_prompt: spec.plan.system_prompt.to_string(),
         system_prompt_mode: spec.plan.system_prompt_mode,
         system_prompt_file,
         model: spec.model.clone(),
