@@ -286,10 +286,12 @@ mod tests {
         }
     }
 
+    /// (runs, resident_runs, tail, run 0 resident and running at the end)
+    type Case = (usize, usize, Vec<(usize, EventBody)>, bool);
+
     #[test]
     fn evicted_runs_still_take_later_events() {
-        // (runs, resident_runs, tail, run 0 resident and running at the end)
-        let cases: [(usize, usize, Vec<(usize, EventBody)>, bool); 4] = [
+        let cases: [Case; 4] = [
             (3, 1, vec![], false),
             // Run 0 is evicted during the replay (200 runs finish first), then resumed.
             (200, 1, vec![(0, resumed())], true),

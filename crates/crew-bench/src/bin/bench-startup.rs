@@ -157,7 +157,7 @@ impl Shadow {
                 }
             }
         }
-        if ev.seq <= self.last_at && (self.last_at - ev.seq) % self.snapshot_every == 0 {
+        if ev.seq <= self.last_at && (self.last_at - ev.seq).is_multiple_of(self.snapshot_every) {
             let t0 = Instant::now();
             let bytes = serde_json::to_vec(&self.state).unwrap_or_else(|e| fail(e));
             self.serialize += t0.elapsed();
