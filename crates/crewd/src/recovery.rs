@@ -3,10 +3,19 @@
 use crate::actor::Core;
 use crate::executor::process;
 use anyhow::{bail, Context};
-use crew_core::run::{EventBody, Pending, State, TaskStatus};
+use crew_core::run::{Event, EventBody, Pending, State, TaskStatus};
 use crew_journal::Journal;
+use std::collections::BTreeSet;
+
+/// Journal entries per read while replaying.
+const REPLAY_PAGE: usize = 20_000;
 
 /// Snapshot + the journal after it. A corrupt entry is an error, never a silently shorter state.
+///
+/// Finished runs beyond `resident_runs` are evicted as the replay goes (oldest ids first), so
+/// memory stays bounded however long the journal is. A later event of an evicted run (a resume,
+/// a retry) first rebuilds that run from its own journaled events, as residency does on demand;
+/// the same holds for runs the snapshot holds only as summaries.
 pub fn load_state(journal: &dyn Journal, resident_runs: usize) -> anyhow::Result<State> {
     let (mut state, mut after) = match journal.read_snapshot().context("reading the snapshot")? {
         Some((seq, bytes)) => {
@@ -16,15 +25,19 @@ pub fn load_state(journal: &dyn Journal, resident_runs: usize) -> anyhow::Result
         }
         None => (State::default(), 0),
     };
+    // Finished runs that ended during this replay and may still be resident, by id. Evicting in
+    // batches (down to the bound once twice the bound finished) keeps the bookkeeping cheap.
+    let mut finished: BTreeSet<String> = BTreeSet::new();
+    let evict_at = resident_runs.saturating_mul(2).max(64);
     loop {
         let page = journal
-            .read_after(after, 20_000)
+            .read_after(after, REPLAY_PAGE)
             .context("reading the journal")?;
         if page.is_empty() {
             break;
         }
         for (seq, bytes) in page {
-            let ev: crew_core::run::Event = serde_json::from_slice(&bytes).with_context(|| {
+            let ev: Event = serde_json::from_slice(&bytes).with_context(|| {
                 format!("journal entry {seq} is unreadable (the journal may be corrupt)")
             })?;
             if ev.seq != seq {
@@ -33,14 +46,29 @@ pub fn load_state(journal: &dyn Journal, resident_runs: usize) -> anyhow::Result
                     ev.seq
                 );
             }
+            if let Some(id) = evicted_target(&state, &ev) {
+                reload(journal, &mut state, id, seq)?;
+            }
             state.apply(&ev);
+            if ends_run(&ev.body) {
+                if let Some(id) = &ev.run_id {
+                    finished.insert(id.clone());
+                }
+            }
+            if finished.len() >= evict_at {
+                let excess = finished.len().saturating_sub(resident_runs);
+                for _ in 0..excess {
+                    if let Some(id) = finished.pop_first() {
+                        state.evict(&id);
+                    }
+                }
+            }
             after = seq;
         }
     }
     state.last_seq = state.last_seq.max(journal.last_seq());
-    // Replay rebuilt every run it saw; keep only the newest finished ones resident (the rest
-    // load from the journal on demand), so memory and the next snapshot stay bounded. Not during
-    // the replay: a later event of an evicted run (a resume) would have nothing to apply to.
+    // Keep only the newest finished ones resident (the rest load from the journal on demand),
+    // so memory and the next snapshot stay bounded.
     let finished: Vec<String> = {
         let mut ids: Vec<&String> = state
             .runs
@@ -57,6 +85,71 @@ pub fn load_state(journal: &dyn Journal, resident_runs: usize) -> anyhow::Result
     }
     Ok(state)
 }
+
+/// Events after which a run may be finished.
+fn ends_run(body: &EventBody) -> bool {
+    matches!(
+        body,
+        EventBody::RunCompleted { .. }
+            | EventBody::RunFailed { .. }
+            | EventBody::RunCancelled { .. }
+    )
+}
+
+/// The run `ev` applies to, when that run is known (it has a summary) but not resident.
+fn evicted_target<'a>(state: &State, ev: &'a Event) -> Option<&'a str> {
+    match ev.body {
+        EventBody::RunCreated(_)
+        | EventBody::RunForgotten {}
+        | EventBody::ScheduleAdded(_)
+        | EventBody::ScheduleUpdated(_)
+        | EventBody::ScheduleRemoved { .. }
+        | EventBody::ScheduleFired { .. }
+        | EventBody::ScheduleSkipped { .. }
+        | EventBody::DaemonStarted { .. }
+        | EventBody::DaemonRecovered { .. } => None,
+        _ => {
+            let id = ev.run_id.as_deref()?;
+            (!state.runs.contains_key(id) && state.summaries.contains_key(id)).then_some(id)
+        }
+    }
+}
+
+/// Make run `id` resident again as it was just before seq `before`, from its own events.
+fn reload(journal: &dyn Journal, state: &mut State, id: &str, before: u64) -> anyhow::Result<()> {
+    let mut events = Vec::new();
+    let mut after = 0;
+    'pages: loop {
+        let page = journal
+            .read_run_after(id, after, RELOAD_PAGE)
+            .with_context(|| format!("reading the events of run {id}"))?;
+        let full = page.len() >= RELOAD_PAGE;
+        for (seq, bytes) in page {
+            if seq >= before {
+                break 'pages;
+            }
+            after = seq;
+            let ev: Event = serde_json::from_slice(&bytes).with_context(|| {
+                format!(
+                    "journal entry {seq} of run {id} is unreadable (the journal may be corrupt)"
+                )
+            })?;
+            events.push(ev);
+        }
+        if !full {
+            break;
+        }
+    }
+    match crew_core::run::replay_run(events.iter()) {
+        Some(run) => state.insert_loaded(run),
+        // Nothing to apply to: the event is ignored, as it was before runs were evicted.
+        None => tracing::warn!(run = %id, before, "a known run has no run.created in the journal"),
+    }
+    Ok(())
+}
+
+/// Journal entries per read when rebuilding one run.
+const RELOAD_PAGE: usize = 10_000;
 
 /// Kill workers of the previous daemon (only when pid AND start time match: a reused pid is
 /// never killed) and whatever else carries one of this daemon's runs in its environment,
@@ -117,5 +210,147 @@ pub fn recover(core: &mut Core) {
     }
     for id in core.state.active.clone() {
         core.touch(&id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::{TimeZone, Utc};
+    use crew_core::run::{FailurePolicy, Reuse, RunSpec, RunStatus};
+    use crew_journal::{Entry, MemJournal};
+
+    fn spec() -> RunSpec {
+        RunSpec {
+            goal: "g".into(),
+            cwd: "/w".into(),
+            team: "t".into(),
+            workflow: "w".into(),
+            runtime: "fake".into(),
+            model: None,
+            concurrency: 1,
+            failure_policy: FailurePolicy::FailFast,
+            budget: None,
+            require_plan_approval: false,
+            reuse: Reuse::Off,
+            max_attempts: 1,
+            schedule_id: None,
+            tasks: Vec::new(),
+        }
+    }
+
+    /// A journal of `runs` runs created and completed in turn, then `tail` (run index, body).
+    fn journal(runs: usize, tail: &[(usize, EventBody)]) -> MemJournal {
+        let j = MemJournal::new();
+        let time = Utc.with_ymd_and_hms(2025, 1, 2, 3, 4, 5).unwrap();
+        let mut bodies: Vec<(usize, EventBody)> = Vec::new();
+        for i in 0..runs {
+            bodies.push((i, EventBody::RunCreated(Box::new(spec()))));
+            bodies.push((i, EventBody::RunStarted {}));
+            bodies.push((
+                i,
+                EventBody::RunCompleted {
+                    usage: Default::default(),
+                },
+            ));
+        }
+        bodies.extend(tail.iter().cloned());
+        let entries: Vec<Entry> = bodies
+            .into_iter()
+            .enumerate()
+            .map(|(n, (i, body))| {
+                let id = format!("team_1_{i:04}");
+                let ev = Event {
+                    seq: n as u64 + 1,
+                    run_seq: 0,
+                    time,
+                    run_id: Some(id.clone()),
+                    task_id: None,
+                    message: None,
+                    body,
+                };
+                Entry {
+                    seq: ev.seq,
+                    run: Some(id),
+                    bytes: serde_json::to_vec(&ev).unwrap(),
+                }
+            })
+            .collect();
+        j.append(&entries).unwrap();
+        j
+    }
+
+    fn resumed() -> EventBody {
+        EventBody::RunResumed {
+            requeued_task_ids: Vec::new(),
+        }
+    }
+
+    /// (runs, resident_runs, tail, run 0 resident and running at the end)
+    type Case = (usize, usize, Vec<(usize, EventBody)>, bool);
+
+    #[test]
+    fn evicted_runs_still_take_later_events() {
+        let cases: [Case; 4] = [
+            (3, 1, vec![], false),
+            // Run 0 is evicted during the replay (200 runs finish first), then resumed.
+            (200, 1, vec![(0, resumed())], true),
+            (200, 5, vec![(0, resumed()), (150, resumed())], true),
+            (10, 100, vec![(0, resumed())], true),
+        ];
+        for (runs, resident, tail, running) in cases {
+            let j = journal(runs, &tail);
+            let st = load_state(&j, resident).unwrap();
+            assert_eq!(st.summaries.len(), runs);
+            let finished = st.runs.values().filter(|r| r.status.is_finished()).count();
+            assert!(
+                finished <= resident,
+                "{runs} {resident}: {finished} resident"
+            );
+            let first = st.run("team_1_0000").map(|r| r.status);
+            assert_eq!(
+                first == Some(RunStatus::Running),
+                running,
+                "{runs} {resident}"
+            );
+            assert_eq!(st.active.contains("team_1_0000"), running);
+            assert_eq!(st.active.len(), tail.len());
+        }
+    }
+
+    #[test]
+    fn a_snapshot_summary_takes_later_events() {
+        let j = journal(4, &[]);
+        // A snapshot as crewd writes it: run 0 evicted, summary kept.
+        let mut st = load_state(&j, 1).unwrap();
+        assert!(st.run("team_1_0000").is_none());
+        st.last_seq = j.last_seq();
+        j.write_snapshot(st.last_seq, &serde_json::to_vec(&st).unwrap())
+            .unwrap();
+        let time = Utc.with_ymd_and_hms(2025, 1, 2, 3, 4, 6).unwrap();
+        let ev = Event {
+            seq: j.last_seq() + 1,
+            run_seq: 0,
+            time,
+            run_id: Some("team_1_0000".into()),
+            task_id: None,
+            message: None,
+            body: resumed(),
+        };
+        j.append(&[Entry {
+            seq: ev.seq,
+            run: ev.run_id.clone(),
+            bytes: serde_json::to_vec(&ev).unwrap(),
+        }])
+        .unwrap();
+        let st = load_state(&j, 1).unwrap();
+        assert_eq!(
+            st.run("team_1_0000").map(|r| r.status),
+            Some(RunStatus::Running)
+        );
+        assert_eq!(
+            st.summaries.get("team_1_0000").map(|s| s.status),
+            Some(RunStatus::Running)
+        );
     }
 }

@@ -4,18 +4,29 @@
 //! The events are real ones: a template run of `--steps` independent fake-agent tasks goes
 //! through a daemon, its events are read back with `team.events`, and copies of them (new run
 //! id, new seq; each one checked to parse as `crew_core::run::Event`) are written with
-//! crew-journal directly into a fresh state dir until `--events` are there. Then crewd starts on
-//! it twice: first with no snapshot (every event replayed), then after a clean stop, which
-//! leaves a snapshot as a running daemon does every `snapshot_every` events.
+//! crew-journal directly into a fresh state dir until `--events` are there. Along the way the
+//! events are applied to a `crew_core::run::State` the way crewd does (finished runs beyond
+//! `--resident-runs` evicted, oldest finished first), and that State is serialized every
+//! `--snapshot-every` events, as crewd's actor does in `commit`.
 //!
-//! Usage: `bench-startup [--events 1000000] [--steps 16]`.
+//! crewd then starts on that state dir three times:
+//! 1. with no snapshot at all: every event replayed (the worst case; crewd itself never gets
+//!    there, it snapshots every `snapshot_every` events);
+//! 2. after a clean stop, which writes a snapshot of the whole state (a replay of nothing);
+//! 3. with the snapshot the bench made at crewd's cadence, placed so that `snapshot_every - 1`
+//!    events follow it: the slowest start a daemon that ran with that cadence can have.
+//!
+//! Usage: `bench-startup [--events 1000000] [--steps 16] [--snapshot-every 50000]
+//! [--resident-runs 256] [--keep]` (the last two are passed to crewd too; the defaults are crewd's).
 
 mod daemon_support;
 
+use crew_core::run::{Event, EventBody, State};
 use crew_journal::{Entry, Journal, SledJournal, DEFAULT_CACHE_BYTES};
 use daemon_support::*;
 use serde_json::{json, Value};
-use std::time::Duration;
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
 
 const TARGET: Duration = Duration::from_secs(1);
 const APPEND_CHUNK: usize = 10_000;
@@ -23,15 +34,26 @@ const APPEND_CHUNK: usize = 10_000;
 struct Args {
     events: u64,
     steps: usize,
+    snapshot_every: u64,
+    resident_runs: usize,
+    /// Leave the state dirs behind (for profiling crewd on them).
+    keep: bool,
 }
 
 fn parse_args() -> Args {
     let mut a = Args {
         events: 1_000_000,
         steps: 16,
+        snapshot_every: 50_000,
+        resident_runs: 256,
+        keep: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
+        if flag == "--keep" {
+            a.keep = true;
+            continue;
+        }
         let value = it
             .next()
             .and_then(|v| v.parse::<u64>().ok())
@@ -40,6 +62,8 @@ fn parse_args() -> Args {
         match flag.as_str() {
             "--events" => a.events = value,
             "--steps" => a.steps = value as usize,
+            "--snapshot-every" => a.snapshot_every = value,
+            "--resident-runs" => a.resident_runs = value as usize,
             _ => fail(format!("unknown flag {flag}")),
         }
     }
@@ -88,9 +112,70 @@ fn template(steps: usize) -> (String, Vec<Value>) {
     (run, events)
 }
 
-/// Writes `total` events (copies of the template run) into `<state>/journal`; returns the run
-/// count.
-fn write_journal(state: &std::path::Path, tpl_run: &str, tpl: &[Value], total: u64) -> u64 {
+/// What crewd's actor would have done with the events: the State it keeps, evicting finished
+/// runs beyond the bound (the least recently finished first), and its snapshots.
+struct Shadow {
+    state: State,
+    finished: VecDeque<String>,
+    resident_runs: usize,
+    snapshot_every: u64,
+    /// The seq after which `snapshot_every - 1` events remain; snapshots fall on it and every
+    /// `snapshot_every` events before it.
+    last_at: u64,
+    snapshot: Option<(u64, Vec<u8>)>,
+    snapshots: u32,
+    serialize: Duration,
+}
+
+impl Shadow {
+    fn new(total: u64, snapshot_every: u64, resident_runs: usize) -> Shadow {
+        Shadow {
+            state: State::default(),
+            finished: VecDeque::new(),
+            resident_runs,
+            snapshot_every,
+            last_at: total.saturating_sub(snapshot_every - 1),
+            snapshot: None,
+            snapshots: 0,
+            serialize: Duration::ZERO,
+        }
+    }
+
+    fn apply(&mut self, ev: &Event) {
+        self.state.apply(ev);
+        if let (
+            EventBody::RunCompleted { .. }
+            | EventBody::RunFailed { .. }
+            | EventBody::RunCancelled { .. },
+            Some(id),
+        ) = (&ev.body, &ev.run_id)
+        {
+            self.finished.push_back(id.clone());
+            while self.finished.len() > self.resident_runs {
+                if let Some(old) = self.finished.pop_front() {
+                    self.state.evict(&old);
+                }
+            }
+        }
+        if ev.seq <= self.last_at && (self.last_at - ev.seq).is_multiple_of(self.snapshot_every) {
+            let t0 = Instant::now();
+            let bytes = serde_json::to_vec(&self.state).unwrap_or_else(|e| fail(e));
+            self.serialize += t0.elapsed();
+            self.snapshots += 1;
+            self.snapshot = Some((ev.seq, bytes));
+        }
+    }
+}
+
+/// Writes `total` events (copies of the template run) into `<state>/journal`, with no
+/// snapshot; returns the run count.
+fn write_journal(
+    state: &std::path::Path,
+    tpl_run: &str,
+    tpl: &[Value],
+    total: u64,
+    shadow: &mut Shadow,
+) -> u64 {
     std::fs::create_dir_all(state).unwrap_or_else(|e| fail(e));
     let journal = SledJournal::open(&state.join("journal"), DEFAULT_CACHE_BYTES)
         .unwrap_or_else(|e| fail(format!("open journal: {e}")));
@@ -115,8 +200,10 @@ fn write_journal(state: &std::path::Path, tpl_run: &str, tpl: &[Value], total: u
             v["seq"] = json!(seq);
             let bytes = serde_json::to_vec(&v).unwrap_or_else(|e| fail(e));
             // What crewd will read back must be a valid event with this seq.
-            match serde_json::from_slice::<crew_core::run::Event>(&bytes) {
-                Ok(parsed) if parsed.seq == seq && parsed.run_id.as_deref() == Some(&run_id) => {}
+            match serde_json::from_slice::<Event>(&bytes) {
+                Ok(parsed) if parsed.seq == seq && parsed.run_id.as_deref() == Some(&run_id) => {
+                    shadow.apply(&parsed)
+                }
                 Ok(parsed) => fail(format!("event {seq} parsed as {parsed:?}")),
                 Err(e) => fail(format!("event {seq} is not a crew event: {e}: {v}")),
             }
@@ -147,13 +234,28 @@ fn write_journal(state: &std::path::Path, tpl_run: &str, tpl: &[Value], total: u
     runs
 }
 
+/// Replaces the journal's snapshot (crewd must be stopped).
+fn put_snapshot(state: &std::path::Path, seq: u64, bytes: &[u8]) {
+    let journal = SledJournal::open(&state.join("journal"), DEFAULT_CACHE_BYTES)
+        .unwrap_or_else(|e| fail(format!("open journal: {e}")));
+    journal
+        .write_snapshot(seq, bytes)
+        .unwrap_or_else(|e| fail(format!("write snapshot: {e}")));
+}
+
 fn main() {
     let args = parse_args();
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
-        "start-up bench: {} events; loadavg {}",
+        "start-up bench: {} events; snapshot_every {}; resident_runs {}; loadavg {}",
         args.events,
+        args.snapshot_every,
+        args.resident_runs,
         load.trim()
+    );
+    let config = format!(
+        "snapshot_every = {}\nresident_runs = {}\n",
+        args.snapshot_every, args.resident_runs
     );
 
     let (tpl_run, tpl) = template(args.steps);
@@ -166,13 +268,15 @@ fn main() {
     let root = bench_root("crew-bench-startup");
     let empty_root = root.path().join("empty");
     std::fs::create_dir_all(&empty_root).unwrap_or_else(|e| fail(e));
-    let mut empty = Daemon::new(&empty_root, "");
+    let mut empty = Daemon::new(&empty_root, &config);
     let empty_start = empty.spawn();
     empty.stop();
 
     let full_root = root.path().join("full");
-    let d0 = Daemon::new(&full_root, "");
-    let (runs, gen) = timed(|| write_journal(&d0.state_dir, &tpl_run, &tpl, args.events));
+    let d0 = Daemon::new(&full_root, &config);
+    let mut shadow = Shadow::new(args.events, args.snapshot_every, args.resident_runs);
+    let (runs, gen) =
+        timed(|| write_journal(&d0.state_dir, &tpl_run, &tpl, args.events, &mut shadow));
     println!(
         "wrote {} events ({} runs) with crew-journal in {}",
         args.events,
@@ -182,6 +286,7 @@ fn main() {
 
     let mut d = d0;
     let cold = d.spawn();
+    let cpu_cold = cpu_time(&d.pid().to_string());
     let status = d.call("daemon.status", json!({}));
     let rss_cold = d.rss_kib();
     if status["journal"]["lastSeq"].as_u64().unwrap_or(0) < args.events {
@@ -189,31 +294,73 @@ fn main() {
     }
     let (_, stop_took) = timed(|| d.stop());
     let warm = d.spawn();
+    let cpu_warm = cpu_time(&d.pid().to_string());
     let rss_warm = d.rss_kib();
     let total = d.call("daemon.status", json!({}))["runs"]["total"].clone();
     d.stop();
+
+    let cadence = shadow.snapshot.take().map(|(seq, bytes)| {
+        put_snapshot(&d.state_dir, seq, &bytes);
+        let took = d.spawn();
+        let cpu = cpu_time(&d.pid().to_string());
+        let rss = d.rss_kib();
+        let status = d.call("daemon.status", json!({}));
+        d.stop();
+        (seq, bytes.len(), took, cpu, rss, status)
+    });
 
     println!(
         "empty state dir: crewd ready in {} (baseline)",
         secs(empty_start)
     );
     println!(
-        "{} events, no snapshot (full replay): ready in {} = {:.1}x empty; RSS {} MiB; {}",
+        "{} events, no snapshot (full replay, worst case): ready in {} (crewd CPU {}) = {:.1}x empty; RSS {} MiB; {}",
         args.events,
         secs(cold),
+        secs(cpu_cold),
         cold.as_secs_f64() / empty_start.as_secs_f64(),
         rss_cold / 1024,
         verdict(cold < TARGET)
     );
     println!(
-        "{} events, after a clean stop (snapshot; stop took {}): ready in {} = {:.1}x empty; RSS {} MiB; runs.total {}; {}",
+        "{} events, after a clean stop (snapshot; stop took {}): ready in {} (crewd CPU {}) = {:.1}x empty; RSS {} MiB; runs.total {}; {}",
         args.events,
         secs(stop_took),
         secs(warm),
+        secs(cpu_warm),
         warm.as_secs_f64() / empty_start.as_secs_f64(),
         rss_warm / 1024,
         total,
         verdict(warm < TARGET)
     );
+    match cadence {
+        Some((seq, size, took, cpu, rss, status)) => {
+            println!(
+                "snapshots every {} events as crewd: {} taken, {} KiB each at the end, {:.1} ms to serialize on average",
+                args.snapshot_every,
+                shadow.snapshots,
+                size / 1024,
+                shadow.serialize.as_secs_f64() * 1000.0 / f64::from(shadow.snapshots.max(1)),
+            );
+            println!(
+                "{} events, snapshot at seq {} ({} events after it, the most crewd's cadence leaves): ready in {} (crewd CPU {}) = {:.1}x empty; RSS {} MiB; runs.total {}; {}",
+                args.events,
+                seq,
+                status["journal"]["lastSeq"].as_u64().unwrap_or(0).saturating_sub(seq),
+                secs(took),
+                secs(cpu),
+                took.as_secs_f64() / empty_start.as_secs_f64(),
+                rss / 1024,
+                status["runs"]["total"],
+                verdict(took < TARGET)
+            );
+        }
+        None => println!(
+            "fewer than --snapshot-every events: crewd would not have snapshotted (see the full replay)"
+        ),
+    }
     println!("target: < {} to the first daemon.ping", secs(TARGET));
+    if args.keep {
+        println!("kept {}", root.keep().display());
+    }
 }

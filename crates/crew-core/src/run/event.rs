@@ -7,8 +7,9 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 /// A journaled event. Serialized as `{seq, runSeq, time, type, runId?, taskId?, message?, data}`,
-/// the wire shape of SPEC §6, so one serialization serves journal and clients.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// the wire shape of SPEC §6, so one serialization serves journal and clients. Deserialize is
+/// written by hand (event_de.rs) for replay speed.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Event {
     pub seq: u64,

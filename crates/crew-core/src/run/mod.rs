@@ -12,6 +12,7 @@ mod decide;
 mod dispatch;
 pub use dispatch::Start;
 mod event;
+mod event_de;
 mod jobs;
 mod settle;
 mod types;
