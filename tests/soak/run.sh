@@ -8,5 +8,7 @@
 # Prints the counts (cycles, runs, kills, violations) and exits non-zero on any violation.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-cargo build -p crewd -p crew-fake-agent -p crew-soak
+# The same build as `make build`: a subset of packages would resolve features differently and
+# rebuild shared dependencies.
+cargo build --workspace --bins
 exec target/debug/crew-soak --crewd target/debug/crewd "$@"
