@@ -117,29 +117,7 @@ fn evicted_target<'a>(state: &State, ev: &'a Event) -> Option<&'a str> {
 
 /// Make run `id` resident again as it was just before seq `before`, from its own events.
 fn reload(journal: &dyn Journal, state: &mut State, id: &str, before: u64) -> anyhow::Result<()> {
-    let mut events = Vec::new();
-    let mut after = 0;
-    'pages: loop {
-        let page = journal
-            .read_run_after(id, after, RELOAD_PAGE)
-            .with_context(|| format!("reading the events of run {id}"))?;
-        let full = page.len() >= RELOAD_PAGE;
-        for (seq, bytes) in page {
-            if seq >= before {
-                break 'pages;
-            }
-            after = seq;
-            let ev: Event = serde_json::from_slice(&bytes).with_context(|| {
-                format!(
-                    "journal entry {seq} of run {id} is unreadable (the journal may be corrupt)"
-                )
-            })?;
-            events.push(ev);
-        }
-        if !full {
-            break;
-        }
-    }
+    let events = crate::residency::run_events(journal, id, before).map_err(anyhow::Error::msg)?;
     match crew_core::run::replay_run(events.iter()) {
         Some(run) => state.insert_loaded(run),
         // Nothing to apply to: the event is ignored, as it was before runs were evicted.
@@ -147,9 +125,6 @@ fn reload(journal: &dyn Journal, state: &mut State, id: &str, before: u64) -> an
     }
     Ok(())
 }
-
-/// Journal entries per read when rebuilding one run.
-const RELOAD_PAGE: usize = 10_000;
 
 /// Kill workers of the previous daemon (only when pid AND start time match: a reused pid is
 /// never killed) and whatever else carries one of this daemon's runs in its environment,

@@ -150,33 +150,43 @@ pub fn adopt(core: &mut Core, run: RunState) {
     enforce(core);
 }
 
-/// Rebuild an evicted run from the journal (off the actor: this reads disk).
+/// Rebuild an evicted run from its journaled events (off the actor: this reads disk).
 pub fn load_run(shared: &Shared, run_id: &str) -> Result<Option<RunState>, ApiError> {
+    let events =
+        run_events(shared.journal.as_ref(), run_id, u64::MAX).map_err(ApiError::internal)?;
+    Ok(crew_core::run::replay_run(events.iter()))
+}
+
+/// A run's journaled events with a seq below `before`, oldest first. An unreadable one is an
+/// error: a run rebuilt without one of its events would answer wrongly.
+pub fn run_events(
+    journal: &dyn crew_journal::Journal,
+    run_id: &str,
+    before: u64,
+) -> Result<Vec<Event>, String> {
     let mut events = Vec::new();
     let mut after = 0;
     loop {
-        let page = shared
-            .journal
+        let page = journal
             .read_run_after(run_id, after, LOAD_PAGE)
-            .map_err(|e| ApiError::internal(e.to_string()))?;
+            .map_err(|e| format!("reading the events of run {run_id}: {e}"))?;
         let full = page.len() >= LOAD_PAGE;
         for (seq, bytes) in page {
-            after = seq;
-            match serde_json::from_slice::<Event>(&bytes) {
-                Ok(ev) => events.push(ev),
-                Err(e) => {
-                    // A run rebuilt without one of its events would answer wrongly.
-                    return Err(ApiError::internal(format!(
-                        "event {seq} of run {run_id} is unreadable: {e}"
-                    )));
-                }
+            if seq >= before {
+                return Ok(events);
             }
+            after = seq;
+            let ev = serde_json::from_slice::<Event>(&bytes).map_err(|e| {
+                format!(
+                    "event {seq} of run {run_id} is unreadable (the journal may be corrupt): {e}"
+                )
+            })?;
+            events.push(ev);
         }
         if !full {
-            break;
+            return Ok(events);
         }
     }
-    Ok(crew_core::run::replay_run(events.iter()))
 }
 
 #[cfg(test)]
