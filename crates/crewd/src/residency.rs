@@ -85,12 +85,23 @@ impl RunCacheStats {
 }
 
 /// Which finished runs to evict so at most `bound` stay: ids of `finished` (resident, finished
-/// runs) not yet in `recency` join it oldest-created first (ids sort by creation time), ids
-/// that are no longer resident and finished leave it, then the least recently used go.
-fn victims(recency: &mut Recency, finished: &mut Vec<&str>, bound: usize) -> Vec<String> {
+/// runs) not yet in `recency` join it oldest-created first (ids sort by creation time), then
+/// `just_used` becomes the most recent, ids that are no longer resident and finished leave
+/// it, then the least recently used go. `just_used` is touched after the others joined: after
+/// a restart every resident run joins at once, and a run loaded to be read must not be the
+/// oldest of them (it would be evicted before the read).
+fn victims(
+    recency: &mut Recency,
+    finished: &mut Vec<&str>,
+    bound: usize,
+    just_used: Option<&str>,
+) -> Vec<String> {
     finished.sort_unstable();
     for id in finished.iter() {
         recency.add_if_absent(id);
+    }
+    if let Some(id) = just_used {
+        recency.touch(id);
     }
     if recency.by_id.len() > finished.len() {
         let keep: std::collections::HashSet<&str> = finished.iter().copied().collect();
@@ -113,6 +124,10 @@ fn victims(recency: &mut Recency, finished: &mut Vec<&str>, bound: usize) -> Vec
 
 /// Evict finished runs beyond the bound.
 pub fn enforce(core: &mut Core) {
+    evict_beyond_bound(core, None);
+}
+
+fn evict_beyond_bound(core: &mut Core, just_used: Option<&str>) {
     let bound = core.shared.config.resident_runs;
     let mut finished: Vec<&str> = core
         .state
@@ -122,7 +137,7 @@ pub fn enforce(core: &mut Core) {
         .map(|r| r.id.as_str())
         .collect();
     let out = match core.shared.run_cache.recency.lock() {
-        Ok(mut r) => victims(&mut r, &mut finished, bound),
+        Ok(mut r) => victims(&mut r, &mut finished, bound, just_used),
         Err(_) => return,
     };
     let mut n = 0;
@@ -146,8 +161,7 @@ pub fn adopt(core: &mut Core, run: RunState) {
     }
     let id = run.id.clone();
     core.state.insert_loaded(run);
-    core.shared.run_cache.touch(&id);
-    enforce(core);
+    evict_beyond_bound(core, Some(&id));
 }
 
 /// Rebuild an evicted run from its journaled events (off the actor: this reads disk).
@@ -218,11 +232,20 @@ mod tests {
                 r.touch(t);
             }
             let mut f: Vec<&str> = finished.to_vec();
-            let got = victims(&mut r, &mut f, bound);
+            let got = victims(&mut r, &mut f, bound, None);
             assert_eq!(ids(&got), want, "{touched:?} {finished:?} {bound}");
             assert!(r.by_id.len() <= bound);
             assert_eq!(r.by_id.len(), r.order.len());
         }
+    }
+
+    #[test]
+    fn a_run_just_loaded_after_a_restart_outlives_those_resident_all_along() {
+        // Nothing touched yet (a fresh daemon); "a", the oldest, was just loaded to be read.
+        let mut r = Recency::default();
+        let mut f = vec!["a", "b", "c", "d"];
+        let got = victims(&mut r, &mut f, 2, Some("a"));
+        assert_eq!(ids(&got), ["b", "c"]);
     }
 
     #[test]

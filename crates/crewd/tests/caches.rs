@@ -523,3 +523,20 @@ fn concurrent_reads_of_evicted_runs_never_report_them_unknown() {
     let runs = d.ok("cache.stats", json!({}))["runs"].clone();
     assert!(runs["misses"].as_u64().unwrap() >= 12, "{runs}");
 }
+
+/// After a restart nothing has been used yet: the first read of an evicted run loads it and it
+/// stays (the runs that were resident all along must not count as more recently used).
+#[test]
+fn the_first_read_after_a_restart_of_an_evicted_run_answers() {
+    let mut d = Daemon::start_with(Opts {
+        config: "resident_runs = 2\n".into(),
+        env: vec![],
+    });
+    one_step_team(&d, "tiny", "Do the tiny thing.", "explorer");
+    let ids = many_runs(&d, 4, 1);
+    d.restart();
+    let st = d
+        .try_http("team.status", json!({"runId": ids[0]}))
+        .expect("the daemon answers");
+    assert_eq!(st["result"]["run"]["status"], "completed", "{st}");
+}
