@@ -96,23 +96,17 @@ fn ends_run(body: &EventBody) -> bool {
     )
 }
 
-/// The run `ev` applies to, when that run is known (it has a summary) but not resident.
+/// The run `ev` names, when that run is known (it has a summary) but not resident. Reloading
+/// it for an event that does not change its details (a schedule event naming it) is harmless.
 fn evicted_target<'a>(state: &State, ev: &'a Event) -> Option<&'a str> {
-    match ev.body {
-        EventBody::RunCreated(_)
-        | EventBody::RunForgotten {}
-        | EventBody::ScheduleAdded(_)
-        | EventBody::ScheduleUpdated(_)
-        | EventBody::ScheduleRemoved { .. }
-        | EventBody::ScheduleFired { .. }
-        | EventBody::ScheduleSkipped { .. }
-        | EventBody::DaemonStarted { .. }
-        | EventBody::DaemonRecovered { .. } => None,
-        _ => {
-            let id = ev.run_id.as_deref()?;
-            (!state.runs.contains_key(id) && state.summaries.contains_key(id)).then_some(id)
-        }
+    if matches!(
+        ev.body,
+        EventBody::RunCreated(_) | EventBody::RunForgotten {}
+    ) {
+        return None;
     }
+    let id = ev.run_id.as_deref()?;
+    (!state.runs.contains_key(id) && state.summaries.contains_key(id)).then_some(id)
 }
 
 /// Make run `id` resident again as it was just before seq `before`, from its own events.

@@ -8,14 +8,6 @@ use jsonrpsee::RpcModule;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-/// Load the saved result cache if nothing did yet (it reads a file: off the async threads).
-async fn attach_results(ctx: &Ctx) -> Result<(), ApiError> {
-    let shared = ctx.shared.clone();
-    tokio::task::spawn_blocking(move || shared.results.attach(&shared.state_dir))
-        .await
-        .map_err(|e| ApiError::internal(e.to_string()))
-}
-
 async fn run_stats(ctx: &Arc<Ctx>) -> Result<CacheStat, ApiError> {
     let (entries, capacity) = ctx
         .actor
@@ -72,7 +64,6 @@ async fn evict_runs(ctx: &Ctx, only: Option<String>) -> Result<u64, ApiError> {
 
 pub fn register_all(m: &mut RpcModule<Ctx>) {
     register::<CacheStats, _, _>(m, |ctx, _| async move {
-        attach_results(&ctx).await?;
         Ok(CacheStatsResult {
             resources: ctx.shared.resources.stats(),
             results: ctx.shared.results.stats(),
@@ -85,7 +76,6 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
             ctx.shared.resources.clear();
         }
         if matches!(which, CacheName::Results | CacheName::All) {
-            attach_results(&ctx).await?;
             let shared = ctx.shared.clone();
             tokio::task::spawn_blocking(move || shared.results.clear())
                 .await
@@ -126,7 +116,6 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
                 if !known {
                     return Err(ApiError::not_found("run", &run));
                 }
-                attach_results(&ctx).await?;
                 let shared = ctx.shared.clone();
                 let id = run.clone();
                 let mut n = tokio::task::spawn_blocking(move || shared.results.invalidate_run(&id))
