@@ -68,6 +68,23 @@ fn encode(ev: &Event) -> Entry {
     }
 }
 
+/// Open the journal right after this process dropped its handle. sled releases the file lock
+/// of a dropped handle from a background thread a moment later, so `Locked` here is our own
+/// old handle: wait it out (bounded) instead of leaving journal reads failing until the next
+/// retry.
+fn open_after_drop(shared: &Shared) -> Result<SledJournal, JournalError> {
+    let cache = shared.config.journal_cache_mb << 20;
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        match SledJournal::open(&shared.journal_dir(), cache) {
+            Err(JournalError::Locked { .. }) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(10))
+            }
+            other => return other,
+        }
+    }
+}
+
 /// Space kept free for reopening the journal after the disk filled up (`<state>/journal.reserve`).
 const RESERVE_BYTES: usize = 1 << 20;
 
@@ -320,8 +337,7 @@ impl Writer {
                 .journal_slot
                 .replace(Arc::new(Closed::new(last, cause))),
         );
-        let cache = self.shared.config.journal_cache_mb << 20;
-        let journal = match SledJournal::open(&self.shared.journal_dir(), cache) {
+        let journal = match open_after_drop(&self.shared) {
             Ok(j) => j,
             Err(e) => {
                 if self.failures <= 1 || self.failures.is_multiple_of(50) {
