@@ -90,11 +90,14 @@ fn xargs_baseline(root: &Path, fake: &Path, n: usize, work_ms: u64) -> Duration 
     took
 }
 
-/// One crew run of `n` independent tasks; (wall time from `team.run` to `team.wait`, events).
-fn crew_run(d: &Daemon, team: &str, n: usize) -> (Duration, u64) {
+/// One crew run of `n` independent tasks: wall time from `team.run` to `team.wait`, durable
+/// events, and crewd's own CPU time (its workers not included).
+fn crew_run(d: &Daemon, team: &str, n: usize) -> (Duration, u64, Duration) {
     let before = d.call("daemon.status", json!({}))["journal"]["lastSeq"]
         .as_u64()
         .unwrap_or(0);
+    let pid = d.pid().to_string();
+    let cpu0 = cpu_time(&pid);
     let t0 = Instant::now();
     let started = d.call(
         "team.run",
@@ -109,6 +112,7 @@ fn crew_run(d: &Daemon, team: &str, n: usize) -> (Duration, u64) {
     let run_id = started["runId"].as_str().unwrap_or_default().to_string();
     let status = d.wait(&run_id);
     let took = t0.elapsed();
+    let cpu = cpu_time(&pid) - cpu0;
     if status != "completed" {
         fail(format!("crew run {run_id} ended {status}"));
     }
@@ -123,7 +127,7 @@ fn crew_run(d: &Daemon, team: &str, n: usize) -> (Duration, u64) {
     let after = d.call("daemon.status", json!({}))["journal"]["lastSeq"]
         .as_u64()
         .unwrap_or(0);
-    (took, after - before)
+    (took, after - before, cpu)
 }
 
 fn median(v: &mut [Duration]) -> Duration {
@@ -262,12 +266,14 @@ fn main() {
     let mut crew_times = Vec::new();
     for round in 1..=args.rounds {
         let x = xargs_baseline(root.path(), &fake, args.tasks, args.work_ms);
-        let (c, events) = crew_run(&d, "bulk", args.tasks);
+        let (c, events, cpu) = crew_run(&d, "bulk", args.tasks);
         println!(
-            "round {round}: xargs -P{PARALLEL} {}, crew {} ({events} durable events, {:.0} events/s): {:.2}x",
+            "round {round}: xargs -P{PARALLEL} {}, crew {} ({events} durable events, {:.0} events/s, \
+             crewd CPU {:.2} ms per task): {:.2}x",
             secs(x),
             secs(c),
             events as f64 / c.as_secs_f64(),
+            cpu.as_secs_f64() * 1e3 / args.tasks.max(1) as f64,
             c.as_secs_f64() / x.as_secs_f64()
         );
         xargs_times.push(x);
@@ -298,7 +304,7 @@ fn main() {
             let pueue = Pueue::start(root.path(), &pueued, &client);
             let (pt, adding) = pueue.bench(&fake, args.pueue_tasks, args.work_ms);
             drop(pueue);
-            let (crew, _) = crew_run(&d, "bulk-pueue", args.pueue_tasks);
+            let (crew, _, _) = crew_run(&d, "bulk-pueue", args.pueue_tasks);
             let speedup = pt.as_secs_f64() / crew.as_secs_f64();
             println!(
                 "pueue (parallel {PARALLEL}): {} tasks in {} (`pueue add` each: {}, then `pueue wait`)",

@@ -2,7 +2,7 @@
 //! and for journal replay alike, so it never validates and never fails.
 
 use super::event::{AttemptEnd, Event, EventBody};
-use super::types::{Approval, RunState, RunStatus, TaskState, TaskStatus};
+use super::types::{Approval, RunState, RunStatus, RunSummary, TaskState, TaskStatus};
 use super::State;
 use crate::usage::Usage;
 
@@ -31,6 +31,7 @@ impl State {
                     budget_warned: false,
                     reason: None,
                     halted: false,
+                    index: Default::default(),
                     spec,
                 };
                 self.summaries.insert(id.clone(), run.summary());
@@ -81,14 +82,73 @@ impl State {
                 let Some(run) = self.runs.get_mut(id) else {
                     return;
                 };
+                let before = TaskBefore::of(run, ev);
                 apply_run_event(run, ev);
                 if run.status.is_finished() {
                     self.active.remove(id);
                 } else {
                     self.active.insert(id.clone());
                 }
-                self.summaries.insert(id.clone(), run.summary());
+                match self.summaries.get_mut(id) {
+                    Some(s) => refresh_summary(s, run, before),
+                    None => {
+                        self.summaries.insert(id.clone(), run.summary());
+                    }
+                }
             }
+        }
+    }
+}
+
+/// The one task an event is about, as it was before the event.
+enum TaskBefore {
+    One {
+        idx: usize,
+        status: TaskStatus,
+        usage: Usage,
+    },
+    /// A run-level event: it may change any task (cancel, resume).
+    Any,
+}
+
+impl TaskBefore {
+    fn of(run: &RunState, ev: &Event) -> Self {
+        match ev.task_id.as_deref().and_then(|t| run.task_index(t)) {
+            Some(idx) => run
+                .tasks
+                .get(idx)
+                .map_or(TaskBefore::Any, |t| TaskBefore::One {
+                    idx,
+                    status: t.status,
+                    usage: t.usage(),
+                }),
+            None => TaskBefore::Any,
+        }
+    }
+}
+
+/// Bring a run's summary up to date after one event. An event about one task moves one count
+/// and sums the usage again only if that task's usage changed: rebuilding the whole summary on
+/// every event made a run of n tasks cost O(n²). Usage is summed afresh rather than adjusted so
+/// it stays exactly the sum of the tasks' usage (cost is a float).
+fn refresh_summary(s: &mut RunSummary, run: &RunState, before: TaskBefore) {
+    s.status = run.status;
+    s.finished_at = run.finished_at;
+    if s.reason != run.reason {
+        s.reason.clone_from(&run.reason);
+    }
+    match before {
+        TaskBefore::One { idx, status, usage } => {
+            if let Some(t) = run.tasks.get(idx) {
+                s.tasks.moved(status, t.status);
+                if t.usage() != usage {
+                    s.usage = run.usage();
+                }
+            }
+        }
+        TaskBefore::Any => {
+            s.tasks = run.task_counts();
+            s.usage = run.usage();
         }
     }
 }

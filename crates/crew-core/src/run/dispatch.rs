@@ -66,7 +66,7 @@ impl State {
                     continue;
                 }
                 let mine = taken.entry(id.as_str()).or_default();
-                if run.running_count() + mine.len() >= run.spec.concurrency as usize {
+                if self.running_in(id) + mine.len() >= run.spec.concurrency as usize {
                     continue;
                 }
                 if let Some(i) = ready(run, now).find(|i| !mine.contains(i)) {

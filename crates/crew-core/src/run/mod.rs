@@ -101,11 +101,14 @@ impl State {
     }
 
     pub fn workers_running(&self) -> usize {
-        self.active
-            .iter()
-            .filter_map(|id| self.runs.get(id))
-            .map(|r| r.running_count())
-            .sum()
+        self.active.iter().map(|id| self.running_in(id)).sum()
+    }
+
+    /// Tasks of run `id` running now, from its summary's counts (kept exact by `apply`).
+    pub fn running_in(&self, id: &str) -> usize {
+        self.summaries
+            .get(id)
+            .map_or(0, |s| s.tasks.running as usize)
     }
 }
 

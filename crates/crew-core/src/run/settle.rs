@@ -24,13 +24,14 @@ fn deps_completed(run: &RunState, deps: &[String]) -> bool {
 
 fn settle_run(run: &RunState, now: DateTime<Utc>) -> Vec<Pending> {
     let id = run.id.as_str();
-    let usage = run.usage();
+    // Summed where an event needs it: this runs after every change, and a sum is O(tasks).
+    let usage = || run.usage();
 
     // Budget (SPEC §4): tokens = input + output + cacheWrite, checked against live usage.
     // A run whose every task completed is done, whatever its last task cost.
     let all_done = run.tasks.iter().all(|t| t.status == TaskStatus::Completed);
     if let (Some(b), false) = (run.spec.budget, all_done) {
-        let used = usage.budget_tokens();
+        let used = usage().budget_tokens();
         if !run.halted && used as f64 >= b.abort_at * b.tokens as f64 {
             let mut out = Vec::new();
             // One report can cross both thresholds: the warning still comes first.
@@ -79,7 +80,7 @@ fn settle_run(run: &RunState, now: DateTime<Utc>) -> Vec<Pending> {
                 id,
                 EventBody::RunFailed {
                     reason: "budget_exceeded".into(),
-                    usage,
+                    usage: usage(),
                 },
             ));
             return out;
@@ -197,7 +198,7 @@ fn settle_run(run: &RunState, now: DateTime<Utc>) -> Vec<Pending> {
             id,
             EventBody::RunFailed {
                 reason: format!("task {f} failed: {err}"),
-                usage,
+                usage: usage(),
             },
         )];
     }
@@ -230,7 +231,7 @@ fn settle_run(run: &RunState, now: DateTime<Utc>) -> Vec<Pending> {
         return vec![Pending::run(id, EventBody::RunBlocked { reason })];
     }
     if run.tasks.iter().all(|t| t.status == TaskStatus::Completed) {
-        return vec![Pending::run(id, EventBody::RunCompleted { usage })];
+        return vec![Pending::run(id, EventBody::RunCompleted { usage: usage() })];
     }
     // Nothing can move any more and something did not complete (skipped or cancelled).
     match run.tasks.iter().find(|t| t.status != TaskStatus::Completed) {
@@ -238,7 +239,7 @@ fn settle_run(run: &RunState, now: DateTime<Utc>) -> Vec<Pending> {
             id,
             EventBody::RunFailed {
                 reason: format!("task {} is {}", t.plan.id, t.status.as_str()),
-                usage,
+                usage: usage(),
             },
         )],
         None => vec![],

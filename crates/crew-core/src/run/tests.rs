@@ -1655,3 +1655,34 @@ fn short_run_event_snapshot() {
         .collect();
     insta::assert_json_snapshot!("short_run_events", evs);
 }
+
+#[test]
+fn tasks_of_a_big_run_are_found_by_id() {
+    // 120 tasks: ids past 99 sort before the two-digit ones, so index order is not plan order.
+    let template = tasks(&[("step", &[], false)]).remove(0);
+    let mut s = spec(&[("step", &[], false)]);
+    s.tasks = (1..=120)
+        .map(|i| {
+            std::sync::Arc::new(PlannedTask {
+                id: task_id(i, "step"),
+                ..(*template).clone()
+            })
+        })
+        .collect();
+    let mut sim = Sim::new();
+    sim.create("r", s);
+    let run = &sim.st.runs["r"];
+    for (i, t) in run.tasks.iter().enumerate() {
+        assert_eq!(run.task_index(&t.plan.id), Some(i), "{}", t.plan.id);
+        assert_eq!(
+            run.task(&t.plan.id).map(|t| t.plan.id.as_str()),
+            Some(t.plan.id.as_str())
+        );
+    }
+    for missing in ["", "nope", "000-step", "121-step"] {
+        assert_eq!(run.task_index(missing), None, "{missing}");
+    }
+    // A run read back from a snapshot builds its index again.
+    let back: RunState = serde_json::from_value(serde_json::to_value(run).unwrap()).unwrap();
+    assert_eq!(back.task_index(&task_id(100, "step")), Some(99));
+}

@@ -260,14 +260,59 @@ pub struct RunState {
     pub reason: Option<String>,
     /// Set when the budget is exceeded: no new task may start and no retry is scheduled.
     pub halted: bool,
+    #[serde(skip)]
+    pub(crate) index: TaskIndex,
+}
+
+/// Runs up to this many tasks find a task by scanning: cheaper than building an index.
+const SCAN_TASKS: usize = 16;
+
+/// A run's task positions ordered by task id, built on the first lookup (a run's task list never
+/// changes after `run.created`). Every event and every dependency check looks a task up by id:
+/// with a scan, a run of n tasks cost O(n²) to dispatch.
+#[derive(Clone, Default)]
+pub(crate) struct TaskIndex(std::sync::OnceLock<Box<[u32]>>);
+
+impl TaskIndex {
+    fn get(&self, tasks: &[TaskState]) -> &[u32] {
+        self.0.get_or_init(|| {
+            let mut order: Vec<u32> = (0..tasks.len() as u32).collect();
+            order.sort_by(|&a, &b| task_id_at(tasks, a).cmp(task_id_at(tasks, b)));
+            order.into_boxed_slice()
+        })
+    }
+}
+
+fn task_id_at(tasks: &[TaskState], i: u32) -> &str {
+    tasks.get(i as usize).map_or("", |t| t.plan.id.as_str())
+}
+
+/// Derived data: two runs are equal whatever their indexes hold.
+impl PartialEq for TaskIndex {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for TaskIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TaskIndex")
+    }
 }
 
 impl RunState {
     pub fn task(&self, id: &str) -> Option<&TaskState> {
-        self.tasks.iter().find(|t| t.plan.id == id)
+        self.task_index(id).and_then(|i| self.tasks.get(i))
     }
     pub fn task_index(&self, id: &str) -> Option<usize> {
-        self.tasks.iter().position(|t| t.plan.id == id)
+        if self.tasks.len() <= SCAN_TASKS {
+            return self.tasks.iter().position(|t| t.plan.id == id);
+        }
+        let order = self.index.get(&self.tasks);
+        let at = order
+            .binary_search_by(|&i| task_id_at(&self.tasks, i).cmp(id))
+            .ok()?;
+        order.get(at).map(|&i| i as usize)
     }
     pub fn usage(&self) -> Usage {
         let mut u = Usage::default();
@@ -282,11 +327,14 @@ impl RunState {
             .filter(|t| t.status == TaskStatus::Running)
             .count()
     }
-    pub fn summary(&self) -> RunSummary {
+    pub fn task_counts(&self) -> TaskCounts {
         let mut counts = TaskCounts::default();
         for t in &self.tasks {
             counts.bump(t.status);
         }
+        counts
+    }
+    pub fn summary(&self) -> RunSummary {
         RunSummary {
             id: self.id.clone(),
             status: self.status,
@@ -297,7 +345,7 @@ impl RunState {
             created_at: self.created_at,
             finished_at: self.finished_at,
             usage: self.usage(),
-            tasks: counts,
+            tasks: self.task_counts(),
             schedule_id: self.spec.schedule_id.clone(),
             reason: self.reason.clone(),
         }
@@ -321,7 +369,20 @@ pub struct TaskCounts {
 impl TaskCounts {
     fn bump(&mut self, s: TaskStatus) {
         self.total += 1;
-        let c = match s {
+        *self.count_mut(s) += 1;
+    }
+
+    /// One task went from `from` to `to`.
+    pub(crate) fn moved(&mut self, from: TaskStatus, to: TaskStatus) {
+        if from != to {
+            let c = self.count_mut(from);
+            *c = c.saturating_sub(1);
+            *self.count_mut(to) += 1;
+        }
+    }
+
+    fn count_mut(&mut self, s: TaskStatus) -> &mut u32 {
+        match s {
             TaskStatus::Queued => &mut self.queued,
             TaskStatus::Running => &mut self.running,
             TaskStatus::Waiting => &mut self.waiting,
@@ -330,8 +391,7 @@ impl TaskCounts {
             TaskStatus::Cancelled => &mut self.cancelled,
             TaskStatus::Skipped => &mut self.skipped,
             TaskStatus::NeedsAttention => &mut self.needs_attention,
-        };
-        *c += 1;
+        }
     }
 }
 
