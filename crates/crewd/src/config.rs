@@ -273,14 +273,19 @@ impl Config {
 }
 
 /// `crew-fake-agent` from the directory of the running `crewd` (how the workspace builds and
-/// installs them), else from PATH.
+/// installs them), else from PATH. Looked up once: every task start asks for its runtime on the
+/// actor, which must not touch the filesystem each time.
 pub fn fake_agent_path() -> String {
-    std::env::current_exe()
-        .ok()
-        .and_then(|p| p.parent().map(|d| d.join("crew-fake-agent")))
-        .filter(|p| p.exists())
-        .map(|p| p.display().to_string())
-        .unwrap_or_else(|| "crew-fake-agent".into())
+    static PATH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| {
+        std::env::current_exe()
+            .ok()
+            .and_then(|p| p.parent().map(|d| d.join("crew-fake-agent")))
+            .filter(|p| p.exists())
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|| "crew-fake-agent".into())
+    })
+    .clone()
 }
 
 #[cfg(test)]

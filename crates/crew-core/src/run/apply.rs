@@ -128,9 +128,9 @@ impl TaskBefore {
 }
 
 /// Bring a run's summary up to date after one event. An event about one task moves one count
-/// and sums the usage again only if that task's usage changed: rebuilding the whole summary on
-/// every event made a run of n tasks cost O(n²). Usage is summed afresh rather than adjusted so
-/// it stays exactly the sum of the tasks' usage (cost is a float).
+/// and adds the change of that task's usage: rebuilding the whole summary on every event made a
+/// run of n tasks cost O(n²). Token counts stay exact; the cost (a float) may drift by a few
+/// ulps while the run goes on, and is summed afresh by the run-level event that finishes it.
 fn refresh_summary(s: &mut RunSummary, run: &RunState, before: TaskBefore) {
     s.status = run.status;
     s.finished_at = run.finished_at;
@@ -141,8 +141,9 @@ fn refresh_summary(s: &mut RunSummary, run: &RunState, before: TaskBefore) {
         TaskBefore::One { idx, status, usage } => {
             if let Some(t) = run.tasks.get(idx) {
                 s.tasks.moved(status, t.status);
-                if t.usage() != usage {
-                    s.usage = run.usage();
+                let now = t.usage();
+                if now != usage {
+                    s.usage.replace_part(&usage, &now);
                 }
             }
         }

@@ -2,14 +2,20 @@
 //! final status. The daemon calls `settle` until it returns nothing.
 
 use super::event::{EventBody, Pending};
-use super::types::{Approval, FailurePolicy, RunState, RunStatus, TaskStatus};
+use super::types::{Approval, FailurePolicy, RunState, RunStatus, TaskCounts, TaskStatus};
 use super::State;
 use chrono::{DateTime, Utc};
 
 impl State {
     pub fn settle(&self, run_id: &str, now: DateTime<Utc>) -> Vec<Pending> {
         match self.runs.get(run_id) {
-            Some(run) if !run.status.is_finished() => settle_run(run, now),
+            Some(run) if !run.status.is_finished() => {
+                let counts = self
+                    .summaries
+                    .get(run_id)
+                    .map_or_else(|| run.task_counts(), |s| s.tasks);
+                settle_run(run, &counts, now)
+            }
             _ => vec![],
         }
     }
@@ -22,14 +28,17 @@ fn deps_completed(run: &RunState, deps: &[String]) -> bool {
     })
 }
 
-fn settle_run(run: &RunState, now: DateTime<Utc>) -> Vec<Pending> {
+/// `counts` are the run's task counts (kept by `apply`): this runs after every change, so the
+/// common cases (something still running, nothing failed) are answered without a pass over the
+/// tasks.
+fn settle_run(run: &RunState, counts: &TaskCounts, now: DateTime<Utc>) -> Vec<Pending> {
     let id = run.id.as_str();
     // Summed where an event needs it: this runs after every change, and a sum is O(tasks).
     let usage = || run.usage();
 
     // Budget (SPEC §4): tokens = input + output + cacheWrite, checked against live usage.
     // A run whose every task completed is done, whatever its last task cost.
-    let all_done = run.tasks.iter().all(|t| t.status == TaskStatus::Completed);
+    let all_done = counts.completed == counts.total;
     if let (Some(b), false) = (run.spec.budget, all_done) {
         let used = usage().budget_tokens();
         if !run.halted && used as f64 >= b.abort_at * b.tokens as f64 {
@@ -97,17 +106,22 @@ fn settle_run(run: &RunState, now: DateTime<Utc>) -> Vec<Pending> {
         }
     }
 
-    let failed: Vec<&str> = run
-        .tasks
-        .iter()
-        .filter(|t| t.status == TaskStatus::Failed)
-        .map(|t| t.plan.id.as_str())
-        .collect();
+    let failed: Vec<&str> = if counts.failed == 0 {
+        Vec::new()
+    } else {
+        run.tasks
+            .iter()
+            .filter(|t| t.status == TaskStatus::Failed)
+            .map(|t| t.plan.id.as_str())
+            .collect()
+    };
+    // A queued task can only be doomed by a task that failed, was skipped or was cancelled.
+    let doomed = counts.failed + counts.skipped + counts.cancelled > 0;
 
     // Skips. fail-fast: after a final failure nothing new starts; continue: only dependents of
     // what cannot complete any more.
     let mut out = Vec::new();
-    for t in &run.tasks {
+    for t in run.tasks.iter().filter(|_| doomed) {
         if t.status != TaskStatus::Queued {
             continue;
         }
@@ -175,7 +189,9 @@ fn settle_run(run: &RunState, now: DateTime<Utc>) -> Vec<Pending> {
     }
 
     // Final status once nothing runs and nothing can start.
-    let running = run.tasks.iter().any(|t| t.status == TaskStatus::Running);
+    if counts.running > 0 {
+        return vec![];
+    }
     let startable = run.tasks.iter().any(|t| {
         t.status == TaskStatus::Queued
             && deps_completed(run, &t.plan.depends_on)
@@ -186,7 +202,7 @@ fn settle_run(run: &RunState, now: DateTime<Utc>) -> Vec<Pending> {
                 ))
     });
     let _ = now;
-    if running || startable {
+    if startable {
         return vec![];
     }
     if let Some(f) = failed.first() {
