@@ -107,6 +107,18 @@ fn export_forget_import_gives_back_the_same_run() {
         })
         .collect();
     let events = d.events(Some(&run));
+    // Every artifact is described by what is on disk (the transcript's digest is taken while it
+    // is written, the others' from their bytes).
+    for (a, (name, content)) in arts.as_array().unwrap().iter().zip(&contents) {
+        use sha2::Digest;
+        assert_eq!(a["bytes"], content.len() as u64, "bytes of {name}");
+        assert_eq!(
+            a["sha256"].as_str().unwrap(),
+            hex::encode(sha2::Sha256::digest(content.as_bytes())),
+            "sha256 of {name}"
+        );
+    }
+    assert!(contents.iter().any(|(n, _)| n.starts_with("transcripts/")));
 
     let bundle = d.ok("team.export", json!({"runId": run}))["bundle"].clone();
     assert_eq!(bundle["format"], "crew-run-bundle");

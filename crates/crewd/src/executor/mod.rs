@@ -295,6 +295,11 @@ struct Transcript {
     file: Option<std::io::BufWriter<std::fs::File>>,
     written: u64,
     dropped: u64,
+    /// Of every byte written, so naming the transcript does not read it back (up to 16 MiB).
+    digest: sha2::Sha256,
+    /// A write failed (or the file could not be created): the file holds an unknown prefix, and
+    /// only a read-back can describe it.
+    broken: bool,
 }
 
 impl Transcript {
@@ -309,14 +314,29 @@ impl Transcript {
 
     fn write(&mut self, text: &str) {
         use std::io::Write;
+        use sha2::Digest;
         if let Some(f) = &mut self.file {
             if f.write_all(text.as_bytes()).is_ok() && f.write_all(b"\n").is_ok() {
                 self.written += text.len() as u64 + 1;
+                self.digest.update(text.as_bytes());
+                self.digest.update(b"\n");
             } else {
                 // A write error (disk full) ends the transcript, not the attempt.
                 self.file = None;
+                self.broken = true;
             }
         }
+    }
+
+    /// The transcript as an artifact, from what was written (after a successful `finish`).
+    fn artifact(self, name: String) -> Option<ArtifactRef> {
+        use sha2::Digest;
+        (!self.broken).then(|| ArtifactRef {
+            name,
+            kind: "transcript".into(),
+            bytes: self.written,
+            sha256: hex::encode(self.digest.finalize()),
+        })
     }
 
     /// Note what was cut (past the cap, so the note itself is never cut) and flush.
@@ -329,7 +349,7 @@ impl Transcript {
         }
         match self.file.take() {
             // Flushed to the file here; made durable with the attempt's other files.
-            Some(mut f) => std::io::Write::flush(&mut f),
+            Some(mut f) => std::io::Write::flush(&mut f).inspect_err(|_| self.broken = true),
             None => Ok(()),
         }
     }
@@ -536,6 +556,7 @@ async fn run_process(
     if let Err(e) = &file {
         tracing::warn!(error = %e, "cannot create the transcript; the attempt runs without one");
     }
+    let opened = file.is_ok();
     let mut out = Stdout {
         parser: stream::parser(spec.runtime.adapter),
         transcript: Transcript {
@@ -544,6 +565,8 @@ async fn run_process(
                 .map(|f| std::io::BufWriter::with_capacity(64 << 10, f)),
             written: 0,
             dropped: 0,
+            digest: Default::default(),
+            broken: !opened,
         },
         any: false,
         last: Instant::now(),
@@ -711,10 +734,17 @@ async fn run_process(
         question,
         ..
     } = out;
-    if let Err(e) = blocking(|| transcript.finish()) {
-        tracing::warn!(error = %e, "the transcript could not be completed");
-    }
-    if let Ok(a) = blocking(|| artifacts::describe(run_dir, &transcript_name, "transcript")) {
+    let described = blocking(|| {
+        if let Err(e) = transcript.finish() {
+            tracing::warn!(error = %e, "the transcript could not be completed");
+        }
+        match transcript.artifact(transcript_name.clone()) {
+            Some(a) => Ok(a),
+            None if opened => artifacts::describe(run_dir, &transcript_name, "transcript"),
+            None => Err(std::io::Error::other("no transcript was created")),
+        }
+    });
+    if let Ok(a) = described {
         artifacts.push(a);
     }
 
