@@ -19,8 +19,6 @@
 //! `cargo bench -p crewd --bench caches -- [--runs N] [--clients N] [--samples N] [--disk]`
 
 use serde_json::{json, Value};
-use std::io::{Read, Write};
-use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -235,42 +233,7 @@ impl Drop for Daemon {
 
 /// One HTTP POST over the Unix socket; the body of the answer.
 fn post(socket: &Path, body: &str) -> std::io::Result<String> {
-    let mut s = UnixStream::connect(socket)?;
-    s.set_read_timeout(Some(Duration::from_secs(900)))?;
-    write!(
-        s,
-        "POST / HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )?;
-    let mut resp = Vec::new();
-    s.read_to_end(&mut resp)?;
-    let text = String::from_utf8_lossy(&resp);
-    let (head, body) = text
-        .split_once("\r\n\r\n")
-        .ok_or_else(|| std::io::Error::other("no HTTP body"))?;
-    if head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked")
-    {
-        return Ok(dechunk(body));
-    }
-    Ok(body.to_string())
-}
-
-fn dechunk(body: &str) -> String {
-    let mut out = String::new();
-    let mut rest = body;
-    while let Some((size, after)) = rest.split_once("\r\n") {
-        let Ok(n) = usize::from_str_radix(size.trim(), 16) else {
-            break;
-        };
-        if n == 0 || after.len() < n {
-            break;
-        }
-        out.push_str(&after[..n]);
-        rest = after[n..].strip_prefix("\r\n").unwrap_or(&after[n..]);
-    }
-    out
+    crew_testkit::post(socket, body.as_bytes(), Duration::from_secs(900)).map(|r| r.body)
 }
 
 struct Latency {

@@ -217,34 +217,11 @@ fn ws_read(s: &mut UnixStream) -> Option<(u8, Vec<u8>)> {
     Some((h[0] & 0x0f, payload))
 }
 
-/// An HTTP POST of `body` on a fresh connection; (status, body).
+/// An HTTP POST of `body` on a fresh connection; (status, body), or (0, "") with no answer.
 fn post(socket: &Path, body: &[u8]) -> (u16, String) {
-    let mut s = UnixStream::connect(socket).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    let head = format!(
-        "POST / HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
-         Content-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    let _ = s.write_all(head.as_bytes());
-    let _ = s.write_all(body);
-    let mut resp = Vec::new();
-    let _ = s.read_to_end(&mut resp);
-    parse_response(&resp)
-}
-
-fn parse_response(resp: &[u8]) -> (u16, String) {
-    let text = String::from_utf8_lossy(resp);
-    let status = text
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    (status, body)
+    crew_testkit::post(socket, body, Duration::from_secs(30))
+        .map(|r| (r.status, r.body))
+        .unwrap_or_default()
 }
 
 fn error_code(body: &str) -> Option<i64> {
@@ -446,7 +423,7 @@ fn huge_bodies() -> impl FnOnce(&Path) -> String {
                  Content-Length: {HUNDRED_MB}\r\nConnection: close\r\n\r\n"
             );
             let (sent, took, resp) = stream_body(socket, head.as_bytes(), HUNDRED_MB);
-            let (status, body) = parse_response(&resp);
+            let crew_testkit::Response { status, body } = crew_testkit::parse(&resp);
             assert!(
                 status == 413 || error_code(&body) == Some(-32007),
                 "a 100 MB body got {status} {body}"

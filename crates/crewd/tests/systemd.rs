@@ -7,9 +7,9 @@ mod common;
 
 use common::{crewd_bin, path_str, Daemon};
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Read};
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::net::{UnixDatagram, UnixStream};
+use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{channel, Receiver};
@@ -50,19 +50,8 @@ fn tempdir() -> tempfile::TempDir {
 /// One JSON-RPC call as an HTTP POST on a Unix socket; the parsed response object.
 fn http_call(socket: &Path, method: &str, params: Value) -> std::io::Result<Value> {
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string();
-    let mut s = UnixStream::connect(socket)?;
-    s.set_read_timeout(Some(READY_TIMEOUT))?;
-    write!(
-        s,
-        "POST / HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )?;
-    let mut resp = String::new();
-    s.read_to_string(&mut resp)?;
-    let (_, payload) = resp
-        .split_once("\r\n\r\n")
-        .ok_or_else(|| std::io::Error::other(format!("not an HTTP response: {resp:?}")))?;
-    serde_json::from_str(payload).map_err(|e| std::io::Error::other(format!("{e}: {payload}")))
+    let r = crew_testkit::post(socket, body.as_bytes(), READY_TIMEOUT)?;
+    serde_json::from_str(&r.body).map_err(|e| std::io::Error::other(format!("{e}: {}", r.body)))
 }
 
 /// A child's stderr, drained by a thread: every line is kept and also sent to `lines`.

@@ -7,7 +7,6 @@ use jsonrpsee::core::params::ObjectParams;
 use serde_json::Value;
 use std::path::Path;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 #[derive(Debug)]
 pub enum CallError {
@@ -29,37 +28,17 @@ impl std::fmt::Display for CallError {
 pub async fn call(socket: &Path, method: &str, params: Value) -> Result<Value, CallError> {
     let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
         .to_string();
-    let fut = async {
-        let mut s = tokio::net::UnixStream::connect(socket).await?;
-        let req = format!(
-            "POST / HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
-             Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            body.len()
-        );
-        s.write_all(req.as_bytes()).await?;
-        let mut resp = Vec::new();
-        s.read_to_end(&mut resp).await?;
-        Ok::<_, std::io::Error>(resp)
-    };
-    let resp = match tokio::time::timeout(Duration::from_secs(60), fut).await {
-        Ok(Ok(r)) => r,
-        Ok(Err(e)) => return Err(CallError::Transport(e.to_string())),
-        Err(_) => return Err(CallError::Transport("no answer in 60 s".into())),
-    };
-    let text = String::from_utf8_lossy(&resp);
-    let Some((head, body)) = text.split_once("\r\n\r\n") else {
-        return Err(CallError::Transport(format!("no HTTP answer: {text:?}")));
-    };
-    let body = if head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked")
-    {
-        dechunk(body)
-    } else {
-        body.to_string()
-    };
-    let v: Value =
-        serde_json::from_str(&body).map_err(|e| CallError::Transport(format!("{e}: {body}")))?;
+    let resp = crew_testkit::post_async(socket, body.as_bytes(), Duration::from_secs(60))
+        .await
+        .map_err(|e| CallError::Transport(e.to_string()))?;
+    if resp.status == 0 {
+        return Err(CallError::Transport(format!(
+            "no HTTP answer: {:?}",
+            resp.body
+        )));
+    }
+    let v: Value = serde_json::from_str(&resp.body)
+        .map_err(|e| CallError::Transport(format!("{e}: {}", resp.body)))?;
     if let Some(r) = v.get("result") {
         return Ok(r.clone());
     }
@@ -74,22 +53,6 @@ pub async fn call(socket: &Path, method: &str, params: Value) -> Result<Value, C
             .unwrap_or_default()
             .to_string(),
     })
-}
-
-fn dechunk(body: &str) -> String {
-    let mut out = String::new();
-    let mut rest = body;
-    while let Some((size, after)) = rest.split_once("\r\n") {
-        let Ok(n) = usize::from_str_radix(size.trim(), 16) else {
-            break;
-        };
-        if n == 0 || after.len() < n {
-            break;
-        }
-        out.push_str(&after[..n]);
-        rest = after[n..].strip_prefix("\r\n").unwrap_or(&after[n..]);
-    }
-    out
 }
 
 pub async fn ws(socket: &Path) -> anyhow::Result<Client> {

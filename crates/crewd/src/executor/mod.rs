@@ -313,8 +313,8 @@ impl Transcript {
     }
 
     fn write(&mut self, text: &str) {
-        use std::io::Write;
         use sha2::Digest;
+        use std::io::Write;
         if let Some(f) = &mut self.file {
             if f.write_all(text.as_bytes()).is_ok() && f.write_all(b"\n").is_ok() {
                 self.written += text.len() as u64 + 1;

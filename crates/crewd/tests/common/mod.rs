@@ -6,7 +6,6 @@ use crew_api::client::{call, CallError, ObjectParams};
 use crew_api::Method;
 use jsonrpsee::core::client::{Client, ClientBuilder, SubscriptionClientT};
 use serde_json::{json, Value};
-use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Once;
@@ -198,41 +197,8 @@ impl Daemon {
 
     /// Send raw bytes as an HTTP POST body; (status code, body).
     pub fn http_raw(&self, body: &str) -> std::io::Result<(u16, String)> {
-        let mut s = std::os::unix::net::UnixStream::connect(&self.socket)?;
-        s.set_read_timeout(Some(Duration::from_secs(60)))?;
-        let req = format!(
-            "POST / HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}",
-            body.len(),
-            body
-        );
-        // The daemon may answer (413) and close before reading an oversized body.
-        let wrote = s.write_all(req.as_bytes());
-        let mut resp = Vec::new();
-        let read = s.read_to_end(&mut resp);
-        if resp.is_empty() {
-            wrote?;
-            read?;
-        }
-        let text = String::from_utf8_lossy(&resp).to_string();
-        let status = text
-            .split(' ')
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(0);
-        let body = text
-            .split_once("\r\n\r\n")
-            .map(|(_, b)| b.to_string())
-            .unwrap_or_default();
-        // Chunked encoding: join the chunks.
-        let body = if text
-            .to_ascii_lowercase()
-            .contains("transfer-encoding: chunked")
-        {
-            dechunk(&body)
-        } else {
-            body
-        };
-        Ok((status, body))
+        let r = crew_testkit::post(&self.socket, body.as_bytes(), Duration::from_secs(60))?;
+        Ok((r.status, r.body))
     }
 
     pub async fn ws(&self) -> Client {
@@ -338,23 +304,6 @@ impl Drop for Daemon {
     fn drop(&mut self) {
         self.kill9();
     }
-}
-
-fn dechunk(body: &str) -> String {
-    let mut out = String::new();
-    let mut rest = body;
-    while let Some((size, after)) = rest.split_once("\r\n") {
-        let Ok(n) = usize::from_str_radix(size.trim(), 16) else {
-            break;
-        };
-        if n == 0 || after.len() < n {
-            break;
-        }
-        out.push_str(&after[..n]);
-        rest = &after[n..];
-        rest = rest.strip_prefix("\r\n").unwrap_or(rest);
-    }
-    out
 }
 
 extern "C" {

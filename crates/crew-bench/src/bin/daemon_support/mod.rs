@@ -6,8 +6,6 @@
 #![allow(dead_code)]
 
 use serde_json::{json, Value};
-use std::io::{Read, Write};
-use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -255,46 +253,7 @@ pub fn rss_kib(pid: u32) -> u64 {
 
 /// One HTTP POST on the Unix socket (one connection per request); the response body.
 pub fn post(socket: &Path, body: &str) -> std::io::Result<String> {
-    let mut s = UnixStream::connect(socket)?;
-    s.set_read_timeout(Some(Duration::from_secs(600)))?;
-    let req = format!(
-        "POST / HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}",
-        body.len(),
-        body
-    );
-    s.write_all(req.as_bytes())?;
-    let mut resp = Vec::new();
-    s.read_to_end(&mut resp)?;
-    let text = String::from_utf8_lossy(&resp);
-    let (head, body) = text
-        .split_once("\r\n\r\n")
-        .ok_or_else(|| std::io::Error::other(format!("not an HTTP response: {text}")))?;
-    if head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked")
-    {
-        Ok(dechunk(body))
-    } else {
-        Ok(body.to_string())
-    }
-}
-
-fn dechunk(body: &str) -> String {
-    let mut out = String::new();
-    let mut rest = body;
-    while let Some((size, after)) = rest.split_once("\r\n") {
-        let Ok(n) = usize::from_str_radix(size.trim(), 16) else {
-            break;
-        };
-        if n == 0 {
-            break;
-        }
-        let Some(chunk) = after.get(..n) else { break };
-        out.push_str(chunk);
-        rest = after.get(n..).unwrap_or_default();
-        rest = rest.strip_prefix("\r\n").unwrap_or(rest);
-    }
-    out
+    crew_testkit::post(socket, body.as_bytes(), Duration::from_secs(600)).map(|r| r.body)
 }
 
 /// Time a closure.
@@ -336,67 +295,15 @@ pub fn cpu_time(pid: &str) -> Duration {
 }
 
 /// An HTTP/1.1 keep-alive connection to the daemon's socket: many requests, one connection.
-pub struct KeepAlive {
-    reader: std::io::BufReader<UnixStream>,
-    writer: UnixStream,
-}
+pub struct KeepAlive(crew_testkit::KeepAlive);
 
 impl KeepAlive {
     pub fn connect(socket: &Path) -> std::io::Result<KeepAlive> {
-        let s = UnixStream::connect(socket)?;
-        s.set_read_timeout(Some(Duration::from_secs(600)))?;
-        Ok(KeepAlive {
-            reader: std::io::BufReader::new(s.try_clone()?),
-            writer: s,
-        })
+        crew_testkit::KeepAlive::connect(socket, Duration::from_secs(600)).map(KeepAlive)
     }
 
     /// POST `body`; the response body.
     pub fn post(&mut self, body: &str) -> std::io::Result<String> {
-        use std::io::BufRead;
-        let req = format!(
-            "POST / HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{}",
-            body.len(),
-            body
-        );
-        self.writer.write_all(req.as_bytes())?;
-        let mut len = None;
-        let mut chunked = false;
-        loop {
-            let mut line = String::new();
-            if self.reader.read_line(&mut line)? == 0 {
-                return Err(std::io::Error::other("connection closed"));
-            }
-            let line = line.trim_end();
-            if line.is_empty() {
-                break;
-            }
-            let lower = line.to_ascii_lowercase();
-            if let Some(v) = lower.strip_prefix("content-length:") {
-                len = v.trim().parse::<usize>().ok();
-            } else if lower.starts_with("transfer-encoding:") && lower.contains("chunked") {
-                chunked = true;
-            }
-        }
-        let mut out = Vec::new();
-        if chunked {
-            loop {
-                let mut size = String::new();
-                self.reader.read_line(&mut size)?;
-                let n = usize::from_str_radix(size.trim(), 16)
-                    .map_err(|e| std::io::Error::other(format!("chunk size {size:?}: {e}")))?;
-                let mut chunk = vec![0; n + 2];
-                self.reader.read_exact(&mut chunk)?;
-                if n == 0 {
-                    break;
-                }
-                out.extend_from_slice(&chunk[..n]);
-            }
-        } else {
-            let n = len.ok_or_else(|| std::io::Error::other("response without a length"))?;
-            out.resize(n, 0);
-            self.reader.read_exact(&mut out)?;
-        }
-        String::from_utf8(out).map_err(std::io::Error::other)
+        self.0.post(body.as_bytes()).map(|r| r.body)
     }
 }
