@@ -209,7 +209,7 @@ fn settle_run(run: &RunState, now: DateTime<Utc>) -> Vec<Pending> {
         Some(format!(
             "task {} is waiting for an answer: {}",
             t.plan.id,
-            t.question.clone().unwrap_or_default()
+            t.question().unwrap_or_default()
         ))
     } else {
         run.tasks
