@@ -27,8 +27,8 @@ pub struct PlannedTask {
     /// Shared between the tasks of one agent (`share_prompts`): it is the largest field.
     pub system_prompt: Arc<str>,
     pub system_prompt_mode: crate::resource::SystemPromptMode,
-    /// Effective tool list of the agent.
-    pub tools: Vec<String>,
+    /// Effective tool list of the agent, shared between its tasks like the prompt.
+    pub tools: Arc<[String]>,
     pub thinking: Option<String>,
     /// True when the agent's tools include edit, write or bash (SPEC §4 plan approval, §9 reuse).
     pub writes: bool,
@@ -123,14 +123,21 @@ pub fn build_plan(
         .collect();
     let mut tasks = Vec::with_capacity(bound.len());
     let mut prompts: HashMap<&str, Arc<str>> = HashMap::new();
+    let mut agent_tools: HashMap<&str, Arc<[String]>> = HashMap::new();
     for (step, role, agent) in bound {
         // Checked above: every bound role has an agent once no error was found.
         let Some(agent) = agent else { continue };
         let id = ids.get(step.id.as_str()).cloned().unwrap_or_default();
-        let tools = agent
-            .tools
-            .clone()
-            .unwrap_or_else(|| default_tools(&agent.name));
+        let tools = agent_tools
+            .entry(agent.name.as_str())
+            .or_insert_with(|| {
+                let tools = agent
+                    .tools
+                    .clone()
+                    .unwrap_or_else(|| default_tools(&agent.name));
+                tools.into()
+            })
+            .clone();
         tasks.push(PlannedTask {
             output: (!step.output_disabled)
                 .then(|| step.output.clone().unwrap_or_else(|| format!("{id}.md"))),
@@ -168,25 +175,42 @@ pub fn build_plan(
     })
 }
 
-/// The same tasks with one `Arc` per distinct system prompt. A run's tasks mostly use a few
-/// agents, and a plan read back from the journal gives every task its own copy of the prompt.
+/// The same tasks with one `Arc` per distinct system prompt and per distinct tool list. A
+/// run's tasks mostly use a few agents, and a plan read back from the journal gives every task
+/// its own copy of both.
 pub fn share_prompts(tasks: &[Arc<PlannedTask>]) -> Vec<Arc<PlannedTask>> {
-    let mut seen: Vec<Arc<str>> = Vec::new();
+    let mut prompts: Vec<Arc<str>> = Vec::new();
+    let mut tools: Vec<Arc<[String]>> = Vec::new();
     tasks
         .iter()
-        .map(|t| match seen.iter().find(|p| **p == t.system_prompt) {
-            None => {
-                seen.push(t.system_prompt.clone());
-                t.clone()
+        .map(|t| {
+            let prompt = shared_copy(&mut prompts, &t.system_prompt);
+            let tool_list = shared_copy(&mut tools, &t.tools);
+            if prompt.is_none() && tool_list.is_none() {
+                return t.clone();
             }
-            Some(p) if Arc::ptr_eq(p, &t.system_prompt) => t.clone(),
-            Some(p) => {
-                let mut shared = PlannedTask::clone(t);
-                shared.system_prompt = p.clone();
-                Arc::new(shared)
+            let mut shared = PlannedTask::clone(t);
+            if let Some(p) = prompt {
+                shared.system_prompt = p;
             }
+            if let Some(l) = tool_list {
+                shared.tools = l;
+            }
+            Arc::new(shared)
         })
         .collect()
+}
+
+/// The copy of `value` seen first, if that is another allocation (`None`: keep `value`).
+fn shared_copy<T: ?Sized + PartialEq>(seen: &mut Vec<Arc<T>>, value: &Arc<T>) -> Option<Arc<T>> {
+    match seen.iter().find(|p| **p == *value) {
+        None => {
+            seen.push(value.clone());
+            None
+        }
+        Some(p) if Arc::ptr_eq(p, value) => None,
+        Some(p) => Some(p.clone()),
+    }
 }
 
 /// `path` of diagnostics about the request itself (unknown team or workflow name).
@@ -309,7 +333,7 @@ mod tests {
         assert!(explore
             .system_prompt
             .starts_with("You are a codebase explorer"));
-        assert_eq!(explore.tools, ["read", "grep", "find", "ls"]);
+        assert_eq!(*explore.tools, ["read", "grep", "find", "ls"]);
     }
 
     #[test]
@@ -333,6 +357,12 @@ mod tests {
             let same =
                 |i: usize, j: usize| Arc::ptr_eq(&tasks[i].system_prompt, &tasks[j].system_prompt);
             assert_eq!((same(0, 1), same(0, 2)), (shared, false), "{name}");
+            let same_tools = |i: usize, j: usize| Arc::ptr_eq(&tasks[i].tools, &tasks[j].tools);
+            assert_eq!(
+                (same_tools(0, 1), same_tools(0, 2)),
+                (shared, false),
+                "{name}"
+            );
             assert_eq!(tasks, built, "{name}: only sharing changes");
             assert_eq!(
                 serde_json::to_string(&tasks).expect("serializes"),

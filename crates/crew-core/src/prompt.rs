@@ -126,7 +126,7 @@ mod tests {
             model: None,
             system_prompt: "You plan.".into(),
             system_prompt_mode: SystemPromptMode::Replace,
-            tools: vec!["read".into()],
+            tools: vec!["read".into()].into(),
             thinking: None,
             writes: false,
         }

@@ -48,7 +48,7 @@ impl RunDef {
                 model: None,
                 system_prompt: "".into(),
                 system_prompt_mode: SystemPromptMode::Replace,
-                tools: vec![],
+                tools: vec![].into(),
                 thinking: None,
                 writes: *writes,
             })

@@ -328,7 +328,7 @@ fn export_with_home(shared: &Shared, run_id: &str, home: Option<&str>) -> Result
     let mut refs: BTreeMap<String, (String, String)> = BTreeMap::new();
     for t in &run.tasks {
         for a in &t.artifacts {
-            refs.insert(a.name.clone(), (a.kind.clone(), t.plan.id.clone()));
+            refs.insert(a.name.clone(), (a.kind.to_string(), t.plan.id.clone()));
         }
     }
     let mut files = Vec::new();
@@ -372,7 +372,7 @@ fn export_with_home(shared: &Shared, run_id: &str, home: Option<&str>) -> Result
             for a in list.iter_mut() {
                 if let Some((bytes, sha)) = digests.get(a.name.as_str()) {
                     a.bytes = *bytes;
-                    a.sha256 = sha.clone();
+                    a.sha256 = sha.as_str().into();
                 }
             }
         }
@@ -672,7 +672,7 @@ pub fn validate(bundle: &Value) -> Result<Validated, ApiError> {
     }
     for t in &run.tasks {
         for a in &t.artifacts {
-            if digests.get(&a.name).is_some_and(|d| *d != a.sha256) {
+            if digests.get(&a.name).is_some_and(|d| a.sha256 != *d) {
                 diags.push(diag(
                     "artifacts",
                     format!("{} differs from the file task {} names", a.name, t.plan.id),
@@ -943,7 +943,7 @@ mod tests {
                             name: "results/01_a.txt".into(),
                             kind: "result".into(),
                             bytes: content.len() as u64,
-                            sha256: sha256_hex(content.as_bytes()),
+                            sha256: sha256_hex(content.as_bytes()).as_str().into(),
                         }],
                         ..Default::default()
                     },

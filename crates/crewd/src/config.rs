@@ -37,8 +37,9 @@ pub struct Config {
     pub resident_runs: usize,
     pub resource_cache_entries: usize,
     pub result_cache_entries: usize,
-    /// sled's page cache. sled holds several times this in practice (bench-memory: 4 → +11 MiB,
-    /// 8 → +18, 16 → +29 over 1 per 10,000 tasks), and an append-mostly journal reads little.
+    /// sled's page cache. sled holds several times this in practice (bench-memory: 4 → +6 to
+    /// +11 MiB, 8 → +18, 16 → +29 over 1 per 10,000 tasks), and an append-mostly journal reads
+    /// little: bench-journal measured no loss at 1 against 4.
     pub journal_cache_mb: u64,
     /// Write a snapshot every this many events.
     pub snapshot_every: u64,
@@ -69,7 +70,7 @@ impl Default for Config {
             resident_runs: 256,
             resource_cache_entries: 1024,
             result_cache_entries: 10_000,
-            journal_cache_mb: 4,
+            journal_cache_mb: 1,
             snapshot_every: 50_000,
             max_request_bytes: 1 << 20,
             max_batch: 64,

@@ -91,8 +91,8 @@ fn attempt_spec(core: &Core, run_id: &str, task_id: &str, attempt: u32) -> Optio
         plan: task.plan.clone(),
         model: run.spec.model.clone().or_else(|| task.plan.model.clone()),
         deps,
-        steers: task.pending_steers.clone(),
-        answers: task.answers.clone(),
+        steers: task.pending_steers().to_vec(),
+        answers: task.answers().to_vec(),
         run_dir: core.shared.run_dir(run_id),
         reuse: run.spec.reuse,
     })

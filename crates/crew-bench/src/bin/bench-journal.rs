@@ -9,6 +9,9 @@
 //! batches of the number of calls in flight (the most one daemon flush can group), measured
 //! before and after the daemon phase in a sibling directory.
 //!
+//! `CREW_BENCH_CONFIG` (TOML lines) is appended to the daemon's config, e.g. to compare
+//! `journal_cache_mb` sizes.
+//!
 //! Usage: `bench-journal [--clients 32] [--batch 32] [--secs 5]`.
 
 mod daemon_support;
@@ -199,10 +202,15 @@ fn main() {
         load.trim()
     );
 
+    // Extra config lines (e.g. `journal_cache_mb = 1`), as for bench-memory.
+    let extra = std::env::var("CREW_BENCH_CONFIG").unwrap_or_default();
+    if !extra.trim().is_empty() {
+        println!("extra config: {}", extra.trim().replace('\n', "; "));
+    }
     let d = Daemon::start(
         root.path(),
         &format!(
-            "max_batch = {}\nmax_connections = {}\nmax_request_bytes = 16777216\n",
+            "max_batch = {}\nmax_connections = {}\nmax_request_bytes = 16777216\n{extra}\n",
             args.batch.max(64),
             (args.clients + 16).max(128)
         ),

@@ -164,6 +164,11 @@ fn end_attempt(t: &mut TaskState, end: &AttemptEnd, ev: &Event) {
     if end.model.is_some() {
         t.model = end.model.clone();
     }
+    // Exact: a finished task keeps its list as long as its run is resident. (A retry replaces
+    // names it already has, so only the first list is sized.)
+    if t.artifacts.is_empty() {
+        t.artifacts.reserve_exact(end.artifacts.len());
+    }
     for a in &end.artifacts {
         // The newest artifact of a name replaces the older one (e.g. result of a retry).
         t.artifacts.retain(|x| x.name != a.name);
@@ -245,7 +250,7 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
             if let Some(i) = task_idx {
                 let t = &mut run.tasks[i];
                 if let Some(a) = answer {
-                    t.answers.push(a.clone());
+                    t.edit_rare(|r| r.answers.push(a.clone()));
                 }
                 requeue(t);
             }
@@ -267,11 +272,13 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
                 t.attempts_in_window += 1;
                 t.started_at = Some(ev.time);
                 t.finished_at = None;
-                t.not_before = None;
                 t.error = None;
                 t.model = model.clone().or(t.model.take());
-                // Queued steers are part of this attempt's prompt now.
-                t.pending_steers.clear();
+                t.clear_rare(|r| {
+                    r.not_before = None;
+                    // Queued steers are part of this attempt's prompt now.
+                    r.pending_steers.clear();
+                });
             }
             if run.status == RunStatus::Queued {
                 run.status = RunStatus::Running;
@@ -303,9 +310,12 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
                 end_attempt(t, end, ev);
                 t.status = TaskStatus::Completed;
                 t.error = None;
-                t.reused_from = reused_from
-                    .as_ref()
-                    .map(|r| (r.run_id.clone(), r.task_id.clone()));
+                match reused_from {
+                    Some(r) => {
+                        t.edit_rare(|x| x.reused_from = Some((r.run_id.clone(), r.task_id.clone())))
+                    }
+                    None => t.clear_rare(|x| x.reused_from = None),
+                }
             }
         }
         EventBody::TaskFailed { end } => {
@@ -331,7 +341,7 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
                 }
                 t.status = TaskStatus::Queued;
                 t.error = end.error.clone();
-                t.not_before = Some(*not_before);
+                t.edit_rare(|r| r.not_before = Some(*not_before));
                 t.finished_at = None;
             }
         }
@@ -349,7 +359,7 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
                 end_attempt(t, end, ev);
                 t.finished_at = None;
                 t.status = TaskStatus::Waiting;
-                t.question = Some(question.clone());
+                t.edit_rare(|r| r.question = Some(question.clone()));
             }
         }
         EventBody::TaskCancelled { reason } => {
@@ -376,7 +386,7 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
         EventBody::TaskSteered { message, delivered } => {
             if let Some(i) = task_idx {
                 if *delivered == super::event::Delivery::Queued {
-                    run.tasks[i].pending_steers.push(message.clone());
+                    run.tasks[i].edit_rare(|r| r.pending_steers.push(message.clone()));
                 }
             }
         }
@@ -396,10 +406,12 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
 fn requeue(t: &mut TaskState) {
     t.status = TaskStatus::Queued;
     t.error = None;
-    t.not_before = None;
     t.finished_at = None;
     t.attempts_in_window = 0;
-    t.question = None;
+    t.clear_rare(|r| {
+        r.not_before = None;
+        r.question = None;
+    });
     t.pid = None;
     t.pid_start = None;
 }

@@ -21,7 +21,7 @@ pub struct Start {
 fn ready(run: &RunState, now: DateTime<Utc>) -> impl Iterator<Item = usize> + '_ {
     run.tasks.iter().enumerate().filter_map(move |(i, t)| {
         let ok = t.status == TaskStatus::Queued
-            && t.not_before.is_none_or(|nb| nb <= now)
+            && t.not_before().is_none_or(|nb| nb <= now)
             && t.plan.depends_on.iter().all(|d| {
                 run.task(d)
                     .is_some_and(|dt| dt.status == TaskStatus::Completed)
@@ -120,7 +120,7 @@ impl State {
             .filter_map(|id| self.runs.get(id))
             .flat_map(|r| r.tasks.iter())
             .filter(|t| t.status == TaskStatus::Queued)
-            .filter_map(|t| t.not_before)
+            .filter_map(|t| t.not_before())
             .filter(|t| *t > after)
             .min()
     }

@@ -8,6 +8,7 @@
 //! approval, run completion), and then [`State::dispatch`] to start what may start.
 
 mod apply;
+mod artifact;
 mod decide;
 mod dispatch;
 pub use dispatch::Start;
@@ -15,6 +16,7 @@ mod event;
 mod event_de;
 mod jobs;
 mod settle;
+mod task_serde;
 mod types;
 
 pub use apply::apply_run_event;

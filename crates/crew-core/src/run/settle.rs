@@ -226,7 +226,7 @@ fn settle_run(run: &RunState, counts: &TaskCounts, now: DateTime<Utc>) -> Vec<Pe
         Some(format!(
             "task {} is waiting for an answer: {}",
             t.plan.id,
-            t.question.clone().unwrap_or_default()
+            t.question().unwrap_or_default()
         ))
     } else {
         run.tasks

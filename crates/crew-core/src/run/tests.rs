@@ -43,9 +43,9 @@ fn tasks(steps: &[Step]) -> Vec<std::sync::Arc<PlannedTask>> {
             system_prompt: "You work.".into(),
             system_prompt_mode: SystemPromptMode::Replace,
             tools: if *writes {
-                vec!["read".into(), "edit".into()]
+                vec!["read".into(), "edit".into()].into()
             } else {
-                vec!["read".into()]
+                vec!["read".into()].into()
             },
             thinking: None,
             writes: *writes,
@@ -674,8 +674,8 @@ fn asked_waits_blocks_and_respond_requeues_until_complete() {
     assert_eq!(names(&evs), ["task.queued a"]);
     assert_eq!(sim.status("r", "a"), TaskStatus::Queued);
     assert_eq!(sim.run_status("r"), RunStatus::Running);
-    assert_eq!(sim.task("r", "a").answers, ["postgres"]);
-    assert_eq!(sim.task("r", "a").question, None);
+    assert_eq!(sim.task("r", "a").answers(), ["postgres"]);
+    assert_eq!(sim.task("r", "a").question(), None);
     assert_eq!(sim.dispatch(8), ["r/a"]);
     assert_eq!(sim.task("r", "a").attempts, 2);
     assert_eq!(
@@ -1303,7 +1303,7 @@ fn steer_and_respond_rules() {
     let (p, d) = sim.st.steer("r", &b, "and y", true).unwrap();
     assert_eq!(d, Delivery::Queued, "a queued task gets it with its prompt");
     assert_eq!(names(&sim.emit(vec![p])), ["task.steered b"]);
-    assert_eq!(sim.task("r", "b").pending_steers, ["and y"]);
+    assert_eq!(sim.task("r", "b").pending_steers(), ["and y"]);
     assert!(matches!(
         sim.st.steer("r", &a, "  ", true),
         Err(CoreError::Invalid { .. })
@@ -1319,7 +1319,7 @@ fn steer_and_respond_rules() {
     assert!(invalid_state(sim.st.respond("r", &a, "x")).contains("completed"));
     sim.dispatch(8);
     assert!(
-        sim.task("r", "b").pending_steers.is_empty(),
+        sim.task("r", "b").pending_steers().is_empty(),
         "delivered with the attempt's prompt"
     );
 }

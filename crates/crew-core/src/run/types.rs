@@ -1,5 +1,6 @@
 //! Run and task records and their statuses.
 
+pub use super::artifact::{ArtifactKind, ArtifactRef, Sha256};
 use crate::plan::PlannedTask;
 use crate::usage::Usage;
 use chrono::{DateTime, Utc};
@@ -155,16 +156,6 @@ pub enum Approval {
     Rejected,
 }
 
-/// A file under the run's artifact directory, named by its relative path.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ArtifactRef {
-    pub name: String,
-    pub kind: String,
-    pub bytes: u64,
-    pub sha256: String,
-}
-
 /// Live progress of a running task (from `task.progress`).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -174,8 +165,8 @@ pub struct Progress {
     pub tokens: u64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+/// Serialized by hand (task_serde.rs) as one flat object, `Rare`'s fields included.
+#[derive(Debug, Clone, PartialEq)]
 pub struct TaskState {
     pub plan: Arc<PlannedTask>,
     pub status: TaskStatus,
@@ -195,6 +186,15 @@ pub struct TaskState {
     /// Process start time (clock ticks since boot, from /proc) so a reused pid is never killed.
     pub pid_start: Option<u64>,
     pub model: Option<String>,
+    /// What most tasks never set, boxed: a finished task stays in memory as long as its run
+    /// is resident. `None` when every field is empty.
+    pub(super) rare: Option<Box<Rare>>,
+    pub progress: Progress,
+}
+
+/// The fields of `TaskState` that are usually empty.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Rare {
     /// Not to be started before this instant (retry backoff).
     pub not_before: Option<DateTime<Utc>>,
     pub pending_steers: Vec<String>,
@@ -202,8 +202,25 @@ pub struct TaskState {
     pub answers: Vec<String>,
     /// `(runId, taskId)` whose result this task reused.
     pub reused_from: Option<(String, String)>,
-    pub progress: Progress,
 }
+
+impl Rare {
+    fn is_empty(&self) -> bool {
+        self.not_before.is_none()
+            && self.pending_steers.is_empty()
+            && self.question.is_none()
+            && self.answers.is_empty()
+            && self.reused_from.is_none()
+    }
+}
+
+static NO_RARE: Rare = Rare {
+    not_before: None,
+    pending_steers: Vec::new(),
+    question: None,
+    answers: Vec::new(),
+    reused_from: None,
+};
 
 impl TaskState {
     pub fn new(plan: Arc<PlannedTask>) -> Self {
@@ -221,13 +238,51 @@ impl TaskState {
             pid: None,
             pid_start: None,
             model: None,
-            not_before: None,
-            pending_steers: Vec::new(),
-            question: None,
-            answers: Vec::new(),
-            reused_from: None,
+            rare: None,
             progress: Progress::default(),
         }
+    }
+
+    /// The usually empty fields (all empty when none is set).
+    pub fn rare(&self) -> &Rare {
+        self.rare.as_deref().unwrap_or(&NO_RARE)
+    }
+    pub fn not_before(&self) -> Option<DateTime<Utc>> {
+        self.rare().not_before
+    }
+    pub fn pending_steers(&self) -> &[String] {
+        &self.rare().pending_steers
+    }
+    pub fn question(&self) -> Option<&str> {
+        self.rare().question.as_deref()
+    }
+    pub fn answers(&self) -> &[String] {
+        &self.rare().answers
+    }
+    pub fn reused_from(&self) -> Option<&(String, String)> {
+        self.rare().reused_from.as_ref()
+    }
+
+    /// Change the usually empty fields; their box is made when needed and dropped once they
+    /// are all empty again.
+    pub fn edit_rare(&mut self, f: impl FnOnce(&mut Rare)) {
+        let rare = self.rare.get_or_insert_with(Box::default);
+        f(rare);
+        if rare.is_empty() {
+            self.rare = None;
+        }
+    }
+
+    /// Clear some of the usually empty fields: nothing to do (and nothing allocated) when none
+    /// is set.
+    pub fn clear_rare(&mut self, f: impl FnOnce(&mut Rare)) {
+        if self.rare.is_some() {
+            self.edit_rare(f);
+        }
+    }
+
+    pub(super) fn set_rare(&mut self, rare: Rare) {
+        self.rare = (!rare.is_empty()).then(|| Box::new(rare));
     }
 
     pub fn id(&self) -> &str {

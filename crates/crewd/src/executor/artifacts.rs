@@ -5,7 +5,7 @@
 //! dispatch throughput. A file the daemon loses in a crash before that point is named by no
 //! event and is written again by the retry.
 
-use crew_core::run::ArtifactRef;
+use crew_core::run::{ArtifactKind, ArtifactRef, Sha256 as Digest256};
 use sha2::{Digest, Sha256};
 use std::io::Write;
 use std::path::Path;
@@ -47,14 +47,19 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
+/// The digest as an artifact reference holds it (32 bytes, hex in JSON).
+fn sha256_of(bytes: &[u8]) -> Digest256 {
+    Digest256::from_bytes(Sha256::digest(bytes).into())
+}
+
 /// Write `bytes` as artifact `name` (relative) of the run in `run_dir`.
 pub fn put(run_dir: &Path, name: &str, kind: &str, bytes: &[u8]) -> std::io::Result<ArtifactRef> {
     write_replace(&run_dir.join(name), bytes)?;
     Ok(ArtifactRef {
         name: name.to_string(),
-        kind: kind.to_string(),
+        kind: ArtifactKind::new(kind),
         bytes: bytes.len() as u64,
-        sha256: sha256_hex(bytes),
+        sha256: sha256_of(bytes),
     })
 }
 
@@ -63,8 +68,8 @@ pub fn describe(run_dir: &Path, name: &str, kind: &str) -> std::io::Result<Artif
     let bytes = std::fs::read(run_dir.join(name))?;
     Ok(ArtifactRef {
         name: name.to_string(),
-        kind: kind.to_string(),
+        kind: ArtifactKind::new(kind),
         bytes: bytes.len() as u64,
-        sha256: sha256_hex(&bytes),
+        sha256: sha256_of(&bytes),
     })
 }

@@ -455,7 +455,7 @@ async fn run_process(
         system_prompt_file,
         model: spec.model.clone(),
         thinking: spec.plan.thinking.clone(),
-        tools: spec.plan.tools.clone(),
+        tools: spec.plan.tools.to_vec(),
         rpc,
         prompt_via: spec.runtime.prompt_via,
     };

@@ -76,10 +76,10 @@ fn duration_ms(
 pub fn artifact(a: &core::ArtifactRef, task: Option<&str>) -> api::ArtifactInfo {
     api::ArtifactInfo {
         name: a.name.clone(),
-        kind: a.kind.clone(),
+        kind: a.kind.to_string(),
         task_id: task.map(str::to_string),
         bytes: a.bytes,
-        sha256: a.sha256.clone(),
+        sha256: a.sha256.to_string(),
     }
 }
 
@@ -98,8 +98,8 @@ pub fn task(t: &TaskState) -> api::TaskView {
         usage: usage(&t.usage()),
         model: t.model.clone(),
         error: t.error.clone(),
-        question: t.question.clone(),
-        reused_from: t.reused_from.as_ref().map(|(r, k)| api::ReusedFromView {
+        question: t.question().map(str::to_string),
+        reused_from: t.reused_from().map(|(r, k)| api::ReusedFromView {
             run_id: r.clone(),
             task_id: k.clone(),
         }),
