@@ -333,9 +333,9 @@ impl Transcript {
         use sha2::Digest;
         (!self.broken).then(|| ArtifactRef {
             name,
-            kind: "transcript".into(),
+            kind: crew_core::run::ArtifactKind::Transcript,
             bytes: self.written,
-            sha256: hex::encode(self.digest.finalize()),
+            sha256: crew_core::run::Sha256::from_bytes(self.digest.finalize().into()),
         })
     }
 
