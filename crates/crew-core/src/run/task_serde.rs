@@ -348,7 +348,7 @@ mod tests {
         let unknown = text.replacen("{", r#"{"later":{"x":[1]},"#, 1);
         assert_eq!(
             serde_json::from_str::<TaskState>(&unknown).unwrap(),
-            serde_json::from_str::<TaskState>(&text).unwrap()
+            serde_json::from_str::<TaskState>(text).unwrap()
         );
     }
 }
