@@ -2,7 +2,9 @@
 //! against the RSS of the same daemon after a small warm-up run (the baseline).
 //!
 //! `--tasks` fake-agent tasks run as runs of `--per-run` independent tasks at concurrency 8;
-//! `resident_runs` is set so every one of those runs stays in memory.
+//! `resident_runs` is set so every one of those runs stays in memory. Then the same number of
+//! tasks runs again, and the growth of that second batch is printed too (the marginal cost of a
+//! task, once the daemon's bounded buffers and caches have filled).
 //!
 //! `CREW_BENCH_CONFIG` (TOML lines) is appended to the daemon's config, for experiments such as
 //! `journal_cache_mb = 16` or `result_cache_entries = 1`. `CREW_BENCH_HOLD_SECS` keeps the
@@ -76,7 +78,7 @@ fn main() {
         root.path(),
         &format!(
             "max_workers = 8\nmax_concurrency_cap = 8\nresident_runs = {}\n{extra}\n",
-            runs + 8
+            2 * runs + 8
         ),
     );
     d.bulk_team("warm", 16, |i| format!("Item {i}."));
@@ -113,6 +115,30 @@ fn main() {
         verdict(per_10k * 1.048_576 < TARGET_MB_PER_10K)
     );
     // For a look inside (gdb, /proc/<pid>/smaps) before the daemon is stopped.
+
+    // The same number of tasks again: fixed costs that fill up during the first batch (the event
+    // bus's ring of recent events, sled's page cache, malloc arenas) do not grow any more, so
+    // this is the cost of the tasks alone.
+    let (_, took2) = timed(|| {
+        for _ in 0..runs {
+            run_team(&d, "bulk");
+        }
+    });
+    let resident = d.call("daemon.status", json!({}))["runs"]["resident"]
+        .as_u64()
+        .unwrap_or(0);
+    if resident < 2 * runs as u64 + 1 {
+        fail(format!("only {resident} runs are resident after the second batch"));
+    }
+    let after2 = d.rss_kib();
+    let marginal = after2.saturating_sub(after) as f64 / 1024.0 * 10_000.0 / tasks as f64;
+    println!(
+        "after {tasks} more ({}): RSS {:.1} MiB; marginal growth per 10,000 finished tasks: \
+         {marginal:.1} MiB (target < {TARGET_MB_PER_10K} MB): {}",
+        secs(took2),
+        after2 as f64 / 1024.0,
+        verdict(marginal * 1.048_576 < TARGET_MB_PER_10K)
+    );
     if let Some(secs) = std::env::var("CREW_BENCH_HOLD_SECS")
         .ok()
         .and_then(|v| v.parse::<u64>().ok())
