@@ -24,6 +24,8 @@ pub(crate) struct Opened {
     pub meta: sled::Tree,
     /// What sled recovered, which is also what the marker file now says.
     pub state: Marker,
+    /// The snapshot record, read here to check it: start-up reads it next, and it can be large.
+    pub snapshot: Option<sled::IVec>,
 }
 
 /// What the directory held before sled touched it.
@@ -107,6 +109,7 @@ pub(crate) fn open(dir: &Path, cache_bytes: u64) -> Result<Opened, JournalError>
         by_run,
         meta,
         state,
+        snapshot,
     })
 }
 

@@ -53,6 +53,10 @@ pub struct SledJournal {
     acked: AtomicU64,
     /// Serializes writers: validation, write and flush of one append happen under this lock.
     writer: Mutex<Writer>,
+    /// The snapshot record `open` read to check it, handed to the first `read_snapshot` (which
+    /// start-up does next) instead of reading a large value from sled twice. Taken by that
+    /// read, and dropped by any write that could replace it.
+    opened_snapshot: Mutex<Option<IVec>>,
 }
 
 struct Writer {
@@ -102,6 +106,7 @@ impl SledJournal {
             by_run,
             meta,
             state,
+            snapshot,
         } = open::open(dir, cache_bytes)?;
         Ok(Self {
             path: dir.to_path_buf(),
@@ -115,7 +120,15 @@ impl SledJournal {
                 epoch: state.epoch,
                 poisoned: None,
             }),
+            opened_snapshot: Mutex::new(snapshot),
         })
+    }
+
+    fn take_opened_snapshot(&self) -> Option<IVec> {
+        self.opened_snapshot
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
     }
 
     /// The directory the journal lives in.
@@ -360,6 +373,7 @@ impl Journal for SledJournal {
         let acked = self.acked();
         check_snapshot(seq, acked)?;
         let epoch = writer.epoch + 1;
+        self.take_opened_snapshot();
         let mut batch = Batch::default();
         batch.insert(META_SNAPSHOT, encode_snapshot(seq, bytes));
         batch.insert(META_EPOCH, &seq_key(epoch)[..]);
@@ -374,9 +388,14 @@ impl Journal for SledJournal {
     }
 
     fn read_snapshot(&self) -> Result<Option<(u64, Vec<u8>)>, JournalError> {
-        let Some(value) = self.guarded("reading the snapshot", || self.meta.get(META_SNAPSHOT))?
-        else {
-            return Ok(None);
+        // Only snapshot writes replace the record, and they drop the copy first: a copy still
+        // here is the current record.
+        let value = match self.take_opened_snapshot() {
+            Some(value) => value,
+            None => match self.guarded("reading the snapshot", || self.meta.get(META_SNAPSHOT))? {
+                Some(value) => value,
+                None => return Ok(None),
+            },
         };
         match decode_snapshot(&value) {
             Some((seq, bytes)) => Ok(Some((seq, bytes.to_vec()))),

@@ -100,6 +100,39 @@ fn reopen_keeps_everything() {
 }
 
 #[test]
+fn the_snapshot_read_at_open_is_the_current_one() {
+    // (writes after the open, the snapshot then expected)
+    type Case = (&'static [(u64, &'static [u8])], (u64, &'static [u8]));
+    let cases: [Case; 3] = [
+        (&[], (250, b"state")),
+        (&[(280, b"newer")], (280, b"newer")),
+        (&[(260, b"one"), (290, b"two")], (290, b"two")),
+    ];
+    for (writes, want) in cases {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("journal");
+        closed_journal(&dir);
+        let journal = open(&dir).unwrap();
+        for (seq, bytes) in writes {
+            journal.write_snapshot(*seq, bytes).unwrap();
+        }
+        // Twice: the copy kept from the open serves one read only.
+        for _ in 0..2 {
+            assert_eq!(
+                journal.read_snapshot().unwrap(),
+                Some((want.0, want.1.to_vec())),
+                "{writes:?}"
+            );
+        }
+        journal.write_snapshot(300, b"last").unwrap();
+        assert_eq!(
+            journal.read_snapshot().unwrap(),
+            Some((300, b"last".to_vec()))
+        );
+    }
+}
+
+#[test]
 fn fresh_and_empty_directories_open_empty() {
     let tmp = tempfile::tempdir().unwrap();
     let cases = [tmp.path().join("missing/nested"), tmp.path().join("empty")];

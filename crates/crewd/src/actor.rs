@@ -142,11 +142,17 @@ impl Core {
         }
         let events = std::mem::take(&mut self.batch);
         self.since_snapshot += events.len() as u64;
+        // Finished runs are in it as summaries only (`State::snapshot`): it stays small, so it
+        // is serialized here, which costs the actor less than copying the summaries would.
         let snapshot = if self.since_snapshot >= self.shared.config.snapshot_every {
             self.since_snapshot = 0;
-            serde_json::to_vec(&self.state)
-                .ok()
-                .map(|b| (self.emitted_seq, b))
+            match serde_json::to_vec(&self.state.snapshot()) {
+                Ok(b) => Some((self.emitted_seq, b)),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot serialize a snapshot; start-up will replay more");
+                    None
+                }
+            }
         } else {
             None
         };

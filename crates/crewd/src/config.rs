@@ -41,7 +41,8 @@ pub struct Config {
     /// +11 MiB, 8 → +18, 16 → +29 over 1 per 10,000 tasks), and an append-mostly journal reads
     /// little: bench-journal measured no loss at 1 against 4.
     pub journal_cache_mb: u64,
-    /// Write a snapshot every this many events.
+    /// Write a snapshot every this many events. A snapshot holds finished runs as summaries
+    /// only, so it is small and this can be low: start-up replays at most this many events.
     pub snapshot_every: u64,
     pub max_request_bytes: u32,
     pub max_batch: u32,
@@ -71,7 +72,7 @@ impl Default for Config {
             resource_cache_entries: 1024,
             result_cache_entries: 10_000,
             journal_cache_mb: 1,
-            snapshot_every: 50_000,
+            snapshot_every: 10_000,
             max_request_bytes: 1 << 20,
             max_batch: 64,
             max_connections: 128,

@@ -287,39 +287,91 @@ mod tests {
         }
     }
 
+    /// A snapshot as crewd writes it now (finished runs as summaries only), and as it wrote it
+    /// before (the whole state, `resident` finished runs in full).
+    fn put_snapshot(j: &MemJournal, resident: usize, old_format: bool) -> State {
+        let mut st = load_state(j, resident).unwrap();
+        st.last_seq = j.last_seq();
+        let bytes = if old_format {
+            serde_json::to_vec(&st).unwrap()
+        } else {
+            serde_json::to_vec(&st.snapshot()).unwrap()
+        };
+        j.write_snapshot(st.last_seq, &bytes).unwrap();
+        st
+    }
+
+    /// The run as its own journaled events make it.
+    fn replayed(j: &MemJournal, id: &str) -> crew_core::run::RunState {
+        let evs = crate::residency::run_events(j, id, u64::MAX).unwrap();
+        crew_core::run::replay_run(evs.iter()).unwrap()
+    }
+
     #[test]
     fn a_snapshot_summary_takes_later_events() {
-        let j = journal(4, &[]);
-        // A snapshot as crewd writes it: run 0 evicted, summary kept.
-        let mut st = load_state(&j, 1).unwrap();
-        assert!(st.run("team_1_0000").is_none());
-        st.last_seq = j.last_seq();
-        j.write_snapshot(st.last_seq, &serde_json::to_vec(&st).unwrap())
+        // (resident_runs when the snapshot was taken, old format)
+        for (resident, old_format) in [(1, false), (1, true), (100, false), (100, true)] {
+            let j = journal(4, &[]);
+            put_snapshot(&j, resident, old_format);
+            let time = Utc.with_ymd_and_hms(2025, 1, 2, 3, 4, 6).unwrap();
+            let ev = Event {
+                seq: j.last_seq() + 1,
+                run_seq: 0,
+                time,
+                run_id: Some("team_1_0000".into()),
+                task_id: None,
+                message: None,
+                body: resumed(),
+            };
+            j.append(&[Entry {
+                seq: ev.seq,
+                run: ev.run_id.clone(),
+                bytes: serde_json::to_vec(&ev).unwrap(),
+            }])
             .unwrap();
-        let time = Utc.with_ymd_and_hms(2025, 1, 2, 3, 4, 6).unwrap();
-        let ev = Event {
-            seq: j.last_seq() + 1,
-            run_seq: 0,
-            time,
-            run_id: Some("team_1_0000".into()),
-            task_id: None,
-            message: None,
-            body: resumed(),
-        };
-        j.append(&[Entry {
-            seq: ev.seq,
-            run: ev.run_id.clone(),
-            bytes: serde_json::to_vec(&ev).unwrap(),
-        }])
-        .unwrap();
-        let st = load_state(&j, 1).unwrap();
-        assert_eq!(
-            st.run("team_1_0000").map(|r| r.status),
-            Some(RunStatus::Running)
-        );
-        assert_eq!(
-            st.summaries.get("team_1_0000").map(|s| s.status),
-            Some(RunStatus::Running)
-        );
+            let st = load_state(&j, 1).unwrap();
+            assert_eq!(
+                st.run("team_1_0000").map(|r| r.status),
+                Some(RunStatus::Running),
+                "{resident} {old_format}"
+            );
+            assert_eq!(
+                st.summaries.get("team_1_0000").map(|s| s.status),
+                Some(RunStatus::Running)
+            );
+        }
+    }
+
+    #[test]
+    fn finished_runs_left_out_of_the_snapshot_load_on_demand_as_they_were() {
+        let j = journal(6, &[]);
+        // Every run resident when the snapshot is taken; none of them goes into it.
+        let before = put_snapshot(&j, 100, false);
+        assert_eq!(before.runs.len(), 6);
+        let st = load_state(&j, 100).unwrap();
+        assert!(st.runs.is_empty());
+        assert_eq!(st.summaries, before.summaries);
+        assert_eq!(st.last_seq, before.last_seq);
+        for id in before.summaries.keys() {
+            assert_eq!(Some(&replayed(&j, id)), before.run(id), "{id}");
+        }
+    }
+
+    #[test]
+    fn an_old_snapshot_with_finished_runs_in_full_loads_within_the_bound() {
+        // (finished runs in the old snapshot, resident_runs now)
+        for (runs, resident) in [(6, 100), (6, 2), (6, 1)] {
+            let j = journal(runs, &[]);
+            let before = put_snapshot(&j, 100, true);
+            assert_eq!(before.runs.len(), runs);
+            let st = load_state(&j, resident).unwrap();
+            assert_eq!(st.summaries, before.summaries);
+            assert_eq!(st.runs.len(), runs.min(resident), "{runs} {resident}");
+            // The newest stay; each is what its own events make.
+            for (id, run) in &st.runs {
+                assert!(id.as_str() >= format!("team_1_{:04}", runs - resident.min(runs)).as_str());
+                assert_eq!(run, &replayed(&j, id));
+            }
+        }
     }
 }

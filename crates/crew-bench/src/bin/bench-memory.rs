@@ -128,7 +128,9 @@ fn main() {
         .as_u64()
         .unwrap_or(0);
     if resident < 2 * runs as u64 + 1 {
-        fail(format!("only {resident} runs are resident after the second batch"));
+        fail(format!(
+            "only {resident} runs are resident after the second batch"
+        ));
     }
     let after2 = d.rss_kib();
     let marginal = after2.saturating_sub(after) as f64 / 1024.0 * 10_000.0 / tasks as f64;

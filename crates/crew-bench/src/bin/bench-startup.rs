@@ -6,8 +6,9 @@
 //! id, new seq; each one checked to parse as `crew_core::run::Event`) are written with
 //! crew-journal directly into a fresh state dir until `--events` are there. Along the way the
 //! events are applied to a `crew_core::run::State` the way crewd does (finished runs beyond
-//! `--resident-runs` evicted, oldest finished first), and that State is serialized every
-//! `--snapshot-every` events, as crewd's actor does in `commit`.
+//! `--resident-runs` evicted, oldest finished first), and that State's snapshot (finished runs as
+//! summaries only) is serialized every `--snapshot-every` events, as crewd's actor does in
+//! `commit`.
 //!
 //! crewd then starts on that state dir three times:
 //! 1. with no snapshot at all: every event replayed (the worst case; crewd itself never gets
@@ -16,8 +17,11 @@
 //! 3. with the snapshot the bench made at crewd's cadence, placed so that `snapshot_every - 1`
 //!    events follow it: the slowest start a daemon that ran with that cadence can have.
 //!
-//! Usage: `bench-startup [--events 1000000] [--steps 16] [--snapshot-every 50000]
+//! Usage: `bench-startup [--events 1000000] [--steps 16] [--snapshot-every 10000]
 //! [--resident-runs 256] [--keep]` (the last two are passed to crewd too; the defaults are crewd's).
+//! `--keep` leaves the state dirs and the cadence snapshot behind; `bench-startup --reuse DIR
+//! [--as-saved]` times the clean-stop and cadence starts again on them (re-encoding the saved
+//! snapshot in the current format, or with `--as-saved` putting it as it was written).
 
 mod daemon_support;
 
@@ -36,23 +40,52 @@ struct Args {
     steps: usize,
     snapshot_every: u64,
     resident_runs: usize,
-    /// Leave the state dirs behind (for profiling crewd on them).
+    /// Leave the state dirs behind (for profiling crewd on them), with the cadence snapshot
+    /// saved next to them.
     keep: bool,
+    /// A root left by `--keep`: time crewd on it again instead of writing a new journal.
+    reuse: Option<std::path::PathBuf>,
+    /// With `--reuse`: put the saved cadence snapshot as it was written, not re-encoded in the
+    /// current snapshot format (an older crewd's snapshot must still load).
+    as_saved: bool,
+    /// With `--reuse`: only put the snapshot (to start crewd by hand, e.g. under perf).
+    put_only: bool,
 }
 
 fn parse_args() -> Args {
     let mut a = Args {
         events: 1_000_000,
         steps: 16,
-        snapshot_every: 50_000,
+        snapshot_every: 10_000,
         resident_runs: 256,
         keep: false,
+        reuse: None,
+        as_saved: false,
+        put_only: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
-        if flag == "--keep" {
-            a.keep = true;
-            continue;
+        match flag.as_str() {
+            "--keep" => {
+                a.keep = true;
+                continue;
+            }
+            "--as-saved" => {
+                a.as_saved = true;
+                continue;
+            }
+            "--put-only" => {
+                a.put_only = true;
+                continue;
+            }
+            "--reuse" => {
+                let dir = it
+                    .next()
+                    .unwrap_or_else(|| fail("--reuse needs a directory left by --keep"));
+                a.reuse = Some(dir.into());
+                continue;
+            }
+            _ => {}
         }
         let value = it
             .next()
@@ -159,12 +192,105 @@ impl Shadow {
         }
         if ev.seq <= self.last_at && (self.last_at - ev.seq).is_multiple_of(self.snapshot_every) {
             let t0 = Instant::now();
-            let bytes = serde_json::to_vec(&self.state).unwrap_or_else(|e| fail(e));
+            let bytes = encode_snapshot(&self.state);
             self.serialize += t0.elapsed();
             self.snapshots += 1;
             self.snapshot = Some((ev.seq, bytes));
         }
     }
+}
+
+/// A snapshot as crewd writes it (finished runs as summaries only).
+fn encode_snapshot(state: &State) -> Vec<u8> {
+    serde_json::to_vec(&state.snapshot()).unwrap_or_else(|e| fail(e))
+}
+
+/// Where `--keep` saves the cadence snapshot: its seq on the first line, then its bytes.
+const SAVED_SNAPSHOT: &str = "cadence.snapshot";
+
+fn save_snapshot(root: &std::path::Path, seq: u64, bytes: &[u8]) {
+    let mut out = format!("{seq}\n").into_bytes();
+    out.extend_from_slice(bytes);
+    std::fs::write(root.join(SAVED_SNAPSHOT), out).unwrap_or_else(|e| fail(e));
+}
+
+fn load_saved_snapshot(root: &std::path::Path) -> (u64, Vec<u8>) {
+    let raw = std::fs::read(root.join(SAVED_SNAPSHOT)).unwrap_or_else(|e| fail(e));
+    let nl = raw
+        .iter()
+        .position(|b| *b == b'\n')
+        .unwrap_or_else(|| fail("malformed saved snapshot"));
+    let seq = std::str::from_utf8(&raw[..nl])
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok())
+        .unwrap_or_else(|| fail("malformed saved snapshot seq"));
+    (seq, raw[nl + 1..].to_vec())
+}
+
+/// The saved cadence snapshot, re-encoded in the current format unless `--as-saved`.
+fn saved_snapshot(args: &Args, root: &std::path::Path) -> (u64, Vec<u8>) {
+    let (seq, saved) = load_saved_snapshot(root);
+    if args.as_saved {
+        return (seq, saved);
+    }
+    let state: State = serde_json::from_slice(&saved).unwrap_or_else(|e| fail(e));
+    (seq, encode_snapshot(&state))
+}
+
+/// `--reuse`: the clean-stop and cadence starts again, on a root kept by an earlier run.
+fn reuse(args: &Args, root: &std::path::Path, config: &str) {
+    if args.put_only {
+        let (seq, bytes) = saved_snapshot(args, root);
+        put_snapshot(&root.join("full/state"), seq, &bytes);
+        println!("put the snapshot at seq {seq} ({} KiB)", bytes.len() / 1024);
+        return;
+    }
+    let mut empty = Daemon::new(&root.join("empty"), config);
+    let empty_start = empty.spawn();
+    empty.stop();
+    println!(
+        "empty state dir: crewd ready in {} (baseline)",
+        secs(empty_start)
+    );
+    let mut d = Daemon::new(&root.join("full"), config);
+    // A clean stop of this build first, so the snapshot is in its format.
+    d.spawn();
+    let (_, stop_took) = timed(|| d.stop());
+    let warm = d.spawn();
+    let cpu_warm = cpu_time(&d.pid().to_string());
+    let rss_warm = d.rss_kib();
+    let status = d.call("daemon.status", json!({}));
+    d.stop();
+    println!(
+        "after a clean stop (stop took {}): ready in {} (crewd CPU {}) = {:.1}x empty; RSS {} MiB; runs.total {}; lastSeq {}; {}",
+        secs(stop_took),
+        secs(warm),
+        secs(cpu_warm),
+        warm.as_secs_f64() / empty_start.as_secs_f64(),
+        rss_warm / 1024,
+        status["runs"]["total"],
+        status["journal"]["lastSeq"],
+        verdict(warm < TARGET)
+    );
+    let (seq, bytes) = saved_snapshot(args, root);
+    put_snapshot(&d.state_dir, seq, &bytes);
+    let took = d.spawn();
+    let cpu = cpu_time(&d.pid().to_string());
+    let rss = d.rss_kib();
+    let status = d.call("daemon.status", json!({}));
+    d.stop();
+    println!(
+        "snapshot at seq {seq} ({} KiB, {}; {} events after it): ready in {} (crewd CPU {}) = {:.1}x empty; RSS {} MiB; runs.total {}; {}",
+        bytes.len() / 1024,
+        if args.as_saved { "as saved" } else { "re-encoded" },
+        status["journal"]["lastSeq"].as_u64().unwrap_or(0).saturating_sub(seq),
+        secs(took),
+        secs(cpu),
+        took.as_secs_f64() / empty_start.as_secs_f64(),
+        rss / 1024,
+        status["runs"]["total"],
+        verdict(took < TARGET)
+    );
 }
 
 /// Writes `total` events (copies of the template run) into `<state>/journal`, with no
@@ -257,6 +383,10 @@ fn main() {
         "snapshot_every = {}\nresident_runs = {}\n",
         args.snapshot_every, args.resident_runs
     );
+    if let Some(root) = &args.reuse {
+        reuse(&args, root, &config);
+        return;
+    }
 
     let (tpl_run, tpl) = template(args.steps);
     println!(
@@ -300,6 +430,9 @@ fn main() {
     d.stop();
 
     let cadence = shadow.snapshot.take().map(|(seq, bytes)| {
+        if args.keep {
+            save_snapshot(root.path(), seq, &bytes);
+        }
         put_snapshot(&d.state_dir, seq, &bytes);
         let took = d.spawn();
         let cpu = cpu_time(&d.pid().to_string());
@@ -336,7 +469,7 @@ fn main() {
     match cadence {
         Some((seq, size, took, cpu, rss, status)) => {
             println!(
-                "snapshots every {} events as crewd: {} taken, {} KiB each at the end, {:.1} ms to serialize on average",
+                "snapshots every {} events as crewd: {} taken, {} KiB each at the end, {:.1} ms to serialize on average (on crewd's actor)",
                 args.snapshot_every,
                 shadow.snapshots,
                 size / 1024,

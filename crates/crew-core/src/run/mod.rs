@@ -16,6 +16,7 @@ mod event;
 mod event_de;
 mod jobs;
 mod settle;
+mod snapshot;
 mod task_serde;
 mod types;
 
@@ -23,6 +24,7 @@ pub use apply::apply_run_event;
 pub use decide::{AttemptResult, RetryPolicy};
 pub use event::{AttemptEnd, Delivery, Event, EventBody, Pending, ReusedFrom};
 pub use jobs::{ScheduleJob, JOB_RUN_IDS_KEPT};
+pub use snapshot::Snapshot;
 pub use types::*;
 
 use serde::{Deserialize, Serialize};
