@@ -895,7 +895,7 @@ mod tests {
     /// A minimal finished run's events, as an export would carry them.
     fn sample_events() -> Vec<Value> {
         use crew_core::plan::PlannedTask;
-        use crew_core::run::{AttemptEnd, RunSpec, State};
+        use crew_core::run::{AttemptEnd, State};
         let plan: PlannedTask = serde_json::from_value(json!({
             "id": "01_a", "stepId": "a", "role": "r", "agent": "r", "dependsOn": [],
             "taskTemplate": "t", "output": null, "reads": [], "model": null,
@@ -903,22 +903,7 @@ mod tests {
             "thinking": null, "writes": false
         }))
         .unwrap_or_else(|e| panic!("the PlannedTask fixture needs updating: {e}"));
-        let spec = RunSpec {
-            goal: "g".into(),
-            cwd: "/w".into(),
-            team: "t".into(),
-            workflow: "w".into(),
-            runtime: "fake".into(),
-            model: None,
-            concurrency: 1,
-            failure_policy: Default::default(),
-            budget: None,
-            require_plan_approval: false,
-            reuse: Default::default(),
-            max_attempts: 1,
-            schedule_id: None,
-            tasks: vec![std::sync::Arc::new(plan)],
-        };
+        let spec = crate::test_support::run_spec(vec![std::sync::Arc::new(plan)]);
         let content = "hello";
         let pend = vec![
             Pending::run("team_x", EventBody::RunCreated(Box::new(spec))),

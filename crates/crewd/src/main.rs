@@ -18,6 +18,8 @@ mod scheduler;
 mod server;
 mod shared;
 mod summary;
+#[cfg(test)]
+mod test_support;
 mod workers;
 mod writer;
 

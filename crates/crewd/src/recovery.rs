@@ -186,26 +186,11 @@ pub fn recover(core: &mut Core) {
 mod tests {
     use super::*;
     use chrono::{TimeZone, Utc};
-    use crew_core::run::{FailurePolicy, Reuse, RunSpec, RunStatus};
+    use crew_core::run::{RunSpec, RunStatus};
     use crew_journal::{Entry, MemJournal};
 
     fn spec() -> RunSpec {
-        RunSpec {
-            goal: "g".into(),
-            cwd: "/w".into(),
-            team: "t".into(),
-            workflow: "w".into(),
-            runtime: "fake".into(),
-            model: None,
-            concurrency: 1,
-            failure_policy: FailurePolicy::FailFast,
-            budget: None,
-            require_plan_approval: false,
-            reuse: Reuse::Off,
-            max_attempts: 1,
-            schedule_id: None,
-            tasks: Vec::new(),
-        }
+        crate::test_support::run_spec(Vec::new())
     }
 
     /// A journal of `runs` runs created and completed in turn, then `tail` (run index, body).

@@ -58,45 +58,14 @@ impl State {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{replay_run, Event, EventBody, FailurePolicy, Reuse, RunSpec, RunStatus};
+    use super::super::{replay_run, Event, EventBody, RunSpec, RunStatus};
     use super::*;
-    use crate::plan::PlannedTask;
-    use crate::resource::SystemPromptMode;
     use chrono::{TimeZone, Utc};
-    use std::sync::Arc;
 
     fn spec(goal: &str) -> RunSpec {
-        let task = PlannedTask {
-            id: "01_a".into(),
-            step_id: "a".into(),
-            role: "explorer".into(),
-            agent: "explorer".into(),
-            depends_on: vec![],
-            task_template: "look at {goal}".into(),
-            output: None,
-            reads: vec![],
-            model: None,
-            system_prompt: "You look.".into(),
-            system_prompt_mode: SystemPromptMode::Replace,
-            tools: vec!["read".into()].into(),
-            thinking: None,
-            writes: false,
-        };
         RunSpec {
             goal: goal.into(),
-            cwd: "/w".into(),
-            team: "t".into(),
-            workflow: "w".into(),
-            runtime: "fake".into(),
-            model: None,
-            concurrency: 1,
-            failure_policy: FailurePolicy::FailFast,
-            budget: None,
-            require_plan_approval: false,
-            reuse: Reuse::Off,
-            max_attempts: 1,
-            schedule_id: None,
-            tasks: vec![Arc::new(task)],
+            ..super::super::tests::spec(&[("a", &[], false)])
         }
     }
 

@@ -1,227 +1,118 @@
 //! `TaskState`'s JSON (snapshots): the flat object the derived form gave, field for field and
-//! in the same order, although the rarely set fields live in one boxed `Rare`.
+//! in the same order, although the rarely set fields live in one boxed `Rare`. Both directions go
+//! through a flat struct with derived serde, so missing, repeated and unknown fields behave as
+//! they always did.
 
 use super::types::{ArtifactRef, Progress, Rare, TaskState, TaskStatus};
 use crate::plan::PlannedTask;
 use crate::usage::Usage;
 use chrono::{DateTime, Utc};
-use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
-use serde::ser::{SerializeStruct, Serializer};
-use serde::{Deserialize, Serialize};
-use std::fmt;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::sync::Arc;
 
-const FIELDS: &[&str] = &[
-    "plan",
-    "status",
-    "attempts",
-    "attemptsInWindow",
-    "startedAt",
-    "finishedAt",
-    "priorUsage",
-    "attemptUsage",
-    "error",
-    "artifacts",
-    "pid",
-    "pidStart",
-    "model",
-    "notBefore",
-    "pendingSteers",
-    "question",
-    "answers",
-    "reusedFrom",
-    "progress",
-];
+/// A task as written: borrowed, so a snapshot copies nothing.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct FlatOut<'a> {
+    plan: &'a Arc<PlannedTask>,
+    status: TaskStatus,
+    attempts: u32,
+    attempts_in_window: u32,
+    started_at: Option<DateTime<Utc>>,
+    finished_at: Option<DateTime<Utc>>,
+    prior_usage: &'a Usage,
+    attempt_usage: &'a Usage,
+    error: &'a Option<String>,
+    artifacts: &'a [ArtifactRef],
+    pid: Option<u32>,
+    pid_start: Option<u64>,
+    model: &'a Option<String>,
+    not_before: Option<DateTime<Utc>>,
+    pending_steers: &'a [String],
+    question: &'a Option<String>,
+    answers: &'a [String],
+    reused_from: &'a Option<(String, String)>,
+    progress: &'a Progress,
+}
+
+/// A task as read.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct FlatIn {
+    plan: Arc<PlannedTask>,
+    status: TaskStatus,
+    attempts: u32,
+    attempts_in_window: u32,
+    started_at: Option<DateTime<Utc>>,
+    finished_at: Option<DateTime<Utc>>,
+    prior_usage: Usage,
+    attempt_usage: Usage,
+    error: Option<String>,
+    artifacts: Vec<ArtifactRef>,
+    pid: Option<u32>,
+    pid_start: Option<u64>,
+    model: Option<String>,
+    not_before: Option<DateTime<Utc>>,
+    pending_steers: Vec<String>,
+    question: Option<String>,
+    answers: Vec<String>,
+    reused_from: Option<(String, String)>,
+    progress: Progress,
+}
 
 impl Serialize for TaskState {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let rare = self.rare();
-        let mut st = s.serialize_struct("TaskState", FIELDS.len())?;
-        st.serialize_field("plan", &self.plan)?;
-        st.serialize_field("status", &self.status)?;
-        st.serialize_field("attempts", &self.attempts)?;
-        st.serialize_field("attemptsInWindow", &self.attempts_in_window)?;
-        st.serialize_field("startedAt", &self.started_at)?;
-        st.serialize_field("finishedAt", &self.finished_at)?;
-        st.serialize_field("priorUsage", &self.prior_usage)?;
-        st.serialize_field("attemptUsage", &self.attempt_usage)?;
-        st.serialize_field("error", &self.error)?;
-        st.serialize_field("artifacts", &self.artifacts)?;
-        st.serialize_field("pid", &self.pid)?;
-        st.serialize_field("pidStart", &self.pid_start)?;
-        st.serialize_field("model", &self.model)?;
-        st.serialize_field("notBefore", &rare.not_before)?;
-        st.serialize_field("pendingSteers", &rare.pending_steers)?;
-        st.serialize_field("question", &rare.question)?;
-        st.serialize_field("answers", &rare.answers)?;
-        st.serialize_field("reusedFrom", &rare.reused_from)?;
-        st.serialize_field("progress", &self.progress)?;
-        st.end()
-    }
-}
-
-enum Field {
-    Plan,
-    Status,
-    Attempts,
-    AttemptsInWindow,
-    StartedAt,
-    FinishedAt,
-    PriorUsage,
-    AttemptUsage,
-    Error,
-    Artifacts,
-    Pid,
-    PidStart,
-    Model,
-    NotBefore,
-    PendingSteers,
-    Question,
-    Answers,
-    ReusedFrom,
-    Progress,
-    Other,
-}
-
-impl<'de> Deserialize<'de> for Field {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl Visitor<'_> for V {
-            type Value = Field;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a task field name")
-            }
-            fn visit_str<E: de::Error>(self, s: &str) -> Result<Field, E> {
-                Ok(match s {
-                    "plan" => Field::Plan,
-                    "status" => Field::Status,
-                    "attempts" => Field::Attempts,
-                    "attemptsInWindow" => Field::AttemptsInWindow,
-                    "startedAt" => Field::StartedAt,
-                    "finishedAt" => Field::FinishedAt,
-                    "priorUsage" => Field::PriorUsage,
-                    "attemptUsage" => Field::AttemptUsage,
-                    "error" => Field::Error,
-                    "artifacts" => Field::Artifacts,
-                    "pid" => Field::Pid,
-                    "pidStart" => Field::PidStart,
-                    "model" => Field::Model,
-                    "notBefore" => Field::NotBefore,
-                    "pendingSteers" => Field::PendingSteers,
-                    "question" => Field::Question,
-                    "answers" => Field::Answers,
-                    "reusedFrom" => Field::ReusedFrom,
-                    "progress" => Field::Progress,
-                    // As the derived form: unknown fields are skipped.
-                    _ => Field::Other,
-                })
-            }
+        FlatOut {
+            plan: &self.plan,
+            status: self.status,
+            attempts: self.attempts,
+            attempts_in_window: self.attempts_in_window,
+            started_at: self.started_at,
+            finished_at: self.finished_at,
+            prior_usage: &self.prior_usage,
+            attempt_usage: &self.attempt_usage,
+            error: &self.error,
+            artifacts: &self.artifacts,
+            pid: self.pid,
+            pid_start: self.pid_start,
+            model: &self.model,
+            not_before: rare.not_before,
+            pending_steers: &rare.pending_steers,
+            question: &rare.question,
+            answers: &rare.answers,
+            reused_from: &rare.reused_from,
+            progress: &self.progress,
         }
-        d.deserialize_identifier(V)
+        .serialize(s)
     }
-}
-
-/// Store a field seen once; a repeated field is an error, as with the derived form.
-fn once<'de, A: MapAccess<'de>, T: Deserialize<'de>>(
-    slot: &mut Option<T>,
-    map: &mut A,
-    name: &'static str,
-) -> Result<(), A::Error> {
-    if slot.is_some() {
-        return Err(de::Error::duplicate_field(name));
-    }
-    *slot = Some(map.next_value()?);
-    Ok(())
-}
-
-fn required<T, E: de::Error>(v: Option<T>, name: &'static str) -> Result<T, E> {
-    v.ok_or_else(|| de::Error::missing_field(name))
 }
 
 impl<'de> Deserialize<'de> for TaskState {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = TaskState;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("struct TaskState")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<TaskState, A::Error> {
-                let mut plan: Option<Arc<PlannedTask>> = None;
-                let mut status: Option<TaskStatus> = None;
-                let mut attempts: Option<u32> = None;
-                let mut attempts_in_window: Option<u32> = None;
-                let mut started_at: Option<Option<DateTime<Utc>>> = None;
-                let mut finished_at: Option<Option<DateTime<Utc>>> = None;
-                let mut prior_usage: Option<Usage> = None;
-                let mut attempt_usage: Option<Usage> = None;
-                let mut error: Option<Option<String>> = None;
-                let mut artifacts: Option<Vec<ArtifactRef>> = None;
-                let mut pid: Option<Option<u32>> = None;
-                let mut pid_start: Option<Option<u64>> = None;
-                let mut model: Option<Option<String>> = None;
-                let mut not_before: Option<Option<DateTime<Utc>>> = None;
-                let mut pending_steers: Option<Vec<String>> = None;
-                let mut question: Option<Option<String>> = None;
-                let mut answers: Option<Vec<String>> = None;
-                let mut reused_from: Option<Option<(String, String)>> = None;
-                let mut progress: Option<Progress> = None;
-                while let Some(key) = map.next_key::<Field>()? {
-                    match key {
-                        Field::Plan => once(&mut plan, &mut map, "plan")?,
-                        Field::Status => once(&mut status, &mut map, "status")?,
-                        Field::Attempts => once(&mut attempts, &mut map, "attempts")?,
-                        Field::AttemptsInWindow => {
-                            once(&mut attempts_in_window, &mut map, "attemptsInWindow")?
-                        }
-                        Field::StartedAt => once(&mut started_at, &mut map, "startedAt")?,
-                        Field::FinishedAt => once(&mut finished_at, &mut map, "finishedAt")?,
-                        Field::PriorUsage => once(&mut prior_usage, &mut map, "priorUsage")?,
-                        Field::AttemptUsage => once(&mut attempt_usage, &mut map, "attemptUsage")?,
-                        Field::Error => once(&mut error, &mut map, "error")?,
-                        Field::Artifacts => once(&mut artifacts, &mut map, "artifacts")?,
-                        Field::Pid => once(&mut pid, &mut map, "pid")?,
-                        Field::PidStart => once(&mut pid_start, &mut map, "pidStart")?,
-                        Field::Model => once(&mut model, &mut map, "model")?,
-                        Field::NotBefore => once(&mut not_before, &mut map, "notBefore")?,
-                        Field::PendingSteers => {
-                            once(&mut pending_steers, &mut map, "pendingSteers")?
-                        }
-                        Field::Question => once(&mut question, &mut map, "question")?,
-                        Field::Answers => once(&mut answers, &mut map, "answers")?,
-                        Field::ReusedFrom => once(&mut reused_from, &mut map, "reusedFrom")?,
-                        Field::Progress => once(&mut progress, &mut map, "progress")?,
-                        Field::Other => {
-                            map.next_value::<IgnoredAny>()?;
-                        }
-                    }
-                }
-                let mut t = TaskState::new(required(plan, "plan")?);
-                t.status = required(status, "status")?;
-                t.attempts = required(attempts, "attempts")?;
-                t.attempts_in_window = required(attempts_in_window, "attemptsInWindow")?;
-                // `Option` fields may be missing (None), as with the derived form.
-                t.started_at = started_at.flatten();
-                t.finished_at = finished_at.flatten();
-                t.prior_usage = required(prior_usage, "priorUsage")?;
-                t.attempt_usage = required(attempt_usage, "attemptUsage")?;
-                t.error = error.flatten();
-                t.artifacts = required(artifacts, "artifacts")?;
-                t.pid = pid.flatten();
-                t.pid_start = pid_start.flatten();
-                t.model = model.flatten();
-                t.set_rare(Rare {
-                    not_before: not_before.flatten(),
-                    pending_steers: required(pending_steers, "pendingSteers")?,
-                    question: question.flatten(),
-                    answers: required(answers, "answers")?,
-                    reused_from: reused_from.flatten(),
-                });
-                t.progress = required(progress, "progress")?;
-                Ok(t)
-            }
-        }
-        d.deserialize_struct("TaskState", FIELDS, V)
+        let f = FlatIn::deserialize(d)?;
+        let mut t = TaskState::new(f.plan);
+        t.status = f.status;
+        t.attempts = f.attempts;
+        t.attempts_in_window = f.attempts_in_window;
+        t.started_at = f.started_at;
+        t.finished_at = f.finished_at;
+        t.prior_usage = f.prior_usage;
+        t.attempt_usage = f.attempt_usage;
+        t.error = f.error;
+        t.artifacts = f.artifacts;
+        t.pid = f.pid;
+        t.pid_start = f.pid_start;
+        t.model = f.model;
+        t.set_rare(Rare {
+            not_before: f.not_before,
+            pending_steers: f.pending_steers,
+            question: f.question,
+            answers: f.answers,
+            reused_from: f.reused_from,
+        });
+        t.progress = f.progress;
+        Ok(t)
     }
 }
 

@@ -12,7 +12,7 @@ fn t0() -> DateTime<Utc> {
 }
 
 /// A step: name (also its slug), names of the steps it depends on, whether its role writes.
-type Step<'a> = (&'a str, &'a [&'a str], bool);
+pub(super) type Step<'a> = (&'a str, &'a [&'a str], bool);
 
 fn tasks(steps: &[Step]) -> Vec<std::sync::Arc<PlannedTask>> {
     let id_of = |name: &str| {
@@ -54,7 +54,8 @@ fn tasks(steps: &[Step]) -> Vec<std::sync::Arc<PlannedTask>> {
         .collect()
 }
 
-fn spec(steps: &[Step]) -> RunSpec {
+/// A run of `steps` (also used by the other modules' tests of `run`).
+pub(super) fn spec(steps: &[Step]) -> RunSpec {
     RunSpec {
         goal: "fix the flaky login test".into(),
         cwd: "/src/app".into(),
