@@ -33,6 +33,28 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 const TARGET: Duration = Duration::from_secs(1);
+
+/// A start of crewd timed to its first `daemon.ping`, with crewd's CPU time and RSS at that
+/// point and its `daemon.status`. The daemon is left running.
+struct Ready {
+    took: Duration,
+    cpu: Duration,
+    rss_kib: u64,
+    status: Value,
+}
+
+fn start_timed(d: &mut Daemon) -> Ready {
+    let took = d.spawn();
+    let cpu = cpu_time(&d.pid().to_string());
+    let rss_kib = d.rss_kib();
+    let status = d.call("daemon.status", json!({}));
+    Ready {
+        took,
+        cpu,
+        rss_kib,
+        status,
+    }
+}
 const APPEND_CHUNK: usize = 10_000;
 
 struct Args {
@@ -256,28 +278,27 @@ fn reuse(args: &Args, root: &std::path::Path, config: &str) {
     // A clean stop of this build first, so the snapshot is in its format.
     d.spawn();
     let (_, stop_took) = timed(|| d.stop());
-    let warm = d.spawn();
-    let cpu_warm = cpu_time(&d.pid().to_string());
-    let rss_warm = d.rss_kib();
-    let status = d.call("daemon.status", json!({}));
+    let warm = start_timed(&mut d);
     d.stop();
     println!(
         "after a clean stop (stop took {}): ready in {} (crewd CPU {}) = {:.1}x empty; RSS {} MiB; runs.total {}; lastSeq {}; {}",
         secs(stop_took),
-        secs(warm),
-        secs(cpu_warm),
-        warm.as_secs_f64() / empty_start.as_secs_f64(),
-        rss_warm / 1024,
-        status["runs"]["total"],
-        status["journal"]["lastSeq"],
-        verdict(warm < TARGET)
+        secs(warm.took),
+        secs(warm.cpu),
+        warm.took.as_secs_f64() / empty_start.as_secs_f64(),
+        warm.rss_kib / 1024,
+        warm.status["runs"]["total"],
+        warm.status["journal"]["lastSeq"],
+        verdict(warm.took < TARGET)
     );
     let (seq, bytes) = saved_snapshot(args, root);
     put_snapshot(&d.state_dir, seq, &bytes);
-    let took = d.spawn();
-    let cpu = cpu_time(&d.pid().to_string());
-    let rss = d.rss_kib();
-    let status = d.call("daemon.status", json!({}));
+    let Ready {
+        took,
+        cpu,
+        rss_kib: rss,
+        status,
+    } = start_timed(&mut d);
     d.stop();
     println!(
         "snapshot at seq {seq} ({} KiB, {}; {} events after it): ready in {} (crewd CPU {}) = {:.1}x empty; RSS {} MiB; runs.total {}; {}",
@@ -415,18 +436,23 @@ fn main() {
     );
 
     let mut d = d0;
-    let cold = d.spawn();
-    let cpu_cold = cpu_time(&d.pid().to_string());
-    let status = d.call("daemon.status", json!({}));
-    let rss_cold = d.rss_kib();
+    let Ready {
+        took: cold,
+        cpu: cpu_cold,
+        rss_kib: rss_cold,
+        status,
+    } = start_timed(&mut d);
     if status["journal"]["lastSeq"].as_u64().unwrap_or(0) < args.events {
         fail(format!("crewd did not see the journal: {status}"));
     }
     let (_, stop_took) = timed(|| d.stop());
-    let warm = d.spawn();
-    let cpu_warm = cpu_time(&d.pid().to_string());
-    let rss_warm = d.rss_kib();
-    let total = d.call("daemon.status", json!({}))["runs"]["total"].clone();
+    let Ready {
+        took: warm,
+        cpu: cpu_warm,
+        rss_kib: rss_warm,
+        status,
+    } = start_timed(&mut d);
+    let total = status["runs"]["total"].clone();
     d.stop();
 
     let cadence = shadow.snapshot.take().map(|(seq, bytes)| {
@@ -434,12 +460,9 @@ fn main() {
             save_snapshot(root.path(), seq, &bytes);
         }
         put_snapshot(&d.state_dir, seq, &bytes);
-        let took = d.spawn();
-        let cpu = cpu_time(&d.pid().to_string());
-        let rss = d.rss_kib();
-        let status = d.call("daemon.status", json!({}));
+        let r = start_timed(&mut d);
         d.stop();
-        (seq, bytes.len(), took, cpu, rss, status)
+        (seq, bytes.len(), r.took, r.cpu, r.rss_kib, r.status)
     });
 
     println!(
