@@ -121,10 +121,8 @@ fn settle_run(run: &RunState, counts: &TaskCounts, now: DateTime<Utc>) -> Vec<Pe
     // Skips. fail-fast: after a final failure nothing new starts; continue: only dependents of
     // what cannot complete any more.
     let mut out = Vec::new();
-    for t in run.tasks.iter().filter(|_| doomed) {
-        if t.status != TaskStatus::Queued {
-            continue;
-        }
+    let queued = run.tasks.iter().filter(|t| t.status == TaskStatus::Queued);
+    for t in queued.filter(|_| doomed) {
         if run.spec.failure_policy == FailurePolicy::FailFast {
             if let Some(f) = failed.first() {
                 out.push(Pending::task(
