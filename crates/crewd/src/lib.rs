@@ -1,0 +1,274 @@
+//! crewd as a library: the daemon's modules, for its binary (`main.rs`, the command line)
+//! and for benches that drive a part of it in process. See ARCHITECTURE.md for the map.
+
+mod actor;
+mod bundle;
+pub mod config;
+mod executor;
+mod forget;
+pub mod journal_slot;
+mod launch;
+mod listen;
+mod lock;
+mod recovery;
+mod residency;
+mod resources;
+mod results;
+mod rpc;
+mod scheduler;
+mod server;
+pub mod shared;
+mod summary;
+#[cfg(test)]
+mod test_support;
+mod workers;
+pub mod writer;
+
+use anyhow::Context;
+use crew_core::run::{EventBody, Pending};
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+pub fn default_state_dir() -> PathBuf {
+    std::env::var_os("XDG_STATE_HOME")
+        .filter(|s| !s.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local").join("state")))
+        .unwrap_or_else(|| PathBuf::from("/tmp"))
+        .join("crew")
+}
+
+pub fn init_logging() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_env("CREW_LOG").unwrap_or_else(|_| {
+        EnvFilter::new("info,jsonrpsee=warn,tokio_cron_scheduler=warn,sled=warn")
+    });
+    // Under systemd, journald stamps lines itself.
+    let under_systemd =
+        std::env::var_os("JOURNAL_STREAM").is_some() || std::env::var_os("INVOCATION_ID").is_some();
+    let b = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    use std::io::IsTerminal;
+    if under_systemd {
+        b.without_time().with_ansi(false).init();
+    } else {
+        b.with_ansi(std::io::stderr().is_terminal()).init();
+    }
+}
+
+/// Two glibc settings, each overridden by its own environment variable:
+///
+/// - Arenas: glibc gives threads that allocate their own arenas (up to 8 per core), and memory
+///   freed in one stays there: with tokio's workers, the blocking pool and the journal thread, a
+///   daemon that made 100,000 runs held 261 MB. Two arenas held 163 MB for the same work, and
+///   made runs faster, not slower (`cargo bench -p crewd --bench caches`, issue 6's target is
+///   < 200 MB).
+/// - mmap threshold: by default glibc raises it to the size of the largest buffer freed so far
+///   (a serialized snapshot is megabytes), and then keeps up to twice that in the heap, free
+///   but resident, for good. A fixed threshold turns that off: 10,000 finished tasks grew RSS
+///   by 30.6 MiB before and 20–22 MiB after (`target/release/bench-memory`).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+pub fn tune_malloc() {
+    const ARENAS: libc::c_int = 2;
+    const MMAP_THRESHOLD: libc::c_int = 128 << 10;
+    // SAFETY: runs first in `main`, before any other thread exists; mallopt only sets allocator
+    // parameters.
+    unsafe {
+        if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
+            libc::mallopt(libc::M_ARENA_MAX, ARENAS);
+        }
+        if std::env::var_os("MALLOC_MMAP_THRESHOLD_").is_none() {
+            libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD);
+        }
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+pub fn tune_malloc() {}
+
+/// The daemon's command-line options.
+#[derive(Debug, Default)]
+pub struct Options {
+    pub socket: Option<PathBuf>,
+    pub state_dir: Option<PathBuf>,
+    pub config: Option<PathBuf>,
+}
+
+/// Runs the daemon until SIGTERM, SIGINT or `daemon.shutdown`.
+pub fn run(cli: Options) -> anyhow::Result<()> {
+    let (config_path, required) = match cli.config {
+        Some(p) => (p, true),
+        None => (
+            crate::resources::config_home()
+                .unwrap_or_else(|| PathBuf::from("/nonexistent"))
+                .join("crew/config.toml"),
+            false,
+        ),
+    };
+    let config = config::Config::load(&config_path, required)?;
+    let state_dir = cli.state_dir.unwrap_or_else(default_state_dir);
+    std::fs::create_dir_all(&state_dir)
+        .with_context(|| format!("creating {}", state_dir.display()))?;
+    let _ = std::fs::set_permissions(&state_dir, std::fs::Permissions::from_mode(0o700));
+    let _lock = lock::acquire(&state_dir)?;
+
+    // Socket handling happens before the runtime exists (systemd's fds, blocking binds).
+    let listener = match listen::from_systemd()? {
+        Some(l) => {
+            tracing::info!("using the socket passed by systemd");
+            l
+        }
+        None => listen::bind(
+            &cli.socket
+                .clone()
+                .unwrap_or_else(crew_api::paths::default_socket),
+        )?,
+    };
+    let socket_path = listener
+        .std
+        .local_addr()
+        .ok()
+        .and_then(|a| a.as_pathname().map(|p| p.to_path_buf()))
+        .unwrap_or_else(|| {
+            cli.socket
+                .clone()
+                .unwrap_or_else(crew_api::paths::default_socket)
+        });
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("crewd")
+        .build()?;
+    rt.block_on(serve(config, state_dir, socket_path, listener))
+}
+
+async fn serve(
+    config: config::Config,
+    state_dir: PathBuf,
+    socket: PathBuf,
+    listener: listen::Listener,
+) -> anyhow::Result<()> {
+    // Before anything can answer: a SIGTERM right after the first answer must be handled.
+    use tokio::signal::unix::{signal, SignalKind};
+    let signals = (
+        signal(SignalKind::terminate())?,
+        signal(SignalKind::interrupt())?,
+    );
+    let journal_dir = state_dir.join("journal");
+    let cache = config.journal_cache_mb << 20;
+    let journal: Arc<dyn crew_journal::Journal> = {
+        let dir = journal_dir.clone();
+        Arc::new(
+            tokio::task::spawn_blocking(move || crew_journal::SledJournal::open(&dir, cache))
+                .await?
+                .with_context(|| format!("cannot open the journal at {}", journal_dir.display()))?,
+        )
+    };
+    let state = {
+        let j = journal.clone();
+        let resident = config.resident_runs;
+        tokio::task::spawn_blocking(move || recovery::load_state(j.as_ref(), resident)).await??
+    };
+    tracing::info!(
+        runs = state.summaries.len(),
+        active = state.active.len(),
+        last_seq = state.last_seq,
+        "state loaded"
+    );
+
+    let shared = Arc::new(shared::Shared::new(
+        config,
+        state_dir,
+        socket.clone(),
+        // Moved, not cloned: after a write failure the writer must be able to drop every
+        // handle and reopen the journal (journal_slot.rs).
+        journal,
+        state.last_seq,
+    ));
+    // Before recovery re-queues tasks: a re-queued task may reuse a saved result (SPEC §9).
+    {
+        let shared = shared.clone();
+        tokio::task::spawn_blocking(move || shared.results.attach(&shared.state_dir)).await?;
+    }
+    let (writer, writer_join) = writer::spawn(shared.clone());
+    let (actor, rx) = actor::Actor::channel();
+    let mut core = actor::Core::new(state, shared.clone(), writer, actor.clone());
+    core.emit(Pending::global(EventBody::DaemonStarted {
+        version: env!("CARGO_PKG_VERSION").into(),
+        pid: std::process::id(),
+    }));
+    recovery::recover(&mut core);
+    // Ready means recovered: what recovery emitted (re-queued tasks, killed workers) is durable
+    // before the first client can read the journal or act on the runs.
+    let (recovered_tx, recovered_rx) = tokio::sync::oneshot::channel();
+    core.after_commit(move |r| {
+        let _ = recovered_tx.send(r);
+    });
+    let actor_task = tokio::spawn(actor::run(core, rx));
+    match recovered_rx.await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => {
+            tracing::error!(error = %e, "recovery could not be journaled; serving reads only")
+        }
+        Err(_) => anyhow::bail!("the state actor stopped during start-up"),
+    }
+
+    let scheduler = scheduler::start(shared.clone(), actor.clone()).await?;
+    let module = rpc::module(shared.clone(), actor.clone());
+    let (stop, server_handle) = jsonrpsee::server::stop_channel();
+    let std_listener = listener.std;
+    std_listener.set_nonblocking(true)?;
+    let tokio_listener = tokio::net::UnixListener::from_std(std_listener)?;
+    let accept = server::spawn(tokio_listener, module, stop, &shared.config);
+    tracing::info!(socket = %socket.display(), pid = std::process::id(), "crewd is ready");
+    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
+
+    wait_for_shutdown(&shared, signals).await;
+    tracing::info!("shutting down");
+    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Stopping]);
+    shared.begin_shutdown();
+    scheduler.shutdown().await;
+    let _ = server_handle.stop();
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(10), server_handle.stopped()).await;
+    accept.abort();
+    // Stop workers; their tasks are re-queued when the daemon starts again.
+    let _ = actor
+        .call(|core| {
+            for ((run, task), _) in core.workers.iter() {
+                if let Some(pid) = core
+                    .state
+                    .run(run)
+                    .and_then(|r| r.task(task))
+                    .and_then(|t| t.pid)
+                {
+                    executor::process::signal_group(pid, nix::sys::signal::Signal::SIGTERM);
+                }
+            }
+            core.snapshot_now();
+            Ok(())
+        })
+        .await;
+    drop(actor);
+    actor_task.abort();
+    let _ = actor_task.await;
+    let _ = tokio::task::spawn_blocking(move || writer_join.join()).await;
+    if listener.owned {
+        let _ = std::fs::remove_file(&socket);
+    }
+    tracing::info!("bye");
+    Ok(())
+}
+
+async fn wait_for_shutdown(
+    shared: &shared::Shared,
+    signals: (tokio::signal::unix::Signal, tokio::signal::unix::Signal),
+) {
+    let (mut term, mut int) = signals;
+    tokio::select! {
+        _ = term.recv() => {},
+        _ = int.recv() => {},
+        _ = shared.shutdown.notified() => {},
+    }
+}
