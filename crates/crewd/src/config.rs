@@ -213,6 +213,10 @@ impl Config {
         if self.resident_runs == 0 {
             return bad("resident_runs", "must be at least 1".into());
         }
+        // sled panics on a cache below 256 bytes, which would read as a corrupt journal.
+        if self.journal_cache_mb == 0 {
+            return bad("journal_cache_mb", "must be at least 1".into());
+        }
         for (name, rt) in &self.runtimes {
             if rt.command.argv().is_empty() {
                 return bad(&format!("runtimes.{name}"), "command is empty".into());
@@ -307,6 +311,7 @@ mod tests {
             ("max_workers = 4\nmax_worker = 3\n", 2, "max_worker"),
             ("max_workers = \"many\"\n", 1, "max_workers"),
             ("max_workers = 0\n", 1, "max_workers"),
+            ("journal_cache_mb = 0\n", 1, "journal_cache_mb"),
             (
                 "[runtimes.x]\nadapter = \"nope\"\ncommand = \"x\"\n",
                 2,
