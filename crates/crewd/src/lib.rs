@@ -6,7 +6,7 @@ mod bundle;
 pub mod config;
 mod executor;
 mod forget;
-pub mod journal_slot;
+mod journal_slot;
 mod launch;
 mod listen;
 mod lock;
@@ -30,7 +30,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-pub fn default_state_dir() -> PathBuf {
+fn default_state_dir() -> PathBuf {
     std::env::var_os("XDG_STATE_HOME")
         .filter(|s| !s.is_empty())
         .map(PathBuf::from)
@@ -39,6 +39,7 @@ pub fn default_state_dir() -> PathBuf {
         .join("crew")
 }
 
+/// Logs to stderr, filtered by `CREW_LOG`; without timestamps under systemd (journald adds them).
 pub fn init_logging() {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_env("CREW_LOG").unwrap_or_else(|_| {
