@@ -1,11 +1,18 @@
 //! On-disk key and value layouts of the sled trees.
 //!
-//! - `log`: key = seq as big-endian u64 (byte order == numeric order), value = the entry's bytes.
-//! - `by_run`: key = run bytes + 0x00 + first seq (BE u64) of one append's entries of that run,
-//!   value = those entries' seqs as concatenated BE u64s. One key per run per append, not per
-//!   entry: a group commit of N events over R runs costs R index writes instead of N, which is
-//!   what keeps the journal near raw sled throughput (see benches/journal.rs). Run ids never
-//!   contain NUL, so `run + 0x00` is a prefix owned by exactly one run.
+//! - `log`: the events and their per-run index, in one tree so that one append is one sled
+//!   batch, which sled applies atomically (a transaction over two trees cost ~14% of crewd's
+//!   CPU in bench-journal).
+//!   - event: key = seq as big-endian u64 (byte order == numeric order), value = the entry's
+//!     bytes. Seqs stay below [`INDEX_TAG`] `<< 56`, so an event key never starts with the tag.
+//!   - index group: key = [`INDEX_TAG`] + run bytes + 0x00 + first seq (BE u64) of one append's
+//!     entries of that run, value = those entries' seqs as concatenated BE u64s. One key per run
+//!     per append, not per entry: a group commit of N events over R runs costs R index writes
+//!     instead of N. Run ids never contain NUL, so `tag + run + 0x00` is a prefix owned by
+//!     exactly one run. Index keys sort after every event key, so ranges of seq keys never see
+//!     them.
+//! - `by_run`: where journals written before the index moved into `log` kept it (same keys
+//!   without the tag). `open` moves what it finds there into `log` and empties it.
 //! - `meta`: [`META_LAST_SEQ`] (BE u64, written when entries are removed so `last_seq` cannot go
 //!   down), [`META_SNAPSHOT`] (BE u64 seq followed by the snapshot bytes) and [`META_EPOCH`] (BE
 //!   u64 count of snapshot and forget writes, checked against the marker file at open).
@@ -18,6 +25,15 @@ pub(crate) const META_LAST_SEQ: &[u8] = b"last_seq";
 pub(crate) const META_SNAPSHOT: &[u8] = b"snapshot";
 pub(crate) const META_EPOCH: &[u8] = b"epoch";
 
+/// First byte of every index key in `log`.
+pub(crate) const INDEX_TAG: u8 = 0xFF;
+
+/// The highest seq an event may have: its key must not start with [`INDEX_TAG`].
+pub(crate) const MAX_SEQ: u64 = ((INDEX_TAG as u64) << 56) - 1;
+
+/// Upper bound (exclusive) of the event keys in `log`.
+pub(crate) const EVENTS_END: [u8; 1] = [INDEX_TAG];
+
 pub(crate) fn seq_key(seq: u64) -> [u8; 8] {
     seq.to_be_bytes()
 }
@@ -27,8 +43,10 @@ pub(crate) fn decode_seq(bytes: &[u8]) -> Option<u64> {
     Some(u64::from_be_bytes(array))
 }
 
+/// The key prefix of one run's index groups in `log`.
 pub(crate) fn run_prefix(run: &str) -> Vec<u8> {
-    let mut prefix = Vec::with_capacity(run.len() + 9);
+    let mut prefix = Vec::with_capacity(run.len() + 10);
+    prefix.push(INDEX_TAG);
     prefix.extend_from_slice(run.as_bytes());
     prefix.push(0);
     prefix
@@ -41,7 +59,7 @@ pub(crate) fn group_key(prefix: &[u8], first_seq: u64) -> Vec<u8> {
     key
 }
 
-/// The first seq named by a `by_run` key, if the key belongs to `prefix`'s run and is well formed.
+/// The first seq named by an index key, if the key belongs to `prefix`'s run and is well formed.
 pub(crate) fn group_key_seq(key: &[u8], prefix: &[u8]) -> Option<u64> {
     decode_seq(key.strip_prefix(prefix)?)
 }
@@ -104,6 +122,16 @@ mod tests {
         for (name, value, first, want) in cases {
             assert_eq!(decode_group(&value, first), want, "{name}");
         }
+    }
+
+    #[test]
+    fn index_keys_sort_after_every_event_key() {
+        let index = group_key(&run_prefix(""), 0);
+        for seq in [0, 1, 1 << 40, MAX_SEQ] {
+            assert!(seq_key(seq).as_slice() < index.as_slice(), "{seq}");
+            assert!(seq_key(seq).as_slice() < EVENTS_END.as_slice(), "{seq}");
+        }
+        assert!(seq_key(MAX_SEQ + 1).as_slice() >= EVENTS_END.as_slice());
     }
 
     #[test]

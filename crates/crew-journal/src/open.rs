@@ -7,8 +7,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 
 use crate::keys::{
-    decode_seq, decode_snapshot, BY_RUN_TREE, LOG_TREE, META_EPOCH, META_LAST_SEQ, META_SNAPSHOT,
-    META_TREE,
+    decode_seq, decode_snapshot, BY_RUN_TREE, EVENTS_END, INDEX_TAG, LOG_TREE, META_EPOCH,
+    META_LAST_SEQ, META_SNAPSHOT, META_TREE,
 };
 use crate::marker::{self, Marker, MarkerError, MARKER_FILE};
 use crate::JournalError;
@@ -20,7 +20,6 @@ const SLED_CONF_FILE: &str = "conf";
 pub(crate) struct Opened {
     pub db: sled::Db,
     pub log: sled::Tree,
-    pub by_run: sled::Tree,
     pub meta: sled::Tree,
     /// What sled recovered, which is also what the marker file now says.
     pub state: Marker,
@@ -62,7 +61,8 @@ pub(crate) fn open(dir: &Path, cache_bytes: u64) -> Result<Opened, JournalError>
         let log = db.open_tree(LOG_TREE)?;
         let by_run = db.open_tree(BY_RUN_TREE)?;
         let meta = db.open_tree(META_TREE)?;
-        let last_key = log.last()?.map(|(key, _)| key);
+        let last_key = log.range(..&EVENTS_END[..]).next_back().transpose()?;
+        let last_key = last_key.map(|(key, _)| key);
         let meta_last = meta.get(META_LAST_SEQ)?;
         let epoch = meta.get(META_EPOCH)?;
         let snapshot = meta.get(META_SNAPSHOT)?;
@@ -93,6 +93,9 @@ pub(crate) fn open(dir: &Path, cache_bytes: u64) -> Result<Opened, JournalError>
         Err(detail) => return Err(abandon(db, corrupt(detail))),
     };
 
+    if let Err(err) = sled_call(dir, || move_legacy_index(&db, &by_run, &log)) {
+        return Err(abandon(db, map_open_error(dir, err)));
+    }
     if marker != Some(state) {
         // A new journal is flushed before the marker vouches for it, so a crash in between
         // leaves sled files without a marker, which `inspect` accepts.
@@ -106,11 +109,41 @@ pub(crate) fn open(dir: &Path, cache_bytes: u64) -> Result<Opened, JournalError>
     Ok(Opened {
         db,
         log,
-        by_run,
         meta,
         state,
         snapshot,
     })
+}
+
+/// How many index groups one batch of the move from `by_run` carries.
+const MOVE_CHUNK: usize = 4096;
+
+/// Moves the index of a journal written before it lived in `log` (keys.rs). Copy everything,
+/// make it durable, then empty `by_run`: a crash at any point leaves every group in at least one
+/// of the two trees, and the next open copies again (same keys, same values).
+fn move_legacy_index(db: &sled::Db, by_run: &sled::Tree, log: &sled::Tree) -> sled::Result<()> {
+    if by_run.is_empty() {
+        return Ok(());
+    }
+    let mut batch = sled::Batch::default();
+    let mut in_batch = 0;
+    for item in by_run.iter() {
+        let (key, value) = item?;
+        let mut tagged = Vec::with_capacity(key.len() + 1);
+        tagged.push(INDEX_TAG);
+        tagged.extend_from_slice(&key);
+        batch.insert(tagged, value);
+        in_batch += 1;
+        if in_batch == MOVE_CHUNK {
+            log.apply_batch(std::mem::take(&mut batch))?;
+            in_batch = 0;
+        }
+    }
+    log.apply_batch(batch)?;
+    db.flush()?;
+    by_run.clear()?;
+    db.flush()?;
+    Ok(())
 }
 
 /// Runs sled code that may panic on damaged files, turning the panic into an error.

@@ -45,8 +45,8 @@ const FORGET_CHUNK: usize = 4096;
 pub struct SledJournal {
     path: PathBuf,
     db: sled::Db,
+    /// Events and their per-run index (keys.rs).
     log: sled::Tree,
-    by_run: sled::Tree,
     meta: sled::Tree,
     /// The highest seq whose append returned Ok. Readers never look past it, so they only ever
     /// see durable entries.
@@ -103,7 +103,6 @@ impl SledJournal {
         let Opened {
             db,
             log,
-            by_run,
             meta,
             state,
             snapshot,
@@ -112,7 +111,6 @@ impl SledJournal {
             path: dir.to_path_buf(),
             db,
             log,
-            by_run,
             meta,
             acked: AtomicU64::new(state.acked),
             writer: Mutex::new(Writer {
@@ -210,7 +208,7 @@ impl SledJournal {
     ) -> Result<Vec<(IVec, Vec<u64>)>, JournalError> {
         let prefix = run_prefix(run);
         let items = self.guarded("reading the run index", || {
-            let iter = self.by_run.range(range);
+            let iter = self.log.range(range);
             if reverse {
                 iter.rev()
                     .take(max_groups)
@@ -231,26 +229,22 @@ impl SledJournal {
     }
 }
 
-/// The log batch and, if any entry names a run, the index batch of one append.
-fn append_batches(entries: &[Entry]) -> (Batch, Option<Batch>) {
-    let mut log = Batch::default();
+/// One append as one batch: the entries and, per run they name, one index group.
+fn append_batch(entries: &[Entry]) -> Batch {
+    let mut batch = Batch::default();
     let mut runs: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
     for entry in entries {
-        log.insert(&seq_key(entry.seq)[..], entry.bytes.as_slice());
+        batch.insert(&seq_key(entry.seq)[..], entry.bytes.as_slice());
         if let Some(run) = &entry.run {
             runs.entry(run.as_str()).or_default().push(entry.seq);
         }
     }
-    if runs.is_empty() {
-        return (log, None);
-    }
-    let mut index = Batch::default();
     for (run, seqs) in runs {
         if let Some(first) = seqs.first() {
-            index.insert(group_key(&run_prefix(run), *first), encode_group(&seqs));
+            batch.insert(group_key(&run_prefix(run), *first), encode_group(&seqs));
         }
     }
-    (log, Some(index))
+    batch
 }
 
 fn storage_error(err: TransactionError<()>) -> sled::Error {
@@ -270,20 +264,11 @@ impl Journal for SledJournal {
         if entries.is_empty() {
             return Ok(());
         }
-        let (log_batch, index_batch) = append_batches(entries);
+        // The index must never disagree with the log after a crash: both are in one tree, and
+        // sled applies one batch atomically.
+        let batch = append_batch(entries);
         self.write_guarded(&mut writer, "appending", || {
-            match index_batch {
-                None => self.log.apply_batch(log_batch)?,
-                // The index must never disagree with the log after a crash, so both go into one
-                // transaction (sled commits it atomically in its log).
-                Some(index_batch) => (&self.log, &self.by_run)
-                    .transaction(|(log, by_run)| {
-                        log.apply_batch(&log_batch)?;
-                        by_run.apply_batch(&index_batch)?;
-                        Ok::<(), ConflictableTransactionError<()>>(())
-                    })
-                    .map_err(storage_error)?,
-            }
+            self.log.apply_batch(batch)?;
             self.db.flush()?;
             Ok(())
         })?;
@@ -436,14 +421,14 @@ impl Journal for SledJournal {
         }
         self.write_guarded(&mut writer, "forgetting a run", || {
             for chunk in &chunks {
-                (&self.log, &self.by_run, &self.meta)
-                    .transaction(|(log, by_run, meta)| {
+                (&self.log, &self.meta)
+                    .transaction(|(log, meta)| {
                         // Recorded with the removal, so removing the newest entries never lowers
                         // last_seq after a reopen.
                         meta.insert(META_LAST_SEQ, &last_seq[..])?;
                         meta.insert(META_EPOCH, &seq_key(epoch)[..])?;
                         for (key, seqs) in chunk {
-                            by_run.remove(key.clone())?;
+                            log.remove(key.clone())?;
                             for seq in seqs {
                                 log.remove(&seq_key(*seq)[..])?;
                             }

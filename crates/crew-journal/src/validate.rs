@@ -1,3 +1,4 @@
+use crate::keys::MAX_SEQ;
 use crate::{Entry, JournalError};
 
 /// Checks that `entries` continue a log whose last seq is `last_seq` without gap or overlap and
@@ -5,10 +6,14 @@ use crate::{Entry, JournalError};
 pub(crate) fn check_append(last_seq: u64, entries: &[Entry]) -> Result<u64, JournalError> {
     let mut expected = last_seq;
     for entry in entries {
-        expected = expected.checked_add(1).ok_or(JournalError::OutOfOrder {
-            expected: u64::MAX,
-            got: entry.seq,
-        })?;
+        // Past MAX_SEQ an event key would read as an index key: the log is full.
+        expected = expected
+            .checked_add(1)
+            .filter(|next| *next <= MAX_SEQ)
+            .ok_or(JournalError::OutOfOrder {
+                expected: u64::MAX,
+                got: entry.seq,
+            })?;
         if entry.seq != expected {
             return Err(JournalError::OutOfOrder {
                 expected,
@@ -88,6 +93,18 @@ mod tests {
                 u64::MAX,
                 vec![entry(0, None)],
                 Err((u64::MAX, 0)),
+            ),
+            (
+                "last seq",
+                MAX_SEQ - 1,
+                vec![entry(MAX_SEQ, None)],
+                Ok(MAX_SEQ),
+            ),
+            (
+                "past the last seq",
+                MAX_SEQ,
+                vec![entry(MAX_SEQ + 1, None)],
+                Err((u64::MAX, MAX_SEQ + 1)),
             ),
         ];
         for (name, last, entries, want) in cases {

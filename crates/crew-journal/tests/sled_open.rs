@@ -491,3 +491,82 @@ fn other_programs_sled_databases_are_refused_and_kept() {
         assert_eq!(value.as_ref(), b"v", "{name}");
     }
 }
+
+/// Raw sled on a journal directory, waiting out the lock of a handle this test just dropped.
+fn raw_sled(dir: &Path) -> sled::Db {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        match sled::open(dir) {
+            Err(sled::Error::Io(e))
+                if e.to_string().contains("could not acquire lock")
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(10))
+            }
+            other => return other.unwrap(),
+        }
+    }
+}
+
+/// Journals written before the run index moved into the `log` tree kept it in a `by_run` tree
+/// (the same keys without the leading 0xFF tag). Opening one moves the index, and every run
+/// reads, appends and forgets as before.
+#[test]
+fn a_journal_with_the_old_run_index_tree_is_moved_on_open() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("journal");
+    closed_journal(&dir);
+    let reads = |journal: &SledJournal| -> Vec<Vec<(u64, Vec<u8>)>> {
+        ["a", "b", "c"]
+            .iter()
+            .map(|run| journal.read_run_after(run, 0, usize::MAX).unwrap())
+            .collect()
+    };
+    let want = {
+        let journal = open(&dir).unwrap();
+        journal
+            .append(&[
+                entry(301, Some("c")),
+                entry(302, Some("a")),
+                entry(303, Some("c")),
+            ])
+            .unwrap();
+        reads(&journal)
+    };
+    assert_eq!(
+        want.iter().map(Vec::len).collect::<Vec<_>>(),
+        [151, 0, 2],
+        "a: 150 + 1, b forgotten, c: 2"
+    );
+    {
+        let db = raw_sled(&dir);
+        let log = db.open_tree("log").unwrap();
+        let by_run = db.open_tree("by_run").unwrap();
+        let index: Vec<_> = log.range(&[0xFFu8][..]..).map(Result::unwrap).collect();
+        assert!(index.len() >= 3, "{} index groups", index.len());
+        for (key, value) in index {
+            log.remove(&key).unwrap();
+            by_run.insert(&key[1..], value).unwrap();
+        }
+        db.flush().unwrap();
+    }
+
+    let journal = open(&dir).unwrap();
+    assert_eq!(reads(&journal), want);
+    assert_eq!(journal.last_seq(), 303);
+    journal.append(&[entry(304, Some("c"))]).unwrap();
+    assert_eq!(
+        journal.read_run_after("c", 301, usize::MAX).unwrap(),
+        vec![(303, entry(303, None).bytes), (304, entry(304, None).bytes)]
+    );
+    journal.forget_run("a").unwrap();
+    assert!(journal
+        .read_run_after("a", 0, usize::MAX)
+        .unwrap()
+        .is_empty());
+    assert_eq!(journal.read_after(0, usize::MAX).unwrap().len(), 3);
+    drop(journal);
+
+    let db = raw_sled(&dir);
+    assert!(db.open_tree("by_run").unwrap().is_empty());
+}
