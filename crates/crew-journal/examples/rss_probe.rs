@@ -7,7 +7,7 @@
 //! (sled's page cache, io buffers, page table), the second is the cost per event after that.
 //!
 //! `cargo run --release -p crew-journal --example rss_probe -- [--events 37000] [--group 2]
-//! [--no-runs] [--dir DIR]`
+//! [--no-runs] [--cache-kib 1024] [--dir DIR]` (crewd's default cache is 1 MiB)
 
 use crew_journal::{Entry, Journal, SledJournal};
 use std::path::PathBuf;
@@ -25,6 +25,7 @@ fn rss_kib() -> u64 {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (mut events, mut group, mut runs) = (37_000u64, 2u64, true);
+    let mut cache_kib = 1024u64;
     let mut dir = std::env::temp_dir();
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
@@ -32,12 +33,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "--no-runs" => runs = false,
             "--events" => events = args.next().ok_or("--events N")?.parse()?,
             "--group" => group = args.next().ok_or("--group N")?.parse::<u64>()?.max(1),
+            "--cache-kib" => cache_kib = args.next().ok_or("--cache-kib N")?.parse()?,
             "--dir" => dir = PathBuf::from(args.next().ok_or("--dir DIR")?),
             other => return Err(format!("unknown flag {other}").into()),
         }
     }
     let tmp = tempfile::tempdir_in(&dir)?;
-    let journal = SledJournal::open(tmp.path(), crew_journal::DEFAULT_CACHE_BYTES.min(1 << 20))?;
+    let journal = SledJournal::open(tmp.path(), cache_kib << 10)?;
     let payload = vec![b'x'; 217];
     let start = rss_kib();
     let mut seq = 0;
