@@ -142,20 +142,12 @@ impl Core {
         }
         let events = std::mem::take(&mut self.batch);
         self.since_snapshot += events.len() as u64;
-        // Finished runs are in it as summaries only (`State::snapshot`): it stays small, so it
-        // is serialized here, which costs the actor less than copying the summaries would.
-        let snapshot = if self.since_snapshot >= self.shared.config.snapshot_every {
+        // Taking the snapshot shares the summaries (a persistent map) and copies only the
+        // unfinished runs and the schedules; the writer serializes it once the events are durable.
+        let snapshot = (self.since_snapshot >= self.shared.config.snapshot_every).then(|| {
             self.since_snapshot = 0;
-            match serde_json::to_vec(&self.state.snapshot()) {
-                Ok(b) => Some((self.emitted_seq, b)),
-                Err(e) => {
-                    tracing::warn!(error = %e, "cannot serialize a snapshot; start-up will replay more");
-                    None
-                }
-            }
-        } else {
-            None
-        };
+            Box::new(self.state.snapshot())
+        });
         let callbacks = std::mem::take(&mut self.callbacks);
         self.writer.send(Batch {
             events,

@@ -16,7 +16,7 @@
 
 use crate::journal_slot::Closed;
 use crate::shared::{Published, Shared};
-use crew_core::run::{Event, EventBody};
+use crew_core::run::{Event, EventBody, Snapshot};
 use crew_journal::{Entry, Journal, JournalError, SledJournal};
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -27,7 +27,9 @@ pub type CommitFn = Box<dyn FnOnce(Result<(), Arc<str>>) + Send>;
 pub struct Batch {
     pub events: Vec<Event>,
     pub callbacks: Vec<CommitFn>,
-    pub snapshot: Option<(u64, Vec<u8>)>,
+    /// Serialized and written here, after the batch's events are durable: the actor only
+    /// takes it (cheap, see `State::snapshot`).
+    pub snapshot: Option<Box<Snapshot>>,
 }
 
 #[derive(Clone)]
@@ -101,7 +103,7 @@ struct Incoming {
     /// Callbacks of batches without events (reads): nothing of theirs needs writing, so they
     /// are answered even while older events wait for the disk.
     bare: Vec<CommitFn>,
-    snapshot: Option<(u64, Vec<u8>)>,
+    snapshot: Option<Box<Snapshot>>,
 }
 
 impl Incoming {
@@ -123,7 +125,7 @@ struct Writer {
     /// Events not written yet because the journal failed; written first, in order.
     stuck: Vec<Event>,
     /// The newest snapshot that arrived while events were stuck.
-    held_snapshot: Option<(u64, Vec<u8>)>,
+    held_snapshot: Option<Box<Snapshot>>,
     /// The handle in the slot failed and must be replaced before the next write.
     needs_reopen: bool,
     /// The reserve file was given up for a reopen and is not back yet.
@@ -259,14 +261,8 @@ impl Writer {
                 for cb in incoming.with_events.into_iter().chain(incoming.bare) {
                     run_callback(cb, Ok(()));
                 }
-                if let Some((seq, bytes)) = snapshot {
-                    if let Err(e) = self.shared.journal.write_snapshot(seq, &bytes) {
-                        tracing::warn!(error = %e, "snapshot failed; start-up will replay more");
-                        self.needs_reopen = poisons(&e);
-                        if self.needs_reopen {
-                            let _ = self.reopen();
-                        }
-                    }
+                if let Some(snapshot) = snapshot {
+                    self.write_snapshot(&snapshot);
                 }
             }
             Err(e) => {
@@ -285,6 +281,29 @@ impl Writer {
                     // can open it at all).
                     let _ = self.reopen();
                 }
+            }
+        }
+    }
+
+    /// Best effort: a snapshot that cannot be made only means start-up replays more.
+    fn write_snapshot(&mut self, snapshot: &Snapshot) {
+        let _span = tracing::debug_span!("snapshot", seq = snapshot.last_seq()).entered();
+        let bytes = match serde_json::to_vec(snapshot) {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot serialize a snapshot; start-up will replay more");
+                return;
+            }
+        };
+        if let Err(e) = self
+            .shared
+            .journal
+            .write_snapshot(snapshot.last_seq(), &bytes)
+        {
+            tracing::warn!(error = %e, "snapshot failed; start-up will replay more");
+            self.needs_reopen = poisons(&e);
+            if self.needs_reopen {
+                let _ = self.reopen();
             }
         }
     }

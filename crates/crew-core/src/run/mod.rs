@@ -53,7 +53,8 @@ pub struct State {
     /// Resident runs: every active run, plus finished runs the daemon chose to keep.
     pub runs: HashMap<String, RunState>,
     /// One row per run, resident or not. Run ids sort by creation time.
-    pub summaries: BTreeMap<String, RunSummary>,
+    /// A persistent map: a snapshot shares it (an O(1) clone) and is serialized off the actor.
+    pub summaries: imbl::OrdMap<String, RunSummary>,
     /// Ids of runs that are not finished.
     pub active: BTreeSet<String>,
     pub schedules: BTreeMap<String, ScheduleJob>,

@@ -14,19 +14,21 @@ use super::State;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// A view of what a snapshot of a `State` holds, to serialize. It borrows: a copy of the
-/// summaries would cost the state's owner about as much as serializing them.
-#[derive(Debug, Serialize)]
+/// What a snapshot of a `State` holds, owned, so the state's owner can hand it to another
+/// thread to serialize. Taking it is cheap: the summaries (one per run ever made, the bulk of
+/// it) are a persistent map shared with the state, an O(1) clone; what is copied is the
+/// unfinished runs, the active ids and the schedules.
+#[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Snapshot<'a> {
-    runs: BTreeMap<&'a str, &'a RunState>,
-    summaries: &'a BTreeMap<String, RunSummary>,
-    active: &'a BTreeSet<String>,
-    schedules: &'a BTreeMap<String, ScheduleJob>,
+pub struct Snapshot {
+    runs: BTreeMap<String, RunState>,
+    summaries: imbl::OrdMap<String, RunSummary>,
+    active: BTreeSet<String>,
+    schedules: BTreeMap<String, ScheduleJob>,
     last_seq: u64,
 }
 
-impl Snapshot<'_> {
+impl Snapshot {
     /// The seq the snapshot is valid as of.
     pub fn last_seq(&self) -> u64 {
         self.last_seq
@@ -40,17 +42,17 @@ impl Snapshot<'_> {
 
 impl State {
     /// What a snapshot of this state holds (see the module doc).
-    pub fn snapshot(&self) -> Snapshot<'_> {
+    pub fn snapshot(&self) -> Snapshot {
         Snapshot {
             runs: self
                 .runs
                 .iter()
                 .filter(|(_, r)| !r.status.is_finished())
-                .map(|(id, r)| (id.as_str(), r))
+                .map(|(id, r)| (id.clone(), r.clone()))
                 .collect(),
-            summaries: &self.summaries,
-            active: &self.active,
-            schedules: &self.schedules,
+            summaries: self.summaries.clone(),
+            active: self.active.clone(),
+            schedules: self.schedules.clone(),
             last_seq: self.last_seq,
         }
     }
