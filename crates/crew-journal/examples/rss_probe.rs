@@ -33,7 +33,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "--no-runs" => runs = false,
             "--events" => events = args.next().ok_or("--events N")?.parse()?,
             "--group" => group = args.next().ok_or("--group N")?.parse::<u64>()?.max(1),
-            "--cache-kib" => cache_kib = args.next().ok_or("--cache-kib N")?.parse()?,
+            "--cache-kib" => cache_kib = args.next().ok_or("--cache-kib N")?.parse::<u64>()?.max(1),
             "--dir" => dir = PathBuf::from(args.next().ok_or("--dir DIR")?),
             other => return Err(format!("unknown flag {other}").into()),
         }
@@ -58,9 +58,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         marks.push(rss_kib());
     }
-    let (first, second) = (marks[0] - start, marks[1] - marks[0]);
+    // RSS can also shrink (sled's cache evicting, malloc trimming): signed differences.
+    let kib = |v: u64| v as i64;
+    let (first, second) = (kib(marks[0]) - kib(start), kib(marks[1]) - kib(marks[0]));
     println!(
-        "{events} events in groups of {group}{}: RSS {start} KiB at open, +{first} KiB for the first {events}, +{second} KiB for the next {events}",
+        "{events} events (rounded up to whole groups) in groups of {group}{}: RSS {start} KiB at open, {first:+} KiB for the first {events}, {second:+} KiB for the next {events}",
         if runs { ", indexed by run" } else { "" }
     );
     Ok(())

@@ -129,10 +129,19 @@ struct Window {
 }
 
 impl Window {
+    /// Panics when nothing became durable for a minute: the writer has stopped (a callback it
+    /// dropped would otherwise keep this waiting forever).
     fn wait_below(&self, limit: u64) {
         let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
         while *open >= limit {
-            open = self.changed.wait(open).unwrap_or_else(|e| e.into_inner());
+            let (guard, waited) = self
+                .changed
+                .wait_timeout(open, Duration::from_secs(60))
+                .unwrap_or_else(|e| e.into_inner());
+            open = guard;
+            if waited.timed_out() {
+                panic!("no event became durable for 60 s ({} in flight)", *open);
+            }
         }
     }
 

@@ -6,6 +6,9 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+/// Largest accepted `journal_cache_mb` (1 TiB).
+pub const JOURNAL_CACHE_MB_MAX: u64 = 1 << 20;
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
@@ -213,9 +216,13 @@ impl Config {
         if self.resident_runs == 0 {
             return bad("resident_runs", "must be at least 1".into());
         }
-        // sled panics on a cache below 256 bytes, which would read as a corrupt journal.
-        if self.journal_cache_mb == 0 {
-            return bad("journal_cache_mb", "must be at least 1".into());
+        // sled panics on a cache below 256 bytes, which would read as a corrupt journal; the
+        // upper bound keeps `journal_cache_mb << 20` from wrapping around to such a size.
+        if !(1..=JOURNAL_CACHE_MB_MAX).contains(&self.journal_cache_mb) {
+            return bad(
+                "journal_cache_mb",
+                format!("must be between 1 and {JOURNAL_CACHE_MB_MAX}"),
+            );
         }
         for (name, rt) in &self.runtimes {
             if rt.command.argv().is_empty() {
@@ -312,6 +319,7 @@ mod tests {
             ("max_workers = \"many\"\n", 1, "max_workers"),
             ("max_workers = 0\n", 1, "max_workers"),
             ("journal_cache_mb = 0\n", 1, "journal_cache_mb"),
+            ("journal_cache_mb = 17592186044416\n", 1, "journal_cache_mb"),
             (
                 "[runtimes.x]\nadapter = \"nope\"\ncommand = \"x\"\n",
                 2,

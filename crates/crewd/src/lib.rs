@@ -59,7 +59,8 @@ pub fn init_logging() {
     }
 }
 
-/// Two glibc settings, each overridden by its own environment variable:
+/// Two glibc settings, each left alone when the environment sets it (its `MALLOC_*` variable or
+/// `GLIBC_TUNABLES`). Call it first in `main`, so that every allocation sees them:
 ///
 /// - Arenas: glibc gives threads that allocate their own arenas (up to 8 per core), and memory
 ///   freed in one stays there: with tokio's workers, the blocking pool and the journal thread, a
@@ -74,13 +75,16 @@ pub fn init_logging() {
 pub fn tune_malloc() {
     const ARENAS: libc::c_int = 2;
     const MMAP_THRESHOLD: libc::c_int = 128 << 10;
-    // SAFETY: runs first in `main`, before any other thread exists; mallopt only sets allocator
-    // parameters.
+    let tunables = std::env::var("GLIBC_TUNABLES").unwrap_or_default();
+    let unset =
+        |var: &str, tunable: &str| std::env::var_os(var).is_none() && !tunables.contains(tunable);
+    // SAFETY: mallopt only sets allocator parameters, and glibc takes its arena lock to do so,
+    // so it is sound whenever it is called; nothing here touches memory.
     unsafe {
-        if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
+        if unset("MALLOC_ARENA_MAX", "glibc.malloc.arena_max") {
             libc::mallopt(libc::M_ARENA_MAX, ARENAS);
         }
-        if std::env::var_os("MALLOC_MMAP_THRESHOLD_").is_none() {
+        if unset("MALLOC_MMAP_THRESHOLD_", "glibc.malloc.mmap_threshold") {
             libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD);
         }
     }
