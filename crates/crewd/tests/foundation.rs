@@ -242,3 +242,67 @@ async fn websocket_calls_work() {
         .unwrap_err();
     assert_eq!(e.code(), Some(1001));
 }
+
+/// `team.list` pages newest first: a page's `next` is the following page's `before`, and pages
+/// neither overlap nor skip a run, with or without a status filter.
+#[test]
+fn team_list_pages_newest_first_without_gaps() {
+    let d = Daemon::start();
+    for i in 0..7 {
+        let r = d.ok(
+            "team.run",
+            json!({"goal": format!("page {i}"), "cwd": path_str(&d.work), "runtime": "fake"}),
+        );
+        if i % 2 == 0 {
+            d.ok("team.cancel", json!({"runId": r["runId"]}));
+        }
+        d.ok("team.wait", json!({"runId": r["runId"]}));
+    }
+    let listed = |params: serde_json::Value| -> (Vec<(String, String)>, Option<String>) {
+        let r = d.ok("team.list", params);
+        let runs = r["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|run| {
+                (
+                    run["id"].as_str().unwrap().to_string(),
+                    run["status"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        (runs, r["next"].as_str().map(str::to_string))
+    };
+    let paged = |filter: serde_json::Value| {
+        let mut got = Vec::new();
+        let mut before: Option<String> = None;
+        for _ in 0..10 {
+            let mut params = json!({"limit": 3});
+            if let Some(b) = &before {
+                params["before"] = json!(b);
+            }
+            if let Some(status) = filter.as_str() {
+                params["status"] = json!(status);
+            }
+            let (runs, next) = listed(params);
+            got.extend(runs);
+            match next {
+                Some(n) => before = Some(n),
+                None => return got,
+            }
+        }
+        panic!("more pages than runs: {got:?}");
+    };
+
+    let (all, next) = listed(json!({"limit": 100}));
+    assert_eq!((all.len(), next), (7, None));
+    let mut newest_first = all.clone();
+    newest_first.sort_by(|a, b| b.0.cmp(&a.0));
+    assert_eq!(all, newest_first);
+    assert_eq!(paged(json!(null)), all);
+
+    for status in ["completed", "cancelled"] {
+        let with_status: Vec<_> = all.iter().filter(|r| r.1 == status).cloned().collect();
+        assert_eq!(paged(json!(status)), with_status, "{status}");
+    }
+}

@@ -184,13 +184,15 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
         let want = p.status.map(views::run_status_from_api);
         ctx.actor
             .call(move |core| {
-                let iter = core.state.summaries.iter().rev();
+                // Newest first, starting below `before` without walking the newer ones.
+                let summaries = &core.state.summaries;
+                let iter: Box<dyn Iterator<Item = (&String, &_)>> = match &p.before {
+                    Some(b) => Box::new(summaries.range(..b.clone()).rev()),
+                    None => Box::new(summaries.iter().rev()),
+                };
                 let mut runs = Vec::new();
                 let mut next = None;
-                for (id, s) in iter {
-                    if p.before.as_ref().is_some_and(|b| id >= b) {
-                        continue;
-                    }
+                for (_, s) in iter {
                     if want.is_some_and(|w| w != s.status) {
                         continue;
                     }
