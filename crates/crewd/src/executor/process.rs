@@ -163,10 +163,18 @@ mod tests {
             .spawn()
             .unwrap();
         let pid = child.id();
-        let found: Vec<Tagged> = tagged_processes()
-            .into_iter()
-            .filter(|t| t.run_id == run)
-            .collect();
+        // Until the child has exec'd `sleep`, /proc shows the test's own environment, untagged.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let found: Vec<Tagged> = loop {
+            let found: Vec<Tagged> = tagged_processes()
+                .into_iter()
+                .filter(|t| t.run_id == run)
+                .collect();
+            if !found.is_empty() || std::time::Instant::now() > deadline {
+                break found;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        };
         assert_eq!(found.len(), 1, "{found:?}");
         let t = &found[0];
         assert_eq!(
