@@ -298,11 +298,13 @@ async fn floor_process(mut args: impl Iterator<Item = String>) {
 /// Starts the floor in its own process; killed when the returned child is dropped.
 fn spawn_floor(path: &Path, status: &Value, list: &Value) -> KillOnDrop {
     let exe = std::env::current_exe().unwrap_or_else(|e| fail(e));
-    let child = std::process::Command::new(exe)
-        .arg("--floor-server")
+    let mut cmd = std::process::Command::new(exe);
+    cmd.arg("--floor-server")
         .arg(path)
         .arg(status.to_string())
-        .arg(list.to_string())
+        .arg(list.to_string());
+    die_with_parent(&mut cmd);
+    let child = cmd
         .spawn()
         .unwrap_or_else(|e| fail(format!("spawn the floor server: {e}")));
     let deadline = Instant::now() + Duration::from_secs(10);

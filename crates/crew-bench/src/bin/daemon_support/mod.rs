@@ -11,6 +11,20 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Ends the bench with a message: benches report, they do not panic with a backtrace.
+/// The child gets SIGKILL when the bench exits, however it exits (`fail` and `exit` skip the
+/// destructors that would stop it): a daemon left running skews the next bench's figures.
+pub fn die_with_parent(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure runs in the child between fork and exec and only calls prctl(2),
+    // which is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+}
+
 pub fn fail(msg: impl std::fmt::Display) -> ! {
     eprintln!("bench failed: {msg}");
     std::process::exit(2)
@@ -110,6 +124,7 @@ impl Daemon {
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(err_log);
+        die_with_parent(&mut cmd);
         let t0 = Instant::now();
         self.child = Some(
             cmd.spawn()
