@@ -8,6 +8,7 @@ use crew_api::types::*;
 use crew_api::ApiError;
 use crew_core::run::{CoreError, Pending, RunState};
 use jsonrpsee::RpcModule;
+use std::ops::Bound;
 use std::time::Duration;
 
 fn check_id(field: &str, id: &str) -> Result<(), ApiError> {
@@ -185,11 +186,8 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
         ctx.actor
             .call(move |core| {
                 // Newest first, starting below `before` without walking the newer ones.
-                let summaries = &core.state.summaries;
-                let iter: Box<dyn Iterator<Item = (&String, &_)>> = match &p.before {
-                    Some(b) => Box::new(summaries.range(..b.clone()).rev()),
-                    None => Box::new(summaries.iter().rev()),
-                };
+                let below = p.before.clone().map_or(Bound::Unbounded, Bound::Excluded);
+                let iter = core.state.summaries.range((Bound::Unbounded, below)).rev();
                 let mut runs = Vec::new();
                 let mut next = None;
                 for (_, s) in iter {
