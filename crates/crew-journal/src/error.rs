@@ -23,6 +23,10 @@ pub enum JournalError {
     #[error("append out of order: expected seq {expected}, got {got}")]
     OutOfOrder { expected: u64, got: u64 },
 
+    /// An entry too big for the journal's layout (4 GiB or more).
+    #[error("entry seq {seq} has {bytes} bytes, more than the journal can store in one entry")]
+    TooLarge { seq: u64, bytes: usize },
+
     /// A run id the per-run index cannot represent (it uses NUL as separator).
     #[error("run id {run:?} contains a NUL byte")]
     InvalidRun { run: String },

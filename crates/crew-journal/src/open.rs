@@ -7,8 +7,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 
 use crate::keys::{
-    decode_seq, decode_snapshot, BY_RUN_TREE, EVENTS_END, INDEX_TAG, LOG_TREE, META_EPOCH,
-    META_LAST_SEQ, META_SNAPSHOT, META_TREE,
+    decode_pack, decode_pack_key, decode_seq, decode_snapshot, BY_RUN_TREE, EVENTS_END, INDEX_TAG,
+    LOG_TREE, META_EPOCH, META_LAST_SEQ, META_SNAPSHOT, META_TREE,
 };
 use crate::marker::{self, Marker, MarkerError, MARKER_FILE};
 use crate::JournalError;
@@ -62,7 +62,6 @@ pub(crate) fn open(dir: &Path, cache_bytes: u64) -> Result<Opened, JournalError>
         let by_run = db.open_tree(BY_RUN_TREE)?;
         let meta = db.open_tree(META_TREE)?;
         let last_key = log.range(..&EVENTS_END[..]).next_back().transpose()?;
-        let last_key = last_key.map(|(key, _)| key);
         let meta_last = meta.get(META_LAST_SEQ)?;
         let epoch = meta.get(META_EPOCH)?;
         let snapshot = meta.get(META_SNAPSHOT)?;
@@ -81,7 +80,7 @@ pub(crate) fn open(dir: &Path, cache_bytes: u64) -> Result<Opened, JournalError>
         Found::Nothing => None,
         Found::Journal(marker) => marker,
     };
-    let checked = decode("log key", last_key).and_then(|log_last| {
+    let checked = last_event_seq(last_key).and_then(|log_last| {
         let state = Marker {
             acked: log_last.max(decode("last_seq record", meta_last)?),
             epoch: decode("epoch record", epoch)?,
@@ -113,6 +112,19 @@ pub(crate) fn open(dir: &Path, cache_bytes: u64) -> Result<Opened, JournalError>
         state,
         snapshot,
     })
+}
+
+/// The seq of the newest entry, from the last event key (a pack, else a legacy event).
+fn last_event_seq(last: Option<(sled::IVec, sled::IVec)>) -> Result<u64, String> {
+    let Some((key, value)) = last else {
+        return Ok(0);
+    };
+    if let Some(first) = decode_pack_key(&key) {
+        return decode_pack(&value, first)
+            .and_then(|entries| entries.last().map(|(seq, _)| *seq))
+            .ok_or_else(|| format!("malformed event pack under {key:?}"));
+    }
+    decode_seq(&key).ok_or_else(|| format!("malformed log key of {} bytes", key.len()))
 }
 
 /// How many index groups one batch of the move from `by_run` carries.

@@ -9,8 +9,9 @@ use sled::transaction::{ConflictableTransactionError, TransactionError};
 use sled::{Batch, IVec, Transactional};
 
 use crate::keys::{
-    decode_group, decode_seq, decode_snapshot, encode_group, encode_snapshot, group_key,
-    group_key_seq, run_prefix, seq_key, META_EPOCH, META_LAST_SEQ, META_SNAPSHOT,
+    decode_group, decode_pack, decode_pack_key, decode_seq, decode_snapshot, encode_group,
+    encode_pack, encode_packs, encode_snapshot, group_key, group_key_seq, pack_key, run_prefix,
+    seq_key, EVENTS_END, META_EPOCH, META_LAST_SEQ, META_SNAPSHOT, PACKS_START,
 };
 use crate::marker::{self, Marker};
 use crate::open::{self, Opened};
@@ -227,14 +228,176 @@ impl SledJournal {
             })
             .collect()
     }
+    /// The pack whose key is the greatest at or below `seq`: the only one that can hold it.
+    fn pack_holding(&self, seq: u64) -> Result<Option<(IVec, IVec)>, JournalError> {
+        self.guarded("reading the log", || {
+            self.log
+                .range(pack_key(0)..=pack_key(seq))
+                .next_back()
+                .transpose()
+        })
+    }
+
+    fn decode_pack(&self, key: &[u8], value: &IVec) -> Result<Pack, JournalError> {
+        decode_pack_key(key)
+            .and_then(|first| Some((first, decode_pack(value, first)?)))
+            .map(|(first, entries)| Pack {
+                first,
+                value: value.clone(),
+                entries,
+            })
+            .ok_or_else(|| self.corrupt(format!("malformed event pack under {key:?}")))
+    }
+
+    /// Where entry `seq` is stored, if it is still there; `cache` keeps the last pack read, as
+    /// consecutive lookups mostly fall into the same one.
+    fn locate(&self, seq: u64, cache: &mut Option<Pack>) -> Result<Option<Place>, JournalError> {
+        let covers = |pack: &Pack| pack.first <= seq && seq <= pack.last();
+        if !cache.as_ref().is_some_and(covers) {
+            *cache = match self.pack_holding(seq)? {
+                Some((key, value)) => Some(self.decode_pack(&key, &value)?),
+                None => None,
+            };
+        }
+        if let Some(pack) = cache.as_ref().filter(|pack| covers(pack)) {
+            return Ok(pack.find(seq).map(|_| Place::Packed(pack.first)));
+        }
+        // Not in any pack: a legacy key, older than every pack, or gone.
+        let legacy = self.guarded("reading the log", || self.log.contains_key(seq_key(seq)))?;
+        Ok(legacy.then_some(Place::Legacy))
+    }
+
+    /// The bytes of entry `seq`, if it is still there.
+    fn entry(&self, seq: u64, cache: &mut Option<Pack>) -> Result<Option<Vec<u8>>, JournalError> {
+        match self.locate(seq, cache)? {
+            Some(Place::Packed(_)) => Ok(cache
+                .as_ref()
+                .and_then(|pack| pack.find(seq))
+                .map(<[u8]>::to_vec)),
+            Some(Place::Legacy) => Ok(self
+                .guarded("reading the log", || self.log.get(seq_key(seq)))?
+                .map(|value| value.to_vec())),
+            None => Ok(None),
+        }
+    }
+    /// Splits forgetting a run into transactions of about [`FORGET_CHUNK`] entries, each
+    /// removing some of the run's index groups with their entries, so an interrupted forget
+    /// leaves no index group naming removed entries. A pack holds the entries of one append,
+    /// hence of at most one index group of the run: it is rewritten, without the run's entries,
+    /// in the transaction that removes that group. Called under the writer lock: nothing
+    /// changes the log meanwhile.
+    fn plan_forget(&self, groups: Vec<(IVec, Vec<u64>)>) -> Result<Vec<ForgetChunk>, JournalError> {
+        let mut gone: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
+        let mut packs: BTreeMap<u64, Pack> = BTreeMap::new();
+        let mut placed: Vec<(IVec, Vec<(u64, Place)>)> = Vec::with_capacity(groups.len());
+        let mut cache = None;
+        for (key, seqs) in groups {
+            let mut places = Vec::with_capacity(seqs.len());
+            for seq in seqs {
+                let Some(place) = self.locate(seq, &mut cache)? else {
+                    continue;
+                };
+                if let (Place::Packed(first), Some(pack)) = (place, cache.as_ref()) {
+                    gone.entry(first).or_default().push(seq);
+                    packs.entry(first).or_insert_with(|| Pack {
+                        first: pack.first,
+                        value: pack.value.clone(),
+                        entries: pack.entries.clone(),
+                    });
+                }
+                places.push((seq, place));
+            }
+            placed.push((key, places));
+        }
+        let mut chunks = vec![ForgetChunk::default()];
+        for (key, places) in placed {
+            if chunks
+                .last()
+                .is_some_and(|chunk| chunk.entries >= FORGET_CHUNK)
+            {
+                chunks.push(ForgetChunk::default());
+            }
+            let Some(chunk) = chunks.last_mut() else {
+                break;
+            };
+            chunk.index_keys.push(key);
+            chunk.entries += places.len().max(1);
+            for (seq, place) in places {
+                match place {
+                    Place::Legacy => chunk.legacy.push(seq),
+                    Place::Packed(first) => {
+                        if let (Some(pack), Some(removed)) =
+                            (packs.remove(&first), gone.get(&first))
+                        {
+                            let kept: Vec<(u64, &[u8])> = pack
+                                .iter()
+                                .filter(|(seq, _)| removed.binary_search(seq).is_err())
+                                .collect();
+                            let value = (!kept.is_empty()).then(|| encode_pack(kept));
+                            chunk.packs.push((first, value));
+                        }
+                    }
+                }
+            }
+        }
+        Ok(chunks)
+    }
 }
 
-/// One append as one batch: the entries and, per run they name, one index group.
+/// One decoded event pack.
+struct Pack {
+    first: u64,
+    value: IVec,
+    /// (seq, byte range in `value`), non-empty and in seq order.
+    entries: Vec<(u64, std::ops::Range<usize>)>,
+}
+
+impl Pack {
+    fn last(&self) -> u64 {
+        self.entries.last().map_or(self.first, |(seq, _)| *seq)
+    }
+
+    fn find(&self, seq: u64) -> Option<&[u8]> {
+        let at = self.entries.binary_search_by_key(&seq, |(s, _)| *s).ok()?;
+        self.entries
+            .get(at)
+            .and_then(|(_, range)| self.value.get(range.clone()))
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (u64, &[u8])> + '_ {
+        self.entries
+            .iter()
+            .filter_map(|(seq, range)| Some((*seq, self.value.get(range.clone())?)))
+    }
+}
+
+/// Where one entry lives in the `log` tree.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Place {
+    /// In the pack with this first seq.
+    Packed(u64),
+    /// Under its own seq key (journals written before packing).
+    Legacy,
+}
+
+/// What one `forget_run` transaction writes.
+#[derive(Default)]
+struct ForgetChunk {
+    index_keys: Vec<IVec>,
+    legacy: Vec<u64>,
+    /// Packs rewritten without the run's entries (`None`: nothing left, removed).
+    packs: Vec<(u64, Option<Vec<u8>>)>,
+    entries: usize,
+}
+
+/// One append as one batch: the entries in packs and, per run they name, one index group.
 fn append_batch(entries: &[Entry]) -> Batch {
     let mut batch = Batch::default();
     let mut runs: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
+    for (first, value) in encode_packs(entries) {
+        batch.insert(&pack_key(first)[..], value);
+    }
     for entry in entries {
-        batch.insert(&seq_key(entry.seq)[..], entry.bytes.as_slice());
         if let Some(run) = &entry.run {
             runs.entry(run.as_str()).or_default().push(entry.seq);
         }
@@ -289,19 +452,42 @@ impl Journal for SledJournal {
         if after >= acked || limit == 0 {
             return Ok(Vec::new());
         }
-        let items = self.guarded("reading the log", || {
+        let legacy = self.guarded("reading the log", || {
             self.log
-                .range(seq_key(after + 1)..=seq_key(acked))
+                .range(&seq_key(after + 1)[..]..&PACKS_START[..])
                 .take(limit)
                 .collect::<sled::Result<Vec<_>>>()
         })?;
-        items
-            .into_iter()
-            .map(|(key, value)| match decode_seq(&key) {
-                Some(seq) => Ok((seq, value.to_vec())),
-                None => Err(self.corrupt(format!("log key of {} bytes", key.len()))),
-            })
-            .collect()
+        let mut out = Vec::new();
+        for (key, value) in legacy {
+            let seq = decode_seq(&key)
+                .ok_or_else(|| self.corrupt(format!("log key of {} bytes", key.len())))?;
+            if seq <= acked {
+                out.push((seq, value.to_vec()));
+            }
+        }
+        // Packs from the one that may hold `after + 1` on.
+        let start = match self.pack_holding(after + 1)? {
+            Some((key, _)) => key.to_vec(),
+            None => PACKS_START.to_vec(),
+        };
+        let mut packs = self.log.range(start..EVENTS_END.to_vec());
+        while out.len() < limit {
+            let Some(item) = self.guarded("reading the log", || packs.next().transpose())? else {
+                break;
+            };
+            let (key, value) = item;
+            let pack = self.decode_pack(&key, &value)?;
+            for (seq, bytes) in pack.iter() {
+                if seq > acked || out.len() == limit {
+                    return Ok(out);
+                }
+                if seq > after {
+                    out.push((seq, bytes.to_vec()));
+                }
+            }
+        }
+        Ok(out)
     }
 
     fn read_run_after(
@@ -343,10 +529,11 @@ impl Journal for SledJournal {
             .filter(|seq| *seq > after && *seq <= acked)
             .take(limit);
         let mut out = Vec::new();
+        let mut cache = None;
         for seq in seqs {
             // A concurrent forget_run may have removed the entry since the index was read.
-            if let Some(value) = self.guarded("reading the log", || self.log.get(seq_key(seq)))? {
-                out.push((seq, value.to_vec()));
+            if let Some(bytes) = self.entry(seq, &mut cache)? {
+                out.push((seq, bytes));
             }
         }
         Ok(out)
@@ -405,20 +592,9 @@ impl Journal for SledJournal {
         if groups.is_empty() {
             return Ok(());
         }
+        let chunks = self.plan_forget(groups)?;
         let last_seq = seq_key(self.acked());
         let epoch = writer.epoch + 1;
-        let mut chunks: Vec<Vec<(IVec, Vec<u64>)>> = vec![Vec::new()];
-        let mut in_chunk = 0;
-        for group in groups {
-            if in_chunk >= FORGET_CHUNK {
-                chunks.push(Vec::new());
-                in_chunk = 0;
-            }
-            in_chunk += group.1.len();
-            if let Some(chunk) = chunks.last_mut() {
-                chunk.push(group);
-            }
-        }
         self.write_guarded(&mut writer, "forgetting a run", || {
             for chunk in &chunks {
                 (&self.log, &self.meta)
@@ -427,11 +603,18 @@ impl Journal for SledJournal {
                         // last_seq after a reopen.
                         meta.insert(META_LAST_SEQ, &last_seq[..])?;
                         meta.insert(META_EPOCH, &seq_key(epoch)[..])?;
-                        for (key, seqs) in chunk {
+                        for key in &chunk.index_keys {
                             log.remove(key.clone())?;
-                            for seq in seqs {
-                                log.remove(&seq_key(*seq)[..])?;
-                            }
+                        }
+                        for seq in &chunk.legacy {
+                            log.remove(&seq_key(*seq)[..])?;
+                        }
+                        for (first, value) in &chunk.packs {
+                            let key = pack_key(*first);
+                            match value {
+                                Some(value) => log.insert(&key[..], value.as_slice())?,
+                                None => log.remove(&key[..])?,
+                            };
                         }
                         Ok::<(), ConflictableTransactionError<()>>(())
                     })

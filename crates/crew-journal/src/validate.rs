@@ -20,6 +20,12 @@ pub(crate) fn check_append(last_seq: u64, entries: &[Entry]) -> Result<u64, Jour
                 got: entry.seq,
             });
         }
+        if u32::try_from(entry.bytes.len()).is_err() {
+            return Err(JournalError::TooLarge {
+                seq: entry.seq,
+                bytes: entry.bytes.len(),
+            });
+        }
         if let Some(run) = &entry.run {
             check_run(run)?;
         }

@@ -570,3 +570,82 @@ fn a_journal_with_the_old_run_index_tree_is_moved_on_open() {
     let db = raw_sled(&dir);
     assert!(db.open_tree("by_run").unwrap().is_empty());
 }
+
+/// Journals written before events were packed kept one event per key (key = seq). Such a
+/// journal opens with everything in place; new appends are packed beside the old keys, and
+/// reads, paging and forgetting work across both.
+#[test]
+fn a_journal_with_one_event_per_key_reads_appends_and_forgets() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("journal");
+    closed_journal(&dir);
+    let want_all = {
+        let journal = open(&dir).unwrap();
+        journal.read_after(0, usize::MAX).unwrap()
+    };
+    assert_eq!(want_all.len(), 150, "run a's entries");
+    {
+        // Rewrite every pack as the old layout: one key per event.
+        let db = raw_sled(&dir);
+        let log = db.open_tree("log").unwrap();
+        let packs: Vec<_> = log
+            .range(&[0xFEu8][..]..&[0xFFu8][..])
+            .map(Result::unwrap)
+            .collect();
+        assert!(!packs.is_empty());
+        for (key, value) in packs {
+            let mut rest = &value[..];
+            while !rest.is_empty() {
+                let seq = u64::from_be_bytes(rest[..8].try_into().unwrap());
+                let len = u32::from_be_bytes(rest[8..12].try_into().unwrap()) as usize;
+                log.insert(seq.to_be_bytes(), &rest[12..12 + len]).unwrap();
+                rest = &rest[12 + len..];
+            }
+            log.remove(&key).unwrap();
+        }
+        assert_eq!(log.range(&[0xFEu8][..]..&[0xFFu8][..]).count(), 0);
+        db.flush().unwrap();
+    }
+
+    let journal = open(&dir).unwrap();
+    assert_eq!(journal.last_seq(), 300);
+    assert_eq!(journal.read_after(0, usize::MAX).unwrap(), want_all);
+    assert_eq!(
+        journal.read_run_after("a", 0, usize::MAX).unwrap(),
+        want_all
+    );
+    journal
+        .append(&[
+            entry(301, Some("a")),
+            entry(302, Some("c")),
+            entry(303, Some("a")),
+        ])
+        .unwrap();
+    let seqs = |items: Vec<(u64, Vec<u8>)>| items.into_iter().map(|(s, _)| s).collect::<Vec<_>>();
+    // Pages that straddle the last old key and the first pack.
+    assert_eq!(seqs(journal.read_after(296, 3).unwrap()), [298, 300, 301]);
+    assert_eq!(seqs(journal.read_after(300, 10).unwrap()), [301, 302, 303]);
+    assert_eq!(
+        seqs(journal.read_run_after("a", 297, 10).unwrap()),
+        [298, 300, 301, 303]
+    );
+    assert_eq!(
+        journal.read_after(302, 10).unwrap(),
+        vec![(303, entry(303, None).bytes)]
+    );
+    journal.forget_run("a").unwrap();
+    assert_eq!(seqs(journal.read_after(0, usize::MAX).unwrap()), [302]);
+    assert!(journal
+        .read_run_after("a", 0, usize::MAX)
+        .unwrap()
+        .is_empty());
+    drop(journal);
+
+    let journal = open(&dir).unwrap();
+    assert_eq!(journal.last_seq(), 303);
+    assert_eq!(seqs(journal.read_run_after("c", 0, 10).unwrap()), [302]);
+    drop(journal);
+    let db = raw_sled(&dir);
+    let log = db.open_tree("log").unwrap();
+    assert_eq!(log.range(..&[0xFEu8][..]).count(), 0, "no old key left");
+}
