@@ -1,5 +1,6 @@
 #!/bin/bash
-# Old crewd (1389b36, two-tree journal) makes runs; the new crewd opens the same state dir.
+# Old crewd (a debug build of an earlier commit in /tmp/old-target: 1389b36 for the two-tree
+# journal, 56716a0 for one event per key) makes runs; the new crewd opens the same state dir.
 set -u
 OLD=/tmp/old-target/debug; NEW=/work/main/target/debug
 T=$(mktemp -d /tmp/crew-migrate.XXXXXX); mkdir -p $T/work; cd $T/work

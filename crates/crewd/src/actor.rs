@@ -154,9 +154,15 @@ impl Core {
         }
         let events = std::mem::take(&mut self.batch);
         self.since_snapshot += events.len() as u64;
+        let due = self.since_snapshot >= self.shared.config.snapshot_every;
+        self.send(events, due);
+    }
+
+    /// Hands what is pending to the writer, with a snapshot of the state after it if asked.
+    fn send(&mut self, events: Vec<Event>, with_snapshot: bool) {
         // Taking the snapshot shares the summaries (a persistent map) and copies only the
         // unfinished runs and the schedules; the writer serializes it once the events are durable.
-        let snapshot = (self.since_snapshot >= self.shared.config.snapshot_every).then(|| {
+        let snapshot = with_snapshot.then(|| {
             self.since_snapshot = 0;
             Box::new(self.state.snapshot())
         });
@@ -168,10 +174,11 @@ impl Core {
         });
     }
 
-    /// Snapshot now (on shutdown) so the next start replays little.
+    /// Snapshot now (on shutdown) so the next start replays nothing. Sent even when nothing is
+    /// pending: an idle daemon is the usual case at shutdown.
     pub fn snapshot_now(&mut self) {
-        self.since_snapshot = u64::MAX / 2;
-        self.commit();
+        let events = std::mem::take(&mut self.batch);
+        self.send(events, true);
     }
 }
 

@@ -716,3 +716,35 @@ async fn after_a_restart_runs_continue_without_any_client_call() {
         }
     }
 }
+
+/// A clean stop of an idle daemon leaves a snapshot of everything, so the next start replays
+/// nothing (an idle daemon at shutdown once skipped it: nothing was pending to carry it).
+#[test]
+fn a_clean_stop_leaves_a_snapshot_as_of_the_last_event() {
+    let mut d = Daemon::start();
+    let run = d.run("snapshot at stop", json!({"runtime": "fake"}));
+    assert_eq!(d.wait(&run), "completed");
+    let last = d.ok("daemon.status", json!({}))["journal"]["lastSeq"]
+        .as_u64()
+        .expect("journal.lastSeq");
+    assert!(last > 1);
+    assert!(d.stop().success(), "{}", d.log_text());
+    wait_journal_released(&d.state_dir);
+    let journal = crew_journal::SledJournal::open(
+        &d.state_dir.join("journal"),
+        crew_journal::DEFAULT_CACHE_BYTES,
+    )
+    .expect("open the journal");
+    use crew_journal::Journal;
+    let (seq, bytes) = journal
+        .read_snapshot()
+        .expect("read the snapshot")
+        .expect("a snapshot after a clean stop");
+    assert_eq!(seq, journal.last_seq(), "the snapshot covers every event");
+    assert!(seq >= last);
+    let state: Value = serde_json::from_slice(&bytes).expect("a JSON snapshot");
+    assert!(
+        state.to_string().contains(&run),
+        "the snapshot holds the run"
+    );
+}
