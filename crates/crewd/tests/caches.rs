@@ -266,14 +266,34 @@ fn reusable_results_survive_a_restart_unless_their_file_is_gone() {
 const AGENT_V1: &str = "---\nname: explorer\ndescription: user explorer\ntools: read, grep\n---\n\nYou are EXPLORER-ONE.\n";
 const AGENT_V2: &str = "---\nname: explorer\ndescription: user explorer\ntools: read, grep\n---\n\nYou are EXPLORER-NUMBER-TWO, edited.\n";
 
+/// Every system prompt the run's workers got (one file per distinct prompt, shared by the tasks
+/// of an agent), read through `team.artifact`.
 fn system_prompt(d: &Daemon, run: &str) -> String {
-    d.ok(
-        "team.artifact",
-        json!({"runId": run, "name": "prompts/01_explore.system.md"}),
-    )["content"]
-        .as_str()
+    let dir = d.state_dir.join("runs").join(run).join("prompts");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
         .unwrap()
-        .to_string()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with("system-") && n.ends_with(".md"))
+        .collect();
+    names.sort();
+    assert!(
+        !names.is_empty(),
+        "no system prompt file in {}",
+        dir.display()
+    );
+    names
+        .iter()
+        .map(|name| {
+            d.ok(
+                "team.artifact",
+                json!({"runId": run, "name": format!("prompts/{name}")}),
+            )["content"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 fn resources(d: &Daemon) -> Value {

@@ -363,6 +363,16 @@ fn diamond_readiness_is_exact_and_dispatch_streams() {
     assert!(started(&after_fast) < completed(&slow));
     assert!(completed(&after_fast) < completed(&slow));
     assert!(time_of(&evs, &after_fast, "task.started") < time_of(&evs, &slow, "task.completed"));
+    // The five tasks of one agent share one system prompt file.
+    let prompts = d.state_dir.join("runs").join(&run).join("prompts");
+    let system: Vec<String> = std::fs::read_dir(&prompts)
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with("system-"))
+        .collect();
+    assert_eq!(system.len(), 1, "{system:?}");
+    let text = artifact(&d, &run, &format!("prompts/{}", system[0]));
+    assert!(!text.trim().is_empty());
 }
 
 #[test]

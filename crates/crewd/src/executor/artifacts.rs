@@ -9,6 +9,7 @@ use crew_core::run::{ArtifactKind, ArtifactRef, Sha256 as Digest256};
 use sha2::{Digest, Sha256};
 use std::io::Write;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Replace `path` with `bytes` atomically (readers see the old file or the new one). Not synced.
 pub fn write_replace(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
@@ -16,12 +17,15 @@ pub fn write_replace(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .parent()
         .ok_or_else(|| std::io::Error::other("artifact path has no parent"))?;
     std::fs::create_dir_all(dir)?;
+    // Unique per call: two attempts may write the same file at once (a shared system prompt).
+    static NEXT_TMP: AtomicU64 = AtomicU64::new(0);
     let tmp = dir.join(format!(
-        ".{}.tmp-{}",
+        ".{}.tmp-{}-{}",
         path.file_name()
             .and_then(|n| n.to_str())
             .unwrap_or("artifact"),
-        std::process::id()
+        std::process::id(),
+        NEXT_TMP.fetch_add(1, Ordering::Relaxed)
     ));
     {
         let mut f = std::fs::OpenOptions::new()

@@ -24,7 +24,7 @@ use crew_core::stream::{self, LaunchSpec, WorkerEvent};
 use crew_core::usage::Usage;
 use futures::FutureExt;
 use nix::sys::signal::Signal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
@@ -400,6 +400,21 @@ impl Stdout {
     }
 }
 
+/// The file holding a system prompt for the run's workers, written once per distinct prompt:
+/// the tasks of one agent share it (creating a file per task was the dispatch bench's biggest
+/// cost on ext4). Named by its content, so a name always means the same bytes. The worker's
+/// input, not an artifact any event names: no sync needed (the agent reads it right away, and
+/// a file lost in a crash is written again by the retry).
+fn system_prompt_file(run_dir: &Path, prompt: &str) -> std::io::Result<PathBuf> {
+    let digest = artifacts::sha256_hex(prompt.as_bytes());
+    let name = format!("prompts/system-{}.md", &digest[..16]);
+    let path = run_dir.join(name);
+    if !path.exists() {
+        artifacts::write_replace(&path, prompt.as_bytes())?;
+    }
+    Ok(path)
+}
+
 /// Run blocking file work (reads, writes, syncs) without stalling the other tasks of the runtime thread.
 fn blocking<R>(f: impl FnOnce() -> R) -> R {
     match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
@@ -429,23 +444,19 @@ async fn run_process(
                 .display()
                 .to_string()
         });
-    let sys_name = format!("prompts/{}.system.md", spec.task_id);
-    // The worker's input, not an artifact any event names: no fsync needed (it is rewritten for
-    // every attempt, and the agent reads it right away).
-    let system_prompt_file = match blocking(|| {
-        std::fs::write(run_dir.join(&sys_name), spec.plan.system_prompt.as_bytes())
-    }) {
-        Ok(_) => Some(run_dir.join(&sys_name).display().to_string()),
-        Err(e) => {
-            return failed(
-                Usage::default(),
-                artifacts.clone(),
-                format!("cannot write the system prompt: {e}"),
-                false,
-                "storage",
-            )
-        }
-    };
+    let system_prompt_file =
+        match blocking(|| system_prompt_file(run_dir, &spec.plan.system_prompt)) {
+            Ok(path) => Some(path.display().to_string()),
+            Err(e) => {
+                return failed(
+                    Usage::default(),
+                    artifacts.clone(),
+                    format!("cannot write the system prompt: {e}"),
+                    false,
+                    "storage",
+                )
+            }
+        };
     let launch = LaunchSpec {
         command: spec.runtime.command.argv(),
         prompt: prompt.to_string(),
