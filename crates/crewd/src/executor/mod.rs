@@ -404,12 +404,14 @@ impl Stdout {
 /// the tasks of one agent share it (creating a file per task was the dispatch bench's biggest
 /// cost on ext4). Named by its content, so a name always means the same bytes. The worker's
 /// input, not an artifact any event names: no sync needed (the agent reads it right away, and
-/// a file lost in a crash is written again by the retry).
+/// a file lost or cut short in a crash is written again by the next attempt that needs it).
 fn system_prompt_file(run_dir: &Path, prompt: &str) -> std::io::Result<PathBuf> {
     let digest = artifacts::sha256_hex(prompt.as_bytes());
     let name = format!("prompts/system-{}.md", &digest[..16]);
     let path = run_dir.join(name);
-    if !path.exists() {
+    // Compared, not just found: it is never synced, so after a power loss it may be empty.
+    let current = std::fs::read(&path).ok();
+    if current.as_deref() != Some(prompt.as_bytes()) {
         artifacts::write_replace(&path, prompt.as_bytes())?;
     }
     Ok(path)
@@ -884,6 +886,27 @@ fn tail(s: &str, n: usize) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_system_prompt_file_is_shared_and_repaired() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let inode = |p: &Path| std::fs::metadata(p).unwrap().ino();
+        let a = system_prompt_file(dir.path(), "You are A.").unwrap();
+        let first = inode(&a);
+        assert_eq!(std::fs::read_to_string(&a).unwrap(), "You are A.");
+        // The same prompt again: the same file, not rewritten.
+        assert_eq!(system_prompt_file(dir.path(), "You are A.").unwrap(), a);
+        assert_eq!(inode(&a), first);
+        // Another prompt: another file.
+        let b = system_prompt_file(dir.path(), "You are B.").unwrap();
+        assert_ne!(a, b);
+        assert_eq!(std::fs::read_to_string(&b).unwrap(), "You are B.");
+        // Cut short (a power loss before writeback): written again.
+        std::fs::write(&a, "").unwrap();
+        assert_eq!(system_prompt_file(dir.path(), "You are A.").unwrap(), a);
+        assert_eq!(std::fs::read_to_string(&a).unwrap(), "You are A.");
+    }
 
     #[test]
     fn durations_read_as_configured() {
