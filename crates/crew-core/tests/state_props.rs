@@ -240,6 +240,13 @@ impl Harness {
             let prev = self.st.clone();
             self.st.apply(&ev);
             check_step(&prev, &self.st, &ev, self.max_workers, self.checks)?;
+            check_wakeup(&self.st, self.now)?;
+            if matches!(ev.body, EventBody::TaskRetrying { .. }) {
+                // A state read back from a snapshot finds the same backed-off tasks.
+                let json = serde_json::to_vec(&self.st.snapshot()).expect("snapshot");
+                let read: State = serde_json::from_slice(&json).expect("state");
+                check_wakeup(&read, self.now)?;
+            }
             self.log.push(ev);
         }
         Ok(())
@@ -470,6 +477,23 @@ impl Harness {
         }
         Ok(())
     }
+}
+
+/// `next_wakeup` (served by per-run backoff entries) against a scan of every task.
+fn check_wakeup(st: &State, now: DateTime<Utc>) -> Result<(), TestCaseError> {
+    for after in [t0() - Duration::days(1), now] {
+        let scan = st
+            .active
+            .iter()
+            .filter_map(|id| st.runs.get(id))
+            .flat_map(|r| r.tasks.iter())
+            .filter(|t| t.status == TaskStatus::Queued)
+            .filter_map(|t| t.not_before())
+            .filter(|t| *t > after)
+            .min();
+        prop_assert_eq!(st.next_wakeup(after), scan, "next_wakeup({})", after);
+    }
+    Ok(())
 }
 
 fn check_step(

@@ -32,6 +32,7 @@ impl State {
                     reason: None,
                     halted: false,
                     index: Default::default(),
+                    backoff: Default::default(),
                     spec,
                 };
                 self.summaries.insert(id.clone(), run.summary());
@@ -401,6 +402,7 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
         | EventBody::DaemonStarted { .. }
         | EventBody::DaemonRecovered { .. } => {}
     }
+    run.sync_backoff(task_idx);
 }
 
 fn requeue(t: &mut TaskState) {

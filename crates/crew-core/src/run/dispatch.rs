@@ -118,10 +118,7 @@ impl State {
         self.active
             .iter()
             .filter_map(|id| self.runs.get(id))
-            .flat_map(|r| r.tasks.iter())
-            .filter(|t| t.status == TaskStatus::Queued)
-            .filter_map(|t| t.not_before())
-            .filter(|t| *t > after)
+            .filter_map(|r| r.next_backoff_after(after))
             .min()
     }
 }

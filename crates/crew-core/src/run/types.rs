@@ -5,6 +5,7 @@ use crate::plan::PlannedTask;
 use crate::usage::Usage;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -317,6 +318,38 @@ pub struct RunState {
     pub halted: bool,
     #[serde(skip)]
     pub(crate) index: TaskIndex,
+    #[serde(skip)]
+    pub(crate) backoff: Backoff,
+}
+
+/// The run's queued tasks that wait out a retry backoff, by position, with the instant each may
+/// start. The daemon asks for the next such instant on every turn of its loop: reading every
+/// task of every active run there made dispatching a run of n tasks cost O(n²). Built from the
+/// tasks on the first read (a run just created or read from a snapshot), kept up to date by
+/// `apply_run_event` after that.
+#[derive(Clone, Default)]
+pub(crate) struct Backoff(std::sync::OnceLock<BTreeMap<usize, DateTime<Utc>>>);
+
+/// When a task waiting out a backoff may start; `None` for any other task.
+fn backoff_of(t: &TaskState) -> Option<DateTime<Utc>> {
+    if t.status == TaskStatus::Queued {
+        t.not_before()
+    } else {
+        None
+    }
+}
+
+/// Derived data, like `TaskIndex`.
+impl PartialEq for Backoff {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for Backoff {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Backoff")
+    }
 }
 
 /// Runs up to this many tasks find a task by scanning: cheaper than building an index.
@@ -356,6 +389,41 @@ impl std::fmt::Debug for TaskIndex {
 }
 
 impl RunState {
+    /// The earliest instant strictly after `after` at which one of its backed-off tasks may
+    /// start.
+    pub(crate) fn next_backoff_after(&self, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        self.backoff
+            .0
+            .get_or_init(|| {
+                self.tasks
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, t)| Some((i, backoff_of(t)?)))
+                    .collect()
+            })
+            .values()
+            .copied()
+            .filter(|at| *at > after)
+            .min()
+    }
+
+    /// Brings the backoff entries up to date after an event about `task` (or about the run).
+    pub(crate) fn sync_backoff(&mut self, task: Option<usize>) {
+        let tasks = &self.tasks;
+        // Not built yet: the first read builds it from the tasks as they are then.
+        let Some(map) = self.backoff.0.get_mut() else {
+            return;
+        };
+        // Other tasks the event changed too (a cancel, a resume) lose their entries here.
+        map.retain(|i, at| tasks.get(*i).and_then(backoff_of) == Some(*at));
+        if let Some(i) = task {
+            match tasks.get(i).and_then(backoff_of) {
+                Some(at) => map.insert(i, at),
+                None => map.remove(&i),
+            };
+        }
+    }
+
     pub fn task(&self, id: &str) -> Option<&TaskState> {
         self.task_index(id).and_then(|i| self.tasks.get(i))
     }
