@@ -156,7 +156,10 @@ impl Writer {
         loop {
             let mut incoming = Incoming::default();
             let mut closing = false;
-            if self.stuck.is_empty() {
+            // Something to retry: held events, or a reserve to put back before the journal
+            // counts as working again.
+            let retrying = !self.stuck.is_empty() || self.reserve_used;
+            if !retrying {
                 match rx.recv() {
                     Ok(b) => incoming.add(b),
                     Err(_) => return,
@@ -172,7 +175,7 @@ impl Writer {
             while let Ok(b) = rx.try_recv() {
                 incoming.add(b);
             }
-            if !self.stuck.is_empty() && !closing && Instant::now() < self.retry_at {
+            if retrying && !closing && Instant::now() < self.retry_at {
                 self.hold(incoming);
                 continue;
             }
@@ -213,8 +216,11 @@ impl Writer {
             match make_reserve(&self.shared) {
                 Ok(()) => self.reserve_used = false,
                 // Still full as long as the reserve does not fit again: writing held events now
-                // would only poison the handle that serves reads.
-                Err(e) if !self.stuck.is_empty() => {
+                // would only poison the handle that serves reads. That holds with nothing held
+                // too (the failed write turned out durable at the reopen): a batch without
+                // events must not pass for a working journal, or new changes would be accepted
+                // only to fail on the full disk.
+                Err(e) => {
                     let e = JournalError::Io {
                         context: "waiting for free space".into(),
                         source: e,
@@ -227,7 +233,6 @@ impl Writer {
                     }
                     return;
                 }
-                Err(_) => {}
             }
         }
         if self.needs_reopen {
