@@ -55,10 +55,11 @@ pub(crate) const EVENTS_END: [u8; 1] = [INDEX_TAG];
 /// Payload bytes after which an append starts a new pack. Bigger packs write faster but leave
 /// more recently written data in sled's memory: its cache evicts only as pages are accessed,
 /// and a pack is one access for many events (bench-memory, first 10,000 tasks: 8 KiB packs
-/// +32.2 MiB, 2 KiB +27.3, one event per key +19.8 to +23.1; the growth after that is the same).
-/// At 2 KiB crewd's journal path still writes 180k events/s. sled stores a page bigger than a
+/// +32.2 MiB, 2 KiB +24.8 to +27.3, 1 KiB +22.3 to +25.7, one event per key +19.8 to +23.1;
+/// the growth after that is about the same). At 1 KiB crewd's journal path still writes
+/// 141k events/s, 1.8 times the one-key-per-event loop. sled stores a page bigger than a
 /// quarter of its 512 KiB segment as a separate blob file; packs stay far below that.
-pub(crate) const PACK_BYTES: usize = 2 << 10;
+pub(crate) const PACK_BYTES: usize = 1 << 10;
 
 /// Bytes of an entry's header in a pack: seq and length.
 const PACKED_HEADER: usize = 12;
