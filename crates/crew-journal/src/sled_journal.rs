@@ -228,6 +228,7 @@ impl SledJournal {
             })
             .collect()
     }
+
     /// The pack whose key is the greatest at or below `seq`: the only one that can hold it.
     fn pack_holding(&self, seq: u64) -> Result<Option<(IVec, IVec)>, JournalError> {
         self.guarded("reading the log", || {
@@ -280,6 +281,7 @@ impl SledJournal {
             None => Ok(None),
         }
     }
+
     /// Splits forgetting a run into transactions of about [`FORGET_CHUNK`] entries, each
     /// removing some of the run's index groups with their entries, so an interrupted forget
     /// leaves no index group naming removed entries. A pack holds the entries of one append,
@@ -299,11 +301,7 @@ impl SledJournal {
                 };
                 if let (Place::Packed(first), Some(pack)) = (place, cache.as_ref()) {
                     gone.entry(first).or_default().push(seq);
-                    packs.entry(first).or_insert_with(|| Pack {
-                        first: pack.first,
-                        value: pack.value.clone(),
-                        entries: pack.entries.clone(),
-                    });
+                    packs.entry(first).or_insert_with(|| pack.clone());
                 }
                 places.push((seq, place));
             }
@@ -345,6 +343,7 @@ impl SledJournal {
 }
 
 /// One decoded event pack.
+#[derive(Clone)]
 struct Pack {
     first: u64,
     value: IVec,
