@@ -6,19 +6,11 @@
 //! [--events 400000] [--dir DIR]`. On the development machine (30 Nov 2026, ext4 disk),
 //! batches of 1,024: 1 event per key 73k events/s, 8 per key 349k/s, 32 per key 502k/s.
 
+mod common;
+
+use common::rss_kib;
 use std::path::PathBuf;
 use std::time::Instant;
-
-fn rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        })
-        .unwrap_or(0)
-}
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (mut pack, mut batch, mut events) = (1usize, 1024usize, 400_000usize);

@@ -9,19 +9,11 @@
 //! `cargo run --release -p crew-journal --example rss_probe -- [--events 37000] [--group 2]
 //! [--no-runs] [--cache-kib 1024] [--dir DIR]` (crewd's default cache is 1 MiB)
 
+mod common;
+
+use common::rss_kib;
 use crew_journal::{Entry, Journal, SledJournal};
 use std::path::PathBuf;
-
-fn rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        })
-        .unwrap_or(0)
-}
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (mut events, mut group, mut runs) = (37_000u64, 2u64, true);

@@ -6,7 +6,7 @@ use crate::{Entry, JournalError};
 pub(crate) fn check_append(last_seq: u64, entries: &[Entry]) -> Result<u64, JournalError> {
     let mut expected = last_seq;
     for entry in entries {
-        // Past MAX_SEQ an event key would read as an index key: the log is full.
+        // Past MAX_SEQ a seq no longer fits every key layout of the log (keys.rs): it is full.
         expected = expected
             .checked_add(1)
             .filter(|next| *next <= MAX_SEQ)

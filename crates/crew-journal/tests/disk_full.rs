@@ -8,6 +8,7 @@ use std::path::Path;
 use std::process::Command;
 
 use crew_journal::{Entry, Journal, JournalError, SledJournal, DEFAULT_CACHE_BYTES};
+use support::journal::open_journal;
 use support::{self_test_command, ChildLines};
 
 const CHILD_DIR: &str = "CREW_JOURNAL_ENOSPC_CHILD_DIR";
@@ -84,15 +85,7 @@ fn enospc_child() {
     writeln!(out, "DROPPED").unwrap();
     // Reopening on the still-full disk: either refused with an error or complete, never less.
     // sled's background threads release the lock of the dropped handle a moment after the drop.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    let reopened = loop {
-        match SledJournal::open(Path::new(&dir), DEFAULT_CACHE_BYTES) {
-            Err(JournalError::Locked { .. }) if std::time::Instant::now() < deadline => {
-                std::thread::sleep(std::time::Duration::from_millis(20))
-            }
-            other => break other,
-        }
-    };
+    let reopened = open_journal(Path::new(&dir));
     match reopened {
         Ok(journal) => {
             let seqs: Vec<u64> = journal
@@ -110,17 +103,7 @@ fn enospc_child() {
     // With space again, everything acknowledged is there and appending goes on.
     std::fs::remove_file(&filler).unwrap();
     // sled's background threads release the lock of a dropped handle shortly after the drop.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    let journal = loop {
-        match SledJournal::open(Path::new(&dir), DEFAULT_CACHE_BYTES) {
-            Err(crew_journal::JournalError::Locked { .. })
-                if std::time::Instant::now() < deadline =>
-            {
-                std::thread::sleep(std::time::Duration::from_millis(20))
-            }
-            other => break other.unwrap(),
-        }
-    };
+    let journal = open_journal(Path::new(&dir)).unwrap();
     let last = journal.last_seq();
     let seqs: Vec<u64> = journal
         .read_after(0, usize::MAX)

@@ -2,9 +2,12 @@
 //! rewrites of the packed events into the older one-event-per-key layout. Entry sizes straddle
 //! the pack size, so appends split into several packs and forgets rewrite shared packs.
 
-use crew_journal::{Entry, Journal, MemJournal, SledJournal, DEFAULT_CACHE_BYTES};
+mod support;
+
+use crew_journal::{Entry, Journal, MemJournal, SledJournal};
 use proptest::prelude::*;
 use std::path::Path;
+use support::journal::{open_journal, unpack_all};
 
 const RUNS: [Option<&str>; 4] = [Some("a"), Some("b"), Some("c"), None];
 
@@ -34,54 +37,7 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 fn open(dir: &Path) -> SledJournal {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
-        match SledJournal::open(dir, DEFAULT_CACHE_BYTES) {
-            Err(crew_journal::JournalError::Locked { .. })
-                if std::time::Instant::now() < deadline =>
-            {
-                std::thread::sleep(std::time::Duration::from_millis(10))
-            }
-            other => return other.expect("open"),
-        }
-    }
-}
-
-fn raw_sled(dir: &Path) -> sled::Db {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
-        match sled::open(dir) {
-            Err(sled::Error::Io(e))
-                if e.to_string().contains("could not acquire lock")
-                    && std::time::Instant::now() < deadline =>
-            {
-                std::thread::sleep(std::time::Duration::from_millis(10))
-            }
-            other => return other.expect("raw sled"),
-        }
-    }
-}
-
-/// Rewrites every pack (keys tagged 0xFE) as one key per event, as journals before packing had.
-fn unpack_all(dir: &Path) {
-    let db = raw_sled(dir);
-    let log = db.open_tree("log").expect("log tree");
-    let packs: Vec<_> = log
-        .range(&[0xFEu8][..]..&[0xFFu8][..])
-        .map(|item| item.expect("pack"))
-        .collect();
-    for (key, value) in packs {
-        let mut rest = &value[..];
-        while !rest.is_empty() {
-            let seq = u64::from_be_bytes(rest[..8].try_into().expect("seq"));
-            let len = u32::from_be_bytes(rest[8..12].try_into().expect("len")) as usize;
-            log.insert(seq.to_be_bytes(), &rest[12..12 + len])
-                .expect("insert");
-            rest = &rest[12 + len..];
-        }
-        log.remove(&key).expect("remove");
-    }
-    db.flush().expect("flush");
+    open_journal(dir).expect("open")
 }
 
 fn bytes(seq: u64, len: usize) -> Vec<u8> {

@@ -5,26 +5,16 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use crew_journal::{Entry, Journal, JournalError, SledJournal, DEFAULT_CACHE_BYTES};
+// The journal reopened right after a handle was dropped (sled releases the lock a moment later).
+use support::journal::{open_journal as open, raw_sled, unpack_all};
+
+mod support;
 
 fn entry(seq: u64, run: Option<&str>) -> Entry {
     Entry {
         seq,
         run: run.map(str::to_owned),
         bytes: format!("event {seq}").repeat(20).into_bytes(),
-    }
-}
-
-/// Opens the journal, waiting out the lock of a handle this test just dropped: sled releases its
-/// file lock from a background thread, a moment after the drop.
-fn open(dir: &Path) -> Result<SledJournal, JournalError> {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
-        match SledJournal::open(dir, DEFAULT_CACHE_BYTES) {
-            Err(JournalError::Locked { .. }) if std::time::Instant::now() < deadline => {
-                std::thread::sleep(std::time::Duration::from_millis(10))
-            }
-            other => return other,
-        }
     }
 }
 
@@ -493,21 +483,6 @@ fn other_programs_sled_databases_are_refused_and_kept() {
 }
 
 /// Raw sled on a journal directory, waiting out the lock of a handle this test just dropped.
-fn raw_sled(dir: &Path) -> sled::Db {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
-        match sled::open(dir) {
-            Err(sled::Error::Io(e))
-                if e.to_string().contains("could not acquire lock")
-                    && std::time::Instant::now() < deadline =>
-            {
-                std::thread::sleep(std::time::Duration::from_millis(10))
-            }
-            other => return other.unwrap(),
-        }
-    }
-}
-
 /// Journals written before the run index moved into the `log` tree kept it in a `by_run` tree
 /// (the same keys without the leading 0xFF tag). Opening one moves the index, and every run
 /// reads, appends and forgets as before.
@@ -584,28 +559,8 @@ fn a_journal_with_one_event_per_key_reads_appends_and_forgets() {
         journal.read_after(0, usize::MAX).unwrap()
     };
     assert_eq!(want_all.len(), 150, "run a's entries");
-    {
-        // Rewrite every pack as the old layout: one key per event.
-        let db = raw_sled(&dir);
-        let log = db.open_tree("log").unwrap();
-        let packs: Vec<_> = log
-            .range(&[0xFEu8][..]..&[0xFFu8][..])
-            .map(Result::unwrap)
-            .collect();
-        assert!(!packs.is_empty());
-        for (key, value) in packs {
-            let mut rest = &value[..];
-            while !rest.is_empty() {
-                let seq = u64::from_be_bytes(rest[..8].try_into().unwrap());
-                let len = u32::from_be_bytes(rest[8..12].try_into().unwrap()) as usize;
-                log.insert(seq.to_be_bytes(), &rest[12..12 + len]).unwrap();
-                rest = &rest[12 + len..];
-            }
-            log.remove(&key).unwrap();
-        }
-        assert_eq!(log.range(&[0xFEu8][..]..&[0xFFu8][..]).count(), 0);
-        db.flush().unwrap();
-    }
+    // Rewrite every pack as the old layout: one key per event.
+    assert!(unpack_all(&dir) > 0);
 
     let journal = open(&dir).unwrap();
     assert_eq!(journal.last_seq(), 300);

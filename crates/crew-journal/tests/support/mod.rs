@@ -1,7 +1,10 @@
-//! Running one test of this test binary as a child process and reading its stdout lines.
+//! Helpers of the integration tests: running one test of this test binary as a child process
+//! and reading its stdout lines; reopening journals (`journal.rs`).
 
 // Each test binary that includes this module uses a different part of it.
 #![allow(dead_code)]
+
+pub mod journal;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
