@@ -1,0 +1,455 @@
+// @ts-check
+// crew's dashboard: runs, a run as a live DAG, a task, schedules, caches, and a form to start
+// a run. Every action is a call of crewd's public JSON-RPC API (through `rpc.js`); refusals are
+// shown with the API's own code and message.
+
+/** @typedef {import('../../../proto-docs/crew-api').RunSummaryView} RunSummaryView */
+/** @typedef {import('../../../proto-docs/crew-api').StatusResult} StatusResult */
+/** @typedef {import('../../../proto-docs/crew-api').TaskView} TaskView */
+/** @typedef {import('../../../proto-docs/crew-api').Event} CrewEvent */
+/** @typedef {import('../../../proto-docs/crew-api').Job} Job */
+
+import { Rpc, RpcError } from './rpc.js';
+import { drawDag } from './dag.js';
+import { parseTranscript } from './transcript.js';
+
+const rpc = new Rpc();
+// For tests and the benchmark: the page's API connection.
+/** @type {any} */ (window).crewRpc = rpc;
+
+const RUN_STATUSES = ['queued', 'running', 'blocked', 'completed', 'failed', 'cancelled'];
+const ACTIVE = new Set(['queued', 'running', 'blocked']);
+
+/** What a task event says about the task's status. */
+const TASK_STATUS_OF = /** @type {Record<string, string>} */ ({
+  'task.started': 'running',
+  'task.completed': 'completed',
+  'task.failed': 'failed',
+  'task.waiting': 'waiting',
+  'task.needs_attention': 'needs_attention',
+  'task.cancelled': 'cancelled',
+  'task.skipped': 'skipped',
+  'task.queued': 'queued',
+  'task.retrying': 'queued',
+});
+
+/**
+ * @param {string} tag
+ * @param {Record<string, any> | null} [attrs]
+ * @param {...(Node | string | null | undefined | false)} children
+ * @returns {HTMLElement}
+ */
+function h(tag, attrs, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs ?? {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
+    else if (k === 'dataset') Object.assign(e.dataset, v);
+    else e.setAttribute(k, v === true ? '' : String(v));
+  }
+  for (const c of children) if (c !== null && c !== undefined && c !== false) e.append(c);
+  return e;
+}
+
+/** @param {unknown} err */
+function showError(err) {
+  const box = document.getElementById('msg');
+  if (!box) return;
+  const text = err instanceof RpcError ? `${err.message} (code ${err.code})` : String(err);
+  box.replaceChildren(h('div', { class: 'error', role: 'alert' }, text, ' ', h('button', { class: 'link', onclick: () => box.replaceChildren(), 'aria-label': 'dismiss' }, '×')));
+}
+
+function clearError() {
+  document.getElementById('msg')?.replaceChildren();
+}
+
+/**
+ * Runs `f`, showing a refusal instead of throwing.
+ * @param {() => Promise<any>} f
+ */
+async function act(f) {
+  clearError();
+  try {
+    return await f();
+  } catch (e) {
+    showError(e);
+    return undefined;
+  }
+}
+
+/** @param {string} id */
+const shortId = (id) => id.replace(/^team_\d{14}_/, '').slice(0, 8);
+
+/** @param {string | null | undefined} iso */
+function age(iso) {
+  if (!iso) return '';
+  const s = Math.max(0, (Date.now() - Date.parse(iso)) / 1000);
+  if (s < 60) return `${Math.round(s)}s`;
+  if (s < 3600) return `${Math.round(s / 60)}m`;
+  if (s < 86400) return `${Math.round(s / 3600)}h`;
+  return `${Math.round(s / 86400)}d`;
+}
+
+/** @param {{input:number, output:number, cacheWrite?:number}} u */
+const tokens = (u) => (u.input + u.output).toLocaleString();
+/** @param {number} c */
+const cost = (c) => `$${c.toFixed(c < 1 ? 4 : 2)}`;
+
+/** @param {string} status */
+const badge = (status) => h('span', { class: `badge s-${status}`, 'data-status': status }, status.replace('_', ' '));
+
+// ---------------------------------------------------------------------------------------------
+// The daemon-wide event feed: one subscription for the runs list and the schedules page.
+
+/** @type {Set<(e: CrewEvent) => void>} */
+const feedListeners = new Set();
+/** @type {ReturnType<Rpc['subscribe']> | null} */
+let feed = null;
+
+async function startFeed() {
+  if (feed) return;
+  const st = await rpc.call('daemon.status');
+  feed = rpc.subscribe({ afterSeq: st.journal.lastSeq }, (e) => feedListeners.forEach((f) => f(e)));
+}
+
+/**
+ * @param {() => void} f
+ * @param {number} ms
+ */
+function debounce(f, ms) {
+  /** @type {any} */ let t = null;
+  return () => {
+    if (t) return;
+    t = setTimeout(() => {
+      t = null;
+      f();
+    }, ms);
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Views. Each returns a cleanup function, called when the route changes.
+
+/** @param {HTMLElement} main */
+async function runsView(main) {
+  const params = new URLSearchParams(location.hash.split('?')[1] ?? '');
+  let status = params.get('status') ?? '';
+  let team = params.get('team') ?? '';
+  /** @type {RunSummaryView[]} */
+  let runs = [];
+  /** @type {string | null | undefined} */
+  let next = null;
+  const tbody = h('tbody');
+  const more = h('button', { onclick: () => load(true) }, 'Load more');
+  const teams = await act(() => rpc.call('resource.list', {}));
+  const statusSel = h('select', { id: 'filter-status', 'aria-label': 'status filter', onchange: () => { status = /** @type {HTMLSelectElement} */ (statusSel).value; setQuery(); load(false); } },
+    h('option', { value: '' }, 'all statuses'), ...RUN_STATUSES.map((s) => h('option', { value: s, selected: s === status }, s)));
+  const teamSel = h('select', { id: 'filter-team', 'aria-label': 'team filter', onchange: () => { team = /** @type {HTMLSelectElement} */ (teamSel).value; setQuery(); render(); } },
+    h('option', { value: '' }, 'all teams'), ...(teams?.teams ?? []).map((/** @type {any} */ t) => h('option', { value: t.name, selected: t.name === team }, t.name)));
+  const setQuery = () => {
+    const q = new URLSearchParams();
+    if (status) q.set('status', status);
+    if (team) q.set('team', team);
+    history.replaceState(null, '', `#/${q.toString() ? `?${q}` : ''}`);
+  };
+  main.replaceChildren(
+    h('h1', null, 'Runs'),
+    h('div', { class: 'toolbar' }, statusSel, teamSel, h('a', { href: '#/new', class: 'button' }, 'New run')),
+    h('table', { class: 'runs' },
+      h('thead', null, h('tr', null, ...['run', 'status', 'team', 'goal', 'age', 'progress', 'tokens', 'cost'].map((c) => h('th', { scope: 'col' }, c)))),
+      tbody),
+    more,
+  );
+  function render() {
+    const shown = team ? runs.filter((r) => r.team === team) : runs;
+    tbody.replaceChildren(...shown.map((r) => {
+      const done = r.tasks.completed + r.tasks.skipped;
+      return h('tr', { dataset: { run: r.id, status: r.status } },
+        h('td', null, h('a', { href: `#/run/${r.id}`, title: r.id }, shortId(r.id))),
+        h('td', null, badge(r.status)),
+        h('td', null, r.team),
+        h('td', { class: 'goal', title: r.goal }, r.goal),
+        h('td', { title: r.createdAt }, age(r.createdAt)),
+        h('td', null, h('progress', { max: Math.max(1, r.tasks.total), value: done, 'aria-label': `${done} of ${r.tasks.total} tasks` }), ` ${done}/${r.tasks.total}`),
+        h('td', { class: 'num' }, tokens(r.usage)),
+        h('td', { class: 'num' }, cost(r.usage.cost)));
+    }));
+    if (shown.length === 0) tbody.append(h('tr', null, h('td', { colspan: 8, class: 'empty' }, 'No runs.')));
+    more.hidden = !next;
+  }
+  /** @param {boolean} append */
+  async function load(append) {
+    const res = await act(() => rpc.call('team.list', { limit: 50, status: status || null, before: append ? next : null }));
+    if (!res) return;
+    runs = append ? runs.concat(res.runs) : res.runs;
+    next = res.next;
+    render();
+  }
+  // Live: re-read the loaded window when any run changes (at most every 300 ms).
+  const refresh = debounce(async () => {
+    const res = await rpc.call('team.list', { limit: Math.min(1000, Math.max(50, runs.length)), status: status || null }).catch(() => null);
+    if (!res) return;
+    runs = res.runs;
+    next = res.next;
+    render();
+  }, 300);
+  const onEvent = (/** @type {CrewEvent} */ e) => { if (e.type.startsWith('run.') || e.type.startsWith('task.')) refresh(); };
+  feedListeners.add(onEvent);
+  await load(false);
+  startFeed();
+  return () => feedListeners.delete(onEvent);
+}
+
+/**
+ * @param {HTMLElement} main
+ * @param {string} runId
+ * @param {string | undefined} taskId
+ */
+async function runView(main, runId, taskId) {
+  // The seq to subscribe after is read before the status, so no event falls between them.
+  const st0 = await act(() => rpc.call('daemon.status'));
+  /** @type {StatusResult | undefined} */
+  let st = await act(() => rpc.call('team.status', { runId }));
+  if (!st0 || !st) {
+    main.replaceChildren(h('h1', null, 'Run'), h('p', null, `Cannot show run ${runId}.`), h('a', { href: '#/' }, 'Back to runs'));
+    return () => {};
+  }
+  let selected = taskId ?? null;
+  const head = h('section', { class: 'run-head' });
+  const dagHost = h('div', { class: 'dag', id: 'dag' });
+  const panel = h('section', { class: 'task-panel', id: 'task-panel', 'aria-live': 'polite' });
+  main.replaceChildren(h('p', null, h('a', { href: '#/' }, '← Runs')), head, dagHost, panel);
+  const dag = drawDag(dagHost, st.tasks, (id) => { selected = id; history.replaceState(null, '', `#/run/${runId}/task/${id}`); dag.select(id); renderPanel(); });
+  let drawnIds = st.tasks.map((t) => t.id).join(',');
+
+  function renderHead() {
+    if (!st) return;
+    const r = st.run;
+    const budget = r.budget
+      ? h('div', { class: 'budget' }, 'budget ', h('meter', { min: 0, max: r.budget.tokens, value: r.usage.input + r.usage.output + r.usage.cacheWrite, high: r.budget.tokens * r.budget.warnAt, 'aria-label': 'budget used' }), ` ${tokens(r.usage)} / ${r.budget.tokens.toLocaleString()} tokens`)
+      : null;
+    const waiting = st.tasks.filter((t) => t.status === 'waiting' || t.status === 'needs_attention');
+    const why = r.status === 'blocked'
+      ? h('p', { class: 'blocked', role: 'status' }, r.approval === 'pending' ? 'Waiting for you to approve the plan.' : waiting.length ? `Waiting for you: ${waiting.map((t) => `${t.id} (${t.status.replace('_', ' ')})`).join(', ')}.` : r.reason ?? 'blocked')
+      : r.reason && r.status !== 'completed' ? h('p', { class: 'reason' }, r.reason) : null;
+    const btn = (/** @type {string} */ label, /** @type {string} */ method, /** @type {any} */ extra = {}) =>
+      h('button', { 'data-action': method, onclick: () => act(() => rpc.call(method, { runId, ...extra })).then(reload) }, label);
+    head.replaceChildren(
+      h('h1', null, r.goal),
+      h('p', { class: 'meta' }, badge(r.status), ` ${r.team} / ${r.workflow} · ${r.runtime} · `, h('span', { title: r.id }, r.id)),
+      h('p', { class: 'meta' }, `${tokens(r.usage)} tokens · ${cost(r.usage.cost)} · ${r.usage.turns} turns`, r.durationMs != null ? ` · ${(r.durationMs / 1000).toFixed(1)}s` : ''),
+      budget,
+      why,
+      h('div', { class: 'toolbar' },
+        r.approval === 'pending' ? btn('Approve plan', 'team.approve') : null,
+        r.approval === 'pending' ? btn('Reject plan', 'team.reject') : null,
+        ACTIVE.has(r.status) ? btn('Cancel run', 'team.cancel') : null,
+        !ACTIVE.has(r.status) || r.status === 'blocked' ? btn('Resume', 'team.resume') : null),
+    );
+    head.dataset.runStatus = r.status;
+    main.dataset.runStatus = r.status;
+  }
+
+  async function renderPanel() {
+    if (!st || !selected) {
+      panel.replaceChildren(h('p', { class: 'hint' }, 'Select a task (click or Tab + Enter) to see its prompt, transcript and result.'));
+      return;
+    }
+    const t = st.tasks.find((x) => x.id === selected);
+    if (!t) return;
+    const names = t.artifacts.map((a) => a.name);
+    const read = async (/** @type {string | undefined} */ name) => name ? (await rpc.call('team.artifact', { runId, name, limit: 256 * 1024 }).catch(() => null))?.content ?? '' : '';
+    const prompt = names.find((n) => n.startsWith('prompts/'));
+    const transcript = names.filter((n) => n.startsWith('transcripts/')).sort().pop();
+    const result = names.find((n) => n.startsWith('results/'));
+    const patch = names.find((n) => n.startsWith('patches/'));
+    const form = (/** @type {string} */ label, /** @type {string} */ method, /** @type {string} */ id) => {
+      const input = h('textarea', { id, rows: 2, 'aria-label': label });
+      return h('form', { class: 'task-form', onsubmit: (/** @type {Event} */ ev) => { ev.preventDefault(); const message = /** @type {HTMLTextAreaElement} */ (input).value; act(() => rpc.call(method, { runId, taskId: t.id, message })).then((r) => { if (r) /** @type {HTMLTextAreaElement} */ (input).value = ''; reload(); }); } },
+        h('label', { for: id }, label), input, h('button', { type: 'submit' }, label));
+    };
+    const [promptText, transcriptText, resultText, patchText] = await Promise.all([read(prompt), read(transcript), read(result), read(patch)]);
+    if (selected !== t.id) return;
+    panel.replaceChildren(
+      h('h2', null, `${t.id} `, badge(t.status)),
+      h('p', { class: 'meta' }, `${t.role} (${t.agent}) · attempt ${t.attempts} · ${tokens(t.usage)} tokens · ${cost(t.usage.cost)}`, t.model ? ` · ${t.model}` : '', t.progress.currentTool ? ` · now: ${t.progress.currentTool}` : ''),
+      t.error ? h('p', { class: 'error' }, t.error) : null,
+      t.question ? h('p', { class: 'question' }, `Question: ${t.question}`) : null,
+      t.status === 'waiting' ? form('Answer', 'team.respond', 'answer') : null,
+      t.status === 'running' ? form('Steer', 'team.steer', 'steer') : null,
+      !['running', 'queued', 'waiting'].includes(t.status) ? h('button', { 'data-action': 'team.retry', onclick: () => act(() => rpc.call('team.retry', { runId, taskIds: [t.id] })).then(reload) }, 'Retry task') : null,
+      resultText ? h('details', { open: true }, h('summary', null, 'Result'), h('pre', { class: 'result' }, resultText)) : null,
+      patchText ? h('details', { open: true }, h('summary', null, 'Changes'), h('pre', { class: 'patch' }, patchText)) : null,
+      h('details', { open: t.status === 'running' }, h('summary', null, 'Transcript'), renderTranscript(transcriptText)),
+      promptText ? h('details', null, h('summary', null, 'Prompt'), h('pre', null, promptText)) : null,
+    );
+  }
+
+  async function reload() {
+    const fresh = await rpc.call('team.status', { runId }).catch(() => null);
+    if (!fresh) return;
+    st = fresh;
+    const ids = st.tasks.map((t) => t.id).join(',');
+    if (ids !== drawnIds) {
+      // Tasks were added (a fan-out): lay the graph out again.
+      drawnIds = ids;
+      const d = drawDag(dagHost, st.tasks, (id) => { selected = id; dag.select(id); renderPanel(); });
+      Object.assign(dag, d);
+    } else {
+      for (const t of st.tasks) dag.setStatus(t.id, t.status);
+    }
+    renderHead();
+    renderPanel();
+  }
+  const refresh = debounce(reload, 150);
+  const sub = rpc.subscribe({ runId, afterSeq: st0.journal.lastSeq }, (e) => {
+    const s = TASK_STATUS_OF[e.type];
+    // The colour changes on the event itself; the rest of the page follows from a re-read.
+    if (s && e.taskId) dag.setStatus(e.taskId, s);
+    refresh();
+  });
+  // After a reconnect (daemon restart) the status is read again too.
+  const onState = (/** @type {boolean} */ up) => { if (up) refresh(); };
+  rpc.onState.push(onState);
+  renderHead();
+  if (selected) dag.select(selected);
+  renderPanel();
+  return () => {
+    sub.close();
+    rpc.onState.splice(rpc.onState.indexOf(onState), 1);
+  };
+}
+
+/** @param {string} text */
+function renderTranscript(text) {
+  const entries = parseTranscript(text);
+  if (entries.length === 0) return h('p', { class: 'hint' }, 'Nothing yet.');
+  return h('ol', { class: 'transcript' }, ...entries.map((e) => h('li', { class: `t-${e.kind}${e.error ? ' t-failed' : ''}` }, h('span', { class: 'kind' }, e.kind), ' ', e.text)));
+}
+
+/** @param {HTMLElement} main */
+async function newRunView(main) {
+  const res = await act(() => rpc.call('resource.list', {}));
+  const field = (/** @type {string} */ label, /** @type {HTMLElement} */ input) => h('label', null, h('span', null, label), input);
+  const team = h('select', { id: 'run-team' }, ...(res?.teams ?? []).map((/** @type {any} */ t) => h('option', { value: t.name, selected: t.name === 'default' }, t.name)));
+  const workflow = h('select', { id: 'run-workflow' }, h('option', { value: '' }, '(the team’s default)'), ...(res?.workflows ?? []).map((/** @type {any} */ w) => h('option', { value: w.name }, w.name)));
+  const goal = h('textarea', { id: 'run-goal', rows: 3, required: true });
+  const cwd = h('input', { id: 'run-cwd', required: true, placeholder: '/path/to/your/project' });
+  const runtime = h('input', { id: 'run-runtime', placeholder: 'pi (the default), fake, claude, codex, …' });
+  const approval = h('input', { id: 'run-approval', type: 'checkbox' });
+  const preview = h('section', { id: 'plan-preview', 'aria-live': 'polite' });
+  const params = () => {
+    const v = (/** @type {HTMLElement} */ e) => /** @type {HTMLInputElement} */ (e).value.trim();
+    return {
+      goal: v(goal), cwd: v(cwd), team: v(team) || null, workflow: v(workflow) || null, runtime: v(runtime) || null,
+      requirePlanApproval: /** @type {HTMLInputElement} */ (approval).checked || null,
+    };
+  };
+  const showPlan = async () => {
+    const plan = await act(() => rpc.call('team.plan', params()));
+    if (!plan) return null;
+    preview.replaceChildren(
+      h('h2', null, `Plan: ${plan.team} / ${plan.workflow} on ${plan.runtime}, ${plan.concurrency} at a time`),
+      h('ol', null, ...plan.tasks.map((/** @type {any} */ t) => h('li', null, `${t.id} — ${t.role} (${t.agent})${t.writes ? ', writes' : ''}${t.dependsOn.length ? `, after ${t.dependsOn.join(', ')}` : ''}`))),
+      plan.diagnostics.length ? h('ul', { class: 'diagnostics' }, ...plan.diagnostics.map((/** @type {any} */ d) => h('li', { class: `d-${d.severity}` }, `${d.severity}: ${d.path}${d.line ? `:${d.line}` : ''}${d.field ? ` (${d.field})` : ''}: ${d.message}`))) : h('p', null, 'No diagnostics.'),
+    );
+    return plan;
+  };
+  main.replaceChildren(
+    h('h1', null, 'New run'),
+    h('form', { class: 'new-run', onsubmit: async (/** @type {Event} */ ev) => {
+      ev.preventDefault();
+      const started = await act(() => rpc.call('team.run', params()));
+      if (started) location.hash = `#/run/${started.runId}`;
+    } },
+    field('Team', team), field('Workflow', workflow), field('Goal', goal), field('Working directory', cwd), field('Runtime', runtime), field('Require plan approval', approval),
+    h('div', { class: 'toolbar' }, h('button', { type: 'button', id: 'preview-plan', onclick: showPlan }, 'Preview plan'), h('button', { type: 'submit', id: 'start-run' }, 'Start run'))),
+    preview,
+  );
+  return () => {};
+}
+
+/** @param {HTMLElement} main */
+async function schedulesView(main) {
+  const list = h('div', { id: 'schedules' });
+  main.replaceChildren(h('h1', null, 'Schedules'), list);
+  async function load() {
+    const res = await act(() => rpc.call('schedule.list'));
+    if (!res) return;
+    if (res.jobs.length === 0) {
+      list.replaceChildren(h('p', { class: 'empty' }, 'No scheduled jobs. Add one with `crewctl schedule add`.'));
+      return;
+    }
+    const rows = await Promise.all(res.jobs.map(async (/** @type {Job} */ j) => {
+      const fires = j.kind === 'cron' ? (await rpc.call('schedule.preview', { cron: j.spec, timezone: j.timezone, count: 5 }).catch(() => null))?.fireTimes ?? [] : j.nextFireAt ? [j.nextFireAt] : [];
+      const btn = (/** @type {string} */ label, /** @type {string} */ method) => h('button', { 'data-action': method, onclick: () => act(() => rpc.call(method, { id: j.id })).then(load) }, label);
+      return h('article', { class: 'job', dataset: { job: j.id } },
+        h('h2', null, `${j.name} `, h('span', { class: `badge ${j.enabled ? 's-running' : 's-cancelled'}` }, j.enabled ? 'enabled' : 'disabled')),
+        h('p', { class: 'meta' }, `${j.kind} ${j.spec} (${j.timezone}) · team ${j.run.team ?? 'default'} · “${j.run.goal}” · fired ${j.fireCount}×`),
+        h('p', null, 'Next fires: ', h('span', { class: 'next-fires' }, fires.length ? fires.join(', ') : '—')),
+        h('p', null, 'Last fire: ', j.lastFireAt ?? 'never', j.lastRunId ? h('span', null, ' → ', h('a', { href: `#/run/${j.lastRunId}` }, shortId(j.lastRunId))) : ''),
+        j.runIds.length ? h('p', null, 'Runs: ', ...j.runIds.slice(-10).flatMap((id) => [h('a', { href: `#/run/${id}` }, shortId(id)), ' '])) : null,
+        h('div', { class: 'toolbar' }, j.enabled ? btn('Disable', 'schedule.disable') : btn('Enable', 'schedule.enable'), btn('Run now', 'schedule.trigger'), btn('Remove', 'schedule.remove')));
+    }));
+    list.replaceChildren(...rows);
+  }
+  const refresh = debounce(load, 300);
+  const onEvent = (/** @type {CrewEvent} */ e) => { if (e.type.startsWith('schedule.')) refresh(); };
+  feedListeners.add(onEvent);
+  await load();
+  startFeed();
+  return () => feedListeners.delete(onEvent);
+}
+
+/** @param {HTMLElement} main */
+async function daemonView(main) {
+  const [st, caches] = await Promise.all([act(() => rpc.call('daemon.status')), act(() => rpc.call('cache.stats'))]);
+  const dl = (/** @type {[string, string | number][]} */ rows) => h('dl', null, ...rows.flatMap(([k, v]) => [h('dt', null, k), h('dd', null, String(v))]));
+  const cache = (/** @type {string} */ name, /** @type {any} */ c) => h('section', null, h('h2', null, name), dl([
+    ['entries', `${c.entries} / ${c.capacity}`], ['hit rate', `${(c.hitRate * 100).toFixed(1)}%`], ['hits', c.hits], ['misses', c.misses], ['evictions', c.evictions],
+    ...(c.tokensSaved !== undefined ? /** @type {[string, string|number][]} */ ([['tokens saved', c.tokensSaved.toLocaleString()], ['cost saved', cost(c.costSaved)]]) : []),
+  ]));
+  main.replaceChildren(
+    h('h1', null, 'Daemon'),
+    st ? dl([['version', st.version], ['pid', st.pid], ['uptime', `${Math.round(st.uptimeMs / 1000)}s`], ['socket', st.socket], ['state', st.stateDir], ['runs', `${st.runs.total} (${st.runs.active} active)`], ['journal', `${st.journal.bytes.toLocaleString()} bytes, seq ${st.journal.lastSeq}`]]) : null,
+    caches ? h('div', { class: 'caches' }, cache('Result reuse', caches.results), cache('Resources', caches.resources), cache('Runs', caches.runs)) : null,
+  );
+  return () => {};
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/** @type {() => void} */
+let cleanup = () => {};
+let routeToken = 0;
+
+async function route() {
+  const my = ++routeToken;
+  cleanup();
+  cleanup = () => {};
+  const main = /** @type {HTMLElement} */ (document.getElementById('main'));
+  const path = location.hash.replace(/^#/, '').split('?')[0] || '/';
+  for (const a of document.querySelectorAll('nav a')) a.toggleAttribute('aria-current', a.getAttribute('href') === `#${path}`);
+  const m = path.match(/^\/run\/([^/]+)(?:\/task\/([^/]+))?$/);
+  const c = m ? await runView(main, decodeURIComponent(m[1]), m[2] && decodeURIComponent(m[2]))
+    : path === '/new' ? await newRunView(main)
+    : path === '/schedules' ? await schedulesView(main)
+    : path === '/daemon' ? await daemonView(main)
+    : await runsView(main);
+  if (my === routeToken) cleanup = c;
+  else c();
+}
+
+rpc.onState.push((up) => {
+  const s = document.getElementById('conn');
+  if (!s) return;
+  s.dataset.state = up ? 'up' : 'down';
+  s.textContent = up ? 'connected' : 'reconnecting to crewd…';
+});
+window.addEventListener('hashchange', (e) => {
+  // A replaceState inside a view does not fire this; a changed route does.
+  const before = new URL(e.oldURL).hash.split('?')[0];
+  const after = location.hash.split('?')[0];
+  if (before !== after) route();
+});
+route();

@@ -1,0 +1,134 @@
+// @ts-check
+// A run's tasks as a DAG: laid out by dagre (layered, Sugiyama-style: ranks from the
+// dependencies, crossings reduced), drawn as SVG. Colours come from the `data-status`
+// attribute and the stylesheet, so a status change is one attribute write.
+
+/** @typedef {import('../../../proto-docs/crew-api').TaskView} TaskView */
+
+import { layoutAvailable, layout } from './layout.js';
+
+const SVG = 'http://www.w3.org/2000/svg';
+const W = 168;
+const H = 46;
+
+/**
+ * @param {string} tag
+ * @param {Record<string, string | number>} attrs
+ */
+function el(tag, attrs) {
+  const e = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, String(v));
+  return e;
+}
+
+/**
+ * Draws `tasks` into `host` and returns a handle to recolour nodes live.
+ * @param {HTMLElement} host
+ * @param {TaskView[]} tasks
+ * @param {(taskId: string) => void} onSelect
+ */
+export function drawDag(host, tasks, onSelect) {
+  host.replaceChildren();
+  /** @type {Map<string, Element>} */
+  const nodes = new Map();
+  if (!layoutAvailable) {
+    // Built without `make ui-deps`: say so and list the tasks in dependency order instead.
+    const note = document.createElement('p');
+    note.className = 'note';
+    note.textContent =
+      'The graph layout library was not installed when crew was built (run `make ui-deps`, then rebuild); tasks are listed instead.';
+    const list = document.createElement('ol');
+    list.className = 'dag-list';
+    for (const t of tasks) {
+      const li = document.createElement('li');
+      const b = document.createElement('button');
+      b.dataset.task = t.id;
+      b.dataset.status = t.status;
+      b.className = 'node';
+      b.textContent = `${t.id} (${t.role}) ${t.status}`;
+      b.onclick = () => onSelect(t.id);
+      li.append(b);
+      list.append(li);
+      nodes.set(t.id, b);
+    }
+    host.append(note, list);
+    return handle(nodes);
+  }
+  const g = layout(
+    tasks.map((t) => ({ id: t.id, width: W, height: H })),
+    tasks.flatMap((t) => t.dependsOn.map((d) => ({ from: d, to: t.id }))),
+  );
+  const svg = el('svg', {
+    viewBox: `0 0 ${Math.max(g.width, W) + 20} ${Math.max(g.height, H) + 20}`,
+    width: Math.max(g.width, W) + 20,
+    height: Math.max(g.height, H) + 20,
+    role: 'group',
+    'aria-label': 'task graph',
+  });
+  const root = el('g', { transform: 'translate(10,10)' });
+  svg.append(root);
+  const defs = el('defs', {});
+  const marker = el('marker', { id: 'arrow', viewBox: '0 0 10 10', refX: 10, refY: 5, markerWidth: 7, markerHeight: 7, orient: 'auto-start-reverse' });
+  marker.append(el('path', { d: 'M 0 0 L 10 5 L 0 10 z', class: 'arrowhead' }));
+  defs.append(marker);
+  svg.prepend(defs);
+  for (const e of g.edges) {
+    const d = e.points.map((p, i) => `${i ? 'L' : 'M'} ${p.x} ${p.y}`).join(' ');
+    root.append(el('path', { d, class: 'edge', 'marker-end': 'url(#arrow)', 'data-from': e.from, 'data-to': e.to }));
+  }
+  const byId = new Map(tasks.map((t) => [t.id, t]));
+  for (const n of g.nodes) {
+    const t = byId.get(n.id);
+    if (!t) continue;
+    const node = el('g', {
+      class: 'node',
+      transform: `translate(${n.x - W / 2},${n.y - H / 2})`,
+      tabindex: 0,
+      role: 'button',
+      'data-task': t.id,
+      'data-status': t.status,
+      'aria-label': `${t.id}, ${t.role}, ${t.status}`,
+    });
+    node.append(el('rect', { width: W, height: H, rx: 6 }));
+    const title = el('text', { x: 8, y: 18, class: 'node-id' });
+    title.textContent = t.id.length > 22 ? `${t.id.slice(0, 21)}…` : t.id;
+    const sub = el('text', { x: 8, y: 36, class: 'node-sub' });
+    sub.textContent = `${t.role} · ${t.status}`;
+    node.append(title, sub);
+    node.addEventListener('click', () => onSelect(t.id));
+    node.addEventListener('keydown', (ev) => {
+      const k = /** @type {KeyboardEvent} */ (ev).key;
+      if (k === 'Enter' || k === ' ') {
+        ev.preventDefault();
+        onSelect(t.id);
+      }
+    });
+    root.append(node);
+    nodes.set(t.id, node);
+  }
+  host.append(svg);
+  return handle(nodes);
+}
+
+/** @param {Map<string, Element>} nodes */
+function handle(nodes) {
+  return {
+    /**
+     * @param {string} taskId
+     * @param {string} status
+     */
+    setStatus(taskId, status) {
+      const n = nodes.get(taskId);
+      if (!n) return;
+      n.setAttribute('data-status', status);
+      const sub = n.querySelector('.node-sub');
+      if (sub) sub.textContent = `${sub.textContent?.split(' · ')[0] ?? ''} · ${status}`;
+      const label = n.getAttribute('aria-label');
+      if (label) n.setAttribute('aria-label', label.replace(/[^,]+$/, ` ${status}`));
+    },
+    /** @param {string} taskId */
+    select(taskId) {
+      for (const [id, n] of nodes) n.classList.toggle('selected', id === taskId);
+    },
+  };
+}
