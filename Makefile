@@ -37,15 +37,28 @@ DEV_SOCKET := $(DEV_DIR)/crewd.sock
 
 NODE_DIR := tests/node
 NODE_TESTS := schema.test.mjs client.test.mjs examples.test.mjs
+# The dashboard's layout library (compiled into the binaries by crates/crew-ui/build.rs) and
+# its browser test.
+UI_WEB_DIR := crates/crew-ui/web
+UI_TEST_DIR := tests/ui
 
-.PHONY: help build run demo test test-rust test-node node-deps lint docs bench fuzz \
+.PHONY: help build run demo test test-rust test-node test-ui node-deps ui-deps lint docs bench fuzz \
 	install uninstall check-install clean-dev
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## (.*)/  \1\t\2/' | expand -t 18
 
-build: ## build every binary (debug)
+build: ui-deps ## build every binary (debug)
 	$(CARGO) build --workspace --bins
+
+# npm ci again only when the lockfile changed.
+$(UI_WEB_DIR)/node_modules/.package-lock.json: $(UI_WEB_DIR)/package-lock.json $(UI_WEB_DIR)/package.json
+	cd $(UI_WEB_DIR) && $(NPM) ci --no-audit --no-fund
+
+ui-deps: $(UI_WEB_DIR)/node_modules/.package-lock.json ## the dashboard's graph layout library (npm ci)
+
+$(UI_TEST_DIR)/node_modules/.package-lock.json: $(UI_TEST_DIR)/package-lock.json $(UI_TEST_DIR)/package.json
+	cd $(UI_TEST_DIR) && $(NPM) ci --no-audit --no-fund
 
 run: build ## crewd in the foreground, state and socket under target/dev
 	@mkdir -p $(DEV_DIR)
@@ -76,7 +89,7 @@ demo: build ## start crewd on a temporary socket, run the default team on the fa
 	trap 'rm -rf "$$tmp"' EXIT; \
 	exit $$status
 
-test: build test-rust test-node ## build, then every Rust test (nextest) and the Node client test
+test: build test-rust test-node test-ui ## build, then every Rust test (nextest), the Node client test and the dashboard in chromium
 
 test-rust: build
 	$(CARGO) nextest run --workspace
@@ -89,6 +102,9 @@ node-deps: $(NODE_DIR)/node_modules/.package-lock.json
 
 test-node: build node-deps
 	cd $(NODE_DIR) && CREWD_BIN=$(TARGET_DIR)/debug/crewd $(NODE) --test $(NODE_TESTS)
+
+test-ui: build node-deps $(UI_TEST_DIR)/node_modules/.package-lock.json ## the dashboard in a real chromium (screenshots in target/ui-screenshots)
+	cd $(UI_TEST_DIR) && CREWD_BIN=$(TARGET_DIR)/debug/crewd CREWCTL_BIN=$(TARGET_DIR)/debug/crewctl $(NODE) --test dashboard.test.mjs
 
 lint: ## rustfmt --check and clippy -D warnings on every target
 	$(CARGO) fmt --all -- --check

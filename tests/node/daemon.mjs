@@ -28,11 +28,11 @@ const SCRUB = ['XDG_RUNTIME_DIR', 'XDG_STATE_HOME', 'XDG_CONFIG_HOME', 'CREW_SOC
 
 /**
  * Start crewd; resolves once it serves.
- * @param {{env?: Record<string, string>, readyTimeoutMs?: number}} [opts]
+ * @param {{env?: Record<string, string>, readyTimeoutMs?: number, root?: string}} [opts]
  */
 export async function startDaemon(opts = {}) {
   const bin = crewdBin();
-  const root = mkdtempSync(path.join(tmpdir(), 'crew-node-'));
+  const root = opts.root ?? mkdtempSync(path.join(tmpdir(), 'crew-node-'));
   const home = path.join(root, 'home');
   const work = path.join(root, 'work');
   mkdirSync(path.join(home, '.config'), { recursive: true });

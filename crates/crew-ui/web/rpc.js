@@ -123,6 +123,8 @@ class Sub {
     /** @type {number | null} */
     this.id = null;
     this.closed = false;
+    /** Seqs delivered, in order (bounded): what the tests compare with the journal. @type {number[]} */
+    this.seqs = [];
   }
 
   async start() {
@@ -151,6 +153,7 @@ class Sub {
     }
     if (!item || typeof item.seq !== 'number' || item.seq <= this.lastSeq) return;
     this.lastSeq = item.seq;
+    if (this.seqs.length < 100_000) this.seqs.push(item.seq);
     this.onEvent(item);
   }
 

@@ -131,6 +131,18 @@ pub enum Command {
     /// The daemon itself
     #[command(subcommand)]
     Daemon(DaemonCmd),
+    /// Open the web dashboard on a loopback address (runs until Ctrl-C)
+    Ui {
+        /// Address or port to listen on [default: a free port on 127.0.0.1]
+        #[arg(long, value_parser = crate::ui::parse_listen, default_value = "127.0.0.1:0")]
+        listen: std::net::SocketAddr,
+        /// Print the URL only; do not start a browser
+        #[arg(long)]
+        no_open: bool,
+        /// Allow a non-loopback address without TLS (anyone on the path can read the token)
+        #[arg(long)]
+        allow_remote_without_tls: bool,
+    },
     /// Print a shell completion script
     Completions {
         #[arg(value_enum)]

@@ -14,6 +14,7 @@ mod run;
 mod runs;
 mod schedule;
 mod style;
+mod ui;
 
 use clap::Parser;
 use cli::{Cli, Command};
@@ -79,6 +80,18 @@ async fn dispatch(ctx: &Ctx, command: Command) -> anyhow::Result<u8> {
         Command::Resources(a) => resources::list(ctx, a).await,
         Command::Validate { cwd } => resources::validate(ctx, cwd).await,
         Command::Daemon(c) => daemon::dispatch(ctx, c).await,
+        Command::Ui {
+            listen,
+            no_open,
+            allow_remote_without_tls,
+        } => {
+            let args = ui::UiArgs {
+                listen,
+                no_open,
+                allow_remote_without_tls,
+            };
+            ui::ui(ctx, args).await
+        }
         Command::Completions { shell } => daemon::completions(shell),
         Command::Man { dir } => daemon::man(&dir),
     }

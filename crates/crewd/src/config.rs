@@ -54,6 +54,12 @@ pub struct Config {
     /// Events a subscriber may lag behind before it is dropped.
     pub subscriber_buffer: usize,
     pub runtimes: BTreeMap<String, RuntimeConfig>,
+    /// Serve the web dashboard on this TCP address (e.g. `127.0.0.1:7070`, for SSH port
+    /// forwarding); off by default (`crewctl ui` serves it on demand instead).
+    pub ui_listen: Option<std::net::SocketAddr>,
+    /// Accept a non-loopback `ui_listen` without TLS: anyone who can see the traffic can read
+    /// the token. Without this, crewd refuses to start on such an address.
+    pub ui_allow_remote_without_tls: bool,
 }
 
 impl Default for Config {
@@ -82,6 +88,8 @@ impl Default for Config {
             max_subscriptions_per_connection: 64,
             subscriber_buffer: 4096,
             runtimes: BTreeMap::new(),
+            ui_listen: None,
+            ui_allow_remote_without_tls: false,
         }
     }
 }
@@ -223,6 +231,17 @@ impl Config {
                 "journal_cache_mb",
                 format!("must be between 1 and {JOURNAL_CACHE_MB_MAX}"),
             );
+        }
+        if let Some(addr) = self.ui_listen {
+            if !addr.ip().is_loopback() && !self.ui_allow_remote_without_tls {
+                return bad(
+                    "ui_listen",
+                    format!(
+                        "{addr} is not a loopback address and crew serves no TLS; forward a \
+                         loopback port over SSH instead, or set ui_allow_remote_without_tls = true"
+                    ),
+                );
+            }
         }
         for (name, rt) in &self.runtimes {
             if rt.command.argv().is_empty() {

@@ -3,6 +3,7 @@
 
 mod actor;
 mod bundle;
+mod dashboard;
 pub mod config;
 mod executor;
 mod forget;
@@ -227,6 +228,10 @@ async fn serve(
     std_listener.set_nonblocking(true)?;
     let tokio_listener = tokio::net::UnixListener::from_std(std_listener)?;
     let accept = server::spawn(tokio_listener, module, stop, &shared.config);
+    let dashboard = match shared.config.ui_listen {
+        Some(addr) => Some(dashboard::start(addr, &shared.config, &shared.state_dir, &socket).await?),
+        None => None,
+    };
     tracing::info!(socket = %socket.display(), pid = std::process::id(), "crewd is ready");
     let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
 
@@ -238,6 +243,9 @@ async fn serve(
     let _ = server_handle.stop();
     let _ = tokio::time::timeout(std::time::Duration::from_secs(10), server_handle.stopped()).await;
     accept.abort();
+    if let Some(d) = dashboard {
+        d.abort();
+    }
     // Stop workers; their tasks are re-queued when the daemon starts again.
     let _ = actor
         .call(|core| {

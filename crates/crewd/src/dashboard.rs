@@ -1,0 +1,45 @@
+//! `ui_listen`: the web dashboard served by crewd itself on a TCP address, for use over SSH
+//! port forwarding. It is the same gateway `crewctl ui` runs (crate `crew-ui`), pointed at this
+//! daemon's own socket, so the page stays a client of the public API like any other.
+
+use anyhow::Context as _;
+use std::net::SocketAddr;
+use std::path::Path;
+
+/// Binds the dashboard and writes its URL (with the token) to `<state>/ui-url`, 0600: the log
+/// names the file, never the token.
+pub async fn start(
+    addr: SocketAddr,
+    cfg: &crate::config::Config,
+    state_dir: &Path,
+    socket: &Path,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    let token = crew_ui::load_or_create_token(&state_dir.join("ui-token"))?;
+    let bound = crew_ui::bind(addr, cfg.ui_allow_remote_without_tls, socket, token)
+        .await
+        .context("ui_listen")?;
+    let url = bound.url();
+    let url_file = state_dir.join("ui-url");
+    write_private(&url_file, &url).with_context(|| format!("writing {}", url_file.display()))?;
+    tracing::info!(
+        address = %bound.local_addr().unwrap_or(addr),
+        url_file = %url_file.display(),
+        "dashboard is served; its URL (with the token) is in the url file"
+    );
+    Ok(tokio::spawn(bound.serve(std::future::pending())))
+}
+
+fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let tmp = path.with_extension("tmp");
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    f.write_all(text.as_bytes())?;
+    f.write_all(b"\n")?;
+    std::fs::rename(&tmp, path)
+}

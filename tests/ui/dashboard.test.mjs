@@ -1,0 +1,239 @@
+// The web dashboard in a real browser: Debian's chromium, driven by playwright-core, against
+// the real crewd (fake runtime) behind `crewctl ui`. Screenshots of every page go to
+// target/ui-screenshots/ (CI keeps them as artifacts).
+
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+import { chromium } from 'playwright-core';
+
+import { HERE, REPO, startDaemon } from '../node/daemon.mjs';
+import { httpCall } from '../node/crew-client.mjs';
+
+const SHOTS = path.join(REPO, 'target', 'ui-screenshots');
+const CHROMIUM = process.env.CHROMIUM_BIN ?? '/usr/bin/chromium';
+const CREWCTL = process.env.CREWCTL_BIN
+  ? path.resolve(process.env.CREWCTL_BIN)
+  : path.join(REPO, 'target', 'debug', 'crewctl');
+
+// The flags this machine needs: no sandbox as root, and no background traffic to Google.
+const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+  '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+
+/** `crewctl ui` for `socket`; resolves with its URL (first stdout line) and the process. */
+function startUi(socket, env) {
+  const child = spawn(CREWCTL, ['--socket', socket, 'ui', '--no-open'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let err = '';
+  child.stderr.on('data', (c) => { err += c; });
+  return new Promise((resolve, reject) => {
+    let out = '';
+    child.stdout.on('data', (c) => {
+      out += c;
+      const line = out.split('\n')[0];
+      if (out.includes('\n')) resolve({ url: line.trim(), child });
+    });
+    child.once('exit', (code) => reject(new Error(`crewctl ui exited ${code}: ${err}`)));
+  });
+}
+
+/** A raw HTTP request, so Host and Origin can be anything. */
+function raw(url, { method = 'GET', headers = {}, body } = {}) {
+  const u = new URL(url);
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: u.hostname, port: u.port, path: u.pathname + u.search, method, headers }, (res) => {
+      let data = '';
+      res.on('data', (c) => { data += c; });
+      res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, body: data }));
+    });
+    req.on('error', reject);
+    if (body) req.write(body);
+    req.end();
+  });
+}
+
+describe('dashboard', { timeout: 240_000 }, () => {
+  /** @type {Awaited<ReturnType<typeof startDaemon>>} */
+  let d;
+  let ui;
+  let base;
+  let browser;
+  let page;
+  let env;
+
+  const call = (method, params) => httpCall(d.socket, method, params);
+  const shot = (name) => page.screenshot({ path: path.join(SHOTS, `${name}.png`), fullPage: true });
+  const nodes = (status) => page.locator(`#dag .node[data-status="${status}"]`);
+
+  before(async () => {
+    assert.ok(existsSync(CHROMIUM), `no browser at ${CHROMIUM}: install Debian's chromium (apt-get install chromium) or set CHROMIUM_BIN`);
+    mkdirSync(SHOTS, { recursive: true });
+    d = await startDaemon();
+    env = { ...process.env, HOME: d.home, NO_COLOR: '1' };
+    ui = await startUi(d.socket, env);
+    base = new URL(ui.url).origin;
+    browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
+    page = await (await browser.newContext({ viewport: { width: 1280, height: 900 } })).newPage();
+  });
+
+  after(async () => {
+    await browser?.close();
+    ui?.child.kill('SIGINT');
+    await d?.stop();
+    d?.cleanup();
+  });
+
+  test('without the token, or from another origin, nothing is served', async () => {
+    const host = new URL(base).host;
+    assert.equal((await raw(`${base}/`)).status, 401);
+    assert.equal((await raw(`${base}/assets/app.js`)).status, 401);
+    const rpcBody = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'daemon.ping' });
+    assert.equal((await raw(`${base}/rpc`, { method: 'POST', body: rpcBody, headers: { 'content-type': 'application/json' } })).status, 401);
+    assert.equal((await raw(`${base}/?token=${'0'.repeat(64)}`)).status, 401);
+    // The right token: a cookie that scripts cannot read and other sites do not send.
+    const token = new URL(ui.url).searchParams.get('token');
+    const signIn = await raw(ui.url);
+    assert.equal(signIn.status, 303);
+    assert.equal(signIn.headers.location, '/');
+    const cookie = String(signIn.headers['set-cookie']);
+    assert.match(cookie, /HttpOnly/);
+    assert.match(cookie, /SameSite=Strict/);
+    const withCookie = { cookie: `crew_ui_token=${token}` };
+    assert.equal((await raw(`${base}/`, { headers: withCookie })).status, 200);
+    // DNS rebinding: right cookie, foreign Host.
+    assert.equal((await raw(`${base}/`, { headers: { ...withCookie, host: `evil.example:${new URL(base).port}` } })).status, 403);
+    // Cross-site POST and WebSocket: right cookie, foreign Origin.
+    const post = await raw(`${base}/rpc`, { method: 'POST', body: rpcBody, headers: { ...withCookie, 'content-type': 'application/json', origin: 'http://evil.example' } });
+    assert.equal(post.status, 403);
+    const ws = await raw(`${base}/rpc`, { headers: { ...withCookie, origin: 'http://evil.example', connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-version': '13', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==' } });
+    assert.equal(ws.status, 403);
+    // Same origin: the API answers through the gateway.
+    const ok = await raw(`${base}/rpc`, { method: 'POST', body: rpcBody, headers: { ...withCookie, 'content-type': 'application/json', origin: base, host } });
+    assert.equal(ok.status, 200);
+    assert.equal(JSON.parse(ok.body).result.pid, d.pid);
+  });
+
+  test('opening the printed URL signs in and shows the runs', async () => {
+    await page.goto(ui.url);
+    assert.equal(new URL(page.url()).search, '', 'the token left the address bar');
+    await page.locator('#conn[data-state="up"]').waitFor();
+    assert.equal(await page.evaluate(() => document.cookie), '', 'the cookie is HttpOnly');
+    await page.locator('h1', { hasText: 'Runs' }).waitFor();
+    await shot('runs-empty');
+  });
+
+  test('start a run from the page: plan preview, then its DAG reaches completed', async () => {
+    await page.goto(`${base}/#/new`);
+    await page.locator('#run-goal').fill('Add a --verbose flag');
+    await page.locator('#run-cwd').fill(d.work);
+    await page.locator('#run-runtime').fill('fake');
+    await page.locator('#preview-plan').click();
+    await page.locator('#plan-preview li').first().waitFor();
+    assert.match(await page.locator('#plan-preview li').first().innerText(), /^01_explore — explorer/);
+    assert.match(await page.locator('#plan-preview').innerText(), /No diagnostics/);
+    await shot('new-run-preview');
+    await page.locator('#start-run').click();
+    await page.waitForURL(/#\/run\//);
+    await page.locator('#dag .node').first().waitFor();
+    const total = await page.locator('#dag .node').count();
+    assert.ok(total >= 4, `${total} nodes drawn`);
+    await page.locator('main[data-run-status="completed"]').waitFor();
+    await page.waitForFunction((n) => document.querySelectorAll('#dag .node[data-status="completed"]').length === n, total);
+    // Edges for the dependencies, laid out by the library (not one box per row).
+    assert.ok(await page.locator('#dag path.edge').count() >= total - 1);
+    await page.locator('#dag .node').first().click();
+    await page.locator('#task-panel h2', { hasText: '01_explore' }).waitFor();
+    await page.locator('#task-panel details', { hasText: 'Transcript' }).first().waitFor();
+    await shot('run-completed');
+  });
+
+  test('approve a plan from the page', async () => {
+    const r = await call('team.run', { goal: 'Refactor the parser', cwd: d.work, runtime: 'fake', requirePlanApproval: true });
+    await page.goto(`${base}/#/run/${r.runId}`);
+    await page.locator('main[data-run-status="blocked"]').waitFor();
+    await page.locator('.blocked', { hasText: 'approve the plan' }).waitFor();
+    await shot('run-awaiting-approval');
+    await page.locator('button[data-action="team.approve"]').click();
+    await page.locator('main[data-run-status="completed"]').waitFor();
+  });
+
+  test('answer a waiting task from the page', async () => {
+    const r = await call('team.run', { goal: 'Add a cache [fake:ask=Which backend: redis or memory?]', cwd: d.work, runtime: 'fake', team: 'fast-fix' });
+    await page.goto(`${base}/#/run/${r.runId}`);
+    await nodes('waiting').first().waitFor();
+    const asked = await nodes('waiting').first().getAttribute('data-task');
+    await nodes('waiting').first().click();
+    await page.locator('#task-panel .question', { hasText: 'Which backend' }).waitFor();
+    await page.locator('#answer').fill('memory');
+    await shot('task-waiting');
+    await page.locator('#task-panel button[type="submit"]').click();
+    await page.waitForFunction((id) => document.querySelector(`#dag .node[data-task="${id}"]`)?.getAttribute('data-status') !== 'waiting', asked);
+    const st = await call('team.status', { runId: r.runId });
+    const t = st.tasks.find((x) => x.id === asked);
+    assert.notEqual(t.status, 'waiting');
+    assert.equal(t.question ?? null, null);
+  });
+
+  test('cancel a running run from the page', async () => {
+    const r = await call('team.run', { goal: 'Slow work [fake:sleep=60s]', cwd: d.work, runtime: 'fake' });
+    await page.goto(`${base}/#/run/${r.runId}`);
+    await nodes('running').first().waitFor();
+    await page.locator('button[data-action="team.cancel"]').click();
+    await page.locator('main[data-run-status="cancelled"]').waitFor();
+    await nodes('cancelled').first().waitFor();
+    await shot('run-cancelled');
+  });
+
+  test('a refusal shows the API message', async () => {
+    const r = await call('team.run', { goal: 'done quickly', cwd: d.work, runtime: 'fake' });
+    await call('team.wait', { runId: r.runId, timeoutMs: 60_000 });
+    await page.goto(`${base}/#/run/${r.runId}`);
+    await page.locator('main[data-run-status="completed"]').waitFor();
+    await page.locator('button[data-action="team.resume"]').click();
+    const alert = page.locator('#msg [role="alert"]');
+    await alert.waitFor();
+    assert.match(await alert.innerText(), /code 100\d/);
+  });
+
+  test('schedules show their next fires', async () => {
+    await call('schedule.add', { name: 'nightly-review', cron: '0 3 * * 1-5', timezone: 'UTC', run: { goal: 'Review the day', cwd: d.work, runtime: 'fake', team: 'review' } });
+    await page.goto(`${base}/#/schedules`);
+    const fires = page.locator('article.job .next-fires');
+    await fires.waitFor();
+    const text = await fires.innerText();
+    assert.equal(text.split(',').length, 5, text);
+    assert.match(text, /T03:00:00/);
+    await shot('schedules');
+    await page.goto(`${base}/#/daemon`);
+    await page.locator('h2', { hasText: 'Result reuse' }).waitFor();
+    await shot('daemon');
+  });
+
+  test('a daemon restart under the open page: it reconnects and resumes with no gap or duplicate', async () => {
+    const r = await call('team.run', { goal: 'Survive a restart [fake:sleep=1500ms]', cwd: d.work, runtime: 'fake' });
+    await page.goto(`${base}/#/run/${r.runId}`);
+    await nodes('running').first().waitFor();
+    const root = d.root;
+    await d.stop();
+    await page.locator('#conn[data-state="down"]').waitFor();
+    d = await startDaemon({ root });
+    await page.locator('#conn[data-state="up"]').waitFor();
+    await page.locator('main[data-run-status="completed"]').waitFor({ timeout: 120_000 });
+    await shot('run-after-restart');
+    // What the page's subscription delivered is exactly the journal's events of the run from
+    // where it started.
+    const seqs = await page.evaluate((runId) => [...window.crewRpc.subs].find((s) => s.runId === runId).seqs, r.runId);
+    assert.ok(seqs.length > 0);
+    const events = [];
+    let afterSeq = seqs[0] - 1;
+    for (;;) {
+      const res = await call('team.events', { runId: r.runId, afterSeq, limit: 1000 });
+      events.push(...res.events.map((e) => e.seq));
+      if (res.events.length === 0 || res.nextSeq === afterSeq) break;
+      afterSeq = res.nextSeq;
+    }
+    assert.deepEqual(seqs, events);
+  });
+});
