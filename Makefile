@@ -42,7 +42,7 @@ NODE_TESTS := schema.test.mjs client.test.mjs examples.test.mjs
 UI_WEB_DIR := crates/crew-ui/web
 UI_TEST_DIR := tests/ui
 
-.PHONY: help build run demo test test-rust test-node test-ui node-deps ui-deps lint docs bench fuzz \
+.PHONY: help build run demo test test-rust test-node test-ui node-deps ui-deps lint docs bench bench-ui fuzz \
 	install uninstall check-install clean-dev
 
 help: ## list the targets
@@ -104,6 +104,7 @@ test-node: build node-deps
 	cd $(NODE_DIR) && CREWD_BIN=$(TARGET_DIR)/debug/crewd $(NODE) --test $(NODE_TESTS)
 
 test-ui: build node-deps $(UI_TEST_DIR)/node_modules/.package-lock.json ## the dashboard in a real chromium (screenshots in target/ui-screenshots)
+	cd $(UI_TEST_DIR) && npx --no-install tsc -p tsconfig.json
 	cd $(UI_TEST_DIR) && CREWD_BIN=$(TARGET_DIR)/debug/crewd CREWCTL_BIN=$(TARGET_DIR)/debug/crewctl $(NODE) --test dashboard.test.mjs
 
 lint: ## rustfmt --check and clippy -D warnings on every target
@@ -116,6 +117,9 @@ docs: ## regenerate proto-docs/ (OpenRPC, method reference, TypeScript types)
 
 bench: ## run the benchmarks
 	$(CARGO) bench --workspace
+
+bench-ui: build node-deps $(UI_TEST_DIR)/node_modules/.package-lock.json ## dashboard in chromium: 200-task vs 4-task DAG draw time and event-to-colour delay
+	cd $(UI_TEST_DIR) && CREWD_BIN=$(TARGET_DIR)/debug/crewd CREWCTL_BIN=$(TARGET_DIR)/debug/crewctl $(NODE) bench.mjs
 
 fuzz: ## run the fuzz targets (fuzz/)
 ifneq ($(wildcard fuzz/run.sh),)

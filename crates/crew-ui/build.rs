@@ -23,7 +23,9 @@ fn main() {
     if let Ok(dir) = std::fs::read_dir(&web) {
         for e in dir.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
-            let served = [".html", ".js", ".css", ".svg"].iter().any(|x| name.ends_with(x));
+            let served = [".html", ".js", ".css", ".svg"]
+                .iter()
+                .any(|x| name.ends_with(x));
             if served && e.path().is_file() {
                 println!("cargo:rerun-if-changed={}", e.path().display());
                 files.push((name, e.path()));

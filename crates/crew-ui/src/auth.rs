@@ -85,7 +85,11 @@ impl Hosts {
 
     /// The URL a person opens: the first allowed host, which is the listening address itself.
     pub fn url(&self, token: &str) -> String {
-        let host = self.allowed.first().map(String::as_str).unwrap_or("127.0.0.1");
+        let host = self
+            .allowed
+            .first()
+            .map(String::as_str)
+            .unwrap_or("127.0.0.1");
         format!("http://{host}/?token={token}")
     }
 }
@@ -145,31 +149,133 @@ mod tests {
         Hosts::for_addr("127.0.0.1:4000".parse().unwrap())
     }
 
+    /// Host, Origin, Cookie, query, and what the gateway must do.
+    type Case<'a> = (
+        Option<&'a str>,
+        Option<&'a str>,
+        Option<&'a str>,
+        Option<&'a str>,
+        Verdict,
+    );
+
     #[test]
     fn judge_table() {
         let t = "abc123";
         let ok_cookie = format!("other=1; {COOKIE}={t}");
         let bad_cookie = format!("{COOKIE}=abc124");
-        let cases: &[(Option<&str>, Option<&str>, Option<&str>, Option<&str>, Verdict)] = &[
-            (Some("127.0.0.1:4000"), None, Some(&ok_cookie), None, Verdict::Allow),
-            (Some("localhost:4000"), None, Some(&ok_cookie), None, Verdict::Allow),
-            (Some("LOCALHOST:4000"), Some("http://localhost:4000"), Some(&ok_cookie), None, Verdict::Allow),
-            (Some("127.0.0.1:4000"), None, None, Some("token=abc123"), Verdict::SetCookie),
-            (Some("127.0.0.1:4000"), None, None, Some("x=1&token=abc123"), Verdict::SetCookie),
-            (Some("127.0.0.1:4000"), None, None, None, Verdict::Unauthorized),
-            (Some("127.0.0.1:4000"), None, Some(&bad_cookie), None, Verdict::Unauthorized),
-            (Some("127.0.0.1:4000"), None, None, Some("token=abc12"), Verdict::Unauthorized),
+        let cases: &[Case] = &[
+            (
+                Some("127.0.0.1:4000"),
+                None,
+                Some(&ok_cookie),
+                None,
+                Verdict::Allow,
+            ),
+            (
+                Some("localhost:4000"),
+                None,
+                Some(&ok_cookie),
+                None,
+                Verdict::Allow,
+            ),
+            (
+                Some("LOCALHOST:4000"),
+                Some("http://localhost:4000"),
+                Some(&ok_cookie),
+                None,
+                Verdict::Allow,
+            ),
+            (
+                Some("127.0.0.1:4000"),
+                None,
+                None,
+                Some("token=abc123"),
+                Verdict::SetCookie,
+            ),
+            (
+                Some("127.0.0.1:4000"),
+                None,
+                None,
+                Some("x=1&token=abc123"),
+                Verdict::SetCookie,
+            ),
+            (
+                Some("127.0.0.1:4000"),
+                None,
+                None,
+                None,
+                Verdict::Unauthorized,
+            ),
+            (
+                Some("127.0.0.1:4000"),
+                None,
+                Some(&bad_cookie),
+                None,
+                Verdict::Unauthorized,
+            ),
+            (
+                Some("127.0.0.1:4000"),
+                None,
+                None,
+                Some("token=abc12"),
+                Verdict::Unauthorized,
+            ),
             // DNS rebinding: the attacker's name resolves to 127.0.0.1.
-            (Some("evil.example:4000"), None, Some(&ok_cookie), None, Verdict::Foreign("Host is not this dashboard's address")),
-            (Some("127.0.0.1:4001"), None, Some(&ok_cookie), None, Verdict::Foreign("Host is not this dashboard's address")),
-            (None, None, Some(&ok_cookie), None, Verdict::Foreign("Host is not this dashboard's address")),
+            (
+                Some("evil.example:4000"),
+                None,
+                Some(&ok_cookie),
+                None,
+                Verdict::Foreign("Host is not this dashboard's address"),
+            ),
+            (
+                Some("127.0.0.1:4001"),
+                None,
+                Some(&ok_cookie),
+                None,
+                Verdict::Foreign("Host is not this dashboard's address"),
+            ),
+            (
+                None,
+                None,
+                Some(&ok_cookie),
+                None,
+                Verdict::Foreign("Host is not this dashboard's address"),
+            ),
             // Cross-site WebSocket or POST from another page.
-            (Some("127.0.0.1:4000"), Some("http://evil.example"), Some(&ok_cookie), None, Verdict::Foreign("Origin is not this dashboard")),
-            (Some("127.0.0.1:4000"), Some("null"), Some(&ok_cookie), None, Verdict::Foreign("Origin is not this dashboard")),
-            (Some("127.0.0.1:4000"), Some("https://127.0.0.1:4000"), Some(&ok_cookie), None, Verdict::Foreign("Origin is not this dashboard")),
+            (
+                Some("127.0.0.1:4000"),
+                Some("http://evil.example"),
+                Some(&ok_cookie),
+                None,
+                Verdict::Foreign("Origin is not this dashboard"),
+            ),
+            (
+                Some("127.0.0.1:4000"),
+                Some("null"),
+                Some(&ok_cookie),
+                None,
+                Verdict::Foreign("Origin is not this dashboard"),
+            ),
+            (
+                Some("127.0.0.1:4000"),
+                Some("https://127.0.0.1:4000"),
+                Some(&ok_cookie),
+                None,
+                Verdict::Foreign("Origin is not this dashboard"),
+            ),
         ];
         for (host, origin, cookie, query, want) in cases {
-            let got = judge(&hosts(), t, &Request { host: *host, origin: *origin, cookie: *cookie, query: *query });
+            let got = judge(
+                &hosts(),
+                t,
+                &Request {
+                    host: *host,
+                    origin: *origin,
+                    cookie: *cookie,
+                    query: *query,
+                },
+            );
             assert_eq!(&got, want, "{host:?} {origin:?} {cookie:?} {query:?}");
         }
     }

@@ -154,7 +154,13 @@ mod tests {
 
     #[tokio::test]
     async fn non_loopback_needs_acknowledgement() {
-        let e = bind("0.0.0.0:0".parse().unwrap(), false, Path::new("/x"), "t".into()).await;
+        let e = bind(
+            "0.0.0.0:0".parse().unwrap(),
+            false,
+            Path::new("/x"),
+            "t".into(),
+        )
+        .await;
         assert!(matches!(e, Err(UiError::NotLoopback(_))));
     }
 }

@@ -62,7 +62,7 @@ fn text(status: StatusCode, msg: &str) -> Response<Body> {
     full(status, "text/plain; charset=utf-8", format!("{msg}\n"))
 }
 
-fn header_str<'a>(req: &'a Request<Incoming>, name: header::HeaderName) -> Option<&'a str> {
+fn header_str(req: &Request<Incoming>, name: header::HeaderName) -> Option<&str> {
     req.headers().get(name).and_then(|v| v.to_str().ok())
 }
 
@@ -191,7 +191,10 @@ async fn forward(gw: &Gateway, mut req: Request<Incoming>) -> Response<Body> {
     };
     if is_websocket(&req) {
         let client_up = hyper::upgrade::on(&mut req);
-        let back = backend_request(&req, Full::new(Bytes::new()).map_err(|n| match n {}).boxed());
+        let back = backend_request(
+            &req,
+            Full::new(Bytes::new()).map_err(|n| match n {}).boxed(),
+        );
         let mut resp = match sender.send_request(back).await {
             Ok(r) => r,
             Err(e) => return text(StatusCode::BAD_GATEWAY, &format!("crewd: {e}")),
@@ -211,7 +214,10 @@ async fn forward(gw: &Gateway, mut req: Request<Incoming>) -> Response<Body> {
             }
         });
         let (parts, _) = resp.into_parts();
-        return Response::from_parts(parts, Full::new(Bytes::new()).map_err(|n| match n {}).boxed());
+        return Response::from_parts(
+            parts,
+            Full::new(Bytes::new()).map_err(|n| match n {}).boxed(),
+        );
     }
     let (parts, body) = req.into_parts();
     let back = backend_request(&Request::from_parts(parts, ()), body.boxed());

@@ -51,6 +51,15 @@ function h(tag, attrs, ...children) {
   return e;
 }
 
+/**
+ * `replaceChildren` without the holes: conditional parts are written `cond ? node : null`.
+ * @param {Element} parent
+ * @param {...(Node | string | null | undefined | false)} children
+ */
+function fill(parent, ...children) {
+  parent.replaceChildren(...children.filter((c) => c !== null && c !== undefined && c !== false));
+}
+
 /** @param {unknown} err */
 function showError(err) {
   const box = document.getElementById('msg');
@@ -219,7 +228,13 @@ async function runView(main, runId, taskId) {
   const dagHost = h('div', { class: 'dag', id: 'dag' });
   const panel = h('section', { class: 'task-panel', id: 'task-panel', 'aria-live': 'polite' });
   main.replaceChildren(h('p', null, h('a', { href: '#/' }, '← Runs')), head, dagHost, panel);
-  const dag = drawDag(dagHost, st.tasks, (id) => { selected = id; history.replaceState(null, '', `#/run/${runId}/task/${id}`); dag.select(id); renderPanel(); });
+  const onSelect = (/** @type {string} */ id) => {
+    selected = id;
+    history.replaceState(null, '', `#/run/${runId}/task/${id}`);
+    dag.select(id);
+    renderPanel();
+  };
+  const dag = drawDag(dagHost, st.tasks, onSelect);
   let drawnIds = st.tasks.map((t) => t.id).join(',');
 
   function renderHead() {
@@ -234,7 +249,7 @@ async function runView(main, runId, taskId) {
       : r.reason && r.status !== 'completed' ? h('p', { class: 'reason' }, r.reason) : null;
     const btn = (/** @type {string} */ label, /** @type {string} */ method, /** @type {any} */ extra = {}) =>
       h('button', { 'data-action': method, onclick: () => act(() => rpc.call(method, { runId, ...extra })).then(reload) }, label);
-    head.replaceChildren(
+    fill(head,
       h('h1', null, r.goal),
       h('p', { class: 'meta' }, badge(r.status), ` ${r.team} / ${r.workflow} · ${r.runtime} · `, h('span', { title: r.id }, r.id)),
       h('p', { class: 'meta' }, `${tokens(r.usage)} tokens · ${cost(r.usage.cost)} · ${r.usage.turns} turns`, r.durationMs != null ? ` · ${(r.durationMs / 1000).toFixed(1)}s` : ''),
@@ -244,7 +259,7 @@ async function runView(main, runId, taskId) {
         r.approval === 'pending' ? btn('Approve plan', 'team.approve') : null,
         r.approval === 'pending' ? btn('Reject plan', 'team.reject') : null,
         ACTIVE.has(r.status) ? btn('Cancel run', 'team.cancel') : null,
-        !ACTIVE.has(r.status) || r.status === 'blocked' ? btn('Resume', 'team.resume') : null),
+        ['failed', 'cancelled', 'blocked'].includes(r.status) ? btn('Resume', 'team.resume') : null),
     );
     head.dataset.runStatus = r.status;
     main.dataset.runStatus = r.status;
@@ -270,7 +285,7 @@ async function runView(main, runId, taskId) {
     };
     const [promptText, transcriptText, resultText, patchText] = await Promise.all([read(prompt), read(transcript), read(result), read(patch)]);
     if (selected !== t.id) return;
-    panel.replaceChildren(
+    fill(panel,
       h('h2', null, `${t.id} `, badge(t.status)),
       h('p', { class: 'meta' }, `${t.role} (${t.agent}) · attempt ${t.attempts} · ${tokens(t.usage)} tokens · ${cost(t.usage.cost)}`, t.model ? ` · ${t.model}` : '', t.progress.currentTool ? ` · now: ${t.progress.currentTool}` : ''),
       t.error ? h('p', { class: 'error' }, t.error) : null,
@@ -288,15 +303,17 @@ async function runView(main, runId, taskId) {
   async function reload() {
     const fresh = await rpc.call('team.status', { runId }).catch(() => null);
     if (!fresh) return;
-    st = fresh;
-    const ids = st.tasks.map((t) => t.id).join(',');
+    /** @type {StatusResult} */
+    const cur = fresh;
+    st = cur;
+    const ids = cur.tasks.map((t) => t.id).join(',');
     if (ids !== drawnIds) {
       // Tasks were added (a fan-out): lay the graph out again.
       drawnIds = ids;
-      const d = drawDag(dagHost, st.tasks, (id) => { selected = id; dag.select(id); renderPanel(); });
-      Object.assign(dag, d);
+      Object.assign(dag, drawDag(dagHost, cur.tasks, onSelect));
+      if (selected) dag.select(selected);
     } else {
-      for (const t of st.tasks) dag.setStatus(t.id, t.status);
+      for (const t of cur.tasks) dag.setStatus(t.id, t.status);
     }
     renderHead();
     renderPanel();
@@ -348,7 +365,7 @@ async function newRunView(main) {
   const showPlan = async () => {
     const plan = await act(() => rpc.call('team.plan', params()));
     if (!plan) return null;
-    preview.replaceChildren(
+    fill(preview,
       h('h2', null, `Plan: ${plan.team} / ${plan.workflow} on ${plan.runtime}, ${plan.concurrency} at a time`),
       h('ol', null, ...plan.tasks.map((/** @type {any} */ t) => h('li', null, `${t.id} — ${t.role} (${t.agent})${t.writes ? ', writes' : ''}${t.dependsOn.length ? `, after ${t.dependsOn.join(', ')}` : ''}`))),
       plan.diagnostics.length ? h('ul', { class: 'diagnostics' }, ...plan.diagnostics.map((/** @type {any} */ d) => h('li', { class: `d-${d.severity}` }, `${d.severity}: ${d.path}${d.line ? `:${d.line}` : ''}${d.field ? ` (${d.field})` : ''}: ${d.message}`))) : h('p', null, 'No diagnostics.'),
@@ -409,7 +426,7 @@ async function daemonView(main) {
     ['entries', `${c.entries} / ${c.capacity}`], ['hit rate', `${(c.hitRate * 100).toFixed(1)}%`], ['hits', c.hits], ['misses', c.misses], ['evictions', c.evictions],
     ...(c.tokensSaved !== undefined ? /** @type {[string, string|number][]} */ ([['tokens saved', c.tokensSaved.toLocaleString()], ['cost saved', cost(c.costSaved)]]) : []),
   ]));
-  main.replaceChildren(
+  fill(main,
     h('h1', null, 'Daemon'),
     st ? dl([['version', st.version], ['pid', st.pid], ['uptime', `${Math.round(st.uptimeMs / 1000)}s`], ['socket', st.socket], ['state', st.stateDir], ['runs', `${st.runs.total} (${st.runs.active} active)`], ['journal', `${st.journal.bytes.toLocaleString()} bytes, seq ${st.journal.lastSeq}`]]) : null,
     caches ? h('div', { class: 'caches' }, cache('Result reuse', caches.results), cache('Resources', caches.resources), cache('Runs', caches.runs)) : null,

@@ -6,6 +6,7 @@
 /** @type {any} */
 let dagre = null;
 try {
+  // @ts-ignore: served next to this file only when built with the library (see build.rs).
   dagre = (await import('./dagre.esm.js')).default;
 } catch {
   dagre = null;

@@ -18,18 +18,32 @@ pub struct UiArgs {
 }
 
 pub async fn ui(ctx: &Ctx, args: UiArgs) -> anyhow::Result<u8> {
-    let status = ctx.connect().await?.call::<DaemonStatus_>(&NoParams {}).await?;
+    let status = ctx
+        .connect()
+        .await?
+        .call::<DaemonStatus_>(&NoParams {})
+        .await?;
     let token_path = std::path::Path::new(&status.state_dir).join("ui-token");
     let token = crew_ui::load_or_create_token(&token_path)?;
-    let bound = crew_ui::bind(args.listen, args.allow_remote_without_tls, &ctx.socket, token).await?;
+    let bound = crew_ui::bind(
+        args.listen,
+        args.allow_remote_without_tls,
+        &ctx.socket,
+        token,
+    )
+    .await?;
     let url = bound.url();
     {
         let mut out = std::io::stdout().lock();
         writeln!(out, "{url}")?;
         out.flush()?;
     }
-    eprintln!("crew dashboard for crewd at {}; Ctrl-C stops it.", ctx.socket.display());
-    let desktop = std::env::var_os("DISPLAY").is_some() || std::env::var_os("WAYLAND_DISPLAY").is_some();
+    eprintln!(
+        "crew dashboard for crewd at {}; Ctrl-C stops it.",
+        ctx.socket.display()
+    );
+    let desktop =
+        std::env::var_os("DISPLAY").is_some() || std::env::var_os("WAYLAND_DISPLAY").is_some();
     if desktop && !args.no_open {
         // Best effort: without xdg-open the printed URL is the way in.
         let _ = std::process::Command::new("xdg-open")

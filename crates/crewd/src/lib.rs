@@ -3,8 +3,8 @@
 
 mod actor;
 mod bundle;
-mod dashboard;
 pub mod config;
+mod dashboard;
 mod executor;
 mod forget;
 mod journal_slot;
@@ -229,7 +229,9 @@ async fn serve(
     let tokio_listener = tokio::net::UnixListener::from_std(std_listener)?;
     let accept = server::spawn(tokio_listener, module, stop, &shared.config);
     let dashboard = match shared.config.ui_listen {
-        Some(addr) => Some(dashboard::start(addr, &shared.config, &shared.state_dir, &socket).await?),
+        Some(addr) => {
+            Some(dashboard::start(addr, &shared.config, &shared.state_dir, &socket).await?)
+        }
         None => None,
     };
     tracing::info!(socket = %socket.display(), pid = std::process::id(), "crewd is ready");
