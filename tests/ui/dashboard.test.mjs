@@ -187,14 +187,22 @@ describe('dashboard', { timeout: 240_000 }, () => {
   });
 
   test('a refusal shows the API message', async () => {
-    const r = await call('team.run', { goal: 'done quickly', cwd: d.work, runtime: 'fake' });
-    await call('team.wait', { runId: r.runId, timeoutMs: 60_000 });
-    await page.goto(`${base}/#/run/${r.runId}`);
-    await page.locator('main[data-run-status="completed"]').waitFor();
-    await page.locator('button[data-action="team.resume"]').click();
+    await page.goto(`${base}/#/new`);
+    await page.locator('#run-goal').fill('Anything');
+    await page.locator('#run-cwd').fill(d.work);
+    await page.locator('#run-runtime').fill('no-such-runtime');
+    await page.locator('#preview-plan').click();
     const alert = page.locator('#msg [role="alert"]');
     await alert.waitFor();
-    assert.match(await alert.innerText(), /code 100\d/);
+    let apiMessage;
+    try {
+      await call('team.plan', { goal: 'Anything', cwd: d.work, runtime: 'no-such-runtime' });
+    } catch (e) {
+      apiMessage = e.message;
+    }
+    assert.ok(apiMessage, 'the API refuses too');
+    assert.ok((await alert.innerText()).includes(apiMessage), `${await alert.innerText()} vs ${apiMessage}`);
+    await shot('refusal');
   });
 
   test('schedules show their next fires', async () => {
