@@ -131,6 +131,8 @@ pub enum Command {
     /// The daemon itself
     #[command(subcommand)]
     Daemon(DaemonCmd),
+    /// Serve crew's runs as MCP tools over stdin/stdout (for Claude Code, Codex, any MCP client)
+    Mcp,
     /// Print a shell completion script
     Completions {
         #[arg(value_enum)]

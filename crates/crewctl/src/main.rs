@@ -8,6 +8,7 @@ mod ctx;
 mod daemon;
 mod exit;
 mod follow;
+mod mcp;
 mod render;
 mod resources;
 mod run;
@@ -79,6 +80,7 @@ async fn dispatch(ctx: &Ctx, command: Command) -> anyhow::Result<u8> {
         Command::Resources(a) => resources::list(ctx, a).await,
         Command::Validate { cwd } => resources::validate(ctx, cwd).await,
         Command::Daemon(c) => daemon::dispatch(ctx, c).await,
+        Command::Mcp => mcp::serve(ctx).await,
         Command::Completions { shell } => daemon::completions(shell),
         Command::Man { dir } => daemon::man(&dir),
     }
