@@ -37,6 +37,8 @@ DEV_SOCKET := $(DEV_DIR)/crewd.sock
 
 NODE_DIR := tests/node
 NODE_TESTS := schema.test.mjs client.test.mjs examples.test.mjs
+# `crewctl mcp` under the official MCP TypeScript SDK (its one test dependency, with ajv).
+MCP_DIR := tests/mcp
 
 .PHONY: help build run demo test test-rust test-node node-deps lint docs bench fuzz \
 	install uninstall check-install clean-dev
@@ -85,10 +87,14 @@ test-rust: build
 $(NODE_DIR)/node_modules/.package-lock.json: $(NODE_DIR)/package-lock.json $(NODE_DIR)/package.json
 	cd $(NODE_DIR) && $(NPM) ci --no-audit --no-fund
 
-node-deps: $(NODE_DIR)/node_modules/.package-lock.json
+$(MCP_DIR)/node_modules/.package-lock.json: $(MCP_DIR)/package-lock.json $(MCP_DIR)/package.json
+	cd $(MCP_DIR) && $(NPM) ci --no-audit --no-fund
+
+node-deps: $(NODE_DIR)/node_modules/.package-lock.json $(MCP_DIR)/node_modules/.package-lock.json
 
 test-node: build node-deps
 	cd $(NODE_DIR) && CREWD_BIN=$(TARGET_DIR)/debug/crewd $(NODE) --test $(NODE_TESTS)
+	cd $(MCP_DIR) && CREWD_BIN=$(TARGET_DIR)/debug/crewd CREWCTL_BIN=$(TARGET_DIR)/debug/crewctl $(NODE) --test mcp.test.mjs
 
 lint: ## rustfmt --check and clippy -D warnings on every target
 	$(CARGO) fmt --all -- --check
