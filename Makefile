@@ -95,6 +95,7 @@ node-deps: $(NODE_DIR)/node_modules/.package-lock.json $(MCP_DIR)/node_modules/.
 test-node: build node-deps
 	cd $(NODE_DIR) && CREWD_BIN=$(TARGET_DIR)/debug/crewd $(NODE) --test $(NODE_TESTS)
 	cd $(MCP_DIR) && CREWD_BIN=$(TARGET_DIR)/debug/crewd CREWCTL_BIN=$(TARGET_DIR)/debug/crewctl $(NODE) --test mcp.test.mjs
+	cd clients/pi && CREWD_BIN=$(TARGET_DIR)/debug/crewd $(NODE) --test test/real-pi.test.mjs
 
 lint: ## rustfmt --check and clippy -D warnings on every target
 	$(CARGO) fmt --all -- --check
