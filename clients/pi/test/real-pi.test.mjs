@@ -8,7 +8,7 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
@@ -121,4 +121,13 @@ test('pi calls team run; crewd runs it; the report comes back to the model', { s
     await d.stop();
     d.cleanup();
   }
+});
+
+const TSC = path.join(REPO, 'tests', 'node', 'node_modules', 'typescript', 'bin', 'tsc');
+
+test('the extension type-checks against pi\'s types and the generated API types', {
+  skip: (!existsSync(PI) && `pi is not installed at ${PI}`) || (!existsSync(TSC) && `TypeScript is not installed (npm ci in tests/node)`),
+}, () => {
+  const r = spawnSync(process.execPath, [TSC, '-p', path.join(REPO, 'clients', 'pi', 'tsconfig.json')], { encoding: 'utf8' });
+  assert.equal(r.status, 0, `tsc failed:\n${r.stdout}${r.stderr}`);
 });
