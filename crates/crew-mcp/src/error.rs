@@ -67,6 +67,9 @@ mod tests {
             "team `nope` is invalid (crewd error 1003)\n- /p/nope.team.md:3: roles: no roles (error)"
         );
         let e = ApiError::not_found("run", "r-1");
-        assert_eq!(ToolError::Api(e).to_string(), "run not found: r-1 (crewd error 1001)");
+        assert_eq!(
+            ToolError::Api(e).to_string(),
+            "run not found: r-1 (crewd error 1001)"
+        );
     }
 }

@@ -57,9 +57,6 @@ where
 }
 
 /// Serves MCP over this process's stdin and stdout. Nothing else may write to stdout meanwhile.
-pub async fn serve_stdio(
-    connector: Connector,
-    cwd: std::path::PathBuf,
-) -> Result<(), ServeError> {
+pub async fn serve_stdio(connector: Connector, cwd: std::path::PathBuf) -> Result<(), ServeError> {
     serve(connector, cwd, rmcp::transport::stdio_pipes()).await
 }

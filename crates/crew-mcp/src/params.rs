@@ -46,7 +46,10 @@ pub fn schema<T: JsonSchema + 'static>() -> Arc<JsonObject> {
         Err(_) => JsonObject::new(),
     };
     object.insert("type".into(), serde_json::Value::from("object"));
-    object.insert("additionalProperties".into(), serde_json::Value::Bool(false));
+    object.insert(
+        "additionalProperties".into(),
+        serde_json::Value::Bool(false),
+    );
     Arc::new(object)
 }
 
@@ -91,7 +94,16 @@ mod tests {
     fn run_schema_is_the_api_params_plus_the_tools_own_fields() {
         let s = schema::<RunTool>();
         let props = s["properties"].as_object().unwrap();
-        for k in ["goal", "cwd", "team", "workflow", "runtime", "budget", "wait", "timeoutMs"] {
+        for k in [
+            "goal",
+            "cwd",
+            "team",
+            "workflow",
+            "runtime",
+            "budget",
+            "wait",
+            "timeoutMs",
+        ] {
             assert!(props.contains_key(k), "{k} missing from {s:?}");
         }
         assert_eq!(s["required"], json!(["goal", "cwd"]));
@@ -108,6 +120,9 @@ mod tests {
         let ok = parse::<RunTool>(obj(json!({"goal": "g", "cwd": "/w", "wait": false}))).unwrap();
         assert_eq!((ok.run.cwd.as_str(), ok.wait), ("/w", Some(false)));
         let r = parse::<ResultTool>(obj(json!({"runId": "r1", "taskId": "t"}))).unwrap();
-        assert_eq!((r.run.run_id.as_str(), r.task_id.as_deref()), ("r1", Some("t")));
+        assert_eq!(
+            (r.run.run_id.as_str(), r.task_id.as_deref()),
+            ("r1", Some("t"))
+        );
     }
 }

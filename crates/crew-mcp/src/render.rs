@@ -78,9 +78,17 @@ fn task_line(out: &mut String, t: &TaskView) {
     {
         let _ = write!(out, ", running {tool}");
     }
-    if let Some(q) = t.question.as_deref().filter(|_| t.status == TaskStatus::Waiting) {
+    if let Some(q) = t
+        .question
+        .as_deref()
+        .filter(|_| t.status == TaskStatus::Waiting)
+    {
         let _ = write!(out, ": asks {}", flat(q, LINE_CHARS));
-    } else if let Some(e) = t.error.as_deref().filter(|_| t.status != TaskStatus::Completed) {
+    } else if let Some(e) = t
+        .error
+        .as_deref()
+        .filter(|_| t.status != TaskStatus::Completed)
+    {
         let _ = write!(out, ": {}", flat(e, LINE_CHARS));
     }
     out.push('\n');

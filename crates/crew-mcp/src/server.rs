@@ -12,8 +12,8 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use std::path::PathBuf;
-use tracing::Instrument;
 use std::sync::Arc;
+use tracing::Instrument;
 
 const INSTRUCTIONS: &str = "crew runs teams of AI coding agents (explorer, planner, executor, reviewer, …) on this machine through the crewd daemon. \
 Hand a goal to a team with team_run (it waits and returns the result; pass cwd = the project directory). \

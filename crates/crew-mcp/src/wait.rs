@@ -46,8 +46,14 @@ impl Tally {
             "task.retrying" => "will be retried",
             "task.waiting" => "is waiting for an answer",
             "task.needs_attention" => "needs attention",
-            "run.blocked" | "run.completed" | "run.failed" | "run.cancelled" | "run.resumed"
-            | "run.budget_warning" | "run.budget_exceeded" | "plan.approval_required" => {
+            "run.blocked"
+            | "run.completed"
+            | "run.failed"
+            | "run.cancelled"
+            | "run.resumed"
+            | "run.budget_warning"
+            | "run.budget_exceeded"
+            | "plan.approval_required" => {
                 return Some(format!(
                     "[{}/{} tasks done] {}{}",
                     self.done(),
