@@ -41,6 +41,8 @@ NODE_TESTS := schema.test.mjs client.test.mjs examples.test.mjs
 # its browser test.
 UI_WEB_DIR := crates/crew-ui/web
 UI_TEST_DIR := tests/ui
+# `crewctl mcp` under the official MCP TypeScript SDK (its one test dependency, with ajv).
+MCP_DIR := tests/mcp
 
 .PHONY: help build run demo test test-rust test-node test-ui node-deps ui-deps lint docs bench bench-ui fuzz \
 	install uninstall check-install clean-dev
@@ -98,10 +100,15 @@ test-rust: build
 $(NODE_DIR)/node_modules/.package-lock.json: $(NODE_DIR)/package-lock.json $(NODE_DIR)/package.json
 	cd $(NODE_DIR) && $(NPM) ci --no-audit --no-fund
 
-node-deps: $(NODE_DIR)/node_modules/.package-lock.json
+$(MCP_DIR)/node_modules/.package-lock.json: $(MCP_DIR)/package-lock.json $(MCP_DIR)/package.json
+	cd $(MCP_DIR) && $(NPM) ci --no-audit --no-fund
+
+node-deps: $(NODE_DIR)/node_modules/.package-lock.json $(MCP_DIR)/node_modules/.package-lock.json
 
 test-node: build node-deps
 	cd $(NODE_DIR) && CREWD_BIN=$(TARGET_DIR)/debug/crewd $(NODE) --test $(NODE_TESTS)
+	cd $(MCP_DIR) && CREWD_BIN=$(TARGET_DIR)/debug/crewd CREWCTL_BIN=$(TARGET_DIR)/debug/crewctl $(NODE) --test mcp.test.mjs
+	cd clients/pi && CREWD_BIN=$(TARGET_DIR)/debug/crewd $(NODE) --test test/real-pi.test.mjs
 
 test-ui: build node-deps $(UI_TEST_DIR)/node_modules/.package-lock.json ## the dashboard in a real chromium (screenshots in target/ui-screenshots)
 	cd $(UI_TEST_DIR) && npx --no-install tsc -p tsconfig.json

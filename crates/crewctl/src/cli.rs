@@ -143,6 +143,8 @@ pub enum Command {
         #[arg(long)]
         allow_remote_without_tls: bool,
     },
+    /// Serve crew's runs as MCP tools over stdin/stdout (for Claude Code, Codex, any MCP client)
+    Mcp,
     /// Print a shell completion script
     Completions {
         #[arg(value_enum)]

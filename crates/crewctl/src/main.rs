@@ -8,6 +8,7 @@ mod ctx;
 mod daemon;
 mod exit;
 mod follow;
+mod mcp;
 mod render;
 mod resources;
 mod run;
@@ -92,6 +93,7 @@ async fn dispatch(ctx: &Ctx, command: Command) -> anyhow::Result<u8> {
             };
             ui::ui(ctx, args).await
         }
+        Command::Mcp => mcp::serve(ctx).await,
         Command::Completions { shell } => daemon::completions(shell),
         Command::Man { dir } => daemon::man(&dir),
     }

@@ -1,0 +1,22 @@
+//! `crewctl mcp`: crew-mcp's server on stdin/stdout, connecting to crewd the way every other
+//! verb does (same socket discovery, same "crewd is not running" advice, shown to the model).
+
+use crate::conn;
+use crate::ctx::Ctx;
+use std::sync::Arc;
+
+pub async fn serve(ctx: &Ctx) -> anyhow::Result<u8> {
+    let socket = ctx.socket.clone();
+    let connector: crew_mcp::Connector = Arc::new(move || {
+        let socket = socket.clone();
+        Box::pin(async move {
+            conn::connect(&socket)
+                .await
+                .map(|c| c.client)
+                .map_err(|e| e.to_string())
+        })
+    });
+    let cwd = std::env::current_dir()?;
+    crew_mcp::serve_stdio(connector, cwd).await?;
+    Ok(0)
+}
