@@ -87,32 +87,101 @@ pub(crate) fn decode_pack_key(key: &[u8]) -> Option<u64> {
     }
 }
 
-/// An append's entries as packs: (first seq, value), in seq order.
+/// First byte of a checked pack's value. An unchecked pack (written before packs carried a
+/// checksum) starts with the big-endian seq of its first entry, whose first byte is below
+/// [`PACK_TAG`], so it never starts with this byte.
+pub(crate) const CHECKED: u8 = 0xFF;
+
+/// A checked pack's header: [`CHECKED`], the last seq the pack covers (BE u64), CRC-32 (BE u32).
+const CHECKED_HEADER: usize = 13;
+
+/// One pack, decoded and checked.
+pub(crate) struct DecodedPack {
+    /// The last seq the pack covers. For a checked pack that is the last seq of the append that
+    /// wrote it, whatever `forget_run` removed since: checked packs tile the seqs without gaps,
+    /// so a missing pack shows. For an unchecked pack it is its last remaining entry.
+    pub last: u64,
+    pub checked: bool,
+    /// (seq, byte range in the value), in seq order; empty only in a checked pack whose entries
+    /// were all forgotten.
+    pub entries: Vec<(u64, Range<usize>)>,
+}
+
+/// An append's entries as checked packs: (first seq, value), in seq order.
 pub(crate) fn encode_packs(entries: &[crate::Entry]) -> Vec<(u64, Vec<u8>)> {
-    let mut packs: Vec<(u64, Vec<u8>)> = Vec::new();
+    let mut packs: Vec<(u64, u64, Vec<u8>)> = Vec::new();
     for entry in entries {
         let start_new = match packs.last() {
-            Some((_, value)) => value.len() + PACKED_HEADER + entry.bytes.len() > PACK_BYTES,
+            Some((_, _, value)) => {
+                value.len() - CHECKED_HEADER + PACKED_HEADER + entry.bytes.len() > PACK_BYTES
+            }
             None => true,
         };
         if start_new {
-            let len = (PACKED_HEADER + entry.bytes.len()).min(PACK_BYTES);
-            packs.push((entry.seq, Vec::with_capacity(len)));
+            let len = CHECKED_HEADER + (PACKED_HEADER + entry.bytes.len()).min(PACK_BYTES);
+            let mut value = Vec::with_capacity(len);
+            value.resize(CHECKED_HEADER, 0);
+            packs.push((entry.seq, entry.seq, value));
         }
-        if let Some((_, value)) = packs.last_mut() {
+        if let Some((_, last, value)) = packs.last_mut() {
             push_packed(value, entry.seq, &entry.bytes);
+            *last = entry.seq;
         }
     }
     packs
+        .into_iter()
+        .map(|(first, last, mut value)| {
+            seal_pack(&mut value, first, last);
+            (first, value)
+        })
+        .collect()
 }
 
-/// A pack rebuilt from the entries that remain in it (`forget_run`).
-pub(crate) fn encode_pack<'a>(entries: impl IntoIterator<Item = (u64, &'a [u8])>) -> Vec<u8> {
+/// A checked pack rebuilt from the entries that remain in it (`forget_run`); it keeps the
+/// range it covers, even with no entry left.
+pub(crate) fn encode_checked<'a>(
+    first: u64,
+    last: u64,
+    entries: impl IntoIterator<Item = (u64, &'a [u8])>,
+) -> Vec<u8> {
+    let mut value = vec![0; CHECKED_HEADER];
+    for (seq, bytes) in entries {
+        push_packed(&mut value, seq, bytes);
+    }
+    seal_pack(&mut value, first, last);
+    value
+}
+
+/// An unchecked pack rebuilt from the entries that remain in it (`forget_run` on a journal
+/// written before checksums): it stays in its layout, as it covers no known range.
+pub(crate) fn encode_unchecked<'a>(entries: impl IntoIterator<Item = (u64, &'a [u8])>) -> Vec<u8> {
     let mut value = Vec::new();
     for (seq, bytes) in entries {
         push_packed(&mut value, seq, bytes);
     }
     value
+}
+
+/// Fills in a checked pack's header; `value` starts with [`CHECKED_HEADER`] bytes of room.
+fn seal_pack(value: &mut [u8], first: u64, last: u64) {
+    if let Some(header) = value.get_mut(..9) {
+        header[0] = CHECKED;
+        header[1..9].copy_from_slice(&last.to_be_bytes());
+    }
+    let crc = pack_crc(value, first).to_be_bytes();
+    if let Some(slot) = value.get_mut(9..CHECKED_HEADER) {
+        slot.copy_from_slice(&crc);
+    }
+}
+
+/// CRC-32 of a checked pack: its key's seq, its header without the CRC, its entries. The key
+/// is in it so that a pack read under another key does not pass.
+fn pack_crc(value: &[u8], first: u64) -> u32 {
+    let mut hasher = crc32fast::Hasher::new();
+    hasher.update(&first.to_be_bytes());
+    hasher.update(value.get(..9).unwrap_or_default());
+    hasher.update(value.get(CHECKED_HEADER..).unwrap_or_default());
+    hasher.finalize()
 }
 
 fn push_packed(value: &mut Vec<u8>, seq: u64, bytes: &[u8]) {
@@ -124,29 +193,64 @@ fn push_packed(value: &mut Vec<u8>, seq: u64, bytes: &[u8]) {
     value.extend_from_slice(bytes);
 }
 
-/// The entries of one pack as (seq, byte range in `value`); `None` unless they are non-empty,
-/// strictly increasing, start at or after `first_seq` (the key's seq) and fill the value exactly.
-pub(crate) fn decode_pack(value: &[u8], first_seq: u64) -> Option<Vec<(u64, Range<usize>)>> {
+/// Decodes the pack stored under the key of `first_seq`, checking its checksum (checked packs)
+/// and that its entries are strictly increasing, within what it covers, and fill the value
+/// exactly. The error says what is wrong.
+pub(crate) fn decode_pack(value: &[u8], first_seq: u64) -> Result<DecodedPack, &'static str> {
+    let (checked, start, last) = if value.first() == Some(&CHECKED) {
+        let header = value
+            .get(..CHECKED_HEADER)
+            .ok_or("a checked pack shorter than its header")?;
+        let last = decode_seq(&header[1..9]).ok_or("a malformed pack header")?;
+        let crc = u32::from_be_bytes(
+            header[9..CHECKED_HEADER]
+                .try_into()
+                .map_err(|_| "a malformed pack header")?,
+        );
+        if crc != pack_crc(value, first_seq) {
+            return Err("its checksum does not match its contents");
+        }
+        if last < first_seq {
+            return Err("it covers no seq");
+        }
+        (true, CHECKED_HEADER, Some(last))
+    } else {
+        (false, 0, None)
+    };
     let mut entries: Vec<(u64, Range<usize>)> = Vec::new();
-    let mut at = 0;
+    let mut at = start;
+    let malformed = "its entries are malformed";
     while at < value.len() {
-        let header = value.get(at..at.checked_add(PACKED_HEADER)?)?;
+        let end_header = at.checked_add(PACKED_HEADER).ok_or(malformed)?;
+        let header = value.get(at..end_header).ok_or(malformed)?;
         let (seq, len) = header.split_at(8);
-        let seq = decode_seq(seq)?;
-        let len = usize::try_from(u32::from_be_bytes(len.try_into().ok()?)).ok()?;
-        let start = at + PACKED_HEADER;
-        let end = start.checked_add(len).filter(|end| *end <= value.len())?;
+        let seq = decode_seq(seq).ok_or(malformed)?;
+        let len = usize::try_from(u32::from_be_bytes(len.try_into().map_err(|_| malformed)?))
+            .map_err(|_| malformed)?;
+        let end = end_header
+            .checked_add(len)
+            .filter(|end| *end <= value.len())
+            .ok_or(malformed)?;
         let in_order = match entries.last() {
             Some((previous, _)) => seq > *previous,
             None => seq >= first_seq,
         };
-        if !in_order {
-            return None;
+        if !in_order || last.is_some_and(|last| seq > last) {
+            return Err("its entries are out of order");
         }
-        entries.push((seq, start..end));
+        entries.push((seq, end_header..end));
         at = end;
     }
-    (!entries.is_empty()).then_some(entries)
+    let last = match (last, entries.last()) {
+        (Some(last), _) => last,
+        (None, Some((seq, _))) => *seq,
+        (None, None) => return Err("it is empty"),
+    };
+    Ok(DecodedPack {
+        last,
+        checked,
+        entries,
+    })
 }
 
 /// The key prefix of one run's index groups in `log`.
@@ -170,17 +274,30 @@ pub(crate) fn group_key_seq(key: &[u8], prefix: &[u8]) -> Option<u64> {
     decode_seq(key.strip_prefix(prefix)?)
 }
 
+/// An index group: the seqs as BE u64s, then a CRC-32 of them (BE u32). Groups written before
+/// checksums have no CRC; the length tells them apart (a multiple of 8, or 4 more).
 pub(crate) fn encode_group(seqs: &[u64]) -> Vec<u8> {
-    seqs.iter().flat_map(|seq| seq.to_be_bytes()).collect()
+    let mut value: Vec<u8> = seqs.iter().flat_map(|seq| seq.to_be_bytes()).collect();
+    let crc = crc32fast::hash(&value);
+    value.extend_from_slice(&crc.to_be_bytes());
+    value
 }
 
-/// The seqs of one index group; `None` unless they are non-empty, strictly increasing and start
-/// at `first_seq` (the key's seq).
+/// The seqs of one index group; `None` unless its checksum (if it has one) matches and they are
+/// non-empty, strictly increasing and start at `first_seq` (the key's seq).
 pub(crate) fn decode_group(value: &[u8], first_seq: u64) -> Option<Vec<u64>> {
-    if value.is_empty() || !value.len().is_multiple_of(8) {
+    let seqs = match value.len() % 8 {
+        0 => value,
+        4 => {
+            let (seqs, crc) = value.split_at(value.len() - 4);
+            (crc32fast::hash(seqs).to_be_bytes() == crc).then_some(seqs)?
+        }
+        _ => return None,
+    };
+    if seqs.is_empty() {
         return None;
     }
-    let seqs: Vec<u64> = value.chunks_exact(8).filter_map(decode_seq).collect();
+    let seqs: Vec<u64> = seqs.chunks_exact(8).filter_map(decode_seq).collect();
     let increasing = seqs.windows(2).all(|pair| matches!(pair, [a, b] if a < b));
     (seqs.first() == Some(&first_seq) && increasing).then_some(seqs)
 }
@@ -257,6 +374,7 @@ mod tests {
 
     fn unpack(first: u64, value: &[u8]) -> Vec<(u64, Vec<u8>)> {
         decode_pack(value, first)
+            .map(|pack| pack.entries)
             .unwrap_or_default()
             .into_iter()
             .map(|(seq, range)| (seq, value[range].to_vec()))
@@ -323,13 +441,17 @@ mod tests {
     }
 
     #[test]
-    fn malformed_packs_are_refused() {
-        let good = encode_pack([(7, &b"abc"[..]), (9, &b""[..])]);
+    fn malformed_unchecked_packs_are_refused() {
+        let good = encode_unchecked([(7, &b"abc"[..]), (9, &b""[..])]);
         assert_eq!(
             unpack(7, &good),
             vec![(7, b"abc".to_vec()), (9, Vec::new())]
         );
         assert_eq!(unpack(5, &good).len(), 2, "a pack may start after its key");
+        assert_eq!(
+            decode_pack(&good, 7).map(|p| (p.last, p.checked)),
+            Ok((9, false))
+        );
         type Case = (&'static str, Vec<u8>, u64);
         let cases: Vec<Case> = vec![
             ("empty", Vec::new(), 0),
@@ -339,18 +461,18 @@ mod tests {
             ("trailing byte", [good.clone(), vec![0]].concat(), 7),
             (
                 "repeated seq",
-                encode_pack([(7, &b"a"[..]), (7, &b"b"[..])]),
+                encode_unchecked([(7, &b"a"[..]), (7, &b"b"[..])]),
                 7,
             ),
             (
                 "decreasing",
-                encode_pack([(8, &b"a"[..]), (7, &b"b"[..])]),
+                encode_unchecked([(8, &b"a"[..]), (7, &b"b"[..])]),
                 7,
             ),
             (
                 "length past the end",
                 {
-                    let mut v = encode_pack([(7, &b"abc"[..])]);
+                    let mut v = encode_unchecked([(7, &b"abc"[..])]);
                     v[11] = 200;
                     v
                 },
@@ -358,8 +480,55 @@ mod tests {
             ),
         ];
         for (name, value, first) in cases {
-            assert_eq!(decode_pack(&value, first), None, "{name}");
+            assert!(decode_pack(&value, first).is_err(), "{name}");
         }
+    }
+
+    #[test]
+    fn every_byte_of_a_checked_pack_is_checked() {
+        let entries = [entry(7, 30), entry(8, 0), entry(9, 5)];
+        let packs = encode_packs(&entries);
+        let [(first, value)] = packs.as_slice() else {
+            panic!("one pack expected: {}", packs.len());
+        };
+        assert_eq!(*first, 7);
+        let pack = decode_pack(value, 7).unwrap();
+        assert_eq!((pack.last, pack.checked, pack.entries.len()), (9, true, 3));
+        for at in 0..value.len() {
+            for bit in [0x01u8, 0x80] {
+                let mut damaged = value.clone();
+                damaged[at] ^= bit;
+                assert!(decode_pack(&damaged, 7).is_err(), "byte {at} bit {bit}");
+            }
+        }
+        for cut in 0..value.len() {
+            assert!(decode_pack(&value[..cut], 7).is_err(), "cut at {cut}");
+        }
+        assert!(decode_pack(value, 6).is_err(), "under another key");
+        // Rewritten without some entries (forget), or without any, it still covers 7..=9.
+        let kept = encode_checked(7, 9, [(8, &b""[..])]);
+        let pack = decode_pack(&kept, 7).unwrap();
+        assert_eq!((pack.last, pack.entries.len()), (9, 1));
+        let empty = encode_checked(7, 9, []);
+        let pack = decode_pack(&empty, 7).unwrap();
+        assert_eq!((pack.last, pack.entries.len()), (9, 0));
+        assert!(decode_pack(&encode_checked(7, 8, [(9, &b""[..])]), 7).is_err());
+        assert!(decode_pack(&encode_checked(7, 6, []), 7).is_err());
+    }
+
+    #[test]
+    fn checked_groups_catch_flipped_bytes() {
+        let value = encode_group(&[7, 9, 30]);
+        assert_eq!(value.len(), 28);
+        assert_eq!(decode_group(&value, 7), Some(vec![7, 9, 30]));
+        for at in 0..value.len() {
+            let mut damaged = value.clone();
+            damaged[at] ^= 0x10;
+            assert_eq!(decode_group(&damaged, 7), None, "byte {at}");
+        }
+        // Groups written before checksums still read.
+        let old: Vec<u8> = [7u64, 9].iter().flat_map(|s| s.to_be_bytes()).collect();
+        assert_eq!(decode_group(&old, 7), Some(vec![7, 9]));
     }
 
     #[test]

@@ -4,11 +4,14 @@
 //! domain types. [`SledJournal`] is the durable implementation, [`MemJournal`] an in-memory one
 //! with the same semantics for other crates' unit tests.
 
+mod acked;
+mod db_lock;
 mod error;
 mod keys;
 mod marker;
 mod mem;
 mod open;
+mod seal;
 mod sled_journal;
 mod validate;
 

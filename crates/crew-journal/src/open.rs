@@ -5,16 +5,20 @@ use std::fs;
 use std::io;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
+use std::time::Duration;
 
+use crate::acked::{self, AckedFile};
+use crate::db_lock;
 use crate::keys::{
     decode_pack, decode_pack_key, decode_seq, decode_snapshot, BY_RUN_TREE, EVENTS_END, INDEX_TAG,
     LOG_TREE, META_EPOCH, META_LAST_SEQ, META_SNAPSHOT, META_TREE,
 };
 use crate::marker::{self, Marker, MarkerError, MARKER_FILE};
+use crate::seal::{self, Verdict};
 use crate::JournalError;
 
 /// sled's data file and config file; both exist in every sled 0.34 directory.
-const SLED_DB_FILE: &str = "db";
+pub(crate) const SLED_DB_FILE: &str = "db";
 const SLED_CONF_FILE: &str = "conf";
 
 pub(crate) struct Opened {
@@ -25,24 +29,141 @@ pub(crate) struct Opened {
     pub state: Marker,
     /// The snapshot record, read here to check it: start-up reads it next, and it can be large.
     pub snapshot: Option<sled::IVec>,
+    /// Where every acknowledged write is recorded (`acked.rs`); `None` if it cannot be opened.
+    pub acked: Option<AckedFile>,
 }
 
 /// What the directory held before sled touched it.
+#[derive(Clone, Copy)]
 enum Found {
     /// Missing or empty: a new journal.
     Nothing,
-    /// sled files, with the marker if one was written.
+    /// sled files, with what the marker and the acked file promise, if either was written.
     Journal(Option<Marker>),
 }
 
-pub(crate) fn open(dir: &Path, cache_bytes: u64) -> Result<Opened, JournalError> {
+/// How much to trust the files before sled recovers them in place.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Trust {
+    /// Files from anywhere: unless the seal vouches for them, judge a copy first.
+    Judge,
+    /// Files this process wrote until a write failed (`SledJournal::reopen`): opened in place
+    /// and judged after sled's recovery, as copying them could need more room than a full disk
+    /// has, and nothing else wrote them meanwhile.
+    OwnFiles,
+}
+
+pub(crate) fn open(dir: &Path, cache_bytes: u64, trust: Trust) -> Result<Opened, JournalError> {
+    let found = inspect(dir)?;
+    if let Found::Journal(promised) = found {
+        if trust == Trust::Judge {
+            let verdict = seal::check(dir).map_err(|source| JournalError::Io {
+                context: format!("checking the files of {} against their seal", dir.display()),
+                source,
+            })?;
+            match verdict {
+                // The files hold what they held at the close; it must be all that was acked.
+                Verdict::Sealed(sealed) => verify(promised.unwrap_or_default(), sealed, None)
+                    .map_err(|detail| JournalError::Corrupt {
+                        path: dir.to_path_buf(),
+                        detail: format!(
+                            "{detail} (as sealed at the last clean close; the files were \
+                                 left as they are)"
+                        ),
+                    })?,
+                Verdict::Unsealed(why) => judge_copy(dir, cache_bytes, promised, &why)?,
+            }
+        }
+        // sled is about to change the files.
+        seal::remove(dir).map_err(|source| JournalError::Io {
+            context: format!("removing the seal of {}", dir.display()),
+            source,
+        })?;
+    }
+    let mut opened = open_in(dir, dir, cache_bytes, found, true)?;
+    // Without it only the check after a crash is weaker; the journal itself is fine.
+    opened.acked = AckedFile::open(dir).ok();
+    Ok(opened)
+}
+
+/// How long judging a copy waits for sled to close the copy's files.
+const COPY_CLOSE_WAIT: Duration = Duration::from_secs(5);
+
+/// Lets sled recover a copy of the files and judges what it recovered, so that damage sled's
+/// recovery would write over is found while the files are still as they were.
+fn judge_copy(
+    dir: &Path,
+    cache_bytes: u64,
+    promised: Option<Marker>,
+    why: &str,
+) -> Result<(), JournalError> {
+    let name = dir.file_name().map_or_else(
+        || "journal".into(),
+        |name| name.to_string_lossy().into_owned(),
+    );
+    let copy = dir
+        .parent()
+        .unwrap_or(dir)
+        .join(format!(".{name}.check-{}", std::process::id()));
+    let io_error = |context: String, source: io::Error| JournalError::Io { context, source };
+    match fs::remove_dir_all(&copy) {
+        Err(err) if err.kind() != io::ErrorKind::NotFound => {
+            return Err(io_error(format!("removing {}", copy.display()), err))
+        }
+        _ => {}
+    }
+    let made = seal::copy_sled_files(dir, &copy).map_err(|err| {
+        io_error(
+            format!(
+                "copying {} to {} to check it before opening it ({why}; the journal needs as much \
+                 free space as it occupies for that)",
+                dir.display(),
+                copy.display()
+            ),
+            err,
+        )
+    });
+    let judged = made
+        .and_then(|()| open_in(&copy, dir, cache_bytes, Found::Journal(promised), false).map(drop));
+    // sled closes the copy's files from a background thread a moment after the drop; until
+    // then they take the room they took (on a nearly full disk, the room the journal needs).
+    db_lock::with_db_unlocked(&copy.join(SLED_DB_FILE), COPY_CLOSE_WAIT, || {});
+    let _ = fs::remove_dir_all(&copy);
+    judged.map_err(|err| match err {
+        JournalError::Corrupt { path, detail } => JournalError::Corrupt {
+            path,
+            detail: format!("{detail} (found on a copy, {why}; the files were left as they are)"),
+        },
+        other => other,
+    })
+}
+
+/// Opens sled in `sled_dir` and judges what it recovered; errors name `report_dir`. `in_place`:
+/// the journal itself (create what a new journal needs, move an old index, update the marker),
+/// not a copy being judged.
+fn open_in(
+    sled_dir: &Path,
+    report_dir: &Path,
+    cache_bytes: u64,
+    found: Found,
+    in_place: bool,
+) -> Result<Opened, JournalError> {
+    let dir = report_dir;
+    // A copy being judged may be dropped (it is ours to write); the journal is left alone.
+    let abandon = |db: sled::Db, err: JournalError| {
+        if in_place {
+            abandon(db, err)
+        } else {
+            drop(db);
+            err
+        }
+    };
     let corrupt = |detail: String| JournalError::Corrupt {
         path: dir.to_path_buf(),
         detail,
     };
-    let found = inspect(dir)?;
     let config = sled::Config::new()
-        .path(dir)
+        .path(sled_dir)
         .cache_capacity(cache_bytes)
         .mode(sled::Mode::LowSpace)
         // Every write of ours is followed by an explicit flush; with the periodic flusher off,
@@ -91,11 +212,22 @@ pub(crate) fn open(dir: &Path, cache_bytes: u64) -> Result<Opened, JournalError>
         Ok(state) => state,
         Err(detail) => return Err(abandon(db, corrupt(detail))),
     };
+    if !in_place {
+        return Ok(Opened {
+            db,
+            log,
+            meta,
+            state,
+            snapshot,
+            acked: None,
+        });
+    }
 
     if let Err(err) = sled_call(dir, || move_legacy_index(&db, &by_run, &log)) {
         return Err(abandon(db, map_open_error(dir, err)));
     }
-    if marker != Some(state) {
+    let on_disk = marker::read(dir).ok().flatten();
+    if on_disk != Some(state) {
         // A new journal is flushed before the marker vouches for it, so a crash in between
         // leaves sled files without a marker, which `inspect` accepts.
         db.flush()
@@ -111,6 +243,7 @@ pub(crate) fn open(dir: &Path, cache_bytes: u64) -> Result<Opened, JournalError>
         meta,
         state,
         snapshot,
+        acked: None,
     })
 }
 
@@ -121,8 +254,8 @@ fn last_event_seq(last: Option<(sled::IVec, sled::IVec)>) -> Result<u64, String>
     };
     if let Some(first) = decode_pack_key(&key) {
         return decode_pack(&value, first)
-            .and_then(|entries| entries.last().map(|(seq, _)| *seq))
-            .ok_or_else(|| format!("malformed event pack under {key:?}"));
+            .map(|pack| pack.last)
+            .map_err(|why| format!("the newest event pack (seq {first}) is damaged: {why}"));
     }
     decode_seq(&key).ok_or_else(|| format!("malformed log key of {} bytes", key.len()))
 }
@@ -266,6 +399,15 @@ fn inspect(dir: &Path) -> Result<Found, JournalError> {
         Ok(marker) => marker,
         Err(MarkerError::Invalid(detail)) => return Err(corrupt(detail)),
         Err(MarkerError::Io(err)) => return Err(io_error("reading the marker in", err)),
+    };
+    let acked = acked::read(dir).map_err(|err| io_error("reading the acked file in", err))?;
+    // Both only ever claim what was durable when they were written; the later one says more.
+    let marker = match (marker, acked) {
+        (Some(a), Some(b)) => Some(Marker {
+            acked: a.acked.max(b.acked),
+            epoch: a.epoch.max(b.epoch),
+        }),
+        (a, b) => a.or(b),
     };
     let missing: Vec<&str> = [SLED_DB_FILE, SLED_CONF_FILE]
         .into_iter()

@@ -1,20 +1,27 @@
 use std::collections::BTreeMap;
+use std::mem::ManuallyDrop;
 use std::ops::Bound;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
 use sled::transaction::{ConflictableTransactionError, TransactionError};
 use sled::{Batch, IVec, Transactional};
 
+use crate::acked::AckedFile;
+use crate::db_lock;
 use crate::keys::{
-    decode_group, decode_pack, decode_pack_key, decode_seq, decode_snapshot, encode_group,
-    encode_pack, encode_packs, encode_snapshot, group_key, group_key_seq, pack_key, run_prefix,
-    seq_key, EVENTS_END, META_EPOCH, META_LAST_SEQ, META_SNAPSHOT, PACKS_START,
+    decode_group, decode_pack, decode_pack_key, decode_seq, decode_snapshot, encode_checked,
+    encode_group, encode_packs, encode_snapshot, encode_unchecked, group_key, group_key_seq,
+    pack_key, run_prefix, seq_key, EVENTS_END, META_EPOCH, META_LAST_SEQ, META_SNAPSHOT,
+    PACKS_START,
 };
 use crate::marker::{self, Marker};
-use crate::open::{self, Opened};
+use crate::open::SLED_DB_FILE;
+use crate::open::{self, Opened, Trust};
+use crate::seal;
 use crate::validate::{check_append, check_run, check_snapshot};
 use crate::{Entry, Journal, JournalError};
 
@@ -45,10 +52,8 @@ const FORGET_CHUNK: usize = 4096;
 /// a full tmpfs.
 pub struct SledJournal {
     path: PathBuf,
-    db: sled::Db,
-    /// Events and their per-run index (keys.rs).
-    log: sled::Tree,
-    meta: sled::Tree,
+    /// Dropped by hand in `Drop`: before sealing the files, or never, when sled cannot let go.
+    sled: ManuallyDrop<Sled>,
     /// The highest seq whose append returned Ok. Readers never look past it, so they only ever
     /// see durable entries.
     acked: AtomicU64,
@@ -60,7 +65,21 @@ pub struct SledJournal {
     opened_snapshot: Mutex<Option<IVec>>,
 }
 
+struct Sled {
+    db: sled::Db,
+    /// Events and their per-run index (keys.rs).
+    log: sled::Tree,
+    meta: sled::Tree,
+}
+
 struct Writer {
+    /// Where every acknowledged write is recorded (`acked.rs`).
+    acked_file: Option<AckedFile>,
+    /// A write failed without sled recording a global error (it does for failed log writes):
+    /// the failure was in a reservation of sled's write buffer (creating a blob file: EMFILE,
+    /// EROFS, ENOSPC), which sled never gives back, so any flush of this handle, its drop's
+    /// included, waits forever.
+    wedged: bool,
     /// What the marker file currently vouches for.
     marker: Marker,
     /// Durable count of snapshot and forget writes (`META_EPOCH`).
@@ -98,23 +117,40 @@ impl SledJournal {
     /// panics while recovering, and when sled comes back with less than was acknowledged before
     /// (see the marker module). Returns [`JournalError::Locked`] when it is already open.
     ///
-    /// After a `Corrupt` result this process keeps the directory locked: sled's handle is leaked
-    /// rather than dropped, because dropping it would flush into the files being reported.
+    /// Nothing writes to the files before they are judged sound: a journal closed cleanly is
+    /// checked against the seal it left (every file's length and CRC-32, `seal.rs`), any other
+    /// is judged on a copy that sled recovers first (which needs as much free space as the
+    /// journal occupies). After a `Corrupt` result this process keeps the directory locked:
+    /// sled's handle is leaked rather than dropped, because dropping it would flush into the
+    /// files being reported.
     pub fn open(dir: &Path, cache_bytes: u64) -> Result<Self, JournalError> {
+        Self::open_trusting(dir, cache_bytes, Trust::Judge)
+    }
+
+    /// Opens the journal again after a handle of this process failed a write and was dropped:
+    /// the files are the ones this process wrote, so they are opened in place without judging a
+    /// copy first (on a full disk there is no room for one), and judged after sled's recovery
+    /// with the same checks as [`SledJournal::open`].
+    pub fn reopen(dir: &Path, cache_bytes: u64) -> Result<Self, JournalError> {
+        Self::open_trusting(dir, cache_bytes, Trust::OwnFiles)
+    }
+
+    fn open_trusting(dir: &Path, cache_bytes: u64, trust: Trust) -> Result<Self, JournalError> {
         let Opened {
             db,
             log,
             meta,
             state,
             snapshot,
-        } = open::open(dir, cache_bytes)?;
+            acked,
+        } = open::open(dir, cache_bytes, trust)?;
         Ok(Self {
             path: dir.to_path_buf(),
-            db,
-            log,
-            meta,
+            sled: ManuallyDrop::new(Sled { db, log, meta }),
             acked: AtomicU64::new(state.acked),
             writer: Mutex::new(Writer {
+                acked_file: acked,
+                wedged: false,
                 marker: state,
                 epoch: state.epoch,
                 poisoned: None,
@@ -172,6 +208,10 @@ impl SledJournal {
         let result = self.guarded(context, op);
         if let Err(err) = &result {
             writer.poisoned = Some(err.to_string());
+            // After a failed log write sled fails every call, reads too; if reads still work,
+            // the failure left a reservation behind (see `Writer::wedged`).
+            let reads = catch_unwind(AssertUnwindSafe(|| self.sled.meta.get(META_EPOCH)));
+            writer.wedged = matches!(reads, Ok(Ok(_)));
         }
         result
     }
@@ -199,6 +239,19 @@ impl SledJournal {
         }
     }
 
+    /// Records what is durable now in the acked file (best effort, like the marker).
+    fn record_acked(&self, writer: &mut Writer) {
+        let current = Marker {
+            acked: self.acked(),
+            epoch: writer.epoch,
+        };
+        if let Some(file) = writer.acked_file.as_mut() {
+            if file.record(current).is_err() {
+                writer.acked_file = None;
+            }
+        }
+    }
+
     /// The index groups of one run, in seq order.
     fn run_groups(
         &self,
@@ -209,7 +262,7 @@ impl SledJournal {
     ) -> Result<Vec<(IVec, Vec<u64>)>, JournalError> {
         let prefix = run_prefix(run);
         let items = self.guarded("reading the run index", || {
-            let iter = self.log.range(range);
+            let iter = self.sled.log.range(range);
             if reverse {
                 iter.rev()
                     .take(max_groups)
@@ -232,7 +285,8 @@ impl SledJournal {
     /// The pack whose key is the greatest at or below `seq`: the only one that can hold it.
     fn pack_holding(&self, seq: u64) -> Result<Option<(IVec, IVec)>, JournalError> {
         self.guarded("reading the log", || {
-            self.log
+            self.sled
+                .log
                 .range(pack_key(0)..=pack_key(seq))
                 .next_back()
                 .transpose()
@@ -240,14 +294,18 @@ impl SledJournal {
     }
 
     fn decode_pack(&self, key: &[u8], value: &IVec) -> Result<Pack, JournalError> {
-        decode_pack_key(key)
-            .and_then(|first| Some((first, decode_pack(value, first)?)))
-            .map(|(first, entries)| Pack {
-                first,
-                value: value.clone(),
-                entries,
-            })
-            .ok_or_else(|| self.corrupt(format!("malformed event pack under {key:?}")))
+        let first = decode_pack_key(key)
+            .ok_or_else(|| self.corrupt(format!("malformed event pack key {key:?}")))?;
+        let pack = decode_pack(value, first).map_err(|why| {
+            self.corrupt(format!("the event pack at seq {first} is damaged: {why}"))
+        })?;
+        Ok(Pack {
+            first,
+            last: pack.last,
+            checked: pack.checked,
+            value: value.clone(),
+            entries: pack.entries,
+        })
     }
 
     /// Where entry `seq` is stored, if it is still there; `cache` keeps the last pack read, as
@@ -264,7 +322,9 @@ impl SledJournal {
             return Ok(pack.find(seq).map(|_| Place::Packed(pack.first)));
         }
         // Not in any pack: a legacy key, older than every pack, or gone.
-        let legacy = self.guarded("reading the log", || self.log.contains_key(seq_key(seq)))?;
+        let legacy = self.guarded("reading the log", || {
+            self.sled.log.contains_key(seq_key(seq))
+        })?;
         Ok(legacy.then_some(Place::Legacy))
     }
 
@@ -276,7 +336,7 @@ impl SledJournal {
                 .and_then(|pack| pack.find(seq))
                 .map(<[u8]>::to_vec)),
             Some(Place::Legacy) => Ok(self
-                .guarded("reading the log", || self.log.get(seq_key(seq)))?
+                .guarded("reading the log", || self.sled.log.get(seq_key(seq)))?
                 .map(|value| value.to_vec())),
             None => Ok(None),
         }
@@ -331,7 +391,13 @@ impl SledJournal {
                                 .iter()
                                 .filter(|(seq, _)| removed.binary_search(seq).is_err())
                                 .collect();
-                            let value = (!kept.is_empty()).then(|| encode_pack(kept));
+                            // A checked pack stays, empty if need be, so the packs still tile
+                            // the seqs; an unchecked one goes when nothing is left in it.
+                            let value = if pack.checked {
+                                Some(encode_checked(pack.first, pack.last, kept))
+                            } else {
+                                (!kept.is_empty()).then(|| encode_unchecked(kept))
+                            };
                             chunk.packs.push((first, value));
                         }
                     }
@@ -346,6 +412,9 @@ impl SledJournal {
 #[derive(Clone)]
 struct Pack {
     first: u64,
+    /// The last seq it covers (keys.rs, `DecodedPack::last`).
+    last: u64,
+    checked: bool,
     value: IVec,
     /// (seq, byte range in `value`), non-empty and in seq order.
     entries: Vec<(u64, std::ops::Range<usize>)>,
@@ -353,7 +422,23 @@ struct Pack {
 
 impl Pack {
     fn last(&self) -> u64 {
-        self.entries.last().map_or(self.first, |(seq, _)| *seq)
+        self.last
+    }
+
+    /// Checked packs tile the seqs: each starts right after the one before it, and none follows
+    /// an unchecked one (those are older). Anything else means packs are missing.
+    fn follows(&self, before: &Pack) -> Result<(), String> {
+        match (before.checked, self.checked) {
+            (true, false) => Err(format!(
+                "an event pack without checksum (seq {}) follows checked ones",
+                self.first
+            )),
+            (true, true) if before.last.checked_add(1) != Some(self.first) => Err(format!(
+                "event packs are missing: the one at seq {} ends at {}, the next starts at {}",
+                before.first, before.last, self.first
+            )),
+            _ => Ok(()),
+        }
     }
 
     fn find(&self, seq: u64) -> Option<&[u8]> {
@@ -430,11 +515,12 @@ impl Journal for SledJournal {
         // sled applies one batch atomically.
         let batch = append_batch(entries);
         self.write_guarded(&mut writer, "appending", || {
-            self.log.apply_batch(batch)?;
-            self.db.flush()?;
+            self.sled.log.apply_batch(batch)?;
+            self.sled.db.flush()?;
             Ok(())
         })?;
         self.acked.store(new_last, Ordering::Release);
+        self.record_acked(&mut writer);
         if writer.marker.acked == 0 {
             // The first entries of an empty journal: from now on sled must never come back empty.
             self.update_marker(&mut writer);
@@ -452,7 +538,8 @@ impl Journal for SledJournal {
             return Ok(Vec::new());
         }
         let legacy = self.guarded("reading the log", || {
-            self.log
+            self.sled
+                .log
                 .range(&seq_key(after + 1)[..]..&PACKS_START[..])
                 .take(limit)
                 .collect::<sled::Result<Vec<_>>>()
@@ -470,13 +557,23 @@ impl Journal for SledJournal {
             Some((key, _)) => key.to_vec(),
             None => PACKS_START.to_vec(),
         };
-        let mut packs = self.log.range(start..EVENTS_END.to_vec());
+        let mut packs = self.sled.log.range(start..EVENTS_END.to_vec());
+        let mut before: Option<Pack> = None;
         while out.len() < limit {
             let Some(item) = self.guarded("reading the log", || packs.next().transpose())? else {
                 break;
             };
             let (key, value) = item;
             let pack = self.decode_pack(&key, &value)?;
+            // Past `acked` is what a failed append may have left in sled's memory.
+            if pack.first > acked {
+                break;
+            }
+            if let Some(before) = &before {
+                pack.follows(before)
+                    .map_err(|detail| self.corrupt(detail))?;
+            }
+            let pack = before.insert(pack);
             for (seq, bytes) in pack.iter() {
                 if seq > acked || out.len() == limit {
                     return Ok(out);
@@ -549,11 +646,12 @@ impl Journal for SledJournal {
         batch.insert(META_SNAPSHOT, encode_snapshot(seq, bytes));
         batch.insert(META_EPOCH, &seq_key(epoch)[..]);
         self.write_guarded(&mut writer, "writing a snapshot", || {
-            self.meta.apply_batch(batch)?;
-            self.db.flush()?;
+            self.sled.meta.apply_batch(batch)?;
+            self.sled.db.flush()?;
             Ok(())
         })?;
         writer.epoch = epoch;
+        self.record_acked(&mut writer);
         self.update_marker(&mut writer);
         Ok(())
     }
@@ -563,10 +661,12 @@ impl Journal for SledJournal {
         // here is the current record.
         let value = match self.take_opened_snapshot() {
             Some(value) => value,
-            None => match self.guarded("reading the snapshot", || self.meta.get(META_SNAPSHOT))? {
-                Some(value) => value,
-                None => return Ok(None),
-            },
+            None => {
+                match self.guarded("reading the snapshot", || self.sled.meta.get(META_SNAPSHOT))? {
+                    Some(value) => value,
+                    None => return Ok(None),
+                }
+            }
         };
         match decode_snapshot(&value) {
             Some((seq, bytes)) => Ok(Some((seq, bytes.to_vec()))),
@@ -596,7 +696,7 @@ impl Journal for SledJournal {
         let epoch = writer.epoch + 1;
         self.write_guarded(&mut writer, "forgetting a run", || {
             for chunk in &chunks {
-                (&self.log, &self.meta)
+                (&self.sled.log, &self.sled.meta)
                     .transaction(|(log, meta)| {
                         // Recorded with the removal, so removing the newest entries never lowers
                         // last_seq after a reopen.
@@ -619,23 +719,56 @@ impl Journal for SledJournal {
                     })
                     .map_err(storage_error)?;
             }
-            self.db.flush()?;
+            self.sled.db.flush()?;
             Ok(())
         })?;
         writer.epoch = epoch;
+        self.record_acked(&mut writer);
         self.update_marker(&mut writer);
         Ok(())
     }
 
     fn size_on_disk(&self) -> u64 {
-        self.guarded("measuring size", || self.db.size_on_disk())
+        self.guarded("measuring size", || self.sled.db.size_on_disk())
             .unwrap_or(0)
     }
 }
 
+/// How long a clean close waits for sled to let go of its files before sealing them.
+const SEAL_WAIT: Duration = Duration::from_secs(5);
+
+/// How long a wedged handle's writes already handed to sled's IO threads get to land before
+/// its lock is released.
+const WEDGED_GRACE: Duration = Duration::from_millis(200);
+
 impl Drop for SledJournal {
     fn drop(&mut self) {
         let mut writer = self.writer();
+        if writer.wedged {
+            // Dropping sled would flush and wait forever (see `Writer::wedged`). Leaked, it never
+            // writes again: nothing calls it, its flusher is off, and the flush it waits for can
+            // never start. Its lock goes, so the journal can be opened again.
+            drop(writer);
+            std::thread::sleep(WEDGED_GRACE);
+            db_lock::release_leaked_locks(&self.path.join(SLED_DB_FILE));
+            return;
+        }
         self.update_marker(&mut writer);
+        let clean = writer.poisoned.is_none();
+        let state = Marker {
+            acked: self.acked(),
+            epoch: writer.epoch,
+        };
+        drop(writer);
+        // SAFETY: `self.sled` is not used again: this is the end of `drop`, and nothing below
+        // touches it.
+        drop(unsafe { ManuallyDrop::take(&mut self.sled) });
+        if clean {
+            // Best effort: without a seal the next open judges a copy, which is only slower.
+            let path = &self.path;
+            db_lock::with_db_unlocked(&path.join(SLED_DB_FILE), SEAL_WAIT, || {
+                let _ = seal::write(path, state);
+            });
+        }
     }
 }

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::Command;
 
 use crew_journal::{Entry, Journal, JournalError, SledJournal, DEFAULT_CACHE_BYTES};
-use support::journal::open_journal;
+use support::journal::reopen_journal;
 use support::{self_test_command, ChildLines};
 
 const CHILD_DIR: &str = "CREW_JOURNAL_ENOSPC_CHILD_DIR";
@@ -85,7 +85,9 @@ fn enospc_child() {
     writeln!(out, "DROPPED").unwrap();
     // Reopening on the still-full disk: either refused with an error or complete, never less.
     // sled's background threads release the lock of the dropped handle a moment after the drop.
-    let reopened = open_journal(Path::new(&dir));
+    // Reopened as crewd does after a failed write: in place, as there is no room to judge a
+    // copy of the files first (they are the ones this process was writing).
+    let reopened = reopen_journal(Path::new(&dir));
     match reopened {
         Ok(journal) => {
             let seqs: Vec<u64> = journal
@@ -103,7 +105,10 @@ fn enospc_child() {
     // With space again, everything acknowledged is there and appending goes on.
     std::fs::remove_file(&filler).unwrap();
     // sled's background threads release the lock of a dropped handle shortly after the drop.
-    let journal = open_journal(Path::new(&dir)).unwrap();
+    let journal = match reopen_journal(Path::new(&dir)) {
+        Ok(journal) => journal,
+        Err(err) => panic!("opening with space again: {err}"),
+    };
     let last = journal.last_seq();
     let seqs: Vec<u64> = journal
         .read_after(0, usize::MAX)

@@ -245,7 +245,7 @@ fn damaged_journals_are_refused_and_left_alone() {
                 let len = fs::metadata(dir.join("db")).unwrap().len() as usize;
                 fs::write(dir.join("db"), garbage(len, 1)).unwrap();
             },
-            Want::Corrupt { untouched: false },
+            Want::Corrupt { untouched: true },
         ),
         (
             "db truncated to zero",
@@ -258,7 +258,7 @@ fn damaged_journals_are_refused_and_left_alone() {
                 let bytes = fs::read(dir.join("db")).unwrap();
                 fs::write(dir.join("db"), &bytes[..written_len(&bytes) / 2]).unwrap();
             },
-            Want::Corrupt { untouched: false },
+            Want::Corrupt { untouched: true },
         ),
         (
             "db deleted",
@@ -310,7 +310,7 @@ fn damaged_journals_are_refused_and_left_alone() {
                 let marker = "crew-journal-marker 1\nacked 9999\nepoch 2\n";
                 fs::write(dir.join("crew-journal.marker"), marker).unwrap();
             },
-            Want::Corrupt { untouched: false },
+            Want::Corrupt { untouched: true },
         ),
         (
             "marker ahead of the forgets and snapshots",
@@ -318,7 +318,7 @@ fn damaged_journals_are_refused_and_left_alone() {
                 let marker = "crew-journal-marker 1\nacked 300\nepoch 3\n";
                 fs::write(dir.join("crew-journal.marker"), marker).unwrap();
             },
-            Want::Corrupt { untouched: false },
+            Want::Corrupt { untouched: true },
         ),
         (
             "sled files replaced by a fresh sled db",
@@ -331,7 +331,7 @@ fn damaged_journals_are_refused_and_left_alone() {
                 }
                 sled::open(dir).unwrap().flush().unwrap();
             },
-            Want::Corrupt { untouched: false },
+            Want::Corrupt { untouched: true },
         ),
         // The marker is only a check; without it the journal is what sled recovered.
         (

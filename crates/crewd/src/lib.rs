@@ -269,6 +269,10 @@ async fn serve(
     actor_task.abort();
     let _ = actor_task.await;
     let _ = tokio::task::spawn_blocking(move || writer_join.join()).await;
+    {
+        let shared = shared.clone();
+        let _ = tokio::task::spawn_blocking(move || writer::close_journal(&shared)).await;
+    }
     if listener.owned {
         let _ = std::fs::remove_file(&socket);
     }

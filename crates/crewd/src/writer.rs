@@ -73,12 +73,13 @@ fn encode(ev: &Event) -> Entry {
 /// Open the journal right after this process dropped its handle. sled releases the file lock
 /// of a dropped handle from a background thread a moment later, so `Locked` here is our own
 /// old handle: wait it out (bounded) instead of leaving journal reads failing until the next
-/// retry.
+/// retry. `reopen`, not `open`: the files are the ones this writer was writing, and on a full
+/// disk there is no room to judge a copy of them first.
 fn open_after_drop(shared: &Shared) -> Result<SledJournal, JournalError> {
     let cache = shared.config.journal_cache_mb << 20;
     let deadline = Instant::now() + Duration::from_secs(2);
     loop {
-        match SledJournal::open(&shared.journal_dir(), cache) {
+        match SledJournal::reopen(&shared.journal_dir(), cache) {
             Err(JournalError::Locked { .. }) if Instant::now() < deadline => {
                 std::thread::sleep(Duration::from_millis(10))
             }
@@ -356,10 +357,11 @@ impl Writer {
             .map(|c| c.to_string())
             .unwrap_or_else(|| "an earlier write failed".into());
         let last = self.shared.journal.last_seq();
-        drop(
+        retire(
             self.shared
                 .journal_slot
                 .replace(Arc::new(Closed::new(last, cause))),
+            RETIRE_WAIT,
         );
         let journal = match open_after_drop(&self.shared) {
             Ok(j) => j,
@@ -397,6 +399,60 @@ impl Writer {
         }
     }
 }
+
+/// How long the writer waits for a failed handle to be dropped before it opens the journal
+/// again (its file lock goes with it).
+const RETIRE_WAIT: Duration = Duration::from_secs(2);
+
+/// Drops a failed handle on a thread of its own and waits for that at most `wait`: sled's
+/// drop flushes, and a handle that cannot come back must never stop the writer (SIGTERM, reads
+/// and every later write depend on it). crew-journal leaks the handles sled could never finish
+/// (`SledJournal`'s drop), releasing their lock, so this normally returns at once; if a drop
+/// hangs anyway, its thread is all that is lost, and the reopen waits for the lock as usual.
+fn retire(old: Arc<dyn Journal>, wait: Duration) {
+    let (handle_tx, handle_rx) = mpsc::channel::<Arc<dyn Journal>>();
+    let (done_tx, done_rx) = mpsc::channel::<()>();
+    let spawned = std::thread::Builder::new()
+        .name("crewd-journal-retire".into())
+        .spawn(move || {
+            if let Ok(old) = handle_rx.recv() {
+                drop(old);
+            }
+            let _ = done_tx.send(());
+        });
+    match spawned {
+        Ok(_) => {
+            if handle_tx.send(old).is_ok() {
+                let _ = done_rx.recv_timeout(wait);
+            }
+        }
+        Err(e) => {
+            // Dropping it here could hang the writer; leaking it keeps its lock until exit.
+            tracing::warn!(error = %e, "cannot start a thread to close the failed journal handle; leaking it");
+            std::mem::forget(old);
+        }
+    }
+}
+
+/// Closes the journal at shutdown, after the writer stopped: a journal closed cleanly seals its
+/// files, so the next start checks them without copying them (crew-journal's `seal.rs`). Waits
+/// (bounded) for readers still holding the handle, and drops it as `retire` does.
+pub fn close_journal(shared: &Shared) {
+    let last = shared.journal.last_seq();
+    let old = shared.journal_slot.replace(Arc::new(Closed::new(
+        last,
+        "crewd is stopping".into(),
+    )));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Arc::strong_count(&old) > 1 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    retire(old, CLOSE_WAIT);
+}
+
+/// How long shutdown waits for the journal to close and seal its files (they are read once to
+/// checksum them); past it crewd exits anyway and the next start judges a copy instead.
+const CLOSE_WAIT: Duration = Duration::from_secs(60);
 
 fn reserve_path(shared: &Shared) -> std::path::PathBuf {
     shared.state_dir.join("journal.reserve")

@@ -584,11 +584,9 @@ fn a_corrupt_journal_stops_the_daemon_with_a_clear_error_and_deletes_nothing() {
     }
 }
 
-/// Only sled's `db` file damaged (its `conf` intact): sled opens it, "recovers" by zeroing the
-/// unreadable data, and crew-journal then refuses the empty result. The refusal is right, but
-/// the damaged bytes are gone after the first start: see the helper report.
+/// Only sled's `db` file damaged (its `conf` intact): sled would open it and "recover" by zeroing
+/// the unreadable data; crew-journal judges a copy first, so the damaged bytes stay as they are.
 #[test]
-#[ignore = "crew-journal lets sled rewrite a corrupt db file before refusing it"]
 fn a_corrupt_sled_db_file_is_not_rewritten() {
     corrupt_and_start("sled db only", |p| p.file_name().is_some_and(|n| n == "db"));
 }

@@ -12,9 +12,20 @@ const LOCK_WAIT: Duration = Duration::from_secs(10);
 /// Opens the journal, waiting out the lock of a handle the test just dropped: sled releases its
 /// file lock from a background thread, a moment after the drop.
 pub fn open_journal(dir: &Path) -> Result<SledJournal, JournalError> {
+    retry_locked(|| SledJournal::open(dir, DEFAULT_CACHE_BYTES))
+}
+
+/// The same with `SledJournal::reopen` (a journal this process was writing until it failed).
+pub fn reopen_journal(dir: &Path) -> Result<SledJournal, JournalError> {
+    retry_locked(|| SledJournal::reopen(dir, DEFAULT_CACHE_BYTES))
+}
+
+fn retry_locked(
+    open: impl Fn() -> Result<SledJournal, JournalError>,
+) -> Result<SledJournal, JournalError> {
     let deadline = Instant::now() + LOCK_WAIT;
     loop {
-        match SledJournal::open(dir, DEFAULT_CACHE_BYTES) {
+        match open() {
             Err(JournalError::Locked { .. }) if Instant::now() < deadline => {
                 std::thread::sleep(Duration::from_millis(10))
             }
@@ -49,7 +60,12 @@ pub fn unpack_all(dir: &Path) -> usize {
         .map(|item| item.expect("pack"))
         .collect();
     for (key, value) in &packs {
-        let mut rest = &value[..];
+        // A checked pack starts with 0xFF, its last seq and a CRC-32 (13 bytes).
+        let mut rest = if value.first() == Some(&0xFF) {
+            &value[13..]
+        } else {
+            &value[..]
+        };
         while !rest.is_empty() {
             let seq = u64::from_be_bytes(rest[..8].try_into().expect("seq"));
             let len = u32::from_be_bytes(rest[8..12].try_into().expect("len")) as usize;
