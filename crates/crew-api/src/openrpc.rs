@@ -47,17 +47,7 @@ fn params_descriptors(schema: &Value, defs: &Map<String, Value>) -> Vec<Value> {
 }
 
 fn error_doc(code: i32) -> Value {
-    let message = match code {
-        crate::codes::NOT_FOUND => "not found",
-        crate::codes::INVALID_STATE => "invalid state",
-        crate::codes::VALIDATION_FAILED => "validation failed (data.diagnostics)",
-        crate::codes::PERMISSION_DENIED => "permission denied",
-        crate::codes::LIMIT_EXCEEDED => "limit exceeded",
-        crate::codes::SHUTTING_DOWN => "shutting down",
-        crate::codes::STORAGE_FAILED => "the change could not be made durable; nothing was changed",
-        _ => "error",
-    };
-    json!({ "code": code, "message": message })
+    json!({ "code": code, "message": crate::error::meaning(code) })
 }
 
 /// The whole document, deterministic (sorted schemas) so it can be committed and diffed.
@@ -123,7 +113,11 @@ pub fn markdown() -> String {
     let doc = document();
     let mut out = String::from("# crewd method reference\n\nGenerated from `crates/crew-api` (`make docs`). Do not edit by hand.\n\n");
     out.push_str("Transport: JSON-RPC 2.0 over the daemon's Unix socket (HTTP POST or WebSocket). Params are one object.\n\n");
-    out.push_str("| code | meaning |\n|---|---|\n| -32700 | parse error |\n| -32600 | invalid request |\n| -32601 | unknown method |\n| -32602 | bad params (data.field, data.reason) |\n| 1001 | not found |\n| 1002 | invalid state |\n| 1003 | validation failed (data.diagnostics) |\n| 1004 | permission denied |\n| 1005 | limit exceeded |\n| 1006 | shutting down |\n| 1007 | storage failed (data.applied: false = nothing was changed; true = made in memory just as the disk failed, journaled when it works again) |\n\n");
+    out.push_str("| code | meaning |\n|---|---|\n");
+    for (code, meaning) in crate::error::TABLE {
+        out.push_str(&format!("| {code} | {meaning} |\n"));
+    }
+    out.push('\n');
     let empty = vec![];
     for m in doc["methods"].as_array().unwrap_or(&empty) {
         let name = m["name"].as_str().unwrap_or_default();

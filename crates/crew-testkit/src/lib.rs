@@ -171,6 +171,83 @@ impl KeepAlive {
     }
 }
 
+/// A WebSocket session written by hand (RFC 6455), so a test sends exactly the bytes it means
+/// (invalid JSON, odd ids) and sees every frame the daemon sends.
+pub struct WsRaw {
+    stream: UnixStream,
+}
+
+impl WsRaw {
+    /// Upgrade a fresh connection; fails unless the daemon answers 101.
+    pub fn connect(socket: &Path, timeout: Duration) -> std::io::Result<WsRaw> {
+        let mut s = UnixStream::connect(socket)?;
+        s.set_read_timeout(Some(timeout))?;
+        s.write_all(
+            b"GET / HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+              Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+        )?;
+        let mut head = Vec::new();
+        let mut b = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            if s.read(&mut b)? == 0 {
+                break;
+            }
+            head.push(b[0]);
+        }
+        if !head.starts_with(b"HTTP/1.1 101") {
+            return Err(std::io::Error::other(format!(
+                "no upgrade: {}",
+                String::from_utf8_lossy(&head)
+            )));
+        }
+        Ok(WsRaw { stream: s })
+    }
+
+    /// One masked text frame (mask zero: the payload goes out as is).
+    pub fn send_text(&mut self, payload: &[u8]) -> std::io::Result<()> {
+        let len = payload.len() as u64;
+        let mut f = vec![0x81];
+        if len < 126 {
+            f.push(0x80 | len as u8);
+        } else if len <= u64::from(u16::MAX) {
+            f.push(0x80 | 126);
+            f.extend_from_slice(&(len as u16).to_be_bytes());
+        } else {
+            f.push(0x80 | 127);
+            f.extend_from_slice(&len.to_be_bytes());
+        }
+        f.extend_from_slice(&[0, 0, 0, 0]);
+        f.extend_from_slice(payload);
+        self.stream.write_all(&f)
+    }
+
+    /// The next data frame's payload as text; `None` on a close frame, EOF or timeout.
+    pub fn read_text(&mut self) -> Option<String> {
+        loop {
+            let mut h = [0u8; 2];
+            self.stream.read_exact(&mut h).ok()?;
+            let mut len = u64::from(h[1] & 0x7f);
+            if len == 126 {
+                let mut l = [0u8; 2];
+                self.stream.read_exact(&mut l).ok()?;
+                len = u64::from(u16::from_be_bytes(l));
+            } else if len == 127 {
+                let mut l = [0u8; 8];
+                self.stream.read_exact(&mut l).ok()?;
+                len = u64::from_be_bytes(l);
+            }
+            let mut payload = vec![0u8; usize::try_from(len).ok()?];
+            self.stream.read_exact(&mut payload).ok()?;
+            match h[0] & 0x0f {
+                0x8 => return None,
+                // Ping, pong: not data.
+                0x9 | 0xA => continue,
+                _ => return Some(String::from_utf8_lossy(&payload).into_owned()),
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,7 +2,7 @@
 //! fires alike.
 
 use crate::actor::Actor;
-use crate::rpc::views;
+use crate::rpc::{checks, views};
 use crate::shared::Shared;
 use crew_api::types::{ReuseResults, RunParams, RunStarted};
 use crew_api::ApiError;
@@ -32,16 +32,20 @@ pub async fn prepare(shared: &Arc<Shared>, p: &RunParams) -> Result<Prepared, Ap
             format!("is longer than {GOAL_MAX} bytes"),
         ));
     }
+    // The goal reaches the worker's argv (prompt_via = "arg"), and so do the names below.
+    checks::no_nul("goal", &p.goal)?;
+    for (field, text) in [
+        ("team", &p.team),
+        ("workflow", &p.workflow),
+        ("runtime", &p.runtime),
+        ("model", &p.model),
+    ] {
+        if let Some(text) = text {
+            checks::no_nul(field, text)?;
+        }
+    }
+    checks::enterable_dir("cwd", &p.cwd)?;
     let cwd = Path::new(&p.cwd);
-    if !cwd.is_absolute() {
-        return Err(ApiError::invalid_params("cwd", "must be an absolute path"));
-    }
-    if !cwd.is_dir() {
-        return Err(ApiError::invalid_params(
-            "cwd",
-            format!("{} does not exist or is not a directory", p.cwd),
-        ));
-    }
     let cfg = &shared.config;
     let runtime = p
         .runtime

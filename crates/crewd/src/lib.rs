@@ -224,6 +224,7 @@ async fn serve(
     let scheduler = scheduler::start(shared.clone(), actor.clone()).await?;
     let module = rpc::module(shared.clone(), actor.clone());
     let (stop, server_handle) = jsonrpsee::server::stop_channel();
+    let owned_socket = listener.owned;
     let std_listener = listener.std;
     std_listener.set_nonblocking(true)?;
     let tokio_listener = tokio::net::UnixListener::from_std(std_listener)?;
@@ -273,9 +274,7 @@ async fn serve(
         let shared = shared.clone();
         let _ = tokio::task::spawn_blocking(move || writer::close_journal(&shared)).await;
     }
-    if listener.owned {
-        let _ = std::fs::remove_file(&socket);
-    }
+    listen::remove_owned(&socket, owned_socket);
     tracing::info!("bye");
     Ok(())
 }

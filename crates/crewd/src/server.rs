@@ -1,5 +1,6 @@
 //! The accept loop: one jsonrpsee service per connection, HTTP POST and WebSocket on the same
-//! Unix socket, peers of another uid refused.
+//! Unix socket, peers of another uid refused. Every body and message passes `front.rs` (the
+//! JSON-RPC envelope, judged by `envelope.rs`) before jsonrpsee.
 
 use crate::rpc::Ctx;
 use jsonrpsee::server::{
@@ -9,7 +10,13 @@ use jsonrpsee::RpcModule;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+mod envelope;
+mod front;
+mod limits;
 mod plain_http;
+
+/// The largest answer crewd sends (a bundle, a page of events).
+pub const MAX_RESPONSE_BYTES: usize = 32 << 20;
 
 pub fn spawn(
     listener: tokio::net::UnixListener,
@@ -17,22 +24,32 @@ pub fn spawn(
     stop: StopHandle,
     cfg: &crate::config::Config,
 ) -> tokio::task::JoinHandle<()> {
+    let limits = Arc::new(front::Limits {
+        max_request: cfg.max_request_bytes as usize,
+        max_batch: cfg.max_batch as usize,
+        max_response: MAX_RESPONSE_BYTES,
+    });
     let server_cfg = ServerConfig::builder()
-        .max_request_body_size(cfg.max_request_bytes)
-        .max_response_body_size(32 << 20)
+        // `front.rs` enforces the limits on what the client sent; jsonrpsee sees it rewritten.
+        .max_request_body_size(cfg.max_request_bytes.saturating_add(front::REWRITE_SLACK))
+        .max_response_body_size(MAX_RESPONSE_BYTES as u32)
         .max_connections(cfg.max_connections)
         .max_subscriptions_per_connection(cfg.max_subscriptions_per_connection)
         .set_batch_request_config(BatchRequestConfig::Limit(cfg.max_batch))
         .set_message_buffer_capacity(1024)
         .build();
+    let max_subs = cfg.max_subscriptions_per_connection;
     let builder = jsonrpsee::server::Server::builder()
         .set_config(server_cfg)
         .set_http_middleware(
-            tower::ServiceBuilder::new().layer(tower::util::MapRequestLayer::new(plain_http::mark)),
+            tower::ServiceBuilder::new()
+                .layer(front::FrontLayer::new(limits, stop.clone()))
+                .layer(tower::util::MapRequestLayer::new(plain_http::mark)),
         )
         .set_rpc_middleware(
             jsonrpsee::server::middleware::rpc::RpcServiceBuilder::new()
-                .layer_fn(plain_http::NeedsWebSocket::new),
+                .layer_fn(plain_http::NeedsWebSocket::new)
+                .layer_fn(move |s| limits::LimitCodes::new(s, max_subs, MAX_RESPONSE_BYTES)),
         )
         .to_service_builder();
     let methods: jsonrpsee::Methods = module.into();

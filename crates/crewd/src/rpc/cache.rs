@@ -90,10 +90,8 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
     register::<CacheInvalidate, _, _>(m, |ctx, p| async move {
         match (p.path, p.run_id) {
             (Some(path), None) => {
+                super::checks::absolute_path("path", &path)?;
                 let path = std::path::PathBuf::from(path);
-                if !path.is_absolute() {
-                    return Err(ApiError::invalid_params("path", "must be an absolute path"));
-                }
                 let shared = ctx.shared.clone();
                 let invalidated =
                     tokio::task::spawn_blocking(move || shared.resources.invalidate(&path))

@@ -2,6 +2,7 @@
 //! `crew_api` descriptor, so the wire names and types are the API crate's.
 
 mod cache;
+pub mod checks;
 mod daemon;
 mod resource;
 mod schedule;

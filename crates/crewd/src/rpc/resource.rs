@@ -12,8 +12,10 @@ use std::path::Path;
 fn cwd_param(cwd: &Option<String>) -> Result<Option<&Path>, ApiError> {
     match cwd {
         None => Ok(None),
-        Some(c) if Path::new(c).is_absolute() => Ok(Some(Path::new(c))),
-        Some(_) => Err(ApiError::invalid_params("cwd", "must be an absolute path")),
+        Some(c) => {
+            super::checks::absolute_path("cwd", c)?;
+            Ok(Some(Path::new(c)))
+        }
     }
 }
 

@@ -80,7 +80,28 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
                     return;
                 }
             };
-            let after = p.after_seq.unwrap_or(0).max(0) as u64;
+            let after = match u64::try_from(p.after_seq.unwrap_or(0)) {
+                Ok(a) => a,
+                Err(_) => {
+                    let e = ApiError::invalid_params("afterSeq", "must not be negative");
+                    pending
+                        .reject(jsonrpsee::types::ErrorObjectOwned::from(e))
+                        .await;
+                    return;
+                }
+            };
+            if let Some(r) = &p.run_id {
+                if !crew_core::ids::is_safe_id(r) {
+                    let e = ApiError::invalid_params(
+                        "runId",
+                        "must be 1-128 characters of A-Z a-z 0-9 _ -",
+                    );
+                    pending
+                        .reject(jsonrpsee::types::ErrorObjectOwned::from(e))
+                        .await;
+                    return;
+                }
+            }
             if let Some(r) = &p.run_id {
                 let r2 = r.clone();
                 let known = ctx

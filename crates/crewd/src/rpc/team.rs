@@ -270,6 +270,8 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
     });
     register::<TeamSteer, _, _>(m, |ctx, p| async move {
         check_id("taskId", &p.task_id)?;
+        // A queued message becomes part of the next attempt's prompt, which may be an argument.
+        super::checks::no_nul("message", &p.message)?;
         on_run(&ctx, &p.run_id.clone(), Access::Change, move |core| {
             let key = (p.run_id.clone(), p.task_id.clone());
             let live = core.workers.get(&key).is_some_and(|h| h.live);
@@ -300,6 +302,7 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
     });
     register::<TeamRespond, _, _>(m, |ctx, p| async move {
         check_id("taskId", &p.task_id)?;
+        super::checks::no_nul("message", &p.message)?;
         let (task, message) = (p.task_id.clone(), p.message.clone());
         change_run(
             &ctx,
@@ -444,12 +447,16 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
             let mut f =
                 std::fs::File::open(&path).map_err(|_| ApiError::not_found("artifact", &name))?;
             let bytes = f.metadata().map(|m| m.len()).unwrap_or(0);
-            f.seek(SeekFrom::Start(offset as u64))
-                .map_err(|e| ApiError::internal(e.to_string()))?;
             let mut buf = Vec::new();
-            f.take(limit as u64)
-                .read_to_end(&mut buf)
-                .map_err(|e| ApiError::internal(e.to_string()))?;
+            // Past the end is an empty read, not a seek the kernel refuses (offsets > i64::MAX
+            // of a file position) and answers with an internal error.
+            if (offset as u64) < bytes {
+                f.seek(SeekFrom::Start(offset as u64))
+                    .map_err(|e| ApiError::internal(e.to_string()))?;
+                f.take(limit as u64)
+                    .read_to_end(&mut buf)
+                    .map_err(|e| ApiError::internal(e.to_string()))?;
+            }
             let truncated = (offset as u64) + (buf.len() as u64) < bytes;
             Ok(ArtifactResult {
                 content: String::from_utf8_lossy(&buf).into_owned(),
@@ -493,13 +500,19 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
         }
         let older = match p.older_than_ms {
             None => None,
-            Some(ms) if ms >= 0 => Some(chrono::Utc::now() - chrono::Duration::milliseconds(ms)),
-            Some(_) => {
+            Some(ms) if ms < 0 => {
                 return Err(ApiError::invalid_params(
                     "olderThanMs",
                     "must not be negative",
                 ))
             }
+            // Checked: a cutoff before the earliest instant chrono can hold is refused, not a
+            // panic in the handler.
+            Some(ms) => Some(
+                chrono::TimeDelta::try_milliseconds(ms)
+                    .and_then(|age| chrono::Utc::now().checked_sub_signed(age))
+                    .ok_or_else(|| ApiError::invalid_params("olderThanMs", "is too large"))?,
+            ),
         };
         let shared = ctx.shared.clone();
         ctx.actor
