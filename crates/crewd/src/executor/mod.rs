@@ -221,18 +221,42 @@ async fn attempt(
     ctl: mpsc::UnboundedReceiver<WorkerCtl>,
 ) -> AttemptResult {
     let result = attempt_unsynced(shared, actor, spec, ctl).await;
+    let (usage, model, names) = match &result {
+        AttemptResult::Completed {
+            usage,
+            model,
+            artifacts,
+            ..
+        }
+        | AttemptResult::NoFinalText {
+            usage,
+            model,
+            artifacts,
+        }
+        | AttemptResult::Failed {
+            usage,
+            model,
+            artifacts,
+            ..
+        }
+        | AttemptResult::Asked {
+            usage,
+            model,
+            artifacts,
+            ..
+        } => (*usage, model.clone(), !artifacts.is_empty()),
+    };
+    // An attempt that failed before writing anything names no file: nothing to sync, and its
+    // own error is the one to report (the run directory may not even exist).
+    if !names {
+        return result;
+    }
     let durable = blocking(|| {
         fault::hit("durable")?;
         artifacts::make_durable(&spec.run_dir)
     });
     let Err(e) = durable else {
         return result;
-    };
-    let (usage, model) = match &result {
-        AttemptResult::Completed { usage, model, .. }
-        | AttemptResult::NoFinalText { usage, model, .. }
-        | AttemptResult::Failed { usage, model, .. }
-        | AttemptResult::Asked { usage, model, .. } => (*usage, model.clone()),
     };
     // The files may not be on disk: name none of them, and let the retry write them again.
     AttemptResult::Failed {
@@ -835,6 +859,16 @@ async fn run_process(
                 }
             }
         }
+    }
+    // What the worker wrote to stderr just before it exited may not be read yet (the loop ends
+    // on exit and stdout's end): take it, briefly, for the error message.
+    if let Some(s) = stderr.as_mut() {
+        let _ = tokio::time::timeout(EXIT_QUIET, async {
+            while let Ok(n @ 1..) = s.read(&mut stderr_chunk).await {
+                stderr_tail.push(stderr_chunk.get(..n).unwrap_or_default());
+            }
+        })
+        .await;
     }
     // Whatever is left in the group (tools the agent started) goes too.
     drop(group);
