@@ -15,3 +15,4 @@ pub mod run;
 pub mod schedule;
 pub mod stream;
 pub mod usage;
+pub mod worker_env;

@@ -1,9 +1,19 @@
-//! Secret redaction for transcripts, events and logs (SPEC §11).
+//! Secret redaction (SPEC §11).
+//!
+//! The daemon redacts what a worker produces where it enters (`StreamRedactor`, one per stdout
+//! and one per stderr of each attempt), before anything reads it: the transcript, the stream
+//! parser and through it results, shared outputs, questions, errors, events, summaries and
+//! bundles only ever see the redacted text. `redact_str` and `redact_json_line` are the same
+//! rules without memory, for text that is not a stream.
 //!
 //! Two layers, as in pi-crew: JSON lines are redacted structurally first (a value under a
 //! secret-looking key becomes `"***"`), then every string goes through pattern redaction.
 //! All patterns run on the `regex` crate, which matches in linear time, so a hostile line cannot
 //! stall the daemon. Usage counters (`input_tokens`, `totalTokens`, …) are never touched.
+//!
+//! A private key spans lines: printed by a program it is one line each, streamed by a model it
+//! arrives in deltas, each a JSON line of its own. A block opened on one line and not closed
+//! there keeps the redactor masking what follows (see `StreamRedactor`).
 
 use regex::{Captures, Regex, RegexSet};
 use serde_json::Value;
@@ -57,11 +67,22 @@ fn mask_assignment(c: &Captures) -> String {
     }
 }
 
+/// `scheme://user:PASSWORD@host`: the password goes, the rest stays readable.
+fn mask_url_password(c: &Captures) -> String {
+    format!("{}{MASK}@", group(c, 1))
+}
+
 const RULES: &[Rule] = &[
     // PEM private keys; an unterminated block (a cut transcript) is masked to the end.
     Rule {
         pattern: r"(?s)-----BEGIN[A-Z0-9 ]*PRIVATE KEY-----(?:.*?-----END[A-Z0-9 ]*PRIVATE KEY-----|.*)",
         rewrite: mask_pem,
+    },
+    // Credentials in a URL (`git remote -v`, a printed `DATABASE_URL`). The password runs to
+    // the last `@` of the authority, so one holding an unescaped `@` goes whole.
+    Rule {
+        pattern: r#"(?i)(?-u:\b)([a-z][a-z0-9+.-]*://[^\s:/?#@"'<>\\]*:)([^\s/?#"'<>\\]+)@"#,
+        rewrite: mask_url_password,
     },
     Rule {
         pattern: r#"(?i)(?-u:\b)((?:proxy-|x-)?authorization)(\\?["']?\s*[:=]\s*\\?["']?)[^\r\n"'\\]+"#,
@@ -194,6 +215,239 @@ fn redact_value(value: &mut Value, secret: bool) -> bool {
     }
 }
 
+/// How much of an unterminated private key block the redactor masks before it gives up on
+/// the block (a stray `BEGIN` line must not blank a whole transcript). An RSA 16384 key is
+/// about 13 KiB.
+const PEM_OPEN_MAX: usize = 64 << 10;
+
+/// Where a private key block begins or ends in a string.
+fn pem_markers() -> Option<&'static Regex> {
+    static CELL: OnceLock<Option<Regex>> = OnceLock::new();
+    CELL.get_or_init(|| Regex::new(r"-----(BEGIN|END)[A-Z0-9 ]*PRIVATE KEY-----").ok())
+        .as_ref()
+}
+
+/// What a key's body is made of (base64 and line breaks).
+fn is_body_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'=' | b' ' | b'\t' | b'\r' | b'\n')
+}
+
+/// `Proc-Type: 4,ENCRYPTED`, `DEK-Info: …`: the headers of an encrypted key, inside its block.
+fn is_pem_header(s: &str) -> bool {
+    s.split_once(": ").is_some_and(|(name, _)| {
+        name.bytes().next().is_some_and(|b| b.is_ascii_alphabetic())
+            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+    })
+}
+
+/// JSON fields that name things rather than carry text: never masked as part of a key block,
+/// so the stream stays parseable while a block is open (`"type":"text"` looks like base64).
+fn is_structural_key(key: &str) -> bool {
+    const NAMES: &[&str] = &[
+        "type",
+        "subtype",
+        "role",
+        "stopreason",
+        "stop_reason",
+        "status",
+        "model",
+        "api",
+        "provider",
+        "name",
+        "toolname",
+        "tool",
+        "id",
+    ];
+    let lower = key.to_ascii_lowercase();
+    NAMES.contains(&lower.as_str()) || lower.ends_with("_id") || key.ends_with("Id")
+}
+
+/// Secret redaction of a stream (a worker's stdout or stderr), line by line. Each line is
+/// redacted as `redact_json_line` does, and a private key block that a line opens and does not
+/// close keeps being masked on the lines after it: body lines (or, in JSON lines, body-like
+/// strings outside structural fields) are masked up to and including the `END` line. A line
+/// that cannot be part of a key (other text) ends the block, and so does `PEM_OPEN_MAX`.
+#[derive(Debug, Default, Clone)]
+pub struct StreamRedactor {
+    /// Bytes masked so far in a block opened on an earlier line.
+    open: Option<usize>,
+}
+
+/// What one string did to an open block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BlockEffect {
+    /// Nothing of a block in it (or only masked body): the state carries on.
+    None,
+    Opened,
+    Closed,
+}
+
+impl StreamRedactor {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Whether a key block is open (the next lines are taken as its continuation).
+    pub fn in_block(&self) -> bool {
+        self.open.is_some()
+    }
+
+    /// Redact one line (without its newline). A line with nothing to redact comes back as it
+    /// is.
+    pub fn line(&mut self, line: &str) -> String {
+        let open = self.open.is_some();
+        let mut effect = BlockEffect::None;
+        let mut masked = 0usize;
+        let out = match serde_json::from_str::<Value>(line) {
+            Ok(mut value) if matches!(value, Value::Object(_) | Value::Array(_)) => {
+                let mut changed = false;
+                walk(&mut value, None, false, &mut |s, key, secret| {
+                    if secret {
+                        if s.is_empty() || s == MASK {
+                            return;
+                        }
+                        *s = MASK.to_owned();
+                        changed = true;
+                        return;
+                    }
+                    let structural = key.is_some_and(is_structural_key);
+                    let (new, e, m) = redact_piece(s, open && !structural);
+                    effect = combine(effect, e);
+                    masked = masked.saturating_add(m);
+                    if new != *s {
+                        *s = new;
+                        changed = true;
+                    }
+                });
+                if changed {
+                    value.to_string()
+                } else {
+                    line.to_owned()
+                }
+            }
+            _ => {
+                let (new, e, m) = redact_piece(line, open);
+                effect = e;
+                masked = m;
+                new
+            }
+        };
+        self.open = match (effect, self.open) {
+            (BlockEffect::Opened, _) => Some(0),
+            (BlockEffect::Closed, _) => None,
+            (BlockEffect::None, Some(n)) => {
+                Some(n.saturating_add(masked)).filter(|n| *n <= PEM_OPEN_MAX)
+            }
+            (BlockEffect::None, None) => None,
+        };
+        out
+    }
+}
+
+/// Opened wins (a line that leaves any block open leaves the stream in one), then Closed.
+fn combine(a: BlockEffect, b: BlockEffect) -> BlockEffect {
+    match (a, b) {
+        (BlockEffect::Opened, _) | (_, BlockEffect::Opened) => BlockEffect::Opened,
+        (BlockEffect::Closed, _) | (_, BlockEffect::Closed) => BlockEffect::Closed,
+        _ => BlockEffect::None,
+    }
+}
+
+/// Every string of a JSON value with the nearest object key above it, and whether it sits
+/// under a secret-looking key. Iterative: a line's nesting depth is the worker's to choose.
+fn walk(
+    value: &mut Value,
+    key: Option<&str>,
+    secret: bool,
+    f: &mut dyn FnMut(&mut String, Option<&str>, bool),
+) {
+    let mut stack: Vec<(&mut Value, Option<String>, bool)> =
+        vec![(value, key.map(str::to_owned), secret)];
+    while let Some((v, key, secret)) = stack.pop() {
+        match v {
+            Value::String(s) => f(s, key.as_deref(), secret),
+            Value::Array(items) => {
+                for item in items.iter_mut().rev() {
+                    stack.push((item, key.clone(), secret));
+                }
+            }
+            Value::Object(map) => {
+                let mut children: Vec<(&mut Value, Option<String>, bool)> =
+                    Vec::with_capacity(map.len());
+                for (k, item) in map.iter_mut() {
+                    let secret = secret || is_secret_key(k);
+                    children.push((item, Some(k.clone()), secret));
+                }
+                stack.extend(children.into_iter().rev());
+            }
+            Value::Null | Value::Bool(_) | Value::Number(_) => {}
+        }
+    }
+}
+
+/// One string of a stream: (redacted, what it did to a key block, bytes masked as block
+/// continuation). `open`: a block was open before this string.
+fn redact_piece(s: &str, open: bool) -> (String, BlockEffect, usize) {
+    let Some(markers) = pem_markers() else {
+        return (MASK.to_owned(), BlockEffect::None, 0);
+    };
+    let first = markers.captures(s);
+    let first_is_end = first
+        .as_ref()
+        .and_then(|c| c.get(1))
+        .is_some_and(|m| m.as_str() == "END");
+    let (head, rest, effect) = match (first, first_is_end) {
+        // A block's end with no beginning before it here: what precedes it is the block's
+        // body (all of it when a block is open, else the body-like run before the marker).
+        (Some(c), true) => {
+            let Some(m) = c.get(0) else {
+                return (redact_str(s), BlockEffect::None, 0);
+            };
+            let start = if open {
+                0
+            } else {
+                s[..m.start()]
+                    .bytes()
+                    .rposition(|b| !is_body_byte(b))
+                    .map_or(0, |i| i + 1)
+            };
+            let head = format!("{}{MASK}", &s[..start]);
+            (Some(head), &s[m.end()..], BlockEffect::Closed)
+        }
+        (Some(_), false) => (None, s, BlockEffect::None),
+        (None, _) if open => {
+            if s.bytes().all(is_body_byte) || is_pem_header(s) {
+                let masked = if s.trim().is_empty() {
+                    s.to_owned()
+                } else {
+                    MASK.to_owned()
+                };
+                return (masked, BlockEffect::None, s.len());
+            }
+            (None, s, BlockEffect::Closed)
+        }
+        (None, _) => (None, s, BlockEffect::None),
+    };
+    // Whatever follows: the stateless rules (a whole block, or one cut at the end, goes), and
+    // whether a block is left open at the end.
+    let last_open = markers
+        .captures_iter(rest)
+        .last()
+        .and_then(|c| c.get(1))
+        .map(|m| m.as_str() == "BEGIN");
+    let effect = match last_open {
+        Some(true) => BlockEffect::Opened,
+        Some(false) => BlockEffect::Closed,
+        None => effect,
+    };
+    let tail = redact_str(rest);
+    let out = match head {
+        Some(h) => h + &tail,
+        None => tail,
+    };
+    (out, effect, 0)
+}
+
 /// Whole words (split at separators and camelCase humps) that mark a key as secret. Plural
 /// `tokens` is absent on purpose: `input_tokens`, `totalTokens` are usage counters.
 const SECRET_WORDS: &[&str] = &[
@@ -320,6 +574,28 @@ mod tests {
                 r#"{\"client_secret\": \"***\"}"#.into(),
             ),
             ("GITHUB_TOKEN=ghs_x".into(), "GITHUB_TOKEN=***".into()),
+            // Credentials in URLs.
+            (
+                "origin\thttps://bob:ghs_Secret123@github.com/o/r.git (fetch)".into(),
+                "origin\thttps://bob:***@github.com/o/r.git (fetch)".into(),
+            ),
+            (
+                "DATABASE_URL=postgres://app:s3cr%40t@db.internal:5432/app".into(),
+                "DATABASE_URL=postgres://app:***@db.internal:5432/app".into(),
+            ),
+            (
+                "redis://:p@ss:word@cache:6379/0 and ftp://u:x@h".into(),
+                "redis://:***@cache:6379/0 and ftp://u:***@h".into(),
+            ),
+            (
+                r#"{"url":"https://u:pw@h/x"}"#.into(),
+                r#"{"url":"https://u:***@h/x"}"#.into(),
+            ),
+            // untouched: no password, a port, an address in a path
+            (
+                "https://bob@github.com http://localhost:8080/a@b mailto:a@b.c".into(),
+                "https://bob@github.com http://localhost:8080/a@b mailto:a@b.c".into(),
+            ),
             // untouched
             (
                 "input_tokens=120 max_tokens: 4096".into(),
@@ -425,6 +701,154 @@ mod tests {
         }
     }
 
+    /// Runs lines through one stream redactor.
+    fn stream(lines: &[&str]) -> Vec<String> {
+        let mut r = StreamRedactor::new();
+        lines.iter().map(|l| r.line(l)).collect()
+    }
+
+    const KEY_BODY: [&str; 3] = [
+        "MIIEowIBAAKCAQEA7bq9Vd3kZx2yq8hJk0Lm",
+        "aGVsbG8gd29ybGQgdGhpcyBpcyBhIGtleQ+/",
+        "Zm9vYmFy==",
+    ];
+
+    #[test]
+    fn a_key_printed_over_lines_goes_whole() {
+        let mut lines = vec!["cat id_rsa", "-----BEGIN RSA PRIVATE KEY-----"];
+        lines.extend(KEY_BODY);
+        lines.extend(["-----END RSA PRIVATE KEY-----", "done, see above"]);
+        assert_eq!(
+            stream(&lines),
+            [
+                "cat id_rsa",
+                "[REDACTED PRIVATE KEY]",
+                "***",
+                "***",
+                "***",
+                "***",
+                "done, see above"
+            ]
+        );
+        // Encrypted keys carry headers; blank lines stay blank.
+        let enc = [
+            "-----BEGIN ENCRYPTED PRIVATE KEY-----",
+            "Proc-Type: 4,ENCRYPTED",
+            "",
+            KEY_BODY[0],
+            "-----END ENCRYPTED PRIVATE KEY----- trailing",
+        ];
+        let out = stream(&enc);
+        assert!(!out.iter().any(|l| l.contains(KEY_BODY[0])), "{out:?}");
+        assert_eq!(out[4], "*** trailing");
+    }
+
+    #[test]
+    fn a_key_streamed_in_deltas_goes_whole() {
+        // pi's text deltas: the block is split across JSON lines (the fake agent splits a final
+        // text at its middle), then the whole text comes again in one string.
+        let text = format!(
+            "Here it is:\n-----BEGIN OPENSSH PRIVATE KEY-----\n{}\n{}\n-----END OPENSSH PRIVATE KEY-----\nKeep it safe.",
+            KEY_BODY[0], KEY_BODY[1]
+        );
+        let mid = text.find(KEY_BODY[1]).unwrap() + 5;
+        let delta = |d: &str| {
+            json!({"type": "message_update", "assistantMessageEvent": {"type": "text_delta", "contentIndex": 0, "delta": d}}).to_string()
+        };
+        let end = json!({"type": "message_end", "message": {"role": "assistant", "content": [{"type": "text", "text": text}], "stopReason": "stop", "usage": {"input": 3}}}).to_string();
+        let lines = [
+            delta(&text[..mid]),
+            delta(&text[mid..]),
+            json!({"type": "message_update", "assistantMessageEvent": {"type": "text_end", "content": text}}).to_string(),
+            end,
+        ];
+        let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let out = stream(&refs);
+        for l in &out {
+            for body in &KEY_BODY[..2] {
+                assert!(!l.contains(&body[6..20]), "{l}");
+            }
+            assert!(!l.contains("-----END"), "{l}");
+        }
+        let parsed: Vec<Value> = out
+            .iter()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(
+            parsed[0]["assistantMessageEvent"]["delta"],
+            "Here it is:\n[REDACTED PRIVATE KEY]"
+        );
+        assert_eq!(
+            parsed[1]["assistantMessageEvent"]["delta"],
+            "***\nKeep it safe."
+        );
+        assert_eq!(parsed[1]["type"], "message_update");
+        assert_eq!(
+            parsed[3]["message"]["content"][0]["text"],
+            "Here it is:\n[REDACTED PRIVATE KEY]\nKeep it safe."
+        );
+        assert_eq!(parsed[3]["message"]["content"][0]["type"], "text");
+        assert_eq!(parsed[3]["message"]["role"], "assistant");
+    }
+
+    #[test]
+    fn an_open_block_ends_on_other_text_or_at_the_cap() {
+        // A stray BEGIN: the next line of prose is not a key's body.
+        let out = stream(&["-----BEGIN PRIVATE KEY-----", "Done.", "plain"]);
+        assert_eq!(out, ["[REDACTED PRIVATE KEY]", "Done.", "plain"]);
+        // Structural JSON fields are never taken for a body, so the stream stays parseable.
+        let out = stream(&[
+            "-----BEGIN PRIVATE KEY-----",
+            r#"{"type":"text","role":"assistant","toolCallId":"abc"}"#,
+            KEY_BODY[0],
+        ]);
+        assert_eq!(
+            out[1],
+            r#"{"type":"text","role":"assistant","toolCallId":"abc"}"#
+        );
+        assert_eq!(out[2], "***");
+        // Past the cap the redactor gives up on the block.
+        let body = "QUJD".repeat(16);
+        let mut lines = vec!["-----BEGIN PRIVATE KEY-----".to_string()];
+        lines.extend(std::iter::repeat_n(
+            body.clone(),
+            PEM_OPEN_MAX / body.len() + 2,
+        ));
+        let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let out = stream(&refs);
+        assert_eq!(out.last().unwrap(), &body);
+        assert_eq!(out[1], "***");
+        // An END with no BEGIN (a transcript cut inside a key): the body before it goes.
+        assert_eq!(
+            stream(&[&format!(
+                "{} {}-----END PRIVATE KEY----- ok",
+                "x:", KEY_BODY[1]
+            )]),
+            ["x:*** ok"]
+        );
+    }
+
+    #[test]
+    fn the_stream_redactor_keeps_clean_lines_and_applies_every_rule() {
+        let clean = [
+            r#"{"z":1,"a":{"usage":{"input":1,"cost":{"total":0.00030000}}},"text":"fine"}"#,
+            "not json at all",
+            "",
+            "{broken",
+            "[1,2,3]",
+        ];
+        let mut r = StreamRedactor::new();
+        for line in clean {
+            assert_eq!(r.line(line), line);
+        }
+        assert_eq!(r.line("{broken password=x"), "{broken password=***");
+        assert_eq!(
+            r.line(r#"{"api_key":"abc","text":"see https://u:pw@h","usage":{"input_tokens":5}}"#),
+            r#"{"api_key":"***","text":"see https://u:***@h","usage":{"input_tokens":5}}"#
+        );
+        assert!(!r.in_block());
+    }
+
     #[test]
     fn hostile_input_is_linear() {
         let inputs = [
@@ -438,9 +862,11 @@ mod tests {
             "[".repeat(200_000),
             "{\"a\":".repeat(200_000),
         ];
+        let mut stream = StreamRedactor::new();
         for input in inputs {
             let _ = redact_str(&input);
             let _ = redact_json_line(&input);
+            let _ = stream.line(&input);
         }
     }
 }

@@ -29,6 +29,11 @@ pub struct Directives {
     pub fail_attempts: Option<u32>,
     pub crash_attempts: Option<u32>,
     pub echo_env: Vec<String>,
+    /// Put made-up secrets (a PEM private key, a URL with a password, an API key) in the final
+    /// text, the question and stderr, for redaction tests.
+    pub leak: bool,
+    /// While sleeping, print a line this often (a worker that never goes silent).
+    pub heartbeat: Option<Duration>,
     /// The user's answer (a line starting with `Answer:`), appended by crew after an ask.
     pub answer: Option<String>,
 }
@@ -92,6 +97,8 @@ fn apply(d: &mut Directives, body: &str) {
         ("fail-attempts", Some(v)) => d.fail_attempts = v.parse().ok(),
         ("crash-attempts", Some(v)) => d.crash_attempts = v.parse().ok(),
         ("echo-env", Some(v)) if !v.is_empty() => d.echo_env.push(v.to_owned()),
+        ("leak", _) => d.leak = true,
+        ("heartbeat", Some(v)) => d.heartbeat = parse_duration(v).filter(|d| !d.is_zero()),
         _ => {}
     }
 }
@@ -138,7 +145,8 @@ mod tests {
         let d = parse(
             "Goal: x [fake:sleep=200ms][fake:turns=3] [fake:tokens=5000]\n[fake:tool=bash] [fake:tool=read]\
              [fake:ask=Which database?][fake:echo-env=HOME][fake:chatty=4MB][fake:fail-attempts=2]\
-             [fake:crash-attempts=1][fake:linger][fake:ignore-sigterm][fake:invalid-json][fake:what]",
+             [fake:crash-attempts=1][fake:linger][fake:ignore-sigterm][fake:invalid-json][fake:what]\
+             [fake:leak][fake:heartbeat=50ms]",
         );
         assert_eq!(d.sleep, Some(Duration::from_millis(200)));
         assert_eq!(d.turns, Some(3));
@@ -148,7 +156,8 @@ mod tests {
         assert_eq!(d.echo_env, ["HOME"]);
         assert_eq!(d.chatty, Some(4 << 20));
         assert_eq!((d.fail_attempts, d.crash_attempts), (Some(2), Some(1)));
-        assert!(d.linger && d.ignore_sigterm && d.invalid_json);
+        assert!(d.linger && d.ignore_sigterm && d.invalid_json && d.leak);
+        assert_eq!(d.heartbeat, Some(Duration::from_millis(50)));
         assert!(!d.fail && !d.crash && !d.silent && !d.model_error && !d.no_final_text);
         assert_eq!(d.answer, None);
     }

@@ -19,6 +19,16 @@ const FAIL_EXIT: i32 = 1;
 const ATTEMPT_ENV: &str = "CREW_ATTEMPT";
 const CHATTY_CHUNK: usize = 8 * 1024;
 
+/// `[fake:leak]`: made-up secrets of the kinds crew must redact. Tests look for their
+/// distinctive parts in everything the daemon keeps.
+pub const LEAK_PEM: &str = "-----BEGIN RSA PRIVATE KEY-----\n\
+MIIEowIBAAKCAQEAfakeagentleakedkeybodyline1AAAAB3NzaC1yc2EAAAADAQAB\n\
+fakeagentleakedkeybodyline2QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo0MTIz\n\
+fakeagentleakedkeybodyline3==\n\
+-----END RSA PRIVATE KEY-----";
+pub const LEAK_URL: &str = "https://deploy:fakeagentUrlPassw0rd@git.example.com/team/repo.git";
+pub const LEAK_KEY: &str = "sk-ant-api03-fakeagentApiKey0123456789abcdefXYZ";
+
 const DEFAULT_USAGE: Usage = Usage {
     input: 100,
     output: 20,
@@ -151,6 +161,9 @@ pub fn run(prompt: &str, mode: Mode, ctl: &mut Control) -> End {
     if d.silent {
         return End::Hang;
     }
+    if d.leak {
+        eprintln!("fake-agent: connecting with {LEAK_URL}\n{LEAK_PEM}");
+    }
     let attempt: u32 = std::env::var(ATTEMPT_ENV)
         .ok()
         .and_then(|v| v.trim().parse().ok())
@@ -182,7 +195,10 @@ pub fn run(prompt: &str, mode: Mode, ctl: &mut Control) -> End {
         if i > 0 {
             player.em.emit(&ev::simple("turn_start"));
         }
-        if ctl.sleep(slice).and_then(|()| ctl.poll()).is_err() {
+        if sleep_beating(ctl, slice, d.heartbeat)
+            .and_then(|()| ctl.poll())
+            .is_err()
+        {
             ctl.set_idle();
             player.aborted();
             return End::Done;
@@ -205,6 +221,24 @@ pub fn run(prompt: &str, mode: Mode, ctl: &mut Control) -> End {
     }
 }
 
+/// Sleep `d`, printing a line every `beat` meanwhile (`[fake:heartbeat=…]`).
+fn sleep_beating(ctl: &mut Control, d: Duration, beat: Option<Duration>) -> Result<(), Aborted> {
+    let Some(beat) = beat else {
+        return ctl.sleep(d);
+    };
+    let deadline = Instant::now() + d;
+    let mut n: u64 = 0;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Ok(());
+        }
+        ctl.sleep(left.min(beat))?;
+        n += 1;
+        out::json(&json!({"type": "fake_heartbeat", "n": n}));
+    }
+}
+
 fn plan(d: &Directives, model_error: bool) -> Vec<Step> {
     if d.fail {
         return vec![Step::Error(FAIL_MESSAGE)];
@@ -213,7 +247,12 @@ fn plan(d: &Directives, model_error: bool) -> Vec<Step> {
         return vec![Step::Error(MODEL_ERROR_MESSAGE)];
     }
     if let (Some(q), None) = (&d.ask, &d.answer) {
-        return vec![Step::Ask(q.clone())];
+        let q = if d.leak {
+            format!("{q} (I found the key {LEAK_KEY} in .env and the remote {LEAK_URL}; may I use them?)")
+        } else {
+            q.clone()
+        };
+        return vec![Step::Ask(q)];
     }
     if d.no_final_text {
         return vec![Step::Tool("read".into()), Step::Empty];
@@ -258,8 +297,15 @@ fn final_text(prompt: &str, d: &Directives) -> String {
         lines.push(format!("Answer: {answer}"));
     }
     for name in &d.echo_env {
-        let value = std::env::var(name).unwrap_or_else(|_| "unset".to_owned());
+        // Lossy: a value that is not UTF-8 shows as such instead of as unset.
+        let value = std::env::var_os(name)
+            .map_or_else(|| "unset".to_owned(), |v| v.to_string_lossy().into_owned());
         lines.push(format!("{name}={value}"));
+    }
+    if d.leak {
+        lines.push(format!("The deploy key:\n{LEAK_PEM}"));
+        lines.push(format!("Remote: {LEAK_URL}"));
+        lines.push(format!("ANTHROPIC key {LEAK_KEY} works."));
     }
     lines.join("\n")
 }

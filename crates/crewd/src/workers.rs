@@ -23,8 +23,29 @@ pub struct WorkerHandle {
 pub fn dispatch(core: &mut Core, now: chrono::DateTime<chrono::Utc>) {
     let starts = core.state.dispatch(now, core.shared.config.max_workers);
     for s in starts {
-        let Some(spec) = attempt_spec(core, &s.run_id, &s.task_id, s.attempt) else {
-            continue;
+        let spec = match attempt_spec(core, &s.run_id, &s.task_id, s.attempt) {
+            Ok(spec) => spec,
+            // The task starts and its attempt fails at once: skipping it would leave it
+            // queued, picked again by every dispatch, and never run.
+            Err(error) => {
+                core.emit(s.event);
+                tracing::warn!(run = %s.run_id, task = %s.task_id, %error, "cannot start a worker");
+                let report = Report {
+                    run_id: s.run_id,
+                    task_id: s.task_id,
+                    attempt: s.attempt,
+                    result: AttemptResult::Failed {
+                        usage: Usage::default(),
+                        model: None,
+                        artifacts: vec![],
+                        error,
+                        retryable: false,
+                        reason: "spawn".into(),
+                    },
+                };
+                core.actor.tell(move |core| on_finished(core, report));
+                continue;
+            }
         };
         core.emit(s.event);
         let (tx, rx) = mpsc::unbounded_channel();
@@ -70,17 +91,37 @@ pub fn dispatch(core: &mut Core, now: chrono::DateTime<chrono::Utc>) {
 
 /// Everything the worker needs, frozen now (on the actor, where the state is consistent). The
 /// worker reads dependency outputs and renders the prompt itself, so the actor does no I/O.
-fn attempt_spec(core: &Core, run_id: &str, task_id: &str, attempt: u32) -> Option<AttemptSpec> {
-    let run = core.state.run(run_id)?;
-    let task = run.task(task_id)?;
-    let runtime = core.shared.config.runtime(&run.spec.runtime)?;
+fn attempt_spec(
+    core: &Core,
+    run_id: &str,
+    task_id: &str,
+    attempt: u32,
+) -> Result<AttemptSpec, String> {
+    executor::fault::hit("spec").map_err(|e| e.to_string())?;
+    let run = core
+        .state
+        .run(run_id)
+        .ok_or_else(|| format!("run {run_id} is not loaded"))?;
+    let task = run
+        .task(task_id)
+        .ok_or_else(|| format!("run {run_id} has no task {task_id}"))?;
+    let runtime = core
+        .shared
+        .config
+        .runtime(&run.spec.runtime)
+        .ok_or_else(|| {
+            format!(
+                "the run's runtime `{}` is not configured in this daemon",
+                run.spec.runtime
+            )
+        })?;
     let deps = task
         .plan
         .depends_on
         .iter()
         .filter_map(|d| run.task(d).map(|dt| (d.clone(), dt.plan.role.clone())))
         .collect();
-    Some(AttemptSpec {
+    Ok(AttemptSpec {
         run_id: run_id.to_string(),
         task_id: task_id.to_string(),
         attempt,

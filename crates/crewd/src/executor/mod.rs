@@ -8,6 +8,7 @@
 
 mod artifacts;
 mod env;
+pub(crate) mod fault;
 mod lines;
 pub mod process;
 
@@ -39,6 +40,11 @@ const STDERR_TAIL: usize = 8 << 10;
 const PROGRESS_EVERY: Duration = Duration::from_millis(250);
 /// After the worker exits, how long stdout may stay silent before it counts as done.
 const EXIT_QUIET: Duration = Duration::from_millis(500);
+/// A timer this late means the daemon itself did not run (SIGSTOP, a frozen cgroup, a starved
+/// machine): what the worker did meanwhile could not be seen, so its silence is not judged.
+const PAUSE_SLACK: Duration = Duration::from_secs(1);
+/// Most stdout lines taken at once, without waiting, before a deadline is judged.
+const DRAIN_LINES: usize = 4096;
 
 pub struct AttemptSpec {
     pub run_id: String,
@@ -65,7 +71,8 @@ pub struct Report {
     pub result: AttemptResult,
 }
 
-fn render_prompt(spec: &AttemptSpec) -> String {
+fn render_prompt(spec: &AttemptSpec) -> std::io::Result<String> {
+    fault::hit("render")?;
     let mut dep_texts = Vec::new();
     for (id, role) in &spec.deps {
         let text = std::fs::read_to_string(spec.run_dir.join("results").join(format!("{id}.txt")))
@@ -98,7 +105,7 @@ fn render_prompt(spec: &AttemptSpec) -> String {
             text: t.as_deref(),
         })
         .collect();
-    crew_core::prompt::render(
+    Ok(crew_core::prompt::render(
         &spec.plan,
         &PromptInput {
             goal: &spec.goal,
@@ -107,10 +114,13 @@ fn render_prompt(spec: &AttemptSpec) -> String {
             steers: &spec.steers,
             answers: &spec.answers,
         },
-    )
+    ))
 }
 
-/// Run the attempt and report to the actor. Never panics on anything the worker does.
+/// Run the attempt and report to the actor: always exactly one report, whatever fails. A panic
+/// anywhere in starting or supervising the worker (a daemon bug) is caught here and ends the
+/// attempt as a retryable failure; the worker's process group, if it was started, is killed
+/// on the way out (`GroupGuard`). Without this the task would stay `running` with no worker.
 pub async fn run_attempt(
     shared: Arc<Shared>,
     actor: Actor,
@@ -119,7 +129,33 @@ pub async fn run_attempt(
 ) {
     let span = tracing::info_span!("worker", run = %spec.run_id, task = %spec.task_id, attempt = spec.attempt, runtime = %spec.runtime_name);
     async move {
-        let result = attempt(&shared, &actor, &spec, ctl).await;
+        let caught = std::panic::AssertUnwindSafe(async {
+            fault::hit("start")?;
+            Ok::<_, std::io::Error>(attempt(&shared, &actor, &spec, ctl).await)
+        })
+        .catch_unwind()
+        .await;
+        let result = match caught {
+            Ok(Ok(result)) => result,
+            Ok(Err(e)) => failed(
+                Usage::default(),
+                Vec::new(),
+                format!("cannot start the worker: {e}"),
+                true,
+                "internal",
+            ),
+            Err(panic) => {
+                let what = panic_text(panic.as_ref());
+                tracing::error!(panic = %what, "the worker's supervision panicked; the attempt fails");
+                failed(
+                    Usage::default(),
+                    Vec::new(),
+                    format!("internal error while running the worker: {what}"),
+                    true,
+                    "internal",
+                )
+            }
+        };
         tracing::info!(outcome = outcome_name(&result), "attempt ended");
         let report = Report {
             run_id: spec.run_id.clone(),
@@ -131,6 +167,23 @@ pub async fn run_attempt(
     }
     .instrument(span)
     .await
+}
+
+fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic".into())
+}
+
+/// Kills the worker's process group when dropped: at the end of supervision (tools the agent
+/// started go too), and on any early way out, a panic included.
+struct GroupGuard(u32);
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        process::signal_group(self.0, Signal::SIGKILL);
+    }
 }
 
 fn outcome_name(r: &AttemptResult) -> &'static str {
@@ -168,14 +221,42 @@ async fn attempt(
     ctl: mpsc::UnboundedReceiver<WorkerCtl>,
 ) -> AttemptResult {
     let result = attempt_unsynced(shared, actor, spec, ctl).await;
-    let Err(e) = blocking(|| artifacts::make_durable(&spec.run_dir)) else {
-        return result;
+    let (usage, model, names) = match &result {
+        AttemptResult::Completed {
+            usage,
+            model,
+            artifacts,
+            ..
+        }
+        | AttemptResult::NoFinalText {
+            usage,
+            model,
+            artifacts,
+        }
+        | AttemptResult::Failed {
+            usage,
+            model,
+            artifacts,
+            ..
+        }
+        | AttemptResult::Asked {
+            usage,
+            model,
+            artifacts,
+            ..
+        } => (*usage, model.clone(), !artifacts.is_empty()),
     };
-    let (usage, model) = match &result {
-        AttemptResult::Completed { usage, model, .. }
-        | AttemptResult::NoFinalText { usage, model, .. }
-        | AttemptResult::Failed { usage, model, .. }
-        | AttemptResult::Asked { usage, model, .. } => (*usage, model.clone()),
+    // An attempt that failed before writing anything names no file: nothing to sync, and its
+    // own error is the one to report (the run directory may not even exist).
+    if !names {
+        return result;
+    }
+    let durable = blocking(|| {
+        fault::hit("durable")?;
+        artifacts::make_durable(&spec.run_dir)
+    });
+    let Err(e) = durable else {
+        return result;
     };
     // The files may not be on disk: name none of them, and let the retry write them again.
     AttemptResult::Failed {
@@ -199,7 +280,8 @@ async fn attempt_unsynced(
     let prompt_name = format!("prompts/{}.md", spec.task_id);
     // Reads dependency results, writes the prompt artifact.
     let written = blocking(|| {
-        let prompt = render_prompt(spec);
+        let prompt = render_prompt(spec)?;
+        fault::hit("prompt-artifact")?;
         artifacts::put(&run_dir, &prompt_name, "prompt", prompt.as_bytes()).map(|a| (prompt, a))
     });
     let prompt = match written {
@@ -211,7 +293,7 @@ async fn attempt_unsynced(
             return failed(
                 Usage::default(),
                 artifacts,
-                format!("cannot write the prompt artifact: {e}"),
+                format!("cannot write the prompt: {e}"),
                 false,
                 "storage",
             )
@@ -269,6 +351,7 @@ fn finish_result(
     text: &[u8],
     artifacts: &mut Vec<ArtifactRef>,
 ) -> std::io::Result<()> {
+    fault::hit("result")?;
     artifacts.push(artifacts::put(
         run_dir,
         &format!("results/{}.txt", spec.task_id),
@@ -288,7 +371,7 @@ fn finish_result(
     Ok(())
 }
 
-/// The redacted raw stream, capped at `TRANSCRIPT_MAX`. Buffered std I/O: a line costs a
+/// The stream as redacted where it entered (`Stdout::line`), capped at `TRANSCRIPT_MAX`. Buffered std I/O: a line costs a
 /// copy, a 64 KiB write now and then reaches the page cache; it is made durable with the
 /// attempt's other files.
 struct Transcript {
@@ -304,12 +387,11 @@ struct Transcript {
 
 impl Transcript {
     fn line(&mut self, line: &str) {
-        let redacted = crew_core::redact::redact_json_line(line);
-        if self.written + redacted.len() as u64 + 1 > TRANSCRIPT_MAX {
+        if self.written + line.len() as u64 + 1 > TRANSCRIPT_MAX {
             self.dropped += 1;
             return;
         }
-        self.write(&redacted);
+        self.write(line);
     }
 
     fn write(&mut self, text: &str) {
@@ -357,6 +439,10 @@ impl Transcript {
 
 /// What the worker's stdout said so far.
 struct Stdout {
+    /// Where the worker's output enters the daemon: every line is redacted here, before the
+    /// transcript and the parser see it, so nothing downstream (results, questions, errors,
+    /// events, summaries, bundles) can carry a secret the worker printed.
+    redactor: crew_core::redact::StreamRedactor,
     parser: Box<dyn stream::StreamParser>,
     transcript: Transcript,
     any: bool,
@@ -370,11 +456,12 @@ struct Stdout {
 }
 
 impl Stdout {
-    fn line(&mut self, line: &str) {
+    fn line(&mut self, raw: &str) {
         self.last = Instant::now();
         self.any = true;
-        self.transcript.line(line);
-        for ev in self.parser.feed_line(line) {
+        let line = self.redactor.line(raw);
+        self.transcript.line(&line);
+        for ev in self.parser.feed_line(&line) {
             match &ev {
                 WorkerEvent::ToolStart { name, .. } => {
                     self.current_tool = Some(name.clone());
@@ -406,6 +493,7 @@ impl Stdout {
 /// input, not an artifact any event names: no sync needed (the agent reads it right away, and
 /// a file lost or cut short in a crash is written again by the next attempt that needs it).
 fn system_prompt_file(run_dir: &Path, prompt: &str) -> std::io::Result<PathBuf> {
+    fault::hit("system-prompt")?;
     let digest = artifacts::sha256_hex(prompt.as_bytes());
     let name = format!("prompts/system-{}.md", &digest[..16]);
     let path = run_dir.join(name);
@@ -495,6 +583,15 @@ async fn run_process(
 
     let mut extra = cfg.env_passthrough.clone();
     extra.extend(spec.runtime.env.iter().cloned());
+    if let Err(e) = fault::hit("env") {
+        return failed(
+            Usage::default(),
+            artifacts.clone(),
+            format!("cannot build the worker's environment: {e}"),
+            true,
+            "spawn",
+        );
+    }
     let env = env::worker_env(
         &extra,
         &[
@@ -514,7 +611,7 @@ async fn run_process(
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(false);
-    let mut child = match cmd.spawn() {
+    let mut child = match fault::hit("spawn").and_then(|()| cmd.spawn()) {
         Ok(c) => c,
         Err(e) => {
             return failed(
@@ -527,6 +624,7 @@ async fn run_process(
         }
     };
     let pid = child.id().unwrap_or(0);
+    let group = GroupGuard(pid);
     let pid_start = process::start_time(pid).unwrap_or(0);
     tracing::info!(pid, "worker started");
     {
@@ -535,15 +633,23 @@ async fn run_process(
             .tell(move |core| workers::on_spawned(core, &run, &task, attempt, pid, pid_start, rpc));
     }
 
+    let no_output = Duration::from_millis(
+        spec.runtime
+            .no_output_timeout_ms
+            .unwrap_or(cfg.no_output_timeout_ms),
+    );
     let mut stdin = child.stdin.take();
     if let Some(w) = stdin.as_mut() {
         let line = stream::rpc_prompt_line(prompt) + "\n";
-        if let Err(e) = w.write_all(line.as_bytes()).await {
-            tracing::warn!(error = %e, "cannot send the prompt to the rpc worker");
+        // Bounded: a worker that does not read its stdin would otherwise hold the attempt here,
+        // before any watchdog runs.
+        match tokio::time::timeout(no_output, w.write_all(line.as_bytes())).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "cannot send the prompt to the rpc worker"),
+            Err(_) => tracing::warn!("the rpc worker does not read its prompt"),
         }
     }
     let Some(stdout) = child.stdout.take() else {
-        process::signal_group(pid, Signal::SIGKILL);
         return failed(
             Usage::default(),
             artifacts.clone(),
@@ -561,6 +667,7 @@ async fn run_process(
     );
     let transcript_path = run_dir.join(&transcript_name);
     let file = blocking(|| {
+        fault::hit("transcript")?;
         if let Some(d) = transcript_path.parent() {
             std::fs::create_dir_all(d)?;
         }
@@ -571,6 +678,7 @@ async fn run_process(
     }
     let opened = file.is_ok();
     let mut out = Stdout {
+        redactor: Default::default(),
         parser: stream::parser(spec.runtime.adapter),
         transcript: Transcript {
             file: file
@@ -589,17 +697,15 @@ async fn run_process(
         final_at: None,
     };
 
-    let no_output = Duration::from_millis(
-        spec.runtime
-            .no_output_timeout_ms
-            .unwrap_or(cfg.no_output_timeout_ms),
-    );
     let start = Instant::now();
     let task_deadline = start + Duration::from_millis(cfg.task_timeout_ms);
     let mut last_stderr = Instant::now();
     let mut stdout_open = true;
-    let mut stderr_buf: Vec<u8> = Vec::new();
+    let mut stderr_tail = StderrTail::default();
     let mut stderr_chunk = vec![0u8; 8192];
+    // When the daemon last came back from not running (see `PAUSE_SLACK`): silence before it
+    // was not watched, so the no-output watchdog counts from here at the earliest.
+    let mut resumed_at = Instant::now();
     let mut exit: Option<std::process::ExitStatus> = None;
     let mut exited_at: Option<Instant> = None;
     // Why we stopped the worker, if we did: (error, retryable, reason).
@@ -622,13 +728,14 @@ async fn run_process(
             break;
         }
         let last_output = out.last.max(last_stderr);
+        let watched_silence_from = last_output.max(resumed_at);
         // The next instant something must happen without input. Once the worker was told to
         // stop, only the grace counts: the watchdog, timeout and drain instants are past and
         // would wake the loop over and over.
         let mut deadline = match term_sent_at {
             Some(t) => t + grace,
             None => {
-                let mut d = (last_output + no_output).min(task_deadline);
+                let mut d = (watched_silence_from + no_output).min(task_deadline);
                 if let Some(f) = out.final_at {
                     d = d.min((last_output + quiet).max(f).min(f + drain_max));
                 }
@@ -643,17 +750,19 @@ async fn run_process(
         }
         tokio::select! {
             line = lines.next_line(), if stdout_open => match line {
-                Ok(Some(line)) => out.line(&line),
+                Ok(Some(line)) => {
+                    out.line(&line);
+                    if let Err(e) = fault::hit("supervise") {
+                        tracing::debug!(error = %e, "fault point `supervise` only panics");
+                    }
+                }
                 Ok(None) | Err(_) => stdout_open = false,
             },
             n = async { match stderr.as_mut() { Some(s) => s.read(&mut stderr_chunk).await, None => std::future::pending().await } } => match n {
                 Ok(0) | Err(_) => stderr = None,
                 Ok(n) => {
                     last_stderr = Instant::now();
-                    stderr_buf.extend_from_slice(&stderr_chunk[..n]);
-                    if stderr_buf.len() > STDERR_TAIL * 2 {
-                        stderr_buf.drain(..stderr_buf.len() - STDERR_TAIL);
-                    }
+                    stderr_tail.push(stderr_chunk.get(..n).unwrap_or_default());
                 }
             },
             status = child.wait(), if exit.is_none() => {
@@ -672,8 +781,11 @@ async fn run_process(
                 Some(WorkerCtl::Steer(m)) => {
                     if let Some(w) = stdin.as_mut() {
                         let line = stream::rpc_steer_line(&m) + "\n";
-                        if let Err(e) = w.write_all(line.as_bytes()).await {
-                            tracing::warn!(error = %e, "steer could not be written to the worker");
+                        // Bounded for the same reason as the prompt: the loop must keep watching.
+                        match tokio::time::timeout(no_output, w.write_all(line.as_bytes())).await {
+                            Ok(Ok(())) => {}
+                            Ok(Err(e)) => tracing::warn!(error = %e, "steer could not be written to the worker"),
+                            Err(_) => tracing::warn!("the worker does not read its stdin; steer dropped"),
                         }
                     }
                 }
@@ -684,23 +796,36 @@ async fn run_process(
             },
             _ = tokio::time::sleep_until(deadline) => {
                 let now = Instant::now();
-                if let (Some(e), true) = (exited_at, stdout_open) {
-                    if now >= stdout_cutoff(e, out.last) {
-                        // A loop that was not polled for a while (a busy machine) wakes up here
-                        // with lines still waiting: take those before calling stdout quiet.
-                        for _ in 0..4096 {
-                            match lines.next_line().now_or_never() {
-                                Some(Ok(Some(line))) => out.line(&line),
-                                Some(Ok(None)) | Some(Err(_)) => {
-                                    stdout_open = false;
-                                    break;
-                                }
-                                None => break,
+                // Read what is pending before judging silence: a loop that was not polled for a
+                // while (the daemon stopped, a busy machine) wakes up with its timer and its
+                // pipes ready at once, and the timer may be polled first.
+                if stdout_open && !drain_ready_lines(&mut lines, &mut out) {
+                    stdout_open = false;
+                }
+                if let Some(s) = stderr.as_mut() {
+                    loop {
+                        match s.read(&mut stderr_chunk).now_or_never() {
+                            Some(Ok(0)) | Some(Err(_)) => {
+                                stderr = None;
+                                break;
                             }
+                            Some(Ok(n)) => {
+                                last_stderr = now;
+                                stderr_tail.push(stderr_chunk.get(..n).unwrap_or_default());
+                            }
+                            None => break,
                         }
-                        if Instant::now() >= stdout_cutoff(e, out.last) {
-                            stdout_open = false;
-                        }
+                    }
+                }
+                if now.saturating_duration_since(deadline) > PAUSE_SLACK {
+                    tracing::info!(late_ms = now.saturating_duration_since(deadline).as_millis() as u64, "the daemon did not run for a while; the worker's silence counts from now");
+                    resumed_at = now;
+                }
+                let last_output = out.last.max(last_stderr);
+                let watched_silence_from = last_output.max(resumed_at);
+                if let (Some(e), true) = (exited_at, stdout_open) {
+                    if Instant::now() >= stdout_cutoff(e, out.last) {
+                        stdout_open = false;
                     }
                 }
                 if out.progress_dirty && now >= last_progress + PROGRESS_EVERY {
@@ -710,7 +835,6 @@ async fn run_process(
                     actor.tell(move |core| workers::on_progress(core, &run, &task, attempt, usage, tool));
                 }
                 if exit.is_none() {
-                    let last_output = out.last.max(last_stderr);
                     if let Some(t) = term_sent_at {
                         if now >= t + grace {
                             tracing::warn!(pid, "worker ignored SIGTERM; sending SIGKILL");
@@ -727,7 +851,7 @@ async fn run_process(
                         stopped = Some((format!("the task timed out after {}", human(Duration::from_millis(cfg.task_timeout_ms))), false, "timeout"));
                         process::signal_group(pid, Signal::SIGTERM);
                         term_sent_at = Some(now);
-                    } else if now >= last_output + no_output {
+                    } else if now >= watched_silence_from + no_output {
                         stopped = Some((format!("no output for {}", human(no_output)), true, "no_output"));
                         process::signal_group(pid, Signal::SIGTERM);
                         term_sent_at = Some(now);
@@ -736,8 +860,18 @@ async fn run_process(
             }
         }
     }
+    // What the worker wrote to stderr just before it exited may not be read yet (the loop ends
+    // on exit and stdout's end): take it, briefly, for the error message.
+    if let Some(s) = stderr.as_mut() {
+        let _ = tokio::time::timeout(EXIT_QUIET, async {
+            while let Ok(n @ 1..) = s.read(&mut stderr_chunk).await {
+                stderr_tail.push(stderr_chunk.get(..n).unwrap_or_default());
+            }
+        })
+        .await;
+    }
     // Whatever is left in the group (tools the agent started) goes too.
-    process::signal_group(pid, Signal::SIGKILL);
+    drop(group);
     drop(stdin);
 
     let Stdout {
@@ -782,7 +916,7 @@ async fn run_process(
         },
         other => other,
     };
-    let stderr_tail = crew_core::redact::redact_str(String::from_utf8_lossy(&stderr_buf).trim());
+    let stderr_tail = stderr_tail.finish();
     if let Some((error, retryable, reason)) = stopped {
         return with_model(failed(usage, artifacts.clone(), error, retryable, reason));
     }
@@ -857,6 +991,71 @@ async fn run_process(
         .unwrap_or_else(|| format!("worker exited with {code}: {}", tail(&stderr_tail, 500)));
     let retryable = stream::is_retryable_message(&msg);
     with_model(failed(usage, artifacts.clone(), msg, retryable, "exit"))
+}
+
+/// Take the stdout lines that are already waiting, without waiting for more (at most
+/// `DRAIN_LINES`). False when stdout ended.
+fn drain_ready_lines<R: tokio::io::AsyncBufRead + Unpin>(
+    lines: &mut lines::LineReader<R>,
+    out: &mut Stdout,
+) -> bool {
+    for _ in 0..DRAIN_LINES {
+        match lines.next_line().now_or_never() {
+            Some(Ok(Some(line))) => out.line(&line),
+            Some(Ok(None)) | Some(Err(_)) => return false,
+            None => break,
+        }
+    }
+    true
+}
+
+/// The end of the worker's stderr, for error messages: redacted line by line as it arrives
+/// (a key printed there spans lines too), then cut to the last `STDERR_TAIL` bytes.
+#[derive(Default)]
+struct StderrTail {
+    redactor: crew_core::redact::StreamRedactor,
+    /// The line still being written (flushed as a line past `STDERR_LINE_MAX`).
+    partial: Vec<u8>,
+    text: String,
+}
+
+const STDERR_LINE_MAX: usize = 64 << 10;
+
+impl StderrTail {
+    fn push(&mut self, bytes: &[u8]) {
+        for piece in bytes.split_inclusive(|b| *b == b'\n') {
+            match piece.split_last() {
+                Some((b'\n', line)) => {
+                    self.partial.extend_from_slice(line);
+                    self.flush();
+                }
+                _ => {
+                    self.partial.extend_from_slice(piece);
+                    if self.partial.len() > STDERR_LINE_MAX {
+                        self.flush();
+                    }
+                }
+            }
+        }
+    }
+
+    fn flush(&mut self) {
+        let raw = String::from_utf8_lossy(&self.partial);
+        let line = self.redactor.line(raw.trim_end_matches('\r'));
+        self.partial.clear();
+        self.text.push_str(&line);
+        self.text.push('\n');
+        if self.text.len() > STDERR_TAIL * 2 {
+            self.text = tail(&self.text, STDERR_TAIL).to_string();
+        }
+    }
+
+    fn finish(mut self) -> String {
+        if !self.partial.is_empty() {
+            self.flush();
+        }
+        self.text.trim().to_string()
+    }
 }
 
 /// `1.5s`, `300s`, `250ms`: what a user set, not a rounded-down number.

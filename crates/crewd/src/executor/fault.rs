@@ -1,0 +1,35 @@
+//! Fault injection for the worker path, in debug builds only (release builds compile every
+//! point to nothing). `CREW_TEST_FAULT=<point>:<kind>[,…]`, with kind `panic` or `error`, makes
+//! that point fail on every attempt, so `tests/worker_faults.rs` can check that whatever fails
+//! while a worker is started or supervised ends the attempt, never leaving a task `running`
+//! without a worker. The points are named where they are hit (`fault::hit("render")`).
+
+/// Fail here if the test environment says so: panic, or return an I/O error.
+#[cfg(debug_assertions)]
+pub fn hit(point: &str) -> std::io::Result<()> {
+    use std::sync::OnceLock;
+    static FAULTS: OnceLock<Vec<(String, String)>> = OnceLock::new();
+    let faults = FAULTS.get_or_init(|| {
+        std::env::var("CREW_TEST_FAULT")
+            .unwrap_or_default()
+            .split(',')
+            .filter_map(|f| f.split_once(':'))
+            .map(|(p, k)| (p.trim().to_string(), k.trim().to_string()))
+            .collect()
+    });
+    match faults
+        .iter()
+        .find(|(p, _)| p == point)
+        .map(|(_, k)| k.as_str())
+    {
+        Some("panic") => panic!("injected fault at {point}"),
+        Some(_) => Err(std::io::Error::other(format!("injected fault at {point}"))),
+        None => Ok(()),
+    }
+}
+
+#[cfg(not(debug_assertions))]
+#[inline(always)]
+pub fn hit(_point: &str) -> std::io::Result<()> {
+    Ok(())
+}
