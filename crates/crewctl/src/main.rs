@@ -9,19 +9,27 @@ mod daemon;
 mod exit;
 mod follow;
 mod render;
+mod resolve;
 mod resources;
 mod run;
 mod runs;
 mod schedule;
 mod style;
 
-use clap::Parser;
+use clap::Parser as _;
 use cli::{Cli, Command};
 use ctx::Ctx;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            // `--json` may be what failed to parse around; look for it in the raw arguments.
+            let json = std::env::args_os().any(|a| a == "--json");
+            return ExitCode::from(exit::usage(&e, json));
+        }
+    };
     let socket = cli
         .socket
         .clone()
@@ -39,7 +47,7 @@ fn main() -> ExitCode {
     };
     let code = match runtime.block_on(dispatch(&ctx, cli.command)) {
         Ok(code) => code,
-        Err(e) => exit::report(&e, &ctx.err_view()),
+        Err(e) => exit::report(&e, &ctx.err_view(), ctx.json),
     };
     ExitCode::from(code)
 }

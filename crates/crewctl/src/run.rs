@@ -111,6 +111,7 @@ pub async fn wait(
     timeout: Option<std::time::Duration>,
 ) -> anyhow::Result<u8> {
     let conn = ctx.connect().await?;
+    let run_id = &crate::resolve::run_id(&conn, run_id).await?;
     let timeout_ms = timeout.map(|t| i64::try_from(t.as_millis()).unwrap_or(i64::MAX));
     let w = conn
         .call::<TeamWait>(&WaitParams {

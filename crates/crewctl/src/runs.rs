@@ -7,6 +7,7 @@ use crate::ctx::{out, outln, Ctx};
 use crate::exit;
 use crate::follow;
 use crate::render::{events, runs as view_runs, transcript};
+use crate::resolve;
 use crate::style::Tone;
 use anyhow::Context as _;
 use crew_api::methods::*;
@@ -21,6 +22,7 @@ fn rid(run_id: &str) -> RunIdParams {
 
 pub async fn status(ctx: &Ctx, run_id: &str) -> anyhow::Result<u8> {
     let conn = ctx.connect().await?;
+    let run_id = &resolve::run_id(&conn, run_id).await?;
     let s = conn.call::<TeamStatus>(&rid(run_id)).await?;
     if ctx.json {
         ctx.json(&s)?;
@@ -43,6 +45,10 @@ fn status_filter(s: RunStatusArg) -> RunStatus {
 
 pub async fn ls(ctx: &Ctx, a: LsArgs) -> anyhow::Result<u8> {
     let conn = ctx.connect().await?;
+    let before = match &a.before {
+        Some(b) => Some(resolve::run_id(&conn, b).await?),
+        None => None,
+    };
     let mut params = ListParams {
         status: a.status.map(status_filter),
         limit: if a.all {
@@ -50,7 +56,7 @@ pub async fn ls(ctx: &Ctx, a: LsArgs) -> anyhow::Result<u8> {
         } else {
             a.limit.map(i64::from)
         },
-        before: a.before,
+        before,
     };
     let mut result = conn.call::<TeamList>(&params).await?;
     if a.all {
@@ -69,8 +75,9 @@ pub async fn ls(ctx: &Ctx, a: LsArgs) -> anyhow::Result<u8> {
     Ok(exit::SUCCESS)
 }
 
-pub async fn logs(ctx: &Ctx, a: LogsArgs) -> anyhow::Result<u8> {
+pub async fn logs(ctx: &Ctx, mut a: LogsArgs) -> anyhow::Result<u8> {
     let conn = ctx.connect().await?;
+    a.run_id = resolve::run_id(&conn, &a.run_id).await?;
     match a.task_id.as_deref() {
         None if a.follow => follow::follow_existing(ctx, conn, &a.run_id, None).await,
         None => run_events(ctx, &conn, &a.run_id, a.verbose).await,
@@ -239,6 +246,7 @@ async fn read_artifact(conn: &Conn, run_id: &str, name: &str) -> anyhow::Result<
 
 pub async fn cancel(ctx: &Ctx, run_id: &str, reason: Option<String>) -> anyhow::Result<u8> {
     let conn = ctx.connect().await?;
+    let run_id = &resolve::run_id(&conn, run_id).await?;
     let r = conn
         .call::<TeamCancel>(&CancelParams {
             run_id: run_id.to_string(),
@@ -260,6 +268,7 @@ pub async fn cancel(ctx: &Ctx, run_id: &str, reason: Option<String>) -> anyhow::
 
 pub async fn resume(ctx: &Ctx, run_id: &str) -> anyhow::Result<u8> {
     let conn = ctx.connect().await?;
+    let run_id = &resolve::run_id(&conn, run_id).await?;
     let r = conn.call::<TeamResume>(&rid(run_id)).await?;
     if ctx.json {
         ctx.json(&r)?;
@@ -277,6 +286,7 @@ pub async fn resume(ctx: &Ctx, run_id: &str) -> anyhow::Result<u8> {
 
 pub async fn retry(ctx: &Ctx, run_id: &str, task_ids: Vec<String>) -> anyhow::Result<u8> {
     let conn = ctx.connect().await?;
+    let run_id = &resolve::run_id(&conn, run_id).await?;
     let r = conn
         .call::<TeamRetry>(&RetryParams {
             run_id: run_id.to_string(),
@@ -301,6 +311,7 @@ pub async fn approve(
     approve: bool,
 ) -> anyhow::Result<u8> {
     let conn = ctx.connect().await?;
+    let run_id = &resolve::run_id(&conn, run_id).await?;
     let params = ApproveParams {
         run_id: run_id.to_string(),
         reason,
@@ -324,6 +335,7 @@ pub async fn approve(
 
 pub async fn steer(ctx: &Ctx, run_id: &str, task_id: &str, message: String) -> anyhow::Result<u8> {
     let conn = ctx.connect().await?;
+    let run_id = &resolve::run_id(&conn, run_id).await?;
     let params = TaskMessageParams {
         run_id: run_id.to_string(),
         task_id: task_id.to_string(),
@@ -350,6 +362,7 @@ pub async fn respond(
     message: String,
 ) -> anyhow::Result<u8> {
     let conn = ctx.connect().await?;
+    let run_id = &resolve::run_id(&conn, run_id).await?;
     let params = TaskMessageParams {
         run_id: run_id.to_string(),
         task_id: task_id.to_string(),
@@ -369,6 +382,7 @@ pub async fn respond(
 
 pub async fn artifacts(ctx: &Ctx, run_id: &str) -> anyhow::Result<u8> {
     let conn = ctx.connect().await?;
+    let run_id = &resolve::run_id(&conn, run_id).await?;
     let r = conn.call::<TeamArtifacts>(&rid(run_id)).await?;
     if ctx.json {
         ctx.json(&r)?;
@@ -380,6 +394,7 @@ pub async fn artifacts(ctx: &Ctx, run_id: &str) -> anyhow::Result<u8> {
 
 pub async fn cat(ctx: &Ctx, run_id: &str, name: &str) -> anyhow::Result<u8> {
     let conn = ctx.connect().await?;
+    let run_id = &resolve::run_id(&conn, run_id).await?;
     let text = read_artifact(&conn, run_id, name).await?;
     if ctx.json {
         let bytes = text.len() as u64;
@@ -401,6 +416,7 @@ pub async fn cat(ctx: &Ctx, run_id: &str, name: &str) -> anyhow::Result<u8> {
 
 pub async fn summary(ctx: &Ctx, run_id: &str) -> anyhow::Result<u8> {
     let conn = ctx.connect().await?;
+    let run_id = &resolve::run_id(&conn, run_id).await?;
     let r = conn.call::<TeamSummary>(&rid(run_id)).await?;
     if ctx.json {
         ctx.json(&r)?;
@@ -412,6 +428,7 @@ pub async fn summary(ctx: &Ctx, run_id: &str) -> anyhow::Result<u8> {
 
 pub async fn forget(ctx: &Ctx, run_id: &str) -> anyhow::Result<u8> {
     let conn = ctx.connect().await?;
+    let run_id = &resolve::run_id(&conn, run_id).await?;
     let r = conn.call::<TeamForget>(&rid(run_id)).await?;
     if ctx.json {
         ctx.json(&r)?;
@@ -441,6 +458,7 @@ pub async fn prune(ctx: &Ctx, a: PruneArgs) -> anyhow::Result<u8> {
 
 pub async fn export(ctx: &Ctx, run_id: &str, output: Option<PathBuf>) -> anyhow::Result<u8> {
     let conn = ctx.connect().await?;
+    let run_id = &resolve::run_id(&conn, run_id).await?;
     let r = conn.call::<TeamExport>(&rid(run_id)).await?;
     let mut text = serde_json::to_string_pretty(&r.bundle)?;
     text.push('\n');

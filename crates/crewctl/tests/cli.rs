@@ -191,7 +191,7 @@ async fn a_task_needing_attention_exits_2() {
     let o = crewctl(&mock.socket, &["run", "x"]).await;
     assert_eq!(code(&o), 2, "{}", stdout(&o));
     assert!(
-        stdout(&o).contains("tasks need attention"),
+        stdout(&o).contains("02_fix needs attention"),
         "{}",
         stdout(&o)
     );
@@ -387,7 +387,7 @@ async fn api_errors_show_message_and_diagnostics() {
         "{err}"
     );
     let o = crewctl(&mock.socket, &["status", "r-9"]).await;
-    assert_eq!(code(&o), 1);
+    assert_eq!(code(&o), 5, "not found has its own exit status");
     assert!(
         stderr(&o).contains("run not found: r-9 (code 1001)"),
         "{}",
@@ -546,4 +546,137 @@ async fn completions_and_man_pages() {
         "the exit statuses are documented"
     );
     let _ = Value::Null;
+}
+
+fn summary(id: &str, status: &str, goal: &str) -> Value {
+    json!({
+        "id": id, "status": status, "team": "default", "workflow": "default", "goal": goal,
+        "cwd": "/w", "createdAt": "2026-03-10T11:55:00Z", "finishedAt": null,
+        "usage": usage(0, 0.0),
+        "tasks": {"total": 1, "queued": 0, "running": 0, "waiting": 0, "completed": 1,
+                  "failed": 0, "cancelled": 0, "skipped": 0, "needsAttention": 0},
+        "scheduleId": null, "reason": null,
+    })
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn run_ids_by_prefix_last_and_minus_n() {
+    let mut s = Script::default();
+    let newest = "team_20260310115500_3f9a1c2e00001111";
+    let twin = "team_20260310115500_3f9a1c2e00002222";
+    let old = "team_20260309080000_a0b1c2d3e4f50617";
+    s.results.insert(
+        "team.list",
+        json!({"runs": [summary(newest, "running", "fix it"), summary(twin, "completed", "twin"),
+                        summary(old, "failed", "old one")], "next": null}),
+    );
+    s.results.insert("team.status", status("running", vec![]));
+    let mock = Mock::start(s).await;
+    let asked = |m: &Mock| -> Vec<String> {
+        m.calls("team.status")
+            .iter()
+            .map(|p| p["runId"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    for (typed, want) in [
+        ("a0b1", old),
+        ("last", newest),
+        ("-1", newest),
+        ("-3", old),
+        ("3F9A1C2E00002", twin),
+    ] {
+        let o = crewctl(&mock.socket, &["status", typed]).await;
+        assert_eq!(code(&o), 0, "{typed}: {}", stderr(&o));
+        assert_eq!(
+            asked(&mock).last().map(String::as_str),
+            Some(want),
+            "{typed}"
+        );
+    }
+    // A whole id (or one of another shape) goes to the daemon as it is, without a listing.
+    let lists = mock.calls("team.list").len();
+    let o = crewctl(&mock.socket, &["status", old]).await;
+    assert_eq!(code(&o), 0);
+    assert_eq!(mock.calls("team.list").len(), lists);
+
+    let o = crewctl(&mock.socket, &["status", "3f9a"]).await;
+    assert_eq!(code(&o), 64, "an ambiguous prefix is a usage error");
+    let err = stderr(&o);
+    assert!(err.contains("`3f9a` matches 2 runs"), "{err}");
+    assert!(
+        err.contains(newest) && err.contains(twin) && !err.contains(old),
+        "{err}"
+    );
+
+    let o = crewctl(&mock.socket, &["status", "ffff"]).await;
+    assert_eq!(code(&o), 5, "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("no run id starts with `ffff`"),
+        "{}",
+        stderr(&o)
+    );
+    let o = crewctl(&mock.socket, &["status", "-4"]).await;
+    assert_eq!(code(&o), 5);
+    assert!(stderr(&o).contains("only 3 runs"), "{}", stderr(&o));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn usage_errors_exit_64_and_json_errors_are_json() {
+    let mock = Mock::start(Script::default()).await;
+    for args in [
+        &["status"][..],
+        &["--bogus", "ls"],
+        &["ls", "-n", "zero"],
+        &["run"],
+    ] {
+        let o = crewctl(&mock.socket, args).await;
+        assert_eq!(code(&o), 64, "{args:?}: {}", stderr(&o));
+    }
+    let o = crewctl(&mock.socket, &["--help"]).await;
+    assert_eq!(code(&o), 0);
+    assert!(stdout(&o).contains("64   usage"), "{}", stdout(&o));
+
+    let mut s = Script::default();
+    s.errors
+        .insert("team.status", (1001, "run not found: r-9".into(), None));
+    let mock = Mock::start(s).await;
+    let o = crewctl(&mock.socket, &["--json", "status", "r-9"]).await;
+    assert_eq!(code(&o), 5);
+    let v: Value = serde_json::from_str(stderr(&o).trim()).expect("one JSON object");
+    assert_eq!(v["error"]["code"], 1001);
+    assert_eq!(v["error"]["exit"], 5);
+    assert_eq!(v["error"]["message"], "run not found: r-9");
+    let o = crewctl(&mock.socket, &["--json", "status"]).await;
+    assert_eq!(code(&o), 64);
+    let v: Value = serde_json::from_str(stderr(&o).trim()).expect("one JSON object");
+    assert_eq!(v["error"]["exit"], 64);
+}
+
+#[test]
+fn readme_lists_every_exit_status_of_help() {
+    let help = std::process::Command::new(bin())
+        .arg("--help")
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout).into_owned();
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    let section = help.split("Exit status:").nth(1).unwrap_or_default();
+    let mut codes = vec![];
+    for line in section.lines().skip(1) {
+        let Some(code) = line.split_whitespace().next() else {
+            break;
+        };
+        match code.parse::<u32>() {
+            Ok(n) => codes.push(n),
+            Err(_) => break,
+        }
+    }
+    assert!(codes.len() >= 8, "{codes:?}\n{help}");
+    for c in codes {
+        assert!(
+            readme.contains(&format!("| {c} |")),
+            "README has no row for exit status {c}"
+        );
+    }
 }
