@@ -122,6 +122,10 @@ pub enum Command {
         /// Give up after this long (e.g. 30s, 5m, 1h); exit status 124
         #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
         timeout: Option<std::time::Duration>,
+        /// Also return when the run blocks (plan approval, a question, attention): exit status 2.
+        /// Without it, `wait` waits through blocks for a final status
+        #[arg(long)]
+        until_blocked: bool,
     },
     /// List a run's artifacts (prompts, results, transcripts, shared outputs)
     Artifacts {
@@ -195,6 +199,27 @@ pub struct RunCmd {
     /// Return as soon as the run is created instead of following it
     #[arg(short, long)]
     pub detach: bool,
+    #[command(flatten)]
+    pub blocks: BlocksArgs,
+}
+
+/// What following does when the run blocks.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct BlocksArgs {
+    /// Keep following when the run blocks (plan approval, a question, attention); in a terminal,
+    /// offer to approve, reject, answer or retry inline. The default in a terminal
+    #[arg(long, conflicts_with = "stop_at_block")]
+    pub through_blocks: bool,
+    /// Stop following when the run blocks, with exit status 2. The default when not in a terminal
+    #[arg(long)]
+    pub stop_at_block: bool,
+}
+
+impl BlocksArgs {
+    /// Whether to follow through blocks, given whether stdin and stdout are a terminal.
+    pub fn through(self, terminal: bool) -> bool {
+        self.through_blocks || (terminal && !self.stop_at_block)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -298,6 +323,8 @@ pub struct LogsArgs {
     /// Also show progress events, the full prompt, thinking and tool output
     #[arg(short, long)]
     pub verbose: bool,
+    #[command(flatten)]
+    pub blocks: BlocksArgs,
 }
 
 #[derive(Debug, Args)]

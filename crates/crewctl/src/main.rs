@@ -15,6 +15,7 @@ mod run;
 mod runs;
 mod schedule;
 mod style;
+mod term;
 
 use clap::Parser as _;
 use cli::{Cli, Command};
@@ -56,7 +57,11 @@ async fn dispatch(ctx: &Ctx, command: Command) -> anyhow::Result<u8> {
     match command {
         Command::Run(c) => run::run(ctx, c).await,
         Command::Plan(a) => run::plan(ctx, a).await,
-        Command::Wait { run_id, timeout } => run::wait(ctx, &run_id, timeout).await,
+        Command::Wait {
+            run_id,
+            timeout,
+            until_blocked,
+        } => run::wait(ctx, &run_id, timeout, until_blocked).await,
         Command::Status { run_id } => runs::status(ctx, &run_id).await,
         Command::Ls(a) => runs::ls(ctx, a).await,
         Command::Logs(a) => runs::logs(ctx, a).await,

@@ -78,8 +78,11 @@ pub async fn ls(ctx: &Ctx, a: LsArgs) -> anyhow::Result<u8> {
 pub async fn logs(ctx: &Ctx, mut a: LogsArgs) -> anyhow::Result<u8> {
     let conn = ctx.connect().await?;
     a.run_id = resolve::run_id(&conn, &a.run_id).await?;
+    let through = a
+        .blocks
+        .through(ctx.stdin_tty && ctx.stdout_tty && !ctx.json);
     match a.task_id.as_deref() {
-        None if a.follow => follow::follow_existing(ctx, conn, &a.run_id, None).await,
+        None if a.follow => follow::follow_existing(ctx, conn, &a.run_id, None, through).await,
         None => run_events(ctx, &conn, &a.run_id, a.verbose).await,
         Some(task_id) => {
             let s = conn.call::<TeamStatus>(&rid(&a.run_id)).await?;
@@ -92,6 +95,7 @@ pub async fn logs(ctx: &Ctx, mut a: LogsArgs) -> anyhow::Result<u8> {
                     &a.run_id,
                     follow::Seed::Status(Box::new(s)),
                     Some(task_id),
+                    through,
                 )
                 .await?;
                 let s = conn.call::<TeamStatus>(&rid(&a.run_id)).await?;

@@ -680,3 +680,178 @@ fn readme_lists_every_exit_status_of_help() {
         );
     }
 }
+
+fn waiting_task(id: &str, question: &str) -> Value {
+    let mut t = task(id, "waiting");
+    t["question"] = json!(question);
+    t
+}
+
+/// A run whose task asked twice: answered once, asking again now.
+fn asked_twice() -> Vec<Value> {
+    vec![
+        event(1, "run.started", None, json!({})),
+        event(2, "task.started", Some("01_explore"), json!({"attempt": 1})),
+        event(
+            3,
+            "task.waiting",
+            Some("01_explore"),
+            json!({"question": "first question?"}),
+        ),
+        event(
+            4,
+            "run.blocked",
+            None,
+            json!({"reason": "task 01_explore is waiting for an answer: first question?"}),
+        ),
+        event(5, "task.queued", Some("01_explore"), json!({})),
+        event(6, "task.started", Some("01_explore"), json!({"attempt": 1})),
+        event(
+            7,
+            "task.waiting",
+            Some("01_explore"),
+            json!({"question": "second question?"}),
+        ),
+        event(
+            8,
+            "run.blocked",
+            None,
+            json!({"reason": "task 01_explore is waiting for an answer: second question?"}),
+        ),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn logs_follow_does_not_stop_at_an_old_block() {
+    let mut s = Script::default();
+    let events = asked_twice();
+    s.results.insert(
+        "team.events",
+        json!({"events": events.clone(), "nextSeq": 8}),
+    );
+    s.events = events;
+    let mut st = status(
+        "blocked",
+        vec![waiting_task("01_explore", "second question?")],
+    );
+    st["run"]["approval"] = json!("not_required");
+    st["run"]["reason"] = json!("task 01_explore is waiting for an answer: second question?");
+    s.results.insert("team.status", st);
+    let mock = Mock::start(s).await;
+    let o = crewctl(&mock.socket, &["logs", "-f", "r-1"]).await;
+    let out = stdout(&o);
+    assert_eq!(code(&o), 2, "{out}\n{}", stderr(&o));
+    assert!(
+        out.contains("second question?"),
+        "history shown to the end: {out}"
+    );
+    assert_eq!(
+        out.matches("Run r-1 blocked").count(),
+        1,
+        "one summary, at the end: {out}"
+    );
+    assert_eq!(
+        mock.subscriptions(),
+        vec![json!({"runId": "r-1", "afterSeq": 8})],
+        "live from where the stored history ended"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn run_follows_through_a_block_when_asked() {
+    let script = || {
+        let mut s = run_script("run.completed", "completed");
+        let mut blocked = status("blocked", vec![waiting_task("01_explore", "which branch?")]);
+        blocked["run"]["approval"] = json!("not_required");
+        blocked["run"]["reason"] = json!("task 01_explore is waiting for an answer: which branch?");
+        s.sequence
+            .insert("team.status", vec![blocked].into_iter().collect());
+        // Blocked after seq 2 (a question), answered, then the run goes on to complete.
+        let mut events = s.events.clone();
+        events.insert(
+            2,
+            event(
+                2,
+                "task.waiting",
+                Some("01_explore"),
+                json!({"question": "which branch?"}),
+            ),
+        );
+        events.insert(
+            3,
+            event(2, "run.blocked", None, json!({"reason": "waiting"})),
+        );
+        for (i, e) in events.iter_mut().enumerate() {
+            e["seq"] = json!(i + 1);
+            e["runSeq"] = json!(i + 1);
+        }
+        s.events = events;
+        s
+    };
+    let mock = Mock::start(script()).await;
+    let o = crewctl(&mock.socket, &["run", "x"]).await;
+    assert_eq!(code(&o), 2, "piped: a block ends following: {}", stdout(&o));
+
+    let mock = Mock::start(script()).await;
+    let o = crewctl(&mock.socket, &["run", "x", "--through-blocks"]).await;
+    let out = stdout(&o);
+    assert_eq!(code(&o), 0, "{out}\n{}", stderr(&o));
+    assert!(out.contains("Run r-1 blocked"), "the block is shown: {out}");
+    assert!(
+        out.contains("answer 01_explore: crewctl respond r-1 01_explore"),
+        "{out}"
+    );
+    assert!(
+        out.contains("Run r-1 completed"),
+        "and followed to the end: {out}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn wait_waits_through_a_block_unless_told() {
+    let script = || {
+        let mut s = Script::default();
+        s.sequence.insert(
+            "team.wait",
+            vec![json!({"status": "blocked", "finished": true})]
+                .into_iter()
+                .collect(),
+        );
+        s.results.insert(
+            "team.wait",
+            json!({"status": "completed", "finished": true}),
+        );
+        s.results.insert(
+            "daemon.status",
+            json!({"version": "0", "apiVersion": "1", "pid": 1, "uptimeMs": 1, "socket": "/s",
+                   "stateDir": "/d", "runs": {"active": 1, "total": 1, "resident": 1},
+                   "schedules": {"total": 0, "enabled": 0}, "journal": {"lastSeq": 40, "bytes": 1},
+                   "workers": {"running": 0, "max": 8}}),
+        );
+        s.sequence.insert(
+            "team.status",
+            vec![status("blocked", vec![waiting_task("01_explore", "?")])]
+                .into_iter()
+                .collect(),
+        );
+        s.results.insert(
+            "team.status",
+            status("completed", vec![task("01_explore", "completed")]),
+        );
+        s.events = vec![event(41, "task.queued", Some("01_explore"), json!({}))];
+        s
+    };
+    let mock = Mock::start(script()).await;
+    let o = crewctl(&mock.socket, &["wait", "r-1"]).await;
+    assert_eq!(code(&o), 0, "{}\n{}", stdout(&o), stderr(&o));
+    assert_eq!(mock.calls("team.wait").len(), 2);
+    assert_eq!(
+        mock.subscriptions(),
+        vec![json!({"runId": "r-1", "afterSeq": 40})]
+    );
+
+    let mock = Mock::start(script()).await;
+    let o = crewctl(&mock.socket, &["wait", "r-1", "--until-blocked"]).await;
+    assert_eq!(code(&o), 2, "{}", stdout(&o));
+    assert_eq!(mock.calls("team.wait").len(), 1);
+}
