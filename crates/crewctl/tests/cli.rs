@@ -304,7 +304,12 @@ async fn wait_exit_statuses() {
             status(st, vec![task("01_explore", "completed")]),
         );
         let mock = Mock::start(s).await;
-        let o = crewctl(&mock.socket, &["wait", "r-1", "--timeout", "2s"]).await;
+        // Waiting through blocks is `wait_waits_through_a_block_unless_told`.
+        let o = crewctl(
+            &mock.socket,
+            &["wait", "r-1", "--timeout", "2s", "--until-blocked"],
+        )
+        .await;
         assert_eq!(code(&o), want, "{st}: {}{}", stdout(&o), stderr(&o));
         assert_eq!(
             mock.calls("team.wait"),
