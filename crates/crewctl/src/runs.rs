@@ -251,6 +251,8 @@ async fn read_artifact(conn: &Conn, run_id: &str, name: &str) -> anyhow::Result<
 pub async fn cancel(ctx: &Ctx, run_id: &str, reason: Option<String>) -> anyhow::Result<u8> {
     let conn = ctx.connect().await?;
     let run_id = &resolve::run_id(&conn, run_id).await?;
+    // Which tasks had a worker: the message says what was stopped, not just what was marked.
+    let before = conn.call::<TeamStatus>(&rid(run_id)).await?;
     let r = conn
         .call::<TeamCancel>(&CancelParams {
             run_id: run_id.to_string(),
@@ -260,11 +262,22 @@ pub async fn cancel(ctx: &Ctx, run_id: &str, reason: Option<String>) -> anyhow::
     if ctx.json {
         ctx.json(&r)?;
     } else {
-        let n = r.cancelled_task_ids.len();
+        let running = r
+            .cancelled_task_ids
+            .iter()
+            .filter(|id| {
+                before
+                    .tasks
+                    .iter()
+                    .any(|t| &t.id == *id && t.status == TaskStatus::Running)
+            })
+            .count();
+        let rest = r.cancelled_task_ids.len().saturating_sub(running);
         outln(&format!(
-            "Run {run_id} is {}; {n} task{} cancelled.",
+            "Run {} is {}; {running} running task{} stopped, {rest} not started.",
+            crate::render::ids::hint(run_id),
             r.status.as_str(),
-            plural(n)
+            plural(running)
         ))?;
     }
     Ok(exit::SUCCESS)

@@ -25,9 +25,7 @@ pub async fn ask(f: &mut Follower<'_>, s: &StatusResult) -> anyhow::Result<Outco
 async fn ask_paused(f: &mut Follower<'_>, s: &StatusResult) -> anyhow::Result<Outcome> {
     let run_id = s.run.id.clone();
     if s.run.approval == "pending" {
-        eprint!(
-            "Approve the plan? a approve · r reject · d or Ctrl-C detach · any other key waits (one key, no Enter) "
-        );
+        eprint!("Plan: a approves · r rejects · d or Ctrl-C detaches · other keys wait (one key)");
         let key = f.key().await;
         eprintln!();
         let params = ApproveParams {
@@ -69,9 +67,7 @@ async fn ask_paused(f: &mut Follower<'_>, s: &StatusResult) -> anyhow::Result<Ou
         .find(|t| t.status == TaskStatus::NeedsAttention)
     {
         let task_id = t.id.clone();
-        eprint!(
-            "{task_id} needs attention. r retry it · d or Ctrl-C detach · any other key waits (one key, no Enter) "
-        );
+        eprint!("{task_id}: r retries it · d or Ctrl-C detaches · other keys wait (one key)");
         let key = f.key().await;
         eprintln!();
         return match key {

@@ -404,7 +404,9 @@ impl Follower<'_> {
             return Choice::Detach;
         }
         self.ui.pause();
-        eprint!("\nCancel the run? c cancel · d or Ctrl-C detach · any other key keeps following (one key, no Enter) ");
+        eprint!(
+            "\nCancel? c cancels · d or Ctrl-C detaches · other keys go on (one key, no Enter)"
+        );
         let key = self.key().await;
         eprintln!();
         let choice = match key {
