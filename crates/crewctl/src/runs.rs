@@ -220,8 +220,25 @@ async fn task_transcript(
         let v = ctx.view();
         outln(&v.p(Tone::Dim, format!("── {name}")))?;
         out(&transcript::render(&v, &text, verbose))?;
+        // What the worker wrote to stderr: often the only word from one that crashed.
+        if let Some(log) = stderr_name(task, attempt_of(&name)) {
+            let text = read_artifact(conn, &s.run.id, &log).await?;
+            outln(&v.p(Tone::Dim, format!("── {log} (stderr)")))?;
+            if !text.is_empty() {
+                outln(text.trim_end())?;
+            }
+        }
     }
     Ok(exit::SUCCESS)
+}
+
+/// The stderr artifact of the attempt, when the task lists one.
+fn stderr_name(task: &TaskView, attempt: Option<u32>) -> Option<String> {
+    let want = format!("logs/{}.attempt-{}.stderr.txt", task.id, attempt?);
+    task.artifacts
+        .iter()
+        .any(|a| a.name == want)
+        .then_some(want)
 }
 
 /// A whole artifact, read in pages.
@@ -594,6 +611,12 @@ mod tests {
             "transcripts/02_plan.attempt-1.jsonl"
         );
         assert_eq!(attempt_of("transcripts/x.attempt-7.jsonl"), Some(7));
+        let t = task_with(&["logs/02_plan.attempt-2.stderr.txt"], 2);
+        assert_eq!(
+            stderr_name(&t, Some(2)).as_deref(),
+            Some("logs/02_plan.attempt-2.stderr.txt")
+        );
+        assert_eq!(stderr_name(&t, Some(1)), None);
         assert_eq!(attempt_of("results/x.txt"), None);
     }
 }

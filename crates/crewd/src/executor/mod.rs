@@ -10,6 +10,7 @@ mod artifacts;
 mod env;
 mod lines;
 pub mod process;
+mod stderr;
 
 pub use artifacts::sha256_hex;
 
@@ -521,7 +522,7 @@ async fn run_process(
                 Usage::default(),
                 artifacts.clone(),
                 format!("failed to start `{program}`: {e}"),
-                true,
+                stream::is_retryable_spawn_error(e.kind()),
                 "spawn",
             );
         }
@@ -599,6 +600,7 @@ async fn run_process(
     let mut last_stderr = Instant::now();
     let mut stdout_open = true;
     let mut stderr_buf: Vec<u8> = Vec::new();
+    let mut stderr_log = stderr::StderrLog::default();
     let mut stderr_chunk = vec![0u8; 8192];
     let mut exit: Option<std::process::ExitStatus> = None;
     let mut exited_at: Option<Instant> = None;
@@ -651,6 +653,7 @@ async fn run_process(
                 Ok(n) => {
                     last_stderr = Instant::now();
                     stderr_buf.extend_from_slice(&stderr_chunk[..n]);
+                    stderr_log.push(&stderr_chunk[..n]);
                     if stderr_buf.len() > STDERR_TAIL * 2 {
                         stderr_buf.drain(..stderr_buf.len() - STDERR_TAIL);
                     }
@@ -759,6 +762,11 @@ async fn run_process(
     });
     if let Ok(a) = described {
         artifacts.push(a);
+    }
+    match blocking(|| stderr_log.save(run_dir, &spec.task_id, spec.attempt)) {
+        Ok(Some(a)) => artifacts.push(a),
+        Ok(None) => {}
+        Err(e) => tracing::warn!(error = %e, "cannot keep the worker's stderr"),
     }
 
     let outcome = parser.outcome();
