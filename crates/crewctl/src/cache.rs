@@ -48,6 +48,10 @@ pub async fn dispatch(ctx: &Ctx, cmd: CacheCmd) -> anyhow::Result<u8> {
                 Some(p) => Some(abs_dir(Some(&p))?),
                 None => None,
             };
+            let run = match run {
+                Some(r) => Some(crate::resolve::run_id(&conn, &r).await?),
+                None => None,
+            };
             let r = conn
                 .call::<CacheInvalidate>(&CacheInvalidateParams { path, run_id: run })
                 .await?;

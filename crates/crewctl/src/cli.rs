@@ -6,15 +6,21 @@ use std::path::PathBuf;
 
 const AFTER_HELP: &str = "\
 Exit status:
-  0  success; for `run` (following) and `wait`: the run completed
-  1  an error, or the run failed
-  2  the run is blocked (e.g. awaiting plan approval) or a task needs attention
-  3  the run was cancelled
-  4  crewd is not running (no socket, or nothing listening on it)
+  0    success; for `run` (following) and `wait`: the run completed
+  1    an error, or the run failed
+  2    the run is blocked (plan approval, a question) or a task needs attention
+  3    the run was cancelled
+  4    crewd is not running (no socket, or nothing listens on it)
+  5    not found: no such run, task, job or artifact
+  64   usage: a wrong command line, a refused parameter, an ambiguous run id
   124  `wait --timeout` expired while the run was still active
 
+A run is named by its id, any unique prefix of the id's last part (as `ls` shows it),
+`last` (the newest run) or `-N` (the N-th newest).
+
 `--json` prints each method's result as the API's wire JSON (see proto-docs/); following
-commands (`run`, `logs -f`) print one event per line instead.";
+commands (`run`, `logs -f`) print one event per line instead; errors are one JSON object
+`{\"error\": {message, code, data, exit}}` on stderr.";
 
 /// Command-line client for crewd, the crew daemon that runs teams of AI coding agents.
 #[derive(Debug, Parser)]
@@ -43,7 +49,11 @@ pub enum Command {
     /// Show the tasks a run would execute, without running anything
     Plan(RunArgs),
     /// Show a run and its tasks
-    Status { run_id: String },
+    Status {
+        /// Run: its id, a unique prefix of the id's last part, `last` or `-N` (N-th newest)
+        #[arg(allow_negative_numbers = true, value_name = "RUN")]
+        run_id: String,
+    },
     /// List runs, newest first
     #[command(visible_alias = "list")]
     Ls(LsArgs),
@@ -51,62 +61,103 @@ pub enum Command {
     Logs(LogsArgs),
     /// Cancel a run (workers get SIGTERM, then SIGKILL)
     Cancel {
+        /// Run: its id, a unique prefix of the id's last part, `last` or `-N` (N-th newest)
+        #[arg(allow_negative_numbers = true, value_name = "RUN")]
         run_id: String,
         /// Why, recorded with the run
         #[arg(long)]
         reason: Option<String>,
     },
     /// Re-queue a run's failed, cancelled, skipped and needs-attention tasks and continue
-    Resume { run_id: String },
+    Resume {
+        /// Run: its id, a unique prefix of the id's last part, `last` or `-N` (N-th newest)
+        #[arg(allow_negative_numbers = true, value_name = "RUN")]
+        run_id: String,
+    },
     /// Run the named tasks again with a new attempt
     Retry {
+        /// Run: its id, a unique prefix of the id's last part, `last` or `-N` (N-th newest)
+        #[arg(allow_negative_numbers = true, value_name = "RUN")]
         run_id: String,
         #[arg(required = true, value_name = "TASK_ID")]
         task_ids: Vec<String>,
     },
     /// Approve the plan of a run waiting for approval; it continues at once
     Approve {
+        /// Run: its id, a unique prefix of the id's last part, `last` or `-N` (N-th newest)
+        #[arg(allow_negative_numbers = true, value_name = "RUN")]
         run_id: String,
         #[arg(long)]
         reason: Option<String>,
     },
     /// Reject the plan of a run waiting for approval; the run is cancelled
     Reject {
+        /// Run: its id, a unique prefix of the id's last part, `last` or `-N` (N-th newest)
+        #[arg(allow_negative_numbers = true, value_name = "RUN")]
         run_id: String,
         #[arg(long)]
         reason: Option<String>,
     },
     /// Send a message to a task (live if the runtime allows, else on its next attempt)
     Steer {
+        /// Run: its id, a unique prefix of the id's last part, `last` or `-N` (N-th newest)
+        #[arg(allow_negative_numbers = true, value_name = "RUN")]
         run_id: String,
         task_id: String,
         message: String,
     },
     /// Answer a task that is waiting for input
     Respond {
+        /// Run: its id, a unique prefix of the id's last part, `last` or `-N` (N-th newest)
+        #[arg(allow_negative_numbers = true, value_name = "RUN")]
         run_id: String,
         task_id: String,
         message: String,
     },
     /// Wait until a run stops; the exit status says how
     Wait {
+        /// Run: its id, a unique prefix of the id's last part, `last` or `-N` (N-th newest)
+        #[arg(allow_negative_numbers = true, value_name = "RUN")]
         run_id: String,
         /// Give up after this long (e.g. 30s, 5m, 1h); exit status 124
         #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
         timeout: Option<std::time::Duration>,
+        /// Also return when the run blocks (plan approval, a question, attention): exit status 2.
+        /// Without it, `wait` waits through blocks for a final status
+        #[arg(long)]
+        until_blocked: bool,
     },
     /// List a run's artifacts (prompts, results, transcripts, shared outputs)
-    Artifacts { run_id: String },
+    Artifacts {
+        /// Run: its id, a unique prefix of the id's last part, `last` or `-N` (N-th newest)
+        #[arg(allow_negative_numbers = true, value_name = "RUN")]
+        run_id: String,
+    },
     /// Print an artifact
-    Cat { run_id: String, name: String },
+    Cat {
+        /// Run: its id, a unique prefix of the id's last part, `last` or `-N` (N-th newest)
+        #[arg(allow_negative_numbers = true, value_name = "RUN")]
+        run_id: String,
+        name: String,
+    },
     /// Print a run's markdown report
-    Summary { run_id: String },
+    Summary {
+        /// Run: its id, a unique prefix of the id's last part, `last` or `-N` (N-th newest)
+        #[arg(allow_negative_numbers = true, value_name = "RUN")]
+        run_id: String,
+    },
     /// Remove a finished run, its events and artifacts
-    Forget { run_id: String },
+    Forget {
+        /// Run: its id, a unique prefix of the id's last part, `last` or `-N` (N-th newest)
+        #[arg(allow_negative_numbers = true, value_name = "RUN")]
+        run_id: String,
+    },
     /// Remove old finished runs
     Prune(PruneArgs),
     /// Write a run as a self-contained bundle (JSON)
     Export {
+        /// Run: its id, a unique prefix of the id's last part, `last` or `-N` (N-th newest)
+        #[arg(allow_negative_numbers = true, value_name = "RUN")]
         run_id: String,
         /// Write to this file instead of stdout
         #[arg(short, long, value_name = "FILE")]
@@ -162,6 +213,27 @@ pub struct RunCmd {
     /// Return as soon as the run is created instead of following it
     #[arg(short, long)]
     pub detach: bool,
+    #[command(flatten)]
+    pub blocks: BlocksArgs,
+}
+
+/// What following does when the run blocks.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct BlocksArgs {
+    /// Keep following when the run blocks (plan approval, a question, attention); in a terminal,
+    /// offer to approve, reject, answer or retry inline. The default in a terminal
+    #[arg(long, conflicts_with = "stop_at_block")]
+    pub through_blocks: bool,
+    /// Stop following when the run blocks, with exit status 2. The default when not in a terminal
+    #[arg(long)]
+    pub stop_at_block: bool,
+}
+
+impl BlocksArgs {
+    /// Whether to follow through blocks, given whether stdin and stdout are a terminal.
+    pub fn through(self, terminal: bool) -> bool {
+        self.through_blocks || (terminal && !self.stop_at_block)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -251,6 +323,8 @@ pub struct LsArgs {
 
 #[derive(Debug, Args)]
 pub struct LogsArgs {
+    /// Run: its id, a unique prefix of the id's last part, `last` or `-N` (N-th newest)
+    #[arg(allow_negative_numbers = true, value_name = "RUN")]
     pub run_id: String,
     /// A task: show its transcript instead of the run's events
     pub task_id: Option<String>,
@@ -263,6 +337,8 @@ pub struct LogsArgs {
     /// Also show progress events, the full prompt, thinking and tool output
     #[arg(short, long)]
     pub verbose: bool,
+    #[command(flatten)]
+    pub blocks: BlocksArgs,
 }
 
 #[derive(Debug, Args)]

@@ -2,6 +2,7 @@
 
 use crate::conn::{Failed, NotRunning};
 use crate::render::{diag, View};
+use crate::resolve::{Ambiguous, NoSuchRun};
 use crate::style::Tone;
 use crew_api::client::CallError;
 use crew_api::codes;
@@ -15,6 +16,10 @@ pub const BLOCKED: u8 = 2;
 pub const CANCELLED: u8 = 3;
 /// No daemon answers on the socket.
 pub const NOT_RUNNING: u8 = 4;
+/// The run (or task, job, artifact) named does not exist.
+pub const NOT_FOUND: u8 = 5;
+/// The command line is wrong: unknown flag, bad value, ambiguous run id (sysexits' EX_USAGE).
+pub const USAGE: u8 = 64;
 /// `wait --timeout` expired with the run still active (as timeout(1) does).
 pub const TIMED_OUT: u8 = 124;
 
@@ -36,13 +41,56 @@ pub fn for_run(status: RunStatus, tasks: &[TaskView]) -> u8 {
     }
 }
 
-/// Prints an error to stderr in the user's terms and returns the exit status for it.
-pub fn report(err: &anyhow::Error, view: &View) -> u8 {
-    if let Some(nr) = err.downcast_ref::<NotRunning>() {
-        eprintln!("{}", view.p(Tone::Bad, nr));
+/// The exit status for an error.
+pub fn code_of(err: &anyhow::Error) -> u8 {
+    if err.downcast_ref::<NotRunning>().is_some() {
         return NOT_RUNNING;
     }
+    if err.downcast_ref::<NoSuchRun>().is_some() {
+        return NOT_FOUND;
+    }
+    if err.downcast_ref::<Ambiguous>().is_some() {
+        return USAGE;
+    }
     if let Some(Failed(CallError::Api(e))) = err.downcast_ref::<Failed>() {
+        return match e.code {
+            codes::NOT_FOUND => NOT_FOUND,
+            codes::INVALID_PARAMS => USAGE,
+            _ => FAILED,
+        };
+    }
+    FAILED
+}
+
+/// Prints an error to stderr in the user's terms (as one JSON object under `--json`) and
+/// returns the exit status for it.
+pub fn report(err: &anyhow::Error, view: &View, json: bool) -> u8 {
+    let code = code_of(err);
+    let api = match err.downcast_ref::<Failed>() {
+        Some(Failed(CallError::Api(e))) => Some(e),
+        _ => None,
+    };
+    if json {
+        let message = match api {
+            Some(e) => e.message.clone(),
+            None => format!("{err:#}"),
+        };
+        let obj = serde_json::json!({
+            "error": {
+                "message": message,
+                "code": api.map(|e| e.code),
+                "data": api.and_then(|e| e.data.clone()),
+                "exit": code,
+            }
+        });
+        eprintln!("{obj}");
+        return code;
+    }
+    if let Some(nr) = err.downcast_ref::<NotRunning>() {
+        eprintln!("{}", view.p(Tone::Bad, nr));
+        return code;
+    }
+    if let Some(e) = api {
         eprintln!(
             "{} {} {}",
             view.p(Tone::Bad, "error:"),
@@ -54,10 +102,29 @@ pub fn report(err: &anyhow::Error, view: &View) -> u8 {
                 eprintln!("  {}", diag::line(view, &d));
             }
         }
-        return FAILED;
+        return code;
     }
     eprintln!("{} {err:#}", view.p(Tone::Bad, "error:"));
-    FAILED
+    code
+}
+
+/// A command-line error from clap: its own message (help and version go to stdout and exit 0),
+/// else exit status `USAGE`. Under `--json` the error is one JSON object too.
+pub fn usage(e: &clap::Error, json: bool) -> u8 {
+    use clap::error::ErrorKind;
+    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+        let _ = e.print();
+        return SUCCESS;
+    }
+    if json {
+        let obj = serde_json::json!({
+            "error": {"message": e.to_string().trim_end(), "code": null, "data": null, "exit": USAGE}
+        });
+        eprintln!("{obj}");
+    } else {
+        let _ = e.print();
+    }
+    USAGE
 }
 
 #[cfg(test)]

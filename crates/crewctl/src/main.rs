@@ -10,20 +10,29 @@ mod exit;
 mod follow;
 mod mcp;
 mod render;
+mod resolve;
 mod resources;
 mod run;
 mod runs;
 mod schedule;
 mod style;
+mod term;
 mod ui;
 
-use clap::Parser;
+use clap::Parser as _;
 use cli::{Cli, Command};
 use ctx::Ctx;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            // `--json` may be what failed to parse around; look for it in the raw arguments.
+            let json = std::env::args_os().any(|a| a == "--json");
+            return ExitCode::from(exit::usage(&e, json));
+        }
+    };
     let socket = cli
         .socket
         .clone()
@@ -41,7 +50,7 @@ fn main() -> ExitCode {
     };
     let code = match runtime.block_on(dispatch(&ctx, cli.command)) {
         Ok(code) => code,
-        Err(e) => exit::report(&e, &ctx.err_view()),
+        Err(e) => exit::report(&e, &ctx.err_view(), ctx.json),
     };
     ExitCode::from(code)
 }
@@ -50,7 +59,11 @@ async fn dispatch(ctx: &Ctx, command: Command) -> anyhow::Result<u8> {
     match command {
         Command::Run(c) => run::run(ctx, c).await,
         Command::Plan(a) => run::plan(ctx, a).await,
-        Command::Wait { run_id, timeout } => run::wait(ctx, &run_id, timeout).await,
+        Command::Wait {
+            run_id,
+            timeout,
+            until_blocked,
+        } => run::wait(ctx, &run_id, timeout, until_blocked).await,
         Command::Status { run_id } => runs::status(ctx, &run_id).await,
         Command::Ls(a) => runs::ls(ctx, a).await,
         Command::Logs(a) => runs::logs(ctx, a).await,

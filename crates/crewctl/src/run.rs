@@ -8,7 +8,8 @@ use crate::render::runs as view_runs;
 use crate::style::Tone;
 use crew_api::methods::{TeamPlan, TeamRun, TeamStatus, TeamWait};
 use crew_api::types::{
-    BudgetParams, FailurePolicy, ReuseResults, RunIdParams, RunParams, WaitParams,
+    BudgetParams, FailurePolicy, ReuseResults, RunIdParams, RunParams, RunStatus, WaitParams,
+    WaitResult,
 };
 
 /// The `team.run`/`team.plan` params for the command line; `cwd` is already absolute.
@@ -95,29 +96,71 @@ pub async fn run(ctx: &Ctx, c: RunCmd) -> anyhow::Result<u8> {
             )
         ))?;
     }
+    let through = c
+        .blocks
+        .through(ctx.stdin_tty && ctx.stdout_tty && !ctx.json);
     follow::follow(
         ctx,
         conn,
         &started.run_id,
         Seed::Plan(started.tasks.clone()),
         None,
+        through,
     )
     .await
 }
 
+/// `team.wait` returns when a run stops or blocks. Unless `until_blocked`, a block is waited
+/// through: subscribe from the daemon's last event, look at the run once more (it may have
+/// moved on in between), and wait again after its next event.
 pub async fn wait(
     ctx: &Ctx,
     run_id: &str,
     timeout: Option<std::time::Duration>,
+    until_blocked: bool,
 ) -> anyhow::Result<u8> {
     let conn = ctx.connect().await?;
-    let timeout_ms = timeout.map(|t| i64::try_from(t.as_millis()).unwrap_or(i64::MAX));
-    let w = conn
-        .call::<TeamWait>(&WaitParams {
-            run_id: run_id.to_string(),
-            timeout_ms,
+    let run_id = &crate::resolve::run_id(&conn, run_id).await?;
+    let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
+    let left_ms = || {
+        deadline.map(|d| {
+            let left = d.saturating_duration_since(tokio::time::Instant::now());
+            i64::try_from(left.as_millis())
+                .unwrap_or(i64::MAX)
+                .min(3_600_000)
         })
-        .await?;
+    };
+    let mut first = true;
+    let w = loop {
+        let timeout_ms = if first {
+            timeout.map(|t| i64::try_from(t.as_millis()).unwrap_or(i64::MAX))
+        } else {
+            left_ms()
+        };
+        first = false;
+        let w = conn
+            .call::<TeamWait>(&WaitParams {
+                run_id: run_id.to_string(),
+                timeout_ms,
+            })
+            .await?;
+        if !w.finished {
+            // The daemon bounds one wait to an hour: without a deadline of ours, wait again.
+            if deadline.is_none() {
+                continue;
+            }
+            break w;
+        }
+        if w.status != RunStatus::Blocked || until_blocked {
+            break w;
+        }
+        if !wait_out_block(&conn, run_id, deadline).await? {
+            break WaitResult {
+                status: RunStatus::Blocked,
+                finished: false,
+            };
+        }
+    };
     // The exit status also depends on the tasks (one may need attention).
     let s = conn
         .call::<TeamStatus>(&RunIdParams {
@@ -138,11 +181,51 @@ pub async fn wait(
         outln(&format!(
             "{} run {} is still {}",
             v.p(Tone::Warn, "timed out:"),
-            run_id,
+            crate::render::ids::hint(run_id),
             s.run.status.as_str()
         ))?;
     }
     Ok(code)
+}
+
+/// Waits for the blocked run's next event; `false` when the deadline came first.
+async fn wait_out_block(
+    conn: &crate::conn::Conn,
+    run_id: &str,
+    deadline: Option<tokio::time::Instant>,
+) -> anyhow::Result<bool> {
+    use jsonrpsee::core::client::SubscriptionClientT;
+    let last = conn
+        .call::<crew_api::methods::DaemonStatus_>(&crew_api::types::NoParams {})
+        .await?
+        .journal
+        .last_seq;
+    let params = serde_json::json!({ "runId": run_id, "afterSeq": last });
+    let mut sub = conn
+        .client
+        .subscribe::<serde_json::Value, _>(
+            crew_api::methods::TeamSubscribe::NAME,
+            crew_api::client::ObjectParams(params),
+            crew_api::methods::TeamSubscribe::UNSUBSCRIBE,
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot subscribe to run {run_id}: {e}"))?;
+    let now = conn
+        .call::<TeamStatus>(&RunIdParams {
+            run_id: run_id.to_string(),
+        })
+        .await?;
+    if now.run.status != RunStatus::Blocked {
+        return Ok(true);
+    }
+    let next = sub.next();
+    match deadline {
+        Some(d) => Ok(tokio::time::timeout_at(d, next).await.is_ok()),
+        None => {
+            next.await;
+            Ok(true)
+        }
+    }
 }
 
 #[cfg(test)]

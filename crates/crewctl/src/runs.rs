@@ -7,6 +7,7 @@ use crate::ctx::{out, outln, Ctx};
 use crate::exit;
 use crate::follow;
 use crate::render::{events, runs as view_runs, transcript};
+use crate::resolve;
 use crate::style::Tone;
 use anyhow::Context as _;
 use crew_api::methods::*;
@@ -21,6 +22,7 @@ fn rid(run_id: &str) -> RunIdParams {
 
 pub async fn status(ctx: &Ctx, run_id: &str) -> anyhow::Result<u8> {
     let conn = ctx.connect().await?;
+    let run_id = &resolve::run_id(&conn, run_id).await?;
     let s = conn.call::<TeamStatus>(&rid(run_id)).await?;
     if ctx.json {
         ctx.json(&s)?;
@@ -43,6 +45,10 @@ fn status_filter(s: RunStatusArg) -> RunStatus {
 
 pub async fn ls(ctx: &Ctx, a: LsArgs) -> anyhow::Result<u8> {
     let conn = ctx.connect().await?;
+    let before = match &a.before {
+        Some(b) => Some(resolve::run_id(&conn, b).await?),
+        None => None,
+    };
     let mut params = ListParams {
         status: a.status.map(status_filter),
         limit: if a.all {
@@ -50,7 +56,7 @@ pub async fn ls(ctx: &Ctx, a: LsArgs) -> anyhow::Result<u8> {
         } else {
             a.limit.map(i64::from)
         },
-        before: a.before,
+        before,
     };
     let mut result = conn.call::<TeamList>(&params).await?;
     if a.all {
@@ -69,10 +75,14 @@ pub async fn ls(ctx: &Ctx, a: LsArgs) -> anyhow::Result<u8> {
     Ok(exit::SUCCESS)
 }
 
-pub async fn logs(ctx: &Ctx, a: LogsArgs) -> anyhow::Result<u8> {
+pub async fn logs(ctx: &Ctx, mut a: LogsArgs) -> anyhow::Result<u8> {
     let conn = ctx.connect().await?;
+    a.run_id = resolve::run_id(&conn, &a.run_id).await?;
+    let through = a
+        .blocks
+        .through(ctx.stdin_tty && ctx.stdout_tty && !ctx.json);
     match a.task_id.as_deref() {
-        None if a.follow => follow::follow_existing(ctx, conn, &a.run_id, None).await,
+        None if a.follow => follow::follow_existing(ctx, conn, &a.run_id, None, through).await,
         None => run_events(ctx, &conn, &a.run_id, a.verbose).await,
         Some(task_id) => {
             let s = conn.call::<TeamStatus>(&rid(&a.run_id)).await?;
@@ -85,6 +95,7 @@ pub async fn logs(ctx: &Ctx, a: LogsArgs) -> anyhow::Result<u8> {
                     &a.run_id,
                     follow::Seed::Status(Box::new(s)),
                     Some(task_id),
+                    through,
                 )
                 .await?;
                 let s = conn.call::<TeamStatus>(&rid(&a.run_id)).await?;
@@ -209,8 +220,25 @@ async fn task_transcript(
         let v = ctx.view();
         outln(&v.p(Tone::Dim, format!("── {name}")))?;
         out(&transcript::render(&v, &text, verbose))?;
+        // What the worker wrote to stderr: often the only word from one that crashed.
+        if let Some(log) = stderr_name(task, attempt_of(&name)) {
+            let text = read_artifact(conn, &s.run.id, &log).await?;
+            outln(&v.p(Tone::Dim, format!("── {log} (stderr)")))?;
+            if !text.is_empty() {
+                outln(text.trim_end())?;
+            }
+        }
     }
     Ok(exit::SUCCESS)
+}
+
+/// The stderr artifact of the attempt, when the task lists one.
+fn stderr_name(task: &TaskView, attempt: Option<u32>) -> Option<String> {
+    let want = format!("logs/{}.attempt-{}.stderr.txt", task.id, attempt?);
+    task.artifacts
+        .iter()
+        .any(|a| a.name == want)
+        .then_some(want)
 }
 
 /// A whole artifact, read in pages.
@@ -239,6 +267,9 @@ async fn read_artifact(conn: &Conn, run_id: &str, name: &str) -> anyhow::Result<
 
 pub async fn cancel(ctx: &Ctx, run_id: &str, reason: Option<String>) -> anyhow::Result<u8> {
     let conn = ctx.connect().await?;
+    let run_id = &resolve::run_id(&conn, run_id).await?;
+    // Which tasks had a worker: the message says what was stopped, not just what was marked.
+    let before = conn.call::<TeamStatus>(&rid(run_id)).await?;
     let r = conn
         .call::<TeamCancel>(&CancelParams {
             run_id: run_id.to_string(),
@@ -248,11 +279,22 @@ pub async fn cancel(ctx: &Ctx, run_id: &str, reason: Option<String>) -> anyhow::
     if ctx.json {
         ctx.json(&r)?;
     } else {
-        let n = r.cancelled_task_ids.len();
+        let running = r
+            .cancelled_task_ids
+            .iter()
+            .filter(|id| {
+                before
+                    .tasks
+                    .iter()
+                    .any(|t| &t.id == *id && t.status == TaskStatus::Running)
+            })
+            .count();
+        let rest = r.cancelled_task_ids.len().saturating_sub(running);
         outln(&format!(
-            "Run {run_id} is {}; {n} task{} cancelled.",
+            "Run {} is {}; {running} running task{} stopped, {rest} not started.",
+            crate::render::ids::hint(run_id),
             r.status.as_str(),
-            plural(n)
+            plural(running)
         ))?;
     }
     Ok(exit::SUCCESS)
@@ -260,6 +302,7 @@ pub async fn cancel(ctx: &Ctx, run_id: &str, reason: Option<String>) -> anyhow::
 
 pub async fn resume(ctx: &Ctx, run_id: &str) -> anyhow::Result<u8> {
     let conn = ctx.connect().await?;
+    let run_id = &resolve::run_id(&conn, run_id).await?;
     let r = conn.call::<TeamResume>(&rid(run_id)).await?;
     if ctx.json {
         ctx.json(&r)?;
@@ -277,6 +320,7 @@ pub async fn resume(ctx: &Ctx, run_id: &str) -> anyhow::Result<u8> {
 
 pub async fn retry(ctx: &Ctx, run_id: &str, task_ids: Vec<String>) -> anyhow::Result<u8> {
     let conn = ctx.connect().await?;
+    let run_id = &resolve::run_id(&conn, run_id).await?;
     let r = conn
         .call::<TeamRetry>(&RetryParams {
             run_id: run_id.to_string(),
@@ -301,6 +345,7 @@ pub async fn approve(
     approve: bool,
 ) -> anyhow::Result<u8> {
     let conn = ctx.connect().await?;
+    let run_id = &resolve::run_id(&conn, run_id).await?;
     let params = ApproveParams {
         run_id: run_id.to_string(),
         reason,
@@ -324,6 +369,7 @@ pub async fn approve(
 
 pub async fn steer(ctx: &Ctx, run_id: &str, task_id: &str, message: String) -> anyhow::Result<u8> {
     let conn = ctx.connect().await?;
+    let run_id = &resolve::run_id(&conn, run_id).await?;
     let params = TaskMessageParams {
         run_id: run_id.to_string(),
         task_id: task_id.to_string(),
@@ -350,6 +396,7 @@ pub async fn respond(
     message: String,
 ) -> anyhow::Result<u8> {
     let conn = ctx.connect().await?;
+    let run_id = &resolve::run_id(&conn, run_id).await?;
     let params = TaskMessageParams {
         run_id: run_id.to_string(),
         task_id: task_id.to_string(),
@@ -369,6 +416,7 @@ pub async fn respond(
 
 pub async fn artifacts(ctx: &Ctx, run_id: &str) -> anyhow::Result<u8> {
     let conn = ctx.connect().await?;
+    let run_id = &resolve::run_id(&conn, run_id).await?;
     let r = conn.call::<TeamArtifacts>(&rid(run_id)).await?;
     if ctx.json {
         ctx.json(&r)?;
@@ -380,6 +428,7 @@ pub async fn artifacts(ctx: &Ctx, run_id: &str) -> anyhow::Result<u8> {
 
 pub async fn cat(ctx: &Ctx, run_id: &str, name: &str) -> anyhow::Result<u8> {
     let conn = ctx.connect().await?;
+    let run_id = &resolve::run_id(&conn, run_id).await?;
     let text = read_artifact(&conn, run_id, name).await?;
     if ctx.json {
         let bytes = text.len() as u64;
@@ -401,6 +450,7 @@ pub async fn cat(ctx: &Ctx, run_id: &str, name: &str) -> anyhow::Result<u8> {
 
 pub async fn summary(ctx: &Ctx, run_id: &str) -> anyhow::Result<u8> {
     let conn = ctx.connect().await?;
+    let run_id = &resolve::run_id(&conn, run_id).await?;
     let r = conn.call::<TeamSummary>(&rid(run_id)).await?;
     if ctx.json {
         ctx.json(&r)?;
@@ -412,6 +462,7 @@ pub async fn summary(ctx: &Ctx, run_id: &str) -> anyhow::Result<u8> {
 
 pub async fn forget(ctx: &Ctx, run_id: &str) -> anyhow::Result<u8> {
     let conn = ctx.connect().await?;
+    let run_id = &resolve::run_id(&conn, run_id).await?;
     let r = conn.call::<TeamForget>(&rid(run_id)).await?;
     if ctx.json {
         ctx.json(&r)?;
@@ -441,6 +492,7 @@ pub async fn prune(ctx: &Ctx, a: PruneArgs) -> anyhow::Result<u8> {
 
 pub async fn export(ctx: &Ctx, run_id: &str, output: Option<PathBuf>) -> anyhow::Result<u8> {
     let conn = ctx.connect().await?;
+    let run_id = &resolve::run_id(&conn, run_id).await?;
     let r = conn.call::<TeamExport>(&rid(run_id)).await?;
     let mut text = serde_json::to_string_pretty(&r.bundle)?;
     text.push('\n');
@@ -559,6 +611,12 @@ mod tests {
             "transcripts/02_plan.attempt-1.jsonl"
         );
         assert_eq!(attempt_of("transcripts/x.attempt-7.jsonl"), Some(7));
+        let t = task_with(&["logs/02_plan.attempt-2.stderr.txt"], 2);
+        assert_eq!(
+            stderr_name(&t, Some(2)).as_deref(),
+            Some("logs/02_plan.attempt-2.stderr.txt")
+        );
+        assert_eq!(stderr_name(&t, Some(1)), None);
         assert_eq!(attempt_of("results/x.txt"), None);
     }
 }

@@ -72,18 +72,6 @@ impl Tone {
             Tone::Accent => Style::new().fg_color(Some(AnsiColor::Magenta.into())),
         }
     }
-
-    pub fn table_color(self) -> Option<comfy_table::Color> {
-        match self {
-            Tone::Ok => Some(comfy_table::Color::Green),
-            Tone::Bad => Some(comfy_table::Color::Red),
-            Tone::Warn => Some(comfy_table::Color::Yellow),
-            Tone::Active => Some(comfy_table::Color::Cyan),
-            Tone::Dim => Some(comfy_table::Color::DarkGrey),
-            Tone::Accent => Some(comfy_table::Color::Magenta),
-            Tone::Bold => None,
-        }
-    }
 }
 
 /// Paints text for one stream.

@@ -191,7 +191,7 @@ async fn a_task_needing_attention_exits_2() {
     let o = crewctl(&mock.socket, &["run", "x"]).await;
     assert_eq!(code(&o), 2, "{}", stdout(&o));
     assert!(
-        stdout(&o).contains("tasks need attention"),
+        stdout(&o).contains("02_fix needs attention"),
         "{}",
         stdout(&o)
     );
@@ -304,7 +304,12 @@ async fn wait_exit_statuses() {
             status(st, vec![task("01_explore", "completed")]),
         );
         let mock = Mock::start(s).await;
-        let o = crewctl(&mock.socket, &["wait", "r-1", "--timeout", "2s"]).await;
+        // Waiting through blocks is `wait_waits_through_a_block_unless_told`.
+        let o = crewctl(
+            &mock.socket,
+            &["wait", "r-1", "--timeout", "2s", "--until-blocked"],
+        )
+        .await;
         assert_eq!(code(&o), want, "{st}: {}{}", stdout(&o), stderr(&o));
         assert_eq!(
             mock.calls("team.wait"),
@@ -387,7 +392,7 @@ async fn api_errors_show_message_and_diagnostics() {
         "{err}"
     );
     let o = crewctl(&mock.socket, &["status", "r-9"]).await;
-    assert_eq!(code(&o), 1);
+    assert_eq!(code(&o), 5, "not found has its own exit status");
     assert!(
         stderr(&o).contains("run not found: r-9 (code 1001)"),
         "{}",
@@ -546,4 +551,312 @@ async fn completions_and_man_pages() {
         "the exit statuses are documented"
     );
     let _ = Value::Null;
+}
+
+fn summary(id: &str, status: &str, goal: &str) -> Value {
+    json!({
+        "id": id, "status": status, "team": "default", "workflow": "default", "goal": goal,
+        "cwd": "/w", "createdAt": "2026-03-10T11:55:00Z", "finishedAt": null,
+        "usage": usage(0, 0.0),
+        "tasks": {"total": 1, "queued": 0, "running": 0, "waiting": 0, "completed": 1,
+                  "failed": 0, "cancelled": 0, "skipped": 0, "needsAttention": 0},
+        "scheduleId": null, "reason": null,
+    })
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn run_ids_by_prefix_last_and_minus_n() {
+    let mut s = Script::default();
+    let newest = "team_20260310115500_3f9a1c2e00001111";
+    let twin = "team_20260310115500_3f9a1c2e00002222";
+    let old = "team_20260309080000_a0b1c2d3e4f50617";
+    s.results.insert(
+        "team.list",
+        json!({"runs": [summary(newest, "running", "fix it"), summary(twin, "completed", "twin"),
+                        summary(old, "failed", "old one")], "next": null}),
+    );
+    s.results.insert("team.status", status("running", vec![]));
+    let mock = Mock::start(s).await;
+    let asked = |m: &Mock| -> Vec<String> {
+        m.calls("team.status")
+            .iter()
+            .map(|p| p["runId"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    for (typed, want) in [
+        ("a0b1", old),
+        ("last", newest),
+        ("-1", newest),
+        ("-3", old),
+        ("3F9A1C2E00002", twin),
+    ] {
+        let o = crewctl(&mock.socket, &["status", typed]).await;
+        assert_eq!(code(&o), 0, "{typed}: {}", stderr(&o));
+        assert_eq!(
+            asked(&mock).last().map(String::as_str),
+            Some(want),
+            "{typed}"
+        );
+    }
+    // A whole id (or one of another shape) goes to the daemon as it is, without a listing.
+    let lists = mock.calls("team.list").len();
+    let o = crewctl(&mock.socket, &["status", old]).await;
+    assert_eq!(code(&o), 0);
+    assert_eq!(mock.calls("team.list").len(), lists);
+
+    let o = crewctl(&mock.socket, &["status", "3f9a"]).await;
+    assert_eq!(code(&o), 64, "an ambiguous prefix is a usage error");
+    let err = stderr(&o);
+    assert!(err.contains("`3f9a` matches 2 runs"), "{err}");
+    assert!(
+        err.contains(newest) && err.contains(twin) && !err.contains(old),
+        "{err}"
+    );
+
+    let o = crewctl(&mock.socket, &["status", "ffff"]).await;
+    assert_eq!(code(&o), 5, "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("no run id starts with `ffff`"),
+        "{}",
+        stderr(&o)
+    );
+    let o = crewctl(&mock.socket, &["status", "-4"]).await;
+    assert_eq!(code(&o), 5);
+    assert!(stderr(&o).contains("only 3 runs"), "{}", stderr(&o));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn usage_errors_exit_64_and_json_errors_are_json() {
+    let mock = Mock::start(Script::default()).await;
+    for args in [
+        &["status"][..],
+        &["--bogus", "ls"],
+        &["ls", "-n", "zero"],
+        &["run"],
+    ] {
+        let o = crewctl(&mock.socket, args).await;
+        assert_eq!(code(&o), 64, "{args:?}: {}", stderr(&o));
+    }
+    let o = crewctl(&mock.socket, &["--help"]).await;
+    assert_eq!(code(&o), 0);
+    assert!(stdout(&o).contains("64   usage"), "{}", stdout(&o));
+
+    let mut s = Script::default();
+    s.errors
+        .insert("team.status", (1001, "run not found: r-9".into(), None));
+    let mock = Mock::start(s).await;
+    let o = crewctl(&mock.socket, &["--json", "status", "r-9"]).await;
+    assert_eq!(code(&o), 5);
+    let v: Value = serde_json::from_str(stderr(&o).trim()).expect("one JSON object");
+    assert_eq!(v["error"]["code"], 1001);
+    assert_eq!(v["error"]["exit"], 5);
+    assert_eq!(v["error"]["message"], "run not found: r-9");
+    let o = crewctl(&mock.socket, &["--json", "status"]).await;
+    assert_eq!(code(&o), 64);
+    let v: Value = serde_json::from_str(stderr(&o).trim()).expect("one JSON object");
+    assert_eq!(v["error"]["exit"], 64);
+}
+
+#[test]
+fn readme_lists_every_exit_status_of_help() {
+    let help = std::process::Command::new(bin())
+        .arg("--help")
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout).into_owned();
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    let section = help.split("Exit status:").nth(1).unwrap_or_default();
+    let mut codes = vec![];
+    for line in section.lines().skip(1) {
+        let Some(code) = line.split_whitespace().next() else {
+            break;
+        };
+        match code.parse::<u32>() {
+            Ok(n) => codes.push(n),
+            Err(_) => break,
+        }
+    }
+    assert!(codes.len() >= 8, "{codes:?}\n{help}");
+    for c in codes {
+        assert!(
+            readme.contains(&format!("| {c} |")),
+            "README has no row for exit status {c}"
+        );
+    }
+}
+
+fn waiting_task(id: &str, question: &str) -> Value {
+    let mut t = task(id, "waiting");
+    t["question"] = json!(question);
+    t
+}
+
+/// A run whose task asked twice: answered once, asking again now.
+fn asked_twice() -> Vec<Value> {
+    vec![
+        event(1, "run.started", None, json!({})),
+        event(2, "task.started", Some("01_explore"), json!({"attempt": 1})),
+        event(
+            3,
+            "task.waiting",
+            Some("01_explore"),
+            json!({"question": "first question?"}),
+        ),
+        event(
+            4,
+            "run.blocked",
+            None,
+            json!({"reason": "task 01_explore is waiting for an answer: first question?"}),
+        ),
+        event(5, "task.queued", Some("01_explore"), json!({})),
+        event(6, "task.started", Some("01_explore"), json!({"attempt": 1})),
+        event(
+            7,
+            "task.waiting",
+            Some("01_explore"),
+            json!({"question": "second question?"}),
+        ),
+        event(
+            8,
+            "run.blocked",
+            None,
+            json!({"reason": "task 01_explore is waiting for an answer: second question?"}),
+        ),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn logs_follow_does_not_stop_at_an_old_block() {
+    let mut s = Script::default();
+    let events = asked_twice();
+    s.results.insert(
+        "team.events",
+        json!({"events": events.clone(), "nextSeq": 8}),
+    );
+    s.events = events;
+    let mut st = status(
+        "blocked",
+        vec![waiting_task("01_explore", "second question?")],
+    );
+    st["run"]["approval"] = json!("not_required");
+    st["run"]["reason"] = json!("task 01_explore is waiting for an answer: second question?");
+    s.results.insert("team.status", st);
+    let mock = Mock::start(s).await;
+    let o = crewctl(&mock.socket, &["logs", "-f", "r-1"]).await;
+    let out = stdout(&o);
+    assert_eq!(code(&o), 2, "{out}\n{}", stderr(&o));
+    assert!(
+        out.contains("second question?"),
+        "history shown to the end: {out}"
+    );
+    assert_eq!(
+        out.matches("Run r-1 blocked").count(),
+        1,
+        "one summary, at the end: {out}"
+    );
+    assert_eq!(
+        mock.subscriptions(),
+        vec![json!({"runId": "r-1", "afterSeq": 8})],
+        "live from where the stored history ended"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn run_follows_through_a_block_when_asked() {
+    let script = || {
+        let mut s = run_script("run.completed", "completed");
+        let mut blocked = status("blocked", vec![waiting_task("01_explore", "which branch?")]);
+        blocked["run"]["approval"] = json!("not_required");
+        blocked["run"]["reason"] = json!("task 01_explore is waiting for an answer: which branch?");
+        s.sequence
+            .insert("team.status", vec![blocked].into_iter().collect());
+        // Blocked after seq 2 (a question), answered, then the run goes on to complete.
+        let mut events = s.events.clone();
+        events.insert(
+            2,
+            event(
+                2,
+                "task.waiting",
+                Some("01_explore"),
+                json!({"question": "which branch?"}),
+            ),
+        );
+        events.insert(
+            3,
+            event(2, "run.blocked", None, json!({"reason": "waiting"})),
+        );
+        for (i, e) in events.iter_mut().enumerate() {
+            e["seq"] = json!(i + 1);
+            e["runSeq"] = json!(i + 1);
+        }
+        s.events = events;
+        s
+    };
+    let mock = Mock::start(script()).await;
+    let o = crewctl(&mock.socket, &["run", "x"]).await;
+    assert_eq!(code(&o), 2, "piped: a block ends following: {}", stdout(&o));
+
+    let mock = Mock::start(script()).await;
+    let o = crewctl(&mock.socket, &["run", "x", "--through-blocks"]).await;
+    let out = stdout(&o);
+    assert_eq!(code(&o), 0, "{out}\n{}", stderr(&o));
+    assert!(out.contains("Run r-1 blocked"), "the block is shown: {out}");
+    assert!(
+        out.contains("answer 01_explore: crewctl respond r-1 01_explore"),
+        "{out}"
+    );
+    assert!(
+        out.contains("Run r-1 completed"),
+        "and followed to the end: {out}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn wait_waits_through_a_block_unless_told() {
+    let script = || {
+        let mut s = Script::default();
+        s.sequence.insert(
+            "team.wait",
+            vec![json!({"status": "blocked", "finished": true})]
+                .into_iter()
+                .collect(),
+        );
+        s.results.insert(
+            "team.wait",
+            json!({"status": "completed", "finished": true}),
+        );
+        s.results.insert(
+            "daemon.status",
+            json!({"version": "0", "apiVersion": "1", "pid": 1, "uptimeMs": 1, "socket": "/s",
+                   "stateDir": "/d", "runs": {"active": 1, "total": 1, "resident": 1},
+                   "schedules": {"total": 0, "enabled": 0}, "journal": {"lastSeq": 40, "bytes": 1},
+                   "workers": {"running": 0, "max": 8}}),
+        );
+        s.sequence.insert(
+            "team.status",
+            vec![status("blocked", vec![waiting_task("01_explore", "?")])]
+                .into_iter()
+                .collect(),
+        );
+        s.results.insert(
+            "team.status",
+            status("completed", vec![task("01_explore", "completed")]),
+        );
+        s.events = vec![event(41, "task.queued", Some("01_explore"), json!({}))];
+        s
+    };
+    let mock = Mock::start(script()).await;
+    let o = crewctl(&mock.socket, &["wait", "r-1"]).await;
+    assert_eq!(code(&o), 0, "{}\n{}", stdout(&o), stderr(&o));
+    assert_eq!(mock.calls("team.wait").len(), 2);
+    assert_eq!(
+        mock.subscriptions(),
+        vec![json!({"runId": "r-1", "afterSeq": 40})]
+    );
+
+    let mock = Mock::start(script()).await;
+    let o = crewctl(&mock.socket, &["wait", "r-1", "--until-blocked"]).await;
+    assert_eq!(code(&o), 2, "{}", stdout(&o));
+    assert_eq!(mock.calls("team.wait").len(), 1);
 }

@@ -51,13 +51,27 @@ pub async fn prepare(shared: &Arc<Shared>, p: &RunParams) -> Result<Prepared, Ap
         .runtime
         .clone()
         .unwrap_or_else(|| cfg.default_runtime.clone());
-    if cfg.runtime(&runtime).is_none() {
+    let Some(rt) = cfg.runtime(&runtime) else {
         return Err(ApiError::invalid_params(
             "runtime",
             format!(
                 "unknown runtime `{runtime}` (known: {})",
                 cfg.runtime_names().join(", ")
             ),
+        ));
+    };
+    // A run whose workers cannot start would only fail its attempts one after another; a
+    // schedule would fail every fire. Say so now, naming the command and the way out.
+    let path = std::env::var_os("PATH");
+    if let Err(why) = command_installed(&rt.command.argv(), cwd, path.as_deref()) {
+        let how = if p.runtime.is_some() {
+            "choose another runtime (e.g. --runtime fake)".to_string()
+        } else {
+            "it is the default runtime: choose another with --runtime (e.g. --runtime fake), or set `default_runtime` in crewd's config.toml".to_string()
+        };
+        return Err(ApiError::invalid_params(
+            "runtime",
+            format!("runtime `{runtime}` cannot start: {why}; install it, or {how}"),
         ));
     }
     let cap = cfg.max_concurrency_cap;
@@ -160,6 +174,40 @@ pub async fn prepare(shared: &Arc<Shared>, p: &RunParams) -> Result<Prepared, Ap
             .collect(),
     };
     Ok(Prepared { spec, plan, notes })
+}
+
+/// Whether the program of `argv` can be started: a path (relative ones against the workers'
+/// `cwd`) to an executable file, or a name found on `path`.
+pub fn command_installed(
+    argv: &[String],
+    cwd: &Path,
+    path: Option<&std::ffi::OsStr>,
+) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(program) = argv.first() else {
+        return Err("its command is empty".into());
+    };
+    let executable = |p: &Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.contains('/') {
+        let p = cwd.join(program);
+        return if executable(&p) {
+            Ok(())
+        } else if p.exists() {
+            Err(format!("`{program}` is not an executable file"))
+        } else {
+            Err(format!("`{program}` does not exist"))
+        };
+    }
+    let found = path
+        .map(|p| std::env::split_paths(p).any(|dir| executable(&dir.join(program))))
+        .unwrap_or(false);
+    if found {
+        Ok(())
+    } else {
+        Err(format!("`{program}` is not installed (not found on PATH)"))
+    }
 }
 
 /// Create the run; answers once `run.created` is durable.

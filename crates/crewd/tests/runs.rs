@@ -1226,3 +1226,108 @@ fn a_cwd_removed_after_the_start_fails_the_next_task_naming_it() {
     assert!(err.contains("cwd") && err.contains("vanishing"), "{err}");
     assert_eq!(second["attempts"], 1, "not retried: it cannot get better");
 }
+
+/// Issue 18 (6): a runtime whose command is not installed is refused when a run or a schedule
+/// is asked for, naming the command and the way out; a program that cannot be executed at spawn
+/// time fails its task at once instead of three times.
+#[test]
+fn a_missing_runtime_command_is_refused_up_front() {
+    let tools = tempfile::tempdir().unwrap();
+    // Exists and is executable, but its interpreter does not: execve says ENOENT at spawn.
+    let broken = tools.path().join("agent");
+    std::fs::write(&broken, "#!/no/such/interpreter\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&broken, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let d = Daemon::start_with(Opts {
+        config: format!(
+            "default_runtime = \"ghost\"\n\
+             [runtimes.ghost]\nadapter = \"command\"\ncommand = [\"crew-no-such-agent-xyz\"]\n\
+             [runtimes.broken]\nadapter = \"command\"\ncommand = [{:?}]\n",
+            broken.display().to_string()
+        ),
+        env: vec![],
+    });
+    let cwd = path_str(&d.work).to_string();
+    for (method, params) in [
+        ("team.run", json!({"goal": "g", "cwd": cwd})),
+        ("team.plan", json!({"goal": "g", "cwd": cwd})),
+        (
+            "schedule.add",
+            json!({"cron": "0 3 * * *", "run": {"goal": "g", "cwd": cwd}}),
+        ),
+    ] {
+        let e = d.err(method, params);
+        assert_eq!(e["code"], -32602, "{method}: {e}");
+        let msg = e["message"].as_str().unwrap();
+        for part in ["crew-no-such-agent-xyz", "--runtime fake", "default_runtime"] {
+            assert!(msg.contains(part), "{method}: {part} missing in {msg}");
+        }
+    }
+    let e = d.err(
+        "team.run",
+        json!({"goal": "g", "cwd": cwd, "runtime": "ghost"}),
+    );
+    assert!(
+        e["message"].as_str().unwrap().contains("--runtime fake"),
+        "{e}"
+    );
+    assert!(d.ok("team.list", json!({}))["runs"]
+        .as_array()
+        .unwrap()
+        .is_empty());
+
+    let id = d.run("g", json!({"runtime": "broken", "team": "fast-fix"}));
+    assert_eq!(d.wait(&id), "failed");
+    let s = d.status(&id);
+    let failed: Vec<&Value> = s["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["status"] == "failed")
+        .collect();
+    assert_eq!(failed.len(), 1, "{s}");
+    assert_eq!(failed[0]["attempts"], 1, "not retried: {s}");
+    assert!(
+        failed[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("failed to start"),
+        "{s}"
+    );
+}
+
+/// Issue 18 (5): what a crashing worker wrote to stderr is kept, redacted, as an artifact of the
+/// attempt, not only its last line in the failure reason.
+#[test]
+fn a_crashed_workers_stderr_is_kept_as_an_artifact() {
+    let d = Daemon::start_with(Opts {
+        config: "max_attempts = 1\n\
+                 [runtimes.crashy]\nadapter = \"command\"\n\
+                 command = [\"/bin/sh\", \"-c\", \"echo starting up >&2; echo token sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123 >&2; echo 'panic: boom' >&2; exit 3\", \"sh\"]\n"
+            .into(),
+        env: vec![],
+    });
+    let id = d.run("g", json!({"runtime": "crashy", "team": "fast-fix"}));
+    assert_eq!(d.wait(&id), "failed");
+    let s = d.status(&id);
+    let task = s["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["status"] == "failed")
+        .unwrap_or_else(|| panic!("{s}"));
+    let tid = task["id"].as_str().unwrap();
+    let name = format!("logs/{tid}.attempt-1.stderr.txt");
+    assert!(
+        task["artifacts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["name"] == name.as_str() && a["kind"] == "stderr"),
+        "{task}"
+    );
+    let a = d.ok("team.artifact", json!({"runId": id, "name": name}));
+    let text = a["content"].as_str().unwrap();
+    assert!(text.contains("starting up") && text.contains("panic: boom"), "{text}");
+    assert!(!text.contains("abcdefghijklmnop"), "redacted: {text}");
+}

@@ -35,9 +35,28 @@ pub fn is_retryable_message(msg: &str) -> bool {
     retryable().is_some_and(|re| re.is_match(msg))
 }
 
+/// Is a failure to start the worker's program worth a retry? A program that is missing or may
+/// not be executed will not appear by waiting; anything else (out of processes, a busy file)
+/// may clear.
+pub fn is_retryable_spawn_error(kind: std::io::ErrorKind) -> bool {
+    !matches!(
+        kind,
+        std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn spawn_errors() {
+        use std::io::ErrorKind;
+        assert!(!is_retryable_spawn_error(ErrorKind::NotFound));
+        assert!(!is_retryable_spawn_error(ErrorKind::PermissionDenied));
+        assert!(is_retryable_spawn_error(ErrorKind::WouldBlock));
+        assert!(is_retryable_spawn_error(ErrorKind::OutOfMemory));
+    }
 
     #[test]
     fn patterns_compile() {

@@ -1,27 +1,24 @@
 //! `cache stats`: one row per cache.
 
+use super::table::{Cell, Col, Table};
 use super::units::{cost, percent, tokens};
-use super::{table, View};
-use comfy_table::Cell;
+use super::View;
 use crew_api::types::{CacheStat, CacheStatsResult};
 
 pub fn stats(view: &View, s: &CacheStatsResult) -> String {
-    let mut t = table::new(
-        view,
-        &[
-            "cache",
-            "entries",
-            "capacity",
-            "hits",
-            "misses",
-            "evictions",
-            "hit rate",
-            "saved",
-        ],
-    );
+    let mut t = Table::new(vec![
+        Col::new("cache"),
+        Col::new("entries").right(),
+        Col::new("capacity").right().drop(2),
+        Col::new("hits").right(),
+        Col::new("misses").right(),
+        Col::new("evictions").right().drop(1),
+        Col::new("hit rate").right(),
+        Col::new("saved").right().drop(3),
+    ]);
     let mut row = |name: &str, c: &CacheStat, saved: String| {
         let lookups = c.hits + c.misses;
-        t.add_row(vec![
+        t.row(vec![
             Cell::new(name),
             Cell::new(c.entries),
             Cell::new(c.capacity),
@@ -51,15 +48,12 @@ pub fn stats(view: &View, s: &CacheStatsResult) -> String {
         },
     );
     row("runs", &s.runs, "-".into());
-    table::align_right(&mut t, &[1, 2, 3, 4, 5, 6, 7]);
-    table::keep_whole(&mut t, &[0, 7]);
-    table::finish(&t)
+    t.render(view)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::render::fixtures::view;
     use crew_api::types::ResultCacheStat;
 
     #[test]
@@ -94,6 +88,6 @@ mod tests {
                 hit_rate: 0.0,
             },
         };
-        insta::assert_snapshot!(stats(&view(100), &s));
+        insta::assert_snapshot!(crate::render::fixtures::at_80_and_160(|v| stats(v, &s)));
     }
 }

@@ -466,7 +466,7 @@ pub fn plain_line(
                 view.p(Tone::Warn, "?"),
                 t.id,
                 question,
-                f.run_id,
+                super::ids::hint(&f.run_id),
                 t.id
             )
         }
@@ -548,9 +548,10 @@ pub fn final_summary(view: &View, s: &StatusResult) -> String {
     out
 }
 
-/// What the user can do next with a stopped run.
+/// What the user can do next with a stopped run. Runs are named by the random part of their
+/// id, tasks by their own id wherever one is known.
 pub fn hints(s: &StatusResult) -> Vec<String> {
-    let id = &s.run.id;
+    let id = super::ids::hint(&s.run.id);
     let mut v = vec![];
     let waiting: Vec<&TaskView> = s
         .tasks
@@ -563,26 +564,35 @@ pub fn hints(s: &StatusResult) -> Vec<String> {
             t.id, t.id
         ));
     }
+    let first = |st: TaskStatus| s.tasks.iter().find(|t| t.status == st);
     match s.run.status {
         RunStatus::Blocked if s.run.approval == "pending" => {
-            v.push(format!("review the plan: crewctl status {id}; then crewctl approve {id} or crewctl reject {id}"));
+            v.push(format!("read the plan: crewctl cat {id} shared/plan.md"));
+            v.push(format!(
+                "then: crewctl approve {id}   or: crewctl reject {id}"
+            ));
         }
         RunStatus::Failed | RunStatus::Cancelled => {
-            v.push(format!(
-                "details: crewctl status {id} · logs: crewctl logs {id} <task>"
-            ));
+            let task = first(TaskStatus::Failed)
+                .or_else(|| first(TaskStatus::NeedsAttention))
+                .or_else(|| first(TaskStatus::Cancelled));
+            match task {
+                Some(t) => v.push(format!(
+                    "details: crewctl status {id} · logs: crewctl logs {id} {}",
+                    t.id
+                )),
+                None => v.push(format!("details: crewctl status {id}")),
+            }
             v.push(format!("continue: crewctl resume {id}"));
         }
         RunStatus::Completed => v.push(format!("report: crewctl summary {id}")),
         _ if waiting.is_empty() => v.push(format!("details: crewctl status {id}")),
         _ => {}
     }
-    if s.tasks
-        .iter()
-        .any(|t| t.status == TaskStatus::NeedsAttention)
-    {
+    if let Some(t) = first(TaskStatus::NeedsAttention) {
         v.push(format!(
-            "tasks need attention: crewctl status {id}; crewctl retry {id} <task>"
+            "{} needs attention: crewctl logs {id} {}; then crewctl retry {id} {}",
+            t.id, t.id, t.id
         ));
     }
     v
@@ -813,7 +823,7 @@ mod tests {
         let h = hints(&s);
         assert!(
             h.iter()
-                .any(|l| l.contains("crewctl approve r-20260310-ab12")),
+                .any(|l| l.contains("crewctl approve 3f9a1c2e00001111")),
             "{h:?}"
         );
     }

@@ -5,6 +5,7 @@ pub mod cache;
 pub mod diag;
 pub mod events;
 pub mod follow;
+pub mod ids;
 pub mod marks;
 pub mod resources;
 pub mod runs;
@@ -38,6 +39,27 @@ pub(crate) mod fixtures {
     use crate::style::Paint;
 
     pub const NOW: &str = "2026-03-10T12:00:00Z";
+
+    /// The output at 80 and at 160 columns, one after the other, for one snapshot.
+    pub fn at_80_and_160(render: impl Fn(&View) -> String) -> String {
+        let mut out = String::new();
+        for w in [80u16, 160] {
+            let text = render(&view(w));
+            out.push_str(&format!("── {w} columns ──\n{text}"));
+            if !out.ends_with('\n') {
+                out.push('\n');
+            }
+        }
+        out
+    }
+
+    /// Fails when a line of `text` is wider than `w` columns.
+    pub fn assert_fits(text: &str, w: u16) {
+        for line in text.lines() {
+            let n = super::table::width_of(line);
+            assert!(n <= usize::from(w), "{n} > {w} columns: {line:?}\n{text}");
+        }
+    }
 
     pub fn view(width: u16) -> View {
         View {

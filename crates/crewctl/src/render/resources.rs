@@ -1,10 +1,10 @@
 //! `resources` and `daemon status`.
 
+use super::table::{self, Cell, Col, Table};
 use super::time::human_duration_ms;
 use super::units::{bytes, cut};
-use super::{diag, table, View};
+use super::{diag, View};
 use crate::style::Tone;
-use comfy_table::Cell;
 use crew_api::types::{DaemonStatus, ResourceEntry, ResourceListResult};
 use std::fmt::Write as _;
 
@@ -19,7 +19,12 @@ pub fn list(view: &View, r: &ResourceListResult) -> String {
     if groups.iter().all(|(_, g)| g.is_empty()) {
         out.push_str("No resources.\n");
     } else {
-        let mut t = table::new(view, &["kind", "name", "source", "description"]);
+        let mut t = Table::new(vec![
+            Col::new("kind"),
+            Col::new("name"),
+            Col::new("source").drop(1),
+            Col::new("description").cut(12),
+        ]);
         for (kind, entries) in groups {
             for e in entries {
                 let source_tone = match e.source.as_str() {
@@ -27,7 +32,7 @@ pub fn list(view: &View, r: &ResourceListResult) -> String {
                     "project" => Tone::Accent,
                     _ => Tone::Active,
                 };
-                t.add_row(vec![
+                t.row(vec![
                     Cell::new(kind),
                     Cell::new(&e.name),
                     table::toned(view, source_tone, &e.source),
@@ -35,8 +40,7 @@ pub fn list(view: &View, r: &ResourceListResult) -> String {
                 ]);
             }
         }
-        table::keep_whole(&mut t, &[0, 1, 2]);
-        out.push_str(&table::finish(&t));
+        out.push_str(&t.render(view));
     }
     if !r.diagnostics.is_empty() {
         out.push('\n');
@@ -56,7 +60,7 @@ pub fn daemon_status(view: &View, s: &DaemonStatus) -> String {
         human_duration_ms(s.uptime_ms)
     );
     let mut field = |name: &str, value: String| {
-        let _ = writeln!(out, "  {:<9} {value}", view.p(Tone::Dim, name));
+        let _ = writeln!(out, "  {} {value}", view.p(Tone::Dim, format!("{name:<9}")));
     };
     field("api", s.api_version.clone());
     field("socket", s.socket.clone());
@@ -86,7 +90,6 @@ pub fn daemon_status(view: &View, s: &DaemonStatus) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::render::fixtures::view;
     use crew_api::types::*;
 
     #[test]
@@ -135,7 +138,10 @@ mod tests {
             },
             workers: WorkerCounts { running: 3, max: 8 },
         };
-        let v = view(100);
-        insta::assert_snapshot!(format!("{}\n{}", list(&v, &r), daemon_status(&v, &d)));
+        insta::assert_snapshot!(crate::render::fixtures::at_80_and_160(|v| format!(
+            "{}\n{}",
+            list(v, &r),
+            daemon_status(v, &d)
+        )));
     }
 }

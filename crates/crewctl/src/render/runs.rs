@@ -1,10 +1,10 @@
 //! Runs: `status`, `ls`, `plan`, `artifacts`.
 
+use super::table::{self, Cell, Col, Table};
 use super::time::{absolute, human_duration_ms, parse_time, relative};
 use super::units::{bytes, cost, cut, percent, tokens, usage_tokens};
-use super::{diag, marks, table, View};
+use super::{diag, ids, marks, View};
 use crate::style::Tone;
-use comfy_table::Cell;
 use crew_api::types::{
     ArtifactInfo, ListResult, PlanResult, RunSummaryView, RunView, StatusResult, TaskStatus,
     TaskView,
@@ -15,7 +15,7 @@ use std::fmt::Write as _;
 pub fn status(view: &View, s: &StatusResult) -> String {
     let mut out = run_header(view, &s.run);
     out.push('\n');
-    out.push_str(&task_table(view, &s.tasks));
+    out.push_str(&task_table(view, &s.tasks, s.run.approval == "pending"));
     let attention: Vec<&TaskView> = s
         .tasks
         .iter()
@@ -30,7 +30,8 @@ pub fn status(view: &View, s: &StatusResult) -> String {
             let _ = writeln!(
                 out,
                 "  answer with: crewctl respond {} {} '<message>'",
-                s.run.id, t.id
+                ids::hint(&s.run.id),
+                t.id
             );
         }
     }
@@ -48,7 +49,7 @@ fn run_header(view: &View, r: &RunView) -> String {
         view.p(tone, format!("{mark} {}", r.status.as_str()))
     );
     let mut field = |name: &str, value: String| {
-        let _ = writeln!(out, "  {:<9} {value}", view.p(Tone::Dim, name));
+        let _ = writeln!(out, "  {} {value}", view.p(Tone::Dim, format!("{name:<9}")));
     };
     field("goal", cut(&r.goal, 200));
     let mut setup = format!(
@@ -126,9 +127,15 @@ fn run_header(view: &View, r: &RunView) -> String {
         };
         let mut a = view.p(tone, &r.approval);
         if r.approval == "pending" {
-            let _ = write!(a, " (crewctl approve {} / crewctl reject {})", r.id, r.id);
+            let _ = write!(a, ": crewctl approve|reject {}", ids::hint(&r.id));
         }
         field("approval", a);
+        if r.approval == "pending" {
+            field(
+                "plan",
+                format!("crewctl cat {} shared/plan.md", ids::hint(&r.id)),
+            );
+        }
     }
     if !matches!(r.reuse_results.as_str(), "" | "off" | "none" | "false") {
         field("reuse", r.reuse_results.clone());
@@ -147,13 +154,24 @@ fn run_header(view: &View, r: &RunView) -> String {
     out
 }
 
-fn task_table(view: &View, tasks: &[TaskView]) -> String {
-    let mut t = table::new(
-        view,
-        &[
-            "task", "role", "status", "att", "time", "tokens", "cost", "note",
-        ],
-    );
+/// Columns of `status`'s task table; the note (errors, questions) is what a narrow terminal
+/// keeps longest after the id and status.
+fn task_columns() -> Vec<Col> {
+    vec![
+        Col::new("task"),
+        Col::new("role").drop(1),
+        Col::new("status"),
+        Col::new("att").right().drop(3),
+        Col::new("time").right().drop(4),
+        Col::new("tokens").right().drop(5),
+        Col::new("cost").right().drop(2),
+        Col::new("note").cut(24),
+    ]
+}
+const NOTE_COL: usize = 7;
+
+fn task_table(view: &View, tasks: &[TaskView], approval_pending: bool) -> String {
+    let mut t = Table::new(task_columns());
     for task in tasks {
         let (mark, tone) = marks::task(task.status);
         let role = if task.agent == task.role {
@@ -173,7 +191,7 @@ fn task_table(view: &View, tasks: &[TaskView]) -> String {
         } else {
             (usage_tokens(&task.usage), Some(task.usage.cost))
         };
-        t.add_row(vec![
+        t.row(vec![
             Cell::new(&task.id),
             Cell::new(role),
             table::toned(
@@ -193,21 +211,39 @@ fn task_table(view: &View, tasks: &[TaskView]) -> String {
                     .map(cost)
                     .unwrap_or_else(|| "-".into()),
             ),
-            note_cell(view, task),
+            note_cell(view, task, approval_pending && ready(tasks, task)),
         ]);
     }
-    table::align_right(&mut t, &[3, 4, 5, 6]);
-    table::keep_whole(&mut t, &[0, 2, 3, 4, 5, 6]);
-    // Narrow terminals: the note (errors, questions) matters more than role and cost.
-    match view.width {
-        Some(w) if w < 80 => table::hide(&mut t, &[1, 6]),
-        Some(w) if w < 100 => table::hide(&mut t, &[1]),
-        _ => {}
+    let layout = t.layout(view.width.map(usize::from));
+    let mut out = t.render_with(view, &layout);
+    // An error cut to fit the table is given whole below it: it is what the user needs most.
+    let room = layout.widths.get(NOTE_COL).copied().flatten().unwrap_or(0);
+    for task in tasks {
+        let Some(e) = &task.error else { continue };
+        if table::width_of(&cut(e, 120)) <= room {
+            continue;
+        }
+        let (mark, tone) = marks::task(task.status);
+        let _ = writeln!(out, "{} {}: {}", view.p(tone, mark), task.id, cut(e, 1000));
     }
-    table::finish(&t)
+    out
 }
 
-fn note_cell(view: &View, task: &TaskView) -> Cell {
+/// A queued task whose dependencies all completed: with a plan approval pending, it is the one
+/// waiting for the approval (any other would have started).
+fn ready(tasks: &[TaskView], task: &TaskView) -> bool {
+    task.status == TaskStatus::Queued
+        && task.depends_on.iter().all(|d| {
+            tasks
+                .iter()
+                .any(|t| &t.id == d && t.status == TaskStatus::Completed)
+        })
+}
+
+fn note_cell(view: &View, task: &TaskView, awaiting_approval: bool) -> Cell {
+    if awaiting_approval {
+        return table::toned(view, Tone::Warn, "awaiting approval");
+    }
     if let Some(e) = &task.error {
         let tone = if task.status == TaskStatus::Failed {
             Tone::Bad
@@ -241,22 +277,29 @@ fn note_cell(view: &View, task: &TaskView) -> Cell {
     Cell::new("")
 }
 
-/// `ls`: one row per run, newest first.
+/// `ls`: one row per run, newest first, ids in their short form.
 pub fn list(view: &View, l: &ListResult) -> String {
     if l.runs.is_empty() {
         return "No runs.\n".into();
     }
-    let mut t = table::new(
-        view,
-        &["id", "status", "team", "goal", "age", "tasks", "cost"],
-    );
-    for r in &l.runs {
+    let mut t = Table::new(vec![
+        Col::new("id"),
+        Col::new("status"),
+        Col::new("team").cut(7).drop(2),
+        Col::new("goal").cut(20),
+        Col::new("age").drop(3),
+        Col::new("tasks").right().drop(4),
+        Col::new("cost").right().drop(1),
+    ]);
+    let full: Vec<&str> = l.runs.iter().map(|r| r.id.as_str()).collect();
+    let short = ids::short_ids(&full);
+    for (r, id) in l.runs.iter().zip(short) {
         let (mark, tone) = marks::run(r.status);
-        t.add_row(vec![
-            Cell::new(&r.id),
+        t.row(vec![
+            Cell::new(id),
             table::toned(view, tone, format!("{mark} {}", r.status.as_str())),
             Cell::new(&r.team),
-            Cell::new(cut(&r.goal, 48)),
+            Cell::new(cut(&r.goal, 60)),
             Cell::new(
                 parse_time(&r.created_at)
                     .map(|c| relative(c, view.clock.now))
@@ -266,16 +309,14 @@ pub fn list(view: &View, l: &ListResult) -> String {
             Cell::new(cost(r.usage.cost)),
         ]);
     }
-    table::align_right(&mut t, &[5, 6]);
-    table::keep_whole(&mut t, &[0, 1, 4, 5, 6]);
-    let mut out = table::finish(&t);
+    let mut out = t.render(view);
     if let Some(next) = &l.next {
         let _ = writeln!(
             out,
             "{}",
             view.p(
                 Tone::Dim,
-                format!("(more: crewctl ls --all, or --before {next})")
+                format!("(more: crewctl ls --all, or --before {})", ids::short(next))
             )
         );
     }
@@ -308,11 +349,18 @@ pub fn plan(view: &View, p: &PlanResult) -> String {
         p.tasks.len()
     );
     let with_model = p.tasks.iter().any(|t| t.model.is_some());
-    let mut headers = vec!["id", "step", "role", "agent", "depends on", "writes"];
+    let mut cols = vec![
+        Col::new("id"),
+        Col::new("step").drop(2),
+        Col::new("role"),
+        Col::new("agent").drop(1),
+        Col::new("depends on").cut(10),
+        Col::new("writes"),
+    ];
     if with_model {
-        headers.push("model");
+        cols.push(Col::new("model").cut(10).drop(3));
     }
-    let mut t = table::new(view, &headers);
+    let mut t = Table::new(cols);
     for task in &p.tasks {
         let mut row = vec![
             Cell::new(&task.id),
@@ -333,10 +381,9 @@ pub fn plan(view: &View, p: &PlanResult) -> String {
         if with_model {
             row.push(Cell::new(task.model.as_deref().unwrap_or("-")));
         }
-        t.add_row(row);
+        t.row(row);
     }
-    table::keep_whole(&mut t, &[0, 1, 2, 3, 5, 6]);
-    out.push_str(&table::finish(&t));
+    out.push_str(&t.render(view));
     if !p.diagnostics.is_empty() {
         out.push('\n');
         out.push_str(&diag::lines(view, &p.diagnostics));
@@ -349,9 +396,15 @@ pub fn artifacts(view: &View, list: &[ArtifactInfo]) -> String {
     if list.is_empty() {
         return "No artifacts.\n".into();
     }
-    let mut t = table::new(view, &["name", "kind", "task", "size", "sha256"]);
+    let mut t = Table::new(vec![
+        Col::new("name").cut(16),
+        Col::new("kind"),
+        Col::new("task").drop(2),
+        Col::new("size").right(),
+        Col::new("sha256").drop(1),
+    ]);
     for a in list {
-        t.add_row(vec![
+        t.row(vec![
             Cell::new(&a.name),
             Cell::new(&a.kind),
             Cell::new(a.task_id.as_deref().unwrap_or("-")),
@@ -359,15 +412,13 @@ pub fn artifacts(view: &View, list: &[ArtifactInfo]) -> String {
             Cell::new(a.sha256.get(..12).unwrap_or(&a.sha256)),
         ]);
     }
-    table::align_right(&mut t, &[3]);
-    table::keep_whole(&mut t, &[1, 2, 3, 4]);
-    table::finish(&t)
+    t.render(view)
 }
 
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::render::fixtures::view;
+    use crate::render::fixtures::{assert_fits, at_80_and_160, view};
     use crew_api::types::*;
 
     fn usage(input: u64, output: u64, cost: f64) -> Usage {
@@ -444,7 +495,7 @@ pub(crate) mod tests {
         let skipped = task("06_write", "writer", TaskStatus::Skipped, &["05_verify"]);
         StatusResult {
             run: RunView {
-                id: "r-20260310-ab12".into(),
+                id: "team_20260310115500_3f9a1c2e00001111".into(),
                 status: RunStatus::Running,
                 goal: "fix the flaky login test".into(),
                 cwd: "/home/u/proj".into(),
@@ -477,12 +528,62 @@ pub(crate) mod tests {
 
     #[test]
     fn status_snapshot() {
-        insta::assert_snapshot!(status(&view(110), &status_fixture()));
+        insta::assert_snapshot!(at_80_and_160(|v| status(v, &status_fixture())));
+        let tables = |v: &View| task_table(v, &status_fixture().tasks, false);
+        assert_fits(&tables(&view(80)), 80);
+    }
+
+    #[test]
+    fn waiting_for_approval_says_so() {
+        let mut s = status_fixture();
+        s.run.status = RunStatus::Blocked;
+        s.run.approval = "pending".into();
+        s.tasks.truncate(1);
+        s.tasks.push(task(
+            "02_execute",
+            "executor",
+            TaskStatus::Queued,
+            &["01_explore"],
+        ));
+        s.tasks.push(task(
+            "03_verify",
+            "verifier",
+            TaskStatus::Queued,
+            &["02_execute"],
+        ));
+        let out = status(&view(80), &s);
+        assert!(out.contains("shared/plan.md"), "{out}");
+        let line = |id: &str| out.lines().find(|l| l.starts_with(id)).unwrap_or_default();
+        assert!(line("02_execute").contains("awaiting approval"), "{out}");
+        assert!(line("03_verify").contains("after 02_execute"), "{out}");
     }
 
     #[test]
     fn status_narrow_snapshot() {
-        insta::assert_snapshot!(status(&view(72), &status_fixture()));
+        insta::assert_snapshot!(status(&view(60), &status_fixture()));
+    }
+
+    #[test]
+    fn status_header_aligns_with_colour() {
+        let mut v = view(80);
+        v.paint = crate::style::Paint::new(true);
+        let coloured = status(&v, &status_fixture());
+        let plain = status(&view(80), &status_fixture());
+        let strip = |s: &str| {
+            let mut out = String::new();
+            let mut esc = false;
+            for c in s.chars() {
+                match (esc, c) {
+                    (false, '\u{1b}') => esc = true,
+                    (true, 'm') => esc = false,
+                    (true, _) => {}
+                    (false, c) => out.push(c),
+                }
+            }
+            out
+        };
+        assert!(coloured.contains('\u{1b}'));
+        assert_eq!(strip(&coloured), plain);
     }
 
     fn summary(
@@ -527,7 +628,7 @@ pub(crate) mod tests {
         let l = ListResult {
             runs: vec![
                 summary(
-                    "r-20260310-ab12",
+                    "team_20260310115500_3f9a1c2e00001111",
                     RunStatus::Running,
                     "fix the flaky login test",
                     "2026-03-10T11:55:00Z",
@@ -535,7 +636,7 @@ pub(crate) mod tests {
                     0.0132,
                 ),
                 summary(
-                    "r-20260310-0007",
+                    "team_20260310090000_3f9a1c2e00004444",
                     RunStatus::Completed,
                     "write a migration guide for the new configuration format and review it twice",
                     "2026-03-10T09:00:00Z",
@@ -543,7 +644,7 @@ pub(crate) mod tests {
                     1.2345,
                 ),
                 summary(
-                    "r-20260309-0003",
+                    "team_20260309080000_a0b1c2d3e4f50617",
                     RunStatus::Blocked,
                     "refactor the parser",
                     "2026-03-09T08:00:00Z",
@@ -551,7 +652,7 @@ pub(crate) mod tests {
                     0.0,
                 ),
                 summary(
-                    "r-20260301-0001",
+                    "team_20260301080000_77aa00bb11cc22dd",
                     RunStatus::Cancelled,
                     "explore",
                     "2026-03-01T08:00:00Z",
@@ -559,9 +660,11 @@ pub(crate) mod tests {
                     0.00004,
                 ),
             ],
-            next: Some("r-20260301-0001".into()),
+            next: Some("team_20260301080000_77aa00bb11cc22dd".into()),
         };
-        insta::assert_snapshot!(list(&view(100), &l));
+        insta::assert_snapshot!(at_80_and_160(|v| list(v, &l)));
+        assert_fits(&list(&view(80), &l), 80);
+        assert_fits(&list(&view(50), &l), 50);
         assert_eq!(
             list(
                 &view(100),
@@ -627,7 +730,7 @@ pub(crate) mod tests {
                 message: "unknown model, using the default".into(),
             }],
         };
-        insta::assert_snapshot!(plan(&view(100), &p));
+        insta::assert_snapshot!(at_80_and_160(|v| plan(v, &p)));
     }
 
     #[test]

@@ -1,11 +1,11 @@
 //! Schedules: `schedule ls`, `schedule get`, `schedule preview`. Fire times are shown in the
 //! job's own zone, since that is the zone its cron expression means.
 
+use super::table::{self, Cell, Col, Table};
 use super::time::{abs_and_rel, absolute, compact_duration_ms, parse_time, relative, Zone};
 use super::units::cut;
-use super::{table, View};
+use super::View;
 use crate::style::Tone;
-use comfy_table::Cell;
 use crew_api::types::{Job, PreviewResult};
 use std::fmt::Write as _;
 
@@ -24,31 +24,35 @@ pub fn spec(job: &Job) -> String {
     }
 }
 
+/// `schedule ls`. Times are in one zone per table, named in the header: the jobs' zone when
+/// they share one, else the viewer's.
 pub fn list(view: &View, jobs: &[Job]) -> String {
     if jobs.is_empty() {
         return "No scheduled jobs.\n".into();
     }
-    let mut t = table::new(
-        view,
-        &[
-            "id",
-            "name",
-            "spec",
-            "zone",
-            "enabled",
-            "next fire",
-            "last fire",
-            "fires",
-        ],
-    );
+    let zone = match jobs.first() {
+        Some(first) if jobs.iter().all(|j| j.timezone == first.timezone) => {
+            Zone::named(&first.timezone)
+        }
+        _ => view.clock.zone,
+    };
+    let mut t = Table::new(vec![
+        Col::new("id"),
+        Col::new("name").cut(8).drop(3),
+        Col::new("spec").cut(16),
+        Col::new("zone").drop(1),
+        Col::new("enabled"),
+        Col::new(format!("next fire ({})", zone.label(view.clock.now))),
+        Col::new("last fire").drop(2),
+        Col::new("fires").right().drop(4),
+    ]);
     for j in jobs {
-        let zone = Zone::named(&j.timezone);
         let next = if j.enabled {
             abs_and_rel(j.next_fire_at.as_deref(), &view.clock, zone)
         } else {
             "-".into()
         };
-        t.add_row(vec![
+        t.row(vec![
             Cell::new(&j.id),
             Cell::new(cut(&j.name, 24)),
             Cell::new(spec(j)),
@@ -69,9 +73,7 @@ pub fn list(view: &View, jobs: &[Job]) -> String {
             Cell::new(j.fire_count),
         ]);
     }
-    table::align_right(&mut t, &[7]);
-    table::keep_whole(&mut t, &[0, 2, 3, 4, 5, 6, 7]);
-    table::finish(&t)
+    t.render(view)
 }
 
 pub fn detail(view: &View, j: &Job) -> String {
@@ -85,7 +87,7 @@ pub fn detail(view: &View, j: &Job) -> String {
         j.name
     );
     let mut field = |name: &str, value: String| {
-        let _ = writeln!(out, "  {:<9} {value}", view.p(Tone::Dim, name));
+        let _ = writeln!(out, "  {} {value}", view.p(Tone::Dim, format!("{name:<9}")));
     };
     field("spec", format!("{} ({})", spec(j), j.kind));
     field("zone", j.timezone.clone());
@@ -248,7 +250,7 @@ mod tests {
 
     #[test]
     fn schedule_list_snapshot() {
-        insta::assert_snapshot!(list(&view(120), &jobs()));
+        insta::assert_snapshot!(crate::render::fixtures::at_80_and_160(|v| list(v, &jobs())));
         assert_eq!(list(&view(120), &[]), "No scheduled jobs.\n");
     }
 

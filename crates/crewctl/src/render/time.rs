@@ -19,6 +19,16 @@ impl Zone {
     }
 }
 
+impl Zone {
+    /// The zone's name for a header: the IANA name, or `local +01:00` (the offset at `at`).
+    pub fn label(self, at: DateTime<Utc>) -> String {
+        match self {
+            Zone::Tz(tz) => tz.name().to_string(),
+            Zone::Local => format!("local {}", at.with_timezone(&chrono::Local).format("%:z")),
+        }
+    }
+}
+
 /// The clock and zone a rendering is done against, passed in so output is reproducible.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Clock {

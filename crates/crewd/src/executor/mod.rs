@@ -11,6 +11,7 @@ mod env;
 pub(crate) mod fault;
 mod lines;
 pub mod process;
+mod stderr;
 
 pub use artifacts::sha256_hex;
 
@@ -618,7 +619,7 @@ async fn run_process(
                 Usage::default(),
                 artifacts.clone(),
                 format!("failed to start `{program}`: {e}"),
-                true,
+                stream::is_retryable_spawn_error(e.kind()),
                 "spawn",
             );
         }
@@ -702,6 +703,7 @@ async fn run_process(
     let mut last_stderr = Instant::now();
     let mut stdout_open = true;
     let mut stderr_tail = StderrTail::default();
+    let mut stderr_log = stderr::StderrLog::default();
     let mut stderr_chunk = vec![0u8; 8192];
     // When the daemon last came back from not running (see `PAUSE_SLACK`): silence before it
     // was not watched, so the no-output watchdog counts from here at the earliest.
@@ -763,6 +765,7 @@ async fn run_process(
                 Ok(n) => {
                     last_stderr = Instant::now();
                     stderr_tail.push(stderr_chunk.get(..n).unwrap_or_default());
+                    stderr_log.push(stderr_chunk.get(..n).unwrap_or_default());
                 }
             },
             status = child.wait(), if exit.is_none() => {
@@ -812,6 +815,7 @@ async fn run_process(
                             Some(Ok(n)) => {
                                 last_stderr = now;
                                 stderr_tail.push(stderr_chunk.get(..n).unwrap_or_default());
+                                stderr_log.push(stderr_chunk.get(..n).unwrap_or_default());
                             }
                             None => break,
                         }
@@ -866,6 +870,7 @@ async fn run_process(
         let _ = tokio::time::timeout(EXIT_QUIET, async {
             while let Ok(n @ 1..) = s.read(&mut stderr_chunk).await {
                 stderr_tail.push(stderr_chunk.get(..n).unwrap_or_default());
+                stderr_log.push(stderr_chunk.get(..n).unwrap_or_default());
             }
         })
         .await;
@@ -893,6 +898,11 @@ async fn run_process(
     });
     if let Ok(a) = described {
         artifacts.push(a);
+    }
+    match blocking(|| stderr_log.save(run_dir, &spec.task_id, spec.attempt)) {
+        Ok(Some(a)) => artifacts.push(a),
+        Ok(None) => {}
+        Err(e) => tracing::warn!(error = %e, "cannot keep the worker's stderr"),
     }
 
     let outcome = parser.outcome();

@@ -2,6 +2,8 @@
 //! terminal (plain lines when piped, JSON lines with `--json`), result excerpts as tasks finish,
 //! and a summary at the end. Ctrl-C asks whether to cancel the run or detach.
 
+mod block;
+
 use crate::conn::{Conn, Failed};
 use crate::ctx::{out, outln, Ctx};
 use crate::exit;
@@ -12,6 +14,7 @@ use crate::render::time::{human_duration, parse_time};
 use crate::render::units::{cost, tokens, usage_tokens};
 use crate::render::View;
 use crate::style::Tone;
+use crate::term;
 use crew_api::client::{CallError, ObjectParams};
 use crew_api::methods::{TeamArtifact, TeamCancel, TeamEvents, TeamStatus, TeamSubscribe};
 use crew_api::types::{
@@ -31,16 +34,21 @@ pub enum Seed {
 }
 
 const EXCERPT_LINES: usize = 6;
+const PLAN_LINES: usize = 20;
 const EXCERPT_BYTES: i64 = 8 * 1024;
 
 /// Follows `run_id` until it stops (or the user detaches) and returns the exit status. With
-/// `only_task`, other tasks' lines are not shown and following ends when that task stops.
+/// `only_task`, other tasks' lines are not shown and following ends when that task stops. With
+/// `through_blocks`, a blocked run (plan approval, a question, a task needing attention) is
+/// shown and followed on; in a terminal the user is offered to act on it inline. Without, a
+/// block ends following with exit status 2.
 pub async fn follow(
     ctx: &Ctx,
     conn: Conn,
     run_id: &str,
     seed: Seed,
     only_task: Option<&str>,
+    through_blocks: bool,
 ) -> anyhow::Result<u8> {
     let (model, run_elapsed) = match &seed {
         Seed::Plan(p) => (Follow::new(run_id).with_plan(p), Duration::ZERO),
@@ -65,22 +73,29 @@ pub async fn follow(
         ui: Ui::new(ctx, run_elapsed),
         only_task,
         sigint,
+        through_blocks,
+        interactive: ctx.stdin_tty && ctx.stdout_tty && !ctx.json,
+        shown_block: None,
     };
     f.ui.footer(&ctx.view(), &f.model);
-    let finished = match &seed {
-        Seed::Status(s) => s.run.status.is_finished(),
-        Seed::Plan(_) => false,
-    };
-    let result = if finished {
-        f.replay_stored().await
-    } else {
-        f.live().await
+    let result = match &seed {
+        Seed::Plan(_) => f.live(false).await,
+        Seed::Status(s) => {
+            // History first, without stopping at blocks long since answered; then live from
+            // where history ended, checking the run as it is now.
+            let finished = s.run.status.is_finished();
+            match f.replay_stored().await {
+                Err(e) => Err(e),
+                Ok(()) if finished => f.stop().await,
+                Ok(()) => f.live(true).await,
+            }
+        }
     };
     f.ui.finish();
     result
 }
 
-struct Follower<'a> {
+pub(crate) struct Follower<'a> {
     ctx: &'a Ctx,
     conn: Conn,
     run_id: &'a str,
@@ -88,12 +103,17 @@ struct Follower<'a> {
     ui: Ui,
     only_task: Option<&'a str>,
     sigint: Signal,
+    through_blocks: bool,
+    /// stdin and stdout are a terminal: blocks and Ctrl-C can be answered inline.
+    interactive: bool,
+    /// The block last shown (its reason), so one block is announced once.
+    shown_block: Option<String>,
 }
 
 impl Follower<'_> {
-    /// A finished run: its stored events through the same view, then the summary. (A
-    /// subscription would never say that the replay is over.)
-    async fn replay_stored(&mut self) -> anyhow::Result<u8> {
+    /// The run's stored events through the same view. Blocks and stops in them are history
+    /// (a later event may have resumed the run), so they end nothing.
+    async fn replay_stored(&mut self) -> anyhow::Result<()> {
         let mut after = 0u64;
         loop {
             let page = self
@@ -109,16 +129,23 @@ impl Follower<'_> {
             }
             after = page.next_seq;
             for e in page.events {
-                if let Some(code) = self.handle(e, false).await? {
-                    return Ok(code);
-                }
+                self.handle(e, false).await?;
             }
         }
-        self.stop().await
+        Ok(())
     }
 
-    async fn live(&mut self) -> anyhow::Result<u8> {
+    /// Live events from the last one seen. `check_now`: the run may already be stopped or
+    /// blocked (following an existing run); look once the subscription is in place, so nothing
+    /// that happens in between is missed.
+    async fn live(&mut self, check_now: bool) -> anyhow::Result<u8> {
         let mut sub = self.subscribe().await?;
+        if check_now {
+            let status = self.status().await?;
+            if let Some(code) = self.on_stop(&status).await? {
+                return Ok(code);
+            }
+        }
         loop {
             tokio::select! {
                 item = sub.next() => {
@@ -150,28 +177,55 @@ impl Follower<'_> {
                 }
                 _ = self.sigint.recv() => {
                     match self.ask_cancel_or_detach().await {
-                        Choice::Cancel => {
-                            let r = self.conn.call::<TeamCancel>(&CancelParams {
-                                run_id: self.run_id.to_string(),
-                                reason: Some("cancelled from crewctl".into()),
-                            }).await?;
-                            self.note(Tone::Warn, &format!("cancelling: {} tasks stopped", r.cancelled_task_ids.len()));
-                        }
-                        Choice::Detach => {
-                            self.ui.finish();
-                            let v = self.ctx.err_view();
-                            eprintln!(
-                                "Detached; run {} keeps going. {}",
-                                self.run_id,
-                                v.p(Tone::Dim, format!("Follow again: crewctl logs -f {}", self.run_id))
-                            );
-                            return Ok(exit::SUCCESS);
-                        }
+                        Choice::Cancel => self.cancel().await?,
+                        Choice::Detach => return Ok(self.detach(exit::SUCCESS)),
                         Choice::Continue => {}
                     }
                 }
             }
         }
+    }
+
+    /// Cancels the run and says what that stopped: running workers, and queued tasks that will
+    /// not start.
+    async fn cancel(&mut self) -> anyhow::Result<()> {
+        let r = self
+            .conn
+            .call::<TeamCancel>(&CancelParams {
+                run_id: self.run_id.to_string(),
+                reason: Some("cancelled from crewctl".into()),
+            })
+            .await?;
+        let running = r
+            .cancelled_task_ids
+            .iter()
+            .filter(|id| {
+                self.model
+                    .tasks
+                    .iter()
+                    .any(|t| &t.id == *id && t.status == TaskStatus::Running)
+            })
+            .count();
+        let rest = r.cancelled_task_ids.len().saturating_sub(running);
+        self.note(
+            Tone::Warn,
+            &format!(
+                "cancelling: {running} running task{} stopped, {rest} not started",
+                if running == 1 { "" } else { "s" }
+            ),
+        );
+        Ok(())
+    }
+
+    fn detach(&mut self, code: u8) -> u8 {
+        self.ui.finish();
+        let v = self.ctx.err_view();
+        let id = crate::render::ids::hint(self.run_id);
+        eprintln!(
+            "Detached; run {id} keeps going. {}",
+            v.p(Tone::Dim, format!("Follow again: crewctl logs -f {id}"))
+        );
+        code
     }
 
     /// Applies one event; `Some(exit status)` when following is over.
@@ -193,8 +247,8 @@ impl Follower<'_> {
                     continue;
                 }
                 let status = self.status().await?;
-                if status.run.status.is_finished() || status.run.status == RunStatus::Blocked {
-                    return self.summary(&status).map(Some);
+                if let Some(code) = self.on_stop(&status).await? {
+                    return Ok(Some(code));
                 }
                 continue;
             }
@@ -212,13 +266,58 @@ impl Follower<'_> {
                         self.ui.print(&excerpt(&view, &text, EXCERPT_LINES));
                     }
                 }
-                if self.only_task.is_some() {
+                // An attempt that ended long ago (replayed history) ends nothing.
+                if self.only_task.is_some() && live {
                     return Ok(Some(exit::SUCCESS));
                 }
             }
         }
         self.ui.footer(&view, &self.model);
         Ok(None)
+    }
+
+    /// The run as it is now: `Some(exit status)` when following ends here.
+    async fn on_stop(&mut self, status: &StatusResult) -> anyhow::Result<Option<u8>> {
+        if status.run.status.is_finished() {
+            return self.summary(status).map(Some);
+        }
+        if status.run.status != RunStatus::Blocked {
+            self.shown_block = None;
+            return Ok(None);
+        }
+        if !self.through_blocks {
+            return self.summary(status).map(Some);
+        }
+        let reason = status.run.reason.clone().unwrap_or_default();
+        if self.shown_block.as_deref() == Some(reason.as_str()) {
+            return Ok(None);
+        }
+        self.shown_block = Some(reason);
+        if !self.ctx.json {
+            let view = self.ctx.view();
+            let mut text = final_summary(&view, status);
+            if status.run.approval == "pending" {
+                if let Some(plan) = self.fetch_excerpt("shared/plan.md").await {
+                    text.push_str(&format!(
+                        "  {}\n",
+                        view.p(Tone::Dim, "plan (shared/plan.md):")
+                    ));
+                    text.push_str(&excerpt(&view, &plan, PLAN_LINES));
+                }
+            }
+            self.ui.print(&text);
+        }
+        if !self.interactive {
+            return Ok(None);
+        }
+        match block::ask(self, status).await? {
+            block::Outcome::Acted => {
+                self.shown_block = None;
+                Ok(None)
+            }
+            block::Outcome::KeepWaiting => Ok(None),
+            block::Outcome::Detach => Ok(Some(self.detach(exit::BLOCKED))),
+        }
     }
 
     async fn status(&self) -> anyhow::Result<StatusResult> {
@@ -298,35 +397,60 @@ impl Follower<'_> {
         self.ui.note(&view, tone, text);
     }
 
+    /// One key, no Enter: `c` cancels, `d` or a second Ctrl-C detaches at once, any other key
+    /// keeps following.
     async fn ask_cancel_or_detach(&mut self) -> Choice {
         if !self.ctx.stdin_tty {
             return Choice::Detach;
         }
         self.ui.pause();
-        eprint!("\nCancel the run (c) or detach (d)? ");
-        let read = tokio::task::spawn_blocking(|| {
-            let mut line = String::new();
-            std::io::stdin().read_line(&mut line).map(|_| line)
-        });
-        let choice = tokio::select! {
-            line = read => match line {
-                Ok(Ok(l)) if l.is_empty() => Choice::Detach,
-                Ok(Ok(l)) => match l.trim().to_ascii_lowercase().as_str() {
-                    "c" | "cancel" => Choice::Cancel,
-                    "d" | "detach" => Choice::Detach,
-                    _ => {
-                        eprintln!("(still following; Ctrl-C again to choose)");
-                        Choice::Continue
-                    }
-                },
-                // stdin unreadable: nobody to ask.
-                _ => Choice::Detach,
-            },
-            // A second Ctrl-C at the prompt means "get me out".
-            _ = self.sigint.recv() => Choice::Detach,
+        eprint!(
+            "\nCancel? c cancels · d or Ctrl-C detaches · other keys go on (one key, no Enter)"
+        );
+        let key = self.key().await;
+        eprintln!();
+        let choice = match key {
+            Some(b'c' | b'C') => Choice::Cancel,
+            Some(b'd' | b'D') | None => Choice::Detach,
+            Some(_) => {
+                eprintln!("(still following; Ctrl-C to choose again)");
+                Choice::Continue
+            }
         };
         self.ui.resume();
         choice
+    }
+
+    /// One key from the terminal; `None` when Ctrl-C came first or stdin closed.
+    pub(crate) async fn key(&mut self) -> Option<u8> {
+        let mut read = term::Read::start(term::key_blocking);
+        let got = tokio::select! {
+            k = read.result() => Some(k),
+            _ = self.sigint.recv() => None,
+        };
+        match got {
+            Some(k) => k,
+            None => {
+                read.stop().await;
+                None
+            }
+        }
+    }
+
+    /// One line from the terminal; `None` when Ctrl-C came first or stdin closed.
+    pub(crate) async fn line(&mut self) -> Option<String> {
+        let mut read = term::Read::start(term::line_blocking);
+        let got = tokio::select! {
+            l = read.result() => Some(l),
+            _ = self.sigint.recv() => None,
+        };
+        match got {
+            Some(l) => l,
+            None => {
+                read.stop().await;
+                None
+            }
+        }
     }
 }
 
@@ -528,11 +652,20 @@ pub async fn follow_existing(
     conn: Conn,
     run_id: &str,
     only_task: Option<&str>,
+    through_blocks: bool,
 ) -> anyhow::Result<u8> {
     let status = conn
         .call::<TeamStatus>(&RunIdParams {
             run_id: run_id.to_string(),
         })
         .await?;
-    follow(ctx, conn, run_id, Seed::Status(Box::new(status)), only_task).await
+    follow(
+        ctx,
+        conn,
+        run_id,
+        Seed::Status(Box::new(status)),
+        only_task,
+        through_blocks,
+    )
+    .await
 }

@@ -1,0 +1,240 @@
+//! crewctl in a real terminal (tmux): the Ctrl-C prompt reads one key without Enter, and a second
+//! Ctrl-C detaches and exits at once instead of leaving a read on stdin behind. Skipped, with a
+//! note, where tmux is not installed (.ci/run installs it).
+
+mod mock;
+
+use mock::{event, run_started, status, task, Mock, Script};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn have_tmux() -> bool {
+    Command::new("tmux")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// One tmux server of our own per test, so tests neither see nor disturb anyone else's.
+struct Tmux {
+    server: String,
+    dir: tempfile::TempDir,
+}
+
+impl Tmux {
+    fn start(socket: &Path, args: &str) -> Tmux {
+        let dir = tempfile::tempdir().unwrap();
+        let server = format!(
+            "crewctl-test-{}-{}",
+            std::process::id(),
+            dir.path().display().to_string().len() ^ rand_suffix()
+        );
+        let exit_file = dir.path().join("exit");
+        let cmd = format!(
+            "{} --socket {} {args}; echo $? > {}; sleep 60",
+            env!("CARGO_BIN_EXE_crewctl"),
+            socket.display(),
+            exit_file.display()
+        );
+        let ok = Command::new("tmux")
+            .args([
+                "-L",
+                &server,
+                "-f",
+                "/dev/null",
+                "new-session",
+                "-d",
+                "-x",
+                "80",
+                "-y",
+                "24",
+            ])
+            .arg(cmd)
+            .env_remove("TMUX")
+            .status()
+            .unwrap();
+        assert!(ok.success());
+        Tmux { server, dir }
+    }
+
+    fn screen(&self) -> String {
+        let o = Command::new("tmux")
+            .args(["-L", &self.server, "capture-pane", "-p"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        Command::new("tmux")
+            .args(["-L", &self.server, "send-keys"])
+            .args(keys)
+            .status()
+            .unwrap();
+    }
+
+    fn exit_file(&self) -> PathBuf {
+        self.dir.path().join("exit")
+    }
+
+    /// Waits (bounded) until `cond` holds; the screen is in the panic message otherwise.
+    async fn until(&self, what: &str, cond: impl Fn(&Tmux) -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !cond(self) {
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}:\n{}",
+                self.screen()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    async fn shows(&self, text: &str) {
+        self.until(text, |t| t.screen().contains(text)).await;
+    }
+
+    async fn exit_code(&self) -> String {
+        self.until("crewctl to exit", |t| {
+            std::fs::read_to_string(t.exit_file()).is_ok_and(|s| s.ends_with('\n'))
+        })
+        .await;
+        std::fs::read_to_string(self.exit_file())
+            .unwrap()
+            .trim()
+            .to_string()
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["-L", &self.server, "kill-server"])
+            .status();
+    }
+}
+
+fn rand_suffix() -> usize {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u8(0);
+    h.finish() as usize
+}
+
+/// A run that keeps running until cancelled.
+fn endless() -> Script {
+    let mut s = Script::default();
+    s.results.insert("team.run", run_started());
+    s.results.insert(
+        "team.status",
+        status("running", vec![task("01_explore", "running")]),
+    );
+    s.results.insert(
+        "team.cancel",
+        json!({"status": "cancelled", "cancelledTaskIds": ["01_explore", "02_fix"]}),
+    );
+    s.events = vec![
+        event(1, "run.started", None, json!({})),
+        event(2, "task.started", Some("01_explore"), json!({"attempt": 1})),
+    ];
+    s
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_second_ctrl_c_detaches_at_once() {
+    if !have_tmux() {
+        eprintln!("skipped: tmux is not installed");
+        return;
+    }
+    let mock = Mock::start(endless()).await;
+    let t = Tmux::start(&mock.socket, "run x");
+    t.shows("Ctrl-C to cancel or detach").await;
+    t.keys(&["C-c"]);
+    t.shows("one key, no Enter").await;
+    t.keys(&["C-c"]);
+    assert_eq!(t.exit_code().await, "0", "{}", t.screen());
+    assert!(t.screen().contains("Detached"), "{}", t.screen());
+    assert!(mock.calls("team.cancel").is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn one_key_without_enter_cancels_or_keeps_following() {
+    if !have_tmux() {
+        eprintln!("skipped: tmux is not installed");
+        return;
+    }
+    let mock = Mock::start(endless()).await;
+    let t = Tmux::start(&mock.socket, "run x");
+    t.shows("Ctrl-C to cancel or detach").await;
+    // Any other key: still following, and the key is not left for a later read.
+    t.keys(&["C-c"]);
+    t.shows("one key, no Enter").await;
+    t.keys(&["x"]);
+    t.shows("still following").await;
+    // `c`, no Enter: the run is cancelled.
+    t.keys(&["C-c"]);
+    t.until("the second prompt", |t| {
+        t.screen().matches("one key, no Enter").count() >= 2
+    })
+    .await;
+    t.keys(&["c"]);
+    t.until("team.cancel", |_| !mock.calls("team.cancel").is_empty())
+        .await;
+    t.shows("1 running task stopped, 1 not started").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_plan_is_approved_inline_with_one_key() {
+    if !have_tmux() {
+        eprintln!("skipped: tmux is not installed");
+        return;
+    }
+    let mut s = Script::default();
+    s.results.insert("team.run", run_started());
+    s.results
+        .insert("team.approve", json!({"status": "running"}));
+    s.artifacts.insert(
+        "shared/plan.md".into(),
+        "1. change the retry loop\n2. add a test".into(),
+    );
+    let mut blocked = status("blocked", vec![task("01_explore", "completed")]);
+    blocked["run"]["reason"] = json!("plan approval required before 02_fix starts");
+    s.sequence
+        .insert("team.status", vec![blocked].into_iter().collect());
+    s.results.insert(
+        "team.status",
+        status(
+            "completed",
+            vec![task("01_explore", "completed"), task("02_fix", "completed")],
+        ),
+    );
+    s.events = vec![
+        event(1, "run.started", None, json!({})),
+        event(
+            2,
+            "plan.approval_required",
+            Some("02_fix"),
+            json!({"taskId": "02_fix"}),
+        ),
+        event(
+            3,
+            "run.blocked",
+            None,
+            json!({"reason": "plan approval required"}),
+        ),
+        event(4, "plan.approved", None, json!({})),
+        event(5, "task.started", Some("02_fix"), json!({"attempt": 1})),
+        event(6, "task.completed", Some("02_fix"), json!({"attempt": 1})),
+        event(7, "run.completed", None, json!({})),
+    ];
+    let mock = Mock::start(s).await;
+    let t = Tmux::start(&mock.socket, "run x");
+    t.shows("add a test").await;
+    t.shows("a approves").await;
+    t.keys(&["a"]);
+    assert_eq!(t.exit_code().await, "0", "{}", t.screen());
+    assert_eq!(mock.calls("team.approve").len(), 1);
+    assert!(t.screen().contains("Run r-1 completed"), "{}", t.screen());
+}

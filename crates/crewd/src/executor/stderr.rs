@@ -1,0 +1,104 @@
+//! The worker's stderr, kept as an artifact (`logs/<task>.attempt-<n>.stderr.txt`, kind
+//! `stderr`): a crashing agent often says why only there. Bounded to the first `HEAD` and the
+//! last `TAIL` bytes (what comes in between is counted, not kept), and redacted like
+//! transcripts before it is written.
+
+use super::artifacts;
+use crew_core::run::ArtifactRef;
+use std::path::Path;
+
+const HEAD: usize = 16 << 10;
+const TAIL: usize = 48 << 10;
+
+#[derive(Default)]
+pub struct StderrLog {
+    head: Vec<u8>,
+    tail: Vec<u8>,
+    /// Bytes between head and tail that were not kept.
+    skipped: u64,
+}
+
+impl StderrLog {
+    pub fn push(&mut self, mut bytes: &[u8]) {
+        if self.head.len() < HEAD {
+            let n = bytes.len().min(HEAD - self.head.len());
+            let (now, rest) = bytes.split_at(n);
+            self.head.extend_from_slice(now);
+            bytes = rest;
+        }
+        if bytes.is_empty() {
+            return;
+        }
+        self.tail.extend_from_slice(bytes);
+        // Trim in steps of at least TAIL, so each byte is moved a bounded number of times.
+        if self.tail.len() > 2 * TAIL {
+            let cut = self.tail.len() - TAIL;
+            self.tail.drain(..cut);
+            self.skipped = self.skipped.saturating_add(cut as u64);
+        }
+    }
+
+    /// The kept text, redacted.
+    pub fn text(&self) -> String {
+        let mut tail: &[u8] = &self.tail;
+        let mut skipped = self.skipped;
+        if tail.len() > TAIL {
+            let cut = tail.len() - TAIL;
+            tail = &tail[cut..];
+            skipped = skipped.saturating_add(cut as u64);
+        }
+        let mut text = String::from_utf8_lossy(&self.head).into_owned();
+        if skipped > 0 {
+            text.push_str(&format!("\n[… {skipped} bytes of stderr not kept …]\n"));
+        }
+        text.push_str(&String::from_utf8_lossy(tail));
+        crew_core::redact::redact_str(&text)
+    }
+
+    /// Writes the artifact when the worker wrote anything to stderr.
+    pub fn save(
+        &self,
+        run_dir: &Path,
+        task_id: &str,
+        attempt: u32,
+    ) -> std::io::Result<Option<ArtifactRef>> {
+        if self.head.is_empty() {
+            return Ok(None);
+        }
+        let name = format!("logs/{task_id}.attempt-{attempt}.stderr.txt");
+        artifacts::put(run_dir, &name, "stderr", self.text().as_bytes()).map(Some)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_head_and_tail_within_bounds() {
+        let mut log = StderrLog::default();
+        log.push(b"first line\n");
+        for _ in 0..10_000 {
+            log.push(&[b'x'; 100]);
+        }
+        log.push(b"\nlast line: boom\n");
+        let text = log.text();
+        assert!(text.starts_with("first line\n"), "{}", &text[..40]);
+        assert!(text.ends_with("last line: boom\n"));
+        assert!(text.contains("bytes of stderr not kept"));
+        assert!(text.len() <= HEAD + TAIL + 100, "{}", text.len());
+    }
+
+    #[test]
+    fn redacts_and_saves_only_when_something_was_written() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(StderrLog::default().save(dir.path(), "t", 1).unwrap().is_none());
+        let mut log = StderrLog::default();
+        log.push(b"Error: ANTHROPIC_API_KEY=sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789 rejected\n");
+        let a = log.save(dir.path(), "01_x", 2).unwrap().unwrap();
+        assert_eq!(a.name, "logs/01_x.attempt-2.stderr.txt");
+        let text = std::fs::read_to_string(dir.path().join(&a.name)).unwrap();
+        assert!(!text.contains("abcdefghijklmnop"), "{text}");
+        assert!(text.contains("rejected"));
+    }
+}
