@@ -6,9 +6,10 @@
 //! it is never reported as final; `turn.completed` (→ `Finished`) ends the run.
 
 use super::{
-    add_usage, cut_chars, json_count, strip_cr, LaunchSpec, Outcome, StreamParser, WorkerEvent,
-    TOOL_ARGS_LIMIT,
+    add_usage, cut_chars, json_count, strip_cr, Launch, LaunchSpec, Outcome, StdinFrom,
+    StreamParser, WorkerEvent, Writes, TOOL_ARGS_LIMIT,
 };
+use crate::resource::SystemPromptMode;
 use crate::usage::Usage;
 use serde_json::{Map, Value};
 use std::collections::HashSet;
@@ -19,7 +20,18 @@ const AGENT_MESSAGE: &str = "agent_message";
 /// Started items remembered to avoid a second `ToolStart` at completion; bounded.
 const MAX_OPEN_ITEMS: usize = 4096;
 
-pub(super) fn argv(spec: &LaunchSpec) -> Vec<String> {
+/// Flags of the user's own command that set the sandbox: crew then leaves it alone.
+const SANDBOX_FLAGS: &[&str] = &[
+    "-s",
+    "--sandbox",
+    "--full-auto",
+    "--dangerously-bypass-approvals-and-sandbox",
+];
+
+/// What a command's output says when the sandbox kept it from writing.
+const SANDBOX_REFUSALS: &[&str] = &["Read-only file system", "Operation not permitted"];
+
+pub(super) fn launch(spec: &LaunchSpec) -> Launch {
     let mut argv = spec.command.clone();
     if !spec.command.iter().skip(1).any(|a| a == "exec") {
         argv.push("exec".into());
@@ -30,13 +42,107 @@ pub(super) fn argv(spec: &LaunchSpec) -> Vec<String> {
         argv.push(model.clone());
     }
     argv.push("--skip-git-repo-check".into());
-    argv.push(spec.prompt.clone());
-    argv
+    // The role's write permission is the sandbox: codex's shell cannot be taken away, so a
+    // role that may not edit files runs read-only.
+    let user_sets_sandbox = spec.command.iter().skip(1).any(|a| {
+        SANDBOX_FLAGS
+            .iter()
+            .any(|f| a == f || a.starts_with(&format!("{f}=")))
+    });
+    if !user_sets_sandbox {
+        argv.push("--sandbox".into());
+        argv.push(
+            if spec.edits_files() {
+                "workspace-write"
+            } else {
+                "read-only"
+            }
+            .into(),
+        );
+    }
+    if let Some(effort) = spec.effort.as_ref().or(spec.thinking.as_ref()) {
+        if let Some(level) = codex_effort(effort) {
+            argv.push("-c".into());
+            argv.push(format!("model_reasoning_effort={}", toml_string(level)));
+        }
+    }
+    // `replace` swaps codex's base instructions for the agent's (a file); `append` adds them
+    // as a developer message after codex's own.
+    if !spec.system_prompt.is_empty() {
+        argv.push("-c".into());
+        argv.push(
+            match (spec.system_prompt_mode, &spec.system_prompt_file) {
+                (SystemPromptMode::Replace, Some(file)) => {
+                    format!("model_instructions_file={}", toml_string(file))
+                }
+                _ => format!("developer_instructions={}", toml_string(&spec.system_prompt)),
+            },
+        );
+    }
+    // A long prompt is stdin (`-`), a regular file codex reads to its end.
+    match &spec.prompt_file {
+        Some(file) => {
+            argv.push("-".into());
+            Launch {
+                stdin: StdinFrom::File(file.clone()),
+                ..Launch::args(argv)
+            }
+        }
+        None => {
+            argv.push(spec.prompt.clone());
+            Launch::args(argv)
+        }
+    }
+}
+
+/// codex's `model_reasoning_effort` values; pi's thinking levels map onto them.
+fn codex_effort(level: &str) -> Option<&'static str> {
+    match level {
+        "off" | "none" => Some("none"),
+        "minimal" => Some("minimal"),
+        "low" => Some("low"),
+        "medium" => Some("medium"),
+        "high" => Some("high"),
+        "xhigh" | "max" => Some("xhigh"),
+        _ => None,
+    }
+}
+
+/// `s` as a TOML basic string (a `-c key=value` value is parsed as TOML).
+fn toml_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if c.is_control() => out.push_str(&format!("\\u{:04X}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+pub(super) fn policy_gaps(tools: &[String]) -> Vec<String> {
+    if tools.iter().any(|t| t == "bash") {
+        Vec::new()
+    } else {
+        vec![format!(
+            "codex: its shell cannot be turned off, so the role's tool list ({}) is not enforced; only its sandbox is ({})",
+            if tools.is_empty() { "none".to_owned() } else { tools.join(", ") },
+            if super::edits_files(tools) { "workspace-write" } else { "read-only" },
+        )]
+    }
 }
 
 #[derive(Debug, Default)]
 pub(crate) struct CodexParser {
     usage: Usage,
+    writes: Writes,
     last_text: Option<String>,
     turn_failed: Option<String>,
     stream_error: Option<String>,
@@ -80,6 +186,22 @@ impl CodexParser {
             });
         }
         if completed {
+            if kind == "file_change" {
+                self.writes.tried = self.writes.tried.saturating_add(1);
+            }
+            if let Some((message, write)) = refusal(kind, item) {
+                if write {
+                    if kind != "file_change" {
+                        self.writes.tried = self.writes.tried.saturating_add(1);
+                    }
+                    self.writes.refused = self.writes.refused.saturating_add(1);
+                }
+                events.push(WorkerEvent::Refused {
+                    tool: name.clone(),
+                    message,
+                    write,
+                });
+            }
             events.push(WorkerEvent::ToolEnd {
                 name,
                 ok: item_ok(item),
@@ -107,6 +229,29 @@ fn tool_of(kind: &str, item: &Map<String, Value>) -> Option<(String, String)> {
         "mcp_tool_call" => {
             let tool = item.get("tool").and_then(Value::as_str).unwrap_or(kind);
             Some((tool.to_owned(), text("arguments")))
+        }
+        _ => None,
+    }
+}
+
+/// A completed item that codex's policy turned down: a declined or failed file change, a
+/// declined command, or a command the sandbox kept from writing. `(message, is a write)`.
+fn refusal(kind: &str, item: &Map<String, Value>) -> Option<(String, bool)> {
+    let status = item.get("status").and_then(Value::as_str).unwrap_or_default();
+    match (kind, status) {
+        ("file_change", "failed" | "declined") => {
+            Some((format!("the file change was {status}"), true))
+        }
+        ("command_execution", "declined") => Some(("the command was declined".into(), false)),
+        ("command_execution", _) => {
+            let output = item
+                .get("aggregated_output")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let line = output
+                .lines()
+                .find(|l| SANDBOX_REFUSALS.iter().any(|r| l.contains(r)))?;
+            Some((cut_chars(line.trim(), 500), true))
         }
         _ => None,
     }
@@ -168,11 +313,15 @@ impl StreamParser for CodexParser {
                 let u = event.get("usage");
                 let field = |k: &str| json_count(u.and_then(|u| u.get(k)));
                 let cached = field("cached_input_tokens");
+                let cache_write = field("cache_write_input_tokens");
+                // `output_tokens` already holds `reasoning_output_tokens`.
                 let turn = Usage {
-                    input: field("input_tokens").saturating_sub(cached),
+                    input: field("input_tokens")
+                        .saturating_sub(cached)
+                        .saturating_sub(cache_write),
                     output: field("output_tokens"),
                     cache_read: cached,
-                    cache_write: 0,
+                    cache_write,
                     cost: 0.0,
                     turns: 1,
                 };
@@ -216,6 +365,8 @@ impl StreamParser for CodexParser {
             usage: self.usage,
             model: None,
             error,
+            retryable: None,
+            writes: self.writes,
         }
     }
 }
@@ -239,6 +390,8 @@ mod tests {
             tools: vec![],
             rpc: false,
             prompt_via: Default::default(),
+            effort: None,
+            fallback_models: vec![],
         }
     }
 

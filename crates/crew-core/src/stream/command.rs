@@ -1,7 +1,11 @@
-//! `command`: any program. The prompt goes on argv (or as a file path), and whatever it prints
-//! on stdout is the answer. No usage, no model.
+//! `command`: any program. The prompt goes on argv (or as a file path, or as stdin), the system
+//! prompt's file path in `CREW_SYSTEM_PROMPT_FILE`, and whatever it prints on stdout is the
+//! answer. No usage, no model.
 
-use super::{strip_cr, LaunchSpec, Outcome, PromptVia, StreamParser, WorkerEvent};
+use super::{
+    strip_cr, Launch, LaunchSpec, Outcome, PromptVia, StdinFrom, StreamParser, WorkerEvent,
+    ENV_SYSTEM_PROMPT_FILE,
+};
 use crate::usage::Usage;
 use std::collections::VecDeque;
 
@@ -9,13 +13,22 @@ use std::collections::VecDeque;
 /// output is where its answer usually is.
 const MAX_KEPT_BYTES: usize = 8 * 1024 * 1024;
 
-pub(super) fn argv(spec: &LaunchSpec) -> Vec<String> {
+pub(super) fn launch(spec: &LaunchSpec) -> Launch {
     let mut argv = spec.command.clone();
+    let mut stdin = StdinFrom::Null;
     match (spec.prompt_via, &spec.prompt_file) {
         (PromptVia::File, Some(file)) => argv.push(file.clone()),
+        (PromptVia::Stdin, Some(file)) => stdin = StdinFrom::File(file.clone()),
         _ => argv.push(spec.prompt.clone()),
     }
-    argv
+    // A program has no flag crew could know for the agent's system prompt: it gets the path.
+    let env = match &spec.system_prompt_file {
+        Some(file) if !spec.system_prompt.is_empty() => {
+            vec![(ENV_SYSTEM_PROMPT_FILE.to_owned(), file.clone())]
+        }
+        _ => Vec::new(),
+    };
+    Launch { argv, env, stdin }
 }
 
 #[derive(Debug, Default)]
@@ -59,9 +72,7 @@ impl StreamParser for CommandParser {
         let text = text.trim();
         Outcome {
             final_text: (!text.is_empty()).then(|| text.to_owned()),
-            usage: Usage::default(),
-            model: None,
-            error: None,
+            ..Outcome::default()
         }
     }
 }
@@ -85,6 +96,8 @@ mod tests {
             tools: vec![],
             rpc: false,
             prompt_via: via,
+            effort: None,
+            fallback_models: vec![],
         }
     }
 
