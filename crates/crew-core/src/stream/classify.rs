@@ -78,7 +78,10 @@ mod tests {
             ("blocked by safety filter", true),
             ("408 Request Timeout", true),
             // The status alone: a 529 body need not say "Overloaded".
-            ("API Error: 529 {\"type\":\"error\",\"error\":{\"type\":\"x\"}}", true),
+            (
+                "API Error: 529 {\"type\":\"error\",\"error\":{\"type\":\"x\"}}",
+                true,
+            ),
             // never retryable
             ("invalid api key (fake)", false),
             ("Incorrect API key provided", false),
@@ -93,7 +96,10 @@ mod tests {
             ("429 quota exceeded, check billing", false),
             ("auth failed", false),
             // A prompt too long for argv stays too long on every attempt.
-            ("failed to start `claude`: Argument list too long (os error 7)", false),
+            (
+                "failed to start `claude`: Argument list too long (os error 7)",
+                false,
+            ),
             // neither
             ("", false),
             ("the tests fail", false),

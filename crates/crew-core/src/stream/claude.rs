@@ -84,14 +84,21 @@ pub(super) fn launch(spec: &LaunchSpec) -> Launch {
     if !tools.is_empty() {
         argv.push(format!("--allowedTools={tools}"));
     }
-    let user_sets_permissions = spec
-        .command
-        .iter()
-        .skip(1)
-        .any(|a| PERMISSION_FLAGS.iter().any(|f| a == f || a.starts_with(&format!("{f}="))));
+    let user_sets_permissions = spec.command.iter().skip(1).any(|a| {
+        PERMISSION_FLAGS
+            .iter()
+            .any(|f| a == f || a.starts_with(&format!("{f}=")))
+    });
     if !user_sets_permissions {
         argv.push("--permission-mode".into());
-        argv.push(if spec.edits_files() { "acceptEdits" } else { "dontAsk" }.into());
+        argv.push(
+            if spec.edits_files() {
+                "acceptEdits"
+            } else {
+                "dontAsk"
+            }
+            .into(),
+        );
     }
     // claude takes the system prompt as text, not as a path.
     if !spec.system_prompt.is_empty() {
@@ -269,7 +276,12 @@ impl ClaudeParser {
     }
 
     /// A refused call of tool `id` (reported once, however many lines say so).
-    fn refuse(&mut self, id: Option<&str>, tool: Option<&str>, message: &str) -> Option<WorkerEvent> {
+    fn refuse(
+        &mut self,
+        id: Option<&str>,
+        tool: Option<&str>,
+        message: &str,
+    ) -> Option<WorkerEvent> {
         if let Some(id) = id {
             if self.refused.contains(id) {
                 return None;
@@ -293,7 +305,11 @@ impl ClaudeParser {
         })
     }
 
-    fn on_user(&mut self, event: &Map<String, Value>, message: &Map<String, Value>) -> Vec<WorkerEvent> {
+    fn on_user(
+        &mut self,
+        event: &Map<String, Value>,
+        message: &Map<String, Value>,
+    ) -> Vec<WorkerEvent> {
         let Some(Value::Array(parts)) = message.get("content") else {
             return Vec::new();
         };
@@ -318,7 +334,9 @@ impl ClaudeParser {
                 let text = content_text(p.get("content"));
                 // A tool the session does not have (`--tools`), or a call the permission
                 // policy turned down.
-                if text.contains("No such tool available") || id.is_some_and(|id| rejected.contains(id)) {
+                if text.contains("No such tool available")
+                    || id.is_some_and(|id| rejected.contains(id))
+                {
                     events.extend(self.refuse(id, None, &text));
                 }
             }
@@ -439,7 +457,9 @@ impl StreamParser for ClaudeParser {
             }
             (Some("system"), _) if subtype == Some("permission_denied") => {
                 let str_field = |k: &str| event.get(k).and_then(Value::as_str);
-                let message = str_field("message").unwrap_or("permission denied").to_owned();
+                let message = str_field("message")
+                    .unwrap_or("permission denied")
+                    .to_owned();
                 self.refuse(str_field("tool_use_id"), str_field("tool_name"), &message)
                     .into_iter()
                     .collect()
@@ -664,7 +684,12 @@ mod tests {
                 [
                     &["claude"][..],
                     &base,
-                    &["--tools=Read", "--allowedTools=Read", "--permission-mode", "dontAsk"],
+                    &[
+                        "--tools=Read",
+                        "--allowedTools=Read",
+                        "--permission-mode",
+                        "dontAsk",
+                    ],
                 ]
                 .concat(),
                 StdinFrom::File("/run/prompts/01_a.md".into()),
@@ -861,7 +886,13 @@ mod tests {
         // Said three times (system notice, tool result, result line): one refusal.
         assert_eq!(refused, [("Write", true)]);
         assert!(events.iter().any(|e| matches!(e, WorkerEvent::Refused { message, .. } if message.contains("haven't granted"))));
-        assert_eq!(outcome.writes, Writes { tried: 1, refused: 1 });
+        assert_eq!(
+            outcome.writes,
+            Writes {
+                tried: 1,
+                refused: 1
+            }
+        );
         assert!(outcome.writes.all_refused());
         assert_eq!(outcome.final_text.as_deref(), Some("STUB-REPLY-14"));
         assert_eq!(outcome.error, None);
@@ -898,7 +929,11 @@ mod tests {
             ("529", "API Error: 529 {\"type\":\"error\"}", Some(true)),
             ("429", "API Error: 429 rate limited", Some(true)),
             ("500", "API Error: 500", Some(true)),
-            ("400", "API Error: 400 prompt is too long: overloaded words", Some(false)),
+            (
+                "400",
+                "API Error: 400 prompt is too long: overloaded words",
+                Some(false),
+            ),
             ("null", "API Error: Overloaded", None),
         ] {
             let (_, outcome) = run(&line(status, text));

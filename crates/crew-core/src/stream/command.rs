@@ -81,7 +81,7 @@ impl StreamParser for CommandParser {
 mod tests {
     use super::*;
     use crate::resource::SystemPromptMode;
-    use crate::stream::{build_argv, parser, AdapterKind};
+    use crate::stream::{build_launch, parser, AdapterKind};
 
     fn spec(via: PromptVia, file: Option<&str>) -> LaunchSpec {
         LaunchSpec {
@@ -103,18 +103,56 @@ mod tests {
 
     #[test]
     fn argv_table() {
+        let file = |p: &str| StdinFrom::File(p.into());
         let table = [
-            (spec(PromptVia::Arg, None), "Goal: fix it"),
-            (spec(PromptVia::Arg, Some("/tmp/p.md")), "Goal: fix it"),
-            (spec(PromptVia::File, Some("/tmp/p.md")), "/tmp/p.md"),
-            (spec(PromptVia::File, None), "Goal: fix it"),
+            (
+                spec(PromptVia::Arg, None),
+                Some("Goal: fix it"),
+                StdinFrom::Null,
+            ),
+            (
+                spec(PromptVia::Arg, Some("/tmp/p.md")),
+                Some("Goal: fix it"),
+                StdinFrom::Null,
+            ),
+            (
+                spec(PromptVia::File, Some("/tmp/p.md")),
+                Some("/tmp/p.md"),
+                StdinFrom::Null,
+            ),
+            (
+                spec(PromptVia::File, None),
+                Some("Goal: fix it"),
+                StdinFrom::Null,
+            ),
+            (
+                spec(PromptVia::Stdin, Some("/tmp/p.md")),
+                None,
+                file("/tmp/p.md"),
+            ),
         ];
-        for (spec, last) in table {
-            assert_eq!(
-                build_argv(AdapterKind::Command, &spec),
-                ["./review.sh", "--strict", last]
-            );
+        for (spec, last, stdin) in table {
+            let launch = build_launch(AdapterKind::Command, &spec);
+            let mut want = vec!["./review.sh", "--strict"];
+            want.extend(last);
+            assert_eq!(launch.argv, want);
+            assert_eq!(launch.stdin, stdin);
+            assert!(launch.env.is_empty(), "no system prompt, no variable");
         }
+    }
+
+    #[test]
+    fn the_system_prompt_file_is_in_the_environment() {
+        let mut s = spec(PromptVia::Arg, None);
+        s.system_prompt = "You are a reviewer.".into();
+        s.system_prompt_file = Some("/run/prompts/system-ab.md".into());
+        assert_eq!(
+            build_launch(AdapterKind::Command, &s).env,
+            [(
+                ENV_SYSTEM_PROMPT_FILE.to_owned(),
+                "/run/prompts/system-ab.md".to_owned()
+            )]
+        );
     }
 
     #[test]

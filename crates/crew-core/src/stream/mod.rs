@@ -141,9 +141,9 @@ pub fn policy_gaps(kind: AdapterKind, tools: &[String]) -> Vec<String> {
         AdapterKind::Claude => claude::policy_gaps(tools),
         AdapterKind::Codex => codex::policy_gaps(tools),
         AdapterKind::Command if tools.is_empty() => Vec::new(),
-        AdapterKind::Command => vec![
-            "a `command` runtime gets no tool list: the program decides what it may do".into(),
-        ],
+        AdapterKind::Command => {
+            vec!["a `command` runtime gets no tool list: the program decides what it may do".into()]
+        }
     }
 }
 

@@ -431,7 +431,16 @@ mod tests {
             (
                 "rpc has no prompt arg",
                 rpc,
-                args(&["pi", "--mode", "rpc", "--no-session", "--tools", "read"]),
+                args(&[
+                    "pi",
+                    "--mode",
+                    "rpc",
+                    "--no-session",
+                    "--no-extensions",
+                    "--no-skills",
+                    "--tools",
+                    "read",
+                ]),
             ),
         ];
         for (name, spec, want) in table {
