@@ -170,6 +170,20 @@ pub fn on_progress(
     }
 }
 
+/// The worker's CLI refused a tool call: a `task.warning`.
+pub fn on_warning(
+    core: &mut Core,
+    run: &str,
+    task: &str,
+    attempt: u32,
+    tool: String,
+    message: String,
+) {
+    if let Some(p) = core.state.warning(run, task, attempt, tool, message) {
+        core.emit(p);
+    }
+}
+
 pub fn on_finished(core: &mut Core, report: Report) {
     let key = (report.run_id.clone(), report.task_id.clone());
     if core

@@ -391,6 +391,8 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
                 }
             }
         }
+        // A notice only.
+        EventBody::TaskWarning { .. } => {}
         // Handled at the State level.
         EventBody::RunCreated(_)
         | EventBody::RunForgotten {}

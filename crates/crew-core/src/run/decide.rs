@@ -22,6 +22,14 @@ pub enum AttemptResult {
         model: Option<String>,
         artifacts: Vec<ArtifactRef>,
     },
+    /// Answered, but something a person should look at kept it from doing its job (every
+    /// write it tried was refused).
+    NeedsAttention {
+        usage: Usage,
+        model: Option<String>,
+        artifacts: Vec<ArtifactRef>,
+        reason: String,
+    },
     Failed {
         usage: Usage,
         model: Option<String>,
@@ -385,6 +393,34 @@ impl State {
         })
     }
 
+    /// A refused tool call of a running attempt. `None` when the attempt is not the current one.
+    pub fn warning(
+        &self,
+        run_id: &str,
+        task_id: &str,
+        attempt: u32,
+        tool: String,
+        message: String,
+    ) -> Option<Pending> {
+        let t = self.runs.get(run_id)?.task(task_id)?;
+        (t.status == TaskStatus::Running && t.attempts == attempt).then(|| {
+            let text = match tool.as_str() {
+                "" => format!("refused: {message}"),
+                tool => format!("{tool} refused: {message}"),
+            };
+            Pending::task(
+                run_id,
+                task_id,
+                EventBody::TaskWarning {
+                    attempt,
+                    tool,
+                    message,
+                },
+            )
+            .with_message(text)
+        })
+    }
+
     pub fn worker_spawned(
         &self,
         run_id: &str,
@@ -461,6 +497,26 @@ impl State {
                 },
                 reason: "the worker exited cleanly without a final answer".into(),
             }),
+            AttemptResult::NeedsAttention {
+                usage,
+                model,
+                artifacts,
+                reason,
+            } => vec![Pending::task(
+                run_id,
+                task_id,
+                EventBody::TaskNeedsAttention {
+                    end: AttemptEnd {
+                        attempt,
+                        usage,
+                        model,
+                        artifacts,
+                        error: None,
+                    },
+                    reason: reason.clone(),
+                },
+            )
+            .with_message(reason)],
             AttemptResult::Asked {
                 usage,
                 model,

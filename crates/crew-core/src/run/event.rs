@@ -187,6 +187,14 @@ pub enum EventBody {
     TaskCancelled { reason: Option<String> },
     #[serde(rename = "task.skipped")]
     TaskSkipped { reason: String },
+    /// The worker's CLI refused a tool call: a permission denial, a tool the role does not
+    /// have, a write its sandbox blocked. Changes no state; says what the task could not do.
+    #[serde(rename = "task.warning")]
+    TaskWarning {
+        attempt: u32,
+        tool: String,
+        message: String,
+    },
     #[serde(rename = "task.steered")]
     TaskSteered {
         message: String,
@@ -273,6 +281,7 @@ impl EventBody {
             EventBody::TaskWaiting { .. } => "task.waiting",
             EventBody::TaskCancelled { .. } => "task.cancelled",
             EventBody::TaskSkipped { .. } => "task.skipped",
+            EventBody::TaskWarning { .. } => "task.warning",
             EventBody::TaskSteered { .. } => "task.steered",
             EventBody::ScheduleAdded(_) => "schedule.added",
             EventBody::ScheduleUpdated(_) => "schedule.updated",

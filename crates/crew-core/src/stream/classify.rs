@@ -8,9 +8,9 @@
 use regex::Regex;
 use std::sync::OnceLock;
 
-const RETRYABLE: &str = r"(?i)rate.?limit|too many requests|\b429\b|quota|provider.*unavailable|model.*(unavailable|disabled|not found)|unknown model|overloaded|service unavailable|temporar(il)?y unavailable|connection refused|connection reset|fetch failed|network error|socket hang up|upstream|timed? out|timeout|\b50[0-4]\b|api_error|unknown error|internal[_ ]error|server error|bad gateway|provider[_ ]?error|context[_ ]?length[_ ]?exceeded|safety|\b408\b";
+const RETRYABLE: &str = r"(?i)rate.?limit|too many requests|\b429\b|\b529\b|quota|provider.*unavailable|model.*(unavailable|disabled|not found)|unknown model|overloaded|service unavailable|temporar(il)?y unavailable|connection refused|connection reset|fetch failed|network error|socket hang up|upstream|timed? out|timeout|\b50[0-4]\b|api_error|unknown error|internal[_ ]error|server error|bad gateway|provider[_ ]?error|context[_ ]?length[_ ]?exceeded|safety|\b408\b";
 
-const NEVER_RETRYABLE: &str = r"(?i)\bauth(entication|orization)?(\b|_)|unauthori[sz]ed|forbidden|api[_ -]?key|token expired|invalid key|billing|credit";
+const NEVER_RETRYABLE: &str = r"(?i)\bauth(entication|orization)?(\b|_)|unauthori[sz]ed|forbidden|api[_ -]?key|token expired|invalid key|billing|credit|argument list too long";
 
 fn compiled(cell: &'static OnceLock<Option<Regex>>, pattern: &str) -> Option<&'static Regex> {
     cell.get_or_init(|| Regex::new(pattern).ok()).as_ref()
@@ -96,6 +96,11 @@ mod tests {
             ("context_length_exceeded", true),
             ("blocked by safety filter", true),
             ("408 Request Timeout", true),
+            // The status alone: a 529 body need not say "Overloaded".
+            (
+                "API Error: 529 {\"type\":\"error\",\"error\":{\"type\":\"x\"}}",
+                true,
+            ),
             // never retryable
             ("invalid api key (fake)", false),
             ("Incorrect API key provided", false),
@@ -109,11 +114,17 @@ mod tests {
             ("Your credit balance is too low", false),
             ("429 quota exceeded, check billing", false),
             ("auth failed", false),
+            // A prompt too long for argv stays too long on every attempt.
+            (
+                "failed to start `claude`: Argument list too long (os error 7)",
+                false,
+            ),
             // neither
             ("", false),
             ("the tests fail", false),
             ("5000 lines", false),
             ("error 4290", false),
+            ("5290 tokens", false),
             ("written by the author", false),
         ];
         for (msg, want) in table {

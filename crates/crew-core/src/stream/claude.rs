@@ -7,13 +7,13 @@
 //! `result` (→ `Finished`) is what ends the run.
 
 use super::{
-    add_usage, cut_chars, json_cost, json_count, strip_cr, LaunchSpec, Outcome, StreamParser,
-    WorkerEvent, TOOL_ARGS_LIMIT,
+    add_usage, cut_chars, json_cost, json_count, status_retryable, strip_cr, Launch, LaunchSpec,
+    Outcome, StdinFrom, StreamParser, WorkerEvent, Writes, TOOL_ARGS_LIMIT,
 };
 use crate::resource::SystemPromptMode;
 use crate::usage::Usage;
 use serde_json::{Map, Value};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// Stand-in stop reason for lines where Claude Code leaves `stop_reason` null (mid-message).
 const STOP_REASON_UNKNOWN: &str = "unknown";
@@ -25,12 +25,80 @@ const SYNTHETIC_MODEL: &str = "<synthetic>";
 /// the map without bound.
 const MAX_PENDING_TOOLS: usize = 4096;
 
-pub(super) fn argv(spec: &LaunchSpec) -> Vec<String> {
+/// Flags of the user's own command that set the permission policy: crew then leaves it alone.
+const PERMISSION_FLAGS: &[&str] = &[
+    "--permission-mode",
+    "--dangerously-skip-permissions",
+    "--allow-dangerously-skip-permissions",
+];
+
+/// Claude Code's file-changing tools.
+const WRITE_TOOLS: &[&str] = &["Write", "Edit", "MultiEdit", "NotebookEdit"];
+
+/// crew's tool names as Claude Code's. `find` and `ls` are `Glob`; other names (a user's agent
+/// may list `WebFetch`) pass as written.
+fn claude_tools(tools: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for t in tools {
+        let name = match t.as_str() {
+            "read" => "Read",
+            "edit" => "Edit",
+            "write" => "Write",
+            "bash" => "Bash",
+            "grep" => "Grep",
+            "find" | "ls" => "Glob",
+            other => other,
+        };
+        if !out.iter().any(|o| o == name) {
+            out.push(name.to_owned());
+        }
+    }
+    out
+}
+
+pub(super) fn launch(spec: &LaunchSpec) -> Launch {
     let mut argv = spec.command.clone();
     argv.extend(["-p", "--output-format", "stream-json", "--verbose"].map(String::from));
+    // Message starts and deltas as they stream: the `assistant` lines carry a message's usage
+    // as of its start (output 1), and the real output count is in its `message_delta`.
+    argv.push("--include-partial-messages".into());
     if let Some(model) = &spec.model {
         argv.push("--model".into());
         argv.push(model.clone());
+    }
+    if !spec.fallback_models.is_empty() {
+        argv.push("--fallback-model".into());
+        argv.push(spec.fallback_models.join(","));
+    }
+    if let Some(effort) = spec.effort.as_ref().or(spec.thinking.as_ref()) {
+        if let Some(level) = claude_effort(effort) {
+            argv.push("--effort".into());
+            argv.push(level.into());
+        }
+    }
+    // The role's tools are the only built-in tools the session has (`--tools`), all of them
+    // pre-approved (`--allowedTools`: print mode cannot ask, so anything else is refused).
+    // Both take several values: the `=` form keeps them from taking the prompt too.
+    let tools = claude_tools(&spec.tools).join(",");
+    argv.push(format!("--tools={tools}"));
+    if !tools.is_empty() {
+        argv.push(format!("--allowedTools={tools}"));
+    }
+    let user_sets_permissions = spec.command.iter().skip(1).any(|a| {
+        PERMISSION_FLAGS
+            .iter()
+            .any(|f| a == f || a.starts_with(&format!("{f}=")))
+    });
+    if !user_sets_permissions {
+        argv.push("--permission-mode".into());
+        argv.push(
+            if spec.edits_files() {
+                "acceptEdits"
+            } else {
+                "dontAsk"
+            }
+            .into(),
+        );
     }
     // claude takes the system prompt as text, not as a path.
     if !spec.system_prompt.is_empty() {
@@ -43,8 +111,38 @@ pub(super) fn argv(spec: &LaunchSpec) -> Vec<String> {
         );
         argv.push(spec.system_prompt.clone());
     }
-    argv.push(spec.prompt.clone());
-    argv
+    // A long prompt is `claude -p` 's stdin (a regular file, read to its end): argv has a size
+    // limit, stdin has none.
+    match &spec.prompt_file {
+        Some(file) => Launch {
+            stdin: StdinFrom::File(file.clone()),
+            ..Launch::args(argv)
+        },
+        None => {
+            argv.push(spec.prompt.clone());
+            Launch::args(argv)
+        }
+    }
+}
+
+/// Claude Code's `--effort` levels; pi's thinking levels map onto them.
+fn claude_effort(level: &str) -> Option<&'static str> {
+    match level {
+        "minimal" | "low" => Some("low"),
+        "medium" => Some("medium"),
+        "high" => Some("high"),
+        "xhigh" => Some("xhigh"),
+        "max" => Some("max"),
+        _ => None,
+    }
+}
+
+pub(super) fn policy_gaps(tools: &[String]) -> Vec<String> {
+    if tools.iter().any(|t| t == "bash") && !super::edits_files(tools) {
+        vec!["claude: the role may run Bash, and Claude Code cannot keep Bash from changing files; only its edit and write tools are withheld".into()]
+    } else {
+        Vec::new()
+    }
 }
 
 #[derive(Debug, Default)]
@@ -58,16 +156,61 @@ pub(crate) struct ClaudeParser {
     last_text: Option<String>,
     result_text: Option<String>,
     error: Option<String>,
+    retryable: Option<bool>,
     tools: HashMap<String, String>,
+    /// Tool calls already reported as refused (a denial shows up to three times: a `system`
+    /// notice, the tool result, the `result` line's list).
+    refused: HashSet<String>,
+    writes: Writes,
     /// Assistant output since the last `TurnEnd`.
     open_turn: bool,
     finished: bool,
 }
 
 impl ClaudeParser {
+    /// Count `seen` (a message's usage so far) once per message id, by delta. A message
+    /// without an id counts as a new one.
+    fn account(&mut self, id: Option<String>, seen: Usage) -> Usage {
+        let delta = if id.is_some() && id == self.current_id {
+            let delta = usage_delta(&seen, &self.current_usage);
+            self.current_usage = max_usage(&self.current_usage, &seen);
+            delta
+        } else {
+            self.current_id = id;
+            self.current_usage = seen;
+            seen
+        };
+        add_usage(&mut self.usage, &delta);
+        delta
+    }
+
+    /// `--include-partial-messages` lines: the raw API stream. Only usage is read here; text
+    /// and tools come whole in the `assistant` lines.
+    fn on_stream_event(&mut self, event: &Map<String, Value>) {
+        match event.get("type").and_then(Value::as_str) {
+            Some("message_start") => {
+                if let Some(Value::Object(m)) = event.get("message") {
+                    if m.get("model").and_then(Value::as_str) == Some(SYNTHETIC_MODEL) {
+                        return;
+                    }
+                    let id = m.get("id").and_then(Value::as_str).map(str::to_owned);
+                    self.account(id, message_usage(m.get("usage")));
+                }
+            }
+            // Cumulative for the message being streamed: the real output count.
+            Some("message_delta") if self.current_id.is_some() => {
+                let seen = message_usage(event.get("usage"));
+                let id = self.current_id.clone();
+                self.account(id, seen);
+            }
+            _ => {}
+        }
+    }
+
     fn on_assistant(&mut self, message: &Map<String, Value>) -> Vec<WorkerEvent> {
         let mut events = Vec::new();
         let mut texts = Vec::new();
+        let synthetic = message.get("model").and_then(Value::as_str) == Some(SYNTHETIC_MODEL);
         if let Some(Value::Array(parts)) = message.get("content") {
             for part in parts {
                 match part.get("type").and_then(Value::as_str) {
@@ -79,6 +222,9 @@ impl ClaudeParser {
                     Some("tool_use") => {
                         let name = part.get("name").and_then(Value::as_str).unwrap_or_default();
                         let args = part.get("input").map(Value::to_string).unwrap_or_default();
+                        if WRITE_TOOLS.contains(&name) {
+                            self.writes.tried = self.writes.tried.saturating_add(1);
+                        }
                         if let Some(id) = part.get("id").and_then(Value::as_str) {
                             if self.tools.len() < MAX_PENDING_TOOLS {
                                 self.tools.insert(id.to_owned(), name.to_owned());
@@ -98,7 +244,7 @@ impl ClaudeParser {
         let model = message
             .get("model")
             .and_then(Value::as_str)
-            .filter(|m| *m != SYNTHETIC_MODEL)
+            .filter(|_| !synthetic)
             .map(str::to_owned);
         if model.is_some() {
             self.model.clone_from(&model);
@@ -106,19 +252,14 @@ impl ClaudeParser {
         if text.is_some() {
             self.last_text.clone_from(&text);
         }
-        let id = message.get("id").and_then(Value::as_str).map(str::to_owned);
-        let seen = message_usage(message.get("usage"));
-        let delta = if id.is_some() && id == self.current_id {
-            let delta = usage_delta(&seen, &self.current_usage);
-            self.current_usage = max_usage(&self.current_usage, &seen);
-            delta
+        // Claude Code's own notices (an API error) are no model turn and cost nothing.
+        let delta = if synthetic {
+            Usage::default()
         } else {
-            self.current_id = id;
-            self.current_usage = seen;
-            seen
+            self.open_turn = true;
+            let id = message.get("id").and_then(Value::as_str).map(str::to_owned);
+            self.account(id, message_usage(message.get("usage")))
         };
-        add_usage(&mut self.usage, &delta);
-        self.open_turn = true;
         let stop_reason = message
             .get("stop_reason")
             .and_then(Value::as_str)
@@ -134,23 +275,77 @@ impl ClaudeParser {
         events
     }
 
-    fn on_user(&mut self, message: &Map<String, Value>) -> Vec<WorkerEvent> {
+    /// A refused call of tool `id` (reported once, however many lines say so).
+    fn refuse(
+        &mut self,
+        id: Option<&str>,
+        tool: Option<&str>,
+        message: &str,
+    ) -> Option<WorkerEvent> {
+        if let Some(id) = id {
+            if self.refused.contains(id) {
+                return None;
+            }
+            if self.refused.len() < MAX_PENDING_TOOLS {
+                self.refused.insert(id.to_owned());
+            }
+        }
+        let tool = tool
+            .map(str::to_owned)
+            .or_else(|| id.and_then(|id| self.tools.get(id).cloned()))
+            .unwrap_or_default();
+        let write = WRITE_TOOLS.contains(&tool.as_str());
+        if write {
+            self.writes.refused = self.writes.refused.saturating_add(1);
+        }
+        Some(WorkerEvent::Refused {
+            tool,
+            message: cut_chars(message, 500),
+            write,
+        })
+    }
+
+    fn on_user(
+        &mut self,
+        event: &Map<String, Value>,
+        message: &Map<String, Value>,
+    ) -> Vec<WorkerEvent> {
         let Some(Value::Array(parts)) = message.get("content") else {
             return Vec::new();
         };
-        let mut events: Vec<WorkerEvent> = parts
-            .iter()
-            .filter(|p| p.get("type").and_then(Value::as_str) == Some("tool_result"))
-            .map(|p| {
-                let name = p
-                    .get("tool_use_id")
-                    .and_then(Value::as_str)
-                    .and_then(|id| self.tools.remove(id))
-                    .unwrap_or_default();
-                let ok = !p.get("is_error").and_then(Value::as_bool).unwrap_or(false);
-                WorkerEvent::ToolEnd { name, ok }
-            })
-            .collect();
+        let rejected: HashSet<&str> = match event.get("tool_result_meta") {
+            Some(Value::Array(meta)) => meta
+                .iter()
+                .filter(|m| {
+                    m.get("non_execution_kind").and_then(Value::as_str) == Some("user-rejected")
+                })
+                .filter_map(|m| m.get("id").and_then(Value::as_str))
+                .collect(),
+            _ => HashSet::new(),
+        };
+        let mut events = Vec::new();
+        for p in parts {
+            if p.get("type").and_then(Value::as_str) != Some("tool_result") {
+                continue;
+            }
+            let id = p.get("tool_use_id").and_then(Value::as_str);
+            let is_error = p.get("is_error").and_then(Value::as_bool).unwrap_or(false);
+            if is_error {
+                let text = content_text(p.get("content"));
+                // A tool the session does not have (`--tools`), or a call the permission
+                // policy turned down.
+                if text.contains("No such tool available")
+                    || id.is_some_and(|id| rejected.contains(id))
+                {
+                    events.extend(self.refuse(id, None, &text));
+                }
+            }
+            let name = id.and_then(|id| self.tools.remove(id)).unwrap_or_default();
+            events.push(WorkerEvent::ToolEnd {
+                name,
+                ok: !is_error,
+            });
+        }
         if !events.is_empty() {
             events.push(self.turn_end());
         }
@@ -162,6 +357,22 @@ impl ClaudeParser {
         if self.open_turn {
             events.push(self.turn_end());
         }
+        if let Some(Value::Array(denials)) = result.get("permission_denials") {
+            for d in denials {
+                let id = d.get("tool_use_id").and_then(Value::as_str);
+                let tool = d.get("tool_name").and_then(Value::as_str);
+                let message = format!("{} was denied", tool.unwrap_or("a tool call"));
+                events.extend(self.refuse(id, tool, &message));
+            }
+        }
+        let subtype = result
+            .get("subtype")
+            .and_then(Value::as_str)
+            .unwrap_or("success");
+        let is_error = result
+            .get("is_error")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
         if let Some(Value::Object(total)) = result.get("usage") {
             // Some CLI versions report only the last call here; never go below what streamed.
             let total = claude_usage(total);
@@ -174,22 +385,17 @@ impl ClaudeParser {
         if result.get("total_cost_usd").is_some() {
             self.usage.cost = json_cost(result.get("total_cost_usd"));
         }
-        let num_turns = json_count(result.get("num_turns"));
-        self.usage.turns = self.usage.turns.max(num_turns);
+        // A failed API call still says `num_turns: 1`; only the turns that streamed count then.
+        if !is_error {
+            let num_turns = json_count(result.get("num_turns"));
+            self.usage.turns = self.usage.turns.max(num_turns);
+        }
 
         let text = result
             .get("result")
             .and_then(Value::as_str)
             .filter(|t| !t.trim().is_empty())
             .map(str::to_owned);
-        let subtype = result
-            .get("subtype")
-            .and_then(Value::as_str)
-            .unwrap_or("success");
-        let is_error = result
-            .get("is_error")
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
         if is_error || subtype != "success" {
             let detail = errors_text(result.get("errors"));
             let message = match (&text, is_error) {
@@ -199,6 +405,11 @@ impl ClaudeParser {
                     Some(d) => format!("claude: {subtype}: {d}"),
                     None => format!("claude: {subtype}"),
                 },
+            };
+            // The API's status decides a retry, whatever its message says.
+            self.retryable = match result.get("api_error_status") {
+                Some(Value::Number(n)) => n.as_u64().map(status_retryable),
+                _ => None,
             };
             self.error = Some(message.clone());
             events.push(WorkerEvent::Error { message });
@@ -228,8 +439,9 @@ impl StreamParser for ClaudeParser {
             Some(Value::Object(m)) => Some(m),
             _ => None,
         };
+        let subtype = event.get("subtype").and_then(Value::as_str);
         match (event.get("type").and_then(Value::as_str), message) {
-            (Some("system"), _) if event.get("subtype").and_then(Value::as_str) == Some("init") => {
+            (Some("system"), _) if subtype == Some("init") => {
                 let model = event
                     .get("model")
                     .and_then(Value::as_str)
@@ -243,8 +455,23 @@ impl StreamParser for ClaudeParser {
                     .map(str::to_owned);
                 vec![WorkerEvent::Started { session_id, model }]
             }
+            (Some("system"), _) if subtype == Some("permission_denied") => {
+                let str_field = |k: &str| event.get(k).and_then(Value::as_str);
+                let message = str_field("message")
+                    .unwrap_or("permission denied")
+                    .to_owned();
+                self.refuse(str_field("tool_use_id"), str_field("tool_name"), &message)
+                    .into_iter()
+                    .collect()
+            }
+            (Some("stream_event"), _) => {
+                if let Some(Value::Object(e)) = event.get("event") {
+                    self.on_stream_event(e);
+                }
+                Vec::new()
+            }
             (Some("assistant"), Some(m)) => self.on_assistant(m),
-            (Some("user"), Some(m)) => self.on_user(m),
+            (Some("user"), Some(m)) => self.on_user(&event, m),
             (Some("result"), _) => self.on_result(&event),
             _ => Vec::new(),
         }
@@ -265,7 +492,22 @@ impl StreamParser for ClaudeParser {
             usage: self.usage,
             model: self.model.clone(),
             error: self.error.clone(),
+            retryable: self.retryable,
+            writes: self.writes,
         }
+    }
+}
+
+/// A tool result's text: a string, or the text parts of a list.
+fn content_text(content: Option<&Value>) -> String {
+    match content {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
     }
 }
 
@@ -326,7 +568,7 @@ fn errors_text(errors: Option<&Value>) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stream::{build_argv, parser, AdapterKind};
+    use crate::stream::{build_launch, parser, AdapterKind, ARGV_PROMPT_LIMIT};
 
     fn spec() -> LaunchSpec {
         LaunchSpec {
@@ -341,51 +583,138 @@ mod tests {
             tools: vec!["read".into()],
             rpc: false,
             prompt_via: Default::default(),
+            effort: None,
+            fallback_models: vec![],
         }
     }
 
     #[test]
     fn argv_table() {
-        let mut full = spec();
-        full.model = Some("sonnet".into());
-        full.system_prompt = "Be terse.".into();
-        full.system_prompt_mode = SystemPromptMode::Append;
+        let reader = spec();
+        let mut writer = spec();
+        writer.model = Some("sonnet".into());
+        writer.tools = ["read", "grep", "find", "ls", "bash", "edit", "write"]
+            .map(String::from)
+            .to_vec();
+        writer.system_prompt = "Be terse.".into();
+        writer.system_prompt_mode = SystemPromptMode::Append;
+        writer.fallback_models = vec!["haiku".into(), "opus".into()];
+        writer.thinking = Some("high".into());
         let mut replace = spec();
         replace.system_prompt = "You are a reviewer.".into();
+        replace.tools = vec![];
+        let mut long = spec();
+        long.prompt = "x".repeat(ARGV_PROMPT_LIMIT + 1);
+        long.prompt_file = Some("/run/prompts/01_a.md".into());
+        let mut own_mode = spec();
+        own_mode.command = ["claude", "--permission-mode", "bypassPermissions"]
+            .map(String::from)
+            .to_vec();
         let base = [
-            "claude",
             "-p",
             "--output-format",
             "stream-json",
             "--verbose",
+            "--include-partial-messages",
         ];
-        let table: Vec<(LaunchSpec, Vec<&str>)> = vec![
-            (spec(), [&base[..], &["Goal: fix it"]].concat()),
+        let table: Vec<(&str, LaunchSpec, Vec<&str>, StdinFrom)> = vec![
             (
-                full,
+                "read-only role",
+                reader,
                 [
-                    &base[..],
+                    &["claude"][..],
+                    &base,
+                    &[
+                        "--tools=Read",
+                        "--allowedTools=Read",
+                        "--permission-mode",
+                        "dontAsk",
+                        "Goal: fix it",
+                    ],
+                ]
+                .concat(),
+                StdinFrom::Null,
+            ),
+            (
+                "writing role, model, fallbacks, effort, appended system prompt",
+                writer,
+                [
+                    &["claude"][..],
+                    &base,
                     &[
                         "--model",
                         "sonnet",
+                        "--fallback-model",
+                        "haiku,opus",
+                        "--effort",
+                        "high",
+                        "--tools=Read,Grep,Glob,Bash,Edit,Write",
+                        "--allowedTools=Read,Grep,Glob,Bash,Edit,Write",
+                        "--permission-mode",
+                        "acceptEdits",
                         "--append-system-prompt",
                         "Be terse.",
                         "Goal: fix it",
                     ],
                 ]
                 .concat(),
+                StdinFrom::Null,
             ),
             (
+                "no tools, replaced system prompt",
                 replace,
                 [
-                    &base[..],
-                    &["--system-prompt", "You are a reviewer.", "Goal: fix it"],
+                    &["claude"][..],
+                    &base,
+                    &[
+                        "--tools=",
+                        "--permission-mode",
+                        "dontAsk",
+                        "--system-prompt",
+                        "You are a reviewer.",
+                        "Goal: fix it",
+                    ],
                 ]
                 .concat(),
+                StdinFrom::Null,
+            ),
+            (
+                "a long prompt is stdin",
+                long,
+                [
+                    &["claude"][..],
+                    &base,
+                    &[
+                        "--tools=Read",
+                        "--allowedTools=Read",
+                        "--permission-mode",
+                        "dontAsk",
+                    ],
+                ]
+                .concat(),
+                StdinFrom::File("/run/prompts/01_a.md".into()),
+            ),
+            (
+                "the user's permission mode wins",
+                own_mode,
+                [
+                    &["claude", "--permission-mode", "bypassPermissions"][..],
+                    &base,
+                    &["--tools=Read", "--allowedTools=Read", "Goal: fix it"],
+                ]
+                .concat(),
+                StdinFrom::Null,
             ),
         ];
-        for (spec, want) in table {
-            assert_eq!(build_argv(AdapterKind::Claude, &spec), want);
+        for (name, spec, argv, stdin) in table {
+            let launch = build_launch(AdapterKind::Claude, &spec);
+            assert_eq!(launch.argv, argv, "{name}");
+            assert_eq!(launch.stdin, stdin, "{name}");
+            assert_eq!(launch.env, vec![], "{name}");
+            assert!(
+                !launch.argv.iter().any(|a| a.len() > ARGV_PROMPT_LIMIT),
+                "{name}: nothing long on argv"
+            );
         }
     }
 
@@ -437,7 +766,8 @@ mod tests {
                 name: "api error",
                 stream: include_str!("fixtures/claude_api_error.jsonl").to_owned(),
                 final_text: None,
-                tokens: (0, 0, 0, 0, 1),
+                // Claude Code's error notice is no model turn.
+                tokens: (0, 0, 0, 0, 0),
                 cost: 0.0,
                 model: Some("claude-opus-4-1-20250805"),
                 error: Some("API Error: 529 {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}"),
@@ -540,6 +870,79 @@ mod tests {
         );
     }
 
+    /// A real Claude Code 2.1.332 stream (stub model): a Write refused in the default
+    /// permission mode, with `--include-partial-messages`.
+    #[test]
+    fn a_refused_write_is_reported_once_and_counted() {
+        let stream = include_str!("fixtures/claude_denied.jsonl");
+        let (events, outcome) = run(stream);
+        let refused: Vec<(&str, bool)> = events
+            .iter()
+            .filter_map(|e| match e {
+                WorkerEvent::Refused { tool, write, .. } => Some((tool.as_str(), *write)),
+                _ => None,
+            })
+            .collect();
+        // Said three times (system notice, tool result, result line): one refusal.
+        assert_eq!(refused, [("Write", true)]);
+        assert!(events.iter().any(|e| matches!(e, WorkerEvent::Refused { message, .. } if message.contains("haven't granted"))));
+        assert_eq!(
+            outcome.writes,
+            Writes {
+                tried: 1,
+                refused: 1
+            }
+        );
+        assert!(outcome.writes.all_refused());
+        assert_eq!(outcome.final_text.as_deref(), Some("STUB-REPLY-14"));
+        assert_eq!(outcome.error, None);
+    }
+
+    #[test]
+    fn live_usage_has_the_real_output_before_the_result() {
+        let mut p = parser(AdapterKind::Claude);
+        for line in include_str!("fixtures/claude_denied.jsonl").lines() {
+            if line.contains("\"type\":\"result\"") {
+                break;
+            }
+            p.feed_line(line);
+        }
+        let u = p.usage();
+        // Two messages of 100 input (+7 cache read, +5 cache write) and 30 + 20 output: the
+        // `assistant` lines alone say output 1 each.
+        assert_eq!(
+            (u.input, u.output, u.cache_read, u.cache_write),
+            (200, 50, 14, 10)
+        );
+        assert_eq!(u.turns, 1, "the second turn ends with the result");
+    }
+
+    #[test]
+    fn api_status_decides_a_retry() {
+        let line = |status: &str, text: &str| {
+            format!(
+                "{{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":true,\"num_turns\":1,\"api_error_status\":{status},\"result\":{}}}",
+                serde_json::to_string(text).unwrap()
+            )
+        };
+        for (status, text, want) in [
+            ("529", "API Error: 529 {\"type\":\"error\"}", Some(true)),
+            ("429", "API Error: 429 rate limited", Some(true)),
+            ("500", "API Error: 500", Some(true)),
+            (
+                "400",
+                "API Error: 400 prompt is too long: overloaded words",
+                Some(false),
+            ),
+            ("null", "API Error: Overloaded", None),
+        ] {
+            let (_, outcome) = run(&line(status, text));
+            assert_eq!(outcome.retryable, want, "{status}");
+            assert_eq!(outcome.error.as_deref(), Some(text));
+            assert_eq!(outcome.usage.turns, 0, "{status}");
+        }
+    }
+
     #[test]
     fn odd_shapes_never_panic() {
         let mut p = parser(AdapterKind::Claude);
@@ -552,6 +955,11 @@ mod tests {
             r#"{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":5}]}}"#,
             r#"{"type":"result","usage":"x","total_cost_usd":"y","num_turns":-1,"errors":[1,{"a":2}],"subtype":"error_during_execution"}"#,
             r#"{"type":"result"}"#,
+            r#"{"type":"system","subtype":"permission_denied","tool_use_id":[]}"#,
+            r#"{"type":"stream_event","event":{"type":"message_delta","usage":"x"}}"#,
+            r#"{"type":"stream_event","event":{"type":"message_start","message":{"usage":[1]}}}"#,
+            r#"{"type":"user","tool_result_meta":[{"id":1}],"message":{"content":[{"type":"tool_result","is_error":true,"content":[{"text":5}]}]}}"#,
+            r#"{"type":"result","permission_denials":[1,{"tool_use_id":2}]}"#,
         ] {
             p.feed_line(line);
         }

@@ -6,9 +6,10 @@
 //! it is never reported as final; `turn.completed` (→ `Finished`) ends the run.
 
 use super::{
-    add_usage, cut_chars, json_count, strip_cr, LaunchSpec, Outcome, StreamParser, WorkerEvent,
-    TOOL_ARGS_LIMIT,
+    add_usage, cut_chars, json_count, strip_cr, Launch, LaunchSpec, Outcome, StdinFrom,
+    StreamParser, WorkerEvent, Writes, TOOL_ARGS_LIMIT,
 };
+use crate::resource::SystemPromptMode;
 use crate::usage::Usage;
 use serde_json::{Map, Value};
 use std::collections::HashSet;
@@ -19,7 +20,18 @@ const AGENT_MESSAGE: &str = "agent_message";
 /// Started items remembered to avoid a second `ToolStart` at completion; bounded.
 const MAX_OPEN_ITEMS: usize = 4096;
 
-pub(super) fn argv(spec: &LaunchSpec) -> Vec<String> {
+/// Flags of the user's own command that set the sandbox: crew then leaves it alone.
+const SANDBOX_FLAGS: &[&str] = &[
+    "-s",
+    "--sandbox",
+    "--full-auto",
+    "--dangerously-bypass-approvals-and-sandbox",
+];
+
+/// What a command's output says when the sandbox kept it from writing.
+const SANDBOX_REFUSALS: &[&str] = &["Read-only file system", "Operation not permitted"];
+
+pub(super) fn launch(spec: &LaunchSpec) -> Launch {
     let mut argv = spec.command.clone();
     if !spec.command.iter().skip(1).any(|a| a == "exec") {
         argv.push("exec".into());
@@ -30,13 +42,108 @@ pub(super) fn argv(spec: &LaunchSpec) -> Vec<String> {
         argv.push(model.clone());
     }
     argv.push("--skip-git-repo-check".into());
-    argv.push(spec.prompt.clone());
-    argv
+    // The role's write permission is the sandbox: codex's shell cannot be taken away, so a
+    // role that may not edit files runs read-only.
+    let user_sets_sandbox = spec.command.iter().skip(1).any(|a| {
+        SANDBOX_FLAGS
+            .iter()
+            .any(|f| a == f || a.starts_with(&format!("{f}=")))
+    });
+    if !user_sets_sandbox {
+        argv.push("--sandbox".into());
+        argv.push(
+            if spec.edits_files() {
+                "workspace-write"
+            } else {
+                "read-only"
+            }
+            .into(),
+        );
+    }
+    if let Some(effort) = spec.effort.as_ref().or(spec.thinking.as_ref()) {
+        if let Some(level) = codex_effort(effort) {
+            argv.push("-c".into());
+            argv.push(format!("model_reasoning_effort={}", toml_string(level)));
+        }
+    }
+    // `replace` swaps codex's base instructions for the agent's (a file); `append` adds them
+    // as a developer message after codex's own.
+    if !spec.system_prompt.is_empty() {
+        argv.push("-c".into());
+        argv.push(match (spec.system_prompt_mode, &spec.system_prompt_file) {
+            (SystemPromptMode::Replace, Some(file)) => {
+                format!("model_instructions_file={}", toml_string(file))
+            }
+            _ => format!(
+                "developer_instructions={}",
+                toml_string(&spec.system_prompt)
+            ),
+        });
+    }
+    // A long prompt is stdin (`-`), a regular file codex reads to its end.
+    match &spec.prompt_file {
+        Some(file) => {
+            argv.push("-".into());
+            Launch {
+                stdin: StdinFrom::File(file.clone()),
+                ..Launch::args(argv)
+            }
+        }
+        None => {
+            argv.push(spec.prompt.clone());
+            Launch::args(argv)
+        }
+    }
+}
+
+/// codex's `model_reasoning_effort` values; pi's thinking levels map onto them.
+fn codex_effort(level: &str) -> Option<&'static str> {
+    match level {
+        "off" | "none" => Some("none"),
+        "minimal" => Some("minimal"),
+        "low" => Some("low"),
+        "medium" => Some("medium"),
+        "high" => Some("high"),
+        "xhigh" | "max" => Some("xhigh"),
+        _ => None,
+    }
+}
+
+/// `s` as a TOML basic string (a `-c key=value` value is parsed as TOML).
+fn toml_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if c.is_control() => out.push_str(&format!("\\u{:04X}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+pub(super) fn policy_gaps(tools: &[String]) -> Vec<String> {
+    if tools.iter().any(|t| t == "bash") {
+        Vec::new()
+    } else {
+        vec![format!(
+            "codex: its shell cannot be turned off, so the role's tool list ({}) is not enforced; only its sandbox is ({})",
+            if tools.is_empty() { "none".to_owned() } else { tools.join(", ") },
+            if super::edits_files(tools) { "workspace-write" } else { "read-only" },
+        )]
+    }
 }
 
 #[derive(Debug, Default)]
 pub(crate) struct CodexParser {
     usage: Usage,
+    writes: Writes,
     last_text: Option<String>,
     turn_failed: Option<String>,
     stream_error: Option<String>,
@@ -80,6 +187,22 @@ impl CodexParser {
             });
         }
         if completed {
+            if kind == "file_change" {
+                self.writes.tried = self.writes.tried.saturating_add(1);
+            }
+            if let Some((message, write)) = refusal(kind, item) {
+                if write {
+                    if kind != "file_change" {
+                        self.writes.tried = self.writes.tried.saturating_add(1);
+                    }
+                    self.writes.refused = self.writes.refused.saturating_add(1);
+                }
+                events.push(WorkerEvent::Refused {
+                    tool: name.clone(),
+                    message,
+                    write,
+                });
+            }
             events.push(WorkerEvent::ToolEnd {
                 name,
                 ok: item_ok(item),
@@ -107,6 +230,31 @@ fn tool_of(kind: &str, item: &Map<String, Value>) -> Option<(String, String)> {
         "mcp_tool_call" => {
             let tool = item.get("tool").and_then(Value::as_str).unwrap_or(kind);
             Some((tool.to_owned(), text("arguments")))
+        }
+        _ => None,
+    }
+}
+
+/// A completed item that codex's policy turned down: a declined or failed file change, a
+/// declined command, or a command the sandbox kept from writing. `(message, is a write)`.
+fn refusal(kind: &str, item: &Map<String, Value>) -> Option<(String, bool)> {
+    let status = item
+        .get("status")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    match (kind, status) {
+        ("file_change", "failed") => Some(("the file change failed".into(), true)),
+        ("file_change", "declined") => Some(("the file change was declined".into(), true)),
+        ("command_execution", "declined") => Some(("the command was declined".into(), false)),
+        ("command_execution", _) => {
+            let output = item
+                .get("aggregated_output")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let line = output
+                .lines()
+                .find(|l| SANDBOX_REFUSALS.iter().any(|r| l.contains(r)))?;
+            Some((cut_chars(line.trim(), 500), true))
         }
         _ => None,
     }
@@ -168,11 +316,15 @@ impl StreamParser for CodexParser {
                 let u = event.get("usage");
                 let field = |k: &str| json_count(u.and_then(|u| u.get(k)));
                 let cached = field("cached_input_tokens");
+                let cache_write = field("cache_write_input_tokens");
+                // `output_tokens` already holds `reasoning_output_tokens`.
                 let turn = Usage {
-                    input: field("input_tokens").saturating_sub(cached),
+                    input: field("input_tokens")
+                        .saturating_sub(cached)
+                        .saturating_sub(cache_write),
                     output: field("output_tokens"),
                     cache_read: cached,
-                    cache_write: 0,
+                    cache_write,
                     cost: 0.0,
                     turns: 1,
                 };
@@ -216,6 +368,8 @@ impl StreamParser for CodexParser {
             usage: self.usage,
             model: None,
             error,
+            retryable: None,
+            writes: self.writes,
         }
     }
 }
@@ -224,64 +378,208 @@ impl StreamParser for CodexParser {
 mod tests {
     use super::*;
     use crate::resource::SystemPromptMode;
-    use crate::stream::{build_argv, parser, AdapterKind};
+    use crate::stream::{build_launch, parser, AdapterKind, ARGV_PROMPT_LIMIT};
 
     fn spec(command: &[&str], model: Option<&str>) -> LaunchSpec {
         LaunchSpec {
             command: command.iter().map(|s| s.to_string()).collect(),
             prompt: "Goal: fix it".into(),
             prompt_file: None,
-            system_prompt: "ignored".into(),
+            system_prompt: "You are a reviewer.".into(),
             system_prompt_mode: SystemPromptMode::Replace,
             system_prompt_file: None,
             model: model.map(str::to_owned),
             thinking: None,
-            tools: vec![],
+            tools: vec!["read".into(), "bash".into()],
             rpc: false,
             prompt_via: Default::default(),
+            effort: None,
+            fallback_models: vec![],
         }
     }
 
     #[test]
     fn argv_table() {
-        let table: &[(LaunchSpec, &[&str])] = &[
+        let mut writer = spec(&["codex"], Some("gpt-5-codex"));
+        writer.tools = ["read", "bash", "edit", "write"].map(String::from).to_vec();
+        writer.system_prompt_file = Some("/run/prompts/system-ab.md".into());
+        writer.thinking = Some("high".into());
+        let mut append = spec(&["codex", "exec", "--full-auto"], None);
+        append.system_prompt = "Be \"terse\".\nReally.".into();
+        append.system_prompt_mode = SystemPromptMode::Append;
+        let mut long = spec(&["codex"], None);
+        long.prompt = "x".repeat(ARGV_PROMPT_LIMIT + 1);
+        long.prompt_file = Some("/run/prompts/01_a.md".into());
+        long.system_prompt = String::new();
+        let table: Vec<(&str, LaunchSpec, Vec<&str>, StdinFrom)> = vec![
             (
+                "read-only role, no system prompt file",
                 spec(&["codex"], None),
-                &[
+                vec![
                     "codex",
                     "exec",
                     "--json",
                     "--skip-git-repo-check",
+                    "--sandbox",
+                    "read-only",
+                    "-c",
+                    "developer_instructions=\"You are a reviewer.\"",
                     "Goal: fix it",
                 ],
+                StdinFrom::Null,
             ),
             (
-                spec(&["codex"], Some("gpt-5-codex")),
-                &[
+                "writing role, model, effort, replaced base instructions",
+                writer,
+                vec![
                     "codex",
                     "exec",
                     "--json",
                     "--model",
                     "gpt-5-codex",
                     "--skip-git-repo-check",
+                    "--sandbox",
+                    "workspace-write",
+                    "-c",
+                    "model_reasoning_effort=\"high\"",
+                    "-c",
+                    "model_instructions_file=\"/run/prompts/system-ab.md\"",
                     "Goal: fix it",
                 ],
+                StdinFrom::Null,
             ),
             (
-                spec(&["codex", "exec", "--full-auto"], None),
-                &[
+                "the user's sandbox wins; appended system prompt as TOML",
+                append,
+                vec![
                     "codex",
                     "exec",
                     "--full-auto",
                     "--json",
                     "--skip-git-repo-check",
+                    "-c",
+                    "developer_instructions=\"Be \\\"terse\\\".\\nReally.\"",
                     "Goal: fix it",
                 ],
+                StdinFrom::Null,
+            ),
+            (
+                "a long prompt is stdin",
+                long,
+                vec![
+                    "codex",
+                    "exec",
+                    "--json",
+                    "--skip-git-repo-check",
+                    "--sandbox",
+                    "read-only",
+                    "-",
+                ],
+                StdinFrom::File("/run/prompts/01_a.md".into()),
             ),
         ];
-        for (spec, want) in table {
-            assert_eq!(build_argv(AdapterKind::Codex, spec), *want);
+        for (name, spec, argv, stdin) in table {
+            let launch = build_launch(AdapterKind::Codex, &spec);
+            assert_eq!(launch.argv, argv, "{name}");
+            assert_eq!(launch.stdin, stdin, "{name}");
+            assert!(launch.env.is_empty(), "{name}");
         }
+    }
+
+    #[test]
+    fn toml_strings_round_trip() {
+        for s in [
+            "plain",
+            "q\"uo\\te",
+            "line\nbreak\ttab\r",
+            "ctl\u{1}\u{7f}",
+            "ünï 🦀",
+        ] {
+            let v: toml_check::Value = toml_check::parse(&toml_string(s));
+            assert_eq!(v, s);
+        }
+    }
+
+    /// Just enough of a TOML basic-string reader to check `toml_string` (crew-core has no
+    /// TOML dependency).
+    mod toml_check {
+        pub type Value = String;
+        pub fn parse(s: &str) -> Value {
+            let inner = s
+                .strip_prefix('"')
+                .and_then(|s| s.strip_suffix('"'))
+                .unwrap();
+            let mut out = String::new();
+            let mut chars = inner.chars();
+            while let Some(c) = chars.next() {
+                assert!(c != '"' && !c.is_control(), "unescaped {c:?} in {s}");
+                if c != '\\' {
+                    out.push(c);
+                    continue;
+                }
+                match chars.next().unwrap() {
+                    'n' => out.push('\n'),
+                    't' => out.push('\t'),
+                    'r' => out.push('\r'),
+                    '"' => out.push('"'),
+                    '\\' => out.push('\\'),
+                    'u' => {
+                        let hex: String = chars.by_ref().take(4).collect();
+                        out.push(char::from_u32(u32::from_str_radix(&hex, 16).unwrap()).unwrap());
+                    }
+                    other => panic!("bad escape {other}"),
+                }
+            }
+            out
+        }
+    }
+
+    #[test]
+    fn sandbox_refusals_are_reported() {
+        let stream = [
+            r#"{"type":"item.completed","item":{"id":"1","type":"command_execution","command":"bash -lc 'echo hi > a.txt'","aggregated_output":"bash: line 1: a.txt: Read-only file system\n","exit_code":1,"status":"failed"}}"#,
+            r#"{"type":"item.completed","item":{"id":"2","type":"file_change","changes":[{"path":"b.txt","kind":"add"}],"status":"failed"}}"#,
+            r#"{"type":"item.completed","item":{"id":"3","type":"command_execution","command":"cargo test","aggregated_output":"test failed","exit_code":101,"status":"failed"}}"#,
+            r#"{"type":"item.completed","item":{"id":"4","type":"agent_message","text":"could not write"}}"#,
+            r#"{"type":"turn.completed","usage":{"input_tokens":100,"cached_input_tokens":10,"cache_write_input_tokens":5,"output_tokens":20,"reasoning_output_tokens":6}}"#,
+        ]
+        .join("\n");
+        let (events, outcome) = run(&stream);
+        let refused: Vec<(&str, &str, bool)> = events
+            .iter()
+            .filter_map(|e| match e {
+                WorkerEvent::Refused {
+                    tool,
+                    message,
+                    write,
+                } => Some((tool.as_str(), message.as_str(), *write)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            refused,
+            [
+                (
+                    "command_execution",
+                    "bash: line 1: a.txt: Read-only file system",
+                    true
+                ),
+                ("file_change", "the file change failed", true),
+            ]
+        );
+        assert_eq!(
+            outcome.writes,
+            Writes {
+                tried: 2,
+                refused: 2
+            }
+        );
+        let u = outcome.usage;
+        // Codex's input holds the cached and the cache-written tokens; output holds reasoning.
+        assert_eq!(
+            (u.input, u.output, u.cache_read, u.cache_write),
+            (85, 20, 10, 5)
+        );
     }
 
     fn run(stream: &str) -> (Vec<WorkerEvent>, Outcome) {

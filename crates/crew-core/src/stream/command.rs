@@ -1,7 +1,11 @@
-//! `command`: any program. The prompt goes on argv (or as a file path), and whatever it prints
-//! on stdout is the answer. No usage, no model.
+//! `command`: any program. The prompt goes on argv (or as a file path, or as stdin), the system
+//! prompt's file path in `CREW_SYSTEM_PROMPT_FILE`, and whatever it prints on stdout is the
+//! answer. No usage, no model.
 
-use super::{strip_cr, LaunchSpec, Outcome, PromptVia, StreamParser, WorkerEvent};
+use super::{
+    strip_cr, Launch, LaunchSpec, Outcome, PromptVia, StdinFrom, StreamParser, WorkerEvent,
+    ENV_SYSTEM_PROMPT_FILE,
+};
 use crate::usage::Usage;
 use std::collections::VecDeque;
 
@@ -9,13 +13,22 @@ use std::collections::VecDeque;
 /// output is where its answer usually is.
 const MAX_KEPT_BYTES: usize = 8 * 1024 * 1024;
 
-pub(super) fn argv(spec: &LaunchSpec) -> Vec<String> {
+pub(super) fn launch(spec: &LaunchSpec) -> Launch {
     let mut argv = spec.command.clone();
+    let mut stdin = StdinFrom::Null;
     match (spec.prompt_via, &spec.prompt_file) {
         (PromptVia::File, Some(file)) => argv.push(file.clone()),
+        (PromptVia::Stdin, Some(file)) => stdin = StdinFrom::File(file.clone()),
         _ => argv.push(spec.prompt.clone()),
     }
-    argv
+    // A program has no flag crew could know for the agent's system prompt: it gets the path.
+    let env = match &spec.system_prompt_file {
+        Some(file) if !spec.system_prompt.is_empty() => {
+            vec![(ENV_SYSTEM_PROMPT_FILE.to_owned(), file.clone())]
+        }
+        _ => Vec::new(),
+    };
+    Launch { argv, env, stdin }
 }
 
 #[derive(Debug, Default)]
@@ -59,9 +72,7 @@ impl StreamParser for CommandParser {
         let text = text.trim();
         Outcome {
             final_text: (!text.is_empty()).then(|| text.to_owned()),
-            usage: Usage::default(),
-            model: None,
-            error: None,
+            ..Outcome::default()
         }
     }
 }
@@ -70,7 +81,7 @@ impl StreamParser for CommandParser {
 mod tests {
     use super::*;
     use crate::resource::SystemPromptMode;
-    use crate::stream::{build_argv, parser, AdapterKind};
+    use crate::stream::{build_launch, parser, AdapterKind};
 
     fn spec(via: PromptVia, file: Option<&str>) -> LaunchSpec {
         LaunchSpec {
@@ -85,23 +96,63 @@ mod tests {
             tools: vec![],
             rpc: false,
             prompt_via: via,
+            effort: None,
+            fallback_models: vec![],
         }
     }
 
     #[test]
     fn argv_table() {
+        let file = |p: &str| StdinFrom::File(p.into());
         let table = [
-            (spec(PromptVia::Arg, None), "Goal: fix it"),
-            (spec(PromptVia::Arg, Some("/tmp/p.md")), "Goal: fix it"),
-            (spec(PromptVia::File, Some("/tmp/p.md")), "/tmp/p.md"),
-            (spec(PromptVia::File, None), "Goal: fix it"),
+            (
+                spec(PromptVia::Arg, None),
+                Some("Goal: fix it"),
+                StdinFrom::Null,
+            ),
+            (
+                spec(PromptVia::Arg, Some("/tmp/p.md")),
+                Some("Goal: fix it"),
+                StdinFrom::Null,
+            ),
+            (
+                spec(PromptVia::File, Some("/tmp/p.md")),
+                Some("/tmp/p.md"),
+                StdinFrom::Null,
+            ),
+            (
+                spec(PromptVia::File, None),
+                Some("Goal: fix it"),
+                StdinFrom::Null,
+            ),
+            (
+                spec(PromptVia::Stdin, Some("/tmp/p.md")),
+                None,
+                file("/tmp/p.md"),
+            ),
         ];
-        for (spec, last) in table {
-            assert_eq!(
-                build_argv(AdapterKind::Command, &spec),
-                ["./review.sh", "--strict", last]
-            );
+        for (spec, last, stdin) in table {
+            let launch = build_launch(AdapterKind::Command, &spec);
+            let mut want = vec!["./review.sh", "--strict"];
+            want.extend(last);
+            assert_eq!(launch.argv, want);
+            assert_eq!(launch.stdin, stdin);
+            assert!(launch.env.is_empty(), "no system prompt, no variable");
         }
+    }
+
+    #[test]
+    fn the_system_prompt_file_is_in_the_environment() {
+        let mut s = spec(PromptVia::Arg, None);
+        s.system_prompt = "You are a reviewer.".into();
+        s.system_prompt_file = Some("/run/prompts/system-ab.md".into());
+        assert_eq!(
+            build_launch(AdapterKind::Command, &s).env,
+            [(
+                ENV_SYSTEM_PROMPT_FILE.to_owned(),
+                "/run/prompts/system-ab.md".to_owned()
+            )]
+        );
     }
 
     #[test]

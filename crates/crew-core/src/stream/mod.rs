@@ -32,7 +32,13 @@ pub enum PromptVia {
     Arg,
     /// A file path as last argv entry.
     File,
+    /// The prompt file is the program's stdin.
+    Stdin,
 }
+
+/// Environment variable naming the file that holds the system prompt, for `command` runtimes
+/// (they have no flag crew could know).
+pub const ENV_SYSTEM_PROMPT_FILE: &str = "CREW_SYSTEM_PROMPT_FILE";
 
 /// Everything needed to build one worker's argv.
 #[derive(Debug, Clone, PartialEq)]
@@ -54,18 +60,90 @@ pub struct LaunchSpec {
     /// pi only: run `pi --mode rpc` (stdin is then a pipe owned by the daemon).
     pub rpc: bool,
     pub prompt_via: PromptVia,
+    /// Agent `effort` (claude `--effort`, codex `model_reasoning_effort`).
+    pub effort: Option<String>,
+    /// Models to fall back to, in order (claude `--fallback-model`).
+    pub fallback_models: Vec<String>,
+}
+
+impl LaunchSpec {
+    /// True when the role may change files through an edit or write tool: the adapters that
+    /// have a write permission (claude's permission mode, codex's sandbox) grant it only then.
+    pub fn edits_files(&self) -> bool {
+        edits_files(&self.tools)
+    }
+}
+
+/// True when `tools` (crew's tool names) hold an edit or write tool.
+pub fn edits_files(tools: &[String]) -> bool {
+    tools.iter().any(|t| t == "edit" || t == "write")
+}
+
+/// Where a worker's stdin comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StdinFrom {
+    /// `/dev/null`: print-mode agents read a piped stdin to its end before they start.
+    Null,
+    /// A regular file (the prompt): read to its end at once, never a pipe left open.
+    File(String),
+    /// A pipe the daemon writes (pi's rpc mode).
+    Pipe,
+}
+
+/// How to start one worker: its argv (program first), extra environment and stdin.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Launch {
+    pub argv: Vec<String>,
+    pub env: Vec<(String, String)>,
+    pub stdin: StdinFrom,
+}
+
+impl Launch {
+    fn args(argv: Vec<String>) -> Launch {
+        Launch {
+            argv,
+            env: Vec::new(),
+            stdin: StdinFrom::Null,
+        }
+    }
 }
 
 /// Prompts longer than this go through a file, not argv (pi-crew's `TASK_ARG_LIMIT`).
 pub const ARGV_PROMPT_LIMIT: usize = 8000;
 
-/// Build the argv (program first) for a worker.
-pub fn build_argv(kind: AdapterKind, spec: &LaunchSpec) -> Vec<String> {
+/// Build the argv (program first), environment and stdin for a worker.
+pub fn build_launch(kind: AdapterKind, spec: &LaunchSpec) -> Launch {
     match kind {
-        AdapterKind::Pi => pi::argv(spec),
-        AdapterKind::Claude => claude::argv(spec),
-        AdapterKind::Codex => codex::argv(spec),
-        AdapterKind::Command => command::argv(spec),
+        AdapterKind::Pi => Launch {
+            stdin: if spec.rpc {
+                StdinFrom::Pipe
+            } else {
+                StdinFrom::Null
+            },
+            ..Launch::args(pi::argv(spec))
+        },
+        AdapterKind::Claude => claude::launch(spec),
+        AdapterKind::Codex => codex::launch(spec),
+        AdapterKind::Command => command::launch(spec),
+    }
+}
+
+/// The argv (program first) for a worker.
+pub fn build_argv(kind: AdapterKind, spec: &LaunchSpec) -> Vec<String> {
+    build_launch(kind, spec).argv
+}
+
+/// What a runtime cannot enforce of a role's tool list, one sentence each (for `team.plan` and
+/// `team.run` diagnostics). Empty when the adapter enforces all of it.
+pub fn policy_gaps(kind: AdapterKind, tools: &[String]) -> Vec<String> {
+    match kind {
+        AdapterKind::Pi => Vec::new(),
+        AdapterKind::Claude => claude::policy_gaps(tools),
+        AdapterKind::Codex => codex::policy_gaps(tools),
+        AdapterKind::Command if tools.is_empty() => Vec::new(),
+        AdapterKind::Command => {
+            vec!["a `command` runtime gets no tool list: the program decides what it may do".into()]
+        }
     }
 }
 
@@ -114,6 +192,13 @@ pub enum WorkerEvent {
     Ask {
         question: String,
     },
+    /// The agent's CLI refused a tool call (a permission denial, a tool the role does not
+    /// have, a write the sandbox blocked). `write`: the call would have changed files.
+    Refused {
+        tool: String,
+        message: String,
+        write: bool,
+    },
 }
 
 impl WorkerEvent {
@@ -147,6 +232,31 @@ pub struct Outcome {
     /// Error reported in the stream (e.g. `stopReason: "error"` with `errorMessage`), even when
     /// the process exited 0.
     pub error: Option<String>,
+    /// Whether `error` is worth a retry, when the stream says so itself (an API status);
+    /// `None`: judge by the message.
+    pub retryable: Option<bool>,
+    /// Calls of file-changing tools the agent made, and how many of them were refused.
+    pub writes: Writes,
+}
+
+/// File-changing tool calls of one attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Writes {
+    pub tried: u32,
+    pub refused: u32,
+}
+
+impl Writes {
+    /// Every write the agent tried was refused (and it tried at least one).
+    pub fn all_refused(&self) -> bool {
+        self.tried > 0 && self.refused >= self.tried
+    }
+}
+
+/// Is an API status worth a retry: rate limits, overload (529) and server errors are; any
+/// other client error (400 bad request, 401, 403, 404, 413) is not.
+pub fn status_retryable(status: u64) -> bool {
+    matches!(status, 408 | 409 | 429 | 500..=599)
 }
 
 /// Stateful reader of one worker's stdout.

@@ -26,6 +26,9 @@ pub(super) fn argv(spec: &LaunchSpec) -> Vec<String> {
         argv.extend(["--mode".into(), "json".into(), "-p".into()]);
     }
     argv.push("--no-session".into());
+    // The user's own extensions and skills (`~/.pi/agent/...`) would widen what a role may do.
+    argv.push("--no-extensions".into());
+    argv.push("--no-skills".into());
     match (&spec.model, &spec.thinking) {
         (Some(model), thinking) => {
             argv.push("--model".into());
@@ -236,6 +239,7 @@ impl StreamParser for PiParser {
                 Some(_) => None,
                 None => self.last_error.clone(),
             },
+            ..Outcome::default()
         }
     }
 }
@@ -300,6 +304,8 @@ mod tests {
             tools: vec![],
             rpc: false,
             prompt_via: Default::default(),
+            effort: None,
+            fallback_models: vec![],
         }
     }
 
@@ -344,6 +350,8 @@ mod tests {
                     "json",
                     "-p",
                     "--no-session",
+                    "--no-extensions",
+                    "--no-skills",
                     "--no-tools",
                     "Task: Goal: fix it",
                 ]),
@@ -358,6 +366,8 @@ mod tests {
                     "json",
                     "-p",
                     "--no-session",
+                    "--no-extensions",
+                    "--no-skills",
                     "--model",
                     "anthropic/claude-sonnet-4:high",
                     "--tools",
@@ -376,6 +386,8 @@ mod tests {
                     "json",
                     "-p",
                     "--no-session",
+                    "--no-extensions",
+                    "--no-skills",
                     "--model",
                     "openai/gpt-5:low",
                     "--no-tools",
@@ -391,6 +403,8 @@ mod tests {
                     "json",
                     "-p",
                     "--no-session",
+                    "--no-extensions",
+                    "--no-skills",
                     "--thinking",
                     "medium",
                     "--no-tools",
@@ -408,6 +422,8 @@ mod tests {
                     "json",
                     "-p",
                     "--no-session",
+                    "--no-extensions",
+                    "--no-skills",
                     "--no-tools",
                     "@/tmp/task.md",
                 ]),
@@ -415,7 +431,16 @@ mod tests {
             (
                 "rpc has no prompt arg",
                 rpc,
-                args(&["pi", "--mode", "rpc", "--no-session", "--tools", "read"]),
+                args(&[
+                    "pi",
+                    "--mode",
+                    "rpc",
+                    "--no-session",
+                    "--no-extensions",
+                    "--no-skills",
+                    "--tools",
+                    "read",
+                ]),
             ),
         ];
         for (name, spec, want) in table {

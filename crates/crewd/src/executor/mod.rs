@@ -191,6 +191,7 @@ fn outcome_name(r: &AttemptResult) -> &'static str {
     match r {
         AttemptResult::Completed { .. } => "completed",
         AttemptResult::NoFinalText { .. } => "no_final_text",
+        AttemptResult::NeedsAttention { .. } => "needs_attention",
         AttemptResult::Failed { .. } => "failed",
         AttemptResult::Asked { .. } => "asked",
     }
@@ -233,6 +234,12 @@ async fn attempt(
             usage,
             model,
             artifacts,
+        }
+        | AttemptResult::NeedsAttention {
+            usage,
+            model,
+            artifacts,
+            ..
         }
         | AttemptResult::Failed {
             usage,
@@ -454,6 +461,37 @@ struct Stdout {
     progress_dirty: bool,
     /// When the final answer (or a question) arrived: the final drain runs from here.
     final_at: Option<Instant>,
+    warnings: Warnings,
+}
+
+/// Refused tool calls, told to the actor as `task.warning`s as they happen.
+struct Warnings {
+    actor: Actor,
+    run_id: String,
+    task_id: String,
+    attempt: u32,
+    sent: u32,
+}
+
+/// Warnings per attempt: an agent that retries a refused call in a loop must not flood the
+/// journal.
+const MAX_WARNINGS: u32 = 20;
+
+impl Warnings {
+    fn send(&mut self, tool: &str, message: &str) {
+        let (tool, message) = match self.sent {
+            n if n < MAX_WARNINGS => (tool.to_owned(), message.to_owned()),
+            MAX_WARNINGS => (
+                String::new(),
+                format!("more than {MAX_WARNINGS} tool calls were refused; the rest are not reported"),
+            ),
+            _ => return,
+        };
+        self.sent += 1;
+        let (run, task, attempt) = (self.run_id.clone(), self.task_id.clone(), self.attempt);
+        self.actor
+            .tell(move |core| workers::on_warning(core, &run, &task, attempt, tool, message));
+    }
 }
 
 impl Stdout {
@@ -462,7 +500,12 @@ impl Stdout {
         self.any = true;
         let line = self.redactor.line(raw);
         self.transcript.line(&line);
-        for ev in self.parser.feed_line(&line) {
+        let before = self.parser.usage();
+        let events = self.parser.feed_line(&line);
+        if self.parser.usage() != before {
+            self.progress_dirty = true;
+        }
+        for ev in events {
             match &ev {
                 WorkerEvent::ToolStart { name, .. } => {
                     self.current_tool = Some(name.clone());
@@ -479,6 +522,7 @@ impl Stdout {
                     self.question = Some(question.clone());
                     self.final_at.get_or_insert(Instant::now());
                 }
+                WorkerEvent::Refused { tool, message, .. } => self.warnings.send(tool, message),
                 _ => {}
             }
             if ev.is_final() {
@@ -526,9 +570,10 @@ async fn run_process(
     let run_dir = &spec.run_dir;
     let rpc = spec.runtime.rpc;
 
-    // The prompt goes through a file when it is too long for argv.
-    let prompt_file = (prompt.len() > stream::ARGV_PROMPT_LIMIT
-        || spec.runtime.prompt_via == stream::PromptVia::File)
+    // The prompt goes through a file (the prompt artifact, already written) when it is too long
+    // for argv or the runtime asks for one.
+    let prompt_file = (stream::prompt_needs_file(prompt)
+        || spec.runtime.prompt_via != stream::PromptVia::Arg)
         .then(|| {
             run_dir
                 .join(format!("prompts/{}.md", spec.task_id))
@@ -560,8 +605,11 @@ async fn run_process(
         tools: spec.plan.tools.to_vec(),
         rpc,
         prompt_via: spec.runtime.prompt_via,
+        effort: None,
+        fallback_models: Vec::new(),
     };
-    let argv = stream::build_argv(spec.runtime.adapter, &launch);
+    let launch = stream::build_launch(spec.runtime.adapter, &launch);
+    let argv = launch.argv;
     let Some((program, args)) = argv.split_first() else {
         return failed(
             Usage::default(),
@@ -602,12 +650,31 @@ async fn run_process(
             (process::ENV_DAEMON_PID, std::process::id().to_string()),
         ],
     );
+    // A prompt on stdin is a regular file: the agent reads it to its end and goes on, where a
+    // pipe left open would keep it waiting.
+    let stdin = match &launch.stdin {
+        stream::StdinFrom::Null => Stdio::null(),
+        stream::StdinFrom::Pipe => Stdio::piped(),
+        stream::StdinFrom::File(path) => match blocking(|| std::fs::File::open(path)) {
+            Ok(f) => Stdio::from(f),
+            Err(e) => {
+                return failed(
+                    Usage::default(),
+                    artifacts.clone(),
+                    format!("cannot open the prompt file {path}: {e}"),
+                    false,
+                    "storage",
+                )
+            }
+        },
+    };
     let mut cmd = tokio::process::Command::new(program);
     cmd.args(args)
         .current_dir(&spec.cwd)
         .env_clear()
         .envs(env)
-        .stdin(if rpc { Stdio::piped() } else { Stdio::null() })
+        .envs(launch.env.iter().map(|(k, v)| (k, v)))
+        .stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
@@ -615,11 +682,15 @@ async fn run_process(
     let mut child = match fault::hit("spawn").and_then(|()| cmd.spawn()) {
         Ok(c) => c,
         Err(e) => {
+            // Too long for argv stays too long, and a missing program stays missing: no
+            // attempt can do better.
+            let retryable = e.kind() != std::io::ErrorKind::ArgumentListTooLong
+                && stream::is_retryable_spawn_error(e.kind());
             return failed(
                 Usage::default(),
                 artifacts.clone(),
                 format!("failed to start `{program}`: {e}"),
-                stream::is_retryable_spawn_error(e.kind()),
+                retryable,
                 "spawn",
             );
         }
@@ -696,6 +767,13 @@ async fn run_process(
         current_tool: None,
         progress_dirty: false,
         final_at: None,
+        warnings: Warnings {
+            actor: actor.clone(),
+            run_id: spec.run_id.clone(),
+            task_id: spec.task_id.clone(),
+            attempt: spec.attempt,
+            sent: 0,
+        },
     };
 
     let start = Instant::now();
@@ -941,7 +1019,9 @@ async fn run_process(
     let clean_exit = drained || exit.is_some_and(|s| s.success());
     if outcome.final_text.is_none() {
         if let Some(err) = &outcome.error {
-            let retryable = stream::is_retryable_message(err);
+            let retryable = outcome
+                .retryable
+                .unwrap_or_else(|| stream::is_retryable_message(err));
             return with_model(failed(
                 usage,
                 artifacts.clone(),
@@ -955,6 +1035,21 @@ async fn run_process(
         return match &outcome.final_text {
             Some(text) => {
                 match blocking(|| finish_result(run_dir, spec, text.as_bytes(), artifacts)) {
+                    // A role that is there to change files and could change none did not do
+                    // its job, whatever it answered.
+                    Ok(())
+                        if outcome.writes.all_refused() && stream::edits_files(&spec.plan.tools) =>
+                    {
+                        AttemptResult::NeedsAttention {
+                            usage,
+                            model,
+                            artifacts: artifacts.clone(),
+                            reason: format!(
+                                "every file change the agent tried was refused ({} of {}); see the task's warnings",
+                                outcome.writes.refused, outcome.writes.tried
+                            ),
+                        }
+                    }
                     Ok(()) => AttemptResult::Completed {
                         usage,
                         model,
@@ -999,7 +1094,10 @@ async fn run_process(
         .error
         .clone()
         .unwrap_or_else(|| format!("worker exited with {code}: {}", tail(&stderr_tail, 500)));
-    let retryable = stream::is_retryable_message(&msg);
+    let retryable = match (&outcome.error, outcome.retryable) {
+        (Some(_), Some(r)) => r,
+        _ => stream::is_retryable_message(&msg),
+    };
     with_model(failed(usage, artifacts.clone(), msg, retryable, "exit"))
 }
 

@@ -1,0 +1,154 @@
+//! Issue 16: the builtin `default` team on the real Codex CLI (pinned in
+//! `tests/agents/package.json`), its model a custom `model_provider` in a temporary
+//! `CODEX_HOME` that points at a stub OpenAI Responses server this test runs on 127.0.0.1.
+//!
+//! Codex is installed by `tests/agents/setup.sh` into `tests/agents/node_modules` (or
+//! `$CREW_AGENTS_DIR`). Without that install the tests pass after printing why they did
+//! nothing, so `cargo test` works offline.
+
+mod common;
+#[path = "support/model_stub.rs"]
+mod model_stub;
+#[path = "support/real_cli.rs"]
+mod real_cli;
+
+use common::*;
+use model_stub::{Reply, Stub, Wire};
+use real_cli::*;
+use serde_json::json;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A `CODEX_HOME` whose only provider is the stub, with codex's own retries off (crew's are
+/// under test).
+fn codex_home(stub: &Stub) -> tempfile::TempDir {
+    let home = tempfile::Builder::new()
+        .prefix("codex-home")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap();
+    std::fs::write(
+        home.path().join("config.toml"),
+        format!(
+            "model = \"{MODEL}\"\nmodel_provider = \"stub\"\n\n[model_providers.stub]\n\
+             name = \"stub\"\nbase_url = \"{}\"\nwire_api = \"responses\"\n\
+             env_key = \"STUB_API_KEY\"\nrequest_max_retries = 0\nstream_max_retries = 0\n",
+            stub.base_url()
+        ),
+    )
+    .unwrap();
+    home
+}
+
+fn start_daemon(stub: &Stub, home: &tempfile::TempDir, extra_config: &str) -> Option<Daemon> {
+    let codex = agent_bin("codex")?;
+    let env = vec![
+        ("CODEX_HOME".to_string(), path_str(home.path()).to_string()),
+        ("STUB_API_KEY".to_string(), "stub-key-not-secret".to_string()),
+    ];
+    let config = format!(
+        "{extra_config}no_output_timeout_ms = 60000\ntask_timeout_ms = 180000\n\
+         [runtimes.codex]\nadapter = \"codex\"\ncommand = [{codex:?}]\n\
+         env = [\"CODEX_HOME\", \"STUB_API_KEY\"]\n",
+        codex = codex.display().to_string(),
+    );
+    Some(Daemon::start_with(Opts { config, env }))
+}
+
+#[test]
+fn default_team_on_the_real_codex_cli() {
+    // Every role's first request is answered with a shell command that writes `<role>.txt` in
+    // the run's cwd; the answer after the command's output is the role's text.
+    let stub = Stub::start(Wire::Responses, |e| {
+        let role = role_of(e);
+        if e.has_tool_result() {
+            Reply::Text(format!("STUB-REPLY-{} from the {role}, all done.", e.n))
+        } else {
+            Reply::Tool {
+                name: "exec_command".into(),
+                input: json!({"cmd": format!("echo written by the {role} > {role}.txt")}),
+            }
+        }
+    });
+    let home = codex_home(&stub);
+    let Some(d) = start_daemon(&stub, &home, "max_attempts = 1\n") else {
+        return skipped("default_team_on_the_real_codex_cli", "codex");
+    };
+    let work = tempfile::tempdir().unwrap();
+    let work_dir = work.path().canonicalize().unwrap();
+    let goal = long_goal();
+    let run_id = d.ok(
+        "team.run",
+        json!({
+            "goal": goal, "cwd": path_str(&work_dir), "team": "default",
+            "runtime": "codex", "model": MODEL,
+        }),
+    )["runId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let status = d.wait(&run_id);
+    let st = d.status(&run_id);
+    assert_eq!(
+        status,
+        "completed",
+        "{st:#}\nstub errors: {:?}\ndaemon log tail:\n{}",
+        stub.errors(),
+        tail(&d.log_text(), 6000)
+    );
+    assert!(stub.errors().is_empty(), "{:?}", stub.errors());
+    let run = check_team_run(&d, &run_id, &stub.exchanges(), Accounting::Responses);
+
+    // The executor's write went through (workspace-write sandbox); the read-only roles' did not.
+    assert_eq!(files_in(&work_dir), ["executor.txt"]);
+    assert_eq!(
+        std::fs::read_to_string(work_dir.join("executor.txt")).unwrap(),
+        "written by the executor\n"
+    );
+    // What the read-only roles' commands got back: the sandbox's refusal.
+    for (role, _) in run.first_requests.iter().filter(|(r, _)| r != "executor") {
+        let answer = stub
+            .exchanges()
+            .into_iter()
+            .find(|e| role_of(e) == role && e.has_tool_result())
+            .unwrap();
+        assert!(
+            answer.texts().contains("Read-only file system"),
+            "{role}: {}",
+            answer.texts()
+        );
+    }
+
+    // The prompt went through stdin: the whole 100,000-character goal reached the model.
+    for (role, ex) in &run.first_requests {
+        assert!(ex.texts().contains(&goal), "{role}: the goal was cut");
+    }
+}
+
+#[test]
+fn codex_api_errors_are_retried_or_reported() {
+    let calls = AtomicU64::new(0);
+    let stub = Stub::start(Wire::Responses, move |e| {
+        if e.texts().contains("BAD-REQUEST-GOAL") {
+            return Reply::Error {
+                status: 400,
+                message: "STUB-400: max_tokens: field required".into(),
+            };
+        }
+        match calls.fetch_add(1, Ordering::SeqCst) {
+            0 => Reply::Error {
+                status: 529,
+                message: "STUB says the model is busy".into(),
+            },
+            1 => Reply::Error {
+                status: 429,
+                message: "STUB says slow down".into(),
+            },
+            _ => Reply::Text("STUB-REPLY after the retries".into()),
+        }
+    });
+    let home = codex_home(&stub);
+    let Some(d) = start_daemon(&stub, &home, "max_attempts = 3\n") else {
+        return skipped("codex_api_errors_are_retried_or_reported", "codex");
+    };
+    one_step_team(&d, "solo", "Answer: {goal}", "explorer");
+    check_retries_and_400(&d, "codex");
+}

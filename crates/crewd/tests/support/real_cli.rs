@@ -1,0 +1,260 @@
+//! What the real-CLI tests (real_claude.rs, real_codex.rs) share: finding the installed CLI,
+//! telling which role a model request comes from, and holding a finished `default` team run to
+//! what the stub saw and said.
+#![allow(dead_code)]
+
+use super::common::*;
+use super::model_stub::{Exchange, Reply, Sent};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+pub const MODEL: &str = "stub-model";
+
+/// `tests/agents/node_modules/.bin/<name>` (or under `$CREW_AGENTS_DIR`), if installed.
+pub fn agent_bin(name: &str) -> Option<PathBuf> {
+    let dir = std::env::var_os("CREW_AGENTS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/agents"));
+    let bin = dir.join("node_modules/.bin").join(name);
+    bin.exists().then(|| bin.canonicalize().unwrap_or(bin))
+}
+
+pub fn skipped(test: &str, cli: &str) {
+    println!(
+        "SKIPPED {test}: {cli} is not installed (run tests/agents/setup.sh, or set CREW_AGENTS_DIR)"
+    );
+}
+
+/// A goal of 100,000 characters: far past what crew puts on argv.
+pub fn long_goal() -> String {
+    let mut goal = String::from("Add a greeting to the README. Context follows. ");
+    let mut i = 0;
+    while goal.len() < 100_000 {
+        goal.push_str(&format!("filler-{i} "));
+        i += 1;
+    }
+    goal.push_str("END-OF-GOAL");
+    goal
+}
+
+/// The builtin `default` workflow's step texts, and the agent each step runs.
+const STEPS: &[(&str, &str)] = &[
+    ("Explore the codebase for this goal", "explorer"),
+    ("Write an implementation plan for", "planner"),
+    ("Implement the plan for", "executor"),
+    ("Verify that this goal is achieved", "verifier"),
+];
+
+/// The first words of each builtin agent's system prompt.
+const SYSTEM_PROMPTS: &[(&str, &str)] = &[
+    ("explorer", "You are a codebase explorer."),
+    ("planner", "You are a planner."),
+    ("executor", "You are an implementer."),
+    ("verifier", "You are a verifier."),
+];
+
+/// Which step of the `default` workflow a request belongs to (`other` for anything else).
+pub fn role_of(e: &Exchange) -> &'static str {
+    let texts = e.texts();
+    STEPS
+        .iter()
+        .find(|(needle, _)| texts.contains(needle))
+        .map_or("other", |(_, role)| role)
+}
+
+pub fn result_text(d: &Daemon, run_id: &str, task: &Value) -> String {
+    let name = task["artifacts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["kind"] == "result")
+        .unwrap_or_else(|| panic!("task {} has no result artifact: {task}", task["id"]))["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    d.ok("team.artifact", json!({"runId": run_id, "name": name}))["content"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// How the CLI turns the usage the stub sent into the task's usage.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Accounting {
+    /// Claude Code: the API's counts as they are; a turn per model call.
+    Anthropic,
+    /// Codex: one turn per `codex exec`, no cache writes in the Responses API.
+    Responses,
+}
+
+pub struct TeamRun {
+    /// Task by agent name.
+    pub tasks: BTreeMap<String, Value>,
+    /// The first model request of each role.
+    pub first_requests: Vec<(String, Exchange)>,
+}
+
+/// The checks every real CLI's `default` team run must pass: each task completed on its first
+/// attempt with the stub's last answer as its result and exactly the usage the stub sent; the
+/// agent's system prompt and the earlier steps' outputs reached the model.
+pub fn check_team_run(d: &Daemon, run_id: &str, exchanges: &[Exchange], acc: Accounting) -> TeamRun {
+    let st = d.status(run_id);
+    let tasks = st["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 4, "{st:#}");
+    let mut by_role: BTreeMap<String, Vec<&Exchange>> = BTreeMap::new();
+    for e in exchanges {
+        by_role.entry(role_of(e).to_string()).or_default().push(e);
+    }
+    assert_eq!(by_role.get("other").map(Vec::len), None, "requests of no step");
+
+    let mut out = TeamRun {
+        tasks: BTreeMap::new(),
+        first_requests: Vec::new(),
+    };
+    let mut results = BTreeMap::new();
+    for t in tasks {
+        let role = t["agent"].as_str().unwrap().to_string();
+        let id = t["id"].as_str().unwrap().to_string();
+        assert_eq!(t["status"], "completed", "{t:#}");
+        assert_eq!(t["attempts"], 1, "{t:#}");
+        let mine = by_role
+            .get(&role)
+            .unwrap_or_else(|| panic!("no request from the {role}"));
+        let last = mine.last().unwrap();
+        let Reply::Text(answer) = &last.reply else {
+            panic!("the {role}'s last answer was {:?}", last.reply)
+        };
+        let text = result_text(d, run_id, t);
+        assert_eq!(text.trim(), answer, "result of {id}");
+        results.insert(id.clone(), text);
+
+        // Usage is what the stub sent, summed over the role's requests.
+        let sum = |f: fn(&Sent) -> u64| mine.iter().map(|e| f(&e.sent)).sum::<u64>();
+        let u = &t["usage"];
+        let want = (
+            sum(|s| s.input),
+            sum(|s| s.output),
+            sum(|s| s.cache_read),
+            match acc {
+                Accounting::Anthropic => sum(|s| s.cache_write),
+                Accounting::Responses => 0,
+            },
+            match acc {
+                Accounting::Anthropic => mine.len() as u64,
+                Accounting::Responses => 1,
+            },
+        );
+        assert_eq!(
+            (
+                u["input"].as_u64().unwrap(),
+                u["output"].as_u64().unwrap(),
+                u["cacheRead"].as_u64().unwrap(),
+                u["cacheWrite"].as_u64().unwrap(),
+                u["turns"].as_u64().unwrap(),
+            ),
+            want,
+            "usage of {id} ({role}): {u}"
+        );
+
+        // The agent's own system prompt reached the model, on every request.
+        let (_, system) = SYSTEM_PROMPTS.iter().find(|(r, _)| *r == role).unwrap();
+        for e in mine {
+            assert!(e.texts().contains(system), "{role}: no system prompt in request {}", e.n);
+            assert_eq!(e.body["model"], MODEL, "{role}");
+        }
+        out.first_requests.push((role.clone(), (*mine.first().unwrap()).clone()));
+        out.tasks.insert(role, t.clone());
+    }
+
+    // A later step's request holds each dependency's output.
+    let mut checked = 0;
+    for (role, first) in &out.first_requests {
+        for dep in out.tasks[role]["dependsOn"].as_array().unwrap() {
+            let dep_text = &results[dep.as_str().unwrap()];
+            assert!(
+                first.texts().contains(dep_text.trim()),
+                "the {role}'s request lacks the output of {dep}"
+            );
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 3, "the default team is a chain of four steps");
+
+    // Run usage is every task's.
+    let ru = &st["run"]["usage"];
+    let total: u64 = exchanges.iter().map(|e| e.sent.output).sum();
+    assert_eq!(ru["output"].as_u64(), Some(total), "{ru}");
+    out
+}
+
+/// The roles whose tasks got a `task.warning`, sorted.
+pub fn warned_roles(d: &Daemon, run_id: &str, run: &TeamRun) -> Vec<String> {
+    let events = d.events(Some(run_id));
+    let mut roles: Vec<String> = run
+        .tasks
+        .iter()
+        .filter(|(_, t)| {
+            events
+                .iter()
+                .any(|e| e["type"] == "task.warning" && e["taskId"] == t["id"])
+        })
+        .map(|(role, _)| role.clone())
+        .collect();
+    roles.sort();
+    roles
+}
+
+/// The visible files directly in `dir`, sorted.
+pub fn files_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.starts_with('.'))
+        .collect();
+    names.sort();
+    names
+}
+
+/// On the one-step `solo` team: a 529 then a 429 are retried and the third attempt answers; a
+/// 400 fails the task at once with the API's message.
+pub fn check_retries_and_400(d: &Daemon, runtime: &str) {
+    let retried = d.run("RETRY-GOAL", json!({"team": "solo", "runtime": runtime, "model": MODEL}));
+    let status = d.wait(&retried);
+    let st = d.status(&retried);
+    assert_eq!(status, "completed", "{st:#}\n{}", tail(&d.log_text(), 4000));
+    let t = &st["tasks"][0];
+    assert_eq!(t["attempts"], 3, "{t:#}");
+    assert_eq!(result_text(d, &retried, t).trim(), "STUB-REPLY after the retries");
+    let events = d.events(Some(&retried));
+    let retries: Vec<String> = events
+        .iter()
+        .filter(|e| e["type"] == "task.retrying")
+        .map(|e| e["data"]["error"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(retries.len(), 2, "{retries:?}");
+    assert!(retries[0].contains("529"), "{retries:?}");
+    assert!(retries[1].contains("429"), "{retries:?}");
+
+    let bad = d.run("BAD-REQUEST-GOAL", json!({"team": "solo", "runtime": runtime, "model": MODEL}));
+    let status = d.wait(&bad);
+    let st = d.status(&bad);
+    assert_eq!(status, "failed", "{st:#}");
+    let t = &st["tasks"][0];
+    assert_eq!(t["status"], "failed", "{t:#}");
+    assert_eq!(t["attempts"], 1, "a 400 is not retried: {t:#}");
+    assert!(
+        t["error"].as_str().unwrap_or_default().contains("STUB-400: max_tokens: field required"),
+        "the API's message: {t:#}"
+    );
+}
+
+pub fn tail(s: &str, n: usize) -> &str {
+    let start = s.len().saturating_sub(n);
+    let start = (start..s.len())
+        .find(|&i| s.is_char_boundary(i))
+        .unwrap_or(s.len());
+    &s[start..]
+}

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs the real agent CLIs pinned in tests/agents/package-lock.json (Claude Code, Codex) into
+# tests/agents/node_modules, for crates/crewd/tests/real_claude.rs and real_codex.rs.
+# Idempotent: does nothing when the pinned versions are already there. Needs node >= 18 + npm.
+#
+# Claude Code's npm package runs a postinstall step (`node install.cjs`) that puts the native
+# binary in place of `bin/claude.exe`, a placeholder until then: never install it with
+# --ignore-scripts.
+set -euo pipefail
+
+DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+cd "$DIR"
+
+pinned() { node -p "require('./package.json').dependencies[process.argv[1]]" "$1"; }
+installed() {
+    local manifest="node_modules/$1/package.json"
+    [ -f "$manifest" ] && node -p "require(process.argv[1]).version" "./$manifest" 2>/dev/null || true
+}
+
+ok=1
+for pkg in @anthropic-ai/claude-code @openai/codex; do
+    [ "$(installed "$pkg")" = "$(pinned "$pkg")" ] || ok=0
+done
+if [ "$ok" = 1 ] && node_modules/.bin/claude --version >/dev/null 2>&1 \
+    && node_modules/.bin/codex --version >/dev/null 2>&1; then
+    echo "agent CLIs already installed in $DIR/node_modules"
+    exit 0
+fi
+
+command -v npm >/dev/null || { echo "setup.sh: npm not found" >&2; exit 1; }
+npm ci --no-audit --no-fund --loglevel=error
+node_modules/.bin/claude --version
+node_modules/.bin/codex --version
+echo "agent CLIs installed in $DIR/node_modules"
