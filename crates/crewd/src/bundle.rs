@@ -267,10 +267,10 @@ fn infer_owner(run: &RunState, name: &str) -> (String, Option<String>) {
         run.tasks
             .iter()
             .find(|t| t.plan.output.as_deref() == Some(rest))
-            .map(|t| t.plan.id.clone())
+            .map(|t| t.plan.id.to_string())
     } else {
         let stem = rest.split('.').next().unwrap_or(rest);
-        run.task(stem).map(|t| t.plan.id.clone())
+        run.task(stem).map(|t| t.plan.id.to_string())
     };
     (kind.to_string(), task)
 }
@@ -328,12 +328,14 @@ fn export_with_home(shared: &Shared, run_id: &str, home: Option<&str>) -> Result
     let mut refs: BTreeMap<String, (String, String)> = BTreeMap::new();
     for t in &run.tasks {
         for a in &t.artifacts {
-            refs.insert(a.name.clone(), (a.kind.to_string(), t.plan.id.clone()));
+            refs.insert(a.name.clone(), (a.kind.to_string(), t.plan.id.to_string()));
         }
     }
     let mut files = Vec::new();
     let mut total = 0u64;
-    for (name, path) in list_files(&shared.run_dir(run_id)) {
+    let safe = crew_core::ids::SafeId::new(run_id)
+        .map_err(|_| ApiError::invalid_params("runId", "is not a valid run id"))?;
+    for (name, path) in list_files(&shared.run_dir(&safe)) {
         let bytes = std::fs::read(&path)
             .map_err(|e| ApiError::internal(format!("cannot read artifact {name}: {e}")))?;
         total += bytes.len() as u64;
@@ -451,7 +453,7 @@ fn refuse(message: impl Into<String>, diags: Vec<Diagnostic>) -> ApiError {
 /// A bundle that passed every check: what import writes and replays.
 #[derive(Debug)]
 pub struct Validated {
-    pub run_id: String,
+    pub run_id: crew_core::ids::SafeId,
     pub events: Vec<Event>,
     /// `(name, content)`.
     pub files: Vec<(String, String)>,
@@ -554,7 +556,15 @@ pub fn validate(bundle: &Value) -> Result<Validated, ApiError> {
             body: EventBody::RunCreated(_),
             run_seq: 1,
             ..
-        }) if crew_core::ids::is_safe_id(id) => id.clone(),
+        }) => match crew_core::ids::SafeId::new(id.as_str()) {
+            Ok(id) => id,
+            Err(_) => {
+                return Err(refuse(
+                    "the bundle does not start with its run's creation",
+                    vec![diag("events[0]", "must be the run.created event (runSeq 1) of a run with a valid id")],
+                ))
+            }
+        },
         _ => {
             return Err(refuse(
                 "the bundle does not start with its run's creation",
@@ -716,7 +726,10 @@ fn write_files(dir: &Path, files: &[(String, String)]) -> std::io::Result<()> {
 
 /// Put the artifacts in place: written under a temporary name, then renamed, so a run
 /// directory is either complete or absent.
-fn place_files(shared: &Shared, run_id: &str, files: &[(String, String)]) -> Result<(), ApiError> {
+fn place_files(
+    shared: &Shared,
+    run_id: &crew_core::ids::SafeId,
+    files: &[(String, String)]) -> Result<(), ApiError> {
     let runs = shared.runs_dir();
     let target = shared.run_dir(run_id);
     if target.exists() {
@@ -750,7 +763,7 @@ pub async fn import(ctx: &Ctx, bundle: Value) -> Result<ImportResult, ApiError> 
     let id = run_id.clone();
     let exists = ctx
         .actor
-        .call(move |core| Ok(core.state.summaries.contains_key(&id)))
+        .call(move |core| Ok(core.state.summaries.contains_key(id.as_str())))
         .await?;
     if exists {
         return Err(ApiError::invalid_state(format!(
@@ -780,7 +793,7 @@ pub async fn import(ctx: &Ctx, bundle: Value) -> Result<ImportResult, ApiError> 
     let done = ctx
         .actor
         .mutate(move |core| {
-            if core.state.summaries.contains_key(&id) {
+            if core.state.summaries.contains_key(id.as_str()) {
                 return Err(ApiError::invalid_state(format!(
                     "run {id} already exists; forget it first to import it again"
                 )));
@@ -798,7 +811,9 @@ pub async fn import(ctx: &Ctx, bundle: Value) -> Result<ImportResult, ApiError> 
                 );
             }
             tracing::info!(run = %id, "run imported");
-            Ok(ImportResult { run_id: id })
+            Ok(ImportResult {
+                run_id: id.to_string(),
+            })
         })
         .await;
     if let Err(e) = &done {

@@ -78,7 +78,7 @@ fn attempt_spec(core: &Core, run_id: &str, task_id: &str, attempt: u32) -> Optio
         .plan
         .depends_on
         .iter()
-        .filter_map(|d| run.task(d).map(|dt| (d.clone(), dt.plan.role.clone())))
+        .filter_map(|d| run.task(d).map(|dt| (d.to_string(), dt.plan.role.clone())))
         .collect();
     Some(AttemptSpec {
         run_id: run_id.to_string(),
@@ -93,7 +93,7 @@ fn attempt_spec(core: &Core, run_id: &str, task_id: &str, attempt: u32) -> Optio
         deps,
         steers: task.pending_steers().to_vec(),
         answers: task.answers().to_vec(),
-        run_dir: core.shared.run_dir(run_id),
+        run_dir: core.shared.run_dir(&crew_core::ids::SafeId::new(run_id).ok()?),
         reuse: run.spec.reuse,
     })
 }
