@@ -57,12 +57,20 @@ pub enum Command {
         reason: Option<String>,
     },
     /// Re-queue a run's failed, cancelled, skipped and needs-attention tasks and continue
-    Resume { run_id: String },
+    Resume {
+        run_id: String,
+        /// Run an imported run's prompts and tools (shown when this is refused without it)
+        #[arg(long)]
+        confirm_imported: bool,
+    },
     /// Run the named tasks again with a new attempt
     Retry {
         run_id: String,
         #[arg(required = true, value_name = "TASK_ID")]
         task_ids: Vec<String>,
+        /// Run an imported run's prompts and tools (shown when this is refused without it)
+        #[arg(long)]
+        confirm_imported: bool,
     },
     /// Approve the plan of a run waiting for approval; it continues at once
     Approve {

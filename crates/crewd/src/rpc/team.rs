@@ -213,6 +213,7 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
         .await
     });
     register::<TeamResume, _, _>(m, |ctx, p| async move {
+        crate::bundle::confirm_imported(&ctx, &p.run_id, p.confirm_imported, None).await?;
         change_run(
             &ctx,
             &p.run_id,
@@ -229,6 +230,13 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
             check_id("taskIds", t)?;
         }
         let tasks = p.task_ids.clone();
+        crate::bundle::confirm_imported(
+            &ctx,
+            &p.run_id,
+            p.confirm_imported,
+            Some(tasks.clone()),
+        )
+        .await?;
         change_run(
             &ctx,
             &p.run_id,
@@ -535,6 +543,6 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
             .map(|bundle| ExportResult { bundle })
     });
     register::<TeamImport, _, _>(m, |ctx, p| async move {
-        crate::bundle::import(&ctx, p.bundle).await
+        crate::bundle::import(&ctx, p).await
     });
 }
