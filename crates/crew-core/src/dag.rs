@@ -99,7 +99,16 @@ mod tests {
     fn deep_chains_do_not_recurse() {
         let depth = 200_000;
         let mut nodes: Vec<(String, Vec<String>)> = (0..depth)
-            .map(|i| (format!("s{i}"), if i == 0 { vec![] } else { vec![format!("s{}", i - 1)] }))
+            .map(|i| {
+                (
+                    format!("s{i}"),
+                    if i == 0 {
+                        vec![]
+                    } else {
+                        vec![format!("s{}", i - 1)]
+                    },
+                )
+            })
             .collect();
         // Visit from the far end first.
         nodes.reverse();

@@ -97,7 +97,11 @@ pub fn build_plan(
     // listing, but must not run.
     // Errors by file, gathered once: a lookup per role, not a pass over every diagnostic.
     let mut errors: HashMap<&str, Vec<&Diagnostic>> = HashMap::new();
-    for d in catalog.diagnostics.iter().filter(|d| d.severity == Severity::Error) {
+    for d in catalog
+        .diagnostics
+        .iter()
+        .filter(|d| d.severity == Severity::Error)
+    {
         errors.entry(d.path.as_str()).or_default().push(d);
     }
     let errors_in = |path: &str| errors.get(path).into_iter().flatten().map(|d| (*d).clone());
@@ -155,7 +159,12 @@ pub fn build_plan(
             match ArtifactName::new(name) {
                 Ok(n) => Some(n),
                 Err(e) => {
-                    diags.push(Diagnostic::error(&wf.path, Some(step.line), Some("output"), e.to_string()));
+                    diags.push(Diagnostic::error(
+                        &wf.path,
+                        Some(step.line),
+                        Some("output"),
+                        e.to_string(),
+                    ));
                     None
                 }
             }
@@ -164,7 +173,12 @@ pub fn build_plan(
         for r in &step.reads {
             match ArtifactName::new(r.as_str()) {
                 Ok(n) => reads.push(n),
-                Err(e) => diags.push(Diagnostic::error(&wf.path, Some(step.line), Some("reads"), e.to_string())),
+                Err(e) => diags.push(Diagnostic::error(
+                    &wf.path,
+                    Some(step.line),
+                    Some("reads"),
+                    e.to_string(),
+                )),
             }
         }
         let tools = agent_tools

@@ -284,7 +284,10 @@ mod tests {
         // The case: 20,000 placeholders and a 200 KB goal would be 4 GB.
         let template = "{goal}".repeat(20_000);
         let goal = "g".repeat(200_000);
-        assert_eq!(rendered_task_len(&template, goal.len()), Some(4_000_000_000));
+        assert_eq!(
+            rendered_task_len(&template, goal.len()),
+            Some(4_000_000_000)
+        );
         assert!(template_problem(&template).is_some_and(|m| m.contains("20000")));
         assert!(goal_problem(&template, &goal).is_some());
         let few = "{goal} and {goal}";
@@ -303,7 +306,11 @@ mod tests {
                 ..Default::default()
             },
         );
-        assert!(p.len() < MAX_TASK_TEXT_BYTES + 2 * goal.len() + 4096, "{}", p.len());
+        assert!(
+            p.len() < MAX_TASK_TEXT_BYTES + 2 * goal.len() + 4096,
+            "{}",
+            p.len()
+        );
         assert!(p.contains("prompt size limit"));
     }
 }

@@ -572,7 +572,10 @@ pub fn validate(bundle: &Value) -> Result<Validated, ApiError> {
             Err(_) => {
                 return Err(refuse(
                     "the bundle does not start with its run's creation",
-                    vec![diag("events[0]", "must be the run.created event (runSeq 1) of a run with a valid id")],
+                    vec![diag(
+                        "events[0]",
+                        "must be the run.created event (runSeq 1) of a run with a valid id",
+                    )],
                 ))
             }
         },
@@ -740,7 +743,8 @@ fn write_files(dir: &Path, files: &[(String, String)]) -> std::io::Result<()> {
 fn place_files(
     shared: &Shared,
     run_id: &crew_core::ids::SafeId,
-    files: &[(String, String)]) -> Result<(), ApiError> {
+    files: &[(String, String)],
+) -> Result<(), ApiError> {
     let runs = shared.runs_dir();
     let target = shared.run_dir(run_id);
     if target.exists() {
@@ -807,7 +811,9 @@ fn read_bundle(p: crew_api::types::ImportParams) -> Result<Value, ApiError> {
         .read_to_end(&mut bytes)
         .map_err(|e| bad(format!("cannot read {path}: {e}")))?;
     if bytes.len() as u64 > IMPORT_FILE_MAX_BYTES {
-        return Err(bad(format!("{path} grew beyond {IMPORT_FILE_MAX_BYTES} bytes")));
+        return Err(bad(format!(
+            "{path} grew beyond {IMPORT_FILE_MAX_BYTES} bytes"
+        )));
     }
     serde_json::from_slice(&bytes).map_err(|e| bad(format!("{path} is not a JSON bundle: {e}")))
 }

@@ -66,6 +66,13 @@ impl ResourceCache {
         // Opened before anything is judged, and judged by the opened file's own metadata: a
         // FIFO would block an open without O_NONBLOCK, and a name checked before the open may
         // be another file by the time it is opened.
+        // The type is checked before the open too: opening a socket fails with a confusing
+        // ENXIO, a device may act on open.
+        match std::fs::symlink_metadata(path) {
+            Ok(m) if !m.is_file() => return fail(not_a_file(&m.file_type())),
+            Ok(_) => {}
+            Err(e) => return fail(format!("cannot read: {e}")),
+        }
         let mut file = match open_resource(path) {
             Ok(f) => f,
             Err(e) => return fail(format!("cannot read: {e}")),

@@ -93,7 +93,9 @@ fn attempt_spec(core: &Core, run_id: &str, task_id: &str, attempt: u32) -> Optio
         deps,
         steers: task.pending_steers().to_vec(),
         answers: task.answers().to_vec(),
-        run_dir: core.shared.run_dir(&crew_core::ids::SafeId::new(run_id).ok()?),
+        run_dir: core
+            .shared
+            .run_dir(&crew_core::ids::SafeId::new(run_id).ok()?),
         reuse: run.spec.reuse,
     })
 }

@@ -193,7 +193,9 @@ pub fn too_large(path: &str) -> Diagnostic {
         path,
         None,
         None,
-        format!("file too large: a resource file may hold at most {MAX_FILE_BYTES} bytes; not read"),
+        format!(
+            "file too large: a resource file may hold at most {MAX_FILE_BYTES} bytes; not read"
+        ),
     )
 }
 

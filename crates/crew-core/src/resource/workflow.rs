@@ -119,9 +119,8 @@ pub(super) fn parse(source: Source, path: &str, text: &str) -> (Option<Parsed>, 
         .iter()
         .zip(&explicit)
         .filter(|(&(i, id), &is_explicit)| {
-            let at_boundary = i == 0
-                || i <= first_text
-                || lines.get(i - 1).is_some_and(|l| l.trim().is_empty());
+            let at_boundary =
+                i == 0 || i <= first_text || lines.get(i - 1).is_some_and(|l| l.trim().is_empty());
             !any_explicit || is_explicit || (at_boundary && is_simple_id(id))
         })
         .map(|(&h, _)| h)

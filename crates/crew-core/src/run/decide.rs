@@ -600,8 +600,7 @@ fn dependents(run: &super::RunState, id: &str) -> Vec<String> {
     let mut frontier = vec![id.to_string()];
     while let Some(cur) = frontier.pop() {
         for t in &run.tasks {
-            if t.plan.depends_on.iter().any(|d| *d == cur) && !out.iter().any(|o| *o == t.plan.id)
-            {
+            if t.plan.depends_on.iter().any(|d| *d == cur) && !out.iter().any(|o| *o == t.plan.id) {
                 out.push(t.plan.id.to_string());
                 frontier.push(t.plan.id.to_string());
             }

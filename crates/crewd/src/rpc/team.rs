@@ -12,9 +12,8 @@ use std::ops::Bound;
 use std::time::Duration;
 
 fn check_id(field: &str, id: &str) -> Result<crew_core::ids::SafeId, ApiError> {
-    crew_core::ids::SafeId::new(id).map_err(|_| {
-        ApiError::invalid_params(field, "must be 1-128 characters of A-Z a-z 0-9 _ -")
-    })
+    crew_core::ids::SafeId::new(id)
+        .map_err(|_| ApiError::invalid_params(field, "must be 1-128 characters of A-Z a-z 0-9 _ -"))
 }
 
 /// An evicted run's details, loaded from the journal off the actor, not yet adopted.
@@ -230,13 +229,8 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
             check_id("taskIds", t)?;
         }
         let tasks = p.task_ids.clone();
-        crate::bundle::confirm_imported(
-            &ctx,
-            &p.run_id,
-            p.confirm_imported,
-            Some(tasks.clone()),
-        )
-        .await?;
+        crate::bundle::confirm_imported(&ctx, &p.run_id, p.confirm_imported, Some(tasks.clone()))
+            .await?;
         change_run(
             &ctx,
             &p.run_id,
@@ -542,7 +536,8 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
             .map_err(|e| ApiError::internal(e.to_string()))?
             .map(|bundle| ExportResult { bundle })
     });
-    register::<TeamImport, _, _>(m, |ctx, p| async move {
-        crate::bundle::import(&ctx, p).await
-    });
+    register::<TeamImport, _, _>(
+        m,
+        |ctx, p| async move { crate::bundle::import(&ctx, p).await },
+    );
 }
