@@ -127,7 +127,7 @@ method!(
 method!(
     TeamResume,
     "team.resume",
-    RunIdParams,
+    ResumeParams,
     ResumeResult,
     [NOT_FOUND, INVALID_STATE, STORAGE_FAILED],
     "Re-queue failed, cancelled, skipped and needs_attention tasks and continue."
@@ -235,7 +235,7 @@ method!(
     ImportParams,
     ImportResult,
     [VALIDATION_FAILED, INVALID_STATE, STORAGE_FAILED],
-    "Import a bundle made by team.export."
+    "Import a bundle made by team.export, given inline or as a file path the daemon reads."
 );
 method!(
     ScheduleAdd,

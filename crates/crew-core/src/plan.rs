@@ -1,8 +1,9 @@
 //! Turning a team + workflow into the list of tasks a run executes (`team.plan`).
 
+use crate::ids::{ArtifactName, SafeId};
 use crate::resource::{validate, Agent, Catalog, Diagnostic, Severity, Step, TeamRole};
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 /// One task of a plan: a workflow step bound to its team role and agent, with everything the
@@ -10,18 +11,19 @@ use std::sync::Arc;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PlannedTask {
-    /// `NN_<slug(stepId)>`, NN = 1-based step index, two digits.
-    pub id: String,
+    /// `NN_<slug(stepId)>`, NN = 1-based step index, two digits. Checked when read back (from
+    /// the journal or a bundle), like every id that reaches a path.
+    pub id: SafeId,
     pub step_id: String,
     pub role: String,
     pub agent: String,
     /// Task ids (not step ids) of direct dependencies.
-    pub depends_on: Vec<String>,
+    pub depends_on: Vec<SafeId>,
     /// The step's task text, `{goal}` not yet substituted.
     pub task_template: String,
     /// Shared artifact name written from the result (`None` when `output: false`).
-    pub output: Option<String>,
-    pub reads: Vec<String>,
+    pub output: Option<ArtifactName>,
+    pub reads: Vec<ArtifactName>,
     /// Step model, else team-role model, else agent model.
     pub model: Option<String>,
     /// Shared between the tasks of one agent (`share_prompts`): it is the largest field.
@@ -93,20 +95,40 @@ pub fn build_plan(
     diags.extend(validate::step_roles(wf, team));
     // A file with an error (e.g. an unsafe `output:` name) may still be in the catalog for
     // listing, but must not run.
-    diags.extend(catalog.errors_in(&team.path).cloned());
-    diags.extend(catalog.errors_in(&wf.path).cloned());
+    // Errors by file, gathered once: a lookup per role, not a pass over every diagnostic.
+    let mut errors: HashMap<&str, Vec<&Diagnostic>> = HashMap::new();
+    for d in catalog
+        .diagnostics
+        .iter()
+        .filter(|d| d.severity == Severity::Error)
+    {
+        errors.entry(d.path.as_str()).or_default().push(d);
+    }
+    let errors_in = |path: &str| errors.get(path).into_iter().flatten().map(|d| (*d).clone());
+    diags.extend(errors_in(&team.path));
+    diags.extend(errors_in(&wf.path));
     let mut bound: Vec<(&Step, &TeamRole, Option<&Agent>)> = Vec::new();
-    let mut agents_checked: Vec<&str> = Vec::new();
+    // Lookups by name, not scans: a file controls how many steps and roles there are.
+    let roles: HashMap<&str, &TeamRole> = team
+        .roles
+        .iter()
+        .rev()
+        .map(|r| (r.name.as_str(), r))
+        .collect();
+    let mut agents_checked: HashSet<&str> = HashSet::new();
+    let mut agent_files_checked: HashSet<&str> = HashSet::new();
     for step in &wf.steps {
-        let Some(role) = team.roles.iter().find(|r| r.name == step.role) else {
+        let Some(&role) = roles.get(step.role.as_str()) else {
             continue;
         };
         let agent = catalog.agent(&role.agent);
-        if !agents_checked.contains(&role.name.as_str()) {
-            agents_checked.push(&role.name);
+        if agents_checked.insert(role.name.as_str()) {
             match agent {
                 None => diags.push(validate::unknown_agent(team, role)),
-                Some(a) => diags.extend(catalog.errors_in(&a.path).cloned()),
+                Some(a) if agent_files_checked.insert(a.path.as_str()) => {
+                    diags.extend(errors_in(&a.path))
+                }
+                Some(_) => {}
             }
         }
         bound.push((step, role, agent));
@@ -115,7 +137,7 @@ pub fn build_plan(
         return Err(diags);
     }
 
-    let ids: HashMap<&str, String> = wf
+    let ids: HashMap<&str, SafeId> = wf
         .steps
         .iter()
         .enumerate()
@@ -127,7 +149,38 @@ pub fn build_plan(
     for (step, role, agent) in bound {
         // Checked above: every bound role has an agent once no error was found.
         let Some(agent) = agent else { continue };
-        let id = ids.get(step.id.as_str()).cloned().unwrap_or_default();
+        let Some(id) = ids.get(step.id.as_str()).cloned() else {
+            continue;
+        };
+        let output = if step.output_disabled {
+            None
+        } else {
+            let name = step.output.clone().unwrap_or_else(|| format!("{id}.md"));
+            match ArtifactName::new(name) {
+                Ok(n) => Some(n),
+                Err(e) => {
+                    diags.push(Diagnostic::error(
+                        &wf.path,
+                        Some(step.line),
+                        Some("output"),
+                        e.to_string(),
+                    ));
+                    None
+                }
+            }
+        };
+        let mut reads = Vec::with_capacity(step.reads.len());
+        for r in &step.reads {
+            match ArtifactName::new(r.as_str()) {
+                Ok(n) => reads.push(n),
+                Err(e) => diags.push(Diagnostic::error(
+                    &wf.path,
+                    Some(step.line),
+                    Some("reads"),
+                    e.to_string(),
+                )),
+            }
+        }
         let tools = agent_tools
             .entry(agent.name.as_str())
             .or_insert_with(|| {
@@ -139,8 +192,7 @@ pub fn build_plan(
             })
             .clone();
         tasks.push(PlannedTask {
-            output: (!step.output_disabled)
-                .then(|| step.output.clone().unwrap_or_else(|| format!("{id}.md"))),
+            output,
             id,
             step_id: step.id.clone(),
             role: role.name.clone(),
@@ -151,7 +203,7 @@ pub fn build_plan(
                 .filter_map(|d| ids.get(d.as_str()).cloned())
                 .collect(),
             task_template: step.task.clone(),
-            reads: step.reads.clone(),
+            reads,
             model: step
                 .model
                 .clone()
@@ -167,6 +219,9 @@ pub fn build_plan(
             thinking: agent.thinking.clone(),
         });
     }
+    if diags.iter().any(|d| d.severity == Severity::Error) {
+        return Err(diags);
+    }
     Ok(Plan {
         team: team.name.clone(),
         workflow: wf.name.clone(),
@@ -179,8 +234,8 @@ pub fn build_plan(
 /// run's tasks mostly use a few agents, and a plan read back from the journal gives every task
 /// its own copy of both.
 pub fn share_prompts(tasks: &[Arc<PlannedTask>]) -> Vec<Arc<PlannedTask>> {
-    let mut prompts: Vec<Arc<str>> = Vec::new();
-    let mut tools: Vec<Arc<[String]>> = Vec::new();
+    let mut prompts: HashSet<Arc<str>> = HashSet::new();
+    let mut tools: HashSet<Arc<[String]>> = HashSet::new();
     tasks
         .iter()
         .map(|t| {
@@ -202,10 +257,14 @@ pub fn share_prompts(tasks: &[Arc<PlannedTask>]) -> Vec<Arc<PlannedTask>> {
 }
 
 /// The copy of `value` seen first, if that is another allocation (`None`: keep `value`).
-fn shared_copy<T: ?Sized + PartialEq>(seen: &mut Vec<Arc<T>>, value: &Arc<T>) -> Option<Arc<T>> {
-    match seen.iter().find(|p| **p == *value) {
+/// Looked up by hash: a plan has as many distinct prompts as a file gives it agents.
+fn shared_copy<T: ?Sized + Eq + std::hash::Hash>(
+    seen: &mut HashSet<Arc<T>>,
+    value: &Arc<T>,
+) -> Option<Arc<T>> {
+    match seen.get(&**value) {
         None => {
-            seen.push(value.clone());
+            seen.insert(value.clone());
             None
         }
         Some(p) if Arc::ptr_eq(p, value) => None,
@@ -238,19 +297,7 @@ pub fn tools_write(tools: &[String]) -> bool {
 }
 
 /// `NN_<slug>` task id for the 1-based step index.
-pub fn task_id(index: usize, step_id: &str) -> String {
-    let mut slug = String::new();
-    for c in step_id.to_lowercase().chars() {
-        if c.is_ascii_alphanumeric() || c == '-' {
-            slug.push(c);
-        } else if !slug.ends_with('-') {
-            slug.push('-');
-        }
-    }
-    let slug = slug.trim_matches('-');
-    let slug = if slug.is_empty() { "task" } else { slug };
-    format!("{index:02}_{slug}")
-}
+pub use crate::ids::task_id;
 
 #[cfg(test)]
 mod tests {

@@ -8,6 +8,96 @@ pub const DEP_OUTPUT_MAX: usize = 32_000;
 /// All dependency outputs together.
 pub const DEP_TOTAL_MAX: usize = 96_000;
 
+/// `{goal}` placeholders one task template may hold: a template is a file anyone can ship,
+/// and each placeholder copies the whole goal.
+pub const MAX_GOAL_PLACEHOLDERS: usize = 16;
+/// The task text with `{goal}` filled in, at most (bytes).
+pub const MAX_TASK_TEXT_BYTES: usize = 2 << 20;
+
+const GOAL: &str = "{goal}";
+
+/// The length of `template` with every `{goal}` replaced by a goal of `goal_len` bytes,
+/// computed without rendering; `None` on overflow.
+pub fn rendered_task_len(template: &str, goal_len: usize) -> Option<usize> {
+    let n = template.matches(GOAL).count();
+    template
+        .len()
+        .checked_sub(n.checked_mul(GOAL.len())?)?
+        .checked_add(n.checked_mul(goal_len)?)
+}
+
+/// What is wrong with a task template whatever the goal (`resource.validate`, planning).
+pub fn template_problem(template: &str) -> Option<String> {
+    let n = template.matches(GOAL).count();
+    if n > MAX_GOAL_PLACEHOLDERS {
+        return Some(format!(
+            "the task text has {n} `{{goal}}` placeholders; at most {MAX_GOAL_PLACEHOLDERS} are \
+             expanded (each copies the whole goal into the prompt)"
+        ));
+    }
+    if template.len() > MAX_TASK_TEXT_BYTES {
+        return Some(format!(
+            "the task text is {} bytes; at most {MAX_TASK_TEXT_BYTES} fit in a prompt",
+            template.len()
+        ));
+    }
+    None
+}
+
+/// What is wrong with rendering `template` for `goal` (`team.plan`/`team.run`, before a run
+/// exists): the size is computed, never rendered.
+pub fn goal_problem(template: &str, goal: &str) -> Option<String> {
+    if let Some(p) = template_problem(template) {
+        return Some(p);
+    }
+    match rendered_task_len(template, goal.len()) {
+        Some(n) if n <= MAX_TASK_TEXT_BYTES => None,
+        n => Some(format!(
+            "with this goal ({} bytes) the task text would be {} bytes; at most \
+             {MAX_TASK_TEXT_BYTES} fit in a prompt (shorten the goal or use fewer `{{goal}}` \
+             placeholders)",
+            goal.len(),
+            n.map_or_else(|| "more than usize::MAX".to_string(), |n| n.to_string())
+        )),
+    }
+}
+
+/// `template` with `{goal}` filled in, never beyond [`MAX_TASK_TEXT_BYTES`] nor
+/// [`MAX_GOAL_PLACEHOLDERS`] copies: a run planned before these limits (from an old journal
+/// or a bundle) renders a cut prompt instead of gigabytes.
+fn expand_goal(template: &str, goal: &str) -> String {
+    if template_problem(template).is_none()
+        && rendered_task_len(template, goal.len()).is_some_and(|n| n <= MAX_TASK_TEXT_BYTES)
+    {
+        return template.replace(GOAL, goal);
+    }
+    let mut out = String::new();
+    let mut copies = 0usize;
+    for (i, part) in template.split(GOAL).enumerate() {
+        if i > 0 {
+            if copies < MAX_GOAL_PLACEHOLDERS
+                && out.len().saturating_add(goal.len()) <= MAX_TASK_TEXT_BYTES
+            {
+                out.push_str(goal);
+                copies += 1;
+            } else {
+                out.push_str("[goal omitted: prompt size limit]");
+            }
+        }
+        if out.len() >= MAX_TASK_TEXT_BYTES {
+            out.push_str("\n[... task text cut: prompt size limit ...]");
+            break;
+        }
+        let room = MAX_TASK_TEXT_BYTES.saturating_sub(out.len());
+        let mut end = part.len().min(room);
+        while !part.is_char_boundary(end) {
+            end -= 1;
+        }
+        out.push_str(part.get(..end).unwrap_or_default());
+    }
+    out
+}
+
 /// A direct dependency's final output.
 #[derive(Debug, Clone, Copy)]
 pub struct DepOutput<'a> {
@@ -46,7 +136,7 @@ pub fn render(task: &PlannedTask, input: &PromptInput<'_>) -> String {
         task.step_id, task.role, task.id
     ));
     out.push_str("## Task\n\n");
-    out.push_str(&task.task_template.replace("{goal}", input.goal));
+    out.push_str(&expand_goal(&task.task_template, input.goal));
     out.push('\n');
 
     if !input.deps.is_empty() {
@@ -187,5 +277,40 @@ mod tests {
             },
         );
         assert!(p.len() < DEP_TOTAL_MAX + 5_000, "{}", p.len());
+    }
+
+    #[test]
+    fn goal_expansion_is_bounded_before_rendering() {
+        // The issue's case: 20,000 placeholders and a 200 KB goal would be 4 GB.
+        let template = "{goal}".repeat(20_000);
+        let goal = "g".repeat(200_000);
+        assert_eq!(
+            rendered_task_len(&template, goal.len()),
+            Some(4_000_000_000)
+        );
+        assert!(template_problem(&template).is_some_and(|m| m.contains("20000")));
+        assert!(goal_problem(&template, &goal).is_some());
+        let few = "{goal} and {goal}";
+        assert_eq!(template_problem(few), None);
+        assert_eq!(goal_problem(few, "x"), None);
+        assert!(goal_problem(few, &"x".repeat(MAX_TASK_TEXT_BYTES)).is_some());
+        assert_eq!(rendered_task_len("{goal}", usize::MAX), Some(usize::MAX));
+        assert_eq!(rendered_task_len("{goal}{goal}", usize::MAX), None);
+        // A run planned before the limits renders a cut prompt, not gigabytes.
+        let mut t = task();
+        t.task_template = template;
+        let p = render(
+            &t,
+            &PromptInput {
+                goal: &goal,
+                ..Default::default()
+            },
+        );
+        assert!(
+            p.len() < MAX_TASK_TEXT_BYTES + 2 * goal.len() + 4096,
+            "{}",
+            p.len()
+        );
+        assert!(p.contains("prompt size limit"));
     }
 }

@@ -72,6 +72,7 @@ impl RunDef {
             reuse: Reuse::Off,
             max_attempts: self.max_attempts,
             schedule_id: None,
+            imported: false,
             tasks,
         }
     }

@@ -73,6 +73,9 @@ pub enum Command {
         /// Run: its id, a unique prefix of the id's last part, `last` or `-N` (N-th newest)
         #[arg(allow_negative_numbers = true, value_name = "RUN")]
         run_id: String,
+        /// Run an imported run's prompts and tools (shown when this is refused without it)
+        #[arg(long)]
+        confirm_imported: bool,
     },
     /// Run the named tasks again with a new attempt
     Retry {
@@ -81,6 +84,9 @@ pub enum Command {
         run_id: String,
         #[arg(required = true, value_name = "TASK_ID")]
         task_ids: Vec<String>,
+        /// Run an imported run's prompts and tools (shown when this is refused without it)
+        #[arg(long)]
+        confirm_imported: bool,
     },
     /// Approve the plan of a run waiting for approval; it continues at once
     Approve {

@@ -68,8 +68,15 @@ async fn dispatch(ctx: &Ctx, command: Command) -> anyhow::Result<u8> {
         Command::Ls(a) => runs::ls(ctx, a).await,
         Command::Logs(a) => runs::logs(ctx, a).await,
         Command::Cancel { run_id, reason } => runs::cancel(ctx, &run_id, reason).await,
-        Command::Resume { run_id } => runs::resume(ctx, &run_id).await,
-        Command::Retry { run_id, task_ids } => runs::retry(ctx, &run_id, task_ids).await,
+        Command::Resume {
+            run_id,
+            confirm_imported,
+        } => runs::resume(ctx, &run_id, confirm_imported).await,
+        Command::Retry {
+            run_id,
+            task_ids,
+            confirm_imported,
+        } => runs::retry(ctx, &run_id, task_ids, confirm_imported).await,
         Command::Approve { run_id, reason } => runs::approve(ctx, &run_id, reason, true).await,
         Command::Reject { run_id, reason } => runs::approve(ctx, &run_id, reason, false).await,
         Command::Steer {

@@ -300,10 +300,15 @@ pub async fn cancel(ctx: &Ctx, run_id: &str, reason: Option<String>) -> anyhow::
     Ok(exit::SUCCESS)
 }
 
-pub async fn resume(ctx: &Ctx, run_id: &str) -> anyhow::Result<u8> {
+pub async fn resume(ctx: &Ctx, run_id: &str, confirm_imported: bool) -> anyhow::Result<u8> {
     let conn = ctx.connect().await?;
     let run_id = &resolve::run_id(&conn, run_id).await?;
-    let r = conn.call::<TeamResume>(&rid(run_id)).await?;
+    let r = conn
+        .call::<TeamResume>(&ResumeParams {
+            run_id: run_id.to_string(),
+            confirm_imported: confirm_imported.then_some(true),
+        })
+        .await?;
     if ctx.json {
         ctx.json(&r)?;
     } else {
@@ -318,13 +323,19 @@ pub async fn resume(ctx: &Ctx, run_id: &str) -> anyhow::Result<u8> {
     Ok(exit::SUCCESS)
 }
 
-pub async fn retry(ctx: &Ctx, run_id: &str, task_ids: Vec<String>) -> anyhow::Result<u8> {
+pub async fn retry(
+    ctx: &Ctx,
+    run_id: &str,
+    task_ids: Vec<String>,
+    confirm_imported: bool,
+) -> anyhow::Result<u8> {
     let conn = ctx.connect().await?;
     let run_id = &resolve::run_id(&conn, run_id).await?;
     let r = conn
         .call::<TeamRetry>(&RetryParams {
             run_id: run_id.to_string(),
             task_ids,
+            confirm_imported: confirm_imported.then_some(true),
         })
         .await?;
     if ctx.json {
@@ -512,15 +523,27 @@ pub async fn export(ctx: &Ctx, run_id: &str, output: Option<PathBuf>) -> anyhow:
 }
 
 pub async fn import(ctx: &Ctx, file: &Path) -> anyhow::Result<u8> {
-    let text = if file.as_os_str() == "-" {
-        std::io::read_to_string(std::io::stdin()).context("cannot read the bundle from stdin")?
+    // A file is read by the daemon (same user, same machine): a bundle bigger than
+    // `max_request_bytes` imports too. Only stdin travels in the request.
+    let params = if file.as_os_str() == "-" {
+        let text = std::io::read_to_string(std::io::stdin())
+            .context("cannot read the bundle from stdin")?;
+        let bundle: serde_json::Value =
+            serde_json::from_str(&text).context("stdin is not a JSON bundle")?;
+        ImportParams {
+            bundle: Some(bundle),
+            path: None,
+        }
     } else {
-        std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?
+        let path = std::fs::canonicalize(file)
+            .with_context(|| format!("cannot read {}", file.display()))?;
+        ImportParams {
+            bundle: None,
+            path: Some(path.to_string_lossy().into_owned()),
+        }
     };
-    let bundle: serde_json::Value = serde_json::from_str(&text)
-        .with_context(|| format!("{} is not a JSON bundle", file.display()))?;
     let conn = ctx.connect().await?;
-    let r = conn.call::<TeamImport>(&ImportParams { bundle }).await?;
+    let r = conn.call::<TeamImport>(&params).await?;
     if ctx.json {
         ctx.json(&r)?;
     } else {

@@ -26,8 +26,16 @@
 //!   one would have tasks "running" with no worker behind them;
 //! - the artifact files are written (synced) before the events naming them are journaled.
 //!
-//! A bundle travels in one JSON-RPC message: export answers up to ~31 MiB, and importing a
-//! bundle bigger than `max_request_bytes` (1 MiB by default) needs that limit raised.
+//! Export answers the bundle (up to ~31 MiB). Import takes it inline (`bundle`, bounded by
+//! `max_request_bytes`, 1 MiB by default) or as a file the daemon reads (`path`, bounded by
+//! [`IMPORT_FILE_MAX_BYTES`], above anything export makes): the client and the daemon are the
+//! same user on the same machine (the socket's peer check), so reading the file the client
+//! names reads nothing the client could not read itself, and every bundle export makes imports
+//! under the same config. `crewctl import FILE` sends the path.
+//!
+//! An imported run is marked (`RunSpec::imported`): its system prompts, tools, runtime name
+//! and cwd are someone else's. `team.resume` and `team.retry` of it fail with 1002 and show
+//! what would run (error `data`) unless called with `confirmImported: true`.
 
 use crate::rpc::{views, Ctx};
 use crate::shared::Shared;
@@ -46,6 +54,9 @@ pub const VERSION: u64 = 1;
 const EXPORT_MAX_BYTES: u64 = 24 << 20;
 /// The serialized bundle must fit in one answer (the server's response limit is 32 MiB).
 const BUNDLE_MAX_BYTES: usize = 31 << 20;
+/// A bundle file `team.import` reads (`path`): above [`BUNDLE_MAX_BYTES`], so anything export
+/// makes fits.
+pub const IMPORT_FILE_MAX_BYTES: u64 = 40 << 20;
 /// Directory depth walked under a run's artifact directory.
 const MAX_DEPTH: usize = 8;
 
@@ -267,10 +278,10 @@ fn infer_owner(run: &RunState, name: &str) -> (String, Option<String>) {
         run.tasks
             .iter()
             .find(|t| t.plan.output.as_deref() == Some(rest))
-            .map(|t| t.plan.id.clone())
+            .map(|t| t.plan.id.to_string())
     } else {
         let stem = rest.split('.').next().unwrap_or(rest);
-        run.task(stem).map(|t| t.plan.id.clone())
+        run.task(stem).map(|t| t.plan.id.to_string())
     };
     (kind.to_string(), task)
 }
@@ -328,12 +339,14 @@ fn export_with_home(shared: &Shared, run_id: &str, home: Option<&str>) -> Result
     let mut refs: BTreeMap<String, (String, String)> = BTreeMap::new();
     for t in &run.tasks {
         for a in &t.artifacts {
-            refs.insert(a.name.clone(), (a.kind.to_string(), t.plan.id.clone()));
+            refs.insert(a.name.clone(), (a.kind.to_string(), t.plan.id.to_string()));
         }
     }
     let mut files = Vec::new();
     let mut total = 0u64;
-    for (name, path) in list_files(&shared.run_dir(run_id)) {
+    let safe = crew_core::ids::SafeId::new(run_id)
+        .map_err(|_| ApiError::invalid_params("runId", "is not a valid run id"))?;
+    for (name, path) in list_files(&shared.run_dir(&safe)) {
         let bytes = std::fs::read(&path)
             .map_err(|e| ApiError::internal(format!("cannot read artifact {name}: {e}")))?;
         total += bytes.len() as u64;
@@ -451,7 +464,7 @@ fn refuse(message: impl Into<String>, diags: Vec<Diagnostic>) -> ApiError {
 /// A bundle that passed every check: what import writes and replays.
 #[derive(Debug)]
 pub struct Validated {
-    pub run_id: String,
+    pub run_id: crew_core::ids::SafeId,
     pub events: Vec<Event>,
     /// `(name, content)`.
     pub files: Vec<(String, String)>,
@@ -554,7 +567,18 @@ pub fn validate(bundle: &Value) -> Result<Validated, ApiError> {
             body: EventBody::RunCreated(_),
             run_seq: 1,
             ..
-        }) if crew_core::ids::is_safe_id(id) => id.clone(),
+        }) => match crew_core::ids::SafeId::new(id.as_str()) {
+            Ok(id) => id,
+            Err(_) => {
+                return Err(refuse(
+                    "the bundle does not start with its run's creation",
+                    vec![diag(
+                        "events[0]",
+                        "must be the run.created event (runSeq 1) of a run with a valid id",
+                    )],
+                ))
+            }
+        },
         _ => {
             return Err(refuse(
                 "the bundle does not start with its run's creation",
@@ -716,7 +740,11 @@ fn write_files(dir: &Path, files: &[(String, String)]) -> std::io::Result<()> {
 
 /// Put the artifacts in place: written under a temporary name, then renamed, so a run
 /// directory is either complete or absent.
-fn place_files(shared: &Shared, run_id: &str, files: &[(String, String)]) -> Result<(), ApiError> {
+fn place_files(
+    shared: &Shared,
+    run_id: &crew_core::ids::SafeId,
+    files: &[(String, String)],
+) -> Result<(), ApiError> {
     let runs = shared.runs_dir();
     let target = shared.run_dir(run_id);
     if target.exists() {
@@ -742,15 +770,144 @@ fn place_files(shared: &Shared, run_id: &str, files: &[(String, String)]) -> Res
     Ok(())
 }
 
-pub async fn import(ctx: &Ctx, bundle: Value) -> Result<ImportResult, ApiError> {
-    let mut valid = tokio::task::spawn_blocking(move || validate(&bundle))
+/// The bundle a `team.import` names: inline, or read from the file at `path`.
+fn read_bundle(p: crew_api::types::ImportParams) -> Result<Value, ApiError> {
+    let path = match (p.bundle, p.path) {
+        (Some(b), None) => return Ok(b),
+        (None, Some(path)) => path,
+        _ => {
+            return Err(ApiError::invalid_params(
+                "bundle",
+                "give exactly one of `bundle` (the bundle) and `path` (a bundle file)",
+            ))
+        }
+    };
+    let bad = |why: String| ApiError::invalid_params("path", why);
+    if !Path::new(&path).is_absolute() {
+        return Err(bad("must be an absolute path".into()));
+    }
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    // Judged by the opened file: a FIFO must not block the open, a device is not a bundle.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(&path)
+        .map_err(|e| bad(format!("cannot open {path}: {e}")))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| bad(format!("cannot read {path}: {e}")))?;
+    if !meta.is_file() {
+        return Err(bad(format!("{path} is not a regular file")));
+    }
+    if meta.len() > IMPORT_FILE_MAX_BYTES {
+        return Err(bad(format!(
+            "{path} is {} bytes; a bundle file may have at most {IMPORT_FILE_MAX_BYTES}",
+            meta.len()
+        )));
+    }
+    let mut bytes = Vec::new();
+    file.take(IMPORT_FILE_MAX_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| bad(format!("cannot read {path}: {e}")))?;
+    if bytes.len() as u64 > IMPORT_FILE_MAX_BYTES {
+        return Err(bad(format!(
+            "{path} grew beyond {IMPORT_FILE_MAX_BYTES} bytes"
+        )));
+    }
+    serde_json::from_slice(&bytes).map_err(|e| bad(format!("{path} is not a JSON bundle: {e}")))
+}
+
+/// What resuming or retrying an imported run would execute, for the user to confirm.
+fn imported_preview(run: &RunState, only: Option<&[String]>) -> Value {
+    let tasks: Vec<Value> = run
+        .tasks
+        .iter()
+        .filter(|t| match only {
+            Some(ids) => ids.iter().any(|i| *i == t.plan.id),
+            None => matches!(
+                t.status,
+                crew_core::run::TaskStatus::Failed
+                    | crew_core::run::TaskStatus::Cancelled
+                    | crew_core::run::TaskStatus::Skipped
+                    | crew_core::run::TaskStatus::NeedsAttention
+            ),
+        })
+        .map(|t| {
+            let prompt: &str = &t.plan.system_prompt;
+            let head: String = prompt.chars().take(400).collect();
+            json!({
+                "id": t.plan.id,
+                "agent": t.plan.agent,
+                "model": t.plan.model,
+                "tools": t.plan.tools.as_ref(),
+                "thinking": t.plan.thinking,
+                "systemPromptBytes": prompt.len(),
+                "systemPromptSha256": sha256_hex(prompt.as_bytes()),
+                "systemPrompt": head,
+                "task": t.plan.task_template.chars().take(400).collect::<String>(),
+            })
+        })
+        .collect();
+    json!({
+        "imported": true,
+        "runtime": run.spec.runtime,
+        "cwd": run.spec.cwd,
+        "model": run.spec.model,
+        "goal": run.spec.goal.chars().take(400).collect::<String>(),
+        "tasks": tasks,
+    })
+}
+
+/// `team.resume`/`team.retry` of an imported run: refused (1002, `data` = what would run)
+/// unless `confirmed`. The run's prompts, tools, runtime and cwd came from a bundle.
+pub async fn confirm_imported(
+    ctx: &Ctx,
+    run_id: &str,
+    confirmed: Option<bool>,
+    only: Option<Vec<String>>,
+) -> Result<(), ApiError> {
+    if confirmed == Some(true) {
+        return Ok(());
+    }
+    let preview = crate::rpc::team::with_run(ctx, run_id, move |run| {
+        run.spec
+            .imported
+            .then(|| imported_preview(run, only.as_deref()))
+    })
+    .await?;
+    let Some(preview) = preview else {
+        return Ok(());
+    };
+    let agents: BTreeSet<&str> = preview["tasks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["agent"].as_str())
+        .collect();
+    Err(ApiError::invalid_state(format!(
+        "run {run_id} was imported from a bundle: it would run that bundle's system prompts \
+         and tools (agents: {}) with runtime `{}` in {}; see this error's data for exactly \
+         what, and call again with confirmImported: true to run it",
+        agents.into_iter().collect::<Vec<_>>().join(", "),
+        preview["runtime"].as_str().unwrap_or(""),
+        preview["cwd"].as_str().unwrap_or("")
+    ))
+    .with_data(preview))
+}
+
+pub async fn import(
+    ctx: &Ctx,
+    params: crew_api::types::ImportParams,
+) -> Result<ImportResult, ApiError> {
+    let mut valid = tokio::task::spawn_blocking(move || validate(&read_bundle(params)?))
         .await
         .map_err(|e| ApiError::internal(e.to_string()))??;
     let run_id = valid.run_id.clone();
     let id = run_id.clone();
     let exists = ctx
         .actor
-        .call(move |core| Ok(core.state.summaries.contains_key(&id)))
+        .call(move |core| Ok(core.state.summaries.contains_key(id.as_str())))
         .await?;
     if exists {
         return Err(ApiError::invalid_state(format!(
@@ -764,6 +921,7 @@ pub async fn import(ctx: &Ctx, bundle: Value) -> Result<ImportResult, ApiError> 
     }) = valid.events.first_mut()
     {
         spec.cwd = expand_home(&spec.cwd, home.as_deref());
+        spec.imported = true;
     }
 
     let files = std::mem::take(&mut valid.files);
@@ -780,7 +938,7 @@ pub async fn import(ctx: &Ctx, bundle: Value) -> Result<ImportResult, ApiError> 
     let done = ctx
         .actor
         .mutate(move |core| {
-            if core.state.summaries.contains_key(&id) {
+            if core.state.summaries.contains_key(id.as_str()) {
                 return Err(ApiError::invalid_state(format!(
                     "run {id} already exists; forget it first to import it again"
                 )));
@@ -798,7 +956,9 @@ pub async fn import(ctx: &Ctx, bundle: Value) -> Result<ImportResult, ApiError> 
                 );
             }
             tracing::info!(run = %id, "run imported");
-            Ok(ImportResult { run_id: id })
+            Ok(ImportResult {
+                run_id: id.to_string(),
+            })
         })
         .await;
     if let Err(e) = &done {

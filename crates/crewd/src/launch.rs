@@ -143,6 +143,24 @@ pub async fn prepare(shared: &Arc<Shared>, p: &RunParams) -> Result<Prepared, Ap
         let diags: Vec<_> = diags.iter().map(views::diagnostic).collect();
         ApiError::validation(format!("the team cannot run: {first}"), diags)
     })?;
+    // The prompt's size is known now, from the goal and the templates: computed, not
+    // rendered, so a template multiplying the goal is refused before it can take memory.
+    let too_big: Vec<_> = catalog
+        .workflow(&plan.workflow)
+        .into_iter()
+        .flat_map(|wf| wf.steps.iter().map(move |s| (wf, s)))
+        .filter_map(|(wf, s)| {
+            crew_core::prompt::goal_problem(&s.task, &p.goal).map(|m| {
+                crew_core::resource::Diagnostic::error(&wf.path, Some(s.line), Some("task"), m)
+            })
+        })
+        .collect();
+    if let Some(first) = too_big.first() {
+        return Err(ApiError::validation(
+            format!("the team cannot run: {}", first.message),
+            too_big.iter().map(views::diagnostic).collect::<Vec<_>>(),
+        ));
+    }
     let concurrency = p
         .concurrency
         .map(|c| c as u32)
@@ -166,6 +184,7 @@ pub async fn prepare(shared: &Arc<Shared>, p: &RunParams) -> Result<Prepared, Ap
         reuse,
         max_attempts: cfg.max_attempts,
         schedule_id: None,
+        imported: false,
         tasks: plan
             .tasks
             .iter()

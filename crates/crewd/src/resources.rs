@@ -62,20 +62,28 @@ impl ResourceCache {
 
     fn load(&self, kind: Kind, source: Source, path: &Path) -> ParseResult {
         let shown = path.display().to_string();
-        let meta = match std::fs::metadata(path) {
-            Ok(m) => m,
-            Err(e) => {
-                return (
-                    None,
-                    vec![Diagnostic::error(
-                        &shown,
-                        None,
-                        None,
-                        format!("cannot read: {e}"),
-                    )],
-                )
-            }
+        let fail = |message: String| (None, vec![Diagnostic::error(&shown, None, None, message)]);
+        // Opened before anything is judged, and judged by the opened file's own metadata: a
+        // FIFO would block an open without O_NONBLOCK, and a name checked before the open may
+        // be another file by the time it is opened.
+        // The type is checked before the open too: opening a socket fails with a confusing
+        // ENXIO, a device may act on open.
+        match std::fs::symlink_metadata(path) {
+            Ok(m) if !m.is_file() => return fail(not_a_file(&m.file_type())),
+            Ok(_) => {}
+            Err(e) => return fail(format!("cannot read: {e}")),
+        }
+        let mut file = match open_resource(path) {
+            Ok(f) => f,
+            Err(e) => return fail(format!("cannot read: {e}")),
         };
+        let meta = match file.metadata() {
+            Ok(m) => m,
+            Err(e) => return fail(format!("cannot read: {e}")),
+        };
+        if !meta.is_file() {
+            return fail(not_a_file(&meta.file_type()));
+        }
         let (mtime, size) = (meta.modified().ok(), meta.len());
         if let Ok(mut g) = self.inner.lock() {
             if let Some(e) = g.0.get(path) {
@@ -87,17 +95,19 @@ impl ResourceCache {
             }
             g.1.misses += 1;
         }
-        let parsed = match std::fs::read(path) {
-            Ok(bytes) => resource::parse_file(kind, source, &shown, &bytes),
-            Err(e) => (
-                None,
-                vec![Diagnostic::error(
-                    &shown,
-                    None,
-                    None,
-                    format!("cannot read: {e}"),
-                )],
-            ),
+        let parsed = if size > resource::MAX_FILE_BYTES {
+            (None, vec![resource::too_large(&shown)])
+        } else {
+            // One byte more than the limit tells a file that grew since the fstat.
+            let mut bytes = Vec::new();
+            use std::io::Read;
+            match (&mut file)
+                .take(resource::MAX_FILE_BYTES + 1)
+                .read_to_end(&mut bytes)
+            {
+                Ok(_) => resource::parse_file(kind, source, &shown, &bytes),
+                Err(e) => fail(format!("cannot read: {e}")),
+            }
         };
         if let Ok(mut g) = self.inner.lock() {
             if g.0
@@ -190,9 +200,87 @@ const KIND_DIRS: [(Kind, &str); 4] = [
     (Kind::Skill, "skills"),
 ];
 
-fn files_in(base: &Path, kind: Kind, dir: &str) -> Vec<(Kind, PathBuf)> {
+/// Open a resource file for reading: never blocks on a FIFO (`O_NONBLOCK`; reads of a regular
+/// file ignore it) and never follows a link in the last component (links were resolved and
+/// checked by `files_in`, which hands over the target).
+fn open_resource(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+}
+
+fn not_a_file(t: &std::fs::FileType) -> String {
+    use std::os::unix::fs::FileTypeExt;
+    let what = if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_block_device() || t.is_char_device() {
+        "a device"
+    } else if t.is_dir() {
+        "a directory"
+    } else {
+        "not a regular file"
+    };
+    format!("{what}, not a regular file; not read as a resource")
+}
+
+/// What discovery found in a resource directory: a file to parse, or why an entry is not read.
+enum Found {
+    File(Kind, PathBuf),
+    Skipped(Diagnostic),
+}
+
+fn skipped(path: &Path, message: impl Into<String>) -> Found {
+    Found::Skipped(Diagnostic::error(
+        &path.display().to_string(),
+        None,
+        None,
+        message,
+    ))
+}
+
+/// `path` itself when it is no link; a link's target when that stays inside `root` (the
+/// canonical resource directory); else why not. Links that leave it are how a cloned
+/// repository's `.crew/agents/spy.md -> ~/.ssh/id_ed25519` would become a system prompt.
+fn resolve_inside(root: &Path, path: &Path) -> Result<PathBuf, String> {
+    let meta = std::fs::symlink_metadata(path).map_err(|e| format!("cannot read: {e}"))?;
+    if !meta.file_type().is_symlink() {
+        return Ok(path.to_path_buf());
+    }
+    let target = path
+        .canonicalize()
+        .map_err(|e| format!("a symlink whose target cannot be read ({e}); not followed"))?;
+    if target.starts_with(root) {
+        Ok(target)
+    } else {
+        Err(format!(
+            "a symlink to {}, outside the resource directory {}; not followed",
+            target.display(),
+            root.display()
+        ))
+    }
+}
+
+fn files_in(base: &Path, kind: Kind, dir: &str) -> Vec<Found> {
     let mut out = Vec::new();
-    let Ok(rd) = std::fs::read_dir(base.join(dir)) else {
+    let Ok(root) = base.canonicalize() else {
+        return out;
+    };
+    let kind_dir = base.join(dir);
+    let kind_dir = match resolve_inside(&root, &kind_dir) {
+        Ok(d) => d,
+        Err(_) if !kind_dir.exists() && std::fs::symlink_metadata(&kind_dir).is_err() => {
+            return out
+        }
+        Err(why) => {
+            out.push(skipped(&kind_dir, why));
+            return out;
+        }
+    };
+    let Ok(rd) = std::fs::read_dir(&kind_dir) else {
         return out;
     };
     for e in rd.flatten() {
@@ -200,21 +288,44 @@ fn files_in(base: &Path, kind: Kind, dir: &str) -> Vec<(Kind, PathBuf)> {
         let Some(name) = p.file_name().and_then(|n| n.to_str()).map(str::to_string) else {
             continue;
         };
+        let Ok(ft) = e.file_type() else { continue };
         if kind == Kind::Skill {
+            if ft.is_symlink() {
+                // pi-crew skipped symlinked skill directories too: a link could pull in anything.
+                out.push(skipped(
+                    &p,
+                    "a symlinked skill directory; not followed (a skill lives in a real directory)",
+                ));
+                continue;
+            }
+            if !ft.is_dir() {
+                continue;
+            }
             let skill = p.join("SKILL.md");
-            // Symlinked skill directories are skipped (pi-crew did too): a link could pull in
-            // anything.
-            if e.file_type().is_ok_and(|t| t.is_dir()) && skill.is_file() {
-                out.push((Kind::Skill, skill));
+            match resolve_inside(&root, &skill) {
+                Ok(target) => out.push(Found::File(Kind::Skill, target)),
+                Err(_) if std::fs::symlink_metadata(&skill).is_err() => {}
+                Err(why) => out.push(skipped(&skill, why)),
             }
         } else if let Some(k) = resource::kind_of_path(kind, &name) {
-            if p.is_file() {
-                out.push((k, p));
+            if ft.is_dir() {
+                continue;
+            }
+            match resolve_inside(&root, &p) {
+                Ok(target) => out.push(Found::File(k, target)),
+                Err(why) => out.push(skipped(&p, why)),
             }
         }
     }
-    out.sort_by(|a, b| a.1.cmp(&b.1));
+    out.sort_by(|a, b| found_key(a).cmp(found_key(b)));
     out
+}
+
+fn found_key(f: &Found) -> &str {
+    match f {
+        Found::File(_, p) => p.to_str().unwrap_or(""),
+        Found::Skipped(d) => &d.path,
+    }
 }
 
 /// Every resource visible from `cwd`, parsed through the cache.
@@ -242,7 +353,20 @@ pub fn catalog(shared: &Shared, cwd: Option<&Path>) -> Catalog {
             .trusted_projects
             .iter()
             .any(|t| t.canonicalize().map(|t| t == canon).unwrap_or(false) || *t == root);
-        bases.push((Source::Project, root.join(".crew")));
+        let dot_crew = root.join(".crew");
+        match resolve_inside(&canon, &dot_crew) {
+            Ok(_) => bases.push((Source::Project, dot_crew)),
+            Err(_) if std::fs::symlink_metadata(&dot_crew).is_err() => {}
+            Err(why) => parsed.push((
+                None,
+                vec![Diagnostic::error(
+                    &dot_crew.display().to_string(),
+                    None,
+                    None,
+                    why.replace("resource directory", "project"),
+                )],
+            )),
+        }
     }
     for (source, base) in bases {
         for (kind, dir) in KIND_DIRS {
@@ -250,8 +374,11 @@ pub fn catalog(shared: &Shared, cwd: Option<&Path>) -> Catalog {
             if source == Source::PiUser && kind == Kind::Skill {
                 continue;
             }
-            for (k, path) in files_in(&base, kind, dir) {
-                parsed.push(shared.resources.load(k, source, &path));
+            for found in files_in(&base, kind, dir) {
+                match found {
+                    Found::File(k, path) => parsed.push(shared.resources.load(k, source, &path)),
+                    Found::Skipped(d) => parsed.push((None, vec![d])),
+                }
             }
         }
     }

@@ -100,7 +100,8 @@ impl Shared {
     pub fn journal_dir(&self) -> PathBuf {
         self.state_dir.join("journal")
     }
-    pub fn run_dir(&self, run_id: &str) -> PathBuf {
+    /// Only a checked id makes a path (`SafeId` cannot be built from an unchecked string).
+    pub fn run_dir(&self, run_id: &crew_core::ids::SafeId) -> PathBuf {
         self.runs_dir().join(run_id)
     }
 }

@@ -119,7 +119,7 @@ fn attempt_spec(
         .plan
         .depends_on
         .iter()
-        .filter_map(|d| run.task(d).map(|dt| (d.clone(), dt.plan.role.clone())))
+        .filter_map(|d| run.task(d).map(|dt| (d.to_string(), dt.plan.role.clone())))
         .collect();
     Ok(AttemptSpec {
         run_id: run_id.to_string(),
@@ -134,7 +134,9 @@ fn attempt_spec(
         deps,
         steers: task.pending_steers().to_vec(),
         answers: task.answers().to_vec(),
-        run_dir: core.shared.run_dir(run_id),
+        run_dir: core
+            .shared
+            .run_dir(&crew_core::ids::SafeId::new(run_id).ok()?),
         reuse: run.spec.reuse,
     })
 }

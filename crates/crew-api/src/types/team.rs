@@ -311,6 +311,20 @@ pub struct ResumeResult {
 pub struct RetryParams {
     pub run_id: String,
     pub task_ids: Vec<String>,
+    /// Required for a run imported with `team.import`: its system prompts, tools, runtime and
+    /// cwd came from someone else's bundle. Without it the call fails with 1002 and the error's
+    /// `data` shows what would run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confirm_imported: Option<bool>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ResumeParams {
+    pub run_id: String,
+    /// Required for a run imported with `team.import` (see `team.retry`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confirm_imported: Option<bool>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
@@ -430,7 +444,15 @@ pub struct ExportResult {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ImportParams {
-    pub bundle: serde_json::Value,
+    /// The bundle itself (what `team.export` answered). It must fit in `max_request_bytes`;
+    /// give `path` instead for a bigger one. Exactly one of `bundle` and `path`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bundle: Option<serde_json::Value>,
+    /// Absolute path of a bundle file the daemon reads itself (client and daemon are the same
+    /// user on the same machine): any bundle `team.export` makes imports this way whatever
+    /// `max_request_bytes` is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]

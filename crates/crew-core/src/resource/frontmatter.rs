@@ -108,11 +108,13 @@ pub(crate) fn line_no(i: usize) -> u32 {
 /// trim, drop empty items, dedupe keeping the first. `None` when nothing is left.
 pub(crate) fn parse_csv(value: &str) -> Option<Vec<String>> {
     let mut items: Vec<String> = Vec::new();
+    // Seen items by hash: a scan of `items` per item made a long `dependsOn` quadratic.
+    let mut seen: std::collections::HashSet<String> = std::collections::HashSet::new();
     let mut current = String::new();
     let mut in_quotes = false;
-    let push = |current: &mut String, items: &mut Vec<String>| {
+    let mut push = |current: &mut String, items: &mut Vec<String>| {
         let item = current.trim();
-        if !item.is_empty() && !items.iter().any(|i| i == item) {
+        if !item.is_empty() && seen.insert(item.to_string()) {
             items.push(item.to_string());
         }
         current.clear();

@@ -14,6 +14,13 @@ pub(crate) mod validate;
 mod workflow;
 
 pub use catalog::Catalog;
+
+/// Bytes of one resource file, at most: the daemon reads no more than this (plus one byte to
+/// tell), and a bigger file is a "file too large" diagnostic. pi-crew's largest builtin is a
+/// few KiB.
+pub const MAX_FILE_BYTES: u64 = 1 << 20;
+/// Steps of one workflow, at most (each becomes a task of every run of it).
+pub const MAX_STEPS: usize = 5_000;
 pub use validate::validate_catalog;
 
 use serde::{Deserialize, Serialize};
@@ -180,6 +187,18 @@ pub fn kind_of_path(dir_kind: Kind, file_name: &str) -> Option<Kind> {
     }
 }
 
+/// The diagnostic of a file bigger than [`MAX_FILE_BYTES`].
+pub fn too_large(path: &str) -> Diagnostic {
+    Diagnostic::error(
+        path,
+        None,
+        None,
+        format!(
+            "file too large: a resource file may hold at most {MAX_FILE_BYTES} bytes; not read"
+        ),
+    )
+}
+
 /// Parse one resource file. Never panics, whatever the bytes: binary garbage gives an error
 /// diagnostic and `None`.
 pub fn parse_file(
@@ -188,6 +207,9 @@ pub fn parse_file(
     path: &str,
     bytes: &[u8],
 ) -> (Option<Parsed>, Vec<Diagnostic>) {
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return (None, vec![too_large(path)]);
+    }
     let text = match std::str::from_utf8(bytes) {
         Ok(t) if !t.contains('\0') => t,
         _ => {

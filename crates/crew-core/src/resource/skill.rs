@@ -56,7 +56,12 @@ fn read(source: Source, path: &str, text: &str, d: &mut Diags) -> Option<Skill> 
             path: path.to_string(),
         });
     }
-    let block_line = |key: &str| key_line(&fm.raw, fm.raw_line, key);
+    if let Some(problem) = yaml_too_big(&fm.raw) {
+        d.error(Some(fm.raw_line), None, problem);
+        return None;
+    }
+    let lines = key_lines(&fm.raw, fm.raw_line);
+    let block_line = |key: &str| lines.get(key).copied();
     let map = match serde_yaml::from_str::<Value>(&fm.raw) {
         Ok(Value::Mapping(m)) => m,
         Ok(Value::Null) => serde_yaml::Mapping::new(),
@@ -217,13 +222,67 @@ fn version_ok(v: &str) -> bool {
     core_ok && pre_ok
 }
 
-/// Line of a top-level `key:` in the YAML block, for diagnostics.
-fn key_line(raw: &str, first_line: u32, key: &str) -> Option<u32> {
-    raw.split('\n').enumerate().find_map(|(i, l)| {
-        let rest = l.strip_prefix(key)?;
-        rest.trim_start()
-            .starts_with(':')
-            .then(|| first_line.saturating_add(u32::try_from(i).unwrap_or(u32::MAX)))
+/// The line of each top-level `key:` in the YAML block (the first one of a key), for
+/// diagnostics: one pass, where a scan per key was quadratic in a file with many keys.
+fn key_lines(raw: &str, first_line: u32) -> std::collections::HashMap<&str, u32> {
+    let mut out = std::collections::HashMap::new();
+    for (i, l) in raw.split('\n').enumerate() {
+        if l.starts_with([' ', '\t', '#', '-']) {
+            continue;
+        }
+        let Some((key, _)) = l.split_once(':') else {
+            continue;
+        };
+        let key = key.trim_end();
+        let key = key
+            .strip_prefix('"')
+            .and_then(|k| k.strip_suffix('"'))
+            .or_else(|| key.strip_prefix('\'').and_then(|k| k.strip_suffix('\'')))
+            .unwrap_or(key);
+        out.entry(key)
+            .or_insert_with(|| first_line.saturating_add(u32::try_from(i).unwrap_or(u32::MAX)));
+    }
+    out
+}
+
+/// Bytes of a SKILL.md frontmatter block, at most: every allowed field is a short string, a
+/// list of tool names or a small `metadata` mapping.
+const YAML_MAX_BYTES: usize = 64 * 1024;
+/// Nesting of that block, at most (flow brackets or indentation levels).
+const YAML_MAX_DEPTH: usize = 32;
+
+/// Refuse a block the YAML parser should not see: its work grows faster than the input with
+/// deep nesting, so size and depth are bounded first, in one linear pass.
+fn yaml_too_big(raw: &str) -> Option<String> {
+    if raw.len() > YAML_MAX_BYTES {
+        return Some(format!(
+            "SKILL.md frontmatter is {} bytes; at most {YAML_MAX_BYTES} are read",
+            raw.len()
+        ));
+    }
+    let mut flow = 0usize;
+    let mut deepest = 0usize;
+    let mut quote: Option<char> = None;
+    for line in raw.split('\n') {
+        let indent = line.len() - line.trim_start_matches([' ', '-']).len();
+        deepest = deepest.max(indent / 2);
+        for c in line.chars() {
+            match (quote, c) {
+                (Some(q), c) if c == q => quote = None,
+                (Some(_), _) => {}
+                (None, '"' | '\'') => quote = Some(c),
+                (None, '[' | '{') => {
+                    flow += 1;
+                    deepest = deepest.max(flow);
+                }
+                (None, ']' | '}') => flow = flow.saturating_sub(1),
+                (None, '#') => break,
+                _ => {}
+            }
+        }
+    }
+    (deepest > YAML_MAX_DEPTH).then(|| {
+        format!("SKILL.md frontmatter nests deeper than {YAML_MAX_DEPTH} levels; not read")
     })
 }
 

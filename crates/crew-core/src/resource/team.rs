@@ -59,12 +59,14 @@ pub(super) fn parse(source: Source, path: &str, text: &str) -> (Option<Parsed>, 
         field_lines.insert("defaultWorkflow".to_string(), e.line);
     }
     let mut roles: Vec<TeamRole> = Vec::new();
+    // Names seen, by hash: a scan of `roles` per line made a long role list quadratic.
+    let mut names: std::collections::HashSet<String> = std::collections::HashSet::new();
     for (i, line) in fm.body.split('\n').enumerate() {
         let line_no = fm.body_line.saturating_add(line_no(i)).saturating_sub(1);
         let Some(role) = parse_role(line, line_no, &mut d) else {
             continue;
         };
-        if roles.iter().any(|r| r.name == role.name) {
+        if !names.insert(role.name.clone()) {
             d.warn(
                 Some(line_no),
                 Some("role"),
@@ -158,6 +160,7 @@ fn role_skills(raw: &str, line_no: u32, d: &mut Diags) -> Option<Vec<String>> {
         return Some(Vec::new());
     }
     let mut skills: Vec<String> = Vec::new();
+    let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
     for s in raw.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         if !ident_ok(s) {
             d.warn(
@@ -165,7 +168,7 @@ fn role_skills(raw: &str, line_no: u32, d: &mut Diags) -> Option<Vec<String>> {
                 Some("skills"),
                 format!("invalid skill name `{s}`; ignored"),
             );
-        } else if !skills.iter().any(|k| k == s) {
+        } else if seen.insert(s) {
             skills.push(s.to_string());
         }
     }

@@ -55,11 +55,9 @@ pub fn validate_catalog(c: &Catalog) -> Vec<Diagnostic> {
     }
     for wf in c.workflows.values() {
         out.extend(workflow_structure(wf, Severity::Warning));
-        for team in c
-            .teams
-            .values()
-            .filter(|t| t.default_workflow.as_deref() == Some(wf.name.as_str()))
-        {
+    }
+    for team in c.teams.values() {
+        if let Some(wf) = team.default_workflow.as_deref().and_then(|w| c.workflow(w)) {
             out.extend(step_roles(wf, team));
         }
     }
@@ -95,6 +93,14 @@ pub(crate) fn workflow_structure(wf: &Workflow, empty: Severity) -> Vec<Diagnost
     }
     let mut seen = HashSet::new();
     for step in &wf.steps {
+        if let Some(problem) = crate::prompt::template_problem(&step.task) {
+            out.push(Diagnostic::error(
+                &wf.path,
+                Some(step.line),
+                Some("task"),
+                problem,
+            ));
+        }
         if !seen.insert(step.id.as_str()) {
             out.push(Diagnostic::error(
                 &wf.path,
@@ -147,29 +153,33 @@ pub(crate) fn workflow_structure(wf: &Workflow, empty: Severity) -> Vec<Diagnost
 
 /// Steps whose role the team does not have.
 pub(crate) fn step_roles(wf: &Workflow, team: &Team) -> Vec<Diagnostic> {
-    wf.steps
-        .iter()
-        .filter(|s| !team.roles.iter().any(|r| r.name == s.role))
-        .map(|s| {
-            let roles: Vec<&str> = team.roles.iter().map(|r| r.name.as_str()).collect();
-            Diagnostic::error(
-                &wf.path,
-                Some(s.line),
-                Some("role"),
-                format!(
-                    "step `{}` has role `{}`, which team `{}` does not have (roles: {})",
-                    s.id,
-                    s.role,
-                    team.name,
-                    if roles.is_empty() {
-                        "none".to_string()
-                    } else {
-                        roles.join(", ")
-                    }
-                ),
-            )
-        })
-        .collect()
+    let known: HashSet<&str> = team.roles.iter().map(|r| r.name.as_str()).collect();
+    let mut roles: Option<String> = None;
+    let mut out = Vec::new();
+    for s in wf.steps.iter().filter(|s| !known.contains(s.role.as_str())) {
+        // Joined once: a file controls how many steps and roles there are.
+        let roles = roles.get_or_insert_with(|| {
+            if team.roles.is_empty() {
+                "none".to_string()
+            } else {
+                team.roles
+                    .iter()
+                    .map(|r| r.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            }
+        });
+        out.push(Diagnostic::error(
+            &wf.path,
+            Some(s.line),
+            Some("role"),
+            format!(
+                "step `{}` has role `{}`, which team `{}` does not have (roles: {roles})",
+                s.id, s.role, team.name
+            ),
+        ));
+    }
+    out
 }
 
 #[cfg(test)]

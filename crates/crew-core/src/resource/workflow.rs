@@ -109,24 +109,36 @@ pub(super) fn parse(source: Source, path: &str, text: &str) -> (Option<Parsed>, 
         })
         .collect();
     let any_explicit = explicit.iter().any(|&e| e);
+    // Lines before this index are all blank: computed once, where a scan per heading was
+    // quadratic in a file of many blank lines.
+    let first_text = lines
+        .iter()
+        .position(|l| !l.trim().is_empty())
+        .unwrap_or(lines.len());
     let selected: Vec<(usize, &str)> = headings
         .iter()
         .zip(&explicit)
         .filter(|(&(i, id), &is_explicit)| {
-            let at_boundary = i == 0
-                || lines
-                    .get(..i)
-                    .unwrap_or_default()
-                    .iter()
-                    .all(|l| l.trim().is_empty())
-                || lines.get(i - 1).is_some_and(|l| l.trim().is_empty());
+            let at_boundary =
+                i == 0 || i <= first_text || lines.get(i - 1).is_some_and(|l| l.trim().is_empty());
             !any_explicit || is_explicit || (at_boundary && is_simple_id(id))
         })
         .map(|(&h, _)| h)
         .collect();
 
+    if selected.len() > super::MAX_STEPS {
+        d.error(
+            selected.get(super::MAX_STEPS).map(|&(i, _)| file_line(i)),
+            None,
+            format!(
+                "workflow has {} steps; at most {} are allowed (the rest are not read)",
+                selected.len(),
+                super::MAX_STEPS
+            ),
+        );
+    }
     let mut steps = Vec::new();
-    for (k, &(i, id)) in selected.iter().enumerate() {
+    for (k, &(i, id)) in selected.iter().enumerate().take(super::MAX_STEPS) {
         let end = selected.get(k + 1).map_or(lines.len(), |h| h.0);
         let section = lines.get(i + 1..end).unwrap_or_default();
         let entries_from = |j: usize| file_line(i + 1 + j);

@@ -206,7 +206,7 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
             cancelled_task_ids,
         } => {
             for t in run.tasks.iter_mut() {
-                if cancelled_task_ids.contains(&t.plan.id) {
+                if cancelled_task_ids.iter().any(|c| *c == t.plan.id) {
                     // The running attempt's usage was spent: keep it.
                     let spent = t.attempt_usage;
                     t.prior_usage.add(&spent);
@@ -221,7 +221,7 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
         }
         EventBody::RunResumed { requeued_task_ids } => {
             for t in run.tasks.iter_mut() {
-                if requeued_task_ids.contains(&t.plan.id) {
+                if requeued_task_ids.iter().any(|c| *c == t.plan.id) {
                     requeue(t);
                 }
             }

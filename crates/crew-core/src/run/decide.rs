@@ -125,7 +125,7 @@ impl State {
                     TaskStatus::Queued | TaskStatus::Running | TaskStatus::Waiting
                 )
             })
-            .map(|t| t.plan.id.clone())
+            .map(|t| t.plan.id.to_string())
             .collect();
         let ev = Pending::run(
             run_id,
@@ -166,7 +166,7 @@ impl State {
                         | TaskStatus::NeedsAttention
                 )
             })
-            .map(|t| t.plan.id.clone())
+            .map(|t| t.plan.id.to_string())
             .collect();
         if ids.is_empty() && run.status == RunStatus::Completed {
             return Err(CoreError::InvalidState(format!(
@@ -232,8 +232,8 @@ impl State {
         // Under fail-fast every task the failure skipped comes back, not only dependents.
         if run.spec.failure_policy == super::FailurePolicy::FailFast {
             for t in &run.tasks {
-                if t.status == TaskStatus::Skipped && !ids.contains(&t.plan.id) {
-                    ids.push(t.plan.id.clone());
+                if t.status == TaskStatus::Skipped && !ids.iter().any(|i| *i == t.plan.id) {
+                    ids.push(t.plan.id.to_string());
                 }
             }
         }
@@ -242,10 +242,10 @@ impl State {
             changed = false;
             for t in &run.tasks {
                 if t.status == TaskStatus::Skipped
-                    && !ids.contains(&t.plan.id)
-                    && t.plan.depends_on.iter().any(|d| ids.contains(d))
+                    && !ids.iter().any(|i| *i == t.plan.id)
+                    && t.plan.depends_on.iter().any(|d| ids.iter().any(|i| i == d))
                 {
-                    ids.push(t.plan.id.clone());
+                    ids.push(t.plan.id.to_string());
                     changed = true;
                 }
             }
@@ -656,9 +656,9 @@ fn dependents(run: &super::RunState, id: &str) -> Vec<String> {
     let mut frontier = vec![id.to_string()];
     while let Some(cur) = frontier.pop() {
         for t in &run.tasks {
-            if t.plan.depends_on.contains(&cur) && !out.contains(&t.plan.id) {
-                out.push(t.plan.id.clone());
-                frontier.push(t.plan.id.clone());
+            if t.plan.depends_on.iter().any(|d| *d == cur) && !out.iter().any(|o| *o == t.plan.id) {
+                out.push(t.plan.id.to_string());
+                frontier.push(t.plan.id.to_string());
             }
         }
     }

@@ -102,7 +102,7 @@ impl State {
                 );
                 Some(Start {
                     run_id,
-                    task_id: t.plan.id.clone(),
+                    task_id: t.plan.id.to_string(),
                     attempt,
                     event,
                 })

@@ -200,8 +200,10 @@ impl<'de> Visitor<'de> for EventVisitor {
         let mut seq: Option<u64> = None;
         let mut run_seq: Option<u64> = None;
         let mut time: Option<DateTime<Utc>> = None;
-        let mut run_id: Option<Option<String>> = None;
-        let mut task_id: Option<Option<String>> = None;
+        // Checked on the way in (journal replay, bundles, clients' copies): these ids name
+        // directories and files.
+        let mut run_id: Option<Option<crate::ids::SafeId>> = None;
+        let mut task_id: Option<Option<crate::ids::SafeId>> = None;
         let mut message: Option<Option<String>> = None;
         let mut kind: Option<TypeName<'de>> = None;
         let mut body: Option<EventBody> = None;
@@ -243,8 +245,8 @@ impl<'de> Visitor<'de> for EventVisitor {
             seq: seq.ok_or_else(|| de::Error::missing_field("seq"))?,
             run_seq: run_seq.ok_or_else(|| de::Error::missing_field("runSeq"))?,
             time: time.ok_or_else(|| de::Error::missing_field("time"))?,
-            run_id: run_id.flatten(),
-            task_id: task_id.flatten(),
+            run_id: run_id.flatten().map(String::from),
+            task_id: task_id.flatten().map(String::from),
             message: message.flatten(),
             body,
         })
@@ -321,6 +323,19 @@ mod tests {
                 Err("invalid type"),
             ),
             ("[1,2]".to_string(), Err("invalid type")),
+            // Ids that would leave the state directory (journal replay, bundles).
+            (
+                format!(
+                    r#"{{"seq":1,"runSeq":1,"time":{TIME},"runId":"../x","type":"run.started","data":{{}}}}"#
+                ),
+                Err("not a valid id"),
+            ),
+            (
+                format!(
+                    r#"{{"seq":1,"runSeq":1,"time":{TIME},"runId":"r","taskId":"../../../../x/PWNED","type":"task.skipped","data":{{"reason":"x"}}}}"#
+                ),
+                Err("not a valid id"),
+            ),
         ];
         for (json, want) in cases {
             let got = parse(&json);

@@ -21,7 +21,7 @@ impl State {
     }
 }
 
-fn deps_completed(run: &RunState, deps: &[String]) -> bool {
+fn deps_completed(run: &RunState, deps: &[crate::ids::SafeId]) -> bool {
     deps.iter().all(|d| {
         run.task(d)
             .is_some_and(|t| t.status == TaskStatus::Completed)
@@ -169,7 +169,7 @@ fn settle_run(run: &RunState, counts: &TaskCounts, now: DateTime<Utc>) -> Vec<Pe
                     id,
                     &t.plan.id,
                     EventBody::PlanApprovalRequired {
-                        task_id: t.plan.id.clone(),
+                        task_id: t.plan.id.to_string(),
                     },
                 )
                 .with_message(format!(

@@ -70,6 +70,7 @@ pub(super) fn spec(steps: &[Step]) -> RunSpec {
         reuse: Reuse::Off,
         max_attempts: 3,
         schedule_id: None,
+        imported: false,
         tasks: tasks(steps),
     }
 }

@@ -142,6 +142,10 @@ pub struct RunSpec {
     pub reuse: Reuse,
     pub max_attempts: u32,
     pub schedule_id: Option<String>,
+    /// Made by `team.import` from someone else's bundle: its prompts, tools, runtime and cwd
+    /// are not this user's, so resuming or retrying it needs an explicit confirmation.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub imported: bool,
     /// Shared with `TaskState::plan` of the run's tasks: one copy per task, not two.
     pub tasks: Vec<Arc<PlannedTask>>,
 }

@@ -7,7 +7,7 @@ mod daemon;
 mod resource;
 mod schedule;
 mod subscribe;
-mod team;
+pub(crate) mod team;
 pub mod views;
 
 use crate::actor::Actor;

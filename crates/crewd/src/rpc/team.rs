@@ -11,15 +11,9 @@ use jsonrpsee::RpcModule;
 use std::ops::Bound;
 use std::time::Duration;
 
-fn check_id(field: &str, id: &str) -> Result<(), ApiError> {
-    if crew_core::ids::is_safe_id(id) {
-        Ok(())
-    } else {
-        Err(ApiError::invalid_params(
-            field,
-            "must be 1-128 characters of A-Z a-z 0-9 _ -",
-        ))
-    }
+fn check_id(field: &str, id: &str) -> Result<crew_core::ids::SafeId, ApiError> {
+    crew_core::ids::SafeId::new(id)
+        .map_err(|_| ApiError::invalid_params(field, "must be 1-128 characters of A-Z a-z 0-9 _ -"))
 }
 
 /// An evicted run's details, loaded from the journal off the actor, not yet adopted.
@@ -218,6 +212,7 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
         .await
     });
     register::<TeamResume, _, _>(m, |ctx, p| async move {
+        crate::bundle::confirm_imported(&ctx, &p.run_id, p.confirm_imported, None).await?;
         change_run(
             &ctx,
             &p.run_id,
@@ -234,6 +229,8 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
             check_id("taskIds", t)?;
         }
         let tasks = p.task_ids.clone();
+        crate::bundle::confirm_imported(&ctx, &p.run_id, p.confirm_imported, Some(tasks.clone()))
+            .await?;
         change_run(
             &ctx,
             &p.run_id,
@@ -422,7 +419,7 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
         .await
     });
     register::<TeamArtifact, _, _>(m, |ctx, p| async move {
-        check_id("runId", &p.run_id)?;
+        let run_id = check_id("runId", &p.run_id)?;
         if !crew_core::ids::is_safe_artifact_name(&p.name) {
             return Err(ApiError::invalid_params(
                 "name",
@@ -440,7 +437,7 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
                 "must be between 1 and 8388608",
             ));
         }
-        let path = ctx.shared.run_dir(&p.run_id).join(&p.name);
+        let path = ctx.shared.run_dir(&run_id).join(&p.name);
         let name = p.name.clone();
         tokio::task::spawn_blocking(move || {
             use std::io::{Read, Seek, SeekFrom};
@@ -468,8 +465,9 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
         .map_err(|e| ApiError::internal(e.to_string()))?
     });
     register::<TeamSummary, _, _>(m, |ctx, p| async move {
+        let run_id = check_id("runId", &p.run_id)?;
         let status = with_run(&ctx, &p.run_id, views::status).await?;
-        let dir = ctx.shared.run_dir(&p.run_id);
+        let dir = ctx.shared.run_dir(&run_id);
         // Reads the result files: off the async workers.
         let markdown = tokio::task::spawn_blocking(move || crate::summary::markdown(&status, &dir))
             .await
@@ -551,7 +549,8 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
             .map_err(|e| ApiError::internal(e.to_string()))?
             .map(|bundle| ExportResult { bundle })
     });
-    register::<TeamImport, _, _>(m, |ctx, p| async move {
-        crate::bundle::import(&ctx, p.bundle).await
-    });
+    register::<TeamImport, _, _>(
+        m,
+        |ctx, p| async move { crate::bundle::import(&ctx, p).await },
+    );
 }

@@ -56,11 +56,11 @@ pub fn run_status_from_api(s: api::RunStatus) -> core::RunStatus {
 
 pub fn planned(t: &crew_core::plan::PlannedTask, model: Option<&str>) -> api::PlannedTaskView {
     api::PlannedTaskView {
-        id: t.id.clone(),
+        id: t.id.to_string(),
         step_id: t.step_id.clone(),
         role: t.role.clone(),
         agent: t.agent.clone(),
-        depends_on: t.depends_on.clone(),
+        depends_on: t.depends_on.iter().map(ToString::to_string).collect(),
         model: model.map(str::to_string).or_else(|| t.model.clone()),
         writes: t.writes,
     }
@@ -85,11 +85,11 @@ pub fn artifact(a: &core::ArtifactRef, task: Option<&str>) -> api::ArtifactInfo 
 
 pub fn task(t: &TaskState) -> api::TaskView {
     api::TaskView {
-        id: t.plan.id.clone(),
+        id: t.plan.id.to_string(),
         step_id: t.plan.step_id.clone(),
         role: t.plan.role.clone(),
         agent: t.plan.agent.clone(),
-        depends_on: t.plan.depends_on.clone(),
+        depends_on: t.plan.depends_on.iter().map(ToString::to_string).collect(),
         status: task_status(t.status),
         attempts: t.attempts,
         started_at: t.started_at.map(time),
