@@ -128,6 +128,7 @@ mod tests {
             system_prompt_mode: SystemPromptMode::Replace,
             tools: vec!["read".into()].into(),
             thinking: None,
+            seed_paths: Vec::new(),
             writes: false,
         }
     }

@@ -50,6 +50,7 @@ impl RunDef {
                 system_prompt_mode: SystemPromptMode::Replace,
                 tools: vec![].into(),
                 thinking: None,
+                seed_paths: Vec::new(),
                 writes: *writes,
             })
             .map(std::sync::Arc::new)
@@ -72,6 +73,7 @@ impl RunDef {
             reuse: Reuse::Off,
             max_attempts: self.max_attempts,
             schedule_id: None,
+            workspace: None,
             tasks,
         }
     }
@@ -331,6 +333,7 @@ impl Harness {
                         model: None,
                         artifacts: vec![],
                         reused_from: None,
+                        commit: None,
                     },
                     2 => AttemptResult::NoFinalText {
                         usage,

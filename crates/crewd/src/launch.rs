@@ -148,6 +148,7 @@ pub async fn prepare(shared: &Arc<Shared>, p: &RunParams) -> Result<Prepared, Ap
         reuse,
         max_attempts: cfg.max_attempts,
         schedule_id: None,
+        workspace: None,
         tasks: plan
             .tasks
             .iter()

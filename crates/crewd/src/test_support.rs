@@ -20,6 +20,7 @@ pub fn run_spec(tasks: Vec<Arc<PlannedTask>>) -> RunSpec {
         reuse: Reuse::Off,
         max_attempts: 1,
         schedule_id: None,
+        workspace: None,
         tasks,
     }
 }

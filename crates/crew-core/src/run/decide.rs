@@ -15,6 +15,14 @@ pub enum AttemptResult {
         model: Option<String>,
         artifacts: Vec<ArtifactRef>,
         reused_from: Option<ReusedFrom>,
+        commit: Option<super::workspace::TaskCommit>,
+    },
+    /// The task cannot go on without someone (its dependencies' results conflict).
+    Attention {
+        usage: Usage,
+        model: Option<String>,
+        artifacts: Vec<ArtifactRef>,
+        reason: String,
     },
     /// Exited cleanly but said nothing final.
     NoFinalText {
@@ -437,6 +445,7 @@ impl State {
                 model,
                 artifacts,
                 reused_from,
+                commit,
             } => ev(EventBody::TaskCompleted {
                 end: AttemptEnd {
                     attempt,
@@ -446,7 +455,28 @@ impl State {
                     error: None,
                 },
                 reused_from,
+                commit,
             }),
+            AttemptResult::Attention {
+                usage,
+                model,
+                artifacts,
+                reason,
+            } => vec![Pending::task(
+                run_id,
+                task_id,
+                EventBody::TaskNeedsAttention {
+                    end: AttemptEnd {
+                        attempt,
+                        usage,
+                        model,
+                        artifacts,
+                        error: Some(reason.clone()),
+                    },
+                    reason: reason.clone(),
+                },
+            )
+            .with_message(reason)],
             AttemptResult::NoFinalText {
                 usage,
                 model,
