@@ -450,6 +450,18 @@ impl Repo {
         Ok(parse::numstat(&out))
     }
 
+    /// The paths that differ between `from` and `to`.
+    pub async fn changed_paths(&self, from: &str, to: &str) -> Result<Vec<String>, GitError> {
+        let out = self
+            .run(&["diff", "--name-only", "-z", "--no-renames", from, to, "--"], &[])
+            .await?;
+        Ok(out
+            .split(|b| *b == 0)
+            .filter(|p| !p.is_empty())
+            .map(|p| String::from_utf8_lossy(p).into_owned())
+            .collect())
+    }
+
     /// The patch from `from` to `to`, binary files included.
     pub async fn diff(&self, from: &str, to: &str) -> Result<Vec<u8>, GitError> {
         self.run(

@@ -8,7 +8,8 @@ use crate::render::runs as view_runs;
 use crate::style::Tone;
 use crew_api::methods::{TeamPlan, TeamRun, TeamStatus, TeamWait};
 use crew_api::types::{
-    BudgetParams, FailurePolicy, ReuseResults, RunIdParams, RunParams, WaitParams,
+    BudgetParams, DirtyPolicy, FailurePolicy, ReuseResults, RunIdParams, RunParams, WaitParams,
+    WorkspaceMode,
 };
 
 /// The `team.run`/`team.plan` params for the command line; `cwd` is already absolute.
@@ -35,6 +36,11 @@ pub fn run_params(a: &RunArgs, cwd: String) -> RunParams {
             ReuseArg::ReadOnly => ReuseResults::Bool(true),
             ReuseArg::All => ReuseResults::Mode("all".into()),
         }),
+        workspace: a.workspace.map(|w| match w {
+            crate::cli::WorkspaceArg::Shared => WorkspaceMode::Shared,
+            crate::cli::WorkspaceArg::Worktree => WorkspaceMode::Worktree,
+        }),
+        dirty: a.refuse_dirty.then_some(DirtyPolicy::Refuse),
     }
 }
 
@@ -95,14 +101,18 @@ pub async fn run(ctx: &Ctx, c: RunCmd) -> anyhow::Result<u8> {
             )
         ))?;
     }
-    follow::follow(
+    let code = follow::follow(
         ctx,
         conn,
         &started.run_id,
         Seed::Plan(started.tasks.clone()),
         None,
     )
-    .await
+    .await?;
+    if !ctx.json {
+        crate::diff::print_integration(ctx, &started.run_id).await;
+    }
+    Ok(code)
 }
 
 pub async fn wait(

@@ -54,6 +54,10 @@ pub struct Config {
     /// Events a subscriber may lag behind before it is dropped.
     pub subscriber_buffer: usize,
     pub runtimes: BTreeMap<String, RuntimeConfig>,
+    /// `shared` or `worktree`: a run's workspace when neither it nor its team says.
+    pub default_workspace: crew_core::run::WorkspaceMode,
+    /// One git call (worktree add, commit, merge) may take at most this long.
+    pub git_timeout_ms: u64,
 }
 
 impl Default for Config {
@@ -82,6 +86,8 @@ impl Default for Config {
             max_subscriptions_per_connection: 64,
             subscriber_buffer: 4096,
             runtimes: BTreeMap::new(),
+            default_workspace: crew_core::run::WorkspaceMode::Shared,
+            git_timeout_ms: 120_000,
         }
     }
 }

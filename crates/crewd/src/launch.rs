@@ -125,6 +125,8 @@ pub async fn prepare(shared: &Arc<Shared>, p: &RunParams) -> Result<Prepared, Ap
         let diags: Vec<_> = diags.iter().map(views::diagnostic).collect();
         ApiError::validation(format!("the team cannot run: {first}"), diags)
     })?;
+    let team_mode = catalog.team(&plan.team).and_then(|t| t.workspace_mode);
+    let workspace = crate::workspace::plan_run(shared, p, team_mode, &mut notes).await?;
     let concurrency = p
         .concurrency
         .map(|c| c as u32)
@@ -148,7 +150,7 @@ pub async fn prepare(shared: &Arc<Shared>, p: &RunParams) -> Result<Prepared, Ap
         reuse,
         max_attempts: cfg.max_attempts,
         schedule_id: None,
-        workspace: None,
+        workspace,
         tasks: plan
             .tasks
             .iter()

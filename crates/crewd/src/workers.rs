@@ -95,6 +95,7 @@ fn attempt_spec(core: &Core, run_id: &str, task_id: &str, attempt: u32) -> Optio
         answers: task.answers().to_vec(),
         run_dir: core.shared.run_dir(run_id),
         reuse: run.spec.reuse,
+        workspace: crate::workspace::task_workspace(run, task, attempt),
     })
 }
 

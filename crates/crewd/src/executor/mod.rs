@@ -12,6 +12,7 @@ mod lines;
 pub mod process;
 
 pub use artifacts::sha256_hex;
+pub(crate) use artifacts::{make_durable, put as put_artifact};
 
 use crate::actor::Actor;
 use crate::config::RuntimeConfig;
@@ -56,6 +57,8 @@ pub struct AttemptSpec {
     pub answers: Vec<String>,
     pub run_dir: PathBuf,
     pub reuse: Reuse,
+    /// Worktree mode: the task works in its own worktree, made before the worker starts.
+    pub workspace: Option<crate::workspace::TaskWorkspace>,
 }
 
 pub struct Report {
@@ -119,7 +122,20 @@ pub async fn run_attempt(
 ) {
     let span = tracing::info_span!("worker", run = %spec.run_id, task = %spec.task_id, attempt = spec.attempt, runtime = %spec.runtime_name);
     async move {
-        let result = attempt(&shared, &actor, &spec, ctl).await;
+        let mut spec = spec;
+        let result = match spec.workspace.clone() {
+            None => attempt(&shared, &actor, &spec, ctl).await,
+            // The worktree is made here, off the actor, before the worker starts.
+            Some(ws) => match crate::workspace::prepare(&shared, &ws).await {
+                Err(ended) => ended,
+                Ok(prepared) => {
+                    spec.cwd = prepared.cwd.to_string_lossy().into_owned();
+                    let r = attempt(&shared, &actor, &spec, ctl).await;
+                    crate::workspace::finish_attempt(&shared, &ws, prepared, r, &spec.run_dir)
+                        .await
+                }
+            },
+        };
         tracing::info!(outcome = outcome_name(&result), "attempt ended");
         let report = Report {
             run_id: spec.run_id.clone(),
@@ -136,6 +152,7 @@ pub async fn run_attempt(
 fn outcome_name(r: &AttemptResult) -> &'static str {
     match r {
         AttemptResult::Completed { .. } => "completed",
+        AttemptResult::Attention { .. } => "needs_attention",
         AttemptResult::NoFinalText { .. } => "no_final_text",
         AttemptResult::Failed { .. } => "failed",
         AttemptResult::Asked { .. } => "asked",
@@ -175,7 +192,8 @@ async fn attempt(
         AttemptResult::Completed { usage, model, .. }
         | AttemptResult::NoFinalText { usage, model, .. }
         | AttemptResult::Failed { usage, model, .. }
-        | AttemptResult::Asked { usage, model, .. } => (*usage, model.clone()),
+        | AttemptResult::Asked { usage, model, .. }
+        | AttemptResult::Attention { usage, model, .. } => (*usage, model.clone()),
     };
     // The files may not be on disk: name none of them, and let the retry write them again.
     AttemptResult::Failed {
@@ -234,6 +252,7 @@ async fn attempt_unsynced(
                                 run_id: hit.run_id.clone(),
                                 task_id: hit.task_id.clone(),
                             }),
+                            commit: None,
                         };
                     }
                     Err(e) => {
@@ -816,6 +835,7 @@ async fn run_process(
                         model,
                         artifacts: artifacts.clone(),
                         reused_from: None,
+                        commit: None,
                     },
                     Err(e) => with_model(failed(
                         usage,
