@@ -208,10 +208,10 @@ method!(
 method!(
     TeamForget,
     "team.forget",
-    RunIdParams,
+    ForgetParams,
     Empty,
     [NOT_FOUND, INVALID_STATE, STORAGE_FAILED],
-    "Remove a finished run, its events and artifacts."
+    "Remove a finished run, its events and artifacts, and its worktrees and branches (worktrees with uncommitted work only with `force`)."
 );
 method!(
     TeamPrune,
@@ -220,6 +220,22 @@ method!(
     PruneResult,
     [INVALID_STATE, STORAGE_FAILED],
     "Remove old finished runs, keeping the newest `keep`."
+);
+method!(
+    TeamDiff,
+    "team.diff",
+    DiffParams,
+    DiffResult,
+    [NOT_FOUND, INVALID_STATE],
+    "A worktree run's change (or one task's): diffstat and patch."
+);
+method!(
+    TeamApply,
+    "team.apply",
+    ApplyParams,
+    ApplyResult,
+    [NOT_FOUND, INVALID_STATE],
+    "Bring a worktree run's integrated branch into the user's current branch (refused on a dirty tree or a conflicting branch)."
 );
 method!(
     TeamExport,
@@ -381,6 +397,8 @@ pub fn all() -> Vec<MethodDoc> {
         doc::<TeamSummary>(),
         doc::<TeamForget>(),
         doc::<TeamPrune>(),
+        doc::<TeamDiff>(),
+        doc::<TeamApply>(),
         doc::<TeamExport>(),
         doc::<TeamImport>(),
         doc::<ScheduleAdd>(),

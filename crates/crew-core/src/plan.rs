@@ -34,6 +34,9 @@ pub struct PlannedTask {
     pub thinking: Option<String>,
     /// True when the agent's tools include edit, write or bash (SPEC §4 plan approval, §9 reuse).
     pub writes: bool,
+    /// The step's `seedPaths` (worktree mode copies them from the user's tree).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub seed_paths: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -217,6 +220,7 @@ pub fn build_plan(
             writes: tools_write(&tools),
             tools,
             thinking: agent.thinking.clone(),
+            seed_paths: step.seed_paths.clone(),
         });
     }
     if diags.iter().any(|d| d.severity == Severity::Error) {

@@ -36,6 +36,24 @@ pub struct Directives {
     pub heartbeat: Option<Duration>,
     /// The user's answer (a line starting with `Answer:`), appended by crew after an ask.
     pub answer: Option<String>,
+    /// File changes in the cwd, in order (`write=path:text`, `append=path:text`, `delete=path`).
+    pub edits: Vec<Edit>,
+    /// Files whose content (read before any edit) the final answer quotes (`cat=path`).
+    pub cats: Vec<String>,
+}
+
+/// A change an editing agent makes to its working directory. `\n` in the text is a newline.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Edit {
+    Write(String, String),
+    Append(String, String),
+    Delete(String),
+}
+
+fn path_and_text(v: &str) -> Option<(String, String)> {
+    let (path, text) = v.split_once(':')?;
+    let path = path.trim();
+    (!path.is_empty()).then(|| (path.to_owned(), text.replace("\\n", "\n")))
 }
 
 /// The prompt without its dependency-output blocks (an unterminated block runs to the end).
@@ -99,6 +117,14 @@ fn apply(d: &mut Directives, body: &str) {
         ("echo-env", Some(v)) if !v.is_empty() => d.echo_env.push(v.to_owned()),
         ("leak", _) => d.leak = true,
         ("heartbeat", Some(v)) => d.heartbeat = parse_duration(v).filter(|d| !d.is_zero()),
+        ("write", Some(v)) => d
+            .edits
+            .extend(path_and_text(v).map(|(p, t)| Edit::Write(p, t))),
+        ("append", Some(v)) => d
+            .edits
+            .extend(path_and_text(v).map(|(p, t)| Edit::Append(p, t))),
+        ("delete", Some(v)) if !v.is_empty() => d.edits.push(Edit::Delete(v.to_owned())),
+        ("cat", Some(v)) if !v.is_empty() => d.cats.push(v.to_owned()),
         _ => {}
     }
 }
@@ -160,6 +186,20 @@ mod tests {
         assert_eq!(d.heartbeat, Some(Duration::from_millis(50)));
         assert!(!d.fail && !d.crash && !d.silent && !d.model_error && !d.no_final_text);
         assert_eq!(d.answer, None);
+    }
+
+    #[test]
+    fn parses_edits() {
+        let d = parse("[fake:cat=a.txt][fake:write=src/a.txt:one\\ntwo][fake:append=b:x][fake:delete=c]");
+        assert_eq!(
+            d.edits,
+            [
+                Edit::Write("src/a.txt".into(), "one\ntwo".into()),
+                Edit::Append("b".into(), "x".into()),
+                Edit::Delete("c".into()),
+            ]
+        );
+        assert_eq!(d.cats, ["a.txt"]);
     }
 
     #[test]

@@ -168,6 +168,8 @@ pub fn run(prompt: &str, mode: Mode, ctl: &mut Control) -> End {
         .ok()
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(1);
+    let seen = cat_files(&d.cats);
+    apply_edits(&d.edits);
     if d.crash || d.crash_attempts.is_some_and(|n| attempt <= n) {
         let _ = ctl.sleep(d.sleep.unwrap_or_default());
         eprintln!("fake-agent: simulated crash (attempt {attempt})");
@@ -178,7 +180,7 @@ pub fn run(prompt: &str, mode: Mode, ctl: &mut Control) -> End {
     let mut player = Player {
         em: Emitter::new(d.invalid_json),
         messages: Vec::new(),
-        final_text: final_text(prompt, &d),
+        final_text: final_text(prompt, &d, &seen),
         chatty: d.chatty.unwrap_or(0),
         all_steers: Vec::new(),
     };
@@ -291,8 +293,50 @@ fn first_line(prompt: &str) -> String {
     line.chars().take(200).collect()
 }
 
-fn final_text(prompt: &str, d: &Directives) -> String {
+/// `path: content` (or `path: <missing>`) per `cat` directive, read before any edit.
+fn cat_files(paths: &[String]) -> Vec<String> {
+    paths
+        .iter()
+        .map(|p| match std::fs::read_to_string(p) {
+            Ok(text) => format!("{p}: {}", text.trim_end().replace('\n', "\\n")),
+            Err(_) => format!("{p}: <missing>"),
+        })
+        .collect()
+}
+
+/// The edits, in order; a failure is reported on stderr and the rest still runs, as an agent's
+/// failed tool call would not end its turn.
+fn apply_edits(edits: &[directives::Edit]) {
+    use directives::Edit;
+    use std::io::Write;
+    for e in edits {
+        let r = match e {
+            Edit::Write(p, t) => mkparent(p).and_then(|()| std::fs::write(p, t)),
+            Edit::Append(p, t) => mkparent(p).and_then(|()| {
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(p)
+                    .and_then(|mut f| f.write_all(t.as_bytes()))
+            }),
+            Edit::Delete(p) => std::fs::remove_file(p),
+        };
+        if let Err(err) = r {
+            eprintln!("fake-agent: edit {e:?} failed: {err}");
+        }
+    }
+}
+
+fn mkparent(p: &str) -> std::io::Result<()> {
+    match std::path::Path::new(p).parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => std::fs::create_dir_all(dir),
+        _ => Ok(()),
+    }
+}
+
+fn final_text(prompt: &str, d: &Directives, seen: &[String]) -> String {
     let mut lines = vec![format!("fake-agent: done with \"{}\"", first_line(prompt))];
+    lines.extend(seen.iter().cloned());
     if let Some(answer) = &d.answer {
         lines.push(format!("Answer: {answer}"));
     }

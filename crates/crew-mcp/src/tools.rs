@@ -100,7 +100,8 @@ impl Name {
             Name::Run => schema::<RunTool>(),
             Name::Plan => schema::<RunParams>(),
             Name::Wait => schema::<WaitParams>(),
-            Name::Status | Name::Resume => schema::<RunIdParams>(),
+            Name::Status => schema::<RunIdParams>(),
+            Name::Resume => schema::<ResumeParams>(),
             Name::Result => schema::<ResultTool>(),
             Name::List => schema::<ListParams>(),
             Name::Resources => schema::<ResourceListParams>(),
@@ -193,7 +194,7 @@ pub async fn call(name: Name, args: Option<JsonObject>, c: Call<'_>) -> Result<S
             ))
         }
         Name::Resume => {
-            let p: RunIdParams = parse(args)?;
+            let p: ResumeParams = parse(args)?;
             let r = d.call::<TeamResume>(&p).await?;
             Ok(format!(
                 "Run {}: {}; queued again: {}. Wait for it with team_wait.",

@@ -152,11 +152,33 @@ pub enum Command {
         #[arg(allow_negative_numbers = true, value_name = "RUN")]
         run_id: String,
     },
-    /// Remove a finished run, its events and artifacts
+    /// Remove a finished run, its events and artifacts, its worktrees and branches
     Forget {
         /// Run: its id, a unique prefix of the id's last part, `last` or `-N` (N-th newest)
         #[arg(allow_negative_numbers = true, value_name = "RUN")]
         run_id: String,
+        /// Also delete worktrees that hold uncommitted work
+        #[arg(long)]
+        force: bool,
+    },
+    /// Show a worktree run's change (or one task's): diffstat and patch
+    Diff {
+        /// Run: its id, a unique prefix of the id's last part, `last` or `-N` (N-th newest)
+        #[arg(allow_negative_numbers = true, value_name = "RUN")]
+        run_id: String,
+        task_id: Option<String>,
+        /// The diffstat only
+        #[arg(long)]
+        stat: bool,
+    },
+    /// Bring a worktree run's change into your current branch (refused on a dirty tree)
+    Apply {
+        /// Run: its id, a unique prefix of the id's last part, `last` or `-N` (N-th newest)
+        #[arg(allow_negative_numbers = true, value_name = "RUN")]
+        run_id: String,
+        /// As one new commit instead of merging the run's branch
+        #[arg(long)]
+        squash: bool,
     },
     /// Remove old finished runs
     Prune(PruneArgs),
@@ -299,6 +321,18 @@ pub struct RunArgs {
     /// Working directory of the workers [default: current directory]
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<PathBuf>,
+    /// `worktree`: every task in its own git worktree, results as commits on crew/<run>
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub workspace: Option<WorkspaceArg>,
+    /// Refuse to start a worktree run when the tree has uncommitted changes
+    #[arg(long)]
+    pub refuse_dirty: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum WorkspaceArg {
+    Shared,
+    Worktree,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -355,6 +389,9 @@ pub struct PruneArgs {
     /// Only remove runs older than this (e.g. 7d, 12h)
     #[arg(long, value_parser = parse_duration, value_name = "AGE")]
     pub older_than: Option<std::time::Duration>,
+    /// Also delete worktrees that hold uncommitted work
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[derive(Debug, Subcommand)]

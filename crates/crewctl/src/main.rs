@@ -1,11 +1,13 @@
 //! crewctl: the command-line client of crewd. Verbs live in one module per family; rendering is
 //! pure and lives in `render`.
 
+mod apply;
 mod cache;
 mod cli;
 mod conn;
 mod ctx;
 mod daemon;
+mod diff;
 mod exit;
 mod follow;
 mod mcp;
@@ -92,7 +94,13 @@ async fn dispatch(ctx: &Ctx, command: Command) -> anyhow::Result<u8> {
         Command::Artifacts { run_id } => runs::artifacts(ctx, &run_id).await,
         Command::Cat { run_id, name } => runs::cat(ctx, &run_id, &name).await,
         Command::Summary { run_id } => runs::summary(ctx, &run_id).await,
-        Command::Forget { run_id } => runs::forget(ctx, &run_id).await,
+        Command::Forget { run_id, force } => runs::forget(ctx, &run_id, force).await,
+        Command::Diff {
+            run_id,
+            task_id,
+            stat,
+        } => diff::diff(ctx, &run_id, task_id, stat).await,
+        Command::Apply { run_id, squash } => apply::apply(ctx, &run_id, squash).await,
         Command::Prune(a) => runs::prune(ctx, a).await,
         Command::Export { run_id, output } => runs::export(ctx, &run_id, output).await,
         Command::Import { file } => runs::import(ctx, &file).await,

@@ -8,8 +8,8 @@ use crate::render::runs as view_runs;
 use crate::style::Tone;
 use crew_api::methods::{TeamPlan, TeamRun, TeamStatus, TeamWait};
 use crew_api::types::{
-    BudgetParams, FailurePolicy, ReuseResults, RunIdParams, RunParams, RunStatus, WaitParams,
-    WaitResult,
+    BudgetParams, DirtyPolicy, FailurePolicy, ReuseResults, RunIdParams, RunParams, RunStatus,
+    WaitParams, WaitResult, WorkspaceMode,
 };
 
 /// The `team.run`/`team.plan` params for the command line; `cwd` is already absolute.
@@ -36,6 +36,11 @@ pub fn run_params(a: &RunArgs, cwd: String) -> RunParams {
             ReuseArg::ReadOnly => ReuseResults::Bool(true),
             ReuseArg::All => ReuseResults::Mode("all".into()),
         }),
+        workspace: a.workspace.map(|w| match w {
+            crate::cli::WorkspaceArg::Shared => WorkspaceMode::Shared,
+            crate::cli::WorkspaceArg::Worktree => WorkspaceMode::Worktree,
+        }),
+        dirty: a.refuse_dirty.then_some(DirtyPolicy::Refuse),
     }
 }
 
@@ -99,7 +104,7 @@ pub async fn run(ctx: &Ctx, c: RunCmd) -> anyhow::Result<u8> {
     let through = c
         .blocks
         .through(ctx.stdin_tty && ctx.stdout_tty && !ctx.json);
-    follow::follow(
+    let code = follow::follow(
         ctx,
         conn,
         &started.run_id,
@@ -107,7 +112,11 @@ pub async fn run(ctx: &Ctx, c: RunCmd) -> anyhow::Result<u8> {
         None,
         through,
     )
-    .await
+    .await?;
+    if !ctx.json {
+        crate::diff::print_integration(ctx, &started.run_id).await;
+    }
+    Ok(code)
 }
 
 /// `team.wait` returns when a run stops or blocks. Unless `until_blocked`, a block is waited

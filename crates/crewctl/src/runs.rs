@@ -28,6 +28,9 @@ pub async fn status(ctx: &Ctx, run_id: &str) -> anyhow::Result<u8> {
         ctx.json(&s)?;
     } else {
         outln(&view_runs::status(&ctx.view(), &s))?;
+        if let Some(ws) = &s.workspace {
+            outln(&crate::diff::workspace_lines(ws))?;
+        }
     }
     Ok(exit::SUCCESS)
 }
@@ -471,10 +474,15 @@ pub async fn summary(ctx: &Ctx, run_id: &str) -> anyhow::Result<u8> {
     Ok(exit::SUCCESS)
 }
 
-pub async fn forget(ctx: &Ctx, run_id: &str) -> anyhow::Result<u8> {
+pub async fn forget(ctx: &Ctx, run_id: &str, force: bool) -> anyhow::Result<u8> {
     let conn = ctx.connect().await?;
     let run_id = &resolve::run_id(&conn, run_id).await?;
-    let r = conn.call::<TeamForget>(&rid(run_id)).await?;
+    let r = conn
+        .call::<TeamForget>(&ForgetParams {
+            run_id: run_id.to_string(),
+            force: force.then_some(true),
+        })
+        .await?;
     if ctx.json {
         ctx.json(&r)?;
     } else {
@@ -490,6 +498,7 @@ pub async fn prune(ctx: &Ctx, a: PruneArgs) -> anyhow::Result<u8> {
         older_than_ms: a
             .older_than
             .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
+        force: a.force.then_some(true),
     };
     let r = conn.call::<TeamPrune>(&params).await?;
     if ctx.json {

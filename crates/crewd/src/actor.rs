@@ -33,6 +33,8 @@ pub struct Core {
     /// The `now` of the last dispatch: every task due by then was considered.
     dispatched_at: chrono::DateTime<chrono::Utc>,
     pub actor: Actor,
+    /// Worktree runs whose results are being merged off the actor (`workspace::integrate_ready`).
+    pub integrating: std::collections::HashSet<String>,
 }
 
 impl Core {
@@ -50,6 +52,7 @@ impl Core {
             since_snapshot: 0,
             dispatched_at: chrono::DateTime::<chrono::Utc>::MIN_UTC,
             actor,
+            integrating: Default::default(),
         }
     }
 
@@ -117,6 +120,7 @@ impl Core {
             }
         }
         self.touched.clear();
+        crate::workspace::integrate_ready(self, &touched);
         self.reconcile_workers();
         crate::workers::dispatch(self, now);
         self.dispatched_at = now;
@@ -259,7 +263,10 @@ impl Core {
 /// The actor loop. Ends when every `Actor` handle is gone.
 pub async fn run(mut core: Core, mut rx: mpsc::UnboundedReceiver<Job>) {
     // What start-up emitted (daemon.started, recovery) is settled, dispatched and made durable
-    // now, not when the first request happens to arrive.
+    // now, not when the first request happens to arrive. Every active run is looked at once: a
+    // worktree run whose integration a crash interrupted starts it again.
+    let active: Vec<String> = core.state.active.iter().cloned().collect();
+    core.touched.extend(active);
     core.settle_and_dispatch();
     core.commit();
     loop {

@@ -60,6 +60,10 @@ pub struct Config {
     /// Accept a non-loopback `ui_listen` without TLS: anyone who can see the traffic can read
     /// the token. Without this, crewd refuses to start on such an address.
     pub ui_allow_remote_without_tls: bool,
+    /// `shared` or `worktree`: a run's workspace when neither it nor its team says.
+    pub default_workspace: crew_core::run::WorkspaceMode,
+    /// One git call (worktree add, commit, merge) may take at most this long.
+    pub git_timeout_ms: u64,
 }
 
 impl Default for Config {
@@ -90,6 +94,8 @@ impl Default for Config {
             runtimes: BTreeMap::new(),
             ui_listen: None,
             ui_allow_remote_without_tls: false,
+            default_workspace: crew_core::run::WorkspaceMode::Shared,
+            git_timeout_ms: 120_000,
         }
     }
 }

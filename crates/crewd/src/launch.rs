@@ -161,6 +161,8 @@ pub async fn prepare(shared: &Arc<Shared>, p: &RunParams) -> Result<Prepared, Ap
             too_big.iter().map(views::diagnostic).collect::<Vec<_>>(),
         ));
     }
+    let team_mode = catalog.team(&plan.team).and_then(|t| t.workspace_mode);
+    let workspace = crate::workspace::plan_run(shared, p, team_mode, &mut notes).await?;
     let concurrency = p
         .concurrency
         .map(|c| c as u32)
@@ -185,6 +187,7 @@ pub async fn prepare(shared: &Arc<Shared>, p: &RunParams) -> Result<Prepared, Ap
         max_attempts: cfg.max_attempts,
         schedule_id: None,
         imported: false,
+        workspace,
         tasks: plan
             .tasks
             .iter()

@@ -23,6 +23,7 @@ mod summary;
 #[cfg(test)]
 mod test_support;
 mod workers;
+mod workspace;
 pub mod writer;
 
 use anyhow::Context;

@@ -401,7 +401,10 @@ pub async fn fingerprint_for(spec: &AttemptSpec, prompt: &str) -> Option<String>
     let allowed = match spec.reuse {
         Reuse::Off => false,
         Reuse::ReadOnly => !spec.plan.writes,
-        Reuse::All => true,
+        // A writing task's result in worktree mode is a commit, which the cache does not
+        // hold: only read-only tasks reuse there. Their key holds the start commit: the
+        // worktree's clean state is its HEAD.
+        Reuse::All => spec.workspace.is_none() || !spec.plan.writes,
     };
     if !allowed {
         return None;

@@ -6,6 +6,7 @@ pub mod event;
 pub mod resource;
 pub mod schedule;
 pub mod team;
+pub mod workspace;
 
 pub use cache::*;
 pub use daemon::*;
@@ -13,6 +14,7 @@ pub use event::*;
 pub use resource::*;
 pub use schedule::*;
 pub use team::*;
+pub use workspace::*;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

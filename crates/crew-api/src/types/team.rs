@@ -103,6 +103,11 @@ pub struct RunParams {
     pub budget: Option<BudgetParams>,
     pub require_plan_approval: Option<bool>,
     pub reuse_results: Option<ReuseResults>,
+    /// `shared` or `worktree`; default: the team's `workspaceMode`, else config
+    /// `default_workspace`.
+    pub workspace: Option<super::WorkspaceMode>,
+    /// `worktree` runs: `snapshot` (default) or `refuse` when the cwd has uncommitted changes.
+    pub dirty: Option<super::DirtyPolicy>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
@@ -235,6 +240,9 @@ pub struct RunView {
 pub struct StatusResult {
     pub run: RunView,
     pub tasks: Vec<TaskView>,
+    /// `worktree` runs: base, branches, per-task commits, the integration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<super::RunWorkspaceView>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
@@ -426,6 +434,8 @@ pub struct PruneParams {
     /// Keep this many newest finished runs (default 20).
     pub keep: Option<i64>,
     pub older_than_ms: Option<i64>,
+    /// Also delete worktrees that hold uncommitted work (kept otherwise).
+    pub force: Option<bool>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]

@@ -113,6 +113,9 @@ pub struct Team {
     pub description: String,
     pub default_workflow: Option<String>,
     pub max_concurrency: Option<u32>,
+    /// pi-crew's `workspaceMode`: `worktree` gives each task its own git worktree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_mode: Option<crate::run::WorkspaceMode>,
     pub roles: Vec<TeamRole>,
     pub source: Source,
     pub path: String,
@@ -135,6 +138,9 @@ pub struct Step {
     pub output_disabled: bool,
     pub reads: Vec<String>,
     pub model: Option<String>,
+    /// Untracked files (e.g. `.env`) copied from the user's tree into the task's worktree.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub seed_paths: Vec<String>,
     /// 1-based line of the `## id` heading.
     pub line: u32,
 }

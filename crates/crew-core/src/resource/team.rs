@@ -38,17 +38,14 @@ pub(super) fn parse(source: Source, path: &str, text: &str) -> (Option<Parsed>, 
     let fm = frontmatter::split(text);
     let mut d = Diags::new(path);
     d.frontmatter_shape(&fm, KNOWN, "team");
-    if d.one_of(fm.get("workspaceMode"), &["single", "worktree"])
+    let workspace_mode = match d
+        .one_of(fm.get("workspaceMode"), &["single", "shared", "worktree"])
         .as_deref()
-        == Some("worktree")
     {
-        if let Some(e) = fm.get("workspaceMode") {
-            d.warn_at(
-                e,
-                "crew runs every task in the run's cwd; `workspaceMode: worktree` is ignored",
-            );
-        }
-    }
+        Some("worktree") => Some(crate::run::WorkspaceMode::Worktree),
+        Some("single" | "shared") => Some(crate::run::WorkspaceMode::Shared),
+        _ => None,
+    };
     d.one_of(fm.get("cost"), &["free", "cheap", "expensive"]);
 
     let default_workflow = fm
@@ -86,6 +83,7 @@ pub(super) fn parse(source: Source, path: &str, text: &str) -> (Option<Parsed>, 
         description: fm.text("description").unwrap_or(NO_DESCRIPTION).to_string(),
         default_workflow: default_workflow.map(|e| e.value.clone()),
         max_concurrency: d.positive_int(fm.get("maxConcurrency")),
+        workspace_mode,
         roles,
         source,
         path: path.to_string(),
@@ -268,10 +266,6 @@ mod tests {
             ),
             (
                 "---\nworkspaceMode: cloud\n---\n- a\n",
-                &[(Severity::Warning, Some(2), Some("workspaceMode"))],
-            ),
-            (
-                "---\nworkspaceMode: worktree\n---\n- a\n",
                 &[(Severity::Warning, Some(2), Some("workspaceMode"))],
             ),
             (

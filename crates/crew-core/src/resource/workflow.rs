@@ -39,6 +39,14 @@ const STEP_KEYS: &[&str] = &[
 /// Later pi-crew step keys: accepted, but they do not make a heading explicit.
 const LATER_STEP_KEYS: &[&str] = &["specRefs", "specStrict"];
 
+/// A seed path names a file below the work tree's top: relative, no `..`, no empty parts.
+fn seed_path_ok(p: &str) -> bool {
+    !p.is_empty()
+        && !p.starts_with('/')
+        && p.split('/')
+            .all(|part| !part.is_empty() && part != "." && part != "..")
+}
+
 /// The text after `##` + whitespace: `###` and `##x` are not step headings.
 fn heading(line: &str) -> Option<&str> {
     let rest = line.strip_prefix("##")?;
@@ -255,7 +263,22 @@ fn parse_step(
             }
         }
     }
+    let mut seed_paths = Vec::new();
+    if let Some(e) = get("seedPaths").filter(|e| e.value != "false") {
+        for p in parse_csv(&e.value).unwrap_or_default() {
+            if seed_path_ok(&p) {
+                seed_paths.push(p);
+            } else {
+                d.error(
+                    Some(e.line),
+                    Some("seedPaths"),
+                    format!("`{p}` is not a relative path inside the repository"),
+                );
+            }
+        }
+    }
     Step {
+        seed_paths,
         id: id.to_string(),
         role: get("role")
             .map(|e| e.value.clone())

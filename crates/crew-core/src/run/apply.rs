@@ -31,6 +31,7 @@ impl State {
                     budget_warned: false,
                     reason: None,
                     halted: false,
+                    integration: None,
                     index: Default::default(),
                     backoff: Default::default(),
                     spec,
@@ -191,6 +192,9 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
             run.status = RunStatus::Blocked;
             run.reason = Some(reason.clone());
         }
+        EventBody::RunIntegrated(i) => {
+            run.integration = Some((**i).clone());
+        }
         EventBody::RunCompleted { .. } => {
             run.status = RunStatus::Completed;
             run.finished_at = Some(ev.time);
@@ -220,6 +224,9 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
             run.reason = Some(reason.clone().unwrap_or_else(|| "cancelled".into()));
         }
         EventBody::RunResumed { requeued_task_ids } => {
+            if !requeued_task_ids.is_empty() {
+                run.integration = None;
+            }
             for t in run.tasks.iter_mut() {
                 if requeued_task_ids.iter().any(|c| *c == t.plan.id) {
                     requeue(t);
@@ -254,6 +261,7 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
                     t.edit_rare(|r| r.answers.push(a.clone()));
                 }
                 requeue(t);
+                run.integration = None;
             }
             if run.approval == Approval::Pending {
                 run.approval = Approval::Required;
@@ -305,12 +313,20 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
                 t.progress.tokens = usage.budget_tokens();
             }
         }
-        EventBody::TaskCompleted { end, reused_from } => {
+        EventBody::TaskCompleted {
+            end,
+            reused_from,
+            commit,
+        } => {
             if let Some(i) = task_idx {
                 let t = &mut run.tasks[i];
                 end_attempt(t, end, ev);
                 t.status = TaskStatus::Completed;
                 t.error = None;
+                match commit {
+                    Some(c) => t.edit_rare(|x| x.commit = Some(c.clone())),
+                    None => t.clear_rare(|x| x.commit = None),
+                }
                 match reused_from {
                     Some(r) => {
                         t.edit_rare(|x| x.reused_from = Some((r.run_id.clone(), r.task_id.clone())))
@@ -415,6 +431,7 @@ fn requeue(t: &mut TaskState) {
     t.clear_rare(|r| {
         r.not_before = None;
         r.question = None;
+        r.commit = None;
     });
     t.pid = None;
     t.pid_start = None;

@@ -15,6 +15,7 @@ pub enum AttemptResult {
         model: Option<String>,
         artifacts: Vec<ArtifactRef>,
         reused_from: Option<ReusedFrom>,
+        commit: Option<super::workspace::TaskCommit>,
     },
     /// Exited cleanly but said nothing final.
     NoFinalText {
@@ -22,8 +23,8 @@ pub enum AttemptResult {
         model: Option<String>,
         artifacts: Vec<ArtifactRef>,
     },
-    /// Answered, but something a person should look at kept it from doing its job (every
-    /// write it tried was refused).
+    /// The task cannot go on without someone: its dependencies' results conflict, or it
+    /// answered but every write it tried was refused.
     NeedsAttention {
         usage: Usage,
         model: Option<String>,
@@ -473,6 +474,7 @@ impl State {
                 model,
                 artifacts,
                 reused_from,
+                commit,
             } => ev(EventBody::TaskCompleted {
                 end: AttemptEnd {
                     attempt,
@@ -482,6 +484,7 @@ impl State {
                     error: None,
                 },
                 reused_from,
+                commit,
             }),
             AttemptResult::NoFinalText {
                 usage,
@@ -511,7 +514,7 @@ impl State {
                         usage,
                         model,
                         artifacts,
-                        error: None,
+                        error: Some(reason.clone()),
                     },
                     reason: reason.clone(),
                 },

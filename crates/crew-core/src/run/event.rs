@@ -87,6 +87,9 @@ pub enum EventBody {
     RunStarted {},
     #[serde(rename = "run.blocked")]
     RunBlocked { reason: String },
+    /// `worktree` mode: the leaf tasks' results are merged on the run's branch.
+    #[serde(rename = "run.integrated")]
+    RunIntegrated(Box<super::workspace::Integration>),
     #[serde(rename = "run.completed")]
     RunCompleted { usage: Usage },
     #[serde(rename = "run.failed")]
@@ -155,6 +158,9 @@ pub enum EventBody {
             skip_serializing_if = "Option::is_none"
         )]
         reused_from: Option<ReusedFrom>,
+        /// `worktree` mode: the commit holding what the task changed, with its diffstat.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        commit: Option<super::workspace::TaskCommit>,
     },
     #[serde(rename = "task.failed")]
     TaskFailed {
@@ -261,6 +267,7 @@ impl EventBody {
             EventBody::RunCreated(_) => "run.created",
             EventBody::RunStarted {} => "run.started",
             EventBody::RunBlocked { .. } => "run.blocked",
+            EventBody::RunIntegrated(_) => "run.integrated",
             EventBody::RunCompleted { .. } => "run.completed",
             EventBody::RunFailed { .. } => "run.failed",
             EventBody::RunCancelled { .. } => "run.cancelled",

@@ -19,6 +19,7 @@ mod settle;
 mod snapshot;
 mod task_serde;
 mod types;
+pub mod workspace;
 
 pub use apply::apply_run_event;
 pub use decide::{AttemptResult, RetryPolicy};
@@ -26,6 +27,7 @@ pub use event::{AttemptEnd, Delivery, Event, EventBody, Pending, ReusedFrom};
 pub use jobs::{ScheduleJob, JOB_RUN_IDS_KEPT};
 pub use snapshot::Snapshot;
 pub use types::*;
+pub use workspace::{Integration, TaskCommit, WorkspaceMode, WorkspaceSpec};
 
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap};

@@ -245,6 +245,11 @@ fn settle_run(run: &RunState, counts: &TaskCounts, now: DateTime<Utc>) -> Vec<Pe
         return vec![Pending::run(id, EventBody::RunBlocked { reason })];
     }
     if run.tasks.iter().all(|t| t.status == TaskStatus::Completed) {
+        // A worktree run completes once the daemon merged its results (`run.integrated`);
+        // until then it stays running (or blocked, on a conflict).
+        if run.spec.workspace.is_some() && run.integration.is_none() {
+            return vec![];
+        }
         return vec![Pending::run(id, EventBody::RunCompleted { usage: usage() })];
     }
     // Nothing can move any more and something did not complete (skipped or cancelled).

@@ -4,6 +4,7 @@
 //! they always did.
 
 use super::types::{ArtifactRef, Progress, Rare, TaskState, TaskStatus};
+use super::workspace::TaskCommit;
 use crate::plan::PlannedTask;
 use crate::usage::Usage;
 use chrono::{DateTime, Utc};
@@ -32,6 +33,8 @@ struct FlatOut<'a> {
     question: &'a Option<String>,
     answers: &'a [String],
     reused_from: &'a Option<(String, String)>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    commit: &'a Option<TaskCommit>,
     progress: &'a Progress,
 }
 
@@ -57,6 +60,8 @@ struct FlatIn {
     question: Option<String>,
     answers: Vec<String>,
     reused_from: Option<(String, String)>,
+    #[serde(default)]
+    commit: Option<TaskCommit>,
     progress: Progress,
 }
 
@@ -82,6 +87,7 @@ impl Serialize for TaskState {
             question: &rare.question,
             answers: &rare.answers,
             reused_from: &rare.reused_from,
+            commit: &rare.commit,
             progress: &self.progress,
         }
         .serialize(s)
@@ -110,6 +116,7 @@ impl<'de> Deserialize<'de> for TaskState {
             question: f.question,
             answers: f.answers,
             reused_from: f.reused_from,
+            commit: f.commit,
         });
         t.progress = f.progress;
         Ok(t)

@@ -37,7 +37,7 @@ fn tasks(steps: &[Step]) -> Vec<std::sync::Arc<PlannedTask>> {
             },
             depends_on: deps.iter().map(|d| id_of(d)).collect(),
             task_template: format!("do {name} for {{goal}}"),
-            output: Some(format!("{}.md", task_id(i + 1, name))),
+            output: Some(format!("{}.md", task_id(i + 1, name)).parse().unwrap()),
             reads: vec![],
             model: None,
             system_prompt: "You work.".into(),
@@ -48,6 +48,7 @@ fn tasks(steps: &[Step]) -> Vec<std::sync::Arc<PlannedTask>> {
                 vec!["read".into()].into()
             },
             thinking: None,
+            seed_paths: Vec::new(),
             writes: *writes,
         })
         .map(std::sync::Arc::new)
@@ -71,6 +72,7 @@ pub(super) fn spec(steps: &[Step]) -> RunSpec {
         max_attempts: 3,
         schedule_id: None,
         imported: false,
+        workspace: None,
         tasks: tasks(steps),
     }
 }
@@ -89,6 +91,7 @@ fn done(tokens: u64) -> AttemptResult {
         model: None,
         artifacts: vec![],
         reused_from: None,
+        commit: None,
     }
 }
 
@@ -226,7 +229,7 @@ impl Sim {
     }
 
     fn tid(&self, run: &str, step: &str) -> String {
-        self.task(run, step).plan.id.clone()
+        self.task(run, step).plan.id.to_string()
     }
 
     fn task(&self, run: &str, step: &str) -> &TaskState {
@@ -1687,4 +1690,83 @@ fn tasks_of_a_big_run_are_found_by_id() {
     // A run read back from a snapshot builds its index again.
     let back: RunState = serde_json::from_value(serde_json::to_value(run).unwrap()).unwrap();
     assert_eq!(back.task_index(&task_id(100, "step")), Some(99));
+}
+
+/// A worktree run stays running once its tasks completed until the daemon records the
+/// integration; a conflict blocks it, a resume with nothing to requeue waits for the next
+/// integration, and a task's commit rides on `task.completed` into the task's state.
+#[test]
+fn a_worktree_run_completes_only_after_integration() {
+    use super::workspace::{Integration, TaskCommit, WorkspaceSpec};
+    let mut sim = Sim::new();
+    let mut s = spec(&[("a", &[], true)]);
+    s.workspace = Some(WorkspaceSpec {
+        repo: "/src/app".into(),
+        subdir: String::new(),
+        base: "b".repeat(40),
+        head: Some("b".repeat(40)),
+        dirty: false,
+        branch: Some("main".into()),
+    });
+    sim.create("r", s);
+    sim.dispatch(8);
+    let commit = TaskCommit {
+        branch: "crew/tasks/r/01_a".into(),
+        start: "b".repeat(40),
+        commit: "c".repeat(40),
+        files: 1,
+        insertions: 2,
+        deletions: 0,
+    };
+    let mut result = done(1);
+    if let AttemptResult::Completed { commit: c, .. } = &mut result {
+        *c = Some(commit.clone());
+    }
+    let evs = sim.finish("r", "a", result);
+    assert_eq!(names(&evs), ["task.completed a"]);
+    assert_eq!(sim.task("r", "a").commit(), Some(&commit));
+    assert_eq!(sim.run_status("r"), RunStatus::Running);
+
+    sim.emit(vec![Pending::run(
+        "r",
+        EventBody::RunBlocked {
+            reason: "integration conflict".into(),
+        },
+    )]);
+    assert!(sim.settle_all("r").is_empty());
+    assert_eq!(sim.run_status("r"), RunStatus::Blocked);
+    let r = sim.st.resume_run("r").map(|(ps, _)| ps);
+    let evs = sim.control("r", r).unwrap();
+    assert_eq!(names(&evs), ["run.resumed"]);
+    assert_eq!(sim.run_status("r"), RunStatus::Running);
+
+    let integration = Integration {
+        branch: "crew/r".into(),
+        commit: "c".repeat(40),
+        files: 1,
+        insertions: 2,
+        deletions: 0,
+    };
+    let evs = sim.control(
+        "r",
+        Ok(vec![Pending::run(
+            "r",
+            EventBody::RunIntegrated(Box::new(integration.clone())),
+        )]),
+    );
+    assert_eq!(names(&evs.unwrap()), ["run.integrated", "run.completed"]);
+    assert_eq!(sim.st.runs["r"].integration, Some(integration));
+    // The wire shape of the commit on task.completed, and a replay gives the same run.
+    let completed = sim
+        .log
+        .iter()
+        .find(|e| e.body.type_name() == "task.completed")
+        .unwrap();
+    let json = serde_json::to_value(completed).unwrap();
+    assert_eq!(json["data"]["commit"]["files"], 1);
+    let back: Event = serde_json::from_value(json).unwrap();
+    assert_eq!(&back, completed);
+    let run = &sim.st.runs["r"];
+    let again: RunState = serde_json::from_value(serde_json::to_value(run).unwrap()).unwrap();
+    assert_eq!(&again, run);
 }

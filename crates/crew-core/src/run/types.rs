@@ -146,6 +146,9 @@ pub struct RunSpec {
     /// are not this user's, so resuming or retrying it needs an explicit confirmation.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub imported: bool,
+    /// `Some` in `worktree` mode: the repository and base commit the tasks start from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<super::workspace::WorkspaceSpec>,
     /// Shared with `TaskState::plan` of the run's tasks: one copy per task, not two.
     pub tasks: Vec<Arc<PlannedTask>>,
 }
@@ -207,6 +210,8 @@ pub struct Rare {
     pub answers: Vec<String>,
     /// `(runId, taskId)` whose result this task reused.
     pub reused_from: Option<(String, String)>,
+    /// The result commit of a completed task in `worktree` mode.
+    pub commit: Option<super::workspace::TaskCommit>,
 }
 
 impl Rare {
@@ -216,6 +221,7 @@ impl Rare {
             && self.question.is_none()
             && self.answers.is_empty()
             && self.reused_from.is_none()
+            && self.commit.is_none()
     }
 }
 
@@ -225,6 +231,7 @@ static NO_RARE: Rare = Rare {
     question: None,
     answers: Vec::new(),
     reused_from: None,
+    commit: None,
 };
 
 impl TaskState {
@@ -266,6 +273,9 @@ impl TaskState {
     }
     pub fn reused_from(&self) -> Option<&(String, String)> {
         self.rare().reused_from.as_ref()
+    }
+    pub fn commit(&self) -> Option<&super::workspace::TaskCommit> {
+        self.rare().commit.as_ref()
     }
 
     /// Change the usually empty fields; their box is made when needed and dropped once they
@@ -320,6 +330,9 @@ pub struct RunState {
     pub reason: Option<String>,
     /// Set when the budget is exceeded: no new task may start and no retry is scheduled.
     pub halted: bool,
+    /// `worktree` mode: the leaf tasks' results merged, once the daemon did it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub integration: Option<super::workspace::Integration>,
     #[serde(skip)]
     pub(crate) index: TaskIndex,
     #[serde(skip)]

@@ -523,6 +523,7 @@ pub(crate) mod tests {
                 reason: None,
             },
             tasks: vec![explore, plan, exec, ask, verify, skipped],
+            workspace: None,
         }
     }
 

@@ -14,6 +14,7 @@ pub mod process;
 mod stderr;
 
 pub use artifacts::sha256_hex;
+pub(crate) use artifacts::{make_durable, put as put_artifact};
 
 use crate::actor::Actor;
 use crate::config::RuntimeConfig;
@@ -63,6 +64,8 @@ pub struct AttemptSpec {
     pub answers: Vec<String>,
     pub run_dir: PathBuf,
     pub reuse: Reuse,
+    /// Worktree mode: the task works in its own worktree, made before the worker starts.
+    pub workspace: Option<crate::workspace::TaskWorkspace>,
 }
 
 pub struct Report {
@@ -130,9 +133,23 @@ pub async fn run_attempt(
 ) {
     let span = tracing::info_span!("worker", run = %spec.run_id, task = %spec.task_id, attempt = spec.attempt, runtime = %spec.runtime_name);
     async move {
+        let mut spec = spec;
         let caught = std::panic::AssertUnwindSafe(async {
             fault::hit("start")?;
-            Ok::<_, std::io::Error>(attempt(&shared, &actor, &spec, ctl).await)
+            let result = match spec.workspace.clone() {
+                None => attempt(&shared, &actor, &spec, ctl).await,
+                // The worktree is made here, off the actor, before the worker starts.
+                Some(ws) => match crate::workspace::prepare(&shared, &ws).await {
+                    Err(ended) => ended,
+                    Ok(prepared) => {
+                        spec.cwd = prepared.cwd.to_string_lossy().into_owned();
+                        let r = attempt(&shared, &actor, &spec, ctl).await;
+                        crate::workspace::finish_attempt(&shared, &ws, prepared, r, &spec.run_dir)
+                            .await
+                    }
+                },
+            };
+            Ok::<_, std::io::Error>(result)
         })
         .catch_unwind()
         .await;
@@ -324,6 +341,7 @@ async fn attempt_unsynced(
                                 run_id: hit.run_id.clone(),
                                 task_id: hit.task_id.clone(),
                             }),
+                            commit: None,
                         };
                     }
                     Err(e) => {
@@ -1055,6 +1073,7 @@ async fn run_process(
                         model,
                         artifacts: artifacts.clone(),
                         reused_from: None,
+                        commit: None,
                     },
                     Err(e) => with_model(failed(
                         usage,

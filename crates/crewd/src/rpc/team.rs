@@ -476,6 +476,19 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
     });
     register::<TeamForget, _, _>(m, |ctx, p| async move {
         check_id("runId", &p.run_id)?;
+        let force = p.force.unwrap_or(false);
+        if !force {
+            let dirty = crate::workspace::uncommitted(&ctx.shared, &p.run_id).await;
+            if !dirty.is_empty() {
+                return Err(ApiError::invalid_state(format!(
+                    "run {} has worktrees with uncommitted work: {}; forget with force to \
+                     delete them",
+                    p.run_id,
+                    dirty.join(", ")
+                )));
+            }
+        }
+        let rt = tokio::runtime::Handle::current();
         let shared = ctx.shared.clone();
         ctx.actor
             .mutate(move |core| {
@@ -485,6 +498,7 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
                 core.after_commit(move |res| {
                     if res.is_ok() {
                         crate::forget::remove_run_data(&shared, &id);
+                        rt.spawn(crate::workspace::remove_run(shared, id, force));
                     }
                 });
                 Ok(Empty {})
@@ -512,6 +526,8 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
                     .ok_or_else(|| ApiError::invalid_params("olderThanMs", "is too large"))?,
             ),
         };
+        let force = p.force.unwrap_or(false);
+        let rt = tokio::runtime::Handle::current();
         let shared = ctx.shared.clone();
         ctx.actor
             .mutate(move |core| {
@@ -530,6 +546,11 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
                     if res.is_ok() {
                         for id in &ids {
                             crate::forget::remove_run_data(&shared, id);
+                            rt.spawn(crate::workspace::remove_run(
+                                shared.clone(),
+                                id.clone(),
+                                force,
+                            ));
                         }
                     }
                 });
@@ -539,6 +560,42 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
                 })
             })
             .await
+    });
+    register::<TeamDiff, _, _>(m, |ctx, p| async move {
+        check_id("runId", &p.run_id)?;
+        let limit = match p.limit {
+            None => 4 << 20,
+            Some(l) if l > 0 => l.min(64 << 20) as usize,
+            Some(_) => return Err(ApiError::invalid_params("limit", "must be positive")),
+        };
+        let task = p.task_id.clone();
+        let input = with_run(&ctx, &p.run_id, move |r| diff_input(r, task.as_deref())).await??;
+        crate::workspace::diff(&ctx.shared, input, p.stat.unwrap_or(false), limit).await
+    });
+    register::<TeamApply, _, _>(m, |ctx, p| async move {
+        check_id("runId", &p.run_id)?;
+        let (ws, integration) = with_run(&ctx, &p.run_id, |r| {
+            let ws = r.spec.workspace.clone().ok_or_else(|| {
+                ApiError::invalid_state(format!("run {} is not a worktree run", r.id))
+            })?;
+            let i = r.integration.clone().ok_or_else(|| {
+                ApiError::invalid_state(format!(
+                    "run {} is {} and has no integrated result yet",
+                    r.id,
+                    r.status.as_str()
+                ))
+            })?;
+            Ok::<_, ApiError>((ws, i))
+        })
+        .await??;
+        crate::workspace::apply(
+            &ctx.shared,
+            &p.run_id,
+            &ws,
+            &integration,
+            p.squash.unwrap_or(false),
+        )
+        .await
     });
     register::<TeamExport, _, _>(m, |ctx, p| async move {
         ensure_resident(&ctx, &p.run_id).await?;
@@ -553,4 +610,48 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
         m,
         |ctx, p| async move { crate::bundle::import(&ctx, p).await },
     );
+}
+
+/// What `team.diff` compares: a task's start and result, or the run's base and integration.
+fn diff_input(
+    r: &RunState,
+    task: Option<&str>,
+) -> Result<crate::workspace::DiffInput, ApiError> {
+    let ws = r
+        .spec
+        .workspace
+        .clone()
+        .ok_or_else(|| ApiError::invalid_state(format!("run {} is not a worktree run", r.id)))?;
+    match task {
+        Some(t) => {
+            let ts = r.task(t).ok_or_else(|| ApiError::not_found("task", t))?;
+            let c = ts.commit().ok_or_else(|| {
+                ApiError::invalid_state(format!(
+                    "task {t} is {} and has no result commit",
+                    ts.status.as_str()
+                ))
+            })?;
+            Ok(crate::workspace::DiffInput {
+                branch: c.branch.clone(),
+                from: c.start.clone(),
+                to: c.commit.clone(),
+                ws,
+            })
+        }
+        None => {
+            let i = r.integration.clone().ok_or_else(|| {
+                ApiError::invalid_state(format!(
+                    "run {} is {} and has no integrated result yet (name a task to see its change)",
+                    r.id,
+                    r.status.as_str()
+                ))
+            })?;
+            Ok(crate::workspace::DiffInput {
+                branch: i.branch,
+                from: ws.base.clone(),
+                to: i.commit,
+                ws,
+            })
+        }
+    }
 }

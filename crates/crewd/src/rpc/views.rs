@@ -158,6 +158,7 @@ pub fn status(r: &RunState) -> api::StatusResult {
             reason: r.reason.clone(),
         },
         tasks: r.tasks.iter().map(task).collect(),
+        workspace: crate::workspace::view(r),
     }
 }
 

@@ -1,0 +1,584 @@
+//! The git crew's workspaces need, through the user's own `git` CLI.
+//!
+//! Why the CLI and not gix/git2: the CLI is the one implementation that is complete for what a
+//! workspace touches — worktrees, `merge-tree --write-tree`, clean/smudge filters (LFS),
+//! `core.autocrlf`, `safe.directory`, includes and conditional config — and it is what the user
+//! already trusts on this repository. Every call is a process with a timeout (killed when it runs
+//! over), stdin closed, hooks disabled, the environment's `GIT_DIR`-style overrides removed, and
+//! optional locks off, so reading the user's repository never rewrites its index.
+//!
+//! Nothing here touches the user's work tree, index, stash or branches unless a function says so
+//! (`merge_into_checkout` is the one that does, for `team.apply`).
+
+mod error;
+mod parse;
+
+pub use error::GitError;
+pub use parse::{Diffstat, MergeOutcome};
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+/// The identity of every commit crew makes (results, merges, snapshots).
+pub const AUTHOR_NAME: &str = "crew";
+pub const AUTHOR_EMAIL: &str = "crew@localhost";
+
+/// How to run git: which program, how long one call may take.
+#[derive(Debug, Clone)]
+pub struct Git {
+    pub program: PathBuf,
+    pub timeout: Duration,
+}
+
+impl Default for Git {
+    fn default() -> Self {
+        Git {
+            program: PathBuf::from("git"),
+            timeout: Duration::from_secs(120),
+        }
+    }
+}
+
+/// A directory git runs in: the user's checkout, or one of crew's worktrees.
+#[derive(Debug, Clone)]
+pub struct Repo {
+    git: Git,
+    dir: PathBuf,
+}
+
+/// What one call returned.
+struct Out {
+    code: Option<i32>,
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
+}
+
+/// Environment variables that would point git at another repository or index than the one
+/// asked for; the daemon's own environment may carry them (it was started from a hook, say).
+const SCRUBBED: &[&str] = &[
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_COMMON_DIR",
+    "GIT_PREFIX",
+    "GIT_NAMESPACE",
+];
+
+impl Git {
+    pub fn repo(&self, dir: impl Into<PathBuf>) -> Repo {
+        Repo {
+            git: self.clone(),
+            dir: dir.into(),
+        }
+    }
+
+    /// The top of the work tree `dir` is in; `None` when it is in none (or git says so).
+    pub async fn toplevel(&self, dir: &Path) -> Result<Option<PathBuf>, GitError> {
+        let r = self.repo(dir);
+        let out = r.raw(&["rev-parse", "--show-toplevel"], &[]).await?;
+        if out.code != Some(0) {
+            return Ok(None);
+        }
+        let s = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        Ok((!s.is_empty()).then(|| PathBuf::from(s)))
+    }
+
+    /// The `git --version` line, for diagnostics.
+    pub async fn version(&self) -> Result<String, GitError> {
+        let out = self.repo(".").ok(&["--version"]).await?;
+        Ok(out.trim().to_string())
+    }
+}
+
+impl Repo {
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Run git with `args` in `self.dir`; any exit status is returned.
+    async fn raw(&self, args: &[&str], env: &[(&str, &OsString)]) -> Result<Out, GitError> {
+        self.raw_in(args, env, None).await
+    }
+
+    async fn raw_in(
+        &self,
+        args: &[&str],
+        env: &[(&str, &OsString)],
+        stdin: Option<Vec<u8>>,
+    ) -> Result<Out, GitError> {
+        let mut cmd = tokio::process::Command::new(&self.git.program);
+        // Hooks of the user's repository never run for crew's commits, merges and checkouts.
+        cmd.arg("-c").arg("core.hooksPath=/dev/null");
+        cmd.args(args)
+            .current_dir(&self.dir)
+            .stdin(if stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        for k in SCRUBBED {
+            cmd.env_remove(k);
+        }
+        cmd.env("GIT_TERMINAL_PROMPT", "0")
+            .env("GIT_OPTIONAL_LOCKS", "0")
+            .env("GIT_AUTHOR_NAME", AUTHOR_NAME)
+            .env("GIT_AUTHOR_EMAIL", AUTHOR_EMAIL)
+            .env("GIT_COMMITTER_NAME", AUTHOR_NAME)
+            .env("GIT_COMMITTER_EMAIL", AUTHOR_EMAIL)
+            .env("LC_ALL", "C");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let shown = || args.join(" ");
+        let mut child = cmd.spawn().map_err(|source| GitError::Spawn {
+            args: shown(),
+            source,
+        })?;
+        if let (Some(bytes), Some(mut pipe)) = (stdin, child.stdin.take()) {
+            use tokio::io::AsyncWriteExt;
+            tokio::spawn(async move {
+                let _ = pipe.write_all(&bytes).await;
+            });
+        }
+        match tokio::time::timeout(self.git.timeout, child.wait_with_output()).await {
+            Err(_) => Err(GitError::Timeout {
+                args: shown(),
+                after: self.git.timeout,
+            }),
+            Ok(Err(source)) => Err(GitError::Spawn {
+                args: shown(),
+                source,
+            }),
+            Ok(Ok(o)) => Ok(Out {
+                code: o.status.code(),
+                stdout: o.stdout,
+                stderr: o.stderr,
+            }),
+        }
+    }
+
+    /// Run git; a non-zero exit is an error carrying git's message.
+    async fn run(&self, args: &[&str], env: &[(&str, &OsString)]) -> Result<Vec<u8>, GitError> {
+        let out = self.raw(args, env).await?;
+        check(args, out)
+    }
+
+    async fn ok(&self, args: &[&str]) -> Result<String, GitError> {
+        let out = self.run(args, &[]).await?;
+        Ok(String::from_utf8_lossy(&out).into_owned())
+    }
+
+    /// One object id from a command that prints one.
+    async fn oid(&self, args: &[&str], env: &[(&str, &OsString)]) -> Result<String, GitError> {
+        let out = self.run(args, env).await?;
+        parse::oid(args, &out)
+    }
+
+    /// The commit `rev` names, `None` when it names none.
+    pub async fn resolve(&self, rev: &str) -> Result<Option<String>, GitError> {
+        let spec = format!("{rev}^{{commit}}");
+        let out = self
+            .raw(&["rev-parse", "--verify", "--quiet", &spec], &[])
+            .await?;
+        if out.code != Some(0) {
+            return Ok(None);
+        }
+        parse::oid(&["rev-parse", &spec], &out.stdout).map(Some)
+    }
+
+    /// `HEAD`'s commit; `None` in a repository without commits.
+    pub async fn head(&self) -> Result<Option<String>, GitError> {
+        self.resolve("HEAD").await
+    }
+
+    /// The current branch (`refs/heads/...` short name); `None` when detached.
+    pub async fn current_branch(&self) -> Result<Option<String>, GitError> {
+        let out = self
+            .raw(&["symbolic-ref", "--quiet", "--short", "HEAD"], &[])
+            .await?;
+        if out.code != Some(0) {
+            return Ok(None);
+        }
+        let s = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        Ok((!s.is_empty()).then_some(s))
+    }
+
+    /// Paths with uncommitted changes, untracked non-ignored files included (submodules'
+    /// insides are not looked at). Empty = clean.
+    pub async fn dirty_paths(&self) -> Result<Vec<String>, GitError> {
+        let out = self
+            .run(
+                &[
+                    "status",
+                    "--porcelain=v1",
+                    "-z",
+                    "--untracked-files=all",
+                    "--no-renames",
+                    "--ignore-submodules=dirty",
+                ],
+                &[],
+            )
+            .await?;
+        Ok(parse::status_paths(&out))
+    }
+
+    /// A commit of the work tree as it is now — tracked changes and untracked files that are not
+    /// ignored — on top of `HEAD`, made the way `git stash create` makes one: objects only. The
+    /// user's index, work tree, stash list and branches are not touched: the staging happens in
+    /// a copy of the index in a temporary file. `None` when the tree is clean (HEAD is the base).
+    pub async fn snapshot(&self, message: &str) -> Result<Option<String>, GitError> {
+        let head = self.head().await?;
+        let tree = self.tree_of_worktree().await?;
+        let head_tree = match &head {
+            Some(h) => Some(
+                self.oid(&["rev-parse", &format!("{h}^{{tree}}")], &[])
+                    .await?,
+            ),
+            None => None,
+        };
+        if head_tree.as_deref() == Some(tree.as_str()) {
+            return Ok(None);
+        }
+        let mut args = vec!["commit-tree", "--no-gpg-sign", tree.as_str(), "-m", message];
+        if let Some(h) = &head {
+            args.extend(["-p", h.as_str()]);
+        }
+        self.oid(&args, &[]).await.map(Some)
+    }
+
+    /// The tree of everything in the work tree (ignored files excepted), staged in a temporary
+    /// index that starts as a copy of the real one, so unchanged files are not hashed again.
+    async fn tree_of_worktree(&self) -> Result<String, GitError> {
+        let index = self.git_path("index").await?;
+        let tmp = tempfile::Builder::new().prefix("crew-index-").tempfile()?;
+        match tokio::fs::copy(&index, tmp.path()).await {
+            Ok(_) => {}
+            // No index yet (a fresh repository): git makes one from nothing.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                tokio::fs::remove_file(tmp.path()).await?;
+            }
+            Err(e) => return Err(e.into()),
+        }
+        let idx: OsString = tmp.path().as_os_str().to_owned();
+        let env = [("GIT_INDEX_FILE", &idx)];
+        self.run(&["add", "-A", "--", ":/"], &env).await?;
+        self.oid(&["write-tree"], &env).await
+    }
+
+    /// A path inside the repository's git directory, as git resolves it (worktrees included).
+    pub async fn git_path(&self, name: &str) -> Result<PathBuf, GitError> {
+        let s = self
+            .ok(&["rev-parse", "--path-format=absolute", "--git-path", name])
+            .await?;
+        Ok(PathBuf::from(s.trim()))
+    }
+
+    /// The repository's common git directory (the same for all its worktrees).
+    pub async fn common_dir(&self) -> Result<PathBuf, GitError> {
+        let s = self
+            .ok(&["rev-parse", "--path-format=absolute", "--git-common-dir"])
+            .await?;
+        Ok(PathBuf::from(s.trim()))
+    }
+
+    /// Whether `a` is an ancestor of (or equal to) `b`.
+    pub async fn is_ancestor(&self, a: &str, b: &str) -> Result<bool, GitError> {
+        let args = ["merge-base", "--is-ancestor", a, b];
+        let out = self.raw(&args, &[]).await?;
+        match out.code {
+            Some(0) => Ok(true),
+            Some(1) => Ok(false),
+            _ => check(&args, out).map(|_| false),
+        }
+    }
+
+    /// One commit holding all of `commits`, made without a work tree (`merge-tree
+    /// --write-tree`): the only commit when there is one, a fast-forward when one contains the
+    /// others, else merge commits folded left to right. A conflict names its paths and the
+    /// commit that brought it in.
+    pub async fn merge_all(
+        &self,
+        commits: &[String],
+        message: &str,
+    ) -> Result<MergeOutcome, GitError> {
+        let Some((first, rest)) = commits.split_first() else {
+            return Err(GitError::Parse {
+                args: "merge-tree".into(),
+                what: "nothing to merge".into(),
+            });
+        };
+        let mut acc = first.clone();
+        for next in rest {
+            if self.is_ancestor(next, &acc).await? {
+                continue;
+            }
+            if self.is_ancestor(&acc, next).await? {
+                acc = next.clone();
+                continue;
+            }
+            let args = [
+                "merge-tree",
+                "--write-tree",
+                "--name-only",
+                "-z",
+                "--no-messages",
+                acc.as_str(),
+                next.as_str(),
+            ];
+            let out = self.raw(&args, &[]).await?;
+            match out.code {
+                Some(0) => {
+                    let tree = parse::first_z_oid(&args, &out.stdout)?;
+                    acc = self
+                        .oid(
+                            &[
+                                "commit-tree",
+                                "--no-gpg-sign",
+                                &tree,
+                                "-p",
+                                &acc,
+                                "-p",
+                                next,
+                                "-m",
+                                message,
+                            ],
+                            &[],
+                        )
+                        .await?;
+                }
+                Some(1) => {
+                    return Ok(MergeOutcome::Conflict {
+                        paths: parse::conflict_paths(&out.stdout),
+                        with: next.clone(),
+                        merged_so_far: acc,
+                    })
+                }
+                _ => {
+                    check(&args, out)?;
+                }
+            }
+        }
+        Ok(MergeOutcome::Clean(acc))
+    }
+
+    /// Add a worktree at `path` with `branch` made (or reset) to `start` and checked out.
+    pub async fn worktree_add(
+        &self,
+        path: &Path,
+        branch: &str,
+        start: &str,
+    ) -> Result<(), GitError> {
+        let p = path.to_string_lossy();
+        self.run(
+            &["worktree", "add", "--quiet", "-B", branch, &p, start],
+            &[],
+        )
+        .await
+        .map(|_| ())
+    }
+
+    /// Remove the worktree at `path`, whatever is in it (the caller saved what matters).
+    pub async fn worktree_remove(&self, path: &Path) -> Result<(), GitError> {
+        let p = path.to_string_lossy();
+        self.run(&["worktree", "remove", "--force", "--force", &p], &[])
+            .await
+            .map(|_| ())
+    }
+
+    /// Drop the metadata of worktrees whose directory is gone.
+    pub async fn worktree_prune(&self) -> Result<(), GitError> {
+        self.run(&["worktree", "prune"], &[]).await.map(|_| ())
+    }
+
+    /// The paths of the repository's worktrees (the main one first), as `git worktree list`.
+    pub async fn worktree_list(&self) -> Result<Vec<PathBuf>, GitError> {
+        let out = self
+            .run(&["worktree", "list", "--porcelain", "-z"], &[])
+            .await?;
+        Ok(parse::worktree_paths(&out))
+    }
+
+    /// In a worktree: commit everything that changed (untracked non-ignored files included) on
+    /// the checked-out branch, with crew's identity, no hooks, no signing. `None` when nothing
+    /// changed.
+    pub async fn commit_all(&self, message: &str) -> Result<Option<String>, GitError> {
+        self.run(&["add", "-A", "--", ":/"], &[]).await?;
+        let tree = self.oid(&["write-tree"], &[]).await?;
+        let head = self.head().await?;
+        if let Some(h) = &head {
+            let head_tree = self
+                .oid(&["rev-parse", &format!("{h}^{{tree}}")], &[])
+                .await?;
+            if head_tree == tree {
+                return Ok(None);
+            }
+        }
+        let mut args = vec!["commit-tree", "--no-gpg-sign", tree.as_str(), "-m", message];
+        if let Some(h) = &head {
+            args.extend(["-p", h.as_str()]);
+        }
+        let commit = self.oid(&args, &[]).await?;
+        let mut update = vec![
+            "update-ref",
+            "-m",
+            "crew: task result",
+            "HEAD",
+            commit.as_str(),
+        ];
+        if let Some(h) = &head {
+            update.push(h.as_str());
+        }
+        self.run(&update, &[]).await?;
+        Ok(Some(commit))
+    }
+
+    /// Files changed, lines inserted and deleted from `from` to `to` (renames as delete + add).
+    pub async fn diffstat(&self, from: &str, to: &str) -> Result<Diffstat, GitError> {
+        let out = self
+            .run(
+                &["diff", "--numstat", "-z", "--no-renames", from, to, "--"],
+                &[],
+            )
+            .await?;
+        Ok(parse::numstat(&out))
+    }
+
+    /// The paths that differ between `from` and `to`.
+    pub async fn changed_paths(&self, from: &str, to: &str) -> Result<Vec<String>, GitError> {
+        let out = self
+            .run(&["diff", "--name-only", "-z", "--no-renames", from, to, "--"], &[])
+            .await?;
+        Ok(out
+            .split(|b| *b == 0)
+            .filter(|p| !p.is_empty())
+            .map(|p| String::from_utf8_lossy(p).into_owned())
+            .collect())
+    }
+
+    /// The patch from `from` to `to`, binary files included.
+    pub async fn diff(&self, from: &str, to: &str) -> Result<Vec<u8>, GitError> {
+        self.run(
+            &[
+                "diff",
+                "--binary",
+                "--no-color",
+                "--no-ext-diff",
+                from,
+                to,
+                "--",
+            ],
+            &[],
+        )
+        .await
+    }
+
+    /// Point `name` (a full ref name) at `commit`.
+    pub async fn update_ref(&self, name: &str, commit: &str) -> Result<(), GitError> {
+        self.run(&["update-ref", name, commit], &[])
+            .await
+            .map(|_| ())
+    }
+
+    /// Full names of the refs under `prefix` (e.g. `refs/heads/crew/r1/`).
+    pub async fn refs_under(&self, prefix: &str) -> Result<Vec<String>, GitError> {
+        let out = self
+            .ok(&["for-each-ref", "--format=%(refname)", prefix])
+            .await?;
+        Ok(out
+            .lines()
+            .map(str::to_string)
+            .filter(|l| !l.is_empty())
+            .collect())
+    }
+
+    /// Delete refs by full name (missing ones are no error).
+    pub async fn delete_refs(&self, names: &[String]) -> Result<(), GitError> {
+        if names.is_empty() {
+            return Ok(());
+        }
+        let mut script = String::new();
+        for n in names {
+            script.push_str("delete ");
+            script.push_str(n);
+            script.push('\n');
+        }
+        let args = ["update-ref", "--stdin"];
+        let out = self.raw_in(&args, &[], Some(script.into_bytes())).await?;
+        check(&args, out).map(|_| ())
+    }
+
+    /// Whether `a` and `b` merge without conflict, and the conflicting paths if not; nothing is
+    /// written but objects.
+    pub async fn merge_check(&self, a: &str, b: &str) -> Result<Vec<String>, GitError> {
+        let args = [
+            "merge-tree",
+            "--write-tree",
+            "--name-only",
+            "-z",
+            "--no-messages",
+            a,
+            b,
+        ];
+        let out = self.raw(&args, &[]).await?;
+        match out.code {
+            Some(0) => Ok(Vec::new()),
+            Some(1) => Ok(parse::conflict_paths(&out.stdout)),
+            _ => check(&args, out).map(|_| Vec::new()),
+        }
+    }
+
+    /// Bring `commit` into the checked-out branch of this (the user's) checkout: a fast-forward
+    /// when possible, else a merge commit, or with `squash` one new commit of the whole change.
+    /// This is the one call that changes the user's checkout (`team.apply`, asked by the user).
+    pub async fn merge_into_checkout(
+        &self,
+        commit: &str,
+        squash: bool,
+        message: &str,
+    ) -> Result<Option<String>, GitError> {
+        if squash {
+            self.run(&["merge", "--squash", "--quiet", commit], &[])
+                .await?;
+            // A squash of nothing new leaves nothing staged.
+            let staged = self.raw(&["diff", "--cached", "--quiet"], &[]).await?;
+            if staged.code == Some(0) {
+                return Ok(None);
+            }
+            self.run(&["commit", "--quiet", "--no-verify", "-m", message], &[])
+                .await?;
+        } else {
+            self.run(
+                &["merge", "--quiet", "--no-edit", "-m", message, commit],
+                &[],
+            )
+            .await?;
+        }
+        self.head().await
+    }
+}
+
+fn check(args: &[&str], out: Out) -> Result<Vec<u8>, GitError> {
+    if out.code == Some(0) {
+        return Ok(out.stdout);
+    }
+    let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
+    let stderr = if stderr.is_empty() {
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    } else {
+        stderr
+    };
+    Err(GitError::Failed {
+        args: args.join(" "),
+        code: out
+            .code
+            .map_or_else(|| "killed by a signal".to_string(), |c| format!("exit {c}")),
+        stderr: parse::cut(&stderr, 4000),
+    })
+}

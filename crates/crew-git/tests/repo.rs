@@ -1,0 +1,150 @@
+//! crew-git against real repositories made here.
+
+use crew_git::{Git, MergeOutcome};
+use std::path::Path;
+use std::process::Command;
+
+fn sh(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@t")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@t")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+fn repo() -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    sh(d.path(), &["init", "-q", "-b", "main"]);
+    std::fs::write(d.path().join("a.txt"), "one\ntwo\nthree\n").unwrap();
+    std::fs::write(d.path().join(".gitignore"), "*.log\n").unwrap();
+    sh(d.path(), &["add", "-A"]);
+    sh(d.path(), &["commit", "-qm", "init"]);
+    d
+}
+
+/// Everything a run must not change: HEAD, branches, stash, index bytes, work tree status.
+fn fingerprint(dir: &Path) -> (String, String, String, Vec<u8>, String) {
+    let index = std::fs::read(dir.join(".git/index")).unwrap();
+    (
+        sh(dir, &["rev-parse", "HEAD"]),
+        sh(dir, &["for-each-ref"]),
+        sh(dir, &["stash", "list"]),
+        index,
+        sh(dir, &["status", "--porcelain", "--untracked-files=all"]),
+    )
+}
+
+#[tokio::test]
+async fn snapshot_takes_dirty_and_untracked_files_without_touching_the_checkout() {
+    let d = repo();
+    let git = Git::default();
+    let r = git.repo(d.path());
+    assert_eq!(
+        r.snapshot("s").await.unwrap(),
+        None,
+        "clean tree: HEAD is the base"
+    );
+    std::fs::write(d.path().join("a.txt"), "one\nTWO\nthree\n").unwrap();
+    std::fs::write(d.path().join("new.txt"), "untracked\n").unwrap();
+    std::fs::write(d.path().join("x.log"), "ignored\n").unwrap();
+    sh(d.path(), &["add", "a.txt"]);
+    std::fs::write(d.path().join("a.txt"), "one\nTWO\nthree\nfour\n").unwrap();
+    let before = fingerprint(d.path());
+    let snap = r.snapshot("s").await.unwrap().expect("dirty: a commit");
+    assert_eq!(fingerprint(d.path()), before);
+    assert_eq!(
+        sh(d.path(), &["show", &format!("{snap}:a.txt")]),
+        "one\nTWO\nthree\nfour"
+    );
+    assert_eq!(
+        sh(d.path(), &["show", &format!("{snap}:new.txt")]),
+        "untracked"
+    );
+    assert!(sh(d.path(), &["ls-tree", "--name-only", &snap])
+        .lines()
+        .all(|l| l != "x.log"));
+    assert_eq!(sh(d.path(), &["rev-parse", &format!("{snap}^")]), before.0);
+    assert!(!r.dirty_paths().await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn worktrees_commit_merge_and_conflict() {
+    let d = repo();
+    let state = tempfile::tempdir().unwrap();
+    let git = Git::default();
+    let r = git.repo(d.path());
+    let base = r.head().await.unwrap().unwrap();
+    let mk = |name: &str| state.path().join(name);
+    r.worktree_add(&mk("a"), "crew/t/a", &base).await.unwrap();
+    r.worktree_add(&mk("b"), "crew/t/b", &base).await.unwrap();
+    r.worktree_add(&mk("c"), "crew/t/c", &base).await.unwrap();
+    std::fs::write(mk("a").join("a.txt"), "one\nA\nthree\n").unwrap();
+    std::fs::write(mk("b").join("b.txt"), "b\n").unwrap();
+    std::fs::write(mk("c").join("a.txt"), "one\nC\nthree\n").unwrap();
+    let wa = git.repo(mk("a"));
+    let ca = wa.commit_all("a").await.unwrap().unwrap();
+    let cb = git.repo(mk("b")).commit_all("b").await.unwrap().unwrap();
+    let cc = git.repo(mk("c")).commit_all("c").await.unwrap().unwrap();
+    assert_eq!(wa.commit_all("again").await.unwrap(), None);
+    let st = r.diffstat(&base, &ca).await.unwrap();
+    assert_eq!((st.files, st.insertions, st.deletions), (1, 1, 1));
+
+    let MergeOutcome::Clean(m) = r.merge_all(&[ca.clone(), cb.clone()], "m").await.unwrap() else {
+        panic!("a and b touch different files");
+    };
+    assert!(r.is_ancestor(&ca, &m).await.unwrap() && r.is_ancestor(&cb, &m).await.unwrap());
+    assert_eq!(sh(d.path(), &["show", &format!("{m}:b.txt")]), "b");
+    match r.merge_all(&[ca.clone(), cc.clone()], "m").await.unwrap() {
+        MergeOutcome::Conflict { paths, with, .. } => {
+            assert_eq!(paths, ["a.txt"]);
+            assert_eq!(with, cc);
+        }
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+    assert_eq!(r.merge_check(&ca, &cc).await.unwrap(), ["a.txt"]);
+
+    for n in ["a", "b", "c"] {
+        r.worktree_remove(&mk(n)).await.unwrap();
+    }
+    assert_eq!(r.worktree_list().await.unwrap().len(), 1);
+    let refs = r.refs_under("refs/heads/crew/").await.unwrap();
+    assert_eq!(refs.len(), 3);
+    r.delete_refs(&refs).await.unwrap();
+    assert!(r.refs_under("refs/heads/crew/").await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn failures_carry_gits_message_and_timeouts_kill() {
+    let d = repo();
+    let git = Git::default();
+    let r = git.repo(d.path());
+    let e = r
+        .worktree_add(&d.path().join("a.txt"), "x", "HEAD")
+        .await
+        .unwrap_err();
+    assert!(
+        e.stderr().is_some_and(|s| s.contains("already exists")),
+        "{e}"
+    );
+    assert_eq!(git.toplevel(Path::new("/")).await.unwrap(), None);
+    let script = d.path().join("slow-git");
+    std::fs::write(&script, "#!/bin/sh\nsleep 5\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let slow = Git {
+        program: script,
+        timeout: std::time::Duration::from_millis(200),
+    };
+    let e = slow.repo(d.path()).diffstat("a", "b").await.unwrap_err();
+    assert!(matches!(e, crew_git::GitError::Timeout { .. }), "{e}");
+}

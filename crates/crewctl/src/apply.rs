@@ -1,0 +1,35 @@
+//! `crewctl apply <run> [--squash]`: bring a worktree run's integrated branch into the current
+//! branch of the user's checkout (the daemon refuses on a dirty tree or a conflicting branch).
+
+use crate::ctx::{outln, Ctx};
+use crate::diff::{diffstat, short};
+use crate::exit;
+use crew_api::methods::TeamApply;
+use crew_api::types::ApplyParams;
+
+pub async fn apply(ctx: &Ctx, run_id: &str, squash: bool) -> anyhow::Result<u8> {
+    let conn = ctx.connect().await?;
+    let r = conn
+        .call::<TeamApply>(&ApplyParams {
+            run_id: run_id.to_string(),
+            squash: squash.then_some(true),
+        })
+        .await?;
+    if ctx.json {
+        ctx.json(&r)?;
+        return Ok(exit::SUCCESS);
+    }
+    let onto = r.branch.as_deref().unwrap_or("detached HEAD");
+    let how = match r.how.as_str() {
+        "up_to_date" => format!("{onto} already has run {run_id}'s change"),
+        "fast_forward" => format!("fast-forwarded {onto} to run {run_id}'s change"),
+        "squash" => format!("committed run {run_id}'s change on {onto} as one commit"),
+        _ => format!("merged run {run_id}'s change into {onto}"),
+    };
+    outln(&format!(
+        "{how} ({}); HEAD is {}",
+        diffstat(r.files, r.insertions, r.deletions),
+        short(&r.head)
+    ))?;
+    Ok(exit::SUCCESS)
+}

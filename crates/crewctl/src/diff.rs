@@ -1,0 +1,100 @@
+//! `crewctl diff <run> [task]`: a worktree run's change (or one task's) as a diffstat and patch.
+
+use crate::ctx::{out, outln, Ctx};
+use crate::exit;
+use crew_api::methods::TeamDiff;
+use crew_api::types::{DiffParams, RunIdParams, RunWorkspaceView};
+
+pub async fn diff(ctx: &Ctx, run_id: &str, task_id: Option<String>, stat: bool) -> anyhow::Result<u8> {
+    let conn = ctx.connect().await?;
+    let r = conn
+        .call::<TeamDiff>(&DiffParams {
+            run_id: run_id.to_string(),
+            task_id,
+            stat: stat.then_some(true),
+            limit: None,
+        })
+        .await?;
+    if ctx.json {
+        ctx.json(&r)?;
+        return Ok(exit::SUCCESS);
+    }
+    outln(&format!(
+        "{}: {} ({}..{})",
+        r.branch,
+        diffstat(r.files, r.insertions, r.deletions),
+        short(&r.from),
+        short(&r.to)
+    ))?;
+    if !r.patch.is_empty() {
+        out(&r.patch)?;
+        if r.truncated {
+            outln("… (patch cut; see `git diff` of the branch for all of it)")?;
+        }
+    }
+    Ok(exit::SUCCESS)
+}
+
+pub fn short(id: &str) -> &str {
+    id.get(..12).unwrap_or(id)
+}
+
+/// `3 files changed, +10 -2`.
+pub fn diffstat(files: u64, ins: u64, del: u64) -> String {
+    format!(
+        "{files} file{} changed, +{ins} -{del}",
+        if files == 1 { "" } else { "s" }
+    )
+}
+
+/// The workspace part of `status`: base, the run's branch and what each task changed.
+pub fn workspace_lines(ws: &RunWorkspaceView) -> String {
+    let mut lines = vec![format!(
+        "Workspace: worktree · base {}{} · branch {}",
+        short(&ws.base),
+        if ws.dirty_base { " (your uncommitted changes)" } else { "" },
+        ws.branch
+    )];
+    match &ws.integrated {
+        Some(i) => lines.push(format!(
+            "  integrated {}: {}",
+            short(&i.commit),
+            diffstat(i.files, i.insertions, i.deletions)
+        )),
+        None => lines.push("  not integrated yet".to_string()),
+    }
+    for (task, c) in &ws.tasks {
+        let change = if c.commit == c.start {
+            "no change".to_string()
+        } else {
+            diffstat(c.files, c.insertions, c.deletions)
+        };
+        lines.push(format!("  {task}  {}  {change}", c.branch));
+    }
+    lines.join("\n")
+}
+
+/// After `run` followed a worktree run to its end: where its result is and what to do next.
+pub async fn print_integration(ctx: &Ctx, run_id: &str) {
+    let Ok(conn) = ctx.connect().await else {
+        return;
+    };
+    let Ok(s) = conn
+        .call::<crew_api::methods::TeamStatus>(&RunIdParams {
+            run_id: run_id.to_string(),
+        })
+        .await
+    else {
+        return;
+    };
+    let Some(ws) = s.workspace else { return };
+    let line = match &ws.integrated {
+        Some(i) => format!(
+            "Result on {}: {}. See it: crewctl diff {run_id} · take it: crewctl apply {run_id}",
+            i.branch,
+            diffstat(i.files, i.insertions, i.deletions)
+        ),
+        None => format!("Nothing integrated on {} yet.", ws.branch),
+    };
+    let _ = outln(&line);
+}

@@ -1,0 +1,895 @@
+//! Worktree mode: every task in its own git worktree, results as commits, one integrated branch
+//! per run. All of it is git through `crew_git` (the user's CLI, bounded in time), and none of it
+//! runs on the actor: the actor hands commit ids out (`TaskWorkspace`) and takes commit ids back
+//! (`TaskCommit`, `Integration`). A task's input is a start commit and its output a result
+//! commit, so a worker on another machine could do the same with git bundles.
+//!
+//! The user's checkout is never modified by a run: the base of a dirty tree is made in a
+//! temporary index, tasks work under `<state>/worktrees/<runId>/<taskId>`, results go to
+//! `crew/tasks/<runId>/<taskId>` and the run's merge to `crew/<runId>`. Only `team.apply`, asked
+//! by the user, changes the user's branch.
+
+use crate::actor::Core;
+use crate::shared::Shared;
+use crew_api::types as api;
+use crew_api::ApiError;
+use crew_core::run::workspace::{attempt_ref, leaf_tasks, run_branch, start_ref, task_branch};
+use crew_core::run::{
+    AttemptResult, EventBody, Integration, Pending, RunStatus, TaskCommit, TaskStatus,
+    WorkspaceMode, WorkspaceSpec,
+};
+use crew_core::usage::Usage;
+use crew_git::{Git, GitError, MergeOutcome, Repo};
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// What the worker needs to set a task's worktree up, frozen on the actor.
+#[derive(Debug, Clone)]
+pub struct TaskWorkspace {
+    pub repo: String,
+    pub subdir: String,
+    pub run_id: String,
+    pub task_id: String,
+    pub role: String,
+    pub attempt: u32,
+    /// The base (no dependencies) or the dependencies' result commits, in plan order.
+    pub inputs: Vec<String>,
+    /// Task ids behind `inputs` (empty for the base), to name them in a conflict.
+    pub input_tasks: Vec<String>,
+    pub seed_paths: Vec<String>,
+}
+
+/// A worktree made for one attempt.
+#[derive(Debug)]
+pub struct Prepared {
+    pub cwd: PathBuf,
+    pub worktree: PathBuf,
+    pub branch: String,
+    pub start: String,
+}
+
+pub fn git(shared: &Shared) -> Git {
+    Git {
+        program: PathBuf::from("git"),
+        timeout: std::time::Duration::from_millis(shared.config.git_timeout_ms.max(1000)),
+    }
+}
+
+pub fn worktrees_dir(shared: &Shared, run_id: &str) -> PathBuf {
+    shared.state_dir.join("worktrees").join(run_id)
+}
+
+/// The file in a run's worktrees directory naming its repository, so forget/prune find it
+/// without the run's events.
+const REPO_FILE: &str = "repo";
+
+fn validation(field: &str, message: String) -> ApiError {
+    let d = crew_core::resource::Diagnostic::error(
+        crew_core::plan::REQUEST,
+        None,
+        Some(field),
+        message.clone(),
+    );
+    ApiError::validation(message, vec![crate::rpc::views::diagnostic(&d)])
+}
+
+/// The run's workspace at `team.run`/`team.plan`: `None` for `shared`. Refuses (1003) a
+/// `worktree` run outside a git work tree, or with a dirty tree under `dirty: "refuse"`.
+pub async fn plan_run(
+    shared: &Shared,
+    params: &api::RunParams,
+    team_mode: Option<WorkspaceMode>,
+    notes: &mut Vec<String>,
+) -> Result<Option<WorkspaceSpec>, ApiError> {
+    let mode = match params.workspace {
+        Some(api::WorkspaceMode::Worktree) => WorkspaceMode::Worktree,
+        Some(api::WorkspaceMode::Shared) => WorkspaceMode::Shared,
+        None => team_mode.unwrap_or(shared.config.default_workspace),
+    };
+    if mode == WorkspaceMode::Shared {
+        return Ok(None);
+    }
+    let git = git(shared);
+    let cwd = Path::new(&params.cwd);
+    let top = git
+        .toplevel(cwd)
+        .await
+        .map_err(|e| validation("workspace", format!("worktree mode needs git: {e}")))?;
+    let Some(top) = top else {
+        return Err(validation(
+            "workspace",
+            format!(
+                "worktree mode needs the run's cwd inside a git work tree, and {} is not in one \
+                 (use `workspace: \"shared\"`, or `git init` it)",
+                params.cwd
+            ),
+        ));
+    };
+    let repo = git.repo(&top);
+    let fail = |e: GitError| validation("workspace", format!("cannot read the repository: {e}"));
+    let head = repo.head().await.map_err(fail)?;
+    let dirty = repo.dirty_paths().await.map_err(fail)?;
+    let branch = repo.current_branch().await.map_err(fail)?;
+    let base = if dirty.is_empty() {
+        head.clone()
+    } else {
+        if params.dirty == Some(api::DirtyPolicy::Refuse) {
+            let shown: Vec<&str> = dirty.iter().take(10).map(String::as_str).collect();
+            return Err(validation(
+                "dirty",
+                format!(
+                    "{} has uncommitted changes ({} path(s): {}{}) and `dirty` is \"refuse\"",
+                    top.display(),
+                    dirty.len(),
+                    shown.join(", "),
+                    if dirty.len() > shown.len() { ", …" } else { "" }
+                ),
+            ));
+        }
+        let snap = repo
+            .snapshot("crew: the uncommitted changes a run started from")
+            .await
+            .map_err(fail)?;
+        notes.push(format!(
+            "the run starts from your uncommitted changes too ({} path(s)), committed as {} \
+             without touching your tree, index or stash",
+            dirty.len(),
+            snap.as_deref().map_or("", short)
+        ));
+        snap.or(head.clone())
+    };
+    let Some(base) = base else {
+        return Err(validation(
+            "workspace",
+            format!(
+                "{} has no commit yet: commit something first, worktree mode starts from a commit",
+                top.display()
+            ),
+        ));
+    };
+    let subdir = cwd
+        .strip_prefix(&top)
+        .ok()
+        .map(|p| p.to_string_lossy().into_owned())
+        .or_else(|| {
+            // The cwd may reach the repository through a symlink: compare canonical paths.
+            let c = std::fs::canonicalize(cwd).ok()?;
+            let t = std::fs::canonicalize(&top).ok()?;
+            c.strip_prefix(t)
+                .ok()
+                .map(|p| p.to_string_lossy().into_owned())
+        })
+        .unwrap_or_default();
+    Ok(Some(WorkspaceSpec {
+        repo: top.to_string_lossy().into_owned(),
+        subdir,
+        base,
+        head,
+        dirty: !dirty.is_empty(),
+        branch,
+    }))
+}
+
+pub fn short(id: &str) -> &str {
+    id.get(..12).unwrap_or(id)
+}
+
+/// The task's workspace inputs, on the actor.
+pub fn task_workspace(
+    run: &crew_core::run::RunState,
+    task: &crew_core::run::TaskState,
+    attempt: u32,
+) -> Option<TaskWorkspace> {
+    let ws = run.spec.workspace.as_ref()?;
+    let mut inputs = Vec::new();
+    let mut input_tasks = Vec::new();
+    for d in &task.plan.depends_on {
+        if let Some(c) = run.task(d).and_then(|t| t.commit()) {
+            if !inputs.contains(&c.commit) {
+                inputs.push(c.commit.clone());
+                input_tasks.push(d.to_string());
+            }
+        }
+    }
+    if inputs.is_empty() {
+        inputs.push(ws.base.clone());
+    }
+    Some(TaskWorkspace {
+        repo: ws.repo.clone(),
+        subdir: ws.subdir.clone(),
+        run_id: run.id.clone(),
+        task_id: task.plan.id.to_string(),
+        role: task.plan.role.clone(),
+        attempt,
+        inputs,
+        input_tasks,
+        seed_paths: task.plan.seed_paths.clone(),
+    })
+}
+
+fn failed(error: String, retryable: bool) -> AttemptResult {
+    AttemptResult::Failed {
+        usage: Usage::default(),
+        model: None,
+        artifacts: Vec::new(),
+        error,
+        retryable,
+        reason: "workspace".into(),
+    }
+}
+
+fn git_failed(what: &str, e: GitError) -> AttemptResult {
+    let retryable = matches!(e, GitError::Timeout { .. } | GitError::Io(_));
+    failed(format!("{what}: {e}"), retryable)
+}
+
+async fn all_contained(repo: &Repo, inputs: &[String], tip: &str) -> Result<bool, GitError> {
+    for i in inputs {
+        if !repo.is_ancestor(i, tip).await? {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// Save what a worktree holds (if anything changed) under the attempt's ref, then remove it.
+async fn retire(git: &Git, repo: &Repo, path: &Path, keep_as: &str) {
+    if path.join(".git").exists() {
+        let wt = git.repo(path);
+        match wt.snapshot("crew: an earlier attempt's tree").await {
+            Ok(Some(c)) => {
+                if let Err(e) = repo.update_ref(keep_as, &c).await {
+                    tracing::warn!(error = %e, "cannot keep an earlier attempt's tree");
+                }
+            }
+            Ok(None) => {}
+            Err(e) => tracing::warn!(error = %e, "cannot save an earlier attempt's tree"),
+        }
+        if let Err(e) = repo.worktree_remove(path).await {
+            tracing::warn!(error = %e, path = %path.display(), "git worktree remove failed; removing the directory");
+        }
+    }
+    if path.exists() {
+        let p = path.to_path_buf();
+        let _ = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(p)).await;
+    }
+    let _ = repo.worktree_prune().await;
+}
+
+/// Make the attempt's worktree: clean, at the task's start commit. `Err` is the attempt's end
+/// (a git failure, or dependencies whose results conflict).
+pub async fn prepare(shared: &Shared, ws: &TaskWorkspace) -> Result<Prepared, AttemptResult> {
+    let git = git(shared);
+    let repo = git.repo(&ws.repo);
+    let dir = worktrees_dir(shared, &ws.run_id);
+    if let Err(e) = tokio::fs::create_dir_all(&dir).await {
+        return Err(failed(
+            format!("cannot create {}: {e}", dir.display()),
+            true,
+        ));
+    }
+    let repo_file = dir.join(REPO_FILE);
+    if !repo_file.exists() {
+        let _ = tokio::fs::write(&repo_file, ws.repo.as_bytes()).await;
+    }
+    let path = dir.join(&ws.task_id);
+    // Left by an attempt that did not end (crewd was killed): kept as a ref, then gone.
+    if path.exists() {
+        let keep = attempt_ref(&ws.run_id, &ws.task_id, ws.attempt.saturating_sub(1));
+        retire(&git, &repo, &path, &keep).await;
+    }
+    let branch = task_branch(&ws.run_id, &ws.task_id);
+    let start = match start_commit(&repo, ws, &branch).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(attention)) => return Err(attention),
+        Err(e) => return Err(git_failed("cannot find the task's start commit", e)),
+    };
+    if let Err(e) = repo.worktree_add(&path, &branch, &start).await {
+        // Stale metadata (a directory removed behind git's back) is what prune repairs.
+        let _ = repo.worktree_prune().await;
+        if let Err(e2) = repo.worktree_add(&path, &branch, &start).await {
+            return Err(git_failed(
+                "cannot create the task's worktree",
+                if e2.stderr().is_some() { e2 } else { e },
+            ));
+        }
+    }
+    if let Err(e) = seed(Path::new(&ws.repo), &path, &ws.seed_paths).await {
+        return Err(failed(format!("cannot copy seedPaths: {e}"), false));
+    }
+    let cwd = if ws.subdir.is_empty() {
+        path.clone()
+    } else {
+        path.join(&ws.subdir)
+    };
+    Ok(Prepared {
+        cwd,
+        worktree: path,
+        branch,
+        start,
+    })
+}
+
+/// Where the attempt starts: the start recorded for the task when its inputs did not change
+/// (a retry starts where the first attempt did), the task's branch when the user resolved a
+/// conflict there, else the merge of the inputs (recorded now).
+async fn start_commit(
+    repo: &Repo,
+    ws: &TaskWorkspace,
+    branch: &str,
+) -> Result<Result<String, AttemptResult>, GitError> {
+    let sref = start_ref(&ws.run_id, &ws.task_id);
+    if let Some(s) = repo.resolve(&sref).await? {
+        if all_contained(repo, &ws.inputs, &s).await? {
+            return Ok(Ok(s));
+        }
+    }
+    let bref = format!("refs/heads/{branch}");
+    if let Some(tip) = repo.resolve(&bref).await? {
+        if ws.inputs.len() > 1 && all_contained(repo, &ws.inputs, &tip).await? {
+            repo.update_ref(&sref, &tip).await?;
+            return Ok(Ok(tip));
+        }
+    }
+    let message = format!(
+        "crew: start of {} (run {}): merge of {}",
+        ws.task_id,
+        ws.run_id,
+        ws.input_tasks.join(", ")
+    );
+    match repo.merge_all(&ws.inputs, &message).await? {
+        MergeOutcome::Clean(s) => {
+            repo.update_ref(&sref, &s).await?;
+            Ok(Ok(s))
+        }
+        MergeOutcome::Conflict {
+            paths,
+            with,
+            merged_so_far,
+        } => {
+            // The branch holds what merged so far, for the user to finish the merge on.
+            repo.update_ref(&bref, &merged_so_far).await?;
+            let other = ws
+                .inputs
+                .iter()
+                .position(|c| c == &with)
+                .and_then(|i| ws.input_tasks.get(i))
+                .cloned()
+                .unwrap_or_else(|| short(&with).to_string());
+            let reason = format!(
+                "the results of its dependencies conflict ({} merged with {other}) in: {}. \
+                 Resolve on branch {branch} (git switch {branch} && git merge {} , fix, commit), \
+                 then resume the run",
+                ws.input_tasks.join(", "),
+                paths.join(", "),
+                short(&with),
+            );
+            Ok(Err(AttemptResult::NeedsAttention {
+                usage: Usage::default(),
+                model: None,
+                artifacts: Vec::new(),
+                reason,
+            }))
+        }
+    }
+}
+
+/// Copy the named files (not directories) from the user's tree into the worktree.
+async fn seed(from: &Path, to: &Path, paths: &[String]) -> std::io::Result<()> {
+    for p in paths {
+        if !crew_core_safe_relative(p) {
+            continue;
+        }
+        let src = from.join(p);
+        let dst = to.join(p);
+        let meta = match tokio::fs::symlink_metadata(&src).await {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
+        };
+        if !meta.is_file() {
+            continue;
+        }
+        if let Some(parent) = dst.parent() {
+            tokio::fs::create_dir_all(parent).await?;
+        }
+        tokio::fs::copy(&src, &dst).await?;
+    }
+    Ok(())
+}
+
+fn crew_core_safe_relative(p: &str) -> bool {
+    !p.is_empty()
+        && !p.starts_with('/')
+        && p.split('/')
+            .all(|part| !part.is_empty() && part != "." && part != "..")
+}
+
+/// After the attempt: a completed attempt's changes become a commit on the task's branch, with
+/// a diffstat and a patch; any other end keeps the tree as the attempt's ref. The worktree goes
+/// either way (the branch stays).
+pub async fn finish(
+    shared: &Shared,
+    ws: &TaskWorkspace,
+    prepared: Prepared,
+    result: AttemptResult,
+) -> (AttemptResult, Option<Vec<u8>>) {
+    let git = git(shared);
+    let repo = git.repo(&ws.repo);
+    match result {
+        AttemptResult::Completed {
+            usage,
+            model,
+            artifacts,
+            reused_from,
+            commit: _,
+        } => match record(&git, &repo, ws, &prepared).await {
+            Ok((commit, patch)) => (
+                AttemptResult::Completed {
+                    usage,
+                    model,
+                    artifacts,
+                    reused_from,
+                    commit: Some(commit),
+                },
+                Some(patch),
+            ),
+            Err(e) => {
+                let keep = attempt_ref(&ws.run_id, &ws.task_id, ws.attempt);
+                retire(&git, &repo, &prepared.worktree, &keep).await;
+                let mut r = git_failed("cannot commit the task's result", e);
+                if let AttemptResult::Failed { usage: u, .. } = &mut r {
+                    *u = usage;
+                }
+                (r, None)
+            }
+        },
+        other => {
+            let keep = attempt_ref(&ws.run_id, &ws.task_id, ws.attempt);
+            retire(&git, &repo, &prepared.worktree, &keep).await;
+            (other, None)
+        }
+    }
+}
+
+/// `finish`, then the patch as the artifact `patches/<taskId>.patch`, durable before the
+/// event that names it (like every artifact).
+pub async fn finish_attempt(
+    shared: &Shared,
+    ws: &TaskWorkspace,
+    prepared: Prepared,
+    result: AttemptResult,
+    run_dir: &Path,
+) -> AttemptResult {
+    let (mut result, patch) = finish(shared, ws, prepared, result).await;
+    let Some(patch) = patch else {
+        return result;
+    };
+    let dir = run_dir.to_path_buf();
+    let name = format!("patches/{}.patch", ws.task_id);
+    let written = tokio::task::spawn_blocking(move || {
+        let a = crate::executor::put_artifact(&dir, &name, "patch", &patch)?;
+        crate::executor::make_durable(&dir)?;
+        Ok::<_, std::io::Error>(a)
+    })
+    .await;
+    match written {
+        Ok(Ok(a)) => {
+            if let AttemptResult::Completed { artifacts, .. } = &mut result {
+                artifacts.push(a);
+            }
+        }
+        Ok(Err(e)) => tracing::warn!(error = %e, "cannot write the task's patch artifact"),
+        Err(e) => tracing::warn!(error = %e, "cannot write the task's patch artifact"),
+    }
+    result
+}
+
+async fn record(
+    git: &Git,
+    repo: &Repo,
+    ws: &TaskWorkspace,
+    prepared: &Prepared,
+) -> Result<(TaskCommit, Vec<u8>), GitError> {
+    let wt = git.repo(&prepared.worktree);
+    let message = format!(
+        "crew: {} ({})\n\nrun {}, attempt {}\n",
+        ws.task_id, ws.role, ws.run_id, ws.attempt
+    );
+    let commit = wt
+        .commit_all(&message)
+        .await?
+        .unwrap_or_else(|| prepared.start.clone());
+    let stat = repo.diffstat(&prepared.start, &commit).await?;
+    let patch = if commit == prepared.start {
+        Vec::new()
+    } else {
+        repo.diff(&prepared.start, &commit).await?
+    };
+    // The commit is on the branch: the worktree has nothing left that is not in it.
+    if let Err(e) = repo.worktree_remove(&prepared.worktree).await {
+        tracing::warn!(error = %e, "cannot remove a finished task's worktree");
+    }
+    Ok((
+        TaskCommit {
+            branch: prepared.branch.clone(),
+            start: prepared.start.clone(),
+            commit,
+            files: stat.files,
+            insertions: stat.insertions,
+            deletions: stat.deletions,
+        },
+        patch,
+    ))
+}
+
+// ---- integration ------------------------------------------------------------------------
+
+/// Runs whose tasks all completed and whose results are not merged yet get their integration
+/// started (once: `Core::integrating` holds the ones under way).
+pub fn integrate_ready(core: &mut Core, touched: &BTreeSet<String>) {
+    for id in touched {
+        let Some(run) = core.state.run(id) else {
+            continue;
+        };
+        let Some(ws) = run.spec.workspace.clone() else {
+            continue;
+        };
+        if run.status != RunStatus::Running
+            || run.integration.is_some()
+            || core.integrating.contains(id)
+            || !run.tasks.iter().all(|t| t.status == TaskStatus::Completed)
+        {
+            continue;
+        }
+        let leaves: Vec<(String, String)> = leaf_tasks(run)
+            .iter()
+            .map(|t| {
+                let commit = t.commit().map_or_else(|| ws.base.clone(), |c| c.commit.clone());
+                (t.plan.id.to_string(), commit)
+            })
+            .collect();
+        let starts: Vec<(String, String, String)> = run
+            .tasks
+            .iter()
+            .filter_map(|t| {
+                t.commit()
+                    .map(|c| (t.plan.id.to_string(), c.start.clone(), c.commit.clone()))
+            })
+            .collect();
+        core.integrating.insert(id.clone());
+        let shared = core.shared.clone();
+        let actor = core.actor.clone();
+        let run_id = id.clone();
+        tokio::spawn(async move {
+            let outcome = integrate(&shared, &run_id, &ws, &leaves, &starts).await;
+            actor.tell(move |core| {
+                core.integrating.remove(&run_id);
+                let still = core.state.run(&run_id).is_some_and(|r| {
+                    r.status == RunStatus::Running && r.integration.is_none()
+                });
+                if !still {
+                    return;
+                }
+                let p = match outcome {
+                    Ok(i) => Pending::run(&run_id, EventBody::RunIntegrated(Box::new(i))),
+                    Err(reason) => Pending::run(&run_id, EventBody::RunBlocked { reason })
+                        .with_message("integration needs attention"),
+                };
+                core.emit(p);
+                core.touch(&run_id);
+            });
+        });
+    }
+}
+
+/// Merge the leaves' commits on `crew/<runId>`. `Err` is why the run is blocked.
+async fn integrate(
+    shared: &Arc<Shared>,
+    run_id: &str,
+    ws: &WorkspaceSpec,
+    leaves: &[(String, String)],
+    tasks: &[(String, String, String)],
+) -> Result<Integration, String> {
+    let git = git(shared);
+    let repo = git.repo(&ws.repo);
+    cleanup_leftovers(&git, &repo, shared, run_id).await;
+    let branch = run_branch(run_id);
+    let bref = format!("refs/heads/{branch}");
+    let commits: Vec<String> = leaves.iter().map(|(_, c)| c.clone()).collect();
+    let e = |e: GitError| format!("cannot integrate the run's results on {branch}: {e}");
+    // Resumed after the user resolved a conflict on the branch (or integrated before).
+    let tip = repo.resolve(&bref).await.map_err(e)?;
+    let commit = match tip {
+        Some(t) if all_contained(&repo, &commits, &t).await.map_err(e)? => t,
+        _ => {
+            let message = format!(
+                "crew: run {run_id}: merge of {}",
+                leaves
+                    .iter()
+                    .map(|(t, _)| t.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            match repo.merge_all(&commits, &message).await.map_err(e)? {
+                MergeOutcome::Clean(c) => {
+                    repo.update_ref(&bref, &c).await.map_err(e)?;
+                    c
+                }
+                MergeOutcome::Conflict {
+                    paths,
+                    with,
+                    merged_so_far,
+                } => {
+                    repo.update_ref(&bref, &merged_so_far).await.map_err(e)?;
+                    let mut involved = Vec::new();
+                    for (id, start, commit) in tasks {
+                        let touched = repo.changed_paths(start, commit).await.unwrap_or_default();
+                        if touched.iter().any(|p| paths.contains(p)) {
+                            involved.push(id.clone());
+                        }
+                    }
+                    return Err(format!(
+                        "integration conflict on {branch}: tasks {} change {}. Resolve it on \
+                         the branch (git switch {branch} && git merge {} , fix, commit), then \
+                         `crewctl resume {run_id}`",
+                        involved.join(", "),
+                        paths.join(", "),
+                        short(&with)
+                    ));
+                }
+            }
+        }
+    };
+    let stat = repo.diffstat(&ws.base, &commit).await.map_err(e)?;
+    Ok(Integration {
+        branch,
+        commit,
+        files: stat.files,
+        insertions: stat.insertions,
+        deletions: stat.deletions,
+    })
+}
+
+/// Worktrees of the run that no attempt will finish (crewd was killed between a task's commit
+/// and its worktree's removal): kept as refs if they hold anything, then removed.
+async fn cleanup_leftovers(git: &Git, repo: &Repo, shared: &Shared, run_id: &str) {
+    let dir = worktrees_dir(shared, run_id);
+    let Ok(mut rd) = tokio::fs::read_dir(&dir).await else {
+        return;
+    };
+    while let Ok(Some(entry)) = rd.next_entry().await {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name == REPO_FILE || !crew_core::ids::is_safe_id(&name) {
+            continue;
+        }
+        let keep = format!("refs/crew/{run_id}/{name}/leftover");
+        retire(git, repo, &entry.path(), &keep).await;
+    }
+}
+
+// ---- forget / prune ---------------------------------------------------------------------
+
+/// Worktrees of the run with uncommitted work (what forget refuses to delete without force).
+pub async fn uncommitted(shared: &Shared, run_id: &str) -> Vec<String> {
+    let git = git(shared);
+    let dir = worktrees_dir(shared, run_id);
+    let mut out = Vec::new();
+    let Ok(mut rd) = tokio::fs::read_dir(&dir).await else {
+        return out;
+    };
+    while let Ok(Some(entry)) = rd.next_entry().await {
+        let path = entry.path();
+        if !path.join(".git").exists() {
+            continue;
+        }
+        match git.repo(&path).dirty_paths().await {
+            Ok(d) if d.is_empty() => {}
+            _ => out.push(path.display().to_string()),
+        }
+    }
+    out
+}
+
+/// Remove the run's worktrees, branches and refs (after `run.forgotten` is durable). Worktrees
+/// with uncommitted work stay unless `force`, and so does their branch.
+pub async fn remove_run(shared: Arc<Shared>, run_id: String, force: bool) {
+    let dir = worktrees_dir(&shared, &run_id);
+    let Ok(repo_path) = tokio::fs::read_to_string(dir.join(REPO_FILE)).await else {
+        return;
+    };
+    let git = git(&shared);
+    let repo = git.repo(repo_path.trim());
+    let dirty = if force {
+        Vec::new()
+    } else {
+        uncommitted(&shared, &run_id).await
+    };
+    let mut kept_tasks = Vec::new();
+    if let Ok(mut rd) = tokio::fs::read_dir(&dir).await {
+        while let Ok(Some(entry)) = rd.next_entry().await {
+            let path = entry.path();
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name == REPO_FILE {
+                continue;
+            }
+            if dirty.contains(&path.display().to_string()) {
+                tracing::warn!(run = %run_id, path = %path.display(), "kept a worktree with uncommitted work (forget with force to remove it)");
+                kept_tasks.push(name);
+                continue;
+            }
+            if let Err(e) = repo.worktree_remove(&path).await {
+                tracing::warn!(error = %e, "git worktree remove failed");
+                let _ = tokio::fs::remove_dir_all(&path).await;
+            }
+        }
+    }
+    let _ = repo.worktree_prune().await;
+    let mut refs = Vec::new();
+    for prefix in [
+        format!("refs/heads/crew/tasks/{run_id}/"),
+        format!("refs/crew/{run_id}/"),
+    ] {
+        refs.extend(repo.refs_under(&prefix).await.unwrap_or_default());
+    }
+    refs.push(format!("refs/heads/{}", run_branch(&run_id)));
+    refs.retain(|r| !kept_tasks.iter().any(|t| r.ends_with(&format!("/{t}"))));
+    if let Err(e) = repo.delete_refs(&refs).await {
+        tracing::warn!(run = %run_id, error = %e, "cannot delete the run's branches");
+    }
+    if kept_tasks.is_empty() {
+        let _ = tokio::fs::remove_dir_all(&dir).await;
+    }
+}
+
+// ---- team.diff / team.apply -------------------------------------------------------------
+
+pub struct DiffInput {
+    pub ws: WorkspaceSpec,
+    pub branch: String,
+    pub from: String,
+    pub to: String,
+}
+
+pub async fn diff(
+    shared: &Shared,
+    input: DiffInput,
+    stat_only: bool,
+    limit: usize,
+) -> Result<api::DiffResult, ApiError> {
+    let git = git(shared);
+    let repo = git.repo(&input.ws.repo);
+    let internal = |e: GitError| ApiError::internal(format!("git: {e}"));
+    let stat = repo
+        .diffstat(&input.from, &input.to)
+        .await
+        .map_err(internal)?;
+    let (patch, truncated) = if stat_only {
+        (String::new(), false)
+    } else {
+        let bytes = repo.diff(&input.from, &input.to).await.map_err(internal)?;
+        let truncated = bytes.len() > limit;
+        let cut = bytes.get(..limit.min(bytes.len())).unwrap_or_default();
+        (String::from_utf8_lossy(cut).into_owned(), truncated)
+    };
+    Ok(api::DiffResult {
+        branch: input.branch,
+        from: input.from,
+        to: input.to,
+        files: stat.files,
+        insertions: stat.insertions,
+        deletions: stat.deletions,
+        patch,
+        truncated,
+    })
+}
+
+/// Bring the run's integrated commit into the user's checked-out branch. Refused when the
+/// user's tree has uncommitted changes, or when the branch moved since the run started and the
+/// change conflicts with what it gained.
+pub async fn apply(
+    shared: &Shared,
+    run_id: &str,
+    ws: &WorkspaceSpec,
+    integration: &Integration,
+    squash: bool,
+) -> Result<api::ApplyResult, ApiError> {
+    let git = git(shared);
+    let repo = git.repo(&ws.repo);
+    let internal = |e: GitError| ApiError::internal(format!("git: {e}"));
+    let dirty = repo.dirty_paths().await.map_err(internal)?;
+    if !dirty.is_empty() {
+        let shown: Vec<&str> = dirty.iter().take(10).map(String::as_str).collect();
+        return Err(ApiError::invalid_state(format!(
+            "your work tree {} has uncommitted changes ({}): commit or stash them, then apply \
+             again (or merge {} by hand)",
+            ws.repo,
+            shown.join(", "),
+            integration.branch
+        )));
+    }
+    let branch = repo.current_branch().await.map_err(internal)?;
+    let head = repo.head().await.map_err(internal)?;
+    let target = integration.commit.as_str();
+    let stat = repo.diffstat(&ws.base, target).await.map_err(internal)?;
+    let done = |head: String, how: &str| api::ApplyResult {
+        branch: branch.clone(),
+        head,
+        how: how.to_string(),
+        files: stat.files,
+        insertions: stat.insertions,
+        deletions: stat.deletions,
+    };
+    let Some(head) = head else {
+        return Err(ApiError::invalid_state(
+            "your repository has no commit checked out",
+        ));
+    };
+    if repo.is_ancestor(target, &head).await.map_err(internal)? {
+        return Ok(done(head, "up_to_date"));
+    }
+    let moved = !repo.is_ancestor(&head, target).await.map_err(internal)?;
+    if moved {
+        let conflicts = repo.merge_check(&head, target).await.map_err(internal)?;
+        if !conflicts.is_empty() {
+            return Err(ApiError::invalid_state(format!(
+                "your branch moved since run {run_id} started ({} → {}) and its changes \
+                 conflict with the run's in: {}. Merge {} by hand",
+                short(ws.head.as_deref().unwrap_or(&ws.base)),
+                short(&head),
+                conflicts.join(", "),
+                integration.branch
+            )));
+        }
+    }
+    let message = if squash {
+        format!("crew: run {run_id}\n\nSquashed from {}.\n", integration.branch)
+    } else {
+        format!("crew: merge run {run_id} ({})", integration.branch)
+    };
+    let new_head = repo
+        .merge_into_checkout(target, squash, &message)
+        .await
+        .map_err(|e| ApiError::invalid_state(format!("git merge refused: {e}")))?
+        .unwrap_or(head);
+    let how = match (squash, moved) {
+        (true, _) => "squash",
+        (false, false) => "fast_forward",
+        (false, true) => "merge",
+    };
+    Ok(done(new_head, how))
+}
+
+/// The status view of a worktree run.
+pub fn view(run: &crew_core::run::RunState) -> Option<api::RunWorkspaceView> {
+    let ws = run.spec.workspace.as_ref()?;
+    let commit_view = |c: &TaskCommit| api::TaskCommitView {
+        branch: c.branch.clone(),
+        start: c.start.clone(),
+        commit: c.commit.clone(),
+        files: c.files,
+        insertions: c.insertions,
+        deletions: c.deletions,
+    };
+    Some(api::RunWorkspaceView {
+        mode: api::WorkspaceMode::Worktree,
+        repo: ws.repo.clone(),
+        base: ws.base.clone(),
+        dirty_base: ws.dirty,
+        branch: run_branch(&run.id),
+        integrated: run.integration.as_ref().map(|i| api::TaskCommitView {
+            branch: i.branch.clone(),
+            start: ws.base.clone(),
+            commit: i.commit.clone(),
+            files: i.files,
+            insertions: i.insertions,
+            deletions: i.deletions,
+        }),
+        tasks: run
+            .tasks
+            .iter()
+            .filter_map(|t| Some((t.plan.id.to_string(), commit_view(t.commit()?))))
+            .collect(),
+    })
+}

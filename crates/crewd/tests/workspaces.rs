@@ -1,0 +1,496 @@
+//! Worktree mode (issue 15) against real git repositories made here, with the fake agent
+//! editing files: isolation, results as commits, integration, conflicts, diff/apply, lifecycle.
+
+mod common;
+
+use common::{path_str, Daemon};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_AUTHOR_NAME", "user")
+        .env("GIT_AUTHOR_EMAIL", "user@example.com")
+        .env("GIT_COMMITTER_NAME", "user")
+        .env("GIT_COMMITTER_EMAIL", "user@example.com")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim_end().to_string()
+}
+
+/// The daemon's work dir as a repository with one commit; `.crew/` (the test's resources) is
+/// excluded so it does not make the tree dirty.
+fn repo(d: &Daemon) -> &Path {
+    let w = d.work.as_path();
+    git(w, &["init", "-q", "-b", "main"]);
+    git(w, &["config", "user.name", "user"]);
+    git(w, &["config", "user.email", "user@example.com"]);
+    std::fs::write(w.join(".git/info/exclude"), ".crew/\n").unwrap();
+    std::fs::write(w.join("a.txt"), "one\ntwo\nthree\n").unwrap();
+    std::fs::write(w.join(".gitignore"), "*.log\n").unwrap();
+    git(w, &["add", "-A"]);
+    git(w, &["commit", "-qm", "init"]);
+    w
+}
+
+/// Everything of the user's checkout a run must leave alone: every file outside `.git` (bytes),
+/// the index (bytes), HEAD, the user's own branches and the stash list.
+fn checksum(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let e = e.unwrap();
+            let p = e.path();
+            let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+            if rel == ".git" {
+                continue;
+            }
+            if e.file_type().unwrap().is_dir() {
+                walk(root, &p, out);
+            } else {
+                out.insert(rel, std::fs::read(&p).unwrap());
+            }
+        }
+    }
+    walk(dir, dir, &mut out);
+    out.insert("<index>".into(), std::fs::read(dir.join(".git/index")).unwrap());
+    out.insert("<HEAD>".into(), git(dir, &["rev-parse", "HEAD"]).into_bytes());
+    let branches = git(dir, &["for-each-ref", "refs/heads", "--format=%(refname) %(objectname)"]);
+    let own: Vec<&str> = branches
+        .lines()
+        .filter(|l| !l.starts_with("refs/heads/crew/"))
+        .collect();
+    out.insert("<branches>".into(), own.join("\n").into_bytes());
+    out.insert("<stash>".into(), git(dir, &["stash", "list"]).into_bytes());
+    out
+}
+
+/// A team whose steps are `(id, dependsOn, task text)`, each played by the executor agent.
+fn team(d: &Daemon, name: &str, steps: &[(&str, &[&str], &str)]) {
+    let mut roles = String::new();
+    let mut wf = format!("---\nname: {name}\n---\n\n");
+    for (id, deps, task) in steps {
+        roles.push_str(&format!("- r{id}: agent=executor\n"));
+        wf.push_str(&format!("## {id}\nrole: r{id}\n"));
+        if !deps.is_empty() {
+            wf.push_str(&format!("dependsOn: {}\n", deps.join(", ")));
+        }
+        wf.push_str(&format!("\n{task}\n\n"));
+    }
+    d.project_file(
+        &format!("teams/{name}.team.md"),
+        &format!("---\nname: {name}\ndefaultWorkflow: {name}\n---\n\n{roles}"),
+    );
+    d.project_file(&format!("workflows/{name}.workflow.md"), &wf);
+}
+
+fn run_wt(d: &Daemon, team_name: &str, extra: Value) -> String {
+    let mut p = json!({"team": team_name, "workspace": "worktree"});
+    for (k, v) in extra.as_object().unwrap() {
+        p[k] = v.clone();
+    }
+    d.run("change things", p)
+}
+
+fn show(dir: &Path, rev_path: &str) -> String {
+    git(dir, &["show", rev_path])
+}
+
+fn worktrees(dir: &Path) -> Vec<String> {
+    git(dir, &["worktree", "list", "--porcelain"])
+        .lines()
+        .filter_map(|l| l.strip_prefix("worktree "))
+        .map(str::to_string)
+        .collect()
+}
+
+fn completed_commit(d: &Daemon, run: &str, task: &str) -> Value {
+    d.events(Some(run))
+        .into_iter()
+        .find(|e| e["type"] == "task.completed" && e["taskId"] == task)
+        .unwrap_or_else(|| panic!("no task.completed for {task}"))["data"]["commit"]
+        .clone()
+}
+
+#[test]
+fn parallel_tasks_edit_different_files_and_both_land_on_the_run_branch() {
+    let d = Daemon::start();
+    let w = repo(&d);
+    team(
+        &d,
+        "par",
+        &[
+            ("one", &[], "[fake:write=one.txt:from one][fake:sleep=300ms]"),
+            ("two", &[], "[fake:write=two.txt:from two][fake:append=a.txt:four\\n][fake:sleep=300ms]"),
+        ],
+    );
+    let before = checksum(w);
+    let run = run_wt(&d, "par", json!({}));
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    assert_eq!(checksum(w), before, "the user's checkout is untouched");
+
+    let branch = format!("crew/{run}");
+    assert_eq!(show(w, &format!("{branch}:one.txt")), "from one");
+    assert_eq!(show(w, &format!("{branch}:two.txt")), "from two");
+    assert_eq!(show(w, &format!("{branch}:a.txt")), "one\ntwo\nthree\nfour");
+
+    let c1 = completed_commit(&d, &run, "01_one");
+    assert_eq!(c1["branch"], format!("crew/tasks/{run}/01_one"));
+    assert_eq!((c1["files"].as_u64(), c1["insertions"].as_u64()), (Some(1), Some(1)));
+    let c2 = completed_commit(&d, &run, "02_two");
+    assert_eq!(c2["files"], 2);
+    let author = git(w, &["log", "-1", "--format=%an <%ae> %s", c2["commit"].as_str().unwrap()]);
+    assert_eq!(author, "crew <crew@localhost> crew: 02_two (rtwo)");
+
+    let st = d.status(&run);
+    let ws = &st["workspace"];
+    assert_eq!(ws["branch"], branch);
+    assert_eq!(ws["integrated"]["files"], 3);
+    assert_eq!(ws["tasks"]["01_one"]["commit"], c1["commit"]);
+    let patch = d.ok(
+        "team.artifact",
+        json!({"runId": run, "name": "patches/01_one.patch"}),
+    );
+    assert!(patch["content"].as_str().unwrap().contains("+from one"), "{patch}");
+    assert_eq!(worktrees(w), [path_str(w)], "no worktree left behind");
+
+    let diff = d.ok("team.diff", json!({"runId": run}));
+    assert_eq!(diff["files"], 3);
+    assert!(diff["patch"].as_str().unwrap().contains("+from two"));
+    let one = d.ok("team.diff", json!({"runId": run, "taskId": "01_one", "stat": true}));
+    assert_eq!((one["files"].as_u64(), one["patch"].as_str()), (Some(1), Some("")));
+}
+
+#[test]
+fn an_integration_conflict_blocks_the_run_until_resolved_on_the_branch() {
+    let d = Daemon::start();
+    let w = repo(&d);
+    team(
+        &d,
+        "clash",
+        &[
+            ("left", &[], "[fake:write=a.txt:one\\nLEFT\\nthree\\n]"),
+            ("right", &[], "[fake:write=a.txt:one\\nRIGHT\\nthree\\n]"),
+        ],
+    );
+    let before = checksum(w);
+    let run = run_wt(&d, "clash", json!({}));
+    assert_eq!(d.wait(&run), "blocked");
+    let st = d.status(&run);
+    let reason = st["run"]["reason"].as_str().unwrap().to_string();
+    assert!(reason.contains("a.txt"), "{reason}");
+    assert!(reason.contains("01_left") && reason.contains("02_right"), "{reason}");
+    assert_eq!(checksum(w), before);
+
+    // The user resolves on crew/<run> in a checkout of their own, then resumes.
+    let branch = format!("crew/{run}");
+    let fix = d.work.parent().unwrap().join("fix");
+    git(w, &["worktree", "add", "-q", path_str(&fix), &branch]);
+    let right = completed_commit(&d, &run, "02_right")["commit"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let merge = Command::new("git")
+        .args(["merge", "-q", "--no-edit", &right])
+        .current_dir(&fix)
+        .output()
+        .unwrap();
+    assert!(!merge.status.success(), "the merge conflicts");
+    std::fs::write(fix.join("a.txt"), "one\nBOTH\nthree\n").unwrap();
+    git(&fix, &["add", "a.txt"]);
+    git(&fix, &["commit", "-qm", "resolved"]);
+    let resolved = git(&fix, &["rev-parse", "HEAD"]);
+    git(w, &["worktree", "remove", path_str(&fix)]);
+
+    d.ok("team.resume", json!({"runId": run}));
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    let st = d.status(&run);
+    assert_eq!(st["workspace"]["integrated"]["commit"], resolved);
+    assert_eq!(show(w, &format!("{branch}:a.txt")), "one\nBOTH\nthree");
+}
+
+#[test]
+fn a_dependent_sees_its_dependencys_edit_and_conflicting_dependencies_need_attention() {
+    let d = Daemon::start();
+    let w = repo(&d);
+    team(
+        &d,
+        "chain",
+        &[
+            ("first", &[], "[fake:write=new.txt:made by first]"),
+            ("second", &["first"], "[fake:cat=new.txt][fake:append=new.txt:\\nand second]"),
+        ],
+    );
+    let run = run_wt(&d, "chain", json!({}));
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    let result = d.ok(
+        "team.artifact",
+        json!({"runId": run, "name": "results/02_second.txt"}),
+    );
+    assert!(
+        result["content"].as_str().unwrap().contains("new.txt: made by first"),
+        "{result}"
+    );
+    assert_eq!(
+        show(w, &format!("crew/{run}:new.txt")),
+        "made by first\nand second"
+    );
+    let second = completed_commit(&d, &run, "02_second");
+    let first = completed_commit(&d, &run, "01_first");
+    assert_eq!(second["start"], first["commit"], "started from its dependency's result");
+
+    team(
+        &d,
+        "diamond",
+        &[
+            ("left", &[], "[fake:write=a.txt:LEFT\\n]"),
+            ("right", &[], "[fake:write=a.txt:RIGHT\\n]"),
+            ("join", &["left", "right"], "[fake:write=joined.txt:x]"),
+        ],
+    );
+    let run = run_wt(&d, "diamond", json!({}));
+    assert_eq!(d.wait(&run), "blocked");
+    let st = d.status(&run);
+    let join = Daemon::task(&st, "03_join");
+    assert_eq!(join["status"], "needs_attention", "{st}");
+    let err = join["error"].as_str().unwrap();
+    assert!(err.contains("a.txt") && err.contains("01_left"), "{err}");
+    assert_eq!(worktrees(w), [path_str(w)]);
+}
+
+#[test]
+fn a_dirty_tree_is_the_base_without_being_touched_and_refuse_refuses() {
+    let d = Daemon::start();
+    let w = repo(&d);
+    team(&d, "look", &[("look", &[], "[fake:cat=a.txt][fake:cat=untracked.txt]")]);
+    std::fs::write(w.join("a.txt"), "one\nchanged\nthree\n").unwrap();
+    std::fs::write(w.join("untracked.txt"), "new file\n").unwrap();
+    std::fs::write(w.join("x.log"), "ignored\n").unwrap();
+    let before = checksum(w);
+
+    let e = d.err(
+        "team.run",
+        json!({"goal": "g", "cwd": path_str(w), "runtime": "fake", "team": "look",
+               "workspace": "worktree", "dirty": "refuse"}),
+    );
+    assert_eq!(e["code"], 1003, "{e}");
+    assert!(e["message"].as_str().unwrap().contains("uncommitted"), "{e}");
+
+    let started = d.ok(
+        "team.run",
+        json!({"goal": "g", "cwd": path_str(w), "runtime": "fake", "team": "look",
+               "workspace": "worktree"}),
+    );
+    let run = started["runId"].as_str().unwrap().to_string();
+    assert!(
+        started["notes"].to_string().contains("uncommitted changes"),
+        "{started}"
+    );
+    assert_eq!(d.wait(&run), "completed");
+    let text = d.ok(
+        "team.artifact",
+        json!({"runId": run, "name": "results/01_look.txt"}),
+    )["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(text.contains("a.txt: one\\nchanged\\nthree"), "{text}");
+    assert!(text.contains("untracked.txt: new file"), "{text}");
+    assert_eq!(checksum(w), before, "not even the index changed");
+    let st = d.status(&run);
+    assert_eq!(st["workspace"]["dirtyBase"], true);
+    let base = st["workspace"]["base"].as_str().unwrap();
+    assert!(git(w, &["ls-tree", "--name-only", base]).lines().all(|l| l != "x.log"));
+}
+
+#[test]
+fn worktree_mode_outside_a_repository_is_refused_and_the_team_mode_counts() {
+    let d = Daemon::start();
+    team(&d, "solo", &[("only", &[], "[fake:write=x.txt:x]")]);
+    for method in ["team.run", "team.plan"] {
+        let e = d.err(
+            method,
+            json!({"goal": "g", "cwd": path_str(&d.work), "runtime": "fake", "team": "solo",
+                   "workspace": "worktree"}),
+        );
+        assert_eq!(e["code"], 1003, "{method}: {e}");
+        assert!(e["message"].as_str().unwrap().contains("git work tree"), "{e}");
+    }
+    // pi-crew's `workspaceMode: worktree` on the team now means it.
+    d.project_file(
+        "teams/wtteam.team.md",
+        "---\nname: wtteam\ndefaultWorkflow: solo\nworkspaceMode: worktree\n---\n\n- ronly: agent=executor\n",
+    );
+    let e = d.err(
+        "team.run",
+        json!({"goal": "g", "cwd": path_str(&d.work), "runtime": "fake", "team": "wtteam"}),
+    );
+    assert_eq!(e["code"], 1003, "{e}");
+    let w = repo(&d);
+    let run = d.run("g", json!({"team": "wtteam"}));
+    assert_eq!(d.wait(&run), "completed");
+    assert_eq!(show(w, &format!("crew/{run}:x.txt")), "x");
+    assert!(!w.join("x.txt").exists());
+}
+
+#[test]
+fn apply_refuses_a_dirty_tree_then_brings_the_change_in() {
+    let d = Daemon::start();
+    let w = repo(&d);
+    team(&d, "edit", &[("edit", &[], "[fake:write=b.txt:made][fake:delete=a.txt]")]);
+    let run = run_wt(&d, "edit", json!({}));
+    assert_eq!(d.wait(&run), "completed");
+
+    std::fs::write(w.join("scratch.txt"), "mine\n").unwrap();
+    let e = d.err("team.apply", json!({"runId": run}));
+    assert_eq!(e["code"], 1002, "{e}");
+    assert!(e["message"].as_str().unwrap().contains("uncommitted"), "{e}");
+    assert!(w.join("a.txt").exists());
+    std::fs::remove_file(w.join("scratch.txt")).unwrap();
+
+    let r = d.ok("team.apply", json!({"runId": run}));
+    assert_eq!(r["how"], "fast_forward", "{r}");
+    assert_eq!(std::fs::read_to_string(w.join("b.txt")).unwrap(), "made");
+    assert!(!w.join("a.txt").exists());
+    assert_eq!(git(w, &["status", "--porcelain"]), "");
+    let again = d.ok("team.apply", json!({"runId": run}));
+    assert_eq!(again["how"], "up_to_date");
+
+    // The user's branch moved in a conflicting way: refused, nothing changed.
+    team(&d, "edit2", &[("edit", &[], "[fake:write=b.txt:second run]")]);
+    let run2 = run_wt(&d, "edit2", json!({}));
+    assert_eq!(d.wait(&run2), "completed");
+    std::fs::write(w.join("b.txt"), "user's own\n").unwrap();
+    git(w, &["commit", "-qam", "user edit"]);
+    let head = git(w, &["rev-parse", "HEAD"]);
+    let e = d.err("team.apply", json!({"runId": run2}));
+    assert_eq!(e["code"], 1002, "{e}");
+    assert!(e["message"].as_str().unwrap().contains("b.txt"), "{e}");
+    assert_eq!(git(w, &["rev-parse", "HEAD"]), head);
+
+    // A change that does not conflict goes in as one squashed commit.
+    team(&d, "edit3", &[("edit", &[], "[fake:write=c.txt:third]")]);
+    let run3 = run_wt(&d, "edit3", json!({}));
+    assert_eq!(d.wait(&run3), "completed");
+    git(w, &["commit", "-q", "--allow-empty", "-m", "user moves on"]);
+    let r = d.ok("team.apply", json!({"runId": run3, "squash": true}));
+    assert_eq!(r["how"], "squash", "{r}");
+    assert_eq!(std::fs::read_to_string(w.join("c.txt")).unwrap(), "third");
+    assert_eq!(git(w, &["rev-list", "--count", "HEAD^..HEAD"]), "1");
+}
+
+#[test]
+fn forget_removes_worktrees_and_branches_but_not_uncommitted_work_without_force() {
+    let d = Daemon::start();
+    let w = repo(&d);
+    team(&d, "one", &[("edit", &[], "[fake:write=b.txt:x]")]);
+    let run = run_wt(&d, "one", json!({}));
+    assert_eq!(d.wait(&run), "completed");
+    assert!(!git(w, &["for-each-ref", "refs/heads/crew/"]).is_empty());
+
+    // A worktree of the run holding work nobody committed (the user poked around in it).
+    let wt = d.state_dir.join("worktrees").join(&run).join("01_edit");
+    git(w, &["worktree", "add", "-q", "--detach", path_str(&wt), &format!("crew/{run}")]);
+    std::fs::write(wt.join("wip.txt"), "unsaved\n").unwrap();
+    let e = d.err("team.forget", json!({"runId": run}));
+    assert_eq!(e["code"], 1002, "{e}");
+    assert!(e["message"].as_str().unwrap().contains("uncommitted"), "{e}");
+    assert!(wt.join("wip.txt").exists());
+
+    d.ok("team.forget", json!({"runId": run, "force": true}));
+    // The git cleanup follows the forget's commit: wait for it by polling git, not time.
+    for _ in 0..600 {
+        if git(w, &["for-each-ref", "refs/heads/crew/", "refs/crew/"]).is_empty()
+            && worktrees(w).len() == 1
+        {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(git(w, &["for-each-ref", "refs/heads/crew/", "refs/crew/"]), "");
+    assert_eq!(worktrees(w), [path_str(w)]);
+    assert!(!d.state_dir.join("worktrees").join(&run).exists());
+}
+
+#[test]
+fn a_killed_daemons_retry_starts_from_a_clean_worktree() {
+    let mut d = Daemon::start();
+    let w = repo(&d).to_path_buf();
+    let w = w.as_path();
+    team(
+        &d,
+        "slow",
+        &[(
+            "edit",
+            &[],
+            "[fake:cat=half.txt][fake:write=half.txt:half done][fake:sleep=1500ms]",
+        )],
+    );
+    let before = checksum(w);
+    let run = run_wt(&d, "slow", json!({}));
+    let wt = d.state_dir.join("worktrees").join(&run).join("01_edit");
+    // Wait until the first attempt edited its worktree.
+    for _ in 0..1200 {
+        if wt.join("half.txt").exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+    assert!(wt.join("half.txt").exists(), "the first attempt edits");
+    d.kill9();
+    d.restart();
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    let text = d.ok(
+        "team.artifact",
+        json!({"runId": run, "name": "results/01_edit.txt"}),
+    )["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(text.contains("half.txt: <missing>"), "the retry starts clean: {text}");
+    assert_eq!(worktrees(w), [path_str(w)], "no stale worktree entries");
+    // The first attempt's tree is kept as a ref.
+    let refs = git(w, &["for-each-ref", "--format=%(refname)", &format!("refs/crew/{run}/")]);
+    assert!(refs.contains("attempt-1"), "{refs}");
+    assert_eq!(checksum(w), before);
+}
+
+#[test]
+fn submodules_and_filters_behave_clearly() {
+    let d = Daemon::start();
+    let w = repo(&d);
+    // An LFS-style clean/smudge filter from the user's config is honoured by crew's commits.
+    git(w, &["config", "filter.upper.clean", "tr a-z A-Z"]);
+    git(w, &["config", "filter.upper.smudge", "cat"]);
+    std::fs::write(w.join(".gitattributes"), "*.up filter=upper\n").unwrap();
+    // A submodule: its gitlink stays as it is; the task sees an empty directory.
+    let sub = d.work.parent().unwrap().join("sub");
+    std::fs::create_dir_all(&sub).unwrap();
+    git(&sub, &["init", "-q", "-b", "main"]);
+    std::fs::write(sub.join("s.txt"), "s\n").unwrap();
+    git(&sub, &["add", "-A"]);
+    git(&sub, &["commit", "-qm", "s"]);
+    git(
+        w,
+        &["-c", "protocol.file.allow=always", "submodule", "add", "-q", path_str(&sub), "sub"],
+    );
+    git(w, &["add", "-A"]);
+    git(w, &["commit", "-qm", "filter + submodule"]);
+    team(&d, "f", &[("edit", &[], "[fake:write=x.up:shout][fake:cat=sub/s.txt]")]);
+    let before = checksum(w);
+    let run = run_wt(&d, "f", json!({}));
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    assert_eq!(show(w, &format!("crew/{run}:x.up")), "SHOUT");
+    let c = completed_commit(&d, &run, "01_edit");
+    assert_eq!(c["files"], 1, "the submodule is not part of the change: {c}");
+    assert_eq!(checksum(w), before);
+}
