@@ -91,7 +91,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .collect();
             seq += entries.len() as u64;
             journal.append(&entries)?;
-            if seq % 10_000 == 0 {
+            if seq.is_multiple_of(10_000) {
                 journal.write_snapshot(seq, &vec![b's'; 64 << 10])?;
             }
         }
@@ -173,10 +173,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "  replay of the last 10,000    {:8.1} ms (start-up's next step)",
         replay * 1e3
     );
-    println!(
-        "  clean close, seal included   {:8.1} ms",
-        close * 1e3
-    );
+    println!("  clean close, seal included   {:8.1} ms", close * 1e3);
     println!(
         "  start-up (open + replay): sealed {:.2} x, unsealed {:.2} x the baseline's",
         (sealed + replay) / (raw + replay),

@@ -42,15 +42,18 @@ pub(crate) fn release_leaked_locks(db: &Path) {
     let Ok(meta) = std::fs::metadata(db) else {
         return;
     };
-    let Ok(fds) = std::fs::read_dir("/proc/self/fd") else {
-        return;
+    // Listing /proc/self/fd takes a descriptor, which a process out of them (EMFILE, one way
+    // to wedge sled) does not have: then every number up to the limit is tried instead.
+    let fds: Vec<i32> = match std::fs::read_dir("/proc/self/fd") {
+        Ok(items) => items
+            .flatten()
+            .filter_map(|fd| fd.file_name().to_str()?.parse().ok())
+            .collect(),
+        Err(_) => (0..descriptor_bound()).collect(),
     };
-    for fd in fds.flatten() {
-        let Some(fd) = fd.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
-            continue;
-        };
-        // SAFETY: fstat writes into the zeroed stat buffer we own; a descriptor closed in the
-        // meantime only makes it fail.
+    for fd in fds {
+        // SAFETY: fstat writes into the zeroed stat buffer we own; a descriptor that is not
+        // open only makes it fail.
         let mut stat: libc::stat = unsafe { std::mem::zeroed() };
         let same = unsafe { libc::fstat(fd, &mut stat) } == 0
             && stat.st_dev == meta.dev()
@@ -61,4 +64,16 @@ pub(crate) fn release_leaked_locks(db: &Path) {
             unsafe { libc::flock(fd, libc::LOCK_UN) };
         }
     }
+}
+
+/// Descriptor numbers to try: the hard limit on open files, at most 65,536.
+fn descriptor_bound() -> i32 {
+    // SAFETY: getrlimit writes into the struct we own.
+    let mut limit: libc::rlimit = unsafe { std::mem::zeroed() };
+    let hard = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0 {
+        limit.rlim_max
+    } else {
+        0
+    };
+    i32::try_from(hard.clamp(1024, 65_536)).unwrap_or(65_536)
 }

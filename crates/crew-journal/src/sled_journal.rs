@@ -75,10 +75,10 @@ struct Sled {
 struct Writer {
     /// Where every acknowledged write is recorded (`acked.rs`).
     acked_file: Option<AckedFile>,
-    /// A write failed without sled recording a global error (it does for failed log writes):
-    /// the failure was in a reservation of sled's write buffer (creating a blob file: EMFILE,
-    /// EROFS, ENOSPC), which sled never gives back, so any flush of this handle, its drop's
-    /// included, waits forever.
+    /// A write failed without sled recording a global error (it does for failed log writes,
+    /// `is_global_error`): the failure was in a reservation of sled's write buffer (creating a
+    /// blob file: EMFILE, EROFS, ENOSPC), which sled never gives back, so any flush of this
+    /// handle, its drop's included, waits forever.
     wedged: bool,
     /// What the marker file currently vouches for.
     marker: Marker,
@@ -205,13 +205,22 @@ impl SledJournal {
         context: &str,
         op: impl FnOnce() -> sled::Result<()>,
     ) -> Result<(), JournalError> {
-        let result = self.guarded(context, op);
+        let result = match catch_unwind(AssertUnwindSafe(op)) {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(err)) => {
+                writer.wedged = !is_global_error(&err);
+                Err(open::map_sled_error(&self.path, context, err))
+            }
+            Err(panic) => {
+                writer.wedged = true;
+                Err(JournalError::Backend {
+                    context: context.to_owned(),
+                    detail: format!("sled panicked: {}", open::panic_message(&*panic)),
+                })
+            }
+        };
         if let Err(err) = &result {
             writer.poisoned = Some(err.to_string());
-            // After a failed log write sled fails every call, reads too; if reads still work,
-            // the failure left a reservation behind (see `Writer::wedged`).
-            let reads = catch_unwind(AssertUnwindSafe(|| self.sled.meta.get(META_EPOCH)));
-            writer.wedged = matches!(reads, Ok(Ok(_)));
         }
         result
     }
@@ -406,6 +415,17 @@ impl SledJournal {
         }
         Ok(chunks)
     }
+}
+
+/// Whether a failed write's error is sled's global error: sled records the first failure of a
+/// log write (done on its IO threads) and hands every later caller a copy made with
+/// `io::Error::new(kind, format!("{original:?}"))`, so it carries no OS error code. A handle in
+/// that state fails every call at once, its drop included. Any other failure (an OS error
+/// returned in the caller's thread: sled creating a blob file) may have left a reservation in
+/// sled's write buffer, and the handle counts as wedged (`Writer::wedged`); mistaking a
+/// global error for that only leaks a handle that could have been dropped.
+fn is_global_error(err: &sled::Error) -> bool {
+    matches!(err, sled::Error::Io(io) if io.raw_os_error().is_none() && io.to_string().starts_with("Os {"))
 }
 
 /// One decoded event pack.

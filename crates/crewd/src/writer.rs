@@ -439,10 +439,9 @@ fn retire(old: Arc<dyn Journal>, wait: Duration) {
 /// (bounded) for readers still holding the handle, and drops it as `retire` does.
 pub fn close_journal(shared: &Shared) {
     let last = shared.journal.last_seq();
-    let old = shared.journal_slot.replace(Arc::new(Closed::new(
-        last,
-        "crewd is stopping".into(),
-    )));
+    let old = shared
+        .journal_slot
+        .replace(Arc::new(Closed::new(last, "crewd is stopping".into())));
     let deadline = Instant::now() + Duration::from_secs(5);
     while Arc::strong_count(&old) > 1 && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(5));

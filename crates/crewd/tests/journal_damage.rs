@@ -31,9 +31,9 @@ fn contents(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
 
 fn crc(bytes: &[u8]) -> u32 {
     // FNV-1a: enough to show which file changed in a failure message.
-    bytes
-        .iter()
-        .fold(0x811c_9dc5u32, |h, b| (h ^ u32::from(*b)).wrapping_mul(0x0100_0193))
+    bytes.iter().fold(0x811c_9dc5u32, |h, b| {
+        (h ^ u32::from(*b)).wrapping_mul(0x0100_0193)
+    })
 }
 
 /// crewd run once on the state dir; (exit code, stderr). It must stop by itself.
@@ -166,7 +166,10 @@ fn damage_and_start(stop: Stop, damage: Damage) {
     // Refused again the same way: nothing was half repaired.
     let (again, stderr2) = crewd_once(&d);
     assert_eq!(again, Some(1), "{what}: {stderr2}");
-    assert!(contents(&jdir) == before, "{what}: changed by the second start");
+    assert!(
+        contents(&jdir) == before,
+        "{what}: changed by the second start"
+    );
 }
 
 #[test]

@@ -37,6 +37,12 @@ fn run_params(d: &Daemon, goal: &str) -> Value {
     json!({"goal": goal, "cwd": path_str(&d.work), "runtime": "fake", "team": "solo"})
 }
 
+/// During the fault: a builtin team, as under EMFILE the project's resource files cannot be
+/// read (that is a diagnostic, not what is tested here).
+fn builtin_run_params(d: &Daemon, goal: &str) -> Value {
+    json!({"goal": goal, "cwd": path_str(&d.work), "runtime": "fake", "team": "fast-fix"})
+}
+
 /// SIGTERM, and the daemon must exit by itself (bounded, so a hang fails instead of blocking).
 fn stop_bounded(d: &mut Daemon) {
     let mut child = d.child.take().expect("running");
@@ -45,7 +51,11 @@ fn stop_bounded(d: &mut Daemon) {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         if let Some(status) = child.try_wait().unwrap() {
-            assert!(status.success(), "crewd exited with {status}:\n{}", d.log_text());
+            assert!(
+                status.success(),
+                "crewd exited with {status}:\n{}",
+                d.log_text()
+            );
             return;
         }
         if Instant::now() > deadline {
@@ -60,27 +70,42 @@ fn stop_bounded(d: &mut Daemon) {
 /// writes again, SIGTERM, and every acknowledged run still there after a restart.
 fn exercise(d: &mut Daemon, inject: &dyn Fn(&Daemon), heal: &dyn Fn(&Daemon)) {
     one_step_team(d, "solo", "Do it. [fake:turns=1]", "executor");
-    let before = d.ok("team.run", run_params(d, "before the fault"))["runId"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    assert_eq!(d.wait(&before), "completed");
-    // Connected before the fault: under EMFILE the daemon cannot accept new connections.
+    // Every call on one connection, opened first: under EMFILE the daemon cannot accept new
+    // ones, and a one-shot connection closing late would free a descriptor for sled.
     let mut conn = KeepAlive::connect(&d.socket, Duration::from_secs(60)).unwrap();
-    assert!(call(&mut conn, "daemon.ping", json!({})).get("result").is_some());
+    let before = call(&mut conn, "team.run", run_params(d, "before the fault"));
+    let before = before["result"]["runId"].as_str().unwrap().to_string();
+    let waited = call(
+        &mut conn,
+        "team.wait",
+        json!({"runId": before, "timeoutMs": 120000}),
+    );
+    assert_eq!(waited["result"]["status"], "completed", "{waited}");
+    assert!(call(&mut conn, "daemon.ping", json!({}))
+        .get("result")
+        .is_some());
 
     inject(d);
     // Big enough that sled stores the event in a blob file of its own.
     let big = format!("a big goal {}", "x".repeat(300 << 10));
-    let v = call(&mut conn, "team.run", run_params(d, &big));
-    assert_eq!(code(&v), Some(STORAGE_FAILED), "the big write: {v}\n{}", d.log_text());
+    let v = call(&mut conn, "team.run", builtin_run_params(d, &big));
+    assert_eq!(
+        code(&v),
+        Some(STORAGE_FAILED),
+        "the big write: {v}\n{}",
+        d.log_text()
+    );
     // Calls keep answering: reads from memory succeed, writes are refused with 1007.
     for _ in 0..3 {
         let st = call(&mut conn, "team.status", json!({"runId": before}));
         assert_eq!(st["result"]["run"]["status"], "completed", "{st}");
         let list = call(&mut conn, "team.list", json!({}));
         assert!(list.get("result").is_some(), "{list}");
-        let w = call(&mut conn, "team.run", run_params(d, "during the fault"));
+        let w = call(
+            &mut conn,
+            "team.run",
+            builtin_run_params(d, "during the fault"),
+        );
         assert_eq!(code(&w), Some(STORAGE_FAILED), "{w}");
     }
 
@@ -140,7 +165,14 @@ fn set_nofile(pid: u32, soft: u64) {
         rlim_max: 20_000.max(soft),
     };
     // SAFETY: prlimit reads the struct we own; no old limit is asked for.
-    let rc = unsafe { libc::prlimit(pid as i32, libc::RLIMIT_NOFILE, &limit, std::ptr::null_mut()) };
+    let rc = unsafe {
+        libc::prlimit(
+            pid as i32,
+            libc::RLIMIT_NOFILE,
+            &limit,
+            std::ptr::null_mut(),
+        )
+    };
     assert_eq!(rc, 0, "prlimit: {}", std::io::Error::last_os_error());
 }
 
@@ -149,7 +181,19 @@ fn emfile_while_writing_a_blob_leaves_calls_answering_and_recovers() {
     let mut d = daemon(None);
     exercise(
         &mut d,
-        &|d| set_nofile(d.pid(), lowest_free_fd(d.pid())),
+        &|d| {
+            // Until no descriptor below the limit is free: one closed meanwhile (a connection
+            // of an earlier call) would let sled create its file after all.
+            let mut limit = u64::MAX;
+            loop {
+                let free = lowest_free_fd(d.pid());
+                if free >= limit {
+                    break;
+                }
+                limit = free;
+                set_nofile(d.pid(), limit);
+            }
+        },
         &|d| set_nofile(d.pid(), 20_000),
     );
 }
@@ -214,7 +258,10 @@ fn a_read_only_journal_directory_leaves_calls_answering_and_recovers() {
     if out.status.code() == Some(NO_NAMESPACE)
         || (!out.status.success() && stdout.trim().is_empty())
     {
-        eprintln!("SKIPPED: no mount namespace here ({}): {stderr}", out.status);
+        eprintln!(
+            "SKIPPED: no mount namespace here ({}): {stderr}",
+            out.status
+        );
         return;
     }
     eprintln!("{stdout}");
