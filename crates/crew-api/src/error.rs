@@ -150,6 +150,16 @@ impl From<ApiError> for ErrorObjectOwned {
     }
 }
 
+impl From<ErrorObjectOwned> for ApiError {
+    fn from(e: ErrorObjectOwned) -> Self {
+        ApiError {
+            code: e.code(),
+            message: e.message().to_string(),
+            data: e.data().and_then(|d| serde_json::from_str(d.get()).ok()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -182,16 +192,6 @@ mod tests {
             codes::STORAGE_FAILED,
         ] {
             assert_ne!(meaning(c), "error", "{c}");
-        }
-    }
-}
-
-impl From<ErrorObjectOwned> for ApiError {
-    fn from(e: ErrorObjectOwned) -> Self {
-        ApiError {
-            code: e.code(),
-            message: e.message().to_string(),
-            data: e.data().and_then(|d| serde_json::from_str(d.get()).ok()),
         }
     }
 }

@@ -425,7 +425,7 @@ fn huge_bodies() -> impl FnOnce(&Path) -> String {
             let (sent, took, resp) = stream_body(socket, head.as_bytes(), HUNDRED_MB);
             let crew_testkit::Response { status, body } = crew_testkit::parse(&resp);
             assert!(
-                status == 413 || error_code(&body) == Some(-32007),
+                status == 413 || error_code(&body) == Some(1005),
                 "a 100 MB body got {status} {body}"
             );
             assert!(sent < HUNDRED_MB, "the daemon read the whole 100 MB");
@@ -446,12 +446,12 @@ fn huge_bodies() -> impl FnOnce(&Path) -> String {
                     }
                 }
             }
-            // Then: -32007 (request too big), a close frame or EOF; never a result.
+            // Then: 1005 (request too big), a close frame or EOF; never a result.
             let after = ws_read(&mut ws);
             let refused = match &after {
                 None => true,
                 Some((0x8, _)) => true,
-                Some((_, p)) => error_code(&String::from_utf8_lossy(p)) == Some(-32007),
+                Some((_, p)) => error_code(&String::from_utf8_lossy(p)) == Some(1005),
             };
             assert!(refused, "a 100 MB frame got {after:?}");
             let ws_took = t.elapsed();

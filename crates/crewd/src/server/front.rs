@@ -97,7 +97,7 @@ where
         let this = self.clone();
         Box::pin(async move {
             if jsonrpsee::server::ws::is_upgrade_request(&req) {
-                return Ok(this.websocket(req));
+                return Ok(this.websocket(req).await);
             }
             if req.method() == hyper::Method::POST
                 && jsonrpsee::server::http::content_type_is_json(&req)
@@ -321,8 +321,10 @@ where
         }
     }
 
-    /// Accept the client's WebSocket and relay it to a jsonrpsee session of its own.
-    fn websocket(self, req: HttpRequest<Incoming>) -> HttpResponse {
+    /// Accept the client's WebSocket and relay it to a jsonrpsee session of its own. The
+    /// session is opened first, so a refusal (the connection limit) reaches the client as the
+    /// answer to its upgrade, as it would from jsonrpsee.
+    async fn websocket(self, req: HttpRequest<Incoming>) -> HttpResponse {
         let mut handshake = soketto::handshake::http::Server::new();
         let response = match handshake.receive_request(&req) {
             Ok(r) => r,
@@ -333,27 +335,6 @@ where
                 return rp;
             }
         };
-        tokio::spawn(async move {
-            let upgraded = match hyper::upgrade::on(req).await {
-                Ok(u) => u,
-                Err(e) => {
-                    tracing::debug!(error = %e, "WebSocket upgrade failed");
-                    return;
-                }
-            };
-            let io = hyper_util::rt::TokioIo::new(upgraded);
-            let mut builder = handshake.into_builder(BufReader::new(BufWriter::new(io.compat())));
-            builder.set_max_message_size(self.limits.max_request);
-            let (front_tx, front_rx) = builder.finish();
-            self.relay(front_tx, front_rx).await;
-        });
-        response.map(|()| HttpBody::empty())
-    }
-
-    async fn relay<T>(self, mut front_tx: soketto::Sender<T>, front_rx: soketto::Receiver<T>)
-    where
-        T: futures::AsyncRead + futures::AsyncWrite + Unpin + Send,
-    {
         let (ours, theirs) = tokio::io::duplex(64 << 10);
         let svc = tower::util::MapRequest::new(self.inner.clone(), |r: HttpRequest<Incoming>| {
             r.map(HttpBody::new)
@@ -370,15 +351,49 @@ where
         match client.handshake().await {
             Ok(soketto::handshake::ServerResponse::Accepted { .. }) => {}
             other => {
-                tracing::warn!(answer = ?other.map(|_| ()), "jsonrpsee refused the relayed WebSocket");
-                let _ = front_tx.close().await;
-                return;
+                let status = match other {
+                    Ok(soketto::handshake::ServerResponse::Rejected { status_code }) => {
+                        hyper::StatusCode::from_u16(status_code)
+                            .unwrap_or(hyper::StatusCode::SERVICE_UNAVAILABLE)
+                    }
+                    _ => hyper::StatusCode::SERVICE_UNAVAILABLE,
+                };
+                tracing::debug!(%status, "the WebSocket session was refused");
+                let mut rp = HttpResponse::new(HttpBody::from("WebSocket session refused\n"));
+                *rp.status_mut() = status;
+                return rp;
             }
         }
         let mut builder = client.into_builder();
         builder.set_max_message_size(self.limits.max_response.saturating_add(4096));
         let (back_tx, back_rx) = builder.finish();
+        tokio::spawn(async move {
+            let upgraded = match hyper::upgrade::on(req).await {
+                Ok(u) => u,
+                Err(e) => {
+                    tracing::debug!(error = %e, "WebSocket upgrade failed");
+                    return;
+                }
+            };
+            let io = hyper_util::rt::TokioIo::new(upgraded);
+            let mut builder = handshake.into_builder(BufReader::new(BufWriter::new(io.compat())));
+            builder.set_max_message_size(self.limits.max_request);
+            let (front_tx, front_rx) = builder.finish();
+            self.relay(front_tx, front_rx, back_tx, back_rx).await;
+        });
+        response.map(|()| HttpBody::empty())
+    }
 
+    async fn relay<T, U>(
+        self,
+        mut front_tx: soketto::Sender<T>,
+        front_rx: soketto::Receiver<T>,
+        back_tx: soketto::Sender<U>,
+        back_rx: soketto::Receiver<U>,
+    ) where
+        T: futures::AsyncRead + futures::AsyncWrite + Unpin + Send,
+        U: futures::AsyncRead + futures::AsyncWrite + Unpin + Send,
+    {
         let routes = Arc::new(Mutex::new(Routes::default()));
         // Few messages in flight here: a client that does not read must make jsonrpsee's own
         // buffers fill (and its slow-subscriber rules apply), not ours.
