@@ -1,5 +1,5 @@
 //! Fuzz targets for everything crew parses from outside: resource files, cron expressions,
-//! JSON-RPC requests and agent output streams.
+//! JSON-RPC requests, agent output streams and the environment workers inherit.
 //!
 //! Each target is a plain `fn(&[u8])` that panics when an invariant breaks. libFuzzer drives them
 //! through the `fuzz_*` binaries (`fuzz/run.sh`); `tests/regressions.rs` replays the committed
@@ -9,11 +9,13 @@ mod cron;
 mod resource;
 mod rpc;
 mod stream;
+mod worker_env;
 
 pub use cron::cron;
 pub use resource::resource;
 pub use rpc::{rpc_params, rpc_request};
 pub use stream::{stream_claude, stream_codex, stream_command, stream_pi};
+pub use worker_env::worker_env;
 
 /// A fuzz target: panics when an invariant breaks.
 pub type Target = fn(&[u8]);
@@ -28,4 +30,5 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("stream_claude", stream_claude),
     ("stream_codex", stream_codex),
     ("stream_command", stream_command),
+    ("worker_env", worker_env),
 ];

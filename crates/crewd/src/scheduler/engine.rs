@@ -39,6 +39,9 @@ const SWEEP: Duration = Duration::from_secs(20);
 /// crate, and its poll copies all of them twice a second); the sweep registers the rest as
 /// they come near.
 const TCS_HORIZON: TimeDelta = TimeDelta::minutes(10);
+/// The wall clock moved this much against the monotonic one between two looks: it was
+/// stepped (or the machine slept), and the wall-clock wake-ups of interval jobs are rebased.
+const JUMP: TimeDelta = TimeDelta::seconds(1);
 
 /// Wall-clock time, and where on tokio's clock a wall-clock instant falls.
 pub trait Clock: Send + 'static {
@@ -108,6 +111,13 @@ pub struct Engine<B: Backend, C: Clock> {
     wake_rx: mpsc::UnboundedReceiver<(Arc<str>, Uuid)>,
     next_sweep: tokio::time::Instant,
     closed: bool,
+    /// Interval jobs: the last instant handed to fire and when, on the monotonic clock. The
+    /// next instant fires the interval after it, so a wall clock set back does not hold an
+    /// interval job until the wall clock catches up (its labels then run ahead of the wall
+    /// clock: the cursor never moves back).
+    anchors: HashMap<String, (DateTime<Utc>, tokio::time::Instant)>,
+    /// Wall and monotonic time at the loop's last look, to notice a step of the wall clock.
+    last_look: (DateTime<Utc>, tokio::time::Instant),
 }
 
 impl<B: Backend, C: Clock> Engine<B, C> {
@@ -124,7 +134,6 @@ impl<B: Backend, C: Clock> Engine<B, C> {
         let (done_tx, done_rx) = mpsc::unbounded_channel();
         Engine {
             backend,
-            clock,
             jobs: HashMap::new(),
             queue: Queue::default(),
             in_flight: HashSet::new(),
@@ -137,6 +146,98 @@ impl<B: Backend, C: Clock> Engine<B, C> {
             wake_rx,
             next_sweep: tokio::time::Instant::now() + SWEEP,
             closed: false,
+            anchors: HashMap::new(),
+            last_look: (clock.now(), tokio::time::Instant::now()),
+            clock,
+        }
+    }
+
+    fn is_interval(&self, id: &str) -> bool {
+        self.jobs
+            .get(id)
+            .is_some_and(|j| matches!(j.spec, crew_core::schedule::ScheduleSpec::Interval { .. }))
+    }
+
+    /// Where `at` of an interval job falls on the monotonic clock: the earlier of the wall
+    /// clock's say and the interval after the job's anchor (its last fire, or now counted from
+    /// the later of its cursor and the wall clock). The two agree unless the wall clock was
+    /// stepped: back, the anchor wins; forward (or after a suspend), the wall clock does, and
+    /// the fires in between are missed and caught up per `catchUp`.
+    fn interval_fire(&self, id: &str, at: DateTime<Utc>) -> tokio::time::Instant {
+        let mono_now = tokio::time::Instant::now();
+        let by_wall = self.clock.instant_at(at);
+        let (label, base) = match self.anchors.get(id) {
+            Some((label, base)) if at > *label => (*label, *base),
+            _ => {
+                let cursor = self.jobs.get(id).map(|j| j.cursor());
+                let now = self.clock.now();
+                (cursor.map_or(now, |c| c.max(now)), mono_now)
+            }
+        };
+        let ahead = (at - label).to_std().unwrap_or_default();
+        let by_anchor = base.checked_add(ahead).unwrap_or(by_wall);
+        by_wall.min(by_anchor)
+    }
+
+    /// The wall-clock time (as the clock reads now) of a monotonic instant.
+    fn wall_of(&self, i: tokio::time::Instant) -> DateTime<Utc> {
+        let mono_now = tokio::time::Instant::now();
+        let now = self.clock.now();
+        let d = |x: Duration| TimeDelta::from_std(x).unwrap_or(TimeDelta::MAX);
+        if i >= mono_now {
+            now.checked_add_signed(d(i - mono_now)).unwrap_or(now)
+        } else {
+            now.checked_sub_signed(d(mono_now - i)).unwrap_or(now)
+        }
+    }
+
+    /// `at` armed to wake `lead` before it (interval jobs: before their monotonic instant).
+    fn armed(&self, id: &str, at: DateTime<Utc>, grace: TimeDelta) -> Armed {
+        if self.is_interval(id) {
+            let fire = self.interval_fire(id, at);
+            Armed {
+                at,
+                wake: self.wall_of(fire) - self.lead,
+                grace,
+                fire: Some(fire),
+            }
+        } else {
+            Armed {
+                at,
+                wake: at - self.lead,
+                grace,
+                fire: None,
+            }
+        }
+    }
+
+    /// After a step of the wall clock, interval jobs' wall-clock wake-ups are wrong by the step:
+    /// take them again from their monotonic instants. Cron and one-shot jobs keep theirs (they
+    /// fire when the wall clock reads their instant, looked at again at least every `SWEEP`).
+    async fn rebase_after_jump(&mut self) {
+        let now = (self.clock.now(), tokio::time::Instant::now());
+        let (wall0, mono0) = self.last_look;
+        self.last_look = now;
+        let elapsed = TimeDelta::from_std(now.1 - mono0).unwrap_or(TimeDelta::MAX);
+        let step = now.0 - wall0 - elapsed;
+        if step.abs() <= JUMP {
+            return;
+        }
+        tracing::info!(
+            step_ms = step.num_milliseconds(),
+            "the wall clock was stepped; interval schedules keep the monotonic clock"
+        );
+        let ids: Vec<(String, Armed)> = self
+            .queue
+            .waking_by(DateTime::<Utc>::MAX_UTC)
+            .filter(|(_, a)| a.fire.is_some())
+            .map(|(id, a)| (id.to_string(), *a))
+            .collect();
+        for (id, a) in ids {
+            if let Some(fire) = a.fire {
+                let wake = self.wall_of(fire) - self.lead;
+                self.arm(&id, Armed { wake, ..a }).await;
+            }
         }
     }
 
@@ -157,11 +258,7 @@ impl<B: Backend, C: Clock> Engine<B, C> {
             self.jobs.insert(job.id.clone(), timing);
             if let Some(at) = next {
                 let grace = if at <= now { TimeDelta::zero() } else { GRACE };
-                let armed = Armed {
-                    at,
-                    wake: at - self.lead,
-                    grace,
-                };
+                let armed = self.armed(&job.id, at, grace);
                 self.arm(&job.id, armed).await;
             }
         }
@@ -186,6 +283,7 @@ impl<B: Backend, C: Clock> Engine<B, C> {
                 Some((id, uuid)) = self.wake_rx.recv() => self.on_tcs_wake(&id, uuid).await,
                 _ = tokio::time::sleep_until(wake) => {}
             }
+            self.rebase_after_jump().await;
             self.fire_due().await;
             if tokio::time::Instant::now() >= self.next_sweep {
                 self.next_sweep = tokio::time::Instant::now() + SWEEP;
@@ -269,6 +367,9 @@ impl<B: Backend, C: Clock> Engine<B, C> {
         let enabled = timing.enabled;
         let next = timing.next_from(self.clock.now());
         self.jobs.insert(job.id.clone(), timing);
+        if !unchanged {
+            self.anchors.remove(&job.id);
+        }
         if self.in_flight.contains(&job.id) {
             return; // re-armed when its fire completes
         }
@@ -284,6 +385,7 @@ impl<B: Backend, C: Clock> Engine<B, C> {
 
     async fn remove(&mut self, id: &str) {
         self.jobs.remove(id);
+        self.anchors.remove(id);
         self.disarm(id).await;
     }
 
@@ -333,9 +435,8 @@ impl<B: Backend, C: Clock> Engine<B, C> {
         match owed {
             Some(at) => {
                 let armed = Armed {
-                    at,
                     wake: now + RETRY,
-                    grace: GRACE,
+                    ..self.armed(id, at, GRACE)
                 };
                 self.arm(id, armed).await
             }
@@ -364,7 +465,7 @@ impl<B: Backend, C: Clock> Engine<B, C> {
             return;
         }
         // On-time fires, by instant (each batch waits for its instant); overdue ones at once.
-        let mut on_time: BTreeMap<DateTime<Utc>, Batch> = BTreeMap::new();
+        let mut on_time: BTreeMap<(DateTime<Utc>, tokio::time::Instant), Batch> = BTreeMap::new();
         let mut overdue = Batch::default();
         let mut idle = Vec::new();
         let mut dropped = Vec::new();
@@ -379,8 +480,18 @@ impl<B: Backend, C: Clock> Engine<B, C> {
                     idle.push((id, plan.resume_from));
                     continue;
                 }
-                [at] if *at > now => on_time.entry(*at).or_default(),
-                _ => &mut overdue,
+                [at] if *at > now => {
+                    let fire = armed.fire.unwrap_or_else(|| self.clock.instant_at(*at));
+                    if armed.fire.is_some() {
+                        self.anchors.insert(id.clone(), (*at, fire));
+                    }
+                    on_time.entry((*at, fire)).or_default()
+                }
+                // Fired at once; an interval job's next instant counts from the wall clock.
+                _ => {
+                    self.anchors.remove(&id);
+                    &mut overdue
+                }
             };
             self.in_flight.insert(id.clone());
             batch.items.push((id.clone(), plan.resume_from));
@@ -392,9 +503,8 @@ impl<B: Backend, C: Clock> Engine<B, C> {
         if !overdue.requests.is_empty() {
             self.spawn_fire(overdue, None);
         }
-        for (at, batch) in on_time {
-            let at = self.clock.instant_at(at);
-            self.spawn_fire(batch, Some(at));
+        for ((_, fire), batch) in on_time {
+            self.spawn_fire(batch, Some(fire));
         }
         for (id, from) in idle {
             self.rearm_after(&id, from).await;
@@ -419,11 +529,7 @@ impl<B: Backend, C: Clock> Engine<B, C> {
     async fn arm_at(&mut self, id: &str, at: Option<DateTime<Utc>>) {
         match at {
             Some(at) => {
-                let armed = Armed {
-                    at,
-                    wake: at - self.lead,
-                    grace: GRACE,
-                };
+                let armed = self.armed(id, at, GRACE);
                 self.arm(id, armed).await
             }
             None => self.disarm(id).await,

@@ -429,3 +429,55 @@ async fn runs_are_prepared_a_second_ahead_and_fired_at_the_instant() {
     want.extend(on_time("b", &[10]));
     assert_eq!(fires, want);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_wall_clock_stepped_back_keeps_intervals_on_the_monotonic_clock() {
+    let h = Harness::start(vec![
+        job("iv", ScheduleSpec::Interval { ms: 2000 }, t(0)),
+        job("cron", cron("* * * * * *"), t(0)),
+    ])
+    .await;
+    h.advance(2.5).await;
+    // The wall clock is set back an hour; the monotonic clock goes on.
+    *h.clock.jump.lock().unwrap() = TimeDelta::hours(-1);
+    h.advance(5.0).await;
+    let fires = h.finish().await;
+    let back = TimeDelta::hours(-1);
+    // The interval keeps firing every 2 s of elapsed time; its instants go on from its last
+    // fire (a cursor never moves back), so they read an hour ahead of the wall clock.
+    let iv: Vec<_> = fires.iter().filter(|f| f.0 == "iv").cloned().collect();
+    assert_eq!(
+        iv,
+        vec![
+            ("iv".to_string(), t(2), t(2)),
+            ("iv".to_string(), t(4), t(4) + back),
+            ("iv".to_string(), t(6), t(6) + back),
+        ]
+    );
+    // Cron follows the wall clock: nothing after 12:00:03 until the clock reads it again (the
+    // 12:00:03 fire was prepared before the step).
+    assert!(
+        fires.iter().all(|f| f.0 != "cron" || f.1 <= t(3)),
+        "{fires:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_wall_clock_stepped_forward_catches_intervals_up() {
+    let mut j = job("iv", ScheduleSpec::Interval { ms: 2000 }, t(0));
+    j.catch_up = CatchUp::Latest;
+    let h = Harness::start(vec![j]).await;
+    h.advance(2.5).await;
+    *h.clock.jump.lock().unwrap() = TimeDelta::minutes(10);
+    h.advance(4.0).await;
+    let fires = h.finish().await;
+    // 12:00:02 on time; then the 12:00:04 instant is ten minutes late: `latest` fires the last
+    // missed one once, and the interval goes on from the wall clock.
+    assert_eq!(fires[0], ("iv".to_string(), t(2), t(2)));
+    let jump = TimeDelta::minutes(10);
+    assert!(fires.len() >= 2, "{fires:?}");
+    for f in &fires[1..] {
+        assert!(f.1 > t(600) && f.1 <= f.2, "{fires:?}");
+        assert!(f.2 >= t(3) + jump, "{fires:?}");
+    }
+}

@@ -71,12 +71,15 @@ impl JobTiming {
 
 /// An armed job: the scheduled instant it fires for, when to look at it (the same instant,
 /// or later when a failed attempt is retried), and how late it may be before it counts as
-/// missed (then `catchUp` decides).
+/// missed (then `catchUp` decides). `fire`: for an interval job, the instant on the monotonic
+/// clock it fires at (intervals count elapsed time, whatever the wall clock does); `None` for
+/// cron and one-shot jobs, which fire when the wall clock reads `at`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Armed {
     pub at: DateTime<Utc>,
     pub wake: DateTime<Utc>,
     pub grace: TimeDelta,
+    pub fire: Option<tokio::time::Instant>,
 }
 
 /// Armed jobs ordered by wake time.
@@ -301,6 +304,7 @@ mod tests {
                 at: utc(at),
                 wake: utc(at),
                 grace: TimeDelta::seconds(grace),
+                fire: None,
             };
             let plan = plan_fire(&job, &armed, utc(now));
             assert_eq!(
@@ -373,6 +377,7 @@ mod tests {
             at: utc(at),
             wake: utc(wake),
             grace: TimeDelta::zero(),
+            fire: None,
         };
         q.arm("a", armed("2025-01-01T00:00:03Z", "2025-01-01T00:00:03Z"));
         q.arm("b", armed("2025-01-01T00:00:01Z", "2025-01-01T00:00:01Z"));
