@@ -15,7 +15,7 @@ mod real_cli;
 use common::*;
 use model_stub::{Reply, Stub, Wire};
 use real_cli::*;
-use serde_json::{json, Value};
+use serde_json::json;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Everything Claude Code needs to reach the stub and nothing else: its base URL and key, no
