@@ -42,7 +42,10 @@ fn start_daemon(home: &tempfile::TempDir, extra_config: &str) -> Option<Daemon> 
     let codex = agent_bin("codex")?;
     let env = vec![
         ("CODEX_HOME".to_string(), path_str(home.path()).to_string()),
-        ("STUB_API_KEY".to_string(), "stub-key-not-secret".to_string()),
+        (
+            "STUB_API_KEY".to_string(),
+            "stub-key-not-secret".to_string(),
+        ),
     ];
     let config = format!(
         "{extra_config}no_output_timeout_ms = 60000\ntask_timeout_ms = 180000\n\

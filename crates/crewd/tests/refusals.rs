@@ -76,3 +76,63 @@ fn a_read_only_role_whose_write_was_refused_completes_with_a_warning() {
     assert_eq!(task["status"], "completed", "{task:#}");
     assert_eq!(warnings(&events).len(), 1);
 }
+
+#[test]
+fn team_plan_and_run_say_what_a_runtime_cannot_enforce() {
+    let d = Daemon::start_with(Opts {
+        config: "[runtimes.claude]\nadapter = \"claude\"\ncommand = \"claude\"\n\
+                 [runtimes.codex]\nadapter = \"codex\"\ncommand = \"codex\"\n"
+            .into(),
+        env: vec![],
+    });
+    let gaps = |runtime: &str| -> Vec<(String, String)> {
+        let plan = d.ok(
+            "team.plan",
+            json!({"goal": "g", "cwd": path_str(&d.work), "team": "default", "runtime": runtime}),
+        );
+        plan["diagnostics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| {
+                assert_eq!(g["severity"], "warning", "{g}");
+                assert_eq!(g["path"], format!("runtimes.{runtime}"), "{g}");
+                (
+                    g["field"].as_str().unwrap().to_string(),
+                    g["message"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    };
+    // Claude Code withholds the edit tools, but Bash can still write: the verifier.
+    let claude = gaps("claude");
+    assert_eq!(claude.len(), 1, "{claude:?}");
+    assert_eq!(claude[0].0, "agent verifier");
+    assert!(claude[0].1.contains("Bash"), "{claude:?}");
+    // Codex always has a shell: the roles without bash get only the sandbox.
+    let codex = gaps("codex");
+    let agents: Vec<&str> = codex.iter().map(|(a, _)| a.as_str()).collect();
+    assert_eq!(agents, ["agent explorer", "agent planner"], "{codex:?}");
+    assert!(codex[0].1.contains("read-only"), "{codex:?}");
+    // pi enforces the tool list.
+    assert_eq!(gaps("fake"), vec![]);
+
+    // team.run says it too.
+    let started = d.ok(
+        "team.run",
+        json!({"goal": "g", "cwd": path_str(&d.work), "team": "default", "runtime": "codex",
+               "requirePlanApproval": true}),
+    );
+    let notes: Vec<&str> = started["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap())
+        .collect();
+    assert!(
+        notes.iter().any(|n| n.starts_with(
+            "agent `explorer` on runtime `codex`: codex: its shell cannot be turned off"
+        )),
+        "{notes:?}"
+    );
+}

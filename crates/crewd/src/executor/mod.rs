@@ -391,7 +391,9 @@ impl Warnings {
             n if n < MAX_WARNINGS => (tool.to_owned(), message.to_owned()),
             MAX_WARNINGS => (
                 String::new(),
-                format!("more than {MAX_WARNINGS} tool calls were refused; the rest are not reported"),
+                format!(
+                    "more than {MAX_WARNINGS} tool calls were refused; the rest are not reported"
+                ),
             ),
             _ => return,
         };
