@@ -477,6 +477,11 @@ export interface StatusResult {
 
 export interface SteerResult {
   delivered: Delivered;
+  /**
+   * Set when the task is running but its runtime cannot take a message mid-run: the
+   * message waits for the task's next attempt, which a task that succeeds never has.
+   */
+  note?: string | null;
 }
 
 export interface SubscribeParams {

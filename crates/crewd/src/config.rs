@@ -109,7 +109,8 @@ pub struct RuntimeConfig {
     /// pi only: run workers in `pi --mode rpc` so `team.steer` is delivered live.
     #[serde(default)]
     pub rpc: bool,
-    /// command adapter: pass the prompt as the last argument (`arg`) or as a file path (`file`).
+    /// command adapter: pass the prompt as the last argument (`arg`), as a file path (`file`) or
+    /// as stdin (`stdin`).
     #[serde(default)]
     pub prompt_via: PromptVia,
     /// Extra environment variables this runtime's workers may see (e.g. `ANTHROPIC_API_KEY`).
@@ -377,5 +378,11 @@ mod tests {
         let r = c.runtime("claude").unwrap();
         assert_eq!(r.adapter, AdapterKind::Claude);
         assert_eq!(r.command.argv(), vec!["claude", "--foo"]);
+        let c = Config::parse(
+            "c",
+            "[runtimes.s]\nadapter = \"command\"\ncommand = \"s\"\nprompt_via = \"stdin\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.runtime("s").unwrap().prompt_via, PromptVia::Stdin);
     }
 }

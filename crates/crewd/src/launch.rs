@@ -18,6 +18,38 @@ pub struct Prepared {
     pub spec: RunSpec,
     pub plan: Plan,
     pub notes: Vec<String>,
+    /// What the runtime cannot enforce of the roles' tool lists, one note per agent and gap
+    /// (also in `notes`).
+    pub policy_gaps: Vec<PolicyGap>,
+}
+
+pub struct PolicyGap {
+    pub agent: String,
+    pub runtime: String,
+    pub message: String,
+}
+
+/// For each agent of the plan (once), what `adapter` cannot enforce of its tool list.
+fn policy_gaps(
+    runtime: &str,
+    adapter: crew_core::stream::AdapterKind,
+    plan: &Plan,
+) -> Vec<PolicyGap> {
+    let mut seen = std::collections::BTreeSet::new();
+    let mut out = Vec::new();
+    for t in &plan.tasks {
+        if !seen.insert(t.agent.as_str()) {
+            continue;
+        }
+        for message in crew_core::stream::policy_gaps(adapter, &t.tools) {
+            out.push(PolicyGap {
+                agent: t.agent.clone(),
+                runtime: runtime.to_string(),
+                message,
+            });
+        }
+    }
+    out
 }
 
 /// Validate params, resolve team/workflow/runtime, build the plan. Reads resource files, so it
@@ -163,6 +195,16 @@ pub async fn prepare(shared: &Arc<Shared>, p: &RunParams) -> Result<Prepared, Ap
     }
     let team_mode = catalog.team(&plan.team).and_then(|t| t.workspace_mode);
     let workspace = crate::workspace::plan_run(shared, p, team_mode, &mut notes).await?;
+    let gaps = match cfg.runtime(&runtime) {
+        Some(rt) => policy_gaps(&runtime, rt.adapter, &plan),
+        None => Vec::new(),
+    };
+    notes.extend(gaps.iter().map(|g| {
+        format!(
+            "agent `{}` on runtime `{}`: {}",
+            g.agent, g.runtime, g.message
+        )
+    }));
     let concurrency = p
         .concurrency
         .map(|c| c as u32)
@@ -195,7 +237,12 @@ pub async fn prepare(shared: &Arc<Shared>, p: &RunParams) -> Result<Prepared, Ap
             .map(std::sync::Arc::new)
             .collect(),
     };
-    Ok(Prepared { spec, plan, notes })
+    Ok(Prepared {
+        spec,
+        plan,
+        notes,
+        policy_gaps: gaps,
+    })
 }
 
 /// Whether the program of `argv` can be started: a path (relative ones against the workers'
@@ -234,7 +281,9 @@ pub fn command_installed(
 
 /// Create the run; answers once `run.created` is durable.
 pub async fn start(actor: &Actor, prepared: Prepared) -> Result<RunStarted, ApiError> {
-    let Prepared { spec, plan, notes } = prepared;
+    let Prepared {
+        spec, plan, notes, ..
+    } = prepared;
     let model = spec.model.clone();
     actor
         .mutate(move |core| {

@@ -389,6 +389,7 @@ fn steer_is_live_in_rpc_mode_and_queued_otherwise() {
         json!({"runId": run, "taskId": "01_only", "message": "use the small index"}),
     );
     assert_eq!(r["delivered"], "live");
+    assert_eq!(r.get("note"), None, "{r}");
     assert_eq!(d.wait(&run), "completed");
     let result = artifact(&d, &run, "results/01_only.txt");
     assert!(result.contains("Steered: use the small index"), "{result}");
@@ -421,6 +422,12 @@ fn steer_is_live_in_rpc_mode_and_queued_otherwise() {
         json!({"runId": run, "taskId": "01_only", "message": "mind the cache"}),
     );
     assert_eq!(r["delivered"], "queued");
+    // The answer says the running worker will not hear it.
+    let note = r["note"].as_str().unwrap_or_default();
+    assert!(
+        note.contains("runtime `fake` cannot take a message while its worker runs"),
+        "{r}"
+    );
     assert_eq!(d.wait(&run), "completed");
     let st = d.status(&run);
     assert_eq!(Daemon::task(&st, "01_only")["attempts"], 2);

@@ -15,7 +15,7 @@ mod real_cli;
 use common::*;
 use model_stub::{Reply, Stub, Wire};
 use real_cli::*;
-use serde_json::{json, Value};
+use serde_json::json;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Everything Claude Code needs to reach the stub and nothing else: its base URL and key, no
@@ -103,7 +103,11 @@ fn default_team_on_the_real_claude_cli() {
     );
     // Each refused write is a warning on its task; the executor has none.
     let warned = warned_roles(&d, &run_id, &run);
-    assert_eq!(warned, ["explorer", "planner", "verifier"], "warnings by role");
+    assert_eq!(
+        warned,
+        ["explorer", "planner", "verifier"],
+        "warnings by role"
+    );
 
     // The prompt went through stdin: the whole 100,000-character goal reached the model.
     for (role, ex) in &run.first_requests {

@@ -38,11 +38,14 @@ fn codex_home(stub: &Stub) -> tempfile::TempDir {
     home
 }
 
-fn start_daemon(stub: &Stub, home: &tempfile::TempDir, extra_config: &str) -> Option<Daemon> {
+fn start_daemon(home: &tempfile::TempDir, extra_config: &str) -> Option<Daemon> {
     let codex = agent_bin("codex")?;
     let env = vec![
         ("CODEX_HOME".to_string(), path_str(home.path()).to_string()),
-        ("STUB_API_KEY".to_string(), "stub-key-not-secret".to_string()),
+        (
+            "STUB_API_KEY".to_string(),
+            "stub-key-not-secret".to_string(),
+        ),
     ];
     let config = format!(
         "{extra_config}no_output_timeout_ms = 60000\ntask_timeout_ms = 180000\n\
@@ -69,7 +72,7 @@ fn default_team_on_the_real_codex_cli() {
         }
     });
     let home = codex_home(&stub);
-    let Some(d) = start_daemon(&stub, &home, "max_attempts = 1\n") else {
+    let Some(d) = start_daemon(&home, "max_attempts = 1\n") else {
         return skipped("default_team_on_the_real_codex_cli", "codex");
     };
     let work = tempfile::tempdir().unwrap();
@@ -146,7 +149,7 @@ fn codex_api_errors_are_retried_or_reported() {
         }
     });
     let home = codex_home(&stub);
-    let Some(d) = start_daemon(&stub, &home, "max_attempts = 3\n") else {
+    let Some(d) = start_daemon(&home, "max_attempts = 3\n") else {
         return skipped("codex_api_errors_are_retried_or_reported", "codex");
     };
     one_step_team(&d, "solo", "Answer: {goal}", "explorer");

@@ -32,8 +32,8 @@ fn daemon(extra: &str) -> Daemon {
     })
 }
 
-/// SPEC §6 names, plus the two the daemon adds: `worker.spawned` (pid and start time, for
-/// recovery) and `run.forgotten`.
+/// SPEC §6 names, plus the ones the daemon adds: `worker.spawned` (pid and start time, for
+/// recovery), `run.forgotten` and `task.warning` (a tool call the worker's CLI refused).
 const EVENT_TYPES: &[&str] = &[
     "run.created",
     "run.started",
@@ -58,6 +58,7 @@ const EVENT_TYPES: &[&str] = &[
     "task.waiting",
     "task.retrying",
     "task.steered",
+    "task.warning",
     "schedule.added",
     "schedule.updated",
     "schedule.removed",

@@ -373,6 +373,10 @@ pub enum Delivered {
 #[serde(rename_all = "camelCase")]
 pub struct SteerResult {
     pub delivered: Delivered,
+    /// Set when the task is running but its runtime cannot take a message mid-run: the
+    /// message waits for the task's next attempt, which a task that succeeds never has.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]

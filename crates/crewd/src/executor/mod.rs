@@ -1,7 +1,7 @@
 //! Running one attempt of one task as a worker process.
 //!
-//! The worker gets stdin `/dev/null` (pi and codex block on an open stdin; rpc mode is the one
-//! exception, where the daemon owns the pipe), its own process group, a filtered environment and
+//! The worker gets stdin `/dev/null` (pi and codex block on an open stdin), or the prompt file
+//! when its adapter reads a long prompt from stdin, or a pipe the daemon owns (pi's rpc mode), its own process group, a filtered environment and
 //! the run's cwd. Its stdout is read line by line without ever blocking it; a no-output watchdog,
 //! an overall timeout and a final drain (agents linger after answering) bound its life; stopping
 //! it is SIGTERM to the group, SIGKILL after a grace period.
@@ -501,7 +501,9 @@ impl Warnings {
             n if n < MAX_WARNINGS => (tool.to_owned(), message.to_owned()),
             MAX_WARNINGS => (
                 String::new(),
-                format!("more than {MAX_WARNINGS} tool calls were refused; the rest are not reported"),
+                format!(
+                    "more than {MAX_WARNINGS} tool calls were refused; the rest are not reported"
+                ),
             ),
             _ => return,
         };

@@ -155,7 +155,17 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
                 .iter()
                 .map(|t| views::planned(t, model.as_deref()))
                 .collect(),
-            diagnostics: vec![],
+            diagnostics: prepared
+                .policy_gaps
+                .iter()
+                .map(|g| crew_api::types::Diagnostic {
+                    path: format!("runtimes.{}", g.runtime),
+                    line: None,
+                    field: Some(format!("agent {}", g.agent)),
+                    severity: crew_api::types::Severity::Warning,
+                    message: g.message.clone(),
+                })
+                .collect(),
         })
     });
     register::<TeamRun, _, _>(m, |ctx, p| async move {
@@ -288,7 +298,22 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
                     });
                 }
             }
+            let running = core
+                .state
+                .run(&p.run_id)
+                .and_then(|r| Some((r.task(&p.task_id)?.status, r.spec.runtime.clone())));
+            let note = match (delivered, running) {
+                (
+                    crew_core::run::Delivery::Queued,
+                    Some((crew_core::run::TaskStatus::Running, runtime)),
+                ) => Some(format!(
+                    "runtime `{runtime}` cannot take a message while its worker runs (only pi with rpc = true can): \
+                     the message is queued for the task's next attempt, which a task that succeeds never has"
+                )),
+                _ => None,
+            };
             Ok(SteerResult {
+                note,
                 delivered: match delivered {
                     crew_core::run::Delivery::Live => Delivered::Live,
                     crew_core::run::Delivery::Queued => Delivered::Queued,

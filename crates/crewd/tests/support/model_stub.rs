@@ -24,9 +24,15 @@ pub enum Wire {
 pub enum Reply {
     Text(String),
     /// A call of the named tool with these arguments.
-    Tool { name: String, input: Value },
+    Tool {
+        name: String,
+        input: Value,
+    },
     /// An HTTP error with the API's JSON error body.
-    Error { status: u16, message: String },
+    Error {
+        status: u16,
+        message: String,
+    },
 }
 
 /// Usage the stub reported for one answer, in the API's own terms: Anthropic's `input_tokens`
@@ -248,11 +254,20 @@ fn serve(
     };
     if let Reply::Error { status, message } = &exchange.reply {
         let body = match wire {
-            Wire::Anthropic => json!({"type": "error", "error": {"type": error_type(*status), "message": message}}),
-            Wire::Responses => json!({"error": {"type": error_type(*status), "message": message, "code": null}}),
+            Wire::Anthropic => {
+                json!({"type": "error", "error": {"type": error_type(*status), "message": message}})
+            }
+            Wire::Responses => {
+                json!({"error": {"type": error_type(*status), "message": message, "code": null}})
+            }
         };
         let status = format!("{status} Stub Error");
-        return respond(&mut out, &status, "application/json", body.to_string().as_bytes());
+        return respond(
+            &mut out,
+            &status,
+            "application/json",
+            body.to_string().as_bytes(),
+        );
     }
     let stream = match wire {
         Wire::Anthropic => anthropic_stream(&exchange),
@@ -318,16 +333,24 @@ fn anthropic_stream(e: &Exchange) -> String {
     }));
     let stop = match &e.reply {
         Reply::Text(text) => {
-            s += &sse(&json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}));
+            s += &sse(
+                &json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+            );
             let (head, tail) = text.split_at(text.len() / 2);
             for part in [head, tail] {
-                s += &sse(&json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": part}}));
+                s += &sse(
+                    &json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": part}}),
+                );
             }
             "end_turn"
         }
         Reply::Tool { name, input } => {
-            s += &sse(&json!({"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": format!("toolu_stub_{}", e.n), "name": name, "input": {}}}));
-            s += &sse(&json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": input.to_string()}}));
+            s += &sse(
+                &json!({"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": format!("toolu_stub_{}", e.n), "name": name, "input": {}}}),
+            );
+            s += &sse(
+                &json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": input.to_string()}}),
+            );
             "tool_use"
         }
         Reply::Error { .. } => unreachable!("errors are not streamed"),

@@ -98,7 +98,12 @@ pub struct TeamRun {
 /// The checks every real CLI's `default` team run must pass: each task completed on its first
 /// attempt with the stub's last answer as its result and exactly the usage the stub sent; the
 /// agent's system prompt and the earlier steps' outputs reached the model.
-pub fn check_team_run(d: &Daemon, run_id: &str, exchanges: &[Exchange], acc: Accounting) -> TeamRun {
+pub fn check_team_run(
+    d: &Daemon,
+    run_id: &str,
+    exchanges: &[Exchange],
+    acc: Accounting,
+) -> TeamRun {
     let st = d.status(run_id);
     let tasks = st["tasks"].as_array().unwrap();
     assert_eq!(tasks.len(), 4, "{st:#}");
@@ -106,7 +111,11 @@ pub fn check_team_run(d: &Daemon, run_id: &str, exchanges: &[Exchange], acc: Acc
     for e in exchanges {
         by_role.entry(role_of(e).to_string()).or_default().push(e);
     }
-    assert_eq!(by_role.get("other").map(Vec::len), None, "requests of no step");
+    assert_eq!(
+        by_role.get("other").map(Vec::len),
+        None,
+        "requests of no step"
+    );
 
     let mut out = TeamRun {
         tasks: BTreeMap::new(),
@@ -160,10 +169,15 @@ pub fn check_team_run(d: &Daemon, run_id: &str, exchanges: &[Exchange], acc: Acc
         // The agent's own system prompt reached the model, on every request.
         let (_, system) = SYSTEM_PROMPTS.iter().find(|(r, _)| *r == role).unwrap();
         for e in mine {
-            assert!(e.texts().contains(system), "{role}: no system prompt in request {}", e.n);
+            assert!(
+                e.texts().contains(system),
+                "{role}: no system prompt in request {}",
+                e.n
+            );
             assert_eq!(e.body["model"], MODEL, "{role}");
         }
-        out.first_requests.push((role.clone(), (*mine.first().unwrap()).clone()));
+        out.first_requests
+            .push((role.clone(), (*mine.first().unwrap()).clone()));
         out.tasks.insert(role, t.clone());
     }
 
@@ -221,13 +235,19 @@ pub fn files_in(dir: &Path) -> Vec<String> {
 /// On the one-step `solo` team: a 529 then a 429 are retried and the third attempt answers; a
 /// 400 fails the task at once with the API's message.
 pub fn check_retries_and_400(d: &Daemon, runtime: &str) {
-    let retried = d.run("RETRY-GOAL", json!({"team": "solo", "runtime": runtime, "model": MODEL}));
+    let retried = d.run(
+        "RETRY-GOAL",
+        json!({"team": "solo", "runtime": runtime, "model": MODEL}),
+    );
     let status = d.wait(&retried);
     let st = d.status(&retried);
     assert_eq!(status, "completed", "{st:#}\n{}", tail(&d.log_text(), 4000));
     let t = &st["tasks"][0];
     assert_eq!(t["attempts"], 3, "{t:#}");
-    assert_eq!(result_text(d, &retried, t).trim(), "STUB-REPLY after the retries");
+    assert_eq!(
+        result_text(d, &retried, t).trim(),
+        "STUB-REPLY after the retries"
+    );
     let events = d.events(Some(&retried));
     let retries: Vec<String> = events
         .iter()
@@ -238,7 +258,10 @@ pub fn check_retries_and_400(d: &Daemon, runtime: &str) {
     assert!(retries[0].contains("529"), "{retries:?}");
     assert!(retries[1].contains("429"), "{retries:?}");
 
-    let bad = d.run("BAD-REQUEST-GOAL", json!({"team": "solo", "runtime": runtime, "model": MODEL}));
+    let bad = d.run(
+        "BAD-REQUEST-GOAL",
+        json!({"team": "solo", "runtime": runtime, "model": MODEL}),
+    );
     let status = d.wait(&bad);
     let st = d.status(&bad);
     assert_eq!(status, "failed", "{st:#}");
@@ -246,7 +269,10 @@ pub fn check_retries_and_400(d: &Daemon, runtime: &str) {
     assert_eq!(t["status"], "failed", "{t:#}");
     assert_eq!(t["attempts"], 1, "a 400 is not retried: {t:#}");
     assert!(
-        t["error"].as_str().unwrap_or_default().contains("STUB-400: max_tokens: field required"),
+        t["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("STUB-400: max_tokens: field required"),
         "the API's message: {t:#}"
     );
 }

@@ -1,0 +1,138 @@
+//! Issue 16, item 4: a tool call the agent's CLI refused is visible in the task. The worker is
+//! a real Claude Code stream, recorded (a Write refused in the default permission mode) and
+//! replayed by `sh` through the `claude` adapter.
+
+mod common;
+use common::*;
+use serde_json::{json, Value};
+
+fn daemon() -> Daemon {
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../crew-core/src/stream/fixtures/claude_denied.jsonl")
+        .canonicalize()
+        .unwrap();
+    // The flags the adapter appends land in `$0`, `$1`, ... of the script, which ignores them.
+    let config = format!(
+        "max_attempts = 1\n[runtimes.replay]\nadapter = \"claude\"\n\
+         command = [\"/bin/sh\", \"-c\", \"cat {}\"]\n",
+        fixture.display()
+    );
+    Daemon::start_with(Opts {
+        config,
+        env: vec![],
+    })
+}
+
+fn run_one(d: &Daemon, agent: &str) -> (Value, Vec<Value>) {
+    one_step_team(d, agent, "Write out.txt for: {goal}", agent);
+    let id = d.run("write a file", json!({"team": agent, "runtime": "replay"}));
+    d.wait(&id);
+    let st = d.status(&id);
+    (st["tasks"][0].clone(), d.events(Some(&id)))
+}
+
+fn warnings(events: &[Value]) -> Vec<(String, String)> {
+    events
+        .iter()
+        .filter(|e| e["type"] == "task.warning")
+        .map(|e| {
+            (
+                e["data"]["tool"].as_str().unwrap().to_string(),
+                e["data"]["message"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_writing_role_whose_every_write_was_refused_needs_attention() {
+    let d = daemon();
+    let (task, events) = run_one(&d, "executor");
+    assert_eq!(task["status"], "needs_attention", "{task:#}");
+    let w = warnings(&events);
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert_eq!(w[0].0, "Write");
+    assert!(w[0].1.contains("haven't granted"), "{w:?}");
+    let attention = events
+        .iter()
+        .find(|e| e["type"] == "task.needs_attention")
+        .unwrap();
+    assert!(
+        attention["data"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("every file change the agent tried was refused"),
+        "{attention:#}"
+    );
+    // The warning comes before the task's end, while it runs.
+    let pos = |t: &str| events.iter().position(|e| e["type"] == t).unwrap();
+    assert!(pos("task.warning") < pos("task.needs_attention"));
+}
+
+#[test]
+fn a_read_only_role_whose_write_was_refused_completes_with_a_warning() {
+    let d = daemon();
+    let (task, events) = run_one(&d, "explorer");
+    assert_eq!(task["status"], "completed", "{task:#}");
+    assert_eq!(warnings(&events).len(), 1);
+}
+
+#[test]
+fn team_plan_and_run_say_what_a_runtime_cannot_enforce() {
+    let d = Daemon::start_with(Opts {
+        config: "[runtimes.claude]\nadapter = \"claude\"\ncommand = \"claude\"\n\
+                 [runtimes.codex]\nadapter = \"codex\"\ncommand = \"codex\"\n"
+            .into(),
+        env: vec![],
+    });
+    let gaps = |runtime: &str| -> Vec<(String, String)> {
+        let plan = d.ok(
+            "team.plan",
+            json!({"goal": "g", "cwd": path_str(&d.work), "team": "default", "runtime": runtime}),
+        );
+        plan["diagnostics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| {
+                assert_eq!(g["severity"], "warning", "{g}");
+                assert_eq!(g["path"], format!("runtimes.{runtime}"), "{g}");
+                (
+                    g["field"].as_str().unwrap().to_string(),
+                    g["message"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    };
+    // Claude Code withholds the edit tools, but Bash can still write: the verifier.
+    let claude = gaps("claude");
+    assert_eq!(claude.len(), 1, "{claude:?}");
+    assert_eq!(claude[0].0, "agent verifier");
+    assert!(claude[0].1.contains("Bash"), "{claude:?}");
+    // Codex always has a shell: the roles without bash get only the sandbox.
+    let codex = gaps("codex");
+    let agents: Vec<&str> = codex.iter().map(|(a, _)| a.as_str()).collect();
+    assert_eq!(agents, ["agent explorer", "agent planner"], "{codex:?}");
+    assert!(codex[0].1.contains("read-only"), "{codex:?}");
+    // pi enforces the tool list.
+    assert_eq!(gaps("fake"), vec![]);
+
+    // team.run says it too.
+    let started = d.ok(
+        "team.run",
+        json!({"goal": "g", "cwd": path_str(&d.work), "team": "default", "runtime": "codex",
+               "requirePlanApproval": true}),
+    );
+    let notes: Vec<&str> = started["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap())
+        .collect();
+    assert!(
+        notes.iter().any(|n| n.starts_with(
+            "agent `explorer` on runtime `codex`: codex: its shell cannot be turned off"
+        )),
+        "{notes:?}"
+    );
+}
