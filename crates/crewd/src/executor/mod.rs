@@ -131,8 +131,7 @@ pub async fn run_attempt(
                 Ok(prepared) => {
                     spec.cwd = prepared.cwd.to_string_lossy().into_owned();
                     let r = attempt(&shared, &actor, &spec, ctl).await;
-                    crate::workspace::finish_attempt(&shared, &ws, prepared, r, &spec.run_dir)
-                        .await
+                    crate::workspace::finish_attempt(&shared, &ws, prepared, r, &spec.run_dir).await
                 }
             },
         };
