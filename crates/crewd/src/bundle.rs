@@ -933,6 +933,7 @@ mod tests {
                         ..Default::default()
                     },
                     reused_from: None,
+                    commit: None,
                 },
             ),
             Pending::run(
