@@ -4,6 +4,24 @@
 /** Version of the API document these types were generated from. */
 export type ApiVersion = "1.0.0";
 
+export interface ApplyParams {
+  runId: string;
+  /** One new commit of the whole change instead of merging the run's branch. */
+  squash?: boolean | null;
+}
+
+export interface ApplyResult {
+  /** The user's branch the change went into (`None`: detached HEAD). */
+  branch?: string | null;
+  deletions: number;
+  files: number;
+  /** The user's HEAD afterwards. */
+  head: string;
+  /** `fast_forward`, `merge`, `squash` or `up_to_date`. */
+  how: string;
+  insertions: number;
+}
+
 export interface ApproveParams {
   reason?: string | null;
   runId: string;
@@ -118,6 +136,30 @@ export interface Diagnostic {
   severity: Severity;
 }
 
+export interface DiffParams {
+  /** At most this many bytes of patch (default 4 MiB). */
+  limit?: number | null;
+  runId: string;
+  /** Leave the patch out (diffstat only). */
+  stat?: boolean | null;
+  /** One task's change (from its start commit); the whole run's otherwise. */
+  taskId?: string | null;
+}
+
+export interface DiffResult {
+  branch: string;
+  deletions: number;
+  files: number;
+  from: string;
+  insertions: number;
+  patch: string;
+  to: string;
+  truncated: boolean;
+}
+
+/** `team.run`'s `dirty`: what a `worktree` run does with uncommitted changes in the cwd. */
+export type DirtyPolicy = "snapshot" | "refuse";
+
 /** An empty result object. */
 export type Empty = { [key: string]: unknown };
 
@@ -156,6 +198,12 @@ export interface ExportResult {
 }
 
 export type FailurePolicy = "fail-fast" | "continue";
+
+export interface ForgetParams {
+  /** Also delete worktrees of the run that hold uncommitted work. */
+  force?: boolean | null;
+  runId: string;
+}
 
 export interface ImportParams {
   bundle: unknown;
@@ -253,6 +301,8 @@ export interface PreviewResult {
 }
 
 export interface PruneParams {
+  /** Also delete worktrees that hold uncommitted work (kept otherwise). */
+  force?: boolean | null;
   /** Keep this many newest finished runs (default 20). */
   keep?: number | null;
   olderThanMs?: number | null;
@@ -353,6 +403,8 @@ export interface RunParams {
   concurrency?: number | null;
   /** Working directory of the run's workers (absolute). */
   cwd: string;
+  /** `worktree` runs: `snapshot` (default) or `refuse` when the cwd has uncommitted changes. */
+  dirty?: DirtyPolicy | null;
   failurePolicy?: FailurePolicy | null;
   goal: string;
   model?: string | null;
@@ -361,6 +413,11 @@ export interface RunParams {
   runtime?: string | null;
   team?: string | null;
   workflow?: string | null;
+  /**
+   * `shared` or `worktree`; default: the team's `workspaceMode`, else config
+   * `default_workspace`.
+   */
+  workspace?: WorkspaceMode | null;
 }
 
 export interface RunStarted {
@@ -415,6 +472,21 @@ export interface RunView {
   updatedAt: string;
   usage: Usage;
   workflow: string;
+}
+
+/** A `worktree` run's workspace. */
+export interface RunWorkspaceView {
+  base: string;
+  /** The run's branch (`crew/<runId>`). */
+  branch: string;
+  /** The base is a commit of the user's uncommitted changes. */
+  dirtyBase: boolean;
+  /** Set once the leaf tasks' results are merged on `branch`. */
+  integrated?: TaskCommitView | null;
+  mode: WorkspaceMode;
+  repo: string;
+  /** Per task id, completed tasks only. */
+  tasks: { [key: string]: TaskCommitView };
 }
 
 export interface ScheduleAddParams {
@@ -473,6 +545,8 @@ export type Severity = "error" | "warning";
 export interface StatusResult {
   run: RunView;
   tasks: TaskView[];
+  /** `worktree` runs: base, branches, per-task commits, the integration. */
+  workspace?: RunWorkspaceView | null;
 }
 
 export interface SteerResult {
@@ -501,6 +575,16 @@ export interface SubscriptionNotice {
 
 export interface SummaryResult {
   markdown: string;
+}
+
+/** What a task changed, as a commit on its branch. */
+export interface TaskCommitView {
+  branch: string;
+  commit: string;
+  deletions: number;
+  files: number;
+  insertions: number;
+  start: string;
 }
 
 export interface TaskCountsView {
@@ -590,6 +674,9 @@ export interface WorkerCounts {
   running: number;
 }
 
+/** `team.run`'s `workspace`: where tasks work. */
+export type WorkspaceMode = "shared" | "worktree";
+
 /** Id of a WebSocket subscription, as returned by a subscribe method. */
 export type SubscriptionId = number | string;
 
@@ -648,6 +735,8 @@ export interface Methods {
       concurrency?: number | null;
       /** Working directory of the run's workers (absolute). */
       cwd: string;
+      /** `worktree` runs: `snapshot` (default) or `refuse` when the cwd has uncommitted changes. */
+      dirty?: DirtyPolicy | null;
       failurePolicy?: FailurePolicy | null;
       goal: string;
       model?: string | null;
@@ -656,6 +745,11 @@ export interface Methods {
       runtime?: string | null;
       team?: string | null;
       workflow?: string | null;
+      /**
+       * `shared` or `worktree`; default: the team's `workspaceMode`, else config
+       * `default_workspace`.
+       */
+      workspace?: WorkspaceMode | null;
     };
     result: PlanResult;
     errors: 1001 | 1003;
@@ -667,6 +761,8 @@ export interface Methods {
       concurrency?: number | null;
       /** Working directory of the run's workers (absolute). */
       cwd: string;
+      /** `worktree` runs: `snapshot` (default) or `refuse` when the cwd has uncommitted changes. */
+      dirty?: DirtyPolicy | null;
       failurePolicy?: FailurePolicy | null;
       goal: string;
       model?: string | null;
@@ -675,6 +771,11 @@ export interface Methods {
       runtime?: string | null;
       team?: string | null;
       workflow?: string | null;
+      /**
+       * `shared` or `worktree`; default: the team's `workspaceMode`, else config
+       * `default_workspace`.
+       */
+      workspace?: WorkspaceMode | null;
     };
     result: RunStarted;
     errors: 1001 | 1003 | 1005 | 1006 | 1007;
@@ -813,9 +914,11 @@ export interface Methods {
     result: SummaryResult;
     errors: 1001;
   };
-  /** Remove a finished run, its events and artifacts. */
+  /** Remove a finished run, its events and artifacts, and its worktrees and branches (worktrees with uncommitted work only with `force`). */
   "team.forget": {
     params: {
+      /** Also delete worktrees of the run that hold uncommitted work. */
+      force?: boolean | null;
       runId: string;
     };
     result: Empty;
@@ -824,12 +927,38 @@ export interface Methods {
   /** Remove old finished runs, keeping the newest `keep`. */
   "team.prune": {
     params: {
+      /** Also delete worktrees that hold uncommitted work (kept otherwise). */
+      force?: boolean | null;
       /** Keep this many newest finished runs (default 20). */
       keep?: number | null;
       olderThanMs?: number | null;
     };
     result: PruneResult;
     errors: 1002 | 1007;
+  };
+  /** A worktree run's change (or one task's): diffstat and patch. */
+  "team.diff": {
+    params: {
+      /** At most this many bytes of patch (default 4 MiB). */
+      limit?: number | null;
+      runId: string;
+      /** Leave the patch out (diffstat only). */
+      stat?: boolean | null;
+      /** One task's change (from its start commit); the whole run's otherwise. */
+      taskId?: string | null;
+    };
+    result: DiffResult;
+    errors: 1001 | 1002;
+  };
+  /** Bring a worktree run's integrated branch into the user's current branch (refused on a dirty tree or a conflicting branch). */
+  "team.apply": {
+    params: {
+      runId: string;
+      /** One new commit of the whole change instead of merging the run's branch. */
+      squash?: boolean | null;
+    };
+    result: ApplyResult;
+    errors: 1001 | 1002;
   };
   /** A self-contained bundle of a run: run, tasks, events and artifacts, secrets redacted. */
   "team.export": {

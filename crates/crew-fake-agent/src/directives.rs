@@ -190,7 +190,9 @@ mod tests {
 
     #[test]
     fn parses_edits() {
-        let d = parse("[fake:cat=a.txt][fake:write=src/a.txt:one\\ntwo][fake:append=b:x][fake:delete=c]");
+        let d = parse(
+            "[fake:cat=a.txt][fake:write=src/a.txt:one\\ntwo][fake:append=b:x][fake:delete=c]",
+        );
         assert_eq!(
             d.edits,
             [

@@ -453,7 +453,10 @@ impl Repo {
     /// The paths that differ between `from` and `to`.
     pub async fn changed_paths(&self, from: &str, to: &str) -> Result<Vec<String>, GitError> {
         let out = self
-            .run(&["diff", "--name-only", "-z", "--no-renames", from, to, "--"], &[])
+            .run(
+                &["diff", "--name-only", "-z", "--no-renames", from, to, "--"],
+                &[],
+            )
             .await?;
         Ok(out
             .split(|b| *b == 0)

@@ -5,7 +5,12 @@ use crate::exit;
 use crew_api::methods::TeamDiff;
 use crew_api::types::{DiffParams, RunIdParams, RunWorkspaceView};
 
-pub async fn diff(ctx: &Ctx, run_id: &str, task_id: Option<String>, stat: bool) -> anyhow::Result<u8> {
+pub async fn diff(
+    ctx: &Ctx,
+    run_id: &str,
+    task_id: Option<String>,
+    stat: bool,
+) -> anyhow::Result<u8> {
     let conn = ctx.connect().await?;
     let r = conn
         .call::<TeamDiff>(&DiffParams {
@@ -52,7 +57,11 @@ pub fn workspace_lines(ws: &RunWorkspaceView) -> String {
     let mut lines = vec![format!(
         "Workspace: worktree · base {}{} · branch {}",
         short(&ws.base),
-        if ws.dirty_base { " (your uncommitted changes)" } else { "" },
+        if ws.dirty_base {
+            " (your uncommitted changes)"
+        } else {
+            ""
+        },
         ws.branch
     )];
     match &ws.integrated {

@@ -1093,6 +1093,7 @@ mod tests {
                         ..Default::default()
                     },
                     reused_from: None,
+                    commit: None,
                 },
             ),
             Pending::run(

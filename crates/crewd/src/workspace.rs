@@ -123,7 +123,11 @@ pub async fn plan_run(
                     top.display(),
                     dirty.len(),
                     shown.join(", "),
-                    if dirty.len() > shown.len() { ", …" } else { "" }
+                    if dirty.len() > shown.len() {
+                        ", …"
+                    } else {
+                        ""
+                    }
                 ),
             ));
         }
@@ -566,9 +570,10 @@ pub fn integrate_ready(core: &mut Core, touched: &BTreeSet<String>) {
             let outcome = integrate(&shared, &run_id, &ws, &leaves, &starts).await;
             actor.tell(move |core| {
                 core.integrating.remove(&run_id);
-                let still = core.state.run(&run_id).is_some_and(|r| {
-                    r.status == RunStatus::Running && r.integration.is_none()
-                });
+                let still = core
+                    .state
+                    .run(&run_id)
+                    .is_some_and(|r| r.status == RunStatus::Running && r.integration.is_none());
                 if !still {
                     return;
                 }
@@ -844,7 +849,10 @@ pub async fn apply(
         }
     }
     let message = if squash {
-        format!("crew: run {run_id}\n\nSquashed from {}.\n", integration.branch)
+        format!(
+            "crew: run {run_id}\n\nSquashed from {}.\n",
+            integration.branch
+        )
     } else {
         format!("crew: merge run {run_id} ({})", integration.branch)
     };

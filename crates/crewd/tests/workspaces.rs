@@ -62,9 +62,22 @@ fn checksum(dir: &Path) -> BTreeMap<String, Vec<u8>> {
         }
     }
     walk(dir, dir, &mut out);
-    out.insert("<index>".into(), std::fs::read(dir.join(".git/index")).unwrap());
-    out.insert("<HEAD>".into(), git(dir, &["rev-parse", "HEAD"]).into_bytes());
-    let branches = git(dir, &["for-each-ref", "refs/heads", "--format=%(refname) %(objectname)"]);
+    out.insert(
+        "<index>".into(),
+        std::fs::read(dir.join(".git/index")).unwrap(),
+    );
+    out.insert(
+        "<HEAD>".into(),
+        git(dir, &["rev-parse", "HEAD"]).into_bytes(),
+    );
+    let branches = git(
+        dir,
+        &[
+            "for-each-ref",
+            "refs/heads",
+            "--format=%(refname) %(objectname)",
+        ],
+    );
     let own: Vec<&str> = branches
         .lines()
         .filter(|l| !l.starts_with("refs/heads/crew/"))
@@ -129,8 +142,16 @@ fn parallel_tasks_edit_different_files_and_both_land_on_the_run_branch() {
         &d,
         "par",
         &[
-            ("one", &[], "[fake:write=one.txt:from one][fake:sleep=300ms]"),
-            ("two", &[], "[fake:write=two.txt:from two][fake:append=a.txt:four\\n][fake:sleep=300ms]"),
+            (
+                "one",
+                &[],
+                "[fake:write=one.txt:from one][fake:sleep=300ms]",
+            ),
+            (
+                "two",
+                &[],
+                "[fake:write=two.txt:from two][fake:append=a.txt:four\\n][fake:sleep=300ms]",
+            ),
         ],
     );
     let before = checksum(w);
@@ -145,10 +166,21 @@ fn parallel_tasks_edit_different_files_and_both_land_on_the_run_branch() {
 
     let c1 = completed_commit(&d, &run, "01_one");
     assert_eq!(c1["branch"], format!("crew/tasks/{run}/01_one"));
-    assert_eq!((c1["files"].as_u64(), c1["insertions"].as_u64()), (Some(1), Some(1)));
+    assert_eq!(
+        (c1["files"].as_u64(), c1["insertions"].as_u64()),
+        (Some(1), Some(1))
+    );
     let c2 = completed_commit(&d, &run, "02_two");
     assert_eq!(c2["files"], 2);
-    let author = git(w, &["log", "-1", "--format=%an <%ae> %s", c2["commit"].as_str().unwrap()]);
+    let author = git(
+        w,
+        &[
+            "log",
+            "-1",
+            "--format=%an <%ae> %s",
+            c2["commit"].as_str().unwrap(),
+        ],
+    );
     assert_eq!(author, "crew <crew@localhost> crew: 02_two (rtwo)");
 
     let st = d.status(&run);
@@ -160,14 +192,23 @@ fn parallel_tasks_edit_different_files_and_both_land_on_the_run_branch() {
         "team.artifact",
         json!({"runId": run, "name": "patches/01_one.patch"}),
     );
-    assert!(patch["content"].as_str().unwrap().contains("+from one"), "{patch}");
+    assert!(
+        patch["content"].as_str().unwrap().contains("+from one"),
+        "{patch}"
+    );
     assert_eq!(worktrees(w), [path_str(w)], "no worktree left behind");
 
     let diff = d.ok("team.diff", json!({"runId": run}));
     assert_eq!(diff["files"], 3);
     assert!(diff["patch"].as_str().unwrap().contains("+from two"));
-    let one = d.ok("team.diff", json!({"runId": run, "taskId": "01_one", "stat": true}));
-    assert_eq!((one["files"].as_u64(), one["patch"].as_str()), (Some(1), Some("")));
+    let one = d.ok(
+        "team.diff",
+        json!({"runId": run, "taskId": "01_one", "stat": true}),
+    );
+    assert_eq!(
+        (one["files"].as_u64(), one["patch"].as_str()),
+        (Some(1), Some(""))
+    );
 }
 
 #[test]
@@ -188,7 +229,10 @@ fn an_integration_conflict_blocks_the_run_until_resolved_on_the_branch() {
     let st = d.status(&run);
     let reason = st["run"]["reason"].as_str().unwrap().to_string();
     assert!(reason.contains("a.txt"), "{reason}");
-    assert!(reason.contains("01_left") && reason.contains("02_right"), "{reason}");
+    assert!(
+        reason.contains("01_left") && reason.contains("02_right"),
+        "{reason}"
+    );
     assert_eq!(checksum(w), before);
 
     // The user resolves on crew/<run> in a checkout of their own, then resumes.
@@ -227,7 +271,11 @@ fn a_dependent_sees_its_dependencys_edit_and_conflicting_dependencies_need_atten
         "chain",
         &[
             ("first", &[], "[fake:write=new.txt:made by first]"),
-            ("second", &["first"], "[fake:cat=new.txt][fake:append=new.txt:\\nand second]"),
+            (
+                "second",
+                &["first"],
+                "[fake:cat=new.txt][fake:append=new.txt:\\nand second]",
+            ),
         ],
     );
     let run = run_wt(&d, "chain", json!({}));
@@ -237,7 +285,10 @@ fn a_dependent_sees_its_dependencys_edit_and_conflicting_dependencies_need_atten
         json!({"runId": run, "name": "results/02_second.txt"}),
     );
     assert!(
-        result["content"].as_str().unwrap().contains("new.txt: made by first"),
+        result["content"]
+            .as_str()
+            .unwrap()
+            .contains("new.txt: made by first"),
         "{result}"
     );
     assert_eq!(
@@ -246,7 +297,10 @@ fn a_dependent_sees_its_dependencys_edit_and_conflicting_dependencies_need_atten
     );
     let second = completed_commit(&d, &run, "02_second");
     let first = completed_commit(&d, &run, "01_first");
-    assert_eq!(second["start"], first["commit"], "started from its dependency's result");
+    assert_eq!(
+        second["start"], first["commit"],
+        "started from its dependency's result"
+    );
 
     team(
         &d,
@@ -271,7 +325,11 @@ fn a_dependent_sees_its_dependencys_edit_and_conflicting_dependencies_need_atten
 fn a_dirty_tree_is_the_base_without_being_touched_and_refuse_refuses() {
     let d = Daemon::start();
     let w = repo(&d);
-    team(&d, "look", &[("look", &[], "[fake:cat=a.txt][fake:cat=untracked.txt]")]);
+    team(
+        &d,
+        "look",
+        &[("look", &[], "[fake:cat=a.txt][fake:cat=untracked.txt]")],
+    );
     std::fs::write(w.join("a.txt"), "one\nchanged\nthree\n").unwrap();
     std::fs::write(w.join("untracked.txt"), "new file\n").unwrap();
     std::fs::write(w.join("x.log"), "ignored\n").unwrap();
@@ -283,7 +341,10 @@ fn a_dirty_tree_is_the_base_without_being_touched_and_refuse_refuses() {
                "workspace": "worktree", "dirty": "refuse"}),
     );
     assert_eq!(e["code"], 1003, "{e}");
-    assert!(e["message"].as_str().unwrap().contains("uncommitted"), "{e}");
+    assert!(
+        e["message"].as_str().unwrap().contains("uncommitted"),
+        "{e}"
+    );
 
     let started = d.ok(
         "team.run",
@@ -309,7 +370,9 @@ fn a_dirty_tree_is_the_base_without_being_touched_and_refuse_refuses() {
     let st = d.status(&run);
     assert_eq!(st["workspace"]["dirtyBase"], true);
     let base = st["workspace"]["base"].as_str().unwrap();
-    assert!(git(w, &["ls-tree", "--name-only", base]).lines().all(|l| l != "x.log"));
+    assert!(git(w, &["ls-tree", "--name-only", base])
+        .lines()
+        .all(|l| l != "x.log"));
 }
 
 #[test]
@@ -323,7 +386,10 @@ fn worktree_mode_outside_a_repository_is_refused_and_the_team_mode_counts() {
                    "workspace": "worktree"}),
         );
         assert_eq!(e["code"], 1003, "{method}: {e}");
-        assert!(e["message"].as_str().unwrap().contains("git work tree"), "{e}");
+        assert!(
+            e["message"].as_str().unwrap().contains("git work tree"),
+            "{e}"
+        );
     }
     // pi-crew's `workspaceMode: worktree` on the team now means it.
     d.project_file(
@@ -346,14 +412,21 @@ fn worktree_mode_outside_a_repository_is_refused_and_the_team_mode_counts() {
 fn apply_refuses_a_dirty_tree_then_brings_the_change_in() {
     let d = Daemon::start();
     let w = repo(&d);
-    team(&d, "edit", &[("edit", &[], "[fake:write=b.txt:made][fake:delete=a.txt]")]);
+    team(
+        &d,
+        "edit",
+        &[("edit", &[], "[fake:write=b.txt:made][fake:delete=a.txt]")],
+    );
     let run = run_wt(&d, "edit", json!({}));
     assert_eq!(d.wait(&run), "completed");
 
     std::fs::write(w.join("scratch.txt"), "mine\n").unwrap();
     let e = d.err("team.apply", json!({"runId": run}));
     assert_eq!(e["code"], 1002, "{e}");
-    assert!(e["message"].as_str().unwrap().contains("uncommitted"), "{e}");
+    assert!(
+        e["message"].as_str().unwrap().contains("uncommitted"),
+        "{e}"
+    );
     assert!(w.join("a.txt").exists());
     std::fs::remove_file(w.join("scratch.txt")).unwrap();
 
@@ -366,7 +439,11 @@ fn apply_refuses_a_dirty_tree_then_brings_the_change_in() {
     assert_eq!(again["how"], "up_to_date");
 
     // The user's branch moved in a conflicting way: refused, nothing changed.
-    team(&d, "edit2", &[("edit", &[], "[fake:write=b.txt:second run]")]);
+    team(
+        &d,
+        "edit2",
+        &[("edit", &[], "[fake:write=b.txt:second run]")],
+    );
     let run2 = run_wt(&d, "edit2", json!({}));
     assert_eq!(d.wait(&run2), "completed");
     std::fs::write(w.join("b.txt"), "user's own\n").unwrap();
@@ -399,11 +476,24 @@ fn forget_removes_worktrees_and_branches_but_not_uncommitted_work_without_force(
 
     // A worktree of the run holding work nobody committed (the user poked around in it).
     let wt = d.state_dir.join("worktrees").join(&run).join("01_edit");
-    git(w, &["worktree", "add", "-q", "--detach", path_str(&wt), &format!("crew/{run}")]);
+    git(
+        w,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "--detach",
+            path_str(&wt),
+            &format!("crew/{run}"),
+        ],
+    );
     std::fs::write(wt.join("wip.txt"), "unsaved\n").unwrap();
     let e = d.err("team.forget", json!({"runId": run}));
     assert_eq!(e["code"], 1002, "{e}");
-    assert!(e["message"].as_str().unwrap().contains("uncommitted"), "{e}");
+    assert!(
+        e["message"].as_str().unwrap().contains("uncommitted"),
+        "{e}"
+    );
     assert!(wt.join("wip.txt").exists());
 
     d.ok("team.forget", json!({"runId": run, "force": true}));
@@ -416,7 +506,10 @@ fn forget_removes_worktrees_and_branches_but_not_uncommitted_work_without_force(
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    assert_eq!(git(w, &["for-each-ref", "refs/heads/crew/", "refs/crew/"]), "");
+    assert_eq!(
+        git(w, &["for-each-ref", "refs/heads/crew/", "refs/crew/"]),
+        ""
+    );
     assert_eq!(worktrees(w), [path_str(w)]);
     assert!(!d.state_dir.join("worktrees").join(&run).exists());
 }
@@ -456,10 +549,20 @@ fn a_killed_daemons_retry_starts_from_a_clean_worktree() {
         .as_str()
         .unwrap()
         .to_string();
-    assert!(text.contains("half.txt: <missing>"), "the retry starts clean: {text}");
+    assert!(
+        text.contains("half.txt: <missing>"),
+        "the retry starts clean: {text}"
+    );
     assert_eq!(worktrees(w), [path_str(w)], "no stale worktree entries");
     // The first attempt's tree is kept as a ref.
-    let refs = git(w, &["for-each-ref", "--format=%(refname)", &format!("refs/crew/{run}/")]);
+    let refs = git(
+        w,
+        &[
+            "for-each-ref",
+            "--format=%(refname)",
+            &format!("refs/crew/{run}/"),
+        ],
+    );
     assert!(refs.contains("attempt-1"), "{refs}");
     assert_eq!(checksum(w), before);
 }
@@ -481,16 +584,31 @@ fn submodules_and_filters_behave_clearly() {
     git(&sub, &["commit", "-qm", "s"]);
     git(
         w,
-        &["-c", "protocol.file.allow=always", "submodule", "add", "-q", path_str(&sub), "sub"],
+        &[
+            "-c",
+            "protocol.file.allow=always",
+            "submodule",
+            "add",
+            "-q",
+            path_str(&sub),
+            "sub",
+        ],
     );
     git(w, &["add", "-A"]);
     git(w, &["commit", "-qm", "filter + submodule"]);
-    team(&d, "f", &[("edit", &[], "[fake:write=x.up:shout][fake:cat=sub/s.txt]")]);
+    team(
+        &d,
+        "f",
+        &[("edit", &[], "[fake:write=x.up:shout][fake:cat=sub/s.txt]")],
+    );
     let before = checksum(w);
     let run = run_wt(&d, "f", json!({}));
     assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
     assert_eq!(show(w, &format!("crew/{run}:x.up")), "SHOUT");
     let c = completed_commit(&d, &run, "01_edit");
-    assert_eq!(c["files"], 1, "the submodule is not part of the change: {c}");
+    assert_eq!(
+        c["files"], 1,
+        "the submodule is not part of the change: {c}"
+    );
     assert_eq!(checksum(w), before);
 }

@@ -638,15 +638,11 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
 }
 
 /// What `team.diff` compares: a task's start and result, or the run's base and integration.
-fn diff_input(
-    r: &RunState,
-    task: Option<&str>,
-) -> Result<crate::workspace::DiffInput, ApiError> {
-    let ws = r
-        .spec
-        .workspace
-        .clone()
-        .ok_or_else(|| ApiError::invalid_state(format!("run {} is not a worktree run", r.id)))?;
+fn diff_input(r: &RunState, task: Option<&str>) -> Result<crate::workspace::DiffInput, ApiError> {
+    let ws =
+        r.spec.workspace.clone().ok_or_else(|| {
+            ApiError::invalid_state(format!("run {} is not a worktree run", r.id))
+        })?;
     match task {
         Some(t) => {
             let ts = r.task(t).ok_or_else(|| ApiError::not_found("task", t))?;
