@@ -1259,7 +1259,11 @@ fn a_missing_runtime_command_is_refused_up_front() {
         let e = d.err(method, params);
         assert_eq!(e["code"], -32602, "{method}: {e}");
         let msg = e["message"].as_str().unwrap();
-        for part in ["crew-no-such-agent-xyz", "--runtime fake", "default_runtime"] {
+        for part in [
+            "crew-no-such-agent-xyz",
+            "--runtime fake",
+            "default_runtime",
+        ] {
             assert!(msg.contains(part), "{method}: {part} missing in {msg}");
         }
     }
@@ -1328,6 +1332,9 @@ fn a_crashed_workers_stderr_is_kept_as_an_artifact() {
     );
     let a = d.ok("team.artifact", json!({"runId": id, "name": name}));
     let text = a["content"].as_str().unwrap();
-    assert!(text.contains("starting up") && text.contains("panic: boom"), "{text}");
+    assert!(
+        text.contains("starting up") && text.contains("panic: boom"),
+        "{text}"
+    );
     assert!(!text.contains("abcdefghijklmnop"), "redacted: {text}");
 }
