@@ -54,6 +54,9 @@ pub struct Config {
     /// Events a subscriber may lag behind before it is dropped.
     pub subscriber_buffer: usize,
     pub runtimes: BTreeMap<String, RuntimeConfig>,
+    /// Run when a run ends (completed, failed, cancelled), with `CREW_RUN_ID`, `CREW_RUN_STATUS`
+    /// and `CREW_RUN_REASON` in its environment: a string (split on whitespace) or an array.
+    pub on_run_end: Option<CommandSpec>,
 }
 
 impl Default for Config {
@@ -82,6 +85,7 @@ impl Default for Config {
             max_subscriptions_per_connection: 64,
             subscriber_buffer: 4096,
             runtimes: BTreeMap::new(),
+            on_run_end: None,
         }
     }
 }
