@@ -74,12 +74,9 @@ async fn watch_status(ctx: &Ctx, conn: &Conn, run_id: &str) -> anyhow::Result<u8
             return Ok(exit::for_run(s.run.status, &s.tasks));
         }
         let tick = std::time::Duration::from_secs(1);
-        match tokio::time::timeout(tick, sub.next()).await {
-            Ok(None) => {
-                // The subscription ended (the daemon dropped us): keep watching by the clock.
-                tokio::time::sleep(tick).await;
-            }
-            Ok(Some(_)) | Err(_) => {}
+        if let Ok(None) = tokio::time::timeout(tick, sub.next()).await {
+            // The subscription ended (the daemon dropped us): keep watching by the clock.
+            tokio::time::sleep(tick).await;
         }
     }
 }
