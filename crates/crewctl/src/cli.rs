@@ -53,6 +53,9 @@ pub enum Command {
         /// Run: its id, a unique prefix of the id's last part, `last` or `-N` (N-th newest)
         #[arg(allow_negative_numbers = true, value_name = "RUN")]
         run_id: String,
+        /// Redraw as the run changes, until it finishes (exit status as for `wait`)
+        #[arg(short, long)]
+        watch: bool,
     },
     /// List runs, newest first
     #[command(visible_alias = "list")]
@@ -180,7 +183,8 @@ pub enum Command {
         #[arg(long)]
         squash: bool,
     },
-    /// Remove old finished runs
+    /// Remove old finished runs (active runs are left alone)
+    #[command(visible_alias = "clean")]
     Prune(PruneArgs),
     /// Write a run as a self-contained bundle (JSON)
     Export {

@@ -66,7 +66,7 @@ async fn dispatch(ctx: &Ctx, command: Command) -> anyhow::Result<u8> {
             timeout,
             until_blocked,
         } => run::wait(ctx, &run_id, timeout, until_blocked).await,
-        Command::Status { run_id } => runs::status(ctx, &run_id).await,
+        Command::Status { run_id, watch } => runs::status(ctx, &run_id, watch).await,
         Command::Ls(a) => runs::ls(ctx, a).await,
         Command::Logs(a) => runs::logs(ctx, a).await,
         Command::Cancel { run_id, reason } => runs::cancel(ctx, &run_id, reason).await,

@@ -20,9 +20,12 @@ fn rid(run_id: &str) -> RunIdParams {
     }
 }
 
-pub async fn status(ctx: &Ctx, run_id: &str) -> anyhow::Result<u8> {
+pub async fn status(ctx: &Ctx, run_id: &str, watch: bool) -> anyhow::Result<u8> {
     let conn = ctx.connect().await?;
     let run_id = &resolve::run_id(&conn, run_id).await?;
+    if watch {
+        return watch_status(ctx, &conn, run_id).await;
+    }
     let s = conn.call::<TeamStatus>(&rid(run_id)).await?;
     if ctx.json {
         ctx.json(&s)?;
@@ -33,6 +36,52 @@ pub async fn status(ctx: &Ctx, run_id: &str) -> anyhow::Result<u8> {
         }
     }
     Ok(exit::SUCCESS)
+}
+
+/// `status --watch`: the status again after each of the run's events (and every second, for
+/// the clocks), until it finishes. A terminal is redrawn in place; piped output gets each view
+/// in turn (JSON: one status per line).
+async fn watch_status(ctx: &Ctx, conn: &Conn, run_id: &str) -> anyhow::Result<u8> {
+    use jsonrpsee::core::client::SubscriptionClientT;
+    let last = conn
+        .call::<DaemonStatus_>(&NoParams {})
+        .await?
+        .journal
+        .last_seq;
+    let params = serde_json::json!({ "runId": run_id, "afterSeq": last });
+    let mut sub = conn
+        .client
+        .subscribe::<serde_json::Value, _>(
+            TeamSubscribe::NAME,
+            crew_api::client::ObjectParams(params),
+            TeamSubscribe::UNSUBSCRIBE,
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot subscribe to run {run_id}: {e}"))?;
+    let mut previous = String::new();
+    loop {
+        let s = conn.call::<TeamStatus>(&rid(run_id)).await?;
+        if ctx.json {
+            outln(&serde_json::to_string(&s)?)?;
+        } else {
+            let text = view_runs::status(&ctx.view(), &s);
+            if ctx.stdout_tty {
+                // Home and clear, then the view: one screen, redrawn.
+                out(&format!("\x1b[H\x1b[2J{text}"))?;
+            } else if text != previous {
+                outln(&text)?;
+            }
+            previous = text;
+        }
+        if s.run.status.is_finished() {
+            return Ok(exit::for_run(s.run.status, &s.tasks));
+        }
+        let tick = std::time::Duration::from_secs(1);
+        if let Ok(None) = tokio::time::timeout(tick, sub.next()).await {
+            // The subscription ended (the daemon dropped us): keep watching by the clock.
+            tokio::time::sleep(tick).await;
+        }
+    }
 }
 
 fn status_filter(s: RunStatusArg) -> RunStatus {

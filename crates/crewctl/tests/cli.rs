@@ -860,3 +860,60 @@ async fn wait_waits_through_a_block_unless_told() {
     assert_eq!(code(&o), 2, "{}", stdout(&o));
     assert_eq!(mock.calls("team.wait").len(), 1);
 }
+
+fn daemon_status_json(last_seq: u64) -> Value {
+    json!({"version": "0", "apiVersion": "1", "pid": 1, "uptimeMs": 1, "socket": "/s",
+           "stateDir": "/d", "runs": {"active": 1, "total": 1, "resident": 1},
+           "schedules": {"total": 0, "enabled": 0}, "journal": {"lastSeq": last_seq, "bytes": 1},
+           "workers": {"running": 0, "max": 8}})
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn status_watch_redraws_until_the_run_finishes_and_clean_prunes() {
+    let mut s = Script::default();
+    s.results.insert("daemon.status", daemon_status_json(10));
+    s.sequence.insert(
+        "team.status",
+        vec![status("running", vec![task("01_explore", "running")])]
+            .into_iter()
+            .collect(),
+    );
+    s.results.insert(
+        "team.status",
+        status("failed", vec![task("01_explore", "failed")]),
+    );
+    s.events = vec![event(
+        11,
+        "task.failed",
+        Some("01_explore"),
+        json!({"error": "boom"}),
+    )];
+    s.results.insert(
+        "team.prune",
+        json!({"removed": ["team_20260301080000_77aa00bb11cc22dd"], "kept": 3}),
+    );
+    let mock = Mock::start(s).await;
+    let o = crewctl(&mock.socket, &["status", "r-1", "--watch"]).await;
+    let out = stdout(&o);
+    assert_eq!(code(&o), 1, "the run failed: {out}\n{}", stderr(&o));
+    assert!(
+        out.contains("● running") && out.contains("✗ failed"),
+        "{out}"
+    );
+    assert_eq!(
+        mock.subscriptions(),
+        vec![json!({"runId": "r-1", "afterSeq": 10})]
+    );
+
+    let o = crewctl(&mock.socket, &["clean", "--keep", "3"]).await;
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("Removed 1 run; kept 3."),
+        "{}",
+        stdout(&o)
+    );
+    assert_eq!(
+        mock.calls("team.prune"),
+        vec![json!({"keep": 3, "olderThanMs": null})]
+    );
+}

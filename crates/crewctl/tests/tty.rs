@@ -2,6 +2,8 @@
 //! Ctrl-C detaches and exits at once instead of leaving a read on stdin behind. Skipped, with a
 //! note, where tmux is not installed (.ci/run installs it).
 
+// Shared with cli.rs, which uses all of it.
+#[allow(dead_code)]
 mod mock;
 
 use mock::{event, run_started, status, task, Mock, Script};

@@ -64,6 +64,9 @@ pub struct Config {
     pub default_workspace: crew_core::run::WorkspaceMode,
     /// One git call (worktree add, commit, merge) may take at most this long.
     pub git_timeout_ms: u64,
+    /// Run when a run ends (completed, failed, cancelled), with `CREW_RUN_ID`, `CREW_RUN_STATUS`
+    /// and `CREW_RUN_REASON` in its environment: a string (split on whitespace) or an array.
+    pub on_run_end: Option<CommandSpec>,
 }
 
 impl Default for Config {
@@ -96,6 +99,7 @@ impl Default for Config {
             ui_allow_remote_without_tls: false,
             default_workspace: crew_core::run::WorkspaceMode::Shared,
             git_timeout_ms: 120_000,
+            on_run_end: None,
         }
     }
 }

@@ -3,6 +3,7 @@
 
 mod actor;
 mod bundle;
+mod callback;
 pub mod config;
 mod dashboard;
 mod executor;
@@ -223,6 +224,7 @@ async fn serve(
     }
 
     let scheduler = scheduler::start(shared.clone(), actor.clone()).await?;
+    let callback = callback::start(&shared);
     let module = rpc::module(shared.clone(), actor.clone());
     let (stop, server_handle) = jsonrpsee::server::stop_channel();
     let owned_socket = listener.owned;
@@ -267,6 +269,9 @@ async fn serve(
             Ok(())
         })
         .await;
+    if let Some(c) = callback {
+        c.abort();
+    }
     drop(actor);
     actor_task.abort();
     let _ = actor_task.await;

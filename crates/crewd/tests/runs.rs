@@ -1260,7 +1260,11 @@ fn a_missing_runtime_command_is_refused_up_front() {
         let e = d.err(method, params);
         assert_eq!(e["code"], -32602, "{method}: {e}");
         let msg = e["message"].as_str().unwrap();
-        for part in ["crew-no-such-agent-xyz", "--runtime fake", "default_runtime"] {
+        for part in [
+            "crew-no-such-agent-xyz",
+            "--runtime fake",
+            "default_runtime",
+        ] {
             assert!(msg.contains(part), "{method}: {part} missing in {msg}");
         }
     }
@@ -1329,6 +1333,36 @@ fn a_crashed_workers_stderr_is_kept_as_an_artifact() {
     );
     let a = d.ok("team.artifact", json!({"runId": id, "name": name}));
     let text = a["content"].as_str().unwrap();
-    assert!(text.contains("starting up") && text.contains("panic: boom"), "{text}");
+    assert!(
+        text.contains("starting up") && text.contains("panic: boom"),
+        "{text}"
+    );
     assert!(!text.contains("abcdefghijklmnop"), "redacted: {text}");
+}
+
+/// Issue 18 (9): `on_run_end` runs a command with the run's id and status in its environment.
+#[test]
+fn on_run_end_runs_a_command_with_the_run_in_its_env() {
+    let out = tempfile::tempdir().unwrap();
+    let file = out.path().join("ends.txt");
+    let d = Daemon::start_with(Opts {
+        config: format!(
+            "on_run_end = [\"/bin/sh\", \"-c\", \"echo \\\"$CREW_RUN_ID $CREW_RUN_STATUS\\\" >> {}\"]\n",
+            file.display()
+        ),
+        env: vec![],
+    });
+    let id = d.run("[fake:tokens=10] hi", json!({"team": "fast-fix"}));
+    assert_eq!(d.wait(&id), "completed");
+    // The callback runs after the event is published: wait (bounded) for its line.
+    let want = format!("{id} completed\n");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let got = std::fs::read_to_string(&file).unwrap_or_default();
+        if got == want {
+            break;
+        }
+        assert!(Instant::now() < deadline, "callback wrote {got:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }

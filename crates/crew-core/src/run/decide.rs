@@ -632,16 +632,13 @@ impl State {
         keep: usize,
         older_than: Option<DateTime<Utc>>,
     ) -> Result<Vec<String>, CoreError> {
-        if !self.active.is_empty() {
-            return Err(CoreError::InvalidState(format!(
-                "{} run(s) are active; prune when no run is active (cancel or wait for them)",
-                self.active.len()
-            )));
-        }
+        // Active runs (blocked ones too) are passed over, not a reason to refuse: `keep`
+        // counts finished runs only.
         Ok(self
             .summaries
             .values()
             .rev()
+            .filter(|s| s.status.is_finished())
             .skip(keep)
             .filter(|s| match (older_than, s.finished_at) {
                 (Some(limit), Some(f)) => f < limit,

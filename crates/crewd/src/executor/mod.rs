@@ -976,6 +976,9 @@ async fn run_process(
     // Whatever is left in the group (tools the agent started) goes too.
     drop(group);
     drop(stdin);
+    let rest = stderr::drain(&mut stderr).await;
+    stderr_log.push(&rest);
+    stderr_buf.extend_from_slice(&rest);
 
     let Stdout {
         parser,

@@ -70,6 +70,28 @@ impl StderrLog {
     }
 }
 
+/// What is still in the stderr pipe once the worker's loop ended (the worker exited and its
+/// group was killed): read to EOF, for at most `DRAIN`, so a crash's last words are not lost.
+pub async fn drain(stderr: &mut Option<tokio::process::ChildStderr>) -> Vec<u8> {
+    use tokio::io::AsyncReadExt;
+    const DRAIN: std::time::Duration = std::time::Duration::from_millis(500);
+    let Some(s) = stderr.as_mut() else {
+        return vec![];
+    };
+    let mut out = Vec::new();
+    let mut chunk = vec![0u8; 8192];
+    let _ = tokio::time::timeout(DRAIN, async {
+        while out.len() < TAIL {
+            match s.read(&mut chunk).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => out.extend_from_slice(chunk.get(..n).unwrap_or_default()),
+            }
+        }
+    })
+    .await;
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -92,7 +114,10 @@ mod tests {
     #[test]
     fn redacts_and_saves_only_when_something_was_written() {
         let dir = tempfile::tempdir().unwrap();
-        assert!(StderrLog::default().save(dir.path(), "t", 1).unwrap().is_none());
+        assert!(StderrLog::default()
+            .save(dir.path(), "t", 1)
+            .unwrap()
+            .is_none());
         let mut log = StderrLog::default();
         log.push(b"Error: ANTHROPIC_API_KEY=sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789 rejected\n");
         let a = log.save(dir.path(), "01_x", 2).unwrap().unwrap();
