@@ -134,9 +134,9 @@ fn attempt_spec(
         deps,
         steers: task.pending_steers().to_vec(),
         answers: task.answers().to_vec(),
-        run_dir: core.shared.run_dir(
-            &crew_core::ids::SafeId::new(run_id).map_err(|e| format!("run id: {e}"))?,
-        ),
+        run_dir: core
+            .shared
+            .run_dir(&crew_core::ids::SafeId::new(run_id).map_err(|e| format!("run id: {e}"))?),
         reuse: run.spec.reuse,
         workspace: crate::workspace::task_workspace(run, task, attempt),
     })

@@ -550,7 +550,9 @@ pub fn integrate_ready(core: &mut Core, touched: &BTreeSet<String>) {
         let leaves: Vec<(String, String)> = leaf_tasks(run)
             .iter()
             .map(|t| {
-                let commit = t.commit().map_or_else(|| ws.base.clone(), |c| c.commit.clone());
+                let commit = t
+                    .commit()
+                    .map_or_else(|| ws.base.clone(), |c| c.commit.clone());
                 (t.plan.id.to_string(), commit)
             })
             .collect();

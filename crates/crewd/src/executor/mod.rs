@@ -978,7 +978,7 @@ async fn run_process(
     drop(stdin);
     let rest = stderr::drain(&mut stderr).await;
     stderr_log.push(&rest);
-    stderr_buf.extend_from_slice(&rest);
+    stderr_tail.push(&rest);
 
     let Stdout {
         parser,
