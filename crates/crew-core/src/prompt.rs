@@ -205,13 +205,13 @@ mod tests {
 
     fn task() -> PlannedTask {
         PlannedTask {
-            id: "02_plan".into(),
+            id: "02_plan".parse().unwrap(),
             step_id: "plan".into(),
             role: "planner".into(),
             agent: "planner".into(),
-            depends_on: vec!["01_explore".into()],
+            depends_on: vec!["01_explore".parse().unwrap()],
             task_template: "Plan how to {goal}.".into(),
-            output: Some("plan.md".into()),
+            output: Some("plan.md".parse().unwrap()),
             reads: vec![],
             model: None,
             system_prompt: "You plan.".into(),

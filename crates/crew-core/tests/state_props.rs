@@ -27,7 +27,7 @@ struct RunDef {
 
 impl RunDef {
     fn spec(&self) -> RunSpec {
-        let id = |i: usize| format!("{:02}_t{i}", i + 1);
+        let id = |i: usize| crew_core::ids::SafeId::new(format!("{:02}_t{i}", i + 1)).unwrap();
         let tasks = self
             .dep_masks
             .iter()
@@ -282,7 +282,7 @@ impl Harness {
         let r = self.st.runs.get(run)?;
         let tasks: Vec<_> = r.tasks.iter().filter(|t| t.status == status).collect();
         let t = tasks.get(pick % tasks.len().max(1))?;
-        Some((t.plan.id.clone(), t.attempts))
+        Some((t.plan.id.to_string(), t.attempts))
     }
 
     /// The usage a worker reports for its attempt: what it reported before plus `tokens`. Kept
@@ -413,7 +413,7 @@ impl Harness {
                 if dependent_active && self.checks.avoid_retry_under_running_dependent {
                     return Ok(());
                 }
-                if let Ok((ps, _)) = self.st.retry_tasks(&run, &[task]) {
+                if let Ok((ps, _)) = self.st.retry_tasks(&run, &[task.to_string()]) {
                     self.emit(ps)?;
                     self.settle(&run)?;
                 }

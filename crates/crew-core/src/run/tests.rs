@@ -37,7 +37,7 @@ fn tasks(steps: &[Step]) -> Vec<std::sync::Arc<PlannedTask>> {
             },
             depends_on: deps.iter().map(|d| id_of(d)).collect(),
             task_template: format!("do {name} for {{goal}}"),
-            output: Some(format!("{}.md", task_id(i + 1, name))),
+            output: Some(format!("{}.md", task_id(i + 1, name)).parse().unwrap()),
             reads: vec![],
             model: None,
             system_prompt: "You work.".into(),
@@ -226,7 +226,7 @@ impl Sim {
     }
 
     fn tid(&self, run: &str, step: &str) -> String {
-        self.task(run, step).plan.id.clone()
+        self.task(run, step).plan.id.to_string()
     }
 
     fn task(&self, run: &str, step: &str) -> &TaskState {
