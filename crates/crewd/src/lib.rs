@@ -2,7 +2,7 @@
 //! and for benches that drive a part of it in process. See ARCHITECTURE.md for the map.
 
 mod actor;
-mod bundle;
+pub mod bundle;
 pub mod config;
 mod executor;
 mod forget;
@@ -12,7 +12,7 @@ mod listen;
 mod lock;
 mod recovery;
 mod residency;
-mod resources;
+pub mod resources;
 mod results;
 mod rpc;
 mod scheduler;
