@@ -294,7 +294,8 @@ mod tests {
     fn parsing_is_linear_by_count() {
         use super::frontmatter::SCAN_STEPS;
         use std::sync::atomic::Ordering;
-        let inputs: [(Kind, &str, fn(usize) -> String); 3] = [
+        type Input = (Kind, &'static str, fn(usize) -> String);
+        let inputs: [Input; 3] = [
             (Kind::Workflow, "/x/workflows/w.workflow.md", |n| {
                 let deps: Vec<String> = (0..n).map(|i| format!("d{i}")).collect();
                 format!("## a\ndependsOn: {}\n", deps.join(","))
