@@ -206,7 +206,17 @@ export interface ForgetParams {
 }
 
 export interface ImportParams {
-  bundle: unknown;
+  /**
+   * The bundle itself (what `team.export` answered). It must fit in `max_request_bytes`;
+   * give `path` instead for a bigger one. Exactly one of `bundle` and `path`.
+   */
+  bundle?: unknown;
+  /**
+   * Absolute path of a bundle file the daemon reads itself (client and daemon are the same
+   * user on the same machine): any bundle `team.export` makes imports this way whatever
+   * `max_request_bytes` is.
+   */
+  path?: string | null;
 }
 
 export interface ImportResult {
@@ -364,12 +374,24 @@ export interface ResultCacheStat {
   tokensSaved: number;
 }
 
+export interface ResumeParams {
+  /** Required for a run imported with `team.import` (see `team.retry`). */
+  confirmImported?: boolean | null;
+  runId: string;
+}
+
 export interface ResumeResult {
   requeuedTaskIds: string[];
   status: RunStatus;
 }
 
 export interface RetryParams {
+  /**
+   * Required for a run imported with `team.import`: its system prompts, tools, runtime and
+   * cwd came from someone else's bundle. Without it the call fails with 1002 and the error's
+   * `data` shows what would run.
+   */
+  confirmImported?: boolean | null;
   runId: string;
   taskIds: string[];
 }
@@ -812,6 +834,8 @@ export interface Methods {
   /** Re-queue failed, cancelled, skipped and needs_attention tasks and continue. */
   "team.resume": {
     params: {
+      /** Required for a run imported with `team.import` (see `team.retry`). */
+      confirmImported?: boolean | null;
       runId: string;
     };
     result: ResumeResult;
@@ -820,6 +844,12 @@ export interface Methods {
   /** Run the named tasks again with a new attempt. */
   "team.retry": {
     params: {
+      /**
+       * Required for a run imported with `team.import`: its system prompts, tools, runtime and
+       * cwd came from someone else's bundle. Without it the call fails with 1002 and the error's
+       * `data` shows what would run.
+       */
+      confirmImported?: boolean | null;
       runId: string;
       taskIds: string[];
     };
@@ -968,10 +998,20 @@ export interface Methods {
     result: ExportResult;
     errors: 1001;
   };
-  /** Import a bundle made by team.export. */
+  /** Import a bundle made by team.export, given inline or as a file path the daemon reads. */
   "team.import": {
     params: {
-      bundle: unknown;
+      /**
+       * The bundle itself (what `team.export` answered). It must fit in `max_request_bytes`;
+       * give `path` instead for a bigger one. Exactly one of `bundle` and `path`.
+       */
+      bundle?: unknown;
+      /**
+       * Absolute path of a bundle file the daemon reads itself (client and daemon are the same
+       * user on the same machine): any bundle `team.export` makes imports this way whatever
+       * `max_request_bytes` is.
+       */
+      path?: string | null;
     };
     result: ImportResult;
     errors: 1002 | 1003 | 1007;

@@ -1167,6 +1167,34 @@ mod tests {
         assert_eq!(v.files, vec![("results/01_a.txt".into(), "hello".into())]);
     }
 
+    /// Issue 14.4: the plan inside `run.created` names a task outside the state directory.
+    #[test]
+    fn plan_task_ids_are_checked() {
+        for evil in ["../../../../x/PWNED", "a/b", ""] {
+            let b = edited(
+                |o| {
+                    let ev = &mut events_mut(o)[0];
+                    ev["data"]["tasks"][0]["id"] = json!(evil);
+                },
+                true,
+            );
+            let e = validate(&b).unwrap_err();
+            assert_eq!(e.code, crew_api::codes::VALIDATION_FAILED, "{evil}");
+            let data = serde_json::to_string(&e.data).unwrap();
+            assert!(
+                data.contains("events[0]") && data.contains("not a valid id"),
+                "{data}"
+            );
+        }
+        if let Ok(dir) = std::env::var("CREW_WRITE_FUZZ_SEED") {
+            std::fs::write(
+                Path::new(&dir).join("sample.json"),
+                serde_json::to_string_pretty(&sample_bundle()).unwrap(),
+            )
+            .unwrap();
+        }
+    }
+
     #[test]
     fn bad_bundles_are_refused_naming_the_field() {
         type Edit = Box<dyn Fn(&mut Map<String, Value>)>;

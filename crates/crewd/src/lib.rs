@@ -2,7 +2,7 @@
 //! and for benches that drive a part of it in process. See ARCHITECTURE.md for the map.
 
 mod actor;
-mod bundle;
+pub mod bundle;
 mod callback;
 pub mod config;
 mod dashboard;
@@ -14,7 +14,7 @@ mod listen;
 mod lock;
 mod recovery;
 mod residency;
-mod resources;
+pub mod resources;
 mod results;
 mod rpc;
 mod scheduler;

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::SystemTime;
 
-type ParseResult = (Option<Parsed>, Vec<Diagnostic>);
+pub type ParseResult = (Option<Parsed>, Vec<Diagnostic>);
 
 struct Entry {
     mtime: Option<SystemTime>,
@@ -369,18 +369,27 @@ pub fn catalog(shared: &Shared, cwd: Option<&Path>) -> Catalog {
         }
     }
     for (source, base) in bases {
-        for (kind, dir) in KIND_DIRS {
-            // pi-crew's user directory has no skills in this layout.
-            if source == Source::PiUser && kind == Kind::Skill {
-                continue;
-            }
-            for found in files_in(&base, kind, dir) {
-                match found {
-                    Found::File(k, path) => parsed.push(shared.resources.load(k, source, &path)),
-                    Found::Skipped(d) => parsed.push((None, vec![d])),
-                }
+        parsed.extend(scan(&shared.resources, source, &base));
+    }
+    Catalog::assemble(parsed, trusted)
+}
+
+/// Every resource file of one resource directory (`base`: a project's `.crew`, the user's
+/// `crew` config directory), parsed through `cache`, with a diagnostic for each entry that is
+/// not read. Public for the fuzz target that builds whole directories.
+pub fn scan(cache: &ResourceCache, source: Source, base: &Path) -> Vec<ParseResult> {
+    let mut parsed = Vec::new();
+    for (kind, dir) in KIND_DIRS {
+        // pi-crew's user directory has no skills in this layout.
+        if source == Source::PiUser && kind == Kind::Skill {
+            continue;
+        }
+        for found in files_in(base, kind, dir) {
+            match found {
+                Found::File(k, path) => parsed.push(cache.load(k, source, &path)),
+                Found::Skipped(d) => parsed.push((None, vec![d])),
             }
         }
     }
-    Catalog::assemble(parsed, trusted)
+    parsed
 }

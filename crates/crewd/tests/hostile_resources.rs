@@ -235,7 +235,7 @@ fn goal_bombs_are_refused_before_rendering() {
         assert_eq!(e["code"], 1003, "{method}: {e}");
         let e = d.err(
             method,
-            json!({"goal": goal, "cwd": cwd, "team": "ten", "runtime": "fake"}),
+            json!({"goal": "g".repeat(250_000), "cwd": cwd, "team": "ten", "runtime": "fake"}),
         );
         assert_eq!(e["code"], 1003, "{method}: {e}");
         assert!(e["message"].as_str().unwrap().contains("task text"), "{e}");
