@@ -104,6 +104,8 @@ pub const METHODS: &[(&str, ParamsFn)] = params_table![
     TeamPrune,
     TeamExport,
     TeamImport,
+    TeamDiff,
+    TeamApply,
     ScheduleAdd,
     ScheduleList,
     ScheduleGet,

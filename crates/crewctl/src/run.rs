@@ -272,7 +272,8 @@ mod tests {
                 "goal": "fix it", "cwd": "/w", "team": "fast-fix", "workflow": null, "runtime": null, "model": null,
                 "concurrency": null, "failurePolicy": "fail-fast",
                 "budget": {"tokens": 5000, "warnAt": null, "abortAt": 0.9},
-                "requirePlanApproval": true, "reuseResults": "all"
+                "requirePlanApproval": true, "reuseResults": "all",
+                "workspace": null, "dirty": null
             })
         );
         let cli = Cli::try_parse_from(["crewctl", "run", "x", "--reuse-results"]).unwrap();

@@ -914,6 +914,6 @@ async fn status_watch_redraws_until_the_run_finishes_and_clean_prunes() {
     );
     assert_eq!(
         mock.calls("team.prune"),
-        vec![json!({"keep": 3, "olderThanMs": null})]
+        vec![json!({"keep": 3, "olderThanMs": null, "force": null})]
     );
 }

@@ -80,8 +80,10 @@ fn a_read_only_role_whose_write_was_refused_completes_with_a_warning() {
 #[test]
 fn team_plan_and_run_say_what_a_runtime_cannot_enforce() {
     let d = Daemon::start_with(Opts {
-        config: "[runtimes.claude]\nadapter = \"claude\"\ncommand = \"claude\"\n\
-                 [runtimes.codex]\nadapter = \"codex\"\ncommand = \"codex\"\n"
+        // Any installed program will do: only the plan is looked at, and `team.plan` refuses
+        // a runtime whose command is not installed.
+        config: "[runtimes.claude]\nadapter = \"claude\"\ncommand = \"true\"\n\
+                 [runtimes.codex]\nadapter = \"codex\"\ncommand = \"true\"\n"
             .into(),
         env: vec![],
     });

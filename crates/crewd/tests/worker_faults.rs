@@ -137,7 +137,7 @@ fn a_state_directory_that_cannot_be_written_fails_the_attempt() {
 }
 
 #[test]
-fn a_runtime_command_that_is_not_executable_fails_the_attempt() {
+fn a_runtime_command_that_is_not_executable_is_refused_before_the_run() {
     let bin = tempfile::tempdir().unwrap();
     let script = bin.path().join("agent.sh");
     std::fs::write(&script, "#!/bin/sh\necho hi\n").unwrap(); // mode 0644: not executable
@@ -150,11 +150,32 @@ fn a_runtime_command_that_is_not_executable_fails_the_attempt() {
         env: vec![],
     });
     one_step_team(&d, "solo", "Do it.", "explorer");
+    // Checked at `team.run` (issue 18): no run is acknowledged that can never start.
+    let e = d.err(
+        "team.run",
+        json!({"goal": "run a broken agent", "cwd": path_str(&d.work), "team": "solo", "runtime": "broken"}),
+    );
+    assert_eq!(e["code"], -32602, "{e}");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("not an executable file"),
+        "{e}"
+    );
+    // Executable but not a program (ENOEXEC): the check passes and the spawn failure ends
+    // the attempts as failures.
+    std::fs::write(&script, "").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
     let run = d.run(
         "run a broken agent",
         json!({"team": "solo", "runtime": "broken"}),
     );
     assert_eq!(stops(&d, &run), "failed");
     let error = task_error(&d, &run);
-    assert!(error.contains("failed to start"), "{error}");
+    assert!(
+        error.contains("failed to start") || error.contains("exited"),
+        "{error}"
+    );
 }
