@@ -56,10 +56,11 @@ fn mask_sk(c: &Captures) -> String {
     }
 }
 
-/// `name=value`: counters such as `max_tokens=4096` are not secrets.
+/// `name=value`: counters such as `max_tokens=4096` are not secrets, and neither is what an
+/// API says about them (`max_tokens: field required`): a plural `tokens` names a count.
 fn mask_assignment(c: &Captures) -> String {
     let (key, value) = (group(c, 1), group(c, 3));
-    let counter = key.to_ascii_lowercase().contains("tokens") && value.parse::<f64>().is_ok();
+    let counter = key.to_ascii_lowercase().contains("tokens");
     if counter || value == MASK {
         group(c, 0).to_owned()
     } else {
@@ -600,6 +601,10 @@ mod tests {
             (
                 "input_tokens=120 max_tokens: 4096".into(),
                 "input_tokens=120 max_tokens: 4096".into(),
+            ),
+            (
+                "API Error: 400 max_tokens: field required".into(),
+                "API Error: 400 max_tokens: field required".into(),
             ),
             (
                 "the task-runner module".into(),
