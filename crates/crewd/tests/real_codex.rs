@@ -78,26 +78,7 @@ fn default_team_on_the_real_codex_cli() {
     let work = tempfile::tempdir().unwrap();
     let work_dir = work.path().canonicalize().unwrap();
     let goal = long_goal();
-    let run_id = d.ok(
-        "team.run",
-        json!({
-            "goal": goal, "cwd": path_str(&work_dir), "team": "default",
-            "runtime": "codex", "model": MODEL,
-        }),
-    )["runId"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let status = d.wait(&run_id);
-    let st = d.status(&run_id);
-    assert_eq!(
-        status,
-        "completed",
-        "{st:#}\nstub errors: {:?}\ndaemon log tail:\n{}",
-        stub.errors(),
-        tail(&d.log_text(), 6000)
-    );
-    assert!(stub.errors().is_empty(), "{:?}", stub.errors());
+    let run_id = run_default_team(&d, &stub, "codex", &work_dir);
     let run = check_team_run(&d, &run_id, &stub.exchanges(), Accounting::Responses);
 
     // The executor's write went through (workspace-write sandbox); the read-only roles' did not.

@@ -4,7 +4,7 @@
 #![allow(dead_code)]
 
 use super::common::*;
-use super::model_stub::{Exchange, Reply, Sent};
+use super::model_stub::{Exchange, Reply, Sent, Stub};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -24,6 +24,32 @@ pub fn skipped(test: &str, cli: &str) {
     println!(
         "SKIPPED {test}: {cli} is not installed (run tests/agents/setup.sh, or set CREW_AGENTS_DIR)"
     );
+}
+
+/// Runs the builtin `default` team with the long goal on `runtime` in `cwd` and waits: the run
+/// must complete with no stub error. Returns the run id.
+pub fn run_default_team(d: &Daemon, stub: &Stub, runtime: &str, cwd: &Path) -> String {
+    let run_id = d.ok(
+        "team.run",
+        json!({
+            "goal": long_goal(), "cwd": path_str(cwd), "team": "default",
+            "runtime": runtime, "model": MODEL,
+        }),
+    )["runId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let status = d.wait(&run_id);
+    let st = d.status(&run_id);
+    assert_eq!(
+        status,
+        "completed",
+        "{st:#}\nstub errors: {:?}\ndaemon log tail:\n{}",
+        stub.errors(),
+        tail(&d.log_text(), 6000)
+    );
+    assert!(stub.errors().is_empty(), "{:?}", stub.errors());
+    run_id
 }
 
 /// A goal of 100,000 characters: far past what crew puts on argv.
