@@ -801,7 +801,6 @@ async fn run_process(
     let mut last_stderr = Instant::now();
     let mut stdout_open = true;
     let mut stderr_tail = StderrTail::default();
-    let mut stderr_log = stderr::StderrLog::default();
     let mut stderr_chunk = vec![0u8; 8192];
     // When the daemon last came back from not running (see `PAUSE_SLACK`): silence before it
     // was not watched, so the no-output watchdog counts from here at the earliest.
@@ -863,7 +862,6 @@ async fn run_process(
                 Ok(n) => {
                     last_stderr = Instant::now();
                     stderr_tail.push(stderr_chunk.get(..n).unwrap_or_default());
-                    stderr_log.push(stderr_chunk.get(..n).unwrap_or_default());
                 }
             },
             status = child.wait(), if exit.is_none() => {
@@ -913,8 +911,7 @@ async fn run_process(
                             Some(Ok(n)) => {
                                 last_stderr = now;
                                 stderr_tail.push(stderr_chunk.get(..n).unwrap_or_default());
-                                stderr_log.push(stderr_chunk.get(..n).unwrap_or_default());
-                            }
+                                        }
                             None => break,
                         }
                     }
@@ -968,7 +965,6 @@ async fn run_process(
         let _ = tokio::time::timeout(EXIT_QUIET, async {
             while let Ok(n @ 1..) = s.read(&mut stderr_chunk).await {
                 stderr_tail.push(stderr_chunk.get(..n).unwrap_or_default());
-                stderr_log.push(stderr_chunk.get(..n).unwrap_or_default());
             }
         })
         .await;
@@ -977,8 +973,9 @@ async fn run_process(
     drop(group);
     drop(stdin);
     let rest = stderr::drain(&mut stderr).await;
-    stderr_log.push(&rest);
     stderr_tail.push(&rest);
+    // The last line too: the log below keeps what the tail has redacted.
+    let stderr_tail = stderr_tail.finish();
 
     let Stdout {
         parser,
@@ -1000,7 +997,7 @@ async fn run_process(
     if let Ok(a) = described {
         artifacts.push(a);
     }
-    match blocking(|| stderr_log.save(run_dir, &spec.task_id, spec.attempt)) {
+    match blocking(|| stderr_tail.log.save(run_dir, &spec.task_id, spec.attempt)) {
         Ok(Some(a)) => artifacts.push(a),
         Ok(None) => {}
         Err(e) => tracing::warn!(error = %e, "cannot keep the worker's stderr"),
@@ -1027,7 +1024,7 @@ async fn run_process(
         },
         other => other,
     };
-    let stderr_tail = stderr_tail.finish();
+    let stderr_tail = stderr_tail.text;
     if let Some((error, retryable, reason)) = stopped {
         return with_model(failed(usage, artifacts.clone(), error, retryable, reason));
     }
@@ -1146,6 +1143,9 @@ fn drain_ready_lines<R: tokio::io::AsyncBufRead + Unpin>(
 #[derive(Default)]
 struct StderrTail {
     redactor: crew_core::redact::StreamRedactor,
+    /// The redacted lines, bounded, for the stderr artifact: fed here, after redaction, so a
+    /// secret spanning lines (a PEM block) is masked whole before any of it is cut or kept.
+    log: stderr::StderrLog,
     /// The line still being written (flushed as a line past `STDERR_LINE_MAX`).
     partial: Vec<u8>,
     text: String,
@@ -1175,6 +1175,8 @@ impl StderrTail {
         let raw = String::from_utf8_lossy(&self.partial);
         let line = self.redactor.line(raw.trim_end_matches('\r'));
         self.partial.clear();
+        self.log.push(line.as_bytes());
+        self.log.push(b"\n");
         self.text.push_str(&line);
         self.text.push('\n');
         if self.text.len() > STDERR_TAIL * 2 {
@@ -1182,11 +1184,13 @@ impl StderrTail {
         }
     }
 
-    fn finish(mut self) -> String {
+    /// Flushes the last line; `text` is then the trimmed tail for error messages.
+    fn finish(mut self) -> StderrTail {
         if !self.partial.is_empty() {
             self.flush();
         }
-        self.text.trim().to_string()
+        self.text = self.text.trim().to_string();
+        self
     }
 }
 

@@ -1,7 +1,8 @@
 //! The worker's stderr, kept as an artifact (`logs/<task>.attempt-<n>.stderr.txt`, kind
 //! `stderr`): a crashing agent often says why only there. Bounded to the first `HEAD` and the
-//! last `TAIL` bytes (what comes in between is counted, not kept), and redacted like
-//! transcripts before it is written.
+//! last `TAIL` bytes (what comes in between is counted, not kept). It is fed the lines the
+//! executor has already redacted where stderr enters (`StderrTail`), so a cut never splits a
+//! secret that redaction has not yet seen whole.
 
 use super::artifacts;
 use crew_core::run::ArtifactRef;
@@ -52,6 +53,7 @@ impl StderrLog {
             text.push_str(&format!("\n[… {skipped} bytes of stderr not kept …]\n"));
         }
         text.push_str(&String::from_utf8_lossy(tail));
+        // Fed redacted lines already; this pass costs little and keeps the log safe on its own.
         crew_core::redact::redact_str(&text)
     }
 
