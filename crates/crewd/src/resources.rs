@@ -242,10 +242,30 @@ fn skipped(path: &Path, message: impl Into<String>) -> Found {
     ))
 }
 
-/// `path` itself when it is no link; a link's target when that stays inside `root` (the
-/// canonical resource directory); else why not. Links that leave it are how a cloned
-/// repository's `.crew/agents/spy.md -> ~/.ssh/id_ed25519` would become a system prompt.
-fn resolve_inside(root: &Path, path: &Path) -> Result<PathBuf, String> {
+/// How far a link in a resource directory may point.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Links {
+    /// A project's `.crew/`: only inside the directory. Links that leave it are how a cloned
+    /// repository's `.crew/agents/spy.md -> ~/.ssh/id_ed25519` would become a system prompt.
+    Inside,
+    /// The user's own directories: anywhere. The user put the links there (dotfile managers
+    /// such as GNU stow link files one by one into `~/.config/crew/agents/`); the trust
+    /// boundary is what a repository brings, not what the user's home holds.
+    Anywhere,
+}
+
+impl Links {
+    fn of(source: Source) -> Links {
+        match source {
+            Source::Project => Links::Inside,
+            Source::Builtin | Source::User | Source::PiUser => Links::Anywhere,
+        }
+    }
+}
+
+/// `path` itself when it is no link; a link's target when `links` allows where it points
+/// (`root`: the canonical resource directory); else why not.
+fn resolve_inside(root: &Path, path: &Path, links: Links) -> Result<PathBuf, String> {
     let meta = std::fs::symlink_metadata(path).map_err(|e| format!("cannot read: {e}"))?;
     if !meta.file_type().is_symlink() {
         return Ok(path.to_path_buf());
@@ -253,7 +273,7 @@ fn resolve_inside(root: &Path, path: &Path) -> Result<PathBuf, String> {
     let target = path
         .canonicalize()
         .map_err(|e| format!("a symlink whose target cannot be read ({e}); not followed"))?;
-    if target.starts_with(root) {
+    if links == Links::Anywhere || target.starts_with(root) {
         Ok(target)
     } else {
         Err(format!(
@@ -264,13 +284,13 @@ fn resolve_inside(root: &Path, path: &Path) -> Result<PathBuf, String> {
     }
 }
 
-fn files_in(base: &Path, kind: Kind, dir: &str) -> Vec<Found> {
+fn files_in(base: &Path, kind: Kind, dir: &str, links: Links) -> Vec<Found> {
     let mut out = Vec::new();
     let Ok(root) = base.canonicalize() else {
         return out;
     };
     let kind_dir = base.join(dir);
-    let kind_dir = match resolve_inside(&root, &kind_dir) {
+    let kind_dir = match resolve_inside(&root, &kind_dir, links) {
         Ok(d) => d,
         Err(_) if !kind_dir.exists() && std::fs::symlink_metadata(&kind_dir).is_err() => {
             return out
@@ -290,7 +310,7 @@ fn files_in(base: &Path, kind: Kind, dir: &str) -> Vec<Found> {
         };
         let Ok(ft) = e.file_type() else { continue };
         if kind == Kind::Skill {
-            if ft.is_symlink() {
+            if ft.is_symlink() && links == Links::Inside {
                 // pi-crew skipped symlinked skill directories too: a link could pull in anything.
                 out.push(skipped(
                     &p,
@@ -298,11 +318,11 @@ fn files_in(base: &Path, kind: Kind, dir: &str) -> Vec<Found> {
                 ));
                 continue;
             }
-            if !ft.is_dir() {
+            if !(ft.is_dir() || ft.is_symlink() && p.is_dir()) {
                 continue;
             }
             let skill = p.join("SKILL.md");
-            match resolve_inside(&root, &skill) {
+            match resolve_inside(&root, &skill, links) {
                 Ok(target) => out.push(Found::File(Kind::Skill, target)),
                 Err(_) if std::fs::symlink_metadata(&skill).is_err() => {}
                 Err(why) => out.push(skipped(&skill, why)),
@@ -311,7 +331,7 @@ fn files_in(base: &Path, kind: Kind, dir: &str) -> Vec<Found> {
             if ft.is_dir() {
                 continue;
             }
-            match resolve_inside(&root, &p) {
+            match resolve_inside(&root, &p, links) {
                 Ok(target) => out.push(Found::File(k, target)),
                 Err(why) => out.push(skipped(&p, why)),
             }
@@ -354,7 +374,7 @@ pub fn catalog(shared: &Shared, cwd: Option<&Path>) -> Catalog {
             .iter()
             .any(|t| t.canonicalize().map(|t| t == canon).unwrap_or(false) || *t == root);
         let dot_crew = root.join(".crew");
-        match resolve_inside(&canon, &dot_crew) {
+        match resolve_inside(&canon, &dot_crew, Links::Inside) {
             Ok(_) => bases.push((Source::Project, dot_crew)),
             Err(_) if std::fs::symlink_metadata(&dot_crew).is_err() => {}
             Err(why) => parsed.push((
@@ -384,7 +404,7 @@ pub fn scan(cache: &ResourceCache, source: Source, base: &Path) -> Vec<ParseResu
         if source == Source::PiUser && kind == Kind::Skill {
             continue;
         }
-        for found in files_in(base, kind, dir) {
+        for found in files_in(base, kind, dir, Links::of(source)) {
             match found {
                 Found::File(k, path) => parsed.push(cache.load(k, source, &path)),
                 Found::Skipped(d) => parsed.push((None, vec![d])),

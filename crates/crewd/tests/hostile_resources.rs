@@ -191,6 +191,41 @@ fn linked_dot_crew_is_not_followed() {
     assert!(!diags_for(&list, ".crew").is_empty(), "{list}");
 }
 
+/// The user's own directory is not a repository's: files and skill directories linked in from
+/// elsewhere (GNU stow links them one by one into `~/.config/crew/`) load, where the same links
+/// in a project's `.crew/` would not.
+#[test]
+fn links_in_the_users_directory_are_followed() {
+    let d = Daemon::start();
+    let dotfiles = d.home.join("dotfiles");
+    std::fs::create_dir_all(dotfiles.join("writer")).unwrap();
+    std::fs::write(
+        dotfiles.join("mine.md"),
+        "---\nname: mine\n---\nThe user's agent, kept in their dotfiles.",
+    )
+    .unwrap();
+    std::fs::write(
+        dotfiles.join("writer/SKILL.md"),
+        "---\nname: writer\ndescription: Writes well.\n---\nWrite short sentences.",
+    )
+    .unwrap();
+    let user = d.home.join(".config/crew");
+    std::fs::create_dir_all(user.join("agents")).unwrap();
+    std::fs::create_dir_all(user.join("skills")).unwrap();
+    std::os::unix::fs::symlink(dotfiles.join("mine.md"), user.join("agents/mine.md")).unwrap();
+    std::os::unix::fs::symlink(dotfiles.join("writer"), user.join("skills/writer")).unwrap();
+    let list = d.ok("resource.list", json!({}));
+    assert!(
+        names(&list, "agents").contains(&"mine".to_string()),
+        "{list}"
+    );
+    assert!(
+        names(&list, "skills").contains(&"writer".to_string()),
+        "{list}"
+    );
+    assert!(diags_for(&list, ".config/crew").is_empty(), "{list}");
+}
+
 /// A template that multiplies the goal: refused at plan time (1003) and reported by
 /// `resource.validate`, without rendering anything.
 #[test]
