@@ -356,13 +356,19 @@ pub fn catalog(shared: &Shared, cwd: Option<&Path>) -> Catalog {
     // Builtins are compiled in: parse them once per daemon, not once per run.
     static BUILTIN: std::sync::OnceLock<Vec<ParseResult>> = std::sync::OnceLock::new();
     let mut parsed = BUILTIN.get_or_init(resource::builtin::parsed).clone();
-    let mut bases: Vec<(Source, PathBuf)> = Vec::new();
+    let mut bases: Vec<(Source, PathBuf, &[(Kind, &str)])> = Vec::new();
     if let Some(c) = config_home() {
-        bases.push((Source::User, c.join("crew")));
+        bases.push((Source::User, c.join("crew"), &KIND_DIRS));
     }
     if shared.config.pi_compat {
         if let Some(h) = home() {
-            bases.push((Source::PiUser, h.join(".pi").join("agent")));
+            // pi-crew's user directory has no skills in this layout.
+            const PI_USER: [(Kind, &str); 3] = [
+                (Kind::Agent, "agents"),
+                (Kind::Team, "teams"),
+                (Kind::Workflow, "workflows"),
+            ];
+            bases.push((Source::PiUser, h.join(".pi").join("agent"), &PI_USER));
         }
     }
     let mut trusted = false;
@@ -373,37 +379,71 @@ pub fn catalog(shared: &Shared, cwd: Option<&Path>) -> Catalog {
             .trusted_projects
             .iter()
             .any(|t| t.canonicalize().map(|t| t == canon).unwrap_or(false) || *t == root);
-        let dot_crew = root.join(".crew");
-        match resolve_inside(&canon, &dot_crew, Links::Inside) {
-            Ok(_) => bases.push((Source::Project, dot_crew)),
-            Err(_) if std::fs::symlink_metadata(&dot_crew).is_err() => {}
-            Err(why) => parsed.push((
-                None,
-                vec![Diagnostic::error(
-                    &dot_crew.display().to_string(),
+        let has_dot_crew = std::fs::symlink_metadata(root.join(".crew")).is_ok();
+        let mut project: Vec<(PathBuf, &[(Kind, &str)])> = vec![(root.join(".crew"), &KIND_DIRS)];
+        if shared.config.pi_compat {
+            project.extend(pi_project_dirs(&root, has_dot_crew));
+        }
+        for (dir, kinds) in project {
+            match resolve_inside(&canon, &dir, Links::Inside) {
+                Ok(_) => bases.push((Source::Project, dir, kinds)),
+                Err(_) if std::fs::symlink_metadata(&dir).is_err() => {}
+                Err(why) => parsed.push((
                     None,
-                    None,
-                    why.replace("resource directory", "project"),
-                )],
-            )),
+                    vec![Diagnostic::error(
+                        &dir.display().to_string(),
+                        None,
+                        None,
+                        why.replace("resource directory", "project"),
+                    )],
+                )),
+            }
         }
     }
-    for (source, base) in bases {
-        parsed.extend(scan(&shared.resources, source, &base));
+    for (source, base, kinds) in bases {
+        parsed.extend(scan_kinds(&shared.resources, source, &base, kinds));
     }
     Catalog::assemble(parsed, trusted)
+}
+
+/// Where pi-crew looked in a project, besides `.crew/` (issue 19): its agents in `.pi/agents`,
+/// its team root `.pi/teams/{agents,teams,workflows,skills}` when the project has no `.crew`, and
+/// pi's skill folders `.pi/skills` and `.agents/skills`. They are project resources: the same
+/// trust rule, the same link rule. Unlike pi-crew, `.crew/` wins a name clash with them (the
+/// first path wins within a layer), with a warning.
+fn pi_project_dirs(
+    root: &Path,
+    has_dot_crew: bool,
+) -> Vec<(PathBuf, &'static [(Kind, &'static str)])> {
+    const AGENTS_AND_SKILLS: [(Kind, &str); 2] = [(Kind::Agent, "agents"), (Kind::Skill, "skills")];
+    const SKILLS: [(Kind, &str); 1] = [(Kind::Skill, "skills")];
+    let pi = root.join(".pi");
+    let mut dirs: Vec<(PathBuf, &'static [(Kind, &'static str)])> = vec![
+        (pi.clone(), &AGENTS_AND_SKILLS),
+        (root.join(".agents"), &SKILLS),
+    ];
+    if !has_dot_crew {
+        dirs.push((pi.join("teams"), &KIND_DIRS));
+    }
+    dirs
 }
 
 /// Every resource file of one resource directory (`base`: a project's `.crew`, the user's
 /// `crew` config directory), parsed through `cache`, with a diagnostic for each entry that is
 /// not read. Public for the fuzz target that builds whole directories.
 pub fn scan(cache: &ResourceCache, source: Source, base: &Path) -> Vec<ParseResult> {
+    scan_kinds(cache, source, base, &KIND_DIRS)
+}
+
+/// `scan`, for the kind directories `kinds` of `base` only.
+fn scan_kinds(
+    cache: &ResourceCache,
+    source: Source,
+    base: &Path,
+    kinds: &[(Kind, &str)],
+) -> Vec<ParseResult> {
     let mut parsed = Vec::new();
-    for (kind, dir) in KIND_DIRS {
-        // pi-crew's user directory has no skills in this layout.
-        if source == Source::PiUser && kind == Kind::Skill {
-            continue;
-        }
+    for &(kind, dir) in kinds {
         for found in files_in(base, kind, dir, Links::of(source)) {
             match found {
                 Found::File(k, path) => parsed.push(cache.load(k, source, &path)),

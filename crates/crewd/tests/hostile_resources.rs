@@ -433,3 +433,84 @@ fn reseal(bundle: &mut Value) {
     let sum = hex::encode(sha2::Sha256::digest(text.as_bytes()));
     obj.insert("checksum".into(), json!(sum));
 }
+
+/// Issue 19: pi-crew's project folders load as project resources (`.pi/agents`, `.pi/teams` as
+/// the team root when there is no `.crew`, pi's skill folders), under `.crew`'s trust and link
+/// rules; `.crew` wins a name clash.
+#[test]
+fn pi_crew_project_folders_load() {
+    let d = Daemon::start();
+    let cwd = path_str(&d.work).to_string();
+    std::fs::create_dir_all(d.work.join(".git")).unwrap();
+    let write = |rel: &str, text: &str| {
+        let p = d.work.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    write(".pi/agents/pia.md", "---\nname: pia\n---\nA pi-crew agent.");
+    write(
+        ".pi/teams/teams/pit.team.md",
+        "---\nname: pit\ndefaultWorkflow: piw\n---\n- explorer\n",
+    );
+    write(
+        ".pi/teams/workflows/piw.workflow.md",
+        "---\nname: piw\n---\n## a\nrole: explorer\n\nLook.\n",
+    );
+    write(
+        ".pi/skills/pis/SKILL.md",
+        "---\nname: pis\ndescription: A pi skill.\n---\nBody.",
+    );
+    write(
+        ".agents/skills/ags/SKILL.md",
+        "---\nname: ags\ndescription: An agents skill.\n---\nBody.",
+    );
+    let list = d.ok("resource.list", json!({"cwd": cwd}));
+    for (kind, name) in [
+        ("agents", "pia"),
+        ("teams", "pit"),
+        ("workflows", "piw"),
+        ("skills", "pis"),
+        ("skills", "ags"),
+    ] {
+        assert!(
+            names(&list, kind).contains(&name.to_string()),
+            "{kind} {name}: {list}"
+        );
+    }
+    let pia = d.ok(
+        "resource.get",
+        json!({"cwd": cwd, "kind": "agent", "name": "pia"}),
+    );
+    assert_eq!(pia["resource"]["source"], "project", "{pia}");
+    // With a `.crew`, `.pi/teams` is no team root any more, and `.crew` wins a clash.
+    d.project_file("agents/pia.md", "---\nname: pia\n---\nThe crew one.");
+    let list = d.ok("resource.list", json!({"cwd": cwd}));
+    assert!(
+        !names(&list, "teams").contains(&"pit".to_string()),
+        "{list}"
+    );
+    let pia = d.ok(
+        "resource.get",
+        json!({"cwd": cwd, "kind": "agent", "name": "pia"}),
+    );
+    assert!(
+        pia["resource"]["path"]
+            .as_str()
+            .unwrap()
+            .contains("/.crew/"),
+        "{pia}"
+    );
+    assert!(!diags_for(&list, ".pi/agents/pia.md").is_empty(), "{list}");
+    // A `.pi` that links out of the project is not read.
+    std::fs::remove_dir_all(d.work.join(".pi")).unwrap();
+    let outside = d.home.join("elsewhere-pi");
+    std::fs::create_dir_all(outside.join("agents")).unwrap();
+    std::fs::write(outside.join("agents/far.md"), "---\nname: far\n---\nFar.").unwrap();
+    std::os::unix::fs::symlink(&outside, d.work.join(".pi")).unwrap();
+    let list = d.ok("resource.list", json!({"cwd": cwd}));
+    assert!(
+        !names(&list, "agents").contains(&"far".to_string()),
+        "{list}"
+    );
+    assert!(!diags_for(&list, ".pi").is_empty(), "{list}");
+}
