@@ -193,6 +193,9 @@ pub fn project_root(cwd: &Path) -> Option<PathBuf> {
         .map(Path::to_path_buf)
 }
 
+/// Kind directories of a resource directory: which kind lives in which subdirectory.
+type KindDirs = [(Kind, &'static str)];
+
 const KIND_DIRS: [(Kind, &str); 4] = [
     (Kind::Agent, "agents"),
     (Kind::Team, "teams"),
@@ -356,7 +359,7 @@ pub fn catalog(shared: &Shared, cwd: Option<&Path>) -> Catalog {
     // Builtins are compiled in: parse them once per daemon, not once per run.
     static BUILTIN: std::sync::OnceLock<Vec<ParseResult>> = std::sync::OnceLock::new();
     let mut parsed = BUILTIN.get_or_init(resource::builtin::parsed).clone();
-    let mut bases: Vec<(Source, PathBuf, &[(Kind, &str)])> = Vec::new();
+    let mut bases: Vec<(Source, PathBuf, &KindDirs)> = Vec::new();
     if let Some(c) = config_home() {
         bases.push((Source::User, c.join("crew"), &KIND_DIRS));
     }
@@ -380,7 +383,7 @@ pub fn catalog(shared: &Shared, cwd: Option<&Path>) -> Catalog {
             .iter()
             .any(|t| t.canonicalize().map(|t| t == canon).unwrap_or(false) || *t == root);
         let has_dot_crew = std::fs::symlink_metadata(root.join(".crew")).is_ok();
-        let mut project: Vec<(PathBuf, &[(Kind, &str)])> = vec![(root.join(".crew"), &KIND_DIRS)];
+        let mut project: Vec<(PathBuf, &KindDirs)> = vec![(root.join(".crew"), &KIND_DIRS)];
         if shared.config.pi_compat {
             project.extend(pi_project_dirs(&root, has_dot_crew));
         }
@@ -418,7 +421,7 @@ fn pi_project_dirs(
     const AGENTS_AND_SKILLS: [(Kind, &str); 2] = [(Kind::Agent, "agents"), (Kind::Skill, "skills")];
     const SKILLS: [(Kind, &str); 1] = [(Kind::Skill, "skills")];
     let pi = root.join(".pi");
-    let mut dirs: Vec<(PathBuf, &'static [(Kind, &'static str)])> = vec![
+    let mut dirs: Vec<(PathBuf, &'static KindDirs)> = vec![
         (pi.clone(), &AGENTS_AND_SKILLS),
         (root.join(".agents"), &SKILLS),
     ];
@@ -440,7 +443,7 @@ fn scan_kinds(
     cache: &ResourceCache,
     source: Source,
     base: &Path,
-    kinds: &[(Kind, &str)],
+    kinds: &KindDirs,
 ) -> Vec<ParseResult> {
     let mut parsed = Vec::new();
     for &(kind, dir) in kinds {
