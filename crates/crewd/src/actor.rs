@@ -209,10 +209,16 @@ impl Actor {
     ) -> Result<R, ApiError> {
         let (tx, rx) = oneshot::channel();
         let job: Job = Box::new(move |core: &mut Core| {
+            let before = core.emitted_seq;
             let r = f(core);
+            // A call that emitted nothing (a read) answers even when the batch it waited for
+            // fails: the failure is someone else's change (a worker's report in the same turn),
+            // and reads keep working while the disk does not.
+            let wrote = core.emitted_seq != before;
             core.after_commit(move |res| {
                 let _ = tx.send(match res {
                     Ok(()) => r,
+                    Err(_) if !wrote => r,
                     Err(e) => Err(ApiError::storage(
                         format!(
                             "the journal cannot write ({e}): the change is made but not durable; \
