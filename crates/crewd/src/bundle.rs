@@ -1094,6 +1094,7 @@ mod tests {
                     },
                     reused_from: None,
                     commit: None,
+                    verification: vec![],
                 },
             ),
             Pending::run(
