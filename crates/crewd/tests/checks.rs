@@ -501,3 +501,50 @@ fn the_guard_can_be_switched_off_in_the_config() {
     );
     assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
 }
+
+#[test]
+fn cancelling_a_run_kills_its_verification_commands() {
+    let d = Daemon::start();
+    user_team(
+        &d,
+        "long",
+        "executor",
+        &[(
+            "build",
+            "verifyCommands: sleep 60 & echo $! > v.pid; sleep 60",
+            "[fake:write=x.txt:x]",
+        )],
+    );
+    let run = d.run("long", json!({"team": "long"}));
+    // The command wrote its background job's pid: it runs now.
+    let pid_file = d.work.join("v.pid");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while std::fs::read_to_string(&pid_file).map_or(true, |p| p.trim().is_empty()) {
+        assert!(std::time::Instant::now() < deadline, "{}", d.status(&run));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let pid = std::fs::read_to_string(&pid_file).unwrap();
+    d.ok("team.cancel", json!({"runId": run}));
+    assert_eq!(d.wait(&run), "cancelled");
+    let gone = || {
+        let stat =
+            std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())).unwrap_or_default();
+        let state = stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .chars()
+            .next();
+        matches!(state, None | Some('Z') | Some('X'))
+    };
+    // The kill follows the cancel without waiting on anything: give it a moment to land.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !gone() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the verification command's group outlived the cancel"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
