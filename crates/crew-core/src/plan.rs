@@ -37,6 +37,13 @@ pub struct PlannedTask {
     /// The step's `seedPaths` (worktree mode copies them from the user's tree).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub seed_paths: Vec<String>,
+    /// The paths or globs (relative to the run's cwd, normalized by `scope::normalize`) this
+    /// task may change; empty = unrestricted. From the step's `scope:`, or a fan-out block.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scope: Vec<String>,
+    /// Scope policy, no-change guard and verification commands (issue 17).
+    #[serde(default, skip_serializing_if = "crate::checks::Checks::is_default")]
+    pub checks: crate::checks::Checks,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -221,6 +228,8 @@ pub fn build_plan(
             tools,
             thinking: agent.thinking.clone(),
             seed_paths: step.seed_paths.clone(),
+            scope: step.scope.clone(),
+            checks: step_checks(step),
         });
     }
     if diags.iter().any(|d| d.severity == Severity::Error) {
@@ -232,6 +241,25 @@ pub fn build_plan(
         max_concurrency: team.max_concurrency.or(wf.max_concurrency),
         tasks,
     })
+}
+
+/// A step's checks as written. Verification runs when the step says `verify: true` or names
+/// commands (unless `verify: false`); the daemon fills in the project's configured commands
+/// and the retry default before the run is created.
+fn step_checks(step: &Step) -> crate::checks::Checks {
+    let verify = match step.verify {
+        Some(false) => None,
+        Some(true) => Some(step.verify_commands.clone()),
+        None => (!step.verify_commands.is_empty()).then(|| step.verify_commands.clone()),
+    };
+    crate::checks::Checks {
+        scope_policy: step.scope_policy,
+        allow_no_change: step.allow_no_change,
+        verify: verify.map(|commands| crate::checks::Verify {
+            commands,
+            retries: step.verify_retries,
+        }),
+    }
 }
 
 /// The same tasks with one `Arc` per distinct system prompt and per distinct tool list. A

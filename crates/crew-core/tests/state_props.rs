@@ -51,6 +51,8 @@ impl RunDef {
                 tools: vec![].into(),
                 thinking: None,
                 seed_paths: Vec::new(),
+                scope: Vec::new(),
+                checks: Default::default(),
                 writes: *writes,
             })
             .map(std::sync::Arc::new)
@@ -335,6 +337,7 @@ impl Harness {
                         artifacts: vec![],
                         reused_from: None,
                         commit: None,
+                        verification: vec![],
                     },
                     2 => AttemptResult::NoFinalText {
                         usage,

@@ -846,6 +846,8 @@ fn imported_preview(run: &RunState, only: Option<&[String]>) -> Value {
                 "systemPromptSha256": sha256_hex(prompt.as_bytes()),
                 "systemPrompt": head,
                 "task": t.plan.task_template.chars().take(400).collect::<String>(),
+                // Shell commands the bundle would have this daemon run (issue 17).
+                "verifyCommands": t.plan.checks.verify.as_ref().map(|v| &v.commands),
             })
         })
         .collect();
@@ -1094,6 +1096,7 @@ mod tests {
                     },
                     reused_from: None,
                     commit: None,
+                    verification: vec![],
                 },
             ),
             Pending::run(

@@ -67,6 +67,32 @@ pub struct Config {
     /// Run when a run ends (completed, failed, cancelled), with `CREW_RUN_ID`, `CREW_RUN_STATUS`
     /// and `CREW_RUN_REASON` in its environment: a string (split on whitespace) or an array.
     pub on_run_end: Option<CommandSpec>,
+    /// One verification command (a step's `verifyCommands`, a project's `verify_commands`) may
+    /// run this long; then its process group is killed and it fails.
+    pub verify_timeout_ms: u64,
+    /// Of each verification command's output, the last this many bytes are kept (artifact);
+    /// `task.completed` and the retry's feedback carry the last 2,000 characters of it.
+    pub verify_output_bytes: u64,
+    /// Verification failures a task retries, its failure fed to the agent, when its step does
+    /// not say (`verifyRetries`).
+    pub verify_retries: u32,
+    /// What a worktree task's change outside its `scope` does when its step does not say
+    /// (`scopePolicy`): `needs_attention` or `warn`.
+    pub scope_policy: crew_core::checks::ScopePolicy,
+    /// Let a writing task complete without changing anything when its step does not say
+    /// (`allowNoChange`). Off: such a task needs attention ("changed nothing").
+    pub allow_no_change: bool,
+    /// Per project root (as `trusted_projects` names them): its verification commands.
+    pub projects: BTreeMap<PathBuf, ProjectConfig>,
+}
+
+/// `[projects."/path/to/root"]`.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ProjectConfig {
+    /// Run, each as `sh -c`, in the task's workspace after a `verify: true` step's agent
+    /// finished, when the step names no `verifyCommands` of its own.
+    pub verify_commands: Vec<String>,
 }
 
 impl Default for Config {
@@ -100,6 +126,12 @@ impl Default for Config {
             default_workspace: crew_core::run::WorkspaceMode::Shared,
             git_timeout_ms: 120_000,
             on_run_end: None,
+            verify_timeout_ms: 10 * 60 * 1000,
+            verify_output_bytes: 64 << 10,
+            verify_retries: crew_core::checks::DEFAULT_VERIFY_RETRIES,
+            scope_policy: crew_core::checks::ScopePolicy::NeedsAttention,
+            allow_no_change: false,
+            projects: BTreeMap::new(),
         }
     }
 }
@@ -254,6 +286,32 @@ impl Config {
                 );
             }
         }
+        if self.verify_timeout_ms == 0 {
+            return bad("verify_timeout_ms", "must be at least 1".into());
+        }
+        if !(1..=(64 << 20)).contains(&self.verify_output_bytes) {
+            return bad(
+                "verify_output_bytes",
+                "must be between 1 and 67108864".into(),
+            );
+        }
+        if self.verify_retries > 10 {
+            return bad("verify_retries", "must be at most 10".into());
+        }
+        for (root, p) in &self.projects {
+            if p.verify_commands
+                .iter()
+                .any(|c| c.trim().is_empty() || c.contains('\0'))
+            {
+                return bad(
+                    "verify_commands",
+                    format!(
+                        "projects.\"{}\": a command is empty or holds a NUL",
+                        root.display()
+                    ),
+                );
+            }
+        }
         for (name, rt) in &self.runtimes {
             if rt.command.argv().is_empty() {
                 return bad(&format!("runtimes.{name}"), "command is empty".into());
@@ -369,6 +427,36 @@ mod tests {
                 }
                 other => panic!("{text}: {other:?}"),
             }
+        }
+    }
+
+    #[test]
+    fn checks_parse() {
+        let c = Config::parse(
+            "c",
+            "verify_timeout_ms = 5000\nscope_policy = \"warn\"\nallow_no_change = true\n\
+             [projects.\"/src/app\"]\nverify_commands = [\"cargo test\", \"npm test\"]\n",
+        )
+        .unwrap();
+        assert_eq!(c.verify_timeout_ms, 5000);
+        assert_eq!(c.scope_policy, crew_core::checks::ScopePolicy::Warn);
+        assert!(c.allow_no_change);
+        assert_eq!(
+            c.projects[Path::new("/src/app")].verify_commands,
+            ["cargo test", "npm test"]
+        );
+        let d = Config::default();
+        assert_eq!(
+            (d.verify_retries, d.allow_no_change, d.verify_output_bytes),
+            (1, false, 65536)
+        );
+        for text in [
+            "verify_timeout_ms = 0\n",
+            "scope_policy = \"ignore\"\n",
+            "[projects.\"/x\"]\nverify_commands = [\"\"]\n",
+            "[projects.\"/x\"]\nverify = 1\n",
+        ] {
+            assert!(Config::parse("c", text).is_err(), "{text}");
         }
     }
 

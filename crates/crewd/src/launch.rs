@@ -170,11 +170,12 @@ pub async fn prepare(shared: &Arc<Shared>, p: &RunParams) -> Result<Prepared, Ap
             .await
             .map_err(|e| ApiError::internal(e.to_string()))?
     };
-    let plan = build_plan(&catalog, p.team.as_deref(), p.workflow.as_deref()).map_err(|diags| {
-        let first = diags.first().map(|d| d.message.clone()).unwrap_or_default();
-        let diags: Vec<_> = diags.iter().map(views::diagnostic).collect();
-        ApiError::validation(format!("the team cannot run: {first}"), diags)
-    })?;
+    let mut plan =
+        build_plan(&catalog, p.team.as_deref(), p.workflow.as_deref()).map_err(|diags| {
+            let first = diags.first().map(|d| d.message.clone()).unwrap_or_default();
+            let diags: Vec<_> = diags.iter().map(views::diagnostic).collect();
+            ApiError::validation(format!("the team cannot run: {first}"), diags)
+        })?;
     // The prompt's size is known now, from the goal and the templates: computed, not
     // rendered, so a template multiplying the goal is refused before it can take memory.
     let too_big: Vec<_> = catalog
@@ -193,6 +194,8 @@ pub async fn prepare(shared: &Arc<Shared>, p: &RunParams) -> Result<Prepared, Ap
             too_big.iter().map(views::diagnostic).collect::<Vec<_>>(),
         ));
     }
+    crate::plan_checks::apply(shared, &catalog, cwd, &mut plan)?;
+    crate::plan_checks::describe(&plan, &mut notes);
     let team_mode = catalog.team(&plan.team).and_then(|t| t.workspace_mode);
     let workspace = crate::workspace::plan_run(shared, p, team_mode, &mut notes).await?;
     let gaps = match cfg.runtime(&runtime) {
@@ -230,12 +233,7 @@ pub async fn prepare(shared: &Arc<Shared>, p: &RunParams) -> Result<Prepared, Ap
         schedule_id: None,
         imported: false,
         workspace,
-        tasks: plan
-            .tasks
-            .iter()
-            .cloned()
-            .map(std::sync::Arc::new)
-            .collect(),
+        tasks: crate::plan_checks::tasks(&plan),
     };
     Ok(Prepared {
         spec,

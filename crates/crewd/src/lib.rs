@@ -12,6 +12,7 @@ mod journal_slot;
 mod launch;
 mod listen;
 mod lock;
+mod plan_checks;
 mod recovery;
 mod residency;
 pub mod resources;

@@ -428,6 +428,7 @@ pub async fn finish(
             artifacts,
             reused_from,
             commit: _,
+            verification,
         } => match record(&git, &repo, ws, &prepared).await {
             Ok((commit, patch)) => (
                 AttemptResult::Completed {
@@ -436,6 +437,7 @@ pub async fn finish(
                     artifacts,
                     reused_from,
                     commit: Some(commit),
+                    verification,
                 },
                 Some(patch),
             ),

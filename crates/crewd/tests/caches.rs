@@ -36,6 +36,15 @@ fn git_repo(d: &Daemon) {
     git(&d.work, &["commit", "-q", "-m", "init"]);
 }
 
+/// The builtin team's executor changes nothing on the fake agent; these tests are about reuse,
+/// not about the no-change guard (tests/checks.rs), so the config lets it.
+fn reuse_daemon() -> Daemon {
+    Daemon::start_with(Opts {
+        config: "allow_no_change = true\n".into(),
+        ..Default::default()
+    })
+}
+
 fn results(d: &Daemon) -> Value {
     d.ok("cache.stats", json!({}))["results"].clone()
 }
@@ -86,7 +95,7 @@ fn approx(a: &Value, b: f64) -> bool {
 
 #[test]
 fn reuse_takes_read_only_results_misses_after_edits_and_all_takes_writers_too() {
-    let d = Daemon::start();
+    let d = reuse_daemon();
     git_repo(&d);
     let goal = "summarise the readme";
     let reuse = json!({"reuseResults": true});
@@ -227,7 +236,7 @@ fn reuse_is_off_outside_a_git_work_tree_and_the_run_is_told_why() {
 
 #[test]
 fn reusable_results_survive_a_restart_unless_their_file_is_gone() {
-    let mut d = Daemon::start();
+    let mut d = reuse_daemon();
     git_repo(&d);
     let goal = "survive";
     let reuse = json!({"reuseResults": true});
@@ -377,7 +386,7 @@ fn an_edited_agent_file_changes_the_next_run_without_a_restart() {
 
 #[test]
 fn invalidate_and_clear_results_and_runs() {
-    let d = Daemon::start();
+    let d = reuse_daemon();
     git_repo(&d);
     let goal = "clear me";
     let reuse = json!({"reuseResults": true});

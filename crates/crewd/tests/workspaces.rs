@@ -328,7 +328,12 @@ fn a_dirty_tree_is_the_base_without_being_touched_and_refuse_refuses() {
     team(
         &d,
         "look",
-        &[("look", &[], "[fake:cat=a.txt][fake:cat=untracked.txt]")],
+        // It writes a file too: an executor that changes nothing needs attention (issue 17).
+        &[(
+            "look",
+            &[],
+            "[fake:cat=a.txt][fake:cat=untracked.txt][fake:write=seen.txt:seen]",
+        )],
     );
     std::fs::write(w.join("a.txt"), "one\nchanged\nthree\n").unwrap();
     std::fs::write(w.join("untracked.txt"), "new file\n").unwrap();

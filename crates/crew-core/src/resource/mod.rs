@@ -141,6 +141,24 @@ pub struct Step {
     /// Untracked files (e.g. `.env`) copied from the user's tree into the task's worktree.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub seed_paths: Vec<String>,
+    /// `scope:` the paths or globs the step's task may change (normalized); empty = any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scope: Vec<String>,
+    /// `scopePolicy:` `needs_attention` or `warn`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope_policy: Option<crate::checks::ScopePolicy>,
+    /// `allowNoChange:` a writing task may complete without changing anything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_no_change: Option<bool>,
+    /// `verify:` as written (`true` runs the step's or the project's verification commands).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify: Option<bool>,
+    /// `verifyCommands:` one command, or a JSON array of commands.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub verify_commands: Vec<String>,
+    /// `verifyRetries:` verification failures retried with the failure fed back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify_retries: Option<u32>,
     /// 1-based line of the `## id` heading.
     pub line: u32,
 }

@@ -37,7 +37,16 @@ const STEP_KEYS: &[&str] = &[
 ];
 
 /// Later pi-crew step keys: accepted, but they do not make a heading explicit.
-const LATER_STEP_KEYS: &[&str] = &["specRefs", "specStrict"];
+/// crew's own step keys (issue 17) are here too: a pi-crew file never has them.
+const LATER_STEP_KEYS: &[&str] = &[
+    "specRefs",
+    "specStrict",
+    "scope",
+    "scopePolicy",
+    "allowNoChange",
+    "verifyCommands",
+    "verifyRetries",
+];
 
 /// A seed path names a file below the work tree's top: relative, no `..`, no empty parts.
 fn seed_path_ok(p: &str) -> bool {
@@ -212,9 +221,43 @@ fn parse_step(
             );
         }
     }
-    for key in ["progress", "worktree", "verify", "specStrict"] {
+    for key in ["progress", "worktree", "specStrict"] {
         d.boolean(get(key));
     }
+    let verify = d.boolean(get("verify"));
+    let allow_no_change = d.boolean(get("allowNoChange"));
+    let scope_policy = get("scopePolicy")
+        .and_then(|e| d.one_of(Some(e), &["needs_attention", "warn"]))
+        .and_then(|v| crate::checks::ScopePolicy::parse(&v));
+    let verify_retries = match get("verifyRetries").filter(|e| !e.value.is_empty()) {
+        Some(e) => match e.value.parse::<u32>() {
+            Ok(n) if n <= 10 => Some(n),
+            _ => {
+                d.warn_at(
+                    e,
+                    format!(
+                        "`verifyRetries` must be a whole number from 0 to 10, got `{}`; ignored",
+                        e.value
+                    ),
+                );
+                None
+            }
+        },
+        None => None,
+    };
+    let mut scope = Vec::new();
+    if let Some(e) = get("scope").filter(|e| !e.value.is_empty()) {
+        for p in parse_csv(&e.value).unwrap_or_default() {
+            match crate::scope::normalize(&p) {
+                Ok(p) => scope.push(p),
+                Err(why) => d.error(Some(e.line), Some("scope"), why),
+            }
+        }
+    }
+    let verify_commands = match get("verifyCommands").filter(|e| !e.value.is_empty()) {
+        Some(e) => verify_commands(e, d),
+        None => Vec::new(),
+    };
 
     let task = task_lines.join("\n").trim().to_string();
     let task = if !task.is_empty() {
@@ -279,6 +322,12 @@ fn parse_step(
     }
     Step {
         seed_paths,
+        scope,
+        scope_policy,
+        allow_no_change,
+        verify,
+        verify_commands,
+        verify_retries,
         id: id.to_string(),
         role: get("role")
             .map(|e| e.value.clone())
@@ -294,6 +343,39 @@ fn parse_step(
         model: d.model(get("model")),
         line: heading_line,
     }
+}
+
+/// Commands a workflow declares: one command as the whole value, or a JSON array of them
+/// (`["cargo test", "npm test"]`), so a command keeps its commas and quotes.
+fn verify_commands(e: &Entry, d: &mut Diags) -> Vec<String> {
+    let commands: Vec<String> = if e.value.starts_with('[') {
+        match serde_json::from_str::<Vec<String>>(&e.value) {
+            Ok(v) => v,
+            Err(err) => {
+                d.error(
+                    Some(e.line),
+                    Some("verifyCommands"),
+                    format!("`verifyCommands` is not a JSON array of strings: {err}"),
+                );
+                return Vec::new();
+            }
+        }
+    } else {
+        vec![e.value.clone()]
+    };
+    let commands: Vec<String> = commands
+        .into_iter()
+        .map(|c| c.trim().to_string())
+        .filter(|c| !c.is_empty())
+        .collect();
+    if commands.is_empty() {
+        d.error(
+            Some(e.line),
+            Some("verifyCommands"),
+            "`verifyCommands` names no command".to_string(),
+        );
+    }
+    commands
 }
 
 #[cfg(test)]
@@ -429,6 +511,28 @@ mod tests {
     }
 
     #[test]
+    fn check_fields() {
+        let (w, d) = workflow(
+            "## a\nrole: r\nscope: ./src/auth/, \"docs/{a,b}.md\"\nscopePolicy: warn\nallowNoChange: true\n\
+             verify: true\nverifyCommands: [\"cargo test -p x,y\", \"sh -c 'echo \\\"hi\\\"'\"]\nverifyRetries: 2\n\n\
+             ## b\nverifyCommands: make check\n\n## c\nverify: false\nverifyCommands: make\n",
+        );
+        assert!(d.is_empty(), "{d:?}");
+        let a = &w.steps[0];
+        assert_eq!(a.scope, ["src/auth", "docs/{a,b}.md"]);
+        assert_eq!(a.scope_policy, Some(crate::checks::ScopePolicy::Warn));
+        assert_eq!(a.allow_no_change, Some(true));
+        assert_eq!(a.verify, Some(true));
+        assert_eq!(
+            a.verify_commands,
+            ["cargo test -p x,y", "sh -c 'echo \"hi\"'"]
+        );
+        assert_eq!(a.verify_retries, Some(2));
+        assert_eq!(w.steps[1].verify_commands, ["make check"]);
+        assert_eq!(w.steps[2].verify, Some(false));
+    }
+
+    #[test]
     fn problems_are_reported() {
         type Want = &'static [(Severity, Option<u32>, Option<&'static str>)];
         let cases: &[(&str, Want)] = &[
@@ -471,6 +575,25 @@ mod tests {
             (
                 "## a\nmodel: a b\n",
                 &[(Severity::Warning, Some(2), Some("model"))],
+            ),
+            (
+                "## a\nscope: src, ../up, /abs\n",
+                &[
+                    (Severity::Error, Some(2), Some("scope")),
+                    (Severity::Error, Some(2), Some("scope")),
+                ],
+            ),
+            (
+                "## a\nscopePolicy: ignore\n",
+                &[(Severity::Warning, Some(2), Some("scopePolicy"))],
+            ),
+            (
+                "## a\nverifyCommands: [\"ok\", 3]\n",
+                &[(Severity::Error, Some(2), Some("verifyCommands"))],
+            ),
+            (
+                "## a\nverifyRetries: many\n",
+                &[(Severity::Warning, Some(2), Some("verifyRetries"))],
             ),
         ];
         for (text, want) in cases {

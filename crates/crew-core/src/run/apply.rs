@@ -317,12 +317,14 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
             end,
             reused_from,
             commit,
+            ..
         } => {
             if let Some(i) = task_idx {
                 let t = &mut run.tasks[i];
                 end_attempt(t, end, ev);
                 t.status = TaskStatus::Completed;
                 t.error = None;
+                t.clear_rare(|x| x.feedback = None);
                 match commit {
                     Some(c) => t.edit_rare(|x| x.commit = Some(c.clone())),
                     None => t.clear_rare(|x| x.commit = None),
@@ -358,7 +360,16 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
                 }
                 t.status = TaskStatus::Queued;
                 t.error = end.error.clone();
-                t.edit_rare(|r| r.not_before = Some(*not_before));
+                let verify_failed = reason == crate::checks::VERIFY_FAILED;
+                t.edit_rare(|r| {
+                    r.not_before = Some(*not_before);
+                    // The next attempt is told what failed, and it counts against the step's
+                    // verification retries.
+                    if verify_failed {
+                        r.feedback = end.error.clone();
+                        r.verify_retries = r.verify_retries.saturating_add(1);
+                    }
+                });
                 t.finished_at = None;
             }
         }
@@ -432,6 +443,8 @@ fn requeue(t: &mut TaskState) {
         r.not_before = None;
         r.question = None;
         r.commit = None;
+        r.feedback = None;
+        r.verify_retries = 0;
     });
     t.pid = None;
     t.pid_start = None;

@@ -16,6 +16,8 @@ pub enum AttemptResult {
         artifacts: Vec<ArtifactRef>,
         reused_from: Option<ReusedFrom>,
         commit: Option<super::workspace::TaskCommit>,
+        /// The verification commands run after the agent, all passed.
+        verification: Vec<crate::checks::VerifyOutcome>,
     },
     /// Exited cleanly but said nothing final.
     NoFinalText {
@@ -475,6 +477,7 @@ impl State {
                 artifacts,
                 reused_from,
                 commit,
+                verification,
             } => ev(EventBody::TaskCompleted {
                 end: AttemptEnd {
                     attempt,
@@ -485,6 +488,7 @@ impl State {
                 },
                 reused_from,
                 commit,
+                verification,
             }),
             AttemptResult::NoFinalText {
                 usage,
@@ -552,6 +556,11 @@ impl State {
                 };
                 let fail_fast_stopped = run.spec.failure_policy == super::FailurePolicy::FailFast
                     && run.tasks.iter().any(|x| x.status == TaskStatus::Failed);
+                // A failed verification is retried only as often as the step allows (once by
+                // default), with its failure in the next prompt.
+                let retryable = retryable
+                    && (reason != crate::checks::VERIFY_FAILED
+                        || t.rare().verify_retries < t.plan.checks.verify_retries());
                 if retryable
                     && t.attempts_in_window < run.spec.max_attempts
                     && !run.halted

@@ -35,6 +35,26 @@ fn ready(run: &RunState, now: DateTime<Utc>) -> impl Iterator<Item = usize> + '_
     })
 }
 
+/// Shared mode (pi-crew's `serializeOnPathOverlap`): a task whose scope overlaps the scope of
+/// a task of the run that is running, or picked in this round, waits. Only scoped tasks are
+/// compared (`scope::overlap`); in worktree mode each task has its own tree and nothing waits.
+fn scope_busy(run: &RunState, i: usize, picked: &[usize]) -> bool {
+    if run.spec.workspace.is_some() {
+        return false;
+    }
+    let Some(t) = run.tasks.get(i) else {
+        return false;
+    };
+    if t.plan.scope.is_empty() {
+        return false;
+    }
+    run.tasks.iter().enumerate().any(|(j, o)| {
+        j != i
+            && (o.status == TaskStatus::Running || picked.contains(&j))
+            && crate::scope::overlap(&t.plan.scope, &o.plan.scope)
+    })
+}
+
 impl State {
     /// Pick the tasks to start now. The caller applies each `event` before the next call.
     pub fn dispatch(&mut self, now: DateTime<Utc>, max_workers: usize) -> Vec<Start> {
@@ -69,7 +89,9 @@ impl State {
                 if self.running_in(id) + mine.len() >= run.spec.concurrency as usize {
                     continue;
                 }
-                if let Some(i) = ready(run, now).find(|i| !mine.contains(i)) {
+                if let Some(i) =
+                    ready(run, now).find(|i| !mine.contains(i) && !scope_busy(run, *i, mine))
+                {
                     mine.push(i);
                     picks.push(((*id).clone(), i));
                     free -= 1;

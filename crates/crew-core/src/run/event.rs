@@ -161,6 +161,9 @@ pub enum EventBody {
         /// `worktree` mode: the commit holding what the task changed, with its diffstat.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         commit: Option<super::workspace::TaskCommit>,
+        /// The step's verification commands, each with its exit code and output tail.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        verification: Vec<crate::checks::VerifyOutcome>,
     },
     #[serde(rename = "task.failed")]
     TaskFailed {

@@ -35,6 +35,10 @@ struct FlatOut<'a> {
     reused_from: &'a Option<(String, String)>,
     #[serde(skip_serializing_if = "Option::is_none")]
     commit: &'a Option<TaskCommit>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    feedback: &'a Option<String>,
+    #[serde(skip_serializing_if = "is_zero")]
+    verify_retries: u32,
     progress: &'a Progress,
 }
 
@@ -62,7 +66,15 @@ struct FlatIn {
     reused_from: Option<(String, String)>,
     #[serde(default)]
     commit: Option<TaskCommit>,
+    #[serde(default)]
+    feedback: Option<String>,
+    #[serde(default)]
+    verify_retries: u32,
     progress: Progress,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl Serialize for TaskState {
@@ -88,6 +100,8 @@ impl Serialize for TaskState {
             answers: &rare.answers,
             reused_from: &rare.reused_from,
             commit: &rare.commit,
+            feedback: &rare.feedback,
+            verify_retries: rare.verify_retries,
             progress: &self.progress,
         }
         .serialize(s)
@@ -117,6 +131,8 @@ impl<'de> Deserialize<'de> for TaskState {
             answers: f.answers,
             reused_from: f.reused_from,
             commit: f.commit,
+            feedback: f.feedback,
+            verify_retries: f.verify_retries,
         });
         t.progress = f.progress;
         Ok(t)

@@ -49,6 +49,8 @@ fn tasks(steps: &[Step]) -> Vec<std::sync::Arc<PlannedTask>> {
             },
             thinking: None,
             seed_paths: Vec::new(),
+            scope: Vec::new(),
+            checks: Default::default(),
             writes: *writes,
         })
         .map(std::sync::Arc::new)
@@ -92,6 +94,7 @@ fn done(tokens: u64) -> AttemptResult {
         artifacts: vec![],
         reused_from: None,
         commit: None,
+        verification: vec![],
     }
 }
 
@@ -1776,4 +1779,164 @@ fn a_worktree_run_completes_only_after_integration() {
     let run = &sim.st.runs["r"];
     let again: RunState = serde_json::from_value(serde_json::to_value(run).unwrap()).unwrap();
     assert_eq!(&again, run);
+}
+
+/// Issue 17: shared-mode tasks whose scopes overlap never run at once; worktree-mode ones do.
+#[test]
+fn overlapping_scopes_are_serialized_in_shared_mode_only() {
+    let scoped = |scopes: &[&[&str]], worktree: bool| {
+        let steps: Vec<Step> = ["a", "b", "c"][..scopes.len()]
+            .iter()
+            .map(|n| (*n, &[][..], true))
+            .collect();
+        let mut s = spec(&steps);
+        s.tasks = s
+            .tasks
+            .iter()
+            .zip(scopes)
+            .map(|(t, sc)| {
+                std::sync::Arc::new(PlannedTask {
+                    scope: sc.iter().map(|p| p.to_string()).collect(),
+                    ..(**t).clone()
+                })
+            })
+            .collect();
+        if worktree {
+            s.workspace = Some(WorkspaceSpec {
+                repo: "/r".into(),
+                subdir: String::new(),
+                base: "b".into(),
+                head: None,
+                dirty: false,
+                branch: None,
+            });
+        }
+        s
+    };
+    type Case = (
+        &'static str,
+        &'static [&'static [&'static str]],
+        bool,
+        &'static [&'static str],
+    );
+    let cases: &[Case] = &[
+        (
+            "disjoint run together",
+            &[&["src/a"], &["src/b"]],
+            false,
+            &["r/a", "r/b"],
+        ),
+        ("overlap waits", &[&["src"], &["src/b.rs"]], false, &["r/a"]),
+        (
+            "glob overlap waits",
+            &[&["src/*.rs"], &["src/main.rs"], &["docs"]],
+            false,
+            &["r/a", "r/c"],
+        ),
+        (
+            "unscoped never waits",
+            &[&[], &["src"]],
+            false,
+            &["r/a", "r/b"],
+        ),
+        (
+            "worktree mode never waits",
+            &[&["src"], &["src"]],
+            true,
+            &["r/a", "r/b"],
+        ),
+    ];
+    for (name, scopes, worktree, first) in cases {
+        let mut sim = Sim::new();
+        sim.create("r", scoped(scopes, *worktree));
+        assert_eq!(sim.dispatch(8), *first, "{name}");
+        if first.len() < scopes.len() {
+            // The waiting task starts once the one holding the overlap ended.
+            sim.finish("r", "a", done(1));
+            assert_eq!(sim.dispatch(8), ["r/b"], "{name}: after a completed");
+        }
+    }
+}
+
+fn verify_failed() -> AttemptResult {
+    AttemptResult::Failed {
+        usage: used(1),
+        model: None,
+        artifacts: vec![],
+        error: "verification failed: `make check` exited with 2: BOOM".into(),
+        retryable: true,
+        reason: crate::checks::VERIFY_FAILED.into(),
+    }
+}
+
+/// A failed verification is retried as often as the step allows, with its failure kept as the
+/// next attempt's feedback; then the task fails. A manual retry starts the count again.
+#[test]
+fn verification_failures_retry_with_feedback_then_fail() {
+    for (retries, attempts_before_fail) in [(None, 2u32), (Some(0), 1), (Some(2), 3)] {
+        let mut s = spec(&[("a", &[], true)]);
+        s.tasks = s
+            .tasks
+            .iter()
+            .map(|t| {
+                let mut p = (**t).clone();
+                p.checks.verify = Some(crate::checks::Verify {
+                    commands: vec!["make check".into()],
+                    retries,
+                });
+                std::sync::Arc::new(p)
+            })
+            .collect();
+        let mut sim = Sim::new();
+        sim.create("r", s);
+        for attempt in 1..=attempts_before_fail {
+            assert_eq!(sim.dispatch(8), ["r/a"], "{retries:?} attempt {attempt}");
+            let evs = sim.finish("r", "a", verify_failed());
+            let want = if attempt < attempts_before_fail {
+                "task.retrying"
+            } else {
+                "task.failed"
+            };
+            assert_eq!(
+                evs[0].body.type_name(),
+                want,
+                "{retries:?} attempt {attempt}"
+            );
+            if want == "task.retrying" {
+                assert_eq!(
+                    sim.task("r", "a").feedback(),
+                    Some("verification failed: `make check` exited with 2: BOOM")
+                );
+                sim.advance(60_000);
+            }
+        }
+        assert_eq!(sim.status("r", "a"), TaskStatus::Failed, "{retries:?}");
+    }
+}
+
+#[test]
+fn feedback_is_cleared_by_completion() {
+    let mut s = spec(&[("a", &[], true)]);
+    s.tasks = s
+        .tasks
+        .iter()
+        .map(|t| {
+            let mut p = (**t).clone();
+            p.checks.verify = Some(crate::checks::Verify {
+                commands: vec!["true".into()],
+                retries: None,
+            });
+            std::sync::Arc::new(p)
+        })
+        .collect();
+    let mut sim = Sim::new();
+    sim.create("r", s);
+    sim.dispatch(8);
+    sim.finish("r", "a", verify_failed());
+    sim.advance(60_000);
+    sim.dispatch(8);
+    sim.finish("r", "a", done(1));
+    assert_eq!(sim.status("r", "a"), TaskStatus::Completed);
+    assert_eq!(sim.task("r", "a").feedback(), None);
+    assert_eq!(sim.task("r", "a").rare().verify_retries, 1);
 }

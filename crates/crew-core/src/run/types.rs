@@ -212,6 +212,11 @@ pub struct Rare {
     pub reused_from: Option<(String, String)>,
     /// The result commit of a completed task in `worktree` mode.
     pub commit: Option<super::workspace::TaskCommit>,
+    /// Why the last attempt's work was refused (its verification failed), for the next
+    /// attempt's prompt. Cleared when the task completes or is requeued by hand.
+    pub feedback: Option<String>,
+    /// Verification failures retried since the last manual resume/retry.
+    pub verify_retries: u32,
 }
 
 impl Rare {
@@ -222,6 +227,8 @@ impl Rare {
             && self.answers.is_empty()
             && self.reused_from.is_none()
             && self.commit.is_none()
+            && self.feedback.is_none()
+            && self.verify_retries == 0
     }
 }
 
@@ -232,6 +239,8 @@ static NO_RARE: Rare = Rare {
     answers: Vec::new(),
     reused_from: None,
     commit: None,
+    feedback: None,
+    verify_retries: 0,
 };
 
 impl TaskState {
@@ -276,6 +285,9 @@ impl TaskState {
     }
     pub fn commit(&self) -> Option<&super::workspace::TaskCommit> {
         self.rare().commit.as_ref()
+    }
+    pub fn feedback(&self) -> Option<&str> {
+        self.rare().feedback.as_deref()
     }
 
     /// Change the usually empty fields; their box is made when needed and dropped once they

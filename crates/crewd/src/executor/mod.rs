@@ -7,11 +7,13 @@
 //! it is SIGTERM to the group, SIGKILL after a grace period.
 
 mod artifacts;
+mod checks;
 mod env;
 pub(crate) mod fault;
 mod lines;
 pub mod process;
 mod stderr;
+mod verify;
 
 pub use artifacts::sha256_hex;
 pub(crate) use artifacts::{make_durable, put as put_artifact};
@@ -66,6 +68,8 @@ pub struct AttemptSpec {
     pub reuse: Reuse,
     /// Worktree mode: the task works in its own worktree, made before the worker starts.
     pub workspace: Option<crate::workspace::TaskWorkspace>,
+    /// Why the previous attempt's work was refused (a failed verification), for the prompt.
+    pub feedback: Option<String>,
 }
 
 pub struct Report {
@@ -117,6 +121,7 @@ fn render_prompt(spec: &AttemptSpec) -> std::io::Result<String> {
             reads: &reads,
             steers: &spec.steers,
             answers: &spec.answers,
+            feedback: spec.feedback.as_deref(),
         },
     ))
 }
@@ -129,7 +134,7 @@ pub async fn run_attempt(
     shared: Arc<Shared>,
     actor: Actor,
     spec: AttemptSpec,
-    ctl: mpsc::UnboundedReceiver<WorkerCtl>,
+    mut ctl: mpsc::UnboundedReceiver<WorkerCtl>,
 ) {
     let span = tracing::info_span!("worker", run = %spec.run_id, task = %spec.task_id, attempt = spec.attempt, runtime = %spec.runtime_name);
     async move {
@@ -137,15 +142,29 @@ pub async fn run_attempt(
         let caught = std::panic::AssertUnwindSafe(async {
             fault::hit("start")?;
             let result = match spec.workspace.clone() {
-                None => attempt(&shared, &actor, &spec, ctl).await,
+                None => {
+                    let before = checks::shared_before(&shared, &spec).await;
+                    let r = attempt(&shared, &actor, &spec, &mut ctl).await;
+                    let r = checks::verify(&shared, &spec, r, &mut ctl).await;
+                    checks::shared_after(&spec, before, r).await
+                }
                 // The worktree is made here, off the actor, before the worker starts.
                 Some(ws) => match crate::workspace::prepare(&shared, &ws).await {
                     Err(ended) => ended,
                     Ok(prepared) => {
                         spec.cwd = prepared.cwd.to_string_lossy().into_owned();
-                        let r = attempt(&shared, &actor, &spec, ctl).await;
-                        crate::workspace::finish_attempt(&shared, &ws, prepared, r, &spec.run_dir)
-                            .await
+                        let r = attempt(&shared, &actor, &spec, &mut ctl).await;
+                        // Verified in the worktree, before its result is committed.
+                        let r = checks::verify(&shared, &spec, r, &mut ctl).await;
+                        let r = crate::workspace::finish_attempt(
+                            &shared,
+                            &ws,
+                            prepared,
+                            r,
+                            &spec.run_dir,
+                        )
+                        .await;
+                        checks::worktree_after(&shared, &actor, &spec, &ws, r).await
                     }
                 },
             };
@@ -237,7 +256,7 @@ async fn attempt(
     shared: &Arc<Shared>,
     actor: &Actor,
     spec: &AttemptSpec,
-    ctl: mpsc::UnboundedReceiver<WorkerCtl>,
+    ctl: &mut mpsc::UnboundedReceiver<WorkerCtl>,
 ) -> AttemptResult {
     let result = attempt_unsynced(shared, actor, spec, ctl).await;
     let (usage, model, names) = match &result {
@@ -298,7 +317,7 @@ async fn attempt_unsynced(
     shared: &Arc<Shared>,
     actor: &Actor,
     spec: &AttemptSpec,
-    ctl: mpsc::UnboundedReceiver<WorkerCtl>,
+    ctl: &mut mpsc::UnboundedReceiver<WorkerCtl>,
 ) -> AttemptResult {
     let run_dir = spec.run_dir.clone();
     let mut artifacts = Vec::new();
@@ -342,6 +361,7 @@ async fn attempt_unsynced(
                                 task_id: hit.task_id.clone(),
                             }),
                             commit: None,
+                            verification: Vec::new(),
                         };
                     }
                     Err(e) => {
@@ -583,7 +603,7 @@ async fn run_process(
     actor: &Actor,
     spec: &AttemptSpec,
     prompt: &str,
-    mut ctl: mpsc::UnboundedReceiver<WorkerCtl>,
+    ctl: &mut mpsc::UnboundedReceiver<WorkerCtl>,
     artifacts: &mut Vec<ArtifactRef>,
 ) -> AttemptResult {
     let cfg = &shared.config;
@@ -1076,6 +1096,7 @@ async fn run_process(
                         artifacts: artifacts.clone(),
                         reused_from: None,
                         commit: None,
+                        verification: Vec::new(),
                     },
                     Err(e) => with_model(failed(
                         usage,

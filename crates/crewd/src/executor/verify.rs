@@ -1,0 +1,274 @@
+//! Running one verification command (issue 17) after a task's agent finished: `sh -c
+//! <command>` in the task's workspace, in its own process group, with the workers' filtered
+//! environment and stdin `/dev/null`, bounded in time (`verify_timeout_ms`: SIGTERM to the
+//! group, SIGKILL after `kill_grace_ms`) and in output (the last `verify_output_bytes` bytes
+//! kept, redacted line by line as they arrive, like a worker's stderr). A stop from the actor
+//! (cancel) kills the group at once. `sh -c` is deliberate: the commands come from the user's
+//! own files or config (see `plan_checks`), written as they would be typed.
+
+use super::process;
+use crate::workers::WorkerCtl;
+use nix::sys::signal::Signal;
+use std::collections::VecDeque;
+use std::ffi::OsString;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::io::AsyncReadExt;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+/// Longest line kept whole before it is flushed (and redacted) as a line of its own.
+const LINE_MAX: usize = 64 << 10;
+/// After the command exited, how long its pipes may stay open (a background process it left).
+const EXIT_DRAIN: Duration = Duration::from_millis(500);
+
+pub struct Limits {
+    pub timeout: Duration,
+    pub grace: Duration,
+    pub output_bytes: usize,
+}
+
+pub struct Ran {
+    pub exit_code: Option<i32>,
+    pub timed_out: bool,
+    /// The actor stopped the task (cancel) while the command ran.
+    pub stopped: bool,
+    pub duration: Duration,
+    /// The kept end of the output, redacted.
+    pub output: String,
+    pub output_bytes: u64,
+}
+
+/// Output kept: the last `max` bytes of redacted lines.
+struct Tail {
+    redactor: crew_core::redact::StreamRedactor,
+    partial: Vec<u8>,
+    kept: VecDeque<u8>,
+    max: usize,
+    total: u64,
+    cut: bool,
+}
+
+impl Tail {
+    fn push(&mut self, bytes: &[u8]) {
+        self.total = self.total.saturating_add(bytes.len() as u64);
+        for piece in bytes.split_inclusive(|b| *b == b'\n') {
+            match piece.split_last() {
+                Some((b'\n', line)) => {
+                    self.partial.extend_from_slice(line);
+                    self.flush();
+                }
+                _ => {
+                    self.partial.extend_from_slice(piece);
+                    if self.partial.len() > LINE_MAX {
+                        self.flush();
+                    }
+                }
+            }
+        }
+    }
+
+    fn flush(&mut self) {
+        let raw = String::from_utf8_lossy(&self.partial).into_owned();
+        self.partial.clear();
+        let line = self.redactor.line(raw.trim_end_matches('\r'));
+        self.kept.extend(line.as_bytes());
+        self.kept.push_back(b'\n');
+        while self.kept.len() > self.max {
+            self.kept.pop_front();
+            self.cut = true;
+        }
+    }
+
+    fn finish(mut self) -> (String, u64) {
+        if !self.partial.is_empty() {
+            self.flush();
+        }
+        let bytes: Vec<u8> = self.kept.into_iter().collect();
+        let mut text = String::from_utf8_lossy(&bytes).into_owned();
+        if self.cut {
+            // The cut may have split a character: start at the next line.
+            if let Some(nl) = text.find('\n') {
+                text.drain(..=nl);
+            }
+            text.insert_str(0, "[… earlier output cut …]\n");
+        }
+        (text, self.total)
+    }
+}
+
+pub async fn run(
+    command: &str,
+    cwd: &Path,
+    env: &[(OsString, OsString)],
+    limits: &Limits,
+    ctl: &mut mpsc::UnboundedReceiver<WorkerCtl>,
+) -> std::io::Result<Ran> {
+    let start = Instant::now();
+    let mut child = tokio::process::Command::new("sh")
+        .arg("-c")
+        .arg(command)
+        .current_dir(cwd)
+        .env_clear()
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(false)
+        .spawn()?;
+    let pid = child.id().unwrap_or(0);
+    // Whatever way this ends (a panic included), nothing of the group outlives it.
+    let _group = super::GroupGuard(pid);
+    let mut out = child.stdout.take();
+    let mut err = child.stderr.take();
+    let mut tail = Tail {
+        redactor: Default::default(),
+        partial: Vec::new(),
+        kept: VecDeque::new(),
+        max: limits.output_bytes.max(1),
+        total: 0,
+        cut: false,
+    };
+    let (mut b1, mut b2) = (vec![0u8; 8192], vec![0u8; 8192]);
+    let deadline = start + limits.timeout;
+    let mut term_at: Option<Instant> = None;
+    let (mut timed_out, mut stopped, mut ctl_open) = (false, false, true);
+    let mut status = None;
+    while status.is_none() {
+        let kill_at = term_at.map(|t| t + limits.grace);
+        tokio::select! {
+            r = async { out.as_mut()?.read(&mut b1).await.ok() }, if out.is_some() => match r {
+                Some(n @ 1..) => tail.push(b1.get(..n).unwrap_or_default()),
+                _ => out = None,
+            },
+            r = async { err.as_mut()?.read(&mut b2).await.ok() }, if err.is_some() => match r {
+                Some(n @ 1..) => tail.push(b2.get(..n).unwrap_or_default()),
+                _ => err = None,
+            },
+            s = child.wait() => status = Some(s?),
+            m = ctl.recv(), if ctl_open => match m {
+                // Steering has no one to reach while the commands run.
+                Some(WorkerCtl::Steer(_)) => {}
+                Some(WorkerCtl::Stop { .. }) | None => {
+                    ctl_open = false;
+                    stopped = true;
+                    process::signal_group(pid, Signal::SIGKILL);
+                }
+            },
+            _ = tokio::time::sleep_until(deadline), if term_at.is_none() => {
+                timed_out = true;
+                process::signal_group(pid, Signal::SIGTERM);
+                term_at = Some(Instant::now());
+            },
+            _ = tokio::time::sleep_until(kill_at.unwrap_or(deadline)), if kill_at.is_some() => {
+                process::signal_group(pid, Signal::SIGKILL);
+                term_at = Some(Instant::now() + Duration::from_secs(3600));
+            },
+        }
+    }
+    // What is left in the group (a background job of the command) goes now; its pipes then
+    // close, and what they still hold is read briefly.
+    process::signal_group(pid, Signal::SIGKILL);
+    let _ = tokio::time::timeout(EXIT_DRAIN, async {
+        for pipe in [
+            out.as_mut()
+                .map(|o| o as &mut (dyn tokio::io::AsyncRead + Unpin + Send)),
+            err.as_mut().map(|e| e as _),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            while let Ok(n @ 1..) = pipe.read(&mut b1).await {
+                tail.push(b1.get(..n).unwrap_or_default());
+            }
+        }
+    })
+    .await;
+    let (output, output_bytes) = tail.finish();
+    Ok(Ran {
+        exit_code: status.and_then(|s| s.code()),
+        timed_out,
+        stopped,
+        duration: start.elapsed(),
+        output,
+        output_bytes,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(timeout_ms: u64, bytes: usize) -> Limits {
+        Limits {
+            timeout: Duration::from_millis(timeout_ms),
+            grace: Duration::from_millis(200),
+            output_bytes: bytes,
+        }
+    }
+
+    fn env() -> Vec<(OsString, OsString)> {
+        vec![("PATH".into(), std::env::var_os("PATH").unwrap_or_default())]
+    }
+
+    async fn go(cmd: &str, l: Limits) -> Ran {
+        let (_tx, mut rx) = mpsc::unbounded_channel();
+        let dir = tempfile::tempdir().unwrap();
+        run(cmd, dir.path(), &env(), &l, &mut rx).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn exit_codes_output_and_bounds() {
+        let r = go("echo out; echo err >&2; exit 3", limits(10_000, 1000)).await;
+        assert_eq!(r.exit_code, Some(3));
+        assert!(!r.timed_out);
+        assert!(
+            r.output.contains("out\n") && r.output.contains("err\n"),
+            "{}",
+            r.output
+        );
+        let r = go("yes line | head -c 100000", limits(10_000, 100)).await;
+        assert_eq!(r.exit_code, Some(0));
+        assert_eq!(r.output_bytes, 100_000);
+        assert!(
+            r.output.starts_with("[… earlier output cut …]\n"),
+            "{}",
+            r.output
+        );
+        assert!(r.output.len() < 200, "{}", r.output.len());
+    }
+
+    #[tokio::test]
+    async fn a_timeout_kills_the_group() {
+        let started = Instant::now();
+        let r = go("sleep 30 & sleep 30; echo never", limits(300, 1000)).await;
+        assert!(r.timed_out);
+        assert_eq!(r.exit_code, None);
+        assert!(started.elapsed() < Duration::from_secs(10));
+        assert!(!r.output.contains("never"));
+    }
+
+    #[tokio::test]
+    async fn a_stop_kills_at_once() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let dir = tempfile::tempdir().unwrap();
+        tx.send(WorkerCtl::Stop {
+            reason: "cancel".into(),
+        })
+        .unwrap();
+        let started = Instant::now();
+        let r = run(
+            "sleep 30",
+            dir.path(),
+            &env(),
+            &limits(60_000, 100),
+            &mut rx,
+        )
+        .await
+        .unwrap();
+        assert!(r.stopped);
+        assert!(started.elapsed() < Duration::from_secs(10));
+    }
+}
