@@ -1,6 +1,6 @@
 //! Event lines for `logs <runId>`: `time  type  task  message`.
 
-use super::time::{clock_time, compact_duration_ms, parse_time};
+use super::time::{clock_time, human_duration_ms, parse_time};
 use super::units::{cost, cut, tokens, usage_tokens};
 use super::View;
 use crate::style::Tone;
@@ -66,7 +66,7 @@ pub fn describe(e: &Event) -> String {
         "task.retrying" => {
             let mut v = vec![];
             v.extend(s(d, "reason").or(s(d, "error")).map(String::from));
-            v.extend(u(d, "delayMs").map(|ms| format!("retry in {}", compact_duration_ms(ms))));
+            v.extend(u(d, "delayMs").map(|ms| format!("retry in {}", human_duration_ms(ms))));
             v
         }
         "task.needs_attention" => s(d, "reason")
