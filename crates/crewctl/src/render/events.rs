@@ -150,6 +150,16 @@ pub fn tone_of(kind: &str) -> Tone {
     }
 }
 
+/// The header over a run's event lines: the columns, and the one zone their times are in.
+pub fn header(view: &View) -> String {
+    let zone = view.clock.zone.label(view.clock.now);
+    let head = format!(
+        "{:<8}  {:<22} {:<14} details (times in {zone})",
+        "time", "event", "task"
+    );
+    view.p(Tone::Dim, head)
+}
+
 /// One event as a line: `12:00:01  task.completed      01_explore  1.2k tok · $0.0012`.
 pub fn line(view: &View, e: &Event) -> String {
     let time = parse_time(&e.time)
@@ -267,7 +277,8 @@ mod tests {
             },
         ];
         let v = view(100);
-        let out: Vec<String> = events.iter().map(|e| line(&v, e)).collect();
+        let mut out: Vec<String> = vec![header(&v)];
+        out.extend(events.iter().map(|e| line(&v, e)));
         insta::assert_snapshot!(out.join("\n"));
     }
 }
