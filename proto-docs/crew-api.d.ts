@@ -29,7 +29,11 @@ export interface ApproveParams {
 
 export interface ArtifactInfo {
   bytes: number;
-  /** `prompt`, `result`, `transcript` or `shared`. */
+  /**
+   * `prompt`, `result`, `transcript`, `shared`, `stderr`, `patch`, or `system-prompt` (the
+   * agent's system prompt as the workers got it, shared by the tasks of one agent; its
+   * `taskId` is the first of them).
+   */
   kind: string;
   /** Relative path under the run's artifact directory, e.g. `results/01_explore.txt`. */
   name: string;
@@ -106,8 +110,14 @@ export interface CancelParams {
 }
 
 export interface CancelResult {
+  /** Every task the cancel ended: running, waiting for an answer, or queued. */
   cancelledTaskIds: string[];
   status: RunStatus;
+  /**
+   * The tasks among them whose worker process was running and is being stopped (SIGTERM,
+   * then SIGKILL after the grace period).
+   */
+  stoppedTaskIds?: string[];
 }
 
 export type CatchUp = "latest" | "none" | "all";
@@ -235,7 +245,13 @@ export interface Job {
   id: string;
   /** `cron`, `interval` or `at`. */
   kind: string;
+  /**
+   * The last fire of any kind, scheduled or `schedule.trigger` (see `lastFireManual`).
+   * Manual fires do not move the schedule: the next fire is as if they had not happened.
+   */
   lastFireAt?: string | null;
+  /** True when the last fire was a `schedule.trigger`. */
+  lastFireManual?: boolean;
   lastRunId?: string | null;
   name: string;
   nextFireAt?: string | null;
@@ -394,6 +410,12 @@ export interface RetryParams {
   confirmImported?: boolean | null;
   runId: string;
   taskIds: string[];
+  /**
+   * Also run again every task downstream of the named ones that already finished
+   * (completed, failed, cancelled, needs attention), since its inputs change. Skipped
+   * dependents come back in any case. Default false.
+   */
+  withDependents?: boolean | null;
 }
 
 export interface RetryResult {
@@ -519,6 +541,11 @@ export interface ScheduleAddParams {
   cron?: string | null;
   enabled?: boolean | null;
   intervalMs?: number | null;
+  /**
+   * Unique among jobs; other `schedule.*` methods take it where they take the id. 1-200
+   * characters, no control characters, not another job's id. Default: the team and the
+   * start of the goal, made unique with ` (2)`, ` (3)`…
+   */
   name?: string | null;
   overlap?: Overlap | null;
   run: RunParams;
@@ -532,6 +559,7 @@ export interface ScheduleCounts {
 }
 
 export interface ScheduleIdParams {
+  /** The job's id or its name. */
   id: string;
 }
 
@@ -542,6 +570,7 @@ export interface ScheduleListResult {
 export interface ScheduleRemoveParams {
   /** Cancel the job's still-active runs (default true). */
   cancelRuns?: boolean | null;
+  /** The job's id or its name. */
   id: string;
 }
 
@@ -554,8 +583,10 @@ export interface ScheduleUpdateParams {
   catchUp?: CatchUp | null;
   cron?: string | null;
   enabled?: boolean | null;
+  /** The job's id or its name. */
   id: string;
   intervalMs?: number | null;
+  /** A new name, unique as for `schedule.add`. */
   name?: string | null;
   overlap?: Overlap | null;
   run?: RunParams | null;
@@ -841,7 +872,7 @@ export interface Methods {
     result: ResumeResult;
     errors: 1001 | 1002 | 1007;
   };
-  /** Run the named tasks again with a new attempt. */
+  /** Run the named tasks again with a new attempt (with `withDependents`, their finished downstream tasks too). */
   "team.retry": {
     params: {
       /**
@@ -852,6 +883,12 @@ export interface Methods {
       confirmImported?: boolean | null;
       runId: string;
       taskIds: string[];
+      /**
+       * Also run again every task downstream of the named ones that already finished
+       * (completed, failed, cancelled, needs attention), since its inputs change. Skipped
+       * dependents come back in any case. Default false.
+       */
+      withDependents?: boolean | null;
     };
     result: RetryResult;
     errors: 1001 | 1002 | 1007;
@@ -954,7 +991,7 @@ export interface Methods {
     result: Empty;
     errors: 1001 | 1002 | 1007;
   };
-  /** Remove old finished runs, keeping the newest `keep`. */
+  /** Remove finished runs beyond the newest `keep` (and, with `olderThanMs`, only older ones); active runs are never touched, so it works while runs are active. */
   "team.prune": {
     params: {
       /** Also delete worktrees that hold uncommitted work (kept otherwise). */
@@ -964,7 +1001,7 @@ export interface Methods {
       olderThanMs?: number | null;
     };
     result: PruneResult;
-    errors: 1002 | 1007;
+    errors: 1007;
   };
   /** A worktree run's change (or one task's): diffstat and patch. */
   "team.diff": {
@@ -1026,6 +1063,11 @@ export interface Methods {
       cron?: string | null;
       enabled?: boolean | null;
       intervalMs?: number | null;
+      /**
+       * Unique among jobs; other `schedule.*` methods take it where they take the id. 1-200
+       * characters, no control characters, not another job's id. Default: the team and the
+       * start of the goal, made unique with ` (2)`, ` (3)`…
+       */
       name?: string | null;
       overlap?: Overlap | null;
       run: RunParams;
@@ -1044,6 +1086,7 @@ export interface Methods {
   /** One scheduled job. */
   "schedule.get": {
     params: {
+      /** The job's id or its name. */
       id: string;
     };
     result: Job;
@@ -1056,8 +1099,10 @@ export interface Methods {
       catchUp?: CatchUp | null;
       cron?: string | null;
       enabled?: boolean | null;
+      /** The job's id or its name. */
       id: string;
       intervalMs?: number | null;
+      /** A new name, unique as for `schedule.add`. */
       name?: string | null;
       overlap?: Overlap | null;
       run?: RunParams | null;
@@ -1069,6 +1114,7 @@ export interface Methods {
   /** Enable a job. */
   "schedule.enable": {
     params: {
+      /** The job's id or its name. */
       id: string;
     };
     result: Job;
@@ -1077,6 +1123,7 @@ export interface Methods {
   /** Disable a job. */
   "schedule.disable": {
     params: {
+      /** The job's id or its name. */
       id: string;
     };
     result: Job;
@@ -1087,6 +1134,7 @@ export interface Methods {
     params: {
       /** Cancel the job's still-active runs (default true). */
       cancelRuns?: boolean | null;
+      /** The job's id or its name. */
       id: string;
     };
     result: ScheduleRemoveResult;
@@ -1095,6 +1143,7 @@ export interface Methods {
   /** Fire a job now. */
   "schedule.trigger": {
     params: {
+      /** The job's id or its name. */
       id: string;
     };
     result: TriggerResult;

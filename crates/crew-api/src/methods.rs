@@ -138,7 +138,7 @@ method!(
     RetryParams,
     RetryResult,
     [NOT_FOUND, INVALID_STATE, STORAGE_FAILED],
-    "Run the named tasks again with a new attempt."
+    "Run the named tasks again with a new attempt (with `withDependents`, their finished downstream tasks too)."
 );
 method!(
     TeamApprove,
@@ -218,8 +218,8 @@ method!(
     "team.prune",
     PruneParams,
     PruneResult,
-    [INVALID_STATE, STORAGE_FAILED],
-    "Remove old finished runs, keeping the newest `keep`."
+    [STORAGE_FAILED],
+    "Remove finished runs beyond the newest `keep` (and, with `olderThanMs`, only older ones); active runs are never touched, so it works while runs are active."
 );
 method!(
     TeamDiff,

@@ -87,6 +87,10 @@ pub enum Command {
         run_id: String,
         #[arg(required = true, value_name = "TASK_ID")]
         task_ids: Vec<String>,
+        /// Also run again the tasks downstream of these that already finished (their inputs
+        /// change); skipped ones come back in any case
+        #[arg(long)]
+        with_dependents: bool,
         /// Run an imported run's prompts and tools (shown when this is refused without it)
         #[arg(long)]
         confirm_imported: bool,
@@ -406,23 +410,42 @@ pub enum ScheduleCmd {
     #[command(visible_alias = "list")]
     Ls,
     /// Show one job
-    Get { id: String },
+    #[command(visible_alias = "show")]
+    Get {
+        /// Job: its id or its name
+        #[arg(value_name = "JOB")]
+        id: String,
+    },
     /// Change a job
     Update(ScheduleUpdateArgs),
     /// Enable a job
-    Enable { id: String },
+    Enable {
+        /// Job: its id or its name
+        #[arg(value_name = "JOB")]
+        id: String,
+    },
     /// Disable a job
-    Disable { id: String },
+    Disable {
+        /// Job: its id or its name
+        #[arg(value_name = "JOB")]
+        id: String,
+    },
     /// Remove a job (its active runs are cancelled unless --keep-runs)
     #[command(visible_alias = "remove")]
     Rm {
+        /// Job: its id or its name
+        #[arg(value_name = "JOB")]
         id: String,
         /// Leave the job's still-active runs running
         #[arg(long)]
         keep_runs: bool,
     },
-    /// Fire a job now
-    Trigger { id: String },
+    /// Fire a job now (shown as its last fire; the schedule itself does not move)
+    Trigger {
+        /// Job: its id or its name
+        #[arg(value_name = "JOB")]
+        id: String,
+    },
     /// Show the next fire times of a cron expression
     Preview {
         cron: String,
@@ -482,7 +505,8 @@ pub struct JobPolicyArgs {
 
 #[derive(Debug, Args)]
 pub struct ScheduleAddArgs {
-    /// A name for the job
+    /// A name for the job, unique; every `schedule` verb takes it instead of the id
+    /// [default: the team and the start of the goal]
     #[arg(long)]
     pub name: Option<String>,
     #[command(flatten)]
@@ -498,7 +522,10 @@ pub struct ScheduleAddArgs {
 
 #[derive(Debug, Args)]
 pub struct ScheduleUpdateArgs {
+    /// Job: its id or its name
+    #[arg(value_name = "JOB")]
     pub id: String,
+    /// A new name (unique)
     #[arg(long)]
     pub name: Option<String>,
     /// New cron expression
@@ -699,6 +726,8 @@ mod tests {
             ],
             &["schedule", "preview", "@daily", "-n", "3"],
             &["schedule", "rm", "s-1", "--keep-runs"],
+            &["schedule", "show", "nightly review"],
+            &["retry", "last", "01_explore", "--with-dependents"],
             &["cache", "clear", "results"],
             &["cache", "invalidate", "--run", "r-1"],
             &["resources", "--kind", "team"],

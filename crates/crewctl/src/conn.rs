@@ -33,11 +33,80 @@ impl std::fmt::Display for NotRunning {
             )?;
         }
         writeln!(f, "Start it with:")?;
-        writeln!(f, "  crewd &")?;
+        // The daemon must listen where this client looks: a socket of one's own choosing is
+        // passed on, and the systemd units (which listen on the default) apply only there.
+        if self.socket == crew_api::paths::default_socket() {
+            writeln!(f, "  crewd &")?;
+            write!(
+                f,
+                "or, with the systemd user units installed:\n  systemctl --user start crewd"
+            )
+        } else {
+            write!(f, "  crewd --socket {} &", shell_word(&self.socket))
+        }
+    }
+}
+
+/// The socket path is something else: a directory, a regular file. Exit status 64 (usage):
+/// no daemon can listen there, so "start crewd" would be the wrong advice.
+#[derive(Debug)]
+pub struct NotASocket {
+    pub socket: PathBuf,
+    /// `a directory`, `a regular file`, `a symbolic link loop`...
+    pub what: &'static str,
+}
+
+impl std::error::Error for NotASocket {}
+
+impl std::fmt::Display for NotASocket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "or, with the systemd user units installed:\n  systemctl --user start crewd"
-        )
+            "{} is {}, not crewd's socket.",
+            self.socket.display(),
+            self.what
+        )?;
+        if self.what == "a directory" {
+            let inside = self.socket.join("crewd.sock");
+            write!(
+                f,
+                "\nA socket in it would be named like {} (--socket takes the socket's own path).",
+                inside.display()
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// What is at `path` when it is not a socket (`None`: a socket, or nothing at all).
+fn not_a_socket(path: &Path) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    let t = std::fs::metadata(path).ok()?.file_type();
+    if t.is_socket() {
+        None
+    } else if t.is_dir() {
+        Some("a directory")
+    } else if t.is_file() {
+        Some("a regular file")
+    } else if t.is_fifo() {
+        Some("a named pipe")
+    } else if t.is_char_device() || t.is_block_device() {
+        Some("a device")
+    } else {
+        Some("not a socket")
+    }
+}
+
+/// `path` as one word a shell reads back unchanged (quoted only when it needs to be).
+fn shell_word(path: &Path) -> String {
+    let s = path.to_string_lossy();
+    let plain = !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-+=:,@%".contains(c));
+    if plain {
+        s.into_owned()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
     }
 }
 
@@ -68,6 +137,14 @@ pub async fn connect(socket: &Path) -> anyhow::Result<Conn> {
         Ok(s) => s,
         Err(e) => {
             use std::io::ErrorKind::*;
+            // connect(2) says ECONNREFUSED for any non-socket: look before calling it stale.
+            if let Some(what) = not_a_socket(socket) {
+                return Err(NotASocket {
+                    socket: socket.to_path_buf(),
+                    what,
+                }
+                .into());
+            }
             return match e.kind() {
                 NotFound => Err(NotRunning {
                     socket: socket.to_path_buf(),

@@ -1,6 +1,6 @@
 //! Exit statuses (SPEC §12) and how errors are reported.
 
-use crate::conn::{Failed, NotRunning};
+use crate::conn::{Failed, NotASocket, NotRunning};
 use crate::render::{diag, View};
 use crate::resolve::{Ambiguous, NoSuchRun};
 use crate::style::Tone;
@@ -49,7 +49,7 @@ pub fn code_of(err: &anyhow::Error) -> u8 {
     if err.downcast_ref::<NoSuchRun>().is_some() {
         return NOT_FOUND;
     }
-    if err.downcast_ref::<Ambiguous>().is_some() {
+    if err.downcast_ref::<Ambiguous>().is_some() || err.downcast_ref::<NotASocket>().is_some() {
         return USAGE;
     }
     if let Some(Failed(CallError::Api(e))) = err.downcast_ref::<Failed>() {
@@ -88,6 +88,10 @@ pub fn report(err: &anyhow::Error, view: &View, json: bool) -> u8 {
     }
     if let Some(nr) = err.downcast_ref::<NotRunning>() {
         eprintln!("{}", view.p(Tone::Bad, nr));
+        return code;
+    }
+    if let Some(ns) = err.downcast_ref::<NotASocket>() {
+        eprintln!("{} {ns}", view.p(Tone::Bad, "error:"));
         return code;
     }
     if let Some(e) = api {
@@ -194,9 +198,21 @@ mod tests {
             text.starts_with("crewd is not running (no socket at /tmp/nope/crewd.sock)."),
             "{text}"
         );
+        // A socket of one's own: the advice starts crewd on it, and systemd (the default
+        // socket) is not offered.
         assert!(
-            text.contains("crewd &") && text.contains("systemctl --user start crewd"),
+            text.ends_with("\n  crewd --socket /tmp/nope/crewd.sock &")
+                && !text.contains("systemctl"),
             "{text}"
+        );
+        let default = NotRunning {
+            socket: crew_api::paths::default_socket(),
+            stale: false,
+        }
+        .to_string();
+        assert!(
+            default.contains("\n  crewd &\n") && default.contains("systemctl --user start crewd"),
+            "{default}"
         );
         let stale = NotRunning {
             socket: "/s".into(),
@@ -206,6 +222,15 @@ mod tests {
         assert!(
             stale.starts_with("crewd is not running (nothing listens on /s)."),
             "{stale}"
+        );
+        let odd = NotRunning {
+            socket: "/tmp/my dir/it's.sock".into(),
+            stale: false,
+        }
+        .to_string();
+        assert!(
+            odd.ends_with("crewd --socket '/tmp/my dir/it'\\''s.sock' &"),
+            "{odd}"
         );
     }
 }

@@ -77,8 +77,9 @@ async fn dispatch(ctx: &Ctx, command: Command) -> anyhow::Result<u8> {
         Command::Retry {
             run_id,
             task_ids,
+            with_dependents,
             confirm_imported,
-        } => runs::retry(ctx, &run_id, task_ids, confirm_imported).await,
+        } => runs::retry(ctx, &run_id, task_ids, with_dependents, confirm_imported).await,
         Command::Approve { run_id, reason } => runs::approve(ctx, &run_id, reason, true).await,
         Command::Reject { run_id, reason } => runs::approve(ctx, &run_id, reason, false).await,
         Command::Steer {

@@ -173,6 +173,9 @@ async fn run_events(ctx: &Ctx, conn: &Conn, run_id: &str, verbose: bool) -> anyh
     let mut after: u64 = 0;
     let mut all = Vec::new();
     let view = ctx.view();
+    if !ctx.json {
+        outln(&events::header(&view))?;
+    }
     loop {
         let page = conn
             .call::<TeamEvents>(&EventsParams {
@@ -331,22 +334,11 @@ pub async fn cancel(ctx: &Ctx, run_id: &str, reason: Option<String>) -> anyhow::
     if ctx.json {
         ctx.json(&r)?;
     } else {
-        let running = r
-            .cancelled_task_ids
-            .iter()
-            .filter(|id| {
-                before
-                    .tasks
-                    .iter()
-                    .any(|t| &t.id == *id && t.status == TaskStatus::Running)
-            })
-            .count();
-        let rest = r.cancelled_task_ids.len().saturating_sub(running);
         outln(&format!(
-            "Run {} is {}; {running} running task{} stopped, {rest} not started.",
+            "Run {} is {}: {}.",
             crate::render::ids::hint(run_id),
             r.status.as_str(),
-            plural(running)
+            view_runs::cancelled(&r, before.tasks.iter().map(|t| (t.id.as_str(), t.status)))
         ))?;
     }
     Ok(exit::SUCCESS)
@@ -379,6 +371,7 @@ pub async fn retry(
     ctx: &Ctx,
     run_id: &str,
     task_ids: Vec<String>,
+    with_dependents: bool,
     confirm_imported: bool,
 ) -> anyhow::Result<u8> {
     let conn = ctx.connect().await?;
@@ -387,6 +380,7 @@ pub async fn retry(
         .call::<TeamRetry>(&RetryParams {
             run_id: run_id.to_string(),
             task_ids,
+            with_dependents: with_dependents.then_some(true),
             confirm_imported: confirm_imported.then_some(true),
         })
         .await?;

@@ -106,8 +106,9 @@ async fn not_running_says_how_to_start_and_exits_4() {
         )),
         "{err}"
     );
+    // The advice starts crewd where this client looks.
     assert!(
-        err.contains("crewd &") && err.contains("systemctl --user start crewd"),
+        err.contains(&format!("crewd --socket {} &", missing.display())),
         "{err}"
     );
     assert!(
@@ -125,6 +126,30 @@ async fn not_running_says_how_to_start_and_exits_4() {
         "{}",
         stderr(&o)
     );
+
+    // A directory or a regular file is named as what it is, not as a daemon that is down:
+    // no crewd could listen there. Exit 64, and under --json as JSON too.
+    let o = crewctl(dir.path(), &["ls"]).await;
+    assert_eq!(code(&o), 64, "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains(&format!(
+            "{} is a directory, not crewd's socket.",
+            dir.path().display()
+        )) && err.contains(&format!("{}", dir.path().join("crewd.sock").display()))
+            && !err.contains("not running"),
+        "{err}"
+    );
+    let file = dir.path().join("notes.txt");
+    std::fs::write(&file, "x").unwrap();
+    let o = crewctl(&file, &["--json", "ls"]).await;
+    assert_eq!(code(&o), 64, "{}", stderr(&o));
+    let v: Value = serde_json::from_str(stderr(&o).trim()).expect("one JSON object");
+    assert_eq!(
+        v["error"]["message"],
+        format!("{} is a regular file, not crewd's socket.", file.display())
+    );
+    assert_eq!(v["error"]["exit"], 64);
 
     // Stopping a daemon that is not running is not an error.
     let o = crewctl(&missing, &["daemon", "stop"]).await;

@@ -135,7 +135,7 @@ fn endless() -> Script {
     );
     s.results.insert(
         "team.cancel",
-        json!({"status": "cancelled", "cancelledTaskIds": ["01_explore", "02_fix"]}),
+        json!({"status": "cancelled", "cancelledTaskIds": ["01_explore", "02_fix"], "stoppedTaskIds": ["01_explore"]}),
     );
     s.events = vec![
         event(1, "run.started", None, json!({})),
@@ -184,7 +184,8 @@ async fn one_key_without_enter_cancels_or_keeps_following() {
     t.keys(&["c"]);
     t.until("team.cancel", |_| !mock.calls("team.cancel").is_empty())
         .await;
-    t.shows("1 running task stopped, 1 not started").await;
+    t.shows("1 worker stopped (01_explore), 1 task not started")
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -22,6 +22,7 @@ mod scheduler;
 mod server;
 pub mod shared;
 mod summary;
+mod system_prompts;
 #[cfg(test)]
 mod test_support;
 mod workers;

@@ -657,10 +657,20 @@ fn trigger_runs_now_and_removal_cancels_active_runs_unless_told_not_to() {
     assert_eq!(g["runIds"], json!([r1, r2]));
     assert_eq!(g["fireCount"], 2);
     assert_eq!(g["lastRunId"], json!(r2));
+    // A manual fire is the job's last fire (marked as manual), journaled as a fire: the
+    // same `lastFireAt` after a restart. It does not move the schedule (next fire unchanged).
+    let fired_at = d
+        .events(None)
+        .iter()
+        .filter(|e| ty(e) == "schedule.fired" && e["data"]["runId"] == json!(r2))
+        .map(|e| instant(&e["data"]["at"]))
+        .next()
+        .expect("the trigger's schedule.fired");
+    assert_eq!(instant(&g["lastFireAt"]), fired_at, "{g}");
+    assert_eq!(g["lastFireManual"], true);
     assert_eq!(
-        g["lastFireAt"],
-        Value::Null,
-        "a manual fire does not move the schedule"
+        g["nextFireAt"], a["nextFireAt"],
+        "the schedule did not move"
     );
     let evs = d.events(None);
     let f = fired(&evs, a_id);
@@ -840,4 +850,82 @@ async fn overlap_cancel_previous_cancels_the_active_run_then_starts() {
         json!([])
     };
     assert_eq!(removed["cancelledRunIds"], want);
+}
+
+#[test]
+fn jobs_are_named_uniquely_and_found_by_name() {
+    let mut d = daemon();
+    let nightly = add(
+        &d,
+        json!({"name": "nightly review", "cron": "0 3 * * *", "timezone": "UTC", "run": run_of(&d, "hold")}),
+    );
+    let id = nightly["id"].as_str().unwrap().to_string();
+    // Names are unique; what a name may be is checked.
+    for (name, want) in [
+        ("nightly review", "already the name of job"),
+        ("  ", "must not be empty"),
+        ("a\u{7}b", "control characters"),
+        ("sched_0000000000000001", "must not start with sched_"),
+    ] {
+        let e = d.err(
+            "schedule.add",
+            json!({"name": name, "intervalMs": 60000, "run": run_of(&d, "hold")}),
+        );
+        assert_eq!(e["code"], -32602, "{name:?}: {e}");
+        assert!(e.to_string().contains(want), "{name:?}: {e}");
+    }
+    // Names made up from the goal are made unique instead.
+    let a = add(
+        &d,
+        json!({"intervalMs": 3_600_000, "run": run_of(&d, "hold"), "enabled": false}),
+    );
+    let b = add(
+        &d,
+        json!({"intervalMs": 3_600_000, "run": run_of(&d, "hold"), "enabled": false}),
+    );
+    assert_eq!(b["name"], format!("{} (2)", a["name"].as_str().unwrap()));
+
+    // Every verb that takes the id takes the name.
+    let g = d.ok("schedule.get", json!({"id": "nightly review"}));
+    assert_eq!(g["id"], json!(id));
+    let g = d.ok("schedule.disable", json!({"id": "nightly review"}));
+    assert_eq!(
+        (g["id"].clone(), g["enabled"].clone()),
+        (json!(id), json!(false))
+    );
+    let g = d.ok("schedule.enable", json!({"id": "nightly review"}));
+    assert_eq!(g["enabled"], true);
+    let run = d.ok("schedule.trigger", json!({"id": "nightly review"}))["runId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let g = d.ok("schedule.get", json!({"id": id}));
+    assert_eq!(g["lastRunId"], json!(run));
+    assert_eq!(g["lastFireManual"], true);
+    assert!(g["lastFireAt"].is_string(), "{g}");
+    // Renaming onto another job's name is refused; to a free one works, and the old is gone.
+    let e = d.err(
+        "schedule.update",
+        json!({"id": "nightly review", "name": a["name"]}),
+    );
+    assert_eq!(e["code"], -32602, "{e}");
+    let g = d.ok(
+        "schedule.update",
+        json!({"id": "nightly review", "name": "nightly"}),
+    );
+    assert_eq!(g["name"], "nightly");
+    assert_eq!(
+        d.err("schedule.get", json!({"id": "nightly review"}))["code"],
+        1001
+    );
+
+    // The manual fire was journaled: the last fire survives a restart.
+    d.restart();
+    let after = d.ok("schedule.get", json!({"id": "nightly"}));
+    assert_eq!(after["lastFireAt"], g["lastFireAt"]);
+    assert_eq!(after["lastFireManual"], true);
+
+    let r = d.ok("schedule.remove", json!({"id": "nightly"}));
+    assert_eq!(r["cancelledRunIds"], json!([run]));
+    assert_eq!(d.err("schedule.get", json!({"id": id}))["code"], 1001);
 }

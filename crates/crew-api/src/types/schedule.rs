@@ -23,6 +23,9 @@ pub enum CatchUp {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ScheduleAddParams {
+    /// Unique among jobs; other `schedule.*` methods take it where they take the id. 1-200
+    /// characters, no control characters, not another job's id. Default: the team and the
+    /// start of the goal, made unique with ` (2)`, ` (3)`…
     pub name: Option<String>,
     /// 5 fields (or 6 with leading seconds), names, `@daily` etc.
     pub cron: Option<String>,
@@ -40,7 +43,9 @@ pub struct ScheduleAddParams {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ScheduleUpdateParams {
+    /// The job's id or its name.
     pub id: String,
+    /// A new name, unique as for `schedule.add`.
     pub name: Option<String>,
     pub cron: Option<String>,
     pub interval_ms: Option<i64>,
@@ -55,12 +60,14 @@ pub struct ScheduleUpdateParams {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ScheduleIdParams {
+    /// The job's id or its name.
     pub id: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ScheduleRemoveParams {
+    /// The job's id or its name.
     pub id: String,
     /// Cancel the job's still-active runs (default true).
     pub cancel_runs: Option<bool>,
@@ -78,7 +85,12 @@ pub struct Job {
     pub timezone: String,
     pub enabled: bool,
     pub next_fire_at: Option<String>,
+    /// The last fire of any kind, scheduled or `schedule.trigger` (see `lastFireManual`).
+    /// Manual fires do not move the schedule: the next fire is as if they had not happened.
     pub last_fire_at: Option<String>,
+    /// True when the last fire was a `schedule.trigger`.
+    #[serde(default)]
+    pub last_fire_manual: bool,
     pub last_run_id: Option<String>,
     pub run_ids: Vec<String>,
     pub fire_count: u64,

@@ -155,7 +155,9 @@ pub struct RunIdParams {
 pub struct ArtifactInfo {
     /// Relative path under the run's artifact directory, e.g. `results/01_explore.txt`.
     pub name: String,
-    /// `prompt`, `result`, `transcript` or `shared`.
+    /// `prompt`, `result`, `transcript`, `shared`, `stderr`, `patch`, or `system-prompt` (the
+    /// agent's system prompt as the workers got it, shared by the tasks of one agent; its
+    /// `taskId` is the first of them).
     pub kind: String,
     pub task_id: Option<String>,
     pub bytes: u64,
@@ -304,7 +306,12 @@ pub struct CancelParams {
 #[serde(rename_all = "camelCase")]
 pub struct CancelResult {
     pub status: RunStatus,
+    /// Every task the cancel ended: running, waiting for an answer, or queued.
     pub cancelled_task_ids: Vec<String>,
+    /// The tasks among them whose worker process was running and is being stopped (SIGTERM,
+    /// then SIGKILL after the grace period).
+    #[serde(default)]
+    pub stopped_task_ids: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
@@ -319,6 +326,11 @@ pub struct ResumeResult {
 pub struct RetryParams {
     pub run_id: String,
     pub task_ids: Vec<String>,
+    /// Also run again every task downstream of the named ones that already finished
+    /// (completed, failed, cancelled, needs attention), since its inputs change. Skipped
+    /// dependents come back in any case. Default false.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub with_dependents: Option<bool>,
     /// Required for a run imported with `team.import`: its system prompts, tools, runtime and
     /// cwd came from someone else's bundle. Without it the call fails with 1002 and the error's
     /// `data` shows what would run.

@@ -53,7 +53,9 @@ impl State {
                 manual,
             } => {
                 if let Some(job) = self.schedules.get_mut(id) {
-                    if !manual {
+                    if *manual {
+                        job.last_manual_fire_at = Some(*at);
+                    } else {
                         job.last_fire_at = Some(*at);
                     }
                     job.fire_count += 1;
@@ -257,10 +259,14 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
         EventBody::TaskQueued { answer, .. } => {
             if let Some(i) = task_idx {
                 let t = &mut run.tasks[i];
+                let window = t.attempts_in_window;
+                requeue(t);
                 if let Some(a) = answer {
                     t.edit_rare(|r| r.answers.push(a.clone()));
+                    // An answer continues the task: it neither uses up nor refills its retry
+                    // budget (the attempt that asked was already given back at task.waiting).
+                    t.attempts_in_window = window;
                 }
-                requeue(t);
                 run.integration = None;
             }
             if run.approval == Approval::Pending {
@@ -387,6 +393,8 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
                 end_attempt(t, end, ev);
                 t.finished_at = None;
                 t.status = TaskStatus::Waiting;
+                // Asking is not failing: the attempt does not count against max_attempts.
+                t.attempts_in_window = t.attempts_in_window.saturating_sub(1);
                 t.edit_rare(|r| r.question = Some(question.clone()));
             }
         }

@@ -277,6 +277,44 @@ impl State {
         Ok((events, ids))
     }
 
+    /// `retry_tasks` of the named tasks and of every task downstream of them that finished
+    /// (completed, failed, cancelled, needs attention): their inputs are about to change, so
+    /// their results would be stale. Skipped ones come back anyway; queued ones wait as they are.
+    pub fn retry_tasks_with_dependents(
+        &self,
+        run_id: &str,
+        task_ids: &[String],
+    ) -> Result<(Vec<Pending>, Vec<String>), CoreError> {
+        let run = self.active_run(run_id)?;
+        let mut downstream: Vec<String> = Vec::new();
+        for id in task_ids {
+            run.task(id).ok_or_else(|| not_found("task", id))?;
+            for d in dependents(run, id) {
+                if !downstream.contains(&d) {
+                    downstream.push(d);
+                }
+            }
+        }
+        let mut ids: Vec<String> = task_ids.to_vec();
+        // In plan order, so the answer lists them as the run does.
+        for t in &run.tasks {
+            let finished = matches!(
+                t.status,
+                TaskStatus::Completed
+                    | TaskStatus::Failed
+                    | TaskStatus::Cancelled
+                    | TaskStatus::NeedsAttention
+            );
+            if finished
+                && downstream.iter().any(|d| *d == t.plan.id)
+                && !ids.iter().any(|i| *i == t.plan.id)
+            {
+                ids.push(t.plan.id.to_string());
+            }
+        }
+        self.retry_tasks(run_id, &ids)
+    }
+
     pub fn approve(&self, run_id: &str, reason: Option<String>) -> Result<Vec<Pending>, CoreError> {
         let run = self.active_run(run_id)?;
         if run.approval != Approval::Pending {

@@ -3,6 +3,7 @@
 use crate::schedule::{CatchUp, Overlap, ScheduleSpec};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -17,7 +18,12 @@ pub struct ScheduleJob {
     /// The `team.run` params, as the client gave them (validated when the job was added).
     pub run: serde_json::Value,
     pub created_at: DateTime<Utc>,
+    /// The schedule's cursor: its last scheduled fire (or skip). Manual fires never move it,
+    /// so a trigger can neither eat nor shift a scheduled fire.
     pub last_fire_at: Option<DateTime<Utc>>,
+    /// The last `schedule.trigger`, for showing the job's last fire of any kind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_manual_fire_at: Option<DateTime<Utc>>,
     pub last_run_id: Option<String>,
     pub fire_count: u64,
     /// Runs this job spawned, newest last (bounded).
@@ -26,3 +32,153 @@ pub struct ScheduleJob {
 
 /// How many spawned run ids a job remembers.
 pub const JOB_RUN_IDS_KEPT: usize = 100;
+
+impl ScheduleJob {
+    /// The job's last fire of any kind, and whether it was a manual one.
+    pub fn last_fire(&self) -> Option<(DateTime<Utc>, bool)> {
+        match (self.last_fire_at, self.last_manual_fire_at) {
+            (Some(s), Some(m)) if m > s => Some((m, true)),
+            (Some(s), _) => Some((s, false)),
+            (None, Some(m)) => Some((m, true)),
+            (None, None) => None,
+        }
+    }
+}
+
+/// Why a job key (an id or a name) names no single job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobLookup {
+    NotFound,
+    /// Several jobs carry this name (only journals from before names were unique): their ids.
+    Ambiguous(Vec<String>),
+}
+
+/// The job `key` names: its id, else its exact name. Ids win, so a job is always reachable by
+/// its id whatever names others chose.
+pub fn find_job<'a>(
+    jobs: &'a BTreeMap<String, ScheduleJob>,
+    key: &str,
+) -> Result<&'a ScheduleJob, JobLookup> {
+    if let Some(j) = jobs.get(key) {
+        return Ok(j);
+    }
+    let mut named = jobs.values().filter(|j| j.name == key);
+    match (named.next(), named.next()) {
+        (Some(j), None) => Ok(j),
+        (None, _) => Err(JobLookup::NotFound),
+        (Some(a), Some(b)) => {
+            let mut ids = vec![a.id.clone(), b.id.clone()];
+            ids.extend(named.map(|j| j.id.clone()));
+            Err(JobLookup::Ambiguous(ids))
+        }
+    }
+}
+
+/// The job other than `except` that already has `name` as its name or its id.
+pub fn name_owner<'a>(
+    jobs: &'a BTreeMap<String, ScheduleJob>,
+    name: &str,
+    except: Option<&str>,
+) -> Option<&'a str> {
+    jobs.values()
+        .find(|j| Some(j.id.as_str()) != except && (j.name == name || j.id == name))
+        .map(|j| j.id.as_str())
+}
+
+/// `base`, or `base (2)`, `base (3)`… : the first that no job has, for names made up from the
+/// goal (two jobs may well have the same goal).
+pub fn unique_name(jobs: &BTreeMap<String, ScheduleJob>, base: &str) -> String {
+    if name_owner(jobs, base, None).is_none() {
+        return base.to_string();
+    }
+    // Terminates: each candidate is distinct and there are finitely many jobs.
+    (2u64..)
+        .map(|n| format!("{base} ({n})"))
+        .find(|c| name_owner(jobs, c, None).is_none())
+        .unwrap_or_else(|| base.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(id: &str, name: &str) -> ScheduleJob {
+        ScheduleJob {
+            id: id.into(),
+            name: name.into(),
+            spec: ScheduleSpec::Interval { ms: 60_000 },
+            timezone: "UTC".into(),
+            enabled: true,
+            overlap: Overlap::Skip,
+            catch_up: CatchUp::Latest,
+            run: serde_json::json!({"goal": "g"}),
+            created_at: DateTime::<Utc>::UNIX_EPOCH,
+            last_fire_at: None,
+            last_manual_fire_at: None,
+            last_run_id: None,
+            fire_count: 0,
+            run_ids: vec![],
+        }
+    }
+
+    fn jobs(list: &[(&str, &str)]) -> BTreeMap<String, ScheduleJob> {
+        list.iter()
+            .map(|(id, name)| (id.to_string(), job(id, name)))
+            .collect()
+    }
+
+    #[test]
+    fn jobs_are_found_by_id_then_by_name() {
+        let js = jobs(&[
+            ("sched_1", "nightly"),
+            ("sched_2", "sched_1"),
+            ("sched_3", "old"),
+            ("sched_4", "old"),
+        ]);
+        let cases: &[(&str, Result<&str, JobLookup>)] = &[
+            ("sched_1", Ok("sched_1")),
+            ("nightly", Ok("sched_1")),
+            ("sched_2", Ok("sched_2")),
+            ("Nightly", Err(JobLookup::NotFound)),
+            ("", Err(JobLookup::NotFound)),
+            (
+                "old",
+                Err(JobLookup::Ambiguous(vec![
+                    "sched_3".into(),
+                    "sched_4".into(),
+                ])),
+            ),
+        ];
+        for (key, want) in cases {
+            let got = find_job(&js, key).map(|j| j.id.as_str());
+            assert_eq!(&got, want, "{key:?}");
+        }
+    }
+
+    #[test]
+    fn names_are_unique_and_made_unique() {
+        let js = jobs(&[("sched_1", "nightly"), ("sched_2", "default: x")]);
+        assert_eq!(name_owner(&js, "nightly", None), Some("sched_1"));
+        assert_eq!(name_owner(&js, "nightly", Some("sched_1")), None);
+        assert_eq!(name_owner(&js, "sched_2", None), Some("sched_2"));
+        assert_eq!(name_owner(&js, "weekly", None), None);
+        assert_eq!(unique_name(&js, "weekly"), "weekly");
+        assert_eq!(unique_name(&js, "default: x"), "default: x (2)");
+        let mut js = js;
+        js.insert("sched_3".into(), job("sched_3", "default: x (2)"));
+        assert_eq!(unique_name(&js, "default: x"), "default: x (3)");
+    }
+
+    #[test]
+    fn the_last_fire_is_of_any_kind() {
+        let t = |s: i64| DateTime::<Utc>::from_timestamp(s, 0).unwrap();
+        let mut j = job("sched_1", "n");
+        assert_eq!(j.last_fire(), None);
+        j.last_manual_fire_at = Some(t(10));
+        assert_eq!(j.last_fire(), Some((t(10), true)));
+        j.last_fire_at = Some(t(20));
+        assert_eq!(j.last_fire(), Some((t(20), false)));
+        j.last_manual_fire_at = Some(t(30));
+        assert_eq!(j.last_fire(), Some((t(30), true)));
+    }
+}

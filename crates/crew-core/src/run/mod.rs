@@ -24,7 +24,7 @@ pub mod workspace;
 pub use apply::apply_run_event;
 pub use decide::{AttemptResult, RetryPolicy};
 pub use event::{AttemptEnd, Delivery, Event, EventBody, Pending, ReusedFrom};
-pub use jobs::{ScheduleJob, JOB_RUN_IDS_KEPT};
+pub use jobs::{find_job, name_owner, unique_name, JobLookup, ScheduleJob, JOB_RUN_IDS_KEPT};
 pub use snapshot::Snapshot;
 pub use types::*;
 pub use workspace::{Integration, TaskCommit, WorkspaceMode, WorkspaceSpec};

@@ -1939,4 +1939,88 @@ fn feedback_is_cleared_by_completion() {
     assert_eq!(sim.status("r", "a"), TaskStatus::Completed);
     assert_eq!(sim.task("r", "a").feedback(), None);
     assert_eq!(sim.task("r", "a").rare().verify_retries, 1);
+#[test]
+fn answering_neither_uses_up_nor_refills_the_retry_budget() {
+    let mut sim = Sim::new();
+    sim.create("r", spec(&[("a", &[], false)]));
+    // Attempt 1 fails retryably (1 of 3 used), attempt 2 asks (not counted).
+    assert_eq!(sim.dispatch(8), ["r/a"]);
+    let evs = sim.finish("r", "a", failed(true, 1));
+    assert_eq!(names(&evs), ["task.retrying a"]);
+    sim.advance(60_000);
+    assert_eq!(sim.dispatch(8), ["r/a"]);
+    sim.finish("r", "a", asked("Which DB?"));
+    assert_eq!(sim.task("r", "a").attempts_in_window, 1);
+    let id = sim.tid("r", "a");
+    let r = sim.st.respond("r", &id, "Postgres");
+    sim.control("r", r).unwrap();
+    assert_eq!(
+        sim.task("r", "a").attempts_in_window,
+        1,
+        "the answer keeps the window"
+    );
+    // Attempts 3 and 4 may still fail retryably-once: 2 more tries count as 2 and 3 of 3.
+    assert_eq!(sim.dispatch(8), ["r/a"]);
+    assert_eq!(sim.task("r", "a").attempts, 3);
+    let evs = sim.finish("r", "a", failed(true, 1));
+    assert_eq!(
+        names(&evs),
+        ["task.retrying a"],
+        "the question used no attempt"
+    );
+    sim.advance(60_000);
+    assert_eq!(sim.dispatch(8), ["r/a"]);
+    let evs = sim.finish("r", "a", failed(true, 1));
+    assert_eq!(
+        names(&evs),
+        ["task.failed a", "run.failed"],
+        "nor did the answer refill the budget: 3 failed attempts are max_attempts"
+    );
+}
+
+#[test]
+fn retry_with_dependents_brings_back_finished_downstream_tasks() {
+    let mut sim = Sim::new();
+    let mut s = spec(&[
+        ("a", &[], false),
+        ("b", &["a"], false),
+        ("c", &["b"], false),
+        ("d", &[], false),
+    ]);
+    s.failure_policy = FailurePolicy::Continue;
+    sim.create("r", s);
+    sim.dispatch(8);
+    sim.finish("r", "a", done(1));
+    sim.finish("r", "d", done(1));
+    sim.dispatch(8);
+    sim.finish("r", "b", done(1));
+    sim.dispatch(8);
+    sim.finish("r", "c", failed(false, 1));
+    assert!(sim.run_status("r").is_finished());
+    let a = sim.tid("r", "a");
+    // Plain retry: a alone.
+    let (_, ids) = sim.st.retry_tasks("r", std::slice::from_ref(&a)).unwrap();
+    assert_eq!(ids, std::slice::from_ref(&a));
+    // With dependents: b (completed) and c (failed) too, not the unrelated d.
+    let (ps, ids) = sim
+        .st
+        .retry_tasks_with_dependents("r", std::slice::from_ref(&a))
+        .unwrap();
+    assert_eq!(ids, [a.clone(), sim.tid("r", "b"), sim.tid("r", "c")]);
+    sim.control("r", Ok(ps)).unwrap();
+    assert_eq!(sim.status("r", "d"), TaskStatus::Completed);
+    // Readiness holds: b waits for a again.
+    assert_eq!(sim.dispatch(8), ["r/a"]);
+    sim.finish("r", "a", done(1));
+    assert_eq!(sim.dispatch(8), ["r/b"]);
+    sim.finish("r", "b", done(1));
+    assert_eq!(sim.dispatch(8), ["r/c"]);
+    assert_eq!(
+        names(&sim.finish("r", "c", done(1))),
+        ["task.completed c", "run.completed"]
+    );
+    assert!(matches!(
+        sim.st.retry_tasks_with_dependents("r", &["zz".into()]),
+        Err(CoreError::NotFound { what: "task", .. })
+    ));
 }

@@ -77,6 +77,7 @@ async fn ask_paused(f: &mut Follower<'_>, s: &StatusResult) -> anyhow::Result<Ou
                     .call::<TeamRetry>(&RetryParams {
                         run_id,
                         task_ids: vec![task_id.clone()],
+                        with_dependents: None,
                         confirm_imported: None,
                     })
                     .await;

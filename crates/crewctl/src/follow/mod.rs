@@ -196,24 +196,11 @@ impl Follower<'_> {
                 reason: Some("cancelled from crewctl".into()),
             })
             .await?;
-        let running = r
-            .cancelled_task_ids
-            .iter()
-            .filter(|id| {
-                self.model
-                    .tasks
-                    .iter()
-                    .any(|t| &t.id == *id && t.status == TaskStatus::Running)
-            })
-            .count();
-        let rest = r.cancelled_task_ids.len().saturating_sub(running);
-        self.note(
-            Tone::Warn,
-            &format!(
-                "cancelling: {running} running task{} stopped, {rest} not started",
-                if running == 1 { "" } else { "s" }
-            ),
+        let text = crate::render::runs::cancelled(
+            &r,
+            self.model.tasks.iter().map(|t| (t.id.as_str(), t.status)),
         );
+        self.note(Tone::Warn, &format!("cancelling: {text}"));
         Ok(())
     }
 

@@ -25,9 +25,17 @@ pub fn line(view: &View, d: &Diagnostic) -> String {
     }
 }
 
+/// By file, then line (a file's own diagnostics, without a line, first), as a compiler lists
+/// them; the daemon's order (per resource kind, then per check) is kept within a line.
+pub fn sorted(ds: &[Diagnostic]) -> Vec<&Diagnostic> {
+    let mut v: Vec<&Diagnostic> = ds.iter().collect();
+    v.sort_by(|a, b| (&a.path, a.line).cmp(&(&b.path, b.line)));
+    v
+}
+
 pub fn lines(view: &View, ds: &[Diagnostic]) -> String {
     let mut out = String::new();
-    for d in ds {
+    for d in sorted(ds) {
         out.push_str(&line(view, d));
         out.push('\n');
     }
@@ -89,6 +97,29 @@ mod tests {
             d(None, None, Severity::Error)
         ]));
         assert!(!has_error(&[d(None, None, Severity::Warning)]));
+    }
+
+    #[test]
+    fn lines_are_sorted_by_file_and_line() {
+        let at = |path: &str, line: Option<u32>, message: &str| Diagnostic {
+            path: path.into(),
+            line,
+            field: None,
+            severity: Severity::Error,
+            message: message.into(),
+        };
+        let ds = [
+            at("b.md", Some(10), "b10"),
+            at("a.md", Some(9), "a9"),
+            at("b.md", Some(2), "b2"),
+            at("a.md", None, "a"),
+            at("a.md", Some(10), "a10"),
+            at("b.md", Some(2), "b2 again"),
+        ];
+        assert_eq!(
+            lines(&view(80), &ds),
+            "a.md: a\na.md:9: a9\na.md:10: a10\nb.md:2: b2\nb.md:2: b2 again\nb.md:10: b10\n"
+        );
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Event lines for `logs <runId>`: `time  type  task  message`.
 
-use super::time::{clock_time, compact_duration_ms, parse_time};
+use super::time::{clock_time, human_duration_ms, parse_time};
 use super::units::{cost, cut, tokens, usage_tokens};
 use super::View;
 use crate::style::Tone;
@@ -66,7 +66,7 @@ pub fn describe(e: &Event) -> String {
         "task.retrying" => {
             let mut v = vec![];
             v.extend(s(d, "reason").or(s(d, "error")).map(String::from));
-            v.extend(u(d, "delayMs").map(|ms| format!("retry in {}", compact_duration_ms(ms))));
+            v.extend(u(d, "delayMs").map(|ms| format!("retry in {}", human_duration_ms(ms))));
             v
         }
         "task.needs_attention" => s(d, "reason")
@@ -148,6 +148,16 @@ pub fn tone_of(kind: &str) -> Tone {
         "task.started" | "run.started" | "run.resumed" => Tone::Active,
         _ => Tone::Dim,
     }
+}
+
+/// The header over a run's event lines: the columns, and the one zone their times are in.
+pub fn header(view: &View) -> String {
+    let zone = view.clock.zone.label(view.clock.now);
+    let head = format!(
+        "{:<8}  {:<22} {:<14} details (times in {zone})",
+        "time", "event", "task"
+    );
+    view.p(Tone::Dim, head)
 }
 
 /// One event as a line: `12:00:01  task.completed      01_explore  1.2k tok · $0.0012`.
@@ -267,7 +277,8 @@ mod tests {
             },
         ];
         let v = view(100);
-        let out: Vec<String> = events.iter().map(|e| line(&v, e)).collect();
+        let mut out: Vec<String> = vec![header(&v)];
+        out.extend(events.iter().map(|e| line(&v, e)));
         insta::assert_snapshot!(out.join("\n"));
     }
 }

@@ -3,7 +3,7 @@
 
 use super::events::usage_of;
 use super::marks;
-use super::time::{clock_time, compact_duration_ms, human_duration_ms, parse_time};
+use super::time::{clock_time, human_duration_ms, parse_time};
 use super::units::{cost, cut, tokens, usage_tokens};
 use super::View;
 use crate::style::Tone;
@@ -450,7 +450,7 @@ pub fn plain_line(
         } => {
             let t = f.tasks.get(*task)?;
             let when = delay_ms
-                .map(|ms| format!(" in {}", compact_duration_ms(ms)))
+                .map(|ms| format!(" in {}", human_duration_ms(ms)))
                 .unwrap_or_default();
             format!(
                 "{} {:<width$}  retrying{when}: {}",

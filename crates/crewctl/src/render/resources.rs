@@ -5,7 +5,7 @@ use super::time::human_duration_ms;
 use super::units::{bytes, cut};
 use super::{diag, View};
 use crate::style::Tone;
-use crew_api::types::{DaemonStatus, ResourceEntry, ResourceListResult};
+use crew_api::types::{DaemonStatus, Diagnostic, ResourceEntry, ResourceListResult, Severity};
 use std::fmt::Write as _;
 
 pub fn list(view: &View, r: &ResourceListResult) -> String {
@@ -23,6 +23,7 @@ pub fn list(view: &View, r: &ResourceListResult) -> String {
             Col::new("kind"),
             Col::new("name"),
             Col::new("source").drop(1),
+            Col::new("problems"),
             Col::new("description").cut(12),
         ]);
         for (kind, entries) in groups {
@@ -36,6 +37,7 @@ pub fn list(view: &View, r: &ResourceListResult) -> String {
                     Cell::new(kind),
                     Cell::new(&e.name),
                     table::toned(view, source_tone, &e.source),
+                    problems(view, e, &r.diagnostics),
                     Cell::new(cut(&e.description, 90)),
                 ]);
             }
@@ -47,6 +49,24 @@ pub fn list(view: &View, r: &ResourceListResult) -> String {
         out.push_str(&diag::lines(view, &r.diagnostics));
     }
     out
+}
+
+/// `✗ invalid` when a diagnostic of the resource's file is an error (the resource cannot be
+/// used as it is), `! 2 warnings` when there are only warnings, else nothing.
+fn problems(view: &View, e: &ResourceEntry, ds: &[Diagnostic]) -> Cell {
+    let mine = ds.iter().filter(|d| d.path == e.path);
+    let (errors, warnings) = mine.fold((0usize, 0usize), |(er, w), d| match d.severity {
+        Severity::Error => (er + 1, w),
+        Severity::Warning => (er, w + 1),
+    });
+    if errors > 0 {
+        table::toned(view, Tone::Bad, "✗ invalid")
+    } else if warnings > 0 {
+        let s = if warnings == 1 { "" } else { "s" };
+        table::toned(view, Tone::Warn, format!("! {warnings} warning{s}"))
+    } else {
+        Cell::new("")
+    }
 }
 
 pub fn daemon_status(view: &View, s: &DaemonStatus) -> String {
@@ -106,15 +126,31 @@ mod tests {
                 e("executor", "project", "Project executor"),
             ],
             teams: vec![e("default", "builtin", "Explore, plan, execute, verify")],
-            workflows: vec![],
+            workflows: vec![e("broken", "project", "A cycle")],
             skills: vec![],
-            diagnostics: vec![Diagnostic {
-                path: ".crew/agents/bad.md".into(),
-                line: Some(1),
-                field: None,
-                severity: Severity::Error,
-                message: "unreadable file".into(),
-            }],
+            diagnostics: vec![
+                Diagnostic {
+                    path: "/x/executor.md".into(),
+                    line: Some(4),
+                    field: Some("tools".into()),
+                    severity: Severity::Warning,
+                    message: "unknown tool `bogus`; ignored".into(),
+                },
+                Diagnostic {
+                    path: "/x/broken.md".into(),
+                    line: Some(9),
+                    field: Some("dependsOn".into()),
+                    severity: Severity::Error,
+                    message: "dependency cycle: a -> b -> a".into(),
+                },
+                Diagnostic {
+                    path: "/x/broken.md".into(),
+                    line: Some(6),
+                    field: Some("role".into()),
+                    severity: Severity::Error,
+                    message: "unknown role `nobody`".into(),
+                },
+            ],
         };
         let d = DaemonStatus {
             version: "0.1.0".into(),

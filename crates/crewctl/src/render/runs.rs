@@ -6,8 +6,8 @@ use super::units::{bytes, cost, cut, percent, tokens, usage_tokens};
 use super::{diag, ids, marks, View};
 use crate::style::Tone;
 use crew_api::types::{
-    ArtifactInfo, ListResult, PlanResult, RunSummaryView, RunView, StatusResult, TaskStatus,
-    TaskView,
+    ArtifactInfo, CancelResult, ListResult, PlanResult, RunSummaryView, RunView, StatusResult,
+    TaskStatus, TaskView,
 };
 use std::fmt::Write as _;
 
@@ -66,8 +66,9 @@ fn run_header(view: &View, r: &RunView) -> String {
         field(
             "created",
             format!(
-                "{} ({})",
+                "{} {} ({})",
                 absolute(created, view.clock.zone),
+                view.clock.zone.label(created),
                 relative(created, view.clock.now)
             ),
         );
@@ -392,6 +393,47 @@ pub fn plan(view: &View, p: &PlanResult) -> String {
 }
 
 /// `artifacts`: a run's files.
+/// What a cancel ended, counted as it really was: workers the daemon is stopping, tasks that
+/// were waiting for an answer, and tasks that had not started. `before` is each task's id and
+/// status as last seen (status before the cancel).
+pub fn cancelled<'a>(
+    r: &CancelResult,
+    before: impl IntoIterator<Item = (&'a str, TaskStatus)>,
+) -> String {
+    let before: Vec<(&str, TaskStatus)> = before.into_iter().collect();
+    let was = |id: &str| before.iter().find(|(t, _)| *t == id).map(|(_, s)| *s);
+    let stopped = &r.stopped_task_ids;
+    let rest: Vec<&String> = r
+        .cancelled_task_ids
+        .iter()
+        .filter(|id| !stopped.contains(id))
+        .collect();
+    let waiting = rest
+        .iter()
+        .filter(|id| was(id) == Some(TaskStatus::Waiting))
+        .count();
+    let not_started = rest.len().saturating_sub(waiting);
+    let n = |k: usize, one: &str, many: &str| format!("{k} {}", if k == 1 { one } else { many });
+    let mut parts = vec![match stopped.as_slice() {
+        [] => "no worker was running".to_string(),
+        ids => format!(
+            "{} stopped ({})",
+            n(ids.len(), "worker", "workers"),
+            ids.join(", ")
+        ),
+    }];
+    if waiting > 0 {
+        parts.push(format!(
+            "{} waiting for an answer",
+            n(waiting, "task", "tasks")
+        ));
+    }
+    if not_started > 0 {
+        parts.push(format!("{} not started", n(not_started, "task", "tasks")));
+    }
+    parts.join(", ")
+}
+
 pub fn artifacts(view: &View, list: &[ArtifactInfo]) -> String {
     if list.is_empty() {
         return "No artifacts.\n".into();
@@ -751,5 +793,46 @@ pub(crate) mod tests {
             "{out}"
         );
         assert!(!out.contains("0123456789abc"), "sha is shortened: {out}");
+    }
+
+    #[test]
+    fn the_cancel_message_counts_what_was_stopped() {
+        let r = |cancelled: &[&str], stopped: &[&str]| CancelResult {
+            status: crew_api::types::RunStatus::Cancelled,
+            cancelled_task_ids: cancelled.iter().map(|s| s.to_string()).collect(),
+            stopped_task_ids: stopped.iter().map(|s| s.to_string()).collect(),
+        };
+        let before = [
+            ("a", TaskStatus::Running),
+            ("b", TaskStatus::Waiting),
+            ("c", TaskStatus::Queued),
+            ("d", TaskStatus::Queued),
+        ];
+        let cases: &[(&[&str], &[&str], &str)] = &[
+            (
+                &["a", "b", "c", "d"],
+                &["a"],
+                "1 worker stopped (a), 1 task waiting for an answer, 2 tasks not started",
+            ),
+            // A worker that ended just before the cancel is not counted as stopped.
+            (
+                &["a", "c"],
+                &[],
+                "no worker was running, 2 tasks not started",
+            ),
+            (
+                &["b"],
+                &[],
+                "no worker was running, 1 task waiting for an answer",
+            ),
+            (&["a", "c"], &["a", "c"], "2 workers stopped (a, c)"),
+        ];
+        for (cancelled, stopped, want) in cases {
+            assert_eq!(cancelled_text(&r(cancelled, stopped), &before), *want);
+        }
+    }
+
+    fn cancelled_text(r: &CancelResult, before: &[(&str, TaskStatus)]) -> String {
+        cancelled(r, before.iter().copied())
     }
 }

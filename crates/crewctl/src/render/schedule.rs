@@ -9,15 +9,20 @@ use crate::style::Tone;
 use crew_api::types::{Job, PreviewResult};
 use std::fmt::Write as _;
 
-/// The job's spec for humans: the cron expression, `every 5m`, or `at 2026-… (zone)`.
+/// The job's spec for humans: the cron expression, `every 5m`, or `at 2026-…` in the job's zone.
 pub fn spec(job: &Job) -> String {
+    spec_in(job, Zone::named(&job.timezone))
+}
+
+/// As `spec`, a one-shot's instant shown in `zone` (a table's one zone).
+fn spec_in(job: &Job, zone: Zone) -> String {
     match job.kind.as_str() {
         "interval" => match job.spec.parse::<u64>() {
             Ok(ms) => format!("every {}", compact_duration_ms(ms)),
             Err(_) => format!("every {}", job.spec),
         },
         "at" => match parse_time(&job.spec) {
-            Some(t) => format!("at {}", absolute(t, Zone::named(&job.timezone))),
+            Some(t) => format!("at {}", absolute(t, zone)),
             None => format!("at {}", job.spec),
         },
         _ => job.spec.clone(),
@@ -25,7 +30,8 @@ pub fn spec(job: &Job) -> String {
 }
 
 /// `schedule ls`. Times are in one zone per table, named in the header: the jobs' zone when
-/// they share one, else the viewer's.
+/// they share one, else the viewer's. A cron expression means its job's own zone (the `zone`
+/// column); a one-shot's instant is shown in the table's.
 pub fn list(view: &View, jobs: &[Job]) -> String {
     if jobs.is_empty() {
         return "No scheduled jobs.\n".into();
@@ -55,7 +61,7 @@ pub fn list(view: &View, jobs: &[Job]) -> String {
         t.row(vec![
             Cell::new(&j.id),
             Cell::new(cut(&j.name, 24)),
-            Cell::new(spec(j)),
+            Cell::new(spec_in(j, zone)),
             Cell::new(&j.timezone),
             if j.enabled {
                 table::toned(view, Tone::Ok, "yes")
@@ -67,13 +73,22 @@ pub fn list(view: &View, jobs: &[Job]) -> String {
                 j.last_fire_at
                     .as_deref()
                     .and_then(parse_time)
-                    .map(|t| relative(t, view.clock.now))
+                    .map(|t| format!("{}{}", relative(t, view.clock.now), manual(j)))
                     .unwrap_or_else(|| "-".into()),
             ),
             Cell::new(j.fire_count),
         ]);
     }
     t.render(view)
+}
+
+/// ` (manual)` when the job's last fire was a `schedule trigger`.
+fn manual(j: &Job) -> &'static str {
+    if j.last_fire_manual && j.last_fire_at.is_some() {
+        " (manual)"
+    } else {
+        ""
+    }
 }
 
 pub fn detail(view: &View, j: &Job) -> String {
@@ -109,7 +124,11 @@ pub fn detail(view: &View, j: &Job) -> String {
     );
     field(
         "last",
-        abs_and_rel(j.last_fire_at.as_deref(), &view.clock, zone),
+        format!(
+            "{}{}",
+            abs_and_rel(j.last_fire_at.as_deref(), &view.clock, zone),
+            manual(j)
+        ),
     );
     field("fires", j.fire_count.to_string());
     field("overlap", serde_plain(&j.overlap));
@@ -193,6 +212,8 @@ mod tests {
             enabled,
             next_fire_at: next.map(String::from),
             last_fire_at: last.map(String::from),
+            // The interval job's last fire was a `schedule trigger`.
+            last_fire_manual: id == "s-3",
             last_run_id: None,
             run_ids: vec![],
             fire_count: fires,
@@ -257,6 +278,11 @@ mod tests {
     #[test]
     fn job_detail_snapshot() {
         insta::assert_snapshot!(detail(&view(100), &jobs()[0]));
+        let manual = detail(&view(100), &jobs()[2]);
+        assert!(
+            manual.contains("2026-03-10 11:55 (5m ago) (manual)"),
+            "{manual}"
+        );
     }
 
     #[test]

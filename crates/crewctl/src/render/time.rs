@@ -1,4 +1,4 @@
-//! Human times: durations ("1m 05s"), relative ("3h ago", "in 3h") and absolute times in a zone.
+//! Human times: durations ("1m05s"), relative ("3h ago", "in 3h") and absolute times in a zone.
 
 use chrono::{DateTime, Utc};
 use std::time::Duration;
@@ -51,10 +51,19 @@ pub fn parse_time(s: &str) -> Option<DateTime<Utc>> {
         .map(|t| t.with_timezone(&Utc))
 }
 
-/// `450ms`, `5s`, `1m 05s`, `2h 03m`, `3d 04h`.
+/// As people write durations: `450ms`, `1.2s`, `12s`, `3m05s`, `2h03m`, `3d04h`. Two units at
+/// most, the second zero-padded; a tenth of a second only below ten seconds, where it matters.
 pub fn human_duration_ms(ms: u64) -> String {
     if ms < 1000 {
         return format!("{ms}ms");
+    }
+    if ms < 10_000 {
+        // Rounded to tenths: 1175 → 1.2s, 2000 → 2s, 9960 → 10s.
+        let tenths = (ms + 50) / 100;
+        return match tenths % 10 {
+            0 => format!("{}s", tenths / 10),
+            t => format!("{}.{t}s", tenths / 10),
+        };
     }
     let s = ms / 1000;
     if s < 60 {
@@ -62,33 +71,42 @@ pub fn human_duration_ms(ms: u64) -> String {
     }
     let (m, s) = (s / 60, s % 60);
     if m < 60 {
-        return format!("{m}m {s:02}s");
+        return format!("{m}m{s:02}s");
     }
     let (h, m) = (m / 60, m % 60);
     if h < 24 {
-        return format!("{h}h {m:02}m");
+        return format!("{h}h{m:02}m");
     }
     let (d, h) = (h / 24, h % 24);
-    format!("{d}d {h:02}h")
+    format!("{d}d{h:02}h")
 }
 
-/// Exact and compact, for intervals: `90s` → `1m30s`, `300000` ms → `5m`, `1500` ms → `1s500ms`.
+/// Exact and compact, for intervals: `90s` → `1m30s`, `300000` ms → `5m`, `1500` ms → `1.5s`
+/// (milliseconds as a decimal fraction of the seconds, as `--every 1.5s` is written).
 pub fn compact_duration_ms(ms: u64) -> String {
     if ms == 0 {
         return "0s".into();
     }
-    let parts = [
+    if ms < 1000 {
+        return format!("{ms}ms");
+    }
+    let mut out: String = [
         (ms / 86_400_000, "d"),
         (ms / 3_600_000 % 24, "h"),
         (ms / 60_000 % 60, "m"),
-        (ms / 1000 % 60, "s"),
-        (ms % 1000, "ms"),
-    ];
-    parts
-        .iter()
-        .filter(|(n, _)| *n > 0)
-        .map(|(n, u)| format!("{n}{u}"))
-        .collect()
+    ]
+    .iter()
+    .filter(|(n, _)| *n > 0)
+    .map(|(n, u)| format!("{n}{u}"))
+    .collect();
+    let (secs, milli) = (ms / 1000 % 60, ms % 1000);
+    if milli > 0 {
+        let frac = format!("{milli:03}");
+        out.push_str(&format!("{secs}.{}s", frac.trim_end_matches('0')));
+    } else if secs > 0 {
+        out.push_str(&format!("{secs}s"));
+    }
+    out
 }
 
 pub fn human_duration(d: Duration) -> String {
@@ -167,6 +185,19 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         }
         let (num, tail) = rest.split_at(digits);
         let n: u128 = num.parse().map_err(|_| format!("bad duration {s:?}"))?;
+        // A decimal fraction (`1.5s`, as durations are printed): up to 9 digits.
+        let (fraction, tail) = match tail.strip_prefix('.') {
+            Some(t) => {
+                let len = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+                if len == 0 || len > 9 {
+                    return Err(format!("bad duration {s:?}: bad decimal fraction"));
+                }
+                let (f, t) = t.split_at(len);
+                let value: u128 = f.parse().map_err(|_| format!("bad duration {s:?}"))?;
+                (Some((value, 10u128.pow(len as u32))), t)
+            }
+            None => (None, tail),
+        };
         let unit_len = tail
             .find(|c: char| c.is_ascii_digit())
             .unwrap_or(tail.len());
@@ -185,6 +216,9 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
             }
         };
         total = total.saturating_add(n.saturating_mul(ms_per));
+        if let Some((value, scale)) = fraction {
+            total = total.saturating_add(value.saturating_mul(ms_per) / scale);
+        }
         rest = tail;
     }
     let ms = u64::try_from(total).map_err(|_| format!("duration {s:?} is too long"))?;
@@ -204,15 +238,22 @@ mod tests {
         let cases = [
             (0, "0ms"),
             (450, "450ms"),
+            (999, "999ms"),
             (1_000, "1s"),
+            (1_175, "1.2s"),
+            (1_949, "1.9s"),
+            (2_000, "2s"),
+            (9_949, "9.9s"),
+            (9_960, "10s"),
+            (10_400, "10s"),
             (59_999, "59s"),
-            (60_000, "1m 00s"),
-            (65_000, "1m 05s"),
-            (3_599_000, "59m 59s"),
-            (3_600_000, "1h 00m"),
-            (7_380_000, "2h 03m"),
-            (86_400_000, "1d 00h"),
-            (273_600_000, "3d 04h"),
+            (60_000, "1m00s"),
+            (185_000, "3m05s"),
+            (3_599_000, "59m59s"),
+            (3_600_000, "1h00m"),
+            (7_380_000, "2h03m"),
+            (86_400_000, "1d00h"),
+            (273_600_000, "3d04h"),
         ];
         for (ms, want) in cases {
             assert_eq!(human_duration_ms(ms), want, "{ms}ms");
@@ -223,13 +264,22 @@ mod tests {
     fn compact_durations() {
         let cases = [
             (0, "0s"),
-            (1_500, "1s500ms"),
+            (250, "250ms"),
+            (1_500, "1.5s"),
+            (1_175, "1.175s"),
+            (61_050, "1m1.05s"),
             (90_000, "1m30s"),
             (300_000, "5m"),
             (90_000_000, "1d1h"),
         ];
         for (ms, want) in cases {
             assert_eq!(compact_duration_ms(ms), want, "{ms}");
+            // What is printed reads back as the same interval.
+            assert_eq!(
+                parse_duration(want).map(|d| d.as_millis() as u64),
+                Ok(ms),
+                "{want}"
+            );
         }
     }
 
@@ -296,11 +346,23 @@ mod tests {
             ("1w", 604_800_000),
             ("1h30m", 5_400_000),
             ("1m30s", 90_000),
+            ("1.5s", 1_500),
+            ("1.5h", 5_400_000),
+            ("1m1.05s", 61_050),
         ];
         for (s, ms) in ok {
             assert_eq!(parse_duration(s), Ok(Duration::from_millis(ms)), "{s}");
         }
-        for bad in ["", "abc", "5x", "h5", "1.5h"] {
+        for bad in [
+            "",
+            "abc",
+            "5x",
+            "h5",
+            "1.h",
+            "1.5.5s",
+            ".5s",
+            "1.0000000001s",
+        ] {
             assert!(parse_duration(bad).is_err(), "{bad} should not parse");
         }
     }

@@ -579,15 +579,19 @@ impl Stdout {
 /// a file lost or cut short in a crash is written again by the next attempt that needs it).
 fn system_prompt_file(run_dir: &Path, prompt: &str) -> std::io::Result<PathBuf> {
     fault::hit("system-prompt")?;
-    let digest = artifacts::sha256_hex(prompt.as_bytes());
-    let name = format!("prompts/system-{}.md", &digest[..16]);
-    let path = run_dir.join(name);
+    let path = run_dir.join(system_prompt_name(prompt));
     // Compared, not just found: it is never synced, so after a power loss it may be empty.
     let current = std::fs::read(&path).ok();
     if current.as_deref() != Some(prompt.as_bytes()) {
         artifacts::write_replace(&path, prompt.as_bytes())?;
     }
     Ok(path)
+}
+
+/// The artifact name of a system prompt's file: named by its content.
+pub(crate) fn system_prompt_name(prompt: &str) -> String {
+    let digest = artifacts::sha256_hex(prompt.as_bytes());
+    format!("prompts/system-{}.md", digest.get(..16).unwrap_or(&digest))
 }
 
 /// Run blocking file work (reads, writes, syncs) without stalling the other tasks of the runtime thread.

@@ -8,7 +8,7 @@ use chrono_tz::Tz;
 use crew_api::methods::*;
 use crew_api::types::*;
 use crew_api::{codes, ApiError};
-use crew_core::run::{EventBody, Pending, ScheduleJob};
+use crew_core::run::{EventBody, JobLookup, Pending, ScheduleJob};
 use crew_core::schedule::{self as sched, ScheduleError, ScheduleSpec};
 use jsonrpsee::RpcModule;
 use std::sync::Arc;
@@ -34,14 +34,45 @@ fn zone(name: &str) -> Result<Tz, ApiError> {
     sched::parse_timezone(name).map_err(schedule_error)
 }
 
-fn check_job_id(id: &str) -> Result<(), ApiError> {
-    if crew_core::ids::is_safe_id(id) {
+/// A job key: a job's id, or its name (which `check_name` bounds the same way).
+fn check_job_key(key: &str) -> Result<(), ApiError> {
+    if crew_core::ids::is_safe_id(key) || check_name(key).is_ok_and(|n| n == key) {
         Ok(())
     } else {
         Err(ApiError::invalid_params(
             "id",
-            "must be 1-128 characters of A-Z a-z 0-9 _ -",
+            "must be a job's id or its name (1-200 characters, no control characters)",
         ))
+    }
+}
+
+/// The job a key names, as the actor holds it.
+fn lookup<'a>(core: &'a crate::actor::Core, key: &str) -> Result<&'a ScheduleJob, ApiError> {
+    crew_core::run::find_job(&core.state.schedules, key).map_err(|e| match e {
+        JobLookup::NotFound => ApiError::not_found("schedule", key),
+        JobLookup::Ambiguous(ids) => ApiError::invalid_params(
+            "id",
+            format!(
+                "{} jobs are named {key:?}: name one by its id ({})",
+                ids.len(),
+                ids.join(", ")
+            ),
+        ),
+    })
+}
+
+/// Refuses `name` when another job has it (as its name or its id).
+fn check_unique(
+    core: &crate::actor::Core,
+    name: &str,
+    except: Option<&str>,
+) -> Result<(), ApiError> {
+    match crew_core::run::name_owner(&core.state.schedules, name, except) {
+        Some(owner) => Err(ApiError::invalid_params(
+            "name",
+            format!("{name:?} is already the name of job {owner}; job names are unique"),
+        )),
+        None => Ok(()),
     }
 }
 
@@ -62,7 +93,20 @@ fn check_name(name: &str) -> Result<String, ApiError> {
             "must not contain control characters",
         ));
     }
+    // Ids are what names are looked up after: a name shaped like one would be shadowed.
+    if name.starts_with("sched_") {
+        return Err(ApiError::invalid_params(
+            "name",
+            "must not start with sched_ (job ids do)",
+        ));
+    }
     Ok(name.to_string())
+}
+
+/// A job's name as asked for: given by the client, or made up from the goal.
+enum NameChoice {
+    Given(String),
+    FromGoal(String),
 }
 
 fn default_name(run: &RunParams) -> String {
@@ -154,7 +198,8 @@ pub fn job_view(job: &ScheduleJob, now: DateTime<Utc>) -> Job {
         timezone: job.timezone.clone(),
         enabled: job.enabled,
         next_fire_at: scheduler::next_fire_at(job, now).map(zoned),
-        last_fire_at: job.last_fire_at.map(zoned),
+        last_fire_at: job.last_fire().map(|(t, _)| zoned(t)),
+        last_fire_manual: job.last_fire().is_some_and(|(_, manual)| manual),
         last_run_id: job.last_run_id.clone(),
         run_ids: job.run_ids.clone(),
         fire_count: job.fire_count,
@@ -204,15 +249,16 @@ impl Changes {
 }
 
 /// Apply `changes` to a stored job, journaling `schedule.updated` only if anything changed.
-async fn change(ctx: &Ctx, id: String, changes: Changes) -> Result<Job, ApiError> {
+async fn change(ctx: &Ctx, key: String, changes: Changes) -> Result<Job, ApiError> {
     ctx.actor
         .mutate(move |core| {
-            let Some(stored) = core.state.schedules.get(&id) else {
-                return Err(ApiError::not_found("schedule", &id));
-            };
+            let stored = lookup(core, &key)?;
+            if let Some(name) = &changes.name {
+                check_unique(core, name, Some(&stored.id))?;
+            }
             let mut job = stored.clone();
             changes.apply(&mut job);
-            if &job != stored {
+            if &job != lookup(core, &key)? {
                 core.emit(Pending::global(EventBody::ScheduleUpdated(Box::new(
                     job.clone(),
                 ))));
@@ -222,17 +268,11 @@ async fn change(ctx: &Ctx, id: String, changes: Changes) -> Result<Job, ApiError
         .await
 }
 
-async fn get_job(ctx: &Ctx, id: &str) -> Result<ScheduleJob, ApiError> {
-    check_job_id(id)?;
-    let id = id.to_string();
+async fn get_job(ctx: &Ctx, key: &str) -> Result<ScheduleJob, ApiError> {
+    check_job_key(key)?;
+    let key = key.to_string();
     ctx.actor
-        .call(move |core| {
-            core.state
-                .schedules
-                .get(&id)
-                .cloned()
-                .ok_or_else(|| ApiError::not_found("schedule", &id))
-        })
+        .call(move |core| lookup(core, &key).cloned())
         .await
 }
 
@@ -245,7 +285,10 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
         let spec = sched::validate_spec(p.cron.as_deref(), p.interval_ms, p.at.as_deref(), now)
             .map_err(schedule_error)?;
         let run = validated_run(&ctx, &p.run).await?;
-        let name = name.unwrap_or_else(|| default_name(&p.run));
+        let name = match name {
+            Some(n) => NameChoice::Given(n),
+            None => NameChoice::FromGoal(default_name(&p.run)),
+        };
         ctx.actor
             .mutate(move |core| {
                 if core.state.schedules.len() >= JOBS_MAX {
@@ -259,6 +302,14 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
                         break id;
                     }
                 };
+                // A name given is refused when taken; one made up from the goal is made unique.
+                let name = match name {
+                    NameChoice::Given(n) => {
+                        check_unique(core, &n, None)?;
+                        n
+                    }
+                    NameChoice::FromGoal(base) => crew_core::run::unique_name(&core.state.schedules, &base),
+                };
                 let created_at = core.now();
                 let job = ScheduleJob {
                     id,
@@ -271,6 +322,7 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
                     run,
                     created_at,
                     last_fire_at: None,
+                    last_manual_fire_at: None,
                     last_run_id: None,
                     fire_count: 0,
                     run_ids: Vec::new(),
@@ -325,7 +377,7 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
         change(&ctx, p.id, changes).await
     });
     register::<ScheduleEnable, _, _>(m, |ctx, p| async move {
-        check_job_id(&p.id)?;
+        check_job_key(&p.id)?;
         let changes = Changes {
             enabled: Some(true),
             ..Changes::default()
@@ -333,7 +385,7 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
         change(&ctx, p.id, changes).await
     });
     register::<ScheduleDisable, _, _>(m, |ctx, p| async move {
-        check_job_id(&p.id)?;
+        check_job_key(&p.id)?;
         let changes = Changes {
             enabled: Some(false),
             ..Changes::default()
@@ -341,23 +393,21 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
         change(&ctx, p.id, changes).await
     });
     register::<ScheduleRemove, _, _>(m, |ctx, p| async move {
-        check_job_id(&p.id)?;
+        check_job_key(&p.id)?;
         let cancel = p.cancel_runs.unwrap_or(true);
         ctx.actor
             .mutate(move |core| {
-                if !core.state.schedules.contains_key(&p.id) {
-                    return Err(ApiError::not_found("schedule", &p.id));
-                }
+                let id = lookup(core, &p.id)?.id.clone();
                 let cancelled = if cancel {
-                    scheduler::cancel_runs(core, &p.id, &format!("schedule {} was removed", p.id))
+                    scheduler::cancel_runs(core, &id, &format!("schedule {id} was removed"))
                 } else {
                     Vec::new()
                 };
                 core.emit(Pending::global(EventBody::ScheduleRemoved {
-                    id: p.id.clone(),
+                    id: id.clone(),
                     cancelled_run_ids: cancelled.clone(),
                 }));
-                tracing::info!(job = %p.id, cancelled = cancelled.len(), "schedule removed");
+                tracing::info!(job = %id, cancelled = cancelled.len(), "schedule removed");
                 Ok(ScheduleRemoveResult {
                     cancelled_run_ids: cancelled,
                 })
@@ -380,7 +430,7 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
                     diagnostics,
                 )
             })?;
-        let id = Arc::<str>::from(p.id.as_str());
+        let id = Arc::<str>::from(job.id.as_str());
         let run_id = ctx
             .actor
             .mutate(move |core| scheduler::fire_manual(core, &id, spec))

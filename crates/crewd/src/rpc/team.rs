@@ -214,9 +214,19 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
             &ctx,
             &p.run_id,
             move |st, id| st.cancel_run(id, reason.clone()),
-            |core, id, ids| CancelResult {
-                status: run_status_now(core, id),
-                cancelled_task_ids: ids,
+            |core, id, ids| {
+                // Workers are stopped after this turn (`reconcile_workers`): the ones still
+                // registered now are exactly those that get SIGTERM.
+                let stopped = ids
+                    .iter()
+                    .filter(|t| core.workers.contains_key(&(id.to_string(), t.to_string())))
+                    .cloned()
+                    .collect();
+                CancelResult {
+                    status: run_status_now(core, id),
+                    cancelled_task_ids: ids,
+                    stopped_task_ids: stopped,
+                }
             },
         )
         .await
@@ -241,10 +251,17 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
         let tasks = p.task_ids.clone();
         crate::bundle::confirm_imported(&ctx, &p.run_id, p.confirm_imported, Some(tasks.clone()))
             .await?;
+        let with_dependents = p.with_dependents.unwrap_or(false);
         change_run(
             &ctx,
             &p.run_id,
-            move |st, id| st.retry_tasks(id, &tasks),
+            move |st, id| {
+                if with_dependents {
+                    st.retry_tasks_with_dependents(id, &tasks)
+                } else {
+                    st.retry_tasks(id, &tasks)
+                }
+            },
             |_, _, ids| RetryResult {
                 requeued_task_ids: ids,
             },
@@ -430,8 +447,8 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
         .map(|(events, next_seq)| EventsResult { events, next_seq })
     });
     register::<TeamArtifacts, _, _>(m, |ctx, p| async move {
-        with_run(&ctx, &p.run_id, |r| ArtifactsResult {
-            artifacts: r
+        let (mut artifacts, prompts) = with_run(&ctx, &p.run_id, |r| {
+            let listed: Vec<ArtifactInfo> = r
                 .tasks
                 .iter()
                 .flat_map(|t| {
@@ -439,9 +456,19 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
                         .iter()
                         .map(|a| views::artifact(a, Some(&t.plan.id)))
                 })
-                .collect(),
+                .collect();
+            (listed, crate::system_prompts::of_run(r))
         })
-        .await
+        .await?;
+        // No event names the system prompt files (they are the workers' input, see
+        // `executor::system_prompt_file`): listed when on disk, read off the actor.
+        let dir = ctx.shared.run_dir(&check_id("runId", &p.run_id)?);
+        let found =
+            tokio::task::spawn_blocking(move || crate::system_prompts::on_disk(&dir, prompts))
+                .await
+                .map_err(|e| ApiError::internal(e.to_string()))?;
+        artifacts.extend(found);
+        Ok(ArtifactsResult { artifacts })
     });
     register::<TeamArtifact, _, _>(m, |ctx, p| async move {
         let run_id = check_id("runId", &p.run_id)?;

@@ -248,6 +248,7 @@ fn job(id: &str, spec: ScheduleSpec, created: DateTime<Utc>) -> ScheduleJob {
         run: serde_json::json!({}),
         created_at: created,
         last_fire_at: None,
+        last_manual_fire_at: None,
         last_run_id: None,
         fire_count: 0,
         run_ids: vec![],

@@ -200,6 +200,7 @@ mod tests {
             run: serde_json::json!({}),
             created_at: utc(created),
             last_fire_at: last.map(utc),
+            last_manual_fire_at: None,
             last_run_id: None,
             fire_count: 0,
             run_ids: vec![],
