@@ -139,6 +139,7 @@ fn attempt_spec(
             .run_dir(&crew_core::ids::SafeId::new(run_id).map_err(|e| format!("run id: {e}"))?),
         reuse: run.spec.reuse,
         workspace: crate::workspace::task_workspace(run, task, attempt),
+        cache_after_commit: Default::default(),
     })
 }
 
