@@ -109,6 +109,7 @@ pub async fn ls(ctx: &Ctx, a: LsArgs) -> anyhow::Result<u8> {
             a.limit.map(i64::from)
         },
         before,
+        team: None,
     };
     let mut result = conn.call::<TeamList>(&params).await?;
     if a.all {
