@@ -414,7 +414,14 @@ async fn discard(shared: &Shared, repo: &Repo, path: &Path) {
                 tracing::warn!(error = %e, "git worktree prune failed");
             }
             tokio::task::spawn_blocking(move || {
-                if let Err(e) = std::fs::remove_dir_all(&to) {
+                // `empty_trash` may be at the same directory: what it took is not an error.
+                if let Err(e) = std::fs::remove_dir_all(&to).or_else(|e| {
+                    if e.kind() == std::io::ErrorKind::NotFound {
+                        Ok(())
+                    } else {
+                        Err(e)
+                    }
+                }) {
                     tracing::warn!(error = %e, path = %to.display(), "cannot delete a finished worktree");
                 }
             });
@@ -829,6 +836,8 @@ async fn integrate(
     let git = git(shared);
     let repo = git.repo(&ws.repo);
     cleanup_leftovers(&git, &repo, shared, run_id).await;
+    // Metadata of a worktree moved to the trash by a daemon killed before it pruned.
+    let _ = repo.worktree_prune().await;
     empty_trash(shared);
     let branch = run_branch(run_id);
     let bref = format!("refs/heads/{branch}");
