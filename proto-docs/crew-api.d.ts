@@ -274,6 +274,8 @@ export interface ListParams {
   /** Default 50, at most 1000. */
   limit?: number | null;
   status?: RunStatus | null;
+  /** Only runs of this team (exact name). */
+  team?: string | null;
 }
 
 export interface ListResult {
@@ -849,6 +851,8 @@ export interface Methods {
       /** Default 50, at most 1000. */
       limit?: number | null;
       status?: RunStatus | null;
+      /** Only runs of this team (exact name). */
+      team?: string | null;
     };
     result: ListResult;
     errors: never;

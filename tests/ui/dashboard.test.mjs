@@ -4,8 +4,8 @@
 
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { execFileSync, spawn } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import { chromium } from 'playwright-core';
@@ -217,6 +217,46 @@ describe('dashboard', { timeout: 240_000 }, () => {
     await page.goto(`${base}/#/daemon`);
     await page.locator('h2', { hasText: 'Result reuse' }).waitFor();
     await shot('daemon');
+  });
+
+  test('a worktree task shows its branch and diff (as text), and the runs list filters by team in the API', async () => {
+    // A repository of its own: the other tests' runs work in d.work in shared mode.
+    const repo = path.join(path.dirname(d.work), 'repo');
+    mkdirSync(repo, { recursive: true });
+    const git = (...args) => execFileSync('git', args, { cwd: repo, env: { ...process.env, GIT_AUTHOR_NAME: 'u', GIT_AUTHOR_EMAIL: 'u@u', GIT_COMMITTER_NAME: 'u', GIT_COMMITTER_EMAIL: 'u@u' } });
+    git('init', '-q', '-b', 'main');
+    writeFileSync(path.join(repo, 'README'), 'hello\n');
+    git('add', '-A');
+    git('commit', '-qm', 'init');
+    // The change holds markup: it must show as text, never become elements or run.
+    const markup = '<b id="injected">bold</b><img src=x onerror="window.pwned=1">';
+    const r = await call('team.run', { goal: `Fix it [fake:write=page.html:${markup}]`, cwd: repo, runtime: 'fake', team: 'fast-fix', workspace: 'worktree' });
+    await page.goto(`${base}/#/run/${r.runId}`);
+    await page.locator('main[data-run-status="completed"]').waitFor();
+    await page.locator('.run-head .workspace', { hasText: `crew/${r.runId}` }).waitFor();
+    const st = await call('team.status', { runId: r.runId });
+    const [taskId, commit] = Object.entries(st.workspace.tasks).find(([, c]) => c.commit !== c.start);
+    const diff = await call('team.diff', { runId: r.runId, taskId });
+    await page.locator(`#dag .node[data-task="${taskId}"]`).click();
+    const change = page.locator('#task-change');
+    await change.waitFor();
+    const text = await change.innerText();
+    assert.ok(text.includes(commit.branch), text);
+    assert.ok(text.includes('1 file changed, +1 -0'), text);
+    assert.equal((await change.locator('pre.patch').innerText()).trimEnd(), diff.patch.trimEnd());
+    assert.ok(diff.patch.includes(`+${markup}`), diff.patch);
+    assert.equal(await page.locator('#injected').count(), 0, 'the patch is not parsed as HTML');
+    assert.equal(await page.evaluate(() => /** @type {any} */ (window).pwned), undefined);
+    await shot('task-change');
+
+    // The team filter is the API's: every row the page shows is the team's, and all of them.
+    const listed = await call('team.list', { team: 'fast-fix', limit: 1000 });
+    assert.ok(listed.runs.length >= 2 && listed.runs.every((x) => x.team === 'fast-fix'));
+    await page.goto(`${base}/#/?team=fast-fix`);
+    await page.locator(`tr[data-run="${r.runId}"]`).waitFor();
+    const rows = await page.locator('table.runs tbody tr[data-run]').evaluateAll((trs) => trs.map((tr) => tr.getAttribute('data-run')));
+    assert.deepEqual(rows, listed.runs.map((x) => x.id));
+    await shot('runs-by-team');
   });
 
   test('a daemon restart under the open page: it reconnects and resumes with no gap or duplicate', async () => {

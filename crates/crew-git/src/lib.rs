@@ -375,18 +375,47 @@ impl Repo {
         branch: &str,
         start: &str,
     ) -> Result<(), GitError> {
+        self.add_then_check_out(path, &["-B", branch], start).await
+    }
+
+    /// Add a worktree at `path` with `start` checked out on a detached HEAD (no branch): a
+    /// checkout several read-only tasks share.
+    pub async fn worktree_add_detached(&self, path: &Path, start: &str) -> Result<(), GitError> {
+        self.add_then_check_out(path, &["--detach"], start).await
+    }
+
+    /// `git worktree add` reads every other worktree's metadata and fails on one being made
+    /// at the same moment ("failed to read .git/worktrees/…/commondir"), so concurrent adds
+    /// of one repository fail at random. The metadata is made under the repository's lock
+    /// (`--no-checkout`: milliseconds), and the files, which take the time, are checked out
+    /// after it, in parallel with other worktrees' (`reset --hard` in the new worktree).
+    async fn add_then_check_out(
+        &self,
+        path: &Path,
+        how: &[&str],
+        start: &str,
+    ) -> Result<(), GitError> {
         let p = path.to_string_lossy();
-        self.run(
-            &["worktree", "add", "--quiet", "-B", branch, &p, start],
-            &[],
-        )
-        .await
-        .map(|_| ())
+        {
+            let lock = worktree_lock(&self.dir);
+            let _held = lock.lock().await;
+            let mut args = vec!["worktree", "add", "--quiet", "--no-checkout"];
+            args.extend_from_slice(how);
+            args.extend([p.as_ref(), start]);
+            self.run(&args, &[]).await?;
+        }
+        self.git
+            .repo(path)
+            .run(&["reset", "--hard", "--quiet"], &[])
+            .await
+            .map(|_| ())
     }
 
     /// Remove the worktree at `path`, whatever is in it (the caller saved what matters).
     pub async fn worktree_remove(&self, path: &Path) -> Result<(), GitError> {
         let p = path.to_string_lossy();
+        let lock = worktree_lock(&self.dir);
+        let _held = lock.lock().await;
         self.run(&["worktree", "remove", "--force", "--force", &p], &[])
             .await
             .map(|_| ())
@@ -394,6 +423,8 @@ impl Repo {
 
     /// Drop the metadata of worktrees whose directory is gone.
     pub async fn worktree_prune(&self) -> Result<(), GitError> {
+        let lock = worktree_lock(&self.dir);
+        let _held = lock.lock().await;
         self.run(&["worktree", "prune"], &[]).await.map(|_| ())
     }
 
@@ -565,6 +596,19 @@ impl Repo {
         }
         self.head().await
     }
+}
+
+/// One lock per repository (as named by the directory crew opened it at) for the calls that
+/// change worktree metadata: git does not guard them against each other.
+fn worktree_lock(dir: &Path) -> std::sync::Arc<tokio::sync::Mutex<()>> {
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex, OnceLock};
+    static LOCKS: OnceLock<Mutex<HashMap<PathBuf, Arc<tokio::sync::Mutex<()>>>>> = OnceLock::new();
+    let mut map = LOCKS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    map.entry(dir.to_path_buf()).or_default().clone()
 }
 
 fn check(args: &[&str], out: Out) -> Result<Vec<u8>, GitError> {

@@ -8,6 +8,8 @@
 /** @typedef {import('../../../proto-docs/crew-api').TaskView} TaskView */
 /** @typedef {import('../../../proto-docs/crew-api').Event} CrewEvent */
 /** @typedef {import('../../../proto-docs/crew-api').Job} Job */
+/** @typedef {import('../../../proto-docs/crew-api').TaskCommitView} TaskCommitView */
+/** @typedef {import('../../../proto-docs/crew-api').DiffResult} DiffResult */
 
 import { Rpc, RpcError } from './rpc.js';
 import { drawDag } from './dag.js';
@@ -153,7 +155,7 @@ async function runsView(main) {
   const teams = await act(() => rpc.call('resource.list', {}));
   const statusSel = h('select', { id: 'filter-status', 'aria-label': 'status filter', onchange: () => { status = /** @type {HTMLSelectElement} */ (statusSel).value; setQuery(); load(false); } },
     h('option', { value: '' }, 'all statuses'), ...RUN_STATUSES.map((s) => h('option', { value: s, selected: s === status }, s)));
-  const teamSel = h('select', { id: 'filter-team', 'aria-label': 'team filter', onchange: () => { team = /** @type {HTMLSelectElement} */ (teamSel).value; setQuery(); render(); } },
+  const teamSel = h('select', { id: 'filter-team', 'aria-label': 'team filter', onchange: () => { team = /** @type {HTMLSelectElement} */ (teamSel).value; setQuery(); load(false); } },
     h('option', { value: '' }, 'all teams'), ...(teams?.teams ?? []).map((/** @type {any} */ t) => h('option', { value: t.name, selected: t.name === team }, t.name)));
   const setQuery = () => {
     const q = new URLSearchParams();
@@ -170,7 +172,8 @@ async function runsView(main) {
     more,
   );
   function render() {
-    const shown = team ? runs.filter((r) => r.team === team) : runs;
+    // Filtered by the API (`team.list`'s `status` and `team`), so paging holds whole pages.
+    const shown = runs;
     tbody.replaceChildren(...shown.map((r) => {
       const done = r.tasks.completed + r.tasks.skipped;
       return h('tr', { dataset: { run: r.id, status: r.status } },
@@ -188,7 +191,7 @@ async function runsView(main) {
   }
   /** @param {boolean} append */
   async function load(append) {
-    const res = await act(() => rpc.call('team.list', { limit: 50, status: status || null, before: append ? next : null }));
+    const res = await act(() => rpc.call('team.list', { limit: 50, status: status || null, team: team || null, before: append ? next : null }));
     if (!res) return;
     runs = append ? runs.concat(res.runs) : res.runs;
     next = res.next;
@@ -196,7 +199,7 @@ async function runsView(main) {
   }
   // Live: re-read the loaded window when any run changes (at most every 300 ms).
   const refresh = debounce(async () => {
-    const res = await rpc.call('team.list', { limit: Math.min(1000, Math.max(50, runs.length)), status: status || null }).catch(() => null);
+    const res = await rpc.call('team.list', { limit: Math.min(1000, Math.max(50, runs.length)), status: status || null, team: team || null }).catch(() => null);
     if (!res) return;
     runs = res.runs;
     next = res.next;
@@ -253,6 +256,10 @@ async function runView(main, runId, taskId) {
       h('h1', null, r.goal),
       h('p', { class: 'meta' }, badge(r.status), ` ${r.team} / ${r.workflow} · ${r.runtime} · `, h('span', { title: r.id }, r.id)),
       h('p', { class: 'meta' }, `${tokens(r.usage)} tokens · ${cost(r.usage.cost)} · ${r.usage.turns} turns`, r.durationMs != null ? ` · ${(r.durationMs / 1000).toFixed(1)}s` : ''),
+      st.workspace
+        ? h('p', { class: 'meta workspace' }, 'worktree · branch ', h('code', null, st.workspace.branch),
+          st.workspace.integrated ? ` · integrated: ${diffstat(st.workspace.integrated)}` : ' · not integrated yet')
+        : null,
       budget,
       why,
       h('div', { class: 'toolbar' },
@@ -277,13 +284,15 @@ async function runView(main, runId, taskId) {
     const prompt = names.find((n) => n.startsWith('prompts/'));
     const transcript = names.filter((n) => n.startsWith('transcripts/')).sort().pop();
     const result = names.find((n) => n.startsWith('results/'));
-    const patch = names.find((n) => n.startsWith('patches/'));
+    // Worktree mode: the task's branch and change, from the public `team.diff`.
+    const commit = st.workspace?.tasks?.[t.id] ?? null;
     const form = (/** @type {string} */ label, /** @type {string} */ method, /** @type {string} */ id) => {
       const input = h('textarea', { id, rows: 2, 'aria-label': label });
       return h('form', { class: 'task-form', onsubmit: (/** @type {Event} */ ev) => { ev.preventDefault(); const message = /** @type {HTMLTextAreaElement} */ (input).value; act(() => rpc.call(method, { runId, taskId: t.id, message })).then((r) => { if (r) /** @type {HTMLTextAreaElement} */ (input).value = ''; reload(); }); } },
         h('label', { for: id }, label), input, h('button', { type: 'submit' }, label));
     };
-    const [promptText, transcriptText, resultText, patchText] = await Promise.all([read(prompt), read(transcript), read(result), read(patch)]);
+    const diffOf = async () => commit ? rpc.call('team.diff', { runId, taskId: t.id, limit: 256 * 1024 }).catch(() => null) : null;
+    const [promptText, transcriptText, resultText, diff] = await Promise.all([read(prompt), read(transcript), read(result), diffOf()]);
     if (selected !== t.id) return;
     fill(panel,
       h('h2', null, `${t.id} `, badge(t.status)),
@@ -294,7 +303,7 @@ async function runView(main, runId, taskId) {
       t.status === 'running' ? form('Steer', 'team.steer', 'steer') : null,
       !['running', 'queued', 'waiting'].includes(t.status) ? h('button', { 'data-action': 'team.retry', onclick: () => act(() => rpc.call('team.retry', { runId, taskIds: [t.id] })).then(reload) }, 'Retry task') : null,
       resultText ? h('details', { open: true }, h('summary', null, 'Result'), h('pre', { class: 'result' }, resultText)) : null,
-      patchText ? h('details', { open: true }, h('summary', null, 'Changes'), h('pre', { class: 'patch' }, patchText)) : null,
+      commit ? renderChange(commit, diff) : null,
       h('details', { open: t.status === 'running' }, h('summary', null, 'Transcript'), renderTranscript(transcriptText)),
       promptText ? h('details', null, h('summary', null, 'Prompt'), h('pre', null, promptText)) : null,
     );
@@ -338,6 +347,26 @@ async function runView(main, runId, taskId) {
 }
 
 /** @param {string} text */
+/** `2 files changed, +10 -2`, or `no change` for a commit that is its start. @param {TaskCommitView} c */
+function diffstat(c) {
+  if (c.commit === c.start) return 'no change';
+  return `${c.files} file${c.files === 1 ? '' : 's'} changed, +${c.insertions} -${c.deletions}`;
+}
+
+/**
+ * A worktree task's branch and change (`team.diff`). Every part is a text node (`h` appends
+ * strings as text), so a patch holding markup shows as the text it is.
+ * @param {TaskCommitView} c
+ * @param {DiffResult | null} diff
+ */
+function renderChange(c, diff) {
+  return h('details', { open: true, class: 'change', id: 'task-change' },
+    h('summary', null, 'Changes'),
+    h('p', { class: 'meta' }, 'branch ', h('code', { class: 'branch' }, c.branch), ` · ${diffstat(c)} · `, h('span', { title: c.commit }, c.commit.slice(0, 12))),
+    diff?.patch ? h('pre', { class: 'patch' }, diff.patch) : null,
+    diff?.truncated ? h('p', { class: 'hint' }, `The patch is cut here: git diff ${c.start.slice(0, 12)} ${c.branch} shows all of it.`) : null);
+}
+
 function renderTranscript(text) {
   const entries = parseTranscript(text);
   if (entries.length === 0) return h('p', { class: 'hint' }, 'Nothing yet.');

@@ -3,7 +3,7 @@
 use crate::ctx::{out, outln, Ctx};
 use crate::exit;
 use crew_api::methods::TeamDiff;
-use crew_api::types::{DiffParams, RunIdParams, RunWorkspaceView};
+use crew_api::types::{DiffParams, RunIdParams};
 
 pub async fn diff(
     ctx: &Ctx,
@@ -40,48 +40,7 @@ pub async fn diff(
     Ok(exit::SUCCESS)
 }
 
-pub fn short(id: &str) -> &str {
-    id.get(..12).unwrap_or(id)
-}
-
-/// `3 files changed, +10 -2`.
-pub fn diffstat(files: u64, ins: u64, del: u64) -> String {
-    format!(
-        "{files} file{} changed, +{ins} -{del}",
-        if files == 1 { "" } else { "s" }
-    )
-}
-
-/// The workspace part of `status`: base, the run's branch and what each task changed.
-pub fn workspace_lines(ws: &RunWorkspaceView) -> String {
-    let mut lines = vec![format!(
-        "Workspace: worktree · base {}{} · branch {}",
-        short(&ws.base),
-        if ws.dirty_base {
-            " (your uncommitted changes)"
-        } else {
-            ""
-        },
-        ws.branch
-    )];
-    match &ws.integrated {
-        Some(i) => lines.push(format!(
-            "  integrated {}: {}",
-            short(&i.commit),
-            diffstat(i.files, i.insertions, i.deletions)
-        )),
-        None => lines.push("  not integrated yet".to_string()),
-    }
-    for (task, c) in &ws.tasks {
-        let change = if c.commit == c.start {
-            "no change".to_string()
-        } else {
-            diffstat(c.files, c.insertions, c.deletions)
-        };
-        lines.push(format!("  {task}  {}  {change}", c.branch));
-    }
-    lines.join("\n")
-}
+pub use crate::render::workspace::{diffstat, short};
 
 /// After `run` followed a worktree run to its end: where its result is and what to do next.
 pub async fn print_integration(ctx: &Ctx, run_id: &str) {

@@ -94,6 +94,7 @@ pub async fn run_id(conn: &Conn, typed: &str) -> anyhow::Result<String> {
                     status: None,
                     limit: Some(i64::from(n.min(1000))),
                     before: None,
+                    team: None,
                 })
                 .await?;
             match l
@@ -121,6 +122,7 @@ pub async fn run_id(conn: &Conn, typed: &str) -> anyhow::Result<String> {
                         status: None,
                         limit: Some(1000),
                         before: before.take(),
+                        team: None,
                     })
                     .await?;
                 for r in page.runs {

@@ -32,7 +32,7 @@ pub async fn status(ctx: &Ctx, run_id: &str, watch: bool) -> anyhow::Result<u8> 
     } else {
         outln(&view_runs::status(&ctx.view(), &s))?;
         if let Some(ws) = &s.workspace {
-            outln(&crate::diff::workspace_lines(ws))?;
+            outln(&crate::render::workspace::lines(&ctx.view(), ws))?;
         }
     }
     Ok(exit::SUCCESS)
@@ -109,6 +109,7 @@ pub async fn ls(ctx: &Ctx, a: LsArgs) -> anyhow::Result<u8> {
             a.limit.map(i64::from)
         },
         before,
+        team: None,
     };
     let mut result = conn.call::<TeamList>(&params).await?;
     if a.all {

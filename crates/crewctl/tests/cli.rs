@@ -507,8 +507,8 @@ async fn ls_pages_with_all_and_hints_at_more() {
     assert_eq!(
         mock.calls("team.list"),
         vec![
-            json!({"status": "failed", "limit": 1000, "before": null}),
-            json!({"status": "failed", "limit": 1000, "before": "r-2"}),
+            json!({"status": "failed", "limit": 1000, "before": null, "team": null}),
+            json!({"status": "failed", "limit": 1000, "before": "r-2", "team": null}),
         ]
     );
 
@@ -519,7 +519,7 @@ async fn ls_pages_with_all_and_hints_at_more() {
     assert!(stdout(&o).contains("--before r-2"), "{}", stdout(&o));
     assert_eq!(
         mock.calls("team.list"),
-        vec![json!({"status": null, "limit": 2, "before": null})]
+        vec![json!({"status": null, "limit": 2, "before": null, "team": null})]
     );
 }
 

@@ -30,6 +30,9 @@ pub struct CachedResult {
     pub result_path: PathBuf,
     pub usage: Usage,
     pub model: Option<String>,
+    /// A writing task's result commit in worktree mode: reusing the result is taking this
+    /// commit (its parent is the start commit the fingerprint holds).
+    pub commit: Option<String>,
 }
 
 /// One line of the index file.
@@ -46,6 +49,8 @@ enum Line {
         usage: Usage,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         model: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        commit: Option<String>,
     },
     /// A reuse: replaying it keeps the least recently used order of the daemon that wrote it.
     Hit { fp: String },
@@ -87,6 +92,7 @@ impl Store {
             path,
             usage: r.usage,
             model: r.model.clone(),
+            commit: r.commit.clone(),
         }
     }
 
@@ -353,6 +359,7 @@ fn load_index(index: &Path, state_dir: &Path, capacity: usize) -> Vec<(String, C
                 path,
                 usage,
                 model,
+                commit,
             }) => {
                 lru.push(
                     fp,
@@ -362,6 +369,7 @@ fn load_index(index: &Path, state_dir: &Path, capacity: usize) -> Vec<(String, C
                         result_path: state_dir.join(path),
                         usage,
                         model,
+                        commit,
                     },
                 );
             }
@@ -401,10 +409,9 @@ pub async fn fingerprint_for(spec: &AttemptSpec, prompt: &str) -> Option<String>
     let allowed = match spec.reuse {
         Reuse::Off => false,
         Reuse::ReadOnly => !spec.plan.writes,
-        // A writing task's result in worktree mode is a commit, which the cache does not
-        // hold: only read-only tasks reuse there. Their key holds the start commit: the
-        // worktree's clean state is its HEAD.
-        Reuse::All => spec.workspace.is_none() || !spec.plan.writes,
+        // In worktree mode the key holds the task's start commit (the worktree's clean HEAD),
+        // and a writing task's entry holds its result commit, which a reuse takes.
+        Reuse::All => true,
     };
     if !allowed {
         return None;
@@ -430,6 +437,42 @@ pub async fn fingerprint_for(spec: &AttemptSpec, prompt: &str) -> Option<String>
         prompt,
         tree.as_str(),
     ]))
+}
+
+/// After a writing task's attempt in worktree mode: its cache entry, held by the attempt, is
+/// entered with the result commit now that the commit exists.
+pub fn insert_after_commit(
+    shared: &crate::shared::Shared,
+    spec: &AttemptSpec,
+    result: &crew_core::run::AttemptResult,
+) {
+    let held = spec
+        .cache_after_commit
+        .lock()
+        .ok()
+        .and_then(|mut h| h.take());
+    let Some((fp, mut entry)) = held else {
+        return;
+    };
+    if let crew_core::run::AttemptResult::Completed {
+        commit: Some(c),
+        reused_from: None,
+        ..
+    } = result
+    {
+        entry.commit = Some(c.commit.clone());
+        shared.results.insert(fp, entry);
+    }
+}
+
+/// Whether `commit` is a commit of the repository `cwd` is in (a cached result commit can be
+/// gone: another clone of the same history, or collected after its run was forgotten).
+pub async fn commit_present(shared: &crate::shared::Shared, cwd: &str, commit: &str) -> bool {
+    crate::workspace::git(shared)
+        .repo(cwd)
+        .resolve(commit)
+        .await
+        .is_ok_and(|c| c.as_deref() == Some(commit))
 }
 
 /// Length-prefixed fields, so ("ab","c") and ("a","bc") differ.
@@ -516,6 +559,7 @@ mod tests {
                 ..Usage::default()
             },
             model: Some("m".into()),
+            commit: None,
         }
     }
 

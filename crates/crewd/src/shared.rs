@@ -37,6 +37,8 @@ pub struct Shared {
     storage_error: Mutex<Option<Arc<str>>>,
     pub shutdown: tokio::sync::Notify,
     pub run_cache: crate::residency::RunCacheStats,
+    /// Leases of the checkouts read-only tasks share (worktree mode).
+    pub checkouts: crate::workspace::Checkouts,
 }
 
 impl Shared {
@@ -66,6 +68,7 @@ impl Shared {
             storage_error: Mutex::new(None),
             shutdown: tokio::sync::Notify::new(),
             run_cache: Default::default(),
+            checkouts: Default::default(),
         }
     }
 

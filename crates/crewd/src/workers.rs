@@ -140,6 +140,7 @@ fn attempt_spec(
         reuse: run.spec.reuse,
         workspace: crate::workspace::task_workspace(run, task, attempt),
         feedback: task.feedback().map(str::to_string),
+        cache_after_commit: Default::default(),
     })
 }
 

@@ -24,6 +24,9 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+mod readers;
+pub use readers::Checkouts;
+
 /// What the worker needs to set a task's worktree up, frozen on the actor.
 #[derive(Debug, Clone)]
 pub struct TaskWorkspace {
@@ -38,6 +41,9 @@ pub struct TaskWorkspace {
     /// Task ids behind `inputs` (empty for the base), to name them in a conflict.
     pub input_tasks: Vec<String>,
     pub seed_paths: Vec<String>,
+    /// Whether the task's role may edit files; read-only tasks share a checkout
+    /// (`readers.rs`).
+    pub writes: bool,
 }
 
 /// A worktree made for one attempt.
@@ -47,6 +53,8 @@ pub struct Prepared {
     pub worktree: PathBuf,
     pub branch: String,
     pub start: String,
+    /// A checkout read-only tasks share (`readers.rs`): left, not committed from.
+    pub shared: bool,
 }
 
 pub fn git(shared: &Shared) -> Git {
@@ -209,6 +217,7 @@ pub fn task_workspace(
         inputs,
         input_tasks,
         seed_paths: task.plan.seed_paths.clone(),
+        writes: task.plan.writes,
     })
 }
 
@@ -277,6 +286,9 @@ pub async fn prepare(shared: &Shared, ws: &TaskWorkspace) -> Result<Prepared, At
     if !repo_file.exists() {
         let _ = tokio::fs::write(&repo_file, ws.repo.as_bytes()).await;
     }
+    if !ws.writes {
+        return prepare_reader(shared, ws, &git, &repo, &dir).await;
+    }
     let path = dir.join(&ws.task_id);
     // Left by an attempt that did not end (crewd was killed): kept as a ref, then gone.
     if path.exists() {
@@ -289,15 +301,8 @@ pub async fn prepare(shared: &Shared, ws: &TaskWorkspace) -> Result<Prepared, At
         Ok(Err(attention)) => return Err(attention),
         Err(e) => return Err(git_failed("cannot find the task's start commit", e)),
     };
-    if let Err(e) = repo.worktree_add(&path, &branch, &start).await {
-        // Stale metadata (a directory removed behind git's back) is what prune repairs.
-        let _ = repo.worktree_prune().await;
-        if let Err(e2) = repo.worktree_add(&path, &branch, &start).await {
-            return Err(git_failed(
-                "cannot create the task's worktree",
-                if e2.stderr().is_some() { e2 } else { e },
-            ));
-        }
+    if let Err(e) = add_worktree(&repo, &path, |p| repo.worktree_add(p, &branch, &start)).await {
+        return Err(git_failed("cannot create the task's worktree", e));
     }
     if let Err(e) = seed(Path::new(&ws.repo), &path, &ws.seed_paths).await {
         return Err(failed(format!("cannot copy seedPaths: {e}"), false));
@@ -312,7 +317,142 @@ pub async fn prepare(shared: &Shared, ws: &TaskWorkspace) -> Result<Prepared, At
         worktree: path,
         branch,
         start,
+        shared: false,
     })
+}
+
+/// A read-only task joins the run's checkout at its start commit (made if nobody is in it);
+/// its branch points at the start commit, which is also its result.
+async fn prepare_reader(
+    shared: &Shared,
+    ws: &TaskWorkspace,
+    git: &Git,
+    repo: &Repo,
+    dir: &Path,
+) -> Result<Prepared, AttemptResult> {
+    let branch = task_branch(&ws.run_id, &ws.task_id);
+    let start = match start_commit(repo, ws, &branch).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(attention)) => return Err(attention),
+        Err(e) => return Err(git_failed("cannot find the task's start commit", e)),
+    };
+    if let Err(e) = repo
+        .update_ref(&format!("refs/heads/{branch}"), &start)
+        .await
+    {
+        return Err(git_failed("cannot make the task's branch", e));
+    }
+    let path = readers::checkout_path(dir, &start);
+    let from = Path::new(&ws.repo);
+    let joined = shared
+        .checkouts
+        .join(git, repo, &ws.run_id, &path, &start, || {
+            seed(from, &path, &ws.seed_paths)
+        })
+        .await;
+    if let Err(e) = joined {
+        return Err(git_failed("cannot create the read-only tasks' checkout", e));
+    }
+    let cwd = if ws.subdir.is_empty() {
+        path.clone()
+    } else {
+        path.join(&ws.subdir)
+    };
+    Ok(Prepared {
+        cwd,
+        worktree: path,
+        branch,
+        start,
+        shared: true,
+    })
+}
+
+/// `add` a worktree at `path`; after a failure, what it left (a half-made checkout, stale
+/// metadata of a directory removed behind git's back) is removed and it is tried once more,
+/// unless it ran out of time (another try would too: the attempt fails, retryably).
+async fn add_worktree<'a, F, Fut>(repo: &Repo, path: &'a Path, add: F) -> Result<(), GitError>
+where
+    F: Fn(&'a Path) -> Fut,
+    Fut: std::future::Future<Output = Result<(), GitError>>,
+{
+    let Err(first) = add(path).await else {
+        return Ok(());
+    };
+    let _ = repo.worktree_remove(path).await;
+    if tokio::fs::try_exists(path).await.unwrap_or(true) {
+        let p = path.to_path_buf();
+        let _ = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(p)).await;
+    }
+    let _ = repo.worktree_prune().await;
+    if matches!(first, GitError::Timeout { .. }) {
+        return Err(first);
+    }
+    add(path).await
+}
+
+/// Remove a worktree whose content is recorded (its commit is on its branch): the directory is
+/// renamed into `<state>/worktrees/.trash/` and git's metadata of it pruned at once, and the
+/// files are deleted in the background, so a task's end does not wait for thousands of
+/// unlinks. If the rename fails, `git worktree remove` does it all now.
+async fn discard(shared: &Shared, repo: &Repo, path: &Path) {
+    let trash = trash_dir(shared);
+    let name = format!(
+        "{}-{}",
+        path.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        uuid::Uuid::new_v4().simple()
+    );
+    let to = trash.join(name);
+    let moved = match tokio::fs::create_dir_all(&trash).await {
+        Ok(()) => tokio::fs::rename(path, &to).await,
+        Err(e) => Err(e),
+    };
+    match moved {
+        Ok(()) => {
+            if let Err(e) = repo.worktree_prune().await {
+                tracing::warn!(error = %e, "git worktree prune failed");
+            }
+            tokio::task::spawn_blocking(move || {
+                // `empty_trash` may be at the same directory: what it took is not an error.
+                if let Err(e) = std::fs::remove_dir_all(&to).or_else(|e| {
+                    if e.kind() == std::io::ErrorKind::NotFound {
+                        Ok(())
+                    } else {
+                        Err(e)
+                    }
+                }) {
+                    tracing::warn!(error = %e, path = %to.display(), "cannot delete a finished worktree");
+                }
+            });
+        }
+        Err(e) => {
+            tracing::debug!(error = %e, "cannot move a finished worktree aside; removing it in place");
+            if let Err(e) = repo.worktree_remove(path).await {
+                tracing::warn!(error = %e, "cannot remove a finished task's worktree");
+            }
+        }
+    }
+}
+
+/// Where finished worktrees wait for deletion (outside every run's directory, so nothing
+/// there is taken for a task's worktree).
+fn trash_dir(shared: &Shared) -> PathBuf {
+    shared.state_dir.join("worktrees").join(".trash")
+}
+
+/// Delete what a killed daemon left in the trash, in the background.
+fn empty_trash(shared: &Shared) {
+    let trash = trash_dir(shared);
+    tokio::task::spawn_blocking(move || {
+        let Ok(rd) = std::fs::read_dir(&trash) else {
+            return;
+        };
+        for e in rd.flatten() {
+            // Another deleter may be at the same directory: its errors are not ours.
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    });
 }
 
 /// Where the attempt starts: the start recorded for the task when its inputs did not change
@@ -421,7 +561,39 @@ pub async fn finish(
 ) -> (AttemptResult, Option<Vec<u8>>) {
     let git = git(shared);
     let repo = git.repo(&ws.repo);
+    if prepared.shared {
+        shared
+            .checkouts
+            .leave(&git, &repo, &ws.run_id, &prepared.worktree, &prepared.start)
+            .await;
+        return (reader_result(&prepared, result), None);
+    }
     match result {
+        AttemptResult::Completed {
+            usage,
+            model,
+            artifacts,
+            reused_from: Some(from),
+            commit: Some(cached),
+            verification,
+        } => match adopt(shared, &repo, &prepared, &cached.commit).await {
+            Ok((commit, patch)) => (
+                AttemptResult::Completed {
+                    usage,
+                    model,
+                    artifacts,
+                    reused_from: Some(from),
+                    commit: Some(commit),
+                    verification,
+                },
+                Some(patch),
+            ),
+            Err(e) => {
+                let keep = attempt_ref(&ws.run_id, &ws.task_id, ws.attempt);
+                retire(&git, &repo, &prepared.worktree, &keep).await;
+                (git_failed("cannot take the reused result commit", e), None)
+            }
+        },
         AttemptResult::Completed {
             usage,
             model,
@@ -429,7 +601,7 @@ pub async fn finish(
             reused_from,
             commit: _,
             verification,
-        } => match record(&git, &repo, ws, &prepared).await {
+        } => match record(shared, &git, &repo, ws, &prepared).await {
             Ok((commit, patch)) => (
                 AttemptResult::Completed {
                     usage,
@@ -456,6 +628,35 @@ pub async fn finish(
             retire(&git, &repo, &prepared.worktree, &keep).await;
             (other, None)
         }
+    }
+}
+
+/// A read-only task changes nothing: a completed one's result commit is its start commit.
+fn reader_result(prepared: &Prepared, result: AttemptResult) -> AttemptResult {
+    match result {
+        AttemptResult::Completed {
+            usage,
+            model,
+            artifacts,
+            reused_from,
+            commit: _,
+            verification,
+        } => AttemptResult::Completed {
+            usage,
+            model,
+            artifacts,
+            reused_from,
+            verification,
+            commit: Some(TaskCommit {
+                branch: prepared.branch.clone(),
+                start: prepared.start.clone(),
+                commit: prepared.start.clone(),
+                files: 0,
+                insertions: 0,
+                deletions: 0,
+            }),
+        },
+        other => other,
     }
 }
 
@@ -492,7 +693,46 @@ pub async fn finish_attempt(
     result
 }
 
+/// The marker a reused result carries from the executor to `finish`: the cached result commit.
+pub fn reused_commit(commit: String) -> TaskCommit {
+    TaskCommit {
+        branch: String::new(),
+        start: String::new(),
+        commit,
+        files: 0,
+        insertions: 0,
+        deletions: 0,
+    }
+}
+
+/// A reused result of a writing task: the cached commit (made on the same start commit, as
+/// the fingerprint says) becomes the task's branch, diffstat and patch, as if just made.
+async fn adopt(
+    shared: &Shared,
+    repo: &Repo,
+    prepared: &Prepared,
+    commit: &str,
+) -> Result<(TaskCommit, Vec<u8>), GitError> {
+    repo.update_ref(&format!("refs/heads/{}", prepared.branch), commit)
+        .await?;
+    let stat = repo.diffstat(&prepared.start, commit).await?;
+    let patch = repo.diff(&prepared.start, commit).await?;
+    discard(shared, repo, &prepared.worktree).await;
+    Ok((
+        TaskCommit {
+            branch: prepared.branch.clone(),
+            start: prepared.start.clone(),
+            commit: commit.to_string(),
+            files: stat.files,
+            insertions: stat.insertions,
+            deletions: stat.deletions,
+        },
+        patch,
+    ))
+}
+
 async fn record(
+    shared: &Shared,
     git: &Git,
     repo: &Repo,
     ws: &TaskWorkspace,
@@ -514,9 +754,7 @@ async fn record(
         repo.diff(&prepared.start, &commit).await?
     };
     // The commit is on the branch: the worktree has nothing left that is not in it.
-    if let Err(e) = repo.worktree_remove(&prepared.worktree).await {
-        tracing::warn!(error = %e, "cannot remove a finished task's worktree");
-    }
+    discard(shared, repo, &prepared.worktree).await;
     Ok((
         TaskCommit {
             branch: prepared.branch.clone(),
@@ -604,6 +842,9 @@ async fn integrate(
     let git = git(shared);
     let repo = git.repo(&ws.repo);
     cleanup_leftovers(&git, &repo, shared, run_id).await;
+    // Metadata of a worktree moved to the trash by a daemon killed before it pruned.
+    let _ = repo.worktree_prune().await;
+    empty_trash(shared);
     let branch = run_branch(run_id);
     let bref = format!("refs/heads/{branch}");
     let commits: Vec<String> = leaves.iter().map(|(_, c)| c.clone()).collect();

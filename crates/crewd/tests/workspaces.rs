@@ -617,3 +617,171 @@ fn submodules_and_filters_behave_clearly() {
     );
     assert_eq!(checksum(w), before);
 }
+
+/// The cwd a fake agent's attempt ran in: its transcript's session line says.
+fn attempt_cwd(d: &Daemon, run: &str, task: &str) -> String {
+    let t = d.ok(
+        "team.artifact",
+        json!({"runId": run, "name": format!("transcripts/{task}.attempt-1.jsonl")}),
+    );
+    let text = t["content"].as_str().unwrap().to_string();
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| v["type"] == "session")
+        .and_then(|v| v["cwd"].as_str().map(str::to_string))
+        .unwrap_or_else(|| panic!("no session line in {text}"))
+}
+
+#[test]
+fn read_only_tasks_share_one_checkout_per_start_commit() {
+    let d = Daemon::start();
+    let w = repo(&d);
+    d.project_file(
+        "teams/readers.team.md",
+        "---\nname: readers\ndefaultWorkflow: readers\n---\n\n\
+         - look: agent=explorer\n- exec: agent=executor\n",
+    );
+    // Two explorers at the base at once, an executor after them, a third explorer after the
+    // executor (a new start commit: a checkout of its own).
+    d.project_file(
+        "workflows/readers.workflow.md",
+        "---\nname: readers\n---\n\n\
+         ## one\nrole: look\n\n[fake:sleep=3s]\n\n\
+         ## two\nrole: look\n\n[fake:sleep=3s]\n\n\
+         ## edit\nrole: exec\ndependsOn: one, two\n\n[fake:write=b.txt:new]\n\n\
+         ## check\nrole: look\ndependsOn: edit\n\n[fake:cat=b.txt]\n\n",
+    );
+    let before = checksum(w);
+    let run = run_wt(&d, "readers", json!({}));
+    // Both explorers' workers are running: the repository has one checkout besides the user's.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let spawned = d
+            .events(Some(&run))
+            .iter()
+            .filter(|e| e["type"] == "worker.spawned")
+            .count();
+        if spawned >= 2 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{}", d.status(&run));
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+    let during = worktrees(w);
+    assert_eq!(
+        during.len(),
+        2,
+        "one shared checkout for two readers: {during:?}"
+    );
+    let base = git(w, &["rev-parse", "HEAD"]);
+    assert!(
+        during[1].ends_with(&format!("readers-{base}")),
+        "{during:?}"
+    );
+
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    assert_eq!(checksum(w), before, "the user's checkout is untouched");
+    let (one, two) = (
+        attempt_cwd(&d, &run, "01_one"),
+        attempt_cwd(&d, &run, "02_two"),
+    );
+    assert_eq!(one, two, "both readers worked in the same checkout");
+    assert_ne!(
+        attempt_cwd(&d, &run, "03_edit"),
+        one,
+        "a writer has its own"
+    );
+    let check = attempt_cwd(&d, &run, "04_check");
+    let edit = completed_commit(&d, &run, "03_edit");
+    assert!(
+        check.ends_with(&format!("readers-{}", edit["commit"].as_str().unwrap())),
+        "a reader after the edit starts at its commit: {check}"
+    );
+    let result = d.ok(
+        "team.artifact",
+        json!({"runId": run, "name": "results/04_check.txt"}),
+    );
+    assert!(
+        result["content"].as_str().unwrap().contains("new"),
+        "the reader saw the edit: {result}"
+    );
+    // A reader's result commit is its start, on its own branch.
+    let c1 = completed_commit(&d, &run, "01_one");
+    assert_eq!(c1["commit"], base);
+    assert_eq!(
+        (c1["start"].as_str(), c1["files"].as_u64()),
+        (Some(base.as_str()), Some(0))
+    );
+    assert_eq!(
+        git(w, &["rev-parse", &format!("crew/tasks/{run}/01_one")]),
+        base
+    );
+    assert_eq!(show(w, &format!("crew/{run}:b.txt")), "new");
+    assert_eq!(worktrees(w), [path_str(w)], "no checkout left behind");
+}
+
+#[test]
+fn a_writing_task_reuses_its_result_commit_only_from_the_same_start_commit() {
+    let d = Daemon::start();
+    let w = repo(&d);
+    team(
+        &d,
+        "re",
+        &[("edit", &[], "[fake:write=c.txt:made once][fake:tokens=500]")],
+    );
+    let all = json!({"reuseResults": "all"});
+    let r1 = run_wt(&d, "re", all.clone());
+    assert_eq!(d.wait(&r1), "completed", "{}", d.status(&r1));
+    let c1 = completed_commit(&d, &r1, "01_edit");
+
+    // Same prompt, same start commit: the agent does not run, the result commit is taken.
+    let before = checksum(w);
+    let r2 = run_wt(&d, "re", all.clone());
+    assert_eq!(d.wait(&r2), "completed", "{}", d.status(&r2));
+    let st = d.status(&r2);
+    let t = Daemon::task(&st, "01_edit");
+    assert_eq!(t["reusedFrom"]["runId"], r1.as_str(), "{st}");
+    let c2 = completed_commit(&d, &r2, "01_edit");
+    assert_eq!(c2["commit"], c1["commit"], "the cached result commit");
+    assert_eq!(c2["start"], c1["start"]);
+    assert_eq!(c2["branch"], format!("crew/tasks/{r2}/01_edit"));
+    assert_eq!(
+        (c2["files"].as_u64(), c2["insertions"].as_u64()),
+        (Some(1), Some(1))
+    );
+    assert_eq!(show(w, &format!("crew/{r2}:c.txt")), "made once");
+    let patch = d.ok(
+        "team.artifact",
+        json!({"runId": r2, "name": "patches/01_edit.patch"}),
+    );
+    assert!(
+        patch["content"].as_str().unwrap().contains("+made once"),
+        "{patch}"
+    );
+    assert_eq!(checksum(w), before, "the user's checkout is untouched");
+    assert_eq!(worktrees(w), [path_str(w)], "no worktree left behind");
+
+    // The user's branch moved: a new start commit, so the agent runs again on it.
+    std::fs::write(w.join("a.txt"), "moved\n").unwrap();
+    git(w, &["commit", "-qam", "move"]);
+    let head = git(w, &["rev-parse", "HEAD"]);
+    let r3 = run_wt(&d, "re", all.clone());
+    assert_eq!(d.wait(&r3), "completed", "{}", d.status(&r3));
+    let st = d.status(&r3);
+    assert!(Daemon::task(&st, "01_edit")["reusedFrom"].is_null(), "{st}");
+    let c3 = completed_commit(&d, &r3, "01_edit");
+    assert_eq!(c3["start"], head.as_str());
+    assert_ne!(c3["commit"], c1["commit"]);
+    assert_eq!(
+        git(
+            w,
+            &["rev-parse", &format!("{}^", c3["commit"].as_str().unwrap())]
+        ),
+        head
+    );
+
+    // Read-only reuse (the default) never takes a writer's result.
+    let r4 = run_wt(&d, "re", json!({"reuseResults": true}));
+    assert_eq!(d.wait(&r4), "completed", "{}", d.status(&r4));
+    assert!(Daemon::task(&d.status(&r4), "01_edit")["reusedFrom"].is_null());
+}

@@ -255,6 +255,8 @@ pub struct ListParams {
     pub limit: Option<i64>,
     /// Cursor: list runs older than this run id (from `next`).
     pub before: Option<String>,
+    /// Only runs of this team (exact name).
+    pub team: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]

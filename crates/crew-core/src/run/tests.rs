@@ -1939,6 +1939,8 @@ fn feedback_is_cleared_by_completion() {
     assert_eq!(sim.status("r", "a"), TaskStatus::Completed);
     assert_eq!(sim.task("r", "a").feedback(), None);
     assert_eq!(sim.task("r", "a").rare().verify_retries, 1);
+}
+
 #[test]
 fn answering_neither_uses_up_nor_refills_the_retry_budget() {
     let mut sim = Sim::new();

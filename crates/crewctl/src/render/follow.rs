@@ -3,6 +3,7 @@
 
 use super::events::usage_of;
 use super::marks;
+use super::table::width_of;
 use super::time::{clock_time, human_duration_ms, parse_time};
 use super::units::{cost, cut, tokens, usage_tokens};
 use super::View;
@@ -30,6 +31,49 @@ pub struct TaskState {
     pub note: Option<String>,
     /// Name of the result artifact, when the completion event named one.
     pub result: Option<String>,
+    /// In worktree mode, what the completed attempt committed.
+    pub commit: Option<TaskChange>,
+}
+
+/// A worktree task's result commit, as `task.completed` carries it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskChange {
+    pub branch: String,
+    pub files: u64,
+    pub insertions: u64,
+    pub deletions: u64,
+    /// The result commit is the start commit: nothing changed.
+    pub unchanged: bool,
+}
+
+impl TaskChange {
+    fn of(d: &Value) -> Option<TaskChange> {
+        let c = d.get("commit")?;
+        let n = |k: &str| c.get(k).and_then(Value::as_u64).unwrap_or(0);
+        let s = |k: &str| c.get(k).and_then(Value::as_str);
+        Some(TaskChange {
+            branch: s("branch")?.to_string(),
+            files: n("files"),
+            insertions: n("insertions"),
+            deletions: n("deletions"),
+            unchanged: s("commit").is_some() && s("commit") == s("start"),
+        })
+    }
+
+    /// `2 files +10 -2`, or `no change`.
+    pub fn stat(&self) -> String {
+        if self.unchanged {
+            "no change".to_string()
+        } else {
+            format!(
+                "{} file{} +{} -{}",
+                self.files,
+                if self.files == 1 { "" } else { "s" },
+                self.insertions,
+                self.deletions
+            )
+        }
+    }
 }
 
 impl TaskState {
@@ -46,6 +90,7 @@ impl TaskState {
             current: Usage::default(),
             note: None,
             result: None,
+            commit: None,
         }
     }
 
@@ -247,6 +292,7 @@ impl Follow {
                         _ => reason(),
                     };
                     t.result = result_artifact(d);
+                    t.commit = TaskChange::of(d);
                     vec![Change::Finished(i)]
                 }
                 "task.retrying" => {
@@ -379,6 +425,18 @@ pub fn task_done(view: &View, t: &TaskState, id_width: usize) -> String {
     if t.attempt > 1 {
         parts.push(format!("attempt {}", t.attempt));
     }
+    if let Some(c) = t
+        .commit
+        .as_ref()
+        .filter(|_| t.status == TaskStatus::Completed)
+    {
+        parts.push(c.stat());
+        // The branch is long (it holds the run id): it goes where the line has room for it.
+        let with = width_of(&format!("{s}  {} · {}", parts.join(" · "), c.branch));
+        if view.width.is_none_or(|w| with <= usize::from(w)) {
+            parts.push(view.p(Tone::Dim, &c.branch));
+        }
+    }
     if let Some(n) = &t.note {
         let tone = if t.status == TaskStatus::Completed {
             Tone::Dim
@@ -442,7 +500,21 @@ pub fn plain_line(
             )
         }
         Change::Progress(_) => return None,
-        Change::Finished(i) => task_done(view, f.tasks.get(*i)?, width),
+        Change::Finished(i) => {
+            // The time prefix takes its share of the width the line may fill.
+            let taken = if time.is_empty() {
+                0
+            } else {
+                width_of(&time) + 1
+            };
+            let narrower = View {
+                width: view
+                    .width
+                    .map(|w| w.saturating_sub(u16::try_from(taken).unwrap_or(u16::MAX))),
+                ..*view
+            };
+            task_done(&narrower, f.tasks.get(*i)?, width)
+        }
         Change::Retrying {
             task,
             reason,
@@ -734,6 +806,73 @@ mod tests {
         assert_eq!(f.counts(), (1, 0, 2));
         assert_eq!(f.last_seq, 19);
         insta::assert_snapshot!(lines.join("\n"));
+    }
+
+    #[test]
+    fn worktree_tasks_show_branch_and_diffstat_as_they_finish() {
+        let run = "team_20260310115500_3f9a1c2e00001111";
+        let mut f = Follow::new(run).with_plan(&plan());
+        let commit = |task: &str, start: &str, commit: &str, files: u64| {
+            json!({"branch": format!("crew/tasks/{run}/{task}"), "start": start,
+                   "commit": commit, "files": files, "insertions": 12, "deletions": 3})
+        };
+        let mut events = vec![
+            ev(
+                1,
+                0,
+                "task.started",
+                Some("01_explore"),
+                json!({"attempt": 1}),
+            ),
+            ev(
+                2,
+                4,
+                "task.completed",
+                Some("01_explore"),
+                json!({"attempt": 1, "usage": usage(1900, 0.002),
+                      "commit": commit("01_explore", "aaa", "aaa", 0)}),
+            ),
+            ev(
+                3,
+                5,
+                "task.started",
+                Some("02_execute"),
+                json!({"attempt": 1}),
+            ),
+            ev(
+                4,
+                35,
+                "task.completed",
+                Some("02_execute"),
+                json!({"attempt": 1, "usage": usage(5200, 0.011),
+                      "commit": commit("02_execute", "aaa", "bbb", 2)}),
+            ),
+        ];
+        for e in &mut events {
+            e.run_id = Some(run.into());
+        }
+        let out = crate::render::fixtures::at_80_and_160(|v| {
+            let mut f = f.clone();
+            let mut lines = vec![];
+            for e in &events {
+                for c in f.apply(e) {
+                    if let Some(l) = plain_line(v, &f, &c, parse_time(&e.time)) {
+                        lines.push(l);
+                    }
+                }
+            }
+            lines.join("\n")
+        });
+        for (w, part) in [(80, 0), (160, 1)] {
+            let section = out.split("── ").nth(part + 1).unwrap();
+            crate::render::fixtures::assert_fits(section, w);
+        }
+        insta::assert_snapshot!(out);
+        for e in &events {
+            f.apply(e);
+        }
+        assert_eq!(f.tasks[1].commit.as_ref().unwrap().files, 2);
+        assert!(f.tasks[0].commit.as_ref().unwrap().unchanged);
     }
 
     #[test]

@@ -14,6 +14,7 @@ pub mod table;
 pub mod time;
 pub mod transcript;
 pub mod units;
+pub mod workspace;
 
 use crate::style::{Paint, Tone};
 use time::Clock;

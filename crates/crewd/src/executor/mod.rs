@@ -70,6 +70,9 @@ pub struct AttemptSpec {
     pub workspace: Option<crate::workspace::TaskWorkspace>,
     /// Why the previous attempt's work was refused (a failed verification), for the prompt.
     pub feedback: Option<String>,
+    /// A writing task's cache entry in worktree mode, held until its result commit exists
+    /// (`results::insert_after_commit`).
+    pub cache_after_commit: std::sync::Mutex<Option<(String, crate::results::CachedResult)>>,
 }
 
 pub struct Report {
@@ -164,7 +167,9 @@ pub async fn run_attempt(
                             &spec.run_dir,
                         )
                         .await;
-                        checks::worktree_after(&shared, &actor, &spec, &ws, r).await
+                        let r = checks::worktree_after(&shared, &actor, &spec, &ws, r).await;
+                        crate::results::insert_after_commit(&shared, &spec, &r);
+                        r
                     }
                 },
             };
@@ -346,8 +351,22 @@ async fn attempt_unsynced(
 
     // Result reuse (SPEC §9): a matching earlier result instead of a new agent call.
     let fingerprint = crate::results::fingerprint_for(spec, &prompt).await;
+    // A writing task in worktree mode reuses a result commit, which must be in this
+    // repository; without one it runs.
+    let worktree_writer = spec.workspace.is_some() && spec.plan.writes;
     if let Some(fp) = &fingerprint {
-        if let Some(hit) = shared.results.lookup(fp) {
+        let hit = shared.results.lookup(fp);
+        let commit = match (&hit, worktree_writer) {
+            (Some(h), true) => match &h.commit {
+                Some(c) if crate::results::commit_present(shared, &spec.cwd, c).await => {
+                    Some(c.clone())
+                }
+                _ => None,
+            },
+            _ => None,
+        };
+        let hit = hit.filter(|_| !worktree_writer || commit.is_some());
+        if let Some(hit) = hit {
             if let Ok(text) = blocking(|| std::fs::read(&hit.result_path)) {
                 match blocking(|| finish_result(&run_dir, spec, &text, &mut artifacts)) {
                     Ok(()) => {
@@ -360,7 +379,8 @@ async fn attempt_unsynced(
                                 run_id: hit.run_id.clone(),
                                 task_id: hit.task_id.clone(),
                             }),
-                            commit: None,
+                            // The worktree step takes it (`workspace::finish`).
+                            commit: commit.map(crate::workspace::reused_commit),
                             verification: Vec::new(),
                         };
                     }
@@ -374,18 +394,23 @@ async fn attempt_unsynced(
 
     let result = run_process(shared, actor, spec, &prompt, ctl, &mut artifacts).await;
     if let (Some(fp), AttemptResult::Completed { usage, model, .. }) = (&fingerprint, &result) {
-        shared.results.insert(
-            fp.clone(),
-            crate::results::CachedResult {
-                run_id: spec.run_id.clone(),
-                task_id: spec.task_id.clone(),
-                result_path: run_dir
-                    .join("results")
-                    .join(format!("{}.txt", spec.task_id)),
-                usage: *usage,
-                model: model.clone(),
-            },
-        );
+        let entry = crate::results::CachedResult {
+            run_id: spec.run_id.clone(),
+            task_id: spec.task_id.clone(),
+            result_path: run_dir
+                .join("results")
+                .join(format!("{}.txt", spec.task_id)),
+            usage: *usage,
+            model: model.clone(),
+            commit: None,
+        };
+        if worktree_writer {
+            if let Ok(mut held) = spec.cache_after_commit.lock() {
+                *held = Some((fp.clone(), entry));
+            }
+        } else {
+            shared.results.insert(fp.clone(), entry);
+        }
     }
     result
 }

@@ -195,7 +195,9 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
                 let mut runs = Vec::new();
                 let mut next = None;
                 for (_, s) in iter {
-                    if want.is_some_and(|w| w != s.status) {
+                    if want.is_some_and(|w| w != s.status)
+                        || p.team.as_ref().is_some_and(|t| *t != s.team)
+                    {
                         continue;
                     }
                     if runs.len() == limit as usize {

@@ -1,0 +1,112 @@
+//! The workspace part of `crewctl status` for a worktree run: base, the run's branch, what was
+//! integrated, and per task its branch and diffstat (a table, so it fits the terminal: the
+//! long branch names are left out first when it is narrow; their pattern is always shown).
+
+use super::table::{Col, Table};
+use super::View;
+use crate::style::Tone;
+use crew_api::types::{RunWorkspaceView, TaskCommitView};
+
+pub fn short(id: &str) -> &str {
+    id.get(..12).unwrap_or(id)
+}
+
+/// `3 files changed, +10 -2`.
+pub fn diffstat(files: u64, ins: u64, del: u64) -> String {
+    format!(
+        "{files} file{} changed, +{ins} -{del}",
+        if files == 1 { "" } else { "s" }
+    )
+}
+
+fn change(c: &TaskCommitView) -> String {
+    if c.commit == c.start {
+        "no change".to_string()
+    } else {
+        diffstat(c.files, c.insertions, c.deletions)
+    }
+}
+
+pub fn lines(view: &View, ws: &RunWorkspaceView) -> String {
+    let mut out = format!(
+        "Workspace: worktree · base {}{}\n  run branch {}\n  task branches {}/<task>\n",
+        short(&ws.base),
+        if ws.dirty_base {
+            " (your uncommitted changes)"
+        } else {
+            ""
+        },
+        ws.branch,
+        ws.branch.replacen("crew/", "crew/tasks/", 1)
+    );
+    match &ws.integrated {
+        Some(i) => out.push_str(&format!(
+            "  integrated {}: {}\n",
+            short(&i.commit),
+            diffstat(i.files, i.insertions, i.deletions)
+        )),
+        None => out.push_str("  not integrated yet\n"),
+    }
+    if ws.tasks.is_empty() {
+        return out;
+    }
+    let mut t = Table::new(vec![
+        Col::new("TASK"),
+        Col::new("CHANGE"),
+        Col::new("COMMIT").drop(2),
+        Col::new("BRANCH").drop(1),
+    ]);
+    for (task, c) in &ws.tasks {
+        t.row(vec![
+            task.as_str().into(),
+            change(c).into(),
+            short(&c.commit).into(),
+            super::table::toned(view, Tone::Dim, &c.branch),
+        ]);
+    }
+    out.push('\n');
+    out.push_str(&t.render(view));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::render::fixtures::{assert_fits, at_80_and_160, view};
+    use crew_api::types::WorkspaceMode;
+
+    #[test]
+    fn status_workspace_at_80_and_160_columns() {
+        let run = "team_20260310115500_3f9a1c2e00001111";
+        let c = |task: &str, start: &str, commit: &str, files, ins, del| TaskCommitView {
+            branch: format!("crew/tasks/{run}/{task}"),
+            start: start.repeat(40),
+            commit: commit.repeat(40),
+            files,
+            insertions: ins,
+            deletions: del,
+        };
+        let ws = RunWorkspaceView {
+            mode: WorkspaceMode::Worktree,
+            repo: "/home/me/project".into(),
+            base: "a".repeat(40),
+            dirty_base: true,
+            branch: format!("crew/{run}"),
+            integrated: Some(c("-", "a", "d", 3, 14, 2)),
+            tasks: [
+                ("01_explore".to_string(), c("01_explore", "a", "a", 0, 0, 0)),
+                (
+                    "02_execute".to_string(),
+                    c("02_execute", "a", "b", 2, 12, 2),
+                ),
+                ("03_test".to_string(), c("03_test", "b", "c", 1, 2, 0)),
+            ]
+            .into_iter()
+            .collect(),
+        };
+        for w in [80, 160] {
+            assert_fits(&lines(&view(w), &ws), w);
+        }
+        insta::assert_snapshot!(at_80_and_160(|v| lines(v, &ws)));
+    }
+}
