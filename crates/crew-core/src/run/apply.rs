@@ -163,6 +163,9 @@ fn end_attempt(t: &mut TaskState, end: &AttemptEnd, ev: &Event) {
     t.pid = None;
     t.pid_start = None;
     t.progress.current_tool = None;
+    // The task's progress counts every attempt: a failed attempt's turns stay counted.
+    t.progress.turns = t.prior_usage.turns;
+    t.progress.tokens = t.prior_usage.budget_tokens();
     if end.model.is_some() {
         t.model = end.model.clone();
     }
@@ -309,8 +312,11 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
                 let t = &mut run.tasks[i];
                 t.attempt_usage = *usage;
                 t.progress.current_tool = current_tool.clone();
-                t.progress.turns = usage.turns;
-                t.progress.tokens = usage.budget_tokens();
+                // The event carries the attempt's usage; the task's progress is all of its
+                // attempts (earlier, failed ones included), as its usage is.
+                let total = t.usage();
+                t.progress.turns = total.turns;
+                t.progress.tokens = total.budget_tokens();
             }
         }
         EventBody::TaskCompleted {

@@ -1777,3 +1777,44 @@ fn a_worktree_run_completes_only_after_integration() {
     let again: RunState = serde_json::from_value(serde_json::to_value(run).unwrap()).unwrap();
     assert_eq!(&again, run);
 }
+
+#[test]
+fn a_failed_attempts_turns_count_in_the_tasks_progress() {
+    let mut sim = Sim::new();
+    sim.create("r", spec(&[("a", &[], false)]));
+    assert_eq!(sim.dispatch(8), ["r/a"]);
+    sim.progress("r", "a", 10);
+    assert_eq!(sim.task("r", "a").progress.turns, 1);
+    let failed_with_turns = AttemptResult::Failed {
+        usage: Usage {
+            input: 10,
+            turns: 3,
+            ..Usage::default()
+        },
+        model: None,
+        artifacts: vec![],
+        error: "429 rate limited".into(),
+        retryable: true,
+        reason: "model_error".into(),
+    };
+    assert_eq!(
+        names(&sim.finish("r", "a", failed_with_turns)),
+        ["task.retrying a"]
+    );
+    assert_eq!(
+        sim.task("r", "a").progress.turns,
+        3,
+        "the ended attempt's turns"
+    );
+    sim.advance(60_000);
+    assert_eq!(sim.dispatch(8), ["r/a"]);
+    sim.progress("r", "a", 5);
+    let t = sim.task("r", "a");
+    assert_eq!(t.progress.turns, 4, "3 of the failed attempt + 1 so far");
+    assert_eq!(t.progress.tokens, 15);
+    assert_eq!(t.usage().turns, 4);
+    sim.finish("r", "a", done(7));
+    let t = sim.task("r", "a");
+    assert_eq!(t.status, TaskStatus::Completed);
+    assert_eq!((t.progress.turns, t.usage().turns), (4, 4));
+}
