@@ -232,7 +232,7 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
             }
             for t in run.tasks.iter_mut() {
                 if requeued_task_ids.iter().any(|c| *c == t.plan.id) {
-                    requeue(t);
+                    requeue(t, true);
                 }
             }
             // A pending or rejected approval is asked for again before a write-role task starts.
@@ -263,7 +263,9 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
                 if let Some(a) = answer {
                     t.edit_rare(|r| r.answers.push(a.clone()));
                 }
-                requeue(t);
+                // An answer continues the task on the model it was on; a retry starts over
+                // from its own model.
+                requeue(t, answer.is_none());
                 run.integration = None;
             }
             if run.approval == Approval::Pending {
@@ -353,6 +355,7 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
             end,
             not_before,
             reason,
+            fallback_model,
             ..
         } => {
             if let Some(i) = task_idx {
@@ -361,6 +364,15 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
                 // The worker did not fail, the daemon did: that attempt does not count.
                 if reason == "daemon_restarted" {
                     t.attempts_in_window = t.attempts_in_window.saturating_sub(1);
+                }
+                // On to a fallback model: its attempts are counted afresh.
+                if let Some(pos) = fallback_model
+                    .as_ref()
+                    .and_then(|m| t.plan.fallback_models.iter().position(|f| f == m))
+                {
+                    t.attempts_in_window = 0;
+                    let n = u32::try_from(pos).unwrap_or(u32::MAX).saturating_add(1);
+                    t.edit_rare(|r| r.fallback = n);
                 }
                 t.status = TaskStatus::Queued;
                 t.error = end.error.clone();
@@ -429,7 +441,7 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
     run.sync_backoff(task_idx);
 }
 
-fn requeue(t: &mut TaskState) {
+fn requeue(t: &mut TaskState, own_model: bool) {
     t.status = TaskStatus::Queued;
     t.error = None;
     t.finished_at = None;
@@ -438,6 +450,9 @@ fn requeue(t: &mut TaskState) {
         r.not_before = None;
         r.question = None;
         r.commit = None;
+        if own_model {
+            r.fallback = 0;
+        }
     });
     t.pid = None;
     t.pid_start = None;

@@ -35,6 +35,8 @@ struct FlatOut<'a> {
     reused_from: &'a Option<(String, String)>,
     #[serde(skip_serializing_if = "Option::is_none")]
     commit: &'a Option<TaskCommit>,
+    #[serde(skip_serializing_if = "is_zero")]
+    fallback: u32,
     progress: &'a Progress,
 }
 
@@ -62,7 +64,13 @@ struct FlatIn {
     reused_from: Option<(String, String)>,
     #[serde(default)]
     commit: Option<TaskCommit>,
+    #[serde(default)]
+    fallback: u32,
     progress: Progress,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl Serialize for TaskState {
@@ -88,6 +96,7 @@ impl Serialize for TaskState {
             answers: &rare.answers,
             reused_from: &rare.reused_from,
             commit: &rare.commit,
+            fallback: rare.fallback,
             progress: &self.progress,
         }
         .serialize(s)
@@ -117,6 +126,7 @@ impl<'de> Deserialize<'de> for TaskState {
             answers: f.answers,
             reused_from: f.reused_from,
             commit: f.commit,
+            fallback: f.fallback,
         });
         t.progress = f.progress;
         Ok(t)

@@ -9,7 +9,7 @@ mod codex;
 mod command;
 mod pi;
 
-pub use classify::{is_retryable_message, is_retryable_spawn_error};
+pub use classify::{is_capacity_message, is_retryable_message, is_retryable_spawn_error};
 
 use crate::usage::Usage;
 use serde::{Deserialize, Serialize};
