@@ -7,6 +7,7 @@ mod classify;
 mod claude;
 mod codex;
 mod command;
+mod gemini;
 mod pi;
 
 pub use classify::{is_capacity_message, is_retryable_message, is_retryable_spawn_error};
@@ -20,6 +21,7 @@ pub enum AdapterKind {
     Pi,
     Claude,
     Codex,
+    Gemini,
     Command,
 }
 
@@ -124,6 +126,7 @@ pub fn build_launch(kind: AdapterKind, spec: &LaunchSpec) -> Launch {
         },
         AdapterKind::Claude => claude::launch(spec),
         AdapterKind::Codex => codex::launch(spec),
+        AdapterKind::Gemini => gemini::launch(spec),
         AdapterKind::Command => command::launch(spec),
     }
 }
@@ -140,6 +143,7 @@ pub fn policy_gaps(kind: AdapterKind, tools: &[String]) -> Vec<String> {
         AdapterKind::Pi => Vec::new(),
         AdapterKind::Claude => claude::policy_gaps(tools),
         AdapterKind::Codex => codex::policy_gaps(tools),
+        AdapterKind::Gemini => gemini::policy_gaps(tools),
         AdapterKind::Command if tools.is_empty() => Vec::new(),
         AdapterKind::Command => {
             vec!["a `command` runtime gets no tool list: the program decides what it may do".into()]
@@ -280,6 +284,7 @@ pub fn parser(kind: AdapterKind) -> Box<dyn StreamParser> {
         AdapterKind::Pi => Box::new(pi::PiParser::default()),
         AdapterKind::Claude => Box::new(claude::ClaudeParser::default()),
         AdapterKind::Codex => Box::new(codex::CodexParser::default()),
+        AdapterKind::Gemini => Box::new(gemini::GeminiParser::default()),
         AdapterKind::Command => Box::new(command::CommandParser::default()),
     }
 }

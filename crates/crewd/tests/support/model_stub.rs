@@ -1,5 +1,6 @@
-//! A stub model API on 127.0.0.1 for the real-CLI tests: Anthropic Messages (Claude Code) or
-//! OpenAI Responses (Codex), both streamed as server-sent events. What it answers is up to the
+//! A stub model API on 127.0.0.1 for the real-CLI tests: Anthropic Messages (Claude Code),
+//! OpenAI Responses (Codex) or Gemini's `streamGenerateContent` (Gemini CLI), all streamed as
+//! server-sent events. What it answers is up to the
 //! test's script; every request is recorded with what the stub answered and the usage it
 //! reported, so a test can hold crew's accounting to it.
 #![allow(dead_code)]
@@ -17,6 +18,9 @@ pub enum Wire {
     Anthropic,
     /// `POST /v1/responses`, OpenAI's Responses streaming events.
     Responses,
+    /// `POST /v1beta/models/<model>:streamGenerateContent?alt=sse`, Gemini's chunks. The model
+    /// is named in the path: the stub records it as the body's `model`.
+    Gemini,
 }
 
 /// What the stub answers to one model request.
@@ -71,7 +75,8 @@ impl Exchange {
                     matches!(
                         o.get("type").and_then(Value::as_str),
                         Some("tool_result" | "function_call_output" | "custom_tool_call_output")
-                    ) || o.values().any(any)
+                    ) || o.contains_key("functionResponse")
+                        || o.values().any(any)
                 }
                 Value::Array(a) => a.iter().any(any),
                 _ => false,
@@ -144,6 +149,7 @@ impl Stub {
         match self.wire {
             Wire::Anthropic => format!("http://127.0.0.1:{}", self.port),
             Wire::Responses => format!("http://127.0.0.1:{}/v1", self.port),
+            Wire::Gemini => format!("http://127.0.0.1:{}", self.port),
         }
     }
 
@@ -213,11 +219,17 @@ fn serve(
         parts.next().unwrap_or_default(),
         parts.next().unwrap_or_default().to_string(),
     );
-    let endpoint = match wire {
-        Wire::Anthropic => "/v1/messages",
-        Wire::Responses => "/v1/responses",
+    let route = path.split('?').next().unwrap_or_default();
+    let gemini_model = route
+        .strip_prefix("/v1beta/models/")
+        .and_then(|r| r.strip_suffix(":streamGenerateContent"))
+        .map(str::to_owned);
+    let known = match wire {
+        Wire::Anthropic => route == "/v1/messages",
+        Wire::Responses => route == "/v1/responses",
+        Wire::Gemini => gemini_model.is_some(),
     };
-    if method != "POST" || path.split('?').next() != Some(endpoint) {
+    if method != "POST" || !known {
         // Model listings and the like: an empty answer, not a failure.
         let (status, body) = if method == "GET" && path.ends_with("/models") {
             ("200 OK", r#"{"object":"list","data":[]}"#)
@@ -233,7 +245,10 @@ fn serve(
         reader.read_exact(&mut body)?;
         body
     };
-    let body: Value = serde_json::from_slice(&body).map_err(std::io::Error::other)?;
+    let mut body: Value = serde_json::from_slice(&body).map_err(std::io::Error::other)?;
+    if let (Some(model), Some(obj)) = (gemini_model, body.as_object_mut()) {
+        obj.insert("model".into(), json!(model));
+    }
 
     let exchange = {
         let mut all = exchanges.lock().unwrap();
@@ -260,6 +275,9 @@ fn serve(
             Wire::Responses => {
                 json!({"error": {"type": error_type(*status), "message": message, "code": null}})
             }
+            Wire::Gemini => {
+                json!({"error": {"code": status, "message": message, "status": error_type(*status)}})
+            }
         };
         let status = format!("{status} Stub Error");
         return respond(
@@ -272,6 +290,7 @@ fn serve(
     let stream = match wire {
         Wire::Anthropic => anthropic_stream(&exchange),
         Wire::Responses => responses_stream(&exchange),
+        Wire::Gemini => gemini_stream(&exchange),
     };
     respond(&mut out, "200 OK", "text/event-stream", stream.as_bytes())
 }
@@ -392,4 +411,36 @@ fn responses_stream(e: &Exchange) -> String {
         }},
     }));
     s
+}
+
+fn gemini_stream(e: &Exchange) -> String {
+    let model = e.body["model"].as_str().unwrap_or("stub-model");
+    let chunk = |parts: Value, last: bool| {
+        let mut c = json!({
+            "candidates": [{"content": {"parts": parts, "role": "model"}, "index": 0}],
+            "modelVersion": model,
+        });
+        if last {
+            c["candidates"][0]["finishReason"] = json!("STOP");
+            // Gemini counts the cached tokens in `promptTokenCount`, like OpenAI.
+            c["usageMetadata"] = json!({
+                "promptTokenCount": e.sent.input + e.sent.cache_read,
+                "cachedContentTokenCount": e.sent.cache_read,
+                "candidatesTokenCount": e.sent.output,
+                "totalTokenCount": e.sent.input + e.sent.cache_read + e.sent.output,
+            });
+        }
+        format!("data: {c}\r\n\r\n")
+    };
+    match &e.reply {
+        Reply::Text(text) => {
+            let (head, tail) = text.split_at(text.len() / 2);
+            chunk(json!([{"text": head}]), false) + &chunk(json!([{"text": tail}]), true)
+        }
+        Reply::Tool { name, input } => chunk(
+            json!([{"functionCall": {"name": name, "args": input}}]),
+            true,
+        ),
+        Reply::Error { .. } => unreachable!("errors are not streamed"),
+    }
 }

@@ -1,4 +1,4 @@
-//! What the real-CLI tests (real_claude.rs, real_codex.rs) share: finding the installed CLI,
+//! What the real-CLI tests (real_claude.rs, real_codex.rs, real_gemini.rs) share: finding the installed CLI,
 //! telling which role a model request comes from, and holding a finished `default` team run to
 //! what the stub saw and said.
 #![allow(dead_code)]
@@ -112,6 +112,8 @@ pub enum Accounting {
     Anthropic,
     /// Codex: one turn per `codex exec`, no cache writes in the Responses API.
     Responses,
+    /// Gemini CLI: a turn per model call, no cache writes in Gemini's API.
+    Gemini,
 }
 
 pub struct TeamRun {
@@ -173,10 +175,10 @@ pub fn check_team_run(
             sum(|s| s.cache_read),
             match acc {
                 Accounting::Anthropic => sum(|s| s.cache_write),
-                Accounting::Responses => 0,
+                Accounting::Responses | Accounting::Gemini => 0,
             },
             match acc {
-                Accounting::Anthropic => mine.len() as u64,
+                Accounting::Anthropic | Accounting::Gemini => mine.len() as u64,
                 Accounting::Responses => 1,
             },
         );
