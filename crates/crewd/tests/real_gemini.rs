@@ -69,7 +69,7 @@ fn default_team_on_the_real_gemini_cli() {
     };
     let goal = long_goal();
     let run_id = run_default_team(&d, &stub, "gemini", &work_dir);
-    let run = check_team_run(&d, &run_id, &stub.exchanges(), Accounting::Gemini);
+    let run = check_team_run(&d, &run_id, &stub.exchanges(), Accounting::PerCall);
 
     // The executor's write went through (its approval mode approves edits); the read-only
     // roles' did not (their session has no write tool) and each got a warning.

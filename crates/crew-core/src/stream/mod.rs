@@ -8,6 +8,7 @@ mod claude;
 mod codex;
 mod command;
 mod gemini;
+mod opencode;
 mod pi;
 
 pub use classify::{is_capacity_message, is_retryable_message, is_retryable_spawn_error};
@@ -22,6 +23,7 @@ pub enum AdapterKind {
     Claude,
     Codex,
     Gemini,
+    Opencode,
     Command,
 }
 
@@ -127,6 +129,7 @@ pub fn build_launch(kind: AdapterKind, spec: &LaunchSpec) -> Launch {
         AdapterKind::Claude => claude::launch(spec),
         AdapterKind::Codex => codex::launch(spec),
         AdapterKind::Gemini => gemini::launch(spec),
+        AdapterKind::Opencode => opencode::launch(spec),
         AdapterKind::Command => command::launch(spec),
     }
 }
@@ -140,7 +143,7 @@ pub fn build_argv(kind: AdapterKind, spec: &LaunchSpec) -> Vec<String> {
 /// `team.run` diagnostics). Empty when the adapter enforces all of it.
 pub fn policy_gaps(kind: AdapterKind, tools: &[String]) -> Vec<String> {
     match kind {
-        AdapterKind::Pi => Vec::new(),
+        AdapterKind::Pi | AdapterKind::Opencode => Vec::new(),
         AdapterKind::Claude => claude::policy_gaps(tools),
         AdapterKind::Codex => codex::policy_gaps(tools),
         AdapterKind::Gemini => gemini::policy_gaps(tools),
@@ -285,6 +288,7 @@ pub fn parser(kind: AdapterKind) -> Box<dyn StreamParser> {
         AdapterKind::Claude => Box::new(claude::ClaudeParser::default()),
         AdapterKind::Codex => Box::new(codex::CodexParser::default()),
         AdapterKind::Gemini => Box::new(gemini::GeminiParser::default()),
+        AdapterKind::Opencode => Box::new(opencode::OpencodeParser::default()),
         AdapterKind::Command => Box::new(command::CommandParser::default()),
     }
 }

@@ -21,6 +21,9 @@ pub enum Wire {
     /// `POST /v1beta/models/<model>:streamGenerateContent?alt=sse`, Gemini's chunks. The model
     /// is named in the path: the stub records it as the body's `model`.
     Gemini,
+    /// `POST /v1/chat/completions`, OpenAI's chat completions chunks (opencode's
+    /// OpenAI-compatible provider).
+    Chat,
 }
 
 /// What the stub answers to one model request.
@@ -76,6 +79,7 @@ impl Exchange {
                         o.get("type").and_then(Value::as_str),
                         Some("tool_result" | "function_call_output" | "custom_tool_call_output")
                     ) || o.contains_key("functionResponse")
+                        || o.get("role").and_then(Value::as_str) == Some("tool")
                         || o.values().any(any)
                 }
                 Value::Array(a) => a.iter().any(any),
@@ -150,6 +154,7 @@ impl Stub {
             Wire::Anthropic => format!("http://127.0.0.1:{}", self.port),
             Wire::Responses => format!("http://127.0.0.1:{}/v1", self.port),
             Wire::Gemini => format!("http://127.0.0.1:{}", self.port),
+            Wire::Chat => format!("http://127.0.0.1:{}/v1", self.port),
         }
     }
 
@@ -228,6 +233,7 @@ fn serve(
         Wire::Anthropic => route == "/v1/messages",
         Wire::Responses => route == "/v1/responses",
         Wire::Gemini => gemini_model.is_some(),
+        Wire::Chat => route == "/v1/chat/completions",
     };
     if method != "POST" || !known {
         // Model listings and the like: an empty answer, not a failure.
@@ -272,7 +278,7 @@ fn serve(
             Wire::Anthropic => {
                 json!({"type": "error", "error": {"type": error_type(*status), "message": message}})
             }
-            Wire::Responses => {
+            Wire::Responses | Wire::Chat => {
                 json!({"error": {"type": error_type(*status), "message": message, "code": null}})
             }
             Wire::Gemini => {
@@ -291,6 +297,7 @@ fn serve(
         Wire::Anthropic => anthropic_stream(&exchange),
         Wire::Responses => responses_stream(&exchange),
         Wire::Gemini => gemini_stream(&exchange),
+        Wire::Chat => chat_stream(&exchange),
     };
     respond(&mut out, "200 OK", "text/event-stream", stream.as_bytes())
 }
@@ -443,4 +450,43 @@ fn gemini_stream(e: &Exchange) -> String {
         ),
         Reply::Error { .. } => unreachable!("errors are not streamed"),
     }
+}
+
+fn chat_stream(e: &Exchange) -> String {
+    let model = e.body["model"].as_str().unwrap_or("stub-model");
+    let chunk = |delta: Value, finish: Option<&str>| {
+        let mut c = json!({
+            "id": format!("chatcmpl-stub-{}", e.n), "object": "chat.completion.chunk",
+            "created": 1, "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        });
+        if finish.is_some() {
+            // OpenAI counts the cached tokens in `prompt_tokens`.
+            c["usage"] = json!({
+                "prompt_tokens": e.sent.input + e.sent.cache_read,
+                "completion_tokens": e.sent.output,
+                "total_tokens": e.sent.input + e.sent.cache_read + e.sent.output,
+                "prompt_tokens_details": {"cached_tokens": e.sent.cache_read},
+            });
+        }
+        format!("data: {c}\n\n")
+    };
+    let mut s = match &e.reply {
+        Reply::Text(text) => {
+            let (head, tail) = text.split_at(text.len() / 2);
+            chunk(json!({"role": "assistant", "content": head}), None)
+                + &chunk(json!({"content": tail}), None)
+                + &chunk(json!({}), Some("stop"))
+        }
+        Reply::Tool { name, input } => {
+            chunk(
+                json!({"role": "assistant", "tool_calls": [{"index": 0, "id": format!("call_stub_{}", e.n),
+                    "type": "function", "function": {"name": name, "arguments": input.to_string()}}]}),
+                None,
+            ) + &chunk(json!({}), Some("tool_calls"))
+        }
+        Reply::Error { .. } => unreachable!("errors are not streamed"),
+    };
+    s.push_str("data: [DONE]\n\n");
+    s
 }
