@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Installs the real agent CLIs pinned in tests/agents/package-lock.json (Claude Code, Codex) into
-# tests/agents/node_modules, for crates/crewd/tests/real_claude.rs and real_codex.rs.
+# Installs the real agent CLIs pinned in tests/agents/package-lock.json (Claude Code, Codex,
+# Gemini CLI, opencode) into tests/agents/node_modules, for crates/crewd/tests/real_*.rs.
+# Unpacked: Claude Code and Codex ~800 MB with their native binaries, Gemini CLI ~100 MB,
+# opencode ~180 MB.
 # Idempotent: does nothing when the pinned versions are already there. Needs node >= 18 + npm.
 #
 # Claude Code's npm package runs a postinstall step (`node install.cjs`) that puts the native
@@ -18,11 +20,13 @@ installed() {
 }
 
 ok=1
-for pkg in @anthropic-ai/claude-code @openai/codex; do
+for pkg in @anthropic-ai/claude-code @openai/codex @google/gemini-cli opencode-ai; do
     [ "$(installed "$pkg")" = "$(pinned "$pkg")" ] || ok=0
 done
 if [ "$ok" = 1 ] && node_modules/.bin/claude --version >/dev/null 2>&1 \
-    && node_modules/.bin/codex --version >/dev/null 2>&1; then
+    && node_modules/.bin/codex --version >/dev/null 2>&1 \
+    && node_modules/.bin/gemini --version >/dev/null 2>&1 \
+    && node_modules/.bin/opencode --version >/dev/null 2>&1; then
     echo "agent CLIs already installed in $DIR/node_modules"
     exit 0
 fi
@@ -31,4 +35,6 @@ command -v npm >/dev/null || { echo "setup.sh: npm not found" >&2; exit 1; }
 npm ci --no-audit --no-fund --loglevel=error
 node_modules/.bin/claude --version
 node_modules/.bin/codex --version
+node_modules/.bin/gemini --version
+node_modules/.bin/opencode --version
 echo "agent CLIs installed in $DIR/node_modules"

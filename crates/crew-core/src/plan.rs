@@ -32,6 +32,14 @@ pub struct PlannedTask {
     /// Effective tool list of the agent, shared between its tasks like the prompt.
     pub tools: Arc<[String]>,
     pub thinking: Option<String>,
+    /// The agent's `effort` (claude `--effort`, codex `model_reasoning_effort`; else its
+    /// `thinking` maps onto them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effort: Option<String>,
+    /// The agent's `fallbackModels`, in order: a task whose retries on one model ran out on a
+    /// rate limit or an overload moves on to the next (`State::finish_attempt`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fallback_models: Vec<String>,
     /// True when the agent's tools include edit, write or bash (SPEC §4 plan approval, §9 reuse).
     pub writes: bool,
     /// The step's `seedPaths` (worktree mode copies them from the user's tree).
@@ -227,6 +235,8 @@ pub fn build_plan(
             writes: tools_write(&tools),
             tools,
             thinking: agent.thinking.clone(),
+            effort: agent.effort.clone(),
+            fallback_models: agent.fallback_models.clone(),
             seed_paths: step.seed_paths.clone(),
             scope: step.scope.clone(),
             checks: step_checks(step),
@@ -528,6 +538,47 @@ mod tests {
             build_plan(&cat, Some("t"), Some("w")).map(|p| p.max_concurrency),
             Ok(Some(5))
         );
+    }
+
+    #[test]
+    fn effort_and_fallback_models_are_frozen_into_the_task() {
+        let agent = "---\nname: solo\nmodel: a/one\nfallbackModels: b/two, c/three\n\
+                     thinking: high\neffort: low\n---\nSolo prompt.";
+        let team = "---\nname: t\ndefaultWorkflow: w\n---\n- one: agent=solo\n";
+        let wf = "---\nname: w\n---\n## a\nrole: one\n";
+        let cat = catalog(&[
+            (Kind::Agent, "/u/agents/solo.md", agent),
+            (Kind::Team, "/u/teams/t.team.md", team),
+            (Kind::Workflow, "/u/workflows/w.workflow.md", wf),
+        ]);
+        let plan = build_plan(&cat, Some("t"), None).expect("plans");
+        let t = &plan.tasks[0];
+        assert_eq!(
+            (
+                t.model.as_deref(),
+                t.thinking.as_deref(),
+                t.effort.as_deref(),
+                t.fallback_models.as_slice()
+            ),
+            (
+                Some("a/one"),
+                Some("high"),
+                Some("low"),
+                ["b/two".to_string(), "c/three".to_string()].as_slice()
+            )
+        );
+        // What run.created journals reads back the same; a task without them writes neither.
+        let json = serde_json::to_value(&plan.tasks[0]).expect("serializes");
+        assert_eq!(
+            json["fallbackModels"],
+            serde_json::json!(["b/two", "c/three"])
+        );
+        assert_eq!(json["effort"], "low");
+        let back: PlannedTask = serde_json::from_value(json).expect("reads back");
+        assert_eq!(&back, &plan.tasks[0]);
+        let plain = build_plan(&cat, Some("default"), None).expect("plans");
+        let json = serde_json::to_value(&plain.tasks[0]).expect("serializes");
+        assert!(json.get("fallbackModels").is_none() && json.get("effort").is_none());
     }
 
     #[test]

@@ -233,6 +233,8 @@ mod tests {
             system_prompt_mode: SystemPromptMode::Replace,
             tools: vec!["read".into()].into(),
             thinking: None,
+            effort: None,
+            fallback_models: Vec::new(),
             seed_paths: Vec::new(),
             scope: Vec::new(),
             checks: Default::default(),

@@ -50,6 +50,8 @@ impl RunDef {
                 system_prompt_mode: SystemPromptMode::Replace,
                 tools: vec![].into(),
                 thinking: None,
+                effort: None,
+                fallback_models: Vec::new(),
                 seed_paths: Vec::new(),
                 scope: Vec::new(),
                 checks: Default::default(),

@@ -40,6 +40,9 @@ pub struct Directives {
     pub edits: Vec<Edit>,
     /// Files whose content (read before any edit) the final answer quotes (`cat=path`).
     pub cats: Vec<String>,
+    /// Models that are "overloaded": run with `--model` one of them (a `:thinking` suffix
+    /// aside), the agent fails as `[fake:model-error]` does (`busy-model=name`).
+    pub busy_models: Vec<String>,
 }
 
 /// A change an editing agent makes to its working directory. `\n` in the text is a newline.
@@ -125,6 +128,7 @@ fn apply(d: &mut Directives, body: &str) {
             .extend(path_and_text(v).map(|(p, t)| Edit::Append(p, t))),
         ("delete", Some(v)) if !v.is_empty() => d.edits.push(Edit::Delete(v.to_owned())),
         ("cat", Some(v)) if !v.is_empty() => d.cats.push(v.to_owned()),
+        ("busy-model", Some(v)) if !v.is_empty() => d.busy_models.push(v.to_owned()),
         _ => {}
     }
 }

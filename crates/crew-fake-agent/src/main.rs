@@ -36,6 +36,8 @@ struct Args {
     rpc: bool,
     /// The last positional argument.
     prompt: Option<String>,
+    /// `--model`'s value (`[fake:busy-model=…]` fails under it).
+    model: Option<String>,
 }
 
 fn parse_args(args: impl IntoIterator<Item = String>) -> Args {
@@ -46,6 +48,8 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> Args {
             parsed.rpc = it.next().as_deref() == Some("rpc");
         } else if let Some(mode) = arg.strip_prefix("--mode=") {
             parsed.rpc = mode == "rpc";
+        } else if arg == "--model" {
+            parsed.model = it.next();
         } else if VALUE_FLAGS.contains(&arg.as_str()) {
             it.next();
         } else if arg.starts_with('-') && arg.len() > 1 {
@@ -78,6 +82,7 @@ pub(crate) fn hang() -> ! {
 
 fn main() {
     let args = parse_args(std::env::args().skip(1));
+    script::set_model_arg(args.model.clone());
     if args.rpc {
         rpc::serve();
     }
@@ -121,6 +126,7 @@ mod tests {
                 Args {
                     rpc: false,
                     prompt: Some("Task: hi".into()),
+                    model: Some("x:high".into()),
                 },
             ),
             (
@@ -128,6 +134,7 @@ mod tests {
                 Args {
                     rpc: true,
                     prompt: None,
+                    model: None,
                 },
             ),
             (
@@ -135,6 +142,7 @@ mod tests {
                 Args {
                     rpc: true,
                     prompt: None,
+                    model: None,
                 },
             ),
             (
@@ -142,6 +150,7 @@ mod tests {
                 Args {
                     rpc: false,
                     prompt: Some("@/tmp/task.md".into()),
+                    model: None,
                 },
             ),
             (
@@ -149,6 +158,7 @@ mod tests {
                 Args {
                     rpc: false,
                     prompt: Some("-".into()),
+                    model: None,
                 },
             ),
         ];

@@ -38,6 +38,20 @@ const DEFAULT_USAGE: Usage = Usage {
 };
 const USD_PER_TOKEN: f64 = 0.000002;
 
+/// The `--model` the agent was started with.
+static MODEL_ARG: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+
+pub fn set_model_arg(model: Option<String>) {
+    let _ = MODEL_ARG.set(model);
+}
+
+/// Is `model` (pi's `id[:thinking]`) one of the `[fake:busy-model=…]` models?
+fn is_busy(d: &Directives, model: Option<&str>) -> bool {
+    let Some(model) = model else { return false };
+    let id = model.rsplit_once(':').map_or(model, |(id, _)| id);
+    d.busy_models.iter().any(|b| b == model || b == id)
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
     Json,
@@ -175,7 +189,9 @@ pub fn run(prompt: &str, mode: Mode, ctl: &mut Control) -> End {
         eprintln!("fake-agent: simulated crash (attempt {attempt})");
         return End::Exit(CRASH_EXIT);
     }
-    let model_error = d.model_error || d.fail_attempts.is_some_and(|n| attempt <= n);
+    let model_error = d.model_error
+        || d.fail_attempts.is_some_and(|n| attempt <= n)
+        || is_busy(&d, MODEL_ARG.get().and_then(Option::as_deref));
     let steps = plan(&d, model_error);
     let mut player = Player {
         em: Emitter::new(d.invalid_json),
@@ -542,6 +558,25 @@ impl Player {
         self.em.emit(&ev::turn_end(&message, &[]));
         self.messages.push(message);
         self.em.emit(&ev::agent_end(&self.messages));
+    }
+}
+
+#[cfg(test)]
+mod busy_tests {
+    use super::*;
+
+    #[test]
+    fn busy_models_match_with_or_without_a_thinking_suffix() {
+        let d = directives::parse("[fake:busy-model=fake/busy] [fake:busy-model=b]");
+        for (model, want) in [
+            (Some("fake/busy"), true),
+            (Some("fake/busy:high"), true),
+            (Some("b"), true),
+            (Some("fake/spare"), false),
+            (None, false),
+        ] {
+            assert_eq!(is_busy(&d, model), want, "{model:?}");
+        }
     }
 }
 

@@ -19,7 +19,9 @@ pub use cron::cron;
 pub use project::project;
 pub use resource::resource;
 pub use rpc::{rpc_params, rpc_request};
-pub use stream::{stream_claude, stream_codex, stream_command, stream_pi};
+pub use stream::{
+    stream_claude, stream_codex, stream_command, stream_gemini, stream_opencode, stream_pi,
+};
 pub use worker_env::worker_env;
 
 /// A fuzz target: panics when an invariant breaks.
@@ -36,6 +38,8 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("stream_pi", stream_pi),
     ("stream_claude", stream_claude),
     ("stream_codex", stream_codex),
+    ("stream_gemini", stream_gemini),
+    ("stream_opencode", stream_opencode),
     ("stream_command", stream_command),
     ("worker_env", worker_env),
 ];

@@ -49,6 +49,14 @@ pub fn stream_codex(data: &[u8]) {
     feed(AdapterKind::Codex, data);
 }
 
+pub fn stream_gemini(data: &[u8]) {
+    feed(AdapterKind::Gemini, data);
+}
+
+pub fn stream_opencode(data: &[u8]) {
+    feed(AdapterKind::Opencode, data);
+}
+
 pub fn stream_command(data: &[u8]) {
     feed(AdapterKind::Command, data);
 }

@@ -424,10 +424,14 @@ pub async fn fingerprint_for(spec: &AttemptSpec, prompt: &str) -> Option<String>
         spec.runtime.adapter,
         spec.runtime.command.argv()
     );
-    let settings = format!(
+    let mut settings = format!(
         "{:?} {:?} {:?}",
         spec.plan.system_prompt_mode, spec.plan.tools, spec.plan.thinking
     );
+    // Only when set, so the keys of results cached before `effort` existed stay the same.
+    if let Some(effort) = &spec.plan.effort {
+        settings.push_str(&format!(" effort={effort:?}"));
+    }
     Some(fingerprint(&[
         spec.runtime_name.as_str(),
         program.as_str(),

@@ -130,7 +130,9 @@ fn attempt_spec(
         runtime_name: run.spec.runtime.clone(),
         runtime,
         plan: task.plan.clone(),
-        model: run.spec.model.clone().or_else(|| task.plan.model.clone()),
+        // The model `task.started` named: the task's own, or the fallback it moved on to.
+        model: run.attempt_model(task),
+        fallback_models: run.later_fallbacks(task).to_vec(),
         deps,
         steers: task.pending_steers().to_vec(),
         answers: task.answers().to_vec(),

@@ -165,6 +165,9 @@ fn end_attempt(t: &mut TaskState, end: &AttemptEnd, ev: &Event) {
     t.pid = None;
     t.pid_start = None;
     t.progress.current_tool = None;
+    // The task's progress counts every attempt: a failed attempt's turns stay counted.
+    t.progress.turns = t.prior_usage.turns;
+    t.progress.tokens = t.prior_usage.budget_tokens();
     if end.model.is_some() {
         t.model = end.model.clone();
     }
@@ -231,7 +234,7 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
             }
             for t in run.tasks.iter_mut() {
                 if requeued_task_ids.iter().any(|c| *c == t.plan.id) {
-                    requeue(t);
+                    requeue(t, true);
                 }
             }
             // A pending or rejected approval is asked for again before a write-role task starts.
@@ -260,7 +263,9 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
             if let Some(i) = task_idx {
                 let t = &mut run.tasks[i];
                 let window = t.attempts_in_window;
-                requeue(t);
+                // An answer continues the task on the model it was on; a retry starts over
+                // from its own model.
+                requeue(t, answer.is_none());
                 if let Some(a) = answer {
                     t.edit_rare(|r| r.answers.push(a.clone()));
                     // An answer continues the task: it neither uses up nor refills its retry
@@ -315,8 +320,11 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
                 let t = &mut run.tasks[i];
                 t.attempt_usage = *usage;
                 t.progress.current_tool = current_tool.clone();
-                t.progress.turns = usage.turns;
-                t.progress.tokens = usage.budget_tokens();
+                // The event carries the attempt's usage; the task's progress is all of its
+                // attempts (earlier, failed ones included), as its usage is.
+                let total = t.usage();
+                t.progress.turns = total.turns;
+                t.progress.tokens = total.budget_tokens();
             }
         }
         EventBody::TaskCompleted {
@@ -355,6 +363,7 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
             end,
             not_before,
             reason,
+            fallback_model,
             ..
         } => {
             if let Some(i) = task_idx {
@@ -363,6 +372,15 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
                 // The worker did not fail, the daemon did: that attempt does not count.
                 if reason == "daemon_restarted" {
                     t.attempts_in_window = t.attempts_in_window.saturating_sub(1);
+                }
+                // On to a fallback model: its attempts are counted afresh.
+                if let Some(pos) = fallback_model
+                    .as_ref()
+                    .and_then(|m| t.plan.fallback_models.iter().position(|f| f == m))
+                {
+                    t.attempts_in_window = 0;
+                    let n = u32::try_from(pos).unwrap_or(u32::MAX).saturating_add(1);
+                    t.edit_rare(|r| r.fallback = n);
                 }
                 t.status = TaskStatus::Queued;
                 t.error = end.error.clone();
@@ -442,7 +460,7 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
     run.sync_backoff(task_idx);
 }
 
-fn requeue(t: &mut TaskState) {
+fn requeue(t: &mut TaskState, own_model: bool) {
     t.status = TaskStatus::Queued;
     t.error = None;
     t.finished_at = None;
@@ -453,6 +471,9 @@ fn requeue(t: &mut TaskState) {
         r.commit = None;
         r.feedback = None;
         r.verify_retries = 0;
+        if own_model {
+            r.fallback = 0;
+        }
     });
     t.pid = None;
     t.pid_start = None;

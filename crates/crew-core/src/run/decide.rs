@@ -614,9 +614,32 @@ impl State {
                             reason,
                             delay_ms,
                             not_before,
+                            fallback_model: None,
                         },
                     )
                     .with_message(error)]
+                } else if let Some(next) = run.next_fallback(t).filter(|_| {
+                    // Retries on this model ran out on its capacity: another model may answer.
+                    retryable
+                        && crate::stream::is_capacity_message(&error)
+                        && !run.halted
+                        && !fail_fast_stopped
+                }) {
+                    // A fresh model starts a fresh window, after the first retry's delay.
+                    let delay_ms = retry.delay_ms(1, jitter);
+                    let not_before = now + Duration::milliseconds(delay_ms as i64);
+                    vec![Pending::task(
+                        run_id,
+                        task_id,
+                        EventBody::TaskRetrying {
+                            end,
+                            reason,
+                            delay_ms,
+                            not_before,
+                            fallback_model: Some(next.to_owned()),
+                        },
+                    )
+                    .with_message(format!("{error}; next attempt on fallback model {next}"))]
                 } else {
                     vec![
                         Pending::task(run_id, task_id, EventBody::TaskFailed { end })
@@ -650,6 +673,7 @@ impl State {
                             reason: "daemon_restarted".into(),
                             delay_ms: 0,
                             not_before: now,
+                            fallback_model: None,
                         },
                     ));
                 }

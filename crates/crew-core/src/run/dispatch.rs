@@ -111,7 +111,7 @@ impl State {
                 let run = self.runs.get(&run_id)?;
                 let t = run.tasks.get(i)?;
                 let attempt = t.attempts + 1;
-                let model = run.spec.model.clone().or_else(|| t.plan.model.clone());
+                let model = run.attempt_model(t);
                 let event = Pending::task(
                     &run_id,
                     &t.plan.id,

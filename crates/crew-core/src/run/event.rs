@@ -179,6 +179,14 @@ pub enum EventBody {
         delay_ms: u64,
         #[serde(rename = "notBefore")]
         not_before: DateTime<Utc>,
+        /// The retries on the attempt's model ran out on a rate limit or an overload: the next
+        /// attempt uses this model, the next of the task's `fallbackModels`.
+        #[serde(
+            rename = "fallbackModel",
+            default,
+            skip_serializing_if = "Option::is_none"
+        )]
+        fallback_model: Option<String>,
     },
     #[serde(rename = "task.needs_attention")]
     TaskNeedsAttention {

@@ -39,6 +39,8 @@ struct FlatOut<'a> {
     feedback: &'a Option<String>,
     #[serde(skip_serializing_if = "is_zero")]
     verify_retries: u32,
+    #[serde(skip_serializing_if = "is_zero")]
+    fallback: u32,
     progress: &'a Progress,
 }
 
@@ -70,6 +72,8 @@ struct FlatIn {
     feedback: Option<String>,
     #[serde(default)]
     verify_retries: u32,
+    #[serde(default)]
+    fallback: u32,
     progress: Progress,
 }
 
@@ -102,6 +106,7 @@ impl Serialize for TaskState {
             commit: &rare.commit,
             feedback: &rare.feedback,
             verify_retries: rare.verify_retries,
+            fallback: rare.fallback,
             progress: &self.progress,
         }
         .serialize(s)
@@ -133,6 +138,7 @@ impl<'de> Deserialize<'de> for TaskState {
             commit: f.commit,
             feedback: f.feedback,
             verify_retries: f.verify_retries,
+            fallback: f.fallback,
         });
         t.progress = f.progress;
         Ok(t)

@@ -48,6 +48,8 @@ fn tasks(steps: &[Step]) -> Vec<std::sync::Arc<PlannedTask>> {
                 vec!["read".into()].into()
             },
             thinking: None,
+            effort: None,
+            fallback_models: Vec::new(),
             seed_paths: Vec::new(),
             scope: Vec::new(),
             checks: Default::default(),
@@ -2025,4 +2027,195 @@ fn retry_with_dependents_brings_back_finished_downstream_tasks() {
         sim.st.retry_tasks_with_dependents("r", &["zz".into()]),
         Err(CoreError::NotFound { what: "task", .. })
     ));
+}
+
+#[test]
+fn a_failed_attempts_turns_count_in_the_tasks_progress() {
+    let mut sim = Sim::new();
+    sim.create("r", spec(&[("a", &[], false)]));
+    assert_eq!(sim.dispatch(8), ["r/a"]);
+    sim.progress("r", "a", 10);
+    assert_eq!(sim.task("r", "a").progress.turns, 1);
+    let failed_with_turns = AttemptResult::Failed {
+        usage: Usage {
+            input: 10,
+            turns: 3,
+            ..Usage::default()
+        },
+        model: None,
+        artifacts: vec![],
+        error: "429 rate limited".into(),
+        retryable: true,
+        reason: "model_error".into(),
+    };
+    assert_eq!(
+        names(&sim.finish("r", "a", failed_with_turns)),
+        ["task.retrying a"]
+    );
+    assert_eq!(
+        sim.task("r", "a").progress.turns,
+        3,
+        "the ended attempt's turns"
+    );
+    sim.advance(60_000);
+    assert_eq!(sim.dispatch(8), ["r/a"]);
+    sim.progress("r", "a", 5);
+    let t = sim.task("r", "a");
+    assert_eq!(t.progress.turns, 4, "3 of the failed attempt + 1 so far");
+    assert_eq!(t.progress.tokens, 15);
+    assert_eq!(t.usage().turns, 4);
+    sim.finish("r", "a", done(7));
+    let t = sim.task("r", "a");
+    assert_eq!(t.status, TaskStatus::Completed);
+    assert_eq!((t.progress.turns, t.usage().turns), (4, 4));
+}
+
+fn capacity_failure() -> AttemptResult {
+    AttemptResult::Failed {
+        usage: used(1),
+        model: None,
+        artifacts: vec![],
+        error: "API Error: 529 overloaded_error".into(),
+        retryable: true,
+        reason: "model_error".into(),
+    }
+}
+
+/// The model each `task.started` of `events` names.
+fn started_models(events: &[Event]) -> Vec<Option<String>> {
+    events
+        .iter()
+        .filter_map(|e| match &e.body {
+            EventBody::TaskStarted { model, .. } => Some(model.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn capacity_failures_move_a_task_down_its_fallback_models() {
+    let mut sim = Sim::new();
+    let mut s = spec(&[("a", &[], false)]);
+    s.max_attempts = 2;
+    let mut task = (*s.tasks[0]).clone();
+    task.model = Some("a/one".into());
+    // The task's own model again in the list is skipped: it would not help.
+    task.fallback_models = vec!["a/one".into(), "b/two".into(), "c/three".into()];
+    s.tasks[0] = std::sync::Arc::new(task);
+    sim.create("r", s);
+    let mut reasons = Vec::new();
+    for _ in 0..6 {
+        sim.advance(600_000);
+        assert_eq!(sim.dispatch(8), ["r/a"]);
+        let evs = sim.finish("r", "a", capacity_failure());
+        reasons.extend(evs.iter().map(|e| match &e.body {
+            EventBody::TaskRetrying { fallback_model, .. } => {
+                format!("retrying {}", fallback_model.as_deref().unwrap_or("-"))
+            }
+            other => other.type_name().to_string(),
+        }));
+    }
+    assert_eq!(
+        reasons,
+        [
+            "retrying -",
+            "retrying b/two",
+            "retrying -",
+            "retrying c/three",
+            "retrying -",
+            "task.failed",
+            "run.failed"
+        ]
+    );
+    let m = |s: &str| Some(s.to_string());
+    assert_eq!(
+        started_models(&sim.log),
+        [
+            m("a/one"),
+            m("a/one"),
+            m("b/two"),
+            m("b/two"),
+            m("c/three"),
+            m("c/three")
+        ],
+        "each attempt records its model"
+    );
+    let t = sim.task("r", "a");
+    assert_eq!(
+        (t.attempts, t.fallback(), t.model.as_deref()),
+        (6, 3, Some("c/three"))
+    );
+    let msg = sim
+        .log
+        .iter()
+        .find_map(|e| match &e.body {
+            EventBody::TaskRetrying {
+                fallback_model: Some(_),
+                ..
+            } => e.message.clone(),
+            _ => None,
+        })
+        .unwrap();
+    assert!(
+        msg.contains("next attempt on fallback model b/two"),
+        "{msg}"
+    );
+
+    // The journal's form replays to the same task.
+    let mut replayed = State::default();
+    for ev in &sim.log {
+        let back: Event = serde_json::from_str(&serde_json::to_string(ev).unwrap()).unwrap();
+        replayed.apply(&back);
+    }
+    assert_eq!(replayed.runs, sim.st.runs);
+    let snap: TaskState =
+        serde_json::from_value(serde_json::to_value(sim.task("r", "a")).unwrap()).unwrap();
+    assert_eq!(&snap, sim.task("r", "a"), "a snapshot keeps the fallback");
+
+    // A manual retry starts over from the task's own model.
+    let id = sim.tid("r", "a");
+    let (ps, _) = sim.st.retry_tasks("r", std::slice::from_ref(&id)).unwrap();
+    sim.control("r", Ok(ps)).unwrap();
+    assert_eq!(sim.task("r", "a").fallback(), 0);
+    let before = sim.log.len();
+    assert_eq!(sim.dispatch(8), ["r/a"]);
+    assert_eq!(started_models(&sim.log[before..]), [m("a/one")]);
+}
+
+#[test]
+fn only_capacity_failures_fall_back() {
+    let mut sim = Sim::new();
+    let mut s = spec(&[("a", &[], false)]);
+    s.max_attempts = 1;
+    let mut task = (*s.tasks[0]).clone();
+    task.fallback_models = vec!["b/two".into()];
+    s.tasks[0] = std::sync::Arc::new(task);
+    sim.create("r", s);
+    assert_eq!(sim.dispatch(8), ["r/a"]);
+    // A crash is retryable, but no other model would help with it.
+    assert_eq!(
+        names(&sim.finish("r", "a", failed(true, 1))),
+        ["task.failed a", "run.failed"]
+    );
+
+    // Without a model of its own, the task's first fallback follows the CLI's default.
+    let mut sim = Sim::new();
+    let mut s = spec(&[("a", &[], false)]);
+    s.max_attempts = 1;
+    let mut task = (*s.tasks[0]).clone();
+    task.fallback_models = vec!["b/two".into()];
+    s.tasks[0] = std::sync::Arc::new(task);
+    sim.create("r", s);
+    assert_eq!(sim.dispatch(8), ["r/a"]);
+    assert_eq!(
+        names(&sim.finish("r", "a", capacity_failure())),
+        ["task.retrying a"]
+    );
+    sim.advance(600_000);
+    assert_eq!(sim.dispatch(8), ["r/a"]);
+    let run = &sim.st.runs["r"];
+    let t = sim.task("r", "a");
+    assert_eq!(run.attempt_model(t).as_deref(), Some("b/two"));
+    assert!(run.later_fallbacks(t).is_empty());
+    assert_eq!(started_models(&sim.log), [None, Some("b/two".to_string())]);
 }

@@ -217,6 +217,9 @@ pub struct Rare {
     pub feedback: Option<String>,
     /// Verification failures retried since the last manual resume/retry.
     pub verify_retries: u32,
+    /// How far down its plan's `fallback_models` the task has moved: 0 = its own model,
+    /// n = `fallback_models[n - 1]` (see `RunState::attempt_model`).
+    pub fallback: u32,
 }
 
 impl Rare {
@@ -229,6 +232,7 @@ impl Rare {
             && self.commit.is_none()
             && self.feedback.is_none()
             && self.verify_retries == 0
+            && self.fallback == 0
     }
 }
 
@@ -241,6 +245,7 @@ static NO_RARE: Rare = Rare {
     commit: None,
     feedback: None,
     verify_retries: 0,
+    fallback: 0,
 };
 
 impl TaskState {
@@ -288,6 +293,10 @@ impl TaskState {
     }
     pub fn feedback(&self) -> Option<&str> {
         self.rare().feedback.as_deref()
+    }
+    /// How many fallback models the task has moved on (0: none).
+    pub fn fallback(&self) -> u32 {
+        self.rare().fallback
     }
 
     /// Change the usually empty fields; their box is made when needed and dropped once they
@@ -418,6 +427,42 @@ impl std::fmt::Debug for TaskIndex {
 }
 
 impl RunState {
+    /// The model `t`'s next attempt runs on: the run's model, else the task's, until the task
+    /// moved on to one of its fallback models.
+    pub fn attempt_model(&self, t: &TaskState) -> Option<String> {
+        match t.fallback().checked_sub(1) {
+            None => self.spec.model.clone().or_else(|| t.plan.model.clone()),
+            Some(i) => t.plan.fallback_models.get(i as usize).cloned(),
+        }
+    }
+
+    /// The fallback models after the one `t` runs on now, in order (what an agent CLI with a
+    /// fallback of its own may switch to within an attempt).
+    pub fn later_fallbacks<'a>(&self, t: &'a TaskState) -> &'a [String] {
+        let current = self.attempt_model(t);
+        let rest = t
+            .plan
+            .fallback_models
+            .get(t.fallback() as usize..)
+            .unwrap_or_default();
+        match rest.split_first() {
+            Some((first, tail)) if Some(first) == current.as_ref() => tail,
+            _ => rest,
+        }
+    }
+
+    /// The fallback model `t` moves on to when its retries on the current model ran out: the
+    /// next one of its plan's list that differs from the current model.
+    pub fn next_fallback<'a>(&self, t: &'a TaskState) -> Option<&'a str> {
+        let current = self.attempt_model(t);
+        t.plan
+            .fallback_models
+            .get(t.fallback() as usize..)?
+            .iter()
+            .find(|m| Some(*m) != current.as_ref())
+            .map(String::as_str)
+    }
+
     /// The earliest instant strictly after `after` at which one of its backed-off tasks may
     /// start.
     pub(crate) fn next_backoff_after(&self, after: DateTime<Utc>) -> Option<DateTime<Utc>> {

@@ -10,6 +10,10 @@ use std::sync::OnceLock;
 
 const RETRYABLE: &str = r"(?i)rate.?limit|too many requests|\b429\b|\b529\b|quota|provider.*unavailable|model.*(unavailable|disabled|not found)|unknown model|overloaded|service unavailable|temporar(il)?y unavailable|connection refused|connection reset|fetch failed|network error|socket hang up|upstream|timed? out|timeout|\b50[0-4]\b|api_error|unknown error|internal[_ ]error|server error|bad gateway|provider[_ ]?error|context[_ ]?length[_ ]?exceeded|safety|\b408\b";
 
+/// The model itself is out of capacity for us (rate limit, overload, quota): another model may
+/// answer where more retries on this one will not. Gemini says `RESOURCE_EXHAUSTED`.
+const CAPACITY: &str = r"(?i)rate.?limit|too many requests|\b429\b|\b529\b|overloaded|quota|resource.?exhausted|capacity";
+
 const NEVER_RETRYABLE: &str = r"(?i)\bauth(entication|orization)?(\b|_)|unauthori[sz]ed|forbidden|api[_ -]?key|token expired|invalid key|billing|credit|argument list too long";
 
 fn compiled(cell: &'static OnceLock<Option<Regex>>, pattern: &str) -> Option<&'static Regex> {
@@ -24,6 +28,20 @@ fn retryable() -> Option<&'static Regex> {
 fn never_retryable() -> Option<&'static Regex> {
     static CELL: OnceLock<Option<Regex>> = OnceLock::new();
     compiled(&CELL, NEVER_RETRYABLE)
+}
+
+fn capacity() -> Option<&'static Regex> {
+    static CELL: OnceLock<Option<Regex>> = OnceLock::new();
+    compiled(&CELL, CAPACITY)
+}
+
+/// True when `msg` says the model is rate limited or overloaded (and not that the account has
+/// a credential or billing problem): the case where a task moves on to a fallback model.
+pub fn is_capacity_message(msg: &str) -> bool {
+    if never_retryable().is_some_and(|re| re.is_match(msg)) {
+        return false;
+    }
+    capacity().is_some_and(|re| re.is_match(msg))
 }
 
 /// True when `msg` reads like a transient failure (rate limit, overload, 5xx, network) and not
@@ -62,6 +80,31 @@ mod tests {
     fn patterns_compile() {
         assert!(retryable().is_some());
         assert!(never_retryable().is_some());
+        assert!(capacity().is_some());
+    }
+
+    #[test]
+    fn capacity_messages() {
+        let table: &[(&str, bool)] = &[
+            ("429 Too Many Requests", true),
+            ("rate_limit_error: slow down", true),
+            ("API Error: 529 {\"type\":\"overloaded_error\"}", true),
+            ("Overloaded", true),
+            ("You exceeded your current quota", true),
+            ("RESOURCE_EXHAUSTED", true),
+            ("exceeded retry limit, last status: 429", true),
+            // retryable, but another model would not help
+            ("503 Service Unavailable", false),
+            ("connection reset", false),
+            ("request timed out", false),
+            // never
+            ("429 quota exceeded, check billing", false),
+            ("invalid api key", false),
+            ("error 4290", false),
+        ];
+        for (msg, want) in table {
+            assert_eq!(is_capacity_message(msg), *want, "{msg:?}");
+        }
     }
 
     #[test]

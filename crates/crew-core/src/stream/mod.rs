@@ -7,9 +7,11 @@ mod classify;
 mod claude;
 mod codex;
 mod command;
+mod gemini;
+mod opencode;
 mod pi;
 
-pub use classify::{is_retryable_message, is_retryable_spawn_error};
+pub use classify::{is_capacity_message, is_retryable_message, is_retryable_spawn_error};
 
 use crate::usage::Usage;
 use serde::{Deserialize, Serialize};
@@ -20,6 +22,8 @@ pub enum AdapterKind {
     Pi,
     Claude,
     Codex,
+    Gemini,
+    Opencode,
     Command,
 }
 
@@ -124,6 +128,8 @@ pub fn build_launch(kind: AdapterKind, spec: &LaunchSpec) -> Launch {
         },
         AdapterKind::Claude => claude::launch(spec),
         AdapterKind::Codex => codex::launch(spec),
+        AdapterKind::Gemini => gemini::launch(spec),
+        AdapterKind::Opencode => opencode::launch(spec),
         AdapterKind::Command => command::launch(spec),
     }
 }
@@ -137,9 +143,10 @@ pub fn build_argv(kind: AdapterKind, spec: &LaunchSpec) -> Vec<String> {
 /// `team.run` diagnostics). Empty when the adapter enforces all of it.
 pub fn policy_gaps(kind: AdapterKind, tools: &[String]) -> Vec<String> {
     match kind {
-        AdapterKind::Pi => Vec::new(),
+        AdapterKind::Pi | AdapterKind::Opencode => Vec::new(),
         AdapterKind::Claude => claude::policy_gaps(tools),
         AdapterKind::Codex => codex::policy_gaps(tools),
+        AdapterKind::Gemini => gemini::policy_gaps(tools),
         AdapterKind::Command if tools.is_empty() => Vec::new(),
         AdapterKind::Command => {
             vec!["a `command` runtime gets no tool list: the program decides what it may do".into()]
@@ -280,6 +287,8 @@ pub fn parser(kind: AdapterKind) -> Box<dyn StreamParser> {
         AdapterKind::Pi => Box::new(pi::PiParser::default()),
         AdapterKind::Claude => Box::new(claude::ClaudeParser::default()),
         AdapterKind::Codex => Box::new(codex::CodexParser::default()),
+        AdapterKind::Gemini => Box::new(gemini::GeminiParser::default()),
+        AdapterKind::Opencode => Box::new(opencode::OpencodeParser::default()),
         AdapterKind::Command => Box::new(command::CommandParser::default()),
     }
 }

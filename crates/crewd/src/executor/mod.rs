@@ -60,6 +60,8 @@ pub struct AttemptSpec {
     pub runtime: RuntimeConfig,
     pub plan: std::sync::Arc<PlannedTask>,
     pub model: Option<String>,
+    /// The task's fallback models after `model` (for a CLI with a fallback of its own).
+    pub fallback_models: Vec<String>,
     /// Direct dependencies: (task id, role).
     pub deps: Vec<(String, String)>,
     pub steers: Vec<String>,
@@ -674,8 +676,8 @@ async fn run_process(
         tools: spec.plan.tools.to_vec(),
         rpc,
         prompt_via: spec.runtime.prompt_via,
-        effort: None,
-        fallback_models: Vec::new(),
+        effort: spec.plan.effort.clone(),
+        fallback_models: spec.fallback_models.clone(),
     };
     let launch = stream::build_launch(spec.runtime.adapter, &launch);
     let argv = launch.argv;

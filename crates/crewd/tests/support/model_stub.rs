@@ -1,5 +1,6 @@
-//! A stub model API on 127.0.0.1 for the real-CLI tests: Anthropic Messages (Claude Code) or
-//! OpenAI Responses (Codex), both streamed as server-sent events. What it answers is up to the
+//! A stub model API on 127.0.0.1 for the real-CLI tests: Anthropic Messages (Claude Code),
+//! OpenAI Responses (Codex) or Gemini's `streamGenerateContent` (Gemini CLI), all streamed as
+//! server-sent events. What it answers is up to the
 //! test's script; every request is recorded with what the stub answered and the usage it
 //! reported, so a test can hold crew's accounting to it.
 #![allow(dead_code)]
@@ -17,6 +18,12 @@ pub enum Wire {
     Anthropic,
     /// `POST /v1/responses`, OpenAI's Responses streaming events.
     Responses,
+    /// `POST /v1beta/models/<model>:streamGenerateContent?alt=sse`, Gemini's chunks. The model
+    /// is named in the path: the stub records it as the body's `model`.
+    Gemini,
+    /// `POST /v1/chat/completions`, OpenAI's chat completions chunks (opencode's
+    /// OpenAI-compatible provider).
+    Chat,
 }
 
 /// What the stub answers to one model request.
@@ -71,7 +78,9 @@ impl Exchange {
                     matches!(
                         o.get("type").and_then(Value::as_str),
                         Some("tool_result" | "function_call_output" | "custom_tool_call_output")
-                    ) || o.values().any(any)
+                    ) || o.contains_key("functionResponse")
+                        || o.get("role").and_then(Value::as_str) == Some("tool")
+                        || o.values().any(any)
                 }
                 Value::Array(a) => a.iter().any(any),
                 _ => false,
@@ -144,6 +153,8 @@ impl Stub {
         match self.wire {
             Wire::Anthropic => format!("http://127.0.0.1:{}", self.port),
             Wire::Responses => format!("http://127.0.0.1:{}/v1", self.port),
+            Wire::Gemini => format!("http://127.0.0.1:{}", self.port),
+            Wire::Chat => format!("http://127.0.0.1:{}/v1", self.port),
         }
     }
 
@@ -213,11 +224,18 @@ fn serve(
         parts.next().unwrap_or_default(),
         parts.next().unwrap_or_default().to_string(),
     );
-    let endpoint = match wire {
-        Wire::Anthropic => "/v1/messages",
-        Wire::Responses => "/v1/responses",
+    let route = path.split('?').next().unwrap_or_default();
+    let gemini_model = route
+        .strip_prefix("/v1beta/models/")
+        .and_then(|r| r.strip_suffix(":streamGenerateContent"))
+        .map(str::to_owned);
+    let known = match wire {
+        Wire::Anthropic => route == "/v1/messages",
+        Wire::Responses => route == "/v1/responses",
+        Wire::Gemini => gemini_model.is_some(),
+        Wire::Chat => route == "/v1/chat/completions",
     };
-    if method != "POST" || path.split('?').next() != Some(endpoint) {
+    if method != "POST" || !known {
         // Model listings and the like: an empty answer, not a failure.
         let (status, body) = if method == "GET" && path.ends_with("/models") {
             ("200 OK", r#"{"object":"list","data":[]}"#)
@@ -233,7 +251,10 @@ fn serve(
         reader.read_exact(&mut body)?;
         body
     };
-    let body: Value = serde_json::from_slice(&body).map_err(std::io::Error::other)?;
+    let mut body: Value = serde_json::from_slice(&body).map_err(std::io::Error::other)?;
+    if let (Some(model), Some(obj)) = (gemini_model, body.as_object_mut()) {
+        obj.insert("model".into(), json!(model));
+    }
 
     let exchange = {
         let mut all = exchanges.lock().unwrap();
@@ -257,8 +278,11 @@ fn serve(
             Wire::Anthropic => {
                 json!({"type": "error", "error": {"type": error_type(*status), "message": message}})
             }
-            Wire::Responses => {
+            Wire::Responses | Wire::Chat => {
                 json!({"error": {"type": error_type(*status), "message": message, "code": null}})
+            }
+            Wire::Gemini => {
+                json!({"error": {"code": status, "message": message, "status": error_type(*status)}})
             }
         };
         let status = format!("{status} Stub Error");
@@ -272,6 +296,8 @@ fn serve(
     let stream = match wire {
         Wire::Anthropic => anthropic_stream(&exchange),
         Wire::Responses => responses_stream(&exchange),
+        Wire::Gemini => gemini_stream(&exchange),
+        Wire::Chat => chat_stream(&exchange),
     };
     respond(&mut out, "200 OK", "text/event-stream", stream.as_bytes())
 }
@@ -391,5 +417,76 @@ fn responses_stream(e: &Exchange) -> String {
             "total_tokens": e.sent.input + e.sent.cache_read + e.sent.output,
         }},
     }));
+    s
+}
+
+fn gemini_stream(e: &Exchange) -> String {
+    let model = e.body["model"].as_str().unwrap_or("stub-model");
+    let chunk = |parts: Value, last: bool| {
+        let mut c = json!({
+            "candidates": [{"content": {"parts": parts, "role": "model"}, "index": 0}],
+            "modelVersion": model,
+        });
+        if last {
+            c["candidates"][0]["finishReason"] = json!("STOP");
+            // Gemini counts the cached tokens in `promptTokenCount`, like OpenAI.
+            c["usageMetadata"] = json!({
+                "promptTokenCount": e.sent.input + e.sent.cache_read,
+                "cachedContentTokenCount": e.sent.cache_read,
+                "candidatesTokenCount": e.sent.output,
+                "totalTokenCount": e.sent.input + e.sent.cache_read + e.sent.output,
+            });
+        }
+        format!("data: {c}\r\n\r\n")
+    };
+    match &e.reply {
+        Reply::Text(text) => {
+            let (head, tail) = text.split_at(text.len() / 2);
+            chunk(json!([{"text": head}]), false) + &chunk(json!([{"text": tail}]), true)
+        }
+        Reply::Tool { name, input } => chunk(
+            json!([{"functionCall": {"name": name, "args": input}}]),
+            true,
+        ),
+        Reply::Error { .. } => unreachable!("errors are not streamed"),
+    }
+}
+
+fn chat_stream(e: &Exchange) -> String {
+    let model = e.body["model"].as_str().unwrap_or("stub-model");
+    let chunk = |delta: Value, finish: Option<&str>| {
+        let mut c = json!({
+            "id": format!("chatcmpl-stub-{}", e.n), "object": "chat.completion.chunk",
+            "created": 1, "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        });
+        if finish.is_some() {
+            // OpenAI counts the cached tokens in `prompt_tokens`.
+            c["usage"] = json!({
+                "prompt_tokens": e.sent.input + e.sent.cache_read,
+                "completion_tokens": e.sent.output,
+                "total_tokens": e.sent.input + e.sent.cache_read + e.sent.output,
+                "prompt_tokens_details": {"cached_tokens": e.sent.cache_read},
+            });
+        }
+        format!("data: {c}\n\n")
+    };
+    let mut s = match &e.reply {
+        Reply::Text(text) => {
+            let (head, tail) = text.split_at(text.len() / 2);
+            chunk(json!({"role": "assistant", "content": head}), None)
+                + &chunk(json!({"content": tail}), None)
+                + &chunk(json!({}), Some("stop"))
+        }
+        Reply::Tool { name, input } => {
+            chunk(
+                json!({"role": "assistant", "tool_calls": [{"index": 0, "id": format!("call_stub_{}", e.n),
+                    "type": "function", "function": {"name": name, "arguments": input.to_string()}}]}),
+                None,
+            ) + &chunk(json!({}), Some("tool_calls"))
+        }
+        Reply::Error { .. } => unreachable!("errors are not streamed"),
+    };
+    s.push_str("data: [DONE]\n\n");
     s
 }

@@ -1,4 +1,4 @@
-//! What the real-CLI tests (real_claude.rs, real_codex.rs) share: finding the installed CLI,
+//! What the real-CLI tests (real_claude.rs, real_codex.rs, real_gemini.rs, real_opencode.rs) share: finding the installed CLI,
 //! telling which role a model request comes from, and holding a finished `default` team run to
 //! what the stub saw and said.
 #![allow(dead_code)]
@@ -29,11 +29,22 @@ pub fn skipped(test: &str, cli: &str) {
 /// Runs the builtin `default` team with the long goal on `runtime` in `cwd` and waits: the run
 /// must complete with no stub error. Returns the run id.
 pub fn run_default_team(d: &Daemon, stub: &Stub, runtime: &str, cwd: &Path) -> String {
+    run_default_team_on(d, stub, runtime, cwd, MODEL)
+}
+
+/// `run_default_team` with the model named as the CLI wants it (opencode: `provider/model`).
+pub fn run_default_team_on(
+    d: &Daemon,
+    stub: &Stub,
+    runtime: &str,
+    cwd: &Path,
+    model: &str,
+) -> String {
     let run_id = d.ok(
         "team.run",
         json!({
             "goal": long_goal(), "cwd": path_str(cwd), "team": "default",
-            "runtime": runtime, "model": MODEL,
+            "runtime": runtime, "model": model,
         }),
     )["runId"]
         .as_str()
@@ -112,6 +123,8 @@ pub enum Accounting {
     Anthropic,
     /// Codex: one turn per `codex exec`, no cache writes in the Responses API.
     Responses,
+    /// Gemini CLI, opencode: a turn per model call, no cache writes in the API.
+    PerCall,
 }
 
 pub struct TeamRun {
@@ -173,10 +186,10 @@ pub fn check_team_run(
             sum(|s| s.cache_read),
             match acc {
                 Accounting::Anthropic => sum(|s| s.cache_write),
-                Accounting::Responses => 0,
+                Accounting::Responses | Accounting::PerCall => 0,
             },
             match acc {
-                Accounting::Anthropic => mine.len() as u64,
+                Accounting::Anthropic | Accounting::PerCall => mine.len() as u64,
                 Accounting::Responses => 1,
             },
         );

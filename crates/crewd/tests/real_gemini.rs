@@ -1,0 +1,117 @@
+//! Issue 16: the builtin `default` team on the real Gemini CLI (pinned in
+//! `tests/agents/package.json`), pointed at a stub Gemini API (`streamGenerateContent`) this
+//! test runs on 127.0.0.1 through `GOOGLE_GEMINI_BASE_URL`, with API-key auth chosen in the
+//! worker's `~/.gemini/settings.json`.
+//!
+//! Gemini CLI is installed by `tests/agents/setup.sh` into `tests/agents/node_modules` (or
+//! `$CREW_AGENTS_DIR`). Without that install the tests pass after printing why they did
+//! nothing, so `cargo test` works offline.
+
+mod common;
+#[path = "support/model_stub.rs"]
+mod model_stub;
+#[path = "support/real_cli.rs"]
+mod real_cli;
+
+use common::*;
+use model_stub::{Reply, Stub, Wire};
+use real_cli::*;
+use serde_json::json;
+
+fn start_daemon(stub: &Stub, extra_config: &str) -> Option<Daemon> {
+    let gemini = agent_bin("gemini")?;
+    let env = vec![
+        ("GOOGLE_GEMINI_BASE_URL".to_string(), stub.base_url()),
+        (
+            "GEMINI_API_KEY".to_string(),
+            "stub-key-not-secret".to_string(),
+        ),
+    ];
+    let config = format!(
+        "{extra_config}no_output_timeout_ms = 60000\ntask_timeout_ms = 180000\n\
+         [runtimes.gemini]\nadapter = \"gemini\"\ncommand = [{gemini:?}]\n\
+         env = [\"GEMINI_API_KEY\", \"GOOGLE_GEMINI_BASE_URL\"]\n",
+        gemini = gemini.display().to_string(),
+    );
+    let d = Daemon::start_with(Opts { config, env });
+    // Workers get the daemon's HOME: choose API-key auth there (with a base URL alone, Gemini
+    // CLI picks a gateway auth that its headless mode refuses).
+    let dir = d.home.join(".gemini");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("settings.json"),
+        r#"{"security":{"auth":{"selectedType":"gemini-api-key"}}}"#,
+    )
+    .unwrap();
+    Some(d)
+}
+
+#[test]
+fn default_team_on_the_real_gemini_cli() {
+    let work = tempfile::tempdir().unwrap();
+    let work_dir = work.path().canonicalize().unwrap();
+    let dir = work_dir.display().to_string();
+    // Every role's first request is answered with a `write_file` call for `<role>.txt` in the
+    // run's cwd; the answer after the call's result is the role's text.
+    let stub = Stub::start(Wire::Gemini, move |e| {
+        let role = role_of(e);
+        if e.has_tool_result() {
+            Reply::Text(format!("STUB-REPLY-{} from the {role}, all done.", e.n))
+        } else {
+            Reply::Tool {
+                name: "write_file".into(),
+                input: json!({"file_path": format!("{dir}/{role}.txt"), "content": format!("written by the {role}\n")}),
+            }
+        }
+    });
+    let Some(d) = start_daemon(&stub, "max_attempts = 1\n") else {
+        return skipped("default_team_on_the_real_gemini_cli", "gemini");
+    };
+    let goal = long_goal();
+    let run_id = run_default_team(&d, &stub, "gemini", &work_dir);
+    let run = check_team_run(&d, &run_id, &stub.exchanges(), Accounting::PerCall);
+
+    // The executor's write went through (its approval mode approves edits); the read-only
+    // roles' did not (their session has no write tool) and each got a warning.
+    assert_eq!(files_in(&work_dir), ["executor.txt"]);
+    assert_eq!(
+        std::fs::read_to_string(work_dir.join("executor.txt")).unwrap(),
+        "written by the executor\n"
+    );
+    assert_eq!(
+        warned_roles(&d, &run_id, &run),
+        ["explorer", "planner", "verifier"]
+    );
+
+    // The prompt went through stdin: the whole 100,000-character goal reached the model.
+    for (role, ex) in &run.first_requests {
+        assert!(ex.texts().contains(&goal), "{role}: the goal was cut");
+    }
+}
+
+#[test]
+fn gemini_bad_requests_fail_with_the_apis_message() {
+    let stub = Stub::start(Wire::Gemini, |_| Reply::Error {
+        status: 400,
+        message: "STUB-400: max_tokens: field required".into(),
+    });
+    let Some(d) = start_daemon(&stub, "max_attempts = 3\n") else {
+        return skipped("gemini_bad_requests_fail_with_the_apis_message", "gemini");
+    };
+    one_step_team(&d, "solo", "Answer: {goal}", "explorer");
+    let run = d.run(
+        "BAD-REQUEST-GOAL",
+        json!({"team": "solo", "runtime": "gemini", "model": MODEL}),
+    );
+    assert_eq!(d.wait(&run), "failed");
+    let st = d.status(&run);
+    let t = &st["tasks"][0];
+    assert_eq!(t["attempts"], 1, "a 400 is not retried: {t:#}");
+    assert!(
+        t["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("STUB-400: max_tokens: field required"),
+        "the API's message: {t:#}"
+    );
+}

@@ -1,0 +1,132 @@
+//! Issue 16: the builtin `default` team on the real opencode CLI (pinned in
+//! `tests/agents/package.json`), its model a custom OpenAI-compatible provider (in a config
+//! file named by `OPENCODE_CONFIG`) that points at a stub chat completions server this test
+//! runs on 127.0.0.1.
+//!
+//! opencode is installed by `tests/agents/setup.sh` into `tests/agents/node_modules` (or
+//! `$CREW_AGENTS_DIR`). Without that install the tests pass after printing why they did
+//! nothing. opencode fetches its plugin SDK from the npm registry into the worker's
+//! `~/.config/opencode` when it starts.
+
+mod common;
+#[path = "support/model_stub.rs"]
+mod model_stub;
+#[path = "support/real_cli.rs"]
+mod real_cli;
+
+use common::*;
+use model_stub::{Reply, Stub, Wire};
+use real_cli::*;
+use serde_json::json;
+
+/// `provider/model`, as opencode names a model.
+fn model() -> String {
+    format!("stub/{MODEL}")
+}
+
+/// A config file whose one provider is the stub.
+fn config_file(stub: &Stub) -> tempfile::TempDir {
+    let dir = tempfile::Builder::new()
+        .prefix("opencode-config")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap();
+    let config = json!({
+        "autoupdate": false,
+        "share": "disabled",
+        "provider": {"stub": {
+            "npm": "@ai-sdk/openai-compatible",
+            "name": "stub",
+            "options": {"baseURL": stub.base_url(), "apiKey": "stub-key-not-secret"},
+            "models": {MODEL: {"name": MODEL}},
+        }},
+    });
+    std::fs::write(dir.path().join("opencode.json"), config.to_string()).unwrap();
+    dir
+}
+
+fn start_daemon(config: &tempfile::TempDir, extra_config: &str) -> Option<Daemon> {
+    let opencode = agent_bin("opencode")?;
+    let env = vec![(
+        "OPENCODE_CONFIG".to_string(),
+        config.path().join("opencode.json").display().to_string(),
+    )];
+    let config = format!(
+        "{extra_config}no_output_timeout_ms = 60000\ntask_timeout_ms = 180000\n\
+         [runtimes.opencode]\nadapter = \"opencode\"\ncommand = [{opencode:?}]\n\
+         env = [\"OPENCODE_CONFIG\"]\n",
+        opencode = opencode.display().to_string(),
+    );
+    Some(Daemon::start_with(Opts { config, env }))
+}
+
+#[test]
+fn default_team_on_the_real_opencode_cli() {
+    let work = tempfile::tempdir().unwrap();
+    let work_dir = work.path().canonicalize().unwrap();
+    let dir = work_dir.display().to_string();
+    // Every role's first request is answered with a `write` call for `<role>.txt` in the run's
+    // cwd; the answer after the call's result is the role's text.
+    let stub = Stub::start(Wire::Chat, move |e| {
+        let role = role_of(e);
+        if e.has_tool_result() {
+            Reply::Text(format!("STUB-REPLY-{} from the {role}, all done.", e.n))
+        } else {
+            Reply::Tool {
+                name: "write".into(),
+                input: json!({"filePath": format!("{dir}/{role}.txt"), "content": format!("written by the {role}\n")}),
+            }
+        }
+    });
+    let config = config_file(&stub);
+    let Some(d) = start_daemon(&config, "max_attempts = 1\n") else {
+        return skipped("default_team_on_the_real_opencode_cli", "opencode");
+    };
+    let goal = long_goal();
+    let run_id = run_default_team_on(&d, &stub, "opencode", &work_dir, &model());
+    let run = check_team_run(&d, &run_id, &stub.exchanges(), Accounting::PerCall);
+
+    // The executor's write went through; the read-only roles' agents have no write tool.
+    assert_eq!(files_in(&work_dir), ["executor.txt"]);
+    assert_eq!(
+        std::fs::read_to_string(work_dir.join("executor.txt")).unwrap(),
+        "written by the executor\n"
+    );
+    assert_eq!(
+        warned_roles(&d, &run_id, &run),
+        ["explorer", "planner", "verifier"]
+    );
+    for (role, ex) in &run.first_requests {
+        assert!(ex.texts().contains(&goal), "{role}: the goal was cut");
+    }
+}
+
+#[test]
+fn opencode_bad_requests_fail_with_the_apis_message() {
+    let stub = Stub::start(Wire::Chat, |_| Reply::Error {
+        status: 400,
+        message: "STUB-400: max_tokens: field required".into(),
+    });
+    let config = config_file(&stub);
+    let Some(d) = start_daemon(&config, "max_attempts = 3\n") else {
+        return skipped(
+            "opencode_bad_requests_fail_with_the_apis_message",
+            "opencode",
+        );
+    };
+    one_step_team(&d, "solo", "Answer: {goal}", "explorer");
+    let run = d.run(
+        "BAD-REQUEST-GOAL",
+        json!({"team": "solo", "runtime": "opencode", "model": model()}),
+    );
+    assert_eq!(d.wait(&run), "failed");
+    let st = d.status(&run);
+    let t = &st["tasks"][0];
+    assert_eq!(t["attempts"], 1, "a 400 is not retried: {t:#}");
+    assert!(
+        t["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("STUB-400: max_tokens: field required"),
+        "the API's message: {t:#}"
+    );
+}
