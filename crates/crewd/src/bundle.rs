@@ -268,6 +268,8 @@ fn list_files(dir: &Path) -> Vec<(String, PathBuf)> {
 fn infer_owner(run: &RunState, name: &str) -> (String, Option<String>) {
     let (top, rest) = name.split_once('/').unwrap_or(("", name));
     let kind = match top {
+        // The same kind `team.artifacts` gives them (`system_prompts::on_disk`).
+        "prompts" if rest.starts_with("system-") => "system-prompt",
         "prompts" => "prompt",
         "results" => "result",
         "transcripts" => "transcript",

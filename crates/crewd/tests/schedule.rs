@@ -291,7 +291,9 @@ fn bad_input_is_refused_naming_the_field_and_nothing_is_stored() {
         "schedule.trigger",
     ] {
         assert_eq!(d.err(m, json!({"id": "sched_nope"}))["code"], 1001, "{m}");
-        let e = d.err(m, json!({"id": "../etc"}));
+        // Anything else is a name (names never reach a path): not found.
+        assert_eq!(d.err(m, json!({"id": "../etc"}))["code"], 1001, "{m}");
+        let e = d.err(m, json!({"id": "sched_../etc"}));
         assert_eq!(
             (e["code"].clone(), e["data"]["field"].clone()),
             (json!(-32602), json!("id")),
