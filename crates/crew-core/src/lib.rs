@@ -6,6 +6,7 @@
 //! with plain tables.
 
 pub mod dag;
+pub mod fanout;
 pub mod ids;
 pub mod plan;
 pub mod prompt;

@@ -37,6 +37,19 @@ pub struct PlannedTask {
     /// The step's `seedPaths` (worktree mode copies them from the user's tree).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub seed_paths: Vec<String>,
+    /// A fan-out step (`expands: tasks`): its answer adds tasks, within what this allows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expands: Option<Arc<crate::fanout::Expansion>>,
+    /// Added by this fan-out task (`task.expanded`), not by the workflow.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub added_by: Option<SafeId>,
+    /// An added task's one-line title.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// Paths or globs (relative to the repository's top) the task may change; empty: any.
+    /// Well-formed when set (`fanout::scope_problem`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scope: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -140,6 +153,13 @@ pub fn build_plan(
         return Err(diags);
     }
 
+    // Built once, and only for a workflow with a fan-out step: every role of the team bound to
+    // its agent, frozen like the rest of the plan.
+    let expansion = wf
+        .steps
+        .iter()
+        .any(|s| s.expands)
+        .then(|| Arc::new(expansion_of(catalog, team)));
     let ids: HashMap<&str, SafeId> = wf
         .steps
         .iter()
@@ -221,6 +241,10 @@ pub fn build_plan(
             tools,
             thinking: agent.thinking.clone(),
             seed_paths: step.seed_paths.clone(),
+            expands: step.expands.then(|| expansion.clone()).flatten(),
+            added_by: None,
+            title: None,
+            scope: Vec::new(),
         });
     }
     if diags.iter().any(|d| d.severity == Severity::Error) {
@@ -232,6 +256,39 @@ pub fn build_plan(
         max_concurrency: team.max_concurrency.or(wf.max_concurrency),
         tasks,
     })
+}
+
+/// The team's roles that have an agent, as a fan-out step may use them (roles without an agent
+/// are left out: a task of theirs could not run).
+fn expansion_of(catalog: &Catalog, team: &crate::resource::Team) -> crate::fanout::Expansion {
+    let mut seen = HashSet::new();
+    let roles = team
+        .roles
+        .iter()
+        .filter(|r| seen.insert(r.name.as_str()))
+        .filter_map(|role| {
+            let agent = catalog.agent(&role.agent)?;
+            let tools: Arc<[String]> = agent
+                .tools
+                .clone()
+                .unwrap_or_else(|| default_tools(&agent.name))
+                .into();
+            Some(crate::fanout::RoleTemplate {
+                role: role.name.clone(),
+                agent: agent.name.clone(),
+                model: role.model.clone().or_else(|| agent.model.clone()),
+                system_prompt: Arc::from(agent.system_prompt.as_str()),
+                system_prompt_mode: agent.system_prompt_mode,
+                writes: tools_write(&tools),
+                tools,
+                thinking: agent.thinking.clone(),
+            })
+        })
+        .collect();
+    crate::fanout::Expansion {
+        max_tasks: crate::fanout::DEFAULT_MAX_TASKS,
+        roles,
+    }
 }
 
 /// The same tasks with one `Arc` per distinct system prompt and per distinct tool list. A

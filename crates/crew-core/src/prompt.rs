@@ -220,6 +220,10 @@ mod tests {
             thinking: None,
             seed_paths: Vec::new(),
             writes: false,
+            expands: None,
+            added_by: None,
+            title: None,
+            scope: Vec::new(),
         }
     }
 

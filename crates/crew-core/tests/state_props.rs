@@ -52,6 +52,10 @@ impl RunDef {
                 thinking: None,
                 seed_paths: Vec::new(),
                 writes: *writes,
+                expands: None,
+                added_by: None,
+                title: None,
+                scope: Vec::new(),
             })
             .map(std::sync::Arc::new)
             .collect();

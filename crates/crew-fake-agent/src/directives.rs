@@ -40,6 +40,12 @@ pub struct Directives {
     pub edits: Vec<Edit>,
     /// Files whose content (read before any edit) the final answer quotes (`cat=path`).
     pub cats: Vec<String>,
+    /// A file whose content the final answer ends with, as a ```json fenced block: a
+    /// fan-out step's block (`fanout=path`).
+    pub fanout: Option<String>,
+    /// The same on a repair attempt (the prompt says the last block was refused), if given
+    /// (`fanout-repair=path`).
+    pub fanout_repair: Option<String>,
 }
 
 /// A change an editing agent makes to its working directory. `\n` in the text is a newline.
@@ -125,6 +131,8 @@ fn apply(d: &mut Directives, body: &str) {
             .extend(path_and_text(v).map(|(p, t)| Edit::Append(p, t))),
         ("delete", Some(v)) if !v.is_empty() => d.edits.push(Edit::Delete(v.to_owned())),
         ("cat", Some(v)) if !v.is_empty() => d.cats.push(v.to_owned()),
+        ("fanout", Some(v)) if !v.is_empty() => d.fanout = Some(v.to_owned()),
+        ("fanout-repair", Some(v)) if !v.is_empty() => d.fanout_repair = Some(v.to_owned()),
         _ => {}
     }
 }

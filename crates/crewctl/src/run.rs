@@ -41,6 +41,7 @@ pub fn run_params(a: &RunArgs, cwd: String) -> RunParams {
             crate::cli::WorkspaceArg::Worktree => WorkspaceMode::Worktree,
         }),
         dirty: a.refuse_dirty.then_some(DirtyPolicy::Refuse),
+        max_fan_out_tasks: a.max_fan_out_tasks.map(i64::from),
     }
 }
 

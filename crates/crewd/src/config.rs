@@ -67,6 +67,8 @@ pub struct Config {
     /// Run when a run ends (completed, failed, cancelled), with `CREW_RUN_ID`, `CREW_RUN_STATUS`
     /// and `CREW_RUN_REASON` in its environment: a string (split on whitespace) or an array.
     pub on_run_end: Option<CommandSpec>,
+    /// Tasks one fan-out step (`expands: tasks`) may add; a run's `maxFanOutTasks` overrides.
+    pub max_fan_out_tasks: u32,
 }
 
 impl Default for Config {
@@ -100,6 +102,7 @@ impl Default for Config {
             default_workspace: crew_core::run::WorkspaceMode::Shared,
             git_timeout_ms: 120_000,
             on_run_end: None,
+            max_fan_out_tasks: crew_core::fanout::DEFAULT_MAX_TASKS,
         }
     }
 }
@@ -231,6 +234,15 @@ impl Config {
         }
         if self.max_attempts == 0 {
             return bad("max_attempts", "must be at least 1".into());
+        }
+        if !(1..=crew_core::fanout::MAX_TASKS_CEILING).contains(&self.max_fan_out_tasks) {
+            return bad(
+                "max_fan_out_tasks",
+                format!(
+                    "must be between 1 and {}",
+                    crew_core::fanout::MAX_TASKS_CEILING
+                ),
+            );
         }
         if self.resident_runs == 0 {
             return bad("resident_runs", "must be at least 1".into());

@@ -108,6 +108,9 @@ pub struct RunParams {
     pub workspace: Option<super::WorkspaceMode>,
     /// `worktree` runs: `snapshot` (default) or `refuse` when the cwd has uncommitted changes.
     pub dirty: Option<super::DirtyPolicy>,
+    /// Tasks one fan-out step (`expands: tasks`) may add (1-256); default: config
+    /// `max_fan_out_tasks` (16).
+    pub max_fan_out_tasks: Option<i64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]

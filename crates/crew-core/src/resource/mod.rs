@@ -141,6 +141,10 @@ pub struct Step {
     /// Untracked files (e.g. `.env`) copied from the user's tree into the task's worktree.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub seed_paths: Vec<String>,
+    /// `expands: tasks`: the step's answer holds a fan-out block whose tasks are added to the
+    /// run (`crate::fanout`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub expands: bool,
     /// 1-based line of the `## id` heading.
     pub line: u32,
 }

@@ -34,6 +34,7 @@ const STEP_KEYS: &[&str] = &[
     "preStepArgs",
     "preStepTimeout",
     "preStepOptional",
+    "expands",
 ];
 
 /// Later pi-crew step keys: accepted, but they do not make a heading explicit.
@@ -277,7 +278,24 @@ fn parse_step(
             }
         }
     }
+    let expands = match get("expands") {
+        None => false,
+        Some(e) if e.value == "tasks" => true,
+        Some(e) if e.value == "false" || e.value.is_empty() => false,
+        Some(e) => {
+            d.error(
+                Some(e.line),
+                Some("expands"),
+                format!(
+                    "`expands: {}`: the only value is `tasks` (the step's answer adds tasks to the run)",
+                    e.value
+                ),
+            );
+            false
+        }
+    };
     Step {
+        expands,
         seed_paths,
         id: id.to_string(),
         role: get("role")

@@ -115,6 +115,10 @@ enum TaskBefore {
 
 impl TaskBefore {
     fn of(run: &RunState, ev: &Event) -> Self {
+        // Adds tasks: every count may change.
+        if matches!(ev.body, EventBody::TaskExpanded { .. }) {
+            return TaskBefore::Any;
+        }
         match ev.task_id.as_deref().and_then(|t| run.task_index(t)) {
             Some(idx) => run
                 .tasks
@@ -358,7 +362,14 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
                 }
                 t.status = TaskStatus::Queued;
                 t.error = end.error.clone();
-                t.edit_rare(|r| r.not_before = Some(*not_before));
+                let repair = (reason == crate::fanout::REPAIR_REASON)
+                    .then(|| end.error.clone().unwrap_or_default());
+                t.edit_rare(|r| {
+                    r.not_before = Some(*not_before);
+                    if repair.is_some() {
+                        r.fan_out_repair = repair;
+                    }
+                });
                 t.finished_at = None;
             }
         }
@@ -407,6 +418,9 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
                 }
             }
         }
+        EventBody::TaskExpanded { tasks, dependents } => {
+            super::fanout::apply_expanded(run, tasks, dependents);
+        }
         // A notice only.
         EventBody::TaskWarning { .. } => {}
         // Handled at the State level.
@@ -432,6 +446,7 @@ fn requeue(t: &mut TaskState) {
         r.not_before = None;
         r.question = None;
         r.commit = None;
+        r.fan_out_repair = None;
     });
     t.pid = None;
     t.pid_start = None;

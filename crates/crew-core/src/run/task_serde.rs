@@ -35,6 +35,8 @@ struct FlatOut<'a> {
     reused_from: &'a Option<(String, String)>,
     #[serde(skip_serializing_if = "Option::is_none")]
     commit: &'a Option<TaskCommit>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fan_out_repair: &'a Option<String>,
     progress: &'a Progress,
 }
 
@@ -62,6 +64,8 @@ struct FlatIn {
     reused_from: Option<(String, String)>,
     #[serde(default)]
     commit: Option<TaskCommit>,
+    #[serde(default)]
+    fan_out_repair: Option<String>,
     progress: Progress,
 }
 
@@ -88,6 +92,7 @@ impl Serialize for TaskState {
             answers: &rare.answers,
             reused_from: &rare.reused_from,
             commit: &rare.commit,
+            fan_out_repair: &rare.fan_out_repair,
             progress: &self.progress,
         }
         .serialize(s)
@@ -117,6 +122,7 @@ impl<'de> Deserialize<'de> for TaskState {
             answers: f.answers,
             reused_from: f.reused_from,
             commit: f.commit,
+            fan_out_repair: f.fan_out_repair,
         });
         t.progress = f.progress;
         Ok(t)

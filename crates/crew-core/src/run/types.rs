@@ -212,6 +212,9 @@ pub struct Rare {
     pub reused_from: Option<(String, String)>,
     /// The result commit of a completed task in `worktree` mode.
     pub commit: Option<super::workspace::TaskCommit>,
+    /// A fan-out task whose block was refused: the problems, fed back on its repair attempt.
+    /// Set once per window: a second refused block makes the task need attention.
+    pub fan_out_repair: Option<String>,
 }
 
 impl Rare {
@@ -222,6 +225,7 @@ impl Rare {
             && self.answers.is_empty()
             && self.reused_from.is_none()
             && self.commit.is_none()
+            && self.fan_out_repair.is_none()
     }
 }
 
@@ -232,6 +236,7 @@ static NO_RARE: Rare = Rare {
     answers: Vec::new(),
     reused_from: None,
     commit: None,
+    fan_out_repair: None,
 };
 
 impl TaskState {
@@ -276,6 +281,9 @@ impl TaskState {
     }
     pub fn commit(&self) -> Option<&super::workspace::TaskCommit> {
         self.rare().commit.as_ref()
+    }
+    pub fn fan_out_repair(&self) -> Option<&str> {
+        self.rare().fan_out_repair.as_deref()
     }
 
     /// Change the usually empty fields; their box is made when needed and dropped once they
@@ -372,8 +380,8 @@ impl std::fmt::Debug for Backoff {
 /// Runs up to this many tasks find a task by scanning: cheaper than building an index.
 const SCAN_TASKS: usize = 16;
 
-/// A run's task positions ordered by task id, built on the first lookup (a run's task list never
-/// changes after `run.created`). Every event and every dependency check looks a task up by id:
+/// A run's task positions ordered by task id, built on the first lookup (a run's task list
+/// changes only by `task.expanded`, which drops the index). Every event and every dependency check looks a task up by id:
 /// with a scan, a run of n tasks cost O(n²) to dispatch.
 #[derive(Clone, Default)]
 pub(crate) struct TaskIndex(std::sync::OnceLock<Box<[u32]>>);
