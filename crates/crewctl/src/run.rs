@@ -274,7 +274,7 @@ mod tests {
                 "concurrency": null, "failurePolicy": "fail-fast",
                 "budget": {"tokens": 5000, "warnAt": null, "abortAt": 0.9},
                 "requirePlanApproval": true, "reuseResults": "all",
-                "workspace": null, "dirty": null
+                "workspace": null, "dirty": null, "maxFanOutTasks": null
             })
         );
         let cli = Cli::try_parse_from(["crewctl", "run", "x", "--reuse-results"]).unwrap();

@@ -356,6 +356,42 @@ mod tests {
     )];
 
     #[test]
+    fn expands_field() {
+        // (value line, expands, diagnostics as (severity, line, field))
+        let cases: &[(&str, bool, &[(Severity, u32, &str)])] = &[
+            ("expands: tasks\n", true, &[]),
+            ("expands: false\n", false, &[]),
+            ("", false, &[]),
+            (
+                "expands: steps\n",
+                false,
+                &[(Severity::Error, 2, "expands")],
+            ),
+        ];
+        for (line, want, diags) in cases {
+            let (w, d) = workflow(&format!(
+                "## plan\n{line}role: planner\n\nSplit {{goal}}.\n"
+            ));
+            assert_eq!(w.steps.len(), 1, "{line}");
+            assert_eq!(w.steps[0].expands, *want, "{line}");
+            let got: Vec<_> = d
+                .iter()
+                .map(|d| {
+                    (
+                        d.severity,
+                        d.line.unwrap_or(0),
+                        d.field.as_deref().unwrap_or(""),
+                    )
+                })
+                .collect();
+            assert_eq!(&got, diags, "{line}: {d:?}");
+        }
+        // `expands` alone makes a heading a step, like any step key.
+        let (w, _) = workflow("## plan\nexpands: tasks\n\nSplit.\n\n## Notes\n\nprose\n");
+        assert_eq!(w.steps.len(), 1);
+    }
+
+    #[test]
     fn step_sections() {
         let cases: &[(&str, &str, Shape)] = &[
             (
