@@ -358,7 +358,8 @@ mod tests {
     #[test]
     fn expands_field() {
         // (value line, expands, diagnostics as (severity, line, field))
-        let cases: &[(&str, bool, &[(Severity, u32, &str)])] = &[
+        type Case = (&'static str, bool, &'static [(Severity, u32, &'static str)]);
+        let cases: &[Case] = &[
             ("expands: tasks\n", true, &[]),
             ("expands: false\n", false, &[]),
             ("", false, &[]),
