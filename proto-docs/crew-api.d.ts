@@ -4,6 +4,23 @@
 /** Version of the API document these types were generated from. */
 export type ApiVersion = "1.0.0";
 
+/** A task a fan-out step added. */
+export interface AddedTaskView {
+  /** The fan-out task whose answer added it. */
+  addedBy: string;
+  agent: string;
+  /** The run waits for `team.approve` before this task may start. */
+  awaitingApproval: boolean;
+  dependsOn: string[];
+  id: string;
+  role: string;
+  /** Paths or globs (relative to the repository's top) the task may change; empty: any. */
+  scope: string[];
+  title?: string | null;
+  /** The role may write (its tools include edit, write or bash). */
+  writes: boolean;
+}
+
 export interface ApplyParams {
   runId: string;
   /** One new commit of the whole change instead of merging the run's branch. */
@@ -453,6 +470,11 @@ export interface RunParams {
   dirty?: DirtyPolicy | null;
   failurePolicy?: FailurePolicy | null;
   goal: string;
+  /**
+   * Tasks one fan-out step (`expands: tasks`) may add (1-256); default: config
+   * `max_fan_out_tasks` (16).
+   */
+  maxFanOutTasks?: number | null;
   model?: string | null;
   requirePlanApproval?: boolean | null;
   reuseResults?: ReuseResults | null;
@@ -598,6 +620,11 @@ export interface ScheduleUpdateParams {
 export type Severity = "error" | "warning";
 
 export interface StatusResult {
+  /**
+   * Tasks that fan-out steps (`expands: tasks`) added to the run, as `team.plan` shows
+   * planned tasks. With `requirePlanApproval` they are the plan `team.approve` lets start.
+   */
+  addedTasks?: AddedTaskView[];
   run: RunView;
   tasks: TaskView[];
   /** `worktree` runs: base, branches, per-task commits, the integration. */
@@ -794,6 +821,11 @@ export interface Methods {
       dirty?: DirtyPolicy | null;
       failurePolicy?: FailurePolicy | null;
       goal: string;
+      /**
+       * Tasks one fan-out step (`expands: tasks`) may add (1-256); default: config
+       * `max_fan_out_tasks` (16).
+       */
+      maxFanOutTasks?: number | null;
       model?: string | null;
       requirePlanApproval?: boolean | null;
       reuseResults?: ReuseResults | null;
@@ -820,6 +852,11 @@ export interface Methods {
       dirty?: DirtyPolicy | null;
       failurePolicy?: FailurePolicy | null;
       goal: string;
+      /**
+       * Tasks one fan-out step (`expands: tasks`) may add (1-256); default: config
+       * `max_fan_out_tasks` (16).
+       */
+      maxFanOutTasks?: number | null;
       model?: string | null;
       requirePlanApproval?: boolean | null;
       reuseResults?: ReuseResults | null;

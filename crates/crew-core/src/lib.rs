@@ -7,6 +7,7 @@
 
 pub mod checks;
 pub mod dag;
+pub mod fanout;
 pub mod ids;
 pub mod plan;
 pub mod prompt;

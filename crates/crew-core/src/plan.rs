@@ -52,6 +52,15 @@ pub struct PlannedTask {
     /// Scope policy, no-change guard and verification commands (issue 17).
     #[serde(default, skip_serializing_if = "crate::checks::Checks::is_default")]
     pub checks: crate::checks::Checks,
+    /// A fan-out step (`expands: tasks`): its answer adds tasks, within what this allows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expands: Option<Arc<crate::fanout::Expansion>>,
+    /// Added by this fan-out task (`task.expanded`), not by the workflow.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub added_by: Option<SafeId>,
+    /// An added task's one-line title.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -155,6 +164,13 @@ pub fn build_plan(
         return Err(diags);
     }
 
+    // Built once, and only for a workflow with a fan-out step: every role of the team bound to
+    // its agent, frozen like the rest of the plan.
+    let expansion = wf
+        .steps
+        .iter()
+        .any(|s| s.expands)
+        .then(|| Arc::new(expansion_of(catalog, team)));
     let ids: HashMap<&str, SafeId> = wf
         .steps
         .iter()
@@ -240,6 +256,9 @@ pub fn build_plan(
             seed_paths: step.seed_paths.clone(),
             scope: step.scope.clone(),
             checks: step_checks(step),
+            expands: step.expands.then(|| expansion.clone()).flatten(),
+            added_by: None,
+            title: None,
         });
     }
     if diags.iter().any(|d| d.severity == Severity::Error) {
@@ -269,6 +288,41 @@ fn step_checks(step: &Step) -> crate::checks::Checks {
             commands,
             retries: step.verify_retries,
         }),
+    }
+}
+
+/// The team's roles that have an agent, as a fan-out step may use them (roles without an agent
+/// are left out: a task of theirs could not run).
+fn expansion_of(catalog: &Catalog, team: &crate::resource::Team) -> crate::fanout::Expansion {
+    let mut seen = HashSet::new();
+    let roles = team
+        .roles
+        .iter()
+        .filter(|r| seen.insert(r.name.as_str()))
+        .filter_map(|role| {
+            let agent = catalog.agent(&role.agent)?;
+            let tools: Arc<[String]> = agent
+                .tools
+                .clone()
+                .unwrap_or_else(|| default_tools(&agent.name))
+                .into();
+            Some(crate::fanout::RoleTemplate {
+                role: role.name.clone(),
+                agent: agent.name.clone(),
+                model: role.model.clone().or_else(|| agent.model.clone()),
+                system_prompt: Arc::from(agent.system_prompt.as_str()),
+                system_prompt_mode: agent.system_prompt_mode,
+                writes: tools_write(&tools),
+                tools,
+                thinking: agent.thinking.clone(),
+                effort: agent.effort.clone(),
+                fallback_models: agent.fallback_models.clone(),
+            })
+        })
+        .collect();
+    crate::fanout::Expansion {
+        max_tasks: crate::fanout::DEFAULT_MAX_TASKS,
+        roles,
     }
 }
 

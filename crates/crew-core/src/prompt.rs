@@ -239,6 +239,9 @@ mod tests {
             scope: Vec::new(),
             checks: Default::default(),
             writes: false,
+            expands: None,
+            added_by: None,
+            title: None,
         }
     }
 

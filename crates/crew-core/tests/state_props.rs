@@ -56,6 +56,9 @@ impl RunDef {
                 scope: Vec::new(),
                 checks: Default::default(),
                 writes: *writes,
+                expands: None,
+                added_by: None,
+                title: None,
             })
             .map(std::sync::Arc::new)
             .collect();

@@ -43,6 +43,12 @@ pub struct Directives {
     /// Models that are "overloaded": run with `--model` one of them (a `:thinking` suffix
     /// aside), the agent fails as `[fake:model-error]` does (`busy-model=name`).
     pub busy_models: Vec<String>,
+    /// A file whose content the final answer ends with, as a ```json fenced block: a
+    /// fan-out step's block (`fanout=path`).
+    pub fanout: Option<String>,
+    /// The same on a repair attempt (the prompt says the last block was refused), if given
+    /// (`fanout-repair=path`).
+    pub fanout_repair: Option<String>,
 }
 
 /// A change an editing agent makes to its working directory. `\n` in the text is a newline.
@@ -129,6 +135,8 @@ fn apply(d: &mut Directives, body: &str) {
         ("delete", Some(v)) if !v.is_empty() => d.edits.push(Edit::Delete(v.to_owned())),
         ("cat", Some(v)) if !v.is_empty() => d.cats.push(v.to_owned()),
         ("busy-model", Some(v)) if !v.is_empty() => d.busy_models.push(v.to_owned()),
+        ("fanout", Some(v)) if !v.is_empty() => d.fanout = Some(v.to_owned()),
+        ("fanout-repair", Some(v)) if !v.is_empty() => d.fanout_repair = Some(v.to_owned()),
         _ => {}
     }
 }

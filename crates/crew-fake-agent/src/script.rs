@@ -367,6 +367,17 @@ fn final_text(prompt: &str, d: &Directives, seen: &[String]) -> String {
         lines.push(format!("Remote: {LEAK_URL}"));
         lines.push(format!("ANTHROPIC key {LEAK_KEY} works."));
     }
+    // crew's fan-out prompt section names a refused block under this heading.
+    let repairing = prompt.contains("## Your previous fan-out block was refused");
+    let block = match (&d.fanout_repair, &d.fanout) {
+        (Some(r), _) if repairing => Some(r),
+        (_, f) => f.as_ref(),
+    };
+    if let Some(path) = block {
+        let text =
+            std::fs::read_to_string(path).unwrap_or_else(|e| format!("<cannot read {path}: {e}>"));
+        lines.push(format!("```json\n{}\n```", text.trim_end()));
+    }
     lines.join("\n")
 }
 

@@ -335,6 +335,9 @@ pub struct RunArgs {
     /// Refuse to start a worktree run when the tree has uncommitted changes
     #[arg(long)]
     pub refuse_dirty: bool,
+    /// Tasks one fan-out step may add (1-256) [default: the daemon's max_fan_out_tasks, 16]
+    #[arg(long, value_name = "N")]
+    pub max_fan_out_tasks: Option<u32>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -41,6 +41,7 @@ pub fn run_params(a: &RunArgs, cwd: String) -> RunParams {
             crate::cli::WorkspaceArg::Worktree => WorkspaceMode::Worktree,
         }),
         dirty: a.refuse_dirty.then_some(DirtyPolicy::Refuse),
+        max_fan_out_tasks: a.max_fan_out_tasks.map(i64::from),
     }
 }
 
@@ -273,7 +274,7 @@ mod tests {
                 "concurrency": null, "failurePolicy": "fail-fast",
                 "budget": {"tokens": 5000, "warnAt": null, "abortAt": 0.9},
                 "requirePlanApproval": true, "reuseResults": "all",
-                "workspace": null, "dirty": null
+                "workspace": null, "dirty": null, "maxFanOutTasks": null
             })
         );
         let cli = Cli::try_parse_from(["crewctl", "run", "x", "--reuse-results"]).unwrap();

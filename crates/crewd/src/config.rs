@@ -82,6 +82,8 @@ pub struct Config {
     /// Let a writing task complete without changing anything when its step does not say
     /// (`allowNoChange`). Off: such a task needs attention ("changed nothing").
     pub allow_no_change: bool,
+    /// Tasks one fan-out step (`expands: tasks`) may add; a run's `maxFanOutTasks` overrides.
+    pub max_fan_out_tasks: u32,
     /// Per project root (as `trusted_projects` names them): its verification commands.
     pub projects: BTreeMap<PathBuf, ProjectConfig>,
 }
@@ -93,6 +95,8 @@ pub struct ProjectConfig {
     /// Run, each as `sh -c`, in the task's workspace after a `verify: true` step's agent
     /// finished, when the step names no `verifyCommands` of its own.
     pub verify_commands: Vec<String>,
+    /// Tasks one fan-out step (`expands: tasks`) may add; a run's `maxFanOutTasks` overrides.
+    pub max_fan_out_tasks: u32,
 }
 
 impl Default for Config {
@@ -132,6 +136,7 @@ impl Default for Config {
             scope_policy: crew_core::checks::ScopePolicy::NeedsAttention,
             allow_no_change: false,
             projects: BTreeMap::new(),
+            max_fan_out_tasks: crew_core::fanout::DEFAULT_MAX_TASKS,
         }
     }
 }
@@ -263,6 +268,15 @@ impl Config {
         }
         if self.max_attempts == 0 {
             return bad("max_attempts", "must be at least 1".into());
+        }
+        if !(1..=crew_core::fanout::MAX_TASKS_CEILING).contains(&self.max_fan_out_tasks) {
+            return bad(
+                "max_fan_out_tasks",
+                format!(
+                    "must be between 1 and {}",
+                    crew_core::fanout::MAX_TASKS_CEILING
+                ),
+            );
         }
         if self.resident_runs == 0 {
             return bad("resident_runs", "must be at least 1".into());

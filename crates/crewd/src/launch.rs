@@ -208,6 +208,32 @@ pub async fn prepare(shared: &Arc<Shared>, p: &RunParams) -> Result<Prepared, Ap
             g.agent, g.runtime, g.message
         )
     }));
+    let max_fan_out = match p.max_fan_out_tasks {
+        None => cfg.max_fan_out_tasks,
+        Some(n) if (1..=i64::from(crew_core::fanout::MAX_TASKS_CEILING)).contains(&n) => n as u32,
+        Some(_) => {
+            return Err(ApiError::invalid_params(
+                "maxFanOutTasks",
+                format!(
+                    "must be between 1 and {}",
+                    crew_core::fanout::MAX_TASKS_CEILING
+                ),
+            ))
+        }
+    };
+    let mut plan = plan;
+    // The cap is frozen into each fan-out step (one `Arc` shared by all of them).
+    let mut capped: Option<Arc<crew_core::fanout::Expansion>> = None;
+    for t in plan.tasks.iter_mut() {
+        if let Some(exp) = &t.expands {
+            let c = capped.get_or_insert_with(|| {
+                let mut e = crew_core::fanout::Expansion::clone(exp);
+                e.max_tasks = max_fan_out;
+                Arc::new(e)
+            });
+            t.expands = Some(c.clone());
+        }
+    }
     let concurrency = p
         .concurrency
         .map(|c| c as u32)

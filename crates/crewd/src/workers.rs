@@ -42,6 +42,7 @@ pub fn dispatch(core: &mut Core, now: chrono::DateTime<chrono::Utc>) {
                         retryable: false,
                         reason: "spawn".into(),
                     },
+                    answer: None,
                 };
                 core.actor.tell(move |core| on_finished(core, report));
                 continue;
@@ -82,6 +83,7 @@ pub fn dispatch(core: &mut Core, now: chrono::DateTime<chrono::Utc>) {
                         retryable: true,
                         reason: "storage".into(),
                     },
+                    answer: None,
                 };
                 actor.tell(move |core| on_finished(core, report));
             }
@@ -143,6 +145,7 @@ fn attempt_spec(
         workspace: crate::workspace::task_workspace(run, task, attempt),
         feedback: task.feedback().map(str::to_string),
         cache_after_commit: Default::default(),
+        fan_out_repair: task.fan_out_repair().map(str::to_string),
     })
 }
 
@@ -209,11 +212,14 @@ pub fn on_finished(core: &mut Core, report: Report) {
         return;
     }
     let result: AttemptResult = report.result;
-    let ps = core.state.finish_attempt(
+    // A fan-out step's answer is checked here, where the run's task ids are known; a valid
+    // block adds its tasks in the same batch as the completion.
+    let ps = core.state.finish_fan_out(
         &report.run_id,
         &report.task_id,
         report.attempt,
         result,
+        report.answer.as_deref(),
         core.now(),
         &RetryPolicy::default(),
         rand::random::<f64>(),

@@ -15,6 +15,11 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 const PROVIDER: &str = "stub";
+/// What the stub answers a fan-out step (`fan_out_on_the_real_pi_cli`).
+const FAN_OUT_BLOCK: &str = r#"{"tasks": [
+  {"id": "left", "role": "executor", "title": "Left half", "task": "Do the left half.", "scope": ["left/**"]},
+  {"id": "right", "role": "executor", "title": "Right half", "task": "Do the right half.", "scope": ["right/**"]}
+]}"#;
 const MODEL_ID: &str = "stub-model";
 /// USD per million tokens, as written into models.json; pi prices each message with these.
 const PRICE_INPUT: f64 = 1.0;
@@ -164,9 +169,19 @@ fn serve(conn: TcpStream, exchanges: &Mutex<Vec<Exchange>>) -> std::io::Result<(
     let exchange = {
         let mut all = exchanges.lock().unwrap();
         let n = all.len() as u64 + 1;
+        let plain = format!("STUB-REPLY-{n} from the stub model, all done.");
+        // A fan-out step's prompt (crew_core::fanout::prompt_section) gets a block of tasks.
+        let reply = if body
+            .to_string()
+            .contains("## Output: tasks for the team (fan-out)")
+        {
+            format!("{plain}\n\n```json\n{FAN_OUT_BLOCK}\n```")
+        } else {
+            plain
+        };
         let e = Exchange {
             body,
-            reply: format!("STUB-REPLY-{n} from the stub model, all done."),
+            reply,
             prompt_tokens: 1000 + 7 * n,
             cached_tokens: n,
             completion_tokens: 20 + n,
@@ -397,6 +412,101 @@ fn default_team_on_the_real_pi_cli() {
         "{ru} vs {cost}"
     );
     assert_eq!(st["run"]["model"], format!("{PROVIDER}/{MODEL_ID}"));
+}
+
+/// Issue 17: the stub model answers the builtin `implement` workflow's plan step with a
+/// fan-out block; the tasks it names are added and run on pi too.
+#[test]
+fn fan_out_on_the_real_pi_cli() {
+    let Some(pi) = pi_bin() else {
+        println!(
+            "SKIPPED fan_out_on_the_real_pi_cli: pi is not installed \
+             (run tests/pi/setup.sh, or set CREW_PI_DIR)"
+        );
+        return;
+    };
+    let stub = Stub::start();
+    let config = format!(
+        "max_attempts = 1\nno_output_timeout_ms = 60000\ntask_timeout_ms = 120000\n\
+         [runtimes.pi]\nadapter = \"pi\"\ncommand = [{pi:?}, \"--offline\"]\n",
+        pi = pi.display().to_string(),
+    );
+    let d = Daemon::start_with(Opts {
+        config,
+        env: vec![],
+    });
+    let agent_dir = d.home.join(".pi/agent");
+    std::fs::create_dir_all(&agent_dir).unwrap();
+    std::fs::write(
+        agent_dir.join("models.json"),
+        serde_json::to_string_pretty(&models_json(stub.port)).unwrap(),
+    )
+    .unwrap();
+    let started = d.ok(
+        "team.run",
+        json!({
+            "goal": "Split the greeting work",
+            "cwd": path_str(&d.work),
+            "team": "implement",
+            "workspace": "shared",
+            "runtime": "pi",
+            "model": format!("{PROVIDER}/{MODEL_ID}"),
+        }),
+    );
+    let run_id = started["runId"].as_str().unwrap().to_string();
+    let status = d.wait(&run_id);
+    let st = d.status(&run_id);
+    let errors = stub.errors.lock().unwrap().clone();
+    assert_eq!(
+        status,
+        "completed",
+        "run status {st:#}\nstub errors: {errors:?}\ndaemon log tail:\n{}",
+        tail(&d.log_text(), 4000)
+    );
+    let ids: Vec<&str> = st["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            "01_explore",
+            "02_plan",
+            "03_integrate",
+            "04_verify",
+            "05_review",
+            "left",
+            "right"
+        ]
+    );
+    for id in ["left", "right"] {
+        let t = Daemon::task(&st, id);
+        assert_eq!(t["status"], "completed", "{t:#}");
+        assert_eq!(t["model"], MODEL_ID, "{t:#}");
+    }
+    assert_eq!(
+        Daemon::task(&st, "03_integrate")["dependsOn"],
+        json!(["02_plan", "left", "right"])
+    );
+    // pi sent each added task's text to the model, and the integrate step saw both results.
+    let exchanges = stub.exchanges();
+    for want in ["Do the left half.", "Do the right half."] {
+        assert!(
+            exchanges.iter().any(|e| e.texts().contains(want)),
+            "no request carried {want:?}"
+        );
+    }
+    let integrate = exchanges
+        .iter()
+        .find(|e| e.texts().contains("Integrate the parallel work"))
+        .expect("the integrate step's request");
+    assert!(
+        integrate.texts().contains("task=\"left\"") && integrate.texts().contains("task=\"right\""),
+        "{}",
+        integrate.texts()
+    );
 }
 
 fn tail(s: &str, n: usize) -> &str {

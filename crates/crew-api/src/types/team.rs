@@ -108,6 +108,9 @@ pub struct RunParams {
     pub workspace: Option<super::WorkspaceMode>,
     /// `worktree` runs: `snapshot` (default) or `refuse` when the cwd has uncommitted changes.
     pub dirty: Option<super::DirtyPolicy>,
+    /// Tasks one fan-out step (`expands: tasks`) may add (1-256); default: config
+    /// `max_fan_out_tasks` (16).
+    pub max_fan_out_tasks: Option<i64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
@@ -245,6 +248,29 @@ pub struct StatusResult {
     /// `worktree` runs: base, branches, per-task commits, the integration.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace: Option<super::RunWorkspaceView>,
+    /// Tasks that fan-out steps (`expands: tasks`) added to the run, as `team.plan` shows
+    /// planned tasks. With `requirePlanApproval` they are the plan `team.approve` lets start.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub added_tasks: Vec<AddedTaskView>,
+}
+
+/// A task a fan-out step added.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct AddedTaskView {
+    pub id: String,
+    /// The fan-out task whose answer added it.
+    pub added_by: String,
+    pub role: String,
+    pub agent: String,
+    pub title: Option<String>,
+    pub depends_on: Vec<String>,
+    /// Paths or globs (relative to the repository's top) the task may change; empty: any.
+    pub scope: Vec<String>,
+    /// The role may write (its tools include edit, write or bash).
+    pub writes: bool,
+    /// The run waits for `team.approve` before this task may start.
+    pub awaiting_approval: bool,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]

@@ -26,11 +26,13 @@ static FILES: &[(Kind, &str, &str)] = &[
     file!(Kind::Agent, "agents", "writer.md"),
     file!(Kind::Team, "teams", "default.team.md"),
     file!(Kind::Team, "teams", "fast-fix.team.md"),
+    file!(Kind::Team, "teams", "implement.team.md"),
     file!(Kind::Team, "teams", "parallel-research.team.md"),
     file!(Kind::Team, "teams", "research.team.md"),
     file!(Kind::Team, "teams", "review.team.md"),
     file!(Kind::Workflow, "workflows", "default.workflow.md"),
     file!(Kind::Workflow, "workflows", "fast-fix.workflow.md"),
+    file!(Kind::Workflow, "workflows", "implement.workflow.md"),
     file!(Kind::Workflow, "workflows", "parallel-research.workflow.md"),
     file!(Kind::Workflow, "workflows", "pipeline.workflow.md"),
     file!(Kind::Workflow, "workflows", "research.workflow.md"),
@@ -81,11 +83,11 @@ mod tests {
         );
         assert_eq!(
             names(cat.teams.keys().collect()),
-            "default,fast-fix,parallel-research,research,review"
+            "default,fast-fix,implement,parallel-research,research,review"
         );
         assert_eq!(
             names(cat.workflows.keys().collect()),
-            "default,fast-fix,parallel-research,pipeline,research,review"
+            "default,fast-fix,implement,parallel-research,pipeline,research,review"
         );
         for (path, a) in cat.agents.values().map(|a| (&a.path, a)) {
             assert!(path.starts_with("builtin:agents/"), "{path}");
@@ -177,14 +179,23 @@ mod tests {
                 .iter()
                 .map(|t| {
                     format!(
-                        "{} [{}/{}] after [{}] out={} writes={} tools={}",
+                        "{} [{}/{}] after [{}] out={} writes={} tools={}{}",
                         t.id,
                         t.role,
                         t.agent,
                         t.depends_on.join(","),
                         t.output.as_deref().unwrap_or("-"),
                         t.writes,
-                        t.tools.join(",")
+                        t.tools.join(","),
+                        t.expands.as_ref().map_or_else(String::new, |e| format!(
+                            " expands(max={}, roles={})",
+                            e.max_tasks,
+                            e.roles
+                                .iter()
+                                .map(|r| format!("{}/{}", r.role, r.agent))
+                                .collect::<Vec<_>>()
+                                .join(",")
+                        ))
                     )
                 })
                 .collect();

@@ -159,6 +159,10 @@ pub struct Step {
     /// `verifyRetries:` verification failures retried with the failure fed back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verify_retries: Option<u32>,
+    /// `expands: tasks`: the step's answer holds a fan-out block whose tasks are added to the
+    /// run (`crate::fanout`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub expands: bool,
     /// 1-based line of the `## id` heading.
     pub line: u32,
 }

@@ -34,6 +34,7 @@ const STEP_KEYS: &[&str] = &[
     "preStepArgs",
     "preStepTimeout",
     "preStepOptional",
+    "expands",
 ];
 
 /// Later pi-crew step keys: accepted, but they do not make a heading explicit.
@@ -320,7 +321,24 @@ fn parse_step(
             }
         }
     }
+    let expands = match get("expands") {
+        None => false,
+        Some(e) if e.value == "tasks" => true,
+        Some(e) if e.value == "false" || e.value.is_empty() => false,
+        Some(e) => {
+            d.error(
+                Some(e.line),
+                Some("expands"),
+                format!(
+                    "`expands: {}`: the only value is `tasks` (the step's answer adds tasks to the run)",
+                    e.value
+                ),
+            );
+            false
+        }
+    };
     Step {
+        expands,
         seed_paths,
         scope,
         scope_policy,
@@ -418,6 +436,43 @@ mod tests {
         &'static str,
         u32,
     )];
+
+    #[test]
+    fn expands_field() {
+        // (value line, expands, diagnostics as (severity, line, field))
+        type Case = (&'static str, bool, &'static [(Severity, u32, &'static str)]);
+        let cases: &[Case] = &[
+            ("expands: tasks\n", true, &[]),
+            ("expands: false\n", false, &[]),
+            ("", false, &[]),
+            (
+                "expands: steps\n",
+                false,
+                &[(Severity::Error, 2, "expands")],
+            ),
+        ];
+        for (line, want, diags) in cases {
+            let (w, d) = workflow(&format!(
+                "## plan\n{line}role: planner\n\nSplit {{goal}}.\n"
+            ));
+            assert_eq!(w.steps.len(), 1, "{line}");
+            assert_eq!(w.steps[0].expands, *want, "{line}");
+            let got: Vec<_> = d
+                .iter()
+                .map(|d| {
+                    (
+                        d.severity,
+                        d.line.unwrap_or(0),
+                        d.field.as_deref().unwrap_or(""),
+                    )
+                })
+                .collect();
+            assert_eq!(&got, diags, "{line}: {d:?}");
+        }
+        // `expands` alone makes a heading a step, like any step key.
+        let (w, _) = workflow("## plan\nexpands: tasks\n\nSplit.\n\n## Notes\n\nprose\n");
+        assert_eq!(w.steps.len(), 1);
+    }
 
     #[test]
     fn step_sections() {

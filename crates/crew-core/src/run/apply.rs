@@ -117,6 +117,10 @@ enum TaskBefore {
 
 impl TaskBefore {
     fn of(run: &RunState, ev: &Event) -> Self {
+        // Adds tasks: every count may change.
+        if matches!(ev.body, EventBody::TaskExpanded { .. }) {
+            return TaskBefore::Any;
+        }
         match ev.task_id.as_deref().and_then(|t| run.task_index(t)) {
             Some(idx) => run
                 .tasks
@@ -385,6 +389,8 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
                 t.status = TaskStatus::Queued;
                 t.error = end.error.clone();
                 let verify_failed = reason == crate::checks::VERIFY_FAILED;
+                let repair = (reason == crate::fanout::REPAIR_REASON)
+                    .then(|| end.error.clone().unwrap_or_default());
                 t.edit_rare(|r| {
                     r.not_before = Some(*not_before);
                     // The next attempt is told what failed, and it counts against the step's
@@ -392,6 +398,9 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
                     if verify_failed {
                         r.feedback = end.error.clone();
                         r.verify_retries = r.verify_retries.saturating_add(1);
+                    }
+                    if repair.is_some() {
+                        r.fan_out_repair = repair;
                     }
                 });
                 t.finished_at = None;
@@ -444,6 +453,9 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
                 }
             }
         }
+        EventBody::TaskExpanded { tasks, dependents } => {
+            super::fanout::apply_expanded(run, tasks, dependents);
+        }
         // A notice only.
         EventBody::TaskWarning { .. } => {}
         // Handled at the State level.
@@ -474,6 +486,7 @@ fn requeue(t: &mut TaskState, own_model: bool) {
         if own_model {
             r.fallback = 0;
         }
+        r.fan_out_repair = None;
     });
     t.pid = None;
     t.pid_start = None;

@@ -26,7 +26,7 @@ fn ready(run: &RunState, now: DateTime<Utc>) -> impl Iterator<Item = usize> + '_
                 run.task(d)
                     .is_some_and(|dt| dt.status == TaskStatus::Completed)
             })
-            && !(t.plan.writes
+            && !(super::fanout::needs_approval(t)
                 && matches!(
                     run.approval,
                     Approval::Required | Approval::Pending | Approval::Rejected

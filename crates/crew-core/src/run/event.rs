@@ -204,6 +204,14 @@ pub enum EventBody {
     TaskCancelled { reason: Option<String> },
     #[serde(rename = "task.skipped")]
     TaskSkipped { reason: String },
+    /// A fan-out task's answer added tasks to the run (`crate::fanout`): they come after it,
+    /// and `dependents` (the tasks that depended on it) now depend on all of them too. One
+    /// event, so a replay adds exactly these tasks once.
+    #[serde(rename = "task.expanded")]
+    TaskExpanded {
+        tasks: Vec<std::sync::Arc<crate::plan::PlannedTask>>,
+        dependents: Vec<String>,
+    },
     /// The worker's CLI refused a tool call: a permission denial, a tool the role does not
     /// have, a write its sandbox blocked. Changes no state; says what the task could not do.
     #[serde(rename = "task.warning")]
@@ -299,6 +307,7 @@ impl EventBody {
             EventBody::TaskWaiting { .. } => "task.waiting",
             EventBody::TaskCancelled { .. } => "task.cancelled",
             EventBody::TaskSkipped { .. } => "task.skipped",
+            EventBody::TaskExpanded { .. } => "task.expanded",
             EventBody::TaskWarning { .. } => "task.warning",
             EventBody::TaskSteered { .. } => "task.steered",
             EventBody::ScheduleAdded(_) => "schedule.added",

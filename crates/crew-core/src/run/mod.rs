@@ -14,6 +14,7 @@ mod dispatch;
 pub use dispatch::Start;
 mod event;
 mod event_de;
+mod fanout;
 mod jobs;
 mod settle;
 mod snapshot;

@@ -161,7 +161,7 @@ fn settle_run(run: &RunState, counts: &TaskCounts, now: DateTime<Utc>) -> Vec<Pe
     if run.approval == Approval::Required {
         if let Some(t) = run.tasks.iter().find(|t| {
             t.status == TaskStatus::Queued
-                && t.plan.writes
+                && super::fanout::needs_approval(t)
                 && deps_completed(run, &t.plan.depends_on)
         }) {
             return vec![
@@ -193,7 +193,7 @@ fn settle_run(run: &RunState, counts: &TaskCounts, now: DateTime<Utc>) -> Vec<Pe
     let startable = run.tasks.iter().any(|t| {
         t.status == TaskStatus::Queued
             && deps_completed(run, &t.plan.depends_on)
-            && !(t.plan.writes
+            && !(super::fanout::needs_approval(t)
                 && matches!(
                     run.approval,
                     Approval::Pending | Approval::Required | Approval::Rejected

@@ -41,6 +41,8 @@ struct FlatOut<'a> {
     verify_retries: u32,
     #[serde(skip_serializing_if = "is_zero")]
     fallback: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fan_out_repair: &'a Option<String>,
     progress: &'a Progress,
 }
 
@@ -74,6 +76,8 @@ struct FlatIn {
     verify_retries: u32,
     #[serde(default)]
     fallback: u32,
+    #[serde(default)]
+    fan_out_repair: Option<String>,
     progress: Progress,
 }
 
@@ -107,6 +111,7 @@ impl Serialize for TaskState {
             feedback: &rare.feedback,
             verify_retries: rare.verify_retries,
             fallback: rare.fallback,
+            fan_out_repair: &rare.fan_out_repair,
             progress: &self.progress,
         }
         .serialize(s)
@@ -139,6 +144,7 @@ impl<'de> Deserialize<'de> for TaskState {
             feedback: f.feedback,
             verify_retries: f.verify_retries,
             fallback: f.fallback,
+            fan_out_repair: f.fan_out_repair,
         });
         t.progress = f.progress;
         Ok(t)

@@ -54,6 +54,9 @@ fn tasks(steps: &[Step]) -> Vec<std::sync::Arc<PlannedTask>> {
             scope: Vec::new(),
             checks: Default::default(),
             writes: *writes,
+            expands: None,
+            added_by: None,
+            title: None,
         })
         .map(std::sync::Arc::new)
         .collect()
@@ -2218,4 +2221,191 @@ fn only_capacity_failures_fall_back() {
     assert_eq!(run.attempt_model(t).as_deref(), Some("b/two"));
     assert!(run.later_fallbacks(t).is_empty());
     assert_eq!(started_models(&sim.log), [None, Some("b/two".to_string())]);
+}
+
+// ---- fan-out steps (`expands: tasks`) ----
+
+/// A run of the builtin `implement` workflow (explore, plan (fan-out), integrate, verify,
+/// review), shared workspace.
+fn implement_spec(approval: bool) -> RunSpec {
+    let plan = crate::plan::build_plan(
+        &crate::resource::Catalog::builtin(),
+        Some("implement"),
+        None,
+    )
+    .unwrap();
+    RunSpec {
+        tasks: plan.tasks.into_iter().map(std::sync::Arc::new).collect(),
+        require_plan_approval: approval,
+        ..spec(&[("x", &[], false)])
+    }
+}
+
+fn fan_out_answer(ids: &[&str]) -> String {
+    let tasks: Vec<_> = ids
+        .iter()
+        .map(|id| {
+            serde_json::json!({"id": id, "role": "executor", "title": id, "task": "t", "scope": [format!("src/{id}/**")]})
+        })
+        .collect();
+    format!("```json\n{}\n```", serde_json::json!({ "tasks": tasks }))
+}
+
+impl Sim {
+    fn finish_fan_out(&mut self, run: &str, step: &str, answer: &str) -> Vec<Event> {
+        let id = self.tid(run, step);
+        let attempt = self.task(run, step).attempts;
+        let ps = self.st.finish_fan_out(
+            run,
+            &id,
+            attempt,
+            done(10),
+            Some(answer),
+            self.now,
+            &self.retry,
+            self.jitter,
+        );
+        let mut evs = self.emit(ps);
+        evs.extend(self.settle_all(run));
+        evs
+    }
+}
+
+#[test]
+fn fan_out_adds_parallel_tasks_that_the_next_step_waits_for() {
+    let mut sim = Sim::new();
+    sim.create("r", implement_spec(false));
+    assert_eq!(sim.dispatch(8), ["r/explore"]);
+    sim.finish("r", "explore", done(1));
+    assert_eq!(sim.dispatch(8), ["r/plan"]);
+    let evs = sim.finish_fan_out("r", "plan", &fan_out_answer(&["a", "b", "c", "d"]));
+    assert_eq!(
+        names(&evs)[..2],
+        ["task.expanded plan", "task.completed plan"]
+    );
+    let run = &sim.st.runs["r"];
+    assert_eq!(run.tasks.len(), 9);
+    assert_eq!(run.spec.tasks.len(), 9);
+    let integrate = sim.task("r", "integrate");
+    assert_eq!(
+        integrate.plan.depends_on.join(","),
+        "02_plan,a,b,c,d",
+        "the step after the fan-out waits for every added task"
+    );
+    assert_eq!(sim.task("r", "a").plan.depends_on.join(","), "02_plan");
+    assert_eq!(sim.st.summaries["r"].tasks.total, 9);
+    // All four start at once (concurrency 4).
+    assert_eq!(sim.dispatch(8), ["r/a", "r/b", "r/c", "r/d"]);
+    for id in ["a", "b", "c"] {
+        sim.finish("r", id, done(1));
+    }
+    assert_eq!(sim.dispatch(8), Vec::<String>::new());
+    sim.finish("r", "d", done(1));
+    assert_eq!(sim.dispatch(8), ["r/integrate"]);
+    // A task id is found through the index after the list grew.
+    assert_eq!(sim.st.runs["r"].task_index("d"), Some(8));
+
+    // The journal replays to the same run, through JSON too.
+    let mut fresh = State::default();
+    for ev in &sim.log {
+        let back: Event = serde_json::from_str(&serde_json::to_string(ev).unwrap()).unwrap();
+        fresh.apply(&back);
+    }
+    assert_eq!(fresh.runs, sim.st.runs);
+    assert_eq!(fresh.summaries, sim.st.summaries);
+    // And a snapshot of it reads back equal.
+    let snap: RunState =
+        serde_json::from_value(serde_json::to_value(&sim.st.runs["r"]).unwrap()).unwrap();
+    assert_eq!(snap, sim.st.runs["r"]);
+    assert_eq!(
+        snap.task("c").map(|t| t.plan.scope.clone()),
+        Some(vec!["src/c/**".to_string()])
+    );
+}
+
+#[test]
+fn invalid_fan_out_gets_one_repair_attempt_then_needs_attention() {
+    let mut sim = Sim::new();
+    sim.create("r", implement_spec(false));
+    sim.dispatch(8);
+    sim.finish("r", "explore", done(1));
+    sim.dispatch(8);
+    let evs = sim.finish_fan_out("r", "plan", "no block here");
+    assert_eq!(names(&evs)[..1], ["task.retrying plan"]);
+    assert!(sim
+        .task("r", "plan")
+        .fan_out_repair()
+        .unwrap()
+        .contains("no fan-out block"));
+    assert_eq!(sim.dispatch(8), ["r/plan"]);
+    let bad = fan_out_answer(&["a"]).replace("executor", "wizard");
+    let evs = sim.finish_fan_out("r", "plan", &bad);
+    assert_eq!(names(&evs)[..1], ["task.needs_attention plan"]);
+    let plan = sim.task("r", "plan");
+    assert_eq!(plan.status, TaskStatus::NeedsAttention);
+    assert!(plan
+        .error
+        .as_deref()
+        .unwrap()
+        .contains("unknown role `wizard`"));
+    assert_eq!(sim.st.runs["r"].tasks.len(), 5, "nothing added");
+    assert_eq!(sim.run_status("r"), RunStatus::Blocked);
+    // A resume gives it a fresh window, with one repair again.
+    let r = sim.st.resume_run("r").map(|(ps, _)| ps);
+    sim.control("r", r).unwrap();
+    assert_eq!(sim.task("r", "plan").fan_out_repair(), None);
+    assert_eq!(sim.dispatch(8), ["r/plan"]);
+    let evs = sim.finish_fan_out("r", "plan", &fan_out_answer(&["a", "b"]));
+    assert_eq!(
+        names(&evs)[..2],
+        ["task.expanded plan", "task.completed plan"]
+    );
+}
+
+#[test]
+fn added_tasks_wait_for_plan_approval_and_reject_cancels() {
+    for approve in [true, false] {
+        let mut sim = Sim::new();
+        sim.create("r", implement_spec(true));
+        sim.dispatch(8);
+        sim.finish("r", "explore", done(1));
+        sim.dispatch(8);
+        let evs = sim.finish_fan_out("r", "plan", &fan_out_answer(&["a", "b"]));
+        assert!(
+            names(&evs)
+                .iter()
+                .any(|n| n.starts_with("plan.approval_required")),
+            "{:?}",
+            names(&evs)
+        );
+        assert_eq!(sim.run_status("r"), RunStatus::Blocked);
+        assert_eq!(sim.dispatch(8), Vec::<String>::new());
+        if approve {
+            let r = sim.st.approve("r", None);
+            sim.control("r", r).unwrap();
+            assert_eq!(sim.dispatch(8), ["r/a", "r/b"]);
+        } else {
+            let r = sim.st.reject("r", None);
+            sim.control("r", r).unwrap();
+            assert_eq!(sim.run_status("r"), RunStatus::Cancelled);
+            assert_eq!(sim.status("r", "a"), TaskStatus::Cancelled);
+        }
+    }
+}
+
+#[test]
+fn a_fan_out_task_run_again_adds_nothing_twice() {
+    let mut sim = Sim::new();
+    sim.create("r", implement_spec(false));
+    sim.dispatch(8);
+    sim.finish("r", "explore", done(1));
+    sim.dispatch(8);
+    sim.finish_fan_out("r", "plan", &fan_out_answer(&["a"]));
+    let id = sim.tid("r", "plan");
+    let r = sim.st.retry_tasks("r", &[id]).map(|(ps, _)| ps);
+    sim.control("r", r).unwrap();
+    assert_eq!(sim.dispatch(8), ["r/plan"]);
+    let evs = sim.finish_fan_out("r", "plan", &fan_out_answer(&["a"]));
+    assert_eq!(names(&evs)[..1], ["task.completed plan"]);
+    assert_eq!(sim.st.runs["r"].tasks.len(), 6);
 }

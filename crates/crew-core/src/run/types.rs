@@ -220,6 +220,9 @@ pub struct Rare {
     /// How far down its plan's `fallback_models` the task has moved: 0 = its own model,
     /// n = `fallback_models[n - 1]` (see `RunState::attempt_model`).
     pub fallback: u32,
+    /// A fan-out task whose block was refused: the problems, fed back on its repair attempt.
+    /// Set once per window: a second refused block makes the task need attention.
+    pub fan_out_repair: Option<String>,
 }
 
 impl Rare {
@@ -233,6 +236,7 @@ impl Rare {
             && self.feedback.is_none()
             && self.verify_retries == 0
             && self.fallback == 0
+            && self.fan_out_repair.is_none()
     }
 }
 
@@ -246,6 +250,7 @@ static NO_RARE: Rare = Rare {
     feedback: None,
     verify_retries: 0,
     fallback: 0,
+    fan_out_repair: None,
 };
 
 impl TaskState {
@@ -297,6 +302,9 @@ impl TaskState {
     /// How many fallback models the task has moved on (0: none).
     pub fn fallback(&self) -> u32 {
         self.rare().fallback
+    }
+    pub fn fan_out_repair(&self) -> Option<&str> {
+        self.rare().fan_out_repair.as_deref()
     }
 
     /// Change the usually empty fields; their box is made when needed and dropped once they
@@ -393,8 +401,8 @@ impl std::fmt::Debug for Backoff {
 /// Runs up to this many tasks find a task by scanning: cheaper than building an index.
 const SCAN_TASKS: usize = 16;
 
-/// A run's task positions ordered by task id, built on the first lookup (a run's task list never
-/// changes after `run.created`). Every event and every dependency check looks a task up by id:
+/// A run's task positions ordered by task id, built on the first lookup (a run's task list
+/// changes only by `task.expanded`, which drops the index). Every event and every dependency check looks a task up by id:
 /// with a scan, a run of n tasks cost O(n²) to dispatch.
 #[derive(Clone, Default)]
 pub(crate) struct TaskIndex(std::sync::OnceLock<Box<[u32]>>);

@@ -63,6 +63,18 @@ pub fn describe(e: &Event) -> String {
             v
         }
         "task.failed" => s(d, "error").map(String::from).into_iter().collect(),
+        "task.expanded" => d
+            .get("tasks")
+            .and_then(Value::as_array)
+            .map(|ts| {
+                let ids: Vec<&str> = ts
+                    .iter()
+                    .filter_map(|t| t.get("id").and_then(Value::as_str))
+                    .collect();
+                format!("added {}: {}", ids.len(), ids.join(", "))
+            })
+            .into_iter()
+            .collect(),
         "task.retrying" => {
             let mut v = vec![];
             v.extend(s(d, "reason").or(s(d, "error")).map(String::from));

@@ -241,6 +241,27 @@ impl Follow {
                 .or_else(|| str_of("error"))
                 .or_else(|| e.message.clone())
         };
+        // A fan-out step added tasks: they join the list in the order given, with their roles.
+        if e.kind == "task.expanded" {
+            for added in d
+                .get("tasks")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                let Some(id) = added.get("id").and_then(Value::as_str) else {
+                    continue;
+                };
+                let i = self.index(id);
+                if let (Some(row), Some(role)) = (
+                    self.tasks.get_mut(i),
+                    added.get("role").and_then(Value::as_str),
+                ) {
+                    row.role = role.to_string();
+                }
+            }
+            return vec![];
+        }
         if let Some(task_id) = e.task_id.as_deref() {
             let i = self.index(task_id);
             let Some(t) = self.tasks.get_mut(i) else {

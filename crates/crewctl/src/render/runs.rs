@@ -16,6 +16,7 @@ pub fn status(view: &View, s: &StatusResult) -> String {
     let mut out = run_header(view, &s.run);
     out.push('\n');
     out.push_str(&task_table(view, &s.tasks, s.run.approval == "pending"));
+    out.push_str(&added_tasks(view, &s.added_tasks));
     let attention: Vec<&TaskView> = s
         .tasks
         .iter()
@@ -170,6 +171,48 @@ fn task_columns() -> Vec<Col> {
     ]
 }
 const NOTE_COL: usize = 7;
+
+/// The tasks fan-out steps added, grouped by the task that added them: with a plan approval
+/// pending, these are what `approve` lets start.
+fn added_tasks(view: &View, added: &[crew_api::types::AddedTaskView]) -> String {
+    let mut out = String::new();
+    let mut by: Option<&str> = None;
+    for t in added {
+        if by != Some(t.added_by.as_str()) {
+            by = Some(t.added_by.as_str());
+            let _ = writeln!(
+                out,
+                "
+added by {}:",
+                t.added_by
+            );
+        }
+        let mut line = format!(
+            "  {}  {}  {}",
+            t.id,
+            t.role,
+            t.title.as_deref().unwrap_or("")
+        );
+        if !t.scope.is_empty() {
+            let _ = write!(line, "  scope: {}", t.scope.join(", "));
+        }
+        let deps: Vec<&str> = t
+            .depends_on
+            .iter()
+            .map(String::as_str)
+            .filter(|d| *d != t.added_by)
+            .collect();
+        if !deps.is_empty() {
+            let _ = write!(line, "  after: {}", deps.join(", "));
+        }
+        if t.awaiting_approval {
+            let _ = write!(line, "  {}", view.p(Tone::Warn, "awaiting approval"));
+        }
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
+}
 
 fn task_table(view: &View, tasks: &[TaskView], approval_pending: bool) -> String {
     let mut t = Table::new(task_columns());
@@ -566,6 +609,7 @@ pub(crate) mod tests {
             },
             tasks: vec![explore, plan, exec, ask, verify, skipped],
             workspace: None,
+            added_tasks: Vec::new(),
         }
     }
 
@@ -599,6 +643,38 @@ pub(crate) mod tests {
         let line = |id: &str| out.lines().find(|l| l.starts_with(id)).unwrap_or_default();
         assert!(line("02_execute").contains("awaiting approval"), "{out}");
         assert!(line("03_verify").contains("after 02_execute"), "{out}");
+    }
+
+    #[test]
+    fn added_tasks_are_listed_with_scope_and_approval() {
+        let mut s = status_fixture();
+        s.run.approval = "pending".into();
+        let added = |id: &str, deps: &[&str]| crew_api::types::AddedTaskView {
+            id: id.into(),
+            added_by: "02_plan".into(),
+            role: "executor".into(),
+            agent: "executor".into(),
+            title: Some(format!("do {id}")),
+            depends_on: std::iter::once("02_plan")
+                .chain(deps.iter().copied())
+                .map(String::from)
+                .collect(),
+            scope: vec![format!("src/{id}/**")],
+            writes: true,
+            awaiting_approval: true,
+        };
+        s.added_tasks = vec![added("a", &[]), added("b", &["a"])];
+        let out = status(&view(120), &s);
+        assert!(out.contains("added by 02_plan:"), "{out}");
+        let line = |id: &str| {
+            out.lines()
+                .find(|l| l.starts_with(&format!("  {id}  ")))
+                .unwrap_or_default()
+        };
+        assert!(line("a").contains("do a  scope: src/a/**"), "{out}");
+        assert!(line("a").contains("awaiting approval"), "{out}");
+        assert!(!line("a").contains("after:"), "{out}");
+        assert!(line("b").contains("after: a"), "{out}");
     }
 
     #[test]

@@ -75,6 +75,8 @@ pub struct AttemptSpec {
     /// A writing task's cache entry in worktree mode, held until its result commit exists
     /// (`results::insert_after_commit`).
     pub cache_after_commit: std::sync::Mutex<Option<(String, crate::results::CachedResult)>>,
+    /// A fan-out step's repair attempt: why its last block was refused.
+    pub fan_out_repair: Option<String>,
 }
 
 pub struct Report {
@@ -82,6 +84,8 @@ pub struct Report {
     pub task_id: String,
     pub attempt: u32,
     pub result: AttemptResult,
+    /// A fan-out step's completed attempt: its final answer, for the actor to validate.
+    pub answer: Option<String>,
 }
 
 fn render_prompt(spec: &AttemptSpec) -> std::io::Result<String> {
@@ -118,7 +122,7 @@ fn render_prompt(spec: &AttemptSpec) -> std::io::Result<String> {
             text: t.as_deref(),
         })
         .collect();
-    Ok(crew_core::prompt::render(
+    let mut prompt = crew_core::prompt::render(
         &spec.plan,
         &PromptInput {
             goal: &spec.goal,
@@ -128,7 +132,14 @@ fn render_prompt(spec: &AttemptSpec) -> std::io::Result<String> {
             answers: &spec.answers,
             feedback: spec.feedback.as_deref(),
         },
-    ))
+    );
+    if let Some(exp) = &spec.plan.expands {
+        prompt.push_str(&crew_core::fanout::prompt_section(
+            exp,
+            spec.fan_out_repair.as_deref(),
+        ));
+    }
+    Ok(prompt)
 }
 
 /// Run the attempt and report to the actor: always exactly one report, whatever fails. A panic
@@ -201,11 +212,23 @@ pub async fn run_attempt(
             }
         };
         tracing::info!(outcome = outcome_name(&result), "attempt ended");
+        // The actor does no I/O: a fan-out step's answer is read here and validated there.
+        let answer = match (&spec.plan.expands, &result) {
+            (Some(_), AttemptResult::Completed { .. }) => {
+                let path = spec
+                    .run_dir
+                    .join("results")
+                    .join(format!("{}.txt", spec.task_id));
+                Some(blocking(|| std::fs::read_to_string(&path)).unwrap_or_default())
+            }
+            _ => None,
+        };
         let report = Report {
             run_id: spec.run_id.clone(),
             task_id: spec.task_id.clone(),
             attempt: spec.attempt,
             result,
+            answer,
         };
         actor.tell(move |core| workers::on_finished(core, report));
     }

@@ -159,7 +159,30 @@ pub fn status(r: &RunState) -> api::StatusResult {
         },
         tasks: r.tasks.iter().map(task).collect(),
         workspace: crate::workspace::view(r),
+        added_tasks: added_tasks(r),
     }
+}
+
+/// The tasks fan-out steps added (`team.status`'s plan-style view of them).
+fn added_tasks(r: &RunState) -> Vec<api::AddedTaskView> {
+    let pending = r.approval == core::Approval::Pending;
+    r.tasks
+        .iter()
+        .filter_map(|t| {
+            let by = t.plan.added_by.as_ref()?;
+            Some(api::AddedTaskView {
+                id: t.plan.id.to_string(),
+                added_by: by.to_string(),
+                role: t.plan.role.clone(),
+                agent: t.plan.agent.clone(),
+                title: t.plan.title.clone(),
+                depends_on: t.plan.depends_on.iter().map(ToString::to_string).collect(),
+                scope: t.plan.scope.clone(),
+                writes: t.plan.writes,
+                awaiting_approval: pending && t.status == core::TaskStatus::Queued,
+            })
+        })
+        .collect()
 }
 
 pub fn summary(s: &RunSummary) -> api::RunSummaryView {

@@ -1,0 +1,377 @@
+//! Fan-out steps (`expands: tasks`): a step whose final answer defines tasks that are added to
+//! the running run. This module holds the block's schema, finding it in an answer, validating
+//! it against what the step may add, and the prompt text that tells the agent how to write it.
+//! Pure: the daemon reads the answer from disk and hands the text here.
+
+use crate::ids::SafeId;
+use crate::plan::PlannedTask;
+use crate::resource::SystemPromptMode;
+use serde::{Deserialize, Serialize};
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+/// Tasks one fan-out step may add unless config (`max_fan_out_tasks`) or the run param
+/// (`maxFanOutTasks`) says otherwise.
+pub const DEFAULT_MAX_TASKS: u32 = 16;
+/// The most a config or param may allow.
+pub const MAX_TASKS_CEILING: u32 = 256;
+/// An added task's id: `[a-z0-9][a-z0-9_-]*`, at most this long.
+pub const MAX_ID_LEN: usize = 48;
+pub const MAX_TITLE_CHARS: usize = 200;
+/// An added task's text, at most (bytes): it becomes part of a prompt.
+pub const MAX_TASK_BYTES: usize = 32 * 1024;
+/// Scope entries per task, and characters per entry.
+pub const MAX_SCOPE_ENTRIES: usize = 64;
+pub const MAX_SCOPE_CHARS: usize = 256;
+/// The `reason` of the `task.retrying` that asks a fan-out step for a repaired block.
+pub const REPAIR_REASON: &str = "fan_out_invalid";
+
+/// What a fan-out step may add, frozen into its planned task at plan time (so the run never
+/// reads resource files again): the team's roles as they were bound then, and the cap.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Expansion {
+    pub max_tasks: u32,
+    pub roles: Vec<RoleTemplate>,
+}
+
+/// A team role bound to its agent: everything an added task of that role needs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RoleTemplate {
+    pub role: String,
+    pub agent: String,
+    pub model: Option<String>,
+    pub system_prompt: Arc<str>,
+    pub system_prompt_mode: SystemPromptMode,
+    pub tools: Arc<[String]>,
+    pub thinking: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effort: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fallback_models: Vec<String>,
+    pub writes: bool,
+}
+
+/// The block an agent writes (README "Fan-out steps"): `{"tasks": [...]}`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Block {
+    pub tasks: Vec<BlockTask>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BlockTask {
+    pub id: String,
+    pub role: String,
+    pub title: String,
+    pub task: String,
+    #[serde(default)]
+    pub depends_on: Vec<String>,
+    /// Paths or globs (relative to the repository's top) the task may change.
+    #[serde(default)]
+    pub scope: Vec<String>,
+}
+
+/// The fan-out block of an answer: the last fenced block tagged `json`, else the whole answer
+/// when it is a JSON object. Errors are messages for the agent.
+pub fn extract(answer: &str) -> Result<Block, Vec<String>> {
+    let text = last_json_fence(answer).or_else(|| {
+        let t = answer.trim();
+        t.starts_with('{').then_some(t)
+    });
+    let Some(text) = text else {
+        return Err(vec![
+            "no fan-out block found: the answer must end with a ```json fenced block holding {\"tasks\": [...]}".into(),
+        ]);
+    };
+    serde_json::from_str::<Block>(text)
+        .map_err(|e| vec![format!("the fan-out block is not valid: {e}")])
+}
+
+/// The content of the last ```` ```json ```` fence (a fence opened with `json` and closed by a
+/// line of three backticks).
+fn last_json_fence(answer: &str) -> Option<&str> {
+    let mut found = None;
+    let mut open: Option<usize> = None;
+    let mut offset = 0usize;
+    for line in answer.split_inclusive('\n') {
+        let trimmed = line.trim();
+        match open {
+            None => {
+                if let Some(info) = trimmed.strip_prefix("```") {
+                    if info.trim().eq_ignore_ascii_case("json") {
+                        open = Some(offset + line.len());
+                    }
+                }
+            }
+            Some(start) => {
+                if trimmed == "```" {
+                    found = answer.get(start..offset);
+                    open = None;
+                }
+            }
+        }
+        offset += line.len();
+    }
+    // An unterminated fence runs to the end.
+    if let Some(start) = open {
+        found = answer.get(start..);
+    }
+    found
+}
+
+fn id_ok(id: &str) -> bool {
+    let mut chars = id.chars();
+    id.len() <= MAX_ID_LEN
+        && chars
+            .next()
+            .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
+}
+
+/// What is wrong with one scope entry: it must name paths inside the repository, relative to
+/// its top: no absolute path, no `..`, no `.` or empty parts (one trailing `/` is allowed and
+/// means the directory), no backslash or control characters, balanced `[...]` classes.
+pub fn scope_problem(entry: &str) -> Option<String> {
+    if entry.is_empty() {
+        return Some("an empty scope entry".into());
+    }
+    if entry.chars().count() > MAX_SCOPE_CHARS {
+        return Some(format!(
+            "scope entry is longer than {MAX_SCOPE_CHARS} characters"
+        ));
+    }
+    if entry.starts_with('/') || entry.starts_with('~') {
+        return Some(format!(
+            "scope `{entry}` is absolute; use a path relative to the repository's top"
+        ));
+    }
+    if entry.contains('\\') || entry.chars().any(char::is_control) {
+        return Some(format!(
+            "scope `{entry}` holds a backslash or a control character"
+        ));
+    }
+    let body = entry.strip_suffix('/').unwrap_or(entry);
+    for part in body.split('/') {
+        match part {
+            ".." => return Some(format!("scope `{entry}` leaves the repository (`..`)")),
+            "." | "" => return Some(format!("scope `{entry}` has an empty or `.` part")),
+            _ => {}
+        }
+        let mut in_class = false;
+        for c in part.chars() {
+            match c {
+                '[' if !in_class => in_class = true,
+                ']' if in_class => in_class = false,
+                _ => {}
+            }
+        }
+        if in_class {
+            return Some(format!("scope `{entry}` has an unclosed `[`"));
+        }
+    }
+    None
+}
+
+/// The planned tasks a valid block adds after `from` (the fan-out task), or every problem
+/// found. `exists` says whether a task id is already taken in the run.
+pub fn validate(
+    block: &Block,
+    exp: &Expansion,
+    from: &PlannedTask,
+    exists: impl Fn(&str) -> bool,
+) -> Result<Vec<PlannedTask>, Vec<String>> {
+    let mut problems = Vec::new();
+    let n = block.tasks.len();
+    if n == 0 {
+        problems.push("the block adds no tasks: list at least one".to_string());
+    }
+    if n > exp.max_tasks as usize {
+        problems.push(format!(
+            "the block adds {n} tasks; at most {} may be added (maxFanOutTasks): merge some",
+            exp.max_tasks
+        ));
+        // Everything else about an oversized block is noise.
+        return Err(problems);
+    }
+    let roles: HashMap<&str, &RoleTemplate> =
+        exp.roles.iter().map(|r| (r.role.as_str(), r)).collect();
+    let mut seen: HashSet<&str> = HashSet::new();
+    for (i, t) in block.tasks.iter().enumerate() {
+        let at = format!("tasks[{i}] (`{}`)", t.id);
+        if !id_ok(&t.id) {
+            problems.push(format!(
+                "{at}: id must be 1-{MAX_ID_LEN} characters of a-z, 0-9, `-`, `_`, starting with a letter or digit"
+            ));
+        } else if !seen.insert(t.id.as_str()) {
+            problems.push(format!("{at}: id is used twice in the block"));
+        } else if exists(&t.id) {
+            problems.push(format!(
+                "{at}: id is already a task of this run; choose another"
+            ));
+        }
+        if !roles.contains_key(t.role.as_str()) {
+            let mut names: Vec<&str> = exp.roles.iter().map(|r| r.role.as_str()).collect();
+            names.sort_unstable();
+            problems.push(format!(
+                "{at}: unknown role `{}` (the team's roles: {})",
+                t.role,
+                names.join(", ")
+            ));
+        }
+        if t.title.trim().is_empty() {
+            problems.push(format!("{at}: title is empty"));
+        } else if t.title.chars().count() > MAX_TITLE_CHARS {
+            problems.push(format!(
+                "{at}: title is longer than {MAX_TITLE_CHARS} characters"
+            ));
+        }
+        if t.task.trim().is_empty() {
+            problems.push(format!("{at}: task is empty"));
+        } else if t.task.len() > MAX_TASK_BYTES {
+            problems.push(format!("{at}: task is longer than {MAX_TASK_BYTES} bytes"));
+        }
+        if t.scope.len() > MAX_SCOPE_ENTRIES {
+            problems.push(format!(
+                "{at}: scope has {} entries; at most {MAX_SCOPE_ENTRIES}",
+                t.scope.len()
+            ));
+        }
+        for s in &t.scope {
+            if let Some(p) = scope_problem(s) {
+                problems.push(format!("{at}: {p}"));
+            }
+        }
+    }
+    let ids: HashSet<&str> = block.tasks.iter().map(|t| t.id.as_str()).collect();
+    for (i, t) in block.tasks.iter().enumerate() {
+        for d in &t.depends_on {
+            if d == &t.id {
+                problems.push(format!("tasks[{i}] (`{}`): depends on itself", t.id));
+            } else if !ids.contains(d.as_str()) {
+                problems.push(format!(
+                    "tasks[{i}] (`{}`): dependsOn `{d}` is not a task of this block (dependencies may only name tasks of the block)",
+                    t.id
+                ));
+            }
+        }
+    }
+    let graph: Vec<(String, Vec<String>)> = block
+        .tasks
+        .iter()
+        .map(|t| (t.id.clone(), t.depends_on.clone()))
+        .collect();
+    if let Some(cycle) = crate::dag::find_cycle(&graph) {
+        problems.push(format!("dependency cycle: {}", cycle.join(" -> ")));
+    }
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+
+    let mut out = Vec::with_capacity(n);
+    for t in &block.tasks {
+        let (Some(role), Ok(id)) = (roles.get(t.role.as_str()), SafeId::new(t.id.as_str())) else {
+            // Checked above.
+            continue;
+        };
+        let mut depends_on = vec![from.id.clone()];
+        let mut dep_seen = HashSet::new();
+        for d in &t.depends_on {
+            if dep_seen.insert(d.as_str()) {
+                if let Ok(d) = SafeId::new(d.as_str()) {
+                    depends_on.push(d);
+                }
+            }
+        }
+        let title = t.title.trim().to_string();
+        out.push(PlannedTask {
+            task_template: format!("# {title}\n\n{}", t.task.trim()),
+            id,
+            step_id: t.id.clone(),
+            role: role.role.clone(),
+            agent: role.agent.clone(),
+            depends_on,
+            // Not a shared artifact: `<id>.md` could be another step's output name. Dependents
+            // read it as a dependency output.
+            output: None,
+            reads: Vec::new(),
+            model: role.model.clone(),
+            system_prompt: role.system_prompt.clone(),
+            system_prompt_mode: role.system_prompt_mode,
+            tools: role.tools.clone(),
+            thinking: role.thinking.clone(),
+            effort: role.effort.clone(),
+            fallback_models: role.fallback_models.clone(),
+            writes: role.writes,
+            seed_paths: from.seed_paths.clone(),
+            // The default checks (the no-change guard, scope enforcement of its `scope`);
+            // verification commands stay with the workflow's own steps.
+            checks: Default::default(),
+            expands: None,
+            added_by: Some(from.id.clone()),
+            title: Some(title),
+            scope: t.scope.iter().map(|s| s.trim().to_string()).collect(),
+        });
+    }
+    Ok(out)
+}
+
+/// Extract and validate in one go.
+pub fn parse_and_validate(
+    answer: &str,
+    exp: &Expansion,
+    from: &PlannedTask,
+    exists: impl Fn(&str) -> bool,
+) -> Result<Vec<PlannedTask>, Vec<String>> {
+    validate(&extract(answer)?, exp, from, exists)
+}
+
+/// Heading of the repair section: the fake agent (and a reader of the prompt) recognise it.
+pub const REPAIR_HEADING: &str = "## Your previous fan-out block was refused";
+
+/// What a fan-out step's prompt adds after its task text: the schema, the roles it may use, the
+/// cap, and (on the repair attempt) what was wrong with the last block.
+pub fn prompt_section(exp: &Expansion, repair: Option<&str>) -> String {
+    let mut out = String::new();
+    out.push_str("\n## Output: tasks for the team (fan-out)\n\n");
+    out.push_str(
+        "Your answer defines the tasks that run next. End your final answer with one fenced \
+         ```json block of this shape:\n\n```json\n{\n  \"tasks\": [\n    {\n      \"id\": \"parser\",\n      \
+         \"role\": \"executor\",\n      \"title\": \"Parse the new flag\",\n      \"task\": \"What to do, precisely, with the files involved.\",\n      \
+         \"dependsOn\": [],\n      \"scope\": [\"src/cli/**\", \"tests/cli.rs\"]\n    }\n  ]\n}\n```\n\n",
+    );
+    out.push_str(&format!(
+        "Rules: `id` is unique, 1-{MAX_ID_LEN} characters of a-z, 0-9, `-`, `_`; `role` is one of: {}; \
+         `title` is one line; `task` says what to do (the worker sees the goal, its task and the \
+         outputs of the tasks it depends on); `dependsOn` names only ids of this block (no cycles); \
+         tasks without a dependency between them run in parallel, each in its own workspace; \
+         `scope` lists the paths or globs (relative to the repository's top, no `..`) the task may \
+         change. At most {} tasks. Every step that comes after this one waits for all of them.\n",
+        exp.roles
+            .iter()
+            .map(|r| format!(
+                "`{}`{}",
+                r.role,
+                if r.writes { " (may change files)" } else { "" }
+            ))
+            .collect::<Vec<_>>()
+            .join(", "),
+        exp.max_tasks
+    ));
+    if let Some(msgs) = repair {
+        out.push('\n');
+        out.push_str(REPAIR_HEADING);
+        out.push_str("\n\nNothing was added. Fix these problems and answer again with the whole corrected block:\n\n");
+        for m in msgs.lines().filter(|l| !l.trim().is_empty()) {
+            out.push_str("- ");
+            out.push_str(m);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;

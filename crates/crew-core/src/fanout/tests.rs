@@ -1,0 +1,260 @@
+use super::*;
+use crate::plan::build_plan;
+use crate::resource::Catalog;
+
+fn implement() -> (Expansion, PlannedTask) {
+    let plan = build_plan(&Catalog::builtin(), Some("implement"), None).expect("plans");
+    let from = plan
+        .tasks
+        .iter()
+        .find(|t| t.expands.is_some())
+        .expect("a fan-out step")
+        .clone();
+    let exp = Expansion::clone(from.expands.as_ref().expect("expands"));
+    (exp, from)
+}
+
+fn task(id: &str, role: &str, deps: &[&str], scope: &[&str]) -> serde_json::Value {
+    serde_json::json!({
+        "id": id, "role": role, "title": format!("do {id}"), "task": format!("work on {id}"),
+        "dependsOn": deps, "scope": scope,
+    })
+}
+
+fn answer(tasks: &[serde_json::Value]) -> String {
+    format!(
+        "Plan in prose.\n\n```json\n{}\n```\n",
+        serde_json::json!({ "tasks": tasks })
+    )
+}
+
+/// `Ok(ids)` or the problems, for a table.
+fn check(answer: &str, max: u32) -> Result<Vec<String>, Vec<String>> {
+    let (mut exp, from) = implement();
+    exp.max_tasks = max;
+    parse_and_validate(answer, &exp, &from, |id| {
+        ["01_explore", "02_plan", "taken"].contains(&id)
+    })
+    .map(|ts| ts.iter().map(|t| t.id.to_string()).collect())
+}
+
+/// (case, answer, cap, Ok ids or a fragment one of the problems must contain)
+type Case = (
+    &'static str,
+    String,
+    u32,
+    Result<Vec<&'static str>, &'static str>,
+);
+
+#[test]
+fn validator_table() {
+    let many: Vec<_> = (0..17)
+        .map(|i| task(&format!("t{i}"), "executor", &[], &[]))
+        .collect();
+    let cases: Vec<Case> = vec![
+        (
+            "four parallel executors",
+            answer(&[
+                task("a", "executor", &[], &["src/a/**"]),
+                task("b", "executor", &[], &["src/b.rs"]),
+                task("c", "test-engineer", &["a"], &["tests/"]),
+                task("d", "executor", &["a", "b"], &["docs/*.md", "src/[ab]*.rs"]),
+            ]),
+            16,
+            Ok(vec!["a", "b", "c", "d"]),
+        ),
+        (
+            "the whole answer is the object",
+            serde_json::json!({"tasks": [task("x", "executor", &[], &[])]}).to_string(),
+            16,
+            Ok(vec!["x"]),
+        ),
+        (
+            "no block",
+            "I would split it in two.".into(),
+            16,
+            Err("no fan-out block found"),
+        ),
+        (
+            "bad JSON",
+            "```json\n{\"tasks\": [ {\"id\": \"a\",, } ]}\n```".into(),
+            16,
+            Err("not valid"),
+        ),
+        (
+            "a misspelt field",
+            "```json\n{\"tasks\": [{\"id\": \"a\", \"role\": \"executor\", \"title\": \"t\", \"task\": \"x\", \"depends_on\": []}]}\n```".into(),
+            16,
+            Err("unknown field `depends_on`"),
+        ),
+        ("empty list", answer(&[]), 16, Err("adds no tasks")),
+        (
+            "unknown role",
+            answer(&[task("a", "wizard", &[], &[])]),
+            16,
+            Err("unknown role `wizard`"),
+        ),
+        (
+            "cycle",
+            answer(&[
+                task("a", "executor", &["c"], &[]),
+                task("b", "executor", &["a"], &[]),
+                task("c", "executor", &["b"], &[]),
+            ]),
+            16,
+            Err("dependency cycle: "),
+        ),
+        (
+            "self dependency",
+            answer(&[task("a", "executor", &["a"], &[])]),
+            16,
+            Err("depends on itself"),
+        ),
+        (
+            "dependency outside the block",
+            answer(&[task("a", "executor", &["01_explore"], &[])]),
+            16,
+            Err("is not a task of this block"),
+        ),
+        ("too many", answer(&many), 16, Err("at most 16 may be added")),
+        (
+            "a lower cap",
+            answer(&many[..3]),
+            2,
+            Err("at most 2 may be added"),
+        ),
+        (
+            "duplicate id",
+            answer(&[task("a", "executor", &[], &[]), task("a", "executor", &[], &[])]),
+            16,
+            Err("used twice"),
+        ),
+        (
+            "id of an existing task",
+            answer(&[task("02_plan", "executor", &[], &[])]),
+            16,
+            Err("already a task of this run"),
+        ),
+        (
+            "id with a path",
+            answer(&[task("../x", "executor", &[], &[])]),
+            16,
+            Err("id must be"),
+        ),
+        (
+            "upper-case id",
+            answer(&[task("Parser", "executor", &[], &[])]),
+            16,
+            Err("id must be"),
+        ),
+        (
+            "absolute scope",
+            answer(&[task("a", "executor", &[], &["/etc/passwd"])]),
+            16,
+            Err("is absolute"),
+        ),
+        (
+            "scope with ..",
+            answer(&[task("a", "executor", &[], &["src/../../x"])]),
+            16,
+            Err("leaves the repository"),
+        ),
+        (
+            "scope with an empty part",
+            answer(&[task("a", "executor", &[], &["src//x"])]),
+            16,
+            Err("empty or `.` part"),
+        ),
+        (
+            "unclosed class",
+            answer(&[task("a", "executor", &[], &["src/[ab.rs"])]),
+            16,
+            Err("unclosed `[`"),
+        ),
+        (
+            "home-relative scope",
+            answer(&[task("a", "executor", &[], &["~/x"])]),
+            16,
+            Err("is absolute"),
+        ),
+    ];
+    for (name, text, cap, want) in cases {
+        let got = check(&text, cap);
+        match (&got, &want) {
+            (Ok(ids), Ok(w)) => assert_eq!(ids, w, "{name}"),
+            (Err(problems), Err(fragment)) => assert!(
+                problems.iter().any(|p| p.contains(fragment)),
+                "{name}: {problems:?} lacks {fragment:?}"
+            ),
+            _ => panic!("{name}: got {got:?}, want {want:?}"),
+        }
+    }
+}
+
+#[test]
+fn every_problem_is_reported_at_once() {
+    let got = check(
+        &answer(&[
+            task("a", "wizard", &[], &["/abs"]),
+            task("B", "executor", &["zz"], &[]),
+        ]),
+        16,
+    )
+    .unwrap_err();
+    assert_eq!(got.len(), 4, "{got:?}");
+}
+
+#[test]
+fn added_tasks_are_bound_to_their_role_and_follow_the_fan_out_task() {
+    let (exp, from) = implement();
+    let ts = parse_and_validate(
+        &answer(&[
+            task("a", "executor", &[], &["src/a/**"]),
+            task("b", "test-engineer", &["a", "a"], &[]),
+        ]),
+        &exp,
+        &from,
+        |_| false,
+    )
+    .unwrap();
+    let a = &ts[0];
+    assert_eq!(a.depends_on, std::slice::from_ref(&from.id));
+    assert_eq!(a.added_by.as_ref(), Some(&from.id));
+    assert_eq!(
+        (a.role.as_str(), a.agent.as_str(), a.writes),
+        ("executor", "executor", true)
+    );
+    assert_eq!(a.scope, ["src/a/**"]);
+    assert_eq!(a.title.as_deref(), Some("do a"));
+    assert!(a.task_template.starts_with("# do a\n\nwork on a"));
+    assert!(a.system_prompt.starts_with("You are"));
+    assert_eq!(a.output, None);
+    assert!(a.expands.is_none());
+    // Duplicate dependencies are kept once.
+    assert_eq!(ts[1].depends_on, [from.id.clone(), "a".parse().unwrap()]);
+}
+
+#[test]
+fn the_last_json_fence_counts() {
+    let text = "First idea:\n```json\n{\"tasks\": []}\n```\nBetter:\n```json\n{\"tasks\": [{\"id\":\"z\",\"role\":\"executor\",\"title\":\"t\",\"task\":\"x\"}]}\n```\n";
+    let b = extract(text).unwrap();
+    assert_eq!(b.tasks.len(), 1);
+    // An unterminated fence runs to the end of the answer.
+    let b = extract("```json\n{\"tasks\": []}").unwrap();
+    assert!(b.tasks.is_empty());
+}
+
+#[test]
+fn prompt_section_lists_roles_cap_and_repair() {
+    let (exp, _) = implement();
+    let s = prompt_section(&exp, None);
+    assert!(s.contains("`executor` (may change files)"), "{s}");
+    assert!(s.contains("At most 16 tasks"), "{s}");
+    assert!(!s.contains(REPAIR_HEADING));
+    let s = prompt_section(&exp, Some("tasks[0] (`a`): unknown role `wizard`\ncycle"));
+    assert!(s.contains(REPAIR_HEADING));
+    assert!(
+        s.contains("- tasks[0] (`a`): unknown role `wizard`\n- cycle\n"),
+        "{s}"
+    );
+}
