@@ -221,7 +221,6 @@ pub async fn prepare(shared: &Arc<Shared>, p: &RunParams) -> Result<Prepared, Ap
             ))
         }
     };
-    let mut plan = plan;
     // The cap is frozen into each fan-out step (one `Arc` shared by all of them).
     let mut capped: Option<Arc<crew_core::fanout::Expansion>> = None;
     for t in plan.tasks.iter_mut() {
