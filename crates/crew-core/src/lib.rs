@@ -5,6 +5,7 @@
 //! rules. That split is what makes the state machine replayable from the journal and testable
 //! with plain tables.
 
+pub mod compose;
 pub mod dag;
 pub mod ids;
 pub mod plan;
@@ -13,6 +14,7 @@ pub mod redact;
 pub mod resource;
 pub mod run;
 pub mod schedule;
+pub mod skills;
 pub mod stream;
 pub mod usage;
 pub mod worker_env;

@@ -51,6 +51,7 @@ impl RunDef {
                 tools: vec![].into(),
                 thinking: None,
                 seed_paths: Vec::new(),
+                skills: Default::default(),
                 writes: *writes,
             })
             .map(std::sync::Arc::new)

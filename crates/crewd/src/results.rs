@@ -417,9 +417,11 @@ pub async fn fingerprint_for(spec: &AttemptSpec, prompt: &str) -> Option<String>
         spec.runtime.adapter,
         spec.runtime.command.argv()
     );
+    // The skills are in the prompt too, but pi also gets them as files: their names count.
+    let skills: Vec<&str> = spec.plan.skills.iter().map(|s| s.name.as_str()).collect();
     let settings = format!(
-        "{:?} {:?} {:?}",
-        spec.plan.system_prompt_mode, spec.plan.tools, spec.plan.thinking
+        "{:?} {:?} {:?} {:?}",
+        spec.plan.system_prompt_mode, spec.plan.tools, spec.plan.thinking, skills
     );
     Some(fingerprint(&[
         spec.runtime_name.as_str(),

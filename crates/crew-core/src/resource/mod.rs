@@ -141,6 +141,10 @@ pub struct Step {
     /// Untracked files (e.g. `.env`) copied from the user's tree into the task's worktree.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub seed_paths: Vec<String>,
+    /// `skills:` of the step: `None` not given, `Some(vec![])` `skills: false` (no role
+    /// defaults), else names added to the task's skills.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skills: Option<Vec<String>>,
     /// 1-based line of the `## id` heading.
     pub line: u32,
 }

@@ -49,6 +49,7 @@ fn tasks(steps: &[Step]) -> Vec<std::sync::Arc<PlannedTask>> {
             },
             thinking: None,
             seed_paths: Vec::new(),
+            skills: Default::default(),
             writes: *writes,
         })
         .map(std::sync::Arc::new)
