@@ -324,8 +324,15 @@ export interface PlannedTaskView {
   agent: string;
   dependsOn: string[];
   id: string;
+  /** Skills selected for the task that were not installed when it was planned. */
+  missingSkills?: string[];
   model?: string | null;
   role: string;
+  /**
+   * The task's skills, in prompt order (a name not installed is listed with a `?` suffix
+   * in crewctl; see `missingSkills`).
+   */
+  skills?: string[];
   stepId: string;
   /** The role may write (its tools include edit, write or bash). */
   writes: boolean;
@@ -462,7 +469,20 @@ export interface RunIdParams {
 
 /** Params of `team.run` and `team.plan`. */
 export interface RunParams {
+  /**
+   * Run this one agent as a one-step team, without a team file (team `direct-<agent>`,
+   * workflow `direct-agent`, one task whose text is the goal). Not with `team`,
+   * `workflow` or `chain`.
+   */
+  agent?: string | null;
   budget?: BudgetParams | null;
+  /**
+   * Run these teams (each with its default workflow) one after another as one run: the
+   * first tasks of each team depend on the last tasks of the one before and read its
+   * shared outputs. Cancel, resume and the budget act on the whole chain. Not with
+   * `team`, `workflow` or `agent`.
+   */
+  chain?: string[] | null;
   concurrency?: number | null;
   /** Working directory of the run's workers (absolute). */
   cwd: string;
@@ -478,7 +498,14 @@ export interface RunParams {
   model?: string | null;
   requirePlanApproval?: boolean | null;
   reuseResults?: ReuseResults | null;
+  /**
+   * The role of an `agent` run's task (default: the agent's name; it picks the role's
+   * default skills).
+   */
+  role?: string | null;
   runtime?: string | null;
+  /** Skills for every task: a list adds to each task's selection, `false` gives none. */
+  skills?: RunSkillsParam | null;
   team?: string | null;
   workflow?: string | null;
   /**
@@ -487,6 +514,12 @@ export interface RunParams {
    */
   workspace?: WorkspaceMode | null;
 }
+
+/**
+ * The run's `skills`: names added to every task's skills, `false` for no skills at all,
+ * `true` (or absent) for what each task's role, agent, team and step select.
+ */
+export type RunSkillsParam = boolean | string[];
 
 export interface RunStarted {
   /** Notes about the run's settings, e.g. why result reuse is off. */
@@ -813,7 +846,20 @@ export interface Methods {
   /** The tasks a run would execute, with exact dependencies. Nothing is stored. */
   "team.plan": {
     params: {
+      /**
+       * Run this one agent as a one-step team, without a team file (team `direct-<agent>`,
+       * workflow `direct-agent`, one task whose text is the goal). Not with `team`,
+       * `workflow` or `chain`.
+       */
+      agent?: string | null;
       budget?: BudgetParams | null;
+      /**
+       * Run these teams (each with its default workflow) one after another as one run: the
+       * first tasks of each team depend on the last tasks of the one before and read its
+       * shared outputs. Cancel, resume and the budget act on the whole chain. Not with
+       * `team`, `workflow` or `agent`.
+       */
+      chain?: string[] | null;
       concurrency?: number | null;
       /** Working directory of the run's workers (absolute). */
       cwd: string;
@@ -829,7 +875,14 @@ export interface Methods {
       model?: string | null;
       requirePlanApproval?: boolean | null;
       reuseResults?: ReuseResults | null;
+      /**
+       * The role of an `agent` run's task (default: the agent's name; it picks the role's
+       * default skills).
+       */
+      role?: string | null;
       runtime?: string | null;
+      /** Skills for every task: a list adds to each task's selection, `false` gives none. */
+      skills?: RunSkillsParam | null;
       team?: string | null;
       workflow?: string | null;
       /**
@@ -844,7 +897,20 @@ export interface Methods {
   /** Start a run; answers as soon as the run is durably created. */
   "team.run": {
     params: {
+      /**
+       * Run this one agent as a one-step team, without a team file (team `direct-<agent>`,
+       * workflow `direct-agent`, one task whose text is the goal). Not with `team`,
+       * `workflow` or `chain`.
+       */
+      agent?: string | null;
       budget?: BudgetParams | null;
+      /**
+       * Run these teams (each with its default workflow) one after another as one run: the
+       * first tasks of each team depend on the last tasks of the one before and read its
+       * shared outputs. Cancel, resume and the budget act on the whole chain. Not with
+       * `team`, `workflow` or `agent`.
+       */
+      chain?: string[] | null;
       concurrency?: number | null;
       /** Working directory of the run's workers (absolute). */
       cwd: string;
@@ -860,7 +926,14 @@ export interface Methods {
       model?: string | null;
       requirePlanApproval?: boolean | null;
       reuseResults?: ReuseResults | null;
+      /**
+       * The role of an `agent` run's task (default: the agent's name; it picks the role's
+       * default skills).
+       */
+      role?: string | null;
       runtime?: string | null;
+      /** Skills for every task: a list adds to each task's selection, `false` gives none. */
+      skills?: RunSkillsParam | null;
       team?: string | null;
       workflow?: string | null;
       /**

@@ -6,7 +6,8 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
@@ -16,6 +17,7 @@ import { startDaemon, REPO } from '../node/daemon.mjs';
 const TOOLS = [
   'team_run', 'team_wait', 'team_status', 'team_result', 'team_list', 'resource_list', 'team_plan',
   'team_cancel', 'team_resume', 'team_steer', 'team_respond', 'team_approve', 'team_reject',
+  'team_diff', 'team_apply',
 ];
 
 function crewctlBin() {
@@ -103,7 +105,7 @@ test('every tool is listed with an input schema that compiles and validates', as
   assert.ok(v({ goal: 'g', cwd: '/w', team: 'default', workflow: 'default', runtime: 'fake', budget: { tokens: 1000 }, wait: false }), JSON.stringify(v.errors));
   assert.equal(v({ cwd: '/w' }), false, 'goal is required');
   assert.equal(v({ goal: 'g', cwd: '/w', budget: { tokens: 'many' } }), false, 'budget.tokens is an integer');
-  for (const k of ['goal', 'cwd', 'team', 'workflow', 'runtime', 'budget', 'wait', 'timeoutMs']) {
+  for (const k of ['goal', 'cwd', 'team', 'workflow', 'agent', 'role', 'chain', 'skills', 'runtime', 'budget', 'wait', 'timeoutMs']) {
     assert.ok(k in run.inputSchema.properties, `team_run has ${k}`);
   }
 });
@@ -216,6 +218,51 @@ test('respond answers a task that asks', async () => {
   assert.ok(!a.isError, text(a));
   assert.match(text(a), /Answered task/);
   await call('team_cancel', { runId });
+});
+
+test('a one-agent worktree run: team_diff shows its change, team_apply brings it into the branch', async () => {
+  const repo = path.join(d.work, 'repo');
+  mkdirSync(repo, { recursive: true });
+  const git = (...args) => execFileSync('git', ['-c', 'user.name=t', '-c', 'user.email=t@t', ...args], { cwd: repo, encoding: 'utf8' });
+  git('init', '-q', '-b', 'main');
+  writeFileSync(path.join(repo, 'README'), 'base\n');
+  git('add', 'README');
+  git('commit', '-q', '-m', 'base');
+  const r = await call('team_run', {
+    goal: 'Say hello [fake:write=hello.txt:hi from crew]', cwd: repo, runtime: 'fake',
+    agent: 'executor', workspace: 'worktree', wait: false,
+  });
+  assert.ok(!r.isError, text(r));
+  const runId = runIdOf(text(r));
+  const w = await call('team_wait', { runId });
+  assert.ok(!w.isError, text(w));
+  const diff = await call('team_diff', { runId });
+  assert.ok(!diff.isError, text(diff));
+  assert.match(text(diff), new RegExp(`branch crew/${runId}, \\S+\\.\\.\\S+: 1 file\\(s\\) changed, \\+1 -0`));
+  assert.match(text(diff), /```diff\n(.|\n)*\+hi from crew/);
+  const stat = await call('team_diff', { runId, stat: true });
+  assert.doesNotMatch(text(stat), /```diff/);
+  assert.ok(!existsSync(path.join(repo, 'hello.txt')), 'nothing applied before team_apply');
+  const applied = await call('team_apply', { runId });
+  assert.ok(!applied.isError, text(applied));
+  assert.match(text(applied), /Applied run \S+ into branch main \((fast-forward|merge)\): 1 file\(s\), \+1 -0/);
+  assert.equal(readFileSync(path.join(repo, 'hello.txt'), 'utf8'), 'hi from crew');
+  // Refusals are tool errors with the API's message: a dirty tree.
+  writeFileSync(path.join(repo, 'README'), 'changed\n');
+  const again = await call('team_apply', { runId, squash: true });
+  assert.equal(again.isError, true, text(again));
+  const shared = await call('team_diff', { runId: 'r-does-not-exist' });
+  assert.equal(shared.isError, true);
+});
+
+test('a chain of teams runs as one run', async () => {
+  const r = await call('team_run', runArgs('Chain it', { chain: ['fast-fix', 'review'], wait: false }));
+  assert.ok(!r.isError, text(r));
+  const runId = runIdOf(text(r));
+  const w = await call('team_wait', { runId });
+  assert.ok(!w.isError, text(w));
+  const st = await call('team_status', { runId });
+  assert.match(text(st), /fast-fix\+review/);
 });
 
 test('errors are tool errors with the API message', async () => {

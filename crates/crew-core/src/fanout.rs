@@ -309,6 +309,9 @@ pub fn validate(
             // The default checks (the no-change guard, scope enforcement of its `scope`);
             // verification commands stay with the workflow's own steps.
             checks: Default::default(),
+            // The role's default skills would need the catalog; an added task's text is its
+            // instructions.
+            skills: Default::default(),
             expands: None,
             added_by: Some(from.id.clone()),
             title: Some(title),

@@ -6,6 +6,7 @@
 //! with plain tables.
 
 pub mod checks;
+pub mod compose;
 pub mod dag;
 pub mod fanout;
 pub mod ids;
@@ -16,6 +17,7 @@ pub mod resource;
 pub mod run;
 pub mod schedule;
 pub mod scope;
+pub mod skills;
 pub mod stream;
 pub mod usage;
 pub mod worker_env;

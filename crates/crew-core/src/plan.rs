@@ -2,6 +2,7 @@
 
 use crate::ids::{ArtifactName, SafeId};
 use crate::resource::{validate, Agent, Catalog, Diagnostic, Severity, Step, TeamRole};
+use crate::skills::{PlannedSkill, RunSkills};
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -61,6 +62,10 @@ pub struct PlannedTask {
     /// An added task's one-line title.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
+    /// The task's skills with their text, frozen here (`crate::skills`); shared between tasks
+    /// with the same selection like the prompt.
+    #[serde(default, skip_serializing_if = "<[_]>::is_empty")]
+    pub skills: Arc<[PlannedSkill]>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -81,6 +86,16 @@ pub fn build_plan(
     catalog: &Catalog,
     team: Option<&str>,
     workflow: Option<&str>,
+) -> Result<Plan, Vec<Diagnostic>> {
+    build_plan_with(catalog, team, workflow, &RunSkills::Selected)
+}
+
+/// [`build_plan`] with the run's `skills` param.
+pub fn build_plan_with(
+    catalog: &Catalog,
+    team: Option<&str>,
+    workflow: Option<&str>,
+    run_skills: &RunSkills,
 ) -> Result<Plan, Vec<Diagnostic>> {
     let team_name = team.unwrap_or("default");
     let Some(team) = catalog.team(team_name) else {
@@ -180,6 +195,7 @@ pub fn build_plan(
     let mut tasks = Vec::with_capacity(bound.len());
     let mut prompts: HashMap<&str, Arc<str>> = HashMap::new();
     let mut agent_tools: HashMap<&str, Arc<[String]>> = HashMap::new();
+    let mut skill_sets = SkillSets::default();
     for (step, role, agent) in bound {
         // Checked above: every bound role has an agent once no error was found.
         let Some(agent) = agent else { continue };
@@ -259,6 +275,16 @@ pub fn build_plan(
             expands: step.expands.then(|| expansion.clone()).flatten(),
             added_by: None,
             title: None,
+            skills: skill_sets.get(
+                catalog,
+                &crate::skills::Selection {
+                    role: &role.name,
+                    agent: &agent.skills,
+                    team_role: role.skills.as_deref(),
+                    step: step.skills.as_deref(),
+                    run: run_skills,
+                },
+            ),
         });
     }
     if diags.iter().any(|d| d.severity == Severity::Error) {
@@ -326,18 +352,42 @@ fn expansion_of(catalog: &Catalog, team: &crate::resource::Team) -> crate::fanou
     }
 }
 
+/// One frozen skill list per distinct selection of names: the tasks of a role mostly share one.
+#[derive(Default)]
+pub(crate) struct SkillSets(HashMap<Vec<String>, Arc<[PlannedSkill]>>);
+
+impl SkillSets {
+    pub(crate) fn get(
+        &mut self,
+        catalog: &Catalog,
+        selection: &crate::skills::Selection<'_>,
+    ) -> Arc<[PlannedSkill]> {
+        let names = crate::skills::select(selection);
+        self.0
+            .entry(names)
+            .or_insert_with_key(|names| crate::skills::freeze(catalog, names).into())
+            .clone()
+    }
+}
+
 /// The same tasks with one `Arc` per distinct system prompt and per distinct tool list. A
 /// run's tasks mostly use a few agents, and a plan read back from the journal gives every task
 /// its own copy of both.
 pub fn share_prompts(tasks: &[Arc<PlannedTask>]) -> Vec<Arc<PlannedTask>> {
     let mut prompts: HashSet<Arc<str>> = HashSet::new();
     let mut tools: HashSet<Arc<[String]>> = HashSet::new();
+    let mut skills: HashSet<Arc<[PlannedSkill]>> = HashSet::new();
     tasks
         .iter()
         .map(|t| {
             let prompt = shared_copy(&mut prompts, &t.system_prompt);
             let tool_list = shared_copy(&mut tools, &t.tools);
-            if prompt.is_none() && tool_list.is_none() {
+            let skill_list = if t.skills.is_empty() {
+                None
+            } else {
+                shared_copy(&mut skills, &t.skills)
+            };
+            if prompt.is_none() && tool_list.is_none() && skill_list.is_none() {
                 return t.clone();
             }
             let mut shared = PlannedTask::clone(t);
@@ -346,6 +396,9 @@ pub fn share_prompts(tasks: &[Arc<PlannedTask>]) -> Vec<Arc<PlannedTask>> {
             }
             if let Some(l) = tool_list {
                 shared.tools = l;
+            }
+            if let Some(l) = skill_list {
+                shared.skills = l;
             }
             Arc::new(shared)
         })
@@ -375,7 +428,7 @@ const READ_ONLY_TOOLS: &[&str] = &["read", "grep", "find", "ls"];
 
 /// Tools of an agent whose file does not say: what the builtin agent of that name has, else
 /// read-only. A missing `tools:` line must never silently grant write access to a new agent.
-fn default_tools(agent: &str) -> Vec<String> {
+pub(crate) fn default_tools(agent: &str) -> Vec<String> {
     let tools: &[&str] = match agent.to_lowercase().as_str() {
         "executor" | "test-engineer" => &["read", "grep", "find", "ls", "bash", "edit", "write"],
         "reviewer" | "security-reviewer" | "verifier" => &["read", "grep", "find", "ls", "bash"],
@@ -789,6 +842,63 @@ mod tests {
                     d.message
                 );
             }
+        }
+    }
+
+    #[test]
+    fn tasks_get_their_skills() {
+        let wf = "---\nname: w\n---\n## a\nrole: executor\nskills: extra, safe-bash\n\n## b\nrole: executor\nskills: false\n\n## c\nrole: quiet\n";
+        let team = "---\nname: t\ndefaultWorkflow: w\n---\n- executor: agent=executor skills=from-role\n- quiet: agent=solo skills=false\n";
+        let agent = "---\nname: solo\nskills: mine\n---\nSolo.";
+        let skill = "---\nname: extra\ndescription: An extra skill.\n---\nDo extra things.";
+        let cat = catalog(&[
+            (Kind::Agent, "/u/agents/solo.md", agent),
+            (Kind::Team, "/u/teams/t.team.md", team),
+            (Kind::Workflow, "/u/workflows/w.workflow.md", wf),
+            (Kind::Skill, "/u/skills/extra/SKILL.md", skill),
+        ]);
+        let shape = |run: &RunSkills| -> Vec<String> {
+            let plan = build_plan_with(&cat, Some("t"), None, run).expect("plans");
+            plan.tasks
+                .iter()
+                .map(|t| {
+                    let names: Vec<String> = t
+                        .skills
+                        .iter()
+                        .map(|s| format!("{}{}", s.name, if s.missing { "?" } else { "" }))
+                        .collect();
+                    format!("{}: {}", t.id, names.join(","))
+                })
+                .collect()
+        };
+        assert_eq!(
+            shape(&RunSkills::Selected),
+            [
+                "01_a: safe-bash,verification-before-done,from-role?,extra",
+                "02_b: from-role?",
+                "03_c: mine?",
+            ]
+        );
+        assert_eq!(
+            shape(&RunSkills::Add(vec!["extra".into()])),
+            [
+                "01_a: safe-bash,verification-before-done,from-role?,extra",
+                "02_b: from-role?,extra",
+                "03_c: mine?,extra",
+            ]
+        );
+        assert_eq!(shape(&RunSkills::Off), ["01_a: ", "02_b: ", "03_c: "]);
+        let plan = build_plan(&cat, Some("t"), None).expect("plans");
+        let extra = plan.tasks[0].skills.iter().find(|s| s.name == "extra");
+        assert_eq!(
+            extra.map(|s| (s.description.as_str(), s.text.as_str())),
+            Some(("An extra skill.", "Do extra things."))
+        );
+        // Builtin teams: every role default is a shipped skill.
+        let plan = build_plan(&Catalog::builtin(), None, None).expect("plans");
+        for t in &plan.tasks {
+            assert!(!t.skills.is_empty(), "{}", t.id);
+            assert!(t.skills.iter().all(|s| !s.missing), "{}", t.id);
         }
     }
 }

@@ -1,5 +1,6 @@
-//! The prompt a worker gets (SPEC §4): goal, step and role, the step's task text with `{goal}`
-//! filled in, and the final outputs of its direct dependencies in a fenced block.
+//! The prompt a worker gets (SPEC §4): goal, step and role, the task's skills (a bounded
+//! block, `crate::skills`), the step's task text with `{goal}` filled in, and the final
+//! outputs of its direct dependencies in a fenced block.
 
 use crate::plan::PlannedTask;
 
@@ -140,6 +141,10 @@ pub fn render(task: &PlannedTask, input: &PromptInput<'_>) -> String {
         "Step: {}\nRole: {}\nTask id: {}\n\n",
         task.step_id, task.role, task.id
     ));
+    // Before the task, as pi-crew placed it: guidance first, then the work.
+    if let Some(block) = crate::skills::render_block(&task.skills) {
+        out.push_str(&block);
+    }
     out.push_str("## Task\n\n");
     out.push_str(&expand_goal(&task.task_template, input.goal));
     out.push('\n');
@@ -238,6 +243,7 @@ mod tests {
             seed_paths: Vec::new(),
             scope: Vec::new(),
             checks: Default::default(),
+            skills: Default::default(),
             writes: false,
             expands: None,
             added_by: None,

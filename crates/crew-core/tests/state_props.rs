@@ -55,6 +55,7 @@ impl RunDef {
                 seed_paths: Vec::new(),
                 scope: Vec::new(),
                 checks: Default::default(),
+                skills: Default::default(),
                 writes: *writes,
                 expands: None,
                 added_by: None,

@@ -17,6 +17,7 @@ mod render;
 mod server;
 mod tools;
 mod wait;
+mod workspace;
 
 pub use daemon::{ConnectFuture, Connector};
 pub use error::ToolError;

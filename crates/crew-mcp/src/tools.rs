@@ -1,9 +1,8 @@
 //! The tools: one `Name` per tool; its description, its input schema (from the params type it
 //! parses) and its call. A new tool is one variant: the compiler then asks for the rest.
 //!
-//! Workspace tools (a run's diff, applying it) join here as `TeamDiff`/`TeamApply` once
-//! crew-api has methods for them: a variant forwarding to the method, its params type as the
-//! schema, nothing else.
+//! The workspace tools (`team_diff`, `team_apply`) forward to `team.diff`/`team.apply`; the
+//! patch is cut for a model's context (`crate::workspace::DIFF_CHARS`).
 
 use crate::daemon::Daemon;
 use crate::error::ToolError;
@@ -36,6 +35,8 @@ pub enum Name {
     Respond,
     Approve,
     Reject,
+    Diff,
+    Apply,
 }
 
 pub const ALL: &[Name] = &[
@@ -52,6 +53,8 @@ pub const ALL: &[Name] = &[
     Name::Respond,
     Name::Approve,
     Name::Reject,
+    Name::Diff,
+    Name::Apply,
 ];
 
 impl Name {
@@ -70,6 +73,8 @@ impl Name {
             Name::Respond => "team_respond",
             Name::Approve => "team_approve",
             Name::Reject => "team_reject",
+            Name::Diff => "team_diff",
+            Name::Apply => "team_apply",
         }
     }
 
@@ -92,6 +97,8 @@ impl Name {
             Name::Respond => "Answer a task that is waiting for input (its question is in team_status); the run continues.",
             Name::Approve => "Approve the plan of a run waiting for plan approval; it continues at once.",
             Name::Reject => "Reject the plan of a run waiting for plan approval; the run is cancelled.",
+            Name::Diff => "A worktree run's change (workspace: worktree): diffstat and patch of its integrated branch, or of one task's commit with taskId; stat=true for the diffstat only. The patch is cut to fit a model's context.",
+            Name::Apply => "Bring a finished worktree run's change into the user's current branch (a merge, or one commit with squash=true). Refused when the user's tree has uncommitted changes or their branch conflicts with the run's; the error says why.",
         }
     }
 
@@ -108,6 +115,8 @@ impl Name {
             Name::Cancel => schema::<CancelParams>(),
             Name::Steer | Name::Respond => schema::<TaskMessageParams>(),
             Name::Approve | Name::Reject => schema::<ApproveParams>(),
+            Name::Diff => schema::<DiffParams>(),
+            Name::Apply => schema::<ApplyParams>(),
         }
     }
 
@@ -119,8 +128,10 @@ impl Name {
             | Name::Status
             | Name::Result
             | Name::List
-            | Name::Resources => a.read_only(true),
-            Name::Cancel | Name::Reject => a.read_only(false).destructive(true),
+            | Name::Resources
+            | Name::Diff => a.read_only(true),
+            // Apply changes the user's branch and tree: the one tool outside crew's state.
+            Name::Cancel | Name::Reject | Name::Apply => a.read_only(false).destructive(true),
             Name::Run | Name::Resume | Name::Steer | Name::Respond | Name::Approve => {
                 a.read_only(false).destructive(false)
             }
@@ -230,6 +241,20 @@ pub async fn call(name: Name, args: Option<JsonObject>, c: Call<'_>) -> Result<S
                 d.call::<TeamReject>(&p).await?
             };
             Ok(format!("Run {}: {}.", p.run_id, r.status.as_str()))
+        }
+        Name::Diff => {
+            let mut p: DiffParams = parse(args)?;
+            // More than a model can read is never fetched: the cut below keeps the head.
+            let most =
+                i64::try_from(crate::workspace::DIFF_CHARS.saturating_mul(4)).unwrap_or(i64::MAX);
+            p.limit = Some(p.limit.map_or(most, |l| l.min(most)));
+            let r = d.call::<TeamDiff>(&p).await?;
+            Ok(crate::workspace::diff(&p.run_id, p.task_id.as_deref(), &r))
+        }
+        Name::Apply => {
+            let p: ApplyParams = parse(args)?;
+            let r = d.call::<TeamApply>(&p).await?;
+            Ok(crate::workspace::applied(&p.run_id, &r))
         }
     }
 }
@@ -381,6 +406,9 @@ fn plan_text(p: &PlanResult) -> String {
         }
         if t.writes {
             out.push_str(" (may write)");
+        }
+        if !t.skills.is_empty() {
+            let _ = write!(out, " skills: {}", t.skills.join(", "));
         }
         out.push('\n');
     }

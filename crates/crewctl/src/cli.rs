@@ -338,6 +338,26 @@ pub struct RunArgs {
     /// Tasks one fan-out step may add (1-256) [default: the daemon's max_fan_out_tasks, 16]
     #[arg(long, value_name = "N")]
     pub max_fan_out_tasks: Option<u32>,
+    /// Run this one agent as a one-step team (no team file)
+    #[arg(long, value_name = "AGENT", conflicts_with_all = ["team", "workflow", "chain"])]
+    pub agent: Option<String>,
+    /// The role of the `--agent` task [default: the agent's name]
+    #[arg(long, requires = "agent")]
+    pub role: Option<String>,
+    /// Run these teams one after another as one run, each handing its results to the next
+    #[arg(long, value_name = "TEAMS", value_delimiter = ',', conflicts_with_all = ["team", "workflow"])]
+    pub chain: Option<Vec<String>>,
+    /// Skills added to every task (comma-separated)
+    #[arg(
+        long,
+        value_name = "SKILLS",
+        value_delimiter = ',',
+        conflicts_with = "no_skills"
+    )]
+    pub skills: Option<Vec<String>>,
+    /// No skills for any task
+    #[arg(long)]
+    pub no_skills: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -8,8 +8,8 @@ use crate::render::runs as view_runs;
 use crate::style::Tone;
 use crew_api::methods::{TeamPlan, TeamRun, TeamStatus, TeamWait};
 use crew_api::types::{
-    BudgetParams, DirtyPolicy, FailurePolicy, ReuseResults, RunIdParams, RunParams, RunStatus,
-    WaitParams, WaitResult, WorkspaceMode,
+    BudgetParams, DirtyPolicy, FailurePolicy, ReuseResults, RunIdParams, RunParams, RunSkillsParam,
+    RunStatus, WaitParams, WaitResult, WorkspaceMode,
 };
 
 /// The `team.run`/`team.plan` params for the command line; `cwd` is already absolute.
@@ -42,6 +42,14 @@ pub fn run_params(a: &RunArgs, cwd: String) -> RunParams {
         }),
         dirty: a.refuse_dirty.then_some(DirtyPolicy::Refuse),
         max_fan_out_tasks: a.max_fan_out_tasks.map(i64::from),
+        skills: if a.no_skills {
+            Some(RunSkillsParam::Bool(false))
+        } else {
+            a.skills.clone().map(RunSkillsParam::Names)
+        },
+        agent: a.agent.clone(),
+        role: a.role.clone(),
+        chain: a.chain.clone(),
     }
 }
 

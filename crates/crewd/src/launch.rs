@@ -6,7 +6,7 @@ use crate::rpc::{checks, views};
 use crate::shared::Shared;
 use crew_api::types::{ReuseResults, RunParams, RunStarted};
 use crew_api::ApiError;
-use crew_core::plan::{build_plan, Plan};
+use crew_core::plan::Plan;
 use crew_core::run::{Budget, FailurePolicy, Reuse, RunSpec};
 use std::path::Path;
 use std::sync::Arc;
@@ -71,11 +71,14 @@ pub async fn prepare(shared: &Arc<Shared>, p: &RunParams) -> Result<Prepared, Ap
         ("workflow", &p.workflow),
         ("runtime", &p.runtime),
         ("model", &p.model),
+        ("agent", &p.agent),
+        ("role", &p.role),
     ] {
         if let Some(text) = text {
             checks::no_nul(field, text)?;
         }
     }
+    let shape = crate::compose::shape(p)?;
     checks::enterable_dir("cwd", &p.cwd)?;
     let cwd = Path::new(&p.cwd);
     let cfg = &shared.config;
@@ -170,17 +173,17 @@ pub async fn prepare(shared: &Arc<Shared>, p: &RunParams) -> Result<Prepared, Ap
             .await
             .map_err(|e| ApiError::internal(e.to_string()))?
     };
-    let mut plan =
-        build_plan(&catalog, p.team.as_deref(), p.workflow.as_deref()).map_err(|diags| {
-            let first = diags.first().map(|d| d.message.clone()).unwrap_or_default();
-            let diags: Vec<_> = diags.iter().map(views::diagnostic).collect();
-            ApiError::validation(format!("the team cannot run: {first}"), diags)
-        })?;
+    let mut plan = shape.plan(&catalog).map_err(|diags| {
+        let first = diags.first().map(|d| d.message.clone()).unwrap_or_default();
+        let diags: Vec<_> = diags.iter().map(views::diagnostic).collect();
+        ApiError::validation(format!("the team cannot run: {first}"), diags)
+    })?;
     // The prompt's size is known now, from the goal and the templates: computed, not
     // rendered, so a template multiplying the goal is refused before it can take memory.
-    let too_big: Vec<_> = catalog
-        .workflow(&plan.workflow)
-        .into_iter()
+    let too_big: Vec<_> = shape
+        .workflows(&plan, &catalog)
+        .iter()
+        .filter_map(|name| catalog.workflow(name))
         .flat_map(|wf| wf.steps.iter().map(move |s| (wf, s)))
         .filter_map(|(wf, s)| {
             crew_core::prompt::goal_problem(&s.task, &p.goal).map(|m| {
@@ -196,7 +199,10 @@ pub async fn prepare(shared: &Arc<Shared>, p: &RunParams) -> Result<Prepared, Ap
     }
     crate::plan_checks::apply(shared, &catalog, cwd, &mut plan)?;
     crate::plan_checks::describe(&plan, &mut notes);
-    let team_mode = catalog.team(&plan.team).and_then(|t| t.workspace_mode);
+    let team_mode = shape
+        .first_team(&plan)
+        .and_then(|t| catalog.team(t))
+        .and_then(|t| t.workspace_mode);
     let workspace = crate::workspace::plan_run(shared, p, team_mode, &mut notes).await?;
     let gaps = match cfg.runtime(&runtime) {
         Some(rt) => policy_gaps(&runtime, rt.adapter, &plan),

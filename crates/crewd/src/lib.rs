@@ -4,6 +4,7 @@
 mod actor;
 pub mod bundle;
 mod callback;
+mod compose;
 pub mod config;
 mod dashboard;
 mod executor;

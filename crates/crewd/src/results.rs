@@ -424,9 +424,11 @@ pub async fn fingerprint_for(spec: &AttemptSpec, prompt: &str) -> Option<String>
         spec.runtime.adapter,
         spec.runtime.command.argv()
     );
+    // The skills are in the prompt too, but pi also gets them as files: their names count.
+    let skills: Vec<&str> = spec.plan.skills.iter().map(|s| s.name.as_str()).collect();
     let mut settings = format!(
-        "{:?} {:?} {:?}",
-        spec.plan.system_prompt_mode, spec.plan.tools, spec.plan.thinking
+        "{:?} {:?} {:?} {:?}",
+        spec.plan.system_prompt_mode, spec.plan.tools, spec.plan.thinking, skills
     );
     // Only when set, so the keys of results cached before `effort` existed stay the same.
     if let Some(effort) = &spec.plan.effort {

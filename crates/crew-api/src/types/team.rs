@@ -87,6 +87,15 @@ pub enum ReuseResults {
     Mode(String),
 }
 
+/// The run's `skills`: names added to every task's skills, `false` for no skills at all,
+/// `true` (or absent) for what each task's role, agent, team and step select.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(untagged)]
+pub enum RunSkillsParam {
+    Bool(bool),
+    Names(Vec<String>),
+}
+
 /// Params of `team.run` and `team.plan`.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq, Default)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -111,6 +120,24 @@ pub struct RunParams {
     /// Tasks one fan-out step (`expands: tasks`) may add (1-256); default: config
     /// `max_fan_out_tasks` (16).
     pub max_fan_out_tasks: Option<i64>,
+    /// Skills for every task: a list adds to each task's selection, `false` gives none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skills: Option<RunSkillsParam>,
+    /// Run this one agent as a one-step team, without a team file (team `direct-<agent>`,
+    /// workflow `direct-agent`, one task whose text is the goal). Not with `team`,
+    /// `workflow` or `chain`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    /// The role of an `agent` run's task (default: the agent's name; it picks the role's
+    /// default skills).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    /// Run these teams (each with its default workflow) one after another as one run: the
+    /// first tasks of each team depend on the last tasks of the one before and read its
+    /// shared outputs. Cancel, resume and the budget act on the whole chain. Not with
+    /// `team`, `workflow` or `agent`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chain: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
@@ -124,6 +151,13 @@ pub struct PlannedTaskView {
     pub model: Option<String>,
     /// The role may write (its tools include edit, write or bash).
     pub writes: bool,
+    /// The task's skills, in prompt order (a name not installed is listed with a `?` suffix
+    /// in crewctl; see `missingSkills`).
+    #[serde(default)]
+    pub skills: Vec<String>,
+    /// Skills selected for the task that were not installed when it was planned.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missing_skills: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]

@@ -1,4 +1,4 @@
-//! The builtin agents, teams and workflows, compiled into the binary. The files live in
+//! The builtin agents, teams, workflows and skills, compiled into the binary. The files live in
 //! `crates/crew-core/builtin/` in the same formats as user files.
 
 use super::{parse_file, Diagnostic, Kind, Parsed, Source};
@@ -37,6 +37,18 @@ static FILES: &[(Kind, &str, &str)] = &[
     file!(Kind::Workflow, "workflows", "pipeline.workflow.md"),
     file!(Kind::Workflow, "workflows", "research.workflow.md"),
     file!(Kind::Workflow, "workflows", "review.workflow.md"),
+    file!(Kind::Skill, "skills", "context-artifact-hygiene/SKILL.md"),
+    file!(Kind::Skill, "skills", "delegation-patterns/SKILL.md"),
+    file!(Kind::Skill, "skills", "multi-perspective-review/SKILL.md"),
+    file!(Kind::Skill, "skills", "read-only-explorer/SKILL.md"),
+    file!(
+        Kind::Skill,
+        "skills",
+        "requirements-to-task-packet/SKILL.md"
+    ),
+    file!(Kind::Skill, "skills", "safe-bash/SKILL.md"),
+    file!(Kind::Skill, "skills", "security-review/SKILL.md"),
+    file!(Kind::Skill, "skills", "verification-before-done/SKILL.md"),
 ];
 
 /// Every builtin file as (kind, path, content); paths look like `builtin:agents/explorer.md`.

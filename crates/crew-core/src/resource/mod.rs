@@ -163,6 +163,10 @@ pub struct Step {
     /// run (`crate::fanout`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub expands: bool,
+    /// `skills:` of the step: `None` not given, `Some(vec![])` `skills: false` (no role
+    /// defaults), else names added to the task's skills.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skills: Option<Vec<String>>,
     /// 1-based line of the `## id` heading.
     pub line: u32,
 }

@@ -300,13 +300,20 @@ fn parse_step(
             }
         }
     }
-    if let Some(e) = get("skills").filter(|e| e.value != "false") {
-        for s in parse_csv(&e.value).unwrap_or_default() {
-            if !ident_ok(&s) {
-                d.warn_at(e, format!("invalid skill name `{s}`; ignored"));
+    // `skills: false` drops the role's default skills; a list adds to them.
+    let skills = get("skills").map(|e| {
+        let mut names = Vec::new();
+        if e.value != "false" {
+            for s in parse_csv(&e.value).unwrap_or_default() {
+                if ident_ok(&s) {
+                    names.push(s);
+                } else {
+                    d.warn_at(e, format!("invalid skill name `{s}`; ignored"));
+                }
             }
         }
-    }
+        names
+    });
     let mut seed_paths = Vec::new();
     if let Some(e) = get("seedPaths").filter(|e| e.value != "false") {
         for p in parse_csv(&e.value).unwrap_or_default() {
@@ -346,6 +353,7 @@ fn parse_step(
         verify,
         verify_commands,
         verify_retries,
+        skills,
         id: id.to_string(),
         role: get("role")
             .map(|e| e.value.clone())

@@ -53,6 +53,7 @@ fn tasks(steps: &[Step]) -> Vec<std::sync::Arc<PlannedTask>> {
             seed_paths: Vec::new(),
             scope: Vec::new(),
             checks: Default::default(),
+            skills: Default::default(),
             writes: *writes,
             expands: None,
             added_by: None,

@@ -585,6 +585,7 @@ mod tests {
             prompt_via: Default::default(),
             effort: None,
             fallback_models: vec![],
+            skill_dirs: Vec::new(),
         }
     }
 

@@ -395,6 +395,7 @@ mod tests {
             prompt_via: Default::default(),
             effort: None,
             fallback_models: vec![],
+            skill_dirs: Vec::new(),
         }
     }
 

@@ -98,6 +98,7 @@ mod tests {
             prompt_via: via,
             effort: None,
             fallback_models: vec![],
+            skill_dirs: Vec::new(),
         }
     }
 

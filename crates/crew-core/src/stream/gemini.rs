@@ -332,6 +332,7 @@ mod tests {
             tools: tools.iter().map(|s| s.to_string()).collect(),
             rpc: false,
             prompt_via: Default::default(),
+            skill_dirs: Vec::new(),
             effort: None,
             fallback_models: vec!["gemini-2.5-flash".into()],
         }

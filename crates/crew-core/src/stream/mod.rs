@@ -68,6 +68,9 @@ pub struct LaunchSpec {
     pub effort: Option<String>,
     /// Models to fall back to, in order (claude `--fallback-model`).
     pub fallback_models: Vec<String>,
+    /// Directories holding the task's skills as `SKILL.md` (pi `--skill`; the other CLIs get
+    /// them only in the prompt).
+    pub skill_dirs: Vec<String>,
 }
 
 impl LaunchSpec {

@@ -29,6 +29,11 @@ pub(super) fn argv(spec: &LaunchSpec) -> Vec<String> {
     // The user's own extensions and skills (`~/.pi/agent/...`) would widen what a role may do.
     argv.push("--no-extensions".into());
     argv.push("--no-skills".into());
+    // pi loads an explicit `--skill` even with `--no-skills`: only the task's own.
+    for dir in &spec.skill_dirs {
+        argv.push("--skill".into());
+        argv.push(dir.clone());
+    }
     match (&spec.model, &spec.thinking) {
         (Some(model), thinking) => {
             argv.push("--model".into());
@@ -306,6 +311,7 @@ mod tests {
             prompt_via: Default::default(),
             effort: None,
             fallback_models: vec![],
+            skill_dirs: Vec::new(),
         }
     }
 
@@ -339,6 +345,9 @@ mod tests {
         let mut rpc = spec();
         rpc.rpc = true;
         rpc.tools = vec!["read".into()];
+
+        let mut skills = spec();
+        skills.skill_dirs = vec!["/run/skills/safe-bash".into(), "/run/skills/x".into()];
 
         let table: Vec<(&str, LaunchSpec, Vec<String>)> = vec![
             (
@@ -440,6 +449,25 @@ mod tests {
                     "--no-skills",
                     "--tools",
                     "read",
+                ]),
+            ),
+            (
+                "skills: each after --no-skills",
+                skills,
+                args(&[
+                    "pi",
+                    "--mode",
+                    "json",
+                    "-p",
+                    "--no-session",
+                    "--no-extensions",
+                    "--no-skills",
+                    "--skill",
+                    "/run/skills/safe-bash",
+                    "--skill",
+                    "/run/skills/x",
+                    "--no-tools",
+                    "Task: Goal: fix it",
                 ]),
             ),
         ];

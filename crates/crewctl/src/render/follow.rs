@@ -723,6 +723,8 @@ mod tests {
                     depends_on: vec![],
                     model: None,
                     writes: false,
+                    skills: vec![],
+                    missing_skills: vec![],
                 }
             })
             .collect()

@@ -404,6 +404,10 @@ pub fn plan(view: &View, p: &PlanResult) -> String {
     if with_model {
         cols.push(Col::new("model").cut(10).drop(3));
     }
+    let with_skills = p.tasks.iter().any(|t| !t.skills.is_empty());
+    if with_skills {
+        cols.push(Col::new("skills").cut(12).drop(4));
+    }
     let mut t = Table::new(cols);
     for task in &p.tasks {
         let mut row = vec![
@@ -424,6 +428,25 @@ pub fn plan(view: &View, p: &PlanResult) -> String {
         ];
         if with_model {
             row.push(Cell::new(task.model.as_deref().unwrap_or("-")));
+        }
+        if with_skills {
+            // A skill that was not installed is marked, as team.plan's diagnostics say why.
+            let names: Vec<String> = task
+                .skills
+                .iter()
+                .map(|s| {
+                    if task.missing_skills.contains(s) {
+                        format!("{s}?")
+                    } else {
+                        s.clone()
+                    }
+                })
+                .collect();
+            row.push(Cell::new(if names.is_empty() {
+                "-".to_string()
+            } else {
+                names.join(", ")
+            }));
         }
         t.row(row);
     }
@@ -812,6 +835,8 @@ pub(crate) mod tests {
                     depends_on: vec![],
                     model: None,
                     writes: false,
+                    skills: vec![],
+                    missing_skills: vec![],
                 },
                 PlannedTaskView {
                     id: "02_plan".into(),
@@ -821,6 +846,8 @@ pub(crate) mod tests {
                     depends_on: vec!["01_explore".into()],
                     model: Some("anthropic/claude-sonnet-4-5".into()),
                     writes: false,
+                    skills: vec!["delegation-patterns".into(), "house-style".into()],
+                    missing_skills: vec!["house-style".into()],
                 },
                 PlannedTaskView {
                     id: "03_execute".into(),
@@ -830,6 +857,8 @@ pub(crate) mod tests {
                     depends_on: vec!["02_plan".into()],
                     model: None,
                     writes: true,
+                    skills: vec![],
+                    missing_skills: vec![],
                 },
                 PlannedTaskView {
                     id: "04_verify".into(),
@@ -839,6 +868,8 @@ pub(crate) mod tests {
                     depends_on: vec!["02_plan".into(), "03_execute".into()],
                     model: None,
                     writes: false,
+                    skills: vec![],
+                    missing_skills: vec![],
                 },
             ],
             diagnostics: vec![Diagnostic {

@@ -644,6 +644,42 @@ pub(crate) fn system_prompt_name(prompt: &str) -> String {
     format!("prompts/system-{}.md", digest.get(..16).unwrap_or(&digest))
 }
 
+/// The task's skills (those installed when the run was planned) as `skills/<name>/SKILL.md`
+/// in the run's directory, from the text frozen in the plan: a worker never reads the user's
+/// skill files, which may have changed since. Like the system prompt file, the worker's input
+/// and no artifact: rewritten when it differs, never synced.
+fn skill_dirs(
+    run_dir: &Path,
+    skills: &[crew_core::skills::PlannedSkill],
+) -> std::io::Result<Vec<String>> {
+    let mut dirs = Vec::new();
+    for s in skills.iter().filter(|s| !s.missing) {
+        // Names come from checked directory names, but a plan may come from a bundle.
+        if !crew_core::ids::is_safe_id(&s.name) {
+            continue;
+        }
+        let dir = run_dir.join("skills").join(&s.name);
+        let description = if s.description.is_empty() {
+            format!("Skill {}", s.name)
+        } else {
+            s.description.replace(['\n', '\r'], " ")
+        };
+        let text = format!(
+            "---\nname: {}\ndescription: {}\n---\n{}\n",
+            s.name,
+            serde_json::to_string(&description).unwrap_or_default(),
+            s.text
+        );
+        let path = dir.join("SKILL.md");
+        if std::fs::read(&path).ok().as_deref() != Some(text.as_bytes()) {
+            std::fs::create_dir_all(&dir)?;
+            artifacts::write_replace(&path, text.as_bytes())?;
+        }
+        dirs.push(dir.display().to_string());
+    }
+    Ok(dirs)
+}
+
 /// Run blocking file work (reads, writes, syncs) without stalling the other tasks of the runtime thread.
 fn blocking<R>(f: impl FnOnce() -> R) -> R {
     match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
@@ -687,6 +723,23 @@ async fn run_process(
                 )
             }
         };
+    // Only pi takes skills as files; the other CLIs have them in the prompt alone.
+    let skill_dirs = if spec.runtime.adapter == stream::AdapterKind::Pi {
+        match blocking(|| skill_dirs(run_dir, &spec.plan.skills)) {
+            Ok(dirs) => dirs,
+            Err(e) => {
+                return failed(
+                    Usage::default(),
+                    artifacts.clone(),
+                    format!("cannot write the task's skills: {e}"),
+                    false,
+                    "storage",
+                )
+            }
+        }
+    } else {
+        Vec::new()
+    };
     let launch = LaunchSpec {
         command: spec.runtime.command.argv(),
         prompt: prompt.to_string(),
@@ -701,6 +754,7 @@ async fn run_process(
         prompt_via: spec.runtime.prompt_via,
         effort: spec.plan.effort.clone(),
         fallback_models: spec.fallback_models.clone(),
+        skill_dirs,
     };
     let launch = stream::build_launch(spec.runtime.adapter, &launch);
     let argv = launch.argv;

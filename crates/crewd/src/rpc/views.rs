@@ -63,6 +63,13 @@ pub fn planned(t: &crew_core::plan::PlannedTask, model: Option<&str>) -> api::Pl
         depends_on: t.depends_on.iter().map(ToString::to_string).collect(),
         model: model.map(str::to_string).or_else(|| t.model.clone()),
         writes: t.writes,
+        skills: t.skills.iter().map(|s| s.name.clone()).collect(),
+        missing_skills: t
+            .skills
+            .iter()
+            .filter(|s| s.missing)
+            .map(|s| s.name.clone())
+            .collect(),
     }
 }
 
