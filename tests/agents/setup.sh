@@ -32,7 +32,11 @@ if [ "$ok" = 1 ] && node_modules/.bin/claude --version >/dev/null 2>&1 \
 fi
 
 command -v npm >/dev/null || { echo "setup.sh: npm not found" >&2; exit 1; }
-npm ci --no-audit --no-fund --loglevel=error
+# `npm install --no-save`, not `npm ci`: opencode-ai lists a native package per platform as an
+# optional dependency and the lock holds only the ones the registry served when it was made
+# (linux x64), which `npm ci` refuses as "not in sync". `--no-save` installs the locked versions
+# and leaves package.json and the lock untouched.
+npm install --no-save --no-audit --no-fund --loglevel=error
 node_modules/.bin/claude --version
 node_modules/.bin/codex --version
 node_modules/.bin/gemini --version
