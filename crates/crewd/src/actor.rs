@@ -6,14 +6,19 @@
 //! callbacks and run only after the writer made the events durable. So: one writer, journal
 //! order = apply order, and nothing is acknowledged or published before it is on disk.
 
+mod integration;
+pub(crate) mod residency;
+mod workers;
+
+use crate::attempt::WorkerCtl;
 use crate::shared::Shared;
-use crate::workers::{WorkerCtl, WorkerHandle};
 use crate::writer::{Batch, CommitFn, WriterHandle};
 use crew_api::ApiError;
 use crew_core::run::{Event, Pending, State, TaskStatus};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
+use workers::WorkerHandle;
 
 pub type Job = Box<dyn FnOnce(&mut Core) + Send>;
 
@@ -33,7 +38,7 @@ pub struct Core {
     /// The `now` of the last dispatch: every task due by then was considered.
     dispatched_at: chrono::DateTime<chrono::Utc>,
     pub actor: Actor,
-    /// Worktree runs whose results are being merged off the actor (`workspace::integrate_ready`).
+    /// Worktree runs whose results are being merged off the actor (`integration::integrate_ready`).
     pub integrating: std::collections::HashSet<String>,
 }
 
@@ -120,14 +125,14 @@ impl Core {
             }
         }
         self.touched.clear();
-        crate::workspace::integrate_ready(self, &touched);
+        integration::integrate_ready(self, &touched);
         self.reconcile_workers();
-        crate::workers::dispatch(self, now);
+        workers::dispatch(self, now);
         self.dispatched_at = now;
         // Events emitted by dispatch touch runs again; nothing more to settle for them now.
         self.touched.clear();
         if !touched.is_empty() {
-            crate::residency::enforce(self);
+            residency::enforce(self);
         }
     }
 

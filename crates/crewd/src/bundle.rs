@@ -37,13 +37,13 @@
 //! and cwd are someone else's. `team.resume` and `team.retry` of it fail with 1002 and show
 //! what would run (error `data`) unless called with `confirmImported: true`.
 
+use crate::artifacts::sha256_hex;
 use crate::rpc::{views, Ctx};
 use crate::shared::Shared;
 use crew_api::types::{Diagnostic, ImportResult, Severity};
 use crew_api::ApiError;
 use crew_core::run::{Event, EventBody, Pending, RunState};
 use serde_json::{json, Map, Value};
-use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -59,10 +59,6 @@ const BUNDLE_MAX_BYTES: usize = 31 << 20;
 pub const IMPORT_FILE_MAX_BYTES: u64 = 40 << 20;
 /// Directory depth walked under a run's artifact directory.
 const MAX_DEPTH: usize = 8;
-
-fn sha256_hex(bytes: &[u8]) -> String {
-    hex::encode(Sha256::digest(bytes))
-}
 
 // ---------------------------------------------------------------------------------------------
 // Canonical JSON and the checksum.

@@ -2,11 +2,14 @@
 //! and for benches that drive a part of it in process. See ARCHITECTURE.md for the map.
 
 mod actor;
+mod artifacts;
+mod attempt;
 pub mod bundle;
 mod callback;
 mod compose;
 pub mod config;
 mod dashboard;
+mod diagnostic;
 mod executor;
 mod forget;
 mod journal_slot;
@@ -15,10 +18,10 @@ mod listen;
 mod lock;
 mod plan_checks;
 mod recovery;
-mod residency;
 pub mod resources;
 mod results;
 mod rpc;
+mod run_cache;
 mod scheduler;
 mod server;
 pub mod shared;
@@ -26,7 +29,6 @@ mod summary;
 mod system_prompts;
 #[cfg(test)]
 mod test_support;
-mod workers;
 mod workspace;
 pub mod writer;
 

@@ -111,7 +111,8 @@ fn evicted_target<'a>(state: &State, ev: &'a Event) -> Option<&'a str> {
 
 /// Make run `id` resident again as it was just before seq `before`, from its own events.
 fn reload(journal: &dyn Journal, state: &mut State, id: &str, before: u64) -> anyhow::Result<()> {
-    let events = crate::residency::run_events(journal, id, before).map_err(anyhow::Error::msg)?;
+    let events =
+        crate::actor::residency::run_events(journal, id, before).map_err(anyhow::Error::msg)?;
     match crew_core::run::replay_run(events.iter()) {
         Some(run) => state.insert_loaded(run),
         // Nothing to apply to: the event is ignored, as it was before runs were evicted.
@@ -288,7 +289,7 @@ mod tests {
 
     /// The run as its own journaled events make it.
     fn replayed(j: &MemJournal, id: &str) -> crew_core::run::RunState {
-        let evs = crate::residency::run_events(j, id, u64::MAX).unwrap();
+        let evs = crate::actor::residency::run_events(j, id, u64::MAX).unwrap();
         crew_core::run::replay_run(evs.iter()).unwrap()
     }
 

@@ -36,7 +36,7 @@ pub struct Shared {
     shutting_down: AtomicBool,
     storage_error: Mutex<Option<Arc<str>>>,
     pub shutdown: tokio::sync::Notify,
-    pub run_cache: crate::residency::RunCacheStats,
+    pub run_cache: crate::run_cache::RunCacheStats,
     /// Leases of the checkouts read-only tasks share (worktree mode).
     pub checkouts: crate::workspace::Checkouts,
 }

@@ -41,7 +41,7 @@ pub fn on_disk(run_dir: &Path, prompts: Vec<Prompt>) -> Vec<ArtifactInfo> {
     prompts
         .into_iter()
         .filter_map(|p| {
-            let name = crate::executor::system_prompt_name(&p.text);
+            let name = crate::artifacts::system_prompt_name(&p.text);
             // Read, not just stat'ed: the size and digest are of what the file holds now.
             let bytes = std::fs::read(run_dir.join(&name)).ok()?;
             Some(ArtifactInfo {
@@ -49,7 +49,7 @@ pub fn on_disk(run_dir: &Path, prompts: Vec<Prompt>) -> Vec<ArtifactInfo> {
                 kind: "system-prompt".into(),
                 task_id: Some(p.task_id),
                 bytes: bytes.len() as u64,
-                sha256: crate::executor::sha256_hex(&bytes),
+                sha256: crate::artifacts::sha256_hex(&bytes),
             })
         })
         .collect()

@@ -9,18 +9,13 @@
 //! `crew/tasks/<runId>/<taskId>` and the run's merge to `crew/<runId>`. Only `team.apply`, asked
 //! by the user, changes the user's branch.
 
-use crate::actor::Core;
 use crate::shared::Shared;
 use crew_api::types as api;
 use crew_api::ApiError;
-use crew_core::run::workspace::{attempt_ref, leaf_tasks, run_branch, start_ref, task_branch};
-use crew_core::run::{
-    AttemptResult, EventBody, Integration, Pending, RunStatus, TaskCommit, TaskStatus,
-    WorkspaceMode, WorkspaceSpec,
-};
+use crew_core::run::workspace::{attempt_ref, run_branch, start_ref, task_branch};
+use crew_core::run::{AttemptResult, Integration, TaskCommit, WorkspaceMode, WorkspaceSpec};
 use crew_core::usage::Usage;
 use crew_git::{Git, GitError, MergeOutcome, Repo};
-use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -79,7 +74,7 @@ fn validation(field: &str, message: String) -> ApiError {
         Some(field),
         message.clone(),
     );
-    ApiError::validation(message, vec![crate::rpc::views::diagnostic(&d)])
+    ApiError::validation(message, vec![crate::diagnostic::to_api(&d)])
 }
 
 /// The run's workspace at `team.run`/`team.plan`: `None` for `shared`. Refuses (1003) a
@@ -676,8 +671,8 @@ pub async fn finish_attempt(
     let dir = run_dir.to_path_buf();
     let name = format!("patches/{}.patch", ws.task_id);
     let written = tokio::task::spawn_blocking(move || {
-        let a = crate::executor::put_artifact(&dir, &name, "patch", &patch)?;
-        crate::executor::make_durable(&dir)?;
+        let a = crate::artifacts::put(&dir, &name, "patch", &patch)?;
+        crate::artifacts::make_durable(&dir)?;
         Ok::<_, std::io::Error>(a)
     })
     .await;
@@ -770,69 +765,8 @@ async fn record(
 
 // ---- integration ------------------------------------------------------------------------
 
-/// Runs whose tasks all completed and whose results are not merged yet get their integration
-/// started (once: `Core::integrating` holds the ones under way).
-pub fn integrate_ready(core: &mut Core, touched: &BTreeSet<String>) {
-    for id in touched {
-        let Some(run) = core.state.run(id) else {
-            continue;
-        };
-        let Some(ws) = run.spec.workspace.clone() else {
-            continue;
-        };
-        if run.status != RunStatus::Running
-            || run.integration.is_some()
-            || core.integrating.contains(id)
-            || !run.tasks.iter().all(|t| t.status == TaskStatus::Completed)
-        {
-            continue;
-        }
-        let leaves: Vec<(String, String)> = leaf_tasks(run)
-            .iter()
-            .map(|t| {
-                let commit = t
-                    .commit()
-                    .map_or_else(|| ws.base.clone(), |c| c.commit.clone());
-                (t.plan.id.to_string(), commit)
-            })
-            .collect();
-        let starts: Vec<(String, String, String)> = run
-            .tasks
-            .iter()
-            .filter_map(|t| {
-                t.commit()
-                    .map(|c| (t.plan.id.to_string(), c.start.clone(), c.commit.clone()))
-            })
-            .collect();
-        core.integrating.insert(id.clone());
-        let shared = core.shared.clone();
-        let actor = core.actor.clone();
-        let run_id = id.clone();
-        tokio::spawn(async move {
-            let outcome = integrate(&shared, &run_id, &ws, &leaves, &starts).await;
-            actor.tell(move |core| {
-                core.integrating.remove(&run_id);
-                let still = core
-                    .state
-                    .run(&run_id)
-                    .is_some_and(|r| r.status == RunStatus::Running && r.integration.is_none());
-                if !still {
-                    return;
-                }
-                let p = match outcome {
-                    Ok(i) => Pending::run(&run_id, EventBody::RunIntegrated(Box::new(i))),
-                    Err(reason) => Pending::run(&run_id, EventBody::RunBlocked { reason })
-                        .with_message("integration needs attention"),
-                };
-                core.emit(p);
-                core.touch(&run_id);
-            });
-        });
-    }
-}
-
 /// Merge the leaves' commits on `crew/<runId>`. `Err` is why the run is blocked.
-async fn integrate(
+pub async fn integrate(
     shared: &Arc<Shared>,
     run_id: &str,
     ws: &WorkspaceSpec,

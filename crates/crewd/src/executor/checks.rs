@@ -17,10 +17,9 @@
 //! - **Scope**: in worktree mode the result commit may touch only the task's scope; other
 //!   paths make it need attention, naming them, or (policy `warn`) a `task.warning`.
 
-use super::{blocking, env, human, process, verify, AttemptSpec};
-use crate::actor::Actor;
+use super::{blocking, env, human, process, verify};
+use crate::attempt::{AttemptSpec, Port, WorkerCtl};
 use crate::shared::Shared;
-use crate::workers::{self, WorkerCtl};
 use crew_core::checks::{ScopePolicy, VerifyOutcome, VERIFY_FAILED};
 use crew_core::run::AttemptResult;
 use std::path::Path;
@@ -107,7 +106,7 @@ pub async fn shared_after(
 /// Worktree mode, after the result commit: the no-change guard and the scope.
 pub async fn worktree_after(
     shared: &Shared,
-    actor: &Actor,
+    port: &std::sync::Arc<dyn Port>,
     spec: &AttemptSpec,
     ws: &crate::workspace::TaskWorkspace,
     result: AttemptResult,
@@ -193,10 +192,7 @@ pub async fn worktree_after(
             attention(result, reason)
         }
         ScopePolicy::Warn => {
-            let (run, task, attempt) = (spec.run_id.clone(), spec.task_id.clone(), spec.attempt);
-            actor.tell(move |core| {
-                workers::on_warning(core, &run, &task, attempt, "scope".into(), message)
-            });
+            port.warning(&spec.key(), "scope".into(), message);
             result
         }
     }
@@ -278,7 +274,7 @@ pub async fn verify(
             human(ran.duration),
             ran.output_bytes
         );
-        match blocking(|| super::artifacts::put(&spec.run_dir, &name, "verify", text.as_bytes())) {
+        match blocking(|| crate::artifacts::put(&spec.run_dir, &name, "verify", text.as_bytes())) {
             Ok(a) => artifacts.push(a),
             Err(e) => tracing::warn!(error = %e, "cannot keep a verification command's output"),
         }
@@ -303,7 +299,7 @@ pub async fn verify(
             break;
         }
     }
-    if let Err(e) = blocking(|| super::artifacts::make_durable(&spec.run_dir)) {
+    if let Err(e) = blocking(|| crate::artifacts::make_durable(&spec.run_dir)) {
         return AttemptResult::Failed {
             usage,
             model,

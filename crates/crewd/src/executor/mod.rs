@@ -6,25 +6,20 @@
 //! an overall timeout and a final drain (agents linger after answering) bound its life; stopping
 //! it is SIGTERM to the group, SIGKILL after a grace period.
 
-mod artifacts;
 mod checks;
 mod env;
 pub(crate) mod fault;
 mod lines;
 pub mod process;
+mod reuse;
 mod stderr;
 mod verify;
 
-pub use artifacts::sha256_hex;
-pub(crate) use artifacts::{make_durable, put as put_artifact};
-
-use crate::actor::Actor;
-use crate::config::RuntimeConfig;
+use crate::artifacts;
+use crate::attempt::{AttemptKey, AttemptSpec, Port, Report, WorkerCtl};
 use crate::shared::Shared;
-use crate::workers::{self, WorkerCtl};
-use crew_core::plan::PlannedTask;
 use crew_core::prompt::{DepOutput, PromptInput, SharedRead};
-use crew_core::run::{ArtifactRef, AttemptResult, Reuse};
+use crew_core::run::{ArtifactRef, AttemptResult};
 use crew_core::stream::{self, LaunchSpec, WorkerEvent};
 use crew_core::usage::Usage;
 use futures::FutureExt;
@@ -49,44 +44,6 @@ const EXIT_QUIET: Duration = Duration::from_millis(500);
 const PAUSE_SLACK: Duration = Duration::from_secs(1);
 /// Most stdout lines taken at once, without waiting, before a deadline is judged.
 const DRAIN_LINES: usize = 4096;
-
-pub struct AttemptSpec {
-    pub run_id: String,
-    pub task_id: String,
-    pub attempt: u32,
-    pub cwd: String,
-    pub goal: String,
-    pub runtime_name: String,
-    pub runtime: RuntimeConfig,
-    pub plan: std::sync::Arc<PlannedTask>,
-    pub model: Option<String>,
-    /// The task's fallback models after `model` (for a CLI with a fallback of its own).
-    pub fallback_models: Vec<String>,
-    /// Direct dependencies: (task id, role).
-    pub deps: Vec<(String, String)>,
-    pub steers: Vec<String>,
-    pub answers: Vec<String>,
-    pub run_dir: PathBuf,
-    pub reuse: Reuse,
-    /// Worktree mode: the task works in its own worktree, made before the worker starts.
-    pub workspace: Option<crate::workspace::TaskWorkspace>,
-    /// Why the previous attempt's work was refused (a failed verification), for the prompt.
-    pub feedback: Option<String>,
-    /// A writing task's cache entry in worktree mode, held until its result commit exists
-    /// (`results::insert_after_commit`).
-    pub cache_after_commit: std::sync::Mutex<Option<(String, crate::results::CachedResult)>>,
-    /// A fan-out step's repair attempt: why its last block was refused.
-    pub fan_out_repair: Option<String>,
-}
-
-pub struct Report {
-    pub run_id: String,
-    pub task_id: String,
-    pub attempt: u32,
-    pub result: AttemptResult,
-    /// A fan-out step's completed attempt: its final answer, for the actor to validate.
-    pub answer: Option<String>,
-}
 
 fn render_prompt(spec: &AttemptSpec) -> std::io::Result<String> {
     fault::hit("render")?;
@@ -148,7 +105,7 @@ fn render_prompt(spec: &AttemptSpec) -> std::io::Result<String> {
 /// on the way out (`GroupGuard`). Without this the task would stay `running` with no worker.
 pub async fn run_attempt(
     shared: Arc<Shared>,
-    actor: Actor,
+    port: Arc<dyn Port>,
     spec: AttemptSpec,
     mut ctl: mpsc::UnboundedReceiver<WorkerCtl>,
 ) {
@@ -160,7 +117,7 @@ pub async fn run_attempt(
             let result = match spec.workspace.clone() {
                 None => {
                     let before = checks::shared_before(&shared, &spec).await;
-                    let r = attempt(&shared, &actor, &spec, &mut ctl).await;
+                    let r = attempt(&shared, &port, &spec, &mut ctl).await;
                     let r = checks::verify(&shared, &spec, r, &mut ctl).await;
                     checks::shared_after(&spec, before, r).await
                 }
@@ -169,7 +126,7 @@ pub async fn run_attempt(
                     Err(ended) => ended,
                     Ok(prepared) => {
                         spec.cwd = prepared.cwd.to_string_lossy().into_owned();
-                        let r = attempt(&shared, &actor, &spec, &mut ctl).await;
+                        let r = attempt(&shared, &port, &spec, &mut ctl).await;
                         // Verified in the worktree, before its result is committed.
                         let r = checks::verify(&shared, &spec, r, &mut ctl).await;
                         let r = crate::workspace::finish_attempt(
@@ -180,8 +137,8 @@ pub async fn run_attempt(
                             &spec.run_dir,
                         )
                         .await;
-                        let r = checks::worktree_after(&shared, &actor, &spec, &ws, r).await;
-                        crate::results::insert_after_commit(&shared, &spec, &r);
+                        let r = checks::worktree_after(&shared, &port, &spec, &ws, r).await;
+                        reuse::insert_after_commit(&shared, &spec, &r);
                         r
                     }
                 },
@@ -230,7 +187,7 @@ pub async fn run_attempt(
             result,
             answer,
         };
-        actor.tell(move |core| workers::on_finished(core, report));
+        port.finished(report);
     }
     .instrument(span)
     .await
@@ -284,11 +241,11 @@ fn failed(
 /// them).
 async fn attempt(
     shared: &Arc<Shared>,
-    actor: &Actor,
+    port: &Arc<dyn Port>,
     spec: &AttemptSpec,
     ctl: &mut mpsc::UnboundedReceiver<WorkerCtl>,
 ) -> AttemptResult {
-    let result = attempt_unsynced(shared, actor, spec, ctl).await;
+    let result = attempt_unsynced(shared, port, spec, ctl).await;
     let (usage, model, names) = match &result {
         AttemptResult::Completed {
             usage,
@@ -345,7 +302,7 @@ async fn attempt(
 
 async fn attempt_unsynced(
     shared: &Arc<Shared>,
-    actor: &Actor,
+    port: &Arc<dyn Port>,
     spec: &AttemptSpec,
     ctl: &mut mpsc::UnboundedReceiver<WorkerCtl>,
 ) -> AttemptResult {
@@ -375,7 +332,7 @@ async fn attempt_unsynced(
     };
 
     // Result reuse (SPEC §9): a matching earlier result instead of a new agent call.
-    let fingerprint = crate::results::fingerprint_for(spec, &prompt).await;
+    let fingerprint = reuse::fingerprint_for(spec, &prompt).await;
     // A writing task in worktree mode reuses a result commit, which must be in this
     // repository; without one it runs.
     let worktree_writer = spec.workspace.is_some() && spec.plan.writes;
@@ -383,9 +340,7 @@ async fn attempt_unsynced(
         let hit = shared.results.lookup(fp);
         let commit = match (&hit, worktree_writer) {
             (Some(h), true) => match &h.commit {
-                Some(c) if crate::results::commit_present(shared, &spec.cwd, c).await => {
-                    Some(c.clone())
-                }
+                Some(c) if reuse::commit_present(shared, &spec.cwd, c).await => Some(c.clone()),
                 _ => None,
             },
             _ => None,
@@ -417,7 +372,7 @@ async fn attempt_unsynced(
         }
     }
 
-    let result = run_process(shared, actor, spec, &prompt, ctl, &mut artifacts).await;
+    let result = run_process(shared, port, spec, &prompt, ctl, &mut artifacts).await;
     if let (Some(fp), AttemptResult::Completed { usage, model, .. }) = (&fingerprint, &result) {
         let entry = crate::results::CachedResult {
             run_id: spec.run_id.clone(),
@@ -554,10 +509,8 @@ struct Stdout {
 
 /// Refused tool calls, told to the actor as `task.warning`s as they happen.
 struct Warnings {
-    actor: Actor,
-    run_id: String,
-    task_id: String,
-    attempt: u32,
+    port: Arc<dyn Port>,
+    key: AttemptKey,
     sent: u32,
 }
 
@@ -578,9 +531,7 @@ impl Warnings {
             _ => return,
         };
         self.sent += 1;
-        let (run, task, attempt) = (self.run_id.clone(), self.task_id.clone(), self.attempt);
-        self.actor
-            .tell(move |core| workers::on_warning(core, &run, &task, attempt, tool, message));
+        self.port.warning(&self.key, tool, message);
     }
 }
 
@@ -629,19 +580,13 @@ impl Stdout {
 /// a file lost or cut short in a crash is written again by the next attempt that needs it).
 fn system_prompt_file(run_dir: &Path, prompt: &str) -> std::io::Result<PathBuf> {
     fault::hit("system-prompt")?;
-    let path = run_dir.join(system_prompt_name(prompt));
+    let path = run_dir.join(artifacts::system_prompt_name(prompt));
     // Compared, not just found: it is never synced, so after a power loss it may be empty.
     let current = std::fs::read(&path).ok();
     if current.as_deref() != Some(prompt.as_bytes()) {
         artifacts::write_replace(&path, prompt.as_bytes())?;
     }
     Ok(path)
-}
-
-/// The artifact name of a system prompt's file: named by its content.
-pub(crate) fn system_prompt_name(prompt: &str) -> String {
-    let digest = artifacts::sha256_hex(prompt.as_bytes());
-    format!("prompts/system-{}.md", digest.get(..16).unwrap_or(&digest))
 }
 
 /// The task's skills (those installed when the run was planned) as `skills/<name>/SKILL.md`
@@ -690,7 +635,7 @@ fn blocking<R>(f: impl FnOnce() -> R) -> R {
 
 async fn run_process(
     shared: &Arc<Shared>,
-    actor: &Actor,
+    port: &Arc<dyn Port>,
     spec: &AttemptSpec,
     prompt: &str,
     ctl: &mut mpsc::UnboundedReceiver<WorkerCtl>,
@@ -847,11 +792,7 @@ async fn run_process(
     let group = GroupGuard(pid);
     let pid_start = process::start_time(pid).unwrap_or(0);
     tracing::info!(pid, "worker started");
-    {
-        let (run, task, attempt) = (spec.run_id.clone(), spec.task_id.clone(), spec.attempt);
-        actor
-            .tell(move |core| workers::on_spawned(core, &run, &task, attempt, pid, pid_start, rpc));
-    }
+    port.spawned(&spec.key(), pid, pid_start, rpc);
 
     let no_output = Duration::from_millis(
         spec.runtime
@@ -916,10 +857,8 @@ async fn run_process(
         progress_dirty: false,
         final_at: None,
         warnings: Warnings {
-            actor: actor.clone(),
-            run_id: spec.run_id.clone(),
-            task_id: spec.task_id.clone(),
-            attempt: spec.attempt,
+            port: port.clone(),
+            key: spec.key(),
             sent: 0,
         },
     };
@@ -1058,8 +997,7 @@ async fn run_process(
                 if out.progress_dirty && now >= last_progress + PROGRESS_EVERY {
                     out.progress_dirty = false;
                     last_progress = now;
-                    let (run, task, attempt, usage, tool) = (spec.run_id.clone(), spec.task_id.clone(), spec.attempt, out.parser.usage(), out.current_tool.clone());
-                    actor.tell(move |core| workers::on_progress(core, &run, &task, attempt, usage, tool));
+                    port.progress(&spec.key(), out.parser.usage(), out.current_tool.clone());
                 }
                 if exit.is_none() {
                     if let Some(t) = term_sent_at {

@@ -4,7 +4,6 @@
 //! executor has already redacted where stderr enters (`StderrTail`), so a cut never splits a
 //! secret that redaction has not yet seen whole.
 
-use super::artifacts;
 use crew_core::run::ArtifactRef;
 use std::path::Path;
 
@@ -68,7 +67,7 @@ impl StderrLog {
             return Ok(None);
         }
         let name = format!("logs/{task_id}.attempt-{attempt}.stderr.txt");
-        artifacts::put(run_dir, &name, "stderr", self.text().as_bytes()).map(Some)
+        crate::artifacts::put(run_dir, &name, "stderr", self.text().as_bytes()).map(Some)
     }
 }
 

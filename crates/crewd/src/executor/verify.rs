@@ -7,7 +7,7 @@
 //! own files or config (see `plan_checks`), written as they would be typed.
 
 use super::process;
-use crate::workers::WorkerCtl;
+use crate::attempt::WorkerCtl;
 use nix::sys::signal::Signal;
 use std::collections::VecDeque;
 use std::ffi::OsString;

@@ -1,8 +1,8 @@
 //! `team.*` (except the subscription, in `subscribe.rs`).
 
 use super::{register, views, Ctx};
+use crate::actor::residency;
 use crate::launch;
-use crate::residency;
 use crew_api::methods::*;
 use crew_api::types::*;
 use crew_api::ApiError;
@@ -312,7 +312,7 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
                     let message = p.message.clone();
                     core.after_commit(move |res| {
                         if res.is_ok() {
-                            let _ = ctl.send(crate::workers::WorkerCtl::Steer(message));
+                            let _ = ctl.send(crate::attempt::WorkerCtl::Steer(message));
                         }
                     });
                 }

@@ -219,19 +219,7 @@ pub fn summary(s: &RunSummary) -> api::RunSummaryView {
         reason: s.reason.clone(),
     }
 }
-
-pub fn diagnostic(d: &crew_core::resource::Diagnostic) -> api::Diagnostic {
-    api::Diagnostic {
-        path: d.path.clone(),
-        line: d.line,
-        field: d.field.clone(),
-        severity: match d.severity {
-            crew_core::resource::Severity::Error => api::Severity::Error,
-            crew_core::resource::Severity::Warning => api::Severity::Warning,
-        },
-        message: d.message.clone(),
-    }
-}
+pub use crate::diagnostic::to_api as diagnostic;
 
 pub fn core_error(e: crew_core::run::CoreError) -> crew_api::ApiError {
     match e {

@@ -1,16 +1,14 @@
 //! The actor's side of workers: starting them after `task.started` is durable, and turning
 //! their reports into state changes.
 
-use crate::actor::Core;
-use crate::executor::{self, AttemptSpec, Report};
+use super::Actor;
+use super::Core;
+use crate::attempt::{AttemptKey, AttemptSpec, Port, Report, WorkerCtl};
+use crate::executor;
 use crew_core::run::{AttemptResult, RetryPolicy, TaskStatus};
 use crew_core::usage::Usage;
+use std::sync::Arc;
 use tokio::sync::mpsc;
-
-pub enum WorkerCtl {
-    Stop { reason: String },
-    Steer(String),
-}
 
 pub struct WorkerHandle {
     pub attempt: u32,
@@ -65,7 +63,7 @@ pub fn dispatch(core: &mut Core, now: chrono::DateTime<chrono::Utc>) {
         let rt = tokio::runtime::Handle::current();
         core.after_commit(move |res| match res {
             Ok(()) => {
-                rt.spawn(executor::run_attempt(shared, actor, spec, rx));
+                rt.spawn(executor::run_attempt(shared, Arc::new(actor), spec, rx));
             }
             // `task.started` is applied but not durable: no worker may run for it. The attempt
             // ends as a retryable failure, so the task does not stay `running` with nothing
@@ -149,8 +147,32 @@ fn attempt_spec(
     })
 }
 
+/// The port a worker reports through: each note becomes a message to the actor, applied there.
+impl Port for Actor {
+    fn spawned(&self, key: &AttemptKey, pid: u32, pid_start: u64, live: bool) {
+        let k = key.clone();
+        self.tell(move |core| {
+            on_spawned(core, &k.run_id, &k.task_id, k.attempt, pid, pid_start, live)
+        });
+    }
+
+    fn progress(&self, key: &AttemptKey, usage: Usage, tool: Option<String>) {
+        let k = key.clone();
+        self.tell(move |core| on_progress(core, &k.run_id, &k.task_id, k.attempt, usage, tool));
+    }
+
+    fn warning(&self, key: &AttemptKey, tool: String, message: String) {
+        let k = key.clone();
+        self.tell(move |core| on_warning(core, &k.run_id, &k.task_id, k.attempt, tool, message));
+    }
+
+    fn finished(&self, report: Report) {
+        self.tell(move |core| on_finished(core, report));
+    }
+}
+
 /// A worker reported its pid.
-pub fn on_spawned(
+fn on_spawned(
     core: &mut Core,
     run: &str,
     task: &str,
@@ -167,7 +189,7 @@ pub fn on_spawned(
     }
 }
 
-pub fn on_progress(
+fn on_progress(
     core: &mut Core,
     run: &str,
     task: &str,
@@ -181,14 +203,7 @@ pub fn on_progress(
 }
 
 /// The worker's CLI refused a tool call: a `task.warning`.
-pub fn on_warning(
-    core: &mut Core,
-    run: &str,
-    task: &str,
-    attempt: u32,
-    tool: String,
-    message: String,
-) {
+fn on_warning(core: &mut Core, run: &str, task: &str, attempt: u32, tool: String, message: String) {
     if let Some(p) = core.state.warning(run, task, attempt, tool, message) {
         core.emit(p);
     }

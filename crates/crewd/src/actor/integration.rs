@@ -1,0 +1,70 @@
+//! The actor's side of integrating a worktree run: which runs are ready (every task completed,
+//! nothing merged yet), the merge started off the actor (`workspace::integrate`), and its
+//! outcome journaled back as `run.integrated` or `run.blocked`.
+
+use super::Core;
+use crate::workspace;
+use crew_core::run::workspace::leaf_tasks;
+use crew_core::run::{EventBody, Pending, RunStatus, TaskStatus};
+use std::collections::BTreeSet;
+
+/// Runs whose tasks all completed and whose results are not merged yet get their integration
+/// started (once: `Core::integrating` holds the ones under way).
+pub fn integrate_ready(core: &mut Core, touched: &BTreeSet<String>) {
+    for id in touched {
+        let Some(run) = core.state.run(id) else {
+            continue;
+        };
+        let Some(ws) = run.spec.workspace.clone() else {
+            continue;
+        };
+        if run.status != RunStatus::Running
+            || run.integration.is_some()
+            || core.integrating.contains(id)
+            || !run.tasks.iter().all(|t| t.status == TaskStatus::Completed)
+        {
+            continue;
+        }
+        let leaves: Vec<(String, String)> = leaf_tasks(run)
+            .iter()
+            .map(|t| {
+                let commit = t
+                    .commit()
+                    .map_or_else(|| ws.base.clone(), |c| c.commit.clone());
+                (t.plan.id.to_string(), commit)
+            })
+            .collect();
+        let starts: Vec<(String, String, String)> = run
+            .tasks
+            .iter()
+            .filter_map(|t| {
+                t.commit()
+                    .map(|c| (t.plan.id.to_string(), c.start.clone(), c.commit.clone()))
+            })
+            .collect();
+        core.integrating.insert(id.clone());
+        let shared = core.shared.clone();
+        let actor = core.actor.clone();
+        let run_id = id.clone();
+        tokio::spawn(async move {
+            let outcome = workspace::integrate(&shared, &run_id, &ws, &leaves, &starts).await;
+            actor.tell(move |core| {
+                core.integrating.remove(&run_id);
+                let still = core
+                    .state
+                    .run(&run_id)
+                    .is_some_and(|r| r.status == RunStatus::Running && r.integration.is_none());
+                if !still {
+                    return;
+                }
+                let p = match outcome {
+                    Ok(i) => Pending::run(&run_id, EventBody::RunIntegrated(Box::new(i))),
+                    Err(reason) => Pending::run(&run_id, EventBody::RunBlocked { reason })
+                        .with_message("integration needs attention"),
+                };
+                core.emit(p);
+                core.touch(&run_id);
+            });
+        });
+    }
+}
