@@ -237,15 +237,21 @@ impl Daemon {
     }
 
     /// Block until the run stops (finished or blocked); returns its status.
+    /// Wait for the run to stop: `team.wait` in slices shorter than the HTTP read timeout
+    /// (`http_raw`), up to 5 minutes in all (real agent CLIs on a loaded 2-core CI machine).
     pub fn wait(&self, run_id: &str) -> String {
-        let r = self.ok("team.wait", json!({"runId": run_id, "timeoutMs": 120000}));
-        assert_eq!(
-            r["finished"],
-            true,
-            "run {run_id} did not stop in time: {}",
-            self.status(run_id)
-        );
-        r["status"].as_str().unwrap().to_string()
+        let until = std::time::Instant::now() + Duration::from_secs(300);
+        loop {
+            let r = self.ok("team.wait", json!({"runId": run_id, "timeoutMs": 20000}));
+            if r["finished"] == true {
+                return r["status"].as_str().unwrap().to_string();
+            }
+            assert!(
+                std::time::Instant::now() < until,
+                "run {run_id} did not stop in time: {}",
+                self.status(run_id)
+            );
+        }
     }
 
     pub fn status(&self, run_id: &str) -> Value {
