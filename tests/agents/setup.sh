@@ -19,7 +19,24 @@ installed() {
     [ -f "$manifest" ] && node -p "require(process.argv[1]).version" "./$manifest" 2>/dev/null || true
 }
 
+# opencode installs its plugin SDK (@opencode-ai/plugin, the same version) from npm into
+# ~/.config/opencode at its first start in a HOME; the tests copy this pinned install into each
+# test HOME instead (crates/crewd/tests/real_opencode.rs).
+plugin_dir="$DIR/opencode-config"
+plugin_ok() {
+    [ -f "$plugin_dir/node_modules/@opencode-ai/plugin/package.json" ] &&
+        [ "$(node -p "require(process.argv[1]).version" "$plugin_dir/node_modules/@opencode-ai/plugin/package.json")" = "$(pinned opencode-ai)" ]
+}
+seed_plugin() {
+    plugin_ok && return 0
+    rm -rf "$plugin_dir"
+    mkdir -p "$plugin_dir"
+    printf '{"dependencies":{"@opencode-ai/plugin":"%s"}}\n' "$(pinned opencode-ai)" > "$plugin_dir/package.json"
+    (cd "$plugin_dir" && npm install --no-audit --no-fund --loglevel=error)
+}
+
 ok=1
+plugin_ok || ok=0
 for pkg in @anthropic-ai/claude-code @openai/codex @google/gemini-cli opencode-ai; do
     [ "$(installed "$pkg")" = "$(pinned "$pkg")" ] || ok=0
 done
@@ -41,4 +58,5 @@ node_modules/.bin/claude --version
 node_modules/.bin/codex --version
 node_modules/.bin/gemini --version
 node_modules/.bin/opencode --version
+seed_plugin
 echo "agent CLIs installed in $DIR/node_modules"

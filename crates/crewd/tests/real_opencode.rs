@@ -46,17 +46,43 @@ fn config_file(stub: &Stub) -> tempfile::TempDir {
 
 fn start_daemon(config: &tempfile::TempDir, extra_config: &str) -> Option<Daemon> {
     let opencode = agent_bin("opencode")?;
-    let env = vec![(
-        "OPENCODE_CONFIG".to_string(),
-        config.path().join("opencode.json").display().to_string(),
-    )];
+    // No traffic but to the stub: opencode's model catalogue (models.dev) is not fetched.
+    let env = vec![
+        (
+            "OPENCODE_CONFIG".to_string(),
+            config.path().join("opencode.json").display().to_string(),
+        ),
+        ("OPENCODE_DISABLE_MODELS_FETCH".to_string(), "1".to_string()),
+    ];
     let config = format!(
         "{extra_config}no_output_timeout_ms = 60000\ntask_timeout_ms = 180000\n\
          [runtimes.opencode]\nadapter = \"opencode\"\ncommand = [{opencode:?}]\n\
-         env = [\"OPENCODE_CONFIG\"]\n",
+         env = [\"OPENCODE_CONFIG\", \"OPENCODE_DISABLE_MODELS_FETCH\"]\n",
         opencode = opencode.display().to_string(),
     );
-    Some(Daemon::start_with(Opts { config, env }))
+    let d = Daemon::start_with(Opts { config, env });
+    seed_plugin_dir(&d.home);
+    Some(d)
+}
+
+/// opencode installs its plugin SDK from npm into `~/.config/opencode` when it finds none:
+/// tens of MB per fresh HOME, which on a loaded machine outlasts the no-output timeout. setup.sh
+/// installs that package once, pinned, in `tests/agents/opencode-config`; each test's HOME gets
+/// a copy (a copy, not a link: opencode writes there, and tests run in parallel).
+fn seed_plugin_dir(home: &std::path::Path) {
+    let from = agents_dir().join("opencode-config");
+    if !from.join("node_modules").is_dir() {
+        return;
+    }
+    let to = home.join(".config/opencode");
+    std::fs::create_dir_all(&to).unwrap();
+    let status = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(format!("{}/.", from.display()))
+        .arg(&to)
+        .status()
+        .unwrap();
+    assert!(status.success(), "cp -a {} {}", from.display(), to.display());
 }
 
 #[test]

@@ -11,12 +11,16 @@ use std::path::{Path, PathBuf};
 
 pub const MODEL: &str = "stub-model";
 
+/// `tests/agents` (or `$CREW_AGENTS_DIR`): where setup.sh installs the CLIs.
+pub fn agents_dir() -> PathBuf {
+    std::env::var_os("CREW_AGENTS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/agents"))
+}
+
 /// `tests/agents/node_modules/.bin/<name>` (or under `$CREW_AGENTS_DIR`), if installed.
 pub fn agent_bin(name: &str) -> Option<PathBuf> {
-    let dir = std::env::var_os("CREW_AGENTS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/agents"));
-    let bin = dir.join("node_modules/.bin").join(name);
+    let bin = agents_dir().join("node_modules/.bin").join(name);
     bin.exists().then(|| bin.canonicalize().unwrap_or(bin))
 }
 
