@@ -691,6 +691,24 @@ fn skill_dirs(
     Ok(dirs)
 }
 
+/// When a worker that gave its final answer at `final_at` is stopped: after a quiet moment, at
+/// the latest after the final-drain time. An rpc worker whose stdin crew closed after
+/// `agent_end` is exiting by itself (pi takes a second or two to shut down on a busy machine):
+/// quiet does not count, only the final-drain time.
+fn drain_at(
+    rpc_done: bool,
+    final_at: Instant,
+    last_output: Instant,
+    quiet: Duration,
+    drain_max: Duration,
+) -> Instant {
+    if rpc_done {
+        final_at + drain_max
+    } else {
+        (last_output + quiet).max(final_at).min(final_at + drain_max)
+    }
+}
+
 /// Run blocking file work (reads, writes, syncs) without stalling the other tasks of the runtime thread.
 fn blocking<R>(f: impl FnOnce() -> R) -> R {
     match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
@@ -983,7 +1001,7 @@ async fn run_process(
             None => {
                 let mut d = (watched_silence_from + no_output).min(task_deadline);
                 if let Some(f) = out.final_at {
-                    d = d.min((last_output + quiet).max(f).min(f + drain_max));
+                    d = d.min(drain_at(out.rpc_done, f, last_output, quiet, drain_max));
                 }
                 d
             }
@@ -1090,7 +1108,7 @@ async fn run_process(
                             term_sent_at = Some(now + Duration::from_secs(3600));
                         }
                     } else if let Some(d) = out.final_at {
-                        if now >= (last_output + quiet).max(d) || now >= d + drain_max {
+                        if now >= drain_at(out.rpc_done, d, last_output, quiet, drain_max) {
                             drained = true;
                             process::signal_group(pid, Signal::SIGTERM);
                             term_sent_at = Some(now);
