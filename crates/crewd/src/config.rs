@@ -519,7 +519,8 @@ mod tests {
             [true, false, false, false, true, false, true]
         );
         for adapter in ["claude", "codex", "gemini", "opencode", "command"] {
-            let text = format!("[runtimes.x]\nadapter = \"{adapter}\"\ncommand = \"x\"\nrpc = true\n");
+            let text =
+                format!("[runtimes.x]\nadapter = \"{adapter}\"\ncommand = \"x\"\nrpc = true\n");
             match Config::parse("c", &text) {
                 Err(ConfigError::Invalid { message, .. }) => {
                     assert!(message.contains("needs adapter = \"pi\""), "{message}")

@@ -288,9 +288,7 @@ fn default_team_on_the_real_pi_cli_in_json_mode() {
 
 fn default_team(test: &str, runtime_extra: &str, rpc: bool) {
     let Some(pi) = pi_bin() else {
-        println!(
-            "SKIPPED {test}: pi is not installed (run tests/pi/setup.sh, or set CREW_PI_DIR)"
-        );
+        println!("SKIPPED {test}: pi is not installed (run tests/pi/setup.sh, or set CREW_PI_DIR)");
         return;
     };
     let stub = Stub::start();
@@ -435,7 +433,10 @@ fn default_team(test: &str, runtime_extra: &str, rpc: bool) {
         .filter(|e| e["type"] == "worker.spawned")
         .collect();
     assert_eq!(spawned.len(), 4, "{spawned:#?}");
-    assert!(spawned.iter().all(|e| e["data"]["live"] == rpc), "{spawned:#?}");
+    assert!(
+        spawned.iter().all(|e| e["data"]["live"] == rpc),
+        "{spawned:#?}"
+    );
     if rpc {
         let log = d.log_text();
         let ended: Vec<&str> = log.lines().filter(|l| l.contains("worker ended")).collect();

@@ -75,10 +75,7 @@ fn steer_reaches_the_real_pi_between_turns() {
         if e.n == 1 {
             let _ = seen_tx.lock().unwrap().send(());
             // Bounded, so a test that fails elsewhere still ends.
-            let _ = go_rx
-                .lock()
-                .unwrap()
-                .recv_timeout(Duration::from_secs(90));
+            let _ = go_rx.lock().unwrap().recv_timeout(Duration::from_secs(90));
             Reply::Tool {
                 name: "read".into(),
                 input: json!({"path": "README.md"}),
@@ -156,7 +153,10 @@ fn steer_reaches_the_real_pi_between_turns() {
     );
 
     let t = Daemon::task(&st, "01_only");
-    assert_eq!((&t["status"], &t["attempts"]), (&json!("completed"), &json!(1)));
+    assert_eq!(
+        (&t["status"], &t["attempts"]),
+        (&json!("completed"), &json!(1))
+    );
     let result = d.ok(
         "team.artifact",
         json!({"runId": run_id, "name": "results/01_only.txt"}),

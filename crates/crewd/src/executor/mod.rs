@@ -705,7 +705,9 @@ fn drain_at(
     if rpc_done {
         final_at + drain_max
     } else {
-        (last_output + quiet).max(final_at).min(final_at + drain_max)
+        (last_output + quiet)
+            .max(final_at)
+            .min(final_at + drain_max)
     }
 }
 
