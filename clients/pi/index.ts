@@ -317,7 +317,8 @@ async function dispatch(p: Params, ctxCwd: string, onUpdate: Update, signal?: Ab
 		}
 		case "steer": {
 			const r = await call("team.steer", { runId: runId(), taskId: need(p.taskId, "taskId", action), message: need(p.message, "message", action) }, { signal });
-			return reply(action, r.delivered === "live" ? `Delivered live to ${p.taskId}.` : `Queued for ${p.taskId}'s next attempt.`, { runId: p.runId });
+			const queued = r.note ? `Queued for ${p.taskId}'s next attempt: ${r.note}.` : `Queued for ${p.taskId}: it gets it when it starts.`;
+			return reply(action, r.delivered === "live" ? `Delivered live to ${p.taskId}.` : queued, { runId: p.runId });
 		}
 		case "respond": {
 			const r = await call("team.respond", { runId: runId(), taskId: need(p.taskId, "taskId", action), message: need(p.message, "message", action) }, { signal });

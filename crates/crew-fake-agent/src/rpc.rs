@@ -2,7 +2,8 @@
 //!
 //! A reader thread answers each command at once and hands prompts, steers and aborts to the
 //! agent through a channel, so steering lands between turns of a running prompt. Like pi, the
-//! process does not exit after `agent_end`, nor when stdin closes.
+//! process does not exit after `agent_end`, and exits (0) when its stdin closes (pi 0.73 does so
+//! at once; this one finishes a running prompt first).
 
 use crate::out;
 use crate::script::{self, Command, Control, End, Mode};
@@ -23,7 +24,8 @@ pub fn serve() -> ! {
             Some(prompt) => Command::Prompt(prompt),
             None => match ctl.recv() {
                 Some(cmd) => cmd,
-                None => crate::hang(),
+                // The reader thread ended: stdin closed (crew does so after `agent_end`).
+                None => std::process::exit(0),
             },
         };
         match cmd {

@@ -217,10 +217,14 @@ pub async fn call(name: Name, args: Option<JsonObject>, c: Call<'_>) -> Result<S
         Name::Steer => {
             let p: TaskMessageParams = parse(args)?;
             let r = d.call::<TeamSteer>(&p).await?;
-            Ok(match r.delivered {
-                Delivered::Live => format!("Delivered live to task {}.", p.task_id),
-                Delivered::Queued => {
-                    format!("Queued for task {}'s next attempt.", p.task_id)
+            Ok(match (r.delivered, &r.note) {
+                (Delivered::Live, _) => format!("Delivered live to task {}.", p.task_id),
+                // The note says the running worker will not hear it (its runtime cannot).
+                (Delivered::Queued, Some(note)) => {
+                    format!("Queued for task {}'s next attempt: {note}.", p.task_id)
+                }
+                (Delivered::Queued, None) => {
+                    format!("Queued for task {}: it gets it when it starts.", p.task_id)
                 }
             })
         }

@@ -437,11 +437,16 @@ pub async fn steer(ctx: &Ctx, run_id: &str, task_id: &str, message: String) -> a
     if ctx.json {
         ctx.json(&r)?;
     } else {
-        match r.delivered {
-            Delivered::Live => outln(&format!("Delivered to {task_id} live."))?,
-            Delivered::Queued => outln(&format!(
-                "Queued for {task_id}'s next attempt (its runtime cannot be steered live)."
-            ))?,
+        match (r.delivered, &r.note) {
+            (Delivered::Live, _) => outln(&format!("Delivered to {task_id} live."))?,
+            // The daemon's note says why, naming the runtime (a running task that may never
+            // have another attempt).
+            (Delivered::Queued, Some(note)) => {
+                outln(&format!("Queued for {task_id}'s next attempt: {note}."))?
+            }
+            (Delivered::Queued, None) => {
+                outln(&format!("Queued for {task_id}: it gets it when it starts."))?
+            }
         }
     }
     Ok(exit::SUCCESS)

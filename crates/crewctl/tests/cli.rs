@@ -942,3 +942,29 @@ async fn status_watch_redraws_until_the_run_finishes_and_clean_prunes() {
         vec![json!({"keep": 3, "olderThanMs": null, "force": null})]
     );
 }
+
+/// `crewctl steer` prints the daemon's note when the running worker will not hear the message.
+#[tokio::test(flavor = "multi_thread")]
+async fn steer_prints_the_note_of_a_queued_message() {
+    let note = "runtime `claude` cannot take a message while its worker runs";
+    let cases = [
+        (json!({"delivered": "live"}), "Delivered to 01_fix live."),
+        (json!({"delivered": "queued", "note": note}), note),
+        (
+            json!({"delivered": "queued"}),
+            "Queued for 01_fix: it gets it when it starts.",
+        ),
+    ];
+    for (answer, want) in cases {
+        let mut s = Script::default();
+        s.results.insert("team.steer", answer.clone());
+        let mock = Mock::start(s).await;
+        let o = crewctl(&mock.socket, &["steer", "r-1", "01_fix", "use the cache"]).await;
+        assert_eq!(code(&o), 0, "{}{}", stdout(&o), stderr(&o));
+        assert!(stdout(&o).contains(want), "{answer}: {}", stdout(&o));
+        assert_eq!(
+            mock.calls("team.steer"),
+            vec![json!({"runId": "r-1", "taskId": "01_fix", "message": "use the cache"})]
+        );
+    }
+}

@@ -147,9 +147,11 @@ pub struct RuntimeConfig {
     pub adapter: AdapterKind,
     /// Program and fixed arguments: a string (split on whitespace) or an array.
     pub command: CommandSpec,
-    /// pi only: run workers in `pi --mode rpc` so `team.steer` is delivered live.
+    /// pi only: run workers in `pi --mode rpc`, so `team.steer` reaches the running agent.
+    /// Unset means the adapter's default (`rpc()`): on for pi, off for the rest; `rpc = false`
+    /// keeps pi in `--mode json -p`.
     #[serde(default)]
-    pub rpc: bool,
+    pub rpc: Option<bool>,
     /// command adapter: pass the prompt as the last argument (`arg`), as a file path (`file`) or
     /// as stdin (`stdin`).
     #[serde(default)]
@@ -160,6 +162,14 @@ pub struct RuntimeConfig {
     /// Overrides `no_output_timeout_ms` for this runtime.
     #[serde(default)]
     pub no_output_timeout_ms: Option<u64>,
+}
+
+impl RuntimeConfig {
+    /// Whether workers run in pi's rpc mode: what the runtime says, else on for the pi adapter
+    /// (the only one with a live channel; tested against the real pi in real_pi_steer.rs).
+    pub fn rpc(&self) -> bool {
+        self.rpc.unwrap_or(self.adapter == AdapterKind::Pi)
+    }
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -330,7 +340,7 @@ impl Config {
             if rt.command.argv().is_empty() {
                 return bad(&format!("runtimes.{name}"), "command is empty".into());
             }
-            if rt.rpc && rt.adapter != AdapterKind::Pi {
+            if rt.rpc == Some(true) && rt.adapter != AdapterKind::Pi {
                 return bad(
                     &format!("runtimes.{name}"),
                     "rpc = true needs adapter = \"pi\"".into(),
@@ -350,7 +360,8 @@ impl Config {
             "fake" => Some(RuntimeConfig {
                 adapter: AdapterKind::Pi,
                 command: CommandSpec::Argv(vec![fake_agent_path()]),
-                rpc: false,
+                // JSON mode, as the tests of queued steering and final drains expect.
+                rpc: Some(false),
                 prompt_via: PromptVia::Arg,
                 env: vec![],
                 no_output_timeout_ms: None,
@@ -358,7 +369,7 @@ impl Config {
             "fake-rpc" => Some(RuntimeConfig {
                 adapter: AdapterKind::Pi,
                 command: CommandSpec::Argv(vec![fake_agent_path()]),
-                rpc: true,
+                rpc: Some(true),
                 prompt_via: PromptVia::Arg,
                 env: vec![],
                 no_output_timeout_ms: None,
@@ -366,7 +377,7 @@ impl Config {
             "pi" => Some(RuntimeConfig {
                 adapter: AdapterKind::Pi,
                 command: CommandSpec::Argv(vec!["pi".into()]),
-                rpc: false,
+                rpc: None,
                 prompt_via: PromptVia::Arg,
                 env: vec![],
                 no_output_timeout_ms: None,
@@ -490,5 +501,32 @@ mod tests {
         )
         .unwrap();
         assert_eq!(c.runtime("s").unwrap().prompt_via, PromptVia::Stdin);
+    }
+
+    #[test]
+    fn rpc_defaults_per_adapter() {
+        let c = Config::parse(
+            "c",
+            "[runtimes.a]\nadapter = \"pi\"\ncommand = \"pi\"\n\
+             [runtimes.b]\nadapter = \"pi\"\ncommand = \"pi\"\nrpc = false\n\
+             [runtimes.c]\nadapter = \"claude\"\ncommand = \"claude\"\n\
+             [runtimes.d]\nadapter = \"codex\"\ncommand = \"codex\"\nrpc = false\n",
+        )
+        .unwrap();
+        let rpc = |name: &str| c.runtime(name).unwrap().rpc();
+        assert_eq!(
+            ["a", "b", "c", "d", "pi", "fake", "fake-rpc"].map(rpc),
+            [true, false, false, false, true, false, true]
+        );
+        for adapter in ["claude", "codex", "gemini", "opencode", "command"] {
+            let text =
+                format!("[runtimes.x]\nadapter = \"{adapter}\"\ncommand = \"x\"\nrpc = true\n");
+            match Config::parse("c", &text) {
+                Err(ConfigError::Invalid { message, .. }) => {
+                    assert!(message.contains("needs adapter = \"pi\""), "{message}")
+                }
+                other => panic!("{adapter}: {other:?}"),
+            }
+        }
     }
 }

@@ -407,6 +407,18 @@ fn steer_is_live_in_rpc_mode_and_queued_otherwise() {
     let evs = d.events(Some(&run));
     let steered = &evs[pos(&evs, "task.steered", "01_only").unwrap()];
     assert_eq!(steered["data"]["delivered"], "live");
+    // After `agent_end` crew closes the rpc worker's stdin and it exits by itself, as pi does:
+    // no final drain, no SIGTERM.
+    let pid = evs[pos(&evs, "worker.spawned", "01_only").unwrap()]["data"]["pid"].clone();
+    let log = d.log_text();
+    let ended = log
+        .lines()
+        .find(|l| l.contains("worker ended") && l.contains(&format!("pid={pid}")))
+        .unwrap_or_else(|| panic!("{log}"));
+    assert!(
+        ended.contains("code=0") && ended.contains("drained=false"),
+        "{ended}"
+    );
 
     // A finished task cannot be steered.
     refused(
@@ -444,6 +456,60 @@ fn steer_is_live_in_rpc_mode_and_queued_otherwise() {
     assert_eq!(Daemon::task(&st, "01_only")["attempts"], 2);
     let prompt = artifact(&d, &run, "prompts/01_only.md");
     assert!(prompt.contains("mind the cache"), "{prompt}");
+}
+
+/// Issue 16 item 7: no adapter but pi (in rpc mode) can take a live message, and the answer to
+/// `team.steer` says so for each. The workers are `sh` scripts that sleep (the adapter's flags
+/// land in `$0`, `$1`, ... and are ignored).
+#[test]
+fn steer_says_when_a_runtime_cannot_take_it_live() {
+    let adapters = ["claude", "codex", "gemini", "opencode", "command"];
+    let mut config = String::from("max_attempts = 1\n");
+    for a in adapters {
+        config.push_str(&format!(
+            "[runtimes.{a}-x]\nadapter = \"{a}\"\ncommand = [\"/bin/sh\", \"-c\", \"sleep 30\"]\n"
+        ));
+    }
+    // A pi runtime that asks for json mode cannot be steered live either.
+    config.push_str(&format!(
+        "[runtimes.pi-json]\nadapter = \"pi\"\ncommand = [{:?}]\nrpc = false\n",
+        crewd_bin()
+            .with_file_name("crew-fake-agent")
+            .display()
+            .to_string()
+    ));
+    let d = daemon(&config);
+    for runtime in adapters
+        .iter()
+        .map(|a| format!("{a}-x"))
+        .chain(["pi-json".to_string()])
+    {
+        let task = if runtime == "pi-json" {
+            "Take a nap. [fake:sleep=30s]"
+        } else {
+            "Take a nap."
+        };
+        one_step_team(&d, "nap", task, "explorer");
+        let run = d.run("nap", json!({"team": "nap", "runtime": runtime}));
+        let spawned = wait_event(&d, &run, "worker.spawned", |e| {
+            is(e, "worker.spawned", "01_only")
+        });
+        assert_eq!(spawned["data"]["live"], false, "{runtime}: {spawned}");
+        let r = d.ok(
+            "team.steer",
+            json!({"runId": run, "taskId": "01_only", "message": "wake up"}),
+        );
+        assert_eq!(r["delivered"], "queued", "{runtime}: {r}");
+        let note = r["note"].as_str().unwrap_or_default();
+        assert!(
+            note.contains(&format!(
+                "runtime `{runtime}` cannot take a message while its worker runs"
+            )),
+            "{runtime}: {r}"
+        );
+        d.ok("team.cancel", json!({"runId": run}));
+        d.wait(&run);
+    }
 }
 
 /// 1000 tokens a turn, one turn every 2 s: a worker stopped at its budget ends seconds before

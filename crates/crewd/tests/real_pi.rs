@@ -270,19 +270,31 @@ fn result_text(d: &Daemon, run_id: &str, task: &Value) -> String {
         .to_string()
 }
 
+/// The pi adapter's default: `pi --mode rpc`, the prompt on stdin.
 #[test]
 fn default_team_on_the_real_pi_cli() {
+    default_team("default_team_on_the_real_pi_cli", "", true);
+}
+
+/// `rpc = false`: `pi --mode json -p`, as before rpc became the default.
+#[test]
+fn default_team_on_the_real_pi_cli_in_json_mode() {
+    default_team(
+        "default_team_on_the_real_pi_cli_in_json_mode",
+        "rpc = false\n",
+        false,
+    );
+}
+
+fn default_team(test: &str, runtime_extra: &str, rpc: bool) {
     let Some(pi) = pi_bin() else {
-        println!(
-            "SKIPPED default_team_on_the_real_pi_cli: pi is not installed \
-             (run tests/pi/setup.sh, or set CREW_PI_DIR)"
-        );
+        println!("SKIPPED {test}: pi is not installed (run tests/pi/setup.sh, or set CREW_PI_DIR)");
         return;
     };
     let stub = Stub::start();
     let config = format!(
         "max_attempts = 1\nno_output_timeout_ms = 60000\ntask_timeout_ms = 120000\n\
-         [runtimes.pi]\nadapter = \"pi\"\ncommand = [{pi:?}, \"--offline\"]\n",
+         [runtimes.pi]\nadapter = \"pi\"\ncommand = [{pi:?}, \"--offline\"]\n{runtime_extra}",
         pi = pi.display().to_string(),
     );
     let d = Daemon::start_with(Opts {
@@ -412,6 +424,30 @@ fn default_team_on_the_real_pi_cli() {
         "{ru} vs {cost}"
     );
     assert_eq!(st["run"]["model"], format!("{PROVIDER}/{MODEL_ID}"));
+
+    // Each worker ran in the mode asked for (`live` = it takes steers on stdin) and, in rpc
+    // mode, ended by itself once crew closed its stdin after `agent_end`, not after a drain.
+    let spawned: Vec<Value> = d
+        .events(Some(&run_id))
+        .into_iter()
+        .filter(|e| e["type"] == "worker.spawned")
+        .collect();
+    assert_eq!(spawned.len(), 4, "{spawned:#?}");
+    assert!(
+        spawned.iter().all(|e| e["data"]["live"] == rpc),
+        "{spawned:#?}"
+    );
+    if rpc {
+        let log = d.log_text();
+        let ended: Vec<&str> = log.lines().filter(|l| l.contains("worker ended")).collect();
+        assert_eq!(ended.len(), 4, "{log}");
+        assert!(
+            ended
+                .iter()
+                .all(|l| l.contains("code=0") && l.contains("drained=false")),
+            "{ended:#?}"
+        );
+    }
 }
 
 /// Issue 17: the stub model answers the builtin `implement` workflow's plan step with a

@@ -48,7 +48,7 @@ pub fn dispatch(core: &mut Core, now: chrono::DateTime<chrono::Utc>) {
         };
         core.emit(s.event);
         let (tx, rx) = mpsc::unbounded_channel();
-        let live = spec.runtime.rpc;
+        let live = spec.runtime.rpc();
         core.workers.insert(
             (s.run_id.clone(), s.task_id.clone()),
             WorkerHandle {

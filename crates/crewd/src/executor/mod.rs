@@ -504,6 +504,11 @@ struct Stdout {
     progress_dirty: bool,
     /// When the final answer (or a question) arrived: the final drain runs from here.
     final_at: Option<Instant>,
+    /// pi's rpc mode: only `agent_end` is final (a steer that arrives while the last message
+    /// streams makes pi go on after it), and it is the moment to close the worker's stdin.
+    rpc: bool,
+    /// rpc mode: `agent_end` came; the worker has nothing more to do.
+    rpc_done: bool,
     warnings: Warnings,
 }
 
@@ -566,8 +571,14 @@ impl Stdout {
                 WorkerEvent::Refused { tool, message, .. } => self.warnings.send(tool, message),
                 _ => {}
             }
-            if ev.is_final() {
+            let last = if self.rpc {
+                matches!(ev, WorkerEvent::Finished)
+            } else {
+                ev.is_final()
+            };
+            if last {
                 self.final_at.get_or_insert(Instant::now());
+                self.rpc_done |= self.rpc;
             }
         }
     }
@@ -625,6 +636,26 @@ fn skill_dirs(
     Ok(dirs)
 }
 
+/// When a worker that gave its final answer at `final_at` is stopped: after a quiet moment, at
+/// the latest after the final-drain time. An rpc worker whose stdin crew closed after
+/// `agent_end` is exiting by itself (pi takes a second or two to shut down on a busy machine):
+/// quiet does not count, only the final-drain time.
+fn drain_at(
+    rpc_done: bool,
+    final_at: Instant,
+    last_output: Instant,
+    quiet: Duration,
+    drain_max: Duration,
+) -> Instant {
+    if rpc_done {
+        final_at + drain_max
+    } else {
+        (last_output + quiet)
+            .max(final_at)
+            .min(final_at + drain_max)
+    }
+}
+
 /// Run blocking file work (reads, writes, syncs) without stalling the other tasks of the runtime thread.
 fn blocking<R>(f: impl FnOnce() -> R) -> R {
     match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
@@ -643,7 +674,7 @@ async fn run_process(
 ) -> AttemptResult {
     let cfg = &shared.config;
     let run_dir = &spec.run_dir;
-    let rpc = spec.runtime.rpc;
+    let rpc = spec.runtime.rpc();
 
     // The prompt goes through a file (the prompt artifact, already written) when it is too long
     // for argv or the runtime asks for one.
@@ -856,6 +887,8 @@ async fn run_process(
         current_tool: None,
         progress_dirty: false,
         final_at: None,
+        rpc,
+        rpc_done: false,
         warnings: Warnings {
             port: port.clone(),
             key: spec.key(),
@@ -893,6 +926,12 @@ async fn run_process(
         if exit.is_some() && !stdout_open {
             break;
         }
+        // pi in rpc mode waits for its next command after `agent_end` and exits when its
+        // stdin ends: closing it ends the worker now, not after the final drain's quiet time
+        // and a SIGTERM.
+        if out.rpc_done && stdin.take().is_some() {
+            tracing::info!(pid, "rpc worker finished; its stdin is closed so it exits");
+        }
         let last_output = out.last.max(last_stderr);
         let watched_silence_from = last_output.max(resumed_at);
         // The next instant something must happen without input. Once the worker was told to
@@ -903,7 +942,7 @@ async fn run_process(
             None => {
                 let mut d = (watched_silence_from + no_output).min(task_deadline);
                 if let Some(f) = out.final_at {
-                    d = d.min((last_output + quiet).max(f).min(f + drain_max));
+                    d = d.min(drain_at(out.rpc_done, f, last_output, quiet, drain_max));
                 }
                 d
             }
@@ -949,10 +988,12 @@ async fn run_process(
                         let line = stream::rpc_steer_line(&m) + "\n";
                         // Bounded for the same reason as the prompt: the loop must keep watching.
                         match tokio::time::timeout(no_output, w.write_all(line.as_bytes())).await {
-                            Ok(Ok(())) => {}
+                            Ok(Ok(())) => tracing::info!(chars = m.chars().count(), "steer written to the worker"),
                             Ok(Err(e)) => tracing::warn!(error = %e, "steer could not be written to the worker"),
                             Err(_) => tracing::warn!("the worker does not read its stdin; steer dropped"),
                         }
+                    } else {
+                        tracing::info!("the worker has already answered; steer not delivered");
                     }
                 }
                 // The actor dropped the handle: right after a Stop (the task is no longer this
@@ -1007,7 +1048,7 @@ async fn run_process(
                             term_sent_at = Some(now + Duration::from_secs(3600));
                         }
                     } else if let Some(d) = out.final_at {
-                        if now >= (last_output + quiet).max(d) || now >= d + drain_max {
+                        if now >= drain_at(out.rpc_done, d, last_output, quiet, drain_max) {
                             drained = true;
                             process::signal_group(pid, Signal::SIGTERM);
                             term_sent_at = Some(now);
@@ -1025,6 +1066,13 @@ async fn run_process(
             }
         }
     }
+    // Whether crew had to stop a worker that had answered (`drained`) or it ended by itself.
+    tracing::info!(
+        pid,
+        code = exit.and_then(|s| s.code()),
+        drained,
+        "worker ended"
+    );
     // What the worker wrote to stderr just before it exited may not be read yet (the loop ends
     // on exit and stdout's end): take it, briefly, for the error message.
     if let Some(s) = stderr.as_mut() {
