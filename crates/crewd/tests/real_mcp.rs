@@ -25,6 +25,7 @@ use std::time::Duration;
 
 const GOAL: &str = "Add a greeting to the README";
 const FINAL: &str = "STUB-FINAL: the crew team has finished";
+const PROMPT: &str = "Have the crew team do: add a greeting to the README.";
 
 /// `$CREWCTL_BIN`, else the `crewctl` next to `crewd` in the target directory (built once if
 /// missing). crewctl is another crate, so cargo does not build it for crewd's tests: `make
@@ -64,11 +65,29 @@ fn find_all<T>(v: &Value, f: &impl Fn(&serde_json::Map<String, Value>) -> Option
     out
 }
 
-/// The names of the tools the request offers, wherever the CLI put them in its tool list.
-fn offered_tools(body: &Value) -> Vec<String> {
-    body.get("tools").map_or_else(Vec::new, |tools| {
-        find_all(tools, &|o| o.get("name")?.as_str().map(str::to_owned))
-    })
+/// The tools the request offers, wherever the CLI put them in its tool list: (namespace,
+/// name), the namespace set for a tool inside one (Codex puts an MCP server's tools in a
+/// Responses API namespace `mcp__<server>`).
+fn offered_tools(body: &Value) -> Vec<(Option<String>, String)> {
+    let Some(tools) = body.get("tools").and_then(Value::as_array) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for t in tools {
+        let Some(name) = t.get("name").and_then(Value::as_str) else {
+            continue;
+        };
+        match t.get("tools").and_then(Value::as_array) {
+            Some(inner) => out.extend(
+                inner
+                    .iter()
+                    .filter_map(|i| i.get("name")?.as_str())
+                    .map(|n| (Some(name.to_string()), n.to_string())),
+            ),
+            None => out.push((None, name.to_string())),
+        }
+    }
+    out
 }
 
 /// The name of the last tool the model called in the conversation so far (Anthropic
@@ -96,16 +115,27 @@ fn script(work: PathBuf) -> impl Fn(&Exchange) -> Reply + Send + Sync + 'static 
             return Reply::Text(FINAL.into());
         }
         let offered = offered_tools(&e.body);
-        if let Some(name) = offered.iter().find(|n| n.ends_with("team_run")) {
-            return Reply::Tool {
-                name: name.clone(),
-                input: json!({
-                    "goal": GOAL, "cwd": path_str(&work), "team": "default",
-                    "runtime": "fake", "wait": true,
-                }),
-            };
+        let input = json!({
+            "goal": GOAL, "cwd": path_str(&work), "team": "default", "runtime": "fake",
+            "wait": true,
+        });
+        match offered.iter().find(|(_, n)| n.ends_with("team_run")) {
+            Some((Some(namespace), name)) => {
+                return Reply::NamespacedTool {
+                    namespace: namespace.clone(),
+                    name: name.clone(),
+                    input,
+                }
+            }
+            Some((None, name)) => {
+                return Reply::Tool {
+                    name: name.clone(),
+                    input,
+                }
+            }
+            None => {}
         }
-        let searchable = offered.iter().any(|n| n == "ToolSearch")
+        let searchable = offered.iter().any(|(_, n)| n == "ToolSearch")
             && last_call(&e.body).as_deref() != Some("ToolSearch");
         if searchable && e.texts().contains("mcp__crew__team_run") {
             return Reply::Tool {
@@ -185,15 +215,17 @@ fn run_tool_result(ex: &[Exchange]) -> Option<String> {
         let results = find_all(&e.body, &|o| {
             let of = o.get("tool_use_id").or_else(|| o.get("call_id"))?;
             let ty = o.get("type")?.as_str()?;
-            (of == id.as_str() && matches!(ty, "tool_result" | "function_call_output")).then(|| {
-                let mut text = Exchange {
-                    body: o.get("content").or_else(|| o.get("output")).cloned()?,
-                    ..e.clone()
-                }
-                .texts();
-                text.truncate(text.trim_end().len());
-                Some(text)
-            })?
+            (of == id.as_str() && matches!(ty, "tool_result" | "function_call_output")).then(
+                || {
+                    let mut text = Exchange {
+                        body: o.get("content").or_else(|| o.get("output")).cloned()?,
+                        ..e.clone()
+                    }
+                    .texts();
+                    text.truncate(text.trim_end().len());
+                    Some(text)
+                },
+            )?
         });
         results.into_iter().next()
     })
@@ -205,7 +237,7 @@ fn check_tool_result(ex: &[Exchange], st: &Value) -> String {
     let text = run_tool_result(ex)
         .unwrap_or_else(|| panic!("no request carried team_run's result: {ex:#?}"));
     let id = st["run"]["id"].as_str().unwrap();
-    assert!(text.starts_with(&format!("# Run {id}")), "{text}");
+    assert!(text.contains(&format!("# Run {id}\n")), "{text}");
     assert!(text.contains("- **Status**: completed"), "{text}");
     assert!(
         text.contains("default / default on runtime `fake`"),
@@ -251,11 +283,11 @@ fn check_offered_schema(ex: &[Exchange], name: &str) {
     );
 }
 
-#[test]
-fn claude_code_runs_a_team_through_crews_mcp_server() {
-    let Some(claude) = agent_bin("claude") else {
-        return skipped("claude_code_runs_a_team_through_crews_mcp_server", "claude");
-    };
+/// One `claude -p` session with crew's MCP server (and no other) in its MCP config; with
+/// `allow`, `--allowedTools mcp__crew__team_run` lets the model call the run tool without a
+/// permission prompt (`-p` has nobody to ask). The CLI's output and the daemon.
+fn claude_session(allow: bool) -> Option<(Daemon, Stub, Output)> {
+    let claude = agent_bin("claude")?;
     let d = Daemon::start();
     let work = d.work.canonicalize().unwrap();
     let stub = Stub::start(Wire::Anthropic, script(work.clone()));
@@ -269,36 +301,217 @@ fn claude_code_runs_a_team_through_crews_mcp_server() {
         .to_string(),
     )
     .unwrap();
-
     let mut cmd = Command::new(&claude);
     cmd.args(["-p", "--output-format", "json", "--model", MODEL])
         .arg("--mcp-config")
         .arg(&mcp_config)
-        .args(["--strict-mcp-config", "--allowedTools", "mcp__crew__team_run"])
+        // Only the servers of that file: nothing from the user's or the project's settings.
+        .arg("--strict-mcp-config")
         .current_dir(&work)
         .env("HOME", &d.home)
         .env("XDG_CONFIG_HOME", d.home.join(".config"))
-        .env("ANTHROPIC_BASE_URL", stub.base_url())
-        .env("ANTHROPIC_API_KEY", "stub-key-not-secret")
-        .env("CLAUDE_CODE_MAX_RETRIES", "0")
-        .env("DISABLE_TELEMETRY", "1")
-        .env("DISABLE_AUTOUPDATER", "1")
-        .env("DISABLE_ERROR_REPORTING", "1")
-        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1");
-    let out = run_cli(cmd, "Have the crew team do: add a greeting to the README.", Duration::from_secs(180));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
+        .envs(claude_env(&stub));
+    if allow {
+        cmd.args(["--allowedTools", "mcp__crew__team_run"]);
+    }
+    let out = run_cli(cmd, PROMPT, Duration::from_secs(180));
+    Some((d, stub, out))
+}
+
+/// A CLI's exit and output, for a failed assertion's message.
+fn shown(out: &Output) -> String {
+    format!(
+        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+#[test]
+fn claude_code_runs_a_team_through_crews_mcp_server() {
+    let Some((d, stub, out)) = claude_session(true) else {
+        return skipped("claude_code_runs_a_team_through_crews_mcp_server", "claude");
+    };
+    assert!(out.status.success(), "{}", shown(&out));
     let ex = stub.exchanges();
-    eprintln!("claude exit {:?}\nstdout: {stdout}\nstderr: {stderr}", out.status);
-    let dump: Vec<Value> = ex.iter().map(|e| json!({"n": e.n, "path": e.path, "body": e.body, "reply": format!("{:?}", e.reply)})).collect();
-    std::fs::write("/tmp/mcpreal-claude.json", serde_json::to_string_pretty(&dump).unwrap()).unwrap();
-    assert!(out.status.success(), "claude failed");
-    let st = check_crewd_side(&d, &work);
+    assert!(stub.errors().is_empty(), "{:?}", stub.errors());
+    // Claude Code defers MCP tools behind its tool search: the model loads crew's run tool
+    // first, and what it then gets offered is crew's own description and schema.
+    assert!(
+        ex.iter()
+            .any(|e| last_call(&e.body).as_deref() == Some("ToolSearch")),
+        "the tool search was skipped: {}",
+        shown(&out)
+    );
     check_offered_schema(&ex, "mcp__crew__team_run");
-    check_tool_result(&ex, &st);
+    let st = check_crewd_side(&d, &d.work.canonicalize().unwrap());
+    let text = check_tool_result(&ex, &st);
+    // Claude Code passes crew's text on as it is: the tool result is the summary, first line on.
+    assert!(text.starts_with("# Run "), "{text}");
     // Claude Code's answer is the stub's text after the tool result.
-    let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let answer: Value = serde_json::from_slice(&out.stdout).expect("claude's JSON output");
     assert_eq!(answer["result"], FINAL, "{answer:#}");
     assert_eq!(answer["is_error"], false, "{answer:#}");
     assert_eq!(answer["permission_denials"], json!([]), "{answer:#}");
+}
+
+/// Without the allow, `claude -p` refuses the call (there is nobody to ask): the model is told
+/// so, and crewd never sees a run.
+#[test]
+fn claude_code_without_allowed_tools_refuses_the_call() {
+    let Some((d, stub, out)) = claude_session(false) else {
+        return skipped(
+            "claude_code_without_allowed_tools_refuses_the_call",
+            "claude",
+        );
+    };
+    assert!(out.status.success(), "{}", shown(&out));
+    let answered = run_tool_result(&stub.exchanges()).expect("the refusal as the tool result");
+    assert!(
+        answered.contains("requested permissions to use mcp__crew__team_run"),
+        "{answered}"
+    );
+    let answer: Value = serde_json::from_slice(&out.stdout).expect("claude's JSON output");
+    assert_eq!(
+        answer["permission_denials"][0]["tool_name"], "mcp__crew__team_run",
+        "{answer:#}"
+    );
+    let runs = d.ok("team.list", json!({}))["runs"].clone();
+    assert_eq!(runs, json!([]), "crewd got a run");
+}
+
+/// A `CODEX_HOME` whose only model provider is the stub and whose one MCP server is `crewctl
+/// mcp` on the daemon's socket. With `approve`, crew's run tool is approved in the config:
+/// `codex exec` runs with approval policy `never`, so a tool call that needs an approval fails.
+fn codex_home(stub: &Stub, d: &Daemon, approve: bool) -> tempfile::TempDir {
+    let home = tempfile::Builder::new()
+        .prefix("codex-home")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap();
+    let toml = |s: &str| serde_json::to_string(s).unwrap();
+    let mut config = format!(
+        "{}\n[mcp_servers.crew]\ncommand = {}\nargs = [\"--socket\", {}, \"mcp\"]\n\
+         tool_timeout_sec = 120\n",
+        codex_provider_toml(stub),
+        toml(path_str(&crewctl_bin())),
+        toml(path_str(&d.socket)),
+    );
+    if approve {
+        config.push_str("\n[mcp_servers.crew.tools.team_run]\napproval_mode = \"approve\"\n");
+    }
+    std::fs::write(home.path().join("config.toml"), config).unwrap();
+    home
+}
+
+/// One `codex exec` session with crew's MCP server; its output and the daemon.
+fn codex_session(approve: bool) -> Option<(Daemon, Stub, Output)> {
+    let codex = agent_bin("codex")?;
+    let d = Daemon::start();
+    let work = d.work.canonicalize().unwrap();
+    let stub = Stub::start(Wire::Responses, script(work.clone()));
+    let home = codex_home(&stub, &d, approve);
+    let mut cmd = Command::new(&codex);
+    cmd.args([
+        "exec",
+        "--json",
+        "--skip-git-repo-check",
+        "--model",
+        MODEL,
+        "-",
+    ])
+    .current_dir(&work)
+    .env("HOME", &d.home)
+    .env("CODEX_HOME", home.path())
+    .env("STUB_API_KEY", "stub-key-not-secret");
+    let out = run_cli(cmd, PROMPT, Duration::from_secs(180));
+    Some((d, stub, out))
+}
+
+/// The `mcp_tool_call` items of `codex exec --json`'s output, once completed.
+fn codex_mcp_calls(out: &Output) -> Vec<Value> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["type"] == "item.completed" && e["item"]["type"] == "mcp_tool_call")
+        .map(|e| e["item"].clone())
+        .collect()
+}
+
+/// Codex's final message: the last `agent_message` item.
+fn codex_answer(out: &Output) -> Option<String> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["type"] == "item.completed" && e["item"]["type"] == "agent_message")
+        .filter_map(|e| e["item"]["text"].as_str().map(str::to_owned))
+        .last()
+}
+
+#[test]
+fn codex_runs_a_team_through_crews_mcp_server() {
+    let Some((d, stub, out)) = codex_session(true) else {
+        return skipped("codex_runs_a_team_through_crews_mcp_server", "codex");
+    };
+    assert!(out.status.success(), "{}", shown(&out));
+    let ex = stub.exchanges();
+    assert!(stub.errors().is_empty(), "{:?}", stub.errors());
+    // Codex offers an MCP server's tools in a Responses API namespace `mcp__<server>` under
+    // their own names; the stub read both from the request and called `team_run` in it.
+    let call = ex
+        .iter()
+        .find_map(|e| match &e.reply {
+            Reply::NamespacedTool {
+                namespace, name, ..
+            } => Some((namespace.clone(), name.clone())),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("the stub never called team_run: {}", shown(&out)));
+    assert_eq!(call, ("mcp__crew".to_string(), "team_run".to_string()));
+    check_offered_schema(&ex, "team_run");
+    let st = check_crewd_side(&d, &d.work.canonicalize().unwrap());
+    check_tool_result(&ex, &st);
+    // Codex's own record of the call: crew's server, the run tool, crew's text as the result.
+    let calls = codex_mcp_calls(&out);
+    assert_eq!(calls.len(), 1, "{calls:#?}");
+    assert_eq!(
+        (&calls[0]["server"], &calls[0]["tool"], &calls[0]["status"]),
+        (&json!("crew"), &json!("team_run"), &json!("completed")),
+        "{calls:#?}"
+    );
+    let id = st["run"]["id"].as_str().unwrap();
+    assert!(
+        calls[0]["result"]["content"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.starts_with(&format!("# Run {id}"))),
+        "{calls:#?}"
+    );
+    assert_eq!(
+        codex_answer(&out).as_deref(),
+        Some(FINAL),
+        "{}",
+        shown(&out)
+    );
+}
+
+/// Without the approval in the config, `codex exec` (approval policy `never`) fails the call
+/// with its message, and crewd never sees a run.
+#[test]
+fn codex_without_approval_fails_the_call() {
+    let Some((d, stub, out)) = codex_session(false) else {
+        return skipped("codex_without_approval_fails_the_call", "codex");
+    };
+    assert!(out.status.success(), "{}", shown(&out));
+    let calls = codex_mcp_calls(&out);
+    assert_eq!(calls.len(), 1, "{calls:#?}");
+    assert_eq!(calls[0]["status"], "failed", "{calls:#?}");
+    assert_eq!(
+        calls[0]["error"]["message"],
+        "MCP tool call requires approval, but approval policy is never",
+        "{calls:#?}"
+    );
+    let answered = run_tool_result(&stub.exchanges()).expect("the refusal as the tool result");
+    assert!(answered.contains("requires approval"), "{answered}");
+    let runs = d.ok("team.list", json!({}))["runs"].clone();
+    assert_eq!(runs, json!([]), "crewd got a run");
 }
