@@ -445,7 +445,7 @@ fn codex_answer(out: &Output) -> Option<String> {
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .filter(|e| e["type"] == "item.completed" && e["item"]["type"] == "agent_message")
         .filter_map(|e| e["item"]["text"].as_str().map(str::to_owned))
-        .last()
+        .next_back()
 }
 
 #[test]
