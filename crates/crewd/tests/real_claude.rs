@@ -18,23 +18,6 @@ use real_cli::*;
 use serde_json::json;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Everything Claude Code needs to reach the stub and nothing else: its base URL and key, no
-/// retries of its own (crew's are under test), no telemetry, update checks or error reports.
-fn claude_env(stub: &Stub) -> Vec<(String, String)> {
-    [
-        ("ANTHROPIC_BASE_URL", stub.base_url()),
-        ("ANTHROPIC_API_KEY", "stub-key-not-secret".into()),
-        ("CLAUDE_CODE_MAX_RETRIES", "0".into()),
-        ("DISABLE_TELEMETRY", "1".into()),
-        ("DISABLE_AUTOUPDATER", "1".into()),
-        ("DISABLE_ERROR_REPORTING", "1".into()),
-        ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".into()),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect()
-}
-
 fn start_daemon(stub: &Stub, extra_config: &str) -> Option<Daemon> {
     let claude = agent_bin("claude")?;
     let env = claude_env(stub);

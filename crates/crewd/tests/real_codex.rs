@@ -18,23 +18,13 @@ use real_cli::*;
 use serde_json::json;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// A `CODEX_HOME` whose only provider is the stub, with codex's own retries off (crew's are
-/// under test).
+/// A `CODEX_HOME` whose only provider is the stub.
 fn codex_home(stub: &Stub) -> tempfile::TempDir {
     let home = tempfile::Builder::new()
         .prefix("codex-home")
         .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
         .unwrap();
-    std::fs::write(
-        home.path().join("config.toml"),
-        format!(
-            "model = \"{MODEL}\"\nmodel_provider = \"stub\"\n\n[model_providers.stub]\n\
-             name = \"stub\"\nbase_url = \"{}\"\nwire_api = \"responses\"\n\
-             env_key = \"STUB_API_KEY\"\nrequest_max_retries = 0\nstream_max_retries = 0\n",
-            stub.base_url()
-        ),
-    )
-    .unwrap();
+    std::fs::write(home.path().join("config.toml"), codex_provider_toml(stub)).unwrap();
     home
 }
 

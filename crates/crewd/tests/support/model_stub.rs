@@ -35,6 +35,13 @@ pub enum Reply {
         name: String,
         input: Value,
     },
+    /// A call of a tool inside a namespace (the Responses API's `namespace` tools, as Codex
+    /// offers an MCP server's tools: namespace `mcp__<server>`, the tool's own name).
+    NamespacedTool {
+        namespace: String,
+        name: String,
+        input: Value,
+    },
     /// An HTTP error with the API's JSON error body.
     Error {
         status: u16,
@@ -380,6 +387,7 @@ fn anthropic_stream(e: &Exchange) -> String {
             "tool_use"
         }
         Reply::Error { .. } => unreachable!("errors are not streamed"),
+        Reply::NamespacedTool { .. } => unreachable!("tool namespaces are the Responses API's"),
     };
     s += &sse(&json!({"type": "content_block_stop", "index": 0}));
     s += &sse(&json!({
@@ -402,6 +410,15 @@ fn responses_stream(e: &Exchange) -> String {
         Reply::Tool { name, input } => json!({
             "type": "function_call", "id": format!("fc_stub_{}", e.n),
             "call_id": format!("call_stub_{}", e.n), "name": name, "arguments": input.to_string(),
+        }),
+        Reply::NamespacedTool {
+            namespace,
+            name,
+            input,
+        } => json!({
+            "type": "function_call", "id": format!("fc_stub_{}", e.n),
+            "call_id": format!("call_stub_{}", e.n), "namespace": namespace, "name": name,
+            "arguments": input.to_string(),
         }),
         Reply::Error { .. } => unreachable!("errors are not streamed"),
     };
@@ -449,6 +466,7 @@ fn gemini_stream(e: &Exchange) -> String {
             true,
         ),
         Reply::Error { .. } => unreachable!("errors are not streamed"),
+        Reply::NamespacedTool { .. } => unreachable!("tool namespaces are the Responses API's"),
     }
 }
 
@@ -486,6 +504,7 @@ fn chat_stream(e: &Exchange) -> String {
             ) + &chunk(json!({}), Some("tool_calls"))
         }
         Reply::Error { .. } => unreachable!("errors are not streamed"),
+        Reply::NamespacedTool { .. } => unreachable!("tool namespaces are the Responses API's"),
     };
     s.push_str("data: [DONE]\n\n");
     s

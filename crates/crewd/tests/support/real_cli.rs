@@ -1,6 +1,7 @@
-//! What the real-CLI tests (real_claude.rs, real_codex.rs, real_gemini.rs, real_opencode.rs) share: finding the installed CLI,
-//! telling which role a model request comes from, and holding a finished `default` team run to
-//! what the stub saw and said.
+//! What the real-CLI tests (real_claude.rs, real_codex.rs, real_gemini.rs, real_opencode.rs,
+//! real_mcp.rs) share: finding the installed CLI, pointing it at the stub, telling which role a
+//! model request comes from, and holding a finished `default` team run to what the stub saw and
+//! said.
 #![allow(dead_code)]
 
 use super::common::*;
@@ -22,6 +23,34 @@ pub fn agents_dir() -> PathBuf {
 pub fn agent_bin(name: &str) -> Option<PathBuf> {
     let bin = agents_dir().join("node_modules/.bin").join(name);
     bin.exists().then(|| bin.canonicalize().unwrap_or(bin))
+}
+
+/// Everything Claude Code needs to reach the stub and nothing else: its base URL and key, no
+/// retries of its own (crew's are under test), no telemetry, update checks or error reports.
+pub fn claude_env(stub: &Stub) -> Vec<(String, String)> {
+    [
+        ("ANTHROPIC_BASE_URL", stub.base_url()),
+        ("ANTHROPIC_API_KEY", "stub-key-not-secret".into()),
+        ("CLAUDE_CODE_MAX_RETRIES", "0".into()),
+        ("DISABLE_TELEMETRY", "1".into()),
+        ("DISABLE_AUTOUPDATER", "1".into()),
+        ("DISABLE_ERROR_REPORTING", "1".into()),
+        ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".into()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}
+
+/// The start of a Codex `config.toml` whose only provider is the stub (its key in
+/// `STUB_API_KEY`), with codex's own retries off (crew's are under test).
+pub fn codex_provider_toml(stub: &Stub) -> String {
+    format!(
+        "model = \"{MODEL}\"\nmodel_provider = \"stub\"\n\n[model_providers.stub]\n\
+         name = \"stub\"\nbase_url = \"{}\"\nwire_api = \"responses\"\n\
+         env_key = \"STUB_API_KEY\"\nrequest_max_retries = 0\nstream_max_retries = 0\n",
+        stub.base_url()
+    )
 }
 
 pub fn skipped(test: &str, cli: &str) {
