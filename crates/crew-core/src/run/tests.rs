@@ -721,7 +721,10 @@ fn the_asking_session_is_kept_for_the_answer_and_dropped_after_it() {
     // An old journal's task.waiting has no session: read as none.
     waiting["data"].as_object_mut().unwrap().remove("session");
     let old: Event = serde_json::from_value(waiting).unwrap();
-    assert!(matches!(old.body, EventBody::TaskWaiting { session: None, .. }));
+    assert!(matches!(
+        old.body,
+        EventBody::TaskWaiting { session: None, .. }
+    ));
     assert_eq!(
         sim.task("r", "a").session(),
         Some("/runs/r/sessions/a.attempt-1.jsonl")
