@@ -363,6 +363,7 @@ impl Harness {
                         model: None,
                         artifacts: vec![],
                         question: "?".into(),
+                        session: Some("sessions/t.jsonl".into()),
                     },
                 };
                 let ps = self.st.finish_attempt(

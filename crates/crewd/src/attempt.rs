@@ -34,6 +34,8 @@ pub struct AttemptSpec {
     pub deps: Vec<(String, String)>,
     pub steers: Vec<String>,
     pub answers: Vec<String>,
+    /// The attempt answers a question: it continues the CLI session that asked, if it can.
+    pub resume: Option<Resume>,
     pub run_dir: PathBuf,
     pub reuse: Reuse,
     /// Worktree mode: the task works in its own worktree, made before the worker starts.
@@ -55,6 +57,14 @@ pub struct Report {
     /// A fan-out step's completed attempt: its final answer, for the actor to validate.
     pub answer: Option<String>,
 }
+/// A recorded CLI session to continue with the user's answer.
+#[derive(Debug, Clone)]
+pub struct Resume {
+    /// pi: the session file; claude / codex: the session id.
+    pub session: String,
+    pub answer: String,
+}
+
 impl AttemptSpec {
     pub fn key(&self) -> AttemptKey {
         AttemptKey {

@@ -82,7 +82,12 @@ fn seed_plugin_dir(home: &std::path::Path) {
         .arg(&to)
         .status()
         .unwrap();
-    assert!(status.success(), "cp -a {} {}", from.display(), to.display());
+    assert!(
+        status.success(),
+        "cp -a {} {}",
+        from.display(),
+        to.display()
+    );
 }
 
 #[test]

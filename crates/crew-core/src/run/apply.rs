@@ -172,6 +172,9 @@ fn end_attempt(t: &mut TaskState, end: &AttemptEnd, ev: &Event) {
     // The task's progress counts every attempt: a failed attempt's turns stay counted.
     t.progress.turns = t.prior_usage.turns;
     t.progress.tokens = t.prior_usage.budget_tokens();
+    // A session is resumed by the one attempt after the answer: whatever that attempt did,
+    // a later one starts over (`task.waiting` sets it again when it asks again).
+    t.clear_rare(|r| r.session = None);
     if end.model.is_some() {
         t.model = end.model.clone();
     }
@@ -414,10 +417,15 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
                 t.error = Some(reason.clone());
             }
         }
-        EventBody::TaskWaiting { end, question } => {
+        EventBody::TaskWaiting {
+            end,
+            question,
+            session,
+        } => {
             if let Some(i) = task_idx {
                 let t = &mut run.tasks[i];
                 end_attempt(t, end, ev);
+                t.edit_rare(|r| r.session.clone_from(session));
                 t.finished_at = None;
                 t.status = TaskStatus::Waiting;
                 // Asking is not failing: the attempt does not count against max_attempts.
@@ -480,6 +488,10 @@ fn requeue(t: &mut TaskState, own_model: bool) {
     t.clear_rare(|r| {
         r.not_before = None;
         r.question = None;
+        if own_model {
+            // A retry by hand or by policy starts a fresh conversation.
+            r.session = None;
+        }
         r.commit = None;
         r.feedback = None;
         r.verify_retries = 0;

@@ -46,6 +46,8 @@ pub enum AttemptResult {
         model: Option<String>,
         artifacts: Vec<ArtifactRef>,
         question: String,
+        /// The CLI session that asked (pi's session file, claude's or codex's session id).
+        session: Option<String>,
     },
 }
 
@@ -567,6 +569,7 @@ impl State {
                 model,
                 artifacts,
                 question,
+                session,
             } => ev(EventBody::TaskWaiting {
                 end: AttemptEnd {
                     attempt,
@@ -576,6 +579,7 @@ impl State {
                     error: None,
                 },
                 question,
+                session,
             }),
             AttemptResult::Failed {
                 usage,

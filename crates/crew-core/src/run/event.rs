@@ -199,6 +199,10 @@ pub enum EventBody {
         #[serde(flatten)]
         end: AttemptEnd,
         question: String,
+        /// The agent CLI's session that asked, for the answer to continue (absent in older
+        /// journals, and for a CLI without one: the answer then starts a fresh attempt).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        session: Option<String>,
     },
     #[serde(rename = "task.cancelled")]
     TaskCancelled { reason: Option<String> },

@@ -32,6 +32,8 @@ struct FlatOut<'a> {
     pending_steers: &'a [String],
     question: &'a Option<String>,
     answers: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    session: &'a Option<String>,
     reused_from: &'a Option<(String, String)>,
     #[serde(skip_serializing_if = "Option::is_none")]
     commit: &'a Option<TaskCommit>,
@@ -67,6 +69,8 @@ struct FlatIn {
     pending_steers: Vec<String>,
     question: Option<String>,
     answers: Vec<String>,
+    #[serde(default)]
+    session: Option<String>,
     reused_from: Option<(String, String)>,
     #[serde(default)]
     commit: Option<TaskCommit>,
@@ -106,6 +110,7 @@ impl Serialize for TaskState {
             pending_steers: &rare.pending_steers,
             question: &rare.question,
             answers: &rare.answers,
+            session: &rare.session,
             reused_from: &rare.reused_from,
             commit: &rare.commit,
             feedback: &rare.feedback,
@@ -139,6 +144,7 @@ impl<'de> Deserialize<'de> for TaskState {
             pending_steers: f.pending_steers,
             question: f.question,
             answers: f.answers,
+            session: f.session,
             reused_from: f.reused_from,
             commit: f.commit,
             feedback: f.feedback,

@@ -129,6 +129,7 @@ fn asked(question: &str) -> AttemptResult {
         model: None,
         artifacts: vec![],
         question: question.into(),
+        session: None,
     }
 }
 
@@ -696,6 +697,51 @@ fn asked_waits_blocks_and_respond_requeues_until_complete() {
         names(&sim.finish("r", "a", done(1))),
         ["task.completed a", "run.completed"]
     );
+}
+
+#[test]
+fn the_asking_session_is_kept_for_the_answer_and_dropped_after_it() {
+    let mut sim = Sim::new();
+    sim.create("r", spec(&[("a", &[], false)]));
+    sim.dispatch(8);
+    let mut ask = asked("which database?");
+    if let AttemptResult::Asked { session, .. } = &mut ask {
+        *session = Some("/runs/r/sessions/a.attempt-1.jsonl".into());
+    }
+    let evs = sim.finish("r", "a", ask);
+    let waiting = evs
+        .iter()
+        .find(|e| matches!(e.body, EventBody::TaskWaiting { .. }))
+        .unwrap();
+    let mut waiting = serde_json::to_value(waiting).unwrap();
+    assert_eq!(
+        waiting["data"]["session"], "/runs/r/sessions/a.attempt-1.jsonl",
+        "{waiting}"
+    );
+    // An old journal's task.waiting has no session: read as none.
+    waiting["data"].as_object_mut().unwrap().remove("session");
+    let old: Event = serde_json::from_value(waiting).unwrap();
+    assert!(matches!(
+        old.body,
+        EventBody::TaskWaiting { session: None, .. }
+    ));
+    assert_eq!(
+        sim.task("r", "a").session(),
+        Some("/runs/r/sessions/a.attempt-1.jsonl")
+    );
+
+    let id = sim.tid("r", "a");
+    let r = sim.st.respond("r", &id, "postgres");
+    sim.control("r", r).unwrap();
+    // The answered attempt resumes it...
+    assert_eq!(
+        sim.task("r", "a").session(),
+        Some("/runs/r/sessions/a.attempt-1.jsonl")
+    );
+    assert_eq!(sim.dispatch(8), ["r/a"]);
+    // ...and whatever it did, the attempt after it starts over.
+    sim.finish("r", "a", no_final_text());
+    assert_eq!(sim.task("r", "a").session(), None);
 }
 
 #[test]

@@ -208,6 +208,10 @@ pub struct Rare {
     pub pending_steers: Vec<String>,
     pub question: Option<String>,
     pub answers: Vec<String>,
+    /// The agent CLI's session of the attempt that asked (`question`): the answer continues
+    /// it (pi's session file, claude's or codex's session id). Set by `task.waiting`, cleared
+    /// when the next attempt ends.
+    pub session: Option<String>,
     /// `(runId, taskId)` whose result this task reused.
     pub reused_from: Option<(String, String)>,
     /// The result commit of a completed task in `worktree` mode.
@@ -231,6 +235,7 @@ impl Rare {
             && self.pending_steers.is_empty()
             && self.question.is_none()
             && self.answers.is_empty()
+            && self.session.is_none()
             && self.reused_from.is_none()
             && self.commit.is_none()
             && self.feedback.is_none()
@@ -245,6 +250,7 @@ static NO_RARE: Rare = Rare {
     pending_steers: Vec::new(),
     question: None,
     answers: Vec::new(),
+    session: None,
     reused_from: None,
     commit: None,
     feedback: None,
@@ -289,6 +295,10 @@ impl TaskState {
     }
     pub fn answers(&self) -> &[String] {
         &self.rare().answers
+    }
+    /// The CLI session the next attempt resumes with the latest answer, if any.
+    pub fn session(&self) -> Option<&str> {
+        self.rare().session.as_deref()
     }
     pub fn reused_from(&self) -> Option<&(String, String)> {
         self.rare().reused_from.as_ref()

@@ -165,6 +165,8 @@ pub(crate) struct ClaudeParser {
     /// Assistant output since the last `TurnEnd`.
     open_turn: bool,
     finished: bool,
+    /// The `session_id` of the init line (`claude -p --resume ID` continues it).
+    session_id: Option<String>,
 }
 
 impl ClaudeParser {
@@ -453,6 +455,9 @@ impl StreamParser for ClaudeParser {
                     .get("session_id")
                     .and_then(Value::as_str)
                     .map(str::to_owned);
+                if session_id.is_some() {
+                    self.session_id.clone_from(&session_id);
+                }
                 vec![WorkerEvent::Started { session_id, model }]
             }
             (Some("system"), _) if subtype == Some("permission_denied") => {
@@ -494,6 +499,7 @@ impl StreamParser for ClaudeParser {
             error: self.error.clone(),
             retryable: self.retryable,
             writes: self.writes,
+            session_id: self.session_id.clone(),
         }
     }
 }
@@ -586,6 +592,7 @@ mod tests {
             effort: None,
             fallback_models: vec![],
             skill_dirs: Vec::new(),
+            session: Default::default(),
         }
     }
 

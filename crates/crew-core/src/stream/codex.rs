@@ -149,6 +149,8 @@ pub(crate) struct CodexParser {
     stream_error: Option<String>,
     completed: bool,
     open_items: HashSet<String>,
+    /// The `thread_id` of `thread.started` (`codex exec resume ID` continues it).
+    session_id: Option<String>,
 }
 
 impl CodexParser {
@@ -305,6 +307,9 @@ impl StreamParser for CodexParser {
                     .get("thread_id")
                     .and_then(Value::as_str)
                     .map(str::to_owned);
+                if session_id.is_some() {
+                    self.session_id.clone_from(&session_id);
+                }
                 vec![WorkerEvent::Started {
                     session_id,
                     model: None,
@@ -370,6 +375,7 @@ impl StreamParser for CodexParser {
             error,
             retryable: None,
             writes: self.writes,
+            session_id: self.session_id.clone(),
         }
     }
 }
@@ -396,6 +402,7 @@ mod tests {
             effort: None,
             fallback_models: vec![],
             skill_dirs: Vec::new(),
+            session: Default::default(),
         }
     }
 

@@ -99,6 +99,7 @@ mod tests {
             effort: None,
             fallback_models: vec![],
             skill_dirs: Vec::new(),
+            session: Default::default(),
         }
     }
 

@@ -309,6 +309,7 @@ impl StreamParser for GeminiParser {
             error,
             retryable: self.retryable,
             writes: self.writes,
+            session_id: None,
         }
     }
 }
@@ -333,6 +334,7 @@ mod tests {
             rpc: false,
             prompt_via: Default::default(),
             skill_dirs: Vec::new(),
+            session: Default::default(),
             effort: None,
             fallback_models: vec!["gemini-2.5-flash".into()],
         }

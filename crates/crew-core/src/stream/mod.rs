@@ -71,7 +71,30 @@ pub struct LaunchSpec {
     /// Directories holding the task's skills as `SKILL.md` (pi `--skill`; the other CLIs get
     /// them only in the prompt).
     pub skill_dirs: Vec<String>,
+    /// The agent CLI's session: where it is kept, and whether this attempt continues one.
+    pub session: SessionSpec,
 }
+
+/// A worker's conversation across attempts: the attempt that asked the user keeps its session,
+/// and the attempt after the answer continues it with the answer as its prompt.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SessionSpec {
+    /// pi: the session file the attempt writes (`--session FILE` instead of `--no-session`);
+    /// the same file again continues it.
+    pub file: Option<String>,
+    /// claude / codex: the recorded session id to continue (`claude -p --resume ID`,
+    /// `codex exec resume ID`). The prompt is then the answer.
+    pub resume: Option<String>,
+    /// pi: crew's extension file that gives the agent its `ask_user` tool (`--extension`).
+    pub ask_extension: Option<String>,
+}
+
+/// The tool an agent calls to ask the user something (pi: from crew's extension).
+pub const ASK_TOOL: &str = "ask_user";
+
+/// crew's pi extension registering [`ASK_TOOL`]: the daemon writes it into the run directory
+/// and passes it with `--extension`.
+pub const PI_ASK_EXTENSION: &str = include_str!("pi_ask_extension.ts");
 
 impl LaunchSpec {
     /// True when the role may change files through an edit or write tool: the adapters that
@@ -197,8 +220,8 @@ pub enum WorkerEvent {
     Error {
         message: String,
     },
-    /// The worker asks the user a question (pi: a call of the `ask_user` tool). The task then
-    /// goes `waiting` until the user answers.
+    /// The worker asks the user a question (a call of the `ask_user` tool: pi's from crew's
+    /// extension). The task then goes `waiting` until the user answers.
     Ask {
         question: String,
     },
@@ -247,6 +270,9 @@ pub struct Outcome {
     pub retryable: Option<bool>,
     /// Calls of file-changing tools the agent made, and how many of them were refused.
     pub writes: Writes,
+    /// The CLI's own session id, when its stream names one (claude `session_id`, codex
+    /// `thread_id`): what a later attempt resumes.
+    pub session_id: Option<String>,
 }
 
 /// File-changing tool calls of one attempt.

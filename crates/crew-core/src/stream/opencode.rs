@@ -293,6 +293,7 @@ impl StreamParser for OpencodeParser {
             error: self.error.clone(),
             retryable: self.retryable,
             writes: self.writes,
+            session_id: None,
         }
     }
 }
@@ -317,6 +318,7 @@ mod tests {
             rpc: false,
             prompt_via: Default::default(),
             skill_dirs: Vec::new(),
+            session: Default::default(),
             effort: None,
             fallback_models: vec![],
         }

@@ -6,7 +6,7 @@
 
 use super::{
     add_usage, cut_chars, json_cost, json_count, strip_cr, LaunchSpec, Outcome, StreamParser,
-    WorkerEvent, TOOL_ARGS_LIMIT,
+    WorkerEvent, ASK_TOOL, TOOL_ARGS_LIMIT,
 };
 use crate::resource::SystemPromptMode;
 use crate::usage::Usage;
@@ -15,9 +15,6 @@ use serde_json::{json, Map, Value};
 /// pi's thinking levels, as accepted in a `--model id:level` suffix.
 const THINKING_LEVELS: &[&str] = &["off", "minimal", "low", "medium", "high", "xhigh"];
 
-/// The tool a pi worker calls to ask the user something (crew's convention).
-const ASK_TOOL: &str = "ask_user";
-
 pub(super) fn argv(spec: &LaunchSpec) -> Vec<String> {
     let mut argv = spec.command.clone();
     if spec.rpc {
@@ -25,9 +22,18 @@ pub(super) fn argv(spec: &LaunchSpec) -> Vec<String> {
     } else {
         argv.extend(["--mode".into(), "json".into(), "-p".into()]);
     }
-    argv.push("--no-session".into());
+    // A session file crew names keeps the conversation for an answer to continue (it works in
+    // json and rpc mode alike); without one, nothing is saved.
+    match &spec.session.file {
+        Some(file) => argv.extend(["--session".into(), file.clone()]),
+        None => argv.push("--no-session".into()),
+    }
     // The user's own extensions and skills (`~/.pi/agent/...`) would widen what a role may do.
     argv.push("--no-extensions".into());
+    // crew's own extension is loaded even so: it gives the agent `ask_user`.
+    if let Some(ext) = &spec.session.ask_extension {
+        argv.extend(["--extension".into(), ext.clone()]);
+    }
     argv.push("--no-skills".into());
     // pi loads an explicit `--skill` even with `--no-skills`: only the task's own.
     for dir in &spec.skill_dirs {
@@ -45,11 +51,20 @@ pub(super) fn argv(spec: &LaunchSpec) -> Vec<String> {
         }
         (None, None) => {}
     }
-    if spec.tools.is_empty() {
-        argv.push("--no-tools".into());
-    } else {
-        argv.push("--tools".into());
-        argv.push(spec.tools.join(","));
+    // `--tools` is an allowlist of every tool, extension tools included: `ask_user` must be in
+    // it; a role without tools keeps only the extension's (`--no-builtin-tools`).
+    let ask = spec.session.ask_extension.is_some();
+    match (spec.tools.is_empty(), ask) {
+        (true, false) => argv.push("--no-tools".into()),
+        (true, true) => argv.push("--no-builtin-tools".into()),
+        (false, _) => {
+            let mut tools = spec.tools.join(",");
+            if ask && !spec.tools.iter().any(|t| t == ASK_TOOL) {
+                tools.push(',');
+                tools.push_str(ASK_TOOL);
+            }
+            argv.extend(["--tools".into(), tools]);
+        }
     }
     let system = spec
         .system_prompt_file
@@ -312,6 +327,7 @@ mod tests {
             effort: None,
             fallback_models: vec![],
             skill_dirs: Vec::new(),
+            session: Default::default(),
         }
     }
 
@@ -348,6 +364,15 @@ mod tests {
 
         let mut skills = spec();
         skills.skill_dirs = vec!["/run/skills/safe-bash".into(), "/run/skills/x".into()];
+
+        let mut session = spec();
+        session.tools = vec!["read".into()];
+        session.session.file = Some("/run/sessions/t.attempt-1.jsonl".into());
+        session.session.ask_extension = Some("/run/extensions/crew-ask.ts".into());
+
+        let mut session_rpc = session.clone();
+        session_rpc.rpc = true;
+        session_rpc.tools = vec![];
 
         let table: Vec<(&str, LaunchSpec, Vec<String>)> = vec![
             (
@@ -468,6 +493,41 @@ mod tests {
                     "/run/skills/x",
                     "--no-tools",
                     "Task: Goal: fix it",
+                ]),
+            ),
+            (
+                "session file and the ask extension",
+                session,
+                args(&[
+                    "pi",
+                    "--mode",
+                    "json",
+                    "-p",
+                    "--session",
+                    "/run/sessions/t.attempt-1.jsonl",
+                    "--no-extensions",
+                    "--extension",
+                    "/run/extensions/crew-ask.ts",
+                    "--no-skills",
+                    "--tools",
+                    "read,ask_user",
+                    "Task: Goal: fix it",
+                ]),
+            ),
+            (
+                "rpc with a session, no tools but ask_user",
+                session_rpc,
+                args(&[
+                    "pi",
+                    "--mode",
+                    "rpc",
+                    "--session",
+                    "/run/sessions/t.attempt-1.jsonl",
+                    "--no-extensions",
+                    "--extension",
+                    "/run/extensions/crew-ask.ts",
+                    "--no-skills",
+                    "--no-builtin-tools",
                 ]),
             ),
         ];

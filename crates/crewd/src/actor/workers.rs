@@ -136,6 +136,14 @@ fn attempt_spec(
         deps,
         steers: task.pending_steers().to_vec(),
         answers: task.answers().to_vec(),
+        // The attempt after an answer continues the session that asked, with the answer.
+        resume: task
+            .session()
+            .zip(task.answers().last())
+            .map(|(session, answer)| crate::attempt::Resume {
+                session: session.to_string(),
+                answer: answer.clone(),
+            }),
         run_dir: core
             .shared
             .run_dir(&crew_core::ids::SafeId::new(run_id).map_err(|e| format!("run id: {e}"))?),

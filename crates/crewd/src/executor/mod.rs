@@ -16,7 +16,7 @@ mod stderr;
 mod verify;
 
 use crate::artifacts;
-use crate::attempt::{AttemptKey, AttemptSpec, Port, Report, WorkerCtl};
+use crate::attempt::{AttemptKey, AttemptSpec, Port, Report, Resume, WorkerCtl};
 use crate::shared::Shared;
 use crew_core::prompt::{DepOutput, PromptInput, SharedRead};
 use crew_core::run::{ArtifactRef, AttemptResult};
@@ -44,6 +44,38 @@ const EXIT_QUIET: Duration = Duration::from_millis(500);
 const PAUSE_SLACK: Duration = Duration::from_secs(1);
 /// Most stdout lines taken at once, without waiting, before a deadline is judged.
 const DRAIN_LINES: usize = 4096;
+
+/// The session this attempt continues, when its runtime can: pi when the session file is
+/// there (a worker that died before writing it, or the fake agent, leaves none). `None`: the
+/// attempt starts fresh, with the answer in its prompt.
+fn usable_resume(spec: &AttemptSpec) -> Option<&Resume> {
+    let r = spec.resume.as_ref()?;
+    match spec.runtime.adapter {
+        stream::AdapterKind::Pi => {
+            blocking(|| std::path::Path::new(&r.session).is_file()).then_some(r)
+        }
+        _ => None,
+    }
+}
+
+/// The prompt of an attempt that continues the session that asked: the answer, said to be one.
+fn resume_prompt(answer: &str) -> String {
+    format!("The user answered your question:\n\n{answer}\n\nContinue the task with this answer.")
+}
+
+/// crew's pi extension (the `ask_user` tool) in the run directory, rewritten when it differs
+/// (like the system prompt file: the worker's input, never synced).
+fn ask_extension_file(run_dir: &Path) -> std::io::Result<PathBuf> {
+    let path = run_dir.join("extensions/crew-ask.ts");
+    let text = stream::PI_ASK_EXTENSION.as_bytes();
+    if std::fs::read(&path).ok().as_deref() != Some(text) {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        artifacts::write_replace(&path, text)?;
+    }
+    Ok(path)
+}
 
 fn render_prompt(spec: &AttemptSpec) -> std::io::Result<String> {
     fault::hit("render")?;
@@ -310,8 +342,12 @@ async fn attempt_unsynced(
     let mut artifacts = Vec::new();
     let prompt_name = format!("prompts/{}.md", spec.task_id);
     // Reads dependency results, writes the prompt artifact.
+    let resume = usable_resume(spec);
     let written = blocking(|| {
-        let prompt = render_prompt(spec)?;
+        let prompt = match resume {
+            Some(r) => resume_prompt(&r.answer),
+            None => render_prompt(spec)?,
+        };
         fault::hit("prompt-artifact")?;
         artifacts::put(&run_dir, &prompt_name, "prompt", prompt.as_bytes()).map(|a| (prompt, a))
     });
@@ -332,7 +368,11 @@ async fn attempt_unsynced(
     };
 
     // Result reuse (SPEC §9): a matching earlier result instead of a new agent call.
-    let fingerprint = reuse::fingerprint_for(spec, &prompt).await;
+    // A resumed session's prompt (the answer) does not describe the task: never cached.
+    let fingerprint = match resume {
+        Some(_) => None,
+        None => reuse::fingerprint_for(spec, &prompt).await,
+    };
     // A writing task in worktree mode reuses a result commit, which must be in this
     // repository; without one it runs.
     let worktree_writer = spec.workspace.is_some() && spec.plan.writes;
@@ -372,7 +412,7 @@ async fn attempt_unsynced(
         }
     }
 
-    let result = run_process(shared, port, spec, &prompt, ctl, &mut artifacts).await;
+    let result = run_process(shared, port, spec, &prompt, resume, ctl, &mut artifacts).await;
     if let (Some(fp), AttemptResult::Completed { usage, model, .. }) = (&fingerprint, &result) {
         let entry = crate::results::CachedResult {
             run_id: spec.run_id.clone(),
@@ -669,6 +709,7 @@ async fn run_process(
     port: &Arc<dyn Port>,
     spec: &AttemptSpec,
     prompt: &str,
+    resume: Option<&Resume>,
     ctl: &mut mpsc::UnboundedReceiver<WorkerCtl>,
     artifacts: &mut Vec<ArtifactRef>,
 ) -> AttemptResult {
@@ -716,6 +757,47 @@ async fn run_process(
     } else {
         Vec::new()
     };
+    // pi keeps its conversation in a session file crew names (one per attempt, or the one
+    // being continued) and asks through crew's extension.
+    let session = match spec.runtime.adapter {
+        stream::AdapterKind::Pi => {
+            let file = match resume {
+                Some(r) => r.session.clone(),
+                None => run_dir
+                    .join(format!(
+                        "sessions/{}.attempt-{}.jsonl",
+                        spec.task_id, spec.attempt
+                    ))
+                    .display()
+                    .to_string(),
+            };
+            let ext = blocking(|| {
+                std::fs::create_dir_all(run_dir.join("sessions"))?;
+                ask_extension_file(run_dir)
+            });
+            match ext {
+                Ok(ext) => stream::SessionSpec {
+                    file: Some(file),
+                    resume: None,
+                    ask_extension: Some(ext.display().to_string()),
+                },
+                Err(e) => {
+                    return failed(
+                        Usage::default(),
+                        artifacts.clone(),
+                        format!("cannot write crew's pi extension: {e}"),
+                        false,
+                        "storage",
+                    )
+                }
+            }
+        }
+        _ => stream::SessionSpec {
+            resume: resume.map(|r| r.session.clone()),
+            ..Default::default()
+        },
+    };
+    let session_file = session.file.clone();
     let launch = LaunchSpec {
         command: spec.runtime.command.argv(),
         prompt: prompt.to_string(),
@@ -731,6 +813,7 @@ async fn run_process(
         effort: spec.plan.effort.clone(),
         fallback_models: spec.fallback_models.clone(),
         skill_dirs,
+        session,
     };
     let launch = stream::build_launch(spec.runtime.adapter, &launch);
     let argv = launch.argv;
@@ -1148,6 +1231,8 @@ async fn run_process(
             model,
             artifacts: artifacts.clone(),
             question: q,
+            // What the answer continues: pi's file, else the id the CLI's stream named.
+            session: session_file.or(outcome.session_id.clone()),
         };
     }
     let clean_exit = drained || exit.is_some_and(|s| s.success());

@@ -1,0 +1,159 @@
+//! Issue 16 item 8: a real agent CLI asks the user, and the answer continues the agent's own
+//! session. The stub model's first answer is a call of the ask tool; the task goes `waiting`
+//! with the question; `team.respond` answers; the stub's next request must carry the earlier
+//! conversation (the task prompt and the tool call) and the answer; the task completes with
+//! the stub's final text.
+//!
+//! pi comes from `tests/pi/setup.sh` (`<repo>/.cache/pi` or `$CREW_PI_DIR`). Without it the
+//! tests pass after printing SKIPPED.
+
+mod common;
+#[path = "support/model_stub.rs"]
+mod model_stub;
+#[path = "support/real_cli.rs"]
+mod real_cli;
+
+use common::*;
+use model_stub::{Exchange, Reply, Stub, Wire};
+use real_cli::*;
+use serde_json::{json, Value};
+use std::path::PathBuf;
+
+const QUESTION: &str = "Which database should the service use?";
+const ANSWER: &str = "Postgres, version 16";
+const FINAL: &str = "Done: the service uses Postgres 16.";
+/// In the task's text, so the resumed request can be told to carry the first prompt.
+const TASK_MARK: &str = "Pick the storage for the service (mark-7f3a).";
+
+fn pi_bin() -> Option<PathBuf> {
+    let dir = std::env::var_os("CREW_PI_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.cache/pi"));
+    let bin = dir.join("node_modules/.bin/pi");
+    bin.exists().then(|| bin.canonicalize().unwrap_or(bin))
+}
+
+/// First request: call the ask tool. Later ones: the final text.
+fn ask_then_answer(tool: &'static str) -> impl Fn(&Exchange) -> Reply + Send + Sync {
+    move |e| {
+        if e.n == 1 {
+            Reply::Tool {
+                name: tool.into(),
+                input: json!({"question": QUESTION}),
+            }
+        } else {
+            Reply::Text(FINAL.into())
+        }
+    }
+}
+
+/// Run the one-step team until it waits, answer, run to the end; returns (run id, status).
+fn ask_and_answer(d: &Daemon, runtime: &str, model: Option<&str>) -> (String, Value) {
+    one_step_team(d, "asker", TASK_MARK, "executor");
+    let mut p = json!({"team": "asker", "runtime": runtime});
+    if let Some(m) = model {
+        p["model"] = json!(m);
+    }
+    let run = d.run("choose storage", p);
+    let status = d.wait(&run);
+    let st = d.status(&run);
+    assert_eq!(
+        status,
+        "blocked",
+        "{st:#}\nlog:\n{}",
+        tail(&d.log_text(), 4000)
+    );
+    let t = Daemon::task(&st, "01_only");
+    assert_eq!(t["status"], "waiting", "{st:#}");
+    assert_eq!(t["question"], QUESTION, "{st:#}");
+    d.ok(
+        "team.respond",
+        json!({"runId": run, "taskId": "01_only", "message": ANSWER}),
+    );
+    let status = d.wait(&run);
+    let st = d.status(&run);
+    assert_eq!(
+        status,
+        "completed",
+        "{st:#}\nlog:\n{}",
+        tail(&d.log_text(), 4000)
+    );
+    (run, st)
+}
+
+/// The answering request carries the first prompt, the tool call and the answer.
+fn check_resumed(exchanges: &[Exchange]) {
+    assert_eq!(exchanges.len(), 2, "requests: {exchanges:#?}");
+    let (first, second) = (&exchanges[0], &exchanges[1]);
+    assert!(first.texts().contains(TASK_MARK), "{:#}", first.body);
+    let texts = second.texts();
+    assert!(
+        texts.contains(ANSWER),
+        "the answer is missing: {:#}",
+        second.body
+    );
+    assert!(
+        texts.contains(TASK_MARK),
+        "the resumed request lost the first prompt: {:#}",
+        second.body
+    );
+    assert!(
+        texts.contains(QUESTION),
+        "the resumed request lost the tool call: {:#}",
+        second.body
+    );
+    // The same conversation: the task prompt is there once, not rendered again with the answer.
+    assert_eq!(
+        texts.matches(TASK_MARK).count(),
+        1,
+        "a fresh prompt, not the session: {texts}"
+    );
+}
+
+#[test]
+fn pi_asks_and_the_answer_continues_its_session() {
+    let Some(pi) = pi_bin() else {
+        skipped("pi_asks_and_the_answer_continues_its_session", "pi");
+        return;
+    };
+    let stub = Stub::start(Wire::Chat, ask_then_answer("ask_user"));
+    let config = format!(
+        "max_attempts = 1\nno_output_timeout_ms = 60000\ntask_timeout_ms = 120000\n\
+         [runtimes.pi]\nadapter = \"pi\"\ncommand = [{pi:?}, \"--offline\"]\n",
+        pi = pi.display().to_string(),
+    );
+    let d = Daemon::start_with(Opts {
+        config,
+        env: vec![],
+    });
+    // pi reads its custom models from `$HOME/.pi/agent/models.json` (the harness's HOME).
+    let agent_dir = d.home.join(".pi/agent");
+    std::fs::create_dir_all(&agent_dir).unwrap();
+    let models = json!({"providers": {"stub": {
+        "baseUrl": stub.base_url(),
+        "api": "openai-completions",
+        "apiKey": "stub-key-not-secret",
+        "compat": {"supportsDeveloperRole": false, "supportsReasoningEffort": false},
+        "models": [{"id": "stub-model", "name": "Stub model", "contextWindow": 128000,
+            "maxTokens": 4096, "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0}}],
+    }}});
+    std::fs::write(agent_dir.join("models.json"), models.to_string()).unwrap();
+
+    let (run, st) = ask_and_answer(&d, "pi", Some("stub/stub-model"));
+    let exchanges = stub.exchanges();
+    assert!(stub.errors().is_empty(), "stub errors: {:?}", stub.errors());
+    // The model was offered crew's ask tool.
+    assert!(
+        exchanges[0].body["tools"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|t| t["function"]["name"] == "ask_user"),
+        "no ask_user tool offered: {:#}",
+        exchanges[0].body
+    );
+    check_resumed(&exchanges);
+    let t = Daemon::task(&st, "01_only");
+    assert_eq!(t["attempts"], 2, "{st:#}");
+    assert_eq!(result_text(&d, &run, t), FINAL);
+}
