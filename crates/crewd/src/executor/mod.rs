@@ -11,6 +11,7 @@ mod checks;
 mod env;
 pub(crate) mod fault;
 mod lines;
+mod pre_step;
 pub mod process;
 mod stderr;
 mod verify;
@@ -88,7 +89,7 @@ pub struct Report {
     pub answer: Option<String>,
 }
 
-fn render_prompt(spec: &AttemptSpec) -> std::io::Result<String> {
+fn render_prompt(spec: &AttemptSpec, pre_step: Option<&str>) -> std::io::Result<String> {
     fault::hit("render")?;
     let mut dep_texts = Vec::new();
     for (id, role) in &spec.deps {
@@ -133,6 +134,9 @@ fn render_prompt(spec: &AttemptSpec) -> std::io::Result<String> {
             feedback: spec.feedback.as_deref(),
         },
     );
+    if let Some(block) = pre_step {
+        prompt.push_str(block);
+    }
     if let Some(exp) = &spec.plan.expands {
         prompt.push_str(&crew_core::fanout::prompt_section(
             exp,
@@ -352,9 +356,15 @@ async fn attempt_unsynced(
     let run_dir = spec.run_dir.clone();
     let mut artifacts = Vec::new();
     let prompt_name = format!("prompts/{}.md", spec.task_id);
+    // The step's pre-step script first: its output is part of the prompt, so of the reuse
+    // fingerprint too.
+    let pre_step = match pre_step::run(shared, actor, spec, ctl).await {
+        Ok(block) => block,
+        Err(ended) => return ended,
+    };
     // Reads dependency results, writes the prompt artifact.
     let written = blocking(|| {
-        let prompt = render_prompt(spec)?;
+        let prompt = render_prompt(spec, pre_step.as_deref())?;
         fault::hit("prompt-artifact")?;
         artifacts::put(&run_dir, &prompt_name, "prompt", prompt.as_bytes()).map(|a| (prompt, a))
     });
