@@ -98,6 +98,37 @@ fn a_user_workflows_script_output_reaches_the_agents_prompt() {
 }
 
 #[test]
+fn in_worktree_mode_the_script_runs_in_the_tasks_worktree() {
+    let d = Daemon::start_with(Opts {
+        config: "max_attempts = 1\n".into(),
+        env: vec![],
+    });
+    let w = d.work.as_path();
+    git(w, &["init", "-q", "-b", "main"]);
+    script(w, "ctx.sh", "echo \"WT-MARKER cwd=$(pwd)\"");
+    git(w, &["add", "-A"]);
+    git(w, &["commit", "-qm", "init"]);
+    user_team(
+        &d,
+        "wt",
+        "preStepScript: ./ctx.sh",
+        "[fake:write=out.txt:x]",
+    );
+    let run = d.run("g", json!({"team": "wt", "workspace": "worktree"}));
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    let prompt = artifact(&d, &run, "prompts/01_only.md");
+    let line = prompt
+        .lines()
+        .find(|l| l.starts_with("WT-MARKER cwd="))
+        .unwrap_or_else(|| panic!("no marker in {prompt}"));
+    let state = d.state_dir.canonicalize().unwrap();
+    assert!(
+        line.contains(&format!("{}/worktrees/{run}/", state.display())),
+        "the script ran in the task's worktree: {line}"
+    );
+}
+
+#[test]
 fn an_untrusted_projects_script_is_refused_and_never_runs() {
     let mut d = Daemon::start();
     let ran = d.work.join("script-ran.txt");
