@@ -327,6 +327,11 @@ export interface PlannedTaskView {
   /** Skills selected for the task that were not installed when it was planned. */
   missingSkills?: string[];
   model?: string | null;
+  /**
+   * The step's pre-step script and its arguments, run in the task's workspace before its
+   * agent (its output joins the prompt).
+   */
+  preStep?: string | null;
   role: string;
   /**
    * The task's skills, in prompt order (a name not installed is listed with a `?` suffix

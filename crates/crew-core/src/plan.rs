@@ -314,6 +314,7 @@ fn step_checks(step: &Step) -> crate::checks::Checks {
             commands,
             retries: step.verify_retries,
         }),
+        pre_step: step.pre_step.clone(),
     }
 }
 

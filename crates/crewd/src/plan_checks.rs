@@ -1,5 +1,5 @@
-//! A plan's checks at `team.plan`/`team.run` (issue 17): verification commands come only from
-//! files the user trusts, a `verify: true` step without commands of its own takes the project's
+//! A plan's checks at `team.plan`/`team.run` (issue 17): verification commands and pre-step
+//! scripts (issue 19) come only from files the user trusts, a `verify: true` step without commands of its own takes the project's
 //! configured ones, and unset retries take the config's.
 //!
 //! Commands run as `sh -c <command>` in the task's workspace with the workers' environment, so
@@ -48,7 +48,7 @@ pub fn apply(
     let trusted = project.as_ref().is_some_and(|(_, t)| *t);
     if let Some(wf) = catalog.workflow(&plan.workflow) {
         if wf.source == Source::Project && !trusted {
-            let diags: Vec<Diagnostic> = wf
+            let mut diags: Vec<Diagnostic> = wf
                 .steps
                 .iter()
                 .filter(|s| !s.verify_commands.is_empty())
@@ -67,6 +67,21 @@ pub fn apply(
                     )
                 })
                 .collect();
+            // A pre-step script runs before the agent with the same power: the same rule.
+            diags.extend(wf.steps.iter().filter(|s| s.pre_step.is_some()).map(|s| {
+                Diagnostic::error(
+                    &wf.path,
+                    Some(s.line),
+                    Some("preStepScript"),
+                    format!(
+                        "step `{}` declares a pre-step script, but this project is not trusted: \
+                         a repository's own workflow may not run a script (add its root to \
+                         `trusted_projects` in crewd's config, or put the workflow in your user \
+                         workflows)",
+                        s.id
+                    ),
+                )
+            }));
             if let Some(first) = diags.first() {
                 return Err(ApiError::validation(
                     format!("the team cannot run: {}", first.message),
@@ -102,6 +117,13 @@ pub fn apply(
 /// What a note says about the checks a run will make, for `team.plan`'s reader.
 pub fn describe(plan: &Plan, notes: &mut Vec<String>) {
     for t in &plan.tasks {
+        if let Some(p) = &t.checks.pre_step {
+            notes.push(format!(
+                "task {} runs a pre-step script before its agent (its output joins the prompt): {}",
+                t.id,
+                p.display()
+            ));
+        }
         if let Some(v) = &t.checks.verify {
             notes.push(format!(
                 "task {} runs {} verification command(s) after its agent: {}",

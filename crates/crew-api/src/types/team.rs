@@ -158,6 +158,10 @@ pub struct PlannedTaskView {
     /// Skills selected for the task that were not installed when it was planned.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub missing_skills: Vec<String>,
+    /// The step's pre-step script and its arguments, run in the task's workspace before its
+    /// agent (its output joins the prompt).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pre_step: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]

@@ -156,6 +156,10 @@ pub struct Step {
     /// `verifyCommands:` one command, or a JSON array of commands.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub verify_commands: Vec<String>,
+    /// `preStepScript:` (with `preStepArgs`, `preStepTimeout`, `preStepOptional`): run before
+    /// the worker, its output joining the prompt; refused for an untrusted project's file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pre_step: Option<crate::checks::PreStep>,
     /// `verifyRetries:` verification failures retried with the failure fed back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verify_retries: Option<u32>,

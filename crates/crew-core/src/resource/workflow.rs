@@ -5,6 +5,7 @@ use super::agent::NO_DESCRIPTION;
 use super::diag::{artifact_name_ok, basename, ident_ok, Diags};
 use super::frontmatter::{self, line_no, parse_csv, Entry};
 use super::{Diagnostic, Parsed, Source, Step, Workflow};
+use crate::checks::{PreStep, PRE_STEP_TIMEOUT_MAX_MS, PRE_STEP_TIMEOUT_MS};
 
 const KNOWN: &[&str] = &[
     "name",
@@ -210,9 +211,7 @@ fn parse_step(
     let get = |key: &str| config.iter().rev().find(|e| e.key == key);
     for e in &config {
         let key = e.key.as_str();
-        if key.starts_with("preStep") {
-            d.warn_at(e, format!("`{key}` is not supported by crew; ignored"));
-        } else if !STEP_KEYS.contains(&key) && !LATER_STEP_KEYS.contains(&key) {
+        if !STEP_KEYS.contains(&key) && !LATER_STEP_KEYS.contains(&key) {
             d.warn_at(
                 e,
                 format!(
@@ -259,6 +258,8 @@ fn parse_step(
         Some(e) => verify_commands(e, d),
         None => Vec::new(),
     };
+
+    let pre_step = pre_step(&get, d);
 
     let task = task_lines.join("\n").trim().to_string();
     let task = if !task.is_empty() {
@@ -345,6 +346,7 @@ fn parse_step(
         }
     };
     Step {
+        pre_step,
         expands,
         seed_paths,
         scope,
@@ -369,6 +371,58 @@ fn parse_step(
         model: d.model(get("model")),
         line: heading_line,
     }
+}
+
+/// `preStepScript` and its companions, as pi-crew read them: args a CSV, the timeout in ms
+/// (default 30 s), optional `true`/`1`. The companions without a script are warned about.
+fn pre_step<'a>(get: &impl Fn(&str) -> Option<&'a Entry>, d: &mut Diags) -> Option<PreStep> {
+    let script = get("preStepScript").filter(|e| !e.value.is_empty() && e.value != "false");
+    let Some(script) = script else {
+        for key in ["preStepArgs", "preStepTimeout", "preStepOptional"] {
+            if let Some(e) = get(key) {
+                d.warn_at(e, format!("`{key}` without a `preStepScript`; ignored"));
+            }
+        }
+        return None;
+    };
+    // Split on commas and trimmed, not de-duplicated (`-v, -v` is two arguments).
+    let args = get("preStepArgs")
+        .map(|e| {
+            e.value
+                .split(',')
+                .map(str::trim)
+                .filter(|a| !a.is_empty())
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default();
+    let timeout_ms = match get("preStepTimeout").filter(|e| !e.value.is_empty()) {
+        None => PRE_STEP_TIMEOUT_MS,
+        Some(e) => match e.value.parse::<u64>() {
+            Ok(ms) if (1..=PRE_STEP_TIMEOUT_MAX_MS).contains(&ms) => ms,
+            _ => {
+                d.error(
+                    Some(e.line),
+                    Some("preStepTimeout"),
+                    format!(
+                        "`preStepTimeout` must be milliseconds from 1 to {PRE_STEP_TIMEOUT_MAX_MS}, got `{}`",
+                        e.value
+                    ),
+                );
+                PRE_STEP_TIMEOUT_MS
+            }
+        },
+    };
+    let optional = match get("preStepOptional") {
+        Some(e) if e.value == "1" => true,
+        other => d.boolean(other).unwrap_or(false),
+    };
+    Some(PreStep {
+        script: script.value.clone(),
+        args,
+        timeout_ms,
+        optional,
+    })
 }
 
 /// Commands a workflow declares: one command as the whole value, or a JSON array of them
@@ -444,6 +498,31 @@ mod tests {
         &'static str,
         u32,
     )];
+
+    #[test]
+    fn pre_step_scripts_parse_as_pi_crew_wrote_them() {
+        let (w, d) = workflow(
+            "## a\npreStepScript: scripts/ctx.sh\npreStepArgs: one, two\npreStepTimeout: 1500\n\
+             preStepOptional: 1\n\nDo a.\n\n## b\npreStepScript: ./b.sh\n\nDo b.\n\n## c\n\nDo c.\n",
+        );
+        assert!(d.is_empty(), "{d:?}");
+        assert_eq!(
+            w.steps[0].pre_step,
+            Some(PreStep {
+                script: "scripts/ctx.sh".into(),
+                args: vec!["one".into(), "two".into()],
+                timeout_ms: 1500,
+                optional: true,
+            })
+        );
+        assert_eq!(w.steps[0].task, "Do a.");
+        let b = w.steps[1].pre_step.as_ref().unwrap();
+        assert_eq!(
+            (b.script.as_str(), b.args.len(), b.timeout_ms, b.optional),
+            ("./b.sh", 0, PRE_STEP_TIMEOUT_MS, false)
+        );
+        assert_eq!(w.steps[2].pre_step, None);
+    }
 
     #[test]
     fn expands_field() {
@@ -620,8 +699,20 @@ mod tests {
                 &[(Severity::Warning, Some(2), Some("verify"))],
             ),
             (
-                "## a\npreStepScript: rm.sh\n",
-                &[(Severity::Warning, Some(2), Some("preStepScript"))],
+                "## a\npreStepArgs: x\n",
+                &[(Severity::Warning, Some(2), Some("preStepArgs"))],
+            ),
+            (
+                "## a\npreStepScript: ctx.sh\npreStepTimeout: soon\n",
+                &[(Severity::Error, Some(3), Some("preStepTimeout"))],
+            ),
+            (
+                "## a\npreStepScript: ctx.sh\npreStepTimeout: 0\n",
+                &[(Severity::Error, Some(3), Some("preStepTimeout"))],
+            ),
+            (
+                "## a\npreStepScript: ctx.sh\npreStepOptional: maybe\n",
+                &[(Severity::Warning, Some(3), Some("preStepOptional"))],
             ),
             (
                 "## a\noutput: ../../etc/passwd\n",

@@ -725,6 +725,7 @@ mod tests {
                     writes: false,
                     skills: vec![],
                     missing_skills: vec![],
+                    pre_step: None,
                 }
             })
             .collect()

@@ -837,6 +837,7 @@ pub(crate) mod tests {
                     writes: false,
                     skills: vec![],
                     missing_skills: vec![],
+                    pre_step: None,
                 },
                 PlannedTaskView {
                     id: "02_plan".into(),
@@ -848,6 +849,7 @@ pub(crate) mod tests {
                     writes: false,
                     skills: vec!["delegation-patterns".into(), "house-style".into()],
                     missing_skills: vec!["house-style".into()],
+                    pre_step: None,
                 },
                 PlannedTaskView {
                     id: "03_execute".into(),
@@ -859,6 +861,7 @@ pub(crate) mod tests {
                     writes: true,
                     skills: vec![],
                     missing_skills: vec![],
+                    pre_step: None,
                 },
                 PlannedTaskView {
                     id: "04_verify".into(),
@@ -870,6 +873,7 @@ pub(crate) mod tests {
                     writes: false,
                     skills: vec![],
                     missing_skills: vec![],
+                    pre_step: None,
                 },
             ],
             diagnostics: vec![Diagnostic {

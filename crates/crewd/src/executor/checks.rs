@@ -198,6 +198,23 @@ pub async fn worktree_after(
     }
 }
 
+/// The environment the task's commands (verification, pre-step script) get: the workers'.
+pub fn task_env(
+    shared: &Shared,
+    spec: &AttemptSpec,
+) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
+    let mut extra = shared.config.env_passthrough.clone();
+    extra.extend(spec.runtime.env.iter().cloned());
+    env::worker_env(
+        &extra,
+        &[
+            (process::ENV_RUN_ID, spec.run_id.clone()),
+            (process::ENV_TASK_ID, spec.task_id.clone()),
+            (process::ENV_ATTEMPT, spec.attempt.to_string()),
+        ],
+    )
+}
+
 /// Run the task's verification commands after a completed attempt.
 pub async fn verify(
     shared: &Shared,
@@ -220,16 +237,7 @@ pub async fn verify(
         return result;
     };
     let cfg = &shared.config;
-    let mut extra = cfg.env_passthrough.clone();
-    extra.extend(spec.runtime.env.iter().cloned());
-    let env = env::worker_env(
-        &extra,
-        &[
-            (process::ENV_RUN_ID, spec.run_id.clone()),
-            (process::ENV_TASK_ID, spec.task_id.clone()),
-            (process::ENV_ATTEMPT, spec.attempt.to_string()),
-        ],
-    );
+    let env = task_env(shared, spec);
     let limits = verify::Limits {
         timeout: Duration::from_millis(cfg.verify_timeout_ms),
         grace: Duration::from_millis(cfg.kill_grace_ms),

@@ -10,6 +10,7 @@ mod checks;
 mod env;
 pub(crate) mod fault;
 mod lines;
+mod pre_step;
 pub mod process;
 mod reuse;
 mod stderr;
@@ -77,7 +78,7 @@ fn ask_extension_file(run_dir: &Path) -> std::io::Result<PathBuf> {
     Ok(path)
 }
 
-fn render_prompt(spec: &AttemptSpec) -> std::io::Result<String> {
+fn render_prompt(spec: &AttemptSpec, pre_step: Option<&str>) -> std::io::Result<String> {
     fault::hit("render")?;
     let mut dep_texts = Vec::new();
     for (id, role) in &spec.deps {
@@ -122,6 +123,9 @@ fn render_prompt(spec: &AttemptSpec) -> std::io::Result<String> {
             feedback: spec.feedback.as_deref(),
         },
     );
+    if let Some(block) = pre_step {
+        prompt.push_str(block);
+    }
     if let Some(exp) = &spec.plan.expands {
         prompt.push_str(&crew_core::fanout::prompt_section(
             exp,
@@ -341,12 +345,21 @@ async fn attempt_unsynced(
     let run_dir = spec.run_dir.clone();
     let mut artifacts = Vec::new();
     let prompt_name = format!("prompts/{}.md", spec.task_id);
-    // Reads dependency results, writes the prompt artifact.
     let resume = usable_resume(spec);
+    // The step's pre-step script first: its output is part of the prompt, so of the reuse
+    // fingerprint too. A resumed session saw it when it started: not run again.
+    let pre_step = match resume {
+        Some(_) => None,
+        None => match pre_step::run(shared, port, spec, ctl).await {
+            Ok(block) => block,
+            Err(ended) => return ended,
+        },
+    };
+    // Reads dependency results, writes the prompt artifact.
     let written = blocking(|| {
         let prompt = match resume {
             Some(r) => resume_prompt(&r.answer),
-            None => render_prompt(spec)?,
+            None => render_prompt(spec, pre_step.as_deref())?,
         };
         fault::hit("prompt-artifact")?;
         artifacts::put(&run_dir, &prompt_name, "prompt", prompt.as_bytes()).map(|a| (prompt, a))

@@ -70,6 +70,7 @@ pub fn planned(t: &crew_core::plan::PlannedTask, model: Option<&str>) -> api::Pl
             .filter(|s| s.missing)
             .map(|s| s.name.clone())
             .collect(),
+        pre_step: t.checks.pre_step.as_ref().map(|p| p.display()),
     }
 }
 
