@@ -805,3 +805,32 @@ fn command_adapter_runs_end_to_end() {
     let head: String = prompt.chars().take(20).collect();
     assert!(result.contains(head.trim()), "{result} vs {prompt}");
 }
+
+/// After an rpc worker's `agent_end` its stdin is closed: a steer that comes while it is still
+/// on its way out is queued and the answer says why, not reported as delivered live.
+#[test]
+fn a_steer_after_the_final_answer_is_queued_and_says_so() {
+    // The lingering worker is stopped at the end of the drain: long enough to steer it.
+    let d = Daemon::start_with(Opts {
+        config: "kill_grace_ms = 500\nfinal_drain_ms = 20000\nfinal_drain_quiet_ms = 200\n".into(),
+        ..Default::default()
+    });
+    one_step_team(&d, "linger", "Answer, then stay. [fake:linger]", "explorer");
+    let run = d.run(
+        "steer too late",
+        json!({"team": "linger", "runtime": "fake-rpc"}),
+    );
+    d.wait_log("rpc worker finished; its stdin is closed so it exits");
+    let r = d.ok(
+        "team.steer",
+        json!({"runId": run, "taskId": "01_only", "message": "one more thing"}),
+    );
+    assert_eq!(r["delivered"], "queued", "{r}");
+    assert!(
+        r["note"]
+            .as_str()
+            .is_some_and(|n| n.contains("already given its final answer")),
+        "{r}"
+    );
+    assert_eq!(d.wait(&run), "completed");
+}

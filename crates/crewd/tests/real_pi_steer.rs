@@ -45,18 +45,6 @@ fn write_models(d: &Daemon, stub: &Stub) {
 
 /// Block until the daemon's log holds `needle` (a line the daemon writes when something
 /// happened), or fail after a minute.
-fn wait_log(d: &Daemon, needle: &str) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !d.log_text().contains(needle) {
-        assert!(
-            Instant::now() < deadline,
-            "the daemon never logged {needle:?}:\n{}",
-            d.log_text()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 #[test]
 fn steer_reaches_the_real_pi_between_turns() {
     let Some(pi) = pi_bin() else {
@@ -130,7 +118,7 @@ fn steer_reaches_the_real_pi_between_turns() {
     assert_eq!(r.get("note"), None, "{r}");
     // On pi's stdin before the model's answer is let go: pi takes the steer after the tool
     // call that answer holds, before its next request.
-    wait_log(&d, "steer written to the worker");
+    d.wait_log("steer written to the worker");
     go_tx.send(()).unwrap();
 
     let status = d.wait(&run_id);

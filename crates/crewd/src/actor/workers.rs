@@ -13,8 +13,10 @@ use tokio::sync::mpsc;
 pub struct WorkerHandle {
     pub attempt: u32,
     pub ctl: mpsc::UnboundedSender<WorkerCtl>,
-    /// The worker reads steering messages live (pi rpc mode).
+    /// The worker reads steering messages live (pi rpc mode), until it has answered.
     pub live: bool,
+    /// An rpc worker gave its final answer and is on its way out.
+    pub answered: bool,
 }
 
 /// Start every task that may start now.
@@ -55,6 +57,7 @@ pub fn dispatch(core: &mut Core, now: chrono::DateTime<chrono::Utc>) {
                 attempt: s.attempt,
                 ctl: tx,
                 live,
+                answered: false,
             },
         );
         let actor = core.actor.clone();
@@ -172,6 +175,18 @@ impl Port for Actor {
     fn warning(&self, key: &AttemptKey, tool: String, message: String) {
         let k = key.clone();
         self.tell(move |core| on_warning(core, &k.run_id, &k.task_id, k.attempt, tool, message));
+    }
+
+    fn answered(&self, key: &AttemptKey) {
+        let k = key.clone();
+        self.tell(move |core| {
+            if let Some(h) = core.workers.get_mut(&(k.run_id, k.task_id)) {
+                if h.attempt == k.attempt {
+                    h.live = false;
+                    h.answered = true;
+                }
+            }
+        });
     }
 
     fn finished(&self, report: Report) {

@@ -1026,6 +1026,9 @@ async fn run_process(
         // stdin ends: closing it ends the worker now, not after the final drain's quiet time
         // and a SIGTERM.
         if out.rpc_done && stdin.take().is_some() {
+            // A steer from now on would be written nowhere: the actor queues it instead. Told
+            // before the log line, which tests wait on.
+            port.answered(&spec.key());
             tracing::info!(pid, "rpc worker finished; its stdin is closed so it exits");
         }
         let last_output = out.last.max(last_stderr);

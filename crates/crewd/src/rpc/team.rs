@@ -301,6 +301,7 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
         on_run(&ctx, &p.run_id.clone(), Access::Change, move |core| {
             let key = (p.run_id.clone(), p.task_id.clone());
             let live = core.workers.get(&key).is_some_and(|h| h.live);
+            let answered = core.workers.get(&key).is_some_and(|h| h.answered);
             let (event, delivered) = core
                 .state
                 .steer(&p.run_id, &p.task_id, &p.message, live)
@@ -322,6 +323,14 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
                 .run(&p.run_id)
                 .and_then(|r| Some((r.task(&p.task_id)?.status, r.spec.runtime.clone())));
             let note = match (delivered, running) {
+                (
+                    crew_core::run::Delivery::Queued,
+                    Some((crew_core::run::TaskStatus::Running, _)),
+                ) if answered => Some(
+                    "the task's worker has already given its final answer and takes no more messages: \
+                     the message is queued for the task's next attempt, which a task that succeeds never has"
+                        .to_string(),
+                ),
                 (
                     crew_core::run::Delivery::Queued,
                     Some((crew_core::run::TaskStatus::Running, runtime)),

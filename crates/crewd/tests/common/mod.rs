@@ -135,6 +135,20 @@ impl Daemon {
         }
     }
 
+    /// Poll the daemon's log until it holds `needle` (a minute at most): for states the daemon
+    /// only logs, such as a worker's stdin being closed.
+    pub fn wait_log(&self, needle: &str) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while !self.log_text().contains(needle) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the daemon never logged {needle:?}:\n{}",
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
