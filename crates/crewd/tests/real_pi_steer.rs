@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::sync::mpsc;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const MODEL: &str = "stub-model";
 const STEER: &str = "STEER-7: also list the file's headings";
