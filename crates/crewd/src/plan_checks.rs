@@ -46,7 +46,9 @@ pub fn apply(
 ) -> Result<(), ApiError> {
     let project = project(shared, cwd);
     let trusted = project.as_ref().is_some_and(|(_, t)| *t);
-    if let Some(wf) = catalog.workflow(&plan.workflow) {
+    // A chain's plan names its workflows joined with `+` (ids never hold one): each is judged,
+    // or a chain with an untrusted project's team would run what that team alone may not.
+    for wf in plan.workflow.split('+').filter_map(|w| catalog.workflow(w)) {
         if wf.source == Source::Project && !trusted {
             let mut diags: Vec<Diagnostic> = wf
                 .steps

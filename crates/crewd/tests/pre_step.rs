@@ -154,6 +154,13 @@ fn an_untrusted_projects_script_is_refused_and_never_runs() {
             "{e}"
         );
     }
+    // In a chain, after a builtin team, the project's workflow is judged all the same.
+    let chained = json!({"goal": "g", "cwd": path_str(&d.work), "runtime": "fake", "chain": ["default", "proj"]});
+    for method in ["team.plan", "team.run"] {
+        let e = d.err(method, chained.clone());
+        assert_eq!(e["code"], 1003, "{method} of a chain: {e}");
+        assert_eq!(e["data"]["diagnostics"][0]["field"], "preStepScript", "{e}");
+    }
     assert!(!ran.exists(), "the script never ran");
     assert!(d.ok("team.list", json!({}))["runs"]
         .as_array()
