@@ -8,11 +8,13 @@
 mod common;
 #[path = "support/model_stub.rs"]
 mod model_stub;
+#[path = "support/real_pi.rs"]
+mod real_pi;
 
 use common::*;
 use model_stub::{Reply, Stub, Wire};
+use real_pi::*;
 use serde_json::{json, Value};
-use std::path::PathBuf;
 use std::sync::mpsc;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -20,39 +22,10 @@ use std::time::Duration;
 const MODEL: &str = "stub-model";
 const STEER: &str = "STEER-7: also list the file's headings";
 
-fn pi_bin() -> Option<PathBuf> {
-    let dir = std::env::var_os("CREW_PI_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.cache/pi"));
-    let bin = dir.join("node_modules/.bin/pi");
-    bin.exists().then(|| bin.canonicalize().unwrap_or(bin))
-}
-
-/// pi's custom provider (`~/.pi/agent/models.json`): the stub, as OpenAI chat completions.
-fn write_models(d: &Daemon, stub: &Stub) {
-    let models = json!({"providers": {"stub": {
-        "baseUrl": stub.base_url(),
-        "api": "openai-completions",
-        "apiKey": "stub-key-not-secret",
-        "compat": {"supportsDeveloperRole": false, "supportsReasoningEffort": false},
-        "models": [{"id": MODEL, "name": "Stub model", "contextWindow": 128000, "maxTokens": 4096,
-                    "cost": {"input": 1.0, "output": 2.0, "cacheRead": 0, "cacheWrite": 0}}],
-    }}});
-    let dir = d.home.join(".pi/agent");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("models.json"), models.to_string()).unwrap();
-}
-
-/// Block until the daemon's log holds `needle` (a line the daemon writes when something
-/// happened), or fail after a minute.
 #[test]
 fn steer_reaches_the_real_pi_between_turns() {
     let Some(pi) = pi_bin() else {
-        println!(
-            "SKIPPED steer_reaches_the_real_pi_between_turns: pi is not installed \
-             (run tests/pi/setup.sh, or set CREW_PI_DIR)"
-        );
-        return;
+        return skipped("steer_reaches_the_real_pi_between_turns");
     };
     // The first request is answered only once the test says so: then the task is surely
     // running, mid-turn, when it is steered.
@@ -73,16 +46,7 @@ fn steer_reaches_the_real_pi_between_turns() {
         }
     });
     // No `rpc` key: the pi adapter's default is rpc mode.
-    let config = format!(
-        "max_attempts = 1\nno_output_timeout_ms = 60000\ntask_timeout_ms = 120000\n\
-         [runtimes.pi]\nadapter = \"pi\"\ncommand = [{pi:?}, \"--offline\"]\n",
-        pi = pi.display().to_string(),
-    );
-    let d = Daemon::start_with(Opts {
-        config,
-        env: vec![],
-    });
-    write_models(&d, &stub);
+    let d = pi_daemon(&pi, &stub.base_url(), MODEL, (1.0, 2.0));
     std::fs::write(d.work.join("README.md"), "# Hello\n\nA greeting.\n").unwrap();
     one_step_team(
         &d,

@@ -10,39 +10,21 @@
 mod common;
 #[path = "support/model_stub.rs"]
 mod model_stub;
+#[path = "support/real_pi.rs"]
+mod real_pi;
 
 use common::*;
 use model_stub::{Exchange, Reply, Stub, Wire};
+use real_pi::*;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 const MODEL_ID: &str = "stub-model";
 const WRITTEN: &str = "hello from the real pi\n";
 /// Markers in the steps' task texts: the stub tells the two tasks' requests apart by them.
 const EDIT_MARK: &str = "EDIT-STEP-MARKER";
 const LOOK_MARK: &str = "LOOK-STEP-MARKER";
-
-fn pi_bin() -> Option<PathBuf> {
-    let dir = std::env::var_os("CREW_PI_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.cache/pi"));
-    let bin = dir.join("node_modules/.bin/pi");
-    bin.exists().then(|| bin.canonicalize().unwrap_or(bin))
-}
-
-fn models_json(stub: &Stub) -> Value {
-    json!({"providers": {"stub": {
-        "baseUrl": stub.base_url(),
-        "api": "openai-completions",
-        "apiKey": "stub-key-not-secret",
-        "compat": {"supportsDeveloperRole": false, "supportsReasoningEffort": false},
-        "models": [{
-            "id": MODEL_ID, "name": "Stub model", "contextWindow": 128000, "maxTokens": 4096,
-            "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0},
-        }],
-    }}})
-}
 
 /// The tools a request offered the model, by name.
 fn offered_tools(e: &Exchange) -> Vec<String> {
@@ -130,30 +112,10 @@ fn worktrees(dir: &Path) -> Vec<String> {
 #[test]
 fn real_pi_writes_a_file_in_its_worktree() {
     let Some(pi) = pi_bin() else {
-        println!(
-            "SKIPPED real_pi_writes_a_file_in_its_worktree: pi is not installed \
-             (run tests/pi/setup.sh, or set CREW_PI_DIR)"
-        );
-        return;
+        return skipped("real_pi_writes_a_file_in_its_worktree");
     };
     let stub = Stub::start(Wire::Chat, script);
-    let config = format!(
-        "max_attempts = 1\nno_output_timeout_ms = 60000\ntask_timeout_ms = 120000\n\
-         [runtimes.pi]\nadapter = \"pi\"\ncommand = [{pi:?}, \"--offline\"]\n",
-        pi = pi.display().to_string(),
-    );
-    let d = Daemon::start_with(Opts {
-        config,
-        env: vec![],
-    });
-    // pi reads its custom models from `$HOME/.pi/agent/models.json` (crewd's HOME, allowlisted).
-    let agent_dir = d.home.join(".pi/agent");
-    std::fs::create_dir_all(&agent_dir).unwrap();
-    std::fs::write(
-        agent_dir.join("models.json"),
-        models_json(&stub).to_string(),
-    )
-    .unwrap();
+    let d = pi_daemon(&pi, &stub.base_url(), MODEL_ID, (0.0, 0.0));
 
     // The user's repository: one commit; the test's `.crew/` resources excluded.
     let w = d.work.as_path();

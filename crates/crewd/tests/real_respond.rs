@@ -12,26 +12,20 @@ mod common;
 mod model_stub;
 #[path = "support/real_cli.rs"]
 mod real_cli;
+#[path = "support/real_pi.rs"]
+mod real_pi;
 
 use common::*;
 use model_stub::{Exchange, Reply, Stub, Wire};
 use real_cli::*;
+use real_pi::{pi_bin, pi_daemon};
 use serde_json::{json, Value};
-use std::path::PathBuf;
 
 const QUESTION: &str = "Which database should the service use?";
 const ANSWER: &str = "Postgres, version 16";
 const FINAL: &str = "Done: the service uses Postgres 16.";
 /// In the task's text, so the resumed request can be told to carry the first prompt.
 const TASK_MARK: &str = "Pick the storage for the service (mark-7f3a).";
-
-fn pi_bin() -> Option<PathBuf> {
-    let dir = std::env::var_os("CREW_PI_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.cache/pi"));
-    let bin = dir.join("node_modules/.bin/pi");
-    bin.exists().then(|| bin.canonicalize().unwrap_or(bin))
-}
 
 /// First request: call the ask tool. Later ones: the final text.
 fn ask_then_answer(tool: &'static str) -> impl Fn(&Exchange) -> Reply + Send + Sync {
@@ -113,31 +107,10 @@ fn check_resumed(exchanges: &[Exchange]) {
 #[test]
 fn pi_asks_and_the_answer_continues_its_session() {
     let Some(pi) = pi_bin() else {
-        skipped("pi_asks_and_the_answer_continues_its_session", "pi");
-        return;
+        return real_pi::skipped("pi_asks_and_the_answer_continues_its_session");
     };
     let stub = Stub::start(Wire::Chat, ask_then_answer("ask_user"));
-    let config = format!(
-        "max_attempts = 1\nno_output_timeout_ms = 60000\ntask_timeout_ms = 120000\n\
-         [runtimes.pi]\nadapter = \"pi\"\ncommand = [{pi:?}, \"--offline\"]\n",
-        pi = pi.display().to_string(),
-    );
-    let d = Daemon::start_with(Opts {
-        config,
-        env: vec![],
-    });
-    // pi reads its custom models from `$HOME/.pi/agent/models.json` (the harness's HOME).
-    let agent_dir = d.home.join(".pi/agent");
-    std::fs::create_dir_all(&agent_dir).unwrap();
-    let models = json!({"providers": {"stub": {
-        "baseUrl": stub.base_url(),
-        "api": "openai-completions",
-        "apiKey": "stub-key-not-secret",
-        "compat": {"supportsDeveloperRole": false, "supportsReasoningEffort": false},
-        "models": [{"id": "stub-model", "name": "Stub model", "contextWindow": 128000,
-            "maxTokens": 4096, "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0}}],
-    }}});
-    std::fs::write(agent_dir.join("models.json"), models.to_string()).unwrap();
+    let d = pi_daemon(&pi, &stub.base_url(), "stub-model", (0.0, 0.0));
 
     let (run, st) = ask_and_answer(&d, "pi", Some("stub/stub-model"));
     let exchanges = stub.exchanges();
