@@ -104,17 +104,6 @@ pub(crate) fn line_no(i: usize) -> u32 {
     u32::try_from(i.saturating_add(1)).unwrap_or(u32::MAX)
 }
 
-/// Steps of the de-duplication and line scans, counted in tests: linearity is checked by
-/// counting, not by timing.
-#[cfg(test)]
-pub(crate) static SCAN_STEPS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-#[inline]
-pub(crate) fn count_step() {
-    #[cfg(test)]
-    SCAN_STEPS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-}
-
 /// pi-crew's `parseCsv`: split on `,` outside double quotes (the quotes themselves are dropped),
 /// trim, drop empty items, dedupe keeping the first. `None` when nothing is left.
 pub(crate) fn parse_csv(value: &str) -> Option<Vec<String>> {
@@ -125,7 +114,6 @@ pub(crate) fn parse_csv(value: &str) -> Option<Vec<String>> {
     let mut in_quotes = false;
     let mut push = |current: &mut String, items: &mut Vec<String>| {
         let item = current.trim();
-        count_step();
         if !item.is_empty() && seen.insert(item.to_string()) {
             items.push(item.to_string());
         }

@@ -324,43 +324,6 @@ mod tests {
         }
     }
 
-    /// Work per input grows linearly: 4x the `dependsOn` names, roles or SKILL.md keys take
-    /// about 4x the scan steps (the de-duplication scans were quadratic: 16x).
-    #[test]
-    fn parsing_is_linear_by_count() {
-        use super::frontmatter::SCAN_STEPS;
-        use std::sync::atomic::Ordering;
-        type Input = (Kind, &'static str, fn(usize) -> String);
-        let inputs: [Input; 3] = [
-            (Kind::Workflow, "/x/workflows/w.workflow.md", |n| {
-                let deps: Vec<String> = (0..n).map(|i| format!("d{i}")).collect();
-                format!("## a\ndependsOn: {}\n", deps.join(","))
-            }),
-            (Kind::Team, "/x/teams/t.team.md", |n| {
-                (0..n).map(|i| format!("- r{i}: agent=a\n")).collect()
-            }),
-            (Kind::Skill, "/x/skills/s/SKILL.md", |n| {
-                let keys: String = (0..n).map(|i| format!("k{i}: v\n")).collect();
-                format!("---\nname: s\ndescription: d\n{keys}---\nbody")
-            }),
-        ];
-        for (kind, path, make) in inputs {
-            let steps = |n: usize| {
-                let text = make(n);
-                let before = SCAN_STEPS.load(Ordering::Relaxed);
-                let _ = parse_file(kind, Source::User, path, text.as_bytes());
-                SCAN_STEPS.load(Ordering::Relaxed) - before
-            };
-            // Other tests may run at the same time and add a few steps: compare big inputs.
-            let (small, big) = (steps(1_000), steps(4_000));
-            assert!(small >= 1_000, "{kind:?}: {small} steps for 1,000 items");
-            assert!(
-                big <= small * 5,
-                "{kind:?}: {small} steps for 1,000 items, {big} for 4,000"
-            );
-        }
-    }
-
     #[test]
     fn too_large_and_too_many_steps_are_diagnostics() {
         let big = vec![b'a'; (MAX_FILE_BYTES + 1) as usize];

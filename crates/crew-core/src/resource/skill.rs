@@ -227,7 +227,6 @@ fn version_ok(v: &str) -> bool {
 fn key_lines(raw: &str, first_line: u32) -> std::collections::HashMap<&str, u32> {
     let mut out = std::collections::HashMap::new();
     for (i, l) in raw.split('\n').enumerate() {
-        super::frontmatter::count_step();
         if l.starts_with([' ', '\t', '#', '-']) {
             continue;
         }

@@ -63,7 +63,6 @@ pub(super) fn parse(source: Source, path: &str, text: &str) -> (Option<Parsed>, 
         let Some(role) = parse_role(line, line_no, &mut d) else {
             continue;
         };
-        super::frontmatter::count_step();
         if !names.insert(role.name.clone()) {
             d.warn(
                 Some(line_no),
