@@ -16,13 +16,15 @@ pub struct Usage {
 }
 
 impl Usage {
+    /// Counts saturate: a worker reports them, and a hostile or broken one may report
+    /// `u64::MAX` (an overflow here was a panic in debug builds and a wrap-around in release).
     pub fn add(&mut self, other: &Usage) {
-        self.input += other.input;
-        self.output += other.output;
-        self.cache_read += other.cache_read;
-        self.cache_write += other.cache_write;
+        self.input = self.input.saturating_add(other.input);
+        self.output = self.output.saturating_add(other.output);
+        self.cache_read = self.cache_read.saturating_add(other.cache_read);
+        self.cache_write = self.cache_write.saturating_add(other.cache_write);
         self.cost += other.cost;
-        self.turns += other.turns;
+        self.turns = self.turns.saturating_add(other.turns);
     }
 
     /// In a sum, replace the part `old` by `new` (one task's usage changed).
@@ -38,6 +40,40 @@ impl Usage {
 
     /// Tokens that count against a budget: input + output + cacheWrite (SPEC §4).
     pub fn budget_tokens(&self) -> u64 {
-        self.input + self.output + self.cache_write
+        self.input
+            .saturating_add(self.output)
+            .saturating_add(self.cache_write)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Found by the `stream_opencode` fuzz target: usage near `u64::MAX` from a worker's line.
+    #[test]
+    fn worker_reported_counts_saturate() {
+        let huge = Usage {
+            input: u64::MAX,
+            output: u64::MAX - 1,
+            cache_read: u64::MAX,
+            cache_write: 7,
+            cost: 0.5,
+            turns: u64::MAX,
+        };
+        assert_eq!(huge.budget_tokens(), u64::MAX);
+        let mut sum = huge;
+        sum.add(&huge);
+        assert_eq!(
+            (
+                sum.input,
+                sum.output,
+                sum.cache_read,
+                sum.cache_write,
+                sum.turns
+            ),
+            (u64::MAX, u64::MAX, u64::MAX, 14, u64::MAX)
+        );
+        assert_eq!(sum.cost, 1.0);
     }
 }

@@ -250,8 +250,9 @@ impl ResultCache {
 
     pub fn record_saving(&self, usage: &Usage) {
         if let Ok(mut g) = self.inner.lock() {
-            g.counters.tokens_saved +=
-                usage.input + usage.output + usage.cache_read + usage.cache_write;
+            // Saturating: the counts come from a worker's report.
+            let tokens = usage.budget_tokens().saturating_add(usage.cache_read);
+            g.counters.tokens_saved = g.counters.tokens_saved.saturating_add(tokens);
             g.counters.cost_saved += usage.cost;
         }
     }

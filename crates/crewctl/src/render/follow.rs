@@ -96,12 +96,7 @@ impl TaskState {
 
     pub fn usage(&self) -> Usage {
         let mut u = self.prior;
-        u.input += self.current.input;
-        u.output += self.current.output;
-        u.cache_read += self.current.cache_read;
-        u.cache_write += self.current.cache_write;
-        u.cost += self.current.cost;
-        u.turns += self.current.turns;
+        add(&mut u, &self.current);
         u
     }
 
@@ -122,13 +117,14 @@ impl TaskState {
     }
 }
 
+/// Saturating: the counts are the daemon's sums of what workers reported.
 fn add(a: &mut Usage, b: &Usage) {
-    a.input += b.input;
-    a.output += b.output;
-    a.cache_read += b.cache_read;
-    a.cache_write += b.cache_write;
+    a.input = a.input.saturating_add(b.input);
+    a.output = a.output.saturating_add(b.output);
+    a.cache_read = a.cache_read.saturating_add(b.cache_read);
+    a.cache_write = a.cache_write.saturating_add(b.cache_write);
     a.cost += b.cost;
-    a.turns += b.turns;
+    a.turns = a.turns.saturating_add(b.turns);
 }
 
 #[derive(Debug, Clone, PartialEq)]
