@@ -2,11 +2,11 @@
 // runtime), a 200-task run against a 4-task run measured in the same process:
 //   1. time from `team.run` to the run's DAG being drawn (every node on the page);
 //   2. delay from a task event being published (its `time`) to its node changing colour, with
-//      the 200-task run producing about 100 status events a second.
+//      the 200-task run paced at about 100 status events a second (CONCURRENCY, SLEEP_MS).
 // Prints absolute figures, the ratios and the machine's load. No assertion on time.
 
 import { spawn } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { chromium } from 'playwright-core';
@@ -18,15 +18,15 @@ const CHROMIUM = process.env.CHROMIUM_BIN ?? '/usr/bin/chromium';
 const CREWCTL = process.env.CREWCTL_BIN ?? path.resolve('../../target/debug/crewctl');
 const ROUNDS = Number(process.env.ROUNDS ?? 5);
 
-/** A workflow of `n` explorer steps in layers of 10, each depending on two of the layer before. */
-function wideWorkflow(n) {
+/** A workflow of `n` explorer steps in layers of `width`, each depending on two of the layer before. */
+function wideWorkflow(n, width) {
   const lines = ['---', 'name: wide', 'description: benchmark DAG', '---', ''];
   for (let i = 0; i < n; i++) {
     lines.push(`## s${i}`, 'role: explorer');
-    const layer = Math.floor(i / 10);
+    const layer = Math.floor(i / width);
     if (layer > 0) {
-      const a = (layer - 1) * 10 + (i % 10);
-      const b = (layer - 1) * 10 + ((i + 1) % 10);
+      const a = (layer - 1) * width + (i % width);
+      const b = (layer - 1) * width + ((i + 1) % width);
       lines.push(`dependsOn: s${a}, s${b}`);
     }
     lines.push('', `Step ${i} of {goal}`, '');
@@ -34,14 +34,23 @@ function wideWorkflow(n) {
   return lines.join('\n');
 }
 
+// The 200-task run's pace: CONCURRENCY tasks of SLEEP_MS each give at most
+// 2 * CONCURRENCY / SLEEP_MS status events per ms (started + completed): 20 of 400 ms, 100/s;
+// the DAG's layers are CONCURRENCY wide so that many can run at once.
+const CONCURRENCY = Number(process.env.CONCURRENCY ?? 20);
+const SLEEP_MS = Number(process.env.SLEEP_MS ?? 400);
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const pct = (xs, p) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * p))];
 
-const d = await startDaemon();
+// The default caps (8 workers) would hold the paced run below CONCURRENCY.
+const root = mkdtempSync(path.join(os.tmpdir(), 'crew-bench-ui-'));
+mkdirSync(path.join(root, 'home', '.config', 'crew'), { recursive: true });
+writeFileSync(path.join(root, 'home', '.config', 'crew', 'config.toml'), `max_workers = ${CONCURRENCY}\nmax_concurrency_cap = ${CONCURRENCY}\n`);
+const d = await startDaemon({ root });
 const project = path.join(d.work, 'proj');
 mkdirSync(path.join(project, '.crew', 'workflows'), { recursive: true });
 mkdirSync(path.join(project, '.git'), { recursive: true });
-writeFileSync(path.join(project, '.crew', 'workflows', 'wide.workflow.md'), wideWorkflow(200));
+writeFileSync(path.join(project, '.crew', 'workflows', 'wide.workflow.md'), wideWorkflow(200, Math.max(1, CONCURRENCY)));
 const ui = spawn(CREWCTL, ['--socket', d.socket, 'ui', '--no-open'], { env: { ...process.env, HOME: d.home }, stdio: ['ignore', 'pipe', 'inherit'] });
 const url = await new Promise((resolve) => {
   let out = '';
@@ -103,12 +112,19 @@ async function colourDelays(params, n) {
 }
 
 const small = { goal: 'bench [fake:sleep=150ms]', cwd: project, runtime: 'fake' };
-const big = { ...small, workflow: 'wide', concurrency: 8 };
+const big = { ...small, goal: `bench [fake:sleep=${SLEEP_MS}ms]`, workflow: 'wide', concurrency: CONCURRENCY };
 const drawSmall = [];
 const drawBig = [];
+// Only drawing is measured here: each run is cancelled once drawn, so none of them competes
+// for workers with the paced run below.
+const drawn = async (params, n) => {
+  const r = await timeToDag(params, n);
+  await httpCall(d.socket, 'team.cancel', { runId: r.runId });
+  return r.ms;
+};
 for (let i = 0; i < ROUNDS; i++) {
-  drawSmall.push((await timeToDag(small, 4)).ms);
-  drawBig.push((await timeToDag(big, 200)).ms);
+  drawSmall.push(await drawn(small, 4));
+  drawBig.push(await drawn(big, 200));
 }
 const cSmall = await colourDelays(small, 4);
 const cBig = await colourDelays(big, 200);
