@@ -1,6 +1,6 @@
 //! A stub model API on 127.0.0.1 for the real-CLI tests: Anthropic Messages (Claude Code),
-//! OpenAI Responses (Codex) or Gemini's `streamGenerateContent` (Gemini CLI), all streamed as
-//! server-sent events. What it answers is up to the
+//! OpenAI Responses (Codex), Gemini's `streamGenerateContent` (Gemini CLI) or OpenAI chat
+//! completions (opencode), all streamed as server-sent events; errors as the API's JSON body. What it answers is up to the
 //! test's script; every request is recorded with what the stub answered and the usage it
 //! reported, so a test can hold crew's accounting to it.
 #![allow(dead_code)]
