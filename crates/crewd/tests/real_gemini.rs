@@ -17,8 +17,33 @@ use common::*;
 use model_stub::{Reply, Stub, Wire};
 use real_cli::*;
 use serde_json::json;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A stub that answers its first `errors.len()` requests with those statuses, then text.
+fn failing_then_ok(errors: &'static [(u16, &'static str)]) -> Stub {
+    let calls = AtomicU64::new(0);
+    Stub::start(Wire::Gemini, move |_| {
+        let n = calls.fetch_add(1, Ordering::SeqCst);
+        match errors.get(usize::try_from(n).unwrap()) {
+            Some((status, message)) => Reply::Error {
+                status: *status,
+                message: (*message).into(),
+            },
+            None => Reply::Text(AFTER_RETRIES.into()),
+        }
+    })
+}
 
 fn start_daemon(stub: &Stub, extra_config: &str) -> Option<Daemon> {
+    start_daemon_with(stub, extra_config, json!({}))
+}
+
+/// `start_daemon` with more of Gemini CLI's settings (`general.maxAttempts`, …).
+fn start_daemon_with(
+    stub: &Stub,
+    extra_config: &str,
+    settings: serde_json::Value,
+) -> Option<Daemon> {
     let gemini = agent_bin("gemini")?;
     let env = vec![
         ("GOOGLE_GEMINI_BASE_URL".to_string(), stub.base_url()),
@@ -38,11 +63,11 @@ fn start_daemon(stub: &Stub, extra_config: &str) -> Option<Daemon> {
     // CLI picks a gateway auth that its headless mode refuses).
     let dir = d.home.join(".gemini");
     std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(
-        dir.join("settings.json"),
-        r#"{"security":{"auth":{"selectedType":"gemini-api-key"}}}"#,
-    )
-    .unwrap();
+    let mut all = json!({"security": {"auth": {"selectedType": "gemini-api-key"}}});
+    for (k, v) in settings.as_object().unwrap() {
+        all[k] = v.clone();
+    }
+    std::fs::write(dir.join("settings.json"), all.to_string()).unwrap();
     Some(d)
 }
 
@@ -113,5 +138,45 @@ fn gemini_bad_requests_fail_with_the_apis_message() {
             .unwrap_or_default()
             .contains("STUB-400: max_tokens: field required"),
         "the API's message: {t:#}"
+    );
+}
+
+/// Gemini CLI retries a 429 inside itself (its own backoff: 5 s, with no knob to shorten it, so
+/// one case): crew sees one attempt that succeeded, with the answer's usage only.
+#[test]
+fn gemini_retries_a_rate_limit_itself() {
+    let stub = failing_then_ok(&[(429, "STUB says slow down")]);
+    let Some(d) = start_daemon(&stub, "max_attempts = 3\n") else {
+        return skipped("gemini_retries_a_rate_limit_itself", "gemini");
+    };
+    one_step_team(&d, "solo", "Answer: {goal}", "explorer");
+    check_recovered(&d, &stub, "gemini", MODEL, 1, &[]);
+    assert_eq!(stub.exchanges().len(), 2, "one retry by Gemini CLI");
+}
+
+/// With Gemini CLI's own retries off (`general.maxAttempts = 1`, as when it has spent them), a
+/// 429 and then a 503 (Gemini's overload) end its run: crew retries each, naming the API's
+/// message, and the third attempt answers.
+#[test]
+fn gemini_rate_limits_it_gives_up_on_are_retried_by_crew() {
+    let stub = failing_then_ok(&[
+        (429, "STUB says slow down"),
+        (503, "STUB says the model is overloaded"),
+    ]);
+    let settings = json!({"general": {"maxAttempts": 1}});
+    let Some(d) = start_daemon_with(&stub, "max_attempts = 3\n", settings) else {
+        return skipped(
+            "gemini_rate_limits_it_gives_up_on_are_retried_by_crew",
+            "gemini",
+        );
+    };
+    one_step_team(&d, "solo", "Answer: {goal}", "explorer");
+    check_recovered(
+        &d,
+        &stub,
+        "gemini",
+        MODEL,
+        3,
+        &["STUB says slow down", "STUB says the model is overloaded"],
     );
 }

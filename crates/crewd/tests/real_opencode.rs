@@ -18,6 +18,24 @@ use common::*;
 use model_stub::{Reply, Stub, Wire};
 use real_cli::*;
 use serde_json::json;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A stub that answers its first `errors.len()` requests with those statuses, then text; every
+/// error says `retry-after-ms: 1`, which opencode honours instead of its own backoff (2 s,
+/// doubling).
+fn failing_then_ok(errors: Vec<(u16, &'static str)>) -> Stub {
+    let calls = AtomicU64::new(0);
+    Stub::start_with_retry_after(Wire::Chat, Some(1), move |_| {
+        let n = calls.fetch_add(1, Ordering::SeqCst);
+        match errors.get(usize::try_from(n).unwrap()) {
+            Some((status, message)) => Reply::Error {
+                status: *status,
+                message: (*message).into(),
+            },
+            None => Reply::Text(AFTER_RETRIES.into()),
+        }
+    })
+}
 
 /// `provider/model`, as opencode names a model.
 fn model() -> String {
@@ -161,3 +179,42 @@ fn opencode_bad_requests_fail_with_the_apis_message() {
         "the API's message: {t:#}"
     );
 }
+
+/// opencode retries a 429 and a 529 inside itself: crew sees one attempt that succeeded, with
+/// the answer's usage only.
+#[test]
+fn opencode_retries_rate_limits_and_overloads_itself() {
+    let stub = failing_then_ok(vec![
+        (429, "STUB says slow down"),
+        (529, "STUB says the model is overloaded"),
+    ]);
+    let config = config_file(&stub);
+    let Some(d) = start_daemon(&config, "max_attempts = 3\n") else {
+        return skipped(
+            "opencode_retries_rate_limits_and_overloads_itself",
+            "opencode",
+        );
+    };
+    one_step_team(&d, "solo", "Answer: {goal}", "explorer");
+    check_recovered(&d, &stub, "opencode", &model(), 1, &[]);
+    assert_eq!(stub.exchanges().len(), 3, "two retries by opencode");
+}
+
+/// opencode gives up after its own retries (five): the 429 that ends its run is retried by
+/// crew, naming the API's message, and crew's second attempt answers.
+#[test]
+fn opencode_rate_limits_it_gives_up_on_are_retried_by_crew() {
+    let stub = failing_then_ok(vec![(429, "STUB says slow down"); OPENCODE_TRIES]);
+    let config = config_file(&stub);
+    let Some(d) = start_daemon(&config, "max_attempts = 3\n") else {
+        return skipped(
+            "opencode_rate_limits_it_gives_up_on_are_retried_by_crew",
+            "opencode",
+        );
+    };
+    one_step_team(&d, "solo", "Answer: {goal}", "explorer");
+    check_recovered(&d, &stub, "opencode", &model(), 2, &["STUB says slow down"]);
+}
+
+/// Requests opencode makes for one model call before it gives up: the first and five retries.
+const OPENCODE_TRIES: usize = 6;

@@ -226,7 +226,14 @@ impl GeminiParser {
                     .to_owned(),
                 _ => "gemini: the run failed".to_owned(),
             };
-            self.retryable = api_status(&message).map(status_retryable);
+            let (message, status) = match rate_limited(&message) {
+                Some(api) => (format!("{api} (HTTP 429: rate limited)"), Some(429)),
+                None => {
+                    let status = api_status(&message);
+                    (message, status)
+                }
+            };
+            self.retryable = status.map(status_retryable);
             self.error = Some(message.clone());
             events.push(WorkerEvent::Error { message });
         }
@@ -240,6 +247,27 @@ impl GeminiParser {
 
 fn str_of<'a>(m: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
     m.get(key).and_then(Value::as_str)
+}
+
+/// The starts of what Gemini CLI appends to the message of a 429 it gave up on
+/// (`getRateLimitMessage`: API-key and Vertex auth, then the rest). The line carries no status
+/// of its own; this advice is how a 429 shows.
+const RATE_LIMIT_ADVICE: &[&str] = &[
+    "Please wait and try again later.",
+    "Possible quota limitations in place",
+];
+
+/// The API's part of a 429's message (`[API Error: …]`), without Gemini CLI's advice to its
+/// interactive user ("switch to another /auth method", which would read as an auth failure,
+/// never retryable).
+fn rate_limited(message: &str) -> Option<&str> {
+    let (api, advice) = message.rsplit_once("]\n")?;
+    let advice = advice.trim_start();
+    RATE_LIMIT_ADVICE
+        .iter()
+        .any(|a| advice.starts_with(a))
+        .then(|| message.get(..api.len().saturating_add(1)))
+        .flatten()
 }
 
 /// The HTTP status in an API error message: Gemini CLI quotes the API's JSON body
@@ -517,10 +545,55 @@ mod tests {
         ] {
             assert_eq!(api_status(msg), want, "{msg}");
         }
+        for (msg, want) in [
+            (
+                "[API Error: busy]\nPossible quota limitations in place or slow response times detected. Switching to the gemini-2.5-flash model for the rest of this session.",
+                Some("[API Error: busy]"),
+            ),
+            (
+                "[API Error: busy]\nPlease wait and try again later. To increase your limits, request a quota increase through Vertex, or switch to another /auth method",
+                Some("[API Error: busy]"),
+            ),
+            ("[API Error: invalid API key]\nswitch to another /auth method", None),
+            ("[API Error: busy]", None),
+            ("]\n", None),
+        ] {
+            assert_eq!(rate_limited(msg), want, "{msg}");
+        }
         let (_, out) = feed(
             r#"{"type":"result","status":"error","error":{"type":"unknown","message":"[API Error: {\"error\":{\"code\":429}}]"}}"#,
         );
         assert_eq!(out.retryable, Some(true));
+    }
+
+    #[test]
+    fn rate_limits_it_gave_up_on_are_retried() {
+        // Recorded from Gemini CLI 0.61.0 with `general.maxAttempts = 1` against a stub that
+        // answered 429: the line has no status, only the API's message and Gemini CLI's advice
+        // for a 429 (which names "/auth", a never-retryable word).
+        let (events, out) = feed(include_str!("fixtures/gemini_rate_limited.jsonl"));
+        let err = out.error.unwrap_or_default();
+        assert_eq!(out.retryable, Some(true), "{err}");
+        assert!(
+            err.contains("Resource has been exhausted (e.g. check quota)."),
+            "the API's message: {err}"
+        );
+        assert!(
+            !err.contains("/auth"),
+            "advice for Gemini CLI's user: {err}"
+        );
+        assert!(
+            crate::stream::is_capacity_message(&err),
+            "a fallback model may answer: {err}"
+        );
+        assert!(events.contains(&WorkerEvent::Error { message: err }));
+
+        // A 503 (overload): its message alone says so.
+        let (_, out) = feed(include_str!("fixtures/gemini_overloaded.jsonl"));
+        let err = out.error.unwrap_or_default();
+        assert_eq!(out.retryable, None);
+        assert!(crate::stream::is_retryable_message(&err), "{err}");
+        assert!(err.contains("The model is overloaded."), "{err}");
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! A stub model API on 127.0.0.1 for the real-CLI tests: Anthropic Messages (Claude Code),
-//! OpenAI Responses (Codex) or Gemini's `streamGenerateContent` (Gemini CLI), all streamed as
-//! server-sent events. What it answers is up to the
+//! OpenAI Responses (Codex), Gemini's `streamGenerateContent` (Gemini CLI) or OpenAI chat
+//! completions (opencode), all streamed as server-sent events; errors as the API's JSON body. What it answers is up to the
 //! test's script; every request is recorded with what the stub answered and the usage it
 //! reported, so a test can hold crew's accounting to it.
 #![allow(dead_code)]
@@ -124,6 +124,16 @@ impl Stub {
     /// Serve `wire` on a free port; `script` decides each answer from the request (its `reply`
     /// and `sent` fields are placeholders when the script sees it).
     pub fn start(wire: Wire, script: impl Fn(&Exchange) -> Reply + Send + Sync + 'static) -> Stub {
+        Stub::start_with_retry_after(wire, None, script)
+    }
+
+    /// `start`, with a `retry-after-ms` header of `ms` on every error reply: a CLI that honours
+    /// the API's hint (opencode) retries at once instead of after its own backoff.
+    pub fn start_with_retry_after(
+        wire: Wire,
+        ms: Option<u64>,
+        script: impl Fn(&Exchange) -> Reply + Send + Sync + 'static,
+    ) -> Stub {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let exchanges = Arc::new(Mutex::new(Vec::new()));
@@ -139,7 +149,7 @@ impl Stub {
                 let Ok(conn) = conn else { continue };
                 let (ex, er, script) = (ex.clone(), er.clone(), script.clone());
                 std::thread::spawn(move || {
-                    if let Err(e) = serve(wire, conn, &ex, &*script) {
+                    if let Err(e) = serve(wire, ms, conn, &ex, &*script) {
                         er.lock().unwrap().push(e.to_string());
                     }
                 });
@@ -198,6 +208,7 @@ fn sent_for(n: u64) -> Sent {
 
 fn serve(
     wire: Wire,
+    retry_after_ms: Option<u64>,
     conn: TcpStream,
     exchanges: &Mutex<Vec<Exchange>>,
     script: &Script,
@@ -249,7 +260,7 @@ fn serve(
         } else {
             ("404 Not Found", "{}")
         };
-        return respond(&mut out, status, "application/json", body.as_bytes());
+        return respond(&mut out, status, "application/json", "", body.as_bytes());
     }
     let body = if chunked {
         read_chunked(&mut reader)?
@@ -293,10 +304,12 @@ fn serve(
             }
         };
         let status = format!("{status} Stub Error");
+        let extra = retry_after_ms.map_or(String::new(), |ms| format!("retry-after-ms: {ms}\r\n"));
         return respond(
             &mut out,
             &status,
             "application/json",
+            &extra,
             body.to_string().as_bytes(),
         );
     }
@@ -306,7 +319,13 @@ fn serve(
         Wire::Gemini => gemini_stream(&exchange),
         Wire::Chat => chat_stream(&exchange),
     };
-    respond(&mut out, "200 OK", "text/event-stream", stream.as_bytes())
+    respond(
+        &mut out,
+        "200 OK",
+        "text/event-stream",
+        "",
+        stream.as_bytes(),
+    )
 }
 
 fn error_type(status: u16) -> &'static str {
@@ -318,10 +337,17 @@ fn error_type(status: u16) -> &'static str {
     }
 }
 
-fn respond(out: &mut TcpStream, status: &str, ty: &str, body: &[u8]) -> std::io::Result<()> {
+/// `extra`: more header lines, each ending in `\r\n`.
+fn respond(
+    out: &mut TcpStream,
+    status: &str,
+    ty: &str,
+    extra: &str,
+    body: &[u8],
+) -> std::io::Result<()> {
     write!(
         out,
-        "HTTP/1.1 {status}\r\nContent-Type: {ty}\r\nCache-Control: no-cache\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        "HTTP/1.1 {status}\r\nContent-Type: {ty}\r\nCache-Control: no-cache\r\n{extra}Content-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
     )?;
     out.write_all(body)?;

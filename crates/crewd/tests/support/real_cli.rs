@@ -356,3 +356,75 @@ pub fn tail(s: &str, n: usize) -> &str {
         .unwrap_or(s.len());
     &s[start..]
 }
+
+/// The answer the retry tests' stubs give once their errors are spent.
+pub const AFTER_RETRIES: &str = "STUB-REPLY after the retries";
+
+/// Runs `goal` on the one-step `solo` team (see `one_step_team`) and holds it to a recovery
+/// from the stub's retryable errors: the task completed after `attempts` attempts of crew's
+/// (1: the CLI retried inside itself), crew's retries named the API's messages `retried` in
+/// order, its result is the stub's one text answer, and its usage is exactly that answer's
+/// (a failed request sent none). Returns the task.
+pub fn check_recovered(
+    d: &Daemon,
+    stub: &Stub,
+    runtime: &str,
+    model: &str,
+    attempts: u64,
+    retried: &[&str],
+) -> Value {
+    let run = d.run(
+        "RETRY-GOAL",
+        json!({"team": "solo", "runtime": runtime, "model": model}),
+    );
+    let status = d.wait(&run);
+    let st = d.status(&run);
+    assert_eq!(
+        status,
+        "completed",
+        "{st:#}\nstub: {:?}\n{}",
+        stub.exchanges()
+            .iter()
+            .map(|e| &e.reply)
+            .collect::<Vec<_>>(),
+        tail(&d.log_text(), 4000)
+    );
+    let t = &st["tasks"][0];
+    assert_eq!(t["attempts"], attempts, "who retried: {t:#}");
+    assert_eq!(result_text(d, &run, t).trim(), AFTER_RETRIES);
+
+    let retries: Vec<String> = d
+        .events(Some(&run))
+        .iter()
+        .filter(|e| e["type"] == "task.retrying")
+        .map(|e| e["data"]["error"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(retries.len(), retried.len(), "{retries:?}");
+    for (got, want) in retries.iter().zip(retried) {
+        assert!(got.contains(want), "{got:?} lacks the API's {want:?}");
+    }
+
+    let ex = stub.exchanges();
+    let ok: Vec<&Exchange> = ex
+        .iter()
+        .filter(|e| !matches!(e.reply, Reply::Error { .. }))
+        .collect();
+    assert_eq!(
+        ok.len(),
+        1,
+        "one answer: {:?}",
+        ex.iter().map(|e| &e.reply).collect::<Vec<_>>()
+    );
+    let sent = ok[0].sent;
+    let u = &t["usage"];
+    assert_eq!(
+        (
+            u["input"].as_u64().unwrap(),
+            u["output"].as_u64().unwrap(),
+            u["cacheRead"].as_u64().unwrap(),
+        ),
+        (sent.input, sent.output, sent.cache_read),
+        "the usage is the answer's: {u}"
+    );
+    t.clone()
+}
