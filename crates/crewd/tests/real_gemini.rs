@@ -17,22 +17,6 @@ use common::*;
 use model_stub::{Reply, Stub, Wire};
 use real_cli::*;
 use serde_json::json;
-use std::sync::atomic::{AtomicU64, Ordering};
-
-/// A stub that answers its first `errors.len()` requests with those statuses, then text.
-fn failing_then_ok(errors: &'static [(u16, &'static str)]) -> Stub {
-    let calls = AtomicU64::new(0);
-    Stub::start(Wire::Gemini, move |_| {
-        let n = calls.fetch_add(1, Ordering::SeqCst);
-        match errors.get(usize::try_from(n).unwrap()) {
-            Some((status, message)) => Reply::Error {
-                status: *status,
-                message: (*message).into(),
-            },
-            None => Reply::Text(AFTER_RETRIES.into()),
-        }
-    })
-}
 
 fn start_daemon(stub: &Stub, extra_config: &str) -> Option<Daemon> {
     start_daemon_with(stub, extra_config, json!({}))
@@ -145,7 +129,7 @@ fn gemini_bad_requests_fail_with_the_apis_message() {
 /// one case): crew sees one attempt that succeeded, with the answer's usage only.
 #[test]
 fn gemini_retries_a_rate_limit_itself() {
-    let stub = failing_then_ok(&[(429, "STUB says slow down")]);
+    let stub = failing_then_ok(Wire::Gemini, None, vec![(429, "STUB says slow down")]);
     let Some(d) = start_daemon(&stub, "max_attempts = 3\n") else {
         return skipped("gemini_retries_a_rate_limit_itself", "gemini");
     };
@@ -159,10 +143,14 @@ fn gemini_retries_a_rate_limit_itself() {
 /// message, and the third attempt answers.
 #[test]
 fn gemini_rate_limits_it_gives_up_on_are_retried_by_crew() {
-    let stub = failing_then_ok(&[
-        (429, "STUB says slow down"),
-        (503, "STUB says the model is overloaded"),
-    ]);
+    let stub = failing_then_ok(
+        Wire::Gemini,
+        None,
+        vec![
+            (429, "STUB says slow down"),
+            (503, "STUB says the model is overloaded"),
+        ],
+    );
     let settings = json!({"general": {"maxAttempts": 1}});
     let Some(d) = start_daemon_with(&stub, "max_attempts = 3\n", settings) else {
         return skipped(

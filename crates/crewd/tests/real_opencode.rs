@@ -18,24 +18,10 @@ use common::*;
 use model_stub::{Reply, Stub, Wire};
 use real_cli::*;
 use serde_json::json;
-use std::sync::atomic::{AtomicU64, Ordering};
 
-/// A stub that answers its first `errors.len()` requests with those statuses, then text; every
-/// error says `retry-after-ms: 1`, which opencode honours instead of its own backoff (2 s,
-/// doubling).
-fn failing_then_ok(errors: Vec<(u16, &'static str)>) -> Stub {
-    let calls = AtomicU64::new(0);
-    Stub::start_with_retry_after(Wire::Chat, Some(1), move |_| {
-        let n = calls.fetch_add(1, Ordering::SeqCst);
-        match errors.get(usize::try_from(n).unwrap()) {
-            Some((status, message)) => Reply::Error {
-                status: *status,
-                message: (*message).into(),
-            },
-            None => Reply::Text(AFTER_RETRIES.into()),
-        }
-    })
-}
+/// opencode honours an error's `retry-after-ms` instead of its own backoff (2 s, doubling):
+/// the stub's errors say 1 ms.
+const RETRY_AFTER_MS: Option<u64> = Some(1);
 
 /// `provider/model`, as opencode names a model.
 fn model() -> String {
@@ -184,10 +170,14 @@ fn opencode_bad_requests_fail_with_the_apis_message() {
 /// the answer's usage only.
 #[test]
 fn opencode_retries_rate_limits_and_overloads_itself() {
-    let stub = failing_then_ok(vec![
-        (429, "STUB says slow down"),
-        (529, "STUB says the model is overloaded"),
-    ]);
+    let stub = failing_then_ok(
+        Wire::Chat,
+        RETRY_AFTER_MS,
+        vec![
+            (429, "STUB says slow down"),
+            (529, "STUB says the model is overloaded"),
+        ],
+    );
     let config = config_file(&stub);
     let Some(d) = start_daemon(&config, "max_attempts = 3\n") else {
         return skipped(
@@ -204,7 +194,11 @@ fn opencode_retries_rate_limits_and_overloads_itself() {
 /// crew, naming the API's message, and crew's second attempt answers.
 #[test]
 fn opencode_rate_limits_it_gives_up_on_are_retried_by_crew() {
-    let stub = failing_then_ok(vec![(429, "STUB says slow down"); OPENCODE_TRIES]);
+    let stub = failing_then_ok(
+        Wire::Chat,
+        RETRY_AFTER_MS,
+        vec![(429, "STUB says slow down"); OPENCODE_TRIES],
+    );
     let config = config_file(&stub);
     let Some(d) = start_daemon(&config, "max_attempts = 3\n") else {
         return skipped(

@@ -5,7 +5,7 @@
 #![allow(dead_code)]
 
 use super::common::*;
-use super::model_stub::{Exchange, Reply, Sent, Stub};
+use super::model_stub::{Exchange, Reply, Sent, Stub, Wire};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -359,6 +359,26 @@ pub fn tail(s: &str, n: usize) -> &str {
 
 /// The answer the retry tests' stubs give once their errors are spent.
 pub const AFTER_RETRIES: &str = "STUB-REPLY after the retries";
+
+/// A stub that answers its first `errors.len()` requests with those statuses, each saying
+/// `retry-after-ms: retry_after_ms` when given, then [`AFTER_RETRIES`].
+pub fn failing_then_ok(
+    wire: Wire,
+    retry_after_ms: Option<u64>,
+    errors: Vec<(u16, &'static str)>,
+) -> Stub {
+    let calls = std::sync::atomic::AtomicUsize::new(0);
+    Stub::start_with_retry_after(wire, retry_after_ms, move |_| {
+        let n = calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        match errors.get(n) {
+            Some((status, message)) => Reply::Error {
+                status: *status,
+                message: (*message).into(),
+            },
+            None => Reply::Text(AFTER_RETRIES.into()),
+        }
+    })
+}
 
 /// Runs `goal` on the one-step `solo` team (see `one_step_team`) and holds it to a recovery
 /// from the stub's retryable errors: the task completed after `attempts` attempts of crew's
