@@ -8,7 +8,8 @@
 
 use super::{
     add_usage, cut_chars, json_cost, json_count, status_retryable, strip_cr, Launch, LaunchSpec,
-    Outcome, StdinFrom, StreamParser, WorkerEvent, Writes, TOOL_ARGS_LIMIT,
+    Outcome, StdinFrom, StreamParser, WorkerEvent, Writes, ASK_MCP_SERVER, ASK_TOOL,
+    TOOL_ARGS_LIMIT,
 };
 use crate::resource::SystemPromptMode;
 use crate::usage::Usage;
@@ -62,6 +63,10 @@ pub(super) fn launch(spec: &LaunchSpec) -> Launch {
     // Message starts and deltas as they stream: the `assistant` lines carry a message's usage
     // as of its start (output 1), and the real output count is in its `message_delta`.
     argv.push("--include-partial-messages".into());
+    // The answer to a question continues the session that asked (the prompt is the answer).
+    if let Some(id) = &spec.session.resume {
+        argv.push(format!("--resume={id}"));
+    }
     if let Some(model) = &spec.model {
         argv.push("--model".into());
         argv.push(model.clone());
@@ -81,8 +86,24 @@ pub(super) fn launch(spec: &LaunchSpec) -> Launch {
     // Both take several values: the `=` form keeps them from taking the prompt too.
     let tools = claude_tools(&spec.tools).join(",");
     argv.push(format!("--tools={tools}"));
-    if !tools.is_empty() {
-        argv.push(format!("--allowedTools={tools}"));
+    // crew's ask server: an MCP server beside the user's own (not `--strict-mcp-config`), its
+    // tool loaded up front (`alwaysLoad`: never deferred behind Claude Code's tool search, which
+    // a role's `--tools` may not even have) and pre-approved whatever the role.
+    let mut allowed = tools.clone();
+    if let Some(server) = &spec.session.ask_server {
+        if let Some((command, args)) = server.split_first() {
+            let config = serde_json::json!({"mcpServers": {ASK_MCP_SERVER: {
+                "type": "stdio", "command": command, "args": args, "alwaysLoad": true,
+            }}});
+            argv.push(format!("--mcp-config={config}"));
+            if !allowed.is_empty() {
+                allowed.push(',');
+            }
+            allowed.push_str(&ask_tool_name());
+        }
+    }
+    if !allowed.is_empty() {
+        argv.push(format!("--allowedTools={allowed}"));
     }
     let user_sets_permissions = spec.command.iter().skip(1).any(|a| {
         PERMISSION_FLAGS
@@ -123,6 +144,11 @@ pub(super) fn launch(spec: &LaunchSpec) -> Launch {
             Launch::args(argv)
         }
     }
+}
+
+/// What Claude Code calls crew's ask tool: `mcp__<server>__<tool>`.
+fn ask_tool_name() -> String {
+    format!("mcp__{ASK_MCP_SERVER}__{ASK_TOOL}")
 }
 
 /// Claude Code's `--effort` levels; pi's thinking levels map onto them.
@@ -236,6 +262,19 @@ impl ClaudeParser {
                             name: name.to_owned(),
                             args: cut_chars(&args, TOOL_ARGS_LIMIT),
                         });
+                        // A call of crew's ask tool is the question (its result only tells
+                        // the model to end its turn).
+                        if name == ask_tool_name() {
+                            let question = part
+                                .get("input")
+                                .and_then(|i| i.get("question"))
+                                .and_then(Value::as_str);
+                            if let Some(question) = question {
+                                events.push(WorkerEvent::Ask {
+                                    question: question.to_owned(),
+                                });
+                            }
+                        }
                     }
                     _ => {}
                 }

@@ -7,7 +7,7 @@
 
 use super::{
     add_usage, cut_chars, json_count, strip_cr, Launch, LaunchSpec, Outcome, StdinFrom,
-    StreamParser, WorkerEvent, Writes, TOOL_ARGS_LIMIT,
+    StreamParser, WorkerEvent, Writes, ASK_MCP_SERVER, ASK_TOOL, TOOL_ARGS_LIMIT,
 };
 use crate::resource::SystemPromptMode;
 use crate::usage::Usage;
@@ -79,6 +79,31 @@ pub(super) fn launch(spec: &LaunchSpec) -> Launch {
                 toml_string(&spec.system_prompt)
             ),
         });
+    }
+    // crew's ask server, beside the user's own MCP servers, its one tool approved (`codex
+    // exec` runs with approval policy `never`: a tool that needs an approval fails).
+    if let Some((command, args)) = spec
+        .session
+        .ask_server
+        .as_ref()
+        .and_then(|s| s.split_first())
+    {
+        let key = format!("mcp_servers.{ASK_MCP_SERVER}");
+        let args: Vec<String> = args.iter().map(|a| toml_string(a)).collect();
+        argv.extend([
+            "-c".into(),
+            format!("{key}.command={}", toml_string(command)),
+            "-c".into(),
+            format!("{key}.args=[{}]", args.join(", ")),
+            "-c".into(),
+            format!("{key}.tools.{ASK_TOOL}.approval_mode=\"approve\""),
+        ]);
+    }
+    // The answer to a question continues the session that asked: `exec resume ID PROMPT`,
+    // after exec's own options (its subcommand takes fewer of them: no `--sandbox`).
+    if let Some(id) = &spec.session.resume {
+        argv.push("resume".into());
+        argv.push(id.clone());
     }
     // A long prompt is stdin (`-`), a regular file codex reads to its end.
     match &spec.prompt_file {
@@ -187,6 +212,7 @@ impl CodexParser {
                 name: name.clone(),
                 args: cut_chars(&args, TOOL_ARGS_LIMIT),
             });
+            events.extend(ask_of(kind, item));
         }
         if completed {
             if kind == "file_change" {
@@ -235,6 +261,28 @@ fn tool_of(kind: &str, item: &Map<String, Value>) -> Option<(String, String)> {
         }
         _ => None,
     }
+}
+
+/// A call of crew's ask tool (an `mcp_tool_call` of its server) is the question; its result
+/// only tells the model to end its turn.
+fn ask_of(kind: &str, item: &Map<String, Value>) -> Option<WorkerEvent> {
+    let str_of = |k: &str| item.get(k).and_then(Value::as_str);
+    if kind != "mcp_tool_call" || str_of("server") != Some(ASK_MCP_SERVER) {
+        return None;
+    }
+    if str_of("tool") != Some(ASK_TOOL) {
+        return None;
+    }
+    // The arguments as an object, or as the JSON text of one.
+    let question = match item.get("arguments")? {
+        Value::String(s) => serde_json::from_str::<Value>(s)
+            .ok()?
+            .get("question")?
+            .as_str()?
+            .to_owned(),
+        args => args.get("question")?.as_str()?.to_owned(),
+    };
+    Some(WorkerEvent::Ask { question })
 }
 
 /// A completed item that codex's policy turned down: a declined or failed file change, a

@@ -87,10 +87,28 @@ pub struct SessionSpec {
     pub resume: Option<String>,
     /// pi: crew's extension file that gives the agent its `ask_user` tool (`--extension`).
     pub ask_extension: Option<String>,
+    /// claude / codex: the command (program first) of crew's stdio MCP server that gives the
+    /// agent its `ask_user` tool (`crewctl mcp --ask`), registered as [`ASK_MCP_SERVER`].
+    pub ask_server: Option<Vec<String>>,
 }
 
 /// The tool an agent calls to ask the user something (pi: from crew's extension).
 pub const ASK_TOOL: &str = "ask_user";
+
+/// The MCP server name crew's ask server is registered under for claude and codex: Claude Code
+/// calls its tool `mcp__crew_ask__ask_user`, codex reports `server: "crew_ask"`. Not `crew`,
+/// which is what a user names `crewctl mcp` in their own settings.
+pub const ASK_MCP_SERVER: &str = "crew_ask";
+
+/// True for a CLI session id crew passes back to the CLI on argv (`--resume=ID`, `exec resume
+/// ID`): the ids the CLIs make are UUIDs; anything else the stream said (an option-like or
+/// empty string) is not trusted with a place on argv.
+pub fn is_resumable_session_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 128
+        && !id.starts_with('-')
+        && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
 
 /// crew's pi extension registering [`ASK_TOOL`]: the daemon writes it into the run directory
 /// and passes it with `--extension`.
