@@ -18,7 +18,8 @@ use serde::Deserialize;
 /// The tool's name: the same as pi's, so an agent file reads the same on every runtime.
 pub const ASK_TOOL: &str = "ask_user";
 
-const DESCRIPTION: &str = "Ask the user a question when you cannot go on without their decision or information. \
+const DESCRIPTION: &str =
+    "Ask the user a question when you cannot go on without their decision or information. \
 The question goes to the user; their answer arrives as your next message. \
 End your turn right after calling this tool.";
 
@@ -46,10 +47,9 @@ pub struct AskServer;
 
 impl ServerHandler for AskServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(
-                Implementation::new("crew_ask", env!("CARGO_PKG_VERSION")).with_title("crew ask"),
-            )
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build()).with_server_info(
+            Implementation::new("crew_ask", env!("CARGO_PKG_VERSION")).with_title("crew ask"),
+        )
     }
 
     async fn list_tools(

@@ -985,9 +985,24 @@ async fn run_process(
         tracing::warn!(error = %e, "cannot create the transcript; the attempt runs without one");
     }
     let opened = file.is_ok();
+    let parser = match resume {
+        Some(_) => {
+            // The attempt that asked is the one before this one (an answer starts the next
+            // attempt); its stream is what this session goes on from.
+            let asked = spec
+                .attempt
+                .checked_sub(1)
+                .map(|n| run_dir.join(format!("transcripts/{}.attempt-{n}.jsonl", spec.task_id)));
+            let text = asked
+                .and_then(|p| blocking(|| std::fs::read(p)).ok())
+                .unwrap_or_default();
+            stream::resuming_parser(spec.runtime.adapter, &String::from_utf8_lossy(&text))
+        }
+        None => stream::parser(spec.runtime.adapter),
+    };
     let mut out = Stdout {
         redactor: Default::default(),
-        parser: stream::parser(spec.runtime.adapter),
+        parser,
         transcript: Transcript {
             file: file
                 .ok()
