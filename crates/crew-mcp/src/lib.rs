@@ -9,7 +9,11 @@
 //!
 //! The connection to crewd is made on the first tool call, not at start-up, and made again
 //! after it broke: an MCP client starts its servers with the editor, often before the daemon.
+//!
+//! `ask.rs` is a second, separate server (`crewctl mcp --ask`): the `ask_user` tool crewd gives
+//! the Claude Code and Codex workers it starts.
 
+mod ask;
 mod daemon;
 mod error;
 mod params;
@@ -19,6 +23,7 @@ mod tools;
 mod wait;
 mod workspace;
 
+pub use ask::{serve_ask, serve_ask_stdio, AskServer};
 pub use daemon::{ConnectFuture, Connector};
 pub use error::ToolError;
 pub use server::CrewServer;

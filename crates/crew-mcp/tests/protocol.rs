@@ -80,3 +80,41 @@ async fn tools_are_listed_and_failures_are_tool_errors() {
     client.cancel().await.unwrap();
     let _ = server.await;
 }
+
+/// The ask server (`crewctl mcp --ask`): one tool, `ask_user` with a required `question`; a
+/// call answers at once, without a daemon, telling the model to end its turn.
+#[tokio::test]
+async fn the_ask_server_has_one_tool_that_tells_the_model_to_stop() {
+    let (server_side, client_side) = tokio::io::duplex(64 * 1024);
+    let server = tokio::spawn(crew_mcp::serve_ask(server_side));
+    let client = ().serve(client_side).await.unwrap();
+
+    let tools = client.list_all_tools().await.unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    assert_eq!(names, ["ask_user"]);
+    assert_eq!(tools[0].input_schema["required"], json!(["question"]));
+
+    let args = json!({"question": "Which database?"});
+    let r = client
+        .call_tool(
+            CallToolRequestParams::new("ask_user")
+                .with_arguments(args.as_object().unwrap().clone()),
+        )
+        .await
+        .unwrap();
+    assert_ne!(r.is_error, Some(true));
+    let said = text(&r);
+    assert!(said.contains("Which database?"), "{said}");
+    assert!(said.contains("End your turn now"), "{said}");
+
+    // No question: a tool error naming the field.
+    let r = client
+        .call_tool(CallToolRequestParams::new("ask_user").with_arguments(Default::default()))
+        .await
+        .unwrap();
+    assert_eq!(r.is_error, Some(true));
+    assert!(text(&r).contains("question"), "{}", text(&r));
+
+    client.cancel().await.unwrap();
+    let _ = server.await;
+}

@@ -231,7 +231,12 @@ pub enum Command {
         allow_remote_without_tls: bool,
     },
     /// Serve crew's runs as MCP tools over stdin/stdout (for Claude Code, Codex, any MCP client)
-    Mcp,
+    Mcp {
+        /// Serve only the `ask_user` tool crewd gives its Claude Code and Codex workers (needs
+        /// no daemon)
+        #[arg(long, hide = true)]
+        ask: bool,
+    },
     /// Print a shell completion script
     Completions {
         #[arg(value_enum)]

@@ -414,6 +414,22 @@ pub fn fake_agent_path() -> String {
     .clone()
 }
 
+/// `crewctl` from the directory of the running `crewd`, else from the worker's PATH: Claude
+/// Code and Codex workers start `crewctl mcp --ask` for their `ask_user` tool. Looked up once,
+/// like the fake agent.
+pub fn crewctl_path() -> String {
+    static PATH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| {
+        std::env::current_exe()
+            .ok()
+            .and_then(|p| p.parent().map(|d| d.join("crewctl")))
+            .filter(|p| p.exists())
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|| "crewctl".into())
+    })
+    .clone()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,7 +8,8 @@
 
 use super::{
     add_usage, cut_chars, json_cost, json_count, status_retryable, strip_cr, Launch, LaunchSpec,
-    Outcome, StdinFrom, StreamParser, WorkerEvent, Writes, TOOL_ARGS_LIMIT,
+    Outcome, StdinFrom, StreamParser, WorkerEvent, Writes, ASK_MCP_SERVER, ASK_TOOL,
+    TOOL_ARGS_LIMIT,
 };
 use crate::resource::SystemPromptMode;
 use crate::usage::Usage;
@@ -62,6 +63,10 @@ pub(super) fn launch(spec: &LaunchSpec) -> Launch {
     // Message starts and deltas as they stream: the `assistant` lines carry a message's usage
     // as of its start (output 1), and the real output count is in its `message_delta`.
     argv.push("--include-partial-messages".into());
+    // The answer to a question continues the session that asked (the prompt is the answer).
+    if let Some(id) = &spec.session.resume {
+        argv.push(format!("--resume={id}"));
+    }
     if let Some(model) = &spec.model {
         argv.push("--model".into());
         argv.push(model.clone());
@@ -81,8 +86,24 @@ pub(super) fn launch(spec: &LaunchSpec) -> Launch {
     // Both take several values: the `=` form keeps them from taking the prompt too.
     let tools = claude_tools(&spec.tools).join(",");
     argv.push(format!("--tools={tools}"));
-    if !tools.is_empty() {
-        argv.push(format!("--allowedTools={tools}"));
+    // crew's ask server: an MCP server beside the user's own (not `--strict-mcp-config`), its
+    // tool loaded up front (`alwaysLoad`: never deferred behind Claude Code's tool search, which
+    // a role's `--tools` may not even have) and pre-approved whatever the role.
+    let mut allowed = tools.clone();
+    if let Some(server) = &spec.session.ask_server {
+        if let Some((command, args)) = server.split_first() {
+            let config = serde_json::json!({"mcpServers": {ASK_MCP_SERVER: {
+                "type": "stdio", "command": command, "args": args, "alwaysLoad": true,
+            }}});
+            argv.push(format!("--mcp-config={config}"));
+            if !allowed.is_empty() {
+                allowed.push(',');
+            }
+            allowed.push_str(&ask_tool_name());
+        }
+    }
+    if !allowed.is_empty() {
+        argv.push(format!("--allowedTools={allowed}"));
     }
     let user_sets_permissions = spec.command.iter().skip(1).any(|a| {
         PERMISSION_FLAGS
@@ -123,6 +144,11 @@ pub(super) fn launch(spec: &LaunchSpec) -> Launch {
             Launch::args(argv)
         }
     }
+}
+
+/// What Claude Code calls crew's ask tool: `mcp__<server>__<tool>`.
+fn ask_tool_name() -> String {
+    format!("mcp__{ASK_MCP_SERVER}__{ASK_TOOL}")
 }
 
 /// Claude Code's `--effort` levels; pi's thinking levels map onto them.
@@ -236,6 +262,19 @@ impl ClaudeParser {
                             name: name.to_owned(),
                             args: cut_chars(&args, TOOL_ARGS_LIMIT),
                         });
+                        // A call of crew's ask tool is the question (its result only tells
+                        // the model to end its turn).
+                        if name == ask_tool_name() {
+                            let question = part
+                                .get("input")
+                                .and_then(|i| i.get("question"))
+                                .and_then(Value::as_str);
+                            if let Some(question) = question {
+                                events.push(WorkerEvent::Ask {
+                                    question: question.to_owned(),
+                                });
+                            }
+                        }
                     }
                     _ => {}
                 }
@@ -618,6 +657,22 @@ mod tests {
         own_mode.command = ["claude", "--permission-mode", "bypassPermissions"]
             .map(String::from)
             .to_vec();
+        let ask_server = Some(
+            ["/opt/crew/crewctl", "mcp", "--ask"]
+                .map(String::from)
+                .to_vec(),
+        );
+        let mut asking = spec();
+        asking.session.ask_server = ask_server.clone();
+        let mut asking_no_tools = spec();
+        asking_no_tools.tools = vec![];
+        asking_no_tools.session.ask_server = ask_server.clone();
+        let mut resumed = spec();
+        resumed.session.ask_server = ask_server;
+        resumed.session.resume = Some("1d623514-ea5c-4f75-aa8a-f0d154a0eccf".into());
+        resumed.prompt = "x".repeat(ARGV_PROMPT_LIMIT + 1);
+        resumed.prompt_file = Some("/run/prompts/01_a.md".into());
+        let mcp_config = r#"--mcp-config={"mcpServers":{"crew_ask":{"alwaysLoad":true,"args":["mcp","--ask"],"command":"/opt/crew/crewctl","type":"stdio"}}}"#;
         let base = [
             "-p",
             "--output-format",
@@ -712,6 +767,60 @@ mod tests {
                 ]
                 .concat(),
                 StdinFrom::Null,
+            ),
+            (
+                "crew's ask server, its tool allowed",
+                asking,
+                [
+                    &["claude"][..],
+                    &base,
+                    &[
+                        "--tools=Read",
+                        mcp_config,
+                        "--allowedTools=Read,mcp__crew_ask__ask_user",
+                        "--permission-mode",
+                        "dontAsk",
+                        "Goal: fix it",
+                    ],
+                ]
+                .concat(),
+                StdinFrom::Null,
+            ),
+            (
+                "no tools but the ask tool",
+                asking_no_tools,
+                [
+                    &["claude"][..],
+                    &base,
+                    &[
+                        "--tools=",
+                        mcp_config,
+                        "--allowedTools=mcp__crew_ask__ask_user",
+                        "--permission-mode",
+                        "dontAsk",
+                        "Goal: fix it",
+                    ],
+                ]
+                .concat(),
+                StdinFrom::Null,
+            ),
+            (
+                "the answer resumes the session, a long answer on stdin",
+                resumed,
+                [
+                    &["claude"][..],
+                    &base,
+                    &[
+                        "--resume=1d623514-ea5c-4f75-aa8a-f0d154a0eccf",
+                        "--tools=Read",
+                        mcp_config,
+                        "--allowedTools=Read,mcp__crew_ask__ask_user",
+                        "--permission-mode",
+                        "dontAsk",
+                    ],
+                ]
+                .concat(),
+                StdinFrom::File("/run/prompts/01_a.md".into()),
             ),
         ];
         for (name, spec, argv, stdin) in table {
@@ -846,6 +955,58 @@ mod tests {
                 "{name}"
             );
         }
+    }
+
+    /// Real Claude Code 2.1.332 streams (stub model): the call of crew's ask tool is the
+    /// question, once; the turn ends after its result; the resumed attempt is the same
+    /// session, asks nothing, and its result is the answer's.
+    #[test]
+    fn a_call_of_crews_ask_tool_is_the_question() {
+        let (events, outcome) = run(include_str!("fixtures/claude_ask.jsonl"));
+        let asks: Vec<&WorkerEvent> = events
+            .iter()
+            .filter(|e| matches!(e, WorkerEvent::Ask { .. }))
+            .collect();
+        assert_eq!(
+            asks,
+            [&WorkerEvent::Ask {
+                question: "Which database should the service use?".into()
+            }]
+        );
+        let session = Some("1d623514-ea5c-4f75-aa8a-f0d154a0eccf");
+        assert_eq!(outcome.session_id.as_deref(), session);
+        assert_eq!(
+            outcome.final_text.as_deref(),
+            Some("STUB-WAITING: I asked the user which database to use.")
+        );
+        assert_eq!(outcome.error, None);
+
+        let (events, outcome) = run(include_str!("fixtures/claude_resumed.jsonl"));
+        assert!(!events.iter().any(|e| matches!(e, WorkerEvent::Ask { .. })));
+        assert_eq!(outcome.session_id.as_deref(), session);
+        assert_eq!(
+            outcome.final_text.as_deref(),
+            Some("STUB-FINAL: the service uses Postgres 16.")
+        );
+        // One model call: the resumed session's earlier ones are not counted again.
+        assert_eq!((outcome.usage.input, outcome.usage.output), (1021, 23));
+
+        // A tool of that name from another server, or a question that is no string, asks
+        // nothing.
+        for name in ["mcp__other__ask_user", "ask_user"] {
+            let line = format!(
+                r#"{{"type":"assistant","message":{{"id":"m","content":[{{"type":"tool_use","id":"t","name":"{name}","input":{{"question":"q"}}}}]}}}}"#
+            );
+            let (events, _) = run(&line);
+            assert!(
+                !events.iter().any(|e| matches!(e, WorkerEvent::Ask { .. })),
+                "{name}"
+            );
+        }
+        let (events, _) = run(
+            r#"{"type":"assistant","message":{"id":"m","content":[{"type":"tool_use","id":"t","name":"mcp__crew_ask__ask_user","input":{"question":[1]}}]}}"#,
+        );
+        assert!(!events.iter().any(|e| matches!(e, WorkerEvent::Ask { .. })));
     }
 
     #[test]

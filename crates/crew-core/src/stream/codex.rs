@@ -1,13 +1,16 @@
 //! `codex exec --json`: argv and stream parser.
 //!
-//! Codex reports usage per turn (`turn.completed`), no cost and no model. Its `input_tokens`
-//! include the cached ones, so `input` here is the uncached part and `cacheRead` the cached
+//! Codex reports usage per turn (`turn.completed`), no cost and no model. The counts are the
+//! thread's totals so far: a `codex exec resume` reports the resumed session's earlier turns
+//! again, so a turn's usage is the totals less the thread's totals before it (`thread_total`,
+//! from the earlier attempt's stream for a resumed one). Its `input_tokens` include the cached
+//! ones, so `input` here is the uncached part and `cacheRead` the cached
 //! part, the way pi counts them. An `agent_message` may be a preamble before more commands, so
 //! it is never reported as final; `turn.completed` (→ `Finished`) ends the run.
 
 use super::{
     add_usage, cut_chars, json_count, strip_cr, Launch, LaunchSpec, Outcome, StdinFrom,
-    StreamParser, WorkerEvent, Writes, TOOL_ARGS_LIMIT,
+    StreamParser, WorkerEvent, Writes, ASK_MCP_SERVER, ASK_TOOL, TOOL_ARGS_LIMIT,
 };
 use crate::resource::SystemPromptMode;
 use crate::usage::Usage;
@@ -80,6 +83,31 @@ pub(super) fn launch(spec: &LaunchSpec) -> Launch {
             ),
         });
     }
+    // crew's ask server, beside the user's own MCP servers, its one tool approved (`codex
+    // exec` runs with approval policy `never`: a tool that needs an approval fails).
+    if let Some((command, args)) = spec
+        .session
+        .ask_server
+        .as_ref()
+        .and_then(|s| s.split_first())
+    {
+        let key = format!("mcp_servers.{ASK_MCP_SERVER}");
+        let args: Vec<String> = args.iter().map(|a| toml_string(a)).collect();
+        argv.extend([
+            "-c".into(),
+            format!("{key}.command={}", toml_string(command)),
+            "-c".into(),
+            format!("{key}.args=[{}]", args.join(", ")),
+            "-c".into(),
+            format!("{key}.tools.{ASK_TOOL}.approval_mode=\"approve\""),
+        ]);
+    }
+    // The answer to a question continues the session that asked: `exec resume ID PROMPT`,
+    // after exec's own options (its subcommand takes fewer of them: no `--sandbox`).
+    if let Some(id) = &spec.session.resume {
+        argv.push("resume".into());
+        argv.push(id.clone());
+    }
     // A long prompt is stdin (`-`), a regular file codex reads to its end.
     match &spec.prompt_file {
         Some(file) => {
@@ -151,6 +179,29 @@ pub(crate) struct CodexParser {
     open_items: HashSet<String>,
     /// The `thread_id` of `thread.started` (`codex exec resume ID` continues it).
     session_id: Option<String>,
+    /// The thread's usage totals as of its last `turn.completed` (before this stream: those
+    /// of the attempt it resumes).
+    thread_total: Usage,
+}
+
+impl CodexParser {
+    /// A parser for an attempt that resumes a thread whose totals were `before`.
+    pub(crate) fn resuming(before: Usage) -> CodexParser {
+        CodexParser {
+            thread_total: before,
+            ..Default::default()
+        }
+    }
+}
+
+/// The thread's usage totals a codex stream ended with (its last `turn.completed`): what an
+/// attempt that resumes the thread starts from.
+pub(crate) fn thread_total(stream: &str) -> Usage {
+    let mut p = CodexParser::default();
+    for line in stream.lines() {
+        p.feed_line(line);
+    }
+    p.thread_total
 }
 
 impl CodexParser {
@@ -187,6 +238,7 @@ impl CodexParser {
                 name: name.clone(),
                 args: cut_chars(&args, TOOL_ARGS_LIMIT),
             });
+            events.extend(ask_of(kind, item));
         }
         if completed {
             if kind == "file_change" {
@@ -235,6 +287,28 @@ fn tool_of(kind: &str, item: &Map<String, Value>) -> Option<(String, String)> {
         }
         _ => None,
     }
+}
+
+/// A call of crew's ask tool (an `mcp_tool_call` of its server) is the question; its result
+/// only tells the model to end its turn.
+fn ask_of(kind: &str, item: &Map<String, Value>) -> Option<WorkerEvent> {
+    let str_of = |k: &str| item.get(k).and_then(Value::as_str);
+    if kind != "mcp_tool_call" || str_of("server") != Some(ASK_MCP_SERVER) {
+        return None;
+    }
+    if str_of("tool") != Some(ASK_TOOL) {
+        return None;
+    }
+    // The arguments as an object, or as the JSON text of one.
+    let question = match item.get("arguments")? {
+        Value::String(s) => serde_json::from_str::<Value>(s)
+            .ok()?
+            .get("question")?
+            .as_str()?
+            .to_owned(),
+        args => args.get("question")?.as_str()?.to_owned(),
+    };
+    Some(WorkerEvent::Ask { question })
 }
 
 /// A completed item that codex's policy turned down: a declined or failed file change, a
@@ -323,7 +397,7 @@ impl StreamParser for CodexParser {
                 let cached = field("cached_input_tokens");
                 let cache_write = field("cache_write_input_tokens");
                 // `output_tokens` already holds `reasoning_output_tokens`.
-                let turn = Usage {
+                let total = Usage {
                     input: field("input_tokens")
                         .saturating_sub(cached)
                         .saturating_sub(cache_write),
@@ -331,8 +405,18 @@ impl StreamParser for CodexParser {
                     cache_read: cached,
                     cache_write,
                     cost: 0.0,
+                    turns: 0,
+                };
+                let before = self.thread_total;
+                let turn = Usage {
+                    input: total.input.saturating_sub(before.input),
+                    output: total.output.saturating_sub(before.output),
+                    cache_read: total.cache_read.saturating_sub(before.cache_read),
+                    cache_write: total.cache_write.saturating_sub(before.cache_write),
+                    cost: 0.0,
                     turns: 1,
                 };
+                self.thread_total = total;
                 add_usage(&mut self.usage, &turn);
                 self.completed = true;
                 vec![WorkerEvent::TurnEnd, WorkerEvent::Finished]
@@ -419,6 +503,21 @@ mod tests {
         long.prompt = "x".repeat(ARGV_PROMPT_LIMIT + 1);
         long.prompt_file = Some("/run/prompts/01_a.md".into());
         long.system_prompt = String::new();
+        let ask_server = Some(
+            ["/opt/crew/crewctl", "mcp", "--ask"]
+                .map(String::from)
+                .to_vec(),
+        );
+        let mut asking = spec(&["codex"], None);
+        asking.system_prompt = String::new();
+        asking.session.ask_server = ask_server.clone();
+        let mut resumed = spec(&["codex"], Some("gpt-5-codex"));
+        resumed.system_prompt = String::new();
+        resumed.tools = ["read", "bash", "edit"].map(String::from).to_vec();
+        resumed.prompt = "x".repeat(ARGV_PROMPT_LIMIT + 1);
+        resumed.prompt_file = Some("/run/prompts/01_a.md".into());
+        resumed.session.ask_server = ask_server;
+        resumed.session.resume = Some("01a2380a-e5d4-7e81-af46-4210bd8b4cf3".into());
         let table: Vec<(&str, LaunchSpec, Vec<&str>, StdinFrom)> = vec![
             (
                 "read-only role, no system prompt file",
@@ -481,6 +580,50 @@ mod tests {
                     "--skip-git-repo-check",
                     "--sandbox",
                     "read-only",
+                    "-",
+                ],
+                StdinFrom::File("/run/prompts/01_a.md".into()),
+            ),
+            (
+                "crew's ask server",
+                asking,
+                vec![
+                    "codex",
+                    "exec",
+                    "--json",
+                    "--skip-git-repo-check",
+                    "--sandbox",
+                    "read-only",
+                    "-c",
+                    "mcp_servers.crew_ask.command=\"/opt/crew/crewctl\"",
+                    "-c",
+                    "mcp_servers.crew_ask.args=[\"mcp\", \"--ask\"]",
+                    "-c",
+                    "mcp_servers.crew_ask.tools.ask_user.approval_mode=\"approve\"",
+                    "Goal: fix it",
+                ],
+                StdinFrom::Null,
+            ),
+            (
+                "the answer resumes the session: `resume ID` after exec's options, a long answer on stdin",
+                resumed,
+                vec![
+                    "codex",
+                    "exec",
+                    "--json",
+                    "--model",
+                    "gpt-5-codex",
+                    "--skip-git-repo-check",
+                    "--sandbox",
+                    "workspace-write",
+                    "-c",
+                    "mcp_servers.crew_ask.command=\"/opt/crew/crewctl\"",
+                    "-c",
+                    "mcp_servers.crew_ask.args=[\"mcp\", \"--ask\"]",
+                    "-c",
+                    "mcp_servers.crew_ask.tools.ask_user.approval_mode=\"approve\"",
+                    "resume",
+                    "01a2380a-e5d4-7e81-af46-4210bd8b4cf3",
                     "-",
                 ],
                 StdinFrom::File("/run/prompts/01_a.md".into()),
@@ -598,6 +741,80 @@ mod tests {
         }
         assert_eq!(p.usage(), p.outcome().usage);
         (events, p.outcome())
+    }
+
+    /// A real Codex 0.171.0 stream (stub model): the call of crew's ask tool is the question,
+    /// once; the turn then ends with the agent's reply.
+    #[test]
+    fn a_call_of_crews_ask_tool_is_the_question() {
+        let (events, outcome) = run(include_str!("fixtures/codex_ask.jsonl"));
+        let asks: Vec<&WorkerEvent> = events
+            .iter()
+            .filter(|e| matches!(e, WorkerEvent::Ask { .. }))
+            .collect();
+        assert_eq!(
+            asks,
+            [&WorkerEvent::Ask {
+                question: "Which database should the service use?".into()
+            }]
+        );
+        assert_eq!(
+            outcome.session_id.as_deref(),
+            Some("01a2380a-e5d4-7e81-af46-4210bd8b4cf3")
+        );
+        assert_eq!(
+            outcome.final_text.as_deref(),
+            Some("STUB-WAITING: I asked the user which database to use.")
+        );
+        // Another server's `ask_user`, or another tool of crew's server, asks nothing.
+        for item in [
+            r#"{"type":"item.started","item":{"id":"i","type":"mcp_tool_call","server":"other","tool":"ask_user","arguments":{"question":"q"}}}"#,
+            r#"{"type":"item.started","item":{"id":"i","type":"mcp_tool_call","server":"crew_ask","tool":"other","arguments":{"question":"q"}}}"#,
+            r#"{"type":"item.started","item":{"id":"i","type":"mcp_tool_call","server":"crew_ask","tool":"ask_user","arguments":{"question":5}}}"#,
+        ] {
+            let (events, _) = run(item);
+            assert!(
+                !events.iter().any(|e| matches!(e, WorkerEvent::Ask { .. })),
+                "{item}"
+            );
+        }
+        // Arguments as JSON text, and an item seen only completed, still ask once.
+        let (events, _) = run(
+            r#"{"type":"item.completed","item":{"id":"i","type":"mcp_tool_call","server":"crew_ask","tool":"ask_user","arguments":"{\"question\":\"q?\"}"}}"#,
+        );
+        assert_eq!(
+            events
+                .iter()
+                .filter(|e| matches!(e, WorkerEvent::Ask { question } if question == "q?"))
+                .count(),
+            1
+        );
+    }
+
+    /// `codex exec resume` reports the thread's totals, the asked attempt's turns included:
+    /// the resumed attempt counts only its own (stub: 1021 uncached input, 3 cached, 23 out).
+    #[test]
+    fn a_resumed_thread_counts_only_its_own_usage() {
+        let asked = include_str!("fixtures/codex_ask.jsonl");
+        let resumed = include_str!("fixtures/codex_resumed.jsonl");
+        let mut p = crate::stream::resuming_parser(AdapterKind::Codex, asked);
+        for line in resumed.lines() {
+            p.feed_line(line);
+        }
+        let u = p.outcome().usage;
+        assert_eq!((u.input, u.output, u.cache_read, u.turns), (1021, 23, 3, 1));
+        assert_eq!(
+            p.outcome().final_text.as_deref(),
+            Some("STUB-FINAL: the service uses Postgres 16.")
+        );
+        assert_eq!(
+            p.outcome().session_id.as_deref(),
+            Some("01a2380a-e5d4-7e81-af46-4210bd8b4cf3"),
+            "the same thread"
+        );
+        // Read fresh, the resumed stream would count the asked attempt's turns again.
+        let (_, fresh) = run(resumed);
+        assert_eq!(fresh.usage.input, 3042);
     }
 
     #[test]

@@ -87,10 +87,30 @@ pub struct SessionSpec {
     pub resume: Option<String>,
     /// pi: crew's extension file that gives the agent its `ask_user` tool (`--extension`).
     pub ask_extension: Option<String>,
+    /// claude / codex: the command (program first) of crew's stdio MCP server that gives the
+    /// agent its `ask_user` tool (`crewctl mcp --ask`), registered as [`ASK_MCP_SERVER`].
+    pub ask_server: Option<Vec<String>>,
 }
 
 /// The tool an agent calls to ask the user something (pi: from crew's extension).
 pub const ASK_TOOL: &str = "ask_user";
+
+/// The MCP server name crew's ask server is registered under for claude and codex: Claude Code
+/// calls its tool `mcp__crew_ask__ask_user`, codex reports `server: "crew_ask"`. Not `crew`,
+/// which is what a user names `crewctl mcp` in their own settings.
+pub const ASK_MCP_SERVER: &str = "crew_ask";
+
+/// True for a CLI session id crew passes back to the CLI on argv (`--resume=ID`, `exec resume
+/// ID`): the ids the CLIs make are UUIDs; anything else the stream said (an option-like or
+/// empty string) is not trusted with a place on argv.
+pub fn is_resumable_session_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 128
+        && !id.starts_with('-')
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
 
 /// crew's pi extension registering [`ASK_TOOL`]: the daemon writes it into the run directory
 /// and passes it with `--extension`.
@@ -311,6 +331,17 @@ pub fn prompt_needs_file(prompt: &str) -> bool {
     prompt.len() > ARGV_PROMPT_LIMIT
 }
 
+/// The parser for an attempt that continues the session of the attempt whose stream was
+/// `asked` (its transcript): codex counts usage over the whole thread, so the resumed
+/// attempt's usage starts from the totals the earlier stream ended with; the other CLIs
+/// report each invocation's own usage.
+pub fn resuming_parser(kind: AdapterKind, asked: &str) -> Box<dyn StreamParser> {
+    match kind {
+        AdapterKind::Codex => Box::new(codex::CodexParser::resuming(codex::thread_total(asked))),
+        _ => parser(kind),
+    }
+}
+
 pub fn parser(kind: AdapterKind) -> Box<dyn StreamParser> {
     match kind {
         AdapterKind::Pi => Box::new(pi::PiParser::default()),
@@ -374,4 +405,26 @@ pub(crate) fn add_usage(acc: &mut Usage, u: &Usage) {
     acc.turns = acc.turns.saturating_add(u.turns);
     let cost = acc.cost + u.cost;
     acc.cost = if cost.is_finite() { cost } else { f64::MAX };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_resumable_session_id;
+
+    #[test]
+    fn only_plain_session_ids_go_back_on_argv() {
+        for (id, ok) in [
+            ("1d623514-ea5c-4f75-aa8a-f0d154a0eccf", true),
+            ("thread_01", true),
+            ("", false),
+            ("--dangerously-skip-permissions", false),
+            ("-x", false),
+            ("a b", false),
+            ("a/../b", false),
+            ("ünï", false),
+        ] {
+            assert_eq!(is_resumable_session_id(id), ok, "{id:?}");
+        }
+        assert!(!is_resumable_session_id(&"a".repeat(129)));
+    }
 }

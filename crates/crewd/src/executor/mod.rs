@@ -47,16 +47,25 @@ const PAUSE_SLACK: Duration = Duration::from_secs(1);
 const DRAIN_LINES: usize = 4096;
 
 /// The session this attempt continues, when its runtime can: pi when the session file is
-/// there (a worker that died before writing it, or the fake agent, leaves none). `None`: the
-/// attempt starts fresh, with the answer in its prompt.
+/// there (a worker that died before writing it, or the fake agent, leaves none); claude and
+/// codex when their stream named a session id (`claude -p --resume`, `codex exec resume`).
+/// `None`: the attempt starts fresh, with the answer in its prompt.
 fn usable_resume(spec: &AttemptSpec) -> Option<&Resume> {
     let r = spec.resume.as_ref()?;
     match spec.runtime.adapter {
         stream::AdapterKind::Pi => {
             blocking(|| std::path::Path::new(&r.session).is_file()).then_some(r)
         }
+        stream::AdapterKind::Claude | stream::AdapterKind::Codex => {
+            stream::is_resumable_session_id(&r.session).then_some(r)
+        }
         _ => None,
     }
+}
+
+/// crew's ask server for the claude and codex adapters: `crewctl mcp --ask`.
+fn ask_server() -> Vec<String> {
+    vec![crate::config::crewctl_path(), "mcp".into(), "--ask".into()]
 }
 
 /// The prompt of an attempt that continues the session that asked: the answer, said to be one.
@@ -562,6 +571,10 @@ struct Stdout {
     rpc: bool,
     /// rpc mode: `agent_end` came; the worker has nothing more to do.
     rpc_done: bool,
+    /// A question ends the agent's turn at once (pi: crew's extension returns `terminate`).
+    /// Claude Code and Codex make one more model call after the ask tool's result: their
+    /// turn's end, not the question, starts the drain, so the session they resume is whole.
+    ask_ends_turn: bool,
     warnings: Warnings,
 }
 
@@ -619,7 +632,9 @@ impl Stdout {
                 }
                 WorkerEvent::Ask { question } => {
                     self.question = Some(question.clone());
-                    self.final_at.get_or_insert(Instant::now());
+                    if self.ask_ends_turn {
+                        self.final_at.get_or_insert(Instant::now());
+                    }
                 }
                 WorkerEvent::Refused { tool, message, .. } => self.warnings.send(tool, message),
                 _ => {}
@@ -793,6 +808,7 @@ async fn run_process(
                     file: Some(file),
                     resume: None,
                     ask_extension: Some(ext.display().to_string()),
+                    ask_server: None,
                 },
                 Err(e) => {
                     return failed(
@@ -805,10 +821,14 @@ async fn run_process(
                 }
             }
         }
-        _ => stream::SessionSpec {
+        // Claude Code and Codex keep their sessions themselves (under the user's home) and
+        // ask through crew's MCP server.
+        stream::AdapterKind::Claude | stream::AdapterKind::Codex => stream::SessionSpec {
             resume: resume.map(|r| r.session.clone()),
+            ask_server: Some(ask_server()),
             ..Default::default()
         },
+        _ => stream::SessionSpec::default(),
     };
     let session_file = session.file.clone();
     let launch = LaunchSpec {
@@ -965,9 +985,24 @@ async fn run_process(
         tracing::warn!(error = %e, "cannot create the transcript; the attempt runs without one");
     }
     let opened = file.is_ok();
+    let parser = match resume {
+        Some(_) => {
+            // The attempt that asked is the one before this one (an answer starts the next
+            // attempt); its stream is what this session goes on from.
+            let asked = spec
+                .attempt
+                .checked_sub(1)
+                .map(|n| run_dir.join(format!("transcripts/{}.attempt-{n}.jsonl", spec.task_id)));
+            let text = asked
+                .and_then(|p| blocking(|| std::fs::read(p)).ok())
+                .unwrap_or_default();
+            stream::resuming_parser(spec.runtime.adapter, &String::from_utf8_lossy(&text))
+        }
+        None => stream::parser(spec.runtime.adapter),
+    };
     let mut out = Stdout {
         redactor: Default::default(),
-        parser: stream::parser(spec.runtime.adapter),
+        parser,
         transcript: Transcript {
             file: file
                 .ok()
@@ -985,6 +1020,7 @@ async fn run_process(
         final_at: None,
         rpc,
         rpc_done: false,
+        ask_ends_turn: spec.runtime.adapter == stream::AdapterKind::Pi,
         warnings: Warnings {
             port: port.clone(),
             key: spec.key(),

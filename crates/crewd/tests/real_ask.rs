@@ -1,0 +1,322 @@
+//! Issue 16 item 8 on Claude Code and Codex (pinned in `tests/agents/package.json`), each
+//! pointed at a stub model server on 127.0.0.1: the agent asks through crew's ask server
+//! (`crewctl mcp --ask`, which crewd gives both CLIs), the task goes `waiting` with the
+//! question, `team.respond` answers, and the answer continues the CLI's own session
+//! (`claude -p --resume`, `codex exec resume`): the stub's request after the answer carries the
+//! earlier conversation (the task prompt once, the question, the agent's reply after the ask
+//! tool's result) and the answer; the task completes with the stub's final text.
+//!
+//! The CLIs are installed by `tests/agents/setup.sh` into `tests/agents/node_modules` (or
+//! `$CREW_AGENTS_DIR`). Without that install the tests pass after printing why they did
+//! nothing, so `cargo test` works offline.
+
+mod common;
+#[path = "support/model_stub.rs"]
+mod model_stub;
+#[path = "support/real_cli.rs"]
+mod real_cli;
+
+use common::*;
+use model_stub::{Exchange, Reply, Stub, Wire};
+use real_cli::*;
+use serde_json::{json, Value};
+use std::process::Command;
+use std::sync::Once;
+
+const QUESTION: &str = "Which database should the service use?";
+const WAITING: &str = "STUB-WAITING: I asked the user which database to use.";
+const ANSWER: &str = "Postgres, version 16";
+const FINAL: &str = "STUB-FINAL: the service uses Postgres 16.";
+/// In the task's text, so the resumed request can be told to carry the first prompt.
+const TASK_MARK: &str = "Pick the storage for the service (mark-7f3a).";
+
+/// crewd gives its workers the `crewctl` next to its own executable: make sure there is one
+/// (cargo builds another crate's binaries for a whole-workspace test run, not for this file
+/// alone).
+fn ensure_crewctl() {
+    static ONCE: Once = Once::new();
+    let bin = crewd_bin().with_file_name("crewctl");
+    ONCE.call_once(|| {
+        if !bin.exists() {
+            let status = Command::new(env!("CARGO"))
+                .args(["build", "-p", "crewctl"])
+                .status()
+                .expect("cargo build -p crewctl");
+            assert!(status.success(), "building crewctl failed");
+        }
+    });
+}
+
+/// Every object in `v` (depth first) for which `f` gives a value.
+fn find_all<T>(v: &Value, f: &impl Fn(&serde_json::Map<String, Value>) -> Option<T>) -> Vec<T> {
+    let mut out = Vec::new();
+    match v {
+        Value::Object(o) => {
+            out.extend(f(o));
+            for v in o.values() {
+                out.extend(find_all(v, f));
+            }
+        }
+        Value::Array(a) => a.iter().for_each(|v| out.extend(find_all(v, f))),
+        _ => {}
+    }
+    out
+}
+
+/// The tools the request offers: (namespace, name). Codex puts an MCP server's tools in a
+/// Responses API namespace `mcp__<server>`; Claude Code names them `mcp__<server>__<tool>`.
+fn offered_tools(body: &Value) -> Vec<(Option<String>, String)> {
+    let Some(tools) = body.get("tools").and_then(Value::as_array) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for t in tools {
+        let Some(name) = t.get("name").and_then(Value::as_str) else {
+            continue;
+        };
+        match t.get("tools").and_then(Value::as_array) {
+            Some(inner) => out.extend(
+                inner
+                    .iter()
+                    .filter_map(|i| i.get("name")?.as_str())
+                    .map(|n| (Some(name.to_string()), n.to_string())),
+            ),
+            None => out.push((None, name.to_string())),
+        }
+    }
+    out
+}
+
+/// The name of the last tool the model called in the conversation so far.
+fn last_call(body: &Value) -> Option<String> {
+    find_all(body, &|o| {
+        let ty = o.get("type")?.as_str()?;
+        matches!(ty, "tool_use" | "function_call")
+            .then(|| o.get("name")?.as_str().map(str::to_owned))
+            .flatten()
+    })
+    .pop()
+}
+
+/// The offered ask tool, as the stub must call it.
+fn ask_tool(e: &Exchange) -> Option<(Option<String>, String)> {
+    offered_tools(&e.body)
+        .into_iter()
+        .find(|(ns, n)| n == "mcp__crew_ask__ask_user" || (ns.is_some() && n == "ask_user"))
+}
+
+/// The model: asks first; after the ask tool's result, ends its turn saying so; once the answer
+/// came, gives the final text.
+fn script(e: &Exchange) -> Reply {
+    if e.texts().contains(ANSWER) {
+        return Reply::Text(FINAL.into());
+    }
+    if last_call(&e.body).is_some_and(|n| n.ends_with("ask_user")) {
+        return Reply::Text(WAITING.into());
+    }
+    let input = json!({"question": QUESTION});
+    match ask_tool(e) {
+        Some((Some(namespace), name)) => Reply::NamespacedTool {
+            namespace,
+            name,
+            input,
+        },
+        Some((None, name)) => Reply::Tool { name, input },
+        None => Reply::Text("STUB-SIDE-ANSWER".into()),
+    }
+}
+
+/// Run the one-step team until it waits, answer, run to the end; returns (run id, status).
+fn ask_and_answer(d: &Daemon, stub: &Stub, runtime: &str) -> (String, Value) {
+    one_step_team(d, "asker", TASK_MARK, "executor");
+    let run = d.run(
+        "choose storage",
+        json!({"team": "asker", "runtime": runtime, "model": MODEL}),
+    );
+    let status = d.wait(&run);
+    let st = d.status(&run);
+    assert_eq!(
+        status,
+        "blocked",
+        "{st:#}\nstub: {:#?}\nlog:\n{}",
+        stub.exchanges(),
+        tail(&d.log_text(), 4000)
+    );
+    let t = Daemon::task(&st, "01_only");
+    assert_eq!(t["status"], "waiting", "{st:#}");
+    assert_eq!(t["question"], QUESTION, "{st:#}");
+    d.ok(
+        "team.respond",
+        json!({"runId": run, "taskId": "01_only", "message": ANSWER}),
+    );
+    let status = d.wait(&run);
+    let st = d.status(&run);
+    assert_eq!(
+        status,
+        "completed",
+        "{st:#}\nstub: {:#?}\nlog:\n{}",
+        stub.exchanges(),
+        tail(&d.log_text(), 4000)
+    );
+    (run, st)
+}
+
+/// The stub saw: the ask call, the turn's end after its result, and one request after the
+/// answer that carries the whole earlier conversation, the task prompt only once.
+fn check_resumed(exchanges: &[Exchange]) {
+    let replies: Vec<&Reply> = exchanges.iter().map(|e| &e.reply).collect();
+    assert_eq!(exchanges.len(), 3, "requests: {exchanges:#?}");
+    assert!(
+        matches!(
+            replies[0],
+            Reply::Tool { .. } | Reply::NamespacedTool { .. }
+        ),
+        "{replies:?}"
+    );
+    assert_eq!(replies[1], &Reply::Text(WAITING.into()));
+    assert_eq!(replies[2], &Reply::Text(FINAL.into()));
+    assert!(
+        exchanges[0].texts().contains(TASK_MARK),
+        "{:#}",
+        exchanges[0].body
+    );
+    let texts = exchanges[2].texts();
+    for (what, needle) in [
+        ("the answer", ANSWER),
+        ("the first prompt", TASK_MARK),
+        ("the question (the tool call)", QUESTION),
+        ("the agent's reply after the ask", WAITING),
+    ] {
+        assert!(
+            texts.contains(needle),
+            "the resumed request lacks {what}: {:#}",
+            exchanges[2].body
+        );
+    }
+    // The same conversation: the task prompt is there once, not rendered again with the answer.
+    assert_eq!(
+        texts.matches(TASK_MARK).count(),
+        1,
+        "a fresh prompt, not the session: {texts}"
+    );
+}
+
+/// The worker's stdout of each attempt (`team.logs`), for a failed assertion's message.
+fn transcripts(d: &Daemon, run: &str) -> String {
+    let dir = d.state_dir.join("runs").join(run).join("transcripts");
+    let mut out = String::new();
+    for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+        out.push_str(&format!("== {}\n", entry.path().display()));
+        out.push_str(&std::fs::read_to_string(entry.path()).unwrap_or_default());
+    }
+    out
+}
+
+/// The task took two attempts (the ask, the answer), ends with the stub's final text, and its
+/// usage is what the stub sent: the resumed session's earlier turns are not counted again.
+/// `turns`: Claude Code counts a turn per model call, Codex one per `codex exec`.
+fn check_task(d: &Daemon, run: &str, st: &Value, exchanges: &[Exchange], turns: u64) {
+    let t = Daemon::task(st, "01_only");
+    assert_eq!(t["attempts"], 2, "{st:#}\n{}", transcripts(d, run));
+    assert_eq!(result_text(d, run, t).trim(), FINAL);
+    let sum = |f: fn(&model_stub::Sent) -> u64| exchanges.iter().map(|e| f(&e.sent)).sum::<u64>();
+    let u = &t["usage"];
+    assert_eq!(
+        (
+            u["input"].as_u64().unwrap(),
+            u["output"].as_u64().unwrap(),
+            u["cacheRead"].as_u64().unwrap(),
+            u["turns"].as_u64().unwrap(),
+        ),
+        (
+            sum(|s| s.input),
+            sum(|s| s.output),
+            sum(|s| s.cache_read),
+            turns
+        ),
+        "usage {u}\n{}",
+        transcripts(d, run)
+    );
+}
+
+fn claude_daemon(stub: &Stub) -> Option<Daemon> {
+    let claude = agent_bin("claude")?;
+    ensure_crewctl();
+    let env = claude_env(stub);
+    let names: Vec<String> = env.iter().map(|(k, _)| format!("{k:?}")).collect();
+    let config = format!(
+        "no_output_timeout_ms = 60000\ntask_timeout_ms = 180000\n\
+         [runtimes.claude]\nadapter = \"claude\"\ncommand = [{claude:?}]\nenv = [{}]\n",
+        names.join(", "),
+        claude = claude.display().to_string(),
+    );
+    Some(Daemon::start_with(Opts { config, env }))
+}
+
+#[test]
+fn claude_code_asks_and_the_answer_resumes_its_session() {
+    let stub = Stub::start(Wire::Anthropic, script);
+    let Some(d) = claude_daemon(&stub) else {
+        return skipped(
+            "claude_code_asks_and_the_answer_resumes_its_session",
+            "claude",
+        );
+    };
+    let (run, st) = ask_and_answer(&d, &stub, "claude");
+    let exchanges = stub.exchanges();
+    assert!(stub.errors().is_empty(), "stub errors: {:?}", stub.errors());
+    // The ask tool is offered up front, not deferred behind Claude Code's tool search.
+    assert_eq!(
+        ask_tool(&exchanges[0]),
+        Some((None, "mcp__crew_ask__ask_user".into())),
+        "{:#}",
+        exchanges[0].body
+    );
+    check_resumed(&exchanges);
+    check_task(&d, &run, &st, &exchanges, 3);
+}
+
+fn codex_daemon(home: &tempfile::TempDir) -> Option<Daemon> {
+    let codex = agent_bin("codex")?;
+    ensure_crewctl();
+    let env = vec![
+        ("CODEX_HOME".to_string(), path_str(home.path()).to_string()),
+        (
+            "STUB_API_KEY".to_string(),
+            "stub-key-not-secret".to_string(),
+        ),
+    ];
+    let config = format!(
+        "no_output_timeout_ms = 60000\ntask_timeout_ms = 180000\n\
+         [runtimes.codex]\nadapter = \"codex\"\ncommand = [{codex:?}]\n\
+         env = [\"CODEX_HOME\", \"STUB_API_KEY\"]\n",
+        codex = codex.display().to_string(),
+    );
+    Some(Daemon::start_with(Opts { config, env }))
+}
+
+#[test]
+fn codex_asks_and_the_answer_resumes_its_session() {
+    let stub = Stub::start(Wire::Responses, script);
+    // A `CODEX_HOME` whose only provider is the stub: crew adds its ask server on the command
+    // line, nothing in the config names it.
+    let home = tempfile::Builder::new()
+        .prefix("codex-home")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap();
+    std::fs::write(home.path().join("config.toml"), codex_provider_toml(&stub)).unwrap();
+    let Some(d) = codex_daemon(&home) else {
+        return skipped("codex_asks_and_the_answer_resumes_its_session", "codex");
+    };
+    let (run, st) = ask_and_answer(&d, &stub, "codex");
+    let exchanges = stub.exchanges();
+    assert!(stub.errors().is_empty(), "stub errors: {:?}", stub.errors());
+    assert_eq!(
+        ask_tool(&exchanges[0]),
+        Some((Some("mcp__crew_ask".into()), "ask_user".into())),
+        "{:#}",
+        exchanges[0].body
+    );
+    check_resumed(&exchanges);
+    check_task(&d, &run, &st, &exchanges, 2);
+}
