@@ -204,10 +204,23 @@ fn verification_commands_pass_and_their_results_are_recorded() {
         "executor",
         &[(
             "build",
-            r#"verifyCommands: ["echo checking $CREW_TASK_ID; test -f made.txt", "grep -q made made.txt && echo 'second, with \"quotes\", ok'"]"#,
+            r#"scope: made.txt, "docs/{a,b}.md"
+verifyCommands: ["echo checking $CREW_TASK_ID; test -f made.txt", "grep -q made made.txt && echo 'second, with \"quotes\", ok'"]"#,
             "[fake:write=made.txt:made]",
         )],
     );
+    let commands = json!([
+        "echo checking $CREW_TASK_ID; test -f made.txt",
+        "grep -q made made.txt && echo 'second, with \"quotes\", ok'"
+    ]);
+    let scope = json!(["made.txt", "docs/{a,b}.md"]);
+    // The preview shows what will run and what the task may change, before anything does.
+    let plan = d.ok(
+        "team.plan",
+        json!({"goal": "check it", "cwd": path_str(&d.work), "runtime": "fake", "team": "checked"}),
+    );
+    assert_eq!(plan["tasks"][0]["verifyCommands"], commands, "{plan}");
+    assert_eq!(plan["tasks"][0]["scope"], scope, "{plan}");
     let started = d.ok(
         "team.run",
         json!({"goal": "check it", "cwd": path_str(&d.work), "runtime": "fake", "team": "checked"}),
@@ -217,8 +230,12 @@ fn verification_commands_pass_and_their_results_are_recorded() {
         notes.contains("runs 2 verification command(s)"),
         "{started}"
     );
+    assert_eq!(started["tasks"][0]["verifyCommands"], commands, "{started}");
     let run = started["runId"].as_str().unwrap().to_string();
     assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    let st = d.status(&run);
+    assert_eq!(Daemon::task(&st, "01_build")["verifyCommands"], commands);
+    assert_eq!(Daemon::task(&st, "01_build")["scope"], scope);
     let events = d.events(Some(&run));
     let done = task_events(&events, "01_build", "task.completed");
     let v = done[0]["data"]["verification"].as_array().unwrap();
@@ -387,6 +404,13 @@ fn an_untrusted_projects_commands_are_refused_and_configured_ones_run() {
     .unwrap();
     // Without a `.git` the project root is the directory holding `.crew`: the work dir.
     d.restart();
+    // The preview names the configured commands the `verify: true` step will run.
+    let plan = d.ok("team.plan", params.clone());
+    assert_eq!(
+        plan["tasks"][0]["verifyCommands"],
+        json!(["echo from-config"]),
+        "{plan}"
+    );
     let run = d.run("g", json!({"team": "proj"}));
     assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
     let events = d.events(Some(&run));

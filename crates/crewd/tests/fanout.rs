@@ -290,6 +290,17 @@ fn added_tasks_are_the_plan_to_approve_and_reject_cancels() {
             .collect();
         assert_eq!(shown, [("a", true), ("b", true)]);
         assert_eq!(added[1]["dependsOn"], json!(["01_plan", "a"]));
+        // What the approver sees of each: role, title, scope; an added task runs no
+        // verification commands of its own (absent, not an empty list).
+        for (t, id) in added.iter().zip(["a", "b"]) {
+            assert_eq!(t["role"], "executor", "{t}");
+            assert_eq!(t["title"], format!("task {id}"), "{t}");
+            assert_eq!(t["scope"], json!([format!("{id}.txt")]), "{t}");
+            assert!(t.get("verifyCommands").is_none(), "{t}");
+            assert_eq!(Daemon::task(&st, id)["scope"], t["scope"], "{st}");
+        }
+        // The plan preview has no scope for a step without one: the field is left out.
+        assert!(Daemon::task(&st, "01_plan").get("scope").is_none(), "{st}");
         assert_eq!(Daemon::task(&st, "a")["status"], "queued");
         if approve {
             d.ok("team.approve", json!({"runId": run}));
