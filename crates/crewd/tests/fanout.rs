@@ -385,3 +385,50 @@ fn kill_9_after_the_fan_out_was_journaled_keeps_the_tasks_once_and_runs_them() {
         assert_eq!(done, 1, "{id}");
     }
 }
+
+#[test]
+fn a_fan_out_answer_over_the_size_limit_gets_a_repair_then_needs_attention() {
+    let d = common::Daemon::start_with(common::Opts {
+        config: "max_fan_out_answer_bytes = 4096\n".into(),
+        ..Default::default()
+    });
+    // A valid block, but longer than the limit (its task text alone is 6000 bytes).
+    let long = format!("[fake:sleep=1ms] {}", "y".repeat(6000));
+    let big = outside(&d, "big.json", &block(&[("a", "executor", &[], &long)]));
+    fan_team(&d, "fan", &big, None, "[fake:sleep=1ms]");
+    let run = d.run("do it", json!({"team": "fan"}));
+    assert_eq!(d.wait(&run), "blocked", "{}", d.status(&run));
+    let st = d.status(&run);
+    let plan = Daemon::task(&st, "01_plan");
+    assert_eq!(plan["status"], "needs_attention", "{plan}");
+    assert_eq!(plan["attempts"], 2, "one repair attempt: {plan}");
+    let err = plan["error"].as_str().unwrap();
+    assert!(
+        err.contains("a fan-out step's answer may be at most 4096 bytes"),
+        "{err}"
+    );
+    assert!(st.get("addedTasks").is_none(), "{st}");
+    let evs = d.events(Some(&run));
+    assert!(of_type(&evs, "task.expanded").is_empty());
+    let retry = of_type(&evs, "task.retrying");
+    assert_eq!(retry.len(), 1);
+    assert_eq!(retry[0]["data"]["reason"], "fan_out_invalid");
+    let prompt = d.ok(
+        "team.artifact",
+        json!({"runId": run, "name": "prompts/01_plan.md"}),
+    )["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(prompt.contains("at most 4096 bytes"), "{prompt}");
+
+    // Under the limit, the same kind of block is taken.
+    let small = outside(
+        &d,
+        "small.json",
+        &block(&[("a", "executor", &[], "[fake:sleep=1ms]")]),
+    );
+    fan_team(&d, "fan2", &small, None, "[fake:sleep=1ms]");
+    let run = d.run("do it", json!({"team": "fan2"}));
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+}
