@@ -17,6 +17,11 @@ export interface AddedTaskView {
   /** Paths or globs (relative to the repository's top) the task may change; empty: any. */
   scope: string[];
   title?: string | null;
+  /**
+   * The verification commands run after this task's agent; absent: none (an added task
+   * runs none of its own: the workflow's later steps, which wait for it, verify).
+   */
+  verifyCommands?: string[];
   /** The role may write (its tools include edit, write or bash). */
   writes: boolean;
 }
@@ -333,12 +338,19 @@ export interface PlannedTaskView {
    */
   preStep?: string | null;
   role: string;
+  /** Paths or globs (relative to the run's cwd) the task may change; absent: any. */
+  scope?: string[];
   /**
    * The task's skills, in prompt order (a name not installed is listed with a `?` suffix
    * in crewctl; see `missingSkills`).
    */
   skills?: string[];
   stepId: string;
+  /**
+   * The verification commands run (each as `sh -c`) in the task's workspace after its
+   * agent finished, the project's configured ones included; absent: none.
+   */
+  verifyCommands?: string[];
   /** The role may write (its tools include edit, write or bash). */
   writes: boolean;
 }
@@ -747,10 +759,14 @@ export interface TaskView {
   question?: string | null;
   reusedFrom?: ReusedFromView | null;
   role: string;
+  /** Paths or globs the task may change; absent: any. */
+  scope?: string[];
   startedAt?: string | null;
   status: TaskStatus;
   stepId: string;
   usage: Usage;
+  /** The verification commands run after the task's agent; absent: none. */
+  verifyCommands?: string[];
 }
 
 export interface TriggerResult {

@@ -159,6 +159,47 @@ describe('dashboard', { timeout: 240_000 }, () => {
     await page.locator('main[data-run-status="completed"]').waitFor();
   });
 
+  test('a fan-out awaiting approval shows the added tasks, and approve runs them', async () => {
+    // A user team (trusted: its step may name verification commands) whose planner fans out
+    // into two tasks, the fake agent answering with the block below.
+    const conf = path.join(d.home, '.config', 'crew');
+    mkdirSync(path.join(conf, 'teams'), { recursive: true });
+    mkdirSync(path.join(conf, 'workflows'), { recursive: true });
+    const blockFile = path.join(path.dirname(d.work), 'fanout-block.json');
+    writeFileSync(blockFile, JSON.stringify({ tasks: [
+      { id: 'parser', role: 'executor', title: 'Parse the flag', task: 'Parse it. [fake:sleep=1ms]', dependsOn: [], scope: ['src/cli.rs'] },
+      { id: 'tests', role: 'executor', title: 'Test the flag', task: 'Test it. [fake:sleep=1ms]', dependsOn: ['parser'], scope: ['tests/**'] },
+    ] }));
+    writeFileSync(path.join(conf, 'teams', 'fan-ui.team.md'),
+      '---\nname: fan-ui\ndefaultWorkflow: fan-ui\nmaxConcurrency: 4\n---\n\n- planner: agent=planner\n- executor: agent=executor\n- verifier: agent=verifier\n');
+    writeFileSync(path.join(conf, 'workflows', 'fan-ui.workflow.md'),
+      `---\nname: fan-ui\n---\n\n## plan\nrole: planner\nexpands: tasks\n\nSplit the work. [fake:fanout=${blockFile}]\n\n` +
+      '## check\nrole: verifier\ndependsOn: plan\nverifyCommands: echo checked\n\nCheck it. [fake:sleep=1ms]\n');
+    const r = await call('team.run', { goal: 'Add a --dry-run flag', cwd: d.work, runtime: 'fake', team: 'fan-ui', requirePlanApproval: true });
+    await page.goto(`${base}/#/run/${r.runId}`);
+    await page.locator('main[data-run-status="blocked"]').waitFor();
+    const added = page.locator('#added-tasks[data-pending="true"]');
+    await added.waitFor();
+    assert.match(await added.locator('h2').innerText(), /added by 01_plan, awaiting your approval/);
+    const row = async (id) => (await added.locator(`tr[data-added="${id}"] td`).allInnerTexts()).map((x) => x.trim());
+    assert.deepEqual(await row('parser'), ['parser', 'executor', 'Parse the flag', '-', 'src/cli.rs', 'none']);
+    assert.deepEqual(await row('tests'), ['tests', 'executor', 'Test the flag', 'parser', 'tests/**', 'none']);
+    // The commands that will check the added work: the step that waits for it.
+    assert.equal((await added.locator('.later-checks li[data-task="02_check"]').innerText()).trim(), '02_check then runs echo checked');
+    // The DAG holds the added tasks, drawn from the status the page read.
+    for (const id of ['01_plan', '02_check', 'parser', 'tests']) await page.locator(`#dag .node[data-task="${id}"]`).waitFor();
+    assert.equal(await page.locator('#dag .node').count(), 4);
+    assert.ok(await page.locator('button[data-action="team.approve"]').isVisible());
+    await shot('fan-out-awaiting-approval');
+    await page.locator('button[data-action="team.approve"]').click();
+    await page.locator('main[data-run-status="completed"]').waitFor();
+    for (const id of ['parser', 'tests', '02_check']) await page.locator(`#dag .node[data-task="${id}"][data-status="completed"]`).waitFor();
+    await page.locator('#added-tasks[data-pending="false"]').waitFor();
+    const st = await call('team.status', { runId: r.runId });
+    assert.deepEqual(st.addedTasks.map((t) => [t.id, t.awaitingApproval]), [['parser', false], ['tests', false]]);
+    await shot('fan-out-approved');
+  });
+
   test('answer a waiting task from the page', async () => {
     const r = await call('team.run', { goal: 'Add a cache [fake:ask=Which backend: redis or memory?]', cwd: d.work, runtime: 'fake', team: 'fast-fix' });
     await page.goto(`${base}/#/run/${r.runId}`);

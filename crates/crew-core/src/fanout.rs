@@ -25,6 +25,26 @@ pub const MAX_SCOPE_ENTRIES: usize = 64;
 pub const MAX_SCOPE_CHARS: usize = 256;
 /// The `reason` of the `task.retrying` that asks a fan-out step for a repaired block.
 pub const REPAIR_REASON: &str = "fan_out_invalid";
+/// Bytes of a fan-out step's final answer that are read and parsed, unless config
+/// (`max_fan_out_answer_bytes`) says otherwise: a block of the most tasks at their longest
+/// (256 × 32 KiB) is more, but an answer that size is a runaway agent, not a plan.
+pub const DEFAULT_MAX_ANSWER_BYTES: u64 = 1 << 20;
+/// The range config may set it to.
+pub const MAX_ANSWER_BYTES_FLOOR: u64 = 1 << 10;
+pub const MAX_ANSWER_BYTES_CEILING: u64 = 64 << 20;
+
+/// A fan-out step's final answer as the daemon read it: never more than the step's
+/// `max_answer_bytes`, so an oversized answer is judged by its size without being held.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    Text(String),
+    /// The answer holds `bytes` bytes, more than the limit; none of it was parsed.
+    TooLarge {
+        bytes: u64,
+    },
+    /// The answer could not be read (the reason).
+    Unreadable(String),
+}
 
 /// What a fan-out step may add, frozen into its planned task at plan time (so the run never
 /// reads resource files again): the team's roles as they were bound then, and the cap.
@@ -33,6 +53,30 @@ pub const REPAIR_REASON: &str = "fan_out_invalid";
 pub struct Expansion {
     pub max_tasks: u32,
     pub roles: Vec<RoleTemplate>,
+    /// The longest final answer read for its block (bytes). Left out at the default, so runs
+    /// journaled before it existed read as they were written.
+    #[serde(
+        default = "default_max_answer_bytes",
+        skip_serializing_if = "is_default_max_answer_bytes"
+    )]
+    pub max_answer_bytes: u64,
+}
+
+fn default_max_answer_bytes() -> u64 {
+    DEFAULT_MAX_ANSWER_BYTES
+}
+
+fn is_default_max_answer_bytes(n: &u64) -> bool {
+    *n == DEFAULT_MAX_ANSWER_BYTES
+}
+
+/// The problem of an answer over the limit, for the repair prompt and the task's error.
+pub fn too_large(bytes: u64, limit: u64) -> String {
+    format!(
+        "the final answer is {bytes} bytes; a fan-out step's answer may be at most {limit} bytes \
+         (max_fan_out_answer_bytes): nothing of it was read. Answer with a short plan and the \
+         ```json tasks block, not the work itself"
+    )
 }
 
 /// A team role bound to its agent: everything an added task of that role needs.
@@ -321,14 +365,35 @@ pub fn validate(
     Ok(out)
 }
 
-/// Extract and validate in one go.
+/// Extract and validate in one go. An answer over the step's `max_answer_bytes` is refused
+/// by its size before any parsing.
 pub fn parse_and_validate(
     answer: &str,
     exp: &Expansion,
     from: &PlannedTask,
     exists: impl Fn(&str) -> bool,
 ) -> Result<Vec<PlannedTask>, Vec<String>> {
+    let bytes = answer.len() as u64;
+    if bytes > exp.max_answer_bytes {
+        return Err(vec![too_large(bytes, exp.max_answer_bytes)]);
+    }
     validate(&extract(answer)?, exp, from, exists)
+}
+
+/// [`parse_and_validate`] of an answer as the daemon read it.
+pub fn check_answer(
+    answer: &Answer,
+    exp: &Expansion,
+    from: &PlannedTask,
+    exists: impl Fn(&str) -> bool,
+) -> Result<Vec<PlannedTask>, Vec<String>> {
+    match answer {
+        Answer::Text(t) => parse_and_validate(t, exp, from, exists),
+        Answer::TooLarge { bytes } => Err(vec![too_large(*bytes, exp.max_answer_bytes)]),
+        Answer::Unreadable(why) => Err(vec![format!(
+            "the final answer could not be read ({why}): answer again with the ```json tasks block"
+        )]),
+    }
 }
 
 /// Heading of the repair section: the fake agent (and a reader of the prompt) recognise it.

@@ -349,6 +349,7 @@ fn expansion_of(catalog: &Catalog, team: &crate::resource::Team) -> crate::fanou
         .collect();
     crate::fanout::Expansion {
         max_tasks: crate::fanout::DEFAULT_MAX_TASKS,
+        max_answer_bytes: crate::fanout::DEFAULT_MAX_ANSWER_BYTES,
         roles,
     }
 }

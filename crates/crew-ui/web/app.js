@@ -262,6 +262,7 @@ async function runView(main, runId, taskId) {
         : null,
       budget,
       why,
+      renderAdded(st),
       h('div', { class: 'toolbar' },
         r.approval === 'pending' ? btn('Approve plan', 'team.approve') : null,
         r.approval === 'pending' ? btn('Reject plan', 'team.reject') : null,
@@ -346,7 +347,38 @@ async function runView(main, runId, taskId) {
   };
 }
 
-/** @param {string} text */
+/**
+ * The tasks fan-out steps added (`addedTasks`): with a plan approval pending they are what the
+ * approve button lets start, so each shows its role, title, dependencies, scope and commands,
+ * and the steps waiting for them say which commands will check the work.
+ * @param {StatusResult} st
+ */
+function renderAdded(st) {
+  const added = st.addedTasks ?? [];
+  if (added.length === 0) return null;
+  const pending = added.some((t) => t.awaitingApproval);
+  const list = (/** @type {string[] | undefined} */ xs, /** @type {string} */ none) =>
+    xs && xs.length ? h('span', null, ...xs.flatMap((x, i) => [i ? ', ' : '', h('code', null, x)])) : h('span', { class: 'hint' }, none);
+  const rows = added.map((t) => h('tr', { 'data-added': t.id },
+    h('td', null, h('code', null, t.id)),
+    h('td', { class: 'role' }, t.agent === t.role ? t.role : `${t.role} (${t.agent})`),
+    h('td', { class: 'title' }, t.title ?? ''),
+    h('td', { class: 'deps' }, list(t.dependsOn.filter((d) => d !== t.addedBy), '-')),
+    h('td', { class: 'scope' }, list(t.scope, 'any file')),
+    h('td', { class: 'commands' }, list(t.verifyCommands, 'none'))));
+  const addedIds = new Set(added.map((t) => t.id));
+  const later = st.tasks.filter((t) => !addedIds.has(t.id) && (t.verifyCommands ?? []).length > 0);
+  const by = [...new Set(added.map((t) => t.addedBy))].join(', ');
+  return h('section', { class: 'added-tasks', id: 'added-tasks', 'data-pending': pending ? 'true' : 'false' },
+    h('h2', null, pending ? `Tasks added by ${by}, awaiting your approval` : `Tasks added by ${by}`),
+    h('table', null,
+      h('thead', null, h('tr', null, ...['task', 'role', 'title', 'after', 'scope', 'verify commands'].map((c) => h('th', { scope: 'col' }, c)))),
+      h('tbody', null, ...rows)),
+    later.length
+      ? h('ul', { class: 'later-checks' }, ...later.map((t) => h('li', { 'data-task': t.id }, h('code', null, t.id), ' then runs ', list(t.verifyCommands, ''))))
+      : null);
+}
+
 /** `2 files changed, +10 -2`, or `no change` for a commit that is its start. @param {TaskCommitView} c */
 function diffstat(c) {
   if (c.commit === c.start) return 'no change';
@@ -396,7 +428,7 @@ async function newRunView(main) {
     if (!plan) return null;
     fill(preview,
       h('h2', null, `Plan: ${plan.team} / ${plan.workflow} on ${plan.runtime}, ${plan.concurrency} at a time`),
-      h('ol', null, ...plan.tasks.map((/** @type {any} */ t) => h('li', null, `${t.id} — ${t.role} (${t.agent})${t.writes ? ', writes' : ''}${t.dependsOn.length ? `, after ${t.dependsOn.join(', ')}` : ''}`))),
+      h('ol', null, ...plan.tasks.map((/** @type {any} */ t) => h('li', null, `${t.id} — ${t.role} (${t.agent})${t.writes ? ', writes' : ''}${t.dependsOn.length ? `, after ${t.dependsOn.join(', ')}` : ''}${t.scope?.length ? `; scope: ${t.scope.join(', ')}` : ''}${t.verifyCommands?.length ? `; verify: ${t.verifyCommands.join('; ')}` : ''}`))),
       plan.diagnostics.length ? h('ul', { class: 'diagnostics' }, ...plan.diagnostics.map((/** @type {any} */ d) => h('li', { class: `d-${d.severity}` }, `${d.severity}: ${d.path}${d.line ? `:${d.line}` : ''}${d.field ? ` (${d.field})` : ''}: ${d.message}`))) : h('p', null, 'No diagnostics.'),
     );
     return plan;

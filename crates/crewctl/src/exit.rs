@@ -155,6 +155,8 @@ mod tests {
             reused_from: None,
             progress: TaskProgressView::default(),
             artifacts: vec![],
+            scope: vec![],
+            verify_commands: vec![],
         }
     }
 

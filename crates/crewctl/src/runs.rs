@@ -662,6 +662,8 @@ mod tests {
                     sha256: String::new(),
                 })
                 .collect(),
+            scope: vec![],
+            verify_commands: vec![],
         }
     }
 

@@ -968,3 +968,91 @@ async fn steer_prints_the_note_of_a_queued_message() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn plan_and_fan_out_approval_show_scopes_and_verify_commands() {
+    let mut s = Script::default();
+    let planned = |id: &str, extra: Value| {
+        let mut t = json!({"id": id, "stepId": id, "role": "executor", "agent": "executor",
+            "dependsOn": [], "model": null, "writes": true});
+        t.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        t
+    };
+    s.results.insert(
+        "team.plan",
+        json!({"team": "implement", "workflow": "implement", "concurrency": 4, "runtime": "fake",
+        "diagnostics": [], "tasks": [
+            planned("02_plan", json!({})),
+            planned("04_verify", json!({"scope": ["src/auth", "docs/*.md"],
+                "verifyCommands": ["cargo test -p auth", "make lint"]})),
+        ]}),
+    );
+    let mut st = status(
+        "blocked",
+        vec![task("02_plan", "completed"), {
+            let mut t = task("04_verify", "queued");
+            t["verifyCommands"] = json!(["cargo test -p auth"]);
+            t
+        }],
+    );
+    st["addedTasks"] = json!([
+        {"id": "parser", "addedBy": "02_plan", "role": "executor", "agent": "executor",
+         "title": "Parse the flag", "dependsOn": ["02_plan"], "scope": ["src/cli.rs"],
+         "writes": true, "awaitingApproval": true, "verifyCommands": ["cargo test cli"]},
+        {"id": "tests", "addedBy": "02_plan", "role": "test-engineer", "agent": "test-engineer",
+         "title": "Test it", "dependsOn": ["02_plan", "parser"], "scope": ["tests/**"],
+         "writes": true, "awaitingApproval": true},
+    ]);
+    s.results.insert("team.status", st);
+    let mock = Mock::start(s).await;
+
+    let o = crewctl(&mock.socket, &["plan", "add a flag", "--team", "implement"]).await;
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let out = stdout(&o);
+    let line = |out: &str, start: &str| {
+        out.lines()
+            .find(|l| l.starts_with(start))
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(out.contains("checks:"), "{out}");
+    assert_eq!(
+        line(&out, "  04_verify"),
+        "  04_verify  scope: src/auth, docs/*.md  verify: cargo test -p auth; make lint",
+        "{out}"
+    );
+    assert!(
+        line(&out, "  02_plan").is_empty(),
+        "no checks, no line: {out}"
+    );
+
+    let o = crewctl(&mock.socket, &["status", "r-1"]).await;
+    let out = stdout(&o);
+    let parser = line(&out, "  parser");
+    for want in [
+        "executor",
+        "Parse the flag",
+        "scope: src/cli.rs",
+        "verify: cargo test cli",
+        "awaiting approval",
+    ] {
+        assert!(parser.contains(want), "{want} in {out}");
+    }
+    let tests = line(&out, "  tests");
+    assert!(
+        tests.contains("test-engineer") && tests.contains("scope: tests/**"),
+        "{out}"
+    );
+    assert!(
+        tests.contains("after: parser") && !tests.contains("verify:"),
+        "{out}"
+    );
+    // The step that waits for the added work says what it will run.
+    assert_eq!(
+        line(&out, "  04_verify"),
+        "  04_verify  verify: cargo test -p auth",
+        "{out}"
+    );
+}

@@ -55,7 +55,7 @@ pub struct Report {
     pub attempt: u32,
     pub result: AttemptResult,
     /// A fan-out step's completed attempt: its final answer, for the actor to validate.
-    pub answer: Option<String>,
+    pub answer: Option<crew_core::fanout::Answer>,
 }
 /// A recorded CLI session to continue with the user's answer.
 #[derive(Debug, Clone)]

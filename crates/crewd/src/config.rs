@@ -84,6 +84,9 @@ pub struct Config {
     pub allow_no_change: bool,
     /// Tasks one fan-out step (`expands: tasks`) may add; a run's `maxFanOutTasks` overrides.
     pub max_fan_out_tasks: u32,
+    /// The longest final answer of a fan-out step that is read for its tasks block (bytes);
+    /// a longer one is refused as invalid output without being read.
+    pub max_fan_out_answer_bytes: u64,
     /// Per project root (as `trusted_projects` names them): its verification commands.
     pub projects: BTreeMap<PathBuf, ProjectConfig>,
 }
@@ -137,6 +140,7 @@ impl Default for Config {
             allow_no_change: false,
             projects: BTreeMap::new(),
             max_fan_out_tasks: crew_core::fanout::DEFAULT_MAX_TASKS,
+            max_fan_out_answer_bytes: crew_core::fanout::DEFAULT_MAX_ANSWER_BYTES,
         }
     }
 }
@@ -285,6 +289,18 @@ impl Config {
                 format!(
                     "must be between 1 and {}",
                     crew_core::fanout::MAX_TASKS_CEILING
+                ),
+            );
+        }
+        let answer_bytes =
+            crew_core::fanout::MAX_ANSWER_BYTES_FLOOR..=crew_core::fanout::MAX_ANSWER_BYTES_CEILING;
+        if !answer_bytes.contains(&self.max_fan_out_answer_bytes) {
+            return bad(
+                "max_fan_out_answer_bytes",
+                format!(
+                    "must be between {} and {}",
+                    answer_bytes.start(),
+                    answer_bytes.end()
                 ),
             );
         }

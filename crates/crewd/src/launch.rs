@@ -234,6 +234,7 @@ pub async fn prepare(shared: &Arc<Shared>, p: &RunParams) -> Result<Prepared, Ap
             let c = capped.get_or_insert_with(|| {
                 let mut e = crew_core::fanout::Expansion::clone(exp);
                 e.max_tasks = max_fan_out;
+                e.max_answer_bytes = cfg.max_fan_out_answer_bytes;
                 Arc::new(e)
             });
             t.expands = Some(c.clone());

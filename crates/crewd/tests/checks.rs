@@ -204,10 +204,23 @@ fn verification_commands_pass_and_their_results_are_recorded() {
         "executor",
         &[(
             "build",
-            r#"verifyCommands: ["echo checking $CREW_TASK_ID; test -f made.txt", "grep -q made made.txt && echo 'second, with \"quotes\", ok'"]"#,
+            r#"scope: made.txt, "docs/{a,b}.md"
+verifyCommands: ["echo checking $CREW_TASK_ID; test -f made.txt", "grep -q made made.txt && echo 'second, with \"quotes\", ok'"]"#,
             "[fake:write=made.txt:made]",
         )],
     );
+    let commands = json!([
+        "echo checking $CREW_TASK_ID; test -f made.txt",
+        "grep -q made made.txt && echo 'second, with \"quotes\", ok'"
+    ]);
+    let scope = json!(["made.txt", "docs/{a,b}.md"]);
+    // The preview shows what will run and what the task may change, before anything does.
+    let plan = d.ok(
+        "team.plan",
+        json!({"goal": "check it", "cwd": path_str(&d.work), "runtime": "fake", "team": "checked"}),
+    );
+    assert_eq!(plan["tasks"][0]["verifyCommands"], commands, "{plan}");
+    assert_eq!(plan["tasks"][0]["scope"], scope, "{plan}");
     let started = d.ok(
         "team.run",
         json!({"goal": "check it", "cwd": path_str(&d.work), "runtime": "fake", "team": "checked"}),
@@ -217,8 +230,12 @@ fn verification_commands_pass_and_their_results_are_recorded() {
         notes.contains("runs 2 verification command(s)"),
         "{started}"
     );
+    assert_eq!(started["tasks"][0]["verifyCommands"], commands, "{started}");
     let run = started["runId"].as_str().unwrap().to_string();
     assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    let st = d.status(&run);
+    assert_eq!(Daemon::task(&st, "01_build")["verifyCommands"], commands);
+    assert_eq!(Daemon::task(&st, "01_build")["scope"], scope);
     let events = d.events(Some(&run));
     let done = task_events(&events, "01_build", "task.completed");
     let v = done[0]["data"]["verification"].as_array().unwrap();
@@ -387,6 +404,13 @@ fn an_untrusted_projects_commands_are_refused_and_configured_ones_run() {
     .unwrap();
     // Without a `.git` the project root is the directory holding `.crew`: the work dir.
     d.restart();
+    // The preview names the configured commands the `verify: true` step will run.
+    let plan = d.ok("team.plan", params.clone());
+    assert_eq!(
+        plan["tasks"][0]["verifyCommands"],
+        json!(["echo from-config"]),
+        "{plan}"
+    );
     let run = d.run("g", json!({"team": "proj"}));
     assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
     let events = d.events(Some(&run));
@@ -527,4 +551,95 @@ fn cancelling_a_run_kills_its_verification_commands() {
         );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
+}
+
+/// Whether `/proc/<pid>/stat` shows a process that runs (not gone, not a zombie).
+fn runs(pid: &str) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let state = stat
+        .rsplit(')')
+        .next()
+        .unwrap_or("")
+        .trim_start()
+        .chars()
+        .next();
+    !matches!(state, None | Some('Z') | Some('X'))
+}
+
+#[test]
+fn a_verification_command_left_by_a_killed_daemon_is_killed_by_recovery_and_the_task_reruns() {
+    let mut d = Daemon::start();
+    // First run: write the shell's pid and its child's (each whole, by rename), then wait on
+    // the child for minutes. Once both files exist (the task's re-run), pass at once.
+    user_team(
+        &d,
+        "stuck",
+        "executor",
+        &[(
+            "build",
+            "verifyCommands: if [ -e v.pid ]; then echo again; exit 0; fi; \
+             sleep 300 & echo $! > c.tmp; mv c.tmp c.pid; echo $$ > v.tmp; mv v.tmp v.pid; wait",
+            "[fake:write=x.txt:x]",
+        )],
+    );
+    let run = d.run("stuck", json!({"team": "stuck"}));
+    let (v_file, c_file) = (d.work.join("v.pid"), d.work.join("c.pid"));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !(v_file.exists() && c_file.exists()) {
+        assert!(std::time::Instant::now() < deadline, "{}", d.status(&run));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let read = |p: &std::path::Path| std::fs::read_to_string(p).unwrap().trim().to_string();
+    let (shell, child) = (read(&v_file), read(&c_file));
+    assert!(runs(&shell) && runs(&child), "{shell} {child}");
+    d.kill9();
+    // The daemon is gone; its command is not (its own process group, now an orphan).
+    assert!(runs(&shell) && runs(&child), "the command died with crewd");
+    d.spawn(&[]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let recovered = loop {
+        let evs = d.events(None);
+        if let Some(e) = evs.iter().find(|e| e["type"] == "daemon.recovered") {
+            break e.clone();
+        }
+        assert!(std::time::Instant::now() < deadline, "no daemon.recovered");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    // SIGKILL was sent before daemon.recovered was journaled; dying takes a moment.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while runs(&shell) || runs(&child) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "left running after recovery: shell {shell} ({}), child {child} ({}); {recovered}",
+            runs(&shell),
+            runs(&child)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let killed: Vec<String> = recovered["data"]["killedWorkers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.to_string())
+        .collect();
+    assert!(
+        killed.contains(&shell) && killed.contains(&child),
+        "{recovered}"
+    );
+    assert_eq!(
+        recovered["data"]["requeuedTasks"],
+        json!([format!("{run}/01_build")]),
+        "{recovered}"
+    );
+    // The task runs again, and this time its command passes.
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    let events = d.events(Some(&run));
+    let done = task_events(&events, "01_build", "task.completed");
+    assert_eq!(done.len(), 1);
+    assert_eq!(done[0]["data"]["verification"][0]["tail"], "again\n");
+    let retried = task_events(&events, "01_build", "task.retrying");
+    assert_eq!(
+        retried[0]["data"]["reason"], "daemon_restarted",
+        "{retried:?}"
+    );
 }

@@ -290,6 +290,17 @@ fn added_tasks_are_the_plan_to_approve_and_reject_cancels() {
             .collect();
         assert_eq!(shown, [("a", true), ("b", true)]);
         assert_eq!(added[1]["dependsOn"], json!(["01_plan", "a"]));
+        // What the approver sees of each: role, title, scope; an added task runs no
+        // verification commands of its own (absent, not an empty list).
+        for (t, id) in added.iter().zip(["a", "b"]) {
+            assert_eq!(t["role"], "executor", "{t}");
+            assert_eq!(t["title"], format!("task {id}"), "{t}");
+            assert_eq!(t["scope"], json!([format!("{id}.txt")]), "{t}");
+            assert!(t.get("verifyCommands").is_none(), "{t}");
+            assert_eq!(Daemon::task(&st, id)["scope"], t["scope"], "{st}");
+        }
+        // The plan preview has no scope for a step without one: the field is left out.
+        assert!(Daemon::task(&st, "01_plan").get("scope").is_none(), "{st}");
         assert_eq!(Daemon::task(&st, "a")["status"], "queued");
         if approve {
             d.ok("team.approve", json!({"runId": run}));
@@ -373,4 +384,51 @@ fn kill_9_after_the_fan_out_was_journaled_keeps_the_tasks_once_and_runs_them() {
             .count();
         assert_eq!(done, 1, "{id}");
     }
+}
+
+#[test]
+fn a_fan_out_answer_over_the_size_limit_gets_a_repair_then_needs_attention() {
+    let d = common::Daemon::start_with(common::Opts {
+        config: "max_fan_out_answer_bytes = 4096\n".into(),
+        ..Default::default()
+    });
+    // A valid block, but longer than the limit (its task text alone is 6000 bytes).
+    let long = format!("[fake:sleep=1ms] {}", "y".repeat(6000));
+    let big = outside(&d, "big.json", &block(&[("a", "executor", &[], &long)]));
+    fan_team(&d, "fan", &big, None, "[fake:sleep=1ms]");
+    let run = d.run("do it", json!({"team": "fan"}));
+    assert_eq!(d.wait(&run), "blocked", "{}", d.status(&run));
+    let st = d.status(&run);
+    let plan = Daemon::task(&st, "01_plan");
+    assert_eq!(plan["status"], "needs_attention", "{plan}");
+    assert_eq!(plan["attempts"], 2, "one repair attempt: {plan}");
+    let err = plan["error"].as_str().unwrap();
+    assert!(
+        err.contains("a fan-out step's answer may be at most 4096 bytes"),
+        "{err}"
+    );
+    assert!(st.get("addedTasks").is_none(), "{st}");
+    let evs = d.events(Some(&run));
+    assert!(of_type(&evs, "task.expanded").is_empty());
+    let retry = of_type(&evs, "task.retrying");
+    assert_eq!(retry.len(), 1);
+    assert_eq!(retry[0]["data"]["reason"], "fan_out_invalid");
+    let prompt = d.ok(
+        "team.artifact",
+        json!({"runId": run, "name": "prompts/01_plan.md"}),
+    )["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(prompt.contains("at most 4096 bytes"), "{prompt}");
+
+    // Under the limit, the same kind of block is taken.
+    let small = outside(
+        &d,
+        "small.json",
+        &block(&[("a", "executor", &[], "[fake:sleep=1ms]")]),
+    );
+    fan_team(&d, "fan2", &small, None, "[fake:sleep=1ms]");
+    let run = d.run("do it", json!({"team": "fan2"}));
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
 }

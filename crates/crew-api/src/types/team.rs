@@ -162,6 +162,13 @@ pub struct PlannedTaskView {
     /// agent (its output joins the prompt).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pre_step: Option<String>,
+    /// Paths or globs (relative to the run's cwd) the task may change; absent: any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scope: Vec<String>,
+    /// The verification commands run (each as `sh -c`) in the task's workspace after its
+    /// agent finished, the project's configured ones included; absent: none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub verify_commands: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
@@ -233,6 +240,12 @@ pub struct TaskView {
     pub reused_from: Option<ReusedFromView>,
     pub progress: TaskProgressView,
     pub artifacts: Vec<ArtifactInfo>,
+    /// Paths or globs the task may change; absent: any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scope: Vec<String>,
+    /// The verification commands run after the task's agent; absent: none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub verify_commands: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
@@ -309,6 +322,10 @@ pub struct AddedTaskView {
     pub writes: bool,
     /// The run waits for `team.approve` before this task may start.
     pub awaiting_approval: bool,
+    /// The verification commands run after this task's agent; absent: none (an added task
+    /// runs none of its own: the workflow's later steps, which wait for it, verify).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub verify_commands: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]

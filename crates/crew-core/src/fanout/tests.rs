@@ -258,3 +258,42 @@ fn prompt_section_lists_roles_cap_and_repair() {
         "{s}"
     );
 }
+
+#[test]
+fn an_answer_over_the_limit_is_refused_by_its_size() {
+    let (mut exp, from) = implement();
+    let ok = answer(&[task("a", "executor", &[], &[])]);
+    exp.max_answer_bytes = ok.len() as u64;
+    let none = |_: &str| false;
+    assert!(parse_and_validate(&ok, &exp, &from, none).is_ok());
+    // One byte more (prose before a valid block) and it is not parsed at all.
+    let long = format!(" {ok}");
+    let err = parse_and_validate(&long, &exp, &from, none).unwrap_err();
+    assert_eq!(err.len(), 1, "{err:?}");
+    assert!(
+        err[0].contains(&format!(
+            "is {} bytes; a fan-out step's answer may be at most {} bytes",
+            long.len(),
+            ok.len()
+        )),
+        "{err:?}"
+    );
+    // What the daemon found too large without reading it says the same.
+    let err = check_answer(&Answer::TooLarge { bytes: 5 << 20 }, &exp, &from, none).unwrap_err();
+    assert!(err[0].contains("is 5242880 bytes"), "{err:?}");
+    let err = check_answer(&Answer::Unreadable("gone".into()), &exp, &from, none).unwrap_err();
+    assert!(err[0].contains("could not be read (gone)"), "{err:?}");
+    assert!(check_answer(&Answer::Text(ok), &exp, &from, none).is_ok());
+}
+
+#[test]
+fn the_answer_limit_is_left_out_of_the_journal_at_its_default() {
+    let (mut exp, _) = implement();
+    let v = serde_json::to_value(&exp).unwrap();
+    assert!(v.get("maxAnswerBytes").is_none(), "{v}");
+    let back: Expansion = serde_json::from_value(v).unwrap();
+    assert_eq!(back.max_answer_bytes, DEFAULT_MAX_ANSWER_BYTES);
+    exp.max_answer_bytes = 4096;
+    let v = serde_json::to_value(&exp).unwrap();
+    assert_eq!(v["maxAnswerBytes"], 4096);
+}

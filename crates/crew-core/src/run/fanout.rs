@@ -22,7 +22,7 @@ impl State {
         task_id: &str,
         attempt: u32,
         result: AttemptResult,
-        answer: Option<&str>,
+        answer: Option<&crate::fanout::Answer>,
         now: DateTime<Utc>,
         retry: &RetryPolicy,
         jitter: f64,
@@ -44,9 +44,11 @@ impl State {
         if already_expanded(run, task_id) {
             return ordinary(result);
         }
-        let checked = crate::fanout::parse_and_validate(answer.unwrap_or(""), exp, &t.plan, |id| {
-            run.task_index(id).is_some()
-        });
+        let exists = |id: &str| run.task_index(id).is_some();
+        let checked = match answer {
+            Some(a) => crate::fanout::check_answer(a, exp, &t.plan, exists),
+            None => crate::fanout::parse_and_validate("", exp, &t.plan, exists),
+        };
         match checked {
             Ok(tasks) => {
                 let ids: Vec<String> = tasks.iter().map(|p| p.id.to_string()).collect();

@@ -2307,7 +2307,7 @@ impl Sim {
             &id,
             attempt,
             done(10),
-            Some(answer),
+            Some(&crate::fanout::Answer::Text(answer.to_string())),
             self.now,
             &self.retry,
             self.jitter,

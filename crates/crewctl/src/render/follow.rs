@@ -722,6 +722,8 @@ mod tests {
                     skills: vec![],
                     missing_skills: vec![],
                     pre_step: None,
+                    scope: vec![],
+                    verify_commands: vec![],
                 }
             })
             .collect()

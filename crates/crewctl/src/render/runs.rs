@@ -17,6 +17,20 @@ pub fn status(view: &View, s: &StatusResult) -> String {
     out.push('\n');
     out.push_str(&task_table(view, &s.tasks, s.run.approval == "pending"));
     out.push_str(&added_tasks(view, &s.added_tasks));
+    // The other tasks' checks (added tasks showed theirs above): with an approval pending,
+    // which commands will check the work.
+    out.push_str(&checks(
+        view,
+        s.tasks
+            .iter()
+            .filter(|t| !s.added_tasks.iter().any(|a| a.id == t.id))
+            .map(|t| Checks {
+                id: &t.id,
+                scope: &t.scope,
+                verify: &t.verify_commands,
+                pre_step: None,
+            }),
+    ));
     let attention: Vec<&TaskView> = s
         .tasks
         .iter()
@@ -172,6 +186,41 @@ fn task_columns() -> Vec<Col> {
 }
 const NOTE_COL: usize = 7;
 
+/// What one task's checks are, for [`checks`].
+struct Checks<'a> {
+    id: &'a str,
+    scope: &'a [String],
+    verify: &'a [String],
+    pre_step: Option<&'a str>,
+}
+
+/// One line per task that has a scope, verification commands or a pre-step script: what a
+/// reader approving the plan needs to know runs besides the agents. Nothing when none has.
+fn checks<'a>(view: &View, tasks: impl Iterator<Item = Checks<'a>>) -> String {
+    let mut out = String::new();
+    for t in tasks {
+        if t.scope.is_empty() && t.verify.is_empty() && t.pre_step.is_none() {
+            continue;
+        }
+        if out.is_empty() {
+            let _ = writeln!(out, "\n{}", view.p(Tone::Bold, "checks:"));
+        }
+        let mut line = format!("  {}", t.id);
+        if let Some(p) = t.pre_step {
+            let _ = write!(line, "  pre-step: {p}");
+        }
+        if !t.scope.is_empty() {
+            let _ = write!(line, "  scope: {}", t.scope.join(", "));
+        }
+        if !t.verify.is_empty() {
+            let _ = write!(line, "  verify: {}", t.verify.join("; "));
+        }
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
+}
+
 /// The tasks fan-out steps added, grouped by the task that added them: with a plan approval
 /// pending, these are what `approve` lets start.
 fn added_tasks(view: &View, added: &[crew_api::types::AddedTaskView]) -> String {
@@ -204,6 +253,9 @@ added by {}:",
             .collect();
         if !deps.is_empty() {
             let _ = write!(line, "  after: {}", deps.join(", "));
+        }
+        if !t.verify_commands.is_empty() {
+            let _ = write!(line, "  verify: {}", t.verify_commands.join("; "));
         }
         if t.awaiting_approval {
             let _ = write!(line, "  {}", view.p(Tone::Warn, "awaiting approval"));
@@ -451,6 +503,15 @@ pub fn plan(view: &View, p: &PlanResult) -> String {
         t.row(row);
     }
     out.push_str(&t.render(view));
+    out.push_str(&checks(
+        view,
+        p.tasks.iter().map(|t| Checks {
+            id: &t.id,
+            scope: &t.scope,
+            verify: &t.verify_commands,
+            pre_step: t.pre_step.as_deref(),
+        }),
+    ));
     if !p.diagnostics.is_empty() {
         out.push('\n');
         out.push_str(&diag::lines(view, &p.diagnostics));
@@ -559,6 +620,8 @@ pub(crate) mod tests {
             reused_from: None,
             progress: TaskProgressView::default(),
             artifacts: vec![],
+            scope: vec![],
+            verify_commands: vec![],
         }
     }
 
@@ -685,6 +748,7 @@ pub(crate) mod tests {
             scope: vec![format!("src/{id}/**")],
             writes: true,
             awaiting_approval: true,
+            verify_commands: vec![],
         };
         s.added_tasks = vec![added("a", &[]), added("b", &["a"])];
         let out = status(&view(120), &s);
@@ -838,6 +902,8 @@ pub(crate) mod tests {
                     skills: vec![],
                     missing_skills: vec![],
                     pre_step: None,
+                    scope: vec![],
+                    verify_commands: vec![],
                 },
                 PlannedTaskView {
                     id: "02_plan".into(),
@@ -850,6 +916,8 @@ pub(crate) mod tests {
                     skills: vec!["delegation-patterns".into(), "house-style".into()],
                     missing_skills: vec!["house-style".into()],
                     pre_step: None,
+                    scope: vec![],
+                    verify_commands: vec![],
                 },
                 PlannedTaskView {
                     id: "03_execute".into(),
@@ -862,6 +930,8 @@ pub(crate) mod tests {
                     skills: vec![],
                     missing_skills: vec![],
                     pre_step: None,
+                    scope: vec![],
+                    verify_commands: vec![],
                 },
                 PlannedTaskView {
                     id: "04_verify".into(),
@@ -874,6 +944,8 @@ pub(crate) mod tests {
                     skills: vec![],
                     missing_skills: vec![],
                     pre_step: None,
+                    scope: vec![],
+                    verify_commands: vec![],
                 },
             ],
             diagnostics: vec![Diagnostic {

@@ -257,7 +257,7 @@ pub fn on_finished(core: &mut Core, report: Report) {
         &report.task_id,
         report.attempt,
         result,
-        report.answer.as_deref(),
+        report.answer.as_ref(),
         core.now(),
         &RetryPolicy::default(),
         rand::random::<f64>(),

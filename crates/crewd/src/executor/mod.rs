@@ -6,6 +6,7 @@
 //! an overall timeout and a final drain (agents linger after answering) bound its life; stopping
 //! it is SIGTERM to the group, SIGKILL after a grace period.
 
+mod answer;
 mod checks;
 mod env;
 pub(crate) mod fault;
@@ -214,14 +215,16 @@ pub async fn run_attempt(
             }
         };
         tracing::info!(outcome = outcome_name(&result), "attempt ended");
-        // The actor does no I/O: a fan-out step's answer is read here and validated there.
+        // The actor does no I/O: a fan-out step's answer is read here (bounded) and
+        // validated there.
         let answer = match (&spec.plan.expands, &result) {
-            (Some(_), AttemptResult::Completed { .. }) => {
+            (Some(exp), AttemptResult::Completed { .. }) => {
                 let path = spec
                     .run_dir
                     .join("results")
                     .join(format!("{}.txt", spec.task_id));
-                Some(blocking(|| std::fs::read_to_string(&path)).unwrap_or_default())
+                let limit = exp.max_answer_bytes;
+                Some(blocking(|| answer::read(&path, limit)))
             }
             _ => None,
         };

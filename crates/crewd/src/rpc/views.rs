@@ -71,7 +71,18 @@ pub fn planned(t: &crew_core::plan::PlannedTask, model: Option<&str>) -> api::Pl
             .map(|s| s.name.clone())
             .collect(),
         pre_step: t.checks.pre_step.as_ref().map(|p| p.display()),
+        scope: t.scope.clone(),
+        verify_commands: verify_commands(t),
     }
+}
+
+/// The commands a task's checks run after its agent (the plan holds the configured ones too).
+fn verify_commands(t: &crew_core::plan::PlannedTask) -> Vec<String> {
+    t.checks
+        .verify
+        .as_ref()
+        .map(|v| v.commands.clone())
+        .unwrap_or_default()
 }
 
 fn duration_ms(
@@ -121,6 +132,8 @@ pub fn task(t: &TaskState) -> api::TaskView {
             .iter()
             .map(|a| artifact(a, Some(&t.plan.id)))
             .collect(),
+        scope: t.plan.scope.clone(),
+        verify_commands: verify_commands(&t.plan),
     }
 }
 
@@ -188,6 +201,7 @@ fn added_tasks(r: &RunState) -> Vec<api::AddedTaskView> {
                 scope: t.plan.scope.clone(),
                 writes: t.plan.writes,
                 awaiting_approval: pending && t.status == core::TaskStatus::Queued,
+                verify_commands: verify_commands(&t.plan),
             })
         })
         .collect()
