@@ -6,6 +6,7 @@ use crate::rpc::{checks, views};
 use crate::shared::Shared;
 use crew_api::types::{ReuseResults, RunParams, RunStarted};
 use crew_api::ApiError;
+use crew_core::fanout::Expansion;
 use crew_core::plan::Plan;
 use crew_core::run::{Budget, FailurePolicy, Reuse, RunSpec};
 use std::path::Path;
@@ -227,17 +228,23 @@ pub async fn prepare(shared: &Arc<Shared>, p: &RunParams) -> Result<Prepared, Ap
             ))
         }
     };
-    // The cap is frozen into each fan-out step (one `Arc` shared by all of them).
-    let mut capped: Option<Arc<crew_core::fanout::Expansion>> = None;
+    // The caps are frozen into each fan-out step. Steps that shared an expansion still share
+    // one `Arc`; each team of a chain keeps its own (its roles are what its answer may name).
+    let mut capped: Vec<(Arc<Expansion>, Arc<Expansion>)> = Vec::new();
     for t in plan.tasks.iter_mut() {
         if let Some(exp) = &t.expands {
-            let c = capped.get_or_insert_with(|| {
-                let mut e = crew_core::fanout::Expansion::clone(exp);
-                e.max_tasks = max_fan_out;
-                e.max_answer_bytes = cfg.max_fan_out_answer_bytes;
-                Arc::new(e)
-            });
-            t.expands = Some(c.clone());
+            let c = match capped.iter().find(|(from, _)| Arc::ptr_eq(from, exp)) {
+                Some((_, c)) => c.clone(),
+                None => {
+                    let mut e = Expansion::clone(exp);
+                    e.max_tasks = max_fan_out;
+                    e.max_answer_bytes = cfg.max_fan_out_answer_bytes;
+                    let c = Arc::new(e);
+                    capped.push((exp.clone(), c.clone()));
+                    c
+                }
+            };
+            t.expands = Some(c);
         }
     }
     let concurrency = p

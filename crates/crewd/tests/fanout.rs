@@ -261,6 +261,40 @@ fn a_repaired_block_is_taken() {
     assert_eq!(Daemon::task(&st, "a")["status"], "completed");
 }
 
+/// In a chain, each team's fan-out step is checked against its own team's roles: the second
+/// team's `tester` was refused as unknown while every step carried the first team's roles.
+#[test]
+fn each_team_of_a_chain_fans_out_to_its_own_roles() {
+    let d = Daemon::start();
+    let first = outside(
+        &d,
+        "first.json",
+        &block(&[("a", "executor", &[], "[fake:sleep=1ms]")]),
+    );
+    fan_team(&d, "fan", &first, None, "[fake:sleep=1ms]");
+    let second = outside(
+        &d,
+        "second.json",
+        &block(&[("t", "tester", &[], "[fake:sleep=1ms]")]),
+    );
+    d.project_file(
+        "teams/fan2.team.md",
+        "---\nname: fan2\ndefaultWorkflow: fan2\n---\n\n- planner: agent=planner\n- tester: agent=verifier\n",
+    );
+    d.project_file(
+        "workflows/fan2.workflow.md",
+        &format!(
+            "---\nname: fan2\n---\n\n## plan\nrole: planner\nexpands: tasks\n\nSplit the tests. [fake:fanout={}]\n",
+            path_str(&second)
+        ),
+    );
+    let run = d.run("do it", json!({"chain": ["fan", "fan2"]}));
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    let st = d.status(&run);
+    assert_eq!(Daemon::task(&st, "a")["status"], "completed", "{st}");
+    assert_eq!(Daemon::task(&st, "t")["status"], "completed", "{st}");
+}
+
 #[test]
 fn added_tasks_are_the_plan_to_approve_and_reject_cancels() {
     let d = Daemon::start();
