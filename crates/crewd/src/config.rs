@@ -98,8 +98,9 @@ pub struct ProjectConfig {
     /// Run, each as `sh -c`, in the task's workspace after a `verify: true` step's agent
     /// finished, when the step names no `verifyCommands` of its own.
     pub verify_commands: Vec<String>,
-    /// Tasks one fan-out step (`expands: tasks`) may add; a run's `maxFanOutTasks` overrides.
-    pub max_fan_out_tasks: u32,
+    /// Tasks one fan-out step (`expands: tasks`) of a run in this project may add, instead of
+    /// the daemon-wide `max_fan_out_tasks`; a run's `maxFanOutTasks` overrides.
+    pub max_fan_out_tasks: Option<u32>,
 }
 
 impl Default for Config {
@@ -339,6 +340,18 @@ impl Config {
             return bad("verify_retries", "must be at most 10".into());
         }
         for (root, p) in &self.projects {
+            if p.max_fan_out_tasks
+                .is_some_and(|n| !(1..=crew_core::fanout::MAX_TASKS_CEILING).contains(&n))
+            {
+                return bad(
+                    "max_fan_out_tasks",
+                    format!(
+                        "projects.\"{}\": must be between 1 and {}",
+                        root.display(),
+                        crew_core::fanout::MAX_TASKS_CEILING
+                    ),
+                );
+            }
             if p.verify_commands
                 .iter()
                 .any(|c| c.trim().is_empty() || c.contains('\0'))

@@ -216,7 +216,11 @@ pub async fn prepare(shared: &Arc<Shared>, p: &RunParams) -> Result<Prepared, Ap
         )
     }));
     let max_fan_out = match p.max_fan_out_tasks {
-        None => cfg.max_fan_out_tasks,
+        None => crate::plan_checks::project(shared, cwd)
+            .and_then(|(root, _)| {
+                crate::plan_checks::project_config(shared, &root)?.max_fan_out_tasks
+            })
+            .unwrap_or(cfg.max_fan_out_tasks),
         Some(n) if (1..=i64::from(crew_core::fanout::MAX_TASKS_CEILING)).contains(&n) => n as u32,
         Some(_) => {
             return Err(ApiError::invalid_params(

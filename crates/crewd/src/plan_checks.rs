@@ -8,6 +8,7 @@
 //! with a diagnostic naming file, line and field), while the user's own files, the builtins
 //! and the config may.
 
+use crate::config::ProjectConfig;
 use crate::rpc::views;
 use crate::shared::Shared;
 use crew_api::ApiError;
@@ -25,15 +26,21 @@ pub fn project(shared: &Shared, cwd: &Path) -> Option<(std::path::PathBuf, bool)
     Some((root, trusted))
 }
 
-/// The configured `verify_commands` of the project holding `cwd`, if any.
-fn project_commands(shared: &Shared, root: &Path) -> Vec<String> {
+/// The `[projects."…"]` section of the project whose root is `root`, if the config has one.
+pub fn project_config<'a>(shared: &'a Shared, root: &Path) -> Option<&'a ProjectConfig> {
     let canon = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
     shared
         .config
         .projects
         .iter()
         .find(|(r, _)| r.canonicalize().map(|r| r == canon).unwrap_or(false) || *r == root)
-        .map(|(_, p)| p.verify_commands.clone())
+        .map(|(_, p)| p)
+}
+
+/// The configured `verify_commands` of the project whose root is `root`, if any.
+fn project_commands(shared: &Shared, root: &Path) -> Vec<String> {
+    project_config(shared, root)
+        .map(|p| p.verify_commands.clone())
         .unwrap_or_default()
 }
 

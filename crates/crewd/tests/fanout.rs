@@ -420,6 +420,42 @@ fn kill_9_after_the_fan_out_was_journaled_keeps_the_tasks_once_and_runs_them() {
     }
 }
 
+/// A project's own `max_fan_out_tasks` caps its runs' fan-out (the key was parsed and ignored).
+#[test]
+fn a_projects_fan_out_cap_applies_to_its_runs() {
+    let mut d = Daemon::start();
+    std::fs::write(
+        &d.config,
+        format!(
+            "[projects.\"{}\"]\nmax_fan_out_tasks = 1\n",
+            path_str(&d.work)
+        ),
+    )
+    .unwrap();
+    d.restart();
+    std::fs::create_dir_all(d.work.join(".git")).unwrap();
+    let two = outside(
+        &d,
+        "two.json",
+        &block(&[
+            ("a", "executor", &[], "[fake:sleep=1ms]"),
+            ("b", "executor", &[], "[fake:sleep=1ms]"),
+        ]),
+    );
+    fan_team(&d, "fan", &two, None, "[fake:sleep=1ms]");
+    let run = d.run("do it", json!({"team": "fan"}));
+    assert_eq!(d.wait(&run), "blocked", "{}", d.status(&run));
+    let st = d.status(&run);
+    let err = Daemon::task(&st, "01_plan")["error"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("at most 1"), "{err}");
+    // The run's own parameter still wins.
+    let run = d.run("do it", json!({"team": "fan", "maxFanOutTasks": 2}));
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+}
+
 #[test]
 fn a_fan_out_answer_over_the_size_limit_gets_a_repair_then_needs_attention() {
     let d = common::Daemon::start_with(common::Opts {
