@@ -20,8 +20,6 @@ use common::*;
 use model_stub::{Exchange, Reply, Stub, Wire};
 use real_cli::*;
 use serde_json::{json, Value};
-use std::process::Command;
-use std::sync::Once;
 
 const QUESTION: &str = "Which database should the service use?";
 const WAITING: &str = "STUB-WAITING: I asked the user which database to use.";
@@ -29,74 +27,6 @@ const ANSWER: &str = "Postgres, version 16";
 const FINAL: &str = "STUB-FINAL: the service uses Postgres 16.";
 /// In the task's text, so the resumed request can be told to carry the first prompt.
 const TASK_MARK: &str = "Pick the storage for the service (mark-7f3a).";
-
-/// crewd gives its workers the `crewctl` next to its own executable: make sure there is one
-/// (cargo builds another crate's binaries for a whole-workspace test run, not for this file
-/// alone).
-fn ensure_crewctl() {
-    static ONCE: Once = Once::new();
-    let bin = crewd_bin().with_file_name("crewctl");
-    ONCE.call_once(|| {
-        if !bin.exists() {
-            let status = Command::new(env!("CARGO"))
-                .args(["build", "-p", "crewctl"])
-                .status()
-                .expect("cargo build -p crewctl");
-            assert!(status.success(), "building crewctl failed");
-        }
-    });
-}
-
-/// Every object in `v` (depth first) for which `f` gives a value.
-fn find_all<T>(v: &Value, f: &impl Fn(&serde_json::Map<String, Value>) -> Option<T>) -> Vec<T> {
-    let mut out = Vec::new();
-    match v {
-        Value::Object(o) => {
-            out.extend(f(o));
-            for v in o.values() {
-                out.extend(find_all(v, f));
-            }
-        }
-        Value::Array(a) => a.iter().for_each(|v| out.extend(find_all(v, f))),
-        _ => {}
-    }
-    out
-}
-
-/// The tools the request offers: (namespace, name). Codex puts an MCP server's tools in a
-/// Responses API namespace `mcp__<server>`; Claude Code names them `mcp__<server>__<tool>`.
-fn offered_tools(body: &Value) -> Vec<(Option<String>, String)> {
-    let Some(tools) = body.get("tools").and_then(Value::as_array) else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    for t in tools {
-        let Some(name) = t.get("name").and_then(Value::as_str) else {
-            continue;
-        };
-        match t.get("tools").and_then(Value::as_array) {
-            Some(inner) => out.extend(
-                inner
-                    .iter()
-                    .filter_map(|i| i.get("name")?.as_str())
-                    .map(|n| (Some(name.to_string()), n.to_string())),
-            ),
-            None => out.push((None, name.to_string())),
-        }
-    }
-    out
-}
-
-/// The name of the last tool the model called in the conversation so far.
-fn last_call(body: &Value) -> Option<String> {
-    find_all(body, &|o| {
-        let ty = o.get("type")?.as_str()?;
-        matches!(ty, "tool_use" | "function_call")
-            .then(|| o.get("name")?.as_str().map(str::to_owned))
-            .flatten()
-    })
-    .pop()
-}
 
 /// The offered ask tool, as the stub must call it.
 fn ask_tool(e: &Exchange) -> Option<(Option<String>, String)> {
@@ -241,7 +171,7 @@ fn check_task(d: &Daemon, run: &str, st: &Value, exchanges: &[Exchange], turns: 
 
 fn claude_daemon(stub: &Stub) -> Option<Daemon> {
     let claude = agent_bin("claude")?;
-    ensure_crewctl();
+    crewctl_next_to_crewd();
     let env = claude_env(stub);
     let names: Vec<String> = env.iter().map(|(k, _)| format!("{k:?}")).collect();
     let config = format!(
@@ -278,7 +208,7 @@ fn claude_code_asks_and_the_answer_resumes_its_session() {
 
 fn codex_daemon(home: &tempfile::TempDir) -> Option<Daemon> {
     let codex = agent_bin("codex")?;
-    ensure_crewctl();
+    crewctl_next_to_crewd();
     let env = vec![
         ("CODEX_HOME".to_string(), path_str(home.path()).to_string()),
         (

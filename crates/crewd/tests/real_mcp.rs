@@ -20,87 +20,11 @@ use real_cli::*;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::Once;
 use std::time::Duration;
 
 const GOAL: &str = "Add a greeting to the README";
 const FINAL: &str = "STUB-FINAL: the crew team has finished";
 const PROMPT: &str = "Have the crew team do: add a greeting to the README.";
-
-/// `$CREWCTL_BIN`, else the `crewctl` next to `crewd` in the target directory (built once if
-/// missing). crewctl is another crate, so cargo does not build it for crewd's tests: `make
-/// build` (`cargo build --workspace --bins`) and `cargo nextest run --workspace` do, and a
-/// test run of this file alone uses whatever crewctl they left.
-fn crewctl_bin() -> PathBuf {
-    if let Some(bin) = std::env::var_os("CREWCTL_BIN") {
-        return PathBuf::from(bin);
-    }
-    static ONCE: Once = Once::new();
-    let bin = crewd_bin().with_file_name("crewctl");
-    ONCE.call_once(|| {
-        if !bin.exists() {
-            let status = Command::new(env!("CARGO"))
-                .args(["build", "-p", "crewctl"])
-                .status()
-                .expect("cargo build -p crewctl");
-            assert!(status.success(), "building crewctl failed");
-        }
-    });
-    bin
-}
-
-/// Every object in `v` (depth first, arrays in order) for which `f` gives a value.
-fn find_all<T>(v: &Value, f: &impl Fn(&serde_json::Map<String, Value>) -> Option<T>) -> Vec<T> {
-    let mut out = Vec::new();
-    match v {
-        Value::Object(o) => {
-            out.extend(f(o));
-            for v in o.values() {
-                out.extend(find_all(v, f));
-            }
-        }
-        Value::Array(a) => a.iter().for_each(|v| out.extend(find_all(v, f))),
-        _ => {}
-    }
-    out
-}
-
-/// The tools the request offers, wherever the CLI put them in its tool list: (namespace,
-/// name), the namespace set for a tool inside one (Codex puts an MCP server's tools in a
-/// Responses API namespace `mcp__<server>`).
-fn offered_tools(body: &Value) -> Vec<(Option<String>, String)> {
-    let Some(tools) = body.get("tools").and_then(Value::as_array) else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    for t in tools {
-        let Some(name) = t.get("name").and_then(Value::as_str) else {
-            continue;
-        };
-        match t.get("tools").and_then(Value::as_array) {
-            Some(inner) => out.extend(
-                inner
-                    .iter()
-                    .filter_map(|i| i.get("name")?.as_str())
-                    .map(|n| (Some(name.to_string()), n.to_string())),
-            ),
-            None => out.push((None, name.to_string())),
-        }
-    }
-    out
-}
-
-/// The name of the last tool the model called in the conversation so far (Anthropic
-/// `tool_use`, Responses `function_call`).
-fn last_call(body: &Value) -> Option<String> {
-    find_all(body, &|o| {
-        let ty = o.get("type")?.as_str()?;
-        matches!(ty, "tool_use" | "function_call")
-            .then(|| o.get("name")?.as_str().map(str::to_owned))
-            .flatten()
-    })
-    .pop()
-}
 
 /// What the stub model does, for both CLIs, decided from the request alone (a CLI also sends
 /// requests on the side, e.g. for a title):

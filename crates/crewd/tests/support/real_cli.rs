@@ -448,3 +448,84 @@ pub fn check_recovered(
     );
     t.clone()
 }
+
+/// `$CREWCTL_BIN`, else [`crewctl_next_to_crewd`].
+pub fn crewctl_bin() -> PathBuf {
+    match std::env::var_os("CREWCTL_BIN") {
+        Some(bin) => PathBuf::from(bin),
+        None => crewctl_next_to_crewd(),
+    }
+}
+
+/// The `crewctl` next to `crewd` in the target directory, built once if missing: crewd gives
+/// its Claude Code and Codex workers that one (`crewctl mcp --ask`). crewctl is another crate,
+/// so cargo does not build it for crewd's tests: `make build` (`cargo build --workspace
+/// --bins`) and `cargo nextest run --workspace` do, and a test run of one file alone uses
+/// whatever crewctl they left.
+pub fn crewctl_next_to_crewd() -> PathBuf {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    let bin = crewd_bin().with_file_name("crewctl");
+    ONCE.call_once(|| {
+        if !bin.exists() {
+            let status = std::process::Command::new(env!("CARGO"))
+                .args(["build", "-p", "crewctl"])
+                .status()
+                .expect("cargo build -p crewctl");
+            assert!(status.success(), "building crewctl failed");
+        }
+    });
+    bin
+}
+
+/// Every object in `v` (depth first, arrays in order) for which `f` gives a value.
+pub fn find_all<T>(v: &Value, f: &impl Fn(&serde_json::Map<String, Value>) -> Option<T>) -> Vec<T> {
+    let mut out = Vec::new();
+    match v {
+        Value::Object(o) => {
+            out.extend(f(o));
+            for v in o.values() {
+                out.extend(find_all(v, f));
+            }
+        }
+        Value::Array(a) => a.iter().for_each(|v| out.extend(find_all(v, f))),
+        _ => {}
+    }
+    out
+}
+
+/// The tools the request offers, wherever the CLI put them in its tool list: (namespace,
+/// name), the namespace set for a tool inside one (Codex puts an MCP server's tools in a
+/// Responses API namespace `mcp__<server>`).
+pub fn offered_tools(body: &Value) -> Vec<(Option<String>, String)> {
+    let Some(tools) = body.get("tools").and_then(Value::as_array) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for t in tools {
+        let Some(name) = t.get("name").and_then(Value::as_str) else {
+            continue;
+        };
+        match t.get("tools").and_then(Value::as_array) {
+            Some(inner) => out.extend(
+                inner
+                    .iter()
+                    .filter_map(|i| i.get("name")?.as_str())
+                    .map(|n| (Some(name.to_string()), n.to_string())),
+            ),
+            None => out.push((None, name.to_string())),
+        }
+    }
+    out
+}
+
+/// The name of the last tool the model called in the conversation so far (Anthropic
+/// `tool_use`, Responses `function_call`).
+pub fn last_call(body: &Value) -> Option<String> {
+    find_all(body, &|o| {
+        let ty = o.get("type")?.as_str()?;
+        matches!(ty, "tool_use" | "function_call")
+            .then(|| o.get("name")?.as_str().map(str::to_owned))
+            .flatten()
+    })
+    .pop()
+}
