@@ -443,25 +443,87 @@ pub fn fake_agent_path() -> String {
     .clone()
 }
 
-/// `crewctl` from the directory of the running `crewd`, else from the worker's PATH: Claude
-/// Code and Codex workers start `crewctl mcp --ask` for their `ask_user` tool. Looked up once,
-/// like the fake agent.
+/// `crewctl` from the directory of the running `crewd`, else from the daemon's PATH (which
+/// workers inherit): Claude Code and Codex workers start `crewctl mcp --ask` for their
+/// `ask_user` tool. Looked up once, like the fake agent. `None`: neither has one, and
+/// `team.plan`/`team.run` say that those workers cannot ask.
+pub fn crewctl() -> Option<&'static Path> {
+    static FOUND: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    FOUND
+        .get_or_init(|| {
+            let exe = std::env::current_exe().ok();
+            find_crewctl(
+                exe.as_deref().and_then(Path::parent),
+                std::env::var_os("PATH").as_deref(),
+            )
+        })
+        .as_deref()
+}
+
+/// The command that starts crew's ask server: [`crewctl`], else plain `crewctl` (the worker's
+/// own PATH may still have one).
 pub fn crewctl_path() -> String {
-    static PATH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    PATH.get_or_init(|| {
-        std::env::current_exe()
-            .ok()
-            .and_then(|p| p.parent().map(|d| d.join("crewctl")))
-            .filter(|p| p.exists())
-            .map(|p| p.display().to_string())
-            .unwrap_or_else(|| "crewctl".into())
-    })
-    .clone()
+    crewctl().map_or_else(|| "crewctl".into(), |p| p.display().to_string())
+}
+
+fn find_crewctl(crewd_dir: Option<&Path>, path: Option<&std::ffi::OsStr>) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let runnable = |p: &Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    crewd_dir
+        .map(|d| d.join("crewctl"))
+        .into_iter()
+        .chain(
+            path.into_iter()
+                .flat_map(std::env::split_paths)
+                .filter(|d| d.is_absolute())
+                .map(|d| d.join("crewctl")),
+        )
+        .find(|p| runnable(p))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn crewctl_is_found_next_to_crewd_then_on_path() {
+        use std::os::unix::fs::PermissionsExt;
+        let t = tempfile::tempdir().unwrap();
+        let (beside, on_path, plain, empty) = (
+            t.path().join("bin"),
+            t.path().join("path"),
+            t.path().join("plain"),
+            t.path().join("empty"),
+        );
+        for (dir, mode) in [(&beside, 0o755), (&on_path, 0o755), (&plain, 0o644)] {
+            std::fs::create_dir_all(dir).unwrap();
+            let f = dir.join("crewctl");
+            std::fs::write(&f, "#!/bin/sh\n").unwrap();
+            std::fs::set_permissions(&f, std::fs::Permissions::from_mode(mode)).unwrap();
+        }
+        std::fs::create_dir_all(&empty).unwrap();
+        let path = |dirs: &[&Path]| std::env::join_paths(dirs).unwrap();
+        let table: Vec<(Option<&Path>, std::ffi::OsString, Option<PathBuf>)> = vec![
+            (
+                Some(&beside),
+                path(&[&on_path]),
+                Some(beside.join("crewctl")),
+            ),
+            (
+                Some(&empty),
+                path(&[&plain, &on_path]),
+                Some(on_path.join("crewctl")),
+            ),
+            (Some(&empty), path(&[&plain]), None),
+            (None, path(&[Path::new("relative"), &empty]), None),
+            (None, std::ffi::OsString::new(), None),
+        ];
+        for (dir, path, want) in table {
+            assert_eq!(find_crewctl(dir, Some(&path)), want, "{dir:?} {path:?}");
+        }
+    }
 
     #[test]
     fn defaults_without_a_file() {

@@ -19,13 +19,14 @@ pub struct Prepared {
     pub spec: RunSpec,
     pub plan: Plan,
     pub notes: Vec<String>,
-    /// What the runtime cannot enforce of the roles' tool lists, one note per agent and gap
-    /// (also in `notes`).
+    /// What the runtime cannot enforce of the roles' tool lists, one note per agent and gap,
+    /// and what its workers cannot do at all (also in `notes`).
     pub policy_gaps: Vec<PolicyGap>,
 }
 
 pub struct PolicyGap {
-    pub agent: String,
+    /// `None`: the whole runtime (e.g. no ask tool), not one agent's tool list.
+    pub agent: Option<String>,
     pub runtime: String,
     pub message: String,
 }
@@ -44,7 +45,7 @@ fn policy_gaps(
         }
         for message in crew_core::stream::policy_gaps(adapter, &t.tools) {
             out.push(PolicyGap {
-                agent: t.agent.clone(),
+                agent: Some(t.agent.clone()),
                 runtime: runtime.to_string(),
                 message,
             });
@@ -205,15 +206,29 @@ pub async fn prepare(shared: &Arc<Shared>, p: &RunParams) -> Result<Prepared, Ap
         .and_then(|t| catalog.team(t))
         .and_then(|t| t.workspace_mode);
     let workspace = crate::workspace::plan_run(shared, p, team_mode, &mut notes).await?;
-    let gaps = match cfg.runtime(&runtime) {
+    let mut gaps = match cfg.runtime(&runtime) {
         Some(rt) => policy_gaps(&runtime, rt.adapter, &plan),
         None => Vec::new(),
     };
-    notes.extend(gaps.iter().map(|g| {
-        format!(
-            "agent `{}` on runtime `{}`: {}",
-            g.agent, g.runtime, g.message
+    let asks_through_crewctl = cfg.runtime(&runtime).is_some_and(|rt| {
+        matches!(
+            rt.adapter,
+            crew_core::stream::AdapterKind::Claude | crew_core::stream::AdapterKind::Codex
         )
+    });
+    if asks_through_crewctl && crate::config::crewctl().is_none() {
+        gaps.push(PolicyGap {
+            agent: None,
+            runtime: runtime.clone(),
+            message: "crew's ask server (`crewctl mcp --ask`) is neither next to crewd nor on \
+                      its PATH, so these workers cannot ask the user (`ask_user`); install \
+                      crewctl beside crewd"
+                .into(),
+        });
+    }
+    notes.extend(gaps.iter().map(|g| match &g.agent {
+        Some(agent) => format!("agent `{agent}` on runtime `{}`: {}", g.runtime, g.message),
+        None => format!("runtime `{}`: {}", g.runtime, g.message),
     }));
     let max_fan_out = match p.max_fan_out_tasks {
         None => crate::plan_checks::project(shared, cwd)

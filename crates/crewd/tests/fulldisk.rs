@@ -36,6 +36,7 @@ fn daemon_on(state: &Path) -> Daemon {
     let config = root.join("config.toml");
     std::fs::write(&config, CONFIG).unwrap();
     let mut d = Daemon {
+        bin: crewd_bin(),
         socket: root.join("run").join("crewd.sock"),
         state_dir: state.to_path_buf(),
         config,

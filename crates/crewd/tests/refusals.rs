@@ -138,3 +138,58 @@ fn team_plan_and_run_say_what_a_runtime_cannot_enforce() {
         "{notes:?}"
     );
 }
+
+/// Claude Code and Codex workers ask through `crewctl mcp --ask`: a crewd with no crewctl next
+/// to it or on its PATH says that their workers cannot ask, in team.plan and team.run.
+#[test]
+fn a_crewd_without_crewctl_says_its_claude_and_codex_workers_cannot_ask() {
+    let mut d = Daemon::start_with(Opts {
+        config: "[runtimes.claude]\nadapter = \"claude\"\ncommand = \"/bin/true\"\n\
+                 [runtimes.codex]\nadapter = \"codex\"\ncommand = \"/bin/true\"\n"
+            .into(),
+        env: vec![],
+    });
+    let plan = |d: &Daemon, runtime: &str| {
+        d.ok(
+            "team.plan",
+            json!({"goal": "g", "cwd": path_str(&d.work), "team": "default", "runtime": runtime}),
+        )["diagnostics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|g| g["message"].as_str().unwrap().contains("crewctl mcp --ask"))
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    // The workspace's crewd has crewctl beside it.
+    assert_eq!(plan(&d, "claude"), Vec::<serde_json::Value>::new());
+
+    // A copy of crewd alone in a directory, with a PATH that has no crewctl.
+    let lone = d.dir.path().join("lone");
+    let empty = d.dir.path().join("empty-path");
+    std::fs::create_dir_all(&lone).unwrap();
+    std::fs::create_dir_all(&empty).unwrap();
+    std::fs::copy(&d.bin, lone.join("crewd")).unwrap();
+    d.kill9();
+    d.bin = lone.join("crewd");
+    d.spawn(&[("PATH".into(), path_str(&empty).to_string())]);
+    for runtime in ["claude", "codex"] {
+        let gaps = plan(&d, runtime);
+        assert_eq!(gaps.len(), 1, "{runtime}: {gaps:?}");
+        assert_eq!(gaps[0]["path"], format!("runtimes.{runtime}"));
+        assert_eq!(gaps[0]["field"], serde_json::Value::Null);
+        assert_eq!(gaps[0]["severity"], "warning");
+    }
+    let started = d.ok(
+        "team.run",
+        json!({"goal": "g", "cwd": path_str(&d.work), "team": "default", "runtime": "claude",
+               "requirePlanApproval": true}),
+    );
+    assert!(
+        started["notes"].as_array().unwrap().iter().any(|n| n
+            .as_str()
+            .unwrap()
+            .starts_with("runtime `claude`: crew's ask server")),
+        "{started}"
+    );
+}

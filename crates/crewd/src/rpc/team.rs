@@ -161,7 +161,7 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
                 .map(|g| crew_api::types::Diagnostic {
                     path: format!("runtimes.{}", g.runtime),
                     line: None,
-                    field: Some(format!("agent {}", g.agent)),
+                    field: g.agent.as_ref().map(|a| format!("agent {a}")),
                     severity: crew_api::types::Severity::Warning,
                     message: g.message.clone(),
                 })

@@ -33,6 +33,8 @@ pub fn ensure_fake_agent() {
 
 pub struct Daemon {
     pub dir: tempfile::TempDir,
+    /// The crewd that `spawn` starts (the workspace's, unless a test put a copy elsewhere).
+    pub bin: PathBuf,
     pub socket: PathBuf,
     pub state_dir: PathBuf,
     pub config: PathBuf,
@@ -68,6 +70,7 @@ impl Daemon {
         let config = root.join("config.toml");
         std::fs::write(&config, &opts.config).unwrap();
         let mut d = Daemon {
+            bin: crewd_bin(),
             socket: root.join("run").join("crewd.sock"),
             state_dir: root.join("state"),
             config,
@@ -87,7 +90,7 @@ impl Daemon {
             .append(true)
             .open(&self.log)
             .unwrap();
-        let mut cmd = Command::new(crewd_bin());
+        let mut cmd = Command::new(&self.bin);
         cmd.arg("--socket")
             .arg(&self.socket)
             .arg("--state-dir")
