@@ -56,41 +56,6 @@ fn script(e: &Exchange) -> Reply {
     }
 }
 
-/// Run the one-step team until it waits, answer, run to the end; returns (run id, status).
-fn ask_and_answer(d: &Daemon, stub: &Stub, runtime: &str) -> (String, Value) {
-    one_step_team(d, "asker", TASK_MARK, "executor");
-    let run = d.run(
-        "choose storage",
-        json!({"team": "asker", "runtime": runtime, "model": MODEL}),
-    );
-    let status = d.wait(&run);
-    let st = d.status(&run);
-    assert_eq!(
-        status,
-        "blocked",
-        "{st:#}\nstub: {:#?}\nlog:\n{}",
-        stub.exchanges(),
-        tail(&d.log_text(), 4000)
-    );
-    let t = Daemon::task(&st, "01_only");
-    assert_eq!(t["status"], "waiting", "{st:#}");
-    assert_eq!(t["question"], QUESTION, "{st:#}");
-    d.ok(
-        "team.respond",
-        json!({"runId": run, "taskId": "01_only", "message": ANSWER}),
-    );
-    let status = d.wait(&run);
-    let st = d.status(&run);
-    assert_eq!(
-        status,
-        "completed",
-        "{st:#}\nstub: {:#?}\nlog:\n{}",
-        stub.exchanges(),
-        tail(&d.log_text(), 4000)
-    );
-    (run, st)
-}
-
 /// The stub saw: the ask call, the turn's end after its result, and one request after the
 /// answer that carries the whole earlier conversation, the task prompt only once.
 fn check_resumed(exchanges: &[Exchange]) {
@@ -192,7 +157,14 @@ fn claude_code_asks_and_the_answer_resumes_its_session() {
             "claude",
         );
     };
-    let (run, st) = ask_and_answer(&d, &stub, "claude");
+    let (run, st) = ask_and_answer(
+        &d,
+        &stub,
+        json!({"runtime": "claude", "model": MODEL}),
+        TASK_MARK,
+        QUESTION,
+        ANSWER,
+    );
     let exchanges = stub.exchanges();
     assert!(stub.errors().is_empty(), "stub errors: {:?}", stub.errors());
     // The ask tool is offered up front, not deferred behind Claude Code's tool search.
@@ -238,7 +210,14 @@ fn codex_asks_and_the_answer_resumes_its_session() {
     let Some(d) = codex_daemon(&home) else {
         return skipped("codex_asks_and_the_answer_resumes_its_session", "codex");
     };
-    let (run, st) = ask_and_answer(&d, &stub, "codex");
+    let (run, st) = ask_and_answer(
+        &d,
+        &stub,
+        json!({"runtime": "codex", "model": MODEL}),
+        TASK_MARK,
+        QUESTION,
+        ANSWER,
+    );
     let exchanges = stub.exchanges();
     assert!(stub.errors().is_empty(), "stub errors: {:?}", stub.errors());
     assert_eq!(

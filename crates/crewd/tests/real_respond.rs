@@ -19,7 +19,7 @@ use common::*;
 use model_stub::{Exchange, Reply, Stub, Wire};
 use real_cli::*;
 use real_pi::{pi_bin, pi_daemon};
-use serde_json::{json, Value};
+use serde_json::json;
 
 const QUESTION: &str = "Which database should the service use?";
 const ANSWER: &str = "Postgres, version 16";
@@ -39,40 +39,6 @@ fn ask_then_answer(tool: &'static str) -> impl Fn(&Exchange) -> Reply + Send + S
             Reply::Text(FINAL.into())
         }
     }
-}
-
-/// Run the one-step team until it waits, answer, run to the end; returns (run id, status).
-fn ask_and_answer(d: &Daemon, runtime: &str, model: Option<&str>) -> (String, Value) {
-    one_step_team(d, "asker", TASK_MARK, "executor");
-    let mut p = json!({"team": "asker", "runtime": runtime});
-    if let Some(m) = model {
-        p["model"] = json!(m);
-    }
-    let run = d.run("choose storage", p);
-    let status = d.wait(&run);
-    let st = d.status(&run);
-    assert_eq!(
-        status,
-        "blocked",
-        "{st:#}\nlog:\n{}",
-        tail(&d.log_text(), 4000)
-    );
-    let t = Daemon::task(&st, "01_only");
-    assert_eq!(t["status"], "waiting", "{st:#}");
-    assert_eq!(t["question"], QUESTION, "{st:#}");
-    d.ok(
-        "team.respond",
-        json!({"runId": run, "taskId": "01_only", "message": ANSWER}),
-    );
-    let status = d.wait(&run);
-    let st = d.status(&run);
-    assert_eq!(
-        status,
-        "completed",
-        "{st:#}\nlog:\n{}",
-        tail(&d.log_text(), 4000)
-    );
-    (run, st)
 }
 
 /// The answering request carries the first prompt, the tool call and the answer.
@@ -112,7 +78,14 @@ fn pi_asks_and_the_answer_continues_its_session() {
     let stub = Stub::start(Wire::Chat, ask_then_answer("ask_user"));
     let d = pi_daemon(&pi, &stub.base_url(), "stub-model", (0.0, 0.0));
 
-    let (run, st) = ask_and_answer(&d, "pi", Some("stub/stub-model"));
+    let (run, st) = ask_and_answer(
+        &d,
+        &stub,
+        json!({"runtime": "pi", "model": "stub/stub-model"}),
+        TASK_MARK,
+        QUESTION,
+        ANSWER,
+    );
     let exchanges = stub.exchanges();
     assert!(stub.errors().is_empty(), "stub errors: {:?}", stub.errors());
     // The model was offered crew's ask tool.

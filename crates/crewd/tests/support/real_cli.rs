@@ -529,3 +529,43 @@ pub fn last_call(body: &Value) -> Option<String> {
     })
     .pop()
 }
+
+/// Runs the one-step `asker` team (task text `task`, run params `params`) until its task
+/// waits with `question`, answers `answer`, and runs it to the end; returns (run id, status).
+pub fn ask_and_answer(
+    d: &Daemon,
+    stub: &Stub,
+    params: Value,
+    task: &str,
+    question: &str,
+    answer: &str,
+) -> (String, Value) {
+    one_step_team(d, "asker", task, "executor");
+    let mut p = json!({"team": "asker"});
+    if let (Some(p), Some(extra)) = (p.as_object_mut(), params.as_object()) {
+        p.extend(extra.clone());
+    }
+    let run = d.run("choose storage", p);
+    let wait_for = |want: &str| {
+        let status = d.wait(&run);
+        let st = d.status(&run);
+        assert_eq!(
+            status,
+            want,
+            "{st:#}\nstub: {:#?}\nlog:\n{}",
+            stub.exchanges(),
+            tail(&d.log_text(), 4000)
+        );
+        st
+    };
+    let st = wait_for("blocked");
+    let t = Daemon::task(&st, "01_only");
+    assert_eq!(t["status"], "waiting", "{st:#}");
+    assert_eq!(t["question"], question, "{st:#}");
+    d.ok(
+        "team.respond",
+        json!({"runId": run, "taskId": "01_only", "message": answer}),
+    );
+    let st = wait_for("completed");
+    (run, st)
+}
