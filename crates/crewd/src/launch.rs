@@ -206,16 +206,15 @@ pub async fn prepare(shared: &Arc<Shared>, p: &RunParams) -> Result<Prepared, Ap
         .and_then(|t| catalog.team(t))
         .and_then(|t| t.workspace_mode);
     let workspace = crate::workspace::plan_run(shared, p, team_mode, &mut notes).await?;
-    let mut gaps = match cfg.runtime(&runtime) {
-        Some(rt) => policy_gaps(&runtime, rt.adapter, &plan),
-        None => Vec::new(),
-    };
-    let asks_through_crewctl = cfg.runtime(&runtime).is_some_and(|rt| {
-        matches!(
-            rt.adapter,
-            crew_core::stream::AdapterKind::Claude | crew_core::stream::AdapterKind::Codex
-        )
-    });
+    let adapter = cfg.runtime(&runtime).map(|rt| rt.adapter);
+    let mut gaps = adapter
+        .map(|a| policy_gaps(&runtime, a, &plan))
+        .unwrap_or_default();
+    // Claude Code and Codex ask through `crewctl mcp --ask`.
+    let asks_through_crewctl = matches!(
+        adapter,
+        Some(crew_core::stream::AdapterKind::Claude | crew_core::stream::AdapterKind::Codex)
+    );
     if asks_through_crewctl && crate::config::crewctl().is_none() {
         gaps.push(PolicyGap {
             agent: None,
