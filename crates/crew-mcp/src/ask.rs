@@ -2,7 +2,10 @@
 //! workers crewd starts. It needs no daemon: the question is the tool *call*, which crewd reads
 //! from the worker's own stream (as it reads pi's call of the same tool from crew's pi
 //! extension); the result only tells the model to end its turn. The answer arrives as the next
-//! prompt of the same CLI session (`claude -p --resume`, `codex exec resume`).
+//! prompt of the same CLI session (`claude -p --resume`, `codex exec resume`, `gemini --resume`).
+//!
+//! The tool is `ask_user` unless the worker's CLI needs another name: headless Gemini CLI
+//! removes every tool named like its own interactive `ask_user`, an MCP server's included.
 
 use crate::params::{parse, schema};
 use rmcp::model::{
@@ -15,8 +18,16 @@ use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-/// The tool's name: the same as pi's, so an agent file reads the same on every runtime.
+/// The tool's usual name: the same as pi's, so an agent file reads the same on every runtime.
 pub const ASK_TOOL: &str = "ask_user";
+
+/// True for a name an MCP client takes as a tool name (and crew puts on a worker's argv).
+pub fn is_tool_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
 
 const DESCRIPTION: &str =
     "Ask the user a question when you cannot go on without their decision or information. \
@@ -37,13 +48,31 @@ fn answer_text(question: &str) -> String {
     )
 }
 
-fn tool() -> Tool {
-    Tool::new(ASK_TOOL, DESCRIPTION, schema::<AskTool>())
-        .with_annotations(ToolAnnotations::new().read_only(true))
+/// The ask server, its one tool under `name`.
+#[derive(Clone)]
+pub struct AskServer {
+    name: String,
 }
 
-#[derive(Clone, Default)]
-pub struct AskServer;
+impl Default for AskServer {
+    fn default() -> Self {
+        Self {
+            name: ASK_TOOL.into(),
+        }
+    }
+}
+
+impl AskServer {
+    /// `None` for a name that is not a tool name.
+    pub fn named(name: &str) -> Option<Self> {
+        is_tool_name(name).then(|| Self { name: name.into() })
+    }
+
+    fn tool(&self) -> Tool {
+        Tool::new(self.name.clone(), DESCRIPTION, schema::<AskTool>())
+            .with_annotations(ToolAnnotations::new().read_only(true))
+    }
+}
 
 impl ServerHandler for AskServer {
     fn get_info(&self) -> ServerConfig {
@@ -57,11 +86,11 @@ impl ServerHandler for AskServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(vec![tool()]))
+        Ok(ListToolsResult::with_all_items(vec![self.tool()]))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        (name == ASK_TOOL).then(tool)
+        (name == self.name).then(|| self.tool())
     }
 
     async fn call_tool(
@@ -69,7 +98,7 @@ impl ServerHandler for AskServer {
         request: CallToolRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        if request.name != ASK_TOOL {
+        if request.name != self.name {
             return Err(ErrorData::invalid_params(
                 format!("unknown tool: {}", request.name),
                 None,
@@ -83,13 +112,13 @@ impl ServerHandler for AskServer {
     }
 }
 
-/// Serves the ask server on `transport` until the client closes it.
-pub async fn serve_ask<T, E, A>(transport: T) -> Result<(), crate::ServeError>
+/// Serves `server` on `transport` until the client closes it.
+pub async fn serve_ask<T, E, A>(server: AskServer, transport: T) -> Result<(), crate::ServeError>
 where
     T: rmcp::transport::IntoTransport<RoleServer, E, A>,
     E: std::error::Error + Send + Sync + 'static,
 {
-    let running = AskServer
+    let running = server
         .serve(transport)
         .await
         .map_err(|e| crate::ServeError::Init(e.to_string()))?;
@@ -100,7 +129,7 @@ where
         .map_err(|e| crate::ServeError::Session(e.to_string()))
 }
 
-/// Serves the ask server over this process's stdin and stdout.
-pub async fn serve_ask_stdio() -> Result<(), crate::ServeError> {
-    serve_ask(rmcp::transport::stdio_pipes()).await
+/// Serves `server` over this process's stdin and stdout.
+pub async fn serve_ask_stdio(server: AskServer) -> Result<(), crate::ServeError> {
+    serve_ask(server, rmcp::transport::stdio_pipes()).await
 }

@@ -23,7 +23,7 @@ mod tools;
 mod wait;
 mod workspace;
 
-pub use ask::{serve_ask, serve_ask_stdio, AskServer};
+pub use ask::{is_tool_name, serve_ask, serve_ask_stdio, AskServer, ASK_TOOL};
 pub use daemon::{ConnectFuture, Connector};
 pub use error::ToolError;
 pub use server::CrewServer;

@@ -86,7 +86,10 @@ async fn tools_are_listed_and_failures_are_tool_errors() {
 #[tokio::test]
 async fn the_ask_server_has_one_tool_that_tells_the_model_to_stop() {
     let (server_side, client_side) = tokio::io::duplex(64 * 1024);
-    let server = tokio::spawn(crew_mcp::serve_ask(server_side));
+    let server = tokio::spawn(crew_mcp::serve_ask(
+        crew_mcp::AskServer::default(),
+        server_side,
+    ));
     let client = ().serve(client_side).await.unwrap();
 
     let tools = client.list_all_tools().await.unwrap();
@@ -115,6 +118,31 @@ async fn the_ask_server_has_one_tool_that_tells_the_model_to_stop() {
     assert_eq!(r.is_error, Some(true));
     assert!(text(&r).contains("question"), "{}", text(&r));
 
+    client.cancel().await.unwrap();
+    let _ = server.await;
+}
+
+/// `crewctl mcp --ask --tool NAME` (for Gemini CLI, which hides tools named `ask_user`): the one
+/// tool under that name, and only that name is callable; a name no client takes is refused.
+#[tokio::test]
+async fn the_ask_server_serves_its_tool_under_another_name() {
+    assert!(crew_mcp::AskServer::named("ask question").is_none());
+    assert!(crew_mcp::AskServer::named("").is_none());
+    assert!(crew_mcp::AskServer::named(&"x".repeat(65)).is_none());
+    let (server_side, client_side) = tokio::io::duplex(64 * 1024);
+    let named = crew_mcp::AskServer::named("ask_question").unwrap();
+    let server = tokio::spawn(crew_mcp::serve_ask(named, server_side));
+    let client = ().serve(client_side).await.unwrap();
+    let tools = client.list_all_tools().await.unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    assert_eq!(names, ["ask_question"]);
+    let args = json!({"question": "Which database?"});
+    let call = |name: &'static str| {
+        CallToolRequestParams::new(name).with_arguments(args.as_object().unwrap().clone())
+    };
+    let r = client.call_tool(call("ask_question")).await.unwrap();
+    assert!(text(&r).contains("Which database?"), "{}", text(&r));
+    assert!(client.call_tool(call("ask_user")).await.is_err());
     client.cancel().await.unwrap();
     let _ = server.await;
 }

@@ -232,10 +232,13 @@ pub enum Command {
     },
     /// Serve crew's runs as MCP tools over stdin/stdout (for Claude Code, Codex, any MCP client)
     Mcp {
-        /// Serve only the `ask_user` tool crewd gives its Claude Code and Codex workers (needs
-        /// no daemon)
+        /// Serve only the `ask_user` tool crewd gives its Claude Code, Codex and Gemini CLI
+        /// workers (needs no daemon)
         #[arg(long, hide = true)]
         ask: bool,
+        /// With --ask: the tool's name (Gemini CLI hides tools named `ask_user`)
+        #[arg(long, hide = true, requires = "ask", default_value = crew_mcp::ASK_TOOL)]
+        tool: String,
     },
     /// Print a shell completion script
     Completions {

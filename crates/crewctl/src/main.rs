@@ -122,8 +122,8 @@ async fn dispatch(ctx: &Ctx, command: Command) -> anyhow::Result<u8> {
             };
             ui::ui(ctx, args).await
         }
-        Command::Mcp { ask: false } => mcp::serve(ctx).await,
-        Command::Mcp { ask: true } => mcp::serve_ask().await,
+        Command::Mcp { ask: false, .. } => mcp::serve(ctx).await,
+        Command::Mcp { ask: true, tool } => mcp::serve_ask(&tool).await,
         Command::Completions { shell } => daemon::completions(shell),
         Command::Man { dir } => daemon::man(&dir),
     }

@@ -21,8 +21,12 @@ pub async fn serve(ctx: &Ctx) -> anyhow::Result<u8> {
     Ok(0)
 }
 
-/// `crewctl mcp --ask`: the ask server crewd gives its Claude Code and Codex workers.
-pub async fn serve_ask() -> anyhow::Result<u8> {
-    crew_mcp::serve_ask_stdio().await?;
+/// `crewctl mcp --ask [--tool NAME]`: the ask server crewd gives its Claude Code, Codex and
+/// Gemini CLI workers.
+pub async fn serve_ask(tool: &str) -> anyhow::Result<u8> {
+    let server = crew_mcp::AskServer::named(tool).ok_or_else(|| {
+        anyhow::anyhow!("--tool {tool:?} is not a tool name (A-Z a-z 0-9 _ -, at most 64)")
+    })?;
+    crew_mcp::serve_ask_stdio(server).await?;
     Ok(0)
 }

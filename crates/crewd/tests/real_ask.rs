@@ -28,11 +28,17 @@ const FINAL: &str = "STUB-FINAL: the service uses Postgres 16.";
 /// In the task's text, so the resumed request can be told to carry the first prompt.
 const TASK_MARK: &str = "Pick the storage for the service (mark-7f3a).";
 
+/// A name of crew's ask tool in a request: `ask_user` (Gemini CLI: `ask_question`) with the
+/// CLI's prefix for crew's ask server.
+fn is_ask(name: &str) -> bool {
+    name == "mcp__crew_ask__ask_user" || name == "mcp_crew_ask_ask_question" || name == "ask_user"
+}
+
 /// The offered ask tool, as the stub must call it.
 fn ask_tool(e: &Exchange) -> Option<(Option<String>, String)> {
     offered_tools(&e.body)
         .into_iter()
-        .find(|(ns, n)| n == "mcp__crew_ask__ask_user" || (ns.is_some() && n == "ask_user"))
+        .find(|(ns, n)| is_ask(n) && (n != "ask_user" || ns.is_some()))
 }
 
 /// The model: asks first; after the ask tool's result, ends its turn saying so; once the answer
@@ -41,7 +47,7 @@ fn script(e: &Exchange) -> Reply {
     if e.texts().contains(ANSWER) {
         return Reply::Text(FINAL.into());
     }
-    if last_call(&e.body).is_some_and(|n| n.ends_with("ask_user")) {
+    if last_call(&e.body).is_some_and(|n| is_ask(&n)) {
         return Reply::Text(WAITING.into());
     }
     let input = json!({"question": QUESTION});
@@ -228,4 +234,62 @@ fn codex_asks_and_the_answer_resumes_its_session() {
     );
     check_resumed(&exchanges);
     check_task(&d, &run, &st, &exchanges, 2);
+}
+
+fn gemini_daemon(stub: &Stub) -> Option<Daemon> {
+    let gemini = agent_bin("gemini")?;
+    crewctl_next_to_crewd();
+    let env = vec![
+        ("GOOGLE_GEMINI_BASE_URL".to_string(), stub.base_url()),
+        (
+            "GEMINI_API_KEY".to_string(),
+            "stub-key-not-secret".to_string(),
+        ),
+    ];
+    let config = format!(
+        "no_output_timeout_ms = 60000\ntask_timeout_ms = 180000\n\
+         [runtimes.gemini]\nadapter = \"gemini\"\ncommand = [{gemini:?}]\n\
+         env = [\"GEMINI_API_KEY\", \"GOOGLE_GEMINI_BASE_URL\"]\n",
+        gemini = gemini.display().to_string(),
+    );
+    let d = Daemon::start_with(Opts { config, env });
+    // API-key auth in the workers' HOME (see real_gemini.rs); no MCP server is named there:
+    // crew adds its ask server through Gemini CLI's system defaults.
+    let dir = d.home.join(".gemini");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("settings.json"),
+        json!({"security": {"auth": {"selectedType": "gemini-api-key"}}}).to_string(),
+    )
+    .unwrap();
+    Some(d)
+}
+
+#[test]
+fn gemini_cli_asks_and_the_answer_resumes_its_session() {
+    let stub = Stub::start(Wire::Gemini, script);
+    let Some(d) = gemini_daemon(&stub) else {
+        return skipped(
+            "gemini_cli_asks_and_the_answer_resumes_its_session",
+            "gemini",
+        );
+    };
+    let (run, st) = ask_and_answer(
+        &d,
+        &stub,
+        json!({"runtime": "gemini", "model": MODEL}),
+        TASK_MARK,
+        QUESTION,
+        ANSWER,
+    );
+    let exchanges = stub.exchanges();
+    assert!(stub.errors().is_empty(), "stub errors: {:?}", stub.errors());
+    assert_eq!(
+        ask_tool(&exchanges[0]),
+        Some((None, "mcp_crew_ask_ask_question".into())),
+        "{:#}",
+        exchanges[0].body
+    );
+    check_resumed(&exchanges);
+    check_task(&d, &run, &st, &exchanges, 3);
 }

@@ -8,7 +8,7 @@
 
 use super::{
     add_usage, cut_chars, json_count, status_retryable, strip_cr, Launch, LaunchSpec, Outcome,
-    StdinFrom, StreamParser, WorkerEvent, Writes, TOOL_ARGS_LIMIT,
+    StdinFrom, StreamParser, WorkerEvent, Writes, ASK_MCP_SERVER, TOOL_ARGS_LIMIT,
 };
 use crate::usage::Usage;
 use serde_json::{Map, Value};
@@ -16,6 +16,10 @@ use std::collections::HashMap;
 
 /// The environment variable naming a file that replaces Gemini CLI's system prompt.
 pub const ENV_SYSTEM_MD: &str = "GEMINI_SYSTEM_MD";
+
+/// The environment variable naming the home Gemini CLI keeps its `.gemini` folder in (its
+/// user settings, credentials and sessions).
+pub const ENV_HOME: &str = "GEMINI_CLI_HOME";
 
 /// Flags of the user's own command that set the approval mode: crew then leaves it alone.
 const APPROVAL_FLAGS: &[&str] = &["--approval-mode", "-y", "--yolo"];
@@ -35,6 +39,11 @@ pub(super) fn launch(spec: &LaunchSpec) -> Launch {
     // Trust the run's cwd for this session: an untrusted folder forces the approval mode back
     // to `default`, and a writing role could not write.
     argv.extend(["--output-format", "stream-json", "--skip-trust"].map(String::from));
+    // The answer to a question continues the session that asked (the prompt is the answer).
+    if let Some(id) = &spec.session.resume {
+        argv.push("--resume".into());
+        argv.push(id.clone());
+    }
     if let Some(model) = &spec.model {
         argv.push("--model".into());
         argv.push(model.clone());
@@ -49,10 +58,13 @@ pub(super) fn launch(spec: &LaunchSpec) -> Launch {
         argv.push(approval_mode(&spec.tools).into());
     }
     // The system prompt is a file named by the environment (replace; Gemini CLI cannot append).
-    let env = match (&spec.system_prompt_file, spec.system_prompt.is_empty()) {
+    let mut env = match (&spec.system_prompt_file, spec.system_prompt.is_empty()) {
         (Some(file), false) => vec![(ENV_SYSTEM_MD.to_owned(), file.clone())],
         _ => Vec::new(),
     };
+    if let Some(home) = &spec.session.ask_config {
+        env.push((ENV_HOME.to_owned(), home.clone()));
+    }
     // `-p` is appended to stdin: a long prompt is stdin (a regular file, read to its end) and
     // `-p` stays empty.
     argv.push("-p".into());
@@ -74,6 +86,56 @@ pub(super) fn launch(spec: &LaunchSpec) -> Launch {
             }
         }
     }
+}
+
+/// The name crew's ask server gives its tool for Gemini CLI (`crewctl mcp --ask --tool`):
+/// headless Gemini CLI removes every tool named like its own interactive `ask_user`, an MCP
+/// server's too.
+pub const ASK_TOOL: &str = "ask_question";
+
+/// What Gemini CLI calls crew's ask tool: `mcp_<server>_<tool>`.
+fn ask_tool_name() -> String {
+    format!("mcp_{ASK_MCP_SERVER}_{ASK_TOOL}")
+}
+
+/// Why crew's ask server cannot be added to the user's Gemini CLI settings.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum AskSettingsError {
+    #[error("the settings are not a JSON object: {0}")]
+    NotAnObject(String),
+    #[error("the settings' `mcpServers` is not an object")]
+    ServersNotAnObject,
+    #[error("no ask server command")]
+    NoCommand,
+}
+
+/// The user's Gemini CLI settings (`base`, if they have any) with crew's ask server (`server`:
+/// program first, `crewctl mcp --ask`; its tool named [`ASK_TOOL`]) added under
+/// [`ASK_MCP_SERVER`]; `trust` lets a headless session call the
+/// tool without the confirmation it cannot ask for.
+pub fn ask_settings(base: Option<&str>, server: &[String]) -> Result<String, AskSettingsError> {
+    let (command, args) = server.split_first().ok_or(AskSettingsError::NoCommand)?;
+    let mut settings = match base {
+        Some(text) if !text.trim().is_empty() => match serde_json::from_str::<Value>(text) {
+            Ok(Value::Object(m)) => m,
+            Ok(_) => return Err(AskSettingsError::NotAnObject("not an object".into())),
+            Err(e) => return Err(AskSettingsError::NotAnObject(e.to_string())),
+        },
+        _ => Map::new(),
+    };
+    let servers = settings
+        .entry("mcpServers")
+        .or_insert_with(|| Value::Object(Map::new()));
+    let Value::Object(servers) = servers else {
+        return Err(AskSettingsError::ServersNotAnObject);
+    };
+    let mut args = args.to_vec();
+    args.extend(["--tool".to_owned(), ASK_TOOL.to_owned()]);
+    servers.insert(
+        ASK_MCP_SERVER.to_owned(),
+        serde_json::json!({"command": command, "args": args, "trust": true}),
+    );
+    Ok(Value::Object(settings).to_string())
 }
 
 /// The approval mode that gives a role its write permission. A headless run denies every call
@@ -112,6 +174,8 @@ pub(crate) struct GeminiParser {
     retryable: Option<bool>,
     tools: HashMap<String, String>,
     writes: Writes,
+    /// The `session_id` of the `init` line (`gemini --resume ID` continues it).
+    session_id: Option<String>,
     open_turn: bool,
     finished: bool,
 }
@@ -158,10 +222,19 @@ impl GeminiParser {
             .get("parameters")
             .map(Value::to_string)
             .unwrap_or_default();
+        // A call of crew's ask tool is the question (its result only tells the model to end
+        // its turn).
+        let question = (name == ask_tool_name())
+            .then(|| event.get("parameters")?.get("question")?.as_str())
+            .flatten()
+            .map(str::to_owned);
         events.push(WorkerEvent::ToolStart {
             name,
             args: cut_chars(&args, TOOL_ARGS_LIMIT),
         });
+        if let Some(question) = question {
+            events.push(WorkerEvent::Ask { question });
+        }
         events
     }
 
@@ -290,6 +363,9 @@ impl StreamParser for GeminiParser {
                     self.model.clone_from(&model);
                 }
                 let session_id = str_of(&event, "session_id").map(str::to_owned);
+                if session_id.is_some() {
+                    self.session_id.clone_from(&session_id);
+                }
                 vec![WorkerEvent::Started { session_id, model }]
             }
             Some("message") if str_of(&event, "role") == Some("assistant") => {
@@ -337,7 +413,7 @@ impl StreamParser for GeminiParser {
             error,
             retryable: self.retryable,
             writes: self.writes,
-            session_id: None,
+            session_id: self.session_id.clone(),
         }
     }
 }
@@ -389,6 +465,9 @@ mod tests {
             ENV_SYSTEM_MD.to_string(),
             "/run/prompts/system-ab.md".to_string(),
         )];
+        let mut resumed = spec(&["gemini"], &["read"]);
+        resumed.session.resume = Some("75b821e0-ce86-4aab-aba4-8e7c622f1e0d".into());
+        resumed.session.ask_config = Some("/state/gemini-home".into());
         let table: Vec<Case> = vec![
             (
                 "read-only role: default approval, system prompt file in the environment",
@@ -439,6 +518,27 @@ mod tests {
                 ],
                 vec![],
                 StdinFrom::File("/run/prompts/01_a.md".into()),
+            ),
+            (
+                "the answer resumes the session, in crew's Gemini home",
+                resumed,
+                vec![
+                    "gemini",
+                    "--output-format",
+                    "stream-json",
+                    "--skip-trust",
+                    "--resume",
+                    "75b821e0-ce86-4aab-aba4-8e7c622f1e0d",
+                    "--approval-mode",
+                    "default",
+                    "-p",
+                    "Goal: fix it",
+                ],
+                vec![
+                    sys[0].clone(),
+                    (ENV_HOME.to_string(), "/state/gemini-home".to_string()),
+                ],
+                StdinFrom::Null,
             ),
             (
                 "the user's approval mode wins",
@@ -529,6 +629,74 @@ mod tests {
         let err = out.error.unwrap_or_default();
         assert!(err.contains("stub says 400: the request is bad"), "{err}");
         assert_eq!(out.retryable, Some(false), "a 400 is not retried");
+    }
+
+    #[test]
+    fn a_call_of_crews_ask_tool_is_the_question() {
+        // Recorded from Gemini CLI 0.61.0 in real_ask.rs (the task prompt shortened): the ask,
+        // then the attempt that resumed the session with the answer.
+        let (events, out) = feed(include_str!("fixtures/gemini_ask.jsonl"));
+        let asks: Vec<_> = events
+            .iter()
+            .filter(|e| matches!(e, WorkerEvent::Ask { .. }))
+            .collect();
+        assert_eq!(
+            asks,
+            [&WorkerEvent::Ask {
+                question: "Which database should the service use?".into()
+            }]
+        );
+        let session = Some("75b821e0-ce86-4aab-aba4-8e7c622f1e0d");
+        assert_eq!(out.session_id.as_deref(), session);
+        let (events, out) = feed(include_str!("fixtures/gemini_resumed.jsonl"));
+        assert!(!events.iter().any(|e| matches!(e, WorkerEvent::Ask { .. })));
+        assert_eq!(out.session_id.as_deref(), session);
+        assert_eq!(
+            out.final_text.as_deref(),
+            Some("STUB-FINAL: the service uses Postgres 16.")
+        );
+        // Another tool's `question`, or crew's tool without a string one, asks nothing.
+        for line in [
+            r#"{"type":"tool_use","tool_name":"mcp_other_ask_question","tool_id":"a","parameters":{"question":"q"}}"#,
+            r#"{"type":"tool_use","tool_name":"mcp_crew_ask_ask_question","tool_id":"b","parameters":{"question":7}}"#,
+            r#"{"type":"tool_use","tool_name":"ask_user","tool_id":"c","parameters":{"question":"q"}}"#,
+        ] {
+            let (events, _) = feed(line);
+            assert!(
+                !events.iter().any(|e| matches!(e, WorkerEvent::Ask { .. })),
+                "{line}"
+            );
+        }
+    }
+
+    #[test]
+    fn crews_ask_server_joins_the_users_settings() {
+        let server = ["/opt/crew/crewctl", "mcp", "--ask"].map(String::from);
+        let parse = |s: String| serde_json::from_str::<Value>(&s).unwrap();
+        let fresh = parse(ask_settings(None, &server).unwrap());
+        assert_eq!(
+            fresh,
+            serde_json::json!({"mcpServers": {"crew_ask": {
+                "command": "/opt/crew/crewctl",
+                "args": ["mcp", "--ask", "--tool", "ask_question"],
+                "trust": true,
+            }}})
+        );
+        let theirs = parse(
+            ask_settings(
+                Some(r#"{"mcpServers": {"db": {"command": "x"}}, "model": {"name": "m"}}"#),
+                &server,
+            )
+            .unwrap(),
+        );
+        assert_eq!(theirs["mcpServers"]["db"]["command"], "x");
+        assert_eq!(theirs["model"]["name"], "m");
+        assert_eq!(theirs["mcpServers"]["crew_ask"]["trust"], true);
+        assert_eq!(parse(ask_settings(Some(" "), &server).unwrap()), fresh);
+        for bad in ["[]", "{", r#"{"mcpServers": 3}"#] {
+            assert!(ask_settings(Some(bad), &server).is_err(), "{bad}");
+        }
+        assert_eq!(ask_settings(None, &[]), Err(AskSettingsError::NoCommand));
     }
 
     #[test]

@@ -12,6 +12,10 @@ mod opencode;
 mod pi;
 
 pub use classify::{is_capacity_message, is_retryable_message, is_retryable_spawn_error};
+pub use gemini::{
+    ask_settings as gemini_ask_settings, AskSettingsError as GeminiAskSettingsError,
+    ENV_HOME as GEMINI_ENV_HOME,
+};
 
 use crate::usage::Usage;
 use serde::{Deserialize, Serialize};
@@ -82,14 +86,17 @@ pub struct SessionSpec {
     /// pi: the session file the attempt writes (`--session FILE` instead of `--no-session`);
     /// the same file again continues it.
     pub file: Option<String>,
-    /// claude / codex: the recorded session id to continue (`claude -p --resume ID`,
-    /// `codex exec resume ID`). The prompt is then the answer.
+    /// claude / codex / gemini: the recorded session id to continue (`claude -p --resume ID`,
+    /// `codex exec resume ID`, `gemini --resume ID`). The prompt is then the answer.
     pub resume: Option<String>,
     /// pi: crew's extension file that gives the agent its `ask_user` tool (`--extension`).
     pub ask_extension: Option<String>,
     /// claude / codex: the command (program first) of crew's stdio MCP server that gives the
     /// agent its `ask_user` tool (`crewctl mcp --ask`), registered as [`ASK_MCP_SERVER`].
     pub ask_server: Option<Vec<String>>,
+    /// gemini: the home crew made for Gemini CLI (`GEMINI_CLI_HOME`) whose settings register
+    /// its ask server ([`gemini_ask_settings`]); the rest of it is the user's own `.gemini`.
+    pub ask_config: Option<String>,
 }
 
 /// The tool an agent calls to ask the user something (pi: from crew's extension).

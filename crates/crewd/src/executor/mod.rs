@@ -14,6 +14,7 @@ mod lines;
 mod pre_step;
 pub mod process;
 mod reuse;
+mod session;
 mod stderr;
 mod verify;
 
@@ -46,47 +47,6 @@ const EXIT_QUIET: Duration = Duration::from_millis(500);
 const PAUSE_SLACK: Duration = Duration::from_secs(1);
 /// Most stdout lines taken at once, without waiting, before a deadline is judged.
 const DRAIN_LINES: usize = 4096;
-
-/// The session this attempt continues, when its runtime can: pi when the session file is
-/// there (a worker that died before writing it, or the fake agent, leaves none); claude and
-/// codex when their stream named a session id (`claude -p --resume`, `codex exec resume`).
-/// `None`: the attempt starts fresh, with the answer in its prompt.
-fn usable_resume(spec: &AttemptSpec) -> Option<&Resume> {
-    let r = spec.resume.as_ref()?;
-    match spec.runtime.adapter {
-        stream::AdapterKind::Pi => {
-            blocking(|| std::path::Path::new(&r.session).is_file()).then_some(r)
-        }
-        stream::AdapterKind::Claude | stream::AdapterKind::Codex => {
-            stream::is_resumable_session_id(&r.session).then_some(r)
-        }
-        _ => None,
-    }
-}
-
-/// crew's ask server for the claude and codex adapters: `crewctl mcp --ask`.
-fn ask_server() -> Vec<String> {
-    vec![crate::config::crewctl_path(), "mcp".into(), "--ask".into()]
-}
-
-/// The prompt of an attempt that continues the session that asked: the answer, said to be one.
-fn resume_prompt(answer: &str) -> String {
-    format!("The user answered your question:\n\n{answer}\n\nContinue the task with this answer.")
-}
-
-/// crew's pi extension (the `ask_user` tool) in the run directory, rewritten when it differs
-/// (like the system prompt file: the worker's input, never synced).
-fn ask_extension_file(run_dir: &Path) -> std::io::Result<PathBuf> {
-    let path = run_dir.join("extensions/crew-ask.ts");
-    let text = stream::PI_ASK_EXTENSION.as_bytes();
-    if std::fs::read(&path).ok().as_deref() != Some(text) {
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
-        artifacts::write_replace(&path, text)?;
-    }
-    Ok(path)
-}
 
 fn render_prompt(spec: &AttemptSpec, pre_step: Option<&str>) -> std::io::Result<String> {
     fault::hit("render")?;
@@ -357,7 +317,7 @@ async fn attempt_unsynced(
     let run_dir = spec.run_dir.clone();
     let mut artifacts = Vec::new();
     let prompt_name = format!("prompts/{}.md", spec.task_id);
-    let resume = usable_resume(spec);
+    let resume = session::usable_resume(spec);
     // The step's pre-step script first: its output is part of the prompt, so of the reuse
     // fingerprint too. A resumed session saw it when it started: not run again.
     let pre_step = match resume {
@@ -370,7 +330,7 @@ async fn attempt_unsynced(
     // Reads dependency results, writes the prompt artifact.
     let written = blocking(|| {
         let prompt = match resume {
-            Some(r) => resume_prompt(&r.answer),
+            Some(r) => session::resume_prompt(&r.answer),
             None => render_prompt(spec, pre_step.as_deref())?,
         };
         fault::hit("prompt-artifact")?;
@@ -788,50 +748,9 @@ async fn run_process(
     } else {
         Vec::new()
     };
-    // pi keeps its conversation in a session file crew names (one per attempt, or the one
-    // being continued) and asks through crew's extension.
-    let session = match spec.runtime.adapter {
-        stream::AdapterKind::Pi => {
-            let file = match resume {
-                Some(r) => r.session.clone(),
-                None => run_dir
-                    .join(format!(
-                        "sessions/{}.attempt-{}.jsonl",
-                        spec.task_id, spec.attempt
-                    ))
-                    .display()
-                    .to_string(),
-            };
-            let ext = blocking(|| {
-                std::fs::create_dir_all(run_dir.join("sessions"))?;
-                ask_extension_file(run_dir)
-            });
-            match ext {
-                Ok(ext) => stream::SessionSpec {
-                    file: Some(file),
-                    resume: None,
-                    ask_extension: Some(ext.display().to_string()),
-                    ask_server: None,
-                },
-                Err(e) => {
-                    return failed(
-                        Usage::default(),
-                        artifacts.clone(),
-                        format!("cannot write crew's pi extension: {e}"),
-                        false,
-                        "storage",
-                    )
-                }
-            }
-        }
-        // Claude Code and Codex keep their sessions themselves (under the user's home) and
-        // ask through crew's MCP server.
-        stream::AdapterKind::Claude | stream::AdapterKind::Codex => stream::SessionSpec {
-            resume: resume.map(|r| r.session.clone()),
-            ask_server: Some(ask_server()),
-            ..Default::default()
-        },
-        _ => stream::SessionSpec::default(),
+    let session = match session::session_spec(spec, resume, &shared.state_dir) {
+        Ok(session) => session,
+        Err(e) => return failed(Usage::default(), artifacts.clone(), e, false, "storage"),
     };
     let session_file = session.file.clone();
     let launch = LaunchSpec {

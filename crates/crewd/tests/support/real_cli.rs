@@ -502,6 +502,16 @@ pub fn offered_tools(body: &Value) -> Vec<(Option<String>, String)> {
     };
     let mut out = Vec::new();
     for t in tools {
+        // Gemini: `{"functionDeclarations": [{"name": …}, …]}`.
+        if let Some(decls) = t.get("functionDeclarations").and_then(Value::as_array) {
+            out.extend(
+                decls
+                    .iter()
+                    .filter_map(|d| d.get("name")?.as_str())
+                    .map(|n| (None, n.to_string())),
+            );
+            continue;
+        }
         let Some(name) = t.get("name").and_then(Value::as_str) else {
             continue;
         };
@@ -519,9 +529,12 @@ pub fn offered_tools(body: &Value) -> Vec<(Option<String>, String)> {
 }
 
 /// The name of the last tool the model called in the conversation so far (Anthropic
-/// `tool_use`, Responses `function_call`).
+/// `tool_use`, Responses `function_call`, Gemini `functionCall`).
 pub fn last_call(body: &Value) -> Option<String> {
     find_all(body, &|o| {
+        if let Some(call) = o.get("functionCall") {
+            return call.get("name")?.as_str().map(str::to_owned);
+        }
         let ty = o.get("type")?.as_str()?;
         matches!(ty, "tool_use" | "function_call")
             .then(|| o.get("name")?.as_str().map(str::to_owned))
