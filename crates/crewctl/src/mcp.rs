@@ -21,7 +21,7 @@ pub async fn serve(ctx: &Ctx) -> anyhow::Result<u8> {
     Ok(0)
 }
 
-/// `crewctl mcp --ask`: the ask server crewd gives its Claude Code and Codex workers.
+/// `crewctl mcp --ask`: the ask server crewd gives its Claude Code, Codex and opencode workers.
 pub async fn serve_ask() -> anyhow::Result<u8> {
     crew_mcp::serve_ask_stdio().await?;
     Ok(0)

@@ -229,3 +229,71 @@ fn codex_asks_and_the_answer_resumes_its_session() {
     check_resumed(&exchanges);
     check_task(&d, &run, &st, &exchanges, 2);
 }
+
+/// The chat completions version of [`script`] (opencode's provider speaks it): the ask tool is
+/// `crew_ask_ask_user` in the request's `tools`, a call is in an assistant message's
+/// `tool_calls`.
+fn chat_script(e: &Exchange) -> Reply {
+    const OPENCODE_ASK: &str = "crew_ask_ask_user";
+    if e.texts().contains(ANSWER) {
+        return Reply::Text(FINAL.into());
+    }
+    let calls = find_all(&e.body, &|o| {
+        o.get("arguments")?;
+        o.get("name")?.as_str().map(str::to_owned)
+    });
+    if calls.last().is_some_and(|n| n == OPENCODE_ASK) {
+        return Reply::Text(WAITING.into());
+    }
+    let offered = find_all(&e.body["tools"], &|o| {
+        o.get("name")?.as_str().map(str::to_owned)
+    });
+    if offered.iter().any(|n| n == OPENCODE_ASK) {
+        return Reply::Tool {
+            name: OPENCODE_ASK.into(),
+            input: json!({"question": QUESTION}),
+        };
+    }
+    Reply::Text("STUB-SIDE-ANSWER".into())
+}
+
+#[test]
+fn opencode_asks_and_the_answer_resumes_its_session() {
+    let stub = Stub::start(Wire::Chat, chat_script);
+    let config = opencode_config(&stub);
+    // The user's own configuration denies every tool: crew's ask tool is allowed by name.
+    let file = config.path().join("opencode.json");
+    let mut user: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    user["permission"] = json!({"*": "deny"});
+    std::fs::write(&file, user.to_string()).unwrap();
+    let Some(opencode) = agent_bin("opencode") else {
+        return skipped(
+            "opencode_asks_and_the_answer_resumes_its_session",
+            "opencode",
+        );
+    };
+    crewctl_next_to_crewd();
+    let d = Daemon::start_with(Opts {
+        config: format!(
+            "no_output_timeout_ms = 60000\ntask_timeout_ms = 180000\n\
+             [runtimes.opencode]\nadapter = \"opencode\"\ncommand = [{opencode:?}]\n\
+             env = [\"OPENCODE_CONFIG\", \"OPENCODE_DISABLE_MODELS_FETCH\"]\n",
+            opencode = opencode.display().to_string(),
+        ),
+        env: opencode_env(&config),
+    });
+    seed_opencode_plugin_dir(&d.home);
+    let (run, st) = ask_and_answer(
+        &d,
+        &stub,
+        json!({"runtime": "opencode", "model": format!("stub/{MODEL}")}),
+        TASK_MARK,
+        QUESTION,
+        ANSWER,
+    );
+    let exchanges = stub.exchanges();
+    assert!(stub.errors().is_empty(), "stub errors: {:?}", stub.errors());
+    check_resumed(&exchanges);
+    // opencode counts a turn per model call.
+    check_task(&d, &run, &st, &exchanges, 3);
+}

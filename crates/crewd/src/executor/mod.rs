@@ -48,23 +48,24 @@ const PAUSE_SLACK: Duration = Duration::from_secs(1);
 const DRAIN_LINES: usize = 4096;
 
 /// The session this attempt continues, when its runtime can: pi when the session file is
-/// there (a worker that died before writing it, or the fake agent, leaves none); claude and
-/// codex when their stream named a session id (`claude -p --resume`, `codex exec resume`).
-/// `None`: the attempt starts fresh, with the answer in its prompt.
+/// there (a worker that died before writing it, or the fake agent, leaves none); claude,
+/// codex and opencode when their stream named a session id (`claude -p --resume`, `codex exec
+/// resume`, `opencode run --session`). `None`: the attempt starts fresh, with the answer in
+/// its prompt.
 fn usable_resume(spec: &AttemptSpec) -> Option<&Resume> {
     let r = spec.resume.as_ref()?;
     match spec.runtime.adapter {
         stream::AdapterKind::Pi => {
             blocking(|| std::path::Path::new(&r.session).is_file()).then_some(r)
         }
-        stream::AdapterKind::Claude | stream::AdapterKind::Codex => {
-            stream::is_resumable_session_id(&r.session).then_some(r)
-        }
+        stream::AdapterKind::Claude
+        | stream::AdapterKind::Codex
+        | stream::AdapterKind::Opencode => stream::is_resumable_session_id(&r.session).then_some(r),
         _ => None,
     }
 }
 
-/// crew's ask server for the claude and codex adapters: `crewctl mcp --ask`.
+/// crew's ask server for the claude, codex and opencode adapters: `crewctl mcp --ask`.
 fn ask_server() -> Vec<String> {
     vec![crate::config::crewctl_path(), "mcp".into(), "--ask".into()]
 }
@@ -575,7 +576,7 @@ struct Stdout {
     /// rpc mode: `agent_end` came; the worker has nothing more to do.
     rpc_done: bool,
     /// A question ends the agent's turn at once (pi: crew's extension returns `terminate`).
-    /// Claude Code and Codex make one more model call after the ask tool's result: their
+    /// Claude Code, Codex and opencode make one more model call after the ask tool's result: their
     /// turn's end, not the question, starts the drain, so the session they resume is whole.
     ask_ends_turn: bool,
     warnings: Warnings,
@@ -824,9 +825,11 @@ async fn run_process(
                 }
             }
         }
-        // Claude Code and Codex keep their sessions themselves (under the user's home) and
-        // ask through crew's MCP server.
-        stream::AdapterKind::Claude | stream::AdapterKind::Codex => stream::SessionSpec {
+        // Claude Code, Codex and opencode keep their sessions themselves (under the user's
+        // home) and ask through crew's MCP server.
+        stream::AdapterKind::Claude
+        | stream::AdapterKind::Codex
+        | stream::AdapterKind::Opencode => stream::SessionSpec {
             resume: resume.map(|r| r.session.clone()),
             ask_server: Some(ask_server()),
             ..Default::default()
