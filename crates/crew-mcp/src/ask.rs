@@ -1,8 +1,9 @@
-//! crew's ask server (`crewctl mcp --ask`): one tool, `ask_user`, for the Claude Code and Codex
-//! workers crewd starts. It needs no daemon: the question is the tool *call*, which crewd reads
-//! from the worker's own stream (as it reads pi's call of the same tool from crew's pi
-//! extension); the result only tells the model to end its turn. The answer arrives as the next
-//! prompt of the same CLI session (`claude -p --resume`, `codex exec resume`, `gemini --resume`).
+//! crew's ask server (`crewctl mcp --ask`): one tool, `ask_user`, for the Claude Code, Codex,
+//! Gemini CLI and opencode workers crewd starts. It needs no daemon: the question is the tool
+//! *call*, which crewd reads from the worker's own stream (as it reads pi's call of the same tool
+//! from crew's pi extension); the result only tells the model to end its turn. The answer arrives
+//! as the next prompt of the same CLI session (`claude -p --resume`, `codex exec resume`,
+//! `gemini --resume`, `opencode run --session`).
 //!
 //! The tool is `ask_user` unless the worker's CLI needs another name: headless Gemini CLI
 //! removes every tool named like its own interactive `ask_user`, an MCP server's included.

@@ -11,7 +11,7 @@
 //! after it broke: an MCP client starts its servers with the editor, often before the daemon.
 //!
 //! `ask.rs` is a second, separate server (`crewctl mcp --ask`): the `ask_user` tool crewd gives
-//! the Claude Code and Codex workers it starts.
+//! the Claude Code, Codex and opencode workers it starts.
 
 mod ask;
 mod daemon;

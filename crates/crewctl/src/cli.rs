@@ -232,8 +232,8 @@ pub enum Command {
     },
     /// Serve crew's runs as MCP tools over stdin/stdout (for Claude Code, Codex, any MCP client)
     Mcp {
-        /// Serve only the `ask_user` tool crewd gives its Claude Code, Codex and Gemini CLI
-        /// workers (needs no daemon)
+        /// Serve only the `ask_user` tool crewd gives its Claude Code, Codex, Gemini CLI and
+        /// opencode workers (needs no daemon)
         #[arg(long, hide = true)]
         ask: bool,
         /// With --ask: the tool's name (Gemini CLI hides tools named `ask_user`)

@@ -21,8 +21,8 @@ pub async fn serve(ctx: &Ctx) -> anyhow::Result<u8> {
     Ok(0)
 }
 
-/// `crewctl mcp --ask [--tool NAME]`: the ask server crewd gives its Claude Code, Codex and
-/// Gemini CLI workers.
+/// `crewctl mcp --ask [--tool NAME]`: the ask server crewd gives its Claude Code, Codex,
+/// Gemini CLI and opencode workers.
 pub async fn serve_ask(tool: &str) -> anyhow::Result<u8> {
     let server = crew_mcp::AskServer::named(tool).ok_or_else(|| {
         anyhow::anyhow!("--tool {tool:?} is not a tool name (A-Z a-z 0-9 _ -, at most 64)")

@@ -444,8 +444,8 @@ pub fn fake_agent_path() -> String {
 }
 
 /// `crewctl` from the directory of the running `crewd`, else from the daemon's PATH (which
-/// workers inherit): Claude Code and Codex workers start `crewctl mcp --ask` for their
-/// `ask_user` tool. Looked up once, like the fake agent. `None`: neither has one, and
+/// workers inherit): Claude Code, Codex and opencode workers start `crewctl mcp --ask` for
+/// their `ask_user` tool. Looked up once, like the fake agent. `None`: neither has one, and
 /// `team.plan`/`team.run` say that those workers cannot ask.
 pub fn crewctl() -> Option<&'static Path> {
     static FOUND: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();

@@ -210,13 +210,14 @@ pub async fn prepare(shared: &Arc<Shared>, p: &RunParams) -> Result<Prepared, Ap
     let mut gaps = adapter
         .map(|a| policy_gaps(&runtime, a, &plan))
         .unwrap_or_default();
-    // Claude Code, Codex and Gemini CLI ask through `crewctl mcp --ask`.
+    // Every CLI but pi (crew's extension) asks through `crewctl mcp --ask`.
     let asks_through_crewctl = matches!(
         adapter,
         Some(
             crew_core::stream::AdapterKind::Claude
                 | crew_core::stream::AdapterKind::Codex
                 | crew_core::stream::AdapterKind::Gemini
+                | crew_core::stream::AdapterKind::Opencode
         )
     );
     if asks_through_crewctl && crate::config::crewctl().is_none() {

@@ -1,10 +1,11 @@
-//! Issue 16 item 8 on Claude Code and Codex (pinned in `tests/agents/package.json`), each
-//! pointed at a stub model server on 127.0.0.1: the agent asks through crew's ask server
-//! (`crewctl mcp --ask`, which crewd gives both CLIs), the task goes `waiting` with the
-//! question, `team.respond` answers, and the answer continues the CLI's own session
-//! (`claude -p --resume`, `codex exec resume`): the stub's request after the answer carries the
-//! earlier conversation (the task prompt once, the question, the agent's reply after the ask
-//! tool's result) and the answer; the task completes with the stub's final text.
+//! Issue 16 item 8 on Claude Code, Codex, Gemini CLI and opencode (pinned in
+//! `tests/agents/package.json`), each pointed at a stub model server on 127.0.0.1: the agent
+//! asks through crew's ask server (`crewctl mcp --ask`, which crewd gives each CLI), the task
+//! goes `waiting` with the question, `team.respond` answers, and the answer continues the CLI's
+//! own session (`claude -p --resume`, `codex exec resume`, `gemini --resume`, `opencode run
+//! --session`): the stub's request after the answer carries the earlier conversation (the task
+//! prompt once, the question, the agent's reply after the ask tool's result) and the answer;
+//! the task completes with the stub's final text.
 //!
 //! The CLIs are installed by `tests/agents/setup.sh` into `tests/agents/node_modules` (or
 //! `$CREW_AGENTS_DIR`). Without that install the tests pass after printing why they did
@@ -29,9 +30,15 @@ const FINAL: &str = "STUB-FINAL: the service uses Postgres 16.";
 const TASK_MARK: &str = "Pick the storage for the service (mark-7f3a).";
 
 /// A name of crew's ask tool in a request: `ask_user` (Gemini CLI: `ask_question`) with the
-/// CLI's prefix for crew's ask server.
+/// CLI's prefix for crew's ask server (Codex: a namespace of its own).
 fn is_ask(name: &str) -> bool {
-    name == "mcp__crew_ask__ask_user" || name == "mcp_crew_ask_ask_question" || name == "ask_user"
+    [
+        "mcp__crew_ask__ask_user",
+        "mcp_crew_ask_ask_question",
+        "crew_ask_ask_user",
+        "ask_user",
+    ]
+    .contains(&name)
 }
 
 /// The offered ask tool, as the stub must call it.
@@ -254,7 +261,7 @@ fn gemini_daemon(stub: &Stub) -> Option<Daemon> {
     );
     let d = Daemon::start_with(Opts { config, env });
     // API-key auth in the workers' HOME (see real_gemini.rs); no MCP server is named there:
-    // crew adds its ask server through Gemini CLI's system defaults.
+    // crew adds its ask server in a Gemini home of its own (GEMINI_CLI_HOME).
     let dir = d.home.join(".gemini");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(
@@ -291,5 +298,52 @@ fn gemini_cli_asks_and_the_answer_resumes_its_session() {
         exchanges[0].body
     );
     check_resumed(&exchanges);
+    check_task(&d, &run, &st, &exchanges, 3);
+}
+
+#[test]
+fn opencode_asks_and_the_answer_resumes_its_session() {
+    let stub = Stub::start(Wire::Chat, script);
+    let config = opencode_config(&stub);
+    // The user's own configuration denies every tool: crew's ask tool is allowed by name.
+    let file = config.path().join("opencode.json");
+    let mut user: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    user["permission"] = json!({"*": "deny"});
+    std::fs::write(&file, user.to_string()).unwrap();
+    let Some(opencode) = agent_bin("opencode") else {
+        return skipped(
+            "opencode_asks_and_the_answer_resumes_its_session",
+            "opencode",
+        );
+    };
+    crewctl_next_to_crewd();
+    let d = Daemon::start_with(Opts {
+        config: format!(
+            "no_output_timeout_ms = 60000\ntask_timeout_ms = 180000\n\
+             [runtimes.opencode]\nadapter = \"opencode\"\ncommand = [{opencode:?}]\n\
+             env = [\"OPENCODE_CONFIG\", \"OPENCODE_DISABLE_MODELS_FETCH\"]\n",
+            opencode = opencode.display().to_string(),
+        ),
+        env: opencode_env(&config),
+    });
+    seed_opencode_plugin_dir(&d.home);
+    let (run, st) = ask_and_answer(
+        &d,
+        &stub,
+        json!({"runtime": "opencode", "model": format!("stub/{MODEL}")}),
+        TASK_MARK,
+        QUESTION,
+        ANSWER,
+    );
+    let exchanges = stub.exchanges();
+    assert!(stub.errors().is_empty(), "stub errors: {:?}", stub.errors());
+    assert_eq!(
+        ask_tool(&exchanges[0]),
+        Some((None, "crew_ask_ask_user".into())),
+        "{:#}",
+        exchanges[0].body
+    );
+    check_resumed(&exchanges);
+    // opencode counts a turn per model call.
     check_task(&d, &run, &st, &exchanges, 3);
 }

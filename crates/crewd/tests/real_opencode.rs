@@ -28,36 +28,9 @@ fn model() -> String {
     format!("stub/{MODEL}")
 }
 
-/// A config file whose one provider is the stub.
-fn config_file(stub: &Stub) -> tempfile::TempDir {
-    let dir = tempfile::Builder::new()
-        .prefix("opencode-config")
-        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
-        .unwrap();
-    let config = json!({
-        "autoupdate": false,
-        "share": "disabled",
-        "provider": {"stub": {
-            "npm": "@ai-sdk/openai-compatible",
-            "name": "stub",
-            "options": {"baseURL": stub.base_url(), "apiKey": "stub-key-not-secret"},
-            "models": {MODEL: {"name": MODEL}},
-        }},
-    });
-    std::fs::write(dir.path().join("opencode.json"), config.to_string()).unwrap();
-    dir
-}
-
 fn start_daemon(config: &tempfile::TempDir, extra_config: &str) -> Option<Daemon> {
     let opencode = agent_bin("opencode")?;
-    // No traffic but to the stub: opencode's model catalogue (models.dev) is not fetched.
-    let env = vec![
-        (
-            "OPENCODE_CONFIG".to_string(),
-            config.path().join("opencode.json").display().to_string(),
-        ),
-        ("OPENCODE_DISABLE_MODELS_FETCH".to_string(), "1".to_string()),
-    ];
+    let env = opencode_env(config);
     let config = format!(
         "{extra_config}no_output_timeout_ms = 60000\ntask_timeout_ms = 180000\n\
          [runtimes.opencode]\nadapter = \"opencode\"\ncommand = [{opencode:?}]\n\
@@ -65,33 +38,8 @@ fn start_daemon(config: &tempfile::TempDir, extra_config: &str) -> Option<Daemon
         opencode = opencode.display().to_string(),
     );
     let d = Daemon::start_with(Opts { config, env });
-    seed_plugin_dir(&d.home);
+    seed_opencode_plugin_dir(&d.home);
     Some(d)
-}
-
-/// opencode installs its plugin SDK from npm into `~/.config/opencode` when it finds none:
-/// tens of MB per fresh HOME, which on a loaded machine outlasts the no-output timeout. setup.sh
-/// installs that package once, pinned, in `tests/agents/opencode-config`; each test's HOME gets
-/// a copy (a copy, not a link: opencode writes there, and tests run in parallel).
-fn seed_plugin_dir(home: &std::path::Path) {
-    let from = agents_dir().join("opencode-config");
-    if !from.join("node_modules").is_dir() {
-        return;
-    }
-    let to = home.join(".config/opencode");
-    std::fs::create_dir_all(&to).unwrap();
-    let status = std::process::Command::new("cp")
-        .arg("-a")
-        .arg(format!("{}/.", from.display()))
-        .arg(&to)
-        .status()
-        .unwrap();
-    assert!(
-        status.success(),
-        "cp -a {} {}",
-        from.display(),
-        to.display()
-    );
 }
 
 #[test]
@@ -112,7 +60,7 @@ fn default_team_on_the_real_opencode_cli() {
             }
         }
     });
-    let config = config_file(&stub);
+    let config = opencode_config(&stub);
     let Some(d) = start_daemon(&config, "max_attempts = 1\n") else {
         return skipped("default_team_on_the_real_opencode_cli", "opencode");
     };
@@ -141,7 +89,7 @@ fn opencode_bad_requests_fail_with_the_apis_message() {
         status: 400,
         message: "STUB-400: max_tokens: field required".into(),
     });
-    let config = config_file(&stub);
+    let config = opencode_config(&stub);
     let Some(d) = start_daemon(&config, "max_attempts = 3\n") else {
         return skipped(
             "opencode_bad_requests_fail_with_the_apis_message",
@@ -178,7 +126,7 @@ fn opencode_retries_rate_limits_and_overloads_itself() {
             (529, "STUB says the model is overloaded"),
         ],
     );
-    let config = config_file(&stub);
+    let config = opencode_config(&stub);
     let Some(d) = start_daemon(&config, "max_attempts = 3\n") else {
         return skipped(
             "opencode_retries_rate_limits_and_overloads_itself",
@@ -199,7 +147,7 @@ fn opencode_rate_limits_it_gives_up_on_are_retried_by_crew() {
         RETRY_AFTER_MS,
         vec![(429, "STUB says slow down"); OPENCODE_TRIES],
     );
-    let config = config_file(&stub);
+    let config = opencode_config(&stub);
     let Some(d) = start_daemon(&config, "max_attempts = 3\n") else {
         return skipped(
             "opencode_rate_limits_it_gives_up_on_are_retried_by_crew",

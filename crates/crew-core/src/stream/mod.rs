@@ -86,13 +86,15 @@ pub struct SessionSpec {
     /// pi: the session file the attempt writes (`--session FILE` instead of `--no-session`);
     /// the same file again continues it.
     pub file: Option<String>,
-    /// claude / codex / gemini: the recorded session id to continue (`claude -p --resume ID`,
-    /// `codex exec resume ID`, `gemini --resume ID`). The prompt is then the answer.
+    /// claude / codex / gemini / opencode: the recorded session id to continue (`claude -p
+    /// --resume ID`, `codex exec resume ID`, `gemini --resume ID`, `opencode run --session=ID`).
+    /// The prompt is then the answer.
     pub resume: Option<String>,
     /// pi: crew's extension file that gives the agent its `ask_user` tool (`--extension`).
     pub ask_extension: Option<String>,
-    /// claude / codex: the command (program first) of crew's stdio MCP server that gives the
-    /// agent its `ask_user` tool (`crewctl mcp --ask`), registered as [`ASK_MCP_SERVER`].
+    /// claude / codex / opencode: the command (program first) of crew's stdio MCP server that
+    /// gives the agent its `ask_user` tool (`crewctl mcp --ask`), registered as
+    /// [`ASK_MCP_SERVER`].
     pub ask_server: Option<Vec<String>>,
     /// gemini: the home crew made for Gemini CLI (`GEMINI_CLI_HOME`) whose settings register
     /// its ask server ([`gemini_ask_settings`]); the rest of it is the user's own `.gemini`.
@@ -102,8 +104,9 @@ pub struct SessionSpec {
 /// The tool an agent calls to ask the user something (pi: from crew's extension).
 pub const ASK_TOOL: &str = "ask_user";
 
-/// The MCP server name crew's ask server is registered under for claude and codex: Claude Code
-/// calls its tool `mcp__crew_ask__ask_user`, codex reports `server: "crew_ask"`. Not `crew`,
+/// The MCP server name crew's ask server is registered under for claude, codex and opencode:
+/// Claude Code calls its tool `mcp__crew_ask__ask_user`, codex reports `server: "crew_ask"`,
+/// opencode calls it `crew_ask_ask_user`. Not `crew`,
 /// which is what a user names `crewctl mcp` in their own settings.
 pub const ASK_MCP_SERVER: &str = "crew_ask";
 
@@ -298,7 +301,7 @@ pub struct Outcome {
     /// Calls of file-changing tools the agent made, and how many of them were refused.
     pub writes: Writes,
     /// The CLI's own session id, when its stream names one (claude `session_id`, codex
-    /// `thread_id`): what a later attempt resumes.
+    /// `thread_id`, opencode `sessionID`): what a later attempt resumes.
     pub session_id: Option<String>,
 }
 

@@ -9,10 +9,15 @@
 //! (merged over the user's configuration): its prompt is the agent's system prompt file, its
 //! tools are the role's, its permissions allow edits and the shell only to roles that have
 //! them, and subagents (`task`) and web fetches are off, so nothing runs outside the role.
+//!
+//! crew's ask server (`crewctl mcp --ask`) is a local MCP server of that configuration, its one
+//! tool on and allowed whatever the role; a call of it is the question. opencode keeps its
+//! sessions under the user's data directory, and `--session=ID` continues the one that asked.
 
 use super::{
     add_usage, cut_chars, json_cost, json_count, status_retryable, strip_cr, Launch, LaunchSpec,
-    Outcome, StdinFrom, StreamParser, WorkerEvent, Writes, TOOL_ARGS_LIMIT,
+    Outcome, StdinFrom, StreamParser, WorkerEvent, Writes, ASK_MCP_SERVER, ASK_TOOL,
+    TOOL_ARGS_LIMIT,
 };
 use crate::usage::Usage;
 use serde_json::{json, Map, Value};
@@ -54,6 +59,10 @@ pub(super) fn launch(spec: &LaunchSpec) -> Launch {
         ]
         .map(String::from),
     );
+    // The answer to a question continues the session that asked (the prompt is the answer).
+    if let Some(id) = &spec.session.resume {
+        argv.push(format!("--session={id}"));
+    }
     if let Some(model) = &spec.model {
         argv.push("--model".into());
         argv.push(model.clone());
@@ -110,7 +119,23 @@ fn agent_config(spec: &LaunchSpec) -> Value {
     if let (Some(file), false) = (&spec.system_prompt_file, spec.system_prompt.is_empty()) {
         agent["prompt"] = json!(format!("{{file:{file}}}"));
     }
-    json!({ "agent": { AGENT: agent } })
+    let mut config = json!({ "agent": { AGENT: agent } });
+    // crew's ask server writes nothing: its tool is on and allowed for every role, named
+    // outright so that a user's `"*": "deny"` or `"*": false` does not take it away.
+    if let Some(command) = &spec.session.ask_server {
+        let tool = ask_tool_name();
+        config["agent"][AGENT]["tools"][&tool] = json!(true);
+        config["agent"][AGENT]["permission"][&tool] = json!("allow");
+        config["mcp"] = json!({
+            ASK_MCP_SERVER: { "type": "local", "command": command, "enabled": true },
+        });
+    }
+    config
+}
+
+/// What opencode calls crew's ask tool: `<server>_<tool>`.
+fn ask_tool_name() -> String {
+    format!("{ASK_MCP_SERVER}_{ASK_TOOL}")
 }
 
 #[derive(Debug, Default)]
@@ -123,6 +148,8 @@ pub(crate) struct OpencodeParser {
     error: Option<String>,
     retryable: Option<bool>,
     writes: Writes,
+    /// The `sessionID` of the stream (`opencode run --session=ID` continues it).
+    session_id: Option<String>,
     started: bool,
     finished: bool,
 }
@@ -164,6 +191,15 @@ impl OpencodeParser {
             name: name.to_owned(),
             args: cut_chars(&args.unwrap_or_default(), TOOL_ARGS_LIMIT),
         }];
+        // A call of crew's ask tool that went through is the question: its result told the
+        // model to end its turn.
+        if name == ask_tool_name() && status == "completed" {
+            if let Some(question) = input.and_then(|i| str_of(i, "question")) {
+                events.push(WorkerEvent::Ask {
+                    question: question.to_owned(),
+                });
+            }
+        }
         if refused || denied {
             if write {
                 self.writes.refused = self.writes.refused.saturating_add(1);
@@ -250,10 +286,13 @@ impl StreamParser for OpencodeParser {
         };
         let part = obj(&event, "part");
         let mut events = Vec::new();
+        if self.session_id.is_none() {
+            self.session_id = str_of(&event, "sessionID").map(str::to_owned);
+        }
         if !self.started {
             self.started = true;
             events.push(WorkerEvent::Started {
-                session_id: str_of(&event, "sessionID").map(str::to_owned),
+                session_id: self.session_id.clone(),
                 model: None,
             });
         }
@@ -293,7 +332,7 @@ impl StreamParser for OpencodeParser {
             error: self.error.clone(),
             retryable: self.retryable,
             writes: self.writes,
-            session_id: None,
+            session_id: self.session_id.clone(),
         }
     }
 }
@@ -344,6 +383,13 @@ mod tests {
         let mut long = spec(&["opencode", "run"], &["read"]);
         long.prompt = "x".repeat(ARGV_PROMPT_LIMIT + 1);
         long.prompt_file = Some("/run/prompts/01_a.md".into());
+        let mut resumed = spec(&["opencode"], &["read"]);
+        resumed.model = Some("stub/stub-model".into());
+        resumed.session.resume = Some("ses_dc78caf69fferM3beKNCcXjSBG".into());
+        resumed.session.ask_server = Some(ask_server());
+        let mut resumed_long = resumed.clone();
+        resumed_long.prompt = "x".repeat(ARGV_PROMPT_LIMIT + 1);
+        resumed_long.prompt_file = Some("/run/prompts/01_a.md".into());
         let table = [
             (
                 "read-only role",
@@ -368,6 +414,28 @@ mod tests {
                 "long prompt on stdin; the user's `run` is kept",
                 long,
                 argv(&[]),
+                StdinFrom::File("/run/prompts/01_a.md".into()),
+            ),
+            (
+                "the answer continues the session that asked",
+                resumed,
+                argv(&[
+                    "--session=ses_dc78caf69fferM3beKNCcXjSBG",
+                    "--model",
+                    "stub/stub-model",
+                    "--",
+                    "-Goal: fix it",
+                ]),
+                StdinFrom::Null,
+            ),
+            (
+                "a long answer on stdin",
+                resumed_long,
+                argv(&[
+                    "--session=ses_dc78caf69fferM3beKNCcXjSBG",
+                    "--model",
+                    "stub/stub-model",
+                ]),
                 StdinFrom::File("/run/prompts/01_a.md".into()),
             ),
         ];
@@ -410,6 +478,105 @@ mod tests {
         );
         assert_eq!(writer["tools"]["patch"], true);
         assert!(crate::stream::policy_gaps(AdapterKind::Opencode, &["bash".into()]).is_empty());
+    }
+
+    fn ask_server() -> Vec<String> {
+        ["/opt/crew/crewctl", "mcp", "--ask"]
+            .map(String::from)
+            .to_vec()
+    }
+
+    fn config_of(spec: &LaunchSpec) -> Value {
+        let l = build_launch(AdapterKind::Opencode, spec);
+        serde_json::from_str(&l.env[0].1).unwrap()
+    }
+
+    #[test]
+    fn crews_ask_server_is_a_local_mcp_server_its_tool_allowed_for_every_role() {
+        for tools in [
+            &[][..],
+            &["read", "grep"],
+            &["read", "bash", "edit", "write"],
+        ] {
+            let mut s = spec(&["opencode"], tools);
+            s.session.ask_server = Some(ask_server());
+            let config = config_of(&s);
+            assert_eq!(
+                config["mcp"],
+                json!({"crew_ask": {
+                    "type": "local",
+                    "command": ["/opt/crew/crewctl", "mcp", "--ask"],
+                    "enabled": true,
+                }}),
+                "{tools:?}"
+            );
+            let agent = &config["agent"]["crew"];
+            assert_eq!(agent["tools"]["crew_ask_ask_user"], true, "{tools:?}");
+            assert_eq!(
+                agent["permission"]["crew_ask_ask_user"], "allow",
+                "{tools:?}"
+            );
+        }
+        // Without an ask server, no MCP server and no such tool.
+        let config = config_of(&spec(&["opencode"], &["read"]));
+        assert_eq!(config.get("mcp"), None);
+        assert_eq!(
+            config["agent"]["crew"]["tools"].get("crew_ask_ask_user"),
+            None
+        );
+    }
+
+    /// Real opencode 1.18.33 streams (stub model, crew's ask server): the completed call of
+    /// `crew_ask_ask_user` is the question, once; the turn ends with the model's reply after
+    /// its result; the stream's `sessionID` is what the answer continues, and the resumed run
+    /// (`--session=ID`) is the same session, asks nothing and counts only its own model call.
+    #[test]
+    fn a_call_of_crews_ask_tool_is_the_question() {
+        let session = Some("ses_dc78caf69fferM3beKNCcXjSBG");
+        let (events, out) = feed(include_str!("fixtures/opencode_ask.jsonl"));
+        let asks: Vec<&WorkerEvent> = events
+            .iter()
+            .filter(|e| matches!(e, WorkerEvent::Ask { .. }))
+            .collect();
+        assert_eq!(
+            asks,
+            [&WorkerEvent::Ask {
+                question: "Which database should the service use?".into()
+            }]
+        );
+        assert_eq!(out.session_id.as_deref(), session);
+        assert_eq!(
+            out.final_text.as_deref(),
+            Some("STUB-WAITING: I asked the user which database to use.")
+        );
+        assert_eq!((out.usage.turns, out.writes.tried), (2, 0));
+
+        let (events, out) = feed(include_str!("fixtures/opencode_resumed.jsonl"));
+        assert!(!events.iter().any(|e| matches!(e, WorkerEvent::Ask { .. })));
+        assert_eq!(out.session_id.as_deref(), session);
+        assert_eq!(
+            out.final_text.as_deref(),
+            Some("STUB-FINAL: the service uses Postgres 16.")
+        );
+        assert_eq!(
+            (out.usage.input, out.usage.output, out.usage.turns),
+            (100, 9, 1)
+        );
+
+        // Another tool of that name, a call that failed, or a question that is no string,
+        // asks nothing.
+        for line in [
+            r#"{"type":"tool_use","part":{"tool":"ask_user","state":{"status":"completed","input":{"question":"q"}}}}"#,
+            r#"{"type":"tool_use","part":{"tool":"other_ask_user","state":{"status":"completed","input":{"question":"q"}}}}"#,
+            r#"{"type":"tool_use","part":{"tool":"crew_ask_ask_user","state":{"status":"error","input":{"question":"q"},"error":"MCP error"}}}"#,
+            r#"{"type":"tool_use","part":{"tool":"crew_ask_ask_user","state":{"status":"completed","input":{"question":5}}}}"#,
+        ] {
+            let (events, _) = feed(line);
+            assert!(
+                !events.iter().any(|e| matches!(e, WorkerEvent::Ask { .. })),
+                "{line}"
+            );
+        }
     }
 
     fn feed(stream: &str) -> (Vec<WorkerEvent>, Outcome) {

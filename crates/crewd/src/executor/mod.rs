@@ -535,7 +535,7 @@ struct Stdout {
     /// rpc mode: `agent_end` came; the worker has nothing more to do.
     rpc_done: bool,
     /// A question ends the agent's turn at once (pi: crew's extension returns `terminate`).
-    /// Claude Code and Codex make one more model call after the ask tool's result: their
+    /// Claude Code, Codex and opencode make one more model call after the ask tool's result: their
     /// turn's end, not the question, starts the drain, so the session they resume is whole.
     ask_ends_turn: bool,
     warnings: Warnings,

@@ -12,17 +12,18 @@ use std::path::{Path, PathBuf};
 const MAX_GEMINI_SETTINGS_BYTES: u64 = 1 << 20;
 
 /// The session this attempt continues, when its runtime can: pi when the session file is
-/// there (a worker that died before writing it, or the fake agent, leaves none); claude, codex
-/// and gemini when their stream named a session id (`claude -p --resume`, `codex exec resume`,
-/// `gemini --resume`). `None`: the attempt starts fresh, with the answer in its prompt.
+/// there (a worker that died before writing it, or the fake agent, leaves none); the other CLIs
+/// when their stream named a session id (`claude -p --resume`, `codex exec resume`, `gemini
+/// --resume`, `opencode run --session`). `None`: the attempt starts fresh, with the answer in
+/// its prompt.
 pub(super) fn usable_resume(spec: &AttemptSpec) -> Option<&Resume> {
     let r = spec.resume.as_ref()?;
     match spec.runtime.adapter {
         AdapterKind::Pi => blocking(|| Path::new(&r.session).is_file()).then_some(r),
-        AdapterKind::Claude | AdapterKind::Codex | AdapterKind::Gemini => {
+        AdapterKind::Claude | AdapterKind::Codex | AdapterKind::Gemini | AdapterKind::Opencode => {
             stream::is_resumable_session_id(&r.session).then_some(r)
         }
-        AdapterKind::Opencode | AdapterKind::Command => None,
+        AdapterKind::Command => None,
     }
 }
 
@@ -58,9 +59,9 @@ pub(super) fn session_spec(
                 ..Default::default()
             })
         }
-        // Claude Code and Codex keep their sessions themselves (under the user's home) and
-        // ask through crew's MCP server.
-        AdapterKind::Claude | AdapterKind::Codex => Ok(SessionSpec {
+        // Claude Code, Codex and opencode keep their sessions themselves (under the user's
+        // home) and ask through crew's MCP server.
+        AdapterKind::Claude | AdapterKind::Codex | AdapterKind::Opencode => Ok(SessionSpec {
             resume: resume.map(|r| r.session.clone()),
             ask_server: Some(ask_server()),
             ..Default::default()
@@ -71,7 +72,7 @@ pub(super) fn session_spec(
             ask_config: gemini_home(spec, state_dir),
             ..Default::default()
         }),
-        AdapterKind::Opencode | AdapterKind::Command => Ok(SessionSpec::default()),
+        AdapterKind::Command => Ok(SessionSpec::default()),
     }
 }
 

@@ -53,6 +53,65 @@ pub fn codex_provider_toml(stub: &Stub) -> String {
     )
 }
 
+/// A directory holding `opencode.json`, an opencode config whose one provider is the stub
+/// (named `stub`: opencode's model is then `stub/stub-model`).
+pub fn opencode_config(stub: &Stub) -> tempfile::TempDir {
+    let dir = tempfile::Builder::new()
+        .prefix("opencode-config")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap();
+    let config = json!({
+        "autoupdate": false,
+        "share": "disabled",
+        "provider": {"stub": {
+            "npm": "@ai-sdk/openai-compatible",
+            "name": "stub",
+            "options": {"baseURL": stub.base_url(), "apiKey": "stub-key-not-secret"},
+            "models": {MODEL: {"name": MODEL}},
+        }},
+    });
+    std::fs::write(dir.path().join("opencode.json"), config.to_string()).unwrap();
+    dir
+}
+
+/// The environment an opencode runtime passes through: the config file of
+/// [`opencode_config`], and no traffic but to the stub (opencode's model catalogue, models.dev,
+/// is not fetched).
+pub fn opencode_env(config: &tempfile::TempDir) -> Vec<(String, String)> {
+    vec![
+        (
+            "OPENCODE_CONFIG".to_string(),
+            config.path().join("opencode.json").display().to_string(),
+        ),
+        ("OPENCODE_DISABLE_MODELS_FETCH".to_string(), "1".to_string()),
+    ]
+}
+
+/// opencode installs its plugin SDK from npm into `~/.config/opencode` when it finds none:
+/// tens of MB per fresh HOME, which on a loaded machine outlasts the no-output timeout. setup.sh
+/// installs that package once, pinned, in `tests/agents/opencode-config`; each test's HOME gets
+/// a copy (a copy, not a link: opencode writes there, and tests run in parallel).
+pub fn seed_opencode_plugin_dir(home: &Path) {
+    let from = agents_dir().join("opencode-config");
+    if !from.join("node_modules").is_dir() {
+        return;
+    }
+    let to = home.join(".config/opencode");
+    std::fs::create_dir_all(&to).unwrap();
+    let status = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(format!("{}/.", from.display()))
+        .arg(&to)
+        .status()
+        .unwrap();
+    assert!(
+        status.success(),
+        "cp -a {} {}",
+        from.display(),
+        to.display()
+    );
+}
+
 pub fn skipped(test: &str, cli: &str) {
     println!(
         "SKIPPED {test}: {cli} is not installed (run tests/agents/setup.sh, or set CREW_AGENTS_DIR)"
@@ -512,6 +571,11 @@ pub fn offered_tools(body: &Value) -> Vec<(Option<String>, String)> {
             );
             continue;
         }
+        // Chat completions: `{"type": "function", "function": {"name": …}}`.
+        if let Some(name) = t.get("function").and_then(|f| f.get("name")?.as_str()) {
+            out.push((None, name.to_string()));
+            continue;
+        }
         let Some(name) = t.get("name").and_then(Value::as_str) else {
             continue;
         };
@@ -529,11 +593,16 @@ pub fn offered_tools(body: &Value) -> Vec<(Option<String>, String)> {
 }
 
 /// The name of the last tool the model called in the conversation so far (Anthropic
-/// `tool_use`, Responses `function_call`, Gemini `functionCall`).
+/// `tool_use`, Responses `function_call`, Gemini `functionCall`, chat completions
+/// `tool_calls`).
 pub fn last_call(body: &Value) -> Option<String> {
     find_all(body, &|o| {
         if let Some(call) = o.get("functionCall") {
             return call.get("name")?.as_str().map(str::to_owned);
+        }
+        if let Some(calls) = o.get("tool_calls").and_then(Value::as_array) {
+            let last = calls.last()?.get("function")?;
+            return last.get("name")?.as_str().map(str::to_owned);
         }
         let ty = o.get("type")?.as_str()?;
         matches!(ty, "tool_use" | "function_call")
