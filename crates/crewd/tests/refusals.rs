@@ -143,10 +143,11 @@ fn team_plan_and_run_say_what_a_runtime_cannot_enforce() {
 /// crewctl next to it or on its PATH says that their workers cannot ask, in team.plan and
 /// team.run.
 #[test]
-fn a_crewd_without_crewctl_says_its_claude_codex_and_opencode_workers_cannot_ask() {
+fn a_crewd_without_crewctl_says_its_mcp_asking_workers_cannot_ask() {
     let mut d = Daemon::start_with(Opts {
         config: "[runtimes.claude]\nadapter = \"claude\"\ncommand = \"/bin/true\"\n\
                  [runtimes.codex]\nadapter = \"codex\"\ncommand = \"/bin/true\"\n\
+                 [runtimes.gemini]\nadapter = \"gemini\"\ncommand = \"/bin/true\"\n\
                  [runtimes.opencode]\nadapter = \"opencode\"\ncommand = \"/bin/true\"\n"
             .into(),
         env: vec![],
@@ -175,7 +176,7 @@ fn a_crewd_without_crewctl_says_its_claude_codex_and_opencode_workers_cannot_ask
     d.kill9();
     d.bin = lone.join("crewd");
     d.spawn(&[("PATH".into(), path_str(&empty).to_string())]);
-    for runtime in ["claude", "codex", "opencode"] {
+    for runtime in ["claude", "codex", "gemini", "opencode"] {
         let gaps = plan(&d, runtime);
         assert_eq!(gaps.len(), 1, "{runtime}: {gaps:?}");
         assert_eq!(gaps[0]["path"], format!("runtimes.{runtime}"));
