@@ -410,3 +410,148 @@ fn undo(siblings: &Siblings, dir: &Path, err: JournalError) -> JournalError {
         Err(other) => other,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Entry, Journal, SledJournal, DEFAULT_CACHE_BYTES};
+    use std::collections::BTreeMap;
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+    use std::time::{Duration, Instant};
+
+    const EVENTS: u64 = 500;
+
+    fn entry(seq: u64) -> Entry {
+        Entry {
+            seq,
+            run: Some(format!("run-{}", seq % 7)),
+            bytes: format!("event {seq} ").repeat(10).into_bytes(),
+        }
+    }
+
+    /// Waits out the lock of a handle dropped a moment ago (sled releases it from a thread).
+    fn open(dir: &Path) -> Result<SledJournal, JournalError> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            match SledJournal::open(dir, DEFAULT_CACHE_BYTES) {
+                Err(JournalError::Locked { .. }) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(10))
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// A journal of `EVENTS` events as a crash leaves it: no seal.
+    fn unsealed_journal(dir: &Path) {
+        let journal = open(dir).unwrap();
+        for first in (1..=EVENTS).step_by(50) {
+            let entries: Vec<Entry> = (first..first + 50).map(entry).collect();
+            journal.append(&entries).unwrap();
+        }
+        journal.write_snapshot(EVENTS, b"state").unwrap();
+        drop(journal);
+        // The clean close seals once sled let go; wait for that, then remove the seal.
+        let seal = dir.join(seal::SEAL_FILE);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !seal.exists() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        fs::remove_file(seal).unwrap();
+    }
+
+    fn files(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+        let mut out = BTreeMap::new();
+        let mut stack = vec![dir.to_path_buf()];
+        while let Some(path) = stack.pop() {
+            for item in fs::read_dir(&path).unwrap() {
+                let path = item.unwrap().path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else {
+                    out.insert(path.clone(), fs::read(&path).unwrap());
+                }
+            }
+        }
+        out
+    }
+
+    fn siblings(parent: &Path) -> Vec<String> {
+        let mut names: Vec<String> = fs::read_dir(parent)
+            .unwrap()
+            .map(|item| item.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// Opens with a crash injected at `step`: the panic stops the sequence there, and nothing
+    /// cleans up after it (sled's handle, if there was one, is dropped while unwinding).
+    fn crash_at(dir: &Path, step: Step) {
+        CRASH_AT.with(|at| at.set(Some(step)));
+        let result = catch_unwind(AssertUnwindSafe(|| open(dir)));
+        CRASH_AT.with(|at| at.set(None));
+        assert!(result.is_err(), "{step:?}: the open went past the injected crash");
+    }
+
+    fn assert_everything(journal: &SledJournal, step: Step) {
+        assert_eq!(journal.last_seq(), EVENTS, "{step:?}");
+        let all = journal.read_after(0, usize::MAX).unwrap();
+        assert_eq!(all.len() as u64, EVENTS, "{step:?}");
+        assert!(
+            all.iter().all(|(seq, bytes)| *bytes == entry(*seq).bytes),
+            "{step:?}"
+        );
+        assert_eq!(
+            journal.read_run_after("run-3", 0, usize::MAX).unwrap().len(),
+            (1..=EVENTS).filter(|seq| seq % 7 == 3).count(),
+            "{step:?}"
+        );
+        assert_eq!(
+            journal.read_snapshot().unwrap(),
+            Some((EVENTS, b"state".to_vec())),
+            "{step:?}"
+        );
+    }
+
+    #[test]
+    fn a_crash_at_any_step_of_judging_a_copy_opens_with_everything_next_time() {
+        use Step::*;
+        for step in [
+            Tagged, Copying, Copied, SetAside, InPlace, Judged, Committed, Removed,
+        ] {
+            let tmp = tempfile::tempdir().unwrap();
+            let dir = tmp.path().join("journal");
+            unsealed_journal(&dir);
+            crash_at(&dir, step);
+            let journal = open(&dir).unwrap_or_else(|err| panic!("{step:?}: {err}"));
+            assert_everything(&journal, step);
+            assert_eq!(siblings(tmp.path()), ["journal"], "{step:?}");
+            assert!(!dir.join(COPY_TAG).exists(), "{step:?}");
+            // And it goes on as the journal.
+            journal.append(&[entry(EVENTS + 1)]).unwrap();
+            drop(journal);
+            assert_eq!(open(&dir).unwrap().last_seq(), EVENTS + 1, "{step:?}");
+        }
+    }
+
+    #[test]
+    fn a_crash_while_judging_a_damaged_journal_leaves_it_refused_and_untouched() {
+        use Step::*;
+        for step in [Tagged, Copying, Copied, SetAside, InPlace, Discarded] {
+            let tmp = tempfile::tempdir().unwrap();
+            let dir = tmp.path().join("journal");
+            unsealed_journal(&dir);
+            // Cut `db` to zero: sled would start an empty database over the acknowledged one.
+            fs::write(dir.join("db"), b"").unwrap();
+            let before = files(&dir);
+            crash_at(&dir, step);
+            match open(&dir) {
+                Err(JournalError::Corrupt { path, .. }) => assert_eq!(path, dir, "{step:?}"),
+                other => panic!("{step:?}: expected Corrupt, got {other:?}"),
+            }
+            assert!(files(&dir) == before, "{step:?}: the files changed");
+            assert_eq!(siblings(tmp.path()), ["journal"], "{step:?}");
+        }
+    }
+}
