@@ -365,7 +365,10 @@ impl Placed {
             Err(_) => Err(io::Error::other("the thread syncing the copy panicked")),
         }
         .and_then(|()| sync_dir(dir))
-        .map_err(io_error(format!("syncing the copy of the journal at {}", dir.display())));
+        .map_err(io_error(format!(
+            "syncing the copy of the journal at {}",
+            dir.display()
+        )));
         let siblings = self.siblings;
         let committed = synced
             .and_then(|()| rename(&siblings.original, &siblings.superseded, &siblings.parent));
@@ -491,7 +494,10 @@ mod tests {
         CRASH_AT.with(|at| at.set(Some(step)));
         let result = catch_unwind(AssertUnwindSafe(|| open(dir)));
         CRASH_AT.with(|at| at.set(None));
-        assert!(result.is_err(), "{step:?}: the open went past the injected crash");
+        assert!(
+            result.is_err(),
+            "{step:?}: the open went past the injected crash"
+        );
     }
 
     fn assert_everything(journal: &SledJournal, step: Step) {
@@ -503,7 +509,10 @@ mod tests {
             "{step:?}"
         );
         assert_eq!(
-            journal.read_run_after("run-3", 0, usize::MAX).unwrap().len(),
+            journal
+                .read_run_after("run-3", 0, usize::MAX)
+                .unwrap()
+                .len(),
             (1..=EVENTS).filter(|seq| seq % 7 == 3).count(),
             "{step:?}"
         );

@@ -638,34 +638,53 @@ fn every_state_a_crash_while_judging_a_copy_leaves_opens_with_everything() {
         ("a copy begun beside the journal", |parent, dir| {
             half_copy(dir, &parent.join(".journal.copy"))
         }),
-        ("the journal set aside, no copy in its place", |parent, dir| {
-            fs::rename(dir, parent.join(".journal.original")).unwrap()
-        }),
-        ("the journal set aside, the copy not yet moved", |parent, dir| {
-            half_copy(dir, &parent.join(".journal.copy"));
-            fs::rename(dir, parent.join(".journal.original")).unwrap();
-        }),
-        ("the journal set aside, an empty directory in its place", |parent, dir| {
-            fs::rename(dir, parent.join(".journal.original")).unwrap();
-            fs::create_dir(dir).unwrap();
-        }),
-        ("the journal set aside, a tagged copy in its place", |parent, dir| {
-            let original = parent.join(".journal.original");
-            fs::rename(dir, &original).unwrap();
-            half_copy(&original, dir);
-        }),
-        ("the journal set aside, the copy being discarded", |parent, dir| {
-            let original = parent.join(".journal.original");
-            fs::rename(dir, &original).unwrap();
-            half_copy(&original, &parent.join(".journal.discard"));
-        }),
-        ("the copy committed, the old journal not yet removed", |parent, dir| {
-            copy_dir(dir, &parent.join(".journal.superseded"));
-            fs::write(dir.join(TAG), b"crew-journal-copy 1\n").unwrap();
-        }),
-        ("the copy committed and the old journal removed", |_, dir| {
-            fs::write(dir.join(TAG), b"crew-journal-copy 1\n").unwrap();
-        }),
+        (
+            "the journal set aside, no copy in its place",
+            |parent, dir| fs::rename(dir, parent.join(".journal.original")).unwrap(),
+        ),
+        (
+            "the journal set aside, the copy not yet moved",
+            |parent, dir| {
+                half_copy(dir, &parent.join(".journal.copy"));
+                fs::rename(dir, parent.join(".journal.original")).unwrap();
+            },
+        ),
+        (
+            "the journal set aside, an empty directory in its place",
+            |parent, dir| {
+                fs::rename(dir, parent.join(".journal.original")).unwrap();
+                fs::create_dir(dir).unwrap();
+            },
+        ),
+        (
+            "the journal set aside, a tagged copy in its place",
+            |parent, dir| {
+                let original = parent.join(".journal.original");
+                fs::rename(dir, &original).unwrap();
+                half_copy(&original, dir);
+            },
+        ),
+        (
+            "the journal set aside, the copy being discarded",
+            |parent, dir| {
+                let original = parent.join(".journal.original");
+                fs::rename(dir, &original).unwrap();
+                half_copy(&original, &parent.join(".journal.discard"));
+            },
+        ),
+        (
+            "the copy committed, the old journal not yet removed",
+            |parent, dir| {
+                copy_dir(dir, &parent.join(".journal.superseded"));
+                fs::write(dir.join(TAG), b"crew-journal-copy 1\n").unwrap();
+            },
+        ),
+        (
+            "the copy committed and the old journal removed",
+            |_, dir| {
+                fs::write(dir.join(TAG), b"crew-journal-copy 1\n").unwrap();
+            },
+        ),
     ];
     for (name, setup) in cases {
         let tmp = tempfile::tempdir().unwrap();
@@ -685,16 +704,20 @@ fn every_state_a_crash_while_judging_a_copy_leaves_opens_with_everything() {
 fn a_set_aside_journal_beside_something_else_is_refused_untouched() {
     type Setup = fn(&Path, &Path);
     let cases: Vec<(&str, Setup)> = vec![
-        ("the journal set aside, an untagged journal in its place", |parent, dir| {
-            copy_dir(dir, &parent.join(".journal.original"))
-        }),
-        ("both a set-aside and a superseded journal", |parent, dir| {
-            fs::rename(dir, parent.join(".journal.original")).unwrap();
-            copy_dir(
-                &parent.join(".journal.original"),
-                &parent.join(".journal.superseded"),
-            );
-        }),
+        (
+            "the journal set aside, an untagged journal in its place",
+            |parent, dir| copy_dir(dir, &parent.join(".journal.original")),
+        ),
+        (
+            "both a set-aside and a superseded journal",
+            |parent, dir| {
+                fs::rename(dir, parent.join(".journal.original")).unwrap();
+                copy_dir(
+                    &parent.join(".journal.original"),
+                    &parent.join(".journal.superseded"),
+                );
+            },
+        ),
         ("a superseded journal and no journal", |parent, dir| {
             fs::rename(dir, parent.join(".journal.superseded")).unwrap()
         }),
