@@ -741,3 +741,19 @@ fn a_set_aside_journal_beside_something_else_is_refused_untouched() {
         assert!(files(tmp.path()) == before, "{name}: files changed");
     }
 }
+
+/// A journal reached through a symlink keeps its link after a crash: the copy is judged beside
+/// the files (not in their place, which would replace the link by a directory).
+#[test]
+fn a_symlinked_journal_stays_where_its_link_points() {
+    let tmp = tempfile::tempdir().unwrap();
+    let real = tmp.path().join("elsewhere");
+    closed_journal(&real);
+    fs::remove_file(real.join("crew-journal.seal")).unwrap();
+    let dir = tmp.path().join("journal");
+    std::os::unix::fs::symlink(&real, &dir).unwrap();
+    let journal = open(&dir).unwrap();
+    assert_intact(&journal, "symlinked");
+    assert!(fs::symlink_metadata(&dir).unwrap().file_type().is_symlink());
+    assert_eq!(siblings(tmp.path()), ["elsewhere", "journal"]);
+}
