@@ -5,7 +5,8 @@
 //! - `raw sled`: `sled::Config::open` plus reading the newest key, which is all the journal did
 //!   before it judged anything (the baseline);
 //! - `sealed`: `SledJournal::open` after a clean close, checking every file against the seal;
-//! - `unsealed`: `SledJournal::open` as after a crash (no seal): sled recovers a copy first;
+//! - `unsealed`: `SledJournal::open` as after a crash (no seal): the files are copied, the copy
+//!   put at the journal's path and recovered by sled, and kept as the journal when sound;
 //!
 //! then the replay crewd does next (`read_after` of the last 10,000 events) for scale, and the
 //! clean close that writes the seal. The page cache is warm (the copies were just written).

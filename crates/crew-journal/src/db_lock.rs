@@ -77,3 +77,20 @@ fn descriptor_bound() -> i32 {
     };
     i32::try_from(hard.clamp(1024, 65_536)).unwrap_or(65_536)
 }
+
+/// Takes the same exclusive lock sled takes on `db`, without waiting, so that no sled (of this
+/// process or another) opens the files while it is held: `None` when someone holds it. The lock
+/// goes with the returned file (it follows the file if it is renamed) and ends when it is dropped.
+pub(crate) fn try_lock(db: &Path) -> std::io::Result<Option<File>> {
+    let file = File::open(db)?;
+    // SAFETY: flock only reads its arguments; the descriptor is open for this whole call.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        return Ok(Some(file));
+    }
+    let err = std::io::Error::last_os_error();
+    if err.kind() == std::io::ErrorKind::WouldBlock {
+        Ok(None)
+    } else {
+        Err(err)
+    }
+}

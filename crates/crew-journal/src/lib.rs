@@ -5,6 +5,7 @@
 //! with the same semantics for other crates' unit tests.
 
 mod acked;
+mod aside;
 mod db_lock;
 mod error;
 mod keys;

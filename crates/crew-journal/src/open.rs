@@ -8,6 +8,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::acked::{self, AckedFile};
+use crate::aside::{self, Step};
 use crate::db_lock;
 use crate::keys::{
     decode_pack, decode_pack_key, decode_seq, decode_snapshot, BY_RUN_TREE, EVENTS_END, INDEX_TAG,
@@ -54,6 +55,10 @@ pub(crate) enum Trust {
 }
 
 pub(crate) fn open(dir: &Path, cache_bytes: u64, trust: Trust) -> Result<Opened, JournalError> {
+    if trust == Trust::Judge {
+        // What a crash while judging a copy left (`aside.rs`), settled before anything is read.
+        aside::resolve(dir)?;
+    }
     let found = inspect(dir)?;
     if let Found::Journal(promised) = found {
         if trust == Trust::Judge {
@@ -71,7 +76,12 @@ pub(crate) fn open(dir: &Path, cache_bytes: u64, trust: Trust) -> Result<Opened,
                                  left as they are)"
                         ),
                     })?,
-                Verdict::Unsealed(why) => judge_copy(dir, cache_bytes, promised, &why)?,
+                // A symlinked journal keeps its link: the copy is judged beside the files and
+                // sled then recovers them in place (two recoveries).
+                Verdict::Unsealed(why) if is_symlink(dir) => {
+                    judge_copy(dir, cache_bytes, promised, &why)?
+                }
+                Verdict::Unsealed(why) => return open_on_copy(dir, cache_bytes, promised, &why),
             }
         }
         // sled is about to change the files.
@@ -84,6 +94,54 @@ pub(crate) fn open(dir: &Path, cache_bytes: u64, trust: Trust) -> Result<Opened,
     // Without it only the check after a crash is weaker; the journal itself is fine.
     opened.acked = AckedFile::open(dir).ok();
     Ok(opened)
+}
+
+fn is_symlink(dir: &Path) -> bool {
+    fs::symlink_metadata(dir).is_ok_and(|meta| meta.file_type().is_symlink())
+}
+
+/// Lets sled recover a copy put at the journal's own path, the original set aside, and keeps it
+/// as the journal when it is sound (`aside.rs`): one recovery, and the original's files are
+/// never written.
+fn open_on_copy(
+    dir: &Path,
+    cache_bytes: u64,
+    promised: Option<Marker>,
+    why: &str,
+) -> Result<Opened, JournalError> {
+    let Some(placed) = aside::place_copy(dir, why)? else {
+        return Err(JournalError::Locked {
+            path: dir.to_path_buf(),
+            detail: "its files are open or being opened".into(),
+        });
+    };
+    match open_in(dir, dir, cache_bytes, Found::Journal(promised), true) {
+        Ok(mut opened) => {
+            aside::reached(Step::Judged);
+            if let Err(err) = placed.commit(dir) {
+                // The copy was taken away from under the handle; it must never write again.
+                std::mem::forget(opened);
+                return Err(err);
+            }
+            // Without it only the check after a crash is weaker; the journal itself is fine.
+            opened.acked = AckedFile::open(dir).ok();
+            Ok(opened)
+        }
+        // `open_in` gave up sled's handle without letting it write.
+        Err(err) => Err(placed.undo(
+            dir,
+            match err {
+                JournalError::Corrupt { path, detail } => JournalError::Corrupt {
+                    path,
+                    detail: format!(
+                        "{detail} (found while sled recovered a copy, {why}; the journal's files \
+                         were left as they are)"
+                    ),
+                },
+                other => other,
+            },
+        )),
+    }
 }
 
 /// How long judging a copy waits for sled to close the copy's files.

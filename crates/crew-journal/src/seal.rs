@@ -7,7 +7,7 @@
 //! files are judged before sled sees them: a journal closed cleanly leaves this seal, and when
 //! every file still has the length and checksum the seal lists, the files are exactly what sled
 //! left and sled's recovery of them loses nothing. Without a seal (a crash), or when the files
-//! differ from it, `open.rs` judges a copy first. The seal is removed before sled opens the
+//! differ from it, `open.rs` judges a copy first (`aside.rs`). The seal is removed before sled opens the
 //! files in place, as they are about to change.
 
 use std::fs::{self, File};

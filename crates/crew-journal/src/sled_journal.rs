@@ -119,8 +119,9 @@ impl SledJournal {
     ///
     /// Nothing writes to the files before they are judged sound: a journal closed cleanly is
     /// checked against the seal it left (every file's length and CRC-32, `seal.rs`), any other
-    /// is judged on a copy that sled recovers first (which needs as much free space as the
-    /// journal occupies). After a `Corrupt` result this process keeps the directory locked:
+    /// is judged on a copy that takes the journal's path while the original is set aside next
+    /// to it, and that stays as the journal when sound (`aside.rs`; it needs as much free space
+    /// as the journal occupies). After a `Corrupt` result this process keeps the directory locked:
     /// sled's handle is leaked rather than dropped, because dropping it would flush into the
     /// files being reported.
     pub fn open(dir: &Path, cache_bytes: u64) -> Result<Self, JournalError> {

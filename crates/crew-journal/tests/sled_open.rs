@@ -349,6 +349,8 @@ fn damaged_journals_are_refused_and_left_alone() {
         let before = files(&dir);
         let result = open(&dir);
         let after = files(&dir);
+        // Whatever was judged on a copy, nothing of it stays beside the journal.
+        assert_eq!(siblings(tmp.path()), ["journal"], "{name}");
         match (want, result) {
             (Want::Intact, Ok(journal)) => assert_intact(&journal, name),
             (Want::Corrupt { untouched }, Err(JournalError::Corrupt { path, detail })) => {
@@ -603,4 +605,155 @@ fn a_journal_with_one_event_per_key_reads_appends_and_forgets() {
     let db = raw_sled(&dir);
     let log = db.open_tree("log").unwrap();
     assert_eq!(log.range(..&[0xFEu8][..]).count(), 0, "no old key left");
+}
+
+/// What the journal's parent directory holds, by name.
+fn siblings(parent: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(parent)
+        .unwrap()
+        .map(|item| item.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+const TAG: &str = "crew-journal.copy";
+
+/// A copy crewd had begun: the tag and the first part of each file.
+fn half_copy(from: &Path, to: &Path) {
+    for (path, bytes) in files(from) {
+        let target = to.join(path.strip_prefix(from).unwrap());
+        fs::create_dir_all(target.parent().unwrap()).unwrap();
+        fs::write(target, &bytes[..bytes.len() / 2]).unwrap();
+    }
+    fs::write(to.join(TAG), b"crew-journal-copy 1\n").unwrap();
+}
+
+/// After a crash (no seal) sled recovers a copy at the journal's path; each state a crash can
+/// leave on the way is settled to the original (or, once the copy was committed, to the copy).
+#[test]
+fn every_state_a_crash_while_judging_a_copy_leaves_opens_with_everything() {
+    type Setup = fn(&Path, &Path);
+    let cases: Vec<(&str, Setup)> = vec![
+        ("a copy begun beside the journal", |parent, dir| {
+            half_copy(dir, &parent.join(".journal.copy"))
+        }),
+        (
+            "the journal set aside, no copy in its place",
+            |parent, dir| fs::rename(dir, parent.join(".journal.original")).unwrap(),
+        ),
+        (
+            "the journal set aside, the copy not yet moved",
+            |parent, dir| {
+                half_copy(dir, &parent.join(".journal.copy"));
+                fs::rename(dir, parent.join(".journal.original")).unwrap();
+            },
+        ),
+        (
+            "the journal set aside, an empty directory in its place",
+            |parent, dir| {
+                fs::rename(dir, parent.join(".journal.original")).unwrap();
+                fs::create_dir(dir).unwrap();
+            },
+        ),
+        (
+            "the journal set aside, a tagged copy in its place",
+            |parent, dir| {
+                let original = parent.join(".journal.original");
+                fs::rename(dir, &original).unwrap();
+                half_copy(&original, dir);
+            },
+        ),
+        (
+            "the journal set aside, the copy being discarded",
+            |parent, dir| {
+                let original = parent.join(".journal.original");
+                fs::rename(dir, &original).unwrap();
+                half_copy(&original, &parent.join(".journal.discard"));
+            },
+        ),
+        (
+            "the copy committed, the old journal not yet removed",
+            |parent, dir| {
+                copy_dir(dir, &parent.join(".journal.superseded"));
+                fs::write(dir.join(TAG), b"crew-journal-copy 1\n").unwrap();
+            },
+        ),
+        (
+            "the copy committed and the old journal removed",
+            |_, dir| {
+                fs::write(dir.join(TAG), b"crew-journal-copy 1\n").unwrap();
+            },
+        ),
+    ];
+    for (name, setup) in cases {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("journal");
+        closed_journal(&dir);
+        fs::remove_file(dir.join("crew-journal.seal")).unwrap();
+        setup(tmp.path(), &dir);
+        let journal = open(&dir).unwrap_or_else(|err| panic!("{name}: {err}"));
+        assert_intact(&journal, name);
+        assert_eq!(siblings(tmp.path()), ["journal"], "{name}");
+        assert!(!dir.join(TAG).exists(), "{name}");
+    }
+}
+
+/// States crewd never leaves (someone moved things by hand) are refused, nothing touched.
+#[test]
+fn a_set_aside_journal_beside_something_else_is_refused_untouched() {
+    type Setup = fn(&Path, &Path);
+    let cases: Vec<(&str, Setup)> = vec![
+        (
+            "the journal set aside, an untagged journal in its place",
+            |parent, dir| copy_dir(dir, &parent.join(".journal.original")),
+        ),
+        (
+            "both a set-aside and a superseded journal",
+            |parent, dir| {
+                fs::rename(dir, parent.join(".journal.original")).unwrap();
+                copy_dir(
+                    &parent.join(".journal.original"),
+                    &parent.join(".journal.superseded"),
+                );
+            },
+        ),
+        ("a superseded journal and no journal", |parent, dir| {
+            fs::rename(dir, parent.join(".journal.superseded")).unwrap()
+        }),
+    ];
+    for (name, setup) in cases {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("journal");
+        closed_journal(&dir);
+        fs::remove_file(dir.join("crew-journal.seal")).unwrap();
+        setup(tmp.path(), &dir);
+        let names = siblings(tmp.path());
+        let before = files(tmp.path());
+        match open(&dir) {
+            Err(JournalError::Corrupt { path, detail }) => {
+                assert_eq!(path, dir, "{name}");
+                assert!(detail.contains("nothing was touched"), "{name}: {detail}");
+            }
+            other => panic!("{name}: expected Corrupt, got {other:?}"),
+        }
+        assert_eq!(siblings(tmp.path()), names, "{name}");
+        assert!(files(tmp.path()) == before, "{name}: files changed");
+    }
+}
+
+/// A journal reached through a symlink keeps its link after a crash: the copy is judged beside
+/// the files (not in their place, which would replace the link by a directory).
+#[test]
+fn a_symlinked_journal_stays_where_its_link_points() {
+    let tmp = tempfile::tempdir().unwrap();
+    let real = tmp.path().join("elsewhere");
+    closed_journal(&real);
+    fs::remove_file(real.join("crew-journal.seal")).unwrap();
+    let dir = tmp.path().join("journal");
+    std::os::unix::fs::symlink(&real, &dir).unwrap();
+    let journal = open(&dir).unwrap();
+    assert_intact(&journal, "symlinked");
+    assert!(fs::symlink_metadata(&dir).unwrap().file_type().is_symlink());
+    assert_eq!(siblings(tmp.path()), ["elsewhere", "journal"]);
 }
