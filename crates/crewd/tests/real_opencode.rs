@@ -160,3 +160,28 @@ fn opencode_rate_limits_it_gives_up_on_are_retried_by_crew() {
 
 /// Requests opencode makes for one model call before it gives up: the first and five retries.
 const OPENCODE_TRIES: usize = 6;
+
+/// A short prompt reaches the model as written: `opencode run` wraps a message argument that
+/// holds a space in quotes and escapes the quotes inside, so crew never puts it on argv.
+#[test]
+fn opencode_gets_a_short_prompt_as_written() {
+    let stub = Stub::start(Wire::Chat, |_| Reply::Text("STUB-OK".into()));
+    let config = opencode_config(&stub);
+    let Some(d) = start_daemon(&config, "max_attempts = 1\n") else {
+        return skipped("opencode_gets_a_short_prompt_as_written", "opencode");
+    };
+    one_step_team(&d, "solo", "Answer: {goal}", "explorer");
+    let goal = r#"say "hi" now"#;
+    let run = d.run(
+        goal,
+        json!({"team": "solo", "runtime": "opencode", "model": model()}),
+    );
+    assert_eq!(d.wait(&run), "completed");
+    let exchanges = stub.exchanges();
+    let texts = exchanges[0].texts();
+    assert!(
+        texts.contains(&format!("Answer: {goal}")),
+        "the prompt as written: {texts}"
+    );
+    assert!(!texts.contains(r#"\"hi\""#), "quoted by opencode: {texts}");
+}

@@ -341,6 +341,14 @@ pub fn prompt_needs_file(prompt: &str) -> bool {
     prompt.len() > ARGV_PROMPT_LIMIT
 }
 
+/// True when an attempt's prompt goes through its prompt file (stdin, or a path): too long for
+/// argv, a `command` runtime that asks for it, or opencode, whose `run` wraps a message argument
+/// holding a space in quotes and escapes the quotes inside (`say "hi"` reaches the model as
+/// `"say \"hi\""`); stdin reaches it as written.
+pub fn prompt_through_file(kind: AdapterKind, prompt: &str, via: PromptVia) -> bool {
+    prompt_needs_file(prompt) || via != PromptVia::Arg || kind == AdapterKind::Opencode
+}
+
 /// The parser for an attempt that continues the session of the attempt whose stream was
 /// `asked` (its transcript): codex counts usage over the whole thread, so the resumed
 /// attempt's usage starts from the totals the earlier stream ended with; the other CLIs
@@ -419,6 +427,25 @@ pub(crate) fn add_usage(acc: &mut Usage, u: &Usage) {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    #[test]
+    fn which_prompts_go_through_the_prompt_file() {
+        let long = "x".repeat(ARGV_PROMPT_LIMIT + 1);
+        for (kind, prompt, via, want) in [
+            (AdapterKind::Claude, "short", PromptVia::Arg, false),
+            (AdapterKind::Claude, long.as_str(), PromptVia::Arg, true),
+            (AdapterKind::Command, "short", PromptVia::Stdin, true),
+            (AdapterKind::Command, "short", PromptVia::File, true),
+            (AdapterKind::Opencode, "short", PromptVia::Arg, true),
+        ] {
+            assert_eq!(
+                prompt_through_file(kind, prompt, via),
+                want,
+                "{kind:?} {via:?}"
+            );
+        }
+    }
     use super::is_resumable_session_id;
 
     #[test]

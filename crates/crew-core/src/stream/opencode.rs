@@ -78,7 +78,8 @@ pub(super) fn launch(spec: &LaunchSpec) -> Launch {
         agent_config(spec).to_string(),
     )];
     match &spec.prompt_file {
-        // A long prompt is stdin (a regular file, read to its end).
+        // The prompt is stdin (a regular file, read to its end): crewd always gives opencode
+        // one (`prompt_through_file`), as `run` quotes a message argument with a space in it.
         Some(file) => Launch {
             argv,
             env,

@@ -710,14 +710,15 @@ async fn run_process(
 
     // The prompt goes through a file (the prompt artifact, already written) when it is too long
     // for argv or the runtime asks for one.
-    let prompt_file = (stream::prompt_needs_file(prompt)
-        || spec.runtime.prompt_via != stream::PromptVia::Arg)
-        .then(|| {
-            run_dir
-                .join(format!("prompts/{}.md", spec.task_id))
-                .display()
-                .to_string()
-        });
+    let prompt_file =
+        stream::prompt_through_file(spec.runtime.adapter, prompt, spec.runtime.prompt_via).then(
+            || {
+                run_dir
+                    .join(format!("prompts/{}.md", spec.task_id))
+                    .display()
+                    .to_string()
+            },
+        );
     let system_prompt_file =
         match blocking(|| system_prompt_file(run_dir, &spec.plan.system_prompt)) {
             Ok(path) => Some(path.display().to_string()),
