@@ -223,6 +223,9 @@ describe('dashboard', { timeout: 240_000 }, () => {
     await nodes('running').first().waitFor();
     await page.locator('button[data-action="team.cancel"]').click();
     await page.locator('main[data-run-status="cancelled"]').waitFor();
+    // Polled on a timer: the nodes turn a moment after the head, and a locator's wait for them
+    // (animation-frame polling) was seen never to look again on chromium 156, timing out.
+    await page.waitForFunction(() => document.querySelector('#dag .node[data-status="cancelled"]') !== null, null, { polling: 50 });
     await nodes('cancelled').first().waitFor();
     await shot('run-cancelled');
   });
