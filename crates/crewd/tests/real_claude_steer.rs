@@ -23,23 +23,24 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 const STEER: &str = "STEER-7: also list the file's headings";
+const STEER_2: &str = "STEER-8: and count its lines";
 
-/// A stub whose request `held` is answered only once the test lets it go, and a `go` sender
-/// that does; `seen` tells when that request arrived. Request 1 reads README.md, every other
-/// one answers `FINAL-<n>`.
+/// A stub whose requests numbered in `held` are answered only once the test lets each go (a
+/// `go` send); `seen` tells which request arrived. Request 1 reads README.md, every other one
+/// answers `FINAL-<n>`.
 struct Held {
     stub: Stub,
-    seen: mpsc::Receiver<()>,
+    seen: mpsc::Receiver<u64>,
     go: mpsc::Sender<()>,
 }
 
-fn held_stub(held: u64, readme: Arc<Mutex<PathBuf>>) -> Held {
-    let (seen_tx, seen) = mpsc::channel::<()>();
+fn held_stub(held: Vec<u64>, readme: Arc<Mutex<PathBuf>>) -> Held {
+    let (seen_tx, seen) = mpsc::channel::<u64>();
     let (go, go_rx) = mpsc::channel::<()>();
     let (seen_tx, go_rx) = (Mutex::new(seen_tx), Mutex::new(go_rx));
     let stub = Stub::start(Wire::Anthropic, move |e: &Exchange| {
-        if e.n == held {
-            let _ = seen_tx.lock().unwrap().send(());
+        if held.contains(&e.n) {
+            let _ = seen_tx.lock().unwrap().send(e.n);
             // Bounded, so a test that fails elsewhere still ends.
             let _ = go_rx.lock().unwrap().recv_timeout(Duration::from_secs(90));
         }
@@ -55,16 +56,18 @@ fn held_stub(held: u64, readme: Arc<Mutex<PathBuf>>) -> Held {
     Held { stub, seen, go }
 }
 
-/// Start crew on the claude runtime (no `rpc` key: live is the adapter's default), run a
-/// one-step explorer team, steer it once request `held` arrived, let that request go and wait
-/// for the run. Returns the daemon, the run id and the stub.
-fn steered_run(test: &str, held: u64) -> Option<(Daemon, String, Stub)> {
+/// Start crew on the claude runtime (no `rpc` key: live is the adapter's default) and run a
+/// one-step explorer team. For each `(n, message)` of `steers`: once request `n` arrived, steer
+/// the task with `message` (it must go live), and let the request go once crew wrote it to
+/// claude's stdin. Then wait for the run. Returns the daemon, the run id and the stub.
+fn steered_run(test: &str, steers: &[(u64, &str)]) -> Option<(Daemon, String, Stub)> {
     let Some(claude) = agent_bin("claude") else {
         skipped(test, "claude");
         return None;
     };
     // The README is in the daemon's project directory, known once the daemon is up.
     let readme = Arc::new(Mutex::new(PathBuf::new()));
+    let held = steers.iter().map(|(n, _)| *n).collect();
     let Held { stub, seen, go } = held_stub(held, readme.clone());
     let env = claude_env(&stub);
     let names: Vec<String> = env.iter().map(|(k, _)| format!("{k:?}")).collect();
@@ -94,23 +97,27 @@ fn steered_run(test: &str, held: u64) -> Option<(Daemon, String, Stub)> {
         .as_str()
         .unwrap()
         .to_string();
-    seen.recv_timeout(Duration::from_secs(90))
-        .unwrap_or_else(|_| {
-            panic!(
-                "claude made no model request {held}: {:#}\n{}",
-                d.status(&run_id),
-                d.log_text()
-            )
-        });
-    let r = d.ok(
-        "team.steer",
-        json!({"runId": run_id, "taskId": "01_only", "message": STEER}),
-    );
-    assert_eq!(r["delivered"], "live", "{r}");
-    assert_eq!(r.get("note"), None, "{r}");
-    // On claude's stdin before the held answer is let go.
-    d.wait_log("steer written to the worker");
-    go.send(()).unwrap();
+    for (i, (n, message)) in steers.iter().enumerate() {
+        let got = seen
+            .recv_timeout(Duration::from_secs(90))
+            .unwrap_or_else(|_| {
+                panic!(
+                    "claude made no model request {n}: {:#}\n{}",
+                    d.status(&run_id),
+                    d.log_text()
+                )
+            });
+        assert_eq!(got, *n);
+        let r = d.ok(
+            "team.steer",
+            json!({"runId": run_id, "taskId": "01_only", "message": message}),
+        );
+        assert_eq!(r["delivered"], "live", "steer {i}: {r}");
+        assert_eq!(r.get("note"), None, "steer {i}: {r}");
+        // On claude's stdin before the held answer is let go.
+        d.wait_log_n("steer written to the worker", i + 1);
+        go.send(()).unwrap();
+    }
 
     let status = d.wait(&run_id);
     let st = d.status(&run_id);
@@ -179,9 +186,10 @@ fn ended_by_itself(d: &Daemon, run_id: &str) {
 /// beside the tool result, and the task ends with that call's answer.
 #[test]
 fn steer_reaches_the_real_claude_at_its_next_model_call() {
-    let Some((d, run_id, stub)) =
-        steered_run("steer_reaches_the_real_claude_at_its_next_model_call", 1)
-    else {
+    let Some((d, run_id, stub)) = steered_run(
+        "steer_reaches_the_real_claude_at_its_next_model_call",
+        &[(1, STEER)],
+    ) else {
         return;
     };
     let ex = stub.exchanges();
@@ -211,25 +219,31 @@ fn steer_reaches_the_real_claude_at_its_next_model_call() {
 }
 
 /// Steered while its last model call is out: Claude Code prints that turn's `result`, then
-/// takes the steer and runs a turn for it. crew waits for it (the `result` that came with a
-/// message not yet taken is not the last) and the task ends with that turn's answer.
+/// takes the steer and runs a turn for it. crew waits for it (a `result` that came with a
+/// message not yet taken is not the last): a second steer during that turn still goes live,
+/// and gets a turn too. The task ends with the last turn's answer.
 #[test]
 fn a_steer_during_the_last_model_call_gets_a_turn_of_its_own() {
     let Some((d, run_id, stub)) = steered_run(
         "a_steer_during_the_last_model_call_gets_a_turn_of_its_own",
-        2,
+        &[(2, STEER), (3, STEER_2)],
     ) else {
         return;
     };
     let ex = stub.exchanges();
-    assert_eq!(ex.len(), 3, "requests: {ex:#?}");
+    assert_eq!(ex.len(), 4, "requests: {ex:#?}");
     assert!(!ex[1].texts().contains(STEER), "{}", ex[1].texts());
     assert!(
-        ex[2].texts().contains(STEER),
+        ex[2].texts().contains(STEER) && !ex[2].texts().contains(STEER_2),
         "the turn after the answer lacks the steer: {:#}",
         ex[2].body
     );
+    assert!(
+        ex[3].texts().contains(STEER_2),
+        "the last turn lacks the second steer: {:#}",
+        ex[3].body
+    );
     let result = result_text(&d, &run_id);
-    assert!(result.contains("FINAL-3: the README greets"), "{result}");
+    assert!(result.contains("FINAL-4: the README greets"), "{result}");
     ended_by_itself(&d, &run_id);
 }
