@@ -946,7 +946,7 @@ async fn status_watch_redraws_until_the_run_finishes_and_clean_prunes() {
 /// `crewctl steer` prints the daemon's note when the running worker will not hear the message.
 #[tokio::test(flavor = "multi_thread")]
 async fn steer_prints_the_note_of_a_queued_message() {
-    let note = "runtime `claude` cannot take a message while its worker runs";
+    let note = "runtime `codex` cannot take a message while its worker runs";
     let cases = [
         (json!({"delivered": "live"}), "Delivered to 01_fix live."),
         (json!({"delivered": "queued", "note": note}), note),

@@ -90,7 +90,8 @@ pub trait Port: Send + Sync {
     fn progress(&self, key: &AttemptKey, usage: Usage, tool: Option<String>);
     /// The worker's CLI refused a tool call.
     fn warning(&self, key: &AttemptKey, tool: String, message: String);
-    /// An rpc worker gave its final answer (`agent_end`): it reads no more live messages.
+    /// A live worker gave its final answer (pi `agent_end`, claude's last `result`): it reads no
+    /// more live messages.
     fn answered(&self, key: &AttemptKey);
     /// The attempt ended: exactly once per attempt.
     fn finished(&self, report: Report);

@@ -152,9 +152,10 @@ pub struct RuntimeConfig {
     pub adapter: AdapterKind,
     /// Program and fixed arguments: a string (split on whitespace) or an array.
     pub command: CommandSpec,
-    /// pi only: run workers in `pi --mode rpc`, so `team.steer` reaches the running agent.
-    /// Unset means the adapter's default (`rpc()`): on for pi, off for the rest; `rpc = false`
-    /// keeps pi in `--mode json -p`.
+    /// pi and claude: run workers in live mode (`pi --mode rpc`, `claude -p --input-format
+    /// stream-json`), so `team.steer` reaches the running agent. Unset means the adapter's
+    /// default (`rpc()`): on for pi and claude, off for the rest; `rpc = false` keeps pi in
+    /// `--mode json -p` and claude's prompt on argv.
     #[serde(default)]
     pub rpc: Option<bool>,
     /// command adapter: pass the prompt as the last argument (`arg`), as a file path (`file`) or
@@ -170,11 +171,18 @@ pub struct RuntimeConfig {
 }
 
 impl RuntimeConfig {
-    /// Whether workers run in pi's rpc mode: what the runtime says, else on for the pi adapter
-    /// (the only one with a live channel; tested against the real pi in real_pi_steer.rs).
+    /// Whether workers run in live mode: what the runtime says, else on for the adapters with
+    /// a live channel (tested against the real CLIs in real_pi_steer.rs and
+    /// real_claude_steer.rs).
     pub fn rpc(&self) -> bool {
-        self.rpc.unwrap_or(self.adapter == AdapterKind::Pi)
+        self.rpc.unwrap_or(has_live_mode(self.adapter))
     }
+}
+
+/// The adapters whose CLI takes messages on stdin while it works: pi's rpc mode, Claude Code's
+/// stream-json input.
+fn has_live_mode(adapter: AdapterKind) -> bool {
+    matches!(adapter, AdapterKind::Pi | AdapterKind::Claude)
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -369,10 +377,10 @@ impl Config {
             if rt.command.argv().is_empty() {
                 return bad(&format!("runtimes.{name}"), "command is empty".into());
             }
-            if rt.rpc == Some(true) && rt.adapter != AdapterKind::Pi {
+            if rt.rpc == Some(true) && !has_live_mode(rt.adapter) {
                 return bad(
                     &format!("runtimes.{name}"),
-                    "rpc = true needs adapter = \"pi\"".into(),
+                    "rpc = true needs adapter = \"pi\" or \"claude\"".into(),
                 );
             }
         }
@@ -617,20 +625,25 @@ mod tests {
             "[runtimes.a]\nadapter = \"pi\"\ncommand = \"pi\"\n\
              [runtimes.b]\nadapter = \"pi\"\ncommand = \"pi\"\nrpc = false\n\
              [runtimes.c]\nadapter = \"claude\"\ncommand = \"claude\"\n\
-             [runtimes.d]\nadapter = \"codex\"\ncommand = \"codex\"\nrpc = false\n",
+             [runtimes.c2]\nadapter = \"claude\"\ncommand = \"claude\"\nrpc = false\n\
+             [runtimes.d]\nadapter = \"codex\"\ncommand = \"codex\"\nrpc = false\n\
+             [runtimes.e]\nadapter = \"gemini\"\ncommand = \"gemini\"\n",
         )
         .unwrap();
         let rpc = |name: &str| c.runtime(name).unwrap().rpc();
         assert_eq!(
-            ["a", "b", "c", "d", "pi", "fake", "fake-rpc"].map(rpc),
-            [true, false, false, false, true, false, true]
+            ["a", "b", "c", "c2", "d", "e", "pi", "fake", "fake-rpc"].map(rpc),
+            [true, false, true, false, false, false, true, false, true]
         );
-        for adapter in ["claude", "codex", "gemini", "opencode", "command"] {
+        for adapter in ["codex", "gemini", "opencode", "command"] {
             let text =
                 format!("[runtimes.x]\nadapter = \"{adapter}\"\ncommand = \"x\"\nrpc = true\n");
             match Config::parse("c", &text) {
                 Err(ConfigError::Invalid { message, .. }) => {
-                    assert!(message.contains("needs adapter = \"pi\""), "{message}")
+                    assert!(
+                        message.contains("needs adapter = \"pi\" or \"claude\""),
+                        "{message}"
+                    )
                 }
                 other => panic!("{adapter}: {other:?}"),
             }

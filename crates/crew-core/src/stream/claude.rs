@@ -132,6 +132,17 @@ pub(super) fn launch(spec: &LaunchSpec) -> Launch {
         );
         argv.push(spec.system_prompt.clone());
     }
+    // Live mode: stdin is a pipe the daemon owns, the prompt its first user message and a steer
+    // the next (Claude Code takes a message written while it works at its next model call).
+    // The replays say when each message was taken: a `result` is the last only once every
+    // message written was (see `live_input_is_acknowledged`). No argv prompt, so no argv limit.
+    if spec.rpc {
+        argv.extend(["--input-format", "stream-json", "--replay-user-messages"].map(String::from));
+        return Launch {
+            stdin: StdinFrom::Pipe,
+            ..Launch::args(argv)
+        };
+    }
     // A long prompt is `claude -p` 's stdin (a regular file, read to its end): argv has a size
     // limit, stdin has none.
     match &spec.prompt_file {
@@ -144,6 +155,15 @@ pub(super) fn launch(spec: &LaunchSpec) -> Launch {
             Launch::args(argv)
         }
     }
+}
+
+/// A user message for `--input-format stream-json`: one JSON line, without its `\n`.
+pub(super) fn user_message_line(text: &str) -> String {
+    serde_json::json!({
+        "type": "user",
+        "message": {"role": "user", "content": [{"type": "text", "text": text}]},
+    })
+    .to_string()
 }
 
 /// What Claude Code calls crew's ask tool: `mcp__<server>__<tool>`.
@@ -351,6 +371,10 @@ impl ClaudeParser {
         event: &Map<String, Value>,
         message: &Map<String, Value>,
     ) -> Vec<WorkerEvent> {
+        // `--replay-user-messages`: a stdin message, echoed when Claude Code took it.
+        if event.get("isReplay").and_then(Value::as_bool) == Some(true) {
+            return vec![WorkerEvent::InputTaken];
+        }
         let Some(Value::Array(parts)) = message.get("content") else {
             return Vec::new();
         };
@@ -483,6 +507,9 @@ impl StreamParser for ClaudeParser {
         let subtype = event.get("subtype").and_then(Value::as_str);
         match (event.get("type").and_then(Value::as_str), message) {
             (Some("system"), _) if subtype == Some("init") => {
+                // Live mode: a message taken after the last turn starts another, with its
+                // own init and `result`.
+                self.finished = false;
                 let model = event
                     .get("model")
                     .and_then(Value::as_str)
@@ -672,6 +699,10 @@ mod tests {
         resumed.session.resume = Some("1d623514-ea5c-4f75-aa8a-f0d154a0eccf".into());
         resumed.prompt = "x".repeat(ARGV_PROMPT_LIMIT + 1);
         resumed.prompt_file = Some("/run/prompts/01_a.md".into());
+        let mut live = spec();
+        live.rpc = true;
+        let mut live_resumed = resumed.clone();
+        live_resumed.rpc = true;
         let mcp_config = r#"--mcp-config={"mcpServers":{"crew_ask":{"alwaysLoad":true,"args":["mcp","--ask"],"command":"/opt/crew/crewctl","type":"stdio"}}}"#;
         let base = [
             "-p",
@@ -821,6 +852,46 @@ mod tests {
                 ]
                 .concat(),
                 StdinFrom::File("/run/prompts/01_a.md".into()),
+            ),
+            (
+                "live: the prompt is the first message on a pipe crew owns",
+                live,
+                [
+                    &["claude"][..],
+                    &base,
+                    &[
+                        "--tools=Read",
+                        "--allowedTools=Read",
+                        "--permission-mode",
+                        "dontAsk",
+                        "--input-format",
+                        "stream-json",
+                        "--replay-user-messages",
+                    ],
+                ]
+                .concat(),
+                StdinFrom::Pipe,
+            ),
+            (
+                "live: the answer resumes the session, a long answer a message too",
+                live_resumed,
+                [
+                    &["claude"][..],
+                    &base,
+                    &[
+                        "--resume=1d623514-ea5c-4f75-aa8a-f0d154a0eccf",
+                        "--tools=Read",
+                        mcp_config,
+                        "--allowedTools=Read,mcp__crew_ask__ask_user",
+                        "--permission-mode",
+                        "dontAsk",
+                        "--input-format",
+                        "stream-json",
+                        "--replay-user-messages",
+                    ],
+                ]
+                .concat(),
+                StdinFrom::Pipe,
             ),
         ];
         for (name, spec, argv, stdin) in table {
@@ -1007,6 +1078,72 @@ mod tests {
             r#"{"type":"assistant","message":{"id":"m","content":[{"type":"tool_use","id":"t","name":"mcp__crew_ask__ask_user","input":{"question":[1]}}]}}"#,
         );
         assert!(!events.iter().any(|e| matches!(e, WorkerEvent::Ask { .. })));
+    }
+
+    #[test]
+    fn live_input_is_a_user_message() {
+        let v: Value = serde_json::from_str(&crate::stream::live_steer_line(
+            AdapterKind::Claude,
+            "say \"hi\"\n",
+        ))
+        .unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"type": "user", "message": {"role": "user",
+                "content": [{"type": "text", "text": "say \"hi\"\n"}]}})
+        );
+        assert_eq!(
+            crate::stream::live_prompt_line(AdapterKind::Claude, "x"),
+            crate::stream::live_steer_line(AdapterKind::Claude, "x")
+        );
+    }
+
+    /// Shaped as Claude Code 2.1 printed it (real_claude_steer.rs): a steer taken after the
+    /// last model call is replayed after the first `result` and runs a turn of its own.
+    #[test]
+    fn a_live_stream_acknowledges_its_inputs_and_may_run_another_turn() {
+        let init = r#"{"type":"system","subtype":"init","session_id":"s-1","model":"m"}"#;
+        let replay = |t: &str| {
+            format!(
+                r#"{{"type":"user","message":{{"role":"user","content":[{{"text":"{t}","type":"text"}}]}},"parent_tool_use_id":null,"isReplay":true}}"#
+            )
+        };
+        let text = |id: &str, t: &str| {
+            format!(
+                r#"{{"type":"assistant","message":{{"id":"{id}","model":"m","content":[{{"type":"text","text":"{t}"}}],"usage":{{"input_tokens":10,"output_tokens":2}}}}}}"#
+            )
+        };
+        let result = |t: &str, turns: u64, cost: f64| {
+            format!(
+                r#"{{"type":"result","subtype":"success","is_error":false,"num_turns":{turns},"result":"{t}","total_cost_usd":{cost},"usage":{{"input_tokens":10,"output_tokens":2}}}}"#
+            )
+        };
+        let stream = [
+            init.to_owned(),
+            replay("Goal: fix it"),
+            text("msg_1", "FIRST"),
+            result("FIRST", 1, 0.5),
+            init.to_owned(),
+            replay("STEER: also the tests"),
+            text("msg_2", "SECOND"),
+            result("SECOND", 1, 0.75),
+        ]
+        .join("\n");
+        let (events, outcome) = run(&stream);
+        let kinds: Vec<&str> = events
+            .iter()
+            .filter_map(|e| match e {
+                WorkerEvent::InputTaken => Some("input"),
+                WorkerEvent::Finished => Some("finished"),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(kinds, ["input", "finished", "input", "finished"]);
+        assert_eq!(outcome.final_text.as_deref(), Some("SECOND"));
+        assert_eq!((outcome.usage.input, outcome.usage.output), (20, 4));
+        assert_eq!(outcome.usage.turns, 2);
+        assert_eq!(outcome.usage.cost, 0.75);
+        assert_eq!(outcome.error, None);
     }
 
     #[test]

@@ -65,7 +65,9 @@ pub struct LaunchSpec {
     pub model: Option<String>,
     pub thinking: Option<String>,
     pub tools: Vec<String>,
-    /// pi only: run `pi --mode rpc` (stdin is then a pipe owned by the daemon).
+    /// Live mode: stdin is a pipe owned by the daemon, the prompt its first message and a steer
+    /// the next ones (pi `--mode rpc`, claude `--input-format stream-json`). Other adapters
+    /// ignore it.
     pub rpc: bool,
     pub prompt_via: PromptVia,
     /// Agent `effort` (claude `--effort`, codex `model_reasoning_effort`).
@@ -210,12 +212,40 @@ pub fn policy_gaps(kind: AdapterKind, tools: &[String]) -> Vec<String> {
     }
 }
 
-/// For rpc-mode workers: the stdin lines to send at start (the prompt) and for a steer.
+/// For pi's rpc-mode workers: the stdin lines to send at start (the prompt) and for a steer.
 pub fn rpc_prompt_line(prompt: &str) -> String {
     pi::rpc_prompt_line(prompt)
 }
 pub fn rpc_steer_line(message: &str) -> String {
     pi::rpc_steer_line(message)
+}
+
+/// For live workers (`LaunchSpec::rpc`, stdin a pipe the daemon owns): the stdin line, without
+/// its `\n`, that starts the work with `prompt`. pi gets its rpc `prompt` command, Claude Code a
+/// user message.
+pub fn live_prompt_line(kind: AdapterKind, prompt: &str) -> String {
+    match kind {
+        AdapterKind::Claude => claude::user_message_line(prompt),
+        _ => pi::rpc_prompt_line(prompt),
+    }
+}
+
+/// For live workers: the stdin line, without its `\n`, that steers the running agent. pi gets
+/// its rpc `steer` command, Claude Code a user message (which reaches the model at its next
+/// call, or starts another turn when it comes after the last one).
+pub fn live_steer_line(kind: AdapterKind, message: &str) -> String {
+    match kind {
+        AdapterKind::Claude => claude::user_message_line(message),
+        _ => pi::rpc_steer_line(message),
+    }
+}
+
+/// True when a live worker of this adapter says when it took each stdin message
+/// ([`WorkerEvent::InputTaken`]; Claude Code's `--replay-user-messages`): its `Finished` is
+/// then its last only once it took every message written to it, since a message it took after
+/// its last model call makes it run another turn.
+pub fn live_input_is_acknowledged(kind: AdapterKind) -> bool {
+    kind == AdapterKind::Claude
 }
 
 /// A normalized thing that happened in a worker's stream.
@@ -246,6 +276,9 @@ pub enum WorkerEvent {
     /// The agent is done answering (pi `agent_end`, claude `result`, codex `turn.completed`
     /// of the last turn). Starts the final drain.
     Finished,
+    /// A live worker took a message from its stdin (the prompt or a steer; Claude Code's
+    /// replay of it, see [`live_input_is_acknowledged`]).
+    InputTaken,
     /// An error reported in the stream.
     Error {
         message: String,

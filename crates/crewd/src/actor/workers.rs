@@ -13,9 +13,10 @@ use tokio::sync::mpsc;
 pub struct WorkerHandle {
     pub attempt: u32,
     pub ctl: mpsc::UnboundedSender<WorkerCtl>,
-    /// The worker reads steering messages live (pi rpc mode), until it has answered.
+    /// The worker reads steering messages live (pi's rpc mode, Claude Code's stream-json input),
+    /// until it has answered.
     pub live: bool,
-    /// An rpc worker gave its final answer and is on its way out.
+    /// A live worker gave its final answer and is on its way out.
     pub answered: bool,
 }
 

@@ -1,8 +1,9 @@
 //! Running one attempt of one task as a worker process.
 //!
 //! The worker gets stdin `/dev/null` (pi and codex block on an open stdin), or the prompt file
-//! when its adapter reads a long prompt from stdin, or a pipe the daemon owns (pi's rpc mode), its own process group, a filtered environment and
-//! the run's cwd. Its stdout is read line by line without ever blocking it; a no-output watchdog,
+//! when its adapter reads a long prompt from stdin, or a pipe the daemon owns (live mode: pi's
+//! rpc mode, Claude Code's stream-json input), its own process group, a filtered environment
+//! and the run's cwd. Its stdout is read line by line without ever blocking it; a no-output watchdog,
 //! an overall timeout and a final drain (agents linger after answering) bound its life; stopping
 //! it is SIGTERM to the group, SIGKILL after a grace period.
 
@@ -529,11 +530,16 @@ struct Stdout {
     progress_dirty: bool,
     /// When the final answer (or a question) arrived: the final drain runs from here.
     final_at: Option<Instant>,
-    /// pi's rpc mode: only `agent_end` is final (a steer that arrives while the last message
-    /// streams makes pi go on after it), and it is the moment to close the worker's stdin.
+    /// Live mode (pi's rpc mode, Claude Code's stream-json input): only `Finished` is final (a
+    /// steer that arrives while the last message streams makes the agent go on after it), and
+    /// it is the moment to close the worker's stdin.
     rpc: bool,
-    /// rpc mode: `agent_end` came; the worker has nothing more to do.
+    /// Live mode: `Finished` came; the worker has nothing more to do.
     rpc_done: bool,
+    /// Live mode of an adapter that acknowledges its input (`live_input_is_acknowledged`):
+    /// messages written to the worker's stdin and not yet taken. A `Finished` with one pending
+    /// is not the last: the agent runs another turn for it.
+    pending_inputs: Option<u32>,
     /// A question ends the agent's turn at once (pi: crew's extension returns `terminate`).
     /// Claude Code, Codex and opencode make one more model call after the ask tool's result: their
     /// turn's end, not the question, starts the drain, so the session they resume is whole.
@@ -600,10 +606,15 @@ impl Stdout {
                     }
                 }
                 WorkerEvent::Refused { tool, message, .. } => self.warnings.send(tool, message),
+                WorkerEvent::InputTaken => {
+                    if let Some(n) = self.pending_inputs.as_mut() {
+                        *n = n.saturating_sub(1);
+                    }
+                }
                 _ => {}
             }
             let last = if self.rpc {
-                matches!(ev, WorkerEvent::Finished)
+                matches!(ev, WorkerEvent::Finished) && self.pending_inputs.unwrap_or(0) == 0
             } else {
                 ev.is_final()
             };
@@ -870,14 +881,21 @@ async fn run_process(
             .unwrap_or(cfg.no_output_timeout_ms),
     );
     let mut stdin = child.stdin.take();
+    // Messages written and not yet acknowledged, for an adapter that acknowledges them.
+    let mut pending_inputs =
+        stream::live_input_is_acknowledged(spec.runtime.adapter).then_some(0u32);
     if let Some(w) = stdin.as_mut() {
-        let line = stream::rpc_prompt_line(prompt) + "\n";
+        let line = stream::live_prompt_line(spec.runtime.adapter, prompt) + "\n";
         // Bounded: a worker that does not read its stdin would otherwise hold the attempt here,
         // before any watchdog runs.
         match tokio::time::timeout(no_output, w.write_all(line.as_bytes())).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::warn!(error = %e, "cannot send the prompt to the rpc worker"),
-            Err(_) => tracing::warn!("the rpc worker does not read its prompt"),
+            Ok(Ok(())) => {
+                if let Some(n) = pending_inputs.as_mut() {
+                    *n = n.saturating_add(1);
+                }
+            }
+            Ok(Err(e)) => tracing::warn!(error = %e, "cannot send the prompt to the live worker"),
+            Err(_) => tracing::warn!("the live worker does not read its prompt"),
         }
     }
     let Some(stdout) = child.stdout.take() else {
@@ -943,6 +961,7 @@ async fn run_process(
         final_at: None,
         rpc,
         rpc_done: false,
+        pending_inputs,
         ask_ends_turn: spec.runtime.adapter == stream::AdapterKind::Pi,
         warnings: Warnings {
             port: port.clone(),
@@ -981,9 +1000,9 @@ async fn run_process(
         if exit.is_some() && !stdout_open {
             break;
         }
-        // pi in rpc mode waits for its next command after `agent_end` and exits when its
-        // stdin ends: closing it ends the worker now, not after the final drain's quiet time
-        // and a SIGTERM.
+        // A live worker (pi in rpc mode, Claude Code on stream-json input) waits for its next
+        // message after its final answer and exits when its stdin ends: closing it ends the
+        // worker now, not after the final drain's quiet time and a SIGTERM.
         if out.rpc_done && stdin.take().is_some() {
             // A steer from now on would be written nowhere: the actor queues it instead. Told
             // before the log line, which tests wait on.
@@ -1043,10 +1062,15 @@ async fn run_process(
                 }
                 Some(WorkerCtl::Steer(m)) => {
                     if let Some(w) = stdin.as_mut() {
-                        let line = stream::rpc_steer_line(&m) + "\n";
+                        let line = stream::live_steer_line(spec.runtime.adapter, &m) + "\n";
                         // Bounded for the same reason as the prompt: the loop must keep watching.
                         match tokio::time::timeout(no_output, w.write_all(line.as_bytes())).await {
-                            Ok(Ok(())) => tracing::info!(chars = m.chars().count(), "steer written to the worker"),
+                            Ok(Ok(())) => {
+                                if let Some(n) = out.pending_inputs.as_mut() {
+                                    *n = n.saturating_add(1);
+                                }
+                                tracing::info!(chars = m.chars().count(), "steer written to the worker")
+                            }
                             Ok(Err(e)) => tracing::warn!(error = %e, "steer could not be written to the worker"),
                             Err(_) => tracing::warn!("the worker does not read its stdin; steer dropped"),
                         }

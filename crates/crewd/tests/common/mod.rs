@@ -152,6 +152,19 @@ impl Daemon {
         }
     }
 
+    /// `wait_log` until the log holds `needle` `n` times.
+    pub fn wait_log_n(&self, needle: &str, n: usize) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while self.log_text().matches(needle).count() < n {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the daemon never logged {needle:?} {n} times:\n{}",
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
