@@ -508,7 +508,12 @@ impl StreamParser for ClaudeParser {
         match (event.get("type").and_then(Value::as_str), message) {
             (Some("system"), _) if subtype == Some("init") => {
                 // Live mode: a message taken after the last turn starts another, with its
-                // own init and `result`.
+                // own init and `result`, which decides the attempt: an earlier turn's failure
+                // is not its outcome.
+                if self.finished {
+                    self.error = None;
+                    self.retryable = None;
+                }
                 self.finished = false;
                 let model = event
                     .get("model")
@@ -1144,6 +1149,20 @@ mod tests {
         assert_eq!(outcome.usage.turns, 2);
         assert_eq!(outcome.usage.cost, 0.75);
         assert_eq!(outcome.error, None);
+    }
+
+    #[test]
+    fn in_a_live_stream_the_last_result_decides() {
+        let init = r#"{"type":"system","subtype":"init","session_id":"s-1","model":"m"}"#;
+        let failed = r#"{"type":"result","subtype":"success","is_error":true,"api_error_status":529,"num_turns":1,"result":"API Error: 529 overloaded"}"#;
+        let ok = r#"{"type":"result","subtype":"success","is_error":false,"num_turns":1,"result":"SECOND"}"#;
+        let (_, outcome) = run(&[init, failed, init, ok].join("\n"));
+        assert_eq!(outcome.error, None);
+        assert_eq!(outcome.retryable, None);
+        assert_eq!(outcome.final_text.as_deref(), Some("SECOND"));
+        let (_, outcome) = run(&[init, ok, init, failed].join("\n"));
+        assert_eq!(outcome.error.as_deref(), Some("API Error: 529 overloaded"));
+        assert_eq!(outcome.retryable, Some(true));
     }
 
     #[test]
