@@ -66,6 +66,12 @@ describe('dashboard', { timeout: 240_000 }, () => {
   const call = (method, params) => httpCall(d.socket, method, params);
   const shot = (name) => page.screenshot({ path: path.join(SHOTS, `${name}.png`), fullPage: true });
   const nodes = (status) => page.locator(`#dag .node[data-status="${status}"]`);
+  // A run's page, once it shows that run: until then the page (its DAG, its buttons) is still
+  // the previous view's, and a test would act on the previous run.
+  const openRun = async (runId) => {
+    await page.goto(`${base}/#/run/${runId}`);
+    await page.locator(`main[data-run-id="${runId}"]`).waitFor();
+  };
 
   before(async () => {
     assert.ok(existsSync(CHROMIUM), `no browser at ${CHROMIUM}: install Debian's chromium (apt-get install chromium) or set CHROMIUM_BIN`);
@@ -151,7 +157,7 @@ describe('dashboard', { timeout: 240_000 }, () => {
 
   test('approve a plan from the page', async () => {
     const r = await call('team.run', { goal: 'Refactor the parser', cwd: d.work, runtime: 'fake', requirePlanApproval: true });
-    await page.goto(`${base}/#/run/${r.runId}`);
+    await openRun(r.runId);
     await page.locator('main[data-run-status="blocked"]').waitFor();
     await page.locator('.blocked', { hasText: 'approve the plan' }).waitFor();
     await shot('run-awaiting-approval');
@@ -176,7 +182,7 @@ describe('dashboard', { timeout: 240_000 }, () => {
       `---\nname: fan-ui\n---\n\n## plan\nrole: planner\nexpands: tasks\n\nSplit the work. [fake:fanout=${blockFile}]\n\n` +
       '## check\nrole: verifier\ndependsOn: plan\nverifyCommands: echo checked\n\nCheck it. [fake:sleep=1ms]\n');
     const r = await call('team.run', { goal: 'Add a --dry-run flag', cwd: d.work, runtime: 'fake', team: 'fan-ui', requirePlanApproval: true });
-    await page.goto(`${base}/#/run/${r.runId}`);
+    await openRun(r.runId);
     await page.locator('main[data-run-status="blocked"]').waitFor();
     const added = page.locator('#added-tasks[data-pending="true"]');
     await added.waitFor();
@@ -202,7 +208,7 @@ describe('dashboard', { timeout: 240_000 }, () => {
 
   test('answer a waiting task from the page', async () => {
     const r = await call('team.run', { goal: 'Add a cache [fake:ask=Which backend: redis or memory?]', cwd: d.work, runtime: 'fake', team: 'fast-fix' });
-    await page.goto(`${base}/#/run/${r.runId}`);
+    await openRun(r.runId);
     await nodes('waiting').first().waitFor();
     const asked = await nodes('waiting').first().getAttribute('data-task');
     await nodes('waiting').first().click();
@@ -219,13 +225,10 @@ describe('dashboard', { timeout: 240_000 }, () => {
 
   test('cancel a running run from the page', async () => {
     const r = await call('team.run', { goal: 'Slow work [fake:sleep=60s]', cwd: d.work, runtime: 'fake' });
-    await page.goto(`${base}/#/run/${r.runId}`);
+    await openRun(r.runId);
     await nodes('running').first().waitFor();
     await page.locator('button[data-action="team.cancel"]').click();
     await page.locator('main[data-run-status="cancelled"]').waitFor();
-    // Polled on a timer: the nodes turn a moment after the head, and a locator's wait for them
-    // (animation-frame polling) was seen never to look again on chromium 156, timing out.
-    await page.waitForFunction(() => document.querySelector('#dag .node[data-status="cancelled"]') !== null, null, { polling: 50 });
     await nodes('cancelled').first().waitFor();
     await shot('run-cancelled');
   });
@@ -275,7 +278,7 @@ describe('dashboard', { timeout: 240_000 }, () => {
     // The change holds markup: it must show as text, never become elements or run.
     const markup = '<b id="injected">bold</b><img src=x onerror="window.pwned=1">';
     const r = await call('team.run', { goal: `Fix it [fake:write=page.html:${markup}]`, cwd: repo, runtime: 'fake', team: 'fast-fix', workspace: 'worktree' });
-    await page.goto(`${base}/#/run/${r.runId}`);
+    await openRun(r.runId);
     await page.locator('main[data-run-status="completed"]').waitFor();
     await page.locator('.run-head .workspace', { hasText: `crew/${r.runId}` }).waitFor();
     const st = await call('team.status', { runId: r.runId });
@@ -305,7 +308,7 @@ describe('dashboard', { timeout: 240_000 }, () => {
 
   test('a daemon restart under the open page: it reconnects and resumes with no gap or duplicate', async () => {
     const r = await call('team.run', { goal: 'Survive a restart [fake:sleep=1500ms]', cwd: d.work, runtime: 'fake' });
-    await page.goto(`${base}/#/run/${r.runId}`);
+    await openRun(r.runId);
     await nodes('running').first().waitFor();
     const root = d.root;
     await d.stop();

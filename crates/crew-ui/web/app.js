@@ -271,6 +271,7 @@ async function runView(main, runId, taskId) {
     );
     head.dataset.runStatus = r.status;
     main.dataset.runStatus = r.status;
+    main.dataset.runId = r.id;
   }
 
   async function renderPanel() {
@@ -506,6 +507,9 @@ async function route() {
   cleanup();
   cleanup = () => {};
   const main = /** @type {HTMLElement} */ (document.getElementById('main'));
+  // Until the new view has drawn, nothing says the page shows the old run (its status, id).
+  delete main.dataset.runStatus;
+  delete main.dataset.runId;
   const path = location.hash.replace(/^#/, '').split('?')[0] || '/';
   for (const a of document.querySelectorAll('nav a')) a.toggleAttribute('aria-current', a.getAttribute('href') === `#${path}`);
   const m = path.match(/^\/run\/([^/]+)(?:\/task\/([^/]+))?$/);
