@@ -147,6 +147,24 @@ fn check_task(d: &Daemon, run: &str, st: &Value, exchanges: &[Exchange], turns: 
     );
 }
 
+/// The one-step team on `params`' runtime asks, is answered and goes on (`ask_and_answer`);
+/// the stub was offered crew's ask tool as `tool` and saw the session resumed; the task's
+/// attempts, result and usage are checked with `turns` (see [`check_task`]).
+fn asks_and_resumes(
+    d: &Daemon,
+    stub: &Stub,
+    params: Value,
+    tool: Option<(Option<String>, String)>,
+    turns: u64,
+) {
+    let (run, st) = ask_and_answer(d, stub, params, TASK_MARK, QUESTION, ANSWER);
+    let exchanges = stub.exchanges();
+    assert!(stub.errors().is_empty(), "stub errors: {:?}", stub.errors());
+    assert_eq!(ask_tool(&exchanges[0]), tool, "{:#}", exchanges[0].body);
+    check_resumed(&exchanges);
+    check_task(d, &run, &st, &exchanges, turns);
+}
+
 fn claude_daemon(stub: &Stub) -> Option<Daemon> {
     let claude = agent_bin("claude")?;
     crewctl_next_to_crewd();
@@ -170,25 +188,14 @@ fn claude_code_asks_and_the_answer_resumes_its_session() {
             "claude",
         );
     };
-    let (run, st) = ask_and_answer(
+    // The ask tool is offered up front, not deferred behind Claude Code's tool search.
+    asks_and_resumes(
         &d,
         &stub,
         json!({"runtime": "claude", "model": MODEL}),
-        TASK_MARK,
-        QUESTION,
-        ANSWER,
-    );
-    let exchanges = stub.exchanges();
-    assert!(stub.errors().is_empty(), "stub errors: {:?}", stub.errors());
-    // The ask tool is offered up front, not deferred behind Claude Code's tool search.
-    assert_eq!(
-        ask_tool(&exchanges[0]),
         Some((None, "mcp__crew_ask__ask_user".into())),
-        "{:#}",
-        exchanges[0].body
+        3,
     );
-    check_resumed(&exchanges);
-    check_task(&d, &run, &st, &exchanges, 3);
 }
 
 fn codex_daemon(home: &tempfile::TempDir) -> Option<Daemon> {
@@ -223,82 +230,34 @@ fn codex_asks_and_the_answer_resumes_its_session() {
     let Some(d) = codex_daemon(&home) else {
         return skipped("codex_asks_and_the_answer_resumes_its_session", "codex");
     };
-    let (run, st) = ask_and_answer(
+    asks_and_resumes(
         &d,
         &stub,
         json!({"runtime": "codex", "model": MODEL}),
-        TASK_MARK,
-        QUESTION,
-        ANSWER,
-    );
-    let exchanges = stub.exchanges();
-    assert!(stub.errors().is_empty(), "stub errors: {:?}", stub.errors());
-    assert_eq!(
-        ask_tool(&exchanges[0]),
         Some((Some("mcp__crew_ask".into()), "ask_user".into())),
-        "{:#}",
-        exchanges[0].body
+        2,
     );
-    check_resumed(&exchanges);
-    check_task(&d, &run, &st, &exchanges, 2);
-}
-
-fn gemini_daemon(stub: &Stub) -> Option<Daemon> {
-    let gemini = agent_bin("gemini")?;
-    crewctl_next_to_crewd();
-    let env = vec![
-        ("GOOGLE_GEMINI_BASE_URL".to_string(), stub.base_url()),
-        (
-            "GEMINI_API_KEY".to_string(),
-            "stub-key-not-secret".to_string(),
-        ),
-    ];
-    let config = format!(
-        "no_output_timeout_ms = 60000\ntask_timeout_ms = 180000\n\
-         [runtimes.gemini]\nadapter = \"gemini\"\ncommand = [{gemini:?}]\n\
-         env = [\"GEMINI_API_KEY\", \"GOOGLE_GEMINI_BASE_URL\"]\n",
-        gemini = gemini.display().to_string(),
-    );
-    let d = Daemon::start_with(Opts { config, env });
-    // API-key auth in the workers' HOME (see real_gemini.rs); no MCP server is named there:
-    // crew adds its ask server in a Gemini home of its own (GEMINI_CLI_HOME).
-    let dir = d.home.join(".gemini");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(
-        dir.join("settings.json"),
-        json!({"security": {"auth": {"selectedType": "gemini-api-key"}}}).to_string(),
-    )
-    .unwrap();
-    Some(d)
 }
 
 #[test]
 fn gemini_cli_asks_and_the_answer_resumes_its_session() {
     let stub = Stub::start(Wire::Gemini, script);
-    let Some(d) = gemini_daemon(&stub) else {
+    crewctl_next_to_crewd();
+    // No MCP server is named in the workers' settings: crew adds its ask server in a Gemini
+    // home of its own (GEMINI_CLI_HOME).
+    let Some(d) = gemini_daemon(&stub, "", json!({})) else {
         return skipped(
             "gemini_cli_asks_and_the_answer_resumes_its_session",
             "gemini",
         );
     };
-    let (run, st) = ask_and_answer(
+    asks_and_resumes(
         &d,
         &stub,
         json!({"runtime": "gemini", "model": MODEL}),
-        TASK_MARK,
-        QUESTION,
-        ANSWER,
-    );
-    let exchanges = stub.exchanges();
-    assert!(stub.errors().is_empty(), "stub errors: {:?}", stub.errors());
-    assert_eq!(
-        ask_tool(&exchanges[0]),
         Some((None, "mcp_crew_ask_ask_question".into())),
-        "{:#}",
-        exchanges[0].body
+        3,
     );
-    check_resumed(&exchanges);
-    check_task(&d, &run, &st, &exchanges, 3);
 }
 
 #[test]
@@ -327,23 +286,12 @@ fn opencode_asks_and_the_answer_resumes_its_session() {
         env: opencode_env(&config),
     });
     seed_opencode_plugin_dir(&d.home);
-    let (run, st) = ask_and_answer(
+    // opencode counts a turn per model call.
+    asks_and_resumes(
         &d,
         &stub,
         json!({"runtime": "opencode", "model": format!("stub/{MODEL}")}),
-        TASK_MARK,
-        QUESTION,
-        ANSWER,
-    );
-    let exchanges = stub.exchanges();
-    assert!(stub.errors().is_empty(), "stub errors: {:?}", stub.errors());
-    assert_eq!(
-        ask_tool(&exchanges[0]),
         Some((None, "crew_ask_ask_user".into())),
-        "{:#}",
-        exchanges[0].body
+        3,
     );
-    check_resumed(&exchanges);
-    // opencode counts a turn per model call.
-    check_task(&d, &run, &st, &exchanges, 3);
 }

@@ -16,7 +16,7 @@ mod real_cli;
 use common::*;
 use model_stub::{Exchange, Reply, Stub, Wire};
 use real_cli::*;
-use serde_json::{json, Value};
+use serde_json::json;
 use std::path::PathBuf;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -145,40 +145,12 @@ fn result_text(d: &Daemon, run_id: &str) -> String {
 /// The worker was live, heard the steer live, and ended by itself once crew closed its stdin
 /// after its last `result`: exit 0, no final drain, no process left.
 fn ended_by_itself(d: &Daemon, run_id: &str) {
-    let evs = d.events(Some(run_id));
-    let find = |kind: &str| -> &Value {
-        evs.iter()
-            .find(|e| e["type"] == kind && e["taskId"] == "01_only")
-            .unwrap_or_else(|| panic!("no {kind}: {evs:#?}"))
-    };
-    assert_eq!(find("task.steered")["data"]["delivered"], "live");
-    let spawned = find("worker.spawned");
-    assert_eq!(spawned["data"]["live"], true, "{spawned}");
-    let pid = spawned["data"]["pid"].as_u64().unwrap();
+    d.live_worker_ended_by_itself(run_id, "01_only");
     let st = d.status(run_id);
     let t = Daemon::task(&st, "01_only");
     assert_eq!(
         (&t["status"], &t["attempts"]),
         (&json!("completed"), &json!(1))
-    );
-    let log = d.log_text();
-    assert!(
-        log.contains("rpc worker finished; its stdin is closed so it exits"),
-        "{log}"
-    );
-    let ended: Vec<&str> = log
-        .lines()
-        .filter(|l| l.contains("worker ended") && l.contains(&format!("pid={pid}")))
-        .collect();
-    assert_eq!(ended.len(), 1, "{log}");
-    assert!(
-        ended[0].contains("code=0") && ended[0].contains("drained=false"),
-        "{}",
-        ended[0]
-    );
-    assert!(
-        !std::path::Path::new(&format!("/proc/{pid}")).exists(),
-        "worker {pid} is still there"
     );
 }
 

@@ -19,40 +19,7 @@ use real_cli::*;
 use serde_json::json;
 
 fn start_daemon(stub: &Stub, extra_config: &str) -> Option<Daemon> {
-    start_daemon_with(stub, extra_config, json!({}))
-}
-
-/// `start_daemon` with more of Gemini CLI's settings (`general.maxAttempts`, …).
-fn start_daemon_with(
-    stub: &Stub,
-    extra_config: &str,
-    settings: serde_json::Value,
-) -> Option<Daemon> {
-    let gemini = agent_bin("gemini")?;
-    let env = vec![
-        ("GOOGLE_GEMINI_BASE_URL".to_string(), stub.base_url()),
-        (
-            "GEMINI_API_KEY".to_string(),
-            "stub-key-not-secret".to_string(),
-        ),
-    ];
-    let config = format!(
-        "{extra_config}no_output_timeout_ms = 60000\ntask_timeout_ms = 180000\n\
-         [runtimes.gemini]\nadapter = \"gemini\"\ncommand = [{gemini:?}]\n\
-         env = [\"GEMINI_API_KEY\", \"GOOGLE_GEMINI_BASE_URL\"]\n",
-        gemini = gemini.display().to_string(),
-    );
-    let d = Daemon::start_with(Opts { config, env });
-    // Workers get the daemon's HOME: choose API-key auth there (with a base URL alone, Gemini
-    // CLI picks a gateway auth that its headless mode refuses).
-    let dir = d.home.join(".gemini");
-    std::fs::create_dir_all(&dir).unwrap();
-    let mut all = json!({"security": {"auth": {"selectedType": "gemini-api-key"}}});
-    for (k, v) in settings.as_object().unwrap() {
-        all[k] = v.clone();
-    }
-    std::fs::write(dir.join("settings.json"), all.to_string()).unwrap();
-    Some(d)
+    gemini_daemon(stub, extra_config, json!({}))
 }
 
 #[test]
@@ -152,7 +119,7 @@ fn gemini_rate_limits_it_gives_up_on_are_retried_by_crew() {
         ],
     );
     let settings = json!({"general": {"maxAttempts": 1}});
-    let Some(d) = start_daemon_with(&stub, "max_attempts = 3\n", settings) else {
+    let Some(d) = gemini_daemon(&stub, "max_attempts = 3\n", settings) else {
         return skipped(
             "gemini_rate_limits_it_gives_up_on_are_retried_by_crew",
             "gemini",

@@ -14,7 +14,7 @@ mod real_pi;
 use common::*;
 use model_stub::{Reply, Stub, Wire};
 use real_pi::*;
-use serde_json::{json, Value};
+use serde_json::json;
 use std::sync::mpsc;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -136,36 +136,6 @@ fn steer_reaches_the_real_pi_between_turns() {
         "{u}"
     );
 
-    let evs = d.events(Some(&run_id));
-    let find = |kind: &str| -> &Value {
-        evs.iter()
-            .find(|e| e["type"] == kind && e["taskId"] == "01_only")
-            .unwrap_or_else(|| panic!("no {kind}: {evs:#?}"))
-    };
-    assert_eq!(find("task.steered")["data"]["delivered"], "live");
-    let spawned = find("worker.spawned");
-    assert_eq!(spawned["data"]["live"], true, "{spawned}");
-    let pid = spawned["data"]["pid"].as_u64().unwrap();
-
-    // The worker ended by itself once crew closed its stdin after `agent_end`: exit 0 and no
-    // final drain (which would have waited for quiet and sent SIGTERM). No process is left.
-    let log = d.log_text();
-    assert!(
-        log.contains("rpc worker finished; its stdin is closed so it exits"),
-        "{log}"
-    );
-    let ended: Vec<&str> = log
-        .lines()
-        .filter(|l| l.contains("worker ended") && l.contains(&format!("pid={pid}")))
-        .collect();
-    assert_eq!(ended.len(), 1, "{log}");
-    assert!(
-        ended[0].contains("code=0") && ended[0].contains("drained=false"),
-        "{}",
-        ended[0]
-    );
-    assert!(
-        !std::path::Path::new(&format!("/proc/{pid}")).exists(),
-        "worker {pid} is still there"
-    );
+    // The worker ended by itself once crew closed its stdin after `agent_end`.
+    d.live_worker_ended_by_itself(&run_id, "01_only");
 }

@@ -297,6 +297,41 @@ impl Daemon {
             .unwrap_or_else(|| panic!("no task {id}"))
     }
 
+    /// The task ran a live worker (pi rpc, Claude Code stream-json), took its steer live, and
+    /// ended by itself once crew closed its stdin after the last turn: exit 0, no final drain
+    /// (which would have waited for quiet and sent SIGTERM), no process left.
+    pub fn live_worker_ended_by_itself(&self, run_id: &str, task: &str) {
+        let evs = self.events(Some(run_id));
+        let find = |kind: &str| -> &Value {
+            evs.iter()
+                .find(|e| e["type"] == kind && e["taskId"] == task)
+                .unwrap_or_else(|| panic!("no {kind}: {evs:#?}"))
+        };
+        assert_eq!(find("task.steered")["data"]["delivered"], "live");
+        let spawned = find("worker.spawned");
+        assert_eq!(spawned["data"]["live"], true, "{spawned}");
+        let pid = spawned["data"]["pid"].as_u64().unwrap();
+        let log = self.log_text();
+        assert!(
+            log.contains("rpc worker finished; its stdin is closed so it exits"),
+            "{log}"
+        );
+        let ended: Vec<&str> = log
+            .lines()
+            .filter(|l| l.contains("worker ended") && l.contains(&format!("pid={pid}")))
+            .collect();
+        assert_eq!(ended.len(), 1, "{log}");
+        assert!(
+            ended[0].contains("code=0") && ended[0].contains("drained=false"),
+            "{}",
+            ended[0]
+        );
+        assert!(
+            !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+            "worker {pid} is still there"
+        );
+    }
+
     /// Every event (optionally of one run), paging through `team.events`.
     pub fn events(&self, run_id: Option<&str>) -> Vec<Value> {
         let mut out = Vec::new();

@@ -651,3 +651,37 @@ pub fn ask_and_answer(
     let st = wait_for("completed");
     (run, st)
 }
+
+/// A crewd whose `gemini` runtime is the real Gemini CLI pointed at `stub`, with `settings`
+/// (`general.maxAttempts`, …) in the workers' `~/.gemini/settings.json` beside API-key auth.
+pub fn gemini_daemon(
+    stub: &Stub,
+    extra_config: &str,
+    settings: serde_json::Value,
+) -> Option<Daemon> {
+    let gemini = agent_bin("gemini")?;
+    let env = vec![
+        ("GOOGLE_GEMINI_BASE_URL".to_string(), stub.base_url()),
+        (
+            "GEMINI_API_KEY".to_string(),
+            "stub-key-not-secret".to_string(),
+        ),
+    ];
+    let config = format!(
+        "{extra_config}no_output_timeout_ms = 60000\ntask_timeout_ms = 180000\n\
+         [runtimes.gemini]\nadapter = \"gemini\"\ncommand = [{gemini:?}]\n\
+         env = [\"GEMINI_API_KEY\", \"GOOGLE_GEMINI_BASE_URL\"]\n",
+        gemini = gemini.display().to_string(),
+    );
+    let d = Daemon::start_with(Opts { config, env });
+    // Workers get the daemon's HOME: choose API-key auth there (with a base URL alone, Gemini
+    // CLI picks a gateway auth that its headless mode refuses).
+    let dir = d.home.join(".gemini");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut all = json!({"security": {"auth": {"selectedType": "gemini-api-key"}}});
+    for (k, v) in settings.as_object().unwrap() {
+        all[k] = v.clone();
+    }
+    std::fs::write(dir.join("settings.json"), all.to_string()).unwrap();
+    Some(d)
+}
