@@ -175,14 +175,9 @@ impl RuntimeConfig {
     /// a live channel (tested against the real CLIs in real_pi_steer.rs and
     /// real_claude_steer.rs).
     pub fn rpc(&self) -> bool {
-        self.rpc.unwrap_or(has_live_mode(self.adapter))
+        self.rpc
+            .unwrap_or(crew_core::stream::has_live_mode(self.adapter))
     }
-}
-
-/// The adapters whose CLI takes messages on stdin while it works: pi's rpc mode, Claude Code's
-/// stream-json input.
-fn has_live_mode(adapter: AdapterKind) -> bool {
-    matches!(adapter, AdapterKind::Pi | AdapterKind::Claude)
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -377,10 +372,13 @@ impl Config {
             if rt.command.argv().is_empty() {
                 return bad(&format!("runtimes.{name}"), "command is empty".into());
             }
-            if rt.rpc == Some(true) && !has_live_mode(rt.adapter) {
+            if rt.rpc == Some(true) && !crew_core::stream::has_live_mode(rt.adapter) {
                 return bad(
                     &format!("runtimes.{name}"),
-                    "rpc = true needs adapter = \"pi\" or \"claude\"".into(),
+                    format!(
+                        "rpc = true needs an adapter with a live mode ({})",
+                        crew_core::stream::live_adapter_names()
+                    ),
                 );
             }
         }
@@ -641,7 +639,7 @@ mod tests {
             match Config::parse("c", &text) {
                 Err(ConfigError::Invalid { message, .. }) => {
                     assert!(
-                        message.contains("needs adapter = \"pi\" or \"claude\""),
+                        message.contains("needs an adapter with a live mode (`pi`, `claude`"),
                         "{message}"
                     )
                 }

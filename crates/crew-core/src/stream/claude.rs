@@ -573,6 +573,15 @@ impl StreamParser for ClaudeParser {
             session_id: self.session_id.clone(),
         }
     }
+
+    /// stream-json input: the prompt and each steer are user messages (a steer reaches the
+    /// model at its next call, or starts another turn when it comes after the last one).
+    fn live_start(&mut self, prompt: &str) -> Vec<String> {
+        vec![user_message_line(prompt)]
+    }
+    fn live_steer(&mut self, message: &str) -> Vec<String> {
+        vec![user_message_line(message)]
+    }
 }
 
 /// A tool result's text: a string, or the text parts of a list.
@@ -664,6 +673,7 @@ mod tests {
             fallback_models: vec![],
             skill_dirs: Vec::new(),
             session: Default::default(),
+            cwd: "/work/repo".into(),
         }
     }
 
@@ -1087,20 +1097,18 @@ mod tests {
 
     #[test]
     fn live_input_is_a_user_message() {
-        let v: Value = serde_json::from_str(&crate::stream::live_steer_line(
-            AdapterKind::Claude,
-            "say \"hi\"\n",
-        ))
-        .unwrap();
+        let mut p = ClaudeParser::default();
+        let lines = p.live_steer("say \"hi\"\n");
+        let [line] = lines.as_slice() else {
+            panic!("{lines:?}")
+        };
+        let v: Value = serde_json::from_str(line).unwrap();
         assert_eq!(
             v,
             serde_json::json!({"type": "user", "message": {"role": "user",
                 "content": [{"type": "text", "text": "say \"hi\"\n"}]}})
         );
-        assert_eq!(
-            crate::stream::live_prompt_line(AdapterKind::Claude, "x"),
-            crate::stream::live_steer_line(AdapterKind::Claude, "x")
-        );
+        assert_eq!(p.live_start("x"), p.live_steer("x"));
     }
 
     /// Shaped as Claude Code 2.1 printed it (real_claude_steer.rs): a steer taken after the

@@ -487,6 +487,7 @@ mod tests {
             fallback_models: vec![],
             skill_dirs: Vec::new(),
             session: Default::default(),
+            cwd: "/work/repo".into(),
         }
     }
 

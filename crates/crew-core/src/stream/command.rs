@@ -100,6 +100,7 @@ mod tests {
             fallback_models: vec![],
             skill_dirs: Vec::new(),
             session: Default::default(),
+            cwd: "/work/repo".into(),
         }
     }
 

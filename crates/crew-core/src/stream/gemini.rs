@@ -439,6 +439,7 @@ mod tests {
             prompt_via: Default::default(),
             skill_dirs: Vec::new(),
             session: Default::default(),
+            cwd: "/work/repo".into(),
             effort: None,
             fallback_models: vec!["gemini-2.5-flash".into()],
         }

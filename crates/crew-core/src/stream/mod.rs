@@ -79,6 +79,8 @@ pub struct LaunchSpec {
     pub skill_dirs: Vec<String>,
     /// The agent CLI's session: where it is kept, and whether this attempt continues one.
     pub session: SessionSpec,
+    /// The worker's working directory (absolute; a protocol that opens a session names it).
+    pub cwd: String,
 }
 
 /// A worker's conversation across attempts: the attempt that asked the user keeps its session,
@@ -212,7 +214,8 @@ pub fn policy_gaps(kind: AdapterKind, tools: &[String]) -> Vec<String> {
     }
 }
 
-/// For pi's rpc-mode workers: the stdin lines to send at start (the prompt) and for a steer.
+/// For pi's rpc-mode workers: the stdin lines to send at start (the prompt) and for a steer
+/// (the fake agent's tests drive it with them).
 pub fn rpc_prompt_line(prompt: &str) -> String {
     pi::rpc_prompt_line(prompt)
 }
@@ -220,23 +223,36 @@ pub fn rpc_steer_line(message: &str) -> String {
     pi::rpc_steer_line(message)
 }
 
-/// For live workers (`LaunchSpec::rpc`, stdin a pipe the daemon owns): the stdin line, without
-/// its `\n`, that starts the work with `prompt`. pi gets its rpc `prompt` command, Claude Code a
-/// user message.
-pub fn live_prompt_line(kind: AdapterKind, prompt: &str) -> String {
-    match kind {
-        AdapterKind::Claude => claude::user_message_line(prompt),
-        _ => pi::rpc_prompt_line(prompt),
-    }
+/// The adapters whose CLI has a live mode (`LaunchSpec::rpc`): stdin a pipe the daemon owns,
+/// on which it starts the work and steers the running agent. pi's rpc mode, Claude Code's
+/// stream-json input.
+pub const LIVE_ADAPTERS: &[AdapterKind] = &[AdapterKind::Pi, AdapterKind::Claude];
+
+/// True when the adapter has a live mode (see [`LIVE_ADAPTERS`]).
+pub fn has_live_mode(kind: AdapterKind) -> bool {
+    LIVE_ADAPTERS.contains(&kind)
 }
 
-/// For live workers: the stdin line, without its `\n`, that steers the running agent. pi gets
-/// its rpc `steer` command, Claude Code a user message (which reaches the model at its next
-/// call, or starts another turn when it comes after the last one).
-pub fn live_steer_line(kind: AdapterKind, message: &str) -> String {
-    match kind {
-        AdapterKind::Claude => claude::user_message_line(message),
-        _ => pi::rpc_steer_line(message),
+/// The names of [`LIVE_ADAPTERS`] as config spells them, for messages: `pi`, `claude`.
+pub fn live_adapter_names() -> String {
+    LIVE_ADAPTERS
+        .iter()
+        .map(|k| format!("`{}`", k.name()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+impl AdapterKind {
+    /// The adapter's name in config (`adapter = "..."`).
+    pub fn name(self) -> &'static str {
+        match self {
+            AdapterKind::Pi => "pi",
+            AdapterKind::Claude => "claude",
+            AdapterKind::Codex => "codex",
+            AdapterKind::Gemini => "gemini",
+            AdapterKind::Opencode => "opencode",
+            AdapterKind::Command => "command",
+        }
     }
 }
 
@@ -367,6 +383,24 @@ pub trait StreamParser: Send {
     fn usage(&self) -> Usage;
     /// The outcome after the stream ended.
     fn outcome(&self) -> Outcome;
+
+    /// Live mode: the stdin lines (each without its `\n`) that start the work with `prompt`.
+    /// A protocol that must hear from the agent first (a handshake, a session to open) sends
+    /// its first request here and the rest from [`StreamParser::live_replies`].
+    fn live_start(&mut self, _prompt: &str) -> Vec<String> {
+        Vec::new()
+    }
+    /// Live mode: the stdin lines that steer the running agent with `message` now. Empty when
+    /// the protocol keeps the message for a moment the agent can take it (then it comes out of
+    /// [`StreamParser::live_replies`]).
+    fn live_steer(&mut self, _message: &str) -> Vec<String> {
+        Vec::new()
+    }
+    /// Live mode: the stdin lines the agent must get now, in answer to the lines fed so far (a
+    /// protocol's next request, the answer to a request of the agent's). Each is returned once.
+    fn live_replies(&mut self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// True when a prompt is too long for argv and must go through a prompt file.
@@ -380,6 +414,20 @@ pub fn prompt_needs_file(prompt: &str) -> bool {
 /// `"say \"hi\""`); stdin reaches it as written.
 pub fn prompt_through_file(kind: AdapterKind, prompt: &str, via: PromptVia) -> bool {
     prompt_needs_file(prompt) || via != PromptVia::Arg || kind == AdapterKind::Opencode
+}
+
+/// The parser of one attempt launched from `spec`. `asked`: when the attempt continues the
+/// session of the attempt before it (an answer), that attempt's stream (its transcript).
+pub fn attempt_parser(
+    kind: AdapterKind,
+    spec: &LaunchSpec,
+    asked: Option<&str>,
+) -> Box<dyn StreamParser> {
+    let _ = spec;
+    match asked {
+        Some(asked) => resuming_parser(kind, asked),
+        None => parser(kind),
+    }
 }
 
 /// The parser for an attempt that continues the session of the attempt whose stream was

@@ -262,6 +262,15 @@ impl StreamParser for PiParser {
             ..Outcome::default()
         }
     }
+
+    /// rpc mode: a `prompt` command, then a `steer` command per steer (pi takes it at the
+    /// agent's next step).
+    fn live_start(&mut self, prompt: &str) -> Vec<String> {
+        vec![rpc_prompt_line(prompt)]
+    }
+    fn live_steer(&mut self, message: &str) -> Vec<String> {
+        vec![rpc_steer_line(message)]
+    }
 }
 
 fn args_text(args: &Value) -> String {
@@ -328,6 +337,7 @@ mod tests {
             fallback_models: vec![],
             skill_dirs: Vec::new(),
             session: Default::default(),
+            cwd: "/work/repo".into(),
         }
     }
 

@@ -698,6 +698,27 @@ fn drain_at(
     }
 }
 
+/// Write `lines` to a live worker's stdin, each with its `\n`, within `limit`: a worker that
+/// does not read its stdin must not hold the supervision loop.
+async fn send_lines(
+    w: &mut tokio::process::ChildStdin,
+    lines: &[String],
+    limit: Duration,
+) -> std::io::Result<()> {
+    let mut bytes = Vec::new();
+    for line in lines {
+        bytes.extend_from_slice(line.as_bytes());
+        bytes.push(b'\n');
+    }
+    match tokio::time::timeout(limit, w.write_all(&bytes)).await {
+        Ok(r) => r,
+        Err(_) => Err(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            "the worker does not read its stdin",
+        )),
+    }
+}
+
 /// Run blocking file work (reads, writes, syncs) without stalling the other tasks of the runtime thread.
 fn blocking<R>(f: impl FnOnce() -> R) -> R {
     match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
@@ -765,7 +786,7 @@ async fn run_process(
         Err(e) => return failed(Usage::default(), artifacts.clone(), e, false, "storage"),
     };
     let session_file = session.file.clone();
-    let launch = LaunchSpec {
+    let launch_spec = LaunchSpec {
         command: spec.runtime.command.argv(),
         prompt: prompt.to_string(),
         prompt_file,
@@ -781,8 +802,9 @@ async fn run_process(
         fallback_models: spec.fallback_models.clone(),
         skill_dirs,
         session,
+        cwd: spec.cwd.clone(),
     };
-    let launch = stream::build_launch(spec.runtime.adapter, &launch);
+    let launch = stream::build_launch(spec.runtime.adapter, &launch_spec);
     let argv = launch.argv;
     let Some((program, args)) = argv.split_first() else {
         return failed(
@@ -880,22 +902,37 @@ async fn run_process(
             .no_output_timeout_ms
             .unwrap_or(cfg.no_output_timeout_ms),
     );
+    let asked = match resume {
+        Some(_) => {
+            // The attempt that asked is the one before this one (an answer starts the next
+            // attempt); its stream is what this session goes on from.
+            let asked = spec
+                .attempt
+                .checked_sub(1)
+                .map(|n| run_dir.join(format!("transcripts/{}.attempt-{n}.jsonl", spec.task_id)));
+            let text = asked
+                .and_then(|p| blocking(|| std::fs::read(p)).ok())
+                .unwrap_or_default();
+            Some(String::from_utf8_lossy(&text).into_owned())
+        }
+        None => None,
+    };
+    let mut parser = stream::attempt_parser(spec.runtime.adapter, &launch_spec, asked.as_deref());
     let mut stdin = child.stdin.take();
     // Messages written and not yet acknowledged, for an adapter that acknowledges them.
     let mut pending_inputs =
         stream::live_input_is_acknowledged(spec.runtime.adapter).then_some(0u32);
     if let Some(w) = stdin.as_mut() {
-        let line = stream::live_prompt_line(spec.runtime.adapter, prompt) + "\n";
+        let lines = parser.live_start(prompt);
         // Bounded: a worker that does not read its stdin would otherwise hold the attempt here,
         // before any watchdog runs.
-        match tokio::time::timeout(no_output, w.write_all(line.as_bytes())).await {
-            Ok(Ok(())) => {
+        match send_lines(w, &lines, no_output).await {
+            Ok(()) => {
                 if let Some(n) = pending_inputs.as_mut() {
                     *n = n.saturating_add(1);
                 }
             }
-            Ok(Err(e)) => tracing::warn!(error = %e, "cannot send the prompt to the live worker"),
-            Err(_) => tracing::warn!("the live worker does not read its prompt"),
+            Err(e) => tracing::warn!(error = %e, "cannot send the prompt to the live worker"),
         }
     }
     let Some(stdout) = child.stdout.take() else {
@@ -926,21 +963,6 @@ async fn run_process(
         tracing::warn!(error = %e, "cannot create the transcript; the attempt runs without one");
     }
     let opened = file.is_ok();
-    let parser = match resume {
-        Some(_) => {
-            // The attempt that asked is the one before this one (an answer starts the next
-            // attempt); its stream is what this session goes on from.
-            let asked = spec
-                .attempt
-                .checked_sub(1)
-                .map(|n| run_dir.join(format!("transcripts/{}.attempt-{n}.jsonl", spec.task_id)));
-            let text = asked
-                .and_then(|p| blocking(|| std::fs::read(p)).ok())
-                .unwrap_or_default();
-            stream::resuming_parser(spec.runtime.adapter, &String::from_utf8_lossy(&text))
-        }
-        None => stream::parser(spec.runtime.adapter),
-    };
     let mut out = Stdout {
         redactor: Default::default(),
         parser,
@@ -1034,6 +1056,13 @@ async fn run_process(
             line = lines.next_line(), if stdout_open => match line {
                 Ok(Some(line)) => {
                     out.line(&line);
+                    // A live protocol's next request, or its answer to the agent's own.
+                    let replies = out.parser.live_replies();
+                    if let (Some(w), false) = (stdin.as_mut(), replies.is_empty()) {
+                        if let Err(e) = send_lines(w, &replies, no_output).await {
+                            tracing::warn!(error = %e, "cannot answer the live worker");
+                        }
+                    }
                     if let Err(e) = fault::hit("supervise") {
                         tracing::debug!(error = %e, "fault point `supervise` only panics");
                     }
@@ -1062,17 +1091,16 @@ async fn run_process(
                 }
                 Some(WorkerCtl::Steer(m)) => {
                     if let Some(w) = stdin.as_mut() {
-                        let line = stream::live_steer_line(spec.runtime.adapter, &m) + "\n";
+                        let lines = out.parser.live_steer(&m);
                         // Bounded for the same reason as the prompt: the loop must keep watching.
-                        match tokio::time::timeout(no_output, w.write_all(line.as_bytes())).await {
-                            Ok(Ok(())) => {
+                        match send_lines(w, &lines, no_output).await {
+                            Ok(()) => {
                                 if let Some(n) = out.pending_inputs.as_mut() {
                                     *n = n.saturating_add(1);
                                 }
                                 tracing::info!(chars = m.chars().count(), "steer written to the worker")
                             }
-                            Ok(Err(e)) => tracing::warn!(error = %e, "steer could not be written to the worker"),
-                            Err(_) => tracing::warn!("the worker does not read its stdin; steer dropped"),
+                            Err(e) => tracing::warn!(error = %e, "steer could not be written to the worker; dropped"),
                         }
                     } else {
                         tracing::info!("the worker has already answered; steer not delivered");

@@ -335,9 +335,10 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
                     crew_core::run::Delivery::Queued,
                     Some((crew_core::run::TaskStatus::Running, runtime)),
                 ) => Some(format!(
-                    "runtime `{runtime}` cannot take a message while its worker runs (only the pi and claude \
-                     adapters in live mode, their default, can): the message is queued for the task's next \
-                     attempt, which a task that succeeds never has"
+                    "runtime `{runtime}` cannot take a message while its worker runs (only the adapters with a \
+                     live mode, {}, in live mode, their default, can): the message is queued for the task's \
+                     next attempt, which a task that succeeds never has",
+                    crew_core::stream::live_adapter_names()
                 )),
                 _ => None,
             };
