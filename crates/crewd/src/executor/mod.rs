@@ -698,6 +698,22 @@ fn drain_at(
     }
 }
 
+/// Send a live worker what its protocol owes it after the lines fed so far (its next request,
+/// an answer to a request of the agent's): the agent may be waiting for it and print nothing
+/// until then, so every place that feeds lines sends them.
+async fn send_replies(
+    stdin: Option<&mut tokio::process::ChildStdin>,
+    out: &mut Stdout,
+    limit: Duration,
+) {
+    let replies = out.parser.live_replies();
+    if let (Some(w), false) = (stdin, replies.is_empty()) {
+        if let Err(e) = send_lines(w, &replies, limit).await {
+            tracing::warn!(error = %e, "cannot answer the live worker");
+        }
+    }
+}
+
 /// Write `lines` to a live worker's stdin, each with its `\n`, within `limit`: a worker that
 /// does not read its stdin must not hold the supervision loop.
 async fn send_lines(
@@ -1056,13 +1072,7 @@ async fn run_process(
             line = lines.next_line(), if stdout_open => match line {
                 Ok(Some(line)) => {
                     out.line(&line);
-                    // A live protocol's next request, or its answer to the agent's own.
-                    let replies = out.parser.live_replies();
-                    if let (Some(w), false) = (stdin.as_mut(), replies.is_empty()) {
-                        if let Err(e) = send_lines(w, &replies, no_output).await {
-                            tracing::warn!(error = %e, "cannot answer the live worker");
-                        }
-                    }
+                    send_replies(stdin.as_mut(), &mut out, no_output).await;
                     if let Err(e) = fault::hit("supervise") {
                         tracing::debug!(error = %e, "fault point `supervise` only panics");
                     }
@@ -1119,6 +1129,7 @@ async fn run_process(
                 if stdout_open && !drain_ready_lines(&mut lines, &mut out) {
                     stdout_open = false;
                 }
+                send_replies(stdin.as_mut(), &mut out, no_output).await;
                 if let Some(s) = stderr.as_mut() {
                     loop {
                         match s.read(&mut stderr_chunk).now_or_never() {
