@@ -838,3 +838,46 @@ fn a_steer_after_the_final_answer_is_queued_and_says_so() {
     );
     assert_eq!(d.wait(&run), "completed");
 }
+
+/// A live Claude Code worker that never says it took a steer (no replay of it) still ends with
+/// its last answer once the final-drain time passed, instead of waiting for the no-output
+/// watchdog (which failed the task here before). The worker is an `sh` script speaking Claude
+/// Code's stream-json: it echoes the prompt, reads the steer without echoing it, answers and
+/// waits for its stdin to end.
+#[test]
+fn a_steer_the_live_worker_never_takes_does_not_hold_the_task() {
+    let script = r#"read -r prompt
+echo '{"type":"system","subtype":"init","session_id":"s-1","model":"m"}'
+echo '{"type":"user","message":{"role":"user","content":[{"type":"text","text":"p"}]},"isReplay":true}'
+read -r steer
+echo '{"type":"result","subtype":"success","is_error":false,"result":"DONE: the answer","session_id":"s-1","num_turns":1}'
+cat > /dev/null"#;
+    let d = daemon(&format!(
+        "max_attempts = 1\nno_output_timeout_ms = 30000\n\
+         [runtimes.mute]\nadapter = \"claude\"\ncommand = [\"/bin/sh\", \"-c\", {script:?}]\n"
+    ));
+    one_step_team(&d, "mute", "Answer once steered.", "explorer");
+    let run = d.run(
+        "steer a mute worker",
+        json!({"team": "mute", "runtime": "mute"}),
+    );
+    let spawned = wait_event(&d, &run, "worker.spawned", |e| {
+        is(e, "worker.spawned", "01_only")
+    });
+    assert_eq!(spawned["data"]["live"], true, "{spawned}");
+    let r = d.ok(
+        "team.steer",
+        json!({"runId": run, "taskId": "01_only", "message": "also this"}),
+    );
+    assert_eq!(r["delivered"], "live", "{r}");
+    assert_eq!(d.wait(&run), "completed", "{}", d.log_text());
+    let st = d.status(&run);
+    assert_eq!(Daemon::task(&st, "01_only")["attempts"], 1, "{st:#}");
+    assert!(artifact(&d, &run, "results/01_only.txt").contains("DONE: the answer"));
+    let log = d.log_text();
+    assert!(
+        log.contains("the live worker did not take the messages written to it"),
+        "{log}"
+    );
+    assert!(log.contains("rpc worker finished; its stdin is closed so it exits"));
+}

@@ -540,6 +540,11 @@ struct Stdout {
     /// messages written to the worker's stdin and not yet taken. A `Finished` with one pending
     /// is not the last: the agent runs another turn for it.
     pending_inputs: Option<u32>,
+    /// Live mode: when a `Finished` came while messages were pending. The agent takes a message
+    /// it holds right after its turn ends and says so at once; one that says nothing for the
+    /// final-drain time did not take it (a CLI that does not echo, a message it dropped), and
+    /// its last answer stands instead of the task waiting for the no-output watchdog.
+    unacked_since: Option<Instant>,
     /// A question ends the agent's turn at once (pi: crew's extension returns `terminate`).
     /// Claude Code, Codex and opencode make one more model call after the ask tool's result: their
     /// turn's end, not the question, starts the drain, so the session they resume is whole.
@@ -610,6 +615,7 @@ impl Stdout {
                     if let Some(n) = self.pending_inputs.as_mut() {
                         *n = n.saturating_sub(1);
                     }
+                    self.unacked_since = None;
                 }
                 _ => {}
             }
@@ -621,6 +627,8 @@ impl Stdout {
             if last {
                 self.final_at.get_or_insert(Instant::now());
                 self.rpc_done |= self.rpc;
+            } else if self.rpc && matches!(ev, WorkerEvent::Finished) {
+                self.unacked_since.get_or_insert(Instant::now());
             }
         }
     }
@@ -1000,6 +1008,7 @@ async fn run_process(
         rpc,
         rpc_done: false,
         pending_inputs,
+        unacked_since: None,
         ask_ends_turn: spec.runtime.adapter == stream::AdapterKind::Pi,
         warnings: Warnings {
             port: port.clone(),
@@ -1058,6 +1067,9 @@ async fn run_process(
                 let mut d = (watched_silence_from + no_output).min(task_deadline);
                 if let Some(f) = out.final_at {
                     d = d.min(drain_at(out.rpc_done, f, last_output, quiet, drain_max));
+                }
+                if let Some(t) = out.unacked_since {
+                    d = d.min(t + drain_max);
                 }
                 d
             }
@@ -1155,6 +1167,17 @@ async fn run_process(
                     if Instant::now() >= stdout_cutoff(e, out.last) {
                         stdout_open = false;
                     }
+                }
+                if out.unacked_since.is_some_and(|t| now >= t + drain_max) {
+                    tracing::warn!(
+                        pending = out.pending_inputs.unwrap_or(0),
+                        "the live worker did not take the messages written to it after its last answer; that answer stands"
+                    );
+                    out.unacked_since = None;
+                    out.pending_inputs = Some(0);
+                    out.rpc_done = true;
+                    // From now: the worker gets the drain time to exit once its stdin is closed.
+                    out.final_at = Some(now);
                 }
                 if out.progress_dirty && now >= last_progress + PROGRESS_EVERY {
                     out.progress_dirty = false;
