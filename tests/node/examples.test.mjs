@@ -259,10 +259,18 @@ describe('the examples work against a real crewd', { skip: haveCurl() ? false : 
     assert.match(example('team.summary', opts).markdown, new RegExp(ids.done));
   });
 
-  test('team.subscribe over a WebSocket, then team.unsubscribe', async () => {
+  // Bounded: a subscription that replays nothing waits for live events forever.
+  test('team.subscribe over a WebSocket, then team.unsubscribe', { timeout: 60_000 }, async () => {
     const section = SECTIONS.get('team.subscribe');
     const [subscribe, unsubscribe] = blocks(section, 'json', 'Send').concat(blocks(section, 'json', 'To end')).map((b) => b.body);
     const req = JSON.parse(subscribe.replace(RUN_ID, ids.done));
+    // The documented `afterSeq` must still leave this finished run's `run.completed` to replay:
+    // how many events a run has depends on timing (a `task.progress` is sent only when a worker
+    // reports between two progress ticks), and a run of exactly that many left nothing.
+    const { events } = await call('team.events', { runId: ids.done, afterSeq: 0, limit: 1000 });
+    const completed = events.find((e) => e.type === 'run.completed');
+    assert.ok(completed, `run ${ids.done} has no run.completed`);
+    req.params.afterSeq = Math.min(req.params.afterSeq, completed.seq - 1);
     const sub = await ws.subscribe(req.method, req.params);
     let last = null;
     for await (const item of sub) {
