@@ -152,10 +152,11 @@ pub struct RuntimeConfig {
     pub adapter: AdapterKind,
     /// Program and fixed arguments: a string (split on whitespace) or an array.
     pub command: CommandSpec,
-    /// pi and claude: run workers in live mode (`pi --mode rpc`, `claude -p --input-format
-    /// stream-json`), so `team.steer` reaches the running agent. Unset means the adapter's
-    /// default (`rpc()`): on for pi and claude, off for the rest; `rpc = false` keeps pi in
-    /// `--mode json -p` and claude's prompt on argv.
+    /// pi, claude and codex: run workers in live mode (`pi --mode rpc`, `claude -p
+    /// --input-format stream-json`, `codex app-server`), so `team.steer` reaches the running
+    /// agent. Unset means the adapter's default (`rpc()`): on for pi and claude, off for the
+    /// rest; `rpc = false` keeps pi in `--mode json -p` and claude's prompt on argv, `rpc = true`
+    /// runs codex's workers as `codex app-server` instead of `codex exec`.
     #[serde(default)]
     pub rpc: Option<bool>,
     /// command adapter: pass the prompt as the last argument (`arg`), as a file path (`file`) or
@@ -171,12 +172,12 @@ pub struct RuntimeConfig {
 }
 
 impl RuntimeConfig {
-    /// Whether workers run in live mode: what the runtime says, else on for the adapters with
-    /// a live channel (tested against the real CLIs in real_pi_steer.rs and
-    /// real_claude_steer.rs).
+    /// Whether workers run in live mode: what the runtime says, else on for the adapters live
+    /// by default (tested against the real CLIs in real_pi_steer.rs and real_claude_steer.rs;
+    /// codex's, opt-in, in real_codex_steer.rs).
     pub fn rpc(&self) -> bool {
         self.rpc
-            .unwrap_or(crew_core::stream::has_live_mode(self.adapter))
+            .unwrap_or(crew_core::stream::live_by_default(self.adapter))
     }
 }
 
@@ -625,21 +626,25 @@ mod tests {
              [runtimes.c]\nadapter = \"claude\"\ncommand = \"claude\"\n\
              [runtimes.c2]\nadapter = \"claude\"\ncommand = \"claude\"\nrpc = false\n\
              [runtimes.d]\nadapter = \"codex\"\ncommand = \"codex\"\nrpc = false\n\
+             [runtimes.d1]\nadapter = \"codex\"\ncommand = \"codex\"\n\
+             [runtimes.d2]\nadapter = \"codex\"\ncommand = \"codex\"\nrpc = true\n\
              [runtimes.e]\nadapter = \"gemini\"\ncommand = \"gemini\"\n",
         )
         .unwrap();
         let rpc = |name: &str| c.runtime(name).unwrap().rpc();
         assert_eq!(
-            ["a", "b", "c", "c2", "d", "e", "pi", "fake", "fake-rpc"].map(rpc),
-            [true, false, true, false, false, false, true, false, true]
+            ["a", "b", "c", "c2", "d", "d1", "d2", "e", "pi", "fake", "fake-rpc"].map(rpc),
+            [true, false, true, false, false, false, true, false, true, false, true]
         );
-        for adapter in ["codex", "gemini", "opencode", "command"] {
+        for adapter in ["gemini", "opencode", "command"] {
             let text =
                 format!("[runtimes.x]\nadapter = \"{adapter}\"\ncommand = \"x\"\nrpc = true\n");
             match Config::parse("c", &text) {
                 Err(ConfigError::Invalid { message, .. }) => {
                     assert!(
-                        message.contains("needs an adapter with a live mode (`pi`, `claude`"),
+                        message.contains(
+                            "needs an adapter with a live mode (`pi`, `claude`, `codex`)"
+                        ),
                         "{message}"
                     )
                 }

@@ -6,6 +6,7 @@
 mod classify;
 mod claude;
 mod codex;
+mod codex_app;
 mod command;
 mod gemini;
 mod opencode;
@@ -225,8 +226,18 @@ pub fn rpc_steer_line(message: &str) -> String {
 
 /// The adapters whose CLI has a live mode (`LaunchSpec::rpc`): stdin a pipe the daemon owns,
 /// on which it starts the work and steers the running agent. pi's rpc mode, Claude Code's
-/// stream-json input.
-pub const LIVE_ADAPTERS: &[AdapterKind] = &[AdapterKind::Pi, AdapterKind::Claude];
+/// stream-json input, `codex app-server`.
+pub const LIVE_ADAPTERS: &[AdapterKind] =
+    &[AdapterKind::Pi, AdapterKind::Claude, AdapterKind::Codex];
+
+/// The live adapters whose runtimes are live unless they say `rpc = false`; the others'
+/// (codex) only with `rpc = true`.
+pub const LIVE_BY_DEFAULT: &[AdapterKind] = &[AdapterKind::Pi, AdapterKind::Claude];
+
+/// True when the adapter's runtimes are live unless they say otherwise ([`LIVE_BY_DEFAULT`]).
+pub fn live_by_default(kind: AdapterKind) -> bool {
+    LIVE_BY_DEFAULT.contains(&kind)
+}
 
 /// True when the adapter has a live mode (see [`LIVE_ADAPTERS`]).
 pub fn has_live_mode(kind: AdapterKind) -> bool {
@@ -423,7 +434,10 @@ pub fn attempt_parser(
     spec: &LaunchSpec,
     asked: Option<&str>,
 ) -> Box<dyn StreamParser> {
-    let _ = spec;
+    if kind == AdapterKind::Codex && spec.rpc {
+        let before = asked.map(codex_app::thread_total).unwrap_or_default();
+        return Box::new(codex_app::CodexAppParser::new(spec, before));
+    }
     match asked {
         Some(asked) => resuming_parser(kind, asked),
         None => parser(kind),
