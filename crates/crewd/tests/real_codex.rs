@@ -29,6 +29,15 @@ fn codex_home(stub: &Stub) -> tempfile::TempDir {
 }
 
 fn start_daemon(home: &tempfile::TempDir, extra_config: &str) -> Option<Daemon> {
+    start_daemon_with(home, extra_config, "")
+}
+
+/// `runtime_config`: more keys of the `codex` runtime (`rpc = false`).
+fn start_daemon_with(
+    home: &tempfile::TempDir,
+    extra_config: &str,
+    runtime_config: &str,
+) -> Option<Daemon> {
     let codex = agent_bin("codex")?;
     let env = vec![
         ("CODEX_HOME".to_string(), path_str(home.path()).to_string()),
@@ -40,14 +49,25 @@ fn start_daemon(home: &tempfile::TempDir, extra_config: &str) -> Option<Daemon> 
     let config = format!(
         "{extra_config}no_output_timeout_ms = 60000\ntask_timeout_ms = 180000\n\
          [runtimes.codex]\nadapter = \"codex\"\ncommand = [{codex:?}]\n\
-         env = [\"CODEX_HOME\", \"STUB_API_KEY\"]\n",
+         env = [\"CODEX_HOME\", \"STUB_API_KEY\"]\n{runtime_config}",
         codex = codex.display().to_string(),
     );
     Some(Daemon::start_with(Opts { config, env }))
 }
 
+/// Live mode (`codex app-server`), the adapter's default.
 #[test]
 fn default_team_on_the_real_codex_cli() {
+    default_team("default_team_on_the_real_codex_cli", "");
+}
+
+/// `rpc = false`: `codex exec --json`, one process per prompt.
+#[test]
+fn default_team_on_codex_exec() {
+    default_team("default_team_on_codex_exec", "rpc = false\n");
+}
+
+fn default_team(test: &str, runtime_config: &str) {
     // Every role's first request is answered with a shell command that writes `<role>.txt` in
     // the run's cwd; the answer after the command's output is the role's text.
     let stub = Stub::start(Wire::Responses, |e| {
@@ -62,14 +82,23 @@ fn default_team_on_the_real_codex_cli() {
         }
     });
     let home = codex_home(&stub);
-    let Some(d) = start_daemon(&home, "max_attempts = 1\n") else {
-        return skipped("default_team_on_the_real_codex_cli", "codex");
+    let Some(d) = start_daemon_with(&home, "max_attempts = 1\n", runtime_config) else {
+        return skipped(test, "codex");
     };
     let work = tempfile::tempdir().unwrap();
     let work_dir = work.path().canonicalize().unwrap();
     let goal = long_goal();
     let run_id = run_default_team(&d, &stub, "codex", &work_dir);
     let run = check_team_run(&d, &run_id, &stub.exchanges(), Accounting::Responses);
+    // Every worker ran in the mode asked for.
+    let live = runtime_config.is_empty();
+    let spawned: Vec<serde_json::Value> = d
+        .events(Some(&run_id))
+        .into_iter()
+        .filter(|e| e["type"] == "worker.spawned")
+        .map(|e| e["data"]["live"].clone())
+        .collect();
+    assert_eq!(spawned, vec![json!(live); 4]);
 
     // The executor's write went through (workspace-write sandbox); the read-only roles' did not.
     assert_eq!(files_in(&work_dir), ["executor.txt"]);

@@ -1,6 +1,6 @@
-//! Issue 16 item 7: `team.steer` reaches a task running on the real Codex CLI in its live mode
-//! (`rpc = true`: `codex app-server`, JSON-RPC on stdin/stdout; a steer is `turn/steer`, or the
-//! next `turn/start` once the turn is over). The stub model (OpenAI Responses) holds one answer
+//! Issue 16 item 7: `team.steer` reaches a task running on the real Codex CLI, whose adapter
+//! runs it live by default (`codex app-server`, JSON-RPC on stdin/stdout; a steer is
+//! `turn/steer`, or the next `turn/start` once the turn is over). The stub model (OpenAI Responses) holds one answer
 //! until the test has steered; the next request must carry the steer.
 //!
 //! Codex is installed by `tests/agents/setup.sh` into `tests/agents/node_modules` (or
@@ -65,7 +65,7 @@ fn codex_home(stub: &Stub) -> tempfile::TempDir {
     home
 }
 
-/// Start crew on a codex runtime with `rpc = true` and run a one-step explorer team. For each
+/// Start crew on a codex runtime (no `rpc` key: live is the adapter's default) and run a one-step explorer team. For each
 /// `(n, message)` of `steers`: once request `n` arrived, steer the task with `message` (it must
 /// go live), and let the request go once crew wrote it to codex's stdin. Then wait for the
 /// run. Returns the daemon, the run id and the stub (and the home, kept until the end).
@@ -89,7 +89,7 @@ fn steered_run(
     ];
     let config = format!(
         "max_attempts = 1\nno_output_timeout_ms = 60000\ntask_timeout_ms = 180000\n\
-         [runtimes.codex]\nadapter = \"codex\"\ncommand = [{codex:?}]\nrpc = true\n\
+         [runtimes.codex]\nadapter = \"codex\"\ncommand = [{codex:?}]\n\
          env = [\"CODEX_HOME\", \"STUB_API_KEY\"]\n",
         codex = codex.display().to_string(),
     );

@@ -39,7 +39,7 @@ pub(super) fn launch(spec: &LaunchSpec) -> Launch {
         return super::codex_app::launch(spec);
     }
     let mut argv = spec.command.clone();
-    if !spec.command.iter().skip(1).any(|a| a == "exec") {
+    if !names_exec(&spec.command) {
         argv.push("exec".into());
     }
     argv.push("--json".into());
@@ -139,6 +139,11 @@ pub(super) fn config_args(spec: &LaunchSpec) -> Vec<String> {
         ]);
     }
     argv
+}
+
+/// True when the user's command names codex's `exec` subcommand.
+pub(super) fn names_exec(command: &[String]) -> bool {
+    command.iter().skip(1).any(|a| a == "exec")
 }
 
 /// codex's `model_reasoning_effort` values; pi's thinking levels map onto them.

@@ -230,13 +230,11 @@ pub fn rpc_steer_line(message: &str) -> String {
 pub const LIVE_ADAPTERS: &[AdapterKind] =
     &[AdapterKind::Pi, AdapterKind::Claude, AdapterKind::Codex];
 
-/// The live adapters whose runtimes are live unless they say `rpc = false`; the others'
-/// (codex) only with `rpc = true`.
-pub const LIVE_BY_DEFAULT: &[AdapterKind] = &[AdapterKind::Pi, AdapterKind::Claude];
-
-/// True when the adapter's runtimes are live unless they say otherwise ([`LIVE_BY_DEFAULT`]).
-pub fn live_by_default(kind: AdapterKind) -> bool {
-    LIVE_BY_DEFAULT.contains(&kind)
+/// True when a runtime of this adapter with this command is live unless it says `rpc = false`:
+/// every live adapter's, except a codex command that names `exec` (the user chose `codex
+/// exec` and its flags, which `codex app-server` does not take).
+pub fn live_by_default(kind: AdapterKind, command: &[String]) -> bool {
+    has_live_mode(kind) && !(kind == AdapterKind::Codex && codex::names_exec(command))
 }
 
 /// True when the adapter has a live mode (see [`LIVE_ADAPTERS`]).
