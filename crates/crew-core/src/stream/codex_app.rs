@@ -604,3 +604,454 @@ fn empty_spec() -> LaunchSpec {
         cwd: String::new(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resource::SystemPromptMode;
+    use crate::stream::{attempt_parser, build_launch, AdapterKind, Writes};
+
+    const PROMPT: &str = "Read README.md";
+
+    fn spec() -> LaunchSpec {
+        LaunchSpec {
+            command: vec!["codex".into()],
+            prompt: PROMPT.into(),
+            model: Some("stub-model".into()),
+            tools: vec!["read".into(), "bash".into()],
+            cwd: "/work/repo".into(),
+            ..empty_spec()
+        }
+    }
+
+    /// What a live attempt saw and said: the events, every line crew wrote to codex's stdin
+    /// (as JSON), and the outcome.
+    struct Drive {
+        events: Vec<WorkerEvent>,
+        sent: Vec<Value>,
+        outcome: Outcome,
+        /// The index of the line after which each `Finished` came.
+        finished_at: Vec<usize>,
+    }
+
+    /// Feed `stream` to a live codex parser of `spec`, steering with `message` before feeding
+    /// line `at` for each `(at, message)` of `steers`.
+    fn drive(
+        spec: &LaunchSpec,
+        asked: Option<&str>,
+        stream: &str,
+        steers: &[(usize, &str)],
+    ) -> Drive {
+        let mut p = attempt_parser(AdapterKind::Codex, spec, asked);
+        let parse = |lines: Vec<String>| -> Vec<Value> {
+            lines
+                .iter()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect()
+        };
+        let mut sent = parse(p.live_start(&spec.prompt));
+        let (mut events, mut finished_at) = (Vec::new(), Vec::new());
+        for (i, line) in stream.lines().enumerate() {
+            for (_, m) in steers.iter().filter(|(at, _)| *at == i) {
+                sent.extend(parse(p.live_steer(m)));
+            }
+            let evs = p.feed_line(line);
+            if evs.contains(&WorkerEvent::Finished) {
+                finished_at.push(i);
+            }
+            events.extend(evs);
+            sent.extend(parse(p.live_replies()));
+        }
+        assert_eq!(p.usage(), p.outcome().usage);
+        Drive {
+            events,
+            sent,
+            outcome: p.outcome(),
+            finished_at,
+        }
+    }
+
+    fn methods(sent: &[Value]) -> Vec<String> {
+        sent.iter()
+            .map(|m| match m.get("method") {
+                Some(Value::String(s)) => s.clone(),
+                _ => format!("answer {}", m["id"]),
+            })
+            .collect()
+    }
+
+    fn texts(request: &Value) -> Vec<&str> {
+        request["params"]["input"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["text"].as_str().unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn the_live_launch_is_app_server_with_execs_configuration() {
+        let mut s = spec();
+        s.tools = ["read", "bash", "edit"].map(String::from).to_vec();
+        s.system_prompt = "You review.".into();
+        s.effort = Some("high".into());
+        s.session.ask_server = Some(
+            ["/opt/crew/crewctl", "mcp", "--ask"]
+                .map(String::from)
+                .to_vec(),
+        );
+        let launch = build_launch(AdapterKind::Codex, &s);
+        assert_eq!(
+            launch.argv,
+            [
+                "codex",
+                "app-server",
+                "-c",
+                "approval_policy=\"never\"",
+                "-c",
+                "model_reasoning_effort=\"high\"",
+                "-c",
+                "developer_instructions=\"You review.\"",
+                "-c",
+                "mcp_servers.crew_ask.command=\"/opt/crew/crewctl\"",
+                "-c",
+                "mcp_servers.crew_ask.args=[\"mcp\", \"--ask\"]",
+                "-c",
+                "mcp_servers.crew_ask.tools.ask_user.approval_mode=\"approve\"",
+            ]
+        );
+        assert_eq!(launch.stdin, StdinFrom::Pipe);
+        // The sandbox is the thread's: the writing role's is workspace-write; a user's own
+        // `-c sandbox_mode=...` wins.
+        let d = drive(
+            &s,
+            None,
+            include_str!("fixtures/codex_app_refused.jsonl"),
+            &[],
+        );
+        assert_eq!(d.sent[2]["params"]["sandbox"], "workspace-write");
+        s.command = ["codex", "-c", "sandbox_mode=\"danger-full-access\""]
+            .map(String::from)
+            .to_vec();
+        let d = drive(
+            &s,
+            None,
+            include_str!("fixtures/codex_app_refused.jsonl"),
+            &[],
+        );
+        assert_eq!(d.sent[2]["params"].get("sandbox"), None);
+    }
+
+    /// A real Codex 0.171.0 app-server stream (stub model) steered while its turn ran: the
+    /// handshake, the prompt as the first turn, the steer as `turn/steer` of that turn.
+    #[test]
+    fn a_steer_during_the_turn_is_turn_steer() {
+        let d = drive(
+            &spec(),
+            None,
+            include_str!("fixtures/codex_app_steer.jsonl"),
+            &[(6, "STEER-7 also this")],
+        );
+        assert_eq!(
+            methods(&d.sent),
+            [
+                "initialize",
+                "initialized",
+                "thread/start",
+                "turn/start",
+                "turn/steer"
+            ]
+        );
+        assert_eq!(
+            d.sent[2]["params"],
+            json!({"cwd": "/work/repo", "approvalPolicy": "never", "model": "stub-model",
+                   "sandbox": "read-only"})
+        );
+        let thread = "01a23a6e-665f-70a3-be59-38ee95694d57";
+        assert_eq!(d.sent[3]["params"]["threadId"], thread);
+        assert_eq!(texts(&d.sent[3]), [PROMPT]);
+        assert_eq!(
+            d.sent[4]["params"]["expectedTurnId"],
+            "01a23a6e-666a-7e92-a057-1b958158467b"
+        );
+        assert_eq!(texts(&d.sent[4]), ["STEER-7 also this"]);
+        assert_eq!(
+            d.events.first(),
+            Some(&WorkerEvent::Started {
+                session_id: Some(thread.into()),
+                model: Some("stub-model".into())
+            })
+        );
+        assert_eq!(d.finished_at, [14], "Finished once, at the turn's end");
+        let o = d.outcome;
+        assert_eq!(o.final_text.as_deref(), Some("FINAL-2 done"));
+        assert_eq!(o.session_id.as_deref(), Some(thread));
+        assert_eq!(o.model.as_deref(), Some("stub-model"));
+        assert_eq!((o.error, o.retryable), (None, None));
+        // Codex's input holds the cached tokens; its output the reasoning ones.
+        let u = o.usage;
+        assert_eq!(
+            (u.input, u.output, u.cache_read, u.cache_write, u.turns),
+            (1014, 22, 2, 0, 1)
+        );
+    }
+
+    /// A real stream whose steer came as the turn ended: codex refused it (`no active turn to
+    /// steer`), so it starts the next turn, and the attempt ends only after that one.
+    #[test]
+    fn a_steer_the_turn_ended_before_starts_the_next_turn() {
+        let d = drive(
+            &spec(),
+            None,
+            include_str!("fixtures/codex_app_late.jsonl"),
+            &[(14, "STEER-7 late")],
+        );
+        assert_eq!(
+            methods(&d.sent),
+            [
+                "initialize",
+                "initialized",
+                "thread/start",
+                "turn/start",
+                "turn/steer",
+                "turn/start"
+            ]
+        );
+        assert_eq!(
+            (d.sent[4]["id"].as_u64(), d.sent[5]["id"].as_u64()),
+            (Some(3), Some(4))
+        );
+        assert_eq!(texts(&d.sent[5]), ["STEER-7 late"]);
+        assert_eq!(d.finished_at, [24], "not at the first turn's end (line 14)");
+        let o = d.outcome;
+        assert_eq!(o.final_text.as_deref(), Some("FINAL-3 done"));
+        let u = o.usage;
+        assert_eq!(
+            (u.input, u.output, u.cache_read, u.turns),
+            (3048 - 6, 66, 6, 2)
+        );
+        assert_eq!(o.error, None);
+    }
+
+    /// Steers before the thread is open, and while a `turn/start` is out, go with the first
+    /// turn and to the turn once it is known.
+    #[test]
+    fn early_steers_wait_for_a_turn() {
+        let d = drive(
+            &spec(),
+            None,
+            include_str!("fixtures/codex_app_steer.jsonl"),
+            &[(0, "early"), (4, "while starting")],
+        );
+        assert_eq!(
+            methods(&d.sent),
+            [
+                "initialize",
+                "initialized",
+                "thread/start",
+                "turn/start",
+                "turn/steer"
+            ]
+        );
+        assert_eq!(texts(&d.sent[3]), [PROMPT, "early"]);
+        assert_eq!(texts(&d.sent[4]), ["while starting"]);
+        // Codex's answer to that steer (id 3) came before the turn's end.
+        assert_eq!(d.finished_at, [14]);
+        // Without it the attempt waits for it.
+        let unanswered: String = include_str!("fixtures/codex_app_steer.jsonl")
+            .lines()
+            .filter(|l| !l.starts_with(r#"{"id":3,"#))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let d = drive(
+            &spec(),
+            None,
+            &unanswered,
+            &[(0, "early"), (4, "while starting")],
+        );
+        assert!(d.finished_at.is_empty());
+    }
+
+    #[test]
+    fn a_failed_turn_is_the_outcome_retried_by_its_status() {
+        let d = drive(
+            &spec(),
+            None,
+            include_str!("fixtures/codex_app_rate_limited.jsonl"),
+            &[],
+        );
+        assert_eq!(d.finished_at, [9]);
+        let o = d.outcome;
+        assert_eq!(
+            o.error.as_deref(),
+            Some("exceeded retry limit, last status: 429 Too Many Requests")
+        );
+        assert_eq!(o.retryable, Some(true));
+        assert_eq!(o.final_text, None);
+        // A 400 names no status: judged by its message, as in exec mode.
+        let bad = include_str!("fixtures/codex_app_rate_limited.jsonl").replace(
+            r#"{"responseTooManyFailedAttempts":{"httpStatusCode":429}}"#,
+            r#""other""#,
+        );
+        assert_eq!(drive(&spec(), None, &bad, &[]).outcome.retryable, None);
+        let e401 = include_str!("fixtures/codex_app_rate_limited.jsonl")
+            .replace(r#""httpStatusCode":429"#, r#""httpStatusCode":401"#);
+        assert_eq!(
+            drive(&spec(), None, &e401, &[]).outcome.retryable,
+            Some(false)
+        );
+    }
+
+    /// A real stream of a read-only role's write: the sandbox's refusal is a refused write.
+    #[test]
+    fn a_write_the_sandbox_refused_is_refused() {
+        let d = drive(
+            &spec(),
+            None,
+            include_str!("fixtures/codex_app_refused.jsonl"),
+            &[],
+        );
+        let refused: Vec<&WorkerEvent> = d
+            .events
+            .iter()
+            .filter(|e| matches!(e, WorkerEvent::Refused { .. }))
+            .collect();
+        assert_eq!(
+            refused,
+            [&WorkerEvent::Refused {
+                tool: "command_execution".into(),
+                message: "/bin/bash: line 1: out.txt: Read-only file system".into(),
+                write: true
+            }]
+        );
+        assert_eq!(
+            d.outcome.writes,
+            Writes {
+                tried: 1,
+                refused: 1
+            }
+        );
+        assert_eq!(d.outcome.final_text.as_deref(), Some("FINAL-2 done"));
+    }
+
+    /// The answer resumes the thread that asked (`thread/resume`) and counts only its own
+    /// usage; the ask tool (an `mcpToolCall` of crew's server) is the question.
+    #[test]
+    fn the_answer_resumes_the_thread_and_the_ask_tool_asks() {
+        let asked = include_str!("fixtures/codex_app_refused.jsonl");
+        let mut s = spec();
+        s.session.resume = Some("01a23a6e-6e81-78c2-a20e-bf5a382914bf".into());
+        // Codex tells the resumed thread's totals: the asked attempt's (2024 in, 3 of them
+        // cached, 43 out) and this one's.
+        let resumed = [
+            r#"{"id":0,"result":{}}"#,
+            r#"{"id":1,"result":{"thread":{"id":"01a23a6e-6e81-78c2-a20e-bf5a382914bf"},"model":"stub-model"}}"#,
+            r#"{"id":2,"result":{"turn":{"id":"u2","status":"inProgress"}}}"#,
+            r#"{"method":"thread/tokenUsage/updated","params":{"tokenUsage":{"total":{"inputTokens":3024,"cachedInputTokens":5,"outputTokens":60}}}}"#,
+            r#"{"method":"turn/completed","params":{"turn":{"id":"u2","status":"completed"}}}"#,
+        ]
+        .join("\n");
+        let d = drive(&s, Some(asked), &resumed, &[]);
+        assert_eq!(d.sent[2]["method"], "thread/resume");
+        assert_eq!(
+            d.sent[2]["params"]["threadId"],
+            "01a23a6e-6e81-78c2-a20e-bf5a382914bf"
+        );
+        assert_eq!(texts(&d.sent[3]), [PROMPT]);
+        let u = d.outcome.usage;
+        assert_eq!((u.input, u.cache_read, u.output, u.turns), (998, 2, 17, 1));
+        // Totals below the asked attempt's: codex started counting over; all of them are new.
+        let over = resumed.replace("3024", "1024").replace("60", "30");
+        let u = drive(&s, Some(asked), &over, &[]).outcome.usage;
+        assert_eq!((u.input, u.cache_read, u.output), (1019, 5, 30));
+
+        let ask = r#"{"method":"item/started","params":{"item":{"type":"mcpToolCall","id":"c1","server":"crew_ask","tool":"ask_user","status":"inProgress","arguments":{"question":"Which database?"},"result":null,"error":null},"threadId":"t","turnId":"u"}}"#;
+        let done = ask
+            .replace("item/started", "item/completed")
+            .replace("inProgress", "completed");
+        let d = drive(&spec(), None, &format!("{ask}\n{done}\n"), &[]);
+        let asks: Vec<&WorkerEvent> = d
+            .events
+            .iter()
+            .filter(|e| matches!(e, WorkerEvent::Ask { .. }))
+            .collect();
+        assert_eq!(
+            asks,
+            [&WorkerEvent::Ask {
+                question: "Which database?".into()
+            }]
+        );
+    }
+
+    /// Codex's requests: approvals declined (approval policy never, as `codex exec`), anything
+    /// else answered with an error, never left waiting.
+    #[test]
+    fn codexs_requests_are_answered() {
+        let stream = [
+            r#"{"id":7,"method":"item/commandExecution/requestApproval","params":{}}"#,
+            r#"{"id":"s8","method":"item/fileChange/requestApproval","params":{}}"#,
+            r#"{"id":9,"method":"mcpServer/elicitation/request","params":{}}"#,
+            r#"{"id":10,"method":"execCommandApproval","params":{}}"#,
+            r#"{"id":11,"method":"item/tool/requestUserInput","params":{}}"#,
+        ]
+        .join("\n");
+        let d = drive(&spec(), None, &stream, &[]);
+        let answers: Vec<Value> = d.sent.into_iter().skip(1).collect();
+        assert_eq!(
+            answers,
+            [
+                json!({"id": 7, "result": {"decision": "decline"}}),
+                json!({"id": "s8", "result": {"decision": "decline"}}),
+                json!({"id": 9, "result": {"action": "decline", "content": null, "_meta": null}}),
+                json!({"id": 10, "result": {"decision": {"denied": {"rejection": "crew runs codex without approvals"}}}}),
+                json!({"id": 11, "error": {"code": -32601, "message": "crew does not answer item/tool/requestUserInput"}}),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_refused_handshake_ends_the_attempt() {
+        let stream = [
+            r#"{"id":0,"result":{}}"#,
+            r#"{"id":1,"error":{"code":-32600,"message":"bad cwd"}}"#,
+        ]
+        .join("\n");
+        let d = drive(&spec(), None, &stream, &[(2, "late")]);
+        assert_eq!(d.finished_at, [1]);
+        assert_eq!(
+            d.outcome.error.as_deref(),
+            Some("codex app-server: thread: bad cwd")
+        );
+        assert_eq!(
+            methods(&d.sent),
+            ["initialize", "initialized", "thread/start"]
+        );
+    }
+
+    #[test]
+    fn odd_shapes_never_panic() {
+        let mut p = CodexAppParser::new(&spec(), Usage::default());
+        for line in [
+            "",
+            "{}",
+            "[1]",
+            r#"{"id":0}"#,
+            r#"{"id":1,"result":{"thread":7}}"#,
+            r#"{"id":1,"result":{"thread":{"id":"t"}}}"#,
+            r#"{"id":99,"result":null}"#,
+            r#"{"id":-1,"error":5}"#,
+            r#"{"method":"turn/started","params":[]}"#,
+            r#"{"method":"item/completed","params":{"item":"x"}}"#,
+            r#"{"method":"thread/tokenUsage/updated","params":{"tokenUsage":{"total":{"inputTokens":-5,"cachedInputTokens":1e300}}}}"#,
+            r#"{"method":"turn/completed","params":{"turn":{"status":"failed","error":{"codexErrorInfo":{"x":{"httpStatusCode":"429"}}}}}}"#,
+            r#"{"method":"error","params":{}}"#,
+        ] {
+            p.feed_line(line);
+            p.live_replies();
+        }
+        for _ in 0..(MAX_QUEUED + 10) {
+            p.live_steer("x");
+        }
+        assert!(p.outcome().error.is_some());
+    }
+}
