@@ -57,7 +57,7 @@ pub(super) fn launch(spec: &LaunchSpec) -> Launch {
 /// What a request of ours was, to read its answer.
 #[derive(Debug, Clone)]
 enum Sent {
-    /// `turn/start` with these steers after the prompt (or in its place).
+    /// `turn/start` (the prompt, or the steers that waited for a turn).
     Turn,
     /// `turn/steer` with this message: back to the queue if codex refuses it.
     Steer(String),
@@ -129,10 +129,6 @@ impl CodexAppParser {
         }
     }
 
-    fn request(&mut self, id: u64, method: &str, params: Value) -> String {
-        json!({"id": id, "method": method, "params": params}).to_string()
-    }
-
     fn next_id(&mut self) -> u64 {
         let id = self.next_id;
         self.next_id = self.next_id.saturating_add(1);
@@ -171,7 +167,7 @@ impl CodexAppParser {
         let id = self.next_id();
         self.sent.insert(id, Sent::Turn);
         self.turn_starting = true;
-        Some(self.request(
+        Some(request(
             id,
             "turn/start",
             json!({"threadId": thread, "input": input}),
@@ -181,7 +177,7 @@ impl CodexAppParser {
     fn steer(&mut self, message: String) -> Option<String> {
         let (thread, turn) = (self.thread_id.clone()?, self.turn.clone()?);
         let id = self.next_id();
-        let line = self.request(
+        let line = request(
             id,
             "turn/steer",
             json!({"threadId": thread, "expectedTurnId": turn, "input": [text_input(&message)]}),
@@ -234,12 +230,11 @@ impl CodexAppParser {
                     return self.fatal(format!("codex app-server: initialize: {}", rpc_error(e)));
                 }
                 self.out.push(json!({"method": "initialized"}).to_string());
-                let (id, method) = match self.resume {
-                    Some(_) => (THREAD_ID, "thread/resume"),
-                    None => (THREAD_ID, "thread/start"),
+                let method = match self.resume {
+                    Some(_) => "thread/resume",
+                    None => "thread/start",
                 };
-                let params = self.thread_params();
-                let line = self.request(id, method, params);
+                let line = request(THREAD_ID, method, self.thread_params());
                 self.out.push(line);
                 Vec::new()
             }
@@ -411,6 +406,11 @@ impl CodexAppParser {
         }
         events
     }
+}
+
+/// A JSON-RPC request line.
+fn request(id: u64, method: &str, params: Value) -> String {
+    json!({"id": id, "method": method, "params": params}).to_string()
 }
 
 /// A text input of `turn/start` and `turn/steer`.
@@ -608,7 +608,6 @@ fn empty_spec() -> LaunchSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::resource::SystemPromptMode;
     use crate::stream::{attempt_parser, build_launch, AdapterKind, Writes};
 
     const PROMPT: &str = "Read README.md";
