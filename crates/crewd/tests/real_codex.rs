@@ -15,7 +15,7 @@ mod real_cli;
 use common::*;
 use model_stub::{Reply, Stub, Wire};
 use real_cli::*;
-use serde_json::json;
+use serde_json::{json, Value};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A `CODEX_HOME` whose only provider is the stub.
@@ -154,4 +154,92 @@ fn codex_api_errors_are_retried_or_reported() {
     };
     one_step_team(&d, "solo", "Answer: {goal}", "explorer");
     check_retries_and_400(&d, "codex");
+}
+
+/// The start of Codex's own base instructions (a developer message; Codex 0.171 sends no
+/// `instructions`).
+const CODEX_BASE: &str = "You are a coding agent running in the Codex CLI";
+
+/// What one model request of a one-step run of the `tuned` agent (its own model, effort
+/// `high`, system prompt mode `mode`) on codex looked like, live or (`rpc = false`) on
+/// `codex exec`: the request's model and reasoning, whether codex's own base instructions and
+/// the agent's prompt are among its developer messages, and the task's usage.
+fn tuned_request(live: bool, mode: &str) -> Option<(Value, Value, bool, bool, Value)> {
+    let stub = Stub::start(Wire::Responses, |_| Reply::Text("TUNED-REPLY".into()));
+    let home = codex_home(&stub);
+    let runtime_config = if live { "" } else { "rpc = false\n" };
+    let d = start_daemon_with(&home, "max_attempts = 1\n", runtime_config)?;
+    d.project_file(
+        "agents/tuned.md",
+        &format!(
+            "---\nname: tuned\nmodel: stub-model-tuned\neffort: high\nsystemPromptMode: {mode}\n\
+             tools: read, bash\n---\nTUNED-PROMPT: answer in one line.\n"
+        ),
+    );
+    one_step_team(&d, "tuned", "Say hi.", "tuned");
+    let work = d.work.canonicalize().unwrap();
+    let run_id = d.ok(
+        "team.run",
+        json!({"goal": "hi", "cwd": path_str(&work), "team": "tuned", "runtime": "codex"}),
+    )["runId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(d.wait(&run_id), "completed", "{:#}", d.status(&run_id));
+    let spawned = d
+        .events(Some(&run_id))
+        .into_iter()
+        .find(|e| e["type"] == "worker.spawned")
+        .unwrap();
+    assert_eq!(spawned["data"]["live"], live);
+    let ex = stub.exchanges();
+    assert_eq!(ex.len(), 1, "{ex:#?}");
+    let body = &ex[0].body;
+    let developer = |text: &str| {
+        body["input"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|i| i["role"] == "developer")
+            .any(|i| i.to_string().contains(text))
+    };
+    let st = d.status(&run_id);
+    let usage = Daemon::task(&st, "01_only")["usage"].clone();
+    Some((
+        body["model"].clone(),
+        body["reasoning"].clone(),
+        developer(CODEX_BASE),
+        developer("TUNED-PROMPT"),
+        usage,
+    ))
+}
+
+/// Live mode gives the model what `codex exec` gives it: the agent's model and effort, its
+/// system prompt in place of codex's base instructions or after them, and the task's usage is
+/// the same.
+#[test]
+fn live_mode_passes_model_effort_and_system_prompt_as_exec_does() {
+    if agent_bin("codex").is_none() {
+        return skipped(
+            "live_mode_passes_model_effort_and_system_prompt_as_exec_does",
+            "codex",
+        );
+    }
+    for mode in ["replace", "append"] {
+        let live = tuned_request(true, mode).unwrap();
+        let exec = tuned_request(false, mode).unwrap();
+        assert_eq!(live, exec, "{mode}");
+        let (model, reasoning, codex_base, agent_prompt, _) = live;
+        assert_eq!(model, "stub-model-tuned");
+        assert_eq!(reasoning["effort"], "high", "{reasoning}");
+        assert!(
+            agent_prompt,
+            "{mode}: the agent's prompt did not reach the model"
+        );
+        assert_eq!(
+            codex_base,
+            mode == "append",
+            "{mode}: codex's base instructions"
+        );
+    }
 }
