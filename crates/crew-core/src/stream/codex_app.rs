@@ -378,13 +378,14 @@ impl CodexAppParser {
         self.turn = None;
         self.turn_starting = false;
         self.completed_turn = true;
-        self.usage.turns = self.usage.turns.saturating_add(1);
         let status = turn
             .and_then(|t| t.get("status"))
             .and_then(Value::as_str)
             .unwrap_or_default();
         let mut events = vec![WorkerEvent::TurnEnd];
         if status == "completed" {
+            // As in exec mode, where only `turn.completed` counts a turn.
+            self.usage.turns = self.usage.turns.saturating_add(1);
             self.turn_error = None;
             self.stream_error = None;
             events.extend(self.go_on());
@@ -886,7 +887,7 @@ mod tests {
             Some("exceeded retry limit, last status: 429 Too Many Requests")
         );
         assert_eq!(o.retryable, Some(true));
-        assert_eq!(o.final_text, None);
+        assert_eq!((o.final_text, o.usage.turns), (None, 0));
         // A 400 names no status: judged by its message, as in exec mode.
         let bad = include_str!("fixtures/codex_app_rate_limited.jsonl").replace(
             r#"{"responseTooManyFailedAttempts":{"httpStatusCode":429}}"#,

@@ -67,8 +67,8 @@ pub struct LaunchSpec {
     pub thinking: Option<String>,
     pub tools: Vec<String>,
     /// Live mode: stdin is a pipe owned by the daemon, the prompt its first message and a steer
-    /// the next ones (pi `--mode rpc`, claude `--input-format stream-json`). Other adapters
-    /// ignore it.
+    /// the next ones (pi `--mode rpc`, claude `--input-format stream-json`, `codex app-server`).
+    /// Other adapters ignore it.
     pub rpc: bool,
     pub prompt_via: PromptVia,
     /// Agent `effort` (claude `--effort`, codex `model_reasoning_effort`).
