@@ -59,8 +59,8 @@ pub(super) fn launch(spec: &LaunchSpec) -> Launch {
 enum Sent {
     /// `turn/start` (the prompt, or the steers that waited for a turn).
     Turn,
-    /// `turn/steer` with this message: back to the queue if codex refuses it.
-    Steer(String),
+    /// `turn/steer` of this turn with this message: back to the queue if codex refuses it.
+    Steer { turn: String, message: String },
 }
 
 #[derive(Debug)]
@@ -78,6 +78,9 @@ pub(crate) struct CodexAppParser {
     thread_model: Option<String>,
     /// The running turn's id.
     turn: Option<String>,
+    /// A running turn that refused a steer (not steerable): the queue waits for its end, not
+    /// sent to it again and again.
+    unsteerable: Option<String>,
     /// A `turn/start` is out and unanswered.
     turn_starting: bool,
     /// Steers waiting for the next turn.
@@ -115,6 +118,7 @@ impl CodexAppParser {
             thread_id: None,
             thread_model: None,
             turn: None,
+            unsteerable: None,
             turn_starting: false,
             queued: Vec::new(),
             sent: BTreeMap::new(),
@@ -182,7 +186,7 @@ impl CodexAppParser {
             "turn/steer",
             json!({"threadId": thread, "expectedTurnId": turn, "input": [text_input(&message)]}),
         );
-        self.sent.insert(id, Sent::Steer(message));
+        self.sent.insert(id, Sent::Steer { turn, message });
         Some(line)
     }
 
@@ -196,6 +200,9 @@ impl CodexAppParser {
     /// starts one with them. Else, with nothing out, the attempt is over.
     fn go_on(&mut self) -> Vec<WorkerEvent> {
         if self.finished || self.thread_id.is_none() {
+            return Vec::new();
+        }
+        if self.turn.is_some() && self.turn == self.unsteerable {
             return Vec::new();
         }
         if self.turn.is_some() {
@@ -284,11 +291,15 @@ impl CodexAppParser {
                         self.turn_starting = false;
                         self.fatal(format!("codex app-server: turn/start: {}", rpc_error(e)))
                     }
-                    (Sent::Steer(_), None) => self.go_on(),
-                    // No turn running by now (it completed first) or another one: the steer
-                    // waits for the next turn, or goes to the running one.
-                    (Sent::Steer(m), Some(_)) => {
-                        self.queue(m);
+                    (Sent::Steer { .. }, None) => self.go_on(),
+                    // No turn running by now (it completed first), another one, or one that
+                    // takes no steer: the message waits for the next turn, or goes to the
+                    // running one if that is another.
+                    (Sent::Steer { turn, message }, Some(_)) => {
+                        if self.turn.as_deref() == Some(turn.as_str()) {
+                            self.unsteerable = Some(turn);
+                        }
+                        self.queue(message);
                         self.go_on()
                     }
                 }
@@ -1007,6 +1018,37 @@ mod tests {
                 json!({"id": 11, "error": {"code": -32601, "message": "crew does not answer item/tool/requestUserInput"}}),
             ]
         );
+    }
+
+    /// A turn that refuses a steer is not steered again: the message waits for the turn's end
+    /// and starts the next.
+    #[test]
+    fn a_turn_that_refuses_steers_gets_them_after_it() {
+        let stream = [
+            r#"{"id":0,"result":{}}"#,
+            r#"{"id":1,"result":{"thread":{"id":"t"},"model":"m"}}"#,
+            r#"{"id":2,"result":{"turn":{"id":"u1","status":"inProgress"}}}"#,
+            r#"{"id":3,"error":{"code":-32600,"message":"turn not steerable"}}"#,
+            r#"{"method":"turn/completed","params":{"turn":{"id":"u1","status":"completed"}}}"#,
+            r#"{"id":4,"result":{"turn":{"id":"u2","status":"inProgress"}}}"#,
+            r#"{"method":"turn/completed","params":{"turn":{"id":"u2","status":"completed"}}}"#,
+        ]
+        .join("\n");
+        let d = drive(&spec(), None, &stream, &[(3, "steer")]);
+        assert_eq!(
+            methods(&d.sent),
+            [
+                "initialize",
+                "initialized",
+                "thread/start",
+                "turn/start",
+                "turn/steer",
+                "turn/start"
+            ]
+        );
+        assert_eq!(texts(&d.sent[5]), ["steer"]);
+        assert_eq!(d.finished_at, [6]);
+        assert_eq!(d.outcome.usage.turns, 2);
     }
 
     #[test]
