@@ -144,7 +144,10 @@ impl CodexAppParser {
         if let Some(id) = &self.resume {
             p.insert("threadId".into(), json!(id));
         }
-        p.insert("cwd".into(), json!(self.cwd));
+        // Empty: codex's own cwd, the worker's (the executor always names it).
+        if !self.cwd.is_empty() {
+            p.insert("cwd".into(), json!(self.cwd));
+        }
         p.insert("approvalPolicy".into(), json!("never"));
         if let Some(model) = &self.model {
             p.insert("model".into(), json!(model));
