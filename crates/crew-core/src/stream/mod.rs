@@ -242,7 +242,7 @@ pub fn has_live_mode(kind: AdapterKind) -> bool {
     LIVE_ADAPTERS.contains(&kind)
 }
 
-/// The names of [`LIVE_ADAPTERS`] as config spells them, for messages: `pi`, `claude`.
+/// The names of [`LIVE_ADAPTERS`] as config spells them, for messages: `pi`, `claude`, `codex`.
 pub fn live_adapter_names() -> String {
     LIVE_ADAPTERS
         .iter()
