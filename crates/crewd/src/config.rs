@@ -152,10 +152,11 @@ pub struct RuntimeConfig {
     pub adapter: AdapterKind,
     /// Program and fixed arguments: a string (split on whitespace) or an array.
     pub command: CommandSpec,
-    /// pi and claude: run workers in live mode (`pi --mode rpc`, `claude -p --input-format
-    /// stream-json`), so `team.steer` reaches the running agent. Unset means the adapter's
-    /// default (`rpc()`): on for pi and claude, off for the rest; `rpc = false` keeps pi in
-    /// `--mode json -p` and claude's prompt on argv.
+    /// pi, claude and codex: run workers in live mode (`pi --mode rpc`, `claude -p
+    /// --input-format stream-json`, `codex app-server`), so `team.steer` reaches the running
+    /// agent. Unset means the adapter's default (`rpc()`): on for pi, claude and codex (not for
+    /// a codex command that names `exec`), off for the rest; `rpc = false` keeps pi in `--mode
+    /// json -p`, claude's prompt on argv and codex on `codex exec`.
     #[serde(default)]
     pub rpc: Option<bool>,
     /// command adapter: pass the prompt as the last argument (`arg`), as a file path (`file`) or
@@ -172,11 +173,12 @@ pub struct RuntimeConfig {
 
 impl RuntimeConfig {
     /// Whether workers run in live mode: what the runtime says, else on for the adapters with
-    /// a live channel (tested against the real CLIs in real_pi_steer.rs and
-    /// real_claude_steer.rs).
+    /// a live channel (tested against the real CLIs in real_pi_steer.rs, real_claude_steer.rs
+    /// and real_codex_steer.rs), unless the command pins `codex exec`.
     pub fn rpc(&self) -> bool {
-        self.rpc
-            .unwrap_or(crew_core::stream::has_live_mode(self.adapter))
+        self.rpc.unwrap_or_else(|| {
+            crew_core::stream::live_by_default(self.adapter, &self.command.argv())
+        })
     }
 }
 
@@ -379,6 +381,17 @@ impl Config {
                         "rpc = true needs an adapter with a live mode ({})",
                         crew_core::stream::live_adapter_names()
                     ),
+                );
+            }
+            if rt.rpc == Some(true)
+                && !crew_core::stream::live_by_default(rt.adapter, &rt.command.argv())
+                && crew_core::stream::has_live_mode(rt.adapter)
+            {
+                return bad(
+                    &format!("runtimes.{name}"),
+                    "rpc = true runs `codex app-server`, which takes no `exec` subcommand: \
+                     take `exec` and its flags out of the command"
+                        .into(),
                 );
             }
         }
@@ -625,21 +638,34 @@ mod tests {
              [runtimes.c]\nadapter = \"claude\"\ncommand = \"claude\"\n\
              [runtimes.c2]\nadapter = \"claude\"\ncommand = \"claude\"\nrpc = false\n\
              [runtimes.d]\nadapter = \"codex\"\ncommand = \"codex\"\nrpc = false\n\
+             [runtimes.d1]\nadapter = \"codex\"\ncommand = \"codex\"\n\
+             [runtimes.d2]\nadapter = \"codex\"\ncommand = \"codex exec --full-auto\"\n\
              [runtimes.e]\nadapter = \"gemini\"\ncommand = \"gemini\"\n",
         )
         .unwrap();
         let rpc = |name: &str| c.runtime(name).unwrap().rpc();
         assert_eq!(
-            ["a", "b", "c", "c2", "d", "e", "pi", "fake", "fake-rpc"].map(rpc),
-            [true, false, true, false, false, false, true, false, true]
+            ["a", "b", "c", "c2", "d", "d1", "d2", "e", "pi", "fake", "fake-rpc"].map(rpc),
+            [true, false, true, false, false, true, false, false, true, false, true]
         );
-        for adapter in ["codex", "gemini", "opencode", "command"] {
+        match Config::parse(
+            "c",
+            "[runtimes.x]\nadapter = \"codex\"\ncommand = \"codex exec\"\nrpc = true\n",
+        ) {
+            Err(ConfigError::Invalid { message, .. }) => {
+                assert!(message.contains("takes no `exec` subcommand"), "{message}")
+            }
+            other => panic!("codex exec with rpc = true: {other:?}"),
+        }
+        for adapter in ["gemini", "opencode", "command"] {
             let text =
                 format!("[runtimes.x]\nadapter = \"{adapter}\"\ncommand = \"x\"\nrpc = true\n");
             match Config::parse("c", &text) {
                 Err(ConfigError::Invalid { message, .. }) => {
                     assert!(
-                        message.contains("needs an adapter with a live mode (`pi`, `claude`"),
+                        message.contains(
+                            "needs an adapter with a live mode (`pi`, `claude`, `codex`)"
+                        ),
                         "{message}"
                     )
                 }

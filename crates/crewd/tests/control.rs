@@ -458,7 +458,7 @@ fn steer_is_live_in_rpc_mode_and_queued_otherwise() {
     assert!(prompt.contains("mind the cache"), "{prompt}");
 }
 
-/// Issue 16 item 7: no adapter but pi and claude (in live mode) can take a live message, and
+/// Issue 16 item 7: no adapter but pi, claude and codex (in live mode) can take a live message, and
 /// the answer to `team.steer` says so for each. The workers are `sh` scripts that sleep (the
 /// adapter's flags land in `$0`, `$1`, ... and are ignored).
 #[test]
@@ -469,8 +469,8 @@ fn steer_says_when_a_runtime_cannot_take_it_live() {
         config.push_str(&format!(
             "[runtimes.{a}-x]\nadapter = \"{a}\"\ncommand = [\"/bin/sh\", \"-c\", \"sleep 30\"]\n"
         ));
-        // Claude Code out of its live mode, as a user may run it.
-        if a == "claude" {
+        // Claude Code and Codex out of their live mode, as a user may run them.
+        if a == "claude" || a == "codex" {
             config.push_str("rpc = false\n");
         }
     }

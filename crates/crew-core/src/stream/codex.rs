@@ -35,8 +35,11 @@ const SANDBOX_FLAGS: &[&str] = &[
 const SANDBOX_REFUSALS: &[&str] = &["Read-only file system", "Operation not permitted"];
 
 pub(super) fn launch(spec: &LaunchSpec) -> Launch {
+    if spec.rpc {
+        return super::codex_app::launch(spec);
+    }
     let mut argv = spec.command.clone();
-    if !spec.command.iter().skip(1).any(|a| a == "exec") {
+    if !names_exec(&spec.command) {
         argv.push("exec".into());
     }
     argv.push("--json".into());
@@ -45,24 +48,57 @@ pub(super) fn launch(spec: &LaunchSpec) -> Launch {
         argv.push(model.clone());
     }
     argv.push("--skip-git-repo-check".into());
-    // The role's write permission is the sandbox: codex's shell cannot be taken away, so a
-    // role that may not edit files runs read-only.
+    if let Some(sandbox) = sandbox(spec) {
+        argv.push("--sandbox".into());
+        argv.push(sandbox.into());
+    }
+    argv.extend(config_args(spec));
+    // The answer to a question continues the session that asked: `exec resume ID PROMPT`,
+    // after exec's own options (its subcommand takes fewer of them: no `--sandbox`).
+    if let Some(id) = &spec.session.resume {
+        argv.push("resume".into());
+        argv.push(id.clone());
+    }
+    // A long prompt is stdin (`-`), a regular file codex reads to its end.
+    match &spec.prompt_file {
+        Some(file) => {
+            argv.push("-".into());
+            Launch {
+                stdin: StdinFrom::File(file.clone()),
+                ..Launch::args(argv)
+            }
+        }
+        None => {
+            argv.push(spec.prompt.clone());
+            Launch::args(argv)
+        }
+    }
+}
+
+/// The sandbox crew gives the worker, `None` when the user's own command sets one (live mode:
+/// `app-server` takes no sandbox flags; `-c sandbox_mode=...` sets it there). The role's
+/// write permission is the sandbox: codex's shell cannot be taken away, so a role that may not
+/// edit files runs read-only.
+pub(super) fn sandbox(spec: &LaunchSpec) -> Option<&'static str> {
     let user_sets_sandbox = spec.command.iter().skip(1).any(|a| {
         SANDBOX_FLAGS
             .iter()
             .any(|f| a == f || a.starts_with(&format!("{f}=")))
+            || (spec.rpc && a.starts_with("sandbox_mode="))
     });
-    if !user_sets_sandbox {
-        argv.push("--sandbox".into());
-        argv.push(
-            if spec.edits_files() {
-                "workspace-write"
-            } else {
-                "read-only"
-            }
-            .into(),
-        );
+    if user_sets_sandbox {
+        None
+    } else if spec.edits_files() {
+        Some("workspace-write")
+    } else {
+        Some("read-only")
     }
+}
+
+/// The `-c` overrides both modes pass (`codex exec` and `codex app-server`): effort, the
+/// system prompt, crew's ask server.
+pub(super) fn config_args(spec: &LaunchSpec) -> Vec<String> {
+    let mut argv = Vec::new();
     if let Some(effort) = spec.effort.as_ref().or(spec.thinking.as_ref()) {
         if let Some(level) = codex_effort(effort) {
             argv.push("-c".into());
@@ -102,26 +138,12 @@ pub(super) fn launch(spec: &LaunchSpec) -> Launch {
             format!("{key}.tools.{ASK_TOOL}.approval_mode=\"approve\""),
         ]);
     }
-    // The answer to a question continues the session that asked: `exec resume ID PROMPT`,
-    // after exec's own options (its subcommand takes fewer of them: no `--sandbox`).
-    if let Some(id) = &spec.session.resume {
-        argv.push("resume".into());
-        argv.push(id.clone());
-    }
-    // A long prompt is stdin (`-`), a regular file codex reads to its end.
-    match &spec.prompt_file {
-        Some(file) => {
-            argv.push("-".into());
-            Launch {
-                stdin: StdinFrom::File(file.clone()),
-                ..Launch::args(argv)
-            }
-        }
-        None => {
-            argv.push(spec.prompt.clone());
-            Launch::args(argv)
-        }
-    }
+    argv
+}
+
+/// True when the user's command names codex's `exec` subcommand.
+pub(super) fn names_exec(command: &[String]) -> bool {
+    command.iter().skip(1).any(|a| a == "exec")
 }
 
 /// codex's `model_reasoning_effort` values; pi's thinking levels map onto them.
@@ -138,7 +160,7 @@ fn codex_effort(level: &str) -> Option<&'static str> {
 }
 
 /// `s` as a TOML basic string (a `-c key=value` value is parsed as TOML).
-fn toml_string(s: &str) -> String {
+pub(super) fn toml_string(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
     for c in s.chars() {
@@ -185,6 +207,14 @@ pub(crate) struct CodexParser {
 }
 
 impl CodexParser {
+    /// The last non-empty agent message so far.
+    pub(super) fn last_text(&self) -> Option<&String> {
+        self.last_text.as_ref()
+    }
+    /// The file-changing calls seen so far.
+    pub(super) fn writes(&self) -> Writes {
+        self.writes
+    }
     /// A parser for an attempt that resumes a thread whose totals were `before`.
     pub(crate) fn resuming(before: Usage) -> CodexParser {
         CodexParser {
@@ -205,7 +235,11 @@ pub(crate) fn thread_total(stream: &str) -> Usage {
 }
 
 impl CodexParser {
-    fn on_item(&mut self, item: &Map<String, Value>, completed: bool) -> Vec<WorkerEvent> {
+    pub(super) fn on_item(
+        &mut self,
+        item: &Map<String, Value>,
+        completed: bool,
+    ) -> Vec<WorkerEvent> {
         let kind = item.get("type").and_then(Value::as_str).unwrap_or_default();
         if kind == "agent_message" {
             if !completed {
@@ -348,7 +382,7 @@ fn item_ok(item: &Map<String, Value>) -> bool {
     status_ok && exit_ok && item.get("error").is_none_or(Value::is_null)
 }
 
-fn error_message(v: Option<&Value>) -> String {
+pub(super) fn error_message(v: Option<&Value>) -> String {
     match v {
         Some(Value::String(s)) => s.clone(),
         Some(Value::Object(o)) => match o.get("message") {

@@ -6,6 +6,7 @@
 mod classify;
 mod claude;
 mod codex;
+mod codex_app;
 mod command;
 mod gemini;
 mod opencode;
@@ -66,8 +67,8 @@ pub struct LaunchSpec {
     pub thinking: Option<String>,
     pub tools: Vec<String>,
     /// Live mode: stdin is a pipe owned by the daemon, the prompt its first message and a steer
-    /// the next ones (pi `--mode rpc`, claude `--input-format stream-json`). Other adapters
-    /// ignore it.
+    /// the next ones (pi `--mode rpc`, claude `--input-format stream-json`, `codex app-server`).
+    /// Other adapters ignore it.
     pub rpc: bool,
     pub prompt_via: PromptVia,
     /// Agent `effort` (claude `--effort`, codex `model_reasoning_effort`).
@@ -225,15 +226,23 @@ pub fn rpc_steer_line(message: &str) -> String {
 
 /// The adapters whose CLI has a live mode (`LaunchSpec::rpc`): stdin a pipe the daemon owns,
 /// on which it starts the work and steers the running agent. pi's rpc mode, Claude Code's
-/// stream-json input.
-pub const LIVE_ADAPTERS: &[AdapterKind] = &[AdapterKind::Pi, AdapterKind::Claude];
+/// stream-json input, `codex app-server`.
+pub const LIVE_ADAPTERS: &[AdapterKind] =
+    &[AdapterKind::Pi, AdapterKind::Claude, AdapterKind::Codex];
+
+/// True when a runtime of this adapter with this command is live unless it says `rpc = false`:
+/// every live adapter's, except a codex command that names `exec` (the user chose `codex
+/// exec` and its flags, which `codex app-server` does not take).
+pub fn live_by_default(kind: AdapterKind, command: &[String]) -> bool {
+    has_live_mode(kind) && !(kind == AdapterKind::Codex && codex::names_exec(command))
+}
 
 /// True when the adapter has a live mode (see [`LIVE_ADAPTERS`]).
 pub fn has_live_mode(kind: AdapterKind) -> bool {
     LIVE_ADAPTERS.contains(&kind)
 }
 
-/// The names of [`LIVE_ADAPTERS`] as config spells them, for messages: `pi`, `claude`.
+/// The names of [`LIVE_ADAPTERS`] as config spells them, for messages: `pi`, `claude`, `codex`.
 pub fn live_adapter_names() -> String {
     LIVE_ADAPTERS
         .iter()
@@ -423,7 +432,10 @@ pub fn attempt_parser(
     spec: &LaunchSpec,
     asked: Option<&str>,
 ) -> Box<dyn StreamParser> {
-    let _ = spec;
+    if kind == AdapterKind::Codex && spec.rpc {
+        let before = asked.map(codex_app::thread_total).unwrap_or_default();
+        return Box::new(codex_app::CodexAppParser::new(spec, before));
+    }
     match asked {
         Some(asked) => resuming_parser(kind, asked),
         None => parser(kind),
