@@ -152,10 +152,10 @@ pub struct RuntimeConfig {
     pub adapter: AdapterKind,
     /// Program and fixed arguments: a string (split on whitespace) or an array.
     pub command: CommandSpec,
-    /// pi and claude: run workers in live mode (`pi --mode rpc`, `claude -p --input-format
-    /// stream-json`), so `team.steer` reaches the running agent. Unset means the adapter's
-    /// default (`rpc()`): on for pi and claude, off for the rest; `rpc = false` keeps pi in
-    /// `--mode json -p` and claude's prompt on argv.
+    /// pi, claude, gemini and opencode: run workers in live mode (`pi --mode rpc`, `claude -p
+    /// --input-format stream-json`, `gemini --acp`, `opencode acp`), so `team.steer` reaches
+    /// the running agent. Unset means the adapter's default (`rpc()`): on for pi and claude,
+    /// off for the rest; `rpc = false` keeps pi in `--mode json -p` and claude's prompt on argv.
     #[serde(default)]
     pub rpc: Option<bool>,
     /// command adapter: pass the prompt as the last argument (`arg`), as a file path (`file`) or
@@ -176,7 +176,7 @@ impl RuntimeConfig {
     /// real_claude_steer.rs).
     pub fn rpc(&self) -> bool {
         self.rpc
-            .unwrap_or(crew_core::stream::has_live_mode(self.adapter))
+            .unwrap_or(crew_core::stream::live_by_default(self.adapter))
     }
 }
 
@@ -625,21 +625,26 @@ mod tests {
              [runtimes.c]\nadapter = \"claude\"\ncommand = \"claude\"\n\
              [runtimes.c2]\nadapter = \"claude\"\ncommand = \"claude\"\nrpc = false\n\
              [runtimes.d]\nadapter = \"codex\"\ncommand = \"codex\"\nrpc = false\n\
-             [runtimes.e]\nadapter = \"gemini\"\ncommand = \"gemini\"\n",
+             [runtimes.e]\nadapter = \"gemini\"\ncommand = \"gemini\"\n\
+             [runtimes.e2]\nadapter = \"gemini\"\ncommand = \"gemini\"\nrpc = true\n\
+             [runtimes.f]\nadapter = \"opencode\"\ncommand = \"opencode\"\n\
+             [runtimes.f2]\nadapter = \"opencode\"\ncommand = \"opencode\"\nrpc = true\n",
         )
         .unwrap();
         let rpc = |name: &str| c.runtime(name).unwrap().rpc();
         assert_eq!(
-            ["a", "b", "c", "c2", "d", "e", "pi", "fake", "fake-rpc"].map(rpc),
-            [true, false, true, false, false, false, true, false, true]
+            ["a", "b", "c", "c2", "d", "e", "e2", "f", "f2", "pi", "fake", "fake-rpc"].map(rpc),
+            [true, false, true, false, false, false, true, false, true, true, false, true]
         );
-        for adapter in ["codex", "gemini", "opencode", "command"] {
+        for adapter in ["codex", "command"] {
             let text =
                 format!("[runtimes.x]\nadapter = \"{adapter}\"\ncommand = \"x\"\nrpc = true\n");
             match Config::parse("c", &text) {
                 Err(ConfigError::Invalid { message, .. }) => {
                     assert!(
-                        message.contains("needs an adapter with a live mode (`pi`, `claude`"),
+                        message.contains(
+                            "needs an adapter with a live mode (`pi`, `claude`, `gemini`, `opencode`"
+                        ),
                         "{message}"
                     )
                 }

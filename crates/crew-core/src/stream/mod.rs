@@ -3,6 +3,7 @@
 //! Each adapter turns LF-delimited stdout lines into normalized [`WorkerEvent`]s and keeps what
 //! it needs to produce the final [`Outcome`]. Parsers are pure and never panic on any input.
 
+mod acp;
 mod classify;
 mod claude;
 mod codex;
@@ -225,8 +226,21 @@ pub fn rpc_steer_line(message: &str) -> String {
 
 /// The adapters whose CLI has a live mode (`LaunchSpec::rpc`): stdin a pipe the daemon owns,
 /// on which it starts the work and steers the running agent. pi's rpc mode, Claude Code's
-/// stream-json input.
-pub const LIVE_ADAPTERS: &[AdapterKind] = &[AdapterKind::Pi, AdapterKind::Claude];
+/// stream-json input, Gemini CLI's and opencode's Agent Client Protocol (`gemini --acp`,
+/// `opencode acp`).
+pub const LIVE_ADAPTERS: &[AdapterKind] = &[
+    AdapterKind::Pi,
+    AdapterKind::Claude,
+    AdapterKind::Gemini,
+    AdapterKind::Opencode,
+];
+
+/// True when the adapter runs live unless its runtime says `rpc = false`: pi and Claude Code.
+/// Gemini CLI and opencode run live only with `rpc = true`: over ACP their usage is not the
+/// whole of what the API reported (see [`acp`]), so the print modes stay their default.
+pub fn live_by_default(kind: AdapterKind) -> bool {
+    matches!(kind, AdapterKind::Pi | AdapterKind::Claude)
+}
 
 /// True when the adapter has a live mode (see [`LIVE_ADAPTERS`]).
 pub fn has_live_mode(kind: AdapterKind) -> bool {
@@ -423,7 +437,17 @@ pub fn attempt_parser(
     spec: &LaunchSpec,
     asked: Option<&str>,
 ) -> Box<dyn StreamParser> {
-    let _ = spec;
+    if spec.rpc {
+        match kind {
+            AdapterKind::Gemini => {
+                return Box::new(acp::AcpParser::new(acp::Flavor::Gemini, spec, Vec::new()))
+            }
+            AdapterKind::Opencode => {
+                return Box::new(acp::AcpParser::new(acp::Flavor::Opencode, spec, Vec::new()))
+            }
+            _ => {}
+        }
+    }
     match asked {
         Some(asked) => resuming_parser(kind, asked),
         None => parser(kind),

@@ -47,6 +47,9 @@ const TOOL_GRANTS: &[(&str, Option<&str>)] = &[
 ];
 
 pub(super) fn launch(spec: &LaunchSpec) -> Launch {
+    if spec.rpc {
+        return live_launch(spec);
+    }
     let mut argv = spec.command.clone();
     if !spec.command.iter().skip(1).any(|a| a == "run") {
         argv.push("run".into());
@@ -95,6 +98,30 @@ pub(super) fn launch(spec: &LaunchSpec) -> Launch {
                 stdin: StdinFrom::Null,
             }
         }
+    }
+}
+
+/// `opencode acp`: the same `crew` agent as `run` (its tools, permissions, system prompt and
+/// crew's ask server in `OPENCODE_CONFIG_CONTENT`), made the default agent, with the model;
+/// the prompt and the session to continue go in the protocol ([`super::acp`]) on a stdin pipe.
+/// opencode's title agent is off: `run --title` spares the extra model request, ACP has no
+/// title to give.
+fn live_launch(spec: &LaunchSpec) -> Launch {
+    let mut argv = spec.command.clone();
+    if !spec.command.iter().skip(1).any(|a| a == "acp") {
+        argv.push("acp".into());
+    }
+    argv.push("--pure".into());
+    let mut config = agent_config(spec);
+    config["default_agent"] = json!(AGENT);
+    config["agent"]["title"] = json!({"disable": true});
+    if let Some(model) = &spec.model {
+        config["model"] = json!(model);
+    }
+    Launch {
+        argv,
+        env: vec![(ENV_CONFIG_CONTENT.to_owned(), config.to_string())],
+        stdin: StdinFrom::Pipe,
     }
 }
 
