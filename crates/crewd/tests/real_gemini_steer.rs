@@ -38,7 +38,7 @@ fn live_gemini_daemon(stub: &Stub) -> Option<Daemon> {
         ),
     ];
     let config = format!(
-        "max_attempts = 1\nno_output_timeout_ms = 60000\ntask_timeout_ms = 180000\n\
+        "max_attempts = 3\nno_output_timeout_ms = 60000\ntask_timeout_ms = 180000\n\
          [runtimes.gemini]\nadapter = \"gemini\"\ncommand = [{gemini:?}]\nrpc = true\n\
          env = [\"GEMINI_API_KEY\", \"GOOGLE_GEMINI_BASE_URL\"]\n",
         gemini = gemini.display().to_string(),
@@ -249,4 +249,30 @@ fn a_read_only_roles_write_is_refused_in_live_mode() {
         .find(|e| e["type"] == "worker.spawned")
         .unwrap();
     assert_eq!(spawned["data"]["live"], true, "{spawned}");
+}
+
+/// A 400 in live mode: Gemini CLI answers the prompt with the API's status and body; the task
+/// fails on its first attempt with the API's message (not retried).
+#[test]
+fn gemini_bad_requests_fail_with_the_apis_message_in_live_mode() {
+    let test = "gemini_bad_requests_fail_with_the_apis_message_in_live_mode";
+    let stub = Stub::start(Wire::Gemini, |_| Reply::Error {
+        status: 400,
+        message: "STUB-400: max_tokens: field required".into(),
+    });
+    let Some(d) = live_gemini_daemon(&stub) else {
+        return skipped(test, "gemini");
+    };
+    let (run_id, _) = run_one(&d, "Answer: {goal}", "explorer");
+    assert_eq!(d.wait(&run_id), "failed");
+    let st = d.status(&run_id);
+    let t = Daemon::task(&st, "01_only");
+    assert_eq!(t["attempts"], 1, "a 400 is not retried: {t:#}");
+    assert!(
+        t["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("STUB-400: max_tokens: field required"),
+        "the API's message: {t:#}"
+    );
 }

@@ -35,7 +35,7 @@ fn live_opencode_daemon(config: &tempfile::TempDir) -> Option<Daemon> {
     let opencode = agent_bin("opencode")?;
     let env = opencode_env(config);
     let config = format!(
-        "max_attempts = 1\nno_output_timeout_ms = 60000\ntask_timeout_ms = 180000\n\
+        "max_attempts = 3\nno_output_timeout_ms = 60000\ntask_timeout_ms = 180000\n\
          [runtimes.opencode]\nadapter = \"opencode\"\ncommand = [{opencode:?}]\nrpc = true\n\
          env = [\"OPENCODE_CONFIG\", \"OPENCODE_DISABLE_MODELS_FETCH\"]\n",
         opencode = opencode.display().to_string(),
@@ -217,4 +217,29 @@ fn a_read_only_roles_write_is_refused_in_live_mode() {
         .find(|e| e["type"] == "worker.spawned")
         .unwrap();
     assert_eq!(spawned["data"]["live"], true, "{spawned}");
+}
+
+/// A 400 in live mode: opencode answers the prompt with a JSON-RPC internal error holding the
+/// API's message (no status); the task fails on its first attempt with that message.
+#[test]
+fn opencode_bad_requests_fail_with_the_apis_message_in_live_mode() {
+    let test = "opencode_bad_requests_fail_with_the_apis_message_in_live_mode";
+    let stub = Stub::start(Wire::Chat, |_| Reply::Error {
+        status: 400,
+        message: "STUB-400: max_tokens: field required".into(),
+    });
+    let config = opencode_config(&stub);
+    let Some(d) = live_opencode_daemon(&config) else {
+        return skipped(test, "opencode");
+    };
+    let run_id = run_one(&d, "Answer: {goal}", "explorer");
+    assert_eq!(d.wait(&run_id), "failed");
+    let st = d.status(&run_id);
+    let t = Daemon::task(&st, "01_only");
+    assert_eq!(t["attempts"], 1, "a 400 is not retried: {t:#}");
+    let error = t["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("STUB-400: max_tokens: field required") && !error.contains("Internal error"),
+        "the API's message: {t:#}"
+    );
 }

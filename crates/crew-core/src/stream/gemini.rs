@@ -827,4 +827,53 @@ mod tests {
         }
         let _ = p.outcome();
     }
+
+    #[test]
+    fn live_mode_is_gemini_acp_with_the_same_configuration() {
+        for (tools, mode) in [
+            (&["read"][..], "default"),
+            (&["read", "edit"][..], "auto_edit"),
+            (&["read", "bash", "edit"][..], "yolo"),
+        ] {
+            let mut live = spec(&["gemini"], tools);
+            live.rpc = true;
+            live.model = Some("gemini-2.5-pro".into());
+            live.prompt_file = Some("/run/prompts/01_a.md".into());
+            live.session.resume = Some("5fff27e8-27bf-46fd-b9a5-8f46031191c8".into());
+            live.session.ask_config = Some("/run/gemini-home".into());
+            let l = build_launch(AdapterKind::Gemini, &live);
+            assert_eq!(
+                l.argv,
+                [
+                    "gemini",
+                    "--acp",
+                    "--skip-trust",
+                    "--model",
+                    "gemini-2.5-pro",
+                    "--approval-mode",
+                    mode
+                ],
+                "{tools:?}"
+            );
+            // The prompt and the session go in the protocol; the system prompt and the home
+            // as in `-p`.
+            assert_eq!(l.stdin, StdinFrom::Pipe);
+            assert_eq!(
+                l.env,
+                [
+                    (
+                        ENV_SYSTEM_MD.to_owned(),
+                        "/run/prompts/system-ab.md".to_owned()
+                    ),
+                    (ENV_HOME.to_owned(), "/run/gemini-home".to_owned()),
+                ]
+            );
+        }
+        let mut own = spec(&["gemini", "--yolo"], &["read"]);
+        own.rpc = true;
+        assert_eq!(
+            build_launch(AdapterKind::Gemini, &own).argv,
+            ["gemini", "--yolo", "--acp", "--skip-trust"]
+        );
+    }
 }

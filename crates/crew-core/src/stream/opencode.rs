@@ -696,4 +696,37 @@ mod tests {
         }
         let _ = p.outcome();
     }
+
+    #[test]
+    fn live_mode_is_opencode_acp_with_the_same_agent() {
+        let mut live = spec(&["opencode"], &["read", "edit"]);
+        live.rpc = true;
+        live.model = Some("stub/stub-model".into());
+        live.prompt_file = Some("/run/prompts/01_a.md".into());
+        live.session.resume = Some("ses_dc78caf69fferM3beKNCcXjSBG".into());
+        live.session.ask_server = Some(ask_server());
+        let l = build_launch(AdapterKind::Opencode, &live);
+        assert_eq!(l.argv, ["opencode", "acp", "--pure"]);
+        assert_eq!(l.stdin, StdinFrom::Pipe);
+        let (name, config) = &l.env[0];
+        assert_eq!(name, ENV_CONFIG_CONTENT);
+        let config: Value = serde_json::from_str(config).unwrap();
+        // The `run` mode's agent, made the default, with the model; no title request.
+        let mut run = live.clone();
+        run.rpc = false;
+        let mut want = agent_config(&run);
+        want["default_agent"] = json!("crew");
+        want["model"] = json!("stub/stub-model");
+        want["agent"]["title"] = json!({"disable": true});
+        assert_eq!(config, want);
+        assert_eq!(config["agent"]["crew"]["permission"]["edit"], "allow");
+        assert_eq!(config["agent"]["crew"]["permission"]["bash"], "deny");
+        assert!(config["mcp"]["crew_ask"].is_object());
+        let mut own = spec(&["opencode", "acp"], &["read"]);
+        own.rpc = true;
+        assert_eq!(
+            build_launch(AdapterKind::Opencode, &own).argv,
+            ["opencode", "acp", "--pure"]
+        );
+    }
 }
