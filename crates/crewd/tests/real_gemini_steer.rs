@@ -276,3 +276,76 @@ fn gemini_bad_requests_fail_with_the_apis_message_in_live_mode() {
         "the API's message: {t:#}"
     );
 }
+
+const QUESTION: &str = "Which database should the service use?";
+const WAITING: &str = "STUB-WAITING: I asked the user which database to use.";
+const ANSWER: &str = "Postgres, version 16";
+const FINAL: &str = "STUB-FINAL: the service uses Postgres 16.";
+const TASK_MARK: &str = "Pick the storage for the service (mark-7f3a).";
+
+/// The model: calls crew's ask tool first; after its result, ends its turn saying so; once the
+/// answer came, gives the final text.
+fn ask_script(e: &Exchange) -> Reply {
+    if e.texts().contains(ANSWER) {
+        return Reply::Text(FINAL.into());
+    }
+    if last_call(&e.body).as_deref() == Some("mcp_crew_ask_ask_question") {
+        return Reply::Text(WAITING.into());
+    }
+    Reply::Tool {
+        name: "mcp_crew_ask_ask_question".into(),
+        input: json!({"question": QUESTION}),
+    }
+}
+
+/// In live mode the agent asks through crew's ask server, the task waits with the question,
+/// and the answer's attempt loads the same session (`session/load`): the request after the
+/// answer carries the earlier conversation, the task's prompt once.
+///
+/// Ignored: it failed in 4 of the 6 runs seen. Gemini CLI 0.61 in ACP mode does not exit at the
+/// end of its stdin while an MCP server it started runs (crew's ask server), so crew stops the
+/// asking attempt with SIGTERM after the final drain; the session file it leaves then at times
+/// holds only the task's prompt, and the loaded session lacks the question and the reply
+/// (seen: the request after the answer had the prompt and the answer only).
+#[test]
+#[ignore = "Gemini CLI's session is at times cut short when crew has to stop it (see above)"]
+fn gemini_asks_and_the_answer_loads_its_session_in_live_mode() {
+    let test = "gemini_asks_and_the_answer_loads_its_session_in_live_mode";
+    let stub = Stub::start(Wire::Gemini, ask_script);
+    crewctl_next_to_crewd();
+    let Some(d) = live_gemini_daemon(&stub) else {
+        return skipped(test, "gemini");
+    };
+    let (run, st) = ask_and_answer(
+        &d,
+        &stub,
+        json!({"runtime": "gemini", "model": MODEL}),
+        TASK_MARK,
+        QUESTION,
+        ANSWER,
+    );
+    let ex = stub.exchanges();
+    assert!(stub.errors().is_empty(), "{:?}", stub.errors());
+    let replies: Vec<&Reply> = ex.iter().map(|e| &e.reply).collect();
+    assert_eq!(ex.len(), 3, "requests: {replies:?}");
+    assert_eq!(replies[1], &Reply::Text(WAITING.into()));
+    let texts = ex[2].texts();
+    eprintln!(
+        "DEBUGREQ3 {}",
+        serde_json::to_string(&ex[2].body["contents"]).unwrap()
+    );
+    for needle in [ANSWER, TASK_MARK, QUESTION, WAITING] {
+        assert!(
+            texts.contains(needle),
+            "the resumed request lacks {needle:?}: {texts}"
+        );
+    }
+    assert_eq!(
+        texts.matches(TASK_MARK).count(),
+        1,
+        "a fresh prompt: {texts}"
+    );
+    let t = Daemon::task(&st, "01_only");
+    assert_eq!(t["attempts"], 2, "{st:#}");
+    assert_eq!(real_cli::result_text(&d, &run, t).trim(), FINAL);
+}

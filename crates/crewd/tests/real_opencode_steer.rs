@@ -243,3 +243,66 @@ fn opencode_bad_requests_fail_with_the_apis_message_in_live_mode() {
         "the API's message: {t:#}"
     );
 }
+
+const QUESTION: &str = "Which database should the service use?";
+const WAITING: &str = "STUB-WAITING: I asked the user which database to use.";
+const ANSWER: &str = "Postgres, version 16";
+const FINAL: &str = "STUB-FINAL: the service uses Postgres 16.";
+const TASK_MARK: &str = "Pick the storage for the service (mark-7f3a).";
+
+/// The model: calls crew's ask tool first; after its result, ends its turn saying so; once the
+/// answer came, gives the final text.
+fn ask_script(e: &Exchange) -> Reply {
+    if e.texts().contains(ANSWER) {
+        return Reply::Text(FINAL.into());
+    }
+    if last_call(&e.body).as_deref() == Some("crew_ask_ask_user") {
+        return Reply::Text(WAITING.into());
+    }
+    Reply::Tool {
+        name: "crew_ask_ask_user".into(),
+        input: json!({"question": QUESTION}),
+    }
+}
+
+/// In live mode the agent asks through crew's ask server, the task waits with the question,
+/// and the answer's attempt loads the same session (`session/load`): the request after the
+/// answer carries the earlier conversation, the task's prompt once.
+#[test]
+fn opencode_asks_and_the_answer_loads_its_session_in_live_mode() {
+    let test = "opencode_asks_and_the_answer_loads_its_session_in_live_mode";
+    let stub = Stub::start(Wire::Chat, ask_script);
+    let config = opencode_config(&stub);
+    crewctl_next_to_crewd();
+    let Some(d) = live_opencode_daemon(&config) else {
+        return skipped(test, "opencode");
+    };
+    let (run, st) = ask_and_answer(
+        &d,
+        &stub,
+        json!({"runtime": "opencode", "model": model()}),
+        TASK_MARK,
+        QUESTION,
+        ANSWER,
+    );
+    let ex = stub.exchanges();
+    assert!(stub.errors().is_empty(), "{:?}", stub.errors());
+    let replies: Vec<&Reply> = ex.iter().map(|e| &e.reply).collect();
+    assert_eq!(ex.len(), 3, "requests: {replies:?}");
+    assert_eq!(replies[1], &Reply::Text(WAITING.into()));
+    let texts = ex[2].texts();
+    for needle in [ANSWER, TASK_MARK, QUESTION, WAITING] {
+        assert!(
+            texts.contains(needle),
+            "the resumed request lacks {needle:?}: {texts}"
+        );
+    }
+    assert_eq!(
+        texts.matches(TASK_MARK).count(),
+        1,
+        "a fresh prompt: {texts}"
+    );
+    let t = Daemon::task(&st, "01_only");
+    assert_eq!(t["attempts"], 2, "{st:#}");
+    assert_eq!(real_cli::result_text(&d, &run, t).trim(), FINAL);
+}

@@ -102,6 +102,8 @@ struct Call {
     write: bool,
     /// Told as refused already.
     refused: bool,
+    /// Told as a question already.
+    asked: bool,
 }
 
 #[derive(Debug)]
@@ -138,6 +140,12 @@ pub(crate) struct AcpParser {
     tools: HashMap<String, Call>,
     started: bool,
     finished: bool,
+    /// A loaded session's history may still be coming (Gemini CLI streams it after the
+    /// load's answer, opencode before it): what is replayed is not this attempt's.
+    replaying: bool,
+    /// The assistant messages of the attempt whose session this one loads (from its
+    /// transcript): what a replay of its end repeats.
+    replayed: Vec<String>,
 }
 
 impl AcpParser {
@@ -181,7 +189,38 @@ impl AcpParser {
             tools: HashMap::new(),
             started: false,
             finished: false,
+            replaying: false,
+            replayed: Vec::new(),
         }
+    }
+
+    /// This attempt loads the session of the attempt whose stream (ACP lines) was `asked`.
+    pub(crate) fn resuming(mut self, asked: &str) -> AcpParser {
+        let mut text = String::new();
+        for line in asked.lines() {
+            let Ok(Value::Object(msg)) = serde_json::from_str::<Value>(strip_cr(line)) else {
+                continue;
+            };
+            let update = msg.get("params").and_then(|p| p.get("update"));
+            let kind = update.and_then(|u| u.get("sessionUpdate")?.as_str());
+            match kind {
+                Some("agent_message_chunk") => {
+                    if let Some(t) = update.and_then(|u| u.get("content")?.get("text")?.as_str()) {
+                        text.push_str(t);
+                    }
+                    continue;
+                }
+                Some("agent_thought_chunk") => continue,
+                _ => {}
+            }
+            if !text.is_empty() && self.replayed.len() < MAX_TOOLS {
+                self.replayed.push(std::mem::take(&mut text));
+            }
+        }
+        if !text.is_empty() {
+            self.replayed.push(text);
+        }
+        self
     }
 
     fn request(&mut self, method: &str, params: Value) -> (u64, String) {
@@ -300,6 +339,7 @@ impl AcpParser {
                     // A loaded session streamed its history before this answer: not this
                     // attempt's text.
                     self.text.clear();
+                    self.replaying = self.resume.is_some();
                     self.phase = Phase::Open;
                     self.started = true;
                     events.push(WorkerEvent::Started {
@@ -320,6 +360,7 @@ impl AcpParser {
         if !self.prompts.remove(&id) {
             return events;
         }
+        self.replaying = false;
         let stop = result
             .and_then(|r| r.get("stopReason")?.as_str())
             .unwrap_or("end_turn")
@@ -356,7 +397,11 @@ impl AcpParser {
         if self.phase != Phase::Open {
             return Vec::new();
         }
-        match str_of(update, "sessionUpdate") {
+        let kind = str_of(update, "sessionUpdate");
+        if self.replaying && self.is_replay(kind, update) {
+            return Vec::new();
+        }
+        match kind {
             Some("agent_message_chunk") => {
                 if let Some(t) = update.get("content").and_then(|c| c.get("text")?.as_str()) {
                     self.text.push_str(t);
@@ -367,6 +412,27 @@ impl AcpParser {
             Some("tool_call_update") => self.on_tool_update(update),
             _ => Vec::new(),
         }
+    }
+
+    /// Whether an update of a loaded session is its history's replay: a user message (what
+    /// came before it is history too), a tool call already over, or a message of the attempt
+    /// this one continues. Anything else is this attempt's: the replay is over.
+    fn is_replay(&mut self, kind: Option<&str>, update: &Map<String, Value>) -> bool {
+        let replay = match kind {
+            Some("user_message_chunk") => {
+                self.text.clear();
+                true
+            }
+            Some("agent_thought_chunk" | "available_commands_update") => true,
+            Some("tool_call") => matches!(str_of(update, "status"), Some("completed" | "failed")),
+            Some("agent_message_chunk") => update
+                .get("content")
+                .and_then(|c| c.get("text")?.as_str())
+                .is_some_and(|t| self.replayed.iter().any(|r| r == t)),
+            _ => false,
+        };
+        self.replaying = replay;
+        replay
     }
 
     /// The tool's name: opencode's title is it; Gemini CLI's title describes the call, its
@@ -393,6 +459,7 @@ impl AcpParser {
                     name: name.to_owned(),
                     write,
                     refused: false,
+                    asked: false,
                 },
             );
             if write {
@@ -411,35 +478,12 @@ impl AcpParser {
             .get("rawInput")
             .map(Value::to_string)
             .unwrap_or_default();
-        if let Some(question) = self.question(&name, call) {
-            events.push(WorkerEvent::ToolStart {
-                name: name.clone(),
-                args: cut_chars(&args, TOOL_ARGS_LIMIT),
-            });
-            events.push(WorkerEvent::Ask { question });
-            return events;
-        }
         events.push(WorkerEvent::ToolStart {
             name,
             args: cut_chars(&args, TOOL_ARGS_LIMIT),
         });
         events.extend(self.on_tool_update(call));
         events
-    }
-
-    /// A call of crew's ask tool: its question.
-    fn question(&self, name: &str, call: &Map<String, Value>) -> Option<String> {
-        let ask = match self.flavor {
-            Flavor::Gemini => super::gemini::ASK_TOOL,
-            Flavor::Opencode => super::ASK_TOOL,
-        };
-        if !name.contains(ask) {
-            return None;
-        }
-        call.get("rawInput")?
-            .get("question")?
-            .as_str()
-            .map(str::to_owned)
     }
 
     fn on_tool_update(&mut self, call: &Map<String, Value>) -> Vec<WorkerEvent> {
@@ -454,9 +498,21 @@ impl AcpParser {
         .then(|| raw.and_then(|r| Some((str_of(r, "tool")?, str_of(r, "error")?))))
         .flatten();
         let failed = (status == "failed").then(|| failure_text(call));
+        let ask = match self.flavor {
+            Flavor::Gemini => super::gemini::ASK_TOOL,
+            Flavor::Opencode => super::ASK_TOOL,
+        };
         let Some(entry) = self.tools.get_mut(id) else {
             return events;
         };
+        // A call of crew's ask tool is the question (opencode names its input only in the
+        // call's first update; Gemini CLI in the call's content).
+        if !entry.asked && entry.name.contains(ask) {
+            if let Some(question) = question_of(raw, call) {
+                entry.asked = true;
+                events.push(WorkerEvent::Ask { question });
+            }
+        }
         let refusal = match (unavailable, &failed) {
             (Some((tool, error)), _) => Some((tool.to_owned(), error.to_owned())),
             (None, Some(message)) => {
@@ -623,6 +679,19 @@ fn prompt_usage(result: &Map<String, Value>) -> (Usage, Option<String>) {
 fn api_message(message: &str) -> Option<String> {
     let v: Value = serde_json::from_str(message.trim()).ok()?;
     v.get("error")?.get("message")?.as_str().map(str::to_owned)
+}
+
+/// The `question` argument of an ask tool call: in its `rawInput` (opencode), else in its
+/// content, the arguments as JSON text (Gemini CLI).
+fn question_of(raw: Option<&Map<String, Value>>, call: &Map<String, Value>) -> Option<String> {
+    if let Some(q) = raw.and_then(|r| str_of(r, "question")) {
+        return Some(q.to_owned());
+    }
+    call.get("content")?.as_array()?.iter().find_map(|c| {
+        let text = c.get("content")?.get("text")?.as_str()?;
+        let args: Value = serde_json::from_str(text).ok()?;
+        args.get("question")?.as_str().map(str::to_owned)
+    })
 }
 
 /// What a failed tool call's update says.
@@ -1030,6 +1099,30 @@ mod tests {
     }
 
     #[test]
+    fn a_call_of_crews_ask_tool_is_the_question() {
+        // Captured from `gemini --acp` with crew's ask server in its settings: the call's
+        // arguments are JSON text in its content.
+        let r = replay(
+            Flavor::Gemini,
+            &["read"],
+            include_str!("fixtures/acp_gemini_ask.jsonl"),
+            None,
+        );
+        let asks: Vec<&WorkerEvent> = r
+            .events
+            .iter()
+            .filter(|e| matches!(e, WorkerEvent::Ask { .. }))
+            .collect();
+        assert_eq!(
+            asks,
+            [&WorkerEvent::Ask {
+                question: "Which database?".into()
+            }]
+        );
+        assert_eq!(finished(&r.events), 1);
+    }
+
+    #[test]
     fn a_resumed_session_is_loaded_and_its_history_ignored() {
         let mut s = spec(&["read"]);
         s.session.resume = Some("ses_1".into());
@@ -1055,6 +1148,53 @@ mod tests {
         assert_eq!(prompt["params"]["sessionId"], "ses_1");
         p.feed_line(r#"{"jsonrpc":"2.0","id":3,"result":{"stopReason":"end_turn"}}"#);
         assert_eq!(p.outcome().final_text, None);
+    }
+
+    #[test]
+    fn a_loaded_sessions_replayed_history_is_not_this_attempts() {
+        // Gemini CLI streams a loaded session's history after the load's answer (the shape of
+        // its `streamHistory`): the user's messages, the agent's, its calls already over.
+        let asked = include_str!("fixtures/acp_gemini_ask.jsonl");
+        let mut s = spec(&["read"]);
+        s.session.resume = Some("bcc0b009-0ea3-41db-be94-4536c14c6d20".into());
+        let mut p = AcpParser::new(Flavor::Gemini, &s, Vec::new()).resuming(asked);
+        p.live_start("The user answered your question: Postgres");
+        let update = |u: Value| {
+            json!({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s", "update": u}})
+                .to_string()
+        };
+        let mut events = Vec::new();
+        for line in [
+            r#"{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1}}"#.to_owned(),
+            r#"{"jsonrpc":"2.0","id":2,"result":{"modes":{}}}"#.to_owned(),
+            update(
+                json!({"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": "Pick the storage"}}),
+            ),
+            update(
+                json!({"sessionUpdate": "tool_call", "toolCallId": "mcp_crew_ask_ask_question__1", "status": "completed", "title": "ask_question", "kind": "edit"}),
+            ),
+            update(
+                json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "FINAL-2 done"}}),
+            ),
+            // This attempt's own answer.
+            update(
+                json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "STUB-FINAL: Postgres"}}),
+            ),
+            r#"{"jsonrpc":"2.0","id":3,"result":{"stopReason":"end_turn"}}"#.to_owned(),
+        ] {
+            events.extend(p.feed_line(&line));
+        }
+        let o = p.outcome();
+        assert_eq!(o.final_text.as_deref(), Some("STUB-FINAL: Postgres"));
+        assert_eq!(
+            o.writes,
+            Writes::default(),
+            "a replayed call is not this attempt's"
+        );
+        assert!(!events
+            .iter()
+            .any(|e| matches!(e, WorkerEvent::ToolStart { .. })));
+        assert_eq!(finished(&events), 1);
     }
 
     #[test]

@@ -437,16 +437,18 @@ pub fn attempt_parser(
     spec: &LaunchSpec,
     asked: Option<&str>,
 ) -> Box<dyn StreamParser> {
-    if spec.rpc {
-        match kind {
-            AdapterKind::Gemini => {
-                return Box::new(acp::AcpParser::new(acp::Flavor::Gemini, spec, Vec::new()))
-            }
-            AdapterKind::Opencode => {
-                return Box::new(acp::AcpParser::new(acp::Flavor::Opencode, spec, Vec::new()))
-            }
-            _ => {}
-        }
+    // Gemini CLI and opencode live: crew speaks ACP to them.
+    let flavor = match kind {
+        AdapterKind::Gemini => Some(acp::Flavor::Gemini),
+        AdapterKind::Opencode => Some(acp::Flavor::Opencode),
+        _ => None,
+    };
+    if let (Some(flavor), true) = (flavor, spec.rpc) {
+        let parser = acp::AcpParser::new(flavor, spec, Vec::new());
+        return Box::new(match asked {
+            Some(asked) => parser.resuming(asked),
+            None => parser,
+        });
     }
     match asked {
         Some(asked) => resuming_parser(kind, asked),
