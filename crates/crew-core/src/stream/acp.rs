@@ -26,7 +26,7 @@
 
 use super::{
     add_usage, cut_chars, json_count, status_retryable, strip_cr, LaunchSpec, Outcome,
-    StreamParser, WorkerEvent, Writes, TOOL_ARGS_LIMIT,
+    StreamParser, WorkerEvent, Writes, ASK_MCP_SERVER, ASK_TOOL, TOOL_ARGS_LIMIT,
 };
 use crate::usage::Usage;
 use serde_json::{json, Map, Value};
@@ -113,8 +113,6 @@ pub(crate) struct AcpParser {
     cwd: String,
     /// The session to continue (`session/load`) instead of a new one.
     resume: Option<String>,
-    /// MCP servers to pass in `session/new` / `session/load`.
-    mcp_servers: Vec<Value>,
     phase: Phase,
     next_id: u64,
     /// Id of the `initialize` / `session/*` request in flight.
@@ -149,7 +147,9 @@ pub(crate) struct AcpParser {
 }
 
 impl AcpParser {
-    pub(crate) fn new(flavor: Flavor, spec: &LaunchSpec, mcp_servers: Vec<Value>) -> AcpParser {
+    /// crew's ask server is in the CLI's own configuration (the Gemini home crew made, opencode's
+    /// `OPENCODE_CONFIG_CONTENT`), as in the print modes: no MCP server goes in the protocol.
+    pub(crate) fn new(flavor: Flavor, spec: &LaunchSpec) -> AcpParser {
         let edits = spec.edits_files();
         let bash = spec.tools.iter().any(|t| t == "bash");
         let policy = match flavor {
@@ -170,7 +170,6 @@ impl AcpParser {
                 .resume
                 .clone()
                 .filter(|id| super::is_resumable_session_id(id)),
-            mcp_servers,
             phase: Phase::Idle,
             next_id: 0,
             open_id: None,
@@ -315,7 +314,7 @@ impl AcpParser {
             self.open_id = None;
             match self.phase {
                 Phase::Initializing => {
-                    let mut params = json!({"cwd": self.cwd, "mcpServers": self.mcp_servers});
+                    let mut params = json!({"cwd": self.cwd, "mcpServers": []});
                     let method = match self.resume.clone() {
                         Some(session) => {
                             params["sessionId"] = json!(session);
@@ -498,16 +497,17 @@ impl AcpParser {
         .then(|| raw.and_then(|r| Some((str_of(r, "tool")?, str_of(r, "error")?))))
         .flatten();
         let failed = (status == "failed").then(|| failure_text(call));
+        // What each CLI calls crew's ask tool: `mcp_<server>_<tool>`, `<server>_<tool>`.
         let ask = match self.flavor {
-            Flavor::Gemini => super::gemini::ASK_TOOL,
-            Flavor::Opencode => super::ASK_TOOL,
+            Flavor::Gemini => format!("mcp_{ASK_MCP_SERVER}_{}", super::gemini::ASK_TOOL),
+            Flavor::Opencode => format!("{ASK_MCP_SERVER}_{ASK_TOOL}"),
         };
         let Some(entry) = self.tools.get_mut(id) else {
             return events;
         };
         // A call of crew's ask tool is the question (opencode names its input only in the
         // call's first update; Gemini CLI in the call's content).
-        if !entry.asked && entry.name.contains(ask) {
+        if !entry.asked && entry.name == ask {
             if let Some(question) = question_of(raw, call) {
                 entry.asked = true;
                 events.push(WorkerEvent::Ask { question });
@@ -866,7 +866,7 @@ mod tests {
     /// Replay `fixture` (the agent's stdout lines) through a parser of `flavor` for a role
     /// with `tools`, steering with [`STEER`] before line `steer_at` when given.
     fn replay(flavor: Flavor, tools: &[&str], fixture: &str, steer_at: Option<usize>) -> Replay {
-        let mut p = AcpParser::new(flavor, &spec(tools), Vec::new());
+        let mut p = AcpParser::new(flavor, &spec(tools));
         let mut written: Vec<String> = p.live_start(TASK);
         let mut events = Vec::new();
         for (i, line) in fixture.lines().enumerate() {
@@ -1126,7 +1126,7 @@ mod tests {
     fn a_resumed_session_is_loaded_and_its_history_ignored() {
         let mut s = spec(&["read"]);
         s.session.resume = Some("ses_1".into());
-        let mut p = AcpParser::new(Flavor::Opencode, &s, Vec::new());
+        let mut p = AcpParser::new(Flavor::Opencode, &s);
         p.live_start("the answer");
         let open = p.feed_line(r#"{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1}}"#);
         assert!(open.is_empty());
@@ -1157,7 +1157,7 @@ mod tests {
         let asked = include_str!("fixtures/acp_gemini_ask.jsonl");
         let mut s = spec(&["read"]);
         s.session.resume = Some("bcc0b009-0ea3-41db-be94-4536c14c6d20".into());
-        let mut p = AcpParser::new(Flavor::Gemini, &s, Vec::new()).resuming(asked);
+        let mut p = AcpParser::new(Flavor::Gemini, &s).resuming(asked);
         p.live_start("The user answered your question: Postgres");
         let update = |u: Value| {
             json!({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s", "update": u}})
@@ -1199,7 +1199,7 @@ mod tests {
 
     #[test]
     fn hostile_lines_do_not_panic_and_requests_crew_lacks_are_refused() {
-        let mut p = AcpParser::new(Flavor::Gemini, &spec(&[]), Vec::new());
+        let mut p = AcpParser::new(Flavor::Gemini, &spec(&[]));
         p.live_start(TASK);
         for line in [
             "",

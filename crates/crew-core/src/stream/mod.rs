@@ -444,7 +444,7 @@ pub fn attempt_parser(
         _ => None,
     };
     if let (Some(flavor), true) = (flavor, spec.rpc) {
-        let parser = acp::AcpParser::new(flavor, spec, Vec::new());
+        let parser = acp::AcpParser::new(flavor, spec);
         return Box::new(match asked {
             Some(asked) => parser.resuming(asked),
             None => parser,
