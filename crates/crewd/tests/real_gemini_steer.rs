@@ -29,6 +29,11 @@ const TASK: &str = "Read README.md and say what it holds.";
 /// A crewd whose `gemini` runtime runs the real Gemini CLI live, pointed at `stub`, with
 /// API-key auth chosen in the workers' `~/.gemini/settings.json`.
 fn live_gemini_daemon(stub: &Stub) -> Option<Daemon> {
+    live_gemini_daemon_with(stub, json!({}))
+}
+
+/// [`live_gemini_daemon`] with more `settings` in the workers' `~/.gemini/settings.json`.
+fn live_gemini_daemon_with(stub: &Stub, settings: serde_json::Value) -> Option<Daemon> {
     let gemini = agent_bin("gemini")?;
     let env = vec![
         ("GOOGLE_GEMINI_BASE_URL".to_string(), stub.base_url()),
@@ -46,11 +51,11 @@ fn live_gemini_daemon(stub: &Stub) -> Option<Daemon> {
     let d = Daemon::start_with(Opts { config, env });
     let dir = d.home.join(".gemini");
     std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(
-        dir.join("settings.json"),
-        json!({"security": {"auth": {"selectedType": "gemini-api-key"}}}).to_string(),
-    )
-    .unwrap();
+    let mut all = json!({"security": {"auth": {"selectedType": "gemini-api-key"}}});
+    for (k, v) in settings.as_object().unwrap() {
+        all[k] = v.clone();
+    }
+    std::fs::write(dir.join("settings.json"), all.to_string()).unwrap();
     Some(d)
 }
 
@@ -348,4 +353,43 @@ fn gemini_asks_and_the_answer_loads_its_session_in_live_mode() {
     let t = Daemon::task(&st, "01_only");
     assert_eq!(t["attempts"], 2, "{st:#}");
     assert_eq!(real_cli::result_text(&d, &run, t).trim(), FINAL);
+}
+
+/// With Gemini CLI's own retries off (`general.maxAttempts = 1`), a 429 and then a 503 end its
+/// prompt in live mode: the prompt's error carries the status (Gemini CLI answers a 429 with
+/// its own "Rate limit exceeded" message, not the API's), crew retries each, and the third
+/// attempt answers.
+#[test]
+fn gemini_rate_limits_are_retried_by_crew_in_live_mode() {
+    let test = "gemini_rate_limits_are_retried_by_crew_in_live_mode";
+    let stub = failing_then_ok(
+        Wire::Gemini,
+        None,
+        vec![
+            (429, "STUB says slow down"),
+            (503, "STUB says the model is overloaded"),
+        ],
+    );
+    let Some(d) = live_gemini_daemon_with(&stub, json!({"general": {"maxAttempts": 1}})) else {
+        return skipped(test, "gemini");
+    };
+    let (run_id, _) = run_one(&d, "Answer: {goal}", "explorer");
+    let status = d.wait(&run_id);
+    let st = d.status(&run_id);
+    assert_eq!(status, "completed", "{st:#}\n{}", tail(&d.log_text(), 4000));
+    let t = Daemon::task(&st, "01_only");
+    assert_eq!(t["attempts"], 3, "{t:#}");
+    assert_eq!(result_text(&d, &run_id).trim(), AFTER_RETRIES);
+    let retries: Vec<String> = d
+        .events(Some(&run_id))
+        .iter()
+        .filter(|e| e["type"] == "task.retrying")
+        .map(|e| e["data"]["error"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(retries.len(), 2, "{retries:?}");
+    assert!(retries[0].contains("429"), "{retries:?}");
+    assert!(
+        retries[1].contains("STUB says the model is overloaded"),
+        "{retries:?}"
+    );
 }
