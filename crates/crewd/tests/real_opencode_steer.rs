@@ -306,3 +306,41 @@ fn opencode_asks_and_the_answer_loads_its_session_in_live_mode() {
     assert_eq!(t["attempts"], 2, "{st:#}");
     assert_eq!(real_cli::result_text(&d, &run, t).trim(), FINAL);
 }
+
+/// The executor role writes in live mode: its write goes through without a refusal.
+#[test]
+fn the_executor_writes_in_live_mode() {
+    let test = "the_executor_writes_in_live_mode";
+    let target = Arc::new(Mutex::new(PathBuf::new()));
+    let file = target.clone();
+    let stub = Stub::start(Wire::Chat, move |e: &Exchange| {
+        if e.has_tool_result() {
+            Reply::Text("STUB-DONE: written".into())
+        } else {
+            Reply::Tool {
+                name: "write".into(),
+                input: json!({"filePath": file.lock().unwrap().display().to_string(), "content": "yes\n"}),
+            }
+        }
+    });
+    let config = opencode_config(&stub);
+    let Some(d) = live_opencode_daemon(&config) else {
+        return skipped(test, "opencode");
+    };
+    let work = d.work.canonicalize().unwrap();
+    *target.lock().unwrap() = work.join("written.txt");
+    let run_id = run_one(&d, "Write written.txt.", "executor");
+    let status = d.wait(&run_id);
+    let st = d.status(&run_id);
+    assert_eq!(status, "completed", "{st:#}\n{}", tail(&d.log_text(), 6000));
+    assert_eq!(
+        std::fs::read_to_string(work.join("written.txt")).unwrap_or_default(),
+        "yes\n"
+    );
+    let warned = d
+        .events(Some(&run_id))
+        .iter()
+        .any(|e| e["type"] == "task.warning" && e["taskId"] == "01_only");
+    assert!(!warned, "{:#?}", d.events(Some(&run_id)));
+    assert_eq!(result_text(&d, &run_id).trim(), "STUB-DONE: written");
+}
