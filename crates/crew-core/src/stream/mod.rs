@@ -237,7 +237,7 @@ pub const LIVE_ADAPTERS: &[AdapterKind] = &[
 
 /// True when the adapter runs live unless its runtime says `rpc = false`: pi and Claude Code.
 /// Gemini CLI and opencode run live only with `rpc = true`: over ACP their usage is not the
-/// whole of what the API reported (see [`acp`]), so the print modes stay their default.
+/// whole of what the API reported (see `stream/acp.rs`), so the print modes stay their default.
 pub fn live_by_default(kind: AdapterKind) -> bool {
     matches!(kind, AdapterKind::Pi | AdapterKind::Claude)
 }
