@@ -152,11 +152,11 @@ pub struct RuntimeConfig {
     pub adapter: AdapterKind,
     /// Program and fixed arguments: a string (split on whitespace) or an array.
     pub command: CommandSpec,
-    /// pi, claude and codex: run workers in live mode (`pi --mode rpc`, `claude -p
-    /// --input-format stream-json`, `codex app-server`), so `team.steer` reaches the running
+    /// Run workers in live mode (`pi --mode rpc`, `claude -p --input-format stream-json`,
+    /// `codex app-server`, `gemini --acp`, `opencode acp`), so `team.steer` reaches the running
     /// agent. Unset means the adapter's default (`rpc()`): on for pi, claude and codex (not for
-    /// a codex command that names `exec`), off for the rest; `rpc = false` keeps pi in `--mode
-    /// json -p`, claude's prompt on argv and codex on `codex exec`.
+    /// a codex command that names `exec`), off for gemini, opencode and command; `rpc = false`
+    /// keeps pi in `--mode json -p`, claude's prompt on argv and codex on `codex exec`.
     #[serde(default)]
     pub rpc: Option<bool>,
     /// command adapter: pass the prompt as the last argument (`arg`), as a file path (`file`) or
@@ -640,13 +640,23 @@ mod tests {
              [runtimes.d]\nadapter = \"codex\"\ncommand = \"codex\"\nrpc = false\n\
              [runtimes.d1]\nadapter = \"codex\"\ncommand = \"codex\"\n\
              [runtimes.d2]\nadapter = \"codex\"\ncommand = \"codex exec --full-auto\"\n\
-             [runtimes.e]\nadapter = \"gemini\"\ncommand = \"gemini\"\n",
+             [runtimes.e]\nadapter = \"gemini\"\ncommand = \"gemini\"\n\
+             [runtimes.e2]\nadapter = \"gemini\"\ncommand = \"gemini\"\nrpc = true\n\
+             [runtimes.f]\nadapter = \"opencode\"\ncommand = \"opencode\"\n\
+             [runtimes.f2]\nadapter = \"opencode\"\ncommand = \"opencode\"\nrpc = true\n",
         )
         .unwrap();
         let rpc = |name: &str| c.runtime(name).unwrap().rpc();
         assert_eq!(
-            ["a", "b", "c", "c2", "d", "d1", "d2", "e", "pi", "fake", "fake-rpc"].map(rpc),
-            [true, false, true, false, false, true, false, false, true, false, true]
+            [
+                "a", "b", "c", "c2", "d", "d1", "d2", "e", "e2", "f", "f2", "pi", "fake",
+                "fake-rpc"
+            ]
+            .map(rpc),
+            [
+                true, false, true, false, false, true, false, false, true, false, true, true,
+                false, true
+            ]
         );
         match Config::parse(
             "c",
@@ -657,14 +667,15 @@ mod tests {
             }
             other => panic!("codex exec with rpc = true: {other:?}"),
         }
-        for adapter in ["gemini", "opencode", "command"] {
+        {
+            let adapter = "command";
             let text =
                 format!("[runtimes.x]\nadapter = \"{adapter}\"\ncommand = \"x\"\nrpc = true\n");
             match Config::parse("c", &text) {
                 Err(ConfigError::Invalid { message, .. }) => {
                     assert!(
                         message.contains(
-                            "needs an adapter with a live mode (`pi`, `claude`, `codex`)"
+                            "needs an adapter with a live mode (`pi`, `claude`, `codex`, `gemini`, `opencode`)"
                         ),
                         "{message}"
                     )

@@ -458,9 +458,10 @@ fn steer_is_live_in_rpc_mode_and_queued_otherwise() {
     assert!(prompt.contains("mind the cache"), "{prompt}");
 }
 
-/// Issue 16 item 7: no adapter but pi, claude and codex (in live mode) can take a live message, and
-/// the answer to `team.steer` says so for each. The workers are `sh` scripts that sleep (the
-/// adapter's flags land in `$0`, `$1`, ... and are ignored).
+/// Issue 16 item 7: a runtime out of its live mode cannot take a live message, and the answer
+/// to `team.steer` says so for each adapter (for gemini and opencode, that `rpc = true` makes
+/// them live). The workers are `sh` scripts that sleep (the adapter's flags land in `$0`, `$1`,
+/// ... and are ignored).
 #[test]
 fn steer_says_when_a_runtime_cannot_take_it_live() {
     let adapters = ["claude", "codex", "gemini", "opencode", "command"];
@@ -511,6 +512,10 @@ fn steer_says_when_a_runtime_cannot_take_it_live() {
             )),
             "{runtime}: {r}"
         );
+        // Gemini CLI and opencode have a live mode a runtime turns on.
+        if runtime == "gemini-x" || runtime == "opencode-x" {
+            assert!(note.contains("`rpc = true`"), "{runtime}: {r}");
+        }
         d.ok("team.cancel", json!({"runId": run}));
         d.wait(&run);
     }

@@ -35,6 +35,9 @@ const MAX_PENDING_TOOLS: usize = 4096;
 const REFUSAL_TYPES: &[&str] = &["tool_not_registered", "policy", "denied", "permission"];
 
 pub(super) fn launch(spec: &LaunchSpec) -> Launch {
+    if spec.rpc {
+        return live_launch(spec);
+    }
     let mut argv = spec.command.clone();
     // Trust the run's cwd for this session: an untrusted folder forces the approval mode back
     // to `default`, and a writing role could not write.
@@ -48,23 +51,11 @@ pub(super) fn launch(spec: &LaunchSpec) -> Launch {
         argv.push("--model".into());
         argv.push(model.clone());
     }
-    let user_sets_approval = spec.command.iter().skip(1).any(|a| {
-        APPROVAL_FLAGS
-            .iter()
-            .any(|f| a == f || a.starts_with(&format!("{f}=")))
-    });
-    if !user_sets_approval {
+    if !user_sets_approval(spec) {
         argv.push("--approval-mode".into());
         argv.push(approval_mode(&spec.tools).into());
     }
-    // The system prompt is a file named by the environment (replace; Gemini CLI cannot append).
-    let mut env = match (&spec.system_prompt_file, spec.system_prompt.is_empty()) {
-        (Some(file), false) => vec![(ENV_SYSTEM_MD.to_owned(), file.clone())],
-        _ => Vec::new(),
-    };
-    if let Some(home) = &spec.session.ask_config {
-        env.push((ENV_HOME.to_owned(), home.clone()));
-    }
+    let env = env(spec);
     // `-p` is appended to stdin: a long prompt is stdin (a regular file, read to its end) and
     // `-p` stays empty.
     argv.push("-p".into());
@@ -86,6 +77,48 @@ pub(super) fn launch(spec: &LaunchSpec) -> Launch {
             }
         }
     }
+}
+
+/// `gemini --acp`: the same configuration as `-p` (model, approval mode, system prompt, the
+/// home holding crew's ask server), the prompt and the session to continue in the protocol
+/// ([`super::acp`]) on a stdin pipe.
+fn live_launch(spec: &LaunchSpec) -> Launch {
+    let mut argv = spec.command.clone();
+    argv.extend(["--acp", "--skip-trust"].map(String::from));
+    if let Some(model) = &spec.model {
+        argv.push("--model".into());
+        argv.push(model.clone());
+    }
+    if !user_sets_approval(spec) {
+        argv.push("--approval-mode".into());
+        argv.push(approval_mode(&spec.tools).into());
+    }
+    Launch {
+        argv,
+        env: env(spec),
+        stdin: StdinFrom::Pipe,
+    }
+}
+
+fn user_sets_approval(spec: &LaunchSpec) -> bool {
+    spec.command.iter().skip(1).any(|a| {
+        APPROVAL_FLAGS
+            .iter()
+            .any(|f| a == f || a.starts_with(&format!("{f}=")))
+    })
+}
+
+/// The system prompt is a file named by the environment (replace; Gemini CLI cannot append),
+/// and crew's home for Gemini CLI holds its ask server.
+fn env(spec: &LaunchSpec) -> Vec<(String, String)> {
+    let mut env = match (&spec.system_prompt_file, spec.system_prompt.is_empty()) {
+        (Some(file), false) => vec![(ENV_SYSTEM_MD.to_owned(), file.clone())],
+        _ => Vec::new(),
+    };
+    if let Some(home) = &spec.session.ask_config {
+        env.push((ENV_HOME.to_owned(), home.clone()));
+    }
+    env
 }
 
 /// The name crew's ask server gives its tool for Gemini CLI (`crewctl mcp --ask --tool`):
@@ -345,7 +378,7 @@ fn rate_limited(message: &str) -> Option<&str> {
 
 /// The HTTP status in an API error message: Gemini CLI quotes the API's JSON body
 /// (`[API Error: {"error":{"code":400,…}}]`).
-fn api_status(message: &str) -> Option<u64> {
+pub(super) fn api_status(message: &str) -> Option<u64> {
     let body = message.get(message.find('{')?..message.rfind('}')? + 1)?;
     let v: Value = serde_json::from_str(body).ok()?;
     v.get("error")?.get("code")?.as_u64()
@@ -793,5 +826,54 @@ mod tests {
             p.feed_line(line);
         }
         let _ = p.outcome();
+    }
+
+    #[test]
+    fn live_mode_is_gemini_acp_with_the_same_configuration() {
+        for (tools, mode) in [
+            (&["read"][..], "default"),
+            (&["read", "edit"][..], "auto_edit"),
+            (&["read", "bash", "edit"][..], "yolo"),
+        ] {
+            let mut live = spec(&["gemini"], tools);
+            live.rpc = true;
+            live.model = Some("gemini-2.5-pro".into());
+            live.prompt_file = Some("/run/prompts/01_a.md".into());
+            live.session.resume = Some("5fff27e8-27bf-46fd-b9a5-8f46031191c8".into());
+            live.session.ask_config = Some("/run/gemini-home".into());
+            let l = build_launch(AdapterKind::Gemini, &live);
+            assert_eq!(
+                l.argv,
+                [
+                    "gemini",
+                    "--acp",
+                    "--skip-trust",
+                    "--model",
+                    "gemini-2.5-pro",
+                    "--approval-mode",
+                    mode
+                ],
+                "{tools:?}"
+            );
+            // The prompt and the session go in the protocol; the system prompt and the home
+            // as in `-p`.
+            assert_eq!(l.stdin, StdinFrom::Pipe);
+            assert_eq!(
+                l.env,
+                [
+                    (
+                        ENV_SYSTEM_MD.to_owned(),
+                        "/run/prompts/system-ab.md".to_owned()
+                    ),
+                    (ENV_HOME.to_owned(), "/run/gemini-home".to_owned()),
+                ]
+            );
+        }
+        let mut own = spec(&["gemini", "--yolo"], &["read"]);
+        own.rpc = true;
+        assert_eq!(
+            build_launch(AdapterKind::Gemini, &own).argv,
+            ["gemini", "--yolo", "--acp", "--skip-trust"]
+        );
     }
 }

@@ -3,6 +3,7 @@
 //! Each adapter turns LF-delimited stdout lines into normalized [`WorkerEvent`]s and keeps what
 //! it needs to produce the final [`Outcome`]. Parsers are pure and never panic on any input.
 
+mod acp;
 mod classify;
 mod claude;
 mod codex;
@@ -226,15 +227,27 @@ pub fn rpc_steer_line(message: &str) -> String {
 
 /// The adapters whose CLI has a live mode (`LaunchSpec::rpc`): stdin a pipe the daemon owns,
 /// on which it starts the work and steers the running agent. pi's rpc mode, Claude Code's
-/// stream-json input, `codex app-server`.
-pub const LIVE_ADAPTERS: &[AdapterKind] =
-    &[AdapterKind::Pi, AdapterKind::Claude, AdapterKind::Codex];
+/// stream-json input, `codex app-server`, Gemini CLI's and opencode's Agent Client Protocol
+/// (`gemini --acp`, `opencode acp`).
+pub const LIVE_ADAPTERS: &[AdapterKind] = &[
+    AdapterKind::Pi,
+    AdapterKind::Claude,
+    AdapterKind::Codex,
+    AdapterKind::Gemini,
+    AdapterKind::Opencode,
+];
 
 /// True when a runtime of this adapter with this command is live unless it says `rpc = false`:
-/// every live adapter's, except a codex command that names `exec` (the user chose `codex
-/// exec` and its flags, which `codex app-server` does not take).
+/// pi, Claude Code, and codex unless its command names `exec` (the user chose `codex exec` and
+/// its flags, which `codex app-server` does not take). Gemini CLI and opencode run live only
+/// with `rpc = true`: over ACP their usage is not the whole of what the API reported (see
+/// `stream/acp.rs`), so their print modes stay the default.
 pub fn live_by_default(kind: AdapterKind, command: &[String]) -> bool {
-    has_live_mode(kind) && !(kind == AdapterKind::Codex && codex::names_exec(command))
+    match kind {
+        AdapterKind::Pi | AdapterKind::Claude => true,
+        AdapterKind::Codex => !codex::names_exec(command),
+        AdapterKind::Gemini | AdapterKind::Opencode | AdapterKind::Command => false,
+    }
 }
 
 /// True when the adapter has a live mode (see [`LIVE_ADAPTERS`]).
@@ -435,6 +448,19 @@ pub fn attempt_parser(
     if kind == AdapterKind::Codex && spec.rpc {
         let before = asked.map(codex_app::thread_total).unwrap_or_default();
         return Box::new(codex_app::CodexAppParser::new(spec, before));
+    }
+    // Gemini CLI and opencode live: crew speaks ACP to them.
+    let flavor = match kind {
+        AdapterKind::Gemini => Some(acp::Flavor::Gemini),
+        AdapterKind::Opencode => Some(acp::Flavor::Opencode),
+        _ => None,
+    };
+    if let (Some(flavor), true) = (flavor, spec.rpc) {
+        let parser = acp::AcpParser::new(flavor, spec);
+        return Box::new(match asked {
+            Some(asked) => parser.resuming(asked),
+            None => parser,
+        });
     }
     match asked {
         Some(asked) => resuming_parser(kind, asked),

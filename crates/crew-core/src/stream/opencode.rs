@@ -47,6 +47,9 @@ const TOOL_GRANTS: &[(&str, Option<&str>)] = &[
 ];
 
 pub(super) fn launch(spec: &LaunchSpec) -> Launch {
+    if spec.rpc {
+        return live_launch(spec);
+    }
     let mut argv = spec.command.clone();
     if !spec.command.iter().skip(1).any(|a| a == "run") {
         argv.push("run".into());
@@ -95,6 +98,30 @@ pub(super) fn launch(spec: &LaunchSpec) -> Launch {
                 stdin: StdinFrom::Null,
             }
         }
+    }
+}
+
+/// `opencode acp`: the same `crew` agent as `run` (its tools, permissions, system prompt and
+/// crew's ask server in `OPENCODE_CONFIG_CONTENT`), made the default agent, with the model;
+/// the prompt and the session to continue go in the protocol ([`super::acp`]) on a stdin pipe.
+/// opencode's title agent is off: `run --title` spares the extra model request, ACP has no
+/// title to give.
+fn live_launch(spec: &LaunchSpec) -> Launch {
+    let mut argv = spec.command.clone();
+    if !spec.command.iter().skip(1).any(|a| a == "acp") {
+        argv.push("acp".into());
+    }
+    argv.push("--pure".into());
+    let mut config = agent_config(spec);
+    config["default_agent"] = json!(AGENT);
+    config["agent"]["title"] = json!({"disable": true});
+    if let Some(model) = &spec.model {
+        config["model"] = json!(model);
+    }
+    Launch {
+        argv,
+        env: vec![(ENV_CONFIG_CONTENT.to_owned(), config.to_string())],
+        stdin: StdinFrom::Pipe,
     }
 }
 
@@ -668,5 +695,38 @@ mod tests {
             p.feed_line(line);
         }
         let _ = p.outcome();
+    }
+
+    #[test]
+    fn live_mode_is_opencode_acp_with_the_same_agent() {
+        let mut live = spec(&["opencode"], &["read", "edit"]);
+        live.rpc = true;
+        live.model = Some("stub/stub-model".into());
+        live.prompt_file = Some("/run/prompts/01_a.md".into());
+        live.session.resume = Some("ses_dc78caf69fferM3beKNCcXjSBG".into());
+        live.session.ask_server = Some(ask_server());
+        let l = build_launch(AdapterKind::Opencode, &live);
+        assert_eq!(l.argv, ["opencode", "acp", "--pure"]);
+        assert_eq!(l.stdin, StdinFrom::Pipe);
+        let (name, config) = &l.env[0];
+        assert_eq!(name, ENV_CONFIG_CONTENT);
+        let config: Value = serde_json::from_str(config).unwrap();
+        // The `run` mode's agent, made the default, with the model; no title request.
+        let mut run = live.clone();
+        run.rpc = false;
+        let mut want = agent_config(&run);
+        want["default_agent"] = json!("crew");
+        want["model"] = json!("stub/stub-model");
+        want["agent"]["title"] = json!({"disable": true});
+        assert_eq!(config, want);
+        assert_eq!(config["agent"]["crew"]["permission"]["edit"], "allow");
+        assert_eq!(config["agent"]["crew"]["permission"]["bash"], "deny");
+        assert!(config["mcp"]["crew_ask"].is_object());
+        let mut own = spec(&["opencode", "acp"], &["read"]);
+        own.rpc = true;
+        assert_eq!(
+            build_launch(AdapterKind::Opencode, &own).argv,
+            ["opencode", "acp", "--pure"]
+        );
     }
 }

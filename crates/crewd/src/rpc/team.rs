@@ -336,8 +336,10 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
                     Some((crew_core::run::TaskStatus::Running, runtime)),
                 ) => Some(format!(
                     "runtime `{runtime}` cannot take a message while its worker runs (only the adapters with a \
-                     live mode, {}, in live mode, their default, can): the message is queued for the task's \
-                     next attempt, which a task that succeeds never has",
+                     live mode, {}, in live mode can: the default for pi, claude and codex; `rpc = true` in the \
+                     runtime makes gemini and opencode live, where Gemini CLI's usage does not count cached tokens apart \
+                     and opencode's counts only each turn's last model call): the message is queued for the \
+                     task's next attempt, which a task that succeeds never has",
                     crew_core::stream::live_adapter_names()
                 )),
                 _ => None,
