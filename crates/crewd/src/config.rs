@@ -384,8 +384,7 @@ impl Config {
                 );
             }
             if rt.rpc == Some(true)
-                && !crew_core::stream::live_by_default(rt.adapter, &rt.command.argv())
-                && crew_core::stream::has_live_mode(rt.adapter)
+                && crew_core::stream::command_excludes_live_mode(rt.adapter, &rt.command.argv())
             {
                 return bad(
                     &format!("runtimes.{name}"),

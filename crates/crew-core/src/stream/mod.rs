@@ -245,9 +245,15 @@ pub const LIVE_ADAPTERS: &[AdapterKind] = &[
 pub fn live_by_default(kind: AdapterKind, command: &[String]) -> bool {
     match kind {
         AdapterKind::Pi | AdapterKind::Claude => true,
-        AdapterKind::Codex => !codex::names_exec(command),
+        AdapterKind::Codex => !command_excludes_live_mode(kind, command),
         AdapterKind::Gemini | AdapterKind::Opencode | AdapterKind::Command => false,
     }
+}
+
+/// True when a runtime's command rules its adapter's live mode out: a codex command that names
+/// `exec` (its flags are `codex exec`'s, which `codex app-server` does not take).
+pub fn command_excludes_live_mode(kind: AdapterKind, command: &[String]) -> bool {
+    kind == AdapterKind::Codex && codex::names_exec(command)
 }
 
 /// True when the adapter has a live mode (see [`LIVE_ADAPTERS`]).
