@@ -149,11 +149,14 @@ pub enum AskSettingsError {
 pub fn ask_settings(base: Option<&str>, server: &[String]) -> Result<String, AskSettingsError> {
     let (command, args) = server.split_first().ok_or(AskSettingsError::NoCommand)?;
     let mut settings = match base {
-        Some(text) if !text.trim().is_empty() => match serde_json::from_str::<Value>(text) {
-            Ok(Value::Object(m)) => m,
-            Ok(_) => return Err(AskSettingsError::NotAnObject("not an object".into())),
-            Err(e) => return Err(AskSettingsError::NotAnObject(e.to_string())),
-        },
+        // Gemini CLI reads its settings with comments stripped; so does crew.
+        Some(text) if !text.trim().is_empty() => {
+            match serde_json::from_str::<Value>(&super::jsonc::strip_comments(text)) {
+                Ok(Value::Object(m)) => m,
+                Ok(_) => return Err(AskSettingsError::NotAnObject("not an object".into())),
+                Err(e) => return Err(AskSettingsError::NotAnObject(e.to_string())),
+            }
+        }
         _ => Map::new(),
     };
     let servers = settings
@@ -727,6 +730,16 @@ mod tests {
         assert_eq!(theirs["model"]["name"], "m");
         assert_eq!(theirs["mcpServers"]["crew_ask"]["trust"], true);
         assert_eq!(parse(ask_settings(Some(" "), &server).unwrap()), fresh);
+        // Comments, which Gemini CLI accepts in its settings (crew's copy is plain JSON).
+        let commented = parse(
+            ask_settings(
+                Some("// my settings\n{\"model\": {\"name\": \"m\"} /* pinned */}\n"),
+                &server,
+            )
+            .unwrap(),
+        );
+        assert_eq!(commented["model"]["name"], "m");
+        assert_eq!(commented["mcpServers"]["crew_ask"]["trust"], true);
         for bad in ["[]", "{", r#"{"mcpServers": 3}"#] {
             assert!(ask_settings(Some(bad), &server).is_err(), "{bad}");
         }

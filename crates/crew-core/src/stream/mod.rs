@@ -10,6 +10,7 @@ mod codex;
 mod codex_app;
 mod command;
 mod gemini;
+mod jsonc;
 mod opencode;
 mod pi;
 
