@@ -16,7 +16,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 FUZZ_SECONDS=${FUZZ_SECONDS:-30}
-ALL=(resource project bundle cron rpc_request rpc_params stream_pi stream_claude stream_codex stream_gemini stream_opencode stream_command worker_env)
+ALL=(resource project bundle cron rpc_request rpc_params stream_pi stream_claude stream_codex stream_gemini stream_opencode stream_command stream_claude_live stream_codex_live stream_gemini_live stream_opencode_live worker_env)
 if [ $# -gt 0 ]; then TARGETS=("$@"); else TARGETS=("${ALL[@]}"); fi
 
 # Own target directory: the instrumented build must not invalidate the normal one.

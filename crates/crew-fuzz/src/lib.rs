@@ -20,7 +20,8 @@ pub use project::project;
 pub use resource::resource;
 pub use rpc::{rpc_params, rpc_request};
 pub use stream::{
-    stream_claude, stream_codex, stream_command, stream_gemini, stream_opencode, stream_pi,
+    stream_claude, stream_claude_live, stream_codex, stream_codex_live, stream_command,
+    stream_gemini, stream_gemini_live, stream_opencode, stream_opencode_live, stream_pi,
 };
 pub use worker_env::worker_env;
 
@@ -41,5 +42,9 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("stream_gemini", stream_gemini),
     ("stream_opencode", stream_opencode),
     ("stream_command", stream_command),
+    ("stream_claude_live", stream_claude_live),
+    ("stream_codex_live", stream_codex_live),
+    ("stream_gemini_live", stream_gemini_live),
+    ("stream_opencode_live", stream_opencode_live),
     ("worker_env", worker_env),
 ];

@@ -1,7 +1,7 @@
 //! Agent output streams: stdout split into lines exactly as the executor does, fed to one
 //! adapter's parser.
 
-use crew_core::stream::{parser, AdapterKind};
+use crew_core::stream::{attempt_parser, parser, AdapterKind, LaunchSpec, StreamParser};
 use crew_core::usage::Usage;
 
 /// The usage a parser reports is journaled (task progress and results) and read back on every
@@ -59,4 +59,93 @@ pub fn stream_opencode(data: &[u8]) {
 
 pub fn stream_command(data: &[u8]) {
     feed(AdapterKind::Command, data);
+}
+
+/// The most stdin lines a live parser may owe its worker for one line it was fed (an answer to
+/// a request, the protocol's next request, a queued steer's turn): a worker must not be able to
+/// make crew write without bound by what it prints.
+const REPLIES_PER_LINE: usize = 8;
+
+/// A live worker's spec: a read-only role in a cwd, a steer queued by every input line that
+/// starts with `STEER`.
+fn live_spec() -> LaunchSpec {
+    LaunchSpec {
+        command: vec!["agent".into()],
+        prompt: "Describe the README".into(),
+        prompt_file: None,
+        system_prompt: "You are careful.".into(),
+        system_prompt_mode: crew_core::resource::SystemPromptMode::Append,
+        system_prompt_file: None,
+        model: Some("m".into()),
+        thinking: None,
+        tools: vec!["read".into(), "grep".into()],
+        rpc: true,
+        prompt_via: Default::default(),
+        effort: None,
+        fallback_models: Vec::new(),
+        skill_dirs: Vec::new(),
+        session: Default::default(),
+        cwd: "/work/repo".into(),
+    }
+}
+
+/// Every stdin line a live parser hands out is one JSON value on one line.
+fn check_lines(kind: AdapterKind, what: &str, lines: &[String]) {
+    for l in lines {
+        assert!(
+            !l.contains('\n'),
+            "{kind:?} {what}: a line with a newline: {l:?}"
+        );
+        assert!(
+            serde_json::from_str::<serde_json::Value>(l).is_ok(),
+            "{kind:?} {what}: not JSON: {l:?}"
+        );
+    }
+}
+
+/// A live worker's stdout (a JSON-RPC peer's, for codex app-server and ACP), fed as the
+/// executor does: the start lines first, the replies after every line, steers in between.
+fn feed_live(kind: AdapterKind, data: &[u8]) {
+    let spec = live_spec();
+    let mut p: Box<dyn StreamParser> = attempt_parser(kind, &spec, None);
+    check_lines(kind, "start", &p.live_start(&spec.prompt));
+    for line in data.split(|&b| b == b'\n') {
+        let line = String::from_utf8_lossy(line);
+        if line.starts_with("STEER") {
+            check_lines(kind, "steer", &p.live_steer(&line));
+        }
+        for ev in p.feed_line(&line) {
+            let _ = ev.is_final();
+        }
+        let replies = p.live_replies();
+        assert!(
+            replies.len() <= REPLIES_PER_LINE,
+            "{kind:?}: {} replies to one line",
+            replies.len()
+        );
+        check_lines(kind, "reply", &replies);
+        check_usage(kind, &p.usage());
+    }
+    let outcome = p.outcome();
+    check_usage(kind, &outcome.usage);
+    assert!(
+        outcome.final_text.as_deref() != Some(""),
+        "{kind:?}: an empty final text must be None"
+    );
+}
+
+pub fn stream_claude_live(data: &[u8]) {
+    feed_live(AdapterKind::Claude, data);
+}
+
+pub fn stream_codex_live(data: &[u8]) {
+    feed_live(AdapterKind::Codex, data);
+}
+
+pub fn stream_gemini_live(data: &[u8]) {
+    feed_live(AdapterKind::Gemini, data);
+}
+
+pub fn stream_opencode_live(data: &[u8]) {
+    feed_live(AdapterKind::Opencode, data);
 }
