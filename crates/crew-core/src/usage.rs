@@ -27,6 +27,19 @@ impl Usage {
         self.turns = self.turns.saturating_add(other.turns);
     }
 
+    /// The tokens `self` counts beyond `before` (both running totals of one stream), saturating
+    /// at zero; no cost or turns.
+    pub fn tokens_since(&self, before: &Usage) -> Usage {
+        Usage {
+            input: self.input.saturating_sub(before.input),
+            output: self.output.saturating_sub(before.output),
+            cache_read: self.cache_read.saturating_sub(before.cache_read),
+            cache_write: self.cache_write.saturating_sub(before.cache_write),
+            cost: 0.0,
+            turns: 0,
+        }
+    }
+
     /// In a sum, replace the part `old` by `new` (one task's usage changed).
     pub fn replace_part(&mut self, old: &Usage, new: &Usage) {
         let swap = |sum: u64, o: u64, n: u64| sum.saturating_sub(o).saturating_add(n);

@@ -14,47 +14,14 @@ mod model_stub;
 mod real_cli;
 
 use common::*;
-use model_stub::{Exchange, Reply, Stub, Wire};
+use model_stub::{Reply, Stub, Wire};
 use real_cli::*;
 use serde_json::json;
 use std::path::PathBuf;
-use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 const STEER: &str = "STEER-7: also list the file's headings";
 const STEER_2: &str = "STEER-8: and count its lines";
-
-/// A stub whose requests numbered in `held` are answered only once the test lets each go (a
-/// `go` send); `seen` tells which request arrived. Request 1 reads README.md, every other one
-/// answers `FINAL-<n>`.
-struct Held {
-    stub: Stub,
-    seen: mpsc::Receiver<u64>,
-    go: mpsc::Sender<()>,
-}
-
-fn held_stub(held: Vec<u64>, readme: Arc<Mutex<PathBuf>>) -> Held {
-    let (seen_tx, seen) = mpsc::channel::<u64>();
-    let (go, go_rx) = mpsc::channel::<()>();
-    let (seen_tx, go_rx) = (Mutex::new(seen_tx), Mutex::new(go_rx));
-    let stub = Stub::start(Wire::Anthropic, move |e: &Exchange| {
-        if held.contains(&e.n) {
-            let _ = seen_tx.lock().unwrap().send(e.n);
-            // Bounded, so a test that fails elsewhere still ends.
-            let _ = go_rx.lock().unwrap().recv_timeout(Duration::from_secs(90));
-        }
-        if e.n == 1 {
-            Reply::Tool {
-                name: "Read".into(),
-                input: json!({"file_path": readme.lock().unwrap().display().to_string()}),
-            }
-        } else {
-            Reply::Text(format!("FINAL-{}: the README greets, as steered.", e.n))
-        }
-    });
-    Held { stub, seen, go }
-}
 
 /// Start crew on the claude runtime (no `rpc` key: live is the adapter's default) and run a
 /// one-step explorer team. For each `(n, message)` of `steers`: once request `n` arrived, steer
@@ -68,8 +35,12 @@ fn steered_run(test: &str, steers: &[(u64, &str)]) -> Option<(Daemon, String, St
     // The README is in the daemon's project directory, known once the daemon is up.
     let readme = Arc::new(Mutex::new(PathBuf::new()));
     let held = steers.iter().map(|(n, _)| *n).collect();
-    let Held { stub, seen, go } = held_stub(held, readme.clone());
-    let env = claude_env(&stub);
+    let file = readme.clone();
+    let held = Held::start(Wire::Anthropic, held, move || Reply::Tool {
+        name: "Read".into(),
+        input: json!({"file_path": file.lock().unwrap().display().to_string()}),
+    });
+    let env = claude_env(&held.stub);
     let names: Vec<String> = env.iter().map(|(k, _)| format!("{k:?}")).collect();
     let config = format!(
         "max_attempts = 1\nno_output_timeout_ms = 60000\ntask_timeout_ms = 180000\n\
@@ -97,49 +68,9 @@ fn steered_run(test: &str, steers: &[(u64, &str)]) -> Option<(Daemon, String, St
         .as_str()
         .unwrap()
         .to_string();
-    for (i, (n, message)) in steers.iter().enumerate() {
-        let got = seen
-            .recv_timeout(Duration::from_secs(90))
-            .unwrap_or_else(|_| {
-                panic!(
-                    "claude made no model request {n}: {:#}\n{}",
-                    d.status(&run_id),
-                    d.log_text()
-                )
-            });
-        assert_eq!(got, *n);
-        let r = d.ok(
-            "team.steer",
-            json!({"runId": run_id, "taskId": "01_only", "message": message}),
-        );
-        assert_eq!(r["delivered"], "live", "steer {i}: {r}");
-        assert_eq!(r.get("note"), None, "steer {i}: {r}");
-        // On claude's stdin before the held answer is let go.
-        d.wait_log_n("steer written to the worker", i + 1);
-        go.send(()).unwrap();
-    }
-
-    let status = d.wait(&run_id);
-    let st = d.status(&run_id);
-    assert_eq!(
-        status,
-        "completed",
-        "{st:#}\nstub errors: {:?}\n{}",
-        stub.errors(),
-        tail(&d.log_text(), 6000)
-    );
-    assert!(stub.errors().is_empty(), "{:?}", stub.errors());
-    Some((d, run_id, stub))
-}
-
-fn result_text(d: &Daemon, run_id: &str) -> String {
-    d.ok(
-        "team.artifact",
-        json!({"runId": run_id, "name": "results/01_only.txt"}),
-    )["content"]
-        .as_str()
-        .unwrap()
-        .to_string()
+    held.steer(&d, &run_id, "claude", steers);
+    wait_completed(&d, &run_id, &held.stub);
+    Some((d, run_id, held.stub))
 }
 
 /// The worker was live, heard the steer live, and ended by itself once crew closed its stdin
@@ -175,7 +106,7 @@ fn steer_reaches_the_real_claude_at_its_next_model_call() {
         "the request after the tool call lacks the steer: {:#}",
         ex[1].body
     );
-    let result = result_text(&d, &run_id);
+    let result = only_result(&d, &run_id);
     assert!(result.contains("FINAL-2: the README greets"), "{result}");
     // Claude Code's usage: the stub's, summed over both calls.
     let st = d.status(&run_id);
@@ -215,7 +146,7 @@ fn a_steer_during_the_last_model_call_gets_a_turn_of_its_own() {
         "the last turn lacks the second steer: {:#}",
         ex[3].body
     );
-    let result = result_text(&d, &run_id);
+    let result = only_result(&d, &run_id);
     assert!(result.contains("FINAL-4: the README greets"), "{result}");
     ended_by_itself(&d, &run_id);
 }

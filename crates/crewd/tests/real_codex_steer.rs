@@ -17,43 +17,9 @@ use common::*;
 use model_stub::{Exchange, Reply, Stub, Wire};
 use real_cli::*;
 use serde_json::json;
-use std::sync::mpsc;
-use std::sync::Mutex;
-use std::time::Duration;
 
 const STEER: &str = "STEER-7: also list the file's headings";
 const STEER_2: &str = "STEER-8: and count its lines";
-
-/// A stub whose requests numbered in `held` are answered only once the test lets each go (a
-/// `go` send); `seen` tells which request arrived. Request 1 runs `cat README.md`, every other
-/// one answers `FINAL-<n>`.
-struct Held {
-    stub: Stub,
-    seen: mpsc::Receiver<u64>,
-    go: mpsc::Sender<()>,
-}
-
-fn held_stub(held: Vec<u64>) -> Held {
-    let (seen_tx, seen) = mpsc::channel::<u64>();
-    let (go, go_rx) = mpsc::channel::<()>();
-    let (seen_tx, go_rx) = (Mutex::new(seen_tx), Mutex::new(go_rx));
-    let stub = Stub::start(Wire::Responses, move |e: &Exchange| {
-        if held.contains(&e.n) {
-            let _ = seen_tx.lock().unwrap().send(e.n);
-            // Bounded, so a test that fails elsewhere still ends.
-            let _ = go_rx.lock().unwrap().recv_timeout(Duration::from_secs(90));
-        }
-        if e.n == 1 {
-            Reply::Tool {
-                name: "exec_command".into(),
-                input: json!({"cmd": "cat README.md"}),
-            }
-        } else {
-            Reply::Text(format!("FINAL-{}: the README greets, as steered.", e.n))
-        }
-    });
-    Held { stub, seen, go }
-}
 
 /// A `CODEX_HOME` whose only provider is the stub.
 fn codex_home(stub: &Stub) -> tempfile::TempDir {
@@ -78,8 +44,11 @@ fn steered_run(
         return None;
     };
     let held = steers.iter().map(|(n, _)| *n).collect();
-    let Held { stub, seen, go } = held_stub(held);
-    let home = codex_home(&stub);
+    let held = Held::start(Wire::Responses, held, || Reply::Tool {
+        name: "exec_command".into(),
+        input: json!({"cmd": "cat README.md"}),
+    });
+    let home = codex_home(&held.stub);
     let env = vec![
         ("CODEX_HOME".to_string(), path_str(home.path()).to_string()),
         (
@@ -112,49 +81,9 @@ fn steered_run(
         .as_str()
         .unwrap()
         .to_string();
-    for (i, (n, message)) in steers.iter().enumerate() {
-        let got = seen
-            .recv_timeout(Duration::from_secs(90))
-            .unwrap_or_else(|_| {
-                panic!(
-                    "codex made no model request {n}: {:#}\n{}",
-                    d.status(&run_id),
-                    d.log_text()
-                )
-            });
-        assert_eq!(got, *n);
-        let r = d.ok(
-            "team.steer",
-            json!({"runId": run_id, "taskId": "01_only", "message": message}),
-        );
-        assert_eq!(r["delivered"], "live", "steer {i}: {r}");
-        assert_eq!(r.get("note"), None, "steer {i}: {r}");
-        // On codex's stdin before the held answer is let go.
-        d.wait_log_n("steer written to the worker", i + 1);
-        go.send(()).unwrap();
-    }
-
-    let status = d.wait(&run_id);
-    let st = d.status(&run_id);
-    assert_eq!(
-        status,
-        "completed",
-        "{st:#}\nstub errors: {:?}\n{}",
-        stub.errors(),
-        tail(&d.log_text(), 6000)
-    );
-    assert!(stub.errors().is_empty(), "{:?}", stub.errors());
-    Some((d, run_id, stub, home))
-}
-
-fn result_text(d: &Daemon, run_id: &str) -> String {
-    d.ok(
-        "team.artifact",
-        json!({"runId": run_id, "name": "results/01_only.txt"}),
-    )["content"]
-        .as_str()
-        .unwrap()
-        .to_string()
+    held.steer(&d, &run_id, "codex", steers);
+    wait_completed(&d, &run_id, &held.stub);
+    Some((d, run_id, held.stub, home))
 }
 
 /// The transcript of the task's one attempt: codex's stdout, one JSON message a line.
@@ -304,7 +233,7 @@ fn steer_reaches_the_real_codex_at_its_next_model_call() {
     } else {
         assert!(!ex[1].has_tool_result(), "{:#}", ex[1].body);
     }
-    let result = result_text(&d, &run_id);
+    let result = only_result(&d, &run_id);
     assert!(result.contains("FINAL-2: the README greets"), "{result}");
     usage_is_the_stubs(&d, &run_id, &ex, 1);
     ended_by_itself(&d, &run_id);
@@ -334,7 +263,7 @@ fn a_steer_during_the_last_model_call_gets_a_call_of_its_own() {
         "the last call lacks the second steer: {:#}",
         ex[3].body
     );
-    let result = result_text(&d, &run_id);
+    let result = only_result(&d, &run_id);
     assert!(result.contains("FINAL-4: the README greets"), "{result}");
     let st = d.status(&run_id);
     let turns = Daemon::task(&st, "01_only")["usage"]["turns"]

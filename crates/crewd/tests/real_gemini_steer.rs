@@ -19,9 +19,7 @@ use model_stub::{Exchange, Reply, Stub, Wire};
 use real_cli::*;
 use serde_json::json;
 use std::path::PathBuf;
-use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 const STEER: &str = "STEER-7: also list the file's headings";
 const TASK: &str = "Read README.md and say what it holds.";
@@ -75,42 +73,13 @@ fn run_one(d: &Daemon, task: &str, agent: &str) -> (String, PathBuf) {
     (run_id, work)
 }
 
-fn result_text(d: &Daemon, run_id: &str) -> String {
-    d.ok(
-        "team.artifact",
-        json!({"runId": run_id, "name": "results/01_only.txt"}),
-    )["content"]
-        .as_str()
-        .unwrap()
-        .to_string()
-}
-
 /// The worker was live, heard the steer live, and exited 0 once crew closed its stdin after
 /// its last prompt's answer. Not by itself: Gemini CLI's ACP mode does not exit at the end of
 /// its stdin while an MCP server it started (crew's ask server, in the home crew made for it)
 /// runs, so crew stops it after the final-drain time, as it does a print-mode worker.
 fn ended_after_its_stdin_closed(d: &Daemon, run_id: &str) {
-    let evs = d.events(Some(run_id));
-    let find = |kind: &str| -> &serde_json::Value {
-        evs.iter()
-            .find(|e| e["type"] == kind && e["taskId"] == "01_only")
-            .unwrap_or_else(|| panic!("no {kind}: {evs:#?}"))
-    };
-    assert_eq!(find("task.steered")["data"]["delivered"], "live");
-    let spawned = find("worker.spawned");
-    assert_eq!(spawned["data"]["live"], true, "{spawned}");
-    let pid = spawned["data"]["pid"].as_u64().unwrap();
-    let log = d.log_text();
-    assert!(
-        log.contains("rpc worker finished; its stdin is closed so it exits"),
-        "{log}"
-    );
-    let ended: Vec<&str> = log
-        .lines()
-        .filter(|l| l.contains("worker ended") && l.contains(&format!("pid={pid}")))
-        .collect();
-    assert_eq!(ended.len(), 1, "{log}");
-    assert!(ended[0].contains("code=0"), "{}", ended[0]);
+    let (_, ended) = d.live_worker_ended(run_id, "01_only");
+    assert!(ended.contains("code=0"), "{ended}");
 }
 
 /// Steered while its first model call (a `read_file` call) is out: that turn ends with its
@@ -122,57 +91,22 @@ fn ended_after_its_stdin_closed(d: &Daemon, run_id: &str) {
 fn steer_reaches_the_real_gemini_cli_at_its_next_prompt() {
     let test = "steer_reaches_the_real_gemini_cli_at_its_next_prompt";
     let readme = Arc::new(Mutex::new(PathBuf::new()));
-    let (seen_tx, seen) = mpsc::channel::<u64>();
-    let (go, go_rx) = mpsc::channel::<()>();
-    let (seen_tx, go_rx) = (Mutex::new(seen_tx), Mutex::new(go_rx));
     let file = readme.clone();
-    let stub = Stub::start(Wire::Gemini, move |e: &Exchange| {
-        if e.n == 1 {
-            let _ = seen_tx.lock().unwrap().send(e.n);
-            // Bounded, so a test that fails elsewhere still ends.
-            let _ = go_rx.lock().unwrap().recv_timeout(Duration::from_secs(90));
-            Reply::Tool {
-                name: "read_file".into(),
-                input: json!({"file_path": file.lock().unwrap().display().to_string()}),
-            }
-        } else {
-            Reply::Text(format!("FINAL-{}: the README greets, as steered.", e.n))
-        }
+    let held = Held::start(Wire::Gemini, vec![1], move || Reply::Tool {
+        name: "read_file".into(),
+        input: json!({"file_path": file.lock().unwrap().display().to_string()}),
     });
-    let Some(d) = live_gemini_daemon(&stub) else {
+    let stub = &held.stub;
+    let Some(d) = live_gemini_daemon(stub) else {
         return skipped(test, "gemini");
     };
     let work = d.work.canonicalize().unwrap();
     std::fs::write(work.join("README.md"), "# Hello\n\nA greeting.\n").unwrap();
     *readme.lock().unwrap() = work.join("README.md");
     let (run_id, _) = run_one(&d, TASK, "explorer");
-    seen.recv_timeout(Duration::from_secs(90))
-        .unwrap_or_else(|_| {
-            panic!(
-                "gemini made no model request: {:#}\n{}",
-                d.status(&run_id),
-                tail(&d.log_text(), 6000)
-            )
-        });
-    let r = d.ok(
-        "team.steer",
-        json!({"runId": run_id, "taskId": "01_only", "message": STEER}),
-    );
-    assert_eq!(r["delivered"], "live", "{r}");
-    assert_eq!(r.get("note"), None, "{r}");
-    d.wait_log("steer written to the worker");
-    go.send(()).unwrap();
+    held.steer(&d, &run_id, "gemini", &[(1, STEER)]);
 
-    let status = d.wait(&run_id);
-    let st = d.status(&run_id);
-    assert_eq!(
-        status,
-        "completed",
-        "{st:#}\nstub errors: {:?}\n{}",
-        stub.errors(),
-        tail(&d.log_text(), 6000)
-    );
-    assert!(stub.errors().is_empty(), "{:?}", stub.errors());
+    let st = wait_completed(&d, &run_id, stub);
     let ex = stub.exchanges();
     assert_eq!(ex.len(), 3, "requests: {ex:#?}");
     assert!(ex[0].texts().contains(TASK), "{}", ex[0].texts());
@@ -185,7 +119,7 @@ fn steer_reaches_the_real_gemini_cli_at_its_next_prompt() {
         "the request after the steer lacks it or the history: {:#}",
         last.body
     );
-    let result = result_text(&d, &run_id);
+    let result = only_result(&d, &run_id);
     assert!(result.contains("FINAL-3: the README greets"), "{result}");
     let t = Daemon::task(&st, "01_only");
     let u = &t["usage"];
@@ -240,7 +174,7 @@ fn a_read_only_roles_write_is_refused_in_live_mode() {
         .any(|e| e["type"] == "task.warning" && e["taskId"] == "01_only");
     assert!(warned, "no warning: {:#?}", d.events(Some(&run_id)));
     assert_eq!(
-        result_text(&d, &run_id).trim(),
+        only_result(&d, &run_id).trim(),
         "STUB-DONE: could not write"
     );
     let ex = stub.exchanges();
@@ -379,7 +313,7 @@ fn gemini_rate_limits_are_retried_by_crew_in_live_mode() {
     assert_eq!(status, "completed", "{st:#}\n{}", tail(&d.log_text(), 4000));
     let t = Daemon::task(&st, "01_only");
     assert_eq!(t["attempts"], 3, "{t:#}");
-    assert_eq!(result_text(&d, &run_id).trim(), AFTER_RETRIES);
+    assert_eq!(only_result(&d, &run_id).trim(), AFTER_RETRIES);
     let retries: Vec<String> = d
         .events(Some(&run_id))
         .iter()
@@ -428,5 +362,5 @@ fn the_executor_writes_in_live_mode() {
         .iter()
         .any(|e| e["type"] == "task.warning" && e["taskId"] == "01_only");
     assert!(!warned, "{:#?}", d.events(Some(&run_id)));
-    assert_eq!(result_text(&d, &run_id).trim(), "STUB-DONE: written");
+    assert_eq!(only_result(&d, &run_id).trim(), "STUB-DONE: written");
 }

@@ -18,9 +18,7 @@ use model_stub::{Exchange, Reply, Stub, Wire};
 use real_cli::*;
 use serde_json::json;
 use std::path::PathBuf;
-use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 const STEER: &str = "STEER-7: also list the file's headings";
 const TASK: &str = "Read README.md and say what it holds.";
@@ -60,16 +58,6 @@ fn run_one(d: &Daemon, task: &str, agent: &str) -> String {
         .to_string()
 }
 
-fn result_text(d: &Daemon, run_id: &str) -> String {
-    d.ok(
-        "team.artifact",
-        json!({"runId": run_id, "name": "results/01_only.txt"}),
-    )["content"]
-        .as_str()
-        .unwrap()
-        .to_string()
-}
-
 /// Steered while its first model call (a `read` call) is out: a later request carries the
 /// steer beside the task's prompt and the tool's result (the next one when opencode took the
 /// message before that step began), the task ends with the last answer, and the worker ends by
@@ -79,24 +67,13 @@ fn result_text(d: &Daemon, run_id: &str) -> String {
 fn steer_reaches_the_real_opencode_at_its_next_model_call() {
     let test = "steer_reaches_the_real_opencode_at_its_next_model_call";
     let readme = Arc::new(Mutex::new(PathBuf::new()));
-    let (seen_tx, seen) = mpsc::channel::<u64>();
-    let (go, go_rx) = mpsc::channel::<()>();
-    let (seen_tx, go_rx) = (Mutex::new(seen_tx), Mutex::new(go_rx));
     let file = readme.clone();
-    let stub = Stub::start(Wire::Chat, move |e: &Exchange| {
-        if e.n == 1 {
-            let _ = seen_tx.lock().unwrap().send(e.n);
-            // Bounded, so a test that fails elsewhere still ends.
-            let _ = go_rx.lock().unwrap().recv_timeout(Duration::from_secs(90));
-            Reply::Tool {
-                name: "read".into(),
-                input: json!({"filePath": file.lock().unwrap().display().to_string()}),
-            }
-        } else {
-            Reply::Text(format!("FINAL-{}: the README greets, as steered.", e.n))
-        }
+    let held = Held::start(Wire::Chat, vec![1], move || Reply::Tool {
+        name: "read".into(),
+        input: json!({"filePath": file.lock().unwrap().display().to_string()}),
     });
-    let config = opencode_config(&stub);
+    let stub = &held.stub;
+    let config = opencode_config(stub);
     let Some(d) = live_opencode_daemon(&config) else {
         return skipped(test, "opencode");
     };
@@ -104,33 +81,9 @@ fn steer_reaches_the_real_opencode_at_its_next_model_call() {
     std::fs::write(work.join("README.md"), "# Hello\n\nA greeting.\n").unwrap();
     *readme.lock().unwrap() = work.join("README.md");
     let run_id = run_one(&d, TASK, "explorer");
-    seen.recv_timeout(Duration::from_secs(120))
-        .unwrap_or_else(|_| {
-            panic!(
-                "opencode made no model request: {:#}\n{}",
-                d.status(&run_id),
-                tail(&d.log_text(), 6000)
-            )
-        });
-    let r = d.ok(
-        "team.steer",
-        json!({"runId": run_id, "taskId": "01_only", "message": STEER}),
-    );
-    assert_eq!(r["delivered"], "live", "{r}");
-    assert_eq!(r.get("note"), None, "{r}");
-    d.wait_log("steer written to the worker");
-    go.send(()).unwrap();
+    held.steer(&d, &run_id, "opencode", &[(1, STEER)]);
 
-    let status = d.wait(&run_id);
-    let st = d.status(&run_id);
-    assert_eq!(
-        status,
-        "completed",
-        "{st:#}\nstub errors: {:?}\n{}",
-        stub.errors(),
-        tail(&d.log_text(), 6000)
-    );
-    assert!(stub.errors().is_empty(), "{:?}", stub.errors());
+    let st = wait_completed(&d, &run_id, stub);
     let ex = stub.exchanges();
     // opencode adds a queued message to the history its next step reads: the step after the
     // tool call when the message was in before that step began, else a step of its own after
@@ -152,7 +105,7 @@ fn steer_reaches_the_real_opencode_at_its_next_model_call() {
         "the last request lacks the steer or the history: {:#}",
         last.body
     );
-    let result = result_text(&d, &run_id);
+    let result = only_result(&d, &run_id);
     let want = format!("FINAL-{}: the README greets", ex.len());
     assert!(result.contains(&want), "{result}");
     let t = Daemon::task(&st, "01_only");
@@ -208,7 +161,7 @@ fn a_read_only_roles_write_is_refused_in_live_mode() {
         .any(|e| e["type"] == "task.warning" && e["taskId"] == "01_only");
     assert!(warned, "no warning: {:#?}", d.events(Some(&run_id)));
     assert_eq!(
-        result_text(&d, &run_id).trim(),
+        only_result(&d, &run_id).trim(),
         "STUB-DONE: could not write"
     );
     let spawned = d
@@ -342,5 +295,5 @@ fn the_executor_writes_in_live_mode() {
         .iter()
         .any(|e| e["type"] == "task.warning" && e["taskId"] == "01_only");
     assert!(!warned, "{:#?}", d.events(Some(&run_id)));
-    assert_eq!(result_text(&d, &run_id).trim(), "STUB-DONE: written");
+    assert_eq!(only_result(&d, &run_id).trim(), "STUB-DONE: written");
 }

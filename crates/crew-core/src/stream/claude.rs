@@ -220,7 +220,7 @@ impl ClaudeParser {
     /// without an id counts as a new one.
     fn account(&mut self, id: Option<String>, seen: Usage) -> Usage {
         let delta = if id.is_some() && id == self.current_id {
-            let delta = usage_delta(&seen, &self.current_usage);
+            let delta = seen.tokens_since(&self.current_usage);
             self.current_usage = max_usage(&self.current_usage, &seen);
             delta
         } else {
@@ -610,17 +610,6 @@ fn claude_usage(u: &Map<String, Value>) -> Usage {
         output: json_count(u.get("output_tokens")),
         cache_read: json_count(u.get("cache_read_input_tokens")),
         cache_write: json_count(u.get("cache_creation_input_tokens")),
-        cost: 0.0,
-        turns: 0,
-    }
-}
-
-fn usage_delta(new: &Usage, old: &Usage) -> Usage {
-    Usage {
-        input: new.input.saturating_sub(old.input),
-        output: new.output.saturating_sub(old.output),
-        cache_read: new.cache_read.saturating_sub(old.cache_read),
-        cache_write: new.cache_write.saturating_sub(old.cache_write),
         cost: 0.0,
         turns: 0,
     }

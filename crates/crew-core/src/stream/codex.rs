@@ -428,27 +428,15 @@ impl StreamParser for CodexParser {
             ("turn.completed", _) => {
                 let u = event.get("usage");
                 let field = |k: &str| json_count(u.and_then(|u| u.get(k)));
-                let cached = field("cached_input_tokens");
-                let cache_write = field("cache_write_input_tokens");
-                // `output_tokens` already holds `reasoning_output_tokens`.
-                let total = Usage {
-                    input: field("input_tokens")
-                        .saturating_sub(cached)
-                        .saturating_sub(cache_write),
-                    output: field("output_tokens"),
-                    cache_read: cached,
-                    cache_write,
-                    cost: 0.0,
-                    turns: 0,
-                };
-                let before = self.thread_total;
+                let total = thread_usage(
+                    field("input_tokens"),
+                    field("cached_input_tokens"),
+                    field("cache_write_input_tokens"),
+                    field("output_tokens"),
+                );
                 let turn = Usage {
-                    input: total.input.saturating_sub(before.input),
-                    output: total.output.saturating_sub(before.output),
-                    cache_read: total.cache_read.saturating_sub(before.cache_read),
-                    cache_write: total.cache_write.saturating_sub(before.cache_write),
-                    cost: 0.0,
                     turns: 1,
+                    ..total.tokens_since(&self.thread_total)
                 };
                 self.thread_total = total;
                 add_usage(&mut self.usage, &turn);
@@ -495,6 +483,20 @@ impl StreamParser for CodexParser {
             writes: self.writes,
             session_id: self.session_id.clone(),
         }
+    }
+}
+
+/// A codex thread's token totals as crew counts them: codex's input holds the cached and the
+/// cache-written tokens (counted apart here), its output the reasoning ones. The same in
+/// `codex exec`'s `turn.completed` and the app-server's token-usage notification.
+pub(super) fn thread_usage(input: u64, cached: u64, cache_write: u64, output: u64) -> Usage {
+    Usage {
+        input: input.saturating_sub(cached).saturating_sub(cache_write),
+        output,
+        cache_read: cached,
+        cache_write,
+        cost: 0.0,
+        turns: 0,
     }
 }
 

@@ -352,18 +352,12 @@ impl CodexAppParser {
             return;
         };
         let field = |k: &str| json_count(total.get(k));
-        let cached = field("cachedInputTokens");
-        let cache_write = field("cacheWriteInputTokens");
-        let total = Usage {
-            input: field("inputTokens")
-                .saturating_sub(cached)
-                .saturating_sub(cache_write),
-            output: field("outputTokens"),
-            cache_read: cached,
-            cache_write,
-            cost: 0.0,
-            turns: 0,
-        };
+        let total = codex::thread_usage(
+            field("inputTokens"),
+            field("cachedInputTokens"),
+            field("cacheWriteInputTokens"),
+            field("outputTokens"),
+        );
         // A thread whose totals start over (below those it resumed) counts from zero.
         let before =
             if total.input < self.thread_total.input || total.output < self.thread_total.output {
@@ -371,14 +365,7 @@ impl CodexAppParser {
             } else {
                 self.thread_total
             };
-        let delta = Usage {
-            input: total.input.saturating_sub(before.input),
-            output: total.output.saturating_sub(before.output),
-            cache_read: total.cache_read.saturating_sub(before.cache_read),
-            cache_write: total.cache_write.saturating_sub(before.cache_write),
-            cost: 0.0,
-            turns: 0,
-        };
+        let delta = total.tokens_since(&before);
         self.thread_total = total;
         add_usage(&mut self.usage, &delta);
     }

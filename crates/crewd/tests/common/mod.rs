@@ -301,6 +301,20 @@ impl Daemon {
     /// ended by itself once crew closed its stdin after the last turn: exit 0, no final drain
     /// (which would have waited for quiet and sent SIGTERM), no process left.
     pub fn live_worker_ended_by_itself(&self, run_id: &str, task: &str) {
+        let (pid, ended) = self.live_worker_ended(run_id, task);
+        assert!(
+            ended.contains("code=0") && ended.contains("drained=false"),
+            "{ended}"
+        );
+        assert!(
+            !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+            "worker {pid} is still there"
+        );
+    }
+
+    /// The task ran a live worker, took its steer live, and its stdin was closed after the
+    /// last turn; the worker's pid and the one log line that says how it ended.
+    pub fn live_worker_ended(&self, run_id: &str, task: &str) -> (u64, String) {
         let evs = self.events(Some(run_id));
         let find = |kind: &str| -> &Value {
             evs.iter()
@@ -321,15 +335,7 @@ impl Daemon {
             .filter(|l| l.contains("worker ended") && l.contains(&format!("pid={pid}")))
             .collect();
         assert_eq!(ended.len(), 1, "{log}");
-        assert!(
-            ended[0].contains("code=0") && ended[0].contains("drained=false"),
-            "{}",
-            ended[0]
-        );
-        assert!(
-            !std::path::Path::new(&format!("/proc/{pid}")).exists(),
-            "worker {pid} is still there"
-        );
+        (pid, ended[0].to_string())
     }
 
     /// Every event (optionally of one run), paging through `team.events`.

@@ -685,3 +685,96 @@ pub fn gemini_daemon(
     std::fs::write(dir.join("settings.json"), all.to_string()).unwrap();
     Some(d)
 }
+
+/// The steer tests' stub: the requests numbered in `held` are answered only once the test lets
+/// each go ([`Held::steer`]), so a steer comes while that model call is out. Request 1 gets
+/// the reply `first` makes (the tool call each test starts with); every later one answers
+/// `FINAL-<n>: the README greets, as steered.`
+pub struct Held {
+    pub stub: Stub,
+    seen: std::sync::mpsc::Receiver<u64>,
+    go: std::sync::mpsc::Sender<()>,
+}
+
+impl Held {
+    pub fn start(
+        wire: Wire,
+        held: Vec<u64>,
+        first: impl Fn() -> Reply + Send + Sync + 'static,
+    ) -> Held {
+        let (seen_tx, seen) = std::sync::mpsc::channel::<u64>();
+        let (go, go_rx) = std::sync::mpsc::channel::<()>();
+        let (seen_tx, go_rx) = (std::sync::Mutex::new(seen_tx), std::sync::Mutex::new(go_rx));
+        let stub = Stub::start(wire, move |e: &Exchange| {
+            if held.contains(&e.n) {
+                let _ = seen_tx.lock().unwrap().send(e.n);
+                // Bounded, so a test that fails elsewhere still ends.
+                let _ = go_rx
+                    .lock()
+                    .unwrap()
+                    .recv_timeout(std::time::Duration::from_secs(90));
+            }
+            if e.n == 1 {
+                first()
+            } else {
+                Reply::Text(format!("FINAL-{}: the README greets, as steered.", e.n))
+            }
+        });
+        Held { stub, seen, go }
+    }
+
+    /// For each `(n, message)` of `steers`: once request `n` arrived, steer task `01_only` of
+    /// `run_id` with `message` (it must go live, with no note), and let the request go once
+    /// crew wrote the steer to the worker's stdin. `cli` names the agent in a failure.
+    pub fn steer(&self, d: &Daemon, run_id: &str, cli: &str, steers: &[(u64, &str)]) {
+        for (i, (n, message)) in steers.iter().enumerate() {
+            let got = self
+                .seen
+                .recv_timeout(std::time::Duration::from_secs(120))
+                .unwrap_or_else(|_| {
+                    panic!(
+                        "{cli} made no model request {n}: {:#}\n{}",
+                        d.status(run_id),
+                        tail(&d.log_text(), 6000)
+                    )
+                });
+            assert_eq!(got, *n);
+            let r = d.ok(
+                "team.steer",
+                json!({"runId": run_id, "taskId": "01_only", "message": message}),
+            );
+            assert_eq!(r["delivered"], "live", "steer {i}: {r}");
+            assert_eq!(r.get("note"), None, "steer {i}: {r}");
+            // On the worker's stdin before the held answer is let go.
+            d.wait_log_n("steer written to the worker", i + 1);
+            self.go.send(()).unwrap();
+        }
+    }
+}
+
+/// Waits for `run_id`, which must complete with the stub having seen nothing wrong; returns
+/// its `team.status`.
+pub fn wait_completed(d: &Daemon, run_id: &str, stub: &Stub) -> Value {
+    let status = d.wait(run_id);
+    let st = d.status(run_id);
+    assert_eq!(
+        status,
+        "completed",
+        "{st:#}\nstub errors: {:?}\n{}",
+        stub.errors(),
+        tail(&d.log_text(), 6000)
+    );
+    assert!(stub.errors().is_empty(), "{:?}", stub.errors());
+    st
+}
+
+/// The result of a one-step run's task `01_only`.
+pub fn only_result(d: &Daemon, run_id: &str) -> String {
+    d.ok(
+        "team.artifact",
+        json!({"runId": run_id, "name": "results/01_only.txt"}),
+    )["content"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
