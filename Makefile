@@ -36,28 +36,20 @@ DEV_DIR := $(TARGET_DIR)/dev
 DEV_SOCKET := $(DEV_DIR)/crewd.sock
 
 NODE_DIR := tests/node
-NODE_TESTS := schema.test.mjs client.test.mjs examples.test.mjs
-# The dashboard's layout library (compiled into the binaries by crates/crew-ui/build.rs) and
-# its browser test.
-UI_WEB_DIR := crates/crew-ui/web
+
+# The dashboard's browser test.
 UI_TEST_DIR := tests/ui
 # `crewctl mcp` under the official MCP TypeScript SDK (its one test dependency, with ajv).
 MCP_DIR := tests/mcp
 
-.PHONY: help build run demo test test-rust test-node test-ui node-deps ui-deps lint docs bench bench-ui fuzz \
+.PHONY: help build run demo test test-rust test-node test-ui node-deps agents lint docs bench bench-ui fuzz \
 	install uninstall check-install clean-dev
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## (.*)/  \1\t\2/' | expand -t 18
 
-build: ui-deps ## build every binary (debug)
+build: ## build every binary (debug)
 	$(CARGO) build --workspace --bins
-
-# npm ci again only when the lockfile changed.
-$(UI_WEB_DIR)/node_modules/.package-lock.json: $(UI_WEB_DIR)/package-lock.json $(UI_WEB_DIR)/package.json
-	cd $(UI_WEB_DIR) && $(NPM) ci --no-audit --no-fund
-
-ui-deps: $(UI_WEB_DIR)/node_modules/.package-lock.json ## the dashboard's graph layout library (npm ci)
 
 $(UI_TEST_DIR)/node_modules/.package-lock.json: $(UI_TEST_DIR)/package-lock.json $(UI_TEST_DIR)/package.json
 	cd $(UI_TEST_DIR) && $(NPM) ci --no-audit --no-fund
@@ -91,10 +83,17 @@ demo: build ## start crewd on a temporary socket, run the default team on the fa
 	trap 'rm -rf "$$tmp"' EXIT; \
 	exit $$status
 
-test: build test-rust test-node test-ui ## build, then every Rust test (nextest), the Node client test and the dashboard in chromium
+# Every suite, on past a failure, then one closing line: N passed, N failed, N skipped (tests of
+# an agent CLI that is not installed are skipped, never passed; `make agents` installs them).
+test: build node-deps $(UI_TEST_DIR)/node_modules/.package-lock.json ## build, then every Rust test (nextest), the Node clients, the dashboard in chromium; ends with N passed, N failed, N skipped
+	CARGO=$(CARGO) NODE=$(NODE) TARGET_DIR=$(TARGET_DIR) bash tests/run.sh
 
 test-rust: build
-	$(CARGO) nextest run --workspace
+	CARGO=$(CARGO) NODE=$(NODE) TARGET_DIR=$(TARGET_DIR) bash tests/run.sh rust
+
+agents: ## install the pinned agent CLIs the real-agent tests need (~1 GB; idempotent)
+	bash tests/pi/setup.sh
+	bash tests/agents/setup.sh
 
 # npm ci again only when the lockfile changed.
 $(NODE_DIR)/node_modules/.package-lock.json: $(NODE_DIR)/package-lock.json $(NODE_DIR)/package.json
@@ -106,13 +105,10 @@ $(MCP_DIR)/node_modules/.package-lock.json: $(MCP_DIR)/package-lock.json $(MCP_D
 node-deps: $(NODE_DIR)/node_modules/.package-lock.json $(MCP_DIR)/node_modules/.package-lock.json
 
 test-node: build node-deps
-	cd $(NODE_DIR) && CREWD_BIN=$(TARGET_DIR)/debug/crewd $(NODE) --test $(NODE_TESTS)
-	cd $(MCP_DIR) && CREWD_BIN=$(TARGET_DIR)/debug/crewd CREWCTL_BIN=$(TARGET_DIR)/debug/crewctl $(NODE) --test mcp.test.mjs
-	cd clients/pi && CREWD_BIN=$(TARGET_DIR)/debug/crewd $(NODE) --test test/real-pi.test.mjs
+	CARGO=$(CARGO) NODE=$(NODE) TARGET_DIR=$(TARGET_DIR) bash tests/run.sh node
 
 test-ui: build node-deps $(UI_TEST_DIR)/node_modules/.package-lock.json ## the dashboard in a real chromium (screenshots in target/ui-screenshots)
-	cd $(UI_TEST_DIR) && npx --no-install tsc -p tsconfig.json
-	cd $(UI_TEST_DIR) && CREWD_BIN=$(TARGET_DIR)/debug/crewd CREWCTL_BIN=$(TARGET_DIR)/debug/crewctl $(NODE) --test dashboard.test.mjs
+	CARGO=$(CARGO) NODE=$(NODE) TARGET_DIR=$(TARGET_DIR) bash tests/run.sh ui
 
 lint: ## rustfmt --check and clippy -D warnings on every target
 	$(CARGO) fmt --all -- --check

@@ -1,10 +1,9 @@
-//! Embeds the dashboard's files: everything directly in `web/` that the page serves, plus the
-//! graph layout library from `web/node_modules` when `npm ci` has put it there.
+//! Embeds the dashboard's files: everything directly in `web/` that the page serves. The page
+//! is all ours (its graph layout too, `web/layout.js`), so a build needs no `npm ci`, and cargo
+//! reruns this script only when one of these files, or the directory's list of files, changes.
 
 use std::fmt::Write;
 use std::path::Path;
-
-const DAGRE: &str = "node_modules/@dagrejs/dagre/dist/dagre.esm.js";
 
 fn mime(name: &str) -> &'static str {
     match name.rsplit('.').next() {
@@ -18,7 +17,6 @@ fn mime(name: &str) -> &'static str {
 
 fn main() {
     let web = Path::new(env!("CARGO_MANIFEST_DIR")).join("web");
-    println!("cargo:rerun-if-changed={}", web.display());
     let mut files: Vec<(String, std::path::PathBuf)> = Vec::new();
     if let Ok(dir) = std::fs::read_dir(&web) {
         for e in dir.flatten() {
@@ -27,18 +25,18 @@ fn main() {
                 .iter()
                 .any(|x| name.ends_with(x));
             if served && e.path().is_file() {
-                println!("cargo:rerun-if-changed={}", e.path().display());
                 files.push((name, e.path()));
             }
         }
     }
-    let dagre = web.join(DAGRE);
-    println!("cargo:rerun-if-changed={}", dagre.display());
-    let has_dagre = dagre.is_file();
-    if has_dagre {
-        files.push(("dagre.esm.js".into(), dagre));
-    }
     files.sort();
+    // Every path named here exists: cargo reruns a build script forever for a path that does
+    // not. The directory itself catches a file added or removed (cargo compares the newest
+    // mtime under it, so nothing else may be written there by a build).
+    println!("cargo:rerun-if-changed={}", web.display());
+    for (_, path) in &files {
+        println!("cargo:rerun-if-changed={}", path.display());
+    }
     let mut out = String::from("pub static ASSETS: &[(&str, &str, &[u8])] = &[\n");
     for (name, path) in &files {
         let _ = writeln!(
@@ -49,7 +47,6 @@ fn main() {
         );
     }
     out.push_str("];\n");
-    let _ = writeln!(out, "const HAS_DAGRE: bool = {has_dagre};");
     let dest = Path::new(&std::env::var("OUT_DIR").unwrap_or_default()).join("assets.rs");
     if let Err(e) = std::fs::write(&dest, out) {
         panic!("cannot write {}: {e}", dest.display());

@@ -1,6 +1,5 @@
-//! The page's files, compiled in by `build.rs` from `web/` (ours) and `web/node_modules` (the
-//! graph layout library, installed from `web/package-lock.json`): the dashboard works offline
-//! and needs no CDN.
+//! The page's files, compiled in by `build.rs` from `web/` (all ours, the graph layout
+//! included): the dashboard works offline and needs no CDN.
 
 pub struct Asset {
     pub mime: &'static str,
@@ -17,15 +16,11 @@ pub fn get(name: &str) -> Option<Asset> {
         .map(|(_, mime, bytes)| Asset { mime, bytes })
 }
 
-/// Whether the graph layout library was there at build time (`make ui-deps`); without it the
-/// page lists a run's tasks instead of drawing the DAG, and says why.
-pub const HAS_LAYOUT: bool = HAS_DAGRE;
-
 #[cfg(test)]
 mod tests {
     #[test]
     fn the_page_and_its_modules_are_compiled_in() {
-        for name in ["index.html", "app.js", "rpc.js", "dag.js", "style.css"] {
+        for name in ["index.html", "app.js", "rpc.js", "dag.js", "layout.js", "style.css"] {
             assert!(super::get(name).is_some(), "{name} missing");
         }
         assert!(super::get("../Cargo.toml").is_none());

@@ -1,11 +1,11 @@
 // @ts-check
-// A run's tasks as a DAG: laid out by dagre (layered, Sugiyama-style: ranks from the
+// A run's tasks as a DAG: laid out by `layout.js` (layered, Sugiyama-style: ranks from the
 // dependencies, crossings reduced), drawn as SVG. Colours come from the `data-status`
 // attribute and the stylesheet, so a status change is one attribute write.
 
 /** @typedef {import('../../../proto-docs/crew-api').TaskView} TaskView */
 
-import { layoutAvailable, layout } from './layout.js';
+import { layout } from './layout.js';
 
 const SVG = 'http://www.w3.org/2000/svg';
 const W = 168;
@@ -31,29 +31,6 @@ export function drawDag(host, tasks, onSelect) {
   host.replaceChildren();
   /** @type {Map<string, Element>} */
   const nodes = new Map();
-  if (!layoutAvailable) {
-    // Built without `make ui-deps`: say so and list the tasks in dependency order instead.
-    const note = document.createElement('p');
-    note.className = 'note';
-    note.textContent =
-      'The graph layout library was not installed when crew was built (run `make ui-deps`, then rebuild); tasks are listed instead.';
-    const list = document.createElement('ol');
-    list.className = 'dag-list';
-    for (const t of tasks) {
-      const li = document.createElement('li');
-      const b = document.createElement('button');
-      b.dataset.task = t.id;
-      b.dataset.status = t.status;
-      b.className = 'node';
-      b.textContent = `${t.id} (${t.role}) ${t.status}`;
-      b.onclick = () => onSelect(t.id);
-      li.append(b);
-      list.append(li);
-      nodes.set(t.id, b);
-    }
-    host.append(note, list);
-    return handle(nodes);
-  }
   const g = layout(
     tasks.map((t) => ({ id: t.id, width: W, height: H })),
     tasks.flatMap((t) => t.dependsOn.map((d) => ({ from: d, to: t.id }))),

@@ -183,7 +183,7 @@ fn claude_daemon(stub: &Stub) -> Option<Daemon> {
 fn claude_code_asks_and_the_answer_resumes_its_session() {
     let stub = Stub::start(Wire::Anthropic, script);
     let Some(d) = claude_daemon(&stub) else {
-        return skipped(
+        not_installed(
             "claude_code_asks_and_the_answer_resumes_its_session",
             "claude",
         );
@@ -228,7 +228,7 @@ fn codex_asks_and_the_answer_resumes_its_session() {
         .unwrap();
     std::fs::write(home.path().join("config.toml"), codex_provider_toml(&stub)).unwrap();
     let Some(d) = codex_daemon(&home) else {
-        return skipped("codex_asks_and_the_answer_resumes_its_session", "codex");
+        not_installed("codex_asks_and_the_answer_resumes_its_session", "codex");
     };
     asks_and_resumes(
         &d,
@@ -246,7 +246,7 @@ fn gemini_cli_asks_and_the_answer_resumes_its_session() {
     // No MCP server is named in the workers' settings: crew adds its ask server in a Gemini
     // home of its own (GEMINI_CLI_HOME).
     let Some(d) = gemini_daemon(&stub, "", json!({})) else {
-        return skipped(
+        not_installed(
             "gemini_cli_asks_and_the_answer_resumes_its_session",
             "gemini",
         );
@@ -270,7 +270,7 @@ fn opencode_asks_and_the_answer_resumes_its_session() {
     user["permission"] = json!({"*": "deny"});
     std::fs::write(&file, user.to_string()).unwrap();
     let Some(opencode) = agent_bin("opencode") else {
-        return skipped(
+        not_installed(
             "opencode_asks_and_the_answer_resumes_its_session",
             "opencode",
         );

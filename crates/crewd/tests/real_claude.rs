@@ -53,7 +53,7 @@ fn default_team_on_the_real_claude_cli() {
         }
     });
     let Some(d) = start_daemon(&stub, "max_attempts = 1\n") else {
-        return skipped("default_team_on_the_real_claude_cli", "claude");
+        not_installed("default_team_on_the_real_claude_cli", "claude");
     };
     let goal = long_goal();
     let run_id = run_default_team(&d, &stub, "claude", &work_dir);
@@ -102,7 +102,7 @@ fn claude_api_errors_are_retried_or_reported() {
         }
     });
     let Some(d) = start_daemon(&stub, "max_attempts = 3\n") else {
-        return skipped("claude_api_errors_are_retried_or_reported", "claude");
+        not_installed("claude_api_errors_are_retried_or_reported", "claude");
     };
     one_step_team(&d, "solo", "Answer: {goal}", "explorer");
     check_retries_and_400(&d, "claude");

@@ -29,8 +29,7 @@ const STEER_2: &str = "STEER-8: and count its lines";
 /// claude's stdin. Then wait for the run. Returns the daemon, the run id and the stub.
 fn steered_run(test: &str, steers: &[(u64, &str)]) -> Option<(Daemon, String, Stub)> {
     let Some(claude) = agent_bin("claude") else {
-        skipped(test, "claude");
-        return None;
+        not_installed(test, "claude")
     };
     // The README is in the daemon's project directory, known once the daemon is up.
     let readme = Arc::new(Mutex::new(PathBuf::new()));

@@ -83,7 +83,7 @@ fn default_team(test: &str, runtime_config: &str) {
     });
     let home = codex_home(&stub);
     let Some(d) = start_daemon_with(&home, "max_attempts = 1\n", runtime_config) else {
-        return skipped(test, "codex");
+        not_installed(test, "codex");
     };
     let work = tempfile::tempdir().unwrap();
     let work_dir = work.path().canonicalize().unwrap();
@@ -150,7 +150,7 @@ fn codex_api_errors_are_retried_or_reported() {
     });
     let home = codex_home(&stub);
     let Some(d) = start_daemon(&home, "max_attempts = 3\n") else {
-        return skipped("codex_api_errors_are_retried_or_reported", "codex");
+        not_installed("codex_api_errors_are_retried_or_reported", "codex");
     };
     one_step_team(&d, "solo", "Answer: {goal}", "explorer");
     check_retries_and_400(&d, "codex");
@@ -220,7 +220,7 @@ fn tuned_request(live: bool, mode: &str) -> Option<(Value, Value, bool, bool, Va
 #[test]
 fn live_mode_passes_model_effort_and_system_prompt_as_exec_does() {
     if agent_bin("codex").is_none() {
-        return skipped(
+        not_installed(
             "live_mode_passes_model_effort_and_system_prompt_as_exec_does",
             "codex",
         );

@@ -40,8 +40,7 @@ fn steered_run(
     steers: &[(u64, &str)],
 ) -> Option<(Daemon, String, Stub, tempfile::TempDir)> {
     let Some(codex) = agent_bin("codex") else {
-        skipped(test, "codex");
-        return None;
+        not_installed(test, "codex")
     };
     let held = steers.iter().map(|(n, _)| *n).collect();
     let held = Held::start(Wire::Responses, held, || Reply::Tool {

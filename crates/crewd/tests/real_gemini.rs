@@ -41,7 +41,7 @@ fn default_team_on_the_real_gemini_cli() {
         }
     });
     let Some(d) = start_daemon(&stub, "max_attempts = 1\n") else {
-        return skipped("default_team_on_the_real_gemini_cli", "gemini");
+        not_installed("default_team_on_the_real_gemini_cli", "gemini");
     };
     let goal = long_goal();
     let run_id = run_default_team(&d, &stub, "gemini", &work_dir);
@@ -72,7 +72,7 @@ fn gemini_bad_requests_fail_with_the_apis_message() {
         message: "STUB-400: max_tokens: field required".into(),
     });
     let Some(d) = start_daemon(&stub, "max_attempts = 3\n") else {
-        return skipped("gemini_bad_requests_fail_with_the_apis_message", "gemini");
+        not_installed("gemini_bad_requests_fail_with_the_apis_message", "gemini");
     };
     one_step_team(&d, "solo", "Answer: {goal}", "explorer");
     let run = d.run(
@@ -98,7 +98,7 @@ fn gemini_bad_requests_fail_with_the_apis_message() {
 fn gemini_retries_a_rate_limit_itself() {
     let stub = failing_then_ok(Wire::Gemini, None, vec![(429, "STUB says slow down")]);
     let Some(d) = start_daemon(&stub, "max_attempts = 3\n") else {
-        return skipped("gemini_retries_a_rate_limit_itself", "gemini");
+        not_installed("gemini_retries_a_rate_limit_itself", "gemini");
     };
     one_step_team(&d, "solo", "Answer: {goal}", "explorer");
     check_recovered(&d, &stub, "gemini", MODEL, 1, &[]);
@@ -120,7 +120,7 @@ fn gemini_rate_limits_it_gives_up_on_are_retried_by_crew() {
     );
     let settings = json!({"general": {"maxAttempts": 1}});
     let Some(d) = gemini_daemon(&stub, "max_attempts = 3\n", settings) else {
-        return skipped(
+        not_installed(
             "gemini_rate_limits_it_gives_up_on_are_retried_by_crew",
             "gemini",
         );

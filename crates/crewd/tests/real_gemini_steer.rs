@@ -98,7 +98,7 @@ fn steer_reaches_the_real_gemini_cli_at_its_next_prompt() {
     });
     let stub = &held.stub;
     let Some(d) = live_gemini_daemon(stub) else {
-        return skipped(test, "gemini");
+        not_installed(test, "gemini");
     };
     let work = d.work.canonicalize().unwrap();
     std::fs::write(work.join("README.md"), "# Hello\n\nA greeting.\n").unwrap();
@@ -159,7 +159,7 @@ fn a_read_only_roles_write_is_refused_in_live_mode() {
         }
     });
     let Some(d) = live_gemini_daemon(&stub) else {
-        return skipped(test, "gemini");
+        not_installed(test, "gemini");
     };
     let work = d.work.canonicalize().unwrap();
     *target.lock().unwrap() = work.join("written.txt");
@@ -200,7 +200,7 @@ fn gemini_bad_requests_fail_with_the_apis_message_in_live_mode() {
         message: "STUB-400: max_tokens: field required".into(),
     });
     let Some(d) = live_gemini_daemon(&stub) else {
-        return skipped(test, "gemini");
+        not_installed(test, "gemini");
     };
     let (run_id, _) = run_one(&d, "Answer: {goal}", "explorer");
     assert_eq!(d.wait(&run_id), "failed");
@@ -253,7 +253,7 @@ fn gemini_asks_and_the_answer_loads_its_session_in_live_mode() {
     let stub = Stub::start(Wire::Gemini, ask_script);
     crewctl_next_to_crewd();
     let Some(d) = live_gemini_daemon(&stub) else {
-        return skipped(test, "gemini");
+        not_installed(test, "gemini");
     };
     let (run, st) = ask_and_answer(
         &d,
@@ -305,7 +305,7 @@ fn gemini_rate_limits_are_retried_by_crew_in_live_mode() {
         ],
     );
     let Some(d) = live_gemini_daemon_with(&stub, json!({"general": {"maxAttempts": 1}})) else {
-        return skipped(test, "gemini");
+        not_installed(test, "gemini");
     };
     let (run_id, _) = run_one(&d, "Answer: {goal}", "explorer");
     let status = d.wait(&run_id);
@@ -345,7 +345,7 @@ fn the_executor_writes_in_live_mode() {
         }
     });
     let Some(d) = live_gemini_daemon(&stub) else {
-        return skipped(test, "gemini");
+        not_installed(test, "gemini");
     };
     let work = d.work.canonicalize().unwrap();
     *target.lock().unwrap() = work.join("written.txt");

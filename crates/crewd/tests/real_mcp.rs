@@ -255,7 +255,7 @@ fn shown(out: &Output) -> String {
 #[test]
 fn claude_code_runs_a_team_through_crews_mcp_server() {
     let Some((d, stub, out)) = claude_session(true) else {
-        return skipped("claude_code_runs_a_team_through_crews_mcp_server", "claude");
+        not_installed("claude_code_runs_a_team_through_crews_mcp_server", "claude");
     };
     assert!(out.status.success(), "{}", shown(&out));
     let ex = stub.exchanges();
@@ -285,7 +285,7 @@ fn claude_code_runs_a_team_through_crews_mcp_server() {
 #[test]
 fn claude_code_without_allowed_tools_refuses_the_call() {
     let Some((d, stub, out)) = claude_session(false) else {
-        return skipped(
+        not_installed(
             "claude_code_without_allowed_tools_refuses_the_call",
             "claude",
         );
@@ -375,7 +375,7 @@ fn codex_answer(out: &Output) -> Option<String> {
 #[test]
 fn codex_runs_a_team_through_crews_mcp_server() {
     let Some((d, stub, out)) = codex_session(true) else {
-        return skipped("codex_runs_a_team_through_crews_mcp_server", "codex");
+        not_installed("codex_runs_a_team_through_crews_mcp_server", "codex");
     };
     assert!(out.status.success(), "{}", shown(&out));
     let ex = stub.exchanges();
@@ -423,7 +423,7 @@ fn codex_runs_a_team_through_crews_mcp_server() {
 #[test]
 fn codex_without_approval_fails_the_call() {
     let Some((d, stub, out)) = codex_session(false) else {
-        return skipped("codex_without_approval_fails_the_call", "codex");
+        not_installed("codex_without_approval_fails_the_call", "codex");
     };
     assert!(out.status.success(), "{}", shown(&out));
     let calls = codex_mcp_calls(&out);

@@ -62,7 +62,7 @@ fn default_team_on_the_real_opencode_cli() {
     });
     let config = opencode_config(&stub);
     let Some(d) = start_daemon(&config, "max_attempts = 1\n") else {
-        return skipped("default_team_on_the_real_opencode_cli", "opencode");
+        not_installed("default_team_on_the_real_opencode_cli", "opencode");
     };
     let goal = long_goal();
     let run_id = run_default_team_on(&d, &stub, "opencode", &work_dir, &model());
@@ -91,7 +91,7 @@ fn opencode_bad_requests_fail_with_the_apis_message() {
     });
     let config = opencode_config(&stub);
     let Some(d) = start_daemon(&config, "max_attempts = 3\n") else {
-        return skipped(
+        not_installed(
             "opencode_bad_requests_fail_with_the_apis_message",
             "opencode",
         );
@@ -128,7 +128,7 @@ fn opencode_retries_rate_limits_and_overloads_itself() {
     );
     let config = opencode_config(&stub);
     let Some(d) = start_daemon(&config, "max_attempts = 3\n") else {
-        return skipped(
+        not_installed(
             "opencode_retries_rate_limits_and_overloads_itself",
             "opencode",
         );
@@ -149,7 +149,7 @@ fn opencode_rate_limits_it_gives_up_on_are_retried_by_crew() {
     );
     let config = opencode_config(&stub);
     let Some(d) = start_daemon(&config, "max_attempts = 3\n") else {
-        return skipped(
+        not_installed(
             "opencode_rate_limits_it_gives_up_on_are_retried_by_crew",
             "opencode",
         );
@@ -168,7 +168,7 @@ fn opencode_gets_a_short_prompt_as_written() {
     let stub = Stub::start(Wire::Chat, |_| Reply::Text("STUB-OK".into()));
     let config = opencode_config(&stub);
     let Some(d) = start_daemon(&config, "max_attempts = 1\n") else {
-        return skipped("opencode_gets_a_short_prompt_as_written", "opencode");
+        not_installed("opencode_gets_a_short_prompt_as_written", "opencode");
     };
     one_step_team(&d, "solo", "Answer: {goal}", "explorer");
     let goal = r#"say "hi" now"#;

@@ -75,7 +75,7 @@ fn steer_reaches_the_real_opencode_at_its_next_model_call() {
     let stub = &held.stub;
     let config = opencode_config(stub);
     let Some(d) = live_opencode_daemon(&config) else {
-        return skipped(test, "opencode");
+        not_installed(test, "opencode");
     };
     let work = d.work.canonicalize().unwrap();
     std::fs::write(work.join("README.md"), "# Hello\n\nA greeting.\n").unwrap();
@@ -146,7 +146,7 @@ fn a_read_only_roles_write_is_refused_in_live_mode() {
     });
     let config = opencode_config(&stub);
     let Some(d) = live_opencode_daemon(&config) else {
-        return skipped(test, "opencode");
+        not_installed(test, "opencode");
     };
     let work = d.work.canonicalize().unwrap();
     *target.lock().unwrap() = work.join("written.txt");
@@ -183,7 +183,7 @@ fn opencode_bad_requests_fail_with_the_apis_message_in_live_mode() {
     });
     let config = opencode_config(&stub);
     let Some(d) = live_opencode_daemon(&config) else {
-        return skipped(test, "opencode");
+        not_installed(test, "opencode");
     };
     let run_id = run_one(&d, "Answer: {goal}", "explorer");
     assert_eq!(d.wait(&run_id), "failed");
@@ -228,7 +228,7 @@ fn opencode_asks_and_the_answer_loads_its_session_in_live_mode() {
     let config = opencode_config(&stub);
     crewctl_next_to_crewd();
     let Some(d) = live_opencode_daemon(&config) else {
-        return skipped(test, "opencode");
+        not_installed(test, "opencode");
     };
     let (run, st) = ask_and_answer(
         &d,
@@ -278,7 +278,7 @@ fn the_executor_writes_in_live_mode() {
     });
     let config = opencode_config(&stub);
     let Some(d) = live_opencode_daemon(&config) else {
-        return skipped(test, "opencode");
+        not_installed(test, "opencode");
     };
     let work = d.work.canonicalize().unwrap();
     *target.lock().unwrap() = work.join("written.txt");

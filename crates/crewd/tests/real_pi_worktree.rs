@@ -5,7 +5,7 @@
 //! without `write`) asked to write the same way does not change anything.
 //!
 //! pi is installed by `tests/pi/setup.sh` into `<repo>/.cache/pi` (or `$CREW_PI_DIR`); without
-//! it the test passes after printing SKIPPED.
+//! it `make test` leaves the test out and counts it as skipped.
 
 mod common;
 #[path = "support/model_stub.rs"]
@@ -112,7 +112,7 @@ fn worktrees(dir: &Path) -> Vec<String> {
 #[test]
 fn real_pi_writes_a_file_in_its_worktree() {
     let Some(pi) = pi_bin() else {
-        return skipped("real_pi_writes_a_file_in_its_worktree");
+        not_installed("real_pi_writes_a_file_in_its_worktree");
     };
     let stub = Stub::start(Wire::Chat, script);
     let d = pi_daemon(&pi, &stub.base_url(), MODEL_ID, (0.0, 0.0));

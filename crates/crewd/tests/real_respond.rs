@@ -5,7 +5,7 @@
 //! the stub's final text.
 //!
 //! pi comes from `tests/pi/setup.sh` (`<repo>/.cache/pi` or `$CREW_PI_DIR`). Without it the
-//! tests pass after printing SKIPPED.
+//! tests are left out by `make test` and counted as skipped.
 
 mod common;
 #[path = "support/model_stub.rs"]
@@ -73,7 +73,7 @@ fn check_resumed(exchanges: &[Exchange]) {
 #[test]
 fn pi_asks_and_the_answer_continues_its_session() {
     let Some(pi) = pi_bin() else {
-        return real_pi::skipped("pi_asks_and_the_answer_continues_its_session");
+        real_pi::not_installed("pi_asks_and_the_answer_continues_its_session");
     };
     let stub = Stub::start(Wire::Chat, ask_then_answer("ask_user"));
     let d = pi_daemon(&pi, &stub.base_url(), "stub-model", (0.0, 0.0));

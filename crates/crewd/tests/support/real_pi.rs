@@ -18,8 +18,12 @@ pub fn pi_bin() -> Option<PathBuf> {
     bin.exists().then(|| bin.canonicalize().unwrap_or(bin))
 }
 
-pub fn skipped(test: &str) {
-    println!("SKIPPED {test}: pi is not installed (run tests/pi/setup.sh, or set CREW_PI_DIR)");
+/// pi is not installed: a failure, never a pass (see `real_cli::not_installed`).
+pub fn not_installed(test: &str) -> ! {
+    panic!(
+        "{test}: pi is not installed (run tests/pi/setup.sh, or set CREW_PI_DIR); \
+         `make test` leaves this test out, counted as skipped, while pi is missing"
+    )
 }
 
 /// A daemon whose `pi` runtime is the installed pi (its default mode, no retries), with pi's

@@ -1,0 +1,190 @@
+#!/usr/bin/env bash
+# `make test`: every suite (Rust through nextest, the Node clients, the dashboard in chromium,
+# the build-twice check), each run even when an earlier one failed, then one closing line:
+#
+#   N passed, N failed, N skipped
+#
+# Tests of a real agent CLI that is not installed are left out with a nextest filter, so they
+# count as skipped, never as passed, and the closing line names the CLIs and how to install them.
+# (They are also outside nextest's default filter, .config/nextest.toml, so a plain
+# `cargo nextest run` reports them skipped too.)
+#
+# Usage: tests/run.sh [rust|node|ui|build]...   (default: all four)
+# Env: CARGO, NODE, TARGET_DIR (as make passes them), CREW_AGENTS_DIR, CREW_PI_DIR (where the
+# pinned CLIs are, as the tests read them), NEXTEST_ARGS (more nextest arguments).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+REPO=$PWD
+CARGO=${CARGO:-cargo}
+NODE=${NODE:-node}
+TARGET_DIR=${TARGET_DIR:-$REPO/target}
+AGENTS_DIR=${CREW_AGENTS_DIR:-$REPO/tests/agents}
+PI_DIR=${CREW_PI_DIR:-$REPO/.cache/pi}
+
+# Which tests need which CLI (nextest filtersets). Every test of a `real_*` binary of crewd is
+# in exactly one of these; `coverage` below fails the run when one is not.
+declare -A NEEDS=(
+  [claude]='binary(/^real_claude/) | (binary(/^real_(ask|mcp)$/) & test(/^claude/))'
+  [codex]='binary(/^real_codex/) | (binary(/^real_(ask|mcp)$/) & test(/^codex/))'
+  [gemini]='binary(/^real_gemini/) | (binary(=real_ask) & test(/^gemini/))'
+  [opencode]='binary(/^real_opencode/) | (binary(=real_ask) & test(/^opencode/))'
+  [pi]='binary(/^real_pi/) | binary(=real_respond)'
+)
+REAL='package(crewd) & binary(/^real_/)'
+
+installed() {
+  case "$1" in
+    pi) [ -e "$PI_DIR/node_modules/.bin/pi" ] ;;
+    *) [ -e "$AGENTS_DIR/node_modules/.bin/$1" ] ;;
+  esac
+}
+
+passed=0
+failed=0
+skipped=0
+failures=()
+missing=()
+for cli in claude codex gemini opencode pi; do
+  installed "$cli" || missing+=("$cli")
+done
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/crew-test.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+
+# nextest's closing "Summary [...] N tests run: N passed, N failed, N skipped" (and timed out,
+# which is a failure).
+count_nextest() {
+  local line
+  line=$(sed 's/\x1b\[[0-9;]*m//g' "$1" | grep -E '^ *Summary \[' | tail -n 1)
+  local n
+  for word in passed failed "timed out" skipped; do
+    n=$(printf '%s\n' "$line" | grep -oE "[0-9]+ $word" | grep -oE '^[0-9]+' || true)
+    n=${n:-0}
+    case "$word" in
+      passed) passed=$((passed + n)) ;;
+      skipped) skipped=$((skipped + n)) ;;
+      *) failed=$((failed + n)) ;;
+    esac
+  done
+  [ -n "$line" ]
+}
+
+# node --test's TAP totals.
+count_tap() {
+  local n
+  for key in pass fail cancelled skipped todo; do
+    n=$(grep -E "^# $key [0-9]+$" "$1" | tail -n 1 | grep -oE '[0-9]+$' || true)
+    n=${n:-0}
+    case "$key" in
+      pass) passed=$((passed + n)) ;;
+      fail | cancelled) failed=$((failed + n)) ;;
+      *) skipped=$((skipped + n)) ;;
+    esac
+  done
+  grep -qE '^# tests [0-9]+$' "$1"
+}
+
+# One check that is not a test runner's: counted as one test.
+check() {
+  local name=$1
+  shift
+  if "$@"; then
+    passed=$((passed + 1))
+  else
+    failed=$((failed + 1))
+    failures+=("$name")
+  fi
+}
+
+coverage() {
+  local all=() union=""
+  for cli in "${!NEEDS[@]}"; do all+=("(${NEEDS[$cli]})"); done
+  union=$(IFS='|'; echo "${all[*]}")
+  local left
+  left=$("$CARGO" nextest list --workspace --ignore-default-filter --message-format oneline \
+    -E "$REAL & not ($union)" 2> "$tmp/list.err")
+  if [ $? -ne 0 ]; then
+    cat "$tmp/list.err" >&2
+    return 1
+  fi
+  if [ -n "$left" ]; then
+    echo "tests/run.sh: these real-CLI tests name no CLI in its NEEDS table:" >&2
+    echo "$left" >&2
+    return 1
+  fi
+}
+
+run_rust() {
+  check "every real-CLI test is in tests/run.sh's NEEDS table" coverage
+  local filter="all()"
+  local leave=()
+  for cli in "${missing[@]}"; do leave+=("(${NEEDS[$cli]})"); done
+  if [ ${#leave[@]} -gt 0 ]; then
+    filter="not ($(IFS='|'; echo "${leave[*]}"))"
+  fi
+  # --ignore-default-filter: the real-CLI tests whose CLI is installed run here.
+  # shellcheck disable=SC2086
+  "$CARGO" nextest run --workspace --no-fail-fast --ignore-default-filter -E "$filter" \
+    ${NEXTEST_ARGS:-} 2> >(tee "$tmp/nextest.err" >&2)
+  local rc=$?
+  wait
+  if ! count_nextest "$tmp/nextest.err" || [ $rc -ne 0 ]; then
+    [ $rc -ne 0 ] && failures+=("cargo nextest run (exit $rc)")
+    # A build failure runs no test: count it as one failure.
+    grep -qE '^ *Summary \[' "$tmp/nextest.err" || failed=$((failed + 1))
+  fi
+}
+
+# node --test with a TAP copy of its results to count; $1 names the suite.
+node_suite() {
+  local name=$1 dir=$2
+  shift 2
+  local tap="$tmp/$name.tap"
+  (cd "$dir" && "$@" --test-reporter=spec --test-reporter-destination=stdout \
+    --test-reporter=tap --test-reporter-destination="$tap")
+  local rc=$?
+  if ! count_tap "$tap" 2> /dev/null; then
+    failed=$((failed + 1))
+  fi
+  [ $rc -eq 0 ] || failures+=("$name (exit $rc)")
+}
+
+run_node() {
+  node_suite "tests/node" tests/node env CREWD_BIN="$TARGET_DIR/debug/crewd" \
+    "$NODE" --test schema.test.mjs client.test.mjs examples.test.mjs
+  node_suite "tests/mcp" tests/mcp env CREWD_BIN="$TARGET_DIR/debug/crewd" \
+    CREWCTL_BIN="$TARGET_DIR/debug/crewctl" "$NODE" --test mcp.test.mjs
+  node_suite "clients/pi" clients/pi env CREWD_BIN="$TARGET_DIR/debug/crewd" \
+    "$NODE" --test test/real-pi.test.mjs
+}
+
+run_ui() {
+  check "tsc --checkJs of the dashboard" bash -c 'cd tests/ui && npx --no-install tsc -p tsconfig.json'
+  node_suite "tests/ui" tests/ui env CREWD_BIN="$TARGET_DIR/debug/crewd" \
+    CREWCTL_BIN="$TARGET_DIR/debug/crewctl" "$NODE" --test dashboard.test.mjs
+}
+
+run_build() {
+  check "a second cargo build compiles nothing" bash tests/build/twice.sh --workspace --bins
+}
+
+parts=("$@")
+[ ${#parts[@]} -gt 0 ] || parts=(build rust node ui)
+for p in "${parts[@]}"; do
+  case "$p" in
+    rust) run_rust ;;
+    node) run_node ;;
+    ui) run_ui ;;
+    build) run_build ;;
+    *) echo "tests/run.sh: unknown part $p (rust, node, ui, build)" >&2; exit 64 ;;
+  esac
+done
+
+echo
+for f in "${failures[@]}"; do echo "failed: $f"; done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "skipped: the tests of ${missing[*]} (not installed); install the pinned CLIs with" \
+    "\`make agents\` (bash tests/agents/setup.sh and tests/pi/setup.sh, ~1 GB), then \`make test\` runs them"
+fi
+echo "$passed passed, $failed failed, $skipped skipped"
+[ "$failed" -eq 0 ] && [ ${#failures[@]} -eq 0 ]
