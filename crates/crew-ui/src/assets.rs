@@ -20,7 +20,14 @@ pub fn get(name: &str) -> Option<Asset> {
 mod tests {
     #[test]
     fn the_page_and_its_modules_are_compiled_in() {
-        for name in ["index.html", "app.js", "rpc.js", "dag.js", "layout.js", "style.css"] {
+        for name in [
+            "index.html",
+            "app.js",
+            "rpc.js",
+            "dag.js",
+            "layout.js",
+            "style.css",
+        ] {
             assert!(super::get(name).is_some(), "{name} missing");
         }
         assert!(super::get("../Cargo.toml").is_none());

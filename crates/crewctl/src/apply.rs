@@ -4,11 +4,13 @@
 use crate::ctx::{outln, Ctx};
 use crate::diff::{diffstat, short};
 use crate::exit;
+use crate::resolve::RunRef;
 use crew_api::methods::TeamApply;
 use crew_api::types::ApplyParams;
 
-pub async fn apply(ctx: &Ctx, run_id: &str, squash: bool) -> anyhow::Result<u8> {
+pub async fn apply(ctx: &Ctx, run: &RunRef, squash: bool) -> anyhow::Result<u8> {
     let conn = ctx.connect().await?;
+    let run_id = &run.resolve(&conn).await?;
     let r = conn
         .call::<TeamApply>(&ApplyParams {
             run_id: run_id.to_string(),

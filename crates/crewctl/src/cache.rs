@@ -49,7 +49,7 @@ pub async fn dispatch(ctx: &Ctx, cmd: CacheCmd) -> anyhow::Result<u8> {
                 None => None,
             };
             let run = match run {
-                Some(r) => Some(crate::resolve::run_id(&conn, &r).await?),
+                Some(r) => Some(r.resolve(&conn).await?),
                 None => None,
             };
             let r = conn

@@ -1,5 +1,6 @@
 //! The command line: every verb, its arguments, and the global flags.
 
+pub use crate::resolve::RunRef;
 use crate::style::ColorChoice;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
@@ -52,7 +53,7 @@ pub enum Command {
     Status {
         /// Run: its id, a unique prefix of the id's last part, `last` or `-N` (N-th newest)
         #[arg(allow_negative_numbers = true, value_name = "RUN")]
-        run_id: String,
+        run_id: RunRef,
         /// Redraw as the run changes, until it finishes (exit status as for `wait`)
         #[arg(short, long)]
         watch: bool,
@@ -66,7 +67,7 @@ pub enum Command {
     Cancel {
         /// Run: its id, a unique prefix of the id's last part, `last` or `-N` (N-th newest)
         #[arg(allow_negative_numbers = true, value_name = "RUN")]
-        run_id: String,
+        run_id: RunRef,
         /// Why, recorded with the run
         #[arg(long)]
         reason: Option<String>,
@@ -75,7 +76,7 @@ pub enum Command {
     Resume {
         /// Run: its id, a unique prefix of the id's last part, `last` or `-N` (N-th newest)
         #[arg(allow_negative_numbers = true, value_name = "RUN")]
-        run_id: String,
+        run_id: RunRef,
         /// Run an imported run's prompts and tools (shown when this is refused without it)
         #[arg(long)]
         confirm_imported: bool,
@@ -84,7 +85,7 @@ pub enum Command {
     Retry {
         /// Run: its id, a unique prefix of the id's last part, `last` or `-N` (N-th newest)
         #[arg(allow_negative_numbers = true, value_name = "RUN")]
-        run_id: String,
+        run_id: RunRef,
         #[arg(required = true, value_name = "TASK_ID")]
         task_ids: Vec<String>,
         /// Also run again the tasks downstream of these that already finished (their inputs
@@ -99,7 +100,7 @@ pub enum Command {
     Approve {
         /// Run: its id, a unique prefix of the id's last part, `last` or `-N` (N-th newest)
         #[arg(allow_negative_numbers = true, value_name = "RUN")]
-        run_id: String,
+        run_id: RunRef,
         #[arg(long)]
         reason: Option<String>,
     },
@@ -107,7 +108,7 @@ pub enum Command {
     Reject {
         /// Run: its id, a unique prefix of the id's last part, `last` or `-N` (N-th newest)
         #[arg(allow_negative_numbers = true, value_name = "RUN")]
-        run_id: String,
+        run_id: RunRef,
         #[arg(long)]
         reason: Option<String>,
     },
@@ -115,7 +116,7 @@ pub enum Command {
     Steer {
         /// Run: its id, a unique prefix of the id's last part, `last` or `-N` (N-th newest)
         #[arg(allow_negative_numbers = true, value_name = "RUN")]
-        run_id: String,
+        run_id: RunRef,
         task_id: String,
         message: String,
     },
@@ -123,7 +124,7 @@ pub enum Command {
     Respond {
         /// Run: its id, a unique prefix of the id's last part, `last` or `-N` (N-th newest)
         #[arg(allow_negative_numbers = true, value_name = "RUN")]
-        run_id: String,
+        run_id: RunRef,
         task_id: String,
         message: String,
     },
@@ -131,7 +132,7 @@ pub enum Command {
     Wait {
         /// Run: its id, a unique prefix of the id's last part, `last` or `-N` (N-th newest)
         #[arg(allow_negative_numbers = true, value_name = "RUN")]
-        run_id: String,
+        run_id: RunRef,
         /// Give up after this long (e.g. 30s, 5m, 1h); exit status 124
         #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
         timeout: Option<std::time::Duration>,
@@ -144,26 +145,26 @@ pub enum Command {
     Artifacts {
         /// Run: its id, a unique prefix of the id's last part, `last` or `-N` (N-th newest)
         #[arg(allow_negative_numbers = true, value_name = "RUN")]
-        run_id: String,
+        run_id: RunRef,
     },
     /// Print an artifact
     Cat {
         /// Run: its id, a unique prefix of the id's last part, `last` or `-N` (N-th newest)
         #[arg(allow_negative_numbers = true, value_name = "RUN")]
-        run_id: String,
+        run_id: RunRef,
         name: String,
     },
     /// Print a run's markdown report
     Summary {
         /// Run: its id, a unique prefix of the id's last part, `last` or `-N` (N-th newest)
         #[arg(allow_negative_numbers = true, value_name = "RUN")]
-        run_id: String,
+        run_id: RunRef,
     },
     /// Remove a finished run, its events and artifacts, its worktrees and branches
     Forget {
         /// Run: its id, a unique prefix of the id's last part, `last` or `-N` (N-th newest)
         #[arg(allow_negative_numbers = true, value_name = "RUN")]
-        run_id: String,
+        run_id: RunRef,
         /// Also delete worktrees that hold uncommitted work
         #[arg(long)]
         force: bool,
@@ -172,7 +173,7 @@ pub enum Command {
     Diff {
         /// Run: its id, a unique prefix of the id's last part, `last` or `-N` (N-th newest)
         #[arg(allow_negative_numbers = true, value_name = "RUN")]
-        run_id: String,
+        run_id: RunRef,
         task_id: Option<String>,
         /// The diffstat only
         #[arg(long)]
@@ -182,7 +183,7 @@ pub enum Command {
     Apply {
         /// Run: its id, a unique prefix of the id's last part, `last` or `-N` (N-th newest)
         #[arg(allow_negative_numbers = true, value_name = "RUN")]
-        run_id: String,
+        run_id: RunRef,
         /// As one new commit instead of merging the run's branch
         #[arg(long)]
         squash: bool,
@@ -194,7 +195,7 @@ pub enum Command {
     Export {
         /// Run: its id, a unique prefix of the id's last part, `last` or `-N` (N-th newest)
         #[arg(allow_negative_numbers = true, value_name = "RUN")]
-        run_id: String,
+        run_id: RunRef,
         /// Write to this file instead of stdout
         #[arg(short, long, value_name = "FILE")]
         output: Option<PathBuf>,
@@ -395,16 +396,16 @@ pub struct LsArgs {
     /// Every run (pages through the whole list)
     #[arg(short, long, conflicts_with = "limit")]
     pub all: bool,
-    /// Runs older than this run id (paging)
-    #[arg(long, value_name = "RUN_ID")]
-    pub before: Option<String>,
+    /// Runs older than this run (paging; any form a run is named by)
+    #[arg(long, value_name = "RUN", allow_negative_numbers = true)]
+    pub before: Option<RunRef>,
 }
 
 #[derive(Debug, Args)]
 pub struct LogsArgs {
     /// Run: its id, a unique prefix of the id's last part, `last` or `-N` (N-th newest)
     #[arg(allow_negative_numbers = true, value_name = "RUN")]
-    pub run_id: String,
+    pub run_id: RunRef,
     /// A task: show its transcript instead of the run's events
     pub task_id: Option<String>,
     /// Follow the run live until it stops
@@ -604,9 +605,9 @@ pub enum CacheCmd {
             required_unless_present = "run"
         )]
         path: Option<PathBuf>,
-        /// A run
-        #[arg(long, value_name = "RUN_ID")]
-        run: Option<String>,
+        /// A run: its id, a unique prefix of the id's last part, `last` or `-N` (N-th newest)
+        #[arg(long, value_name = "RUN", allow_negative_numbers = true)]
+        run: Option<RunRef>,
     },
 }
 

@@ -2,16 +2,18 @@
 
 use crate::ctx::{out, outln, Ctx};
 use crate::exit;
+use crate::resolve::RunRef;
 use crew_api::methods::TeamDiff;
 use crew_api::types::{DiffParams, RunIdParams};
 
 pub async fn diff(
     ctx: &Ctx,
-    run_id: &str,
+    run: &RunRef,
     task_id: Option<String>,
     stat: bool,
 ) -> anyhow::Result<u8> {
     let conn = ctx.connect().await?;
+    let run_id = &run.resolve(&conn).await?;
     let r = conn
         .call::<TeamDiff>(&DiffParams {
             run_id: run_id.to_string(),
@@ -56,9 +58,12 @@ pub async fn print_integration(ctx: &Ctx, run_id: &str) {
         return;
     };
     let Some(ws) = s.workspace else { return };
+    // The form every other hint prints (`summary`, `logs`): `diff` and `apply` resolve it
+    // as every verb does.
+    let short = crate::render::ids::hint(run_id);
     let line = match &ws.integrated {
         Some(i) => format!(
-            "Result on {}: {}. See it: crewctl diff {run_id} · take it: crewctl apply {run_id}",
+            "Result on {}: {}. See it: crewctl diff {short} · take it: crewctl apply {short}",
             i.branch,
             diffstat(i.files, i.insertions, i.deletions)
         ),

@@ -1,6 +1,7 @@
 //! Run ids as people type them: `last` or `-1` (newest run), `-N` (N-th newest), a prefix of the
 //! random part (`3f9a1c2e`), or the whole id. Resolved here, against `team.list`, so every verb
-//! that takes a run id takes all of these.
+//! that takes a run id takes all of these: a verb's argument is a [`RunRef`], whose one way to
+//! an id is [`RunRef::resolve`], so no verb can pass what was typed on unresolved.
 
 use crate::conn::Conn;
 use crate::render::ids;
@@ -82,10 +83,29 @@ pub fn parse(s: &str) -> Typed {
     Typed::Exact(s.to_string())
 }
 
+/// A run as typed on the command line. Deliberately without a way to read the text back: the
+/// daemon wants whole ids, and `resolve` is how a typed run becomes one.
+#[derive(Debug, Clone)]
+pub struct RunRef(String);
+
+impl std::str::FromStr for RunRef {
+    type Err = std::convert::Infallible;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(RunRef(s.to_string()))
+    }
+}
+
+impl RunRef {
+    /// The whole id of the run this names (see the module's forms).
+    pub async fn resolve(&self, conn: &Conn) -> anyhow::Result<String> {
+        run_id(conn, &self.0).await
+    }
+}
+
 const MAX_CANDIDATES: usize = 10;
 
 /// The whole run id for what was typed.
-pub async fn run_id(conn: &Conn, typed: &str) -> anyhow::Result<String> {
+async fn run_id(conn: &Conn, typed: &str) -> anyhow::Result<String> {
     match parse(typed) {
         Typed::Exact(id) => Ok(id),
         Typed::Newest(n) => {

@@ -133,12 +133,12 @@ pub async fn run(ctx: &Ctx, c: RunCmd) -> anyhow::Result<u8> {
 /// moved on in between), and wait again after its next event.
 pub async fn wait(
     ctx: &Ctx,
-    run_id: &str,
+    run: &crate::resolve::RunRef,
     timeout: Option<std::time::Duration>,
     until_blocked: bool,
 ) -> anyhow::Result<u8> {
     let conn = ctx.connect().await?;
-    let run_id = &crate::resolve::run_id(&conn, run_id).await?;
+    let run_id = &run.resolve(&conn).await?;
     let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
     let left_ms = || {
         deadline.map(|d| {

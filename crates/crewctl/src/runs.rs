@@ -7,7 +7,7 @@ use crate::ctx::{out, outln, Ctx};
 use crate::exit;
 use crate::follow;
 use crate::render::{events, runs as view_runs, transcript};
-use crate::resolve;
+use crate::resolve::RunRef;
 use crate::style::Tone;
 use anyhow::Context as _;
 use crew_api::methods::*;
@@ -20,9 +20,9 @@ fn rid(run_id: &str) -> RunIdParams {
     }
 }
 
-pub async fn status(ctx: &Ctx, run_id: &str, watch: bool) -> anyhow::Result<u8> {
+pub async fn status(ctx: &Ctx, run: &RunRef, watch: bool) -> anyhow::Result<u8> {
     let conn = ctx.connect().await?;
-    let run_id = &resolve::run_id(&conn, run_id).await?;
+    let run_id = &run.resolve(&conn).await?;
     if watch {
         return watch_status(ctx, &conn, run_id).await;
     }
@@ -98,7 +98,7 @@ fn status_filter(s: RunStatusArg) -> RunStatus {
 pub async fn ls(ctx: &Ctx, a: LsArgs) -> anyhow::Result<u8> {
     let conn = ctx.connect().await?;
     let before = match &a.before {
-        Some(b) => Some(resolve::run_id(&conn, b).await?),
+        Some(b) => Some(b.resolve(&conn).await?),
         None => None,
     };
     let mut params = ListParams {
@@ -128,30 +128,30 @@ pub async fn ls(ctx: &Ctx, a: LsArgs) -> anyhow::Result<u8> {
     Ok(exit::SUCCESS)
 }
 
-pub async fn logs(ctx: &Ctx, mut a: LogsArgs) -> anyhow::Result<u8> {
+pub async fn logs(ctx: &Ctx, a: LogsArgs) -> anyhow::Result<u8> {
     let conn = ctx.connect().await?;
-    a.run_id = resolve::run_id(&conn, &a.run_id).await?;
+    let run_id = a.run_id.resolve(&conn).await?;
     let through = a
         .blocks
         .through(ctx.stdin_tty && ctx.stdout_tty && !ctx.json);
     match a.task_id.as_deref() {
-        None if a.follow => follow::follow_existing(ctx, conn, &a.run_id, None, through).await,
-        None => run_events(ctx, &conn, &a.run_id, a.verbose).await,
+        None if a.follow => follow::follow_existing(ctx, conn, &run_id, None, through).await,
+        None => run_events(ctx, &conn, &run_id, a.verbose).await,
         Some(task_id) => {
-            let s = conn.call::<TeamStatus>(&rid(&a.run_id)).await?;
+            let s = conn.call::<TeamStatus>(&rid(&run_id)).await?;
             let task = find_task(&s, task_id)?;
             if a.follow && matches!(task.status, TaskStatus::Queued | TaskStatus::Running) {
                 let conn2 = ctx.connect().await?;
                 follow::follow(
                     ctx,
                     conn2,
-                    &a.run_id,
+                    &run_id,
                     follow::Seed::Status(Box::new(s)),
                     Some(task_id),
                     through,
                 )
                 .await?;
-                let s = conn.call::<TeamStatus>(&rid(&a.run_id)).await?;
+                let s = conn.call::<TeamStatus>(&rid(&run_id)).await?;
                 return task_transcript(ctx, &conn, &s, task_id, a.attempt, a.verbose).await;
             }
             task_transcript(ctx, &conn, &s, task_id, a.attempt, a.verbose).await
@@ -321,9 +321,9 @@ async fn read_artifact(conn: &Conn, run_id: &str, name: &str) -> anyhow::Result<
     Ok(text)
 }
 
-pub async fn cancel(ctx: &Ctx, run_id: &str, reason: Option<String>) -> anyhow::Result<u8> {
+pub async fn cancel(ctx: &Ctx, run: &RunRef, reason: Option<String>) -> anyhow::Result<u8> {
     let conn = ctx.connect().await?;
-    let run_id = &resolve::run_id(&conn, run_id).await?;
+    let run_id = &run.resolve(&conn).await?;
     // Which tasks had a worker: the message says what was stopped, not just what was marked.
     let before = conn.call::<TeamStatus>(&rid(run_id)).await?;
     let r = conn
@@ -345,9 +345,9 @@ pub async fn cancel(ctx: &Ctx, run_id: &str, reason: Option<String>) -> anyhow::
     Ok(exit::SUCCESS)
 }
 
-pub async fn resume(ctx: &Ctx, run_id: &str, confirm_imported: bool) -> anyhow::Result<u8> {
+pub async fn resume(ctx: &Ctx, run: &RunRef, confirm_imported: bool) -> anyhow::Result<u8> {
     let conn = ctx.connect().await?;
-    let run_id = &resolve::run_id(&conn, run_id).await?;
+    let run_id = &run.resolve(&conn).await?;
     let r = conn
         .call::<TeamResume>(&ResumeParams {
             run_id: run_id.to_string(),
@@ -370,13 +370,13 @@ pub async fn resume(ctx: &Ctx, run_id: &str, confirm_imported: bool) -> anyhow::
 
 pub async fn retry(
     ctx: &Ctx,
-    run_id: &str,
+    run: &RunRef,
     task_ids: Vec<String>,
     with_dependents: bool,
     confirm_imported: bool,
 ) -> anyhow::Result<u8> {
     let conn = ctx.connect().await?;
-    let run_id = &resolve::run_id(&conn, run_id).await?;
+    let run_id = &run.resolve(&conn).await?;
     let r = conn
         .call::<TeamRetry>(&RetryParams {
             run_id: run_id.to_string(),
@@ -398,12 +398,12 @@ pub async fn retry(
 
 pub async fn approve(
     ctx: &Ctx,
-    run_id: &str,
+    run: &RunRef,
     reason: Option<String>,
     approve: bool,
 ) -> anyhow::Result<u8> {
     let conn = ctx.connect().await?;
-    let run_id = &resolve::run_id(&conn, run_id).await?;
+    let run_id = &run.resolve(&conn).await?;
     let params = ApproveParams {
         run_id: run_id.to_string(),
         reason,
@@ -425,9 +425,9 @@ pub async fn approve(
     Ok(exit::SUCCESS)
 }
 
-pub async fn steer(ctx: &Ctx, run_id: &str, task_id: &str, message: String) -> anyhow::Result<u8> {
+pub async fn steer(ctx: &Ctx, run: &RunRef, task_id: &str, message: String) -> anyhow::Result<u8> {
     let conn = ctx.connect().await?;
-    let run_id = &resolve::run_id(&conn, run_id).await?;
+    let run_id = &run.resolve(&conn).await?;
     let params = TaskMessageParams {
         run_id: run_id.to_string(),
         task_id: task_id.to_string(),
@@ -454,12 +454,12 @@ pub async fn steer(ctx: &Ctx, run_id: &str, task_id: &str, message: String) -> a
 
 pub async fn respond(
     ctx: &Ctx,
-    run_id: &str,
+    run: &RunRef,
     task_id: &str,
     message: String,
 ) -> anyhow::Result<u8> {
     let conn = ctx.connect().await?;
-    let run_id = &resolve::run_id(&conn, run_id).await?;
+    let run_id = &run.resolve(&conn).await?;
     let params = TaskMessageParams {
         run_id: run_id.to_string(),
         task_id: task_id.to_string(),
@@ -477,9 +477,9 @@ pub async fn respond(
     Ok(exit::SUCCESS)
 }
 
-pub async fn artifacts(ctx: &Ctx, run_id: &str) -> anyhow::Result<u8> {
+pub async fn artifacts(ctx: &Ctx, run: &RunRef) -> anyhow::Result<u8> {
     let conn = ctx.connect().await?;
-    let run_id = &resolve::run_id(&conn, run_id).await?;
+    let run_id = &run.resolve(&conn).await?;
     let r = conn.call::<TeamArtifacts>(&rid(run_id)).await?;
     if ctx.json {
         ctx.json(&r)?;
@@ -489,9 +489,9 @@ pub async fn artifacts(ctx: &Ctx, run_id: &str) -> anyhow::Result<u8> {
     Ok(exit::SUCCESS)
 }
 
-pub async fn cat(ctx: &Ctx, run_id: &str, name: &str) -> anyhow::Result<u8> {
+pub async fn cat(ctx: &Ctx, run: &RunRef, name: &str) -> anyhow::Result<u8> {
     let conn = ctx.connect().await?;
-    let run_id = &resolve::run_id(&conn, run_id).await?;
+    let run_id = &run.resolve(&conn).await?;
     let text = read_artifact(&conn, run_id, name).await?;
     if ctx.json {
         let bytes = text.len() as u64;
@@ -511,9 +511,9 @@ pub async fn cat(ctx: &Ctx, run_id: &str, name: &str) -> anyhow::Result<u8> {
     Ok(exit::SUCCESS)
 }
 
-pub async fn summary(ctx: &Ctx, run_id: &str) -> anyhow::Result<u8> {
+pub async fn summary(ctx: &Ctx, run: &RunRef) -> anyhow::Result<u8> {
     let conn = ctx.connect().await?;
-    let run_id = &resolve::run_id(&conn, run_id).await?;
+    let run_id = &run.resolve(&conn).await?;
     let r = conn.call::<TeamSummary>(&rid(run_id)).await?;
     if ctx.json {
         ctx.json(&r)?;
@@ -523,9 +523,9 @@ pub async fn summary(ctx: &Ctx, run_id: &str) -> anyhow::Result<u8> {
     Ok(exit::SUCCESS)
 }
 
-pub async fn forget(ctx: &Ctx, run_id: &str, force: bool) -> anyhow::Result<u8> {
+pub async fn forget(ctx: &Ctx, run: &RunRef, force: bool) -> anyhow::Result<u8> {
     let conn = ctx.connect().await?;
-    let run_id = &resolve::run_id(&conn, run_id).await?;
+    let run_id = &run.resolve(&conn).await?;
     let r = conn
         .call::<TeamForget>(&ForgetParams {
             run_id: run_id.to_string(),
@@ -559,9 +559,9 @@ pub async fn prune(ctx: &Ctx, a: PruneArgs) -> anyhow::Result<u8> {
     Ok(exit::SUCCESS)
 }
 
-pub async fn export(ctx: &Ctx, run_id: &str, output: Option<PathBuf>) -> anyhow::Result<u8> {
+pub async fn export(ctx: &Ctx, run: &RunRef, output: Option<PathBuf>) -> anyhow::Result<u8> {
     let conn = ctx.connect().await?;
-    let run_id = &resolve::run_id(&conn, run_id).await?;
+    let run_id = &run.resolve(&conn).await?;
     let r = conn.call::<TeamExport>(&rid(run_id)).await?;
     let mut text = serde_json::to_string_pretty(&r.bundle)?;
     text.push('\n');

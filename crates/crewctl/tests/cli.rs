@@ -1056,3 +1056,70 @@ async fn plan_and_fan_out_approval_show_scopes_and_verify_commands() {
         "{out}"
     );
 }
+
+/// Issue 32 (1): every verb that takes a run resolves `last`, `-N` and a prefix the same way,
+/// `diff` and `apply` included: the daemon is asked with the whole id.
+#[tokio::test(flavor = "multi_thread")]
+async fn every_verb_that_takes_a_run_resolves_it() {
+    let newest = "team_20260310115500_3f9a1c2e00001111";
+    let older = "team_20260309080000_a0b1c2d3e4f50617";
+    let mut s = Script::default();
+    s.results.insert(
+        "team.list",
+        json!({"runs": [summary(newest, "completed", "new"), summary(older, "completed", "old")],
+               "next": null}),
+    );
+    let mock = Mock::start(s).await;
+    // (the verb's arguments with RUN where the run goes, the method and field it must reach)
+    let verbs: &[(&[&str], &str, &str)] = &[
+        (&["status", "RUN"], "team.status", "runId"),
+        (&["logs", "RUN"], "team.events", "runId"),
+        (&["cancel", "RUN"], "team.status", "runId"),
+        (&["resume", "RUN"], "team.resume", "runId"),
+        (&["retry", "RUN", "01_x"], "team.retry", "runId"),
+        (&["approve", "RUN"], "team.approve", "runId"),
+        (&["reject", "RUN"], "team.reject", "runId"),
+        (&["steer", "RUN", "01_x", "hi"], "team.steer", "runId"),
+        (&["respond", "RUN", "01_x", "hi"], "team.respond", "runId"),
+        (&["wait", "RUN"], "team.wait", "runId"),
+        (&["artifacts", "RUN"], "team.artifacts", "runId"),
+        (&["cat", "RUN", "results/x.txt"], "team.artifact", "runId"),
+        (&["summary", "RUN"], "team.summary", "runId"),
+        (&["forget", "RUN"], "team.forget", "runId"),
+        (&["diff", "RUN"], "team.diff", "runId"),
+        (&["diff", "RUN", "01_x", "--stat"], "team.diff", "runId"),
+        (&["apply", "RUN"], "team.apply", "runId"),
+        (&["export", "RUN"], "team.export", "runId"),
+        (&["ls", "--before", "RUN"], "team.list", "before"),
+        (
+            &["cache", "invalidate", "--run", "RUN"],
+            "cache.invalidate",
+            "runId",
+        ),
+    ];
+    for (args, method, field) in verbs {
+        for (typed, want) in [("last", newest), ("-2", older), ("a0b1c2", older)] {
+            let args: Vec<&str> = args
+                .iter()
+                .map(|a| if *a == "RUN" { typed } else { a })
+                .collect();
+            let o = crewctl(&mock.socket, &args).await;
+            let asked: Vec<Value> = mock
+                .calls(method)
+                .into_iter()
+                .filter(|p| !p[*field].is_null())
+                .collect();
+            assert_eq!(
+                asked.last().and_then(|p| p[*field].as_str()),
+                Some(want),
+                "{args:?}: {}",
+                stderr(&o)
+            );
+            assert!(
+                !stderr(&o).contains("run not found"),
+                "{args:?}: {}",
+                stderr(&o)
+            );
+        }
+    }
+}
