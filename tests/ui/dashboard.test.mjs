@@ -11,6 +11,7 @@ import path from 'node:path';
 import { chromium } from 'playwright-core';
 
 import { HERE, REPO, startDaemon } from '../node/daemon.mjs';
+import { shortIds } from '../../crates/crew-ui/web/ids.js';
 import { httpCall } from '../node/crew-client.mjs';
 
 const SHOTS = path.join(REPO, 'target', 'ui-screenshots');
@@ -53,6 +54,22 @@ function raw(url, { method = 'GET', headers = {}, body } = {}) {
     req.end();
   });
 }
+
+// The page's short run ids are crewctl's (crates/crewctl/src/render/ids.rs, test `short_forms`):
+// runs created in the same second differ only near the end, and each shows as much as it must.
+test('short run ids are unique among the listed runs, as crewctl shows them', () => {
+  const ids = [
+    'team_20260310115500_3f9a1c2e00001111',
+    'team_20260310115500_3f9a1c2e00002222',
+    'team_20260309080000_a0b1c2d3e4f50617',
+    'r-imported-1',
+  ];
+  assert.deepEqual([...shortIds(ids).values()], ['3f9a1c2e00001', '3f9a1c2e00002', 'a0b1c2d3', 'r-imported-1']);
+  // Issue 32's pair: both showed `6a8f69d4`.
+  const pair = ['team_20261203101500_6a8f69d48b9974dc', 'team_20261203101500_6a8f69d48b99be83'];
+  assert.deepEqual([...shortIds(pair).values()], ['6a8f69d48b997', '6a8f69d48b99b']);
+  assert.deepEqual([...shortIds([pair[0]]).values()], ['6a8f69d4']);
+});
 
 describe('dashboard', { timeout: 240_000 }, () => {
   /** @type {Awaited<ReturnType<typeof startDaemon>>} */
@@ -223,6 +240,70 @@ describe('dashboard', { timeout: 240_000 }, () => {
     assert.equal(t.question ?? null, null);
   });
 
+  test('typed text survives the run working around it; an empty answer is refused by page and API', async () => {
+    // Two tasks side by side: one asks, the other works for a while, sending progress.
+    const conf = path.join(d.home, '.config', 'crew');
+    mkdirSync(path.join(conf, 'teams'), { recursive: true });
+    mkdirSync(path.join(conf, 'workflows'), { recursive: true });
+    writeFileSync(path.join(conf, 'teams', 'pair.team.md'),
+      '---\nname: pair\ndefaultWorkflow: pair\nmaxConcurrency: 2\n---\n\n- executor: agent=executor\n');
+    writeFileSync(path.join(conf, 'workflows', 'pair.workflow.md'),
+      '---\nname: pair\n---\n\n## ask\nrole: executor\n\nAsk first. [fake:ask=Which backend: redis or memory?]\n\n' +
+      '## work\nrole: executor\n\nWork on. [fake:turns=60][fake:sleep=20s][fake:tokens=6000]\n');
+    const r = await call('team.run', { goal: 'Add a cache', cwd: d.work, runtime: 'fake', team: 'pair' });
+    await openRun(r.runId);
+    await page.locator('#dag .node[data-task="01_ask"][data-status="waiting"]').waitFor();
+    await page.locator('#dag .node[data-task="02_work"][data-status="running"]').waitFor();
+    const delivered = () => page.evaluate((runId) => [...window.crewRpc.subs].find((s) => s.runId === runId).seqs.length, r.runId);
+
+    // Steer: the working task's own progress redraws its panel; the box is left alone.
+    await page.locator('#dag .node[data-task="02_work"]').click();
+    const steer = page.locator('#steer');
+    await steer.waitFor();
+    await steer.click();
+    const before = await delivered();
+    const steerText = 'Prefer the standard library over new crates.';
+    await steer.pressSequentially(steerText, { delay: 60 });
+    assert.equal(await steer.inputValue(), steerText);
+    assert.equal(await page.evaluate(() => document.activeElement?.id), 'steer', 'the box kept the focus');
+    assert.ok(await delivered() > before + 2, 'events arrived (and were drawn) while typing');
+    await shot('steer-typed-while-running');
+
+    // Answer: another task of the run works while the answer is typed at a person's pace.
+    await page.locator('#dag .node[data-task="01_ask"]').click();
+    await page.locator('#task-panel .question', { hasText: 'Which backend' }).waitFor();
+    const answer = page.locator('#answer');
+    // Empty: the page says so and sends nothing; the task still waits.
+    await page.locator('#task-panel form[data-form="answer"] button[type="submit"]').click();
+    await page.locator('#msg [role="alert"]', { hasText: 'empty answer' }).waitFor();
+    assert.equal((await call('team.status', { runId: r.runId })).tasks.find((t) => t.id === '01_ask').status, 'waiting');
+    await answer.click();
+    const typedBefore = await delivered();
+    const sentence = 'memory, because the data is small';
+    await answer.pressSequentially(sentence.slice(0, 12), { delay: 90 });
+    // Select a word and type over it: the selection survives redraws as the text does.
+    await page.evaluate(() => { const a = /** @type {HTMLTextAreaElement} */ (document.getElementById('answer')); a.setSelectionRange(0, 6); });
+    await page.waitForFunction((n) => [...window.crewRpc.subs].some((s) => s.seqs.length > n + 2), typedBefore);
+    assert.deepEqual(await answer.evaluate((a) => [a.selectionStart, a.selectionEnd]), [0, 6], 'the selection survived');
+    await answer.press('End');
+    await answer.pressSequentially(sentence.slice(12), { delay: 90 });
+    assert.equal(await answer.inputValue(), sentence);
+    assert.equal(await page.evaluate(() => document.activeElement?.id), 'answer');
+    assert.ok(await delivered() > typedBefore + 4, 'the other task worked while the answer was typed');
+    await shot('answer-typed-while-another-works');
+    await page.locator('#task-panel form[data-form="answer"] button[type="submit"]').click();
+    await page.waitForFunction(() => document.querySelector('#dag .node[data-task="01_ask"]')?.getAttribute('data-status') !== 'waiting');
+    const asked = (await call('team.events', { runId: r.runId, afterSeq: 0, limit: 1000 })).events
+      .filter((e) => e.type === 'task.queued' && e.taskId === '01_ask' && e.data?.answer !== undefined);
+    assert.deepEqual(asked.map((e) => e.data.answer), [sentence]);
+
+    // The API refuses an empty answer and an empty steer whatever sends them.
+    for (const [method, message] of [['team.respond', ''], ['team.respond', '  \n'], ['team.steer', ' ']]) {
+      await assert.rejects(call(method, { runId: r.runId, taskId: method === 'team.respond' ? '01_ask' : '02_work', message }), /empty/);
+    }
+    await call('team.cancel', { runId: r.runId });
+  });
+
   test('cancel a running run from the page', async () => {
     const r = await call('team.run', { goal: 'Slow work [fake:sleep=60s]', cwd: d.work, runtime: 'fake' });
     await openRun(r.runId);
@@ -304,6 +385,23 @@ describe('dashboard', { timeout: 240_000 }, () => {
     const rows = await page.locator('table.runs tbody tr[data-run]').evaluateAll((trs) => trs.map((tr) => tr.getAttribute('data-run')));
     assert.deepEqual(rows, listed.runs.map((x) => x.id));
     await shot('runs-by-team');
+
+    // The short ids the list shows are the ones `crewctl ls` prints for the same runs, and
+    // each names its run when typed into crewctl.
+    await page.goto(`${base}/#/`);
+    await page.reload();
+    await page.locator('#filter-team').waitFor();
+    assert.equal(await page.locator('#filter-team').inputValue(), '', 'all teams listed');
+    await page.locator('table.runs tbody tr[data-run]').first().waitFor();
+    const shown = await page.locator('table.runs tbody tr[data-run]').evaluateAll((trs) =>
+      trs.map((tr) => [tr.getAttribute('data-run'), tr.querySelector('a.run-id')?.textContent]));
+    const ls = execFileSync(CREWCTL, ['--socket', d.socket, 'ls', '-n', String(shown.length)], { env, encoding: 'utf8' });
+    const printed = ls.split('\n').map((l) => l.trim().split(/\s+/)[0]).filter((t) => /^[0-9a-f]{8,16}$/.test(t));
+    assert.deepEqual(shown.map(([, s]) => s), printed.slice(0, shown.length), ls);
+    for (const [id, short] of shown.slice(0, 3)) {
+      const st = JSON.parse(execFileSync(CREWCTL, ['--socket', d.socket, '--json', 'status', short], { env, encoding: 'utf8' }));
+      assert.equal(st.run.id, id);
+    }
   });
 
   test('a daemon restart under the open page: it reconnects and resumes with no gap or duplicate', async () => {

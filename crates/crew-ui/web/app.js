@@ -14,6 +14,7 @@
 import { Rpc, RpcError } from './rpc.js';
 import { drawDag } from './dag.js';
 import { parseTranscript } from './transcript.js';
+import { shortIds } from './ids.js';
 
 const rpc = new Rpc();
 // For tests and the benchmark: the page's API connection.
@@ -88,8 +89,12 @@ async function act(f) {
   }
 }
 
-/** @param {string} id */
-const shortId = (id) => id.replace(/^team_\d{14}_/, '').slice(0, 8);
+/**
+ * One id's short form among `all` (the ids listed beside it), as crewctl shows it.
+ * @param {string} id
+ * @param {string[]} all
+ */
+const shortId = (id, all) => shortIds(all).get(id) ?? id;
 
 /** @param {string | null | undefined} iso */
 function age(iso) {
@@ -174,10 +179,11 @@ async function runsView(main) {
   function render() {
     // Filtered by the API (`team.list`'s `status` and `team`), so paging holds whole pages.
     const shown = runs;
+    const short = shortIds(shown.map((r) => r.id));
     tbody.replaceChildren(...shown.map((r) => {
       const done = r.tasks.completed + r.tasks.skipped;
       return h('tr', { dataset: { run: r.id, status: r.status } },
-        h('td', null, h('a', { href: `#/run/${r.id}`, title: r.id }, shortId(r.id))),
+        h('td', null, h('a', { href: `#/run/${r.id}`, title: r.id, class: 'run-id' }, short.get(r.id) ?? r.id)),
         h('td', null, badge(r.status)),
         h('td', null, r.team),
         h('td', { class: 'goal', title: r.goal }, r.goal),
@@ -274,13 +280,30 @@ async function runView(main, runId, taskId) {
     main.dataset.runId = r.id;
   }
 
+  // The task panel is three parts: its head and body are redrawn on every change of the run,
+  // but the answer/steer form is built once per task and kind and then left alone, so what the
+  // user is typing (its text, focus and selection) survives every redraw around it.
+  const panelHead = h('div', { class: 'panel-head' });
+  const panelForm = h('div', { class: 'panel-form' });
+  const panelBody = h('div', { class: 'panel-body' });
+  /** @type {string | null} */
+  let panelTask = null;
+
   async function renderPanel() {
     if (!st || !selected) {
+      panelTask = null;
       panel.replaceChildren(h('p', { class: 'hint' }, 'Select a task (click or Tab + Enter) to see its prompt, transcript and result.'));
       return;
     }
     const t = st.tasks.find((x) => x.id === selected);
     if (!t) return;
+    if (panelTask !== t.id) {
+      panelTask = t.id;
+      panelHead.replaceChildren();
+      panelBody.replaceChildren();
+      setForm(panelForm, null);
+      panel.replaceChildren(panelHead, panelForm, panelBody);
+    }
     const names = t.artifacts.map((a) => a.name);
     const read = async (/** @type {string | undefined} */ name) => name ? (await rpc.call('team.artifact', { runId, name, limit: 256 * 1024 }).catch(() => null))?.content ?? '' : '';
     const prompt = names.find((n) => n.startsWith('prompts/'));
@@ -288,27 +311,64 @@ async function runView(main, runId, taskId) {
     const result = names.find((n) => n.startsWith('results/'));
     // Worktree mode: the task's branch and change, from the public `team.diff`.
     const commit = st.workspace?.tasks?.[t.id] ?? null;
-    const form = (/** @type {string} */ label, /** @type {string} */ method, /** @type {string} */ id) => {
-      const input = h('textarea', { id, rows: 2, 'aria-label': label });
-      return h('form', { class: 'task-form', onsubmit: (/** @type {Event} */ ev) => { ev.preventDefault(); const message = /** @type {HTMLTextAreaElement} */ (input).value; act(() => rpc.call(method, { runId, taskId: t.id, message })).then((r) => { if (r) /** @type {HTMLTextAreaElement} */ (input).value = ''; reload(); }); } },
-        h('label', { for: id }, label), input, h('button', { type: 'submit' }, label));
-    };
     const diffOf = async () => commit ? rpc.call('team.diff', { runId, taskId: t.id, limit: 256 * 1024 }).catch(() => null) : null;
     const [promptText, transcriptText, resultText, diff] = await Promise.all([read(prompt), read(transcript), read(result), diffOf()]);
-    if (selected !== t.id) return;
-    fill(panel,
+    if (selected !== t.id || panelTask !== t.id) return;
+    fill(panelHead,
       h('h2', null, `${t.id} `, badge(t.status)),
       h('p', { class: 'meta' }, `${t.role} (${t.agent}) · attempt ${t.attempts} · ${tokens(t.usage)} tokens · ${cost(t.usage.cost)}`, t.model ? ` · ${t.model}` : '', t.progress.currentTool ? ` · now: ${t.progress.currentTool}` : ''),
       t.error ? h('p', { class: 'error' }, t.error) : null,
       t.question ? h('p', { class: 'question' }, `Question: ${t.question}`) : null,
-      t.status === 'waiting' ? form('Answer', 'team.respond', 'answer') : null,
-      t.status === 'running' ? form('Steer', 'team.steer', 'steer') : null,
       !['running', 'queued', 'waiting'].includes(t.status) ? h('button', { 'data-action': 'team.retry', onclick: () => act(() => rpc.call('team.retry', { runId, taskIds: [t.id] })).then(reload) }, 'Retry task') : null,
-      resultText ? h('details', { open: true }, h('summary', null, 'Result'), h('pre', { class: 'result' }, resultText)) : null,
-      commit ? renderChange(commit, diff) : null,
-      h('details', { open: t.status === 'running' }, h('summary', null, 'Transcript'), renderTranscript(transcriptText)),
-      promptText ? h('details', null, h('summary', null, 'Prompt'), h('pre', null, promptText)) : null,
     );
+    setForm(panelForm, t.status === 'waiting' ? 'answer' : t.status === 'running' ? 'steer' : null, t.id);
+    // Which parts the user opened or closed stay so across the redraw.
+    /** @type {Map<string, boolean>} */
+    const opened = new Map([...panelBody.querySelectorAll('details[data-part]')].map((d) => [/** @type {HTMLElement} */ (d).dataset.part ?? '', /** @type {HTMLDetailsElement} */ (d).open]));
+    const part = (/** @type {string} */ name, /** @type {boolean} */ open) => opened.get(name) ?? open;
+    fill(panelBody,
+      resultText ? h('details', { open: part('result', true), dataset: { part: 'result' } }, h('summary', null, 'Result'), h('pre', { class: 'result' }, resultText)) : null,
+      commit ? renderChange(commit, diff) : null,
+      h('details', { open: part('transcript', t.status === 'running'), dataset: { part: 'transcript' } }, h('summary', null, 'Transcript'), renderTranscript(transcriptText)),
+      promptText ? h('details', { open: part('prompt', false), dataset: { part: 'prompt' } }, h('summary', null, 'Prompt'), h('pre', null, promptText)) : null,
+    );
+  }
+
+  /**
+   * The answer or steer form of the task, built only when the kind of form the task needs
+   * changes (`kind` null: none).
+   * @param {HTMLElement} slot
+   * @param {'answer' | 'steer' | null} kind
+   * @param {string} [taskId]
+   */
+  function setForm(slot, kind, taskId) {
+    const key = kind ? `${kind}:${taskId}` : '';
+    if (slot.dataset.key === key) return;
+    slot.dataset.key = key;
+    if (!kind || !taskId) {
+      slot.replaceChildren();
+      return;
+    }
+    const label = kind === 'answer' ? 'Answer' : 'Steer';
+    const method = kind === 'answer' ? 'team.respond' : 'team.steer';
+    const input = /** @type {HTMLTextAreaElement} */ (h('textarea', { id: kind, rows: 2, required: true, 'aria-label': label }));
+    const submit = (/** @type {Event} */ ev) => {
+      ev.preventDefault();
+      const message = input.value;
+      // The API refuses an empty message too; saying so here keeps the box and its focus.
+      if (!message.trim()) {
+        showError(kind === 'answer' ? 'Type an answer first: an empty answer is not sent.' : 'Type a message first: an empty steer is not sent.');
+        input.focus();
+        return;
+      }
+      act(() => rpc.call(method, { runId, taskId, message })).then((r) => {
+        if (r) input.value = '';
+        reload();
+      });
+    };
+    // novalidate: the empty case is ours to explain (above), not the browser's bubble.
+    slot.replaceChildren(h('form', { class: 'task-form', novalidate: true, 'data-form': kind, onsubmit: submit },
+      h('label', { for: kind }, label), input, h('button', { type: 'submit' }, label)));
   }
 
   async function reload() {
@@ -466,8 +526,8 @@ async function schedulesView(main) {
         h('h2', null, `${j.name} `, h('span', { class: `badge ${j.enabled ? 's-running' : 's-cancelled'}` }, j.enabled ? 'enabled' : 'disabled')),
         h('p', { class: 'meta' }, `${j.kind} ${j.spec} (${j.timezone}) · team ${j.run.team ?? 'default'} · “${j.run.goal}” · fired ${j.fireCount}×`),
         h('p', null, 'Next fires: ', h('span', { class: 'next-fires' }, fires.length ? fires.join(', ') : '—')),
-        h('p', null, 'Last fire: ', j.lastFireAt ?? 'never', j.lastRunId ? h('span', null, ' → ', h('a', { href: `#/run/${j.lastRunId}` }, shortId(j.lastRunId))) : ''),
-        j.runIds.length ? h('p', null, 'Runs: ', ...j.runIds.slice(-10).flatMap((id) => [h('a', { href: `#/run/${id}` }, shortId(id)), ' '])) : null,
+        h('p', null, 'Last fire: ', j.lastFireAt ?? 'never', j.lastRunId ? h('span', null, ' → ', h('a', { href: `#/run/${j.lastRunId}` }, shortId(j.lastRunId, j.runIds.concat(j.lastRunId)))) : ''),
+        j.runIds.length ? h('p', null, 'Runs: ', ...j.runIds.slice(-10).flatMap((id) => [h('a', { href: `#/run/${id}` }, shortId(id, j.runIds)), ' '])) : null,
         h('div', { class: 'toolbar' }, j.enabled ? btn('Disable', 'schedule.disable') : btn('Enable', 'schedule.enable'), btn('Run now', 'schedule.trigger'), btn('Remove', 'schedule.remove')));
     }));
     list.replaceChildren(...rows);

@@ -89,22 +89,63 @@ pub fn key_blocking(cancel: &AtomicBool) -> Option<u8> {
     read_byte(fd)
 }
 
-/// One line (without its newline). `None`: cancelled, or stdin closed before a newline.
-pub fn line_blocking(cancel: &AtomicBool) -> Option<String> {
+/// One line typed with the terminal in key mode: the text is not echoed by the terminal but
+/// handed to `show` after every key (the follow view draws it in its offer line, so live
+/// output above cannot scramble it). Backspace deletes a character, Ctrl-U the line; escape
+/// sequences (arrow keys) are ignored. `None`: cancelled, or stdin closed.
+pub fn line_shown(cancel: &AtomicBool, show: impl Fn(&str)) -> Option<String> {
     let fd = std::io::stdin().as_raw_fd();
-    let mut bytes = Vec::new();
+    let _mode = KeyMode::enter(fd);
+    let mut line = LineEdit::default();
+    show("");
     loop {
         if !wait_readable(fd, cancel) {
             return None;
         }
-        match read_byte(fd)? {
-            b'\n' => return Some(String::from_utf8_lossy(&bytes).trim_end().to_string()),
-            b => bytes.push(b),
+        match line.key(read_byte(fd)?) {
+            Some(done) => return Some(done),
+            None => show(&line.text()),
         }
-        // An answer is a message, not a file: bound it.
-        if bytes.len() > 64 * 1024 {
-            return Some(String::from_utf8_lossy(&bytes).into_owned());
+    }
+}
+
+/// The line being typed, byte by byte.
+#[derive(Default)]
+struct LineEdit {
+    bytes: Vec<u8>,
+    /// Inside an escape sequence (ESC, then `[` or `O` and parameters up to a final byte).
+    escape: u8,
+}
+
+impl LineEdit {
+    /// Takes one byte; `Some(line)` when it ended the line.
+    fn key(&mut self, b: u8) -> Option<String> {
+        match (self.escape, b) {
+            (1, b'[' | b'O') => self.escape = 2,
+            (1, _) => self.escape = 0,
+            (2, 0x40..=0x7e) => self.escape = 0,
+            (2, _) => {}
+            (_, 0x1b) => self.escape = 1,
+            (_, b'\r' | b'\n') => return Some(self.text().trim_end().to_string()),
+            (_, 0x7f | 0x08) => {
+                // Back to the previous character's first byte.
+                while let Some(last) = self.bytes.pop() {
+                    if last & 0xc0 != 0x80 {
+                        break;
+                    }
+                }
+            }
+            (_, 0x15) => self.bytes.clear(),
+            (_, b) if b < 0x20 => {}
+            // An answer is a message, not a file: bound it.
+            (_, b) if self.bytes.len() < 64 * 1024 => self.bytes.push(b),
+            _ => {}
         }
+        None
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.bytes).into_owned()
     }
 }
 
@@ -117,6 +158,10 @@ pub struct Read<T> {
 
 impl<T: Send + 'static> Read<T> {
     pub fn start(f: fn(&AtomicBool) -> Option<T>) -> Read<T> {
+        Self::start_with(f)
+    }
+
+    pub fn start_with(f: impl FnOnce(&AtomicBool) -> Option<T> + Send + 'static) -> Read<T> {
         let cancel = Arc::new(AtomicBool::new(false));
         let c = cancel.clone();
         let handle = tokio::task::spawn_blocking(move || f(&c));
@@ -132,5 +177,36 @@ impl<T: Send + 'static> Read<T> {
     pub async fn stop(self) {
         self.cancel.store(true, Ordering::Relaxed);
         let _ = self.handle.await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LineEdit;
+
+    fn typed(keys: &[u8]) -> (String, Option<String>) {
+        let mut l = LineEdit::default();
+        let mut done = None;
+        for &k in keys {
+            if let Some(d) = l.key(k) {
+                done = Some(d);
+                break;
+            }
+        }
+        (l.text(), done)
+    }
+
+    #[test]
+    fn a_line_is_edited_as_typed() {
+        assert_eq!(typed(b"memory\r").1.as_deref(), Some("memory"));
+        assert_eq!(typed(b"memorx\x7fy\n").1.as_deref(), Some("memory"));
+        assert_eq!(
+            typed("caf\u{e9}\x7fe\r".as_bytes()).1.as_deref(),
+            Some("cafe")
+        );
+        assert_eq!(typed(b"junk\x15ok\r").1.as_deref(), Some("ok"));
+        // An arrow key (ESC [ A) types nothing.
+        assert_eq!(typed(b"a\x1b[Ab\r").1.as_deref(), Some("ab"));
+        assert_eq!(typed(b"half").0, "half");
     }
 }

@@ -1123,3 +1123,45 @@ async fn every_verb_that_takes_a_run_resolves_it() {
         }
     }
 }
+
+/// Issue 32 (3): piped output is never cut: a long goal, a long error and a long question
+/// reach `status | cat` and `ls | cat` whole (on one line each).
+#[tokio::test(flavor = "multi_thread")]
+async fn piped_output_is_never_cut() {
+    let goal = format!(
+        "Rework the parser {}end-of-goal",
+        "and keep every test green ".repeat(20)
+    );
+    let error = format!(
+        "verify failed: {}end-of-error",
+        "cargo test said no ".repeat(12)
+    );
+    let question = format!(
+        "Which one {}end-of-question?",
+        "of the many options ".repeat(10)
+    );
+    let mut st = status(
+        "blocked",
+        vec![task("01_explore", "failed"), task("02_fix", "waiting")],
+    );
+    st["run"]["goal"] = json!(goal);
+    st["tasks"][0]["error"] = json!(error);
+    st["tasks"][1]["question"] = json!(question);
+    let mut s = Script::default();
+    s.results.insert("team.status", st);
+    s.results.insert(
+        "team.list",
+        json!({"runs": [summary("team_20260310115500_3f9a1c2e00001111", "blocked", &goal)], "next": null}),
+    );
+    let mock = Mock::start(s).await;
+    let o = crewctl(&mock.socket, &["status", "r-1"]).await;
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let out = stdout(&o);
+    for whole in [&goal, &error, &question] {
+        assert!(out.contains(whole.as_str()), "{whole}\n{out}");
+    }
+    // The error is in its row, not again below the table.
+    assert_eq!(out.matches("end-of-error").count(), 1, "{out}");
+    let o = crewctl(&mock.socket, &["ls"]).await;
+    assert!(stdout(&o).contains(goal.as_str()), "{}", stdout(&o));
+}

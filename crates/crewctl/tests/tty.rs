@@ -27,6 +27,10 @@ struct Tmux {
 
 impl Tmux {
     fn start(socket: &Path, args: &str) -> Tmux {
+        Tmux::start_sized(socket, args, 80)
+    }
+
+    fn start_sized(socket: &Path, args: &str, columns: u16) -> Tmux {
         let dir = tempfile::tempdir().unwrap();
         let server = format!(
             "crewctl-test-{}-{}",
@@ -49,7 +53,7 @@ impl Tmux {
                 "new-session",
                 "-d",
                 "-x",
-                "80",
+                &columns.to_string(),
                 "-y",
                 "24",
             ])
@@ -227,11 +231,17 @@ async fn a_plan_is_approved_inline_with_one_key() {
             None,
             json!({"reason": "plan approval required"}),
         ),
-        event(4, "plan.approved", None, json!({})),
-        event(5, "task.started", Some("02_fix"), json!({"attempt": 1})),
-        event(6, "task.completed", Some("02_fix"), json!({"attempt": 1})),
-        event(7, "run.completed", None, json!({})),
     ];
+    // What follows the approval comes once it is given (live, as crewd sends it).
+    s.after_call.insert(
+        "team.approve",
+        vec![
+            event(4, "plan.approved", None, json!({})),
+            event(5, "task.started", Some("02_fix"), json!({"attempt": 1})),
+            event(6, "task.completed", Some("02_fix"), json!({"attempt": 1})),
+            event(7, "run.completed", None, json!({})),
+        ],
+    );
     let mock = Mock::start(s).await;
     let t = Tmux::start(&mock.socket, "run x");
     t.shows("add a test").await;
@@ -240,4 +250,123 @@ async fn a_plan_is_approved_inline_with_one_key() {
     assert_eq!(t.exit_code().await, "0", "{}", t.screen());
     assert_eq!(mock.calls("team.approve").len(), 1);
     assert!(t.screen().contains("Run r-1 completed"), "{}", t.screen());
+}
+
+/// Issue 32 (2): while the follow view offers to act on a block, live events go on drawing,
+/// and none is lost: another task starts and finishes, the run is resumed elsewhere, and the
+/// answer typed meanwhile is shown and sent whole. At 80 and 120 columns.
+#[tokio::test(flavor = "multi_thread")]
+async fn live_events_draw_while_a_block_is_offered() {
+    if !have_tmux() {
+        eprintln!("skipped: tmux is not installed");
+        return;
+    }
+    for columns in [80, 120] {
+        let mut s = Script::default();
+        s.results.insert("team.run", run_started());
+        let mut asking = task("01_explore", "waiting");
+        asking["question"] = json!("Which backend: redis or memory?");
+        let mut blocked = status("blocked", vec![asking, task("02_fix", "queued")]);
+        blocked["run"]["reason"] = json!("01_explore asks a question");
+        blocked["run"]["approval"] = json!("not_required");
+        s.results.insert("team.status", blocked);
+        s.results
+            .insert("team.respond", json!({"status": "queued"}));
+        s.events = vec![
+            event(1, "run.started", None, json!({})),
+            event(2, "task.started", Some("01_explore"), json!({"attempt": 1})),
+            event(
+                3,
+                "task.waiting",
+                Some("01_explore"),
+                json!({"attempt": 1, "question": "Which backend: redis or memory?"}),
+            ),
+            event(
+                4,
+                "run.blocked",
+                None,
+                json!({"reason": "01_explore asks a question"}),
+            ),
+        ];
+        s.after_call.insert(
+            "team.respond",
+            vec![
+                event(
+                    9,
+                    "task.queued",
+                    Some("01_explore"),
+                    json!({"reason": "answered"}),
+                ),
+                event(
+                    10,
+                    "task.started",
+                    Some("01_explore"),
+                    json!({"attempt": 2}),
+                ),
+                event(
+                    11,
+                    "task.completed",
+                    Some("01_explore"),
+                    json!({"attempt": 2}),
+                ),
+                event(12, "run.completed", None, json!({})),
+            ],
+        );
+        let mock = Mock::start(s).await;
+        let t = Tmux::start_sized(&mock.socket, "run x", columns);
+        t.shows("Answer 01_explore").await;
+        // Live, with the offer up and no key pressed.
+        mock.emit(event(5, "run.resumed", None, json!({})));
+        mock.emit(event(
+            6,
+            "task.started",
+            Some("02_fix"),
+            json!({"attempt": 1}),
+        ));
+        t.shows("run resumed").await;
+        mock.emit(event(
+            7,
+            "task.completed",
+            Some("02_fix"),
+            json!({"attempt": 1}),
+        ));
+        t.until("02_fix done", |t| {
+            t.screen()
+                .lines()
+                .any(|l| l.contains("02_fix") && l.contains('✓'))
+        })
+        .await;
+        assert!(t.screen().contains("Answer 01_explore"), "{}", t.screen());
+        // The answer is typed at a person's pace while more happens, and shows as typed.
+        t.keys(&["mem"]);
+        t.shows("> mem").await;
+        mock.emit(event(
+            8,
+            "task.progress",
+            Some("02_fix"),
+            json!({"attempt": 1}),
+        ));
+        t.keys(&["ory"]);
+        t.shows("> memory").await;
+        // The run ends after the answer: the status says so from here on.
+        let done = status(
+            "completed",
+            vec![task("01_explore", "completed"), task("02_fix", "completed")],
+        );
+        mock.state
+            .lock()
+            .unwrap()
+            .script
+            .results
+            .insert("team.status", done);
+        t.keys(&["Enter"]);
+        assert_eq!(t.exit_code().await, "0", "{}", t.screen());
+        let answers: Vec<String> = mock
+            .calls("team.respond")
+            .iter()
+            .map(|p| p["message"].as_str().unwrap_or_default().to_string())
+            .collect();
+        assert_eq!(answers, ["memory"], "{}", t.screen());
+        assert!(t.screen().contains("Run r-1 completed"), "{}", t.screen());
+    }
 }

@@ -397,6 +397,14 @@ impl State {
         let t = run
             .task(task_id)
             .ok_or_else(|| not_found("task", task_id))?;
+        // An empty answer would be sent to the agent as its answer (issue 32: a page once
+        // sent one from a wiped text box); refused as steer refuses an empty message.
+        if message.trim().is_empty() {
+            return Err(CoreError::Invalid {
+                field: "message".into(),
+                message: "must not be empty".into(),
+            });
+        }
         if t.status != TaskStatus::Waiting {
             return Err(CoreError::InvalidState(format!(
                 "task {task_id} is {}, not waiting for an answer",

@@ -684,6 +684,14 @@ fn asked_waits_blocks_and_respond_requeues_until_complete() {
     assert!(sim.dispatch(8).is_empty());
 
     let id = sim.tid("r", "a");
+    // An empty or blank answer is refused; the task goes on waiting.
+    for blank in ["", " \n\t"] {
+        assert!(matches!(
+            sim.st.respond("r", &id, blank),
+            Err(CoreError::Invalid { ref field, .. }) if field == "message"
+        ));
+    }
+    assert_eq!(sim.status("r", "a"), TaskStatus::Waiting);
     let r = sim.st.respond("r", &id, "postgres");
     let evs = sim.control("r", r).unwrap();
     assert_eq!(names(&evs), ["task.queued a"]);

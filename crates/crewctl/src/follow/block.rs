@@ -1,11 +1,15 @@
 //! Acting on a blocked run from the follow view, in a terminal: approve or reject a plan, answer
-//! a question, retry a task that needs attention. Each prompt says what it reads (one key, or a
-//! line) and Ctrl-C at any prompt detaches.
+//! a question, retry a task that needs attention. The offer is a line under the progress bars
+//! and the read runs beside the live events (`Follower::live` selects on both), so the view goes
+//! on drawing while it waits for a key, and an answer being typed shows in that line. Ctrl-C at
+//! an offer detaches; a block lifted elsewhere (another terminal, the dashboard) withdraws it.
 
 use super::Follower;
 use crate::style::Tone;
+use crate::term;
 use crew_api::methods::{TeamApprove, TeamReject, TeamRespond, TeamRetry};
 use crew_api::types::{ApproveParams, RetryParams, StatusResult, TaskMessageParams, TaskStatus};
+use indicatif::ProgressBar;
 
 pub enum Outcome {
     /// The user answered: the block should lift.
@@ -15,62 +19,164 @@ pub enum Outcome {
     Detach,
 }
 
-pub async fn ask(f: &mut Follower<'_>, s: &StatusResult) -> anyhow::Result<Outcome> {
-    f.ui.pause();
-    let r = ask_paused(f, s).await;
-    f.ui.resume();
-    r
+/// What an offer is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum What {
+    Plan,
+    Answer(String),
+    Retry(String),
 }
 
-async fn ask_paused(f: &mut Follower<'_>, s: &StatusResult) -> anyhow::Result<Outcome> {
-    let run_id = s.run.id.clone();
+enum Pending {
+    Key(term::Read<u8>),
+    Line(term::Read<String>),
+}
+
+/// What the user gave: a key or a line; `None` when stdin closed.
+pub enum Input {
+    Key(Option<u8>),
+    Line(Option<String>),
+}
+
+/// An offer on screen, its read running.
+pub struct Offer {
+    pub what: What,
+    read: Pending,
+    bar: Option<ProgressBar>,
+}
+
+impl Offer {
+    /// Abandons the read (the terminal is restored) and takes the line off the screen.
+    pub async fn stop(self) {
+        match self.read {
+            Pending::Key(r) => r.stop().await,
+            Pending::Line(r) => r.stop().await,
+        }
+        clear(self.bar);
+    }
+
+    /// Takes the line off the screen once the read has ended.
+    pub fn done(self) {
+        clear(self.bar);
+    }
+}
+
+fn clear(bar: Option<ProgressBar>) {
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+}
+
+/// What the blocked run `s` asks of the user, if anything this view can answer.
+pub fn what(s: &StatusResult) -> Option<What> {
     if s.run.approval == "pending" {
-        eprint!("Plan: a approves · r rejects · d or Ctrl-C detaches · other keys wait (one key)");
-        let key = f.key().await;
-        eprintln!();
-        let params = ApproveParams {
-            run_id,
-            reason: Some("from crewctl's follow view".into()),
-        };
-        let (what, r) = match key {
-            Some(b'a' | b'A') => ("plan approved", f.conn.call::<TeamApprove>(&params).await),
-            Some(b'r' | b'R') => ("plan rejected", f.conn.call::<TeamReject>(&params).await),
-            Some(b'd' | b'D') | None => return Ok(Outcome::Detach),
-            Some(_) => return Ok(Outcome::KeepWaiting),
-        };
-        return Ok(settled(f, what, r.map(|_| ())));
+        return Some(What::Plan);
     }
     if let Some(t) = s.tasks.iter().find(|t| t.status == TaskStatus::Waiting) {
-        let task_id = t.id.clone();
-        eprint!("Answer {task_id} (Enter sends; an empty line waits; Ctrl-C detaches):\n> ");
-        let line = f.line().await;
-        let Some(message) = line else {
-            eprintln!();
-            return Ok(Outcome::Detach);
-        };
-        if message.trim().is_empty() {
-            return Ok(Outcome::KeepWaiting);
-        }
-        let r = f
-            .conn
-            .call::<TeamRespond>(&TaskMessageParams {
-                run_id,
-                task_id: task_id.clone(),
-                message,
-            })
-            .await;
-        return Ok(settled(f, &format!("answered {task_id}"), r.map(|_| ())));
+        return Some(What::Answer(t.id.clone()));
     }
-    if let Some(t) = s
-        .tasks
+    s.tasks
         .iter()
         .find(|t| t.status == TaskStatus::NeedsAttention)
-    {
-        let task_id = t.id.clone();
-        eprint!("{task_id}: r retries it · d or Ctrl-C detaches · other keys wait (one key)");
-        let key = f.key().await;
-        eprintln!();
-        return match key {
+        .map(|t| What::Retry(t.id.clone()))
+}
+
+/// Whether an offer still stands for the run as it is now.
+pub fn still_applies(what: &What, s: &StatusResult) -> bool {
+    let task_is = |id: &str, st: TaskStatus| s.tasks.iter().any(|t| t.id == id && t.status == st);
+    match what {
+        What::Plan => s.run.approval == "pending",
+        What::Answer(id) => task_is(id, TaskStatus::Waiting),
+        What::Retry(id) => task_is(id, TaskStatus::NeedsAttention),
+    }
+}
+
+/// Puts the offer for `s` on screen and starts reading the answer.
+pub fn offer(f: &mut Follower<'_>, s: &StatusResult) -> Option<Offer> {
+    let what = what(s)?;
+    let prompt = match &what {
+        What::Plan => {
+            "Plan: a approves · r rejects · d or Ctrl-C detaches · other keys wait (one key)"
+                .to_string()
+        }
+        What::Answer(id) => {
+            format!("Answer {id} (Enter sends; an empty line waits; Ctrl-C detaches): >")
+        }
+        What::Retry(id) => {
+            format!("{id}: r retries it · d or Ctrl-C detaches · other keys wait (one key)")
+        }
+    };
+    let view = f.ctx.view();
+    let bar = f.ui.offer_line(&view.p(Tone::Warn, &prompt));
+    let read = match &what {
+        What::Answer(_) => {
+            let shown = bar.clone();
+            let p = view.p(Tone::Warn, &prompt);
+            Pending::Line(term::Read::start_with(move |cancel| {
+                term::line_shown(cancel, |typed| match &shown {
+                    Some(b) => b.set_message(format!("{p} {typed}")),
+                    None => eprint!("\r{p} {typed}"),
+                })
+            }))
+        }
+        _ => Pending::Key(term::Read::start(term::key_blocking)),
+    };
+    if bar.is_none() {
+        eprint!("{prompt} ");
+    }
+    Some(Offer { what, read, bar })
+}
+
+/// The user's input to the offer in `o` (never ready without one).
+pub async fn input(o: &mut Option<Offer>) -> Input {
+    match o {
+        Some(Offer {
+            read: Pending::Key(r),
+            ..
+        }) => Input::Key(r.result().await),
+        Some(Offer {
+            read: Pending::Line(r),
+            ..
+        }) => Input::Line(r.result().await),
+        None => std::future::pending().await,
+    }
+}
+
+/// Acts on what the user gave to the offer of `what`.
+pub async fn act(f: &mut Follower<'_>, what: What, input: Input) -> anyhow::Result<Outcome> {
+    let run_id = f.run_id.to_string();
+    match (what, input) {
+        (What::Plan, Input::Key(key)) => {
+            let params = ApproveParams {
+                run_id,
+                reason: Some("from crewctl's follow view".into()),
+            };
+            let (said, r) = match key {
+                Some(b'a' | b'A') => ("plan approved", f.conn.call::<TeamApprove>(&params).await),
+                Some(b'r' | b'R') => ("plan rejected", f.conn.call::<TeamReject>(&params).await),
+                Some(b'd' | b'D') | None => return Ok(Outcome::Detach),
+                Some(_) => return Ok(Outcome::KeepWaiting),
+            };
+            Ok(settled(f, said, r.map(|_| ())))
+        }
+        (What::Answer(task_id), Input::Line(line)) => {
+            let Some(message) = line else {
+                return Ok(Outcome::Detach);
+            };
+            if message.trim().is_empty() {
+                return Ok(Outcome::KeepWaiting);
+            }
+            let r = f
+                .conn
+                .call::<TeamRespond>(&TaskMessageParams {
+                    run_id,
+                    task_id: task_id.clone(),
+                    message,
+                })
+                .await;
+            Ok(settled(f, &format!("answered {task_id}"), r.map(|_| ())))
+        }
+        (What::Retry(task_id), Input::Key(key)) => match key {
             Some(b'r' | b'R') => {
                 let r = f
                     .conn
@@ -85,9 +191,9 @@ async fn ask_paused(f: &mut Follower<'_>, s: &StatusResult) -> anyhow::Result<Ou
             }
             Some(b'd' | b'D') | None => Ok(Outcome::Detach),
             Some(_) => Ok(Outcome::KeepWaiting),
-        };
+        },
+        _ => Ok(Outcome::KeepWaiting),
     }
-    Ok(Outcome::KeepWaiting)
 }
 
 /// A refused action (someone else acted first, say) is shown and following goes on.

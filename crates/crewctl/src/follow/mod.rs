@@ -76,6 +76,7 @@ pub async fn follow(
         through_blocks,
         interactive: ctx.stdin_tty && ctx.stdout_tty && !ctx.json,
         shown_block: None,
+        offer: None,
     };
     f.ui.footer(&ctx.view(), &f.model);
     let result = match &seed {
@@ -91,6 +92,9 @@ pub async fn follow(
             }
         }
     };
+    if let Some(o) = f.offer.take() {
+        o.stop().await;
+    }
     f.ui.finish();
     result
 }
@@ -108,6 +112,8 @@ pub(crate) struct Follower<'a> {
     interactive: bool,
     /// The block last shown (its reason), so one block is announced once.
     shown_block: Option<String>,
+    /// The inline offer to act on the block, read while live events go on drawing.
+    offer: Option<block::Offer>,
 }
 
 impl Follower<'_> {
@@ -166,16 +172,28 @@ impl Follower<'_> {
                     };
                     match serde_json::from_value::<SubscriptionItem>(value) {
                         Ok(SubscriptionItem::Event(e)) => {
+                            let kind = e.kind.clone();
                             if let Some(code) = self.handle(e, true).await? {
                                 return Ok(code);
                             }
+                            self.withdraw_lifted_offer(&kind).await?;
                         }
                         // The daemon dropped us for falling behind.
                         Ok(SubscriptionItem::Notice(_)) => sub = self.subscribe().await?,
                         Err(e) => self.note(Tone::Warn, &format!("unexpected subscription item: {e}")),
                     }
                 }
+                input = block::input(&mut self.offer), if self.offer.is_some() => {
+                    if let Some(code) = self.on_offer_input(input).await? {
+                        return Ok(code);
+                    }
+                }
                 _ = self.sigint.recv() => {
+                    // Ctrl-C at an offer detaches, as the offer says.
+                    if let Some(o) = self.offer.take() {
+                        o.stop().await;
+                        return Ok(self.detach(exit::BLOCKED));
+                    }
                     match self.ask_cancel_or_detach().await {
                         Choice::Cancel => self.cancel().await?,
                         Choice::Detach => return Ok(self.detach(exit::SUCCESS)),
@@ -294,17 +312,51 @@ impl Follower<'_> {
             }
             self.ui.print(&text);
         }
-        if !self.interactive {
+        if self.interactive && self.offer.is_none() {
+            self.offer = block::offer(self, status);
+        }
+        Ok(None)
+    }
+
+    /// The user answered the offer: act on it.
+    async fn on_offer_input(&mut self, input: block::Input) -> anyhow::Result<Option<u8>> {
+        let Some(o) = self.offer.take() else {
             return Ok(None);
+        };
+        let what = o.what.clone();
+        o.done();
+        match block::act(self, what, input).await? {
+            block::Outcome::Acted => self.shown_block = None,
+            block::Outcome::KeepWaiting => {}
+            block::Outcome::Detach => return Ok(Some(self.detach(exit::BLOCKED))),
         }
-        match block::ask(self, status).await? {
-            block::Outcome::Acted => {
-                self.shown_block = None;
-                Ok(None)
+        Ok(None)
+    }
+
+    /// After a live event that may lift the block (resumed, answered, approved, retried,
+    /// elsewhere): an offer that no longer stands is taken back, and the next block, if any,
+    /// is offered when it comes.
+    async fn withdraw_lifted_offer(&mut self, kind: &str) -> anyhow::Result<()> {
+        let lifts = matches!(
+            kind,
+            "run.resumed" | "run.started" | "task.queued" | "task.started" | "task.retrying"
+        );
+        if !lifts || self.offer.is_none() {
+            return Ok(());
+        }
+        let status = self.status().await?;
+        let stands = self
+            .offer
+            .as_ref()
+            .is_some_and(|o| block::still_applies(&o.what, &status));
+        if !stands {
+            if let Some(o) = self.offer.take() {
+                o.stop().await;
             }
-            block::Outcome::KeepWaiting => Ok(None),
-            block::Outcome::Detach => Ok(Some(self.detach(exit::BLOCKED))),
+            self.shown_block = None;
+            self.note(Tone::Dim, "the block was lifted elsewhere; following on");
         }
+        Ok(())
     }
 
     async fn status(&self) -> anyhow::Result<StatusResult> {
@@ -423,22 +475,6 @@ impl Follower<'_> {
             }
         }
     }
-
-    /// One line from the terminal; `None` when Ctrl-C came first or stdin closed.
-    pub(crate) async fn line(&mut self) -> Option<String> {
-        let mut read = term::Read::start(term::line_blocking);
-        let got = tokio::select! {
-            l = read.result() => Some(l),
-            _ = self.sigint.recv() => None,
-        };
-        match got {
-            Some(l) => l,
-            None => {
-                read.stop().await;
-                None
-            }
-        }
-    }
 }
 
 enum Choice {
@@ -523,6 +559,19 @@ impl Ui {
             Ui::Json => eprintln!("{text}"),
             _ => self.print(&format!("{} {text}\n", view.p(tone, "•"))),
         }
+    }
+
+    /// A line under the bars that stays there while lines print above it (the offer to act on a
+    /// block); `None` without bars (the caller prints the prompt itself).
+    fn offer_line(&mut self, text: &str) -> Option<ProgressBar> {
+        let Ui::Bars(b) = self else { return None };
+        let bar = b.mp.add(ProgressBar::new_spinner());
+        bar.set_style(
+            ProgressStyle::with_template("{wide_msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        );
+        bar.set_message(text.to_string());
+        Some(bar)
     }
 
     /// Stops redrawing so a prompt can be typed into.

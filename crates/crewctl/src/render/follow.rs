@@ -237,8 +237,10 @@ impl Follow {
                 .or_else(|| str_of("error"))
                 .or_else(|| e.message.clone())
         };
-        // A fan-out step added tasks: they join the list in the order given, with their roles.
+        // A fan-out step added tasks: they join the list in the order given, with their roles,
+        // and a line says so where it happens.
         if e.kind == "task.expanded" {
+            let mut ids = Vec::new();
             for added in d
                 .get("tasks")
                 .and_then(Value::as_array)
@@ -255,8 +257,9 @@ impl Follow {
                 ) {
                     row.role = role.to_string();
                 }
+                ids.push(id.to_string());
             }
-            return vec![];
+            return vec![expanded_note(e.task_id.as_deref(), &ids)];
         }
         if let Some(task_id) = e.task_id.as_deref() {
             let i = self.index(task_id);
@@ -687,6 +690,27 @@ pub fn hints(s: &StatusResult) -> Vec<String> {
     v
 }
 
+/// `02_plan added 3 tasks: dot-case, path-case, changelog` (issue 32: a fan-out was never
+/// announced, the header's count just grew).
+fn expanded_note(by: Option<&str>, ids: &[String]) -> Change {
+    let n = ids.len();
+    let shown: Vec<&str> = ids.iter().take(12).map(String::as_str).collect();
+    let more = if n > shown.len() {
+        format!(", … ({} more)", n - shown.len())
+    } else {
+        String::new()
+    };
+    Change::Note {
+        tone: Tone::Active,
+        text: format!(
+            "{} added {n} task{}: {}{more}",
+            by.unwrap_or("a fan-out step"),
+            if n == 1 { "" } else { "s" },
+            shown.join(", ")
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -986,6 +1010,39 @@ mod tests {
             h.iter()
                 .any(|l| l.contains("crewctl approve 3f9a1c2e00001111")),
             "{h:?}"
+        );
+    }
+
+    /// Issue 32 (4): a fan-out is announced where it happens, naming the tasks it added, which
+    /// join the list with their roles.
+    #[test]
+    fn a_fan_out_is_announced_live() {
+        let mut f = Follow::new("r-1").with_plan(&plan());
+        let added = json!({"tasks": [
+            {"id": "dot-case", "role": "executor"},
+            {"id": "path-case", "role": "executor"},
+            {"id": "changelog", "role": "writer"},
+        ], "dependents": ["02_execute"]});
+        let changes = f.apply(&ev(20, 3, "task.expanded", Some("01_explore"), added));
+        assert_eq!(
+            changes,
+            [Change::Note {
+                tone: Tone::Active,
+                text: "01_explore added 3 tasks: dot-case, path-case, changelog".into(),
+            }]
+        );
+        let v = view(80);
+        assert_eq!(
+            plain_line(&v, &f, &changes[0], None).as_deref(),
+            Some("• 01_explore added 3 tasks: dot-case, path-case, changelog")
+        );
+        assert_eq!(f.counts().2, 5);
+        assert_eq!(
+            f.tasks
+                .iter()
+                .find(|t| t.id == "changelog")
+                .map(|t| t.role.as_str()),
+            Some("writer")
         );
     }
 }

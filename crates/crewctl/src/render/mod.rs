@@ -31,6 +31,15 @@ impl View {
     pub fn p(&self, tone: Tone, text: impl std::fmt::Display) -> String {
         self.paint.paint(tone, text)
     }
+
+    /// Free text on one line, cut to `max` characters on a terminal; piped output (no width)
+    /// is never cut (README: piped output stays whole, for grep and scripts).
+    pub fn cut(&self, s: &str, max: usize) -> String {
+        match self.width {
+            Some(_) => units::cut(s, max),
+            None => units::cut(s, usize::MAX),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 
 use super::table::{self, Cell, Col, Table};
 use super::time::human_duration_ms;
-use super::units::{bytes, cut};
+use super::units::bytes;
 use super::{diag, View};
 use crate::style::Tone;
 use crew_api::types::{DaemonStatus, Diagnostic, ResourceEntry, ResourceListResult, Severity};
@@ -38,7 +38,7 @@ pub fn list(view: &View, r: &ResourceListResult) -> String {
                     Cell::new(&e.name),
                     table::toned(view, source_tone, &e.source),
                     problems(view, e, &r.diagnostics),
-                    Cell::new(cut(&e.description, 90)),
+                    Cell::new(view.cut(&e.description, 90)),
                 ]);
             }
         }

@@ -66,7 +66,7 @@ fn run_header(view: &View, r: &RunView) -> String {
     let mut field = |name: &str, value: String| {
         let _ = writeln!(out, "  {} {value}", view.p(Tone::Dim, format!("{name:<9}")));
     };
-    field("goal", cut(&r.goal, 200));
+    field("goal", view.cut(&r.goal, 200));
     let mut setup = format!(
         "team {} · workflow {} · runtime {}",
         r.team, r.workflow, r.runtime
@@ -313,8 +313,9 @@ fn task_table(view: &View, tasks: &[TaskView], approval_pending: bool) -> String
     let layout = t.layout(view.width.map(usize::from));
     let mut out = t.render_with(view, &layout);
     // An error cut to fit the table is given whole below it: it is what the user needs most.
+    // (Piped, the table cuts nothing: the error is in its row already.)
     let room = layout.widths.get(NOTE_COL).copied().flatten().unwrap_or(0);
-    for task in tasks {
+    for task in tasks.iter().filter(|_| view.width.is_some()) {
         let Some(e) = &task.error else { continue };
         if table::width_of(&cut(e, 120)) <= room {
             continue;
@@ -346,10 +347,10 @@ fn note_cell(view: &View, task: &TaskView, awaiting_approval: bool) -> Cell {
         } else {
             Tone::Warn
         };
-        return table::toned(view, tone, cut(e, 120));
+        return table::toned(view, tone, view.cut(e, 120));
     }
     if let Some(q) = &task.question {
-        return table::toned(view, Tone::Warn, format!("asks: {}", cut(q, 100)));
+        return table::toned(view, Tone::Warn, format!("asks: {}", view.cut(q, 100)));
     }
     if let Some(r) = &task.reused_from {
         return table::toned(
@@ -395,7 +396,7 @@ pub fn list(view: &View, l: &ListResult) -> String {
             Cell::new(id),
             table::toned(view, tone, format!("{mark} {}", r.status.as_str())),
             Cell::new(&r.team),
-            Cell::new(cut(&r.goal, 60)),
+            Cell::new(view.cut(&r.goal, 60)),
             Cell::new(
                 parse_time(&r.created_at)
                     .map(|c| relative(c, view.clock.now))

@@ -3,7 +3,6 @@
 
 use super::table::{self, Cell, Col, Table};
 use super::time::{abs_and_rel, absolute, compact_duration_ms, parse_time, relative, Zone};
-use super::units::cut;
 use super::View;
 use crate::style::Tone;
 use crew_api::types::{Job, PreviewResult};
@@ -60,7 +59,7 @@ pub fn list(view: &View, jobs: &[Job]) -> String {
         };
         t.row(vec![
             Cell::new(&j.id),
-            Cell::new(cut(&j.name, 24)),
+            Cell::new(view.cut(&j.name, 24)),
             Cell::new(spec_in(j, zone)),
             Cell::new(&j.timezone),
             if j.enabled {
@@ -136,7 +135,7 @@ pub fn detail(view: &View, j: &Job) -> String {
     if let Some(r) = &j.last_run_id {
         field("last run", r.clone());
     }
-    field("goal", cut(&j.run.goal, 200));
+    field("goal", view.cut(&j.run.goal, 200));
     let mut setup = vec![format!("cwd {}", j.run.cwd)];
     for (name, v) in [
         ("team", &j.run.team),

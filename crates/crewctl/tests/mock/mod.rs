@@ -25,6 +25,8 @@ pub struct Script {
     pub events: Vec<Value>,
     /// On the first subscription only: send this many events, then a `dropped` notice.
     pub drop_first_after: Option<usize>,
+    /// Events sent live to the subscribers when a method is called (after its answer).
+    pub after_call: HashMap<&'static str, Vec<Value>>,
 }
 
 #[derive(Default)]
@@ -39,6 +41,7 @@ pub struct Mock {
     pub socket: PathBuf,
     pub state: Arc<Mutex<State>>,
     pub subscribed: Arc<Notify>,
+    live: tokio::sync::broadcast::Sender<Value>,
     handle: ServerHandle,
 }
 
@@ -51,7 +54,8 @@ impl Mock {
             ..State::default()
         }));
         let subscribed = Arc::new(Notify::new());
-        let module = module(state.clone(), subscribed.clone());
+        let (live, _) = tokio::sync::broadcast::channel(1024);
+        let module = module(state.clone(), subscribed.clone(), live.clone());
         let listener = tokio::net::UnixListener::bind(&socket).unwrap();
         let (stop, handle) = stop_channel();
         let builder = Server::builder().to_service_builder();
@@ -74,8 +78,14 @@ impl Mock {
             socket,
             state,
             subscribed,
+            live,
             handle,
         }
+    }
+
+    /// Sends `event` live to every open subscription.
+    pub fn emit(&self, event: Value) {
+        let _ = self.live.send(event);
     }
 
     pub fn calls(&self, method: &str) -> Vec<Value> {
@@ -98,18 +108,27 @@ impl Drop for Mock {
     }
 }
 
-fn module(state: Arc<Mutex<State>>, subscribed: Arc<Notify>) -> RpcModule<Arc<Mutex<State>>> {
+fn module(
+    state: Arc<Mutex<State>>,
+    subscribed: Arc<Notify>,
+    live: tokio::sync::broadcast::Sender<Value>,
+) -> RpcModule<Arc<Mutex<State>>> {
     let mut m = RpcModule::new(state);
+    let live_calls = live.clone();
     for name in crew_api::methods::all_names() {
         if name == "team.subscribe" || name == "team.unsubscribe" {
             continue;
         }
+        let live = live_calls.clone();
         m.register_method(
             name,
             move |params, st, _| -> Result<Value, ErrorObjectOwned> {
                 let p: Value = params.parse().unwrap_or(Value::Null);
                 let mut st = st.lock().unwrap();
                 st.calls.push((name.to_string(), p.clone()));
+                for e in st.script.after_call.get(name).cloned().unwrap_or_default() {
+                    let _ = live.send(e);
+                }
                 if let Some((code, msg, data)) = st.script.errors.get(name) {
                     return Err(ErrorObjectOwned::owned(*code, msg.clone(), data.clone()));
                 }
@@ -144,6 +163,7 @@ fn module(state: Arc<Mutex<State>>, subscribed: Arc<Notify>) -> RpcModule<Arc<Mu
         "team.unsubscribe",
         move |params, pending, st, _| {
             let subscribed = subscribed.clone();
+            let mut rx = live.subscribe();
             async move {
                 let p: Value = params.parse().unwrap_or(Value::Null);
                 let after = p.get("afterSeq").and_then(Value::as_u64).unwrap_or(0);
@@ -179,7 +199,18 @@ fn module(state: Arc<Mutex<State>>, subscribed: Arc<Notify>) -> RpcModule<Arc<Mu
                     }
                     sink.send(serde_json::value::to_raw_value(e)?).await?;
                 }
-                sink.closed().await;
+                loop {
+                    tokio::select! {
+                        e = rx.recv() => match e {
+                            Ok(e) if e.get("seq").and_then(Value::as_u64).unwrap_or(0) > after => {
+                                sink.send(serde_json::value::to_raw_value(&e)?).await?;
+                            }
+                            Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                            Err(_) => break,
+                        },
+                        _ = sink.closed() => break,
+                    }
+                }
                 Ok(())
             }
         },
