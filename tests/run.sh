@@ -11,7 +11,8 @@
 #
 # Usage: tests/run.sh [rust|node|ui|build]...   (default: all four)
 # Env: CARGO, NODE, TARGET_DIR (as make passes them), CREW_AGENTS_DIR, CREW_PI_DIR (where the
-# pinned CLIs are, as the tests read them), NEXTEST_ARGS (more nextest arguments).
+# pinned CLIs are, as the tests read them), NEXTEST_ARGS (more nextest arguments),
+# CREW_TEST_FILTER (a nextest filterset the Rust run is narrowed to, e.g. 'package(crewctl)').
 set -uo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
@@ -101,7 +102,7 @@ coverage() {
   for cli in "${!NEEDS[@]}"; do all+=("(${NEEDS[$cli]})"); done
   union=$(IFS='|'; echo "${all[*]}")
   local left
-  left=$("$CARGO" nextest list --workspace --ignore-default-filter --message-format oneline \
+  left=$("$CARGO" nextest list -p crewd --ignore-default-filter --message-format oneline \
     -E "$REAL & not ($union)" 2> "$tmp/list.err")
   if [ $? -ne 0 ]; then
     cat "$tmp/list.err" >&2
@@ -122,6 +123,7 @@ run_rust() {
   if [ ${#leave[@]} -gt 0 ]; then
     filter="not ($(IFS='|'; echo "${leave[*]}"))"
   fi
+  [ -z "${CREW_TEST_FILTER:-}" ] || filter="($filter) & ($CREW_TEST_FILTER)"
   # --ignore-default-filter: the real-CLI tests whose CLI is installed run here.
   # shellcheck disable=SC2086
   "$CARGO" nextest run --workspace --no-fail-fast --ignore-default-filter -E "$filter" \

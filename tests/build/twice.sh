@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # A second `cargo build` with nothing changed compiles nothing (issue 33): builds with the
 # given cargo arguments (default: make build's `--workspace --bins`), then again, and fails if
-# the second build compiled any crate (cargo reports every crate,
-# fresh or not, so this sees a crate rebuilt because its build script ran again). A build script that names a
-# missing file in `rerun-if-changed` runs on every build and recompiles everything after it.
+# the second build compiled any crate (cargo reports every crate, fresh or not, so this sees a
+# crate rebuilt because its build script ran again). A build script that names a missing file
+# in `rerun-if-changed` runs on every build and recompiles everything after it.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 args=("$@")

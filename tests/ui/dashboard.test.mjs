@@ -166,6 +166,13 @@ describe('dashboard', { timeout: 240_000 }, () => {
     await page.waitForFunction((n) => document.querySelectorAll('#dag .node[data-status="completed"]').length === n, total);
     // Edges for the dependencies, laid out by the library (not one box per row).
     assert.ok(await page.locator('#dag path.edge').count() >= total - 1);
+    // Each task's tokens and cost at a glance, on its node, as the API counts them.
+    const done = await call('team.status', { runId: new URL(page.url()).hash.split('/')[2] });
+    for (const t of done.tasks) {
+      const label = await page.locator(`#dag .node[data-task="${t.id}"] .node-usage`).textContent();
+      const n = await page.evaluate((x) => x.toLocaleString(), t.usage.input + t.usage.output);
+      assert.equal(label, `${n} tok · $${t.usage.cost.toFixed(t.usage.cost < 1 ? 4 : 2)}`);
+    }
     await page.locator('#dag .node').first().click();
     await page.locator('#task-panel h2', { hasText: '01_explore' }).waitFor();
     await page.locator('#task-panel details', { hasText: 'Transcript' }).first().waitFor();
@@ -177,6 +184,11 @@ describe('dashboard', { timeout: 240_000 }, () => {
     await openRun(r.runId);
     await page.locator('main[data-run-status="blocked"]').waitFor();
     await page.locator('.blocked', { hasText: 'approve the plan' }).waitFor();
+    // What is to be approved is on the page without a click: the planner's plan, whole.
+    const plan = await call('team.artifact', { runId: r.runId, name: 'shared/plan.md' });
+    const shownPlan = page.locator('#plan-to-approve pre.plan');
+    await shownPlan.waitFor();
+    assert.equal((await shownPlan.innerText()).trim(), plan.content.trim());
     await shot('run-awaiting-approval');
     await page.locator('button[data-action="team.approve"]').click();
     await page.locator('main[data-run-status="completed"]').waitFor();
@@ -398,6 +410,13 @@ describe('dashboard', { timeout: 240_000 }, () => {
     const ls = execFileSync(CREWCTL, ['--socket', d.socket, 'ls', '-n', String(shown.length)], { env, encoding: 'utf8' });
     const printed = ls.split('\n').map((l) => l.trim().split(/\s+/)[0]).filter((t) => /^[0-9a-f]{8,16}$/.test(t));
     assert.deepEqual(shown.map(([, s]) => s), printed.slice(0, shown.length), ls);
+    // Each run's progress strip: a segment per status, as many tasks as the API counts.
+    const all = await call('team.list', { limit: 50 });
+    for (const run of all.runs.slice(0, shown.length)) {
+      const segs = await page.locator(`tr[data-run="${run.id}"] .strip > span`).evaluateAll((ss) => ss.map((x) => [x.getAttribute('data-status'), Number(x.getAttribute('data-count'))]));
+      assert.equal(segs.reduce((n, [, c]) => n + c, 0), run.tasks.total, run.id);
+      assert.equal(segs.find(([s]) => s === 'completed')?.[1] ?? 0, run.tasks.completed, run.id);
+    }
     for (const [id, short] of shown.slice(0, 3)) {
       const st = JSON.parse(execFileSync(CREWCTL, ['--socket', d.socket, '--json', 'status', short], { env, encoding: 'utf8' }));
       assert.equal(st.run.id, id);

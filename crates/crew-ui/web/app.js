@@ -111,6 +111,24 @@ const tokens = (u) => (u.input + u.output).toLocaleString();
 /** @param {number} c */
 const cost = (c) => `$${c.toFixed(c < 1 ? 4 : 2)}`;
 
+/** The order a run's task counts are drawn in, done first. */
+const STRIP = /** @type {const} */ ([['completed', 'completed'], ['skipped', 'skipped'], ['running', 'running'], ['waiting', 'waiting'], ['needsAttention', 'needs_attention'], ['failed', 'failed'], ['cancelled', 'cancelled'], ['queued', 'queued']]);
+
+/**
+ * A run's tasks as one small bar, a segment per status as wide as its count (the runs list).
+ * @param {RunSummaryView} r
+ */
+function strip(r) {
+  const counts = /** @type {Record<string, number>} */ (/** @type {unknown} */ (r.tasks));
+  const parts = STRIP.filter(([k]) => (counts[k] ?? 0) > 0);
+  const label = parts.map(([k, s]) => `${counts[k]} ${s.replace('_', ' ')}`).join(', ') || 'no tasks';
+  return h('span', { class: 'strip', role: 'img', 'aria-label': label, title: label },
+    ...parts.map(([k, s]) => h('span', { class: `s-${s}`, 'data-status': s, 'data-count': counts[k], style: `flex-grow: ${counts[k]}` })));
+}
+
+/** A task's tokens and cost, as its DAG node shows them. @param {TaskView} t */
+const usageLabel = (t) => t.usage.input + t.usage.output > 0 ? `${tokens(t.usage)} tok · ${cost(t.usage.cost)}` : '';
+
 /** @param {string} status */
 const badge = (status) => h('span', { class: `badge s-${status}`, 'data-status': status }, status.replace('_', ' '));
 
@@ -188,7 +206,7 @@ async function runsView(main) {
         h('td', null, r.team),
         h('td', { class: 'goal', title: r.goal }, r.goal),
         h('td', { title: r.createdAt }, age(r.createdAt)),
-        h('td', null, h('progress', { max: Math.max(1, r.tasks.total), value: done, 'aria-label': `${done} of ${r.tasks.total} tasks` }), ` ${done}/${r.tasks.total}`),
+        h('td', null, strip(r), ` ${done}/${r.tasks.total}`),
         h('td', { class: 'num' }, tokens(r.usage)),
         h('td', { class: 'num' }, cost(r.usage.cost)));
     }));
@@ -243,11 +261,29 @@ async function runView(main, runId, taskId) {
     dag.select(id);
     renderPanel();
   };
-  const dag = drawDag(dagHost, st.tasks, onSelect);
+  const dag = drawDag(dagHost, st.tasks, onSelect, usageLabel);
   let drawnIds = st.tasks.map((t) => t.id).join(',');
+
+  // What a plan approval approves, on the page without a click: the planner's result
+  // (`shared/plan.md`, as `crewctl` shows it), read once per pending approval.
+  const planToApprove = h('section', { class: 'plan-to-approve', id: 'plan-to-approve' });
+  let planRead = false;
+  async function readPlan() {
+    if (planRead) return;
+    planRead = true;
+    const a = await rpc.call('team.artifact', { runId, name: 'shared/plan.md', limit: 64 * 1024 }).catch(() => null);
+    const tasks = st?.tasks.filter((t) => t.status === 'queued').map((t) => `${t.id} (${t.role})`) ?? [];
+    fill(planToApprove,
+      h('h2', null, 'The plan to approve'),
+      a?.content ? h('pre', { class: 'plan' }, a.content) : h('p', { class: 'hint' }, 'The planner left no shared/plan.md.'),
+      a?.truncated ? h('p', { class: 'hint' }, 'The plan is cut here; the whole of it: crewctl cat ' + runId + ' shared/plan.md') : null,
+      tasks.length ? h('p', { class: 'meta' }, `Approving starts: ${tasks.join(', ')}.`) : null);
+  }
 
   function renderHead() {
     if (!st) return;
+    if (st.run.approval === 'pending') readPlan();
+    else planRead = false;
     const r = st.run;
     const budget = r.budget
       ? h('div', { class: 'budget' }, 'budget ', h('meter', { min: 0, max: r.budget.tokens, value: r.usage.input + r.usage.output + r.usage.cacheWrite, high: r.budget.tokens * r.budget.warnAt, 'aria-label': 'budget used' }), ` ${tokens(r.usage)} / ${r.budget.tokens.toLocaleString()} tokens`)
@@ -268,6 +304,7 @@ async function runView(main, runId, taskId) {
         : null,
       budget,
       why,
+      r.approval === 'pending' && (st.addedTasks ?? []).length === 0 ? planToApprove : null,
       renderAdded(st),
       h('div', { class: 'toolbar' },
         r.approval === 'pending' ? btn('Approve plan', 'team.approve') : null,
@@ -381,11 +418,12 @@ async function runView(main, runId, taskId) {
     if (ids !== drawnIds) {
       // Tasks were added (a fan-out): lay the graph out again.
       drawnIds = ids;
-      Object.assign(dag, drawDag(dagHost, cur.tasks, onSelect));
+      Object.assign(dag, drawDag(dagHost, cur.tasks, onSelect, usageLabel));
       if (selected) dag.select(selected);
     } else {
       for (const t of cur.tasks) dag.setStatus(t.id, t.status);
     }
+    for (const t of cur.tasks) dag.setUsage(t.id, usageLabel(t));
     renderHead();
     renderPanel();
   }

@@ -9,7 +9,7 @@ import { layout } from './layout.js';
 
 const SVG = 'http://www.w3.org/2000/svg';
 const W = 168;
-const H = 46;
+const H = 60;
 
 /**
  * @param {string} tag
@@ -26,8 +26,9 @@ function el(tag, attrs) {
  * @param {HTMLElement} host
  * @param {TaskView[]} tasks
  * @param {(taskId: string) => void} onSelect
+ * @param {(t: TaskView) => string} [usage] a task's tokens and cost, shown on its node
  */
-export function drawDag(host, tasks, onSelect) {
+export function drawDag(host, tasks, onSelect, usage = () => '') {
   host.replaceChildren();
   /** @type {Map<string, Element>} */
   const nodes = new Map();
@@ -71,7 +72,9 @@ export function drawDag(host, tasks, onSelect) {
     title.textContent = t.id.length > 22 ? `${t.id.slice(0, 21)}…` : t.id;
     const sub = el('text', { x: 8, y: 36, class: 'node-sub' });
     sub.textContent = `${t.role} · ${t.status}`;
-    node.append(title, sub);
+    const used = el('text', { x: 8, y: 52, class: 'node-usage' });
+    used.textContent = usage(t);
+    node.append(title, sub, used);
     node.addEventListener('click', () => onSelect(t.id));
     node.addEventListener('keydown', (ev) => {
       const k = /** @type {KeyboardEvent} */ (ev).key;
@@ -102,6 +105,14 @@ function handle(nodes) {
       if (sub) sub.textContent = `${sub.textContent?.split(' · ')[0] ?? ''} · ${status}`;
       const label = n.getAttribute('aria-label');
       if (label) n.setAttribute('aria-label', label.replace(/[^,]+$/, ` ${status}`));
+    },
+    /**
+     * @param {string} taskId
+     * @param {string} text
+     */
+    setUsage(taskId, text) {
+      const u = nodes.get(taskId)?.querySelector('.node-usage');
+      if (u && u.textContent !== text) u.textContent = text;
     },
     /** @param {string} taskId */
     select(taskId) {

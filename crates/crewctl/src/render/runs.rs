@@ -15,7 +15,8 @@ use std::fmt::Write as _;
 pub fn status(view: &View, s: &StatusResult) -> String {
     let mut out = run_header(view, &s.run);
     out.push('\n');
-    out.push_str(&task_table(view, &s.tasks, s.run.approval == "pending"));
+    let tasks = where_they_run(&s.tasks, &s.added_tasks);
+    out.push_str(&task_table(view, &tasks, s.run.approval == "pending"));
     out.push_str(&added_tasks(view, &s.added_tasks));
     // The other tasks' checks (added tasks showed theirs above): with an approval pending,
     // which commands will check the work.
@@ -218,6 +219,42 @@ fn checks<'a>(view: &View, tasks: impl Iterator<Item = Checks<'a>>) -> String {
         out.push_str(&line);
         out.push('\n');
     }
+    out
+}
+
+/// The tasks in the order they run: the run keeps tasks a fan-out added at the end of its
+/// list, but they run after the task that added them and before its dependents, so they are
+/// shown right after it (issue 32).
+fn where_they_run(tasks: &[TaskView], added: &[crew_api::types::AddedTaskView]) -> Vec<TaskView> {
+    let by = |id: &str| {
+        added
+            .iter()
+            .find(|a| a.id == id)
+            .map(|a| a.added_by.as_str())
+    };
+    let mut out: Vec<TaskView> = Vec::with_capacity(tasks.len());
+    // The tasks no fan-out added, each followed by what it added (and what those added, in
+    // turn: a bounded loop, as each task is placed once).
+    let mut queue: Vec<&TaskView> = tasks.iter().filter(|t| by(&t.id).is_none()).rev().collect();
+    let mut placed = std::collections::HashSet::new();
+    while let Some(t) = queue.pop() {
+        if !placed.insert(t.id.as_str()) {
+            continue;
+        }
+        out.push(t.clone());
+        let children: Vec<&TaskView> = tasks
+            .iter()
+            .filter(|c| by(&c.id) == Some(t.id.as_str()))
+            .collect();
+        queue.extend(children.into_iter().rev());
+    }
+    // Anything not reached (added by a task the status does not list) keeps its place at the end.
+    out.extend(
+        tasks
+            .iter()
+            .filter(|t| !placed.contains(t.id.as_str()))
+            .cloned(),
+    );
     out
 }
 
@@ -1018,5 +1055,44 @@ pub(crate) mod tests {
 
     fn cancelled_text(r: &CancelResult, before: &[(&str, TaskStatus)]) -> String {
         cancelled(r, before.iter().copied())
+    }
+
+    /// Issue 32 (4): tasks a fan-out added show where they run, after the task that added
+    /// them, not after the last step.
+    #[test]
+    fn added_tasks_are_listed_where_they_run() {
+        let mut s = status_fixture();
+        let mut t = s.tasks[0].clone();
+        let ids: Vec<String> = s.tasks.iter().map(|t| t.id.clone()).collect();
+        let plan = ids[1].clone();
+        let mut added = vec![];
+        for id in ["dot-case", "path-case"] {
+            t.id = id.into();
+            s.tasks.push(t.clone());
+            added.push(crew_api::types::AddedTaskView {
+                id: id.into(),
+                added_by: plan.clone(),
+                role: "executor".into(),
+                agent: "executor".into(),
+                title: None,
+                depends_on: vec![plan.clone()],
+                scope: vec![],
+                writes: true,
+                awaiting_approval: false,
+                verify_commands: vec![],
+            });
+        }
+        let order: Vec<String> = where_they_run(&s.tasks, &added)
+            .into_iter()
+            .map(|t| t.id)
+            .collect();
+        let mut want = vec![
+            ids[0].clone(),
+            plan.clone(),
+            "dot-case".into(),
+            "path-case".into(),
+        ];
+        want.extend(ids[2..].iter().cloned());
+        assert_eq!(order, want);
     }
 }
