@@ -12,7 +12,8 @@
 # Usage: tests/run.sh [rust|node|ui|build]...   (default: all four)
 # Env: CARGO, NODE, TARGET_DIR (as make passes them), CREW_AGENTS_DIR, CREW_PI_DIR (where the
 # pinned CLIs are, as the tests read them), NEXTEST_ARGS (more nextest arguments),
-# CREW_TEST_FILTER (a nextest filterset the Rust run is narrowed to, e.g. 'package(crewctl)').
+# CREW_TEST_FILTER (a nextest filterset the Rust run is narrowed to, e.g. 'package(crewctl)'),
+# NEXTEST_SCOPE (what nextest builds and lists; default --workspace).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
@@ -52,22 +53,29 @@ done
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/crew-test.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
-# nextest's closing "Summary [...] N tests run: N passed, N failed, N skipped" (and timed out,
-# which is a failure).
+# nextest's closing "Summary [...] N tests run: N passed, N failed, ..." (timed out is a
+# failure). Its "skipped" is not used: a binary whose tests are all filtered out is not even
+# listed, so its tests are in no count; the skipped are counted from `nextest list` instead.
 count_nextest() {
   local line
   line=$(sed 's/\x1b\[[0-9;]*m//g' "$1" | grep -E '^ *Summary \[' | tail -n 1)
   local n
-  for word in passed failed "timed out" skipped; do
+  for word in passed failed "timed out"; do
     n=$(printf '%s\n' "$line" | grep -oE "[0-9]+ $word" | grep -oE '^[0-9]+' || true)
     n=${n:-0}
     case "$word" in
       passed) passed=$((passed + n)) ;;
-      skipped) skipped=$((skipped + n)) ;;
       *) failed=$((failed + n)) ;;
     esac
   done
   [ -n "$line" ]
+}
+
+# How many tests `nextest list` names for these arguments.
+count_listed() {
+  # shellcheck disable=SC2086
+  "$CARGO" nextest list ${NEXTEST_SCOPE:---workspace} --ignore-default-filter \
+    --message-format oneline "$@" 2>> "$tmp/list.err" | grep -c . || true
 }
 
 # node --test's TAP totals.
@@ -124,12 +132,18 @@ run_rust() {
     filter="not ($(IFS='|'; echo "${leave[*]}"))"
   fi
   [ -z "${CREW_TEST_FILTER:-}" ] || filter="($filter) & ($CREW_TEST_FILTER)"
+  # Every test in scope (ignored ones too) against those that will run: the rest is skipped.
+  local all torun
+  all=$(count_listed --run-ignored all -E "${CREW_TEST_FILTER:-all()}")
+  torun=$(count_listed -E "$filter")
   # --ignore-default-filter: the real-CLI tests whose CLI is installed run here.
   # shellcheck disable=SC2086
-  "$CARGO" nextest run --workspace --no-fail-fast --ignore-default-filter -E "$filter" \
+  "$CARGO" nextest run ${NEXTEST_SCOPE:---workspace} --no-fail-fast --no-tests=pass \
+    --ignore-default-filter -E "$filter" \
     ${NEXTEST_ARGS:-} 2> >(tee "$tmp/nextest.err" >&2)
   local rc=$?
   wait
+  skipped=$((skipped + all - torun))
   if ! count_nextest "$tmp/nextest.err" || [ $rc -ne 0 ]; then
     [ $rc -ne 0 ] && failures+=("cargo nextest run (exit $rc)")
     # A build failure runs no test: count it as one failure.

@@ -167,7 +167,15 @@ describe('dashboard', { timeout: 240_000 }, () => {
     // Edges for the dependencies, laid out by the library (not one box per row).
     assert.ok(await page.locator('#dag path.edge').count() >= total - 1);
     // Each task's tokens and cost at a glance, on its node, as the API counts them.
-    const done = await call('team.status', { runId: new URL(page.url()).hash.split('/')[2] });
+    const runId = new URL(page.url()).hash.split('/')[2];
+    const done = await call('team.status', { runId });
+    // The timeline: a bar per attempt the journal holds, coloured by how it ended.
+    const starts = (await call('team.events', { runId, afterSeq: 0, limit: 1000 })).events.filter((e) => e.type === 'task.started');
+    await page.waitForFunction((n) => document.querySelectorAll('#timeline rect.bar').length === n, starts.length);
+    const bars = await page.locator('#timeline rect.bar').evaluateAll((rs) => rs.map((r) => [r.getAttribute('data-task'), r.getAttribute('data-status')]));
+    assert.deepEqual(bars.map(([t]) => t).sort(), starts.map((e) => e.taskId).sort());
+    assert.ok(bars.every(([, s]) => s === 'completed'), JSON.stringify(bars));
+    await shot('run-timeline');
     for (const t of done.tasks) {
       const label = await page.locator(`#dag .node[data-task="${t.id}"] .node-usage`).textContent();
       const n = await page.evaluate((x) => x.toLocaleString(), t.usage.input + t.usage.output);
@@ -266,6 +274,11 @@ describe('dashboard', { timeout: 240_000 }, () => {
     await openRun(r.runId);
     await page.locator('#dag .node[data-task="01_ask"][data-status="waiting"]').waitFor();
     await page.locator('#dag .node[data-task="02_work"][data-status="running"]').waitFor();
+    // Live on the timeline: the asking attempt ended waiting, the working one is running.
+    await page.locator('#timeline rect.bar[data-task="01_ask"][data-status="waiting"]').waitFor();
+    const workBar = page.locator('#timeline rect.bar[data-task="02_work"][data-status="running"]');
+    await workBar.waitFor();
+    const w0 = Number(await workBar.getAttribute('width'));
     const delivered = () => page.evaluate((runId) => [...window.crewRpc.subs].find((s) => s.runId === runId).seqs.length, r.runId);
 
     // Steer: the working task's own progress redraws its panel; the box is left alone.
@@ -313,7 +326,10 @@ describe('dashboard', { timeout: 240_000 }, () => {
     for (const [method, message] of [['team.respond', ''], ['team.respond', '  \n'], ['team.steer', ' ']]) {
       await assert.rejects(call(method, { runId: r.runId, taskId: method === 'team.respond' ? '01_ask' : '02_work', message }), /empty/);
     }
+    // The running bar grew with the clock; cancelled, it says so.
+    assert.ok(Number(await workBar.getAttribute('width')) >= w0);
     await call('team.cancel', { runId: r.runId });
+    await page.locator('#timeline rect.bar[data-task="02_work"][data-status="cancelled"]').waitFor();
   });
 
   test('cancel a running run from the page', async () => {

@@ -15,6 +15,7 @@ import { Rpc, RpcError } from './rpc.js';
 import { drawDag } from './dag.js';
 import { parseTranscript } from './transcript.js';
 import { shortIds } from './ids.js';
+import { timeline } from './timeline.js';
 
 const rpc = new Rpc();
 // For tests and the benchmark: the page's API connection.
@@ -254,7 +255,19 @@ async function runView(main, runId, taskId) {
   const head = h('section', { class: 'run-head' });
   const dagHost = h('div', { class: 'dag', id: 'dag' });
   const panel = h('section', { class: 'task-panel', id: 'task-panel', 'aria-live': 'polite' });
-  main.replaceChildren(h('p', null, h('a', { href: '#/' }, '← Runs')), head, dagHost, panel);
+  const timeHost = h('div', { class: 'timeline', id: 'timeline' });
+  main.replaceChildren(h('p', null, h('a', { href: '#/' }, '← Runs')), head, dagHost,
+    h('details', { open: true, class: 'timeline-box' }, h('summary', null, 'Timeline'), timeHost), panel);
+  // The attempts so far, from the run's stored events up to where the subscription starts.
+  const times = timeline(timeHost, st.tasks.map((t) => t.id));
+  for (let after = 0; after < st0.journal.lastSeq;) {
+    const page = await rpc.call('team.events', { runId, afterSeq: after, limit: 1000 }).catch(() => null);
+    if (!page || page.events.length === 0 || page.nextSeq <= after) break;
+    for (const e of page.events) if (e.seq <= st0.journal.lastSeq) times.add(e);
+    after = page.nextSeq;
+  }
+  times.draw();
+  const redrawTimes = debounce(() => times.draw(), 100);
   const onSelect = (/** @type {string} */ id) => {
     selected = id;
     history.replaceState(null, '', `#/run/${runId}/task/${id}`);
@@ -432,6 +445,8 @@ async function runView(main, runId, taskId) {
     const s = TASK_STATUS_OF[e.type];
     // The colour changes on the event itself; the rest of the page follows from a re-read.
     if (s && e.taskId) dag.setStatus(e.taskId, s);
+    times.add(e);
+    redrawTimes();
     refresh();
   });
   // After a reconnect (daemon restart) the status is read again too.
@@ -442,6 +457,7 @@ async function runView(main, runId, taskId) {
   renderPanel();
   return () => {
     sub.close();
+    times.stop();
     rpc.onState.splice(rpc.onState.indexOf(onState), 1);
   };
 }
