@@ -50,6 +50,15 @@ export function timeline(host, order) {
   /** @param {CrewEvent} e */
   function add(e) {
     const id = e.taskId;
+    if (e.type === 'run.cancelled') {
+      // Cancelling a run ends its running attempts in the one event.
+      const at = Date.parse(e.time);
+      for (const bars of lanes.values()) {
+        const open = bars[bars.length - 1];
+        if (open && open.end === null) Object.assign(open, { end: at, outcome: 'cancelled' });
+      }
+      return;
+    }
     if (!id) return;
     const at = Date.parse(e.time);
     if (!lanes.has(id)) lanes.set(id, []);

@@ -41,6 +41,8 @@ pub struct Mock {
     pub socket: PathBuf,
     pub state: Arc<Mutex<State>>,
     pub subscribed: Arc<Notify>,
+    // Read by `emit`, which only tty.rs uses.
+    #[allow(dead_code)]
     live: tokio::sync::broadcast::Sender<Value>,
     handle: ServerHandle,
 }
@@ -84,6 +86,7 @@ impl Mock {
     }
 
     /// Sends `event` live to every open subscription.
+    #[allow(dead_code)]
     pub fn emit(&self, event: Value) {
         let _ = self.live.send(event);
     }
