@@ -900,9 +900,7 @@ pub async fn import(
     ctx: &Ctx,
     params: crew_api::types::ImportParams,
 ) -> Result<ImportResult, ApiError> {
-    let mut valid = tokio::task::spawn_blocking(move || validate(&read_bundle(params)?))
-        .await
-        .map_err(|e| ApiError::internal(e.to_string()))??;
+    let mut valid = crate::rpc::off_actor(move || validate(&read_bundle(params)?)).await??;
     let run_id = valid.run_id.clone();
     let id = run_id.clone();
     let exists = ctx
@@ -928,9 +926,7 @@ pub async fn import(
     {
         let shared = ctx.shared.clone();
         let id = run_id.clone();
-        tokio::task::spawn_blocking(move || place_files(&shared, &id, &files))
-            .await
-            .map_err(|e| ApiError::internal(e.to_string()))??;
+        crate::rpc::off_actor(move || place_files(&shared, &id, &files)).await??;
     }
 
     let events = valid.events;

@@ -171,9 +171,7 @@ pub async fn prepare(shared: &Arc<Shared>, p: &RunParams) -> Result<Prepared, Ap
     let catalog = {
         let shared = shared.clone();
         let cwd = cwd.to_path_buf();
-        tokio::task::spawn_blocking(move || crate::resources::catalog(&shared, Some(&cwd)))
-            .await
-            .map_err(|e| ApiError::internal(e.to_string()))?
+        crate::rpc::off_actor(move || crate::resources::catalog(&shared, Some(&cwd))).await?
     };
     let mut plan = shape.plan(&catalog).map_err(|diags| {
         let first = diags.first().map(|d| d.message.clone()).unwrap_or_default();
