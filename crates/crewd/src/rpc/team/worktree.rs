@@ -22,16 +22,8 @@ pub(super) async fn diff(ctx: Arc<Ctx>, p: P<TeamDiff>) -> Out<TeamDiff> {
 pub(super) async fn apply(ctx: Arc<Ctx>, p: P<TeamApply>) -> Out<TeamApply> {
     check_id("runId", &p.run_id)?;
     let (ws, integration) = with_run(&ctx, &p.run_id, |r| {
-        let ws = r.spec.workspace.clone().ok_or_else(|| {
-            ApiError::invalid_state(format!("run {} is not a worktree run", r.id))
-        })?;
-        let i = r.integration.clone().ok_or_else(|| {
-            ApiError::invalid_state(format!(
-                "run {} is {} and has no integrated result yet",
-                r.id,
-                r.status.as_str()
-            ))
-        })?;
+        let ws = workspace_of(r)?;
+        let i = integration_of(r, "")?;
         Ok::<_, ApiError>((ws, i))
     })
     .await??;
@@ -47,10 +39,7 @@ pub(super) async fn apply(ctx: Arc<Ctx>, p: P<TeamApply>) -> Out<TeamApply> {
 
 /// What `team.diff` compares: a task's start and result, or the run's base and integration.
 fn diff_input(r: &RunState, task: Option<&str>) -> Result<crate::workspace::DiffInput, ApiError> {
-    let ws =
-        r.spec.workspace.clone().ok_or_else(|| {
-            ApiError::invalid_state(format!("run {} is not a worktree run", r.id))
-        })?;
+    let ws = workspace_of(r)?;
     match task {
         Some(t) => {
             let ts = r.task(t).ok_or_else(|| ApiError::not_found("task", t))?;
@@ -68,13 +57,7 @@ fn diff_input(r: &RunState, task: Option<&str>) -> Result<crate::workspace::Diff
             })
         }
         None => {
-            let i = r.integration.clone().ok_or_else(|| {
-                ApiError::invalid_state(format!(
-                    "run {} is {} and has no integrated result yet (name a task to see its change)",
-                    r.id,
-                    r.status.as_str()
-                ))
-            })?;
+            let i = integration_of(r, " (name a task to see its change)")?;
             Ok(crate::workspace::DiffInput {
                 branch: i.branch,
                 from: ws.base.clone(),
@@ -83,4 +66,23 @@ fn diff_input(r: &RunState, task: Option<&str>) -> Result<crate::workspace::Diff
             })
         }
     }
+}
+
+/// The run's workspace, or why it has none.
+fn workspace_of(r: &RunState) -> Result<crew_core::run::WorkspaceSpec, ApiError> {
+    r.spec
+        .workspace
+        .clone()
+        .ok_or_else(|| ApiError::invalid_state(format!("run {} is not a worktree run", r.id)))
+}
+
+/// The run's integrated result, or why it has none yet (`hint` ends the message).
+fn integration_of(r: &RunState, hint: &str) -> Result<crew_core::run::Integration, ApiError> {
+    r.integration.clone().ok_or_else(|| {
+        ApiError::invalid_state(format!(
+            "run {} is {} and has no integrated result yet{hint}",
+            r.id,
+            r.status.as_str()
+        ))
+    })
 }
