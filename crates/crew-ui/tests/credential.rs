@@ -23,11 +23,8 @@ struct Resp {
 fn get(addr: SocketAddr, path: &str, cookie: Option<&str>) -> Resp {
     let mut s = TcpStream::connect(addr).unwrap();
     let cookie = cookie.map(|c| format!("Cookie: {c}\r\n")).unwrap_or_default();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\n{cookie}Content-Length: 0\r\n\r\n"
-    )
-    .unwrap();
+    let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n{cookie}Content-Length: 0\r\n\r\n");
+    s.write_all(req.as_bytes()).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let mut buf = Vec::new();
     let mut chunk = [0u8; 4096];
@@ -113,9 +110,15 @@ fn second_server() -> (SocketAddr, Arc<Mutex<Vec<String>>>) {
     std::thread::spawn(move || {
         for s in l.incoming().flatten() {
             let mut s = s;
-            let mut buf = [0u8; 8192];
-            let n = s.read(&mut buf).unwrap_or(0);
-            let req = String::from_utf8_lossy(&buf[..n]).into_owned();
+            let mut buf = Vec::new();
+            let mut chunk = [0u8; 4096];
+            while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                match s.read(&mut chunk) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                }
+            }
+            let req = String::from_utf8_lossy(&buf).into_owned();
             for l in req.lines() {
                 if let Some(c) = l.strip_prefix("Cookie: ") {
                     rec.lock().unwrap().push(c.to_string());
