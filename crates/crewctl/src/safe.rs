@@ -76,7 +76,7 @@ mod tests {
             ("plain", "plain"),
             ("two\nlines\twith tab", "two\nlines\twith tab"),
             ("crlf\r\n", "crlf\r\n"),
-            ("over\rwrite", "over\\u000drwrite"),
+            ("over\rwrite", "over\\u000dwrite"),
             ("\u{1b}[1A\u{1b}[2Kgone", "\\u001b[1A\\u001b[2Kgone"),
             ("\u{1b}]52;c;aGk=\u{7}", "\\u001b]52;c;aGk=\\u0007"),
             ("c1 \u{9b}2J", "c1 \\u009b2J"),
