@@ -197,3 +197,27 @@ async fn each_gateway_has_its_own_credential_and_codes_work_once() {
     assert_eq!(again.status, 401, "and only once");
     assert!(again.closed);
 }
+
+/// A connection that never sends its headers is closed by the gateway (the header-read timeout)
+/// instead of holding one of its connections for ever.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_silent_connection_is_closed() {
+    let (addr, _, _) = gateway().await;
+    let closed = tokio::task::spawn_blocking(move || {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.write_all(b"GET / HTTP/1.1\r\n").unwrap();
+        // Bounded only so a regression fails instead of hanging; not a timing assertion.
+        s.set_read_timeout(Some(crew_ui::HEADER_TIMEOUT * 6)).unwrap();
+        let mut buf = [0u8; 1024];
+        loop {
+            match s.read(&mut buf) {
+                Ok(0) => return true,
+                Ok(_) => continue,
+                Err(_) => return false,
+            }
+        }
+    })
+    .await
+    .unwrap();
+    assert!(closed, "the gateway kept a connection that never finished its headers");
+}
