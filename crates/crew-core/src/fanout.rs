@@ -133,12 +133,11 @@ pub fn extract(answer: &str) -> Result<Block, Vec<String>> {
             "no fan-out block found: the answer must end with a ```json fenced block holding {\"tasks\": [...]}".into(),
         ]);
     };
-    serde_json::from_str::<Block>(text)
-        .map_err(|e| {
-            // serde's message may quote a field name of the model's: escaped and cut.
-            let e = crate::text::clean(&e.to_string(), 400);
-            vec![format!("the fan-out block is not valid: {e}")]
-        })
+    serde_json::from_str::<Block>(text).map_err(|e| {
+        // serde's message may quote a field name of the model's: escaped and cut.
+        let e = crate::text::clean(&e.to_string(), 400);
+        vec![format!("the fan-out block is not valid: {e}")]
+    })
 }
 
 /// The content of the last ```` ```json ```` fence (a fence opened with `json` and closed by a

@@ -80,7 +80,9 @@ mod tests {
 
     #[test]
     fn unsafe_chars() {
-        for c in ['\u{1b}', '\u{7f}', '\u{9b}', '\u{202E}', '\u{2066}', '\n', '\t'] {
+        for c in [
+            '\u{1b}', '\u{7f}', '\u{9b}', '\u{202E}', '\u{2066}', '\n', '\t',
+        ] {
             assert!(is_unsafe_char(c), "{c:?}");
         }
         for c in ['a', 'é', '…', '中'] {

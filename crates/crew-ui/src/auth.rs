@@ -76,7 +76,6 @@ impl Credential {
         let rest = path.strip_prefix(self.prefix.as_str())?;
         (rest.is_empty() || rest.starts_with('/')).then_some(rest)
     }
-
 }
 
 /// The values of every cookie named `name` in a `Cookie` header.
@@ -244,7 +243,14 @@ mod tests {
             (h, None, Some(&ok_cookie), &home, None, Verdict::Allow),
             (h, None, Some(&ok_cookie), &rpc, None, Verdict::Allow),
             (h, None, Some(&ok_cookie), pre, None, Verdict::Allow),
-            (Some("localhost:4000"), None, Some(&ok_cookie), &rpc, None, Verdict::Allow),
+            (
+                Some("localhost:4000"),
+                None,
+                Some(&ok_cookie),
+                &rpc,
+                None,
+                Verdict::Allow,
+            ),
             (
                 Some("LOCALHOST:4000"),
                 Some("http://localhost:4000"),
@@ -257,17 +263,59 @@ mod tests {
             (h, None, None, &home, Some(&with_token2), Verdict::SetCookie),
             (h, None, None, &home, Some("code=abc"), Verdict::Code("abc")),
             (h, None, None, &home, None, Verdict::Unauthorized),
-            (h, None, Some(&bad_cookie), &home, None, Verdict::Unauthorized),
-            (h, None, None, &home, Some("token=abc12"), Verdict::Unauthorized),
+            (
+                h,
+                None,
+                Some(&bad_cookie),
+                &home,
+                None,
+                Verdict::Unauthorized,
+            ),
+            (
+                h,
+                None,
+                None,
+                &home,
+                Some("token=abc12"),
+                Verdict::Unauthorized,
+            ),
             // Outside the prefix nothing is served, with any credential.
             (h, None, Some(&ok_cookie), "/", None, Verdict::Unauthorized),
-            (h, None, Some(&ok_cookie), "/rpc", None, Verdict::Unauthorized),
+            (
+                h,
+                None,
+                Some(&ok_cookie),
+                "/rpc",
+                None,
+                Verdict::Unauthorized,
+            ),
             (h, None, None, "/", Some(&with_token), Verdict::Unauthorized),
-            (h, None, Some(&ok_cookie), &other_prefix, None, Verdict::Unauthorized),
+            (
+                h,
+                None,
+                Some(&ok_cookie),
+                &other_prefix,
+                None,
+                Verdict::Unauthorized,
+            ),
             // The old shared cookie name opens nothing.
-            (h, None, Some(&old_cookie), &rpc, None, Verdict::Unauthorized),
+            (
+                h,
+                None,
+                Some(&old_cookie),
+                &rpc,
+                None,
+                Verdict::Unauthorized,
+            ),
             // A second cookie of our name (planted by another port's page): refused.
-            (h, None, Some(&two_cookies), &rpc, None, Verdict::Unauthorized),
+            (
+                h,
+                None,
+                Some(&two_cookies),
+                &rpc,
+                None,
+                Verdict::Unauthorized,
+            ),
             // DNS rebinding: the attacker's name resolves to 127.0.0.1.
             (
                 Some("evil.example:4000"),
@@ -343,9 +391,12 @@ mod tests {
         assert_ne!(a.cookie_name(), b.cookie_name());
         assert_eq!(a.token().len(), 64);
         let c = a.set_cookie();
-        assert!(c.contains("HttpOnly") && c.contains("SameSite=Strict"), "{c}");
+        assert!(
+            c.contains("HttpOnly") && c.contains("SameSite=Strict"),
+            "{c}"
+        );
         assert!(c.ends_with(&format!("Path={}/", a.prefix())), "{c}");
-        assert!(token_eq(a.token(), &a.token().to_string()));
+        assert!(token_eq(a.token(), a.token()));
         assert!(!token_eq(a.token(), b.token()));
     }
 

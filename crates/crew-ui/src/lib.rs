@@ -58,8 +58,11 @@ impl Gateway {
     /// The URL that signs a browser in with the token (printed, or written to a 0600 file:
     /// never put on a command line).
     pub fn url(&self) -> String {
-        self.hosts
-            .url(&format!("{}/?token={}", self.cred.prefix(), self.cred.token()))
+        self.hosts.url(&format!(
+            "{}/?token={}",
+            self.cred.prefix(),
+            self.cred.token()
+        ))
     }
 
     /// A URL that signs in once, within `CODE_TTL`: what may be handed to a browser process

@@ -14,9 +14,9 @@ use hyper::body::Incoming;
 use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::sync::OwnedSemaphorePermit;
 use std::convert::Infallible;
 use std::sync::Arc;
+use tokio::sync::OwnedSemaphorePermit;
 
 type Body = BoxBody<Bytes, hyper::Error>;
 
@@ -48,8 +48,7 @@ pub(crate) async fn serve(
         let gw = gw.clone();
         tokio::spawn(async move {
             let held = permit.clone();
-            let svc =
-                hyper::service::service_fn(move |req| handle(gw.clone(), held.clone(), req));
+            let svc = hyper::service::service_fn(move |req| handle(gw.clone(), held.clone(), req));
             let conn = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(crate::HEADER_TIMEOUT)
@@ -113,7 +112,9 @@ async fn handle(
         },
     );
     let sign_in = match verdict {
-        Verdict::Foreign(why) => return Ok(with_security_headers(refuse(StatusCode::FORBIDDEN, why))),
+        Verdict::Foreign(why) => {
+            return Ok(with_security_headers(refuse(StatusCode::FORBIDDEN, why)))
+        }
         Verdict::Unauthorized => return Ok(with_security_headers(unauthorized())),
         Verdict::Code(code) => gw.redeem(code),
         Verdict::SetCookie => true,

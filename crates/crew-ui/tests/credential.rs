@@ -22,7 +22,9 @@ struct Resp {
 /// connection after its answer (checked with a short read timeout).
 fn get(addr: SocketAddr, path: &str, cookie: Option<&str>) -> Resp {
     let mut s = TcpStream::connect(addr).unwrap();
-    let cookie = cookie.map(|c| format!("Cookie: {c}\r\n")).unwrap_or_default();
+    let cookie = cookie
+        .map(|c| format!("Cookie: {c}\r\n"))
+        .unwrap_or_default();
     let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n{cookie}Content-Length: 0\r\n\r\n");
     s.write_all(req.as_bytes()).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
@@ -94,9 +96,7 @@ impl Jar {
     /// The `Cookie` header a browser sends with a request for `path` on 127.0.0.1 at any port.
     fn header_for(&self, path: &str) -> Option<String> {
         let p = self.path.trim_end_matches('/');
-        let matches = self.path == "/"
-            || path == p
-            || path.starts_with(&format!("{p}/"));
+        let matches = self.path == "/" || path == p || path.starts_with(&format!("{p}/"));
         matches.then(|| format!("{}={}", self.name, self.value))
     }
 }
@@ -124,7 +124,8 @@ fn second_server() -> (SocketAddr, Arc<Mutex<Vec<String>>>) {
                     rec.lock().unwrap().push(c.to_string());
                 }
             }
-            let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
+            let _ =
+                s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
         }
     });
     (addr, seen)
@@ -132,13 +133,21 @@ fn second_server() -> (SocketAddr, Arc<Mutex<Vec<String>>>) {
 
 async fn gateway() -> (SocketAddr, String, String) {
     // No daemon behind it: a request the gateway lets through gets 502, one it refuses 401.
-    let b = crew_ui::bind("127.0.0.1:0".parse().unwrap(), false, Path::new("/nonexistent/crewd.sock"))
-        .await
-        .unwrap();
+    let b = crew_ui::bind(
+        "127.0.0.1:0".parse().unwrap(),
+        false,
+        Path::new("/nonexistent/crewd.sock"),
+    )
+    .await
+    .unwrap();
     let addr = b.local_addr().unwrap();
     let (url, once) = (b.url(), b.one_time_url());
     tokio::spawn(b.serve(std::future::pending()));
-    let strip = |u: &str| u.strip_prefix(&format!("http://{addr}")).unwrap().to_string();
+    let strip = |u: &str| {
+        u.strip_prefix(&format!("http://{addr}"))
+            .unwrap()
+            .to_string()
+    };
     (addr, strip(&url), strip(&once))
 }
 
@@ -153,11 +162,21 @@ async fn the_cookie_never_reaches_another_loopback_server() {
     // Signed in: the API is reached (502: no daemon behind this gateway).
     let rpc = format!("{}rpc", home);
     assert_eq!(get(addr, &rpc, jar.header_for(&rpc).as_deref()).status, 502);
-    assert_eq!(get(addr, &home, jar.header_for(&home).as_deref()).status, 200);
+    assert_eq!(
+        get(addr, &home, jar.header_for(&home).as_deref()).status,
+        200
+    );
 
     // The user opens pages of a dev server on another port: the browser sends it nothing.
     let (other, seen) = second_server();
-    for path in ["/", "/rpc", "/assets/app.js", "/index.html", "/c-0/", "/api?x=1"] {
+    for path in [
+        "/",
+        "/rpc",
+        "/assets/app.js",
+        "/index.html",
+        "/c-0/",
+        "/api?x=1",
+    ] {
         let _ = get(other, path, jar.header_for(path).as_deref());
     }
     let seen = seen.lock().unwrap().clone();
@@ -207,7 +226,8 @@ async fn a_silent_connection_is_closed() {
         let mut s = TcpStream::connect(addr).unwrap();
         s.write_all(b"GET / HTTP/1.1\r\n").unwrap();
         // Bounded only so a regression fails instead of hanging; not a timing assertion.
-        s.set_read_timeout(Some(crew_ui::HEADER_TIMEOUT * 6)).unwrap();
+        s.set_read_timeout(Some(crew_ui::HEADER_TIMEOUT * 6))
+            .unwrap();
         let mut buf = [0u8; 1024];
         loop {
             match s.read(&mut buf) {
@@ -219,5 +239,8 @@ async fn a_silent_connection_is_closed() {
     })
     .await
     .unwrap();
-    assert!(closed, "the gateway kept a connection that never finished its headers");
+    assert!(
+        closed,
+        "the gateway kept a connection that never finished its headers"
+    );
 }

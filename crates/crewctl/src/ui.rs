@@ -88,11 +88,11 @@ fn open_file(state_dir: &std::path::Path, url: &str) -> anyhow::Result<std::path
         .open(&file)
         .with_context(|| format!("creating {}", file.display()))?;
     // The URL is ours (hex and a loopback address): nothing to escape in it.
-    write!(
+    writeln!(
         f,
         "<!doctype html><meta charset=\"utf-8\"><meta name=\"referrer\" content=\"no-referrer\">\
          <meta http-equiv=\"refresh\" content=\"0;url={url}\"><title>crew</title>\
-         <a href=\"{url}\">Open the crew dashboard</a>\n"
+         <a href=\"{url}\">Open the crew dashboard</a>"
     )?;
     Ok(file)
 }

@@ -1120,8 +1120,14 @@ async fn ui_puts_no_token_on_the_browsers_command_line() {
     let own = std::fs::read(format!("/proc/{}/cmdline", child.id())).unwrap_or_default();
     let _ = child.kill();
     let _ = child.wait();
-    assert!(!argv.contains(&token), "the token is on xdg-open's argv: {argv}");
-    assert!(!argv.contains("code=") && !argv.contains("token="), "{argv}");
+    assert!(
+        !argv.contains(&token),
+        "the token is on xdg-open's argv: {argv}"
+    );
+    assert!(
+        !argv.contains("code=") && !argv.contains("token="),
+        "{argv}"
+    );
     assert!(!String::from_utf8_lossy(&own).contains(&token));
     let target = argv.lines().nth(1).unwrap();
     assert!(target.starts_with("file:///"), "{argv}");
@@ -1133,5 +1139,8 @@ async fn ui_puts_no_token_on_the_browsers_command_line() {
     );
     let html = std::fs::read_to_string(&page).unwrap();
     assert!(html.contains("?code="), "{html}");
-    assert!(!html.contains(&token), "the page holds a one-time code, not the token");
+    assert!(
+        !html.contains(&token),
+        "the page holds a one-time code, not the token"
+    );
 }

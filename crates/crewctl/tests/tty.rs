@@ -304,13 +304,20 @@ async fn hostile_text_reaches_the_terminal_escaped() {
          "writes": true, "awaitingApproval": true},
     ]);
     s.results.insert("team.status", st);
-    let mut ev = event(1, "task.needs_attention", Some("01_plan"), json!({"attempt": 1, "reason": EVIL}));
+    let mut ev = event(
+        1,
+        "task.needs_attention",
+        Some("01_plan"),
+        json!({"attempt": 1, "reason": EVIL}),
+    );
     ev["message"] = json!(EVIL);
     s.events = vec![ev.clone()];
     s.results
         .insert("team.events", json!({"events": [ev], "nextSeq": 2}));
-    s.results
-        .insert("team.summary", json!({"markdown": format!("# Run\n\n{EVIL}\n")}));
+    s.results.insert(
+        "team.summary",
+        json!({"markdown": format!("# Run\n\n{EVIL}\n")}),
+    );
     s.artifacts.insert(
         "transcripts/01_plan.attempt-1.jsonl".into(),
         format!(
@@ -322,9 +329,15 @@ async fn hostile_text_reaches_the_terminal_escaped() {
     for args in ["status r-1", "logs r-1", "logs r-1 01_plan", "summary r-1"] {
         let out = raw_output(&mock.socket, args).await;
         let text = String::from_utf8_lossy(&out);
-        assert!(text.contains("\\u001b[1A"), "{args}: the escape is shown: {text:?}");
+        assert!(
+            text.contains("\\u001b[1A"),
+            "{args}: the escape is shown: {text:?}"
+        );
         for bad in ['\u{1b}', '\u{7}', '\u{9b}', '\u{202e}'] {
-            assert!(!text.contains(bad), "{args}: {bad:?} reached the terminal: {text:?}");
+            assert!(
+                !text.contains(bad),
+                "{args}: {bad:?} reached the terminal: {text:?}"
+            );
         }
         if args == "status r-1" {
             assert!(text.contains("backdoor"), "{text:?}");

@@ -872,7 +872,11 @@ fn imported_preview(run: &RunState, only: Option<&[String]>) -> Value {
 /// order they run.
 fn task_commands(plan: &crew_core::plan::PlannedTask) -> Vec<String> {
     let id = &plan.id;
-    let pre = plan.checks.pre_step.iter().map(|p| format!("{id} pre-step: {}", p.display()));
+    let pre = plan
+        .checks
+        .pre_step
+        .iter()
+        .map(|p| format!("{id} pre-step: {}", p.display()));
     let verify = plan
         .checks
         .verify

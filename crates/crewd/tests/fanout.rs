@@ -540,7 +540,11 @@ fn a_fan_out_answer_with_a_huge_list_stays_small_everywhere() {
          "dependsOn": deps, "scope": ["a.txt"]}
     ]}))
     .unwrap();
-    assert!(text.len() < 1 << 20, "under the answer limit: {}", text.len());
+    assert!(
+        text.len() < 1 << 20,
+        "under the answer limit: {}",
+        text.len()
+    );
     let huge = outside(&d, "huge.json", &text);
     fan_team(&d, "fan", &huge, None, "[fake:sleep=1ms]");
     let journal = d.state_dir.join("journal");
@@ -555,7 +559,11 @@ fn a_fan_out_answer_with_a_huge_list_stays_small_everywhere() {
     assert!(err.contains("dependsOn has 150000 entries"), "{err}");
     assert!(err.len() < 8 << 10, "error of {} bytes", err.len());
     let reason = st["reason"].as_str().unwrap_or_default();
-    assert!(reason.len() < 8 << 10, "run reason of {} bytes", reason.len());
+    assert!(
+        reason.len() < 8 << 10,
+        "run reason of {} bytes",
+        reason.len()
+    );
     for e in d.events(Some(&run)) {
         let n = e.to_string().len();
         // task.expanded never came; the largest event left is run.created (the plan).
@@ -569,7 +577,11 @@ fn a_fan_out_answer_with_a_huge_list_stays_small_everywhere() {
         .unwrap()
         .to_string();
     assert!(prompt.contains("dependsOn has 150000 entries"), "{prompt}");
-    assert!(prompt.len() < 64 << 10, "repair prompt of {} bytes", prompt.len());
+    assert!(
+        prompt.len() < 64 << 10,
+        "repair prompt of {} bytes",
+        prompt.len()
+    );
 
     let grown = dir_bytes(&journal).saturating_sub(before);
     let rss = rss_mb(d.pid());

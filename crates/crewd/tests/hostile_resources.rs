@@ -541,7 +541,10 @@ fn an_imported_pre_step_is_named_before_it_runs() {
     let e = d.err("team.resume", json!({"runId": failed}));
     assert_eq!(e["code"], 1002, "{e}");
     let msg = e["message"].as_str().unwrap();
-    assert!(msg.contains(&format!("01_only pre-step: /bin/sh -c {shell}")), "{msg}");
+    assert!(
+        msg.contains(&format!("01_only pre-step: /bin/sh -c {shell}")),
+        "{msg}"
+    );
     assert_eq!(
         e["data"]["tasks"][0]["preStep"],
         format!("/bin/sh -c {shell}"),

@@ -315,7 +315,14 @@ fn problems_are_capped_and_an_oversized_list_is_one_problem() {
 
     // 16 tasks, each with 4 bad scopes and an unknown dependency: 80 problems.
     let many: Vec<_> = (0..16)
-        .map(|i| task(&format!("t{i}"), "executor", &["nope"], &["..", "/a", "~", "a/../b"]))
+        .map(|i| {
+            task(
+                &format!("t{i}"),
+                "executor",
+                &["nope"],
+                &["..", "/a", "~", "a/../b"],
+            )
+        })
         .collect();
     let problems = check(&answer(&many), 16).unwrap_err();
     assert_eq!(problems.len(), MAX_PROBLEMS + 1, "{problems:?}");
@@ -327,7 +334,12 @@ fn problems_are_capped_and_an_oversized_list_is_one_problem() {
 /// echoed in problems are escaped and cut.
 #[test]
 fn control_characters_are_refused_in_titles_and_escaped_in_problems() {
-    for title in ["ok\u{1b}[1A\u{1b}[2K", "x\u{202e}gpj.exe", "a\u{9b}2J", "two\nlines"] {
+    for title in [
+        "ok\u{1b}[1A\u{1b}[2K",
+        "x\u{202e}gpj.exe",
+        "a\u{9b}2J",
+        "two\nlines",
+    ] {
         let mut t = task("a", "executor", &[], &[]);
         t["title"] = serde_json::json!(title);
         let problems = check(&answer(&[t]), 16).unwrap_err();

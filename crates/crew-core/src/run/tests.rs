@@ -2485,7 +2485,11 @@ fn stamped_events_keep_texts_bounded() {
         let p = Pending::task("r", "t", body).with_message(long.clone());
         let ev = st.stamp(p, 1, chrono::Utc::now());
         let json = serde_json::to_string(&ev).unwrap();
-        assert!(json.len() < 4 * crate::text::MAX_REASON_CHARS, "{}", json.len());
+        assert!(
+            json.len() < 4 * crate::text::MAX_REASON_CHARS,
+            "{}",
+            json.len()
+        );
         assert!(json.contains("more characters]"));
     }
 }

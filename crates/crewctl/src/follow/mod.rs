@@ -13,8 +13,8 @@ use crate::render::follow::{
 use crate::render::time::{human_duration, parse_time};
 use crate::render::units::{cost, tokens, usage_tokens};
 use crate::render::View;
-use crate::style::Tone;
 use crate::safe;
+use crate::style::Tone;
 use crate::term;
 use crew_api::client::{CallError, ObjectParams};
 use crew_api::methods::{TeamArtifact, TeamCancel, TeamEvents, TeamStatus, TeamSubscribe};
