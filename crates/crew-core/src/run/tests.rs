@@ -2456,3 +2456,40 @@ fn a_fan_out_task_run_again_adds_nothing_twice() {
     assert_eq!(names(&evs)[..1], ["task.completed plan"]);
     assert_eq!(sim.st.runs["r"].tasks.len(), 6);
 }
+
+/// Issue 29 item 1: whatever a decider put in an event's message, reason, error or question,
+/// the stamped event keeps at most `text::MAX_REASON_CHARS` of it.
+#[test]
+fn stamped_events_keep_texts_bounded() {
+    use super::event::{AttemptEnd, EventBody, Pending};
+    let long = "p".repeat(1 << 20);
+    let st = State::default();
+    let bodies = vec![
+        EventBody::TaskNeedsAttention {
+            end: AttemptEnd {
+                error: Some(long.clone()),
+                ..Default::default()
+            },
+            reason: long.clone(),
+        },
+        EventBody::RunBlocked {
+            reason: long.clone(),
+        },
+        EventBody::TaskWaiting {
+            end: AttemptEnd::default(),
+            question: long.clone(),
+            session: None,
+        },
+    ];
+    for body in bodies {
+        let p = Pending::task("r", "t", body).with_message(long.clone());
+        let ev = st.stamp(p, 1, chrono::Utc::now());
+        let json = serde_json::to_string(&ev).unwrap();
+        assert!(
+            json.len() < 4 * crate::text::MAX_REASON_CHARS,
+            "{}",
+            json.len()
+        );
+        assert!(json.contains("more characters]"));
+    }
+}
