@@ -89,6 +89,8 @@ pub struct Config {
     pub max_fan_out_answer_bytes: u64,
     /// Per project root (as `trusted_projects` names them): its verification commands.
     pub projects: BTreeMap<PathBuf, ProjectConfig>,
+    /// The Slurm cluster runtimes with `placement = "slurm"` run on (README, "Slurm").
+    pub slurm: Option<crate::placement::slurm::SlurmConfig>,
 }
 
 /// `[projects."/path/to/root"]`.
@@ -142,6 +144,7 @@ impl Default for Config {
             projects: BTreeMap::new(),
             max_fan_out_tasks: crew_core::fanout::DEFAULT_MAX_TASKS,
             max_fan_out_answer_bytes: crew_core::fanout::DEFAULT_MAX_ANSWER_BYTES,
+            slurm: None,
         }
     }
 }
@@ -169,6 +172,14 @@ pub struct RuntimeConfig {
     /// Overrides `no_output_timeout_ms` for this runtime.
     #[serde(default)]
     pub no_output_timeout_ms: Option<u64>,
+    /// Where its attempts run: `local` (a process of crewd) or `slurm` (a job on the cluster
+    /// of `[slurm]`, worktree mode only).
+    #[serde(default)]
+    pub placement: crate::placement::Placement,
+    /// Slurm placement: this runtime's partition, account, QOS, CPUs, memory and time limit
+    /// over `[slurm]`'s.
+    #[serde(default)]
+    pub slurm: Option<crate::placement::slurm::SlurmResources>,
 }
 
 impl RuntimeConfig {
@@ -370,7 +381,17 @@ impl Config {
                 );
             }
         }
+        if let Some(problem) = self.slurm.as_ref().and_then(|s| s.problem()) {
+            return bad("slurm", problem);
+        }
         for (name, rt) in &self.runtimes {
+            if rt.placement == crate::placement::Placement::Slurm && self.slurm.is_none() {
+                return bad(
+                    &format!("runtimes.{name}"),
+                    "placement = \"slurm\" needs a [slurm] section (url, token, staging_dir)"
+                        .into(),
+                );
+            }
             if rt.command.argv().is_empty() {
                 return bad(&format!("runtimes.{name}"), "command is empty".into());
             }
@@ -412,6 +433,8 @@ impl Config {
                 prompt_via: PromptVia::Arg,
                 env: vec![],
                 no_output_timeout_ms: None,
+                placement: Default::default(),
+                slurm: None,
             }),
             "fake-rpc" => Some(RuntimeConfig {
                 adapter: AdapterKind::Pi,
@@ -420,6 +443,8 @@ impl Config {
                 prompt_via: PromptVia::Arg,
                 env: vec![],
                 no_output_timeout_ms: None,
+                placement: Default::default(),
+                slurm: None,
             }),
             "pi" => Some(RuntimeConfig {
                 adapter: AdapterKind::Pi,
@@ -428,6 +453,8 @@ impl Config {
                 prompt_via: PromptVia::Arg,
                 env: vec![],
                 no_output_timeout_ms: None,
+                placement: Default::default(),
+                slurm: None,
             }),
             _ => None,
         }
