@@ -7,7 +7,7 @@
 //! |---|---|---|
 //! | `launch.json` | crewd | [`Launch`]: argv, stdin, the attempt's token, the start commit |
 //! | `env.json` | crewd (0600) | the worker's filtered environment, API keys included: never in the job's script or environment, which the scheduler stores and shows |
-//! | `input.bundle` | crewd | the start commit as a git bundle (`refs/crew/start`) |
+//! | `input.bundle` | crewd | the start commit as a git bundle (its `HEAD`) |
 //! | `prompt.md`, `system.md` | crewd | the rendered prompt and system prompt, when the launch reads files |
 //! | `stdin/NNNNNNNN.jsonl` | crewd | lines for the agent's stdin (live mode: the first turn, steer messages, protocol replies), taken in name order |
 //! | `stdin/close` | crewd | close the agent's stdin (a live agent that answered) |
@@ -26,8 +26,8 @@ use std::path::{Path, PathBuf};
 
 /// Layout version: a worker refuses a launch of another version instead of guessing.
 pub const VERSION: u32 = 1;
-/// The ref the input bundle carries.
-pub const START_REF: &str = "refs/crew/start";
+/// The ref the input bundle carries: the task worktree's `HEAD`, at the start commit.
+pub const START_REF: &str = "HEAD";
 /// The ref the result bundle carries.
 pub const RESULT_REF: &str = "refs/crew/result";
 /// Largest record (launch, env, final) either side reads.

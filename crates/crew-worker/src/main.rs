@@ -145,8 +145,7 @@ fn checkout(staging: &Staging, launch: &Launch, work: &Path) -> Result<()> {
     std::fs::create_dir_all(work).with_context(|| format!("create {}", work.display()))?;
     git(work, &["init", "-q"])?;
     let bundle = staging.input_bundle().display().to_string();
-    let refspec = format!("{0}:{0}", crew_staging::START_REF);
-    git(work, &["fetch", "-q", &bundle, &refspec])?;
+    git(work, &["fetch", "-q", &bundle, crew_staging::START_REF])?;
     git(work, &["checkout", "-q", "--detach", &launch.start])?;
     Ok(())
 }

@@ -1,0 +1,246 @@
+//! Slurm placement (issue 35) against a real Slurm: munged, slurmctld, two slurmd (nodes n1
+//! and n2 on this host) and slurmrestd with JWT, started by `tests/slurm/start.sh` (or the one
+//! `.ci/run` started, named by `CREW_SLURM_ENV`). No part of Slurm is mocked. A test that
+//! cannot get a cluster prints `SKIPPED` and says why; with `CREW_SLURM_ENV` set (CI started
+//! one) a cluster that does not answer is a failure instead.
+
+mod common;
+
+use common::{git, path_str, Daemon, Opts};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// A running test cluster: its env file's settings, and whether this test started it.
+struct Cluster {
+    env: BTreeMap<String, String>,
+    owned: Option<tempfile::TempDir>,
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if let Some(dir) = &self.owned {
+            let _ = Command::new("bash")
+                .arg(repo_root().join("tests/slurm/stop.sh"))
+                .arg(dir.path())
+                .status();
+        }
+    }
+}
+
+fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn read_env(path: &Path) -> BTreeMap<String, String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let (k, v) = l.split_once('=')?;
+            Some((k.to_string(), v.trim_matches('\'').to_string()))
+        })
+        .collect()
+}
+
+/// The cluster, or `None` after printing why the test is skipped.
+fn cluster(test: &str) -> Option<Cluster> {
+    if let Some(env) = std::env::var_os("CREW_SLURM_ENV") {
+        let env = read_env(Path::new(&env));
+        assert!(
+            env.contains_key("CREW_SLURM_URL"),
+            "CREW_SLURM_ENV names no cluster's env file"
+        );
+        return Some(Cluster { env, owned: None });
+    }
+    let dir = tempfile::Builder::new()
+        .prefix("crew-slurm")
+        .tempdir()
+        .unwrap();
+    let out = Command::new("bash")
+        .arg(repo_root().join("tests/slurm/start.sh"))
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    if !out.status.success() {
+        eprintln!(
+            "SKIPPED {test}: the Slurm test cluster did not start: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+        println!("SKIPPED {test}: no Slurm test cluster");
+        let _ = Command::new("bash")
+            .arg(repo_root().join("tests/slurm/stop.sh"))
+            .arg(dir.path())
+            .status();
+        return None;
+    }
+    let env = read_env(&dir.path().join("env"));
+    Some(Cluster {
+        env,
+        owned: Some(dir),
+    })
+}
+
+impl Cluster {
+    fn get(&self, k: &str) -> &str {
+        self.env.get(k).map(String::as_str).unwrap_or("")
+    }
+
+    /// A Slurm client command (squeue, scancel, scontrol) against this cluster.
+    fn cmd(&self, program: &str, args: &[&str]) -> String {
+        let out = Command::new(program)
+            .args(args)
+            .env("SLURM_CONF", self.get("SLURM_CONF"))
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Every job of this run as (name, state, node list), from `squeue` (all states).
+    fn jobs_of(&self, run: &str) -> Vec<(String, String, String)> {
+        self.cmd("squeue", &["-h", "-t", "all", "-o", "%j|%T|%N"])
+            .lines()
+            .filter_map(|l| {
+                let mut p = l.split('|');
+                Some((p.next()?.to_string(), p.next()?.to_string(), p.next()?.to_string()))
+            })
+            .filter(|(n, _, _)| n.starts_with(&format!("crew-{run}-")))
+            .collect()
+    }
+
+    /// A daemon whose `fake-slurm` runtime runs the fake agent on the cluster.
+    fn daemon(&self, extra: &str) -> Daemon {
+        let staging = tempfile::Builder::new()
+            .prefix("crew-staging")
+            .tempdir()
+            .unwrap()
+            .keep();
+        let fake = common::crewd_bin().with_file_name("crew-fake-agent");
+        let config = format!(
+            "max_attempts = 2\n{extra}\n\
+             [slurm]\nurl = {url:?}\napi_version = {api:?}\ntoken_command = {tok:?}\n\
+             staging_dir = {staging:?}\nmax_workers = 32\npoll_ms = 200\npartition = {part:?}\n\
+             cpus_per_task = 1\nmemory_mb = 100\ntime_limit_minutes = 5\n\
+             [runtimes.fake-slurm]\nadapter = \"pi\"\ncommand = [{fake:?}]\nrpc = false\nplacement = \"slurm\"\n",
+            url = self.get("CREW_SLURM_URL"),
+            api = self.get("CREW_SLURM_API"),
+            tok = self.get("CREW_SLURM_TOKEN_CMD"),
+            staging = staging.display().to_string(),
+            part = self.get("CREW_SLURM_PARTITION"),
+            fake = fake.display().to_string(),
+        );
+        Daemon::start_with(Opts {
+            config,
+            env: vec![],
+        })
+    }
+}
+
+fn repo(d: &Daemon) {
+    let w = d.work.as_path();
+    git(w, &["init", "-q", "-b", "main"]);
+    git(w, &["config", "user.name", "user"]);
+    git(w, &["config", "user.email", "user@example.com"]);
+    std::fs::write(w.join(".git/info/exclude"), ".crew/\n").unwrap();
+    std::fs::write(w.join("base.txt"), "base\n").unwrap();
+    git(w, &["add", "-A"]);
+    git(w, &["commit", "-qm", "init"]);
+}
+
+/// Team `fan`: a planner that fans out `block` (a file), then an integrate step.
+fn fan_team(d: &Daemon, block: &Path, integrate: &str) {
+    d.project_file(
+        "teams/fan.team.md",
+        "---\nname: fan\ndefaultWorkflow: fan\nmaxConcurrency: 32\n---\n\n\
+         - planner: agent=planner\n- executor: agent=executor\n- verifier: agent=verifier\n",
+    );
+    d.project_file(
+        "workflows/fan.workflow.md",
+        &format!(
+            "---\nname: fan\n---\n\n## plan\nrole: planner\nexpands: tasks\n\nSplit the work. [fake:fanout={}]\n\n\
+             ## integrate\nrole: verifier\ndependsOn: plan\n\n{integrate}\n",
+            path_str(block)
+        ),
+    );
+}
+
+fn block(ids: &[String], task: impl Fn(&str) -> String) -> String {
+    let tasks: Vec<Value> = ids
+        .iter()
+        .map(|id| {
+            json!({"id": id, "role": "executor", "title": format!("task {id}"), "task": task(id),
+                   "dependsOn": [], "scope": [format!("{id}.txt")]})
+        })
+        .collect();
+    serde_json::to_string_pretty(&json!({ "tasks": tasks })).unwrap()
+}
+
+fn head_and_status(w: &Path) -> (String, String) {
+    (
+        git(w, &["rev-parse", "HEAD"]),
+        git(w, &["status", "--porcelain"]),
+    )
+}
+
+#[test]
+fn twenty_fan_out_tasks_run_on_both_nodes_and_integrate() {
+    let Some(c) = cluster("twenty_fan_out_tasks_run_on_both_nodes_and_integrate") else {
+        return;
+    };
+    let d = c.daemon("");
+    repo(&d);
+    let before = head_and_status(&d.work);
+    let ids: Vec<String> = (1..=20).map(|i| format!("t{i:02}")).collect();
+    let b = d.dir.path().join("block.json");
+    std::fs::write(
+        &b,
+        block(&ids, |id| format!("[fake:write={id}.txt:from {id}][fake:sleep=1500ms]")),
+    )
+    .unwrap();
+    let cats: String = ids.iter().map(|id| format!("[fake:cat={id}.txt]")).collect();
+    fan_team(&d, &b, &cats);
+    let run = d.run(
+        "build it",
+        json!({"team": "fan", "workspace": "worktree", "runtime": "fake-slurm", "maxFanOutTasks": 20}),
+    );
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+
+    // Every task was a Slurm job (the planner, the 20, the integrate step), each once, and
+    // they ran on both nodes.
+    let jobs = c.jobs_of(&run);
+    assert_eq!(jobs.len(), 22, "{jobs:?}");
+    assert!(jobs.iter().all(|(_, s, _)| s == "COMPLETED"), "{jobs:?}");
+    let nodes: std::collections::BTreeSet<&str> = jobs.iter().map(|(_, _, n)| n.as_str()).collect();
+    assert!(
+        nodes.contains("n1") && nodes.contains("n2"),
+        "jobs ran on {nodes:?}"
+    );
+    // Every result commit is integrated, and the integrate step saw all of them.
+    let merged = git(&d.work, &["ls-tree", "--name-only", &format!("crew/{run}")]);
+    for id in &ids {
+        assert!(merged.lines().any(|l| l == format!("{id}.txt")), "{merged}");
+    }
+    let text = d.ok(
+        "team.artifact",
+        json!({"runId": run, "name": "results/02_integrate.txt"}),
+    )["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    for id in &ids {
+        assert!(text.contains(&format!("{id}.txt: from {id}")), "{text}");
+    }
+    // The user's checkout is untouched.
+    assert_eq!(head_and_status(&d.work), before);
+}
+
+/// Wait (bounded) until `f` holds, looking every 100 ms.
+fn until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
+    let end = Instant::now() + limit;
+    while !f() {
+        assert!(Instant::now() < end, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
