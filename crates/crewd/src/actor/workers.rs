@@ -22,7 +22,7 @@ pub struct WorkerHandle {
 
 /// Start every task that may start now.
 pub fn dispatch(core: &mut Core, now: chrono::DateTime<chrono::Utc>) {
-    let starts = core.state.dispatch(now, core.shared.config.max_workers);
+    let starts = crate::placement::dispatch(core, now);
     for s in starts {
         let spec = match attempt_spec(core, &s.run_id, &s.task_id, s.attempt) {
             Ok(spec) => spec,
