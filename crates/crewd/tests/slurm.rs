@@ -236,6 +236,152 @@ fn twenty_fan_out_tasks_run_on_both_nodes_and_integrate() {
     assert_eq!(head_and_status(&d.work), before);
 }
 
+/// The run's job names, with how many jobs Slurm has of each.
+fn job_counts(c: &Cluster, run: &str) -> BTreeMap<String, usize> {
+    let mut m = BTreeMap::new();
+    for (name, _, _) in c.jobs_of(run) {
+        *m.entry(name).or_insert(0) += 1;
+    }
+    m
+}
+
+#[test]
+fn kill_9_while_jobs_run_reattaches_without_submitting_twice() {
+    let Some(c) = cluster("kill_9_while_jobs_run_reattaches_without_submitting_twice") else {
+        return;
+    };
+    let mut d = c.daemon("");
+    repo(&d);
+    let ids: Vec<String> = (1..=6).map(|i| format!("k{i}")).collect();
+    let b = d.dir.path().join("block.json");
+    std::fs::write(
+        &b,
+        block(&ids, |id| format!("[fake:write={id}.txt:from {id}][fake:sleep=6s]")),
+    )
+    .unwrap();
+    fan_team(&d, &b, "Check. [fake:cat=k1.txt]");
+    let run = d.run(
+        "build it",
+        json!({"team": "fan", "workspace": "worktree", "runtime": "fake-slurm"}),
+    );
+    // The six jobs are in Slurm and some run: now crewd dies.
+    until("the fan-out jobs to run", Duration::from_secs(120), || {
+        let jobs = c.jobs_of(&run);
+        jobs.len() >= 7 && jobs.iter().any(|(n, s, _)| n.contains("-k") && s == "RUNNING")
+    });
+    d.kill9();
+    let during = job_counts(&c, &run);
+    d.spawn(&[]);
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+
+    // Each attempt was submitted once: one job per name, and the six tasks each ran in their
+    // first attempt (followed again, not retried).
+    let counts = job_counts(&c, &run);
+    assert!(counts.values().all(|n| *n == 1), "{counts:?}");
+    for id in &ids {
+        assert_eq!(counts.get(&format!("crew-{run}-{id}-1")), Some(&1), "{counts:?}");
+        assert!(!counts.contains_key(&format!("crew-{run}-{id}-2")), "{counts:?}");
+    }
+    for name in during.keys() {
+        assert!(counts.contains_key(name), "{name} was lost: {counts:?}");
+    }
+    let merged = git(&d.work, &["ls-tree", "--name-only", &format!("crew/{run}")]);
+    for id in &ids {
+        assert!(merged.lines().any(|l| l == format!("{id}.txt")), "{merged}");
+    }
+    let recovered: Vec<Value> = d
+        .events(None)
+        .into_iter()
+        .filter(|e| e["type"] == "daemon.recovered")
+        .collect();
+    assert_eq!(recovered.len(), 1, "{recovered:?}");
+    assert_eq!(recovered[0]["data"]["requeuedTasks"], json!([]), "{recovered:?}");
+}
+
+/// Processes whose command line or working directory names `needle`.
+fn processes_naming(needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let p = e.path();
+        let cmd = std::fs::read(p.join("cmdline")).unwrap_or_default();
+        let cwd = std::fs::read_link(p.join("cwd")).unwrap_or_default();
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        if cmd.contains(needle) || cwd.display().to_string().contains(needle) {
+            found.push(format!("{}: {cmd}", e.file_name().to_string_lossy()));
+        }
+    }
+    found
+}
+
+#[test]
+fn cancel_ends_the_jobs_cancelled_and_leaves_no_process() {
+    let Some(c) = cluster("cancel_ends_the_jobs_cancelled_and_leaves_no_process") else {
+        return;
+    };
+    let d = c.daemon("");
+    repo(&d);
+    common::one_step_team(&d, "slow", "Work. [fake:sleep=120s]", "executor");
+    let run = d.run(
+        "work slowly",
+        json!({"team": "slow", "workspace": "worktree", "runtime": "fake-slurm"}),
+    );
+    until("the job to run", Duration::from_secs(60), || {
+        c.jobs_of(&run).iter().any(|(_, s, _)| s == "RUNNING")
+    });
+    until("the agent to start on the node", Duration::from_secs(60), || {
+        !processes_naming(&format!("crew-worker-{run}")).is_empty()
+    });
+    d.ok("team.cancel", json!({"runId": run}));
+    assert_eq!(d.wait(&run), "cancelled");
+    until("Slurm to end the job", Duration::from_secs(60), || {
+        let jobs = c.jobs_of(&run);
+        !jobs.is_empty() && jobs.iter().all(|(_, s, _)| s == "CANCELLED")
+    });
+    until("the worker and agent to go", Duration::from_secs(30), || {
+        processes_naming(&format!("crew-worker-{run}")).is_empty()
+            && processes_naming(&run).iter().all(|p| p.contains("crewd"))
+    });
+}
+
+#[test]
+fn a_job_past_its_time_limit_is_a_retryable_timeout() {
+    let Some(c) = cluster("a_job_past_its_time_limit_is_a_retryable_timeout") else {
+        return;
+    };
+    // Slurm's limits are whole minutes: one, and an agent that would take three.
+    let d = c.daemon("");
+    let cfg = std::fs::read_to_string(&d.config)
+        .unwrap()
+        .replace("time_limit_minutes = 5", "time_limit_minutes = 1");
+    let mut d = d;
+    std::fs::write(&d.config, cfg).unwrap();
+    d.restart();
+    repo(&d);
+    common::one_step_team(&d, "slow", "Work. [fake:sleep=180s]", "executor");
+    let run = d.run(
+        "work too long",
+        json!({"team": "slow", "workspace": "worktree", "runtime": "fake-slurm"}),
+    );
+    let mut retry = Value::Null;
+    until("the first attempt to end", Duration::from_secs(240), || {
+        if let Some(e) = d
+            .events(Some(&run))
+            .into_iter()
+            .find(|e| e["type"] == "task.retrying")
+        {
+            retry = e;
+        }
+        !retry.is_null()
+    });
+    assert_eq!(retry["data"]["reason"], "timeout", "{retry}");
+    let error = retry["data"]["error"].as_str().unwrap_or_default();
+    assert!(error.contains("TIMEOUT") && error.contains("time limit"), "{error}");
+    d.ok("team.cancel", json!({"runId": run}));
+    d.wait(&run);
+    let jobs = c.jobs_of(&run);
+    assert_eq!(jobs[0].1, "TIMEOUT", "{jobs:?}");
+}
+
 /// Wait (bounded) until `f` holds, looking every 100 ms.
 fn until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
     let end = Instant::now() + limit;

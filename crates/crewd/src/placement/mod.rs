@@ -65,3 +65,34 @@ pub fn dispatch(core: &mut Core, now: chrono::DateTime<chrono::Utc>) -> Vec<Star
     core.state
         .dispatch_pooled(now, &[cfg.max_workers, slurm.max_workers], &pool)
 }
+
+/// Running tasks of Slurm runtimes whose current attempt has a submission record: their job
+/// may be running (or may have ended) without the daemon. (run id, task id).
+pub fn remote_attempts(core: &Core) -> Vec<(String, String)> {
+    let cfg = &core.shared.config;
+    let mut out = Vec::new();
+    for id in &core.state.active {
+        let Some(run) = core.state.run(id) else {
+            continue;
+        };
+        let slurm = cfg
+            .runtimes
+            .get(&run.spec.runtime)
+            .is_some_and(|rt| rt.placement == Placement::Slurm);
+        if !slurm {
+            continue;
+        }
+        let Ok(safe) = crew_core::ids::SafeId::new(id) else {
+            continue;
+        };
+        let run_dir = core.shared.run_dir(&safe);
+        for t in &run.tasks {
+            if t.status == crew_core::run::TaskStatus::Running
+                && slurm::submission_exists(&run_dir, &t.plan.id, t.attempts)
+            {
+                out.push((id.clone(), t.plan.id.to_string()));
+            }
+        }
+    }
+    out
+}

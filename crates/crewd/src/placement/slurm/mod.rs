@@ -36,3 +36,8 @@ pub fn client(cfg: &SlurmConfig) -> Arc<client::Client> {
 pub fn job_name(run_id: &str, task_id: &str, attempt: u32) -> String {
     format!("crew-{run_id}-{task_id}-{attempt}")
 }
+
+/// Whether the attempt got as far as its submission record (intent or job id).
+pub fn submission_exists(run_dir: &std::path::Path, task_id: &str, attempt: u32) -> bool {
+    submission::path(run_dir, task_id, attempt).exists()
+}
