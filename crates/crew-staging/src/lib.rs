@@ -362,14 +362,25 @@ mod tests {
 
     #[test]
     fn stdin_batches_are_taken_in_order_once() {
-        let names: Vec<String> = ["00000002.jsonl", "close", "00000010.jsonl", "x.jsonl", "00000001.jsonl", "00000003.jsonl.tmp"]
-            .map(String::from)
-            .to_vec();
+        let names: Vec<String> = [
+            "00000002.jsonl",
+            "close",
+            "00000010.jsonl",
+            "x.jsonl",
+            "00000001.jsonl",
+            "00000003.jsonl.tmp",
+        ]
+        .map(String::from)
+        .to_vec();
         assert_eq!(stdin_batches_after(&names, 0), vec![1, 2, 10]);
         assert_eq!(stdin_batches_after(&names, 2), vec![10]);
         assert_eq!(stdin_name(7), "00000007.jsonl");
         assert_eq!(
-            expand("{staging}/p --cwd {workdir}", Path::new("/s"), Path::new("/w")),
+            expand(
+                "{staging}/p --cwd {workdir}",
+                Path::new("/s"),
+                Path::new("/w")
+            ),
             "/s/p --cwd /w"
         );
     }

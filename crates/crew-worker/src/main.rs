@@ -313,7 +313,10 @@ fn commit(staging: &Staging, launch: &Launch, work: &Path) -> Result<Option<Stri
     if git(work, &["status", "--porcelain"])?.is_empty() {
         return Ok(None);
     }
-    git(work, &["commit", "-q", "--no-verify", "-m", &launch.message])?;
+    git(
+        work,
+        &["commit", "-q", "--no-verify", "-m", &launch.message],
+    )?;
     let head = git(work, &["rev-parse", "HEAD"])?;
     git(work, &["update-ref", crew_staging::RESULT_REF, &head])?;
     let tmp = staging.dir.join("result.bundle.tmp");
@@ -321,7 +324,14 @@ fn commit(staging: &Staging, launch: &Launch, work: &Path) -> Result<Option<Stri
     let not_start = format!("^{}", launch.start);
     git(
         work,
-        &["bundle", "create", "-q", &tmp_s, crew_staging::RESULT_REF, &not_start],
+        &[
+            "bundle",
+            "create",
+            "-q",
+            &tmp_s,
+            crew_staging::RESULT_REF,
+            &not_start,
+        ],
     )?;
     std::fs::rename(&tmp, staging.result_bundle()).context("rename the result bundle")?;
     Ok(Some(head))

@@ -104,7 +104,11 @@ impl Cluster {
             .lines()
             .filter_map(|l| {
                 let mut p = l.split('|');
-                Some((p.next()?.to_string(), p.next()?.to_string(), p.next()?.to_string()))
+                Some((
+                    p.next()?.to_string(),
+                    p.next()?.to_string(),
+                    p.next()?.to_string(),
+                ))
             })
             .filter(|(n, _, _)| n.starts_with(&format!("crew-{run}-")))
             .collect()
@@ -196,10 +200,15 @@ fn twenty_fan_out_tasks_run_on_both_nodes_and_integrate() {
     let b = d.dir.path().join("block.json");
     std::fs::write(
         &b,
-        block(&ids, |id| format!("[fake:write={id}.txt:from {id}][fake:sleep=1500ms]")),
+        block(&ids, |id| {
+            format!("[fake:write={id}.txt:from {id}][fake:sleep=1500ms]")
+        }),
     )
     .unwrap();
-    let cats: String = ids.iter().map(|id| format!("[fake:cat={id}.txt]")).collect();
+    let cats: String = ids
+        .iter()
+        .map(|id| format!("[fake:cat={id}.txt]"))
+        .collect();
     fan_team(&d, &b, &cats);
     let run = d.run(
         "build it",
@@ -256,7 +265,9 @@ fn kill_9_while_jobs_run_reattaches_without_submitting_twice() {
     let b = d.dir.path().join("block.json");
     std::fs::write(
         &b,
-        block(&ids, |id| format!("[fake:write={id}.txt:from {id}][fake:sleep=6s]")),
+        block(&ids, |id| {
+            format!("[fake:write={id}.txt:from {id}][fake:sleep=6s]")
+        }),
     )
     .unwrap();
     fan_team(&d, &b, "Check. [fake:cat=k1.txt]");
@@ -267,7 +278,10 @@ fn kill_9_while_jobs_run_reattaches_without_submitting_twice() {
     // The six jobs are in Slurm and some run: now crewd dies.
     until("the fan-out jobs to run", Duration::from_secs(120), || {
         let jobs = c.jobs_of(&run);
-        jobs.len() >= 7 && jobs.iter().any(|(n, s, _)| n.contains("-k") && s == "RUNNING")
+        jobs.len() >= 7
+            && jobs
+                .iter()
+                .any(|(n, s, _)| n.contains("-k") && s == "RUNNING")
     });
     d.kill9();
     let during = job_counts(&c, &run);
@@ -279,8 +293,15 @@ fn kill_9_while_jobs_run_reattaches_without_submitting_twice() {
     let counts = job_counts(&c, &run);
     assert!(counts.values().all(|n| *n == 1), "{counts:?}");
     for id in &ids {
-        assert_eq!(counts.get(&format!("crew-{run}-{id}-1")), Some(&1), "{counts:?}");
-        assert!(!counts.contains_key(&format!("crew-{run}-{id}-2")), "{counts:?}");
+        assert_eq!(
+            counts.get(&format!("crew-{run}-{id}-1")),
+            Some(&1),
+            "{counts:?}"
+        );
+        assert!(
+            !counts.contains_key(&format!("crew-{run}-{id}-2")),
+            "{counts:?}"
+        );
     }
     for name in during.keys() {
         assert!(counts.contains_key(name), "{name} was lost: {counts:?}");
@@ -295,7 +316,11 @@ fn kill_9_while_jobs_run_reattaches_without_submitting_twice() {
         .filter(|e| e["type"] == "daemon.recovered")
         .collect();
     assert_eq!(recovered.len(), 1, "{recovered:?}");
-    assert_eq!(recovered[0]["data"]["requeuedTasks"], json!([]), "{recovered:?}");
+    assert_eq!(
+        recovered[0]["data"]["requeuedTasks"],
+        json!([]),
+        "{recovered:?}"
+    );
 }
 
 /// Processes whose command line or working directory names `needle`.
@@ -328,19 +353,25 @@ fn cancel_ends_the_jobs_cancelled_and_leaves_no_process() {
     until("the job to run", Duration::from_secs(60), || {
         c.jobs_of(&run).iter().any(|(_, s, _)| s == "RUNNING")
     });
-    until("the agent to start on the node", Duration::from_secs(60), || {
-        !processes_naming(&format!("crew-worker-{run}")).is_empty()
-    });
+    until(
+        "the agent to start on the node",
+        Duration::from_secs(60),
+        || !processes_naming(&format!("crew-worker-{run}")).is_empty(),
+    );
     d.ok("team.cancel", json!({"runId": run}));
     assert_eq!(d.wait(&run), "cancelled");
     until("Slurm to end the job", Duration::from_secs(60), || {
         let jobs = c.jobs_of(&run);
         !jobs.is_empty() && jobs.iter().all(|(_, s, _)| s == "CANCELLED")
     });
-    until("the worker and agent to go", Duration::from_secs(30), || {
-        processes_naming(&format!("crew-worker-{run}")).is_empty()
-            && processes_naming(&run).iter().all(|p| p.contains("crewd"))
-    });
+    until(
+        "the worker and agent to go",
+        Duration::from_secs(30),
+        || {
+            processes_naming(&format!("crew-worker-{run}")).is_empty()
+                && processes_naming(&run).iter().all(|p| p.contains("crewd"))
+        },
+    );
 }
 
 #[test]
@@ -375,11 +406,125 @@ fn a_job_past_its_time_limit_is_a_retryable_timeout() {
     });
     assert_eq!(retry["data"]["reason"], "timeout", "{retry}");
     let error = retry["data"]["error"].as_str().unwrap_or_default();
-    assert!(error.contains("TIMEOUT") && error.contains("time limit"), "{error}");
+    assert!(
+        error.contains("TIMEOUT") && error.contains("time limit"),
+        "{error}"
+    );
     d.ok("team.cancel", json!({"runId": run}));
     d.wait(&run);
     let jobs = c.jobs_of(&run);
     assert_eq!(jobs[0].1, "TIMEOUT", "{jobs:?}");
+}
+
+#[test]
+fn a_lost_node_retries_elsewhere_and_its_late_worker_is_not_taken() {
+    let test = "a_lost_node_retries_elsewhere_and_its_late_worker_is_not_taken";
+    // This test kills a slurmd: never on a cluster other tests share.
+    let shared = std::env::var_os("CREW_SLURM_ENV");
+    std::env::remove_var("CREW_SLURM_ENV");
+    let c = cluster(test);
+    if let Some(v) = shared {
+        std::env::set_var("CREW_SLURM_ENV", v);
+    }
+    let Some(c) = c else {
+        return;
+    };
+    let d = c.daemon("");
+    repo(&d);
+    common::one_step_team(
+        &d,
+        "one",
+        "Work. [fake:write=out.txt:from the node][fake:sleep=45s]",
+        "executor",
+    );
+    let run = d.run(
+        "work",
+        json!({"team": "one", "workspace": "worktree", "runtime": "fake-slurm"}),
+    );
+    let mut node = String::new();
+    until("the job to run on a node", Duration::from_secs(60), || {
+        if let Some((_, _, n)) = c.jobs_of(&run).into_iter().find(|(_, s, _)| s == "RUNNING") {
+            node = n;
+        }
+        !node.is_empty()
+    });
+    until("the agent to start", Duration::from_secs(60), || {
+        !processes_naming(&format!("crew-worker-{run}")).is_empty()
+    });
+    // The node's slurmd dies; the job's processes on it go on (as on a node cut off).
+    let dir = c.owned.as_ref().unwrap().path();
+    let pids = std::fs::read_to_string(dir.join("pids")).unwrap();
+    let pid: i32 = pids
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("slurmd.{node} ")))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(unsafe { kill(pid, 9) }, 0);
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+
+    let evs = d.events(Some(&run));
+    let retry = evs
+        .iter()
+        .find(|e| e["type"] == "task.retrying")
+        .unwrap_or_else(|| {
+            let kinds: Vec<String> = evs
+                .iter()
+                .map(|e| format!("{} {}", e["type"], e["data"]["error"]))
+                .collect();
+            panic!(
+                "no retry: {kinds:?}; jobs {:?}; killed {node}",
+                c.jobs_of(&run)
+            )
+        });
+    // NODE_FAIL, or (Slurm 22.05's REST jobs are always requeueable) a requeue after the
+    // node went down, which crew cancels and retries itself.
+    assert!(
+        ["node_fail", "requeued"].contains(&retry["data"]["reason"].as_str().unwrap_or("")),
+        "{retry}"
+    );
+    let jobs = c.jobs_of(&run);
+    let first = jobs.iter().find(|(n, _, _)| n.ends_with("-1")).unwrap();
+    let second = jobs.iter().find(|(n, _, _)| n.ends_with("-2")).unwrap();
+    assert!(
+        ["NODE_FAIL", "CANCELLED"].contains(&first.1.as_str()),
+        "{jobs:?}"
+    );
+    assert_eq!(second.1, "COMPLETED", "{jobs:?}");
+    assert_ne!(second.2, node, "the retry ran on the lost node: {jobs:?}");
+    // The lost node's worker finishes later, in its own attempt's directory, with its own
+    // token: crewd took attempt 2's result, not it.
+    until(
+        "the lost node's worker to finish",
+        Duration::from_secs(120),
+        || processes_naming(&format!("crew-worker-{run}")).is_empty(),
+    );
+    let staging = PathBuf::from(
+        d.config
+            .to_str()
+            .map(|p| std::fs::read_to_string(p).unwrap())
+            .unwrap()
+            .lines()
+            .find_map(|l| l.strip_prefix("staging_dir = "))
+            .unwrap()
+            .trim_matches('"'),
+    )
+    .join(&run);
+    let late = staging.join("01_only.attempt-1/final.json");
+    let taken = staging.join("01_only.attempt-2/final.json");
+    let token = |p: &Path| -> String {
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
+        v["token"].as_str().unwrap().to_string()
+    };
+    assert!(late.exists(), "the late worker wrote its record");
+    assert_ne!(token(&late), token(&taken));
+    let commit = git(&d.work, &["show", &format!("crew/{run}:out.txt")]);
+    assert!(commit.contains("from"), "{commit}");
+}
+
+extern "C" {
+    fn kill(pid: i32, sig: i32) -> i32;
 }
 
 /// Wait (bounded) until `f` holds, looking every 100 ms.

@@ -462,7 +462,12 @@ fn pools_bound_their_own_runs_only() {
             id
         })
         .collect();
-    let per_run = |r: &str| started.iter().filter(|s| s.starts_with(&format!("{r}/"))).count();
+    let per_run = |r: &str| {
+        started
+            .iter()
+            .filter(|s| s.starts_with(&format!("{r}/")))
+            .count()
+    };
     assert_eq!(
         [per_run("r1") + per_run("r2"), per_run("r3")],
         [1, 3],

@@ -61,7 +61,8 @@ pub fn dispatch(core: &mut Core, now: chrono::DateTime<chrono::Utc>) -> Vec<Star
         .filter(|(_, rt)| rt.placement == Placement::Slurm)
         .map(|(name, _)| name.as_str())
         .collect();
-    let pool = |run: &crew_core::run::RunState| usize::from(remote.contains(&run.spec.runtime.as_str()));
+    let pool =
+        |run: &crew_core::run::RunState| usize::from(remote.contains(&run.spec.runtime.as_str()));
     core.state
         .dispatch_pooled(now, &[cfg.max_workers, slurm.max_workers], &pool)
 }

@@ -148,7 +148,8 @@ impl Client {
         let value = parse_token(&text)
             .ok_or_else(|| SlurmError::Token("the token source printed no token".into()))?;
         // Without a readable expiry, a token is fetched again after a minute.
-        let expires = jwt_expiry(&value).unwrap_or_else(|| now_secs() + 60 + REFRESH_BEFORE.as_secs());
+        let expires =
+            jwt_expiry(&value).unwrap_or_else(|| now_secs() + 60 + REFRESH_BEFORE.as_secs());
         *held = Some(Token {
             value: value.clone(),
             expires,
@@ -270,14 +271,22 @@ impl Client {
         let v = self.call("GET", &self.path("jobs"), None).await?;
         Ok(v.get("jobs")
             .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(parse_job).filter(|j| j.name == name).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(parse_job)
+                    .filter(|j| j.name == name)
+                    .collect()
+            })
             .unwrap_or_default())
     }
 
     /// Cancel (Slurm sends SIGTERM, then SIGKILL after `KillWait`). A job Slurm no longer
     /// knows is cancelled already.
     pub async fn cancel(&self, id: u64) -> Result<(), SlurmError> {
-        match self.call("DELETE", &self.path(&format!("job/{id}")), None).await {
+        match self
+            .call("DELETE", &self.path(&format!("job/{id}")), None)
+            .await
+        {
             Ok(_) => Ok(()),
             Err(SlurmError::Http { message, .. }) if message.contains("Invalid job id") => Ok(()),
             Err(e) => Err(e),
@@ -384,8 +393,14 @@ mod tests {
     fn tokens_and_their_expiry_are_read() {
         // The token `scontrol token` printed here (exp 1796552661).
         let jwt = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJleHAiOjE3OTY1NTI2NjEsImlhdCI6MTc5NjU1MjA2MSwic3VuIjoicm9vdCJ9.W17oVnntNze1NVgI1cWkm-eO0OMhW1Xh5TOpjs3dZiE";
-        assert_eq!(parse_token(&format!("SLURM_JWT={jwt}\n")).as_deref(), Some(jwt));
-        assert_eq!(parse_token(&format!("\n  {jwt}  \n\n")).as_deref(), Some(jwt));
+        assert_eq!(
+            parse_token(&format!("SLURM_JWT={jwt}\n")).as_deref(),
+            Some(jwt)
+        );
+        assert_eq!(
+            parse_token(&format!("\n  {jwt}  \n\n")).as_deref(),
+            Some(jwt)
+        );
         assert_eq!(parse_token("\n\n"), None);
         assert_eq!(parse_token("two words"), None);
         assert_eq!(jwt_expiry(jwt), Some(1796552661));

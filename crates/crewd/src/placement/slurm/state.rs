@@ -16,6 +16,8 @@ pub struct JobInfo {
     pub reason: String,
     /// The nodes it ran on (empty while pending).
     pub nodes: String,
+    /// Times Slurm requeued it (`restart_cnt`).
+    pub restarts: u64,
 }
 
 /// Read one job. v0.0.38 gives `job_state` as a string and `exit_code` as the raw wait status
@@ -63,6 +65,7 @@ pub fn parse_job(v: &Value) -> Option<JobInfo> {
             .unwrap_or("")
             .into(),
         nodes: v.get("nodes").and_then(Value::as_str).unwrap_or("").into(),
+        restarts: v.get("restart_cnt").and_then(number).unwrap_or(0),
     })
 }
 
@@ -114,9 +117,29 @@ pub fn phase(job: Option<&JobInfo>) -> Phase {
         retryable: true,
         reason: job.state.to_ascii_lowercase(),
     };
+    // Slurm requeued the job (its node failed; 22.05's REST API marks every job requeueable,
+    // whatever the submission says): the attempt's worker may run twice in one staging
+    // directory. The attempt fails here, the job is cancelled, and crew retries the task with a
+    // fresh attempt (new directory, new token) instead.
+    if job.restarts > 0
+        && matches!(
+            job.state.as_str(),
+            "PENDING" | "REQUEUED" | "REQUEUE_HOLD" | "CONFIGURING" | "RUNNING" | "COMPLETING"
+        )
+    {
+        let node = job.reason.contains("Node") || job.reason.contains("node");
+        return Phase::Failed {
+            error: format!(
+                "Slurm requeued job {} ({}){on}; crew retries the task instead",
+                job.job_id, job.reason
+            ),
+            retryable: true,
+            reason: if node { "node_fail" } else { "requeued" }.into(),
+        };
+    }
     match job.state.as_str() {
-        "PENDING" | "CONFIGURING" | "REQUEUED" | "REQUEUE_HOLD" | "REQUEUE_FED" | "RESV_DEL_HOLD"
-        | "SUSPENDED" | "STOPPED" => Phase::Queued,
+        "PENDING" | "CONFIGURING" | "REQUEUED" | "REQUEUE_HOLD" | "REQUEUE_FED"
+        | "RESV_DEL_HOLD" | "SUSPENDED" | "STOPPED" => Phase::Queued,
         "RUNNING" | "COMPLETING" | "SIGNALING" | "STAGE_OUT" | "RESIZING" => Phase::Running,
         // The batch script is crew-worker, which exits 0 whenever it wrote its final record:
         // that record, not the job, says how the agent did. A non-zero exit here means the
@@ -165,8 +188,10 @@ mod tests {
     use serde_json::json;
 
     fn job(state: &str, exit: Value) -> JobInfo {
-        parse_job(&json!({"job_id": 7, "name": "crew-x", "job_state": state, "exit_code": exit,
-            "state_reason": "None", "nodes": "n2"}))
+        parse_job(
+            &json!({"job_id": 7, "name": "crew-x", "job_state": state, "exit_code": exit,
+            "state_reason": "None", "nodes": "n2"}),
+        )
         .unwrap()
     }
 
@@ -191,15 +216,22 @@ mod tests {
         for &(state, exit, kind, retry, why) in table {
             let p = phase(Some(&job(state, json!(exit))));
             match (&p, kind) {
-                (Phase::Queued, "queued") | (Phase::Running, "running") | (Phase::Ended, "ended") => {}
+                (Phase::Queued, "queued")
+                | (Phase::Running, "running")
+                | (Phase::Ended, "ended") => {}
                 (
                     Phase::Failed {
-                        retryable, reason, error,
+                        retryable,
+                        reason,
+                        error,
                     },
                     "failed",
                 ) => {
                     assert_eq!((*retryable, reason.as_str()), (retry, why), "{state}");
-                    assert!(error.contains(state) || state == "CANCELLED", "{state}: {error}");
+                    assert!(
+                        error.contains(state) || state == "CANCELLED",
+                        "{state}: {error}"
+                    );
                     assert!(error.contains("n2"), "{error}");
                 }
                 _ => panic!("{state}: {p:?}"),
@@ -226,22 +258,51 @@ mod tests {
     #[test]
     fn both_api_shapes_parse() {
         // v0.0.38 (what slurmrestd 22.05.8 sent here).
-        let j = parse_job(&json!({"job_id": 1, "name": "crew-t1", "job_state": "FAILED",
-            "exit_code": 768, "state_reason": "NonZeroExitCode", "nodes": "n1"}))
+        let j = parse_job(
+            &json!({"job_id": 1, "name": "crew-t1", "job_state": "FAILED",
+            "exit_code": 768, "state_reason": "NonZeroExitCode", "nodes": "n1"}),
+        )
         .unwrap();
-        assert_eq!((j.state.as_str(), j.exit_code, j.signal), ("FAILED", Some(3), None));
+        assert_eq!(
+            (j.state.as_str(), j.exit_code, j.signal),
+            ("FAILED", Some(3), None)
+        );
         // v0.0.40+: lists of state and flags, structured exit codes, `{set, number}` numbers.
-        let j = parse_job(&json!({"job_id": {"set": true, "infinite": false, "number": 5},
+        let j = parse_job(
+            &json!({"job_id": {"set": true, "infinite": false, "number": 5},
             "name": "crew-t2", "job_state": ["TIMEOUT", "COMPLETING"],
             "exit_code": {"status": ["SIGNALED"], "return_code": {"set": true, "number": 0},
                           "signal": {"id": {"set": true, "number": 15}, "name": "TERM"}},
-            "state_reason": "TimeLimit", "nodes": "n2"}))
+            "state_reason": "TimeLimit", "nodes": "n2"}),
+        )
         .unwrap();
         assert_eq!(
             (j.job_id, j.state.as_str(), j.exit_code, j.signal),
             (5, "TIMEOUT", Some(0), Some(15))
         );
         assert!(parse_job(&json!({"job_state": "RUNNING"})).is_none());
+        // Requeued by Slurm after a node failure: a retryable failure of this attempt.
+        let j = parse_job(
+            &json!({"job_id": 9, "job_state": "PENDING", "restart_cnt": 1,
+            "state_reason": "BeginTime", "exit_code": 0}),
+        )
+        .unwrap();
+        assert!(
+            matches!(phase(Some(&j)), Phase::Failed { retryable: true, ref reason, .. } if reason == "requeued")
+        );
+        let j = JobInfo {
+            reason: "NodeDown".into(),
+            state: "RUNNING".into(),
+            ..j
+        };
+        assert!(
+            matches!(phase(Some(&j)), Phase::Failed { retryable: true, ref reason, .. } if reason == "node_fail")
+        );
+        let j = JobInfo {
+            state: "COMPLETED".into(),
+            ..j
+        };
+        assert_eq!(phase(Some(&j)), Phase::Ended);
         assert!(parse_job(&json!({"job_id": 1, "job_state": 3})).is_none());
     }
 }

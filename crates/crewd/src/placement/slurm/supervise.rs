@@ -24,7 +24,12 @@ const UNREACHABLE_FOR: Duration = Duration::from_secs(300);
 /// After a cancel, how long crew waits to see the job end before it reports anyway.
 const CANCEL_WAIT: Duration = Duration::from_secs(60);
 
-fn failed(artifacts: Vec<ArtifactRef>, error: String, retryable: bool, reason: &str) -> AttemptResult {
+fn failed(
+    artifacts: Vec<ArtifactRef>,
+    error: String,
+    retryable: bool,
+    reason: &str,
+) -> AttemptResult {
     AttemptResult::Failed {
         usage: Usage::default(),
         model: None,
@@ -61,21 +66,44 @@ pub async fn attempt(
         Ok(s) => s,
         Err(e) => return failed(artifacts, e, true, "staging"),
     };
-    let job_id = match submit_or_attach(&client, &cfg, spec, &staged.token, &staged.staging.dir).await {
-        Ok(id) => id,
-        Err(e) => {
-            let retryable = e.is_transient();
-            return failed(artifacts, format!("cannot submit the Slurm job: {e}"), retryable, "slurm_submit");
-        }
-    };
+    let job_id =
+        match submit_or_attach(&client, &cfg, spec, &staged.token, &staged.staging.dir).await {
+            Ok(id) => id,
+            Err(e) => {
+                let retryable = e.is_transient();
+                return failed(
+                    artifacts,
+                    format!("cannot submit the Slurm job: {e}"),
+                    retryable,
+                    "slurm_submit",
+                );
+            }
+        };
     tracing::info!(job_id, staging = %staged.staging.dir.display(), "Slurm job submitted");
-    let mut result = follow(shared, port, spec, &cfg, &client, job_id, staged, ctl, &mut artifacts).await;
+    let mut result = follow(
+        shared,
+        port,
+        spec,
+        &cfg,
+        &client,
+        job_id,
+        staged,
+        ctl,
+        &mut artifacts,
+    )
+    .await;
     // Named files must be durable before the event naming them, as for local attempts.
     let run_dir = spec.run_dir.clone();
-    if let Err(e) =
-        tokio::task::spawn_blocking(move || crate::artifacts::make_durable(&run_dir)).await.unwrap_or_else(|e| Err(std::io::Error::other(e)))
+    if let Err(e) = tokio::task::spawn_blocking(move || crate::artifacts::make_durable(&run_dir))
+        .await
+        .unwrap_or_else(|e| Err(std::io::Error::other(e)))
     {
-        result = failed(vec![], format!("cannot make the task's files durable: {e}"), true, "storage");
+        result = failed(
+            vec![],
+            format!("cannot make the task's files durable: {e}"),
+            true,
+            "storage",
+        );
     }
     result
 }
@@ -109,8 +137,10 @@ async fn stage(
         let spec_prompt = blocking(|| crate::executor::render_prompt(spec, None))
             .map_err(|e| format!("cannot render the prompt: {e}"))?;
         let name = format!("prompts/{}.md", spec.task_id);
-        let a = blocking(|| crate::artifacts::put(&spec.run_dir, &name, "prompt", spec_prompt.as_bytes()))
-            .map_err(|e| format!("cannot write the prompt: {e}"))?;
+        let a = blocking(|| {
+            crate::artifacts::put(&spec.run_dir, &name, "prompt", spec_prompt.as_bytes())
+        })
+        .map_err(|e| format!("cannot write the prompt: {e}"))?;
         artifacts.push(a);
         spec_prompt
     };
@@ -118,8 +148,12 @@ async fn stage(
     let launch_spec = LaunchSpec {
         command: spec.runtime.command.argv(),
         prompt: prompt.clone(),
-        prompt_file: stream::prompt_through_file(spec.runtime.adapter, &prompt, spec.runtime.prompt_via)
-            .then(|| "{staging}/prompt.md".to_string()),
+        prompt_file: stream::prompt_through_file(
+            spec.runtime.adapter,
+            &prompt,
+            spec.runtime.prompt_via,
+        )
+        .then(|| "{staging}/prompt.md".to_string()),
         system_prompt: spec.plan.system_prompt.to_string(),
         system_prompt_mode: spec.plan.system_prompt_mode,
         system_prompt_file: Some("{staging}/system.md".into()),
@@ -163,10 +197,11 @@ async fn stage(
     // daemon's process, and recovery must not take it for one.
     let mut extra = shared.config.env_passthrough.clone();
     extra.extend(spec.runtime.env.iter().cloned());
-    let mut env: crew_staging::Env = crew_core::worker_env::filter(std::env::vars_os(), &extra, &[])
-        .into_iter()
-        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
-        .collect();
+    let mut env: crew_staging::Env =
+        crew_core::worker_env::filter(std::env::vars_os(), &extra, &[])
+            .into_iter()
+            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+            .collect();
     env.extend(launch.env.iter().cloned());
     let system = spec.plan.system_prompt.to_string();
     let dir = staging.clone();
@@ -179,11 +214,15 @@ async fn stage(
             // A directory of an attempt that never got submitted: start it over.
             let _ = std::fs::remove_dir_all(&dir.dir);
         }
-        dir.create().map_err(|x| e("cannot create the staging directory", &x))?;
+        dir.create()
+            .map_err(|x| e("cannot create the staging directory", &x))?;
         if !dir.launch().exists() {
-            bundle(&cwd, &dir.input_bundle()).map_err(|x| e("cannot bundle the start commit", &x))?;
-            crew_staging::write_atomic(&dir.prompt(), prompt.as_bytes(), 0o600).map_err(|x| e("prompt", &x))?;
-            crew_staging::write_atomic(&dir.system_prompt(), system.as_bytes(), 0o600).map_err(|x| e("system prompt", &x))?;
+            bundle(&cwd, &dir.input_bundle())
+                .map_err(|x| e("cannot bundle the start commit", &x))?;
+            crew_staging::write_atomic(&dir.prompt(), prompt.as_bytes(), 0o600)
+                .map_err(|x| e("prompt", &x))?;
+            crew_staging::write_atomic(&dir.system_prompt(), system.as_bytes(), 0o600)
+                .map_err(|x| e("system prompt", &x))?;
             crew_staging::write_json(&dir.env(), &env, 0o600).map_err(|x| e("environment", &x))?;
             if !first_lines.is_empty() {
                 dir.put_stdin(1, &first_lines).map_err(|x| e("stdin", &x))?;
@@ -214,7 +253,9 @@ fn bundle(worktree: &str, out: &Path) -> std::io::Result<()> {
         .stdin(std::process::Stdio::null())
         .output()?;
     if !o.status.success() {
-        return Err(std::io::Error::other(String::from_utf8_lossy(&o.stderr).trim().to_string()));
+        return Err(std::io::Error::other(
+            String::from_utf8_lossy(&o.stderr).trim().to_string(),
+        ));
     }
     std::fs::rename(tmp, out)
 }
@@ -239,10 +280,19 @@ async fn submit_or_attach(
             tracing::info!(job_id = id, "re-attached to the attempt's Slurm job");
             return Ok(id);
         }
-        if let Some(j) = client.jobs_named(&name).await?.into_iter().max_by_key(|j| j.job_id) {
+        if let Some(j) = client
+            .jobs_named(&name)
+            .await?
+            .into_iter()
+            .max_by_key(|j| j.job_id)
+        {
             tracing::info!(job_id = j.job_id, "found the attempt's Slurm job by name");
-            let record = Submission { job_id: Some(j.job_id), ..s.clone() };
-            blocking(|| submission::write(&spec.run_dir, &spec.task_id, spec.attempt, &record)).map_err(io)?;
+            let record = Submission {
+                job_id: Some(j.job_id),
+                ..s.clone()
+            };
+            blocking(|| submission::write(&spec.run_dir, &spec.task_id, spec.attempt, &record))
+                .map_err(io)?;
             return Ok(j.job_id);
         }
     }
@@ -253,12 +303,16 @@ async fn submit_or_attach(
         staging: staging.to_path_buf(),
         job_id: None,
     };
-    blocking(|| submission::write(&spec.run_dir, &spec.task_id, spec.attempt, &record)).map_err(io)?;
+    blocking(|| submission::write(&spec.run_dir, &spec.task_id, spec.attempt, &record))
+        .map_err(io)?;
     let worker = cfg.worker.clone().unwrap_or_else(worker_path);
     let dir = staging.display().to_string();
     let req = JobRequest {
         name,
-        comment: format!("crew run {} task {} attempt {}", spec.run_id, spec.task_id, spec.attempt),
+        comment: format!(
+            "crew run {} task {} attempt {}",
+            spec.run_id, spec.task_id, spec.attempt
+        ),
         script: format!("#!/bin/sh\nexec {} {}\n", sh_quote(&worker), sh_quote(&dir)),
         cwd: dir.clone(),
         stdout: format!("{dir}/job.out"),
@@ -272,7 +326,8 @@ async fn submit_or_attach(
     crate::executor::fault::hit("slurm-submit").map_err(io)?;
     let id = client.submit(&req).await?;
     record.job_id = Some(id);
-    blocking(|| submission::write(&spec.run_dir, &spec.task_id, spec.attempt, &record)).map_err(io)?;
+    blocking(|| submission::write(&spec.run_dir, &spec.task_id, spec.attempt, &record))
+        .map_err(io)?;
     Ok(id)
 }
 
@@ -433,7 +488,15 @@ async fn follow(
                 unreachable_since = None;
                 match phase(job.as_ref()) {
                     Phase::Queued | Phase::Running => {}
-                    done => break done,
+                    done => {
+                        // A requeued job would run the attempt again: it goes.
+                        if job.as_ref().is_some_and(|j| j.restarts > 0) {
+                            if let Err(e) = client.cancel(job_id).await {
+                                tracing::warn!(error = %e, job_id, "cannot cancel the requeued Slurm job");
+                            }
+                        }
+                        break done;
+                    }
                 }
             }
             Err(e) => {
@@ -463,10 +526,16 @@ async fn follow(
         out.line(&rest);
     }
     if out.dropped > 0 {
-        let note = format!("{{\"type\":\"crew.transcript_truncated\",\"droppedLines\":{}}}\n", out.dropped);
+        let note = format!(
+            "{{\"type\":\"crew.transcript_truncated\",\"droppedLines\":{}}}\n",
+            out.dropped
+        );
         out.transcript.extend_from_slice(note.as_bytes());
     }
-    let name = format!("transcripts/{}.attempt-{}.jsonl", spec.task_id, spec.attempt);
+    let name = format!(
+        "transcripts/{}.attempt-{}.jsonl",
+        spec.task_id, spec.attempt
+    );
     match blocking(|| crate::artifacts::put(&spec.run_dir, &name, "transcript", &out.transcript)) {
         Ok(a) => artifacts.push(a),
         Err(e) => tracing::warn!(error = %e, "cannot write the transcript"),
@@ -486,14 +555,22 @@ async fn follow(
     if let Some(reason) = stopped {
         return fail(reason, false, "cancelled");
     }
-    if let Phase::Failed { error, retryable, reason } = ended {
+    if let Phase::Failed {
+        error,
+        retryable,
+        reason,
+    } = ended
+    {
         return fail(error, retryable, &reason);
     }
     let fin = match crew_staging::read_final(&staging, &token) {
         Ok(Some(f)) => f,
         Ok(None) => {
             return fail(
-                format!("the Slurm job {job_id} ended without the worker's final record (see {}/job.out)", staging.dir.display()),
+                format!(
+                "the Slurm job {job_id} ended without the worker's final record (see {}/job.out)",
+                staging.dir.display()
+            ),
                 true,
                 "worker",
             )
@@ -502,21 +579,34 @@ async fn follow(
         Err(e) => return fail(e, true, "stale_token"),
     };
     if let Some(e) = &fin.error {
-        return fail(format!("crew-worker on {}: {}", fin.host, bound(e)), true, "worker");
+        return fail(
+            format!("crew-worker on {}: {}", fin.host, bound(e)),
+            true,
+            "worker",
+        );
     }
     let Some(text) = outcome.final_text.clone() else {
         if let Some(err) = &outcome.error {
-            let retryable = outcome.retryable.unwrap_or_else(|| stream::is_retryable_message(err));
+            let retryable = outcome
+                .retryable
+                .unwrap_or_else(|| stream::is_retryable_message(err));
             return fail(err.clone(), retryable, "model_error");
         }
         let stderr = tail_file(&staging.stderr());
         return match fin.exit_code {
-            Some(0) => AttemptResult::NoFinalText { usage, model, artifacts: named.clone() },
+            Some(0) => AttemptResult::NoFinalText {
+                usage,
+                model,
+                artifacts: named.clone(),
+            },
             _ => fail(
                 format!(
                     "worker on {} exited with {}: {}",
                     fin.host,
-                    fin.exit_code.map_or_else(|| format!("signal {}", fin.signal.unwrap_or(0)), |c| c.to_string()),
+                    fin.exit_code.map_or_else(
+                        || format!("signal {}", fin.signal.unwrap_or(0)),
+                        |c| c.to_string()
+                    ),
                     stderr
                 ),
                 true,
@@ -526,10 +616,16 @@ async fn follow(
     };
     if let Some(commit) = &fin.result {
         if let Err(e) = take_result(shared, &spec.cwd, &staging.result_bundle(), commit).await {
-            return fail(format!("cannot take the worker's result commit: {e}"), true, "workspace");
+            return fail(
+                format!("cannot take the worker's result commit: {e}"),
+                true,
+                "workspace",
+            );
         }
     }
-    match blocking(|| crate::executor::finish_result(&spec.run_dir, spec, text.as_bytes(), artifacts)) {
+    match blocking(|| {
+        crate::executor::finish_result(&spec.run_dir, spec, text.as_bytes(), artifacts)
+    }) {
         Ok(()) => AttemptResult::Completed {
             usage,
             model,
@@ -544,13 +640,26 @@ async fn follow(
 
 /// The worker's commit, into the task's worktree as uncommitted changes on its start commit:
 /// from here the attempt finishes as a local one (verification, commit, diffstat, patch).
-async fn take_result(shared: &Shared, worktree: &str, bundle: &Path, commit: &str) -> Result<(), String> {
+async fn take_result(
+    shared: &Shared,
+    worktree: &str,
+    bundle: &Path,
+    commit: &str,
+) -> Result<(), String> {
     let timeout = Duration::from_millis(shared.config.git_timeout_ms.max(1000));
     let b = bundle.display().to_string();
-    git(worktree, &["fetch", "-q", &b, crew_staging::RESULT_REF], timeout).await?;
+    git(
+        worktree,
+        &["fetch", "-q", &b, crew_staging::RESULT_REF],
+        timeout,
+    )
+    .await?;
     let fetched = git(worktree, &["rev-parse", "FETCH_HEAD"], timeout).await?;
     if fetched.trim() != commit {
-        return Err(format!("the bundle holds {}, the final record names {commit}", fetched.trim()));
+        return Err(format!(
+            "the bundle holds {}, the final record names {commit}",
+            fetched.trim()
+        ));
     }
     git(worktree, &["read-tree", "-u", "--reset", commit], timeout).await?;
     Ok(())
@@ -570,7 +679,11 @@ async fn git(dir: &str, args: &[&str], timeout: Duration) -> Result<String, Stri
         .map_err(|_| format!("git {} timed out", args.join(" ")))?
         .map_err(|e| format!("git {}: {e}", args.join(" ")))?;
     if !o.status.success() {
-        return Err(format!("git {}: {}", args.join(" "), String::from_utf8_lossy(&o.stderr).trim()));
+        return Err(format!(
+            "git {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&o.stderr).trim()
+        ));
     }
     Ok(String::from_utf8_lossy(&o.stdout).into_owned())
 }
