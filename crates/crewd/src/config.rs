@@ -656,6 +656,55 @@ mod tests {
     }
 
     #[test]
+    fn slurm_placement_parses_and_bad_settings_are_refused() {
+        let ok = "[slurm]\nurl = \"http://127.0.0.1:6820\"\ntoken_command = \"scontrol token\"\n\
+                  staging_dir = \"/shared/s\"\nmax_workers = 200\npartition = \"batch\"\n\
+                  cpus_per_task = 2\n\
+                  [runtimes.c]\nadapter = \"claude\"\ncommand = \"claude\"\nplacement = \"slurm\"\n\
+                  [runtimes.c.slurm]\ncpus_per_task = 4\ntime_limit_minutes = 30\n";
+        let c = Config::parse("c", ok).unwrap();
+        let s = c.slurm.as_ref().unwrap();
+        assert_eq!((s.api_version.as_str(), s.max_workers), ("v0.0.38", 200));
+        let rt = c.runtime("c").unwrap();
+        assert_eq!(rt.placement, crate::placement::Placement::Slurm);
+        let r = s.resources(rt.slurm.as_ref());
+        assert_eq!(
+            (
+                r.partition.as_deref(),
+                r.cpus_per_task,
+                r.time_limit_minutes
+            ),
+            (Some("batch"), Some(4), Some(30))
+        );
+        assert_eq!(
+            c.runtime("fake").unwrap().placement,
+            crate::placement::Placement::Local
+        );
+        let base = "[slurm]\nurl = \"http://127.0.0.1:6820\"\ntoken_command = \"t\"\nstaging_dir = \"/s\"\n";
+        for (text, says) in [
+            (base.replace("127.0.0.1", "10.0.0.5"), "not a loopback"),
+            (base.replace("http://", "https://"), "no TLS"),
+            (format!("{base}token_file = \"/t\"\n"), "exactly one"),
+            (
+                format!("{base}api_version = \"v0.0.37\"\n"),
+                "v0.0.38 and later",
+            ),
+            (base.replace("\"/s\"", "\"rel\""), "absolute"),
+            (
+                "[runtimes.x]\nadapter = \"pi\"\ncommand = \"pi\"\nplacement = \"slurm\"\n".into(),
+                "needs a [slurm] section",
+            ),
+        ] {
+            match Config::parse("c", &text) {
+                Err(ConfigError::Invalid { message, .. }) => {
+                    assert!(message.contains(says), "{text}: {message}")
+                }
+                other => panic!("{text}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
     fn rpc_defaults_per_adapter() {
         let c = Config::parse(
             "c",
