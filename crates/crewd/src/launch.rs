@@ -204,6 +204,7 @@ pub async fn prepare(shared: &Arc<Shared>, p: &RunParams) -> Result<Prepared, Ap
         .and_then(|t| catalog.team(t))
         .and_then(|t| t.workspace_mode);
     let workspace = crate::workspace::plan_run(shared, p, team_mode, &mut notes).await?;
+    crate::placement::check_workspace(&runtime, rt.placement, workspace.is_some())?;
     let adapter = cfg.runtime(&runtime).map(|rt| rt.adapter);
     let mut gaps = adapter
         .map(|a| policy_gaps(&runtime, a, &plan))
