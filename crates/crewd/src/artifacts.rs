@@ -47,10 +47,14 @@ pub fn make_durable(run_dir: &Path) -> std::io::Result<()> {
     nix::unistd::syncfs(&dir).map_err(std::io::Error::from)
 }
 
-/// The artifact name of a system prompt's file: named by its content.
+/// The artifact name of a system prompt's file: named by its content, in crew's reserved
+/// scheme (`crew_core::ids::reserved`), so no task's `prompts/<taskId>.md` can be it.
 pub fn system_prompt_name(prompt: &str) -> String {
     let digest = sha256_hex(prompt.as_bytes());
-    format!("prompts/system-{}.md", digest.get(..16).unwrap_or(&digest))
+    format!(
+        "prompts/{}",
+        crew_core::ids::reserved::system_prompt_file(digest.get(..16).unwrap_or(&digest))
+    )
 }
 
 pub fn sha256_hex(bytes: &[u8]) -> String {

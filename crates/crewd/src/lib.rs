@@ -205,6 +205,9 @@ async fn serve(
         let shared = shared.clone();
         tokio::task::spawn_blocking(move || shared.results.attach(&shared.state_dir)).await?;
     }
+    // An apply a killed daemon left half done is finished or undone before anyone can ask
+    // for another (workspace/apply.rs): the user's checkout is at the old commit or the new.
+    workspace::apply::recover(&shared).await;
     let (writer, writer_join) = writer::spawn(shared.clone());
     let (actor, rx) = actor::Actor::channel();
     let mut core = actor::Core::new(state, shared.clone(), writer, actor.clone());

@@ -369,7 +369,7 @@ fn diamond_readiness_is_exact_and_dispatch_streams() {
     let system: Vec<String> = std::fs::read_dir(&prompts)
         .unwrap()
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter(|n| n.starts_with("system-"))
+        .filter(|n| n.starts_with("_system-"))
         .collect();
     assert_eq!(system.len(), 1, "{system:?}");
     let text = artifact(&d, &run, &format!("prompts/{}", system[0]));

@@ -142,7 +142,7 @@ fn run_status_now(core: &crate::actor::Core, id: &str) -> RunStatus {
 
 pub fn register_all(m: &mut RpcModule<Ctx>) {
     register::<TeamPlan, _, _>(m, |ctx, p| async move {
-        let prepared = launch::prepare(&ctx.shared, &p).await?;
+        let prepared = launch::preview(&ctx.shared, &p).await?;
         let model = prepared.spec.model.clone();
         Ok(PlanResult {
             team: prepared.plan.team.clone(),
@@ -545,7 +545,7 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
         check_id("runId", &p.run_id)?;
         let force = p.force.unwrap_or(false);
         if !force {
-            let dirty = crate::workspace::uncommitted(&ctx.shared, &p.run_id).await;
+            let dirty = crate::workspace::cleanup::uncommitted(&ctx.shared, &p.run_id).await;
             if !dirty.is_empty() {
                 return Err(ApiError::invalid_state(format!(
                     "run {} has worktrees with uncommitted work: {}; forget with force to \
@@ -555,8 +555,10 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
                 )));
             }
         }
-        let rt = tokio::runtime::Handle::current();
+        let recorded =
+            with_run(&ctx, &p.run_id, crate::workspace::cleanup::recorded_tips).await?;
         let shared = ctx.shared.clone();
+        let run_id = p.run_id.clone();
         ctx.actor
             .mutate(move |core| {
                 let events = core.state.forget(&p.run_id).map_err(views::core_error)?;
@@ -565,12 +567,16 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
                 core.after_commit(move |res| {
                     if res.is_ok() {
                         crate::forget::remove_run_data(&shared, &id);
-                        rt.spawn(crate::workspace::remove_run(shared, id, force));
                     }
                 });
-                Ok(Empty {})
+                Ok(())
             })
-            .await
+            .await?;
+        let forgotten = crate::workspace::cleanup::Forgotten { run_id, recorded };
+        let notes =
+            crate::workspace::cleanup::after_forget(ctx.shared.clone(), vec![forgotten], force)
+                .await;
+        Ok(ForgetResult { notes })
     });
     register::<TeamPrune, _, _>(m, |ctx, p| async move {
         let keep = p.keep.unwrap_or(20);
@@ -594,9 +600,9 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
             ),
         };
         let force = p.force.unwrap_or(false);
-        let rt = tokio::runtime::Handle::current();
         let shared = ctx.shared.clone();
-        ctx.actor
+        let mut pruned = ctx
+            .actor
             .mutate(move |core| {
                 let victims = core
                     .state
@@ -613,20 +619,26 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
                     if res.is_ok() {
                         for id in &ids {
                             crate::forget::remove_run_data(&shared, id);
-                            rt.spawn(crate::workspace::remove_run(
-                                shared.clone(),
-                                id.clone(),
-                                force,
-                            ));
                         }
                     }
                 });
                 Ok(PruneResult {
                     removed: victims,
                     kept,
+                    notes: Vec::new(),
                 })
             })
-            .await
+            .await?;
+        let runs = pruned
+            .removed
+            .iter()
+            .map(|id| crate::workspace::cleanup::Forgotten {
+                run_id: id.clone(),
+                recorded: Vec::new(),
+            })
+            .collect();
+        pruned.notes = crate::workspace::cleanup::after_forget(ctx.shared.clone(), runs, force).await;
+        Ok(pruned)
     });
     register::<TeamDiff, _, _>(m, |ctx, p| async move {
         check_id("runId", &p.run_id)?;
@@ -641,7 +653,7 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
     });
     register::<TeamApply, _, _>(m, |ctx, p| async move {
         check_id("runId", &p.run_id)?;
-        let (ws, integration) = with_run(&ctx, &p.run_id, |r| {
+        let (ws, integration, goal) = with_run(&ctx, &p.run_id, |r| {
             let ws = r.spec.workspace.clone().ok_or_else(|| {
                 ApiError::invalid_state(format!("run {} is not a worktree run", r.id))
             })?;
@@ -652,17 +664,17 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
                     r.status.as_str()
                 ))
             })?;
-            Ok::<_, ApiError>((ws, i))
+            Ok::<_, ApiError>((ws, i, r.spec.goal.clone()))
         })
         .await??;
-        crate::workspace::apply(
-            &ctx.shared,
-            &p.run_id,
-            &ws,
-            &integration,
-            p.squash.unwrap_or(false),
-        )
-        .await
+        let input = crate::workspace::apply::ApplyInput {
+            run_id: p.run_id.clone(),
+            goal,
+            ws,
+            integration,
+            squash: p.squash.unwrap_or(false),
+        };
+        crate::workspace::apply::apply(&ctx.shared, input).await
     });
     register::<TeamExport, _, _>(m, |ctx, p| async move {
         ensure_resident(&ctx, &p.run_id).await?;
