@@ -141,8 +141,11 @@ impl Repo {
         who: Identity,
     ) -> Result<String, GitError> {
         let mut args = vec!["commit-tree", tree];
-        if who == Identity::Crew {
-            args.push("--no-gpg-sign");
+        match who {
+            Identity::Crew => args.push("--no-gpg-sign"),
+            // `commit-tree` does not read `commit.gpgSign` itself, `git commit` does.
+            Identity::User if self.signs_commits().await? => args.push("-S"),
+            Identity::User => {}
         }
         for p in parents {
             args.extend(["-p", p]);
@@ -153,6 +156,13 @@ impl Repo {
             .await?;
         let out = check(&args, out)?;
         parse::oid(&args, &out)
+    }
+
+    /// Whether the user's config asks for signed commits (`commit.gpgSign`).
+    async fn signs_commits(&self) -> Result<bool, GitError> {
+        let args = ["config", "--type=bool", "--get", "commit.gpgSign"];
+        let out = self.raw(&args, &[]).await?;
+        Ok(out.code == Some(0) && String::from_utf8_lossy(&out.stdout).trim() == "true")
     }
 
     /// Move `name` (a full ref name; `None`: a detached HEAD) from `old` to `new`, atomically

@@ -551,14 +551,16 @@ impl Repo {
     /// is read as it comes and git stopped once the cap is passed, so a huge file in a change
     /// never sits whole in memory. `true` when cut. When a patch with binary files in full
     /// does not fit, it is made again with binary files summarised ("Binary files … differ"),
-    /// which is what a reader of a cut patch can still use.
+    /// which is what a reader of a cut patch can still use (and still reported as cut).
     pub async fn diff(&self, from: &str, to: &str, cap: usize) -> Result<(Vec<u8>, bool), GitError> {
         let (bytes, cut) = self.diff_capped(from, to, cap, true).await?;
         if !cut {
             return Ok((bytes, false));
         }
         drop(bytes);
-        self.diff_capped(from, to, cap, false).await
+        // Binary files summarised: not the whole patch either, so it counts as cut.
+        let (bytes, _) = self.diff_capped(from, to, cap, false).await?;
+        Ok((bytes, true))
     }
 
     async fn diff_capped(

@@ -364,6 +364,11 @@ pub async fn recover(shared: &Shared) {
             continue;
         };
         let repo = git.repo(&intent.repo);
+        // What the killed git left of the index copy (and its lock) goes first.
+        let mut tmp_lock = intent.tmp_index.clone().into_os_string();
+        tmp_lock.push(".lock");
+        let _ = std::fs::remove_file(&tmp_lock);
+        let _ = std::fs::remove_file(&intent.tmp_index);
         let at = match &intent.head_ref {
             Some(r) => repo.resolve(r).await,
             None => repo.head().await,
@@ -382,6 +387,7 @@ pub async fn recover(shared: &Shared) {
             Err(e) => Err(e),
         };
         let _ = std::fs::remove_file(&intent.tmp_index);
+        let _ = std::fs::remove_file(&tmp_lock);
         remove_own_lock(&intent.index.with_file_name("index.lock"), &intent.marker);
         match outcome {
             Ok(what) => {

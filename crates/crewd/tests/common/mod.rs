@@ -70,7 +70,11 @@ impl Daemon {
         let config = root.join("config.toml");
         std::fs::write(&config, &opts.config).unwrap();
         let mut d = Daemon {
-            bin: crewd_bin(),
+            // `CREW_TEST_CREWD` runs a test against another build (an older crewd, to see a
+            // new test fail before its fix).
+            bin: std::env::var_os("CREW_TEST_CREWD")
+                .map(PathBuf::from)
+                .unwrap_or_else(crewd_bin),
             socket: root.join("run").join("crewd.sock"),
             state_dir: root.join("state"),
             config,
