@@ -127,7 +127,12 @@ impl Repo {
 
     /// The one place a git process is made (but `diff_capped`'s, which streams): hooks and
     /// fsmonitor off, the environment scrubbed, `who` deciding the identity of commits.
-    fn command(&self, args: &[&str], env: &[(&str, &OsString)], who: Identity) -> tokio::process::Command {
+    fn command(
+        &self,
+        args: &[&str],
+        env: &[(&str, &OsString)],
+        who: Identity,
+    ) -> tokio::process::Command {
         let mut cmd = tokio::process::Command::new(&self.git.program);
         // Hooks of the user's repository never run for crew's commits, merges and checkouts,
         // and neither does its fsmonitor program (git would start it for every status, add,
@@ -168,8 +173,7 @@ impl Repo {
         who: Identity,
     ) -> Result<Out, GitError> {
         let mut cmd = self.command(args, env, who);
-        cmd
-.stdin(if stdin.is_some() {
+        cmd.stdin(if stdin.is_some() {
             Stdio::piped()
         } else {
             Stdio::null()
@@ -552,7 +556,12 @@ impl Repo {
     /// never sits whole in memory. `true` when cut. When a patch with binary files in full
     /// does not fit, it is made again with binary files summarised ("Binary files … differ"),
     /// which is what a reader of a cut patch can still use (and still reported as cut).
-    pub async fn diff(&self, from: &str, to: &str, cap: usize) -> Result<(Vec<u8>, bool), GitError> {
+    pub async fn diff(
+        &self,
+        from: &str,
+        to: &str,
+        cap: usize,
+    ) -> Result<(Vec<u8>, bool), GitError> {
         let (bytes, cut) = self.diff_capped(from, to, cap, true).await?;
         if !cut {
             return Ok((bytes, false));
@@ -667,7 +676,6 @@ impl Repo {
         let out = self.raw_in(&args, &[], Some(script.into_bytes())).await?;
         check(&args, out).map(|_| ())
     }
-
 }
 
 /// One lock per repository (as named by the directory crew opened it at) for the calls that

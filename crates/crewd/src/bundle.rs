@@ -267,9 +267,7 @@ fn infer_owner(run: &RunState, name: &str) -> (String, Option<String>) {
         // The same kind `team.artifacts` gives them (`system_prompts::on_disk`).
         // `_system-` now; `system-` in bundles of older daemons (a task `system-…` would be
         // `prompts/system-….md` too: the reserved name is what tells them apart from now on).
-        "prompts" if rest.starts_with("_system-") || rest.starts_with("system-") => {
-            "system-prompt"
-        }
+        "prompts" if rest.starts_with("_system-") || rest.starts_with("system-") => "system-prompt",
         "prompts" => "prompt",
         "results" => "result",
         "transcripts" => "transcript",

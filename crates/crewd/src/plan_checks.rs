@@ -93,20 +93,25 @@ pub fn apply(
             }));
             // Seeds copy files of the user's tree into a task's worktree (where the agent reads
             // them and may commit them): which files is the user's call, not a repository's.
-            diags.extend(wf.steps.iter().filter(|s| !s.seed_paths.is_empty()).map(|s| {
-                Diagnostic::error(
-                    &wf.path,
-                    Some(s.line),
-                    Some("seedPaths"),
-                    format!(
-                        "step `{}` declares seedPaths, but this project is not trusted: a \
+            diags.extend(
+                wf.steps
+                    .iter()
+                    .filter(|s| !s.seed_paths.is_empty())
+                    .map(|s| {
+                        Diagnostic::error(
+                            &wf.path,
+                            Some(s.line),
+                            Some("seedPaths"),
+                            format!(
+                                "step `{}` declares seedPaths, but this project is not trusted: a \
                          repository's own workflow may not choose files of your tree to copy \
                          (add its root to `trusted_projects` in crewd's config, or put the \
                          workflow in your user workflows)",
-                        s.id
-                    ),
-                )
-            }));
+                                s.id
+                            ),
+                        )
+                    }),
+            );
             if let Some(first) = diags.first() {
                 return Err(ApiError::validation(
                     format!("the team cannot run: {}", first.message),

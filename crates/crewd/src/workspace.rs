@@ -220,9 +220,10 @@ fn subdir_of(cwd: &Path, top: &Path) -> String {
 async fn refuse_clashing_branches(repo: &Repo, top: &Path) -> Result<(), ApiError> {
     for name in ["crew", "crew/tasks"] {
         let full = format!("refs/heads/{name}");
-        let found = repo.resolve(&full).await.map_err(|e| {
-            validation("workspace", format!("cannot read the repository: {e}"))
-        })?;
+        let found = repo
+            .resolve(&full)
+            .await
+            .map_err(|e| validation("workspace", format!("cannot read the repository: {e}")))?;
         if found.is_some() {
             return Err(validation(
                 "workspace",

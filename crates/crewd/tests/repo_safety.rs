@@ -81,7 +81,12 @@ fn a_seed_through_a_committed_link_is_refused_and_the_file_outside_keeps_its_byt
     std::os::unix::fs::symlink(&home, w.join("cfg")).unwrap();
     git(w, &["add", "cfg"]);
     git(w, &["commit", "-qm", "a link"]);
-    team(&d, "seedy", "seedPaths: cfg/id_ed25519\n", "[fake:write=x.txt:x]");
+    team(
+        &d,
+        "seedy",
+        "seedPaths: cfg/id_ed25519\n",
+        "[fake:write=x.txt:x]",
+    );
     let run = run_wt(&d, "seedy", json!({}));
     let status = d.wait(&run);
     assert_eq!(
@@ -90,17 +95,15 @@ fn a_seed_through_a_committed_link_is_refused_and_the_file_outside_keeps_its_byt
     );
     assert_ne!(status, "completed");
     let t = status_of(&d, &run, "01_edit");
-    assert!(t["error"].as_str().unwrap_or("").contains("seedPaths"), "{t}");
+    assert!(
+        t["error"].as_str().unwrap_or("").contains("seedPaths"),
+        "{t}"
+    );
 
     // A real file seeds as before.
     std::fs::write(w.join(".env"), "A=1\n").unwrap();
     std::fs::write(w.join(".git/info/exclude"), ".crew/\n.env\n").unwrap();
-    team(
-        &d,
-        "seeded",
-        "seedPaths: .env\n",
-        "[fake:write=y.txt:y]",
-    );
+    team(&d, "seeded", "seedPaths: .env\n", "[fake:write=y.txt:y]");
     let run = run_wt(&d, "seeded", json!({}));
     assert_eq!(d.wait(&run), "completed");
 }
@@ -156,7 +159,13 @@ fn forget_and_prune_keep_the_branches_the_user_is_on_or_committed_on() {
     let other = d.dir.path().join("other");
     git(
         w,
-        &["worktree", "add", "-q", path_str(&other), &format!("crew/{run3}")],
+        &[
+            "worktree",
+            "add",
+            "-q",
+            path_str(&other),
+            &format!("crew/{run3}"),
+        ],
     );
     std::fs::write(other.join("c.txt"), "c\n").unwrap();
     git(&other, &["add", "c.txt"]);
@@ -177,7 +186,10 @@ fn the_users_worktree_whose_directory_is_briefly_absent_keeps_its_metadata() {
     let d = Daemon::start();
     let w = repo(&d);
     let mine = d.dir.path().join("mine");
-    git(w, &["worktree", "add", "-q", "-b", "feature", path_str(&mine)]);
+    git(
+        w,
+        &["worktree", "add", "-q", "-b", "feature", path_str(&mine)],
+    );
     // An unmounted drive, a directory being moved: absent while crew works.
     let away = d.dir.path().join("away");
     std::fs::rename(&mine, &away).unwrap();
@@ -188,7 +200,10 @@ fn the_users_worktree_whose_directory_is_briefly_absent_keeps_its_metadata() {
     std::fs::rename(&away, &mine).unwrap();
     let list = git(w, &["worktree", "list", "--porcelain"]);
     assert!(list.contains(path_str(&mine)), "{list}");
-    assert_eq!(git(&mine, &["rev-parse", "--abbrev-ref", "HEAD"]), "feature");
+    assert_eq!(
+        git(&mine, &["rev-parse", "--abbrev-ref", "HEAD"]),
+        "feature"
+    );
 }
 
 // ---- 4. apply brings exactly the reviewed change ------------------------------------------
@@ -215,7 +230,10 @@ fn apply_of_a_dirty_base_run_brings_its_own_change_never_the_snapshot() {
     let changed = git(w, &["diff", "--name-only", &before, "HEAD"]);
     assert_eq!(changed, "b.txt");
     assert!(!w.join("scratch.txt").exists());
-    assert_eq!(git(w, &["log", "--format=%H", "HEAD", "--", "scratch.txt"]), "");
+    assert_eq!(
+        git(w, &["log", "--format=%H", "HEAD", "--", "scratch.txt"]),
+        ""
+    );
     assert_eq!(git(w, &["status", "--porcelain"]), "");
 }
 
@@ -234,7 +252,11 @@ fn apply_after_the_user_dropped_a_commit_does_not_bring_it_back() {
     let before = git(w, &["rev-parse", "HEAD"]);
 
     let r = d.ok("team.apply", json!({"runId": run}));
-    assert_eq!(git(w, &["diff", "--name-only", &before, "HEAD"]), "b.txt", "{r}");
+    assert_eq!(
+        git(w, &["diff", "--name-only", &before, "HEAD"]),
+        "b.txt",
+        "{r}"
+    );
     assert!(!w.join("bad.txt").exists());
     let ancestors = git(w, &["rev-list", "HEAD"]);
     assert!(!ancestors.contains(&bad), "{r}");
@@ -248,7 +270,12 @@ fn concurrent_applies_each_bring_their_own_commit_once() {
     let w = repo(&d);
     let mut runs = Vec::new();
     for i in 0..3 {
-        team(&d, &format!("t{i}"), "", &format!("[fake:write=f{i}.txt:run {i}]"));
+        team(
+            &d,
+            &format!("t{i}"),
+            "",
+            &format!("[fake:write=f{i}.txt:run {i}]"),
+        );
         let run = run_wt(&d, &format!("t{i}"), json!({}));
         assert_eq!(d.wait(&run), "completed");
         runs.push(run);
@@ -260,12 +287,7 @@ fn concurrent_applies_each_bring_their_own_commit_once() {
             .enumerate()
             .map(|(i, run)| {
                 let d = &d;
-                s.spawn(move || {
-                    d.http(
-                        "team.apply",
-                        json!({"runId": run, "squash": i == 2}),
-                    )
-                })
+                s.spawn(move || d.http("team.apply", json!({"runId": run, "squash": i == 2})))
             })
             .collect();
         hs.into_iter().map(|h| h.join().unwrap()).collect()
@@ -276,8 +298,14 @@ fn concurrent_applies_each_bring_their_own_commit_once() {
         let head = r["head"].as_str().unwrap();
         assert!(files_of(w, head).contains(&format!("f{i}.txt")), "{a}");
     }
-    assert_eq!(git(w, &["status", "--porcelain", "--untracked-files=all"]), "");
-    let new_commits = git(w, &["rev-list", "--first-parent", &format!("{before}..HEAD")]);
+    assert_eq!(
+        git(w, &["status", "--porcelain", "--untracked-files=all"]),
+        ""
+    );
+    let new_commits = git(
+        w,
+        &["rev-list", "--first-parent", &format!("{before}..HEAD")],
+    );
     assert_eq!(new_commits.lines().count(), 3, "{answers:?}");
     // Each commit on the branch brings exactly one run's file.
     for c in new_commits.lines() {
@@ -296,8 +324,14 @@ fn concurrent_applies_each_bring_their_own_commit_once() {
 /// HEAD, index bytes, every file outside .git, and git's operation files.
 fn snapshot(w: &Path) -> Vec<(String, Vec<u8>)> {
     let mut out = vec![
-        ("HEAD".to_string(), git(w, &["rev-parse", "HEAD"]).into_bytes()),
-        ("index".to_string(), std::fs::read(w.join(".git/index")).unwrap()),
+        (
+            "HEAD".to_string(),
+            git(w, &["rev-parse", "HEAD"]).into_bytes(),
+        ),
+        (
+            "index".to_string(),
+            std::fs::read(w.join(".git/index")).unwrap(),
+        ),
     ];
     for f in ["MERGE_HEAD", "SQUASH_MSG", "MERGE_MSG", "index.lock"] {
         out.push((f.into(), vec![u8::from(w.join(".git").join(f).exists())]));
@@ -321,7 +355,10 @@ fn a_signing_failure_refuses_the_apply_and_leaves_the_checkout_exactly_as_it_was
     team(&d, "one", "", "[fake:write=b.txt:made]");
     let run = run_wt(&d, "one", json!({}));
     assert_eq!(d.wait(&run), "completed");
-    git(w, &["commit", "-q", "--allow-empty", "-m", "the user moves on"]);
+    git(
+        w,
+        &["commit", "-q", "--allow-empty", "-m", "the user moves on"],
+    );
     git(w, &["config", "commit.gpgsign", "true"]);
     git(w, &["config", "gpg.program", "/bin/false"]);
     let before = snapshot(w);
@@ -409,7 +446,12 @@ fn kill_9_during_apply_leaves_the_old_commit_or_the_new_never_a_mix() {
     for (f, c) in [("one.dat", "1"), ("two.dat", "2"), ("three.dat", "3")] {
         assert_eq!(std::fs::read_to_string(w.join(f)).unwrap(), c);
     }
-    assert!(!d.state_dir.join("applies").read_dir().unwrap().any(|_| true));
+    assert!(!d
+        .state_dir
+        .join("applies")
+        .read_dir()
+        .unwrap()
+        .any(|_| true));
 }
 
 // ---- 7. refusals ------------------------------------------------------------------------
@@ -483,10 +525,18 @@ fn apply_commits_as_the_user_with_the_goal_and_tasks_keep_crews_identity() {
         "user <user@example.com>|user <user@example.com>|Add the b file"
     );
     let body = git(w, &["log", "-1", "--format=%b"]);
-    assert!(body.contains(&run) && body.contains("needed for the thing"), "{body}");
+    assert!(
+        body.contains(&run) && body.contains("needed for the thing"),
+        "{body}"
+    );
     let task = git(
         w,
-        &["log", "-1", "--format=%an <%ae>", &format!("crew/tasks/{run}/01_edit")],
+        &[
+            "log",
+            "-1",
+            "--format=%an <%ae>",
+            &format!("crew/tasks/{run}/01_edit"),
+        ],
     );
     assert_eq!(task, "crew <crew@localhost>");
     assert_eq!(r["checkout"], path_str(w));
@@ -516,7 +566,11 @@ fn a_200_mib_result_file_does_not_take_crewds_memory() {
     assert_eq!(d.wait(&run), "completed");
     let diff = d.ok("team.diff", json!({"runId": run, "limit": 1_000_000}));
     assert_eq!(diff["truncated"], true);
-    let patch = d.state_dir.join("runs").join(&run).join("patches/01_edit.patch");
+    let patch = d
+        .state_dir
+        .join("runs")
+        .join(&run)
+        .join("patches/01_edit.patch");
     let patch_len = std::fs::metadata(&patch).unwrap().len();
     let peak = peak_rss_kib(d.pid());
     eprintln!("crewd peak RSS {peak} KiB, patch artifact {patch_len} bytes");
@@ -610,8 +664,11 @@ fn a_repositorys_fsmonitor_program_is_never_started_by_a_run_or_an_apply() {
     team(&d, "one", "", "[fake:write=b.txt:made]");
     let mark = d.dir.path().join("fsmonitor-ran");
     let hook = d.dir.path().join("fsmonitor.sh");
-    std::fs::write(&hook, format!("#!/bin/sh\necho \"$@\" >> {}\nexit 1\n", path_str(&mark)))
-        .unwrap();
+    std::fs::write(
+        &hook,
+        format!("#!/bin/sh\necho \"$@\" >> {}\nexit 1\n", path_str(&mark)),
+    )
+    .unwrap();
     std::process::Command::new("chmod")
         .args(["+x", path_str(&hook)])
         .status()

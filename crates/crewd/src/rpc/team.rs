@@ -555,8 +555,7 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
                 )));
             }
         }
-        let recorded =
-            with_run(&ctx, &p.run_id, crate::workspace::cleanup::recorded_tips).await?;
+        let recorded = with_run(&ctx, &p.run_id, crate::workspace::cleanup::recorded_tips).await?;
         let shared = ctx.shared.clone();
         let run_id = p.run_id.clone();
         ctx.actor
@@ -637,7 +636,8 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
                 recorded: Vec::new(),
             })
             .collect();
-        pruned.notes = crate::workspace::cleanup::after_forget(ctx.shared.clone(), runs, force).await;
+        pruned.notes =
+            crate::workspace::cleanup::after_forget(ctx.shared.clone(), runs, force).await;
         Ok(pruned)
     });
     register::<TeamDiff, _, _>(m, |ctx, p| async move {

@@ -206,7 +206,11 @@ pub async fn apply(shared: &Shared, input: ApplyInput) -> Result<api::ApplyResul
         checkout: checkout.clone(),
         notes,
     };
-    let tree = match repo.merge_onto(&ws.base, &head, target).await.map_err(internal)? {
+    let tree = match repo
+        .merge_onto(&ws.base, &head, target)
+        .await
+        .map_err(internal)?
+    {
         Ok(tree) => tree,
         Err(paths) => {
             return Err(ApiError::invalid_state(format!(
@@ -374,14 +378,12 @@ pub async fn recover(shared: &Shared) {
             None => repo.head().await,
         };
         let outcome = match at {
-            Ok(Some(c)) if c == intent.new => {
-                match repo.index_is(None, &intent.new).await {
-                    Ok(true) => Ok("the apply had finished"),
-                    _ => bring_checkout(&repo, &intent, true)
-                        .await
-                        .map(|()| "finished bringing the checkout to the applied commit"),
-                }
-            }
+            Ok(Some(c)) if c == intent.new => match repo.index_is(None, &intent.new).await {
+                Ok(true) => Ok("the apply had finished"),
+                _ => bring_checkout(&repo, &intent, true)
+                    .await
+                    .map(|()| "finished bringing the checkout to the applied commit"),
+            },
             Ok(Some(c)) if c == intent.old => Ok("the branch had not moved: left as it was"),
             Ok(_) => Ok("the branch moved since: left as it is"),
             Err(e) => Err(e),

@@ -72,9 +72,11 @@ fn copy_one(from: &Path, to: &Path, parts: &[&str]) -> Result<(), String> {
         Ok(fd) => fd,
         Err(Errno::ENOENT) => return Ok(()),
         Err(Errno::ELOOP) => {
-            return Err("it is a symbolic link in your tree; seeds are copied only as regular \
+            return Err(
+                "it is a symbolic link in your tree; seeds are copied only as regular \
                         files"
-                .into())
+                    .into(),
+            )
         }
         Err(e) => return Err(format!("cannot open it in your tree: {e}")),
     };
@@ -100,9 +102,11 @@ fn copy_one(from: &Path, to: &Path, parts: &[&str]) -> Result<(), String> {
     let dst = match openat(&dst_dir, *last, write, mode) {
         Ok(fd) => fd,
         Err(Errno::ELOOP) => {
-            return Err("it is a symbolic link in the worktree (the repository commits it); \
+            return Err(
+                "it is a symbolic link in the worktree (the repository commits it); \
                         seeds are never written through a link"
-                .into())
+                    .into(),
+            )
         }
         Err(e) => return Err(format!("cannot create it in the worktree: {e}")),
     };
@@ -127,7 +131,11 @@ mod tests {
     #[test]
     fn links_on_either_side_are_refused_and_nothing_outside_is_written() {
         let t = tempfile::tempdir().unwrap();
-        let (from, to, outside) = (t.path().join("from"), t.path().join("to"), t.path().join("out"));
+        let (from, to, outside) = (
+            t.path().join("from"),
+            t.path().join("to"),
+            t.path().join("out"),
+        );
         for d in [&from, &to, &outside] {
             std::fs::create_dir_all(d).unwrap();
         }
@@ -140,8 +148,16 @@ mod tests {
 
         assert!(copy(&from, &to, &["cfg/key".into()]).is_err());
         assert!(copy(&from, &to, &["k".into()]).is_err());
-        assert_eq!(std::fs::read_to_string(outside.join("key")).unwrap(), "secret");
-        copy(&from, &to, &[".env".into(), "missing".into(), "../x".into()]).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(outside.join("key")).unwrap(),
+            "secret"
+        );
+        copy(
+            &from,
+            &to,
+            &[".env".into(), "missing".into(), "../x".into()],
+        )
+        .unwrap();
         assert_eq!(std::fs::read_to_string(to.join(".env")).unwrap(), "A=1");
     }
 }
