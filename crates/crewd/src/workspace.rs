@@ -151,7 +151,17 @@ pub async fn plan_run(
                 ),
             ));
         }
-        if preview && head.is_some() {
+        if preview && head.is_none() {
+            return Err(validation(
+                "workspace",
+                format!(
+                    "{} has no commit yet: commit something first, worktree mode starts from a \
+                     commit",
+                    top.display()
+                ),
+            ));
+        }
+        if preview {
             // A preview writes nothing to the repository: the snapshot is made by `team.run`.
             notes.push(format!(
                 "the run will start from your uncommitted changes too ({} path(s)), committed \

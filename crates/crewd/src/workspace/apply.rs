@@ -367,6 +367,11 @@ pub async fn recover(shared: &Shared) {
             let _ = std::fs::remove_file(&path);
             continue;
         };
+        if !Path::new(&intent.repo).is_dir() {
+            tracing::warn!(repo = %intent.repo, "an apply cut short by a crash, in a repository that is gone: dropped");
+            let _ = std::fs::remove_file(&path);
+            continue;
+        }
         let repo = git.repo(&intent.repo);
         // What the killed git left of the index copy (and its lock) goes first.
         let mut tmp_lock = intent.tmp_index.clone().into_os_string();
