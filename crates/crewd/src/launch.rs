@@ -185,9 +185,7 @@ async fn prepare_as(
     let catalog = {
         let shared = shared.clone();
         let cwd = cwd.to_path_buf();
-        tokio::task::spawn_blocking(move || crate::resources::catalog(&shared, Some(&cwd)))
-            .await
-            .map_err(|e| ApiError::internal(e.to_string()))?
+        crate::rpc::off_actor(move || crate::resources::catalog(&shared, Some(&cwd))).await?
     };
     let mut plan = shape.plan(&catalog).map_err(|diags| {
         let first = diags.first().map(|d| d.message.clone()).unwrap_or_default();
@@ -220,6 +218,7 @@ async fn prepare_as(
         .and_then(|t| catalog.team(t))
         .and_then(|t| t.workspace_mode);
     let workspace = crate::workspace::plan_run(shared, p, team_mode, preview, &mut notes).await?;
+    crate::placement::check_workspace(&runtime, rt.placement, workspace.is_some())?;
     let adapter = cfg.runtime(&runtime).map(|rt| rt.adapter);
     let mut gaps = adapter
         .map(|a| policy_gaps(&runtime, a, &plan))
