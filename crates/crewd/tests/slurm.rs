@@ -116,9 +116,12 @@ impl Cluster {
 
     /// A daemon whose `fake-slurm` runtime runs the fake agent on the cluster.
     fn daemon(&self, extra: &str) -> Daemon {
+        // Under the cluster's directory: it goes with the cluster.
+        let under = Path::new(self.get("CREW_SLURM_DIR")).join("staging");
+        std::fs::create_dir_all(&under).unwrap();
         let staging = tempfile::Builder::new()
             .prefix("crew-staging")
-            .tempdir()
+            .tempdir_in(&under)
             .unwrap()
             .keep();
         let fake = common::crewd_bin().with_file_name("crew-fake-agent");
