@@ -658,6 +658,18 @@ impl State {
     /// back to the queue as a retry with reason `daemon_restarted` (not counted against
     /// `maxAttempts`: the worker did not fail).
     pub fn requeue_orphans(&self, now: DateTime<Utc>) -> Vec<Pending> {
+        self.requeue_orphans_seen(now, |_, _, _| None)
+    }
+
+    /// `requeue_orphans`, with what each orphaned attempt's transcript shows it spent (`seen`:
+    /// run, task, attempt): the worker went on working and paying after the last progress the
+    /// daemon held in memory, and that spending counts in the task, the run and the budget.
+    /// The larger of the two (by budget tokens, then cost) is the attempt's usage.
+    pub fn requeue_orphans_seen(
+        &self,
+        now: DateTime<Utc>,
+        seen: impl Fn(&str, &str, u32) -> Option<Usage>,
+    ) -> Vec<Pending> {
         let mut out = Vec::new();
         for id in &self.active {
             let Some(run) = self.runs.get(id) else {
@@ -671,7 +683,18 @@ impl State {
                         EventBody::TaskRetrying {
                             end: AttemptEnd {
                                 attempt: t.attempts,
-                                usage: t.attempt_usage,
+                                usage: match seen(id, &t.plan.id, t.attempts) {
+                                    Some(u)
+                                        if (u.budget_tokens(), u.cost)
+                                            > (
+                                                t.attempt_usage.budget_tokens(),
+                                                t.attempt_usage.cost,
+                                            ) =>
+                                    {
+                                        u
+                                    }
+                                    _ => t.attempt_usage,
+                                },
                                 ..Default::default()
                             },
                             reason: "daemon_restarted".into(),

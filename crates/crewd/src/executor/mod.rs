@@ -9,6 +9,7 @@
 
 mod answer;
 mod checks;
+pub mod contain;
 mod env;
 pub(crate) mod fault;
 mod lines;
@@ -487,6 +488,16 @@ impl Transcript {
         }
     }
 
+    /// Hand what is buffered to the file (not synced: the page cache outlives the daemon).
+    fn flush(&mut self) {
+        if let Some(f) = &mut self.file {
+            if std::io::Write::flush(f).is_err() {
+                self.file = None;
+                self.broken = true;
+            }
+        }
+    }
+
     /// The transcript as an artifact, from what was written (after a successful `finish`).
     fn artifact(self, name: String) -> Option<ArtifactRef> {
         use sha2::Digest;
@@ -888,18 +899,22 @@ async fn run_process(
             }
         },
     };
-    let mut cmd = tokio::process::Command::new(program);
-    cmd.args(args)
-        .current_dir(&spec.cwd)
-        .env_clear()
-        .envs(env)
-        .envs(launch.env.iter().map(|(k, v)| (k, v)))
-        .stdin(stdin)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(false);
-    let mut child = match fault::hit("spawn").and_then(|()| cmd.spawn()) {
+    // Under crew's init (`contain`): the lifeline is held for the whole supervision.
+    let path = contain::path_of(&env).map(|p| p.to_owned());
+    let spawned = contain::command(program, args, path.as_deref()).and_then(|(mut cmd, lifeline)| {
+        cmd.current_dir(&spec.cwd)
+            .env_clear()
+            .envs(env)
+            .envs(launch.env.iter().map(|(k, v)| (k, v)))
+            .stdin(stdin)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(false);
+        fault::hit("spawn")?;
+        Ok((cmd.spawn()?, lifeline))
+    });
+    let (mut child, _lifeline) = match spawned {
         Ok(c) => c,
         Err(e) => {
             // Too long for argv stays too long, and a missing program stays missing: no
@@ -1089,7 +1104,10 @@ async fn run_process(
                         tracing::debug!(error = %e, "fault point `supervise` only panics");
                     }
                 }
-                Ok(None) | Err(_) => stdout_open = false,
+                Ok(None) | Err(_) => {
+                    stdout_open = false;
+                    answered_at_eof(&mut out, exit.is_some());
+                }
             },
             n = async { match stderr.as_mut() { Some(s) => s.read(&mut stderr_chunk).await, None => std::future::pending().await } } => match n {
                 Ok(0) | Err(_) => stderr = None,
@@ -1140,6 +1158,7 @@ async fn run_process(
                 // pipes ready at once, and the timer may be polled first.
                 if stdout_open && !drain_ready_lines(&mut lines, &mut out) {
                     stdout_open = false;
+                    answered_at_eof(&mut out, exit.is_some());
                 }
                 send_replies(stdin.as_mut(), &mut out, no_output).await;
                 if let Some(s) = stderr.as_mut() {
@@ -1183,6 +1202,9 @@ async fn run_process(
                     out.progress_dirty = false;
                     last_progress = now;
                     port.progress(&spec.key(), out.parser.usage(), out.current_tool.clone());
+                    // On disk as far as the progress goes: if the daemon dies now, recovery
+                    // counts this attempt's usage from its transcript.
+                    out.transcript.flush();
                 }
                 if exit.is_none() {
                     if let Some(t) = term_sent_at {
@@ -1381,6 +1403,21 @@ async fn run_process(
         _ => stream::is_retryable_message(&msg),
     };
     with_model(failed(usage, artifacts.clone(), msg, retryable, "exit"))
+}
+
+/// stdout ended while the worker still runs: a worker whose answer is complete (an adapter
+/// whose answer is all of stdout, `command`, knows it only now) has nothing more to say, and
+/// what lingers is stopped after the final drain instead of the no-output watchdog failing
+/// (and retrying, and paying for) an attempt that answered.
+fn answered_at_eof(out: &mut Stdout, exited: bool) {
+    if exited || out.final_at.is_some() || out.question.is_some() {
+        return;
+    }
+    let outcome = out.parser.outcome();
+    if outcome.final_text.is_some() && outcome.error.is_none() {
+        tracing::info!("the worker closed stdout after its answer; what lingers is stopped after the final drain");
+        out.final_at = Some(Instant::now());
+    }
 }
 
 /// Take the stdout lines that are already waiting, without waiting for more (at most

@@ -106,9 +106,13 @@ pub async fn run(
     ctl: &mut mpsc::UnboundedReceiver<WorkerCtl>,
 ) -> std::io::Result<Ran> {
     let start = Instant::now();
-    let mut child = tokio::process::Command::new("sh")
-        .arg("-c")
-        .arg(command)
+    // Under crew's init, like a worker (`contain`); the lifeline is held until the end.
+    let (mut cmd, _lifeline) = super::contain::command(
+        "sh",
+        &["-c".to_string(), command.to_string()],
+        super::contain::path_of(env),
+    )?;
+    let mut child = cmd
         .current_dir(cwd)
         .env_clear()
         .envs(env.iter().map(|(k, v)| (k, v)))
