@@ -21,6 +21,9 @@ use std::os::unix::ffi::OsStrExt;
 
 pub const EXIT_SETUP: i32 = 125;
 pub const EXIT_NOT_STARTED: i32 = 127;
+/// How the init's stderr starts when the program could not be started; the line ends with
+/// the OS error, `(os error N)`.
+pub const NOT_STARTED: &str = "crew-box: cannot run ";
 pub const EXIT_LIFELINE: i32 = 137;
 
 /// Signals the init handles (blocked, read from its signalfd).
@@ -62,6 +65,13 @@ pub fn parse(args: &[OsString]) -> Result<Args, String> {
         probe,
         argv,
     })
+}
+
+/// The OS error of a program the init could not start, from the init's stderr.
+pub fn not_started(stderr: &str) -> Option<i32> {
+    let line = stderr.lines().find(|l| l.starts_with(NOT_STARTED))?;
+    let n = line.rsplit_once("(os error ")?.1.strip_suffix(')')?;
+    n.parse().ok()
 }
 
 /// The binary's `main`.
@@ -127,7 +137,7 @@ fn run(a: &Args) -> i32 {
             let child = match start(&a.argv) {
                 Ok(p) => p,
                 Err(e) => {
-                    eprintln!("crew-box: cannot run {:?}: {e}", a.argv[0]);
+                    eprintln!("{NOT_STARTED}{:?}: {e}", a.argv[0]);
                     return EXIT_NOT_STARTED;
                 }
             };
@@ -214,7 +224,16 @@ fn start(argv: &[OsString]) -> io::Result<i32> {
             let mut empty: libc::sigset_t = std::mem::zeroed();
             libc::sigemptyset(&mut empty);
             libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
-            libc::execvp(program.as_ptr(), ptrs.as_ptr());
+            // Rust's runtime ignores SIGPIPE in the init; the program gets the default back
+            // (as std's Command does), or `yes | head` prints "Broken pipe".
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+            // crewd hands a resolved path: exec it as std's Command would (no shell fallback
+            // for a file that is not a program); a bare name is looked up in PATH.
+            if program.as_bytes().contains(&b'/') {
+                libc::execv(program.as_ptr(), ptrs.as_ptr());
+            } else {
+                libc::execvp(program.as_ptr(), ptrs.as_ptr());
+            }
             let errno = *libc::__errno_location();
             libc::write(w, (&errno as *const i32).cast(), 4);
             libc::_exit(EXIT_NOT_STARTED);
@@ -292,7 +311,7 @@ fn pid1(sfd: i32, argv: &[OsString], status_w: i32) -> ! {
     let main = match start(argv) {
         Ok(p) => p,
         Err(e) => {
-            eprintln!("crew-box: cannot run {:?}: {e}", argv[0]);
+            eprintln!("{NOT_STARTED}{:?}: {e}", argv[0]);
             report(EXIT_NOT_STARTED << 8);
         }
     };
@@ -342,10 +361,18 @@ fn supervise(sfd: i32, lifeline: bool, child: i32, status_r: Option<i32>, mode: 
                 continue;
             }
             kill_all(mode, child);
+            let mut st = 0;
+            // SAFETY: waitpid with a local status.
+            unsafe { libc::waitpid(child, &mut st, 0) };
             return EXIT_SETUP;
         }
         if fds[1].revents != 0 && lifeline_broken() {
             kill_all(mode, child);
+            // Reaped here, or it would be an orphan zombie of whoever reaps orphans (in a
+            // container, maybe nobody).
+            let mut st = 0;
+            // SAFETY: waitpid with a local status.
+            unsafe { libc::waitpid(child, &mut st, 0) };
             return EXIT_LIFELINE;
         }
         if fds[0].revents & libc::POLLIN == 0 {
@@ -476,6 +503,14 @@ fn exit_like(status: i32) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_start_failure_is_read_back() {
+        let line = format!("{NOT_STARTED}\"/x\": No such file or directory (os error 2)");
+        assert_eq!(not_started(&line), Some(2));
+        assert_eq!(not_started("crew-box: cannot run \"/x\": odd"), None);
+        assert_eq!(not_started("other (os error 2)"), None);
+    }
 
     fn os(v: &[&str]) -> Vec<OsString> {
         v.iter().map(OsString::from).collect()

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 /// the attempt's supervision, or closed by the kernel when crewd dies.
 #[derive(Debug)]
 pub struct Lifeline {
-    _write: OwnedFd,
+    write: Option<OwnedFd>,
     read: OwnedFd,
 }
 
@@ -25,9 +25,17 @@ impl Lifeline {
         // SAFETY: both fds were just created and are owned here only.
         let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
         Ok(Lifeline {
-            _write: write,
+            write: Some(write),
             read,
         })
+    }
+
+    /// End the attempt now: the init reads EOF, kills everything it holds (SIGKILL), reaps
+    /// it and exits. How crewd kills a contained attempt: a SIGKILL of the init itself would
+    /// orphan its children (PID 1 of the namespace, the reaper's adoptees) to whatever reaps
+    /// orphans here, and in a container that may be nobody.
+    pub fn cut(&mut self) {
+        self.write = None;
     }
 
     /// The read end's number, for [`child_setup`]. Spawning is done before the parent's copy
@@ -90,12 +98,17 @@ pub fn probe(init: &Path) -> Result<Mode, String> {
 /// as given, else the first executable file of that name in `path`'s directories. Looked up
 /// before the init starts, so a missing program is still a spawn error ("not found"), not an
 /// init that exits 127.
-pub fn resolve(program: &str, path: Option<&OsStr>) -> io::Result<PathBuf> {
+pub fn resolve(program: &str, path: Option<&OsStr>, cwd: &Path) -> io::Result<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     if program.is_empty() {
         return Err(io::ErrorKind::NotFound.into());
     }
     if program.contains('/') {
+        // Relative to the directory the program starts in, as exec sees it there.
+        let m = std::fs::metadata(cwd.join(program))?;
+        if !m.is_file() || m.permissions().mode() & 0o111 == 0 {
+            return Err(io::ErrorKind::PermissionDenied.into());
+        }
         return Ok(PathBuf::from(program));
     }
     let default = OsString::from("/usr/local/bin:/usr/bin:/bin");
@@ -137,12 +150,22 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
         let path = std::env::join_paths(["/nonexistent", dir.path().to_str().unwrap()]).unwrap();
-        assert_eq!(resolve("tool", Some(&path)).unwrap(), exe);
+        let cwd = dir.path();
+        assert_eq!(resolve("tool", Some(&path), cwd).unwrap(), exe);
         assert_eq!(
-            resolve("plain", Some(&path)).unwrap_err().kind(),
+            resolve("plain", Some(&path), cwd).unwrap_err().kind(),
             io::ErrorKind::NotFound
         );
-        assert_eq!(resolve("./rel/x", Some(&path)).unwrap(), Path::new("./rel/x"));
-        assert!(resolve("", Some(&path)).is_err());
+        assert_eq!(resolve("./tool", Some(&path), cwd).unwrap(), Path::new("./tool"));
+        assert_eq!(
+            resolve("./plain", Some(&path), cwd).unwrap_err().kind(),
+            io::ErrorKind::PermissionDenied
+        );
+        assert_eq!(
+            resolve("./rel/x", Some(&path), cwd).unwrap_err().kind(),
+            io::ErrorKind::NotFound
+        );
+        assert!(resolve(exe.to_str().unwrap(), None, Path::new("/")).is_ok());
+        assert!(resolve("", Some(&path), cwd).is_err());
     }
 }

@@ -49,7 +49,10 @@ fn find_init() -> Option<PathBuf> {
         .ok()
         .and_then(|p| p.parent().map(|d| d.join("crew-box")))
         .filter(|p| p.is_file());
-    beside.or_else(|| crew_box::spawn::resolve("crew-box", std::env::var_os("PATH").as_deref()).ok())
+    beside.or_else(|| {
+        crew_box::spawn::resolve("crew-box", std::env::var_os("PATH").as_deref(), Path::new("/"))
+            .ok()
+    })
 }
 
 fn detect() -> Containment {
@@ -90,13 +93,14 @@ pub fn command(
     program: &str,
     args: &[String],
     path: Option<&OsStr>,
+    cwd: &Path,
 ) -> std::io::Result<(tokio::process::Command, Option<Lifeline>)> {
     let Some((init, mode)) = &containment().init else {
         let mut cmd = tokio::process::Command::new(program);
         cmd.args(args);
         return Ok((cmd, None));
     };
-    let resolved = crew_box::spawn::resolve(program, path)?;
+    let resolved = crew_box::spawn::resolve(program, path, cwd)?;
     let args: Vec<OsString> = args.iter().map(OsString::from).collect();
     Ok(wrapped(init, *mode, resolved.as_os_str(), &args)?)
 }
@@ -125,4 +129,36 @@ pub fn path_of(env: &[(OsString, OsString)]) -> Option<&OsStr> {
         .rev()
         .find(|(k, _)| k == "PATH")
         .map(|(_, v)| v.as_os_str())
+}
+
+/// A started attempt's processes: stopping asks them (SIGTERM to the group; the init passes it
+/// to every process it holds), killing ends them all — by cutting the lifeline when crew's
+/// init holds them (it kills, reaps and exits), else by SIGKILL to the group. Dropping it
+/// kills (the end of supervision, a panic).
+pub struct Held {
+    pgid: u32,
+    lifeline: Option<Lifeline>,
+}
+
+impl Held {
+    pub fn new(pgid: u32, lifeline: Option<Lifeline>) -> Held {
+        Held { pgid, lifeline }
+    }
+
+    pub fn signal(&self, sig: nix::sys::signal::Signal) {
+        super::process::signal_group(self.pgid, sig);
+    }
+
+    pub fn kill(&mut self) {
+        match self.lifeline.as_mut() {
+            Some(l) => l.cut(),
+            None => super::process::signal_group(self.pgid, nix::sys::signal::Signal::SIGKILL),
+        }
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.kill();
+    }
 }

@@ -110,7 +110,7 @@ fn render_prompt(spec: &AttemptSpec, pre_step: Option<&str>) -> std::io::Result<
 /// Run the attempt and report to the actor: always exactly one report, whatever fails. A panic
 /// anywhere in starting or supervising the worker (a daemon bug) is caught here and ends the
 /// attempt as a retryable failure; the worker's process group, if it was started, is killed
-/// on the way out (`GroupGuard`). Without this the task would stay `running` with no worker.
+/// on the way out (`contain::Held`). Without this the task would stay `running` with no worker.
 pub async fn run_attempt(
     shared: Arc<Shared>,
     port: Arc<dyn Port>,
@@ -208,16 +208,6 @@ fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
         .map(|s| s.to_string())
         .or_else(|| p.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "a panic".into())
-}
-
-/// Kills the worker's process group when dropped: at the end of supervision (tools the agent
-/// started go too), and on any early way out, a panic included.
-struct GroupGuard(u32);
-
-impl Drop for GroupGuard {
-    fn drop(&mut self) {
-        process::signal_group(self.0, Signal::SIGKILL);
-    }
 }
 
 fn outcome_name(r: &AttemptResult) -> &'static str {
@@ -901,7 +891,7 @@ async fn run_process(
     };
     // Under crew's init (`contain`): the lifeline is held for the whole supervision.
     let path = contain::path_of(&env).map(|p| p.to_owned());
-    let spawned = contain::command(program, args, path.as_deref()).and_then(|(mut cmd, lifeline)| {
+    let spawned = contain::command(program, args, path.as_deref(), Path::new(&spec.cwd)).and_then(|(mut cmd, lifeline)| {
         cmd.current_dir(&spec.cwd)
             .env_clear()
             .envs(env)
@@ -914,7 +904,7 @@ async fn run_process(
         fault::hit("spawn")?;
         Ok((cmd.spawn()?, lifeline))
     });
-    let (mut child, _lifeline) = match spawned {
+    let (mut child, lifeline) = match spawned {
         Ok(c) => c,
         Err(e) => {
             // Too long for argv stays too long, and a missing program stays missing: no
@@ -931,7 +921,9 @@ async fn run_process(
         }
     };
     let pid = child.id().unwrap_or(0);
-    let group = GroupGuard(pid);
+    // Everything the worker started ends with the supervision (`Held` kills on drop), a
+    // panic included.
+    let mut group = contain::Held::new(pid, lifeline);
     let pid_start = process::start_time(pid).unwrap_or(0);
     tracing::info!(pid, "worker started");
     port.spawned(&spec.key(), pid, pid_start, rpc);
@@ -1125,7 +1117,7 @@ async fn run_process(
                     if term_sent_at.is_none() {
                         tracing::info!(%reason, "stopping worker");
                         stopped.get_or_insert((reason, false, "cancelled"));
-                        process::signal_group(pid, Signal::SIGTERM);
+                        group.signal(Signal::SIGTERM);
                         term_sent_at = Some(Instant::now());
                     }
                 }
@@ -1210,22 +1202,22 @@ async fn run_process(
                     if let Some(t) = term_sent_at {
                         if now >= t + grace {
                             tracing::warn!(pid, "worker ignored SIGTERM; sending SIGKILL");
-                            process::signal_group(pid, Signal::SIGKILL);
+                            group.kill();
                             term_sent_at = Some(now + Duration::from_secs(3600));
                         }
                     } else if let Some(d) = out.final_at {
                         if now >= drain_at(out.rpc_done, d, last_output, quiet, drain_max) {
                             drained = true;
-                            process::signal_group(pid, Signal::SIGTERM);
+                            group.signal(Signal::SIGTERM);
                             term_sent_at = Some(now);
                         }
                     } else if now >= task_deadline {
                         stopped = Some((format!("the task timed out after {}", human(Duration::from_millis(cfg.task_timeout_ms))), false, "timeout"));
-                        process::signal_group(pid, Signal::SIGTERM);
+                        group.signal(Signal::SIGTERM);
                         term_sent_at = Some(now);
                     } else if now >= watched_silence_from + no_output {
                         stopped = Some((format!("no output for {}", human(no_output)), true, "no_output"));
-                        process::signal_group(pid, Signal::SIGTERM);
+                        group.signal(Signal::SIGTERM);
                         term_sent_at = Some(now);
                     }
                 }
@@ -1375,6 +1367,21 @@ async fn run_process(
                 artifacts: artifacts.clone(),
             },
         };
+    }
+    // crew's init could not start the program: the spawn failure it would have been.
+    if let (Some(127), false, Some(errno)) = (
+        exit.and_then(|s| s.code()),
+        any_stdout,
+        crew_box::init::not_started(&stderr_tail),
+    ) {
+        let e = std::io::Error::from_raw_os_error(errno);
+        return failed(
+            usage,
+            artifacts.clone(),
+            format!("failed to start `{program}`: {e}"),
+            stream::is_retryable_spawn_error(e.kind()),
+            "spawn",
+        );
     }
     let code = exit
         .and_then(|s| s.code())

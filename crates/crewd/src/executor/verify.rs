@@ -6,7 +6,6 @@
 //! (cancel) kills the group at once. `sh -c` is deliberate: the commands come from the user's
 //! own files or config (see `plan_checks`), written as they would be typed.
 
-use super::process;
 use crate::attempt::WorkerCtl;
 use nix::sys::signal::Signal;
 use std::collections::VecDeque;
@@ -107,10 +106,11 @@ pub async fn run(
 ) -> std::io::Result<Ran> {
     let start = Instant::now();
     // Under crew's init, like a worker (`contain`); the lifeline is held until the end.
-    let (mut cmd, _lifeline) = super::contain::command(
+    let (mut cmd, lifeline) = super::contain::command(
         "sh",
         &["-c".to_string(), command.to_string()],
         super::contain::path_of(env),
+        cwd,
     )?;
     let mut child = cmd
         .current_dir(cwd)
@@ -124,7 +124,7 @@ pub async fn run(
         .spawn()?;
     let pid = child.id().unwrap_or(0);
     // Whatever way this ends (a panic included), nothing of the group outlives it.
-    let _group = super::GroupGuard(pid);
+    let mut group = super::contain::Held::new(pid, lifeline);
     let mut out = child.stdout.take();
     let mut err = child.stderr.take();
     let mut tail = Tail {
@@ -158,23 +158,23 @@ pub async fn run(
                 Some(WorkerCtl::Stop { .. }) | None => {
                     ctl_open = false;
                     stopped = true;
-                    process::signal_group(pid, Signal::SIGKILL);
+                    group.kill();
                 }
             },
             _ = tokio::time::sleep_until(deadline), if term_at.is_none() => {
                 timed_out = true;
-                process::signal_group(pid, Signal::SIGTERM);
+                group.signal(Signal::SIGTERM);
                 term_at = Some(Instant::now());
             },
             _ = tokio::time::sleep_until(kill_at.unwrap_or(deadline)), if kill_at.is_some() => {
-                process::signal_group(pid, Signal::SIGKILL);
+                group.kill();
                 term_at = Some(Instant::now() + Duration::from_secs(3600));
             },
         }
     }
     // What is left in the group (a background job of the command) goes now; its pipes then
     // close, and what they still hold is read briefly.
-    process::signal_group(pid, Signal::SIGKILL);
+    group.kill();
     let _ = tokio::time::timeout(EXIT_DRAIN, async {
         for pipe in [
             out.as_mut()
