@@ -21,6 +21,7 @@
 //! `bwrap` builds bubblewrap's argv for the box around an attempt (issue 34); `spawn` is what
 //! crewd needs to start a program under the init.
 
+pub mod bwrap;
 pub mod init;
 pub mod spawn;
 pub mod tree;

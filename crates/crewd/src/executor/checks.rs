@@ -248,7 +248,15 @@ pub async fn verify(
     let cwd = Path::new(&spec.cwd);
     for (k, command) in v.commands.iter().enumerate() {
         tracing::info!(command = %command, "verification command");
-        let ran = match verify::run(command, cwd, &env, &limits, ctl).await {
+        let boxed = super::sandbox::command_box(shared, spec);
+        let ran = match boxed {
+            Err(e) => Err(std::io::Error::other(e)),
+            Ok(b) => {
+                verify::run(command, cwd, b.as_ref().map(|(p, s)| (*p, s)), &env, &limits, ctl)
+                    .await
+            }
+        };
+        let ran = match ran {
             Ok(r) => r,
             Err(e) => {
                 failure = Some(format!("cannot run verification command `{command}`: {e}"));

@@ -89,20 +89,41 @@ fn detect() -> Containment {
 /// A command that runs `program args` held as `containment` says, and the lifeline that keeps
 /// it alive (hold it for the attempt's life). The program is looked up in `path` (the child's
 /// PATH) first, so a missing one is a spawn error as without the init.
+///
+/// `boxed`: bubblewrap and the box (`sandbox`) to run it in. bubblewrap makes the PID
+/// namespace then, so the init only reaps and holds the lifeline (`Mode::Reaper`).
 pub fn command(
     program: &str,
     args: &[String],
     path: Option<&OsStr>,
     cwd: &Path,
+    boxed: Option<(&Path, &crew_box::bwrap::BoxSpec)>,
 ) -> std::io::Result<(tokio::process::Command, Option<Lifeline>)> {
-    let Some((init, mode)) = &containment().init else {
+    let init = &containment().init;
+    if init.is_none() && boxed.is_none() {
         let mut cmd = tokio::process::Command::new(program);
         cmd.args(args);
         return Ok((cmd, None));
-    };
+    }
     let resolved = crew_box::spawn::resolve(program, path, cwd)?;
-    let args: Vec<OsString> = args.iter().map(OsString::from).collect();
-    Ok(wrapped(init, *mode, resolved.as_os_str(), &args)?)
+    let mut args: Vec<OsString> = args.iter().map(OsString::from).collect();
+    let mut program = resolved.into_os_string();
+    if let Some((bwrap, spec)) = boxed {
+        let argv = crew_box::bwrap::argv(bwrap, spec, &program, &args);
+        program = bwrap.as_os_str().to_owned();
+        args = argv.get(1..).unwrap_or_default().to_vec();
+    }
+    match init {
+        Some((init, mode)) => {
+            let mode = if boxed.is_some() { Mode::Reaper } else { *mode };
+            wrapped(init, mode, &program, &args)
+        }
+        None => {
+            let mut cmd = tokio::process::Command::new(program);
+            cmd.args(args);
+            Ok((cmd, None))
+        }
+    }
 }
 
 fn wrapped(

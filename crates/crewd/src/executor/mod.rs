@@ -16,6 +16,7 @@ mod lines;
 mod pre_step;
 pub mod process;
 mod reuse;
+pub mod sandbox;
 mod session;
 mod stderr;
 mod verify;
@@ -752,6 +753,32 @@ fn blocking<R>(f: impl FnOnce() -> R) -> R {
     }
 }
 
+/// The box of a worker (`sandbox::spec`).
+fn worker_box(
+    shared: &Shared,
+    spec: &AttemptSpec,
+    launch: &LaunchSpec,
+    program: &str,
+    path: Option<&std::ffi::OsStr>,
+) -> crew_box::bwrap::BoxSpec {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let program = crew_box::spawn::resolve(program, path, Path::new(&spec.cwd)).ok();
+    let session = launch.session.file.as_deref().map(Path::new);
+    sandbox::spec(&sandbox::Inputs {
+        adapter: Some(spec.runtime.adapter),
+        home: home.as_deref(),
+        cwd: Path::new(&spec.cwd),
+        repo: spec.workspace.as_ref().map(|w| Path::new(&w.repo)),
+        run_dir: Some(&spec.run_dir),
+        session_file: session,
+        ask_socket: (launch.session.ask_server.is_some() || launch.session.ask_config.is_some())
+            .then_some(shared.socket.as_path()),
+        program: program.as_deref(),
+        runtime: Some(&spec.runtime),
+        network: spec.runtime.network.unwrap_or(true),
+    })
+}
+
 async fn run_process(
     shared: &Arc<Shared>,
     port: &Arc<dyn Port>,
@@ -891,7 +918,20 @@ async fn run_process(
     };
     // Under crew's init (`contain`): the lifeline is held for the whole supervision.
     let path = contain::path_of(&env).map(|p| p.to_owned());
-    let spawned = contain::command(program, args, path.as_deref(), Path::new(&spec.cwd)).and_then(|(mut cmd, lifeline)| {
+    // In its box (`sandbox`), where the mode says so and bubblewrap can.
+    let bwrap = match sandbox::bwrap_for(sandbox::mode(cfg, &spec.runtime)) {
+        Ok(b) => b,
+        Err(e) => return failed(Usage::default(), artifacts.clone(), e, false, "sandbox"),
+    };
+    let boxed = bwrap.map(|b| (b, worker_box(shared, spec, &launch_spec, program, path.as_deref())));
+    let spawned = contain::command(
+        program,
+        args,
+        path.as_deref(),
+        Path::new(&spec.cwd),
+        boxed.as_ref().map(|(b, s)| (*b, s)),
+    )
+    .and_then(|(mut cmd, lifeline)| {
         cmd.current_dir(&spec.cwd)
             .env_clear()
             .envs(env)

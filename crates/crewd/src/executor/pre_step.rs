@@ -54,7 +54,13 @@ pub async fn run(
         output_bytes: PRE_STEP_OUTPUT_BYTES,
     };
     let env = checks::task_env(shared, spec);
-    let ran = verify::run(&p.shell_command(), Path::new(&spec.cwd), &env, &limits, ctl).await;
+    let ran = match super::sandbox::command_box(shared, spec) {
+        Err(e) => Err(std::io::Error::other(e)),
+        Ok(b) => {
+            let boxed = b.as_ref().map(|(p, s)| (*p, s));
+            verify::run(&p.shell_command(), Path::new(&spec.cwd), boxed, &env, &limits, ctl).await
+        }
+    };
     let problem = match ran {
         Err(e) => format!("cannot run the pre-step script `{shown}`: {e}"),
         Ok(r) if r.stopped => {

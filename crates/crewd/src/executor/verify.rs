@@ -100,6 +100,7 @@ impl Tail {
 pub async fn run(
     command: &str,
     cwd: &Path,
+    boxed: Option<(&Path, &crew_box::bwrap::BoxSpec)>,
     env: &[(OsString, OsString)],
     limits: &Limits,
     ctl: &mut mpsc::UnboundedReceiver<WorkerCtl>,
@@ -111,6 +112,7 @@ pub async fn run(
         &["-c".to_string(), command.to_string()],
         super::contain::path_of(env),
         cwd,
+        boxed,
     )?;
     let mut child = cmd
         .current_dir(cwd)
