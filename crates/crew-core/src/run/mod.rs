@@ -14,6 +14,8 @@ mod dispatch;
 pub use dispatch::Start;
 mod event;
 mod event_de;
+mod fail_reason;
+pub use fail_reason::FailReason;
 mod fanout;
 mod jobs;
 mod settle;

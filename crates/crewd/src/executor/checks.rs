@@ -140,7 +140,7 @@ pub async fn worktree_after(
                 artifacts: Vec::new(),
                 error: format!("cannot read what the task changed to check its scope: {e}"),
                 retryable: true,
-                reason: "workspace".into(),
+                reason: crew_core::run::FailReason::Workspace.into(),
             }
         }
     };
@@ -248,12 +248,11 @@ pub async fn verify(
     let cwd = Path::new(&spec.cwd);
     for (k, command) in v.commands.iter().enumerate() {
         tracing::info!(command = %command, "verification command");
-        let boxed = super::sandbox::command_box(shared, spec);
-        let ran = match boxed {
+        let ran = match super::sandbox::command_box(shared, spec) {
             Err(e) => Err(std::io::Error::other(e)),
-            Ok(b) => {
-                verify::run(command, cwd, b.as_ref().map(|(p, s)| (*p, s)), &env, &limits, ctl)
-                    .await
+            Ok(boxed) => {
+                let launcher = super::contain::Contained { boxed };
+                verify::run(command, cwd, &env, &limits, &launcher, ctl).await
             }
         };
         let ran = match ran {
@@ -270,7 +269,7 @@ pub async fn verify(
                 artifacts,
                 error: "stopped while verifying".into(),
                 retryable: false,
-                reason: "cancelled".into(),
+                reason: crew_core::run::FailReason::Cancelled.into(),
             };
         }
         let name = format!(
@@ -322,7 +321,7 @@ pub async fn verify(
             artifacts: Vec::new(),
             error: format!("cannot make the task's files durable: {e}"),
             retryable: true,
-            reason: "storage".into(),
+            reason: crew_core::run::FailReason::Storage.into(),
         };
     }
     match failure {

@@ -152,34 +152,42 @@ pub fn path_of(env: &[(OsString, OsString)]) -> Option<&OsStr> {
         .map(|(_, v)| v.as_os_str())
 }
 
-/// A started attempt's processes: stopping asks them (SIGTERM to the group; the init passes it
-/// to every process it holds), killing ends them all — by cutting the lifeline when crew's
-/// init holds them (it kills, reaps and exits), else by SIGKILL to the group. Dropping it
-/// kills (the end of supervision, a panic).
-pub struct Held {
-    pgid: u32,
-    lifeline: Option<Lifeline>,
+/// The launcher of every local attempt process (`crew_attempt::spawn::Launcher`): under
+/// crew's init, in `boxed`'s box when there is one. The child leads its own process group,
+/// stdout and stderr piped, as the supervision expects.
+pub struct Contained {
+    pub boxed: Option<(&'static Path, crew_box::bwrap::BoxSpec)>,
 }
 
-impl Held {
-    pub fn new(pgid: u32, lifeline: Option<Lifeline>) -> Held {
-        Held { pgid, lifeline }
-    }
-
-    pub fn signal(&self, sig: nix::sys::signal::Signal) {
-        super::process::signal_group(self.pgid, sig);
-    }
-
-    pub fn kill(&mut self) {
-        match self.lifeline.as_mut() {
-            Some(l) => l.cut(),
-            None => super::process::signal_group(self.pgid, nix::sys::signal::Signal::SIGKILL),
-        }
-    }
-}
-
-impl Drop for Held {
-    fn drop(&mut self) {
-        self.kill();
+impl crew_attempt::spawn::Launcher for Contained {
+    fn launch(
+        &self,
+        p: crew_attempt::command::Program,
+    ) -> std::io::Result<crew_attempt::spawn::Launched> {
+        use crew_attempt::command::Stdin;
+        use std::process::Stdio;
+        let (mut cmd, lifeline) = command(
+            &p.program,
+            &p.args,
+            path_of(&p.env),
+            Path::new(&p.cwd),
+            self.boxed.as_ref().map(|(b, s)| (*b, s)),
+        )?;
+        let stdin = match p.stdin {
+            Stdin::Null => Stdio::null(),
+            Stdin::Pipe => Stdio::piped(),
+            Stdin::File(f) => Stdio::from(f),
+        };
+        let child = cmd
+            .current_dir(&p.cwd)
+            .env_clear()
+            .envs(p.env)
+            .stdin(stdin)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(false)
+            .spawn()?;
+        Ok((child, lifeline))
     }
 }

@@ -6,19 +6,17 @@
 //! (cancel) kills the group at once. `sh -c` is deliberate: the commands come from the user's
 //! own files or config (see `plan_checks`), written as they would be typed.
 
-use crate::attempt::WorkerCtl;
+use crate::port::WorkerCtl;
+use crate::process;
 use nix::sys::signal::Signal;
 use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::path::Path;
-use std::process::Stdio;
 use std::time::Duration;
 use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-/// Longest line kept whole before it is flushed (and redacted) as a line of its own.
-const LINE_MAX: usize = 64 << 10;
 /// After the command exited, how long its pipes may stay open (a background process it left).
 const EXIT_DRAIN: Duration = Duration::from_millis(500);
 
@@ -41,8 +39,7 @@ pub struct Ran {
 
 /// Output kept: the last `max` bytes of redacted lines.
 struct Tail {
-    redactor: crew_core::redact::StreamRedactor,
-    partial: Vec<u8>,
+    lines: crate::lines::RedactedLines,
     kept: VecDeque<u8>,
     max: usize,
     total: u64,
@@ -52,38 +49,13 @@ struct Tail {
 impl Tail {
     fn push(&mut self, bytes: &[u8]) {
         self.total = self.total.saturating_add(bytes.len() as u64);
-        for piece in bytes.split_inclusive(|b| *b == b'\n') {
-            match piece.split_last() {
-                Some((b'\n', line)) => {
-                    self.partial.extend_from_slice(line);
-                    self.flush();
-                }
-                _ => {
-                    self.partial.extend_from_slice(piece);
-                    if self.partial.len() > LINE_MAX {
-                        self.flush();
-                    }
-                }
-            }
-        }
-    }
-
-    fn flush(&mut self) {
-        let raw = String::from_utf8_lossy(&self.partial).into_owned();
-        self.partial.clear();
-        let line = self.redactor.line(raw.trim_end_matches('\r'));
-        self.kept.extend(line.as_bytes());
-        self.kept.push_back(b'\n');
-        while self.kept.len() > self.max {
-            self.kept.pop_front();
-            self.cut = true;
-        }
+        let (kept, max, cut) = (&mut self.kept, self.max, &mut self.cut);
+        self.lines.push(bytes, |line| keep(kept, max, cut, line));
     }
 
     fn finish(mut self) -> (String, u64) {
-        if !self.partial.is_empty() {
-            self.flush();
-        }
+        let (kept, max, cut) = (&mut self.kept, self.max, &mut self.cut);
+        self.lines.finish(|line| keep(kept, max, cut, line));
         let bytes: Vec<u8> = self.kept.into_iter().collect();
         let mut text = String::from_utf8_lossy(&bytes).into_owned();
         if self.cut {
@@ -97,41 +69,39 @@ impl Tail {
     }
 }
 
+fn keep(kept: &mut VecDeque<u8>, max: usize, cut: &mut bool, line: &str) {
+    kept.extend(line.as_bytes());
+    kept.push_back(b'\n');
+    while kept.len() > max {
+        kept.pop_front();
+        *cut = true;
+    }
+}
+
 pub async fn run(
     command: &str,
     cwd: &Path,
-    boxed: Option<(&Path, &crew_box::bwrap::BoxSpec)>,
     env: &[(OsString, OsString)],
     limits: &Limits,
+    launcher: &dyn crate::spawn::Launcher,
     ctl: &mut mpsc::UnboundedReceiver<WorkerCtl>,
 ) -> std::io::Result<Ran> {
     let start = Instant::now();
-    // Under crew's init, like a worker (`contain`); the lifeline is held until the end.
-    let (mut cmd, lifeline) = super::contain::command(
-        "sh",
-        &["-c".to_string(), command.to_string()],
-        super::contain::path_of(env),
-        cwd,
-        boxed,
-    )?;
-    let mut child = cmd
-        .current_dir(cwd)
-        .env_clear()
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(false)
-        .spawn()?;
+    // Started like a worker (the launcher: crew's init, the box), stdin /dev/null.
+    let (mut child, lifeline) = launcher.launch(crate::command::Program {
+        program: "sh".into(),
+        args: vec!["-c".into(), command.into()],
+        cwd: cwd.display().to_string(),
+        env: env.to_vec(),
+        stdin: crate::command::Stdin::Null,
+    })?;
     let pid = child.id().unwrap_or(0);
     // Whatever way this ends (a panic included), nothing of the group outlives it.
-    let mut group = super::contain::Held::new(pid, lifeline);
+    let mut group = process::GroupGuard::new(pid, lifeline);
     let mut out = child.stdout.take();
     let mut err = child.stderr.take();
     let mut tail = Tail {
-        redactor: Default::default(),
-        partial: Vec::new(),
+        lines: Default::default(),
         kept: VecDeque::new(),
         max: limits.output_bytes.max(1),
         total: 0,
@@ -165,7 +135,7 @@ pub async fn run(
             },
             _ = tokio::time::sleep_until(deadline), if term_at.is_none() => {
                 timed_out = true;
-                group.signal(Signal::SIGTERM);
+                process::signal_group(pid, Signal::SIGTERM);
                 term_at = Some(Instant::now());
             },
             _ = tokio::time::sleep_until(kill_at.unwrap_or(deadline)), if kill_at.is_some() => {
