@@ -192,7 +192,9 @@ mod tests {
     async fn go(cmd: &str, l: Limits) -> Ran {
         let (_tx, mut rx) = mpsc::unbounded_channel();
         let dir = tempfile::tempdir().unwrap();
-        run(cmd, dir.path(), &env(), &l, &mut rx).await.unwrap()
+        run(cmd, dir.path(), &env(), &l, &crate::spawn::Local, &mut rx)
+            .await
+            .unwrap()
     }
 
     #[tokio::test]
@@ -240,6 +242,7 @@ mod tests {
             dir.path(),
             &env(),
             &limits(60_000, 100),
+            &crate::spawn::Local,
             &mut rx,
         )
         .await
