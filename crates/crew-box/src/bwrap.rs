@@ -141,10 +141,7 @@ mod tests {
                 // Network shared; a worktree (writable) inside a checkout (read-only) comes
                 // after it; a settings file (read-only) inside a writable agent home after it.
                 BoxSpec {
-                    read_only: vec![
-                        "/h/.claude/settings.json".into(),
-                        "/repo".into(),
-                    ],
+                    read_only: vec!["/h/.claude/settings.json".into(), "/repo".into()],
                     writable: vec!["/repo/.crew/wt/a".into(), "/h/.claude".into()],
                     network: true,
                     cwd: "/repo/.crew/wt/a".into(),

@@ -135,8 +135,16 @@ mod tests {
         );
         assert_eq!(
             v,
-            ["/x/crew-box", "--pidns", "--lifeline", "--", "sh", "-c", "true"]
-                .map(OsString::from)
+            [
+                "/x/crew-box",
+                "--pidns",
+                "--lifeline",
+                "--",
+                "sh",
+                "-c",
+                "true"
+            ]
+            .map(OsString::from)
         );
     }
 
@@ -156,7 +164,10 @@ mod tests {
             resolve("plain", Some(&path), cwd).unwrap_err().kind(),
             io::ErrorKind::NotFound
         );
-        assert_eq!(resolve("./tool", Some(&path), cwd).unwrap(), Path::new("./tool"));
+        assert_eq!(
+            resolve("./tool", Some(&path), cwd).unwrap(),
+            Path::new("./tool")
+        );
         assert_eq!(
             resolve("./plain", Some(&path), cwd).unwrap_err().kind(),
             io::ErrorKind::PermissionDenied

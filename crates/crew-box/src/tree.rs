@@ -50,7 +50,8 @@ mod tests {
     #[test]
     fn descendants_of_a_root() {
         // (table, root, want sorted)
-        let table: Vec<(Vec<(i32, i32)>, i32, Vec<i32>)> = vec![
+        type Case = (Vec<(i32, i32)>, i32, Vec<i32>);
+        let table: Vec<Case> = vec![
             (vec![], 10, vec![]),
             (vec![(11, 10), (12, 11), (13, 1)], 10, vec![11, 12]),
             // A setsid'd grandchild reparented to the subreaper is its child.

@@ -107,7 +107,10 @@ fn a_setsid_grandchild_ends_with_the_program_and_the_status_is_the_programs() {
                 .status()
                 .unwrap();
             assert_eq!(status.code(), Some(7), "{mode:?} {prefix:?}");
-            until_gone(&marker, &format!("{mode:?} as {prefix:?}: the setsid'd process"));
+            until_gone(
+                &marker,
+                &format!("{mode:?} as {prefix:?}: the setsid'd process"),
+            );
             // A signal ends it as the signal.
             let status = command(&prefix, mode, "kill -TERM $$", Some(&lifeline))
                 .status()
@@ -139,7 +142,10 @@ fn cutting_the_lifeline_ends_everything() {
             lifeline.cut();
             let status = child.wait().unwrap();
             assert_eq!(status.code(), Some(137), "{mode:?} {prefix:?}");
-            until_gone(&marker, &format!("{mode:?} as {prefix:?}: after the lifeline"));
+            until_gone(
+                &marker,
+                &format!("{mode:?} as {prefix:?}: after the lifeline"),
+            );
         }
     }
 }
@@ -160,7 +166,9 @@ fn sigterm_reaches_a_setsid_process() {
             flag.display(),
             ready.display()
         );
-        let mut child = command(&[], mode, &script, Some(&lifeline)).spawn().unwrap();
+        let mut child = command(&[], mode, &script, Some(&lifeline))
+            .spawn()
+            .unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
         while !ready.exists() {
             assert!(Instant::now() < deadline, "never started");

@@ -109,8 +109,7 @@ fn orphans_usage(core: &Core) -> std::collections::BTreeMap<(String, String, u32
                 continue;
             };
             let text = String::from_utf8_lossy(&bytes);
-            let usage =
-                crew_core::stream::transcript_usage(runtime.adapter, runtime.rpc(), &text);
+            let usage = crew_core::stream::transcript_usage(runtime.adapter, runtime.rpc(), &text);
             seen.insert((id.clone(), t.plan.id.to_string(), t.attempts), usage);
         }
     }
@@ -191,7 +190,8 @@ pub fn recover(core: &mut Core) {
     let now = core.now();
     let seen = orphans_usage(core);
     let requeue = core.state.requeue_orphans_seen(now, |run, task, attempt| {
-        seen.get(&(run.to_string(), task.to_string(), attempt)).copied()
+        seen.get(&(run.to_string(), task.to_string(), attempt))
+            .copied()
     });
     let requeued: Vec<String> = requeue
         .iter()

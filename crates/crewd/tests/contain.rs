@@ -97,7 +97,10 @@ fn cancel_leaves_nothing(env: &[(&str, &str)]) {
     one_step_team(&d, "esc", "Escape.", "explorer");
     let run = d.run("escape", json!({"team": "esc", "runtime": "escape"}));
     until_file(&scratch.path().join("up"));
-    assert!(!marked(&format!("{m}-s")).is_empty(), "the setsid'd process started");
+    assert!(
+        !marked(&format!("{m}-s")).is_empty(),
+        "the setsid'd process started"
+    );
     d.ok("team.cancel", json!({"runId": run}));
     assert_eq!(d.wait(&run), "cancelled");
     until_gone(&format!("{m}-s"), "the setsid'd grandchild after cancel");
@@ -126,10 +129,14 @@ fn kill_9_leaves_nothing(env: &[(&str, &str)]) {
     // Before any restart: the daemon's death alone ends them.
     until_gone(&format!("{m}-s"), "the setsid'd grandchild after kill -9");
     until_gone(&format!("{m}-w"), "the writing grandchild after kill -9");
-    let size = std::fs::metadata(scratch.path().join("writes")).unwrap().len();
+    let size = std::fs::metadata(scratch.path().join("writes"))
+        .unwrap()
+        .len();
     std::thread::sleep(Duration::from_millis(200));
     assert_eq!(
-        std::fs::metadata(scratch.path().join("writes")).unwrap().len(),
+        std::fs::metadata(scratch.path().join("writes"))
+            .unwrap()
+            .len(),
         size,
         "nothing writes any more"
     );
@@ -217,7 +224,10 @@ fn a_killed_attempts_usage_counts_after_the_restart() {
         "the killed attempt counts {counted} input tokens, its transcript shows more than the {journaled} reported before the kill: {retry}"
     );
     let st = d.status(&run);
-    assert!(st["run"]["usage"]["input"].as_u64().unwrap_or(0) >= seen, "{st}");
+    assert!(
+        st["run"]["usage"]["input"].as_u64().unwrap_or(0) >= seen,
+        "{st}"
+    );
     d.ok("team.cancel", json!({"runId": run}));
 }
 

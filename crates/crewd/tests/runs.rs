@@ -150,7 +150,10 @@ fn group_members(pgid: i64) -> Vec<i64> {
         .filter_map(|e| e.file_name().to_str()?.parse::<i64>().ok())
         .filter(|p| {
             let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
-            let rest = stat.rfind(')').and_then(|i| stat.get(i + 1..)).unwrap_or("");
+            let rest = stat
+                .rfind(')')
+                .and_then(|i| stat.get(i + 1..))
+                .unwrap_or("");
             rest.split_whitespace().nth(2).and_then(|g| g.parse().ok()) == Some(pgid)
         })
         .collect()

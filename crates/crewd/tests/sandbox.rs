@@ -153,7 +153,10 @@ fn a_hostile_agent_in_its_box_reaches_nothing_but_its_worktree() {
     // The setsid'd process ended with the attempt.
     let deadline = Instant::now() + Duration::from_secs(10);
     while !marked(&marker).is_empty() {
-        assert!(Instant::now() < deadline, "the setsid'd process outlived its box");
+        assert!(
+            Instant::now() < deadline,
+            "the setsid'd process outlived its box"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }

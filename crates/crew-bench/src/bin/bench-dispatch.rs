@@ -138,7 +138,14 @@ fn crew_run_on(d: &Daemon, team: &str, n: usize, runtime: &str) -> (Duration, u6
 /// bubblewrap can make a box here (as crewd probes it).
 fn bwrap_works() -> bool {
     Command::new("bwrap")
-        .args(["--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "/bin/true"])
+        .args([
+            "--unshare-all",
+            "--die-with-parent",
+            "--ro-bind",
+            "/",
+            "/",
+            "/bin/true",
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
@@ -328,8 +335,7 @@ fn main() {
         let b = median(&mut boxed_times);
         let per_task_ms = (b.as_secs_f64() - crew.as_secs_f64()) * 1e3 * PARALLEL as f64
             / args.tasks.max(1) as f64;
-        let per_run_ms =
-            (b.as_secs_f64() - crew.as_secs_f64()) * 1e3 / args.tasks.max(1) as f64;
+        let per_run_ms = (b.as_secs_f64() - crew.as_secs_f64()) * 1e3 / args.tasks.max(1) as f64;
         println!(
             "crew with the box: {} = {:.2}x xargs (without: {ratio:.2}x); the run takes \
              {per_run_ms:.2} ms more per task, i.e. each task start {per_task_ms:.2} ms more \

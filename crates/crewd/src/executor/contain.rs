@@ -24,7 +24,9 @@ pub struct Containment {
 impl Containment {
     /// `pid-namespace`, `process-group+subreaper` or `process-group`.
     pub fn describe(&self) -> &'static str {
-        self.init.as_ref().map_or("process-group", |(_, m)| m.describe())
+        self.init
+            .as_ref()
+            .map_or("process-group", |(_, m)| m.describe())
     }
 }
 
@@ -37,7 +39,10 @@ pub fn containment() -> &'static Containment {
 pub fn announce() {
     let c = containment();
     match &c.notice {
-        None => tracing::info!(containment = c.describe(), "local attempts run in a PID namespace each"),
+        None => tracing::info!(
+            containment = c.describe(),
+            "local attempts run in a PID namespace each"
+        ),
         Some(n) => tracing::warn!(containment = c.describe(), "{n}"),
     }
 }
@@ -50,8 +55,12 @@ fn find_init() -> Option<PathBuf> {
         .and_then(|p| p.parent().map(|d| d.join("crew-box")))
         .filter(|p| p.is_file());
     beside.or_else(|| {
-        crew_box::spawn::resolve("crew-box", std::env::var_os("PATH").as_deref(), Path::new("/"))
-            .ok()
+        crew_box::spawn::resolve(
+            "crew-box",
+            std::env::var_os("PATH").as_deref(),
+            Path::new("/"),
+        )
+        .ok()
     })
 }
 

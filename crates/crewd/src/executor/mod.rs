@@ -410,15 +410,7 @@ async fn run_process(
             }
         }
     };
-    crew_attempt::run(
-        &worker,
-        session,
-        &launcher,
-        port,
-        ctl,
-        artifacts,
-    )
-    .await
+    crew_attempt::run(&worker, session, &launcher, port, ctl, artifacts).await
 }
 
 /// The box of a worker (`sandbox::spec`).
@@ -430,11 +422,14 @@ fn worker_box(
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let argv = spec.runtime.command.argv();
     let path = std::env::var_os("PATH");
-    let program = argv.first().and_then(|p| {
-        crew_box::spawn::resolve(p, path.as_deref(), Path::new(&spec.cwd)).ok()
-    });
+    let program = argv
+        .first()
+        .and_then(|p| crew_box::spawn::resolve(p, path.as_deref(), Path::new(&spec.cwd)).ok());
     let session = session::session_spec(spec, resume, &shared.state_dir).ok();
-    let session_file = session.as_ref().and_then(|s| s.file.clone()).map(PathBuf::from);
+    let session_file = session
+        .as_ref()
+        .and_then(|s| s.file.clone())
+        .map(PathBuf::from);
     let asks = session
         .as_ref()
         .is_some_and(|s| s.ask_server.is_some() || s.ask_config.is_some());

@@ -31,16 +31,13 @@ pub async fn run(
         reason: "sandbox".into(),
     })?;
     let launcher = super::contain::Contained { boxed };
-    crew_attempt::pre_step::run(
-        p,
-        Path::new(&spec.cwd),
-        &env,
+    let place = crew_attempt::pre_step::Place {
+        cwd: Path::new(&spec.cwd),
+        env: &env,
         grace,
-        &launcher,
-        port.as_ref(),
-        &spec.key(),
-        ctl,
-    )
-    .await
-    .map_err(|f| f.into_result(Default::default(), None, Vec::new()))
+        launcher: &launcher,
+    };
+    crew_attempt::pre_step::run(p, &place, port.as_ref(), &spec.key(), ctl)
+        .await
+        .map_err(|f| f.into_result(Default::default(), None, Vec::new()))
 }

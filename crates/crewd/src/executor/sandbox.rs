@@ -12,12 +12,9 @@ use std::sync::OnceLock;
 pub fn boxing() -> &'static Result<PathBuf, String> {
     static FOUND: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     FOUND.get_or_init(|| {
-        let bwrap = crew_box::spawn::resolve(
-            "bwrap",
-            std::env::var_os("PATH").as_deref(),
-            Path::new("/"),
-        )
-        .map_err(|_| "bubblewrap (`bwrap`) is not installed".to_string())?;
+        let bwrap =
+            crew_box::spawn::resolve("bwrap", std::env::var_os("PATH").as_deref(), Path::new("/"))
+                .map_err(|_| "bubblewrap (`bwrap`) is not installed".to_string())?;
         crew_box::bwrap::probe(&bwrap)
             .map_err(|why| format!("bubblewrap cannot make a box here: {why}"))?;
         Ok(bwrap)

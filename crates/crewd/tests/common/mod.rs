@@ -29,7 +29,10 @@ pub fn ensure_fake_agent() {
                 .args(["build", "-p", "crew-fake-agent", "-p", "crew-box"])
                 .status()
                 .expect("cargo build -p crew-fake-agent -p crew-box");
-            assert!(status.success(), "building crew-fake-agent and crew-box failed");
+            assert!(
+                status.success(),
+                "building crew-fake-agent and crew-box failed"
+            );
         }
     });
 }
