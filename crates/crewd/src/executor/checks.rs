@@ -251,7 +251,10 @@ pub async fn verify(
         let ran = match super::sandbox::command_box(shared, spec) {
             Err(e) => Err(std::io::Error::other(e)),
             Ok(boxed) => {
-                let launcher = super::contain::Contained { boxed };
+                let launcher = super::contain::Contained {
+                    boxed,
+                    reaper: false,
+                };
                 verify::run(command, cwd, &env, &limits, &launcher, ctl).await
             }
         };

@@ -107,6 +107,7 @@ pub fn command(
     path: Option<&OsStr>,
     cwd: &Path,
     boxed: Option<(&Path, &crew_box::bwrap::BoxSpec)>,
+    reaper: bool,
 ) -> std::io::Result<(tokio::process::Command, Option<Lifeline>)> {
     let init = &containment().init;
     if init.is_none() && boxed.is_none() {
@@ -124,7 +125,11 @@ pub fn command(
     }
     match init {
         Some((init, mode)) => {
-            let mode = if boxed.is_some() { Mode::Reaper } else { *mode };
+            let mode = if boxed.is_some() || reaper {
+                Mode::Reaper
+            } else {
+                *mode
+            };
             wrapped(init, mode, &program, &args)
         }
         None => {
@@ -166,6 +171,10 @@ pub fn path_of(env: &[(OsString, OsString)]) -> Option<&OsStr> {
 /// stdout and stderr piped, as the supervision expects.
 pub struct Contained {
     pub boxed: Option<(&'static Path, crew_box::bwrap::BoxSpec)>,
+    /// Under the init as a subreaper, not in a PID namespace: Codex's own sandbox (bubblewrap)
+    /// fails inside crew's PID namespace here (every command it runs for the model fails);
+    /// why is not found yet.
+    pub reaper: bool,
 }
 
 impl crew_attempt::spawn::Launcher for Contained {
@@ -181,6 +190,7 @@ impl crew_attempt::spawn::Launcher for Contained {
             path_of(&p.env),
             Path::new(&p.cwd),
             self.boxed.as_ref().map(|(b, s)| (*b, s)),
+            self.reaper,
         )?;
         let stdin = match p.stdin {
             Stdin::Null => Stdio::null(),

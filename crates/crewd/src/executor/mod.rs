@@ -398,6 +398,7 @@ async fn run_process(
     let launcher = match sandbox::bwrap_for(sandbox::mode(&shared.config, &spec.runtime)) {
         Ok(bwrap) => contain::Contained {
             boxed: bwrap.map(|b| (b, worker_box(shared, spec, resume))),
+            reaper: spec.runtime.adapter == crew_core::stream::AdapterKind::Codex,
         },
         Err(e) => {
             return AttemptResult::Failed {

@@ -30,7 +30,10 @@ pub async fn run(
         retryable: false,
         reason: "sandbox".into(),
     })?;
-    let launcher = super::contain::Contained { boxed };
+    let launcher = super::contain::Contained {
+        boxed,
+        reaper: false,
+    };
     let place = crew_attempt::pre_step::Place {
         cwd: Path::new(&spec.cwd),
         env: &env,
