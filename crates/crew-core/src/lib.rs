@@ -19,5 +19,6 @@ pub mod schedule;
 pub mod scope;
 pub mod skills;
 pub mod stream;
+pub mod text;
 pub mod usage;
 pub mod worker_env;

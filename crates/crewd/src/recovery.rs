@@ -189,10 +189,17 @@ pub fn recover(core: &mut Core) {
     }
     let now = core.now();
     let seen = orphans_usage(core);
-    let requeue = core.state.requeue_orphans_seen(now, |run, task, attempt| {
-        seen.get(&(run.to_string(), task.to_string(), attempt))
-            .copied()
-    });
+    // Tasks whose attempt is a job on a cluster: it ran on without the daemon, and is followed
+    // again rather than started over.
+    let remote = crate::placement::remote_attempts(core);
+    let requeue = core.state.requeue_orphans_except(
+        now,
+        &|run, task| remote.contains(&(run.id.clone(), task.plan.id.to_string())),
+        &|run, task, attempt| {
+            seen.get(&(run.to_string(), task.to_string(), attempt))
+                .copied()
+        },
+    );
     let requeued: Vec<String> = requeue
         .iter()
         .filter_map(|p| Some(format!("{}/{}", p.run_id.as_ref()?, p.task_id.as_ref()?)))
@@ -211,6 +218,10 @@ pub fn recover(core: &mut Core) {
             killed_workers: killed,
             active_runs,
         }));
+    }
+    for (run, task) in remote {
+        tracing::info!(%run, %task, "following the task's Slurm job again");
+        crate::actor::workers::reattach(core, &run, &task);
     }
     for id in core.state.active.clone() {
         core.touch(&id);

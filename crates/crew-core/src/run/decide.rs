@@ -2,7 +2,7 @@
 //! None of these mutate; see `apply`.
 
 use super::event::{AttemptEnd, Delivery, EventBody, Pending, ReusedFrom};
-use super::types::{Approval, ArtifactRef, RunSpec, RunStatus, TaskStatus};
+use super::types::{Approval, ArtifactRef, RunSpec, RunState, RunStatus, TaskState, TaskStatus};
 use super::{not_found, CoreError, State};
 use crate::usage::Usage;
 use chrono::{DateTime, Duration, Utc};
@@ -658,17 +658,20 @@ impl State {
     /// back to the queue as a retry with reason `daemon_restarted` (not counted against
     /// `maxAttempts`: the worker did not fail).
     pub fn requeue_orphans(&self, now: DateTime<Utc>) -> Vec<Pending> {
-        self.requeue_orphans_seen(now, |_, _, _| None)
+        self.requeue_orphans_except(now, &|_, _| false, &|_, _, _| None)
     }
 
-    /// `requeue_orphans`, with what each orphaned attempt's transcript shows it spent (`seen`:
-    /// run, task, attempt): the worker went on working and paying after the last progress the
-    /// daemon held in memory, and that spending counts in the task, the run and the budget.
-    /// The larger of the two (by budget tokens, then cost) is the attempt's usage.
-    pub fn requeue_orphans_seen(
+    /// `requeue_orphans`, leaving running the tasks `alive(run, task)` names: those whose
+    /// worker outlives the daemon on purpose (a job on a cluster), which the daemon follows
+    /// again instead of starting another attempt. `seen(run, task, attempt)`: what an orphaned
+    /// attempt's transcript shows it spent — the worker went on after the last progress the
+    /// daemon held, and that spending counts in the task, the run and the budget; the larger of
+    /// the two (by budget tokens, then cost) is the attempt's usage.
+    pub fn requeue_orphans_except(
         &self,
         now: DateTime<Utc>,
-        seen: impl Fn(&str, &str, u32) -> Option<Usage>,
+        alive: &dyn Fn(&RunState, &TaskState) -> bool,
+        seen: &dyn Fn(&str, &str, u32) -> Option<Usage>,
     ) -> Vec<Pending> {
         let mut out = Vec::new();
         for id in &self.active {
@@ -676,7 +679,7 @@ impl State {
                 continue;
             };
             for t in &run.tasks {
-                if t.status == TaskStatus::Running {
+                if t.status == TaskStatus::Running && !alive(run, t) {
                     out.push(Pending::task(
                         id,
                         &t.plan.id,
