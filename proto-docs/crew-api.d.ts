@@ -156,9 +156,16 @@ export type CatchUp = "latest" | "none" | "all";
 
 export interface DaemonStatus {
   apiVersion: string;
+  /**
+   * How local attempts are held: `pid-namespace` (each in its own, under crew's init),
+   * `process-group+subreaper` (namespaces unavailable) or `process-group` (no init).
+   */
+  containment?: string;
   journal: JournalStatus;
   pid: number;
   runs: RunCounts;
+  /** The box around local attempts: `off`, `bubblewrap`, or why it is unavailable here. */
+  sandbox?: string;
   schedules: ScheduleCounts;
   socket: string;
   stateDir: string;

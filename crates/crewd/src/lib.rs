@@ -201,6 +201,13 @@ async fn serve(
         journal,
         state.last_seq,
     ));
+    // Before the first attempt: how this machine holds local attempts (a probe of crew's
+    // init), said once.
+    tokio::task::spawn_blocking(executor::contain::announce).await?;
+    {
+        let config = shared.config.clone();
+        tokio::task::spawn_blocking(move || executor::sandbox::announce(&config)).await?;
+    }
     // Before recovery re-queues tasks: a re-queued task may reuse a saved result (SPEC §9).
     {
         let shared = shared.clone();

@@ -20,13 +20,19 @@ pub fn crewd_bin() -> PathBuf {
 pub fn ensure_fake_agent() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
-        let path = crewd_bin().with_file_name("crew-fake-agent");
-        if !path.exists() {
+        // And crew's init, `crew-box`, which crewd starts every local attempt under.
+        let missing = ["crew-fake-agent", "crew-box"]
+            .iter()
+            .any(|b| !crewd_bin().with_file_name(b).exists());
+        if missing {
             let status = Command::new(env!("CARGO"))
-                .args(["build", "-p", "crew-fake-agent"])
+                .args(["build", "-p", "crew-fake-agent", "-p", "crew-box"])
                 .status()
-                .expect("cargo build -p crew-fake-agent");
-            assert!(status.success(), "building crew-fake-agent failed");
+                .expect("cargo build -p crew-fake-agent -p crew-box");
+            assert!(
+                status.success(),
+                "building crew-fake-agent and crew-box failed"
+            );
         }
     });
 }
