@@ -17,7 +17,7 @@ XDG_CONFIG_HOME ?= $(HOME)/.config
 UNITDIR ?= $(XDG_CONFIG_HOME)/systemd/user
 # `make install PROFILE=debug` installs the debug build (what `make check-install` does).
 PROFILE ?= release
-BINS := crewd crewctl crew-fake-agent
+BINS := crewd crewctl crew-fake-agent crew-box
 UNITS := crewd.service crewd.socket
 
 # Where cargo puts the binaries (CARGO_TARGET_DIR is honoured).

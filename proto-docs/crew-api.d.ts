@@ -35,13 +35,23 @@ export interface ApplyParams {
 export interface ApplyResult {
   /** The user's branch the change went into (`None`: detached HEAD). */
   branch?: string | null;
+  /**
+   * The checkout the change went into: the run's own repository, whichever directory the
+   * call came from.
+   */
+  checkout?: string;
   deletions: number;
   files: number;
   /** The user's HEAD afterwards. */
   head: string;
-  /** `fast_forward`, `merge`, `squash` or `up_to_date`. */
+  /** `fast_forward`, `merge`, `squash` (one commit) or `up_to_date`. */
   how: string;
   insertions: number;
+  /**
+   * What the caller should know: why a merge went in as one commit, whose identity the
+   * commit carries when none is configured.
+   */
+  notes?: string[];
 }
 
 export interface ApproveParams {
@@ -146,9 +156,16 @@ export type CatchUp = "latest" | "none" | "all";
 
 export interface DaemonStatus {
   apiVersion: string;
+  /**
+   * How local attempts are held: `pid-namespace` (each in its own, under crew's init),
+   * `process-group+subreaper` (namespaces unavailable) or `process-group` (no init).
+   */
+  containment?: string;
   journal: JournalStatus;
   pid: number;
   runs: RunCounts;
+  /** The box around local attempts: `off`, `bubblewrap`, or why it is unavailable here. */
+  sandbox?: string;
   schedules: ScheduleCounts;
   socket: string;
   stateDir: string;
@@ -235,6 +252,14 @@ export interface ForgetParams {
   /** Also delete worktrees of the run that hold uncommitted work. */
   force?: boolean | null;
   runId: string;
+}
+
+export interface ForgetResult {
+  /**
+   * What was kept in the repository and why (a branch checked out or committed on, a
+   * worktree with uncommitted work). The answer comes once the cleanup is done.
+   */
+  notes?: string[];
 }
 
 export interface ImportParams {
@@ -379,6 +404,8 @@ export interface PruneParams {
 
 export interface PruneResult {
   kept: number;
+  /** What was kept in the repositories of the removed runs and why (as `team.forget`'s). */
+  notes?: string[];
   removed: string[];
 }
 
@@ -1116,14 +1143,14 @@ export interface Methods {
     result: SummaryResult;
     errors: 1001;
   };
-  /** Remove a finished run, its events and artifacts, and its worktrees and branches (worktrees with uncommitted work only with `force`). */
+  /** Remove a finished run, its events and artifacts, and its worktrees and branches (worktrees with uncommitted work only with `force`; a branch checked out in a worktree or committed on is kept). Answers when the cleanup is done, with what was kept in `notes`. */
   "team.forget": {
     params: {
       /** Also delete worktrees of the run that hold uncommitted work. */
       force?: boolean | null;
       runId: string;
     };
-    result: Empty;
+    result: ForgetResult;
     errors: 1001 | 1002 | 1007;
   };
   /** Remove finished runs beyond the newest `keep` (and, with `olderThanMs`, only older ones); active runs are never touched, so it works while runs are active. */

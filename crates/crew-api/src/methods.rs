@@ -209,9 +209,9 @@ method!(
     TeamForget,
     "team.forget",
     ForgetParams,
-    Empty,
+    ForgetResult,
     [NOT_FOUND, INVALID_STATE, STORAGE_FAILED],
-    "Remove a finished run, its events and artifacts, and its worktrees and branches (worktrees with uncommitted work only with `force`)."
+    "Remove a finished run, its events and artifacts, and its worktrees and branches (worktrees with uncommitted work only with `force`; a branch checked out in a worktree or committed on is kept). Answers when the cleanup is done, with what was kept in `notes`."
 );
 method!(
     TeamPrune,

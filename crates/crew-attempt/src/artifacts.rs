@@ -50,7 +50,12 @@ pub fn make_durable(run_dir: &Path) -> std::io::Result<()> {
 /// The artifact name of a system prompt's file: named by its content.
 pub fn system_prompt_name(prompt: &str) -> String {
     let digest = sha256_hex(prompt.as_bytes());
-    format!("prompts/system-{}.md", digest.get(..16).unwrap_or(&digest))
+    // crew's reserved scheme (`crew_core::ids::reserved`): no task's `prompts/<taskId>.md`
+    // can be it.
+    format!(
+        "prompts/{}",
+        crew_core::ids::reserved::system_prompt_file(digest.get(..16).unwrap_or(&digest))
+    )
 }
 
 pub fn sha256_hex(bytes: &[u8]) -> String {

@@ -124,6 +124,25 @@ pub fn classify(c: &Collected) -> Verdict {
             None => Verdict::NoFinalText,
         };
     }
+    // crew's init could not start the program: the spawn failure it would have been without it.
+    if let (Some(127), false, Some(errno)) = (
+        c.exit.and_then(|s| s.code()),
+        c.any_stdout,
+        crew_box::init::not_started(&c.stderr_tail),
+    ) {
+        let e = std::io::Error::from_raw_os_error(errno);
+        let what = c
+            .stderr_tail
+            .lines()
+            .find_map(|l| l.strip_prefix(crew_box::init::NOT_STARTED))
+            .and_then(|l| l.split_once(": "))
+            .map_or("the worker", |(name, _)| name);
+        return Verdict::Failed(Failure::new(
+            format!("failed to start {what}: {e}"),
+            stream::is_retryable_spawn_error(e.kind()),
+            FailReason::Spawn,
+        ));
+    }
     let code = c
         .exit
         .and_then(|s| s.code())

@@ -28,11 +28,18 @@ const ERROR_TAIL: usize = 2000;
 
 /// Run `script` in `cwd`: `Ok(Some(block))` is the prompt block to append, `Ok(None)` means
 /// an optional script failed (told to `port` as a warning), `Err` ends the attempt.
+/// Where and how the script runs: the workspace, the environment, the SIGTERM→SIGKILL grace
+/// and the launcher (crew's init, the box).
+pub struct Place<'a> {
+    pub cwd: &'a Path,
+    pub env: &'a [(OsString, OsString)],
+    pub grace: Duration,
+    pub launcher: &'a dyn crate::spawn::Launcher,
+}
+
 pub async fn run(
     script: &PreStep,
-    cwd: &Path,
-    env: &[(OsString, OsString)],
-    grace: Duration,
+    place: &Place<'_>,
     port: &dyn Port,
     key: &AttemptKey,
     ctl: &mut mpsc::UnboundedReceiver<WorkerCtl>,
@@ -41,10 +48,18 @@ pub async fn run(
     tracing::info!(script = %shown, "pre-step script");
     let limits = verify::Limits {
         timeout: Duration::from_millis(script.timeout_ms),
-        grace,
+        grace: place.grace,
         output_bytes: PRE_STEP_OUTPUT_BYTES,
     };
-    let ran = verify::run(&script.shell_command(), cwd, env, &limits, ctl).await;
+    let ran = verify::run(
+        &script.shell_command(),
+        place.cwd,
+        place.env,
+        &limits,
+        place.launcher,
+        ctl,
+    )
+    .await;
     let problem = match ran {
         Err(e) => format!("cannot run the pre-step script `{shown}`: {e}"),
         Ok(r) if r.stopped => {

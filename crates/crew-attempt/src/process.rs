@@ -26,12 +26,31 @@ pub fn signal_group(pgid: u32, sig: Signal) {
 }
 
 /// Kills the worker's process group when dropped: at the end of supervision (tools the agent
-/// started go too), and on any early way out, a panic included.
-pub struct GroupGuard(pub u32);
+/// started go too), and on any early way out, a panic included. A worker under crew's init
+/// (`crew_box`) is killed by cutting its lifeline: the init kills everything it holds, reaps
+/// it and exits (a SIGKILL of the init would orphan what it holds).
+pub struct GroupGuard {
+    pub pgid: u32,
+    lifeline: Option<crew_box::spawn::Lifeline>,
+}
+
+impl GroupGuard {
+    pub fn new(pgid: u32, lifeline: Option<crew_box::spawn::Lifeline>) -> GroupGuard {
+        GroupGuard { pgid, lifeline }
+    }
+
+    /// End every process of the attempt.
+    pub fn kill(&mut self) {
+        match self.lifeline.as_mut() {
+            Some(l) => l.cut(),
+            None => signal_group(self.pgid, Signal::SIGKILL),
+        }
+    }
+}
 
 impl Drop for GroupGuard {
     fn drop(&mut self) {
-        signal_group(self.0, Signal::SIGKILL);
+        self.kill();
     }
 }
 

@@ -14,15 +14,19 @@ use std::process::Stdio;
 /// Starts a worker's process. The child must lead its own process group (its pid is the
 /// group's id: stopping the worker signals the group), with stdout and stderr piped and stdin
 /// as the program says.
+/// A launcher that holds the worker under crew's init returns the lifeline too: held for the
+/// attempt, cut to kill it (`GroupGuard`).
 pub trait Launcher: Send + Sync {
-    fn launch(&self, program: Program) -> std::io::Result<tokio::process::Child>;
+    fn launch(&self, program: Program) -> std::io::Result<Launched>;
 }
+
+pub type Launched = (tokio::process::Child, Option<crew_box::spawn::Lifeline>);
 
 /// The worker as a plain child process of this one.
 pub struct Local;
 
 impl Launcher for Local {
-    fn launch(&self, p: Program) -> std::io::Result<tokio::process::Child> {
+    fn launch(&self, p: Program) -> std::io::Result<Launched> {
         let stdin = match p.stdin {
             Stdin::Null => Stdio::null(),
             Stdin::Pipe => Stdio::piped(),
@@ -39,6 +43,7 @@ impl Launcher for Local {
             .process_group(0)
             .kill_on_drop(false)
             .spawn()
+            .map(|c| (c, None))
     }
 }
 
@@ -54,7 +59,7 @@ pub struct Spawned {
 
 pub fn spawn(launcher: &dyn Launcher, program: Program) -> Result<Spawned, Failure> {
     let name = program.program.clone();
-    let child = match fault::hit("spawn").and_then(|()| launcher.launch(program)) {
+    let (child, lifeline) = match fault::hit("spawn").and_then(|()| launcher.launch(program)) {
         Ok(c) => c,
         Err(e) => {
             // Too long for argv stays too long, and a missing program stays missing: no
@@ -69,7 +74,7 @@ pub fn spawn(launcher: &dyn Launcher, program: Program) -> Result<Spawned, Failu
         }
     };
     let pid = child.id().unwrap_or(0);
-    let group = GroupGuard(pid);
+    let group = GroupGuard::new(pid, lifeline);
     let pid_start = process::start_time(pid).unwrap_or(0);
     Ok(Spawned {
         child,

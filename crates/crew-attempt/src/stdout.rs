@@ -80,6 +80,16 @@ impl Transcript {
         }
     }
 
+    /// Hand what is buffered to the file (not synced: the page cache outlives the daemon).
+    pub(crate) fn flush(&mut self) {
+        if let Some(f) = &mut self.file {
+            if std::io::Write::flush(f).is_err() {
+                self.file = None;
+                self.broken = true;
+            }
+        }
+    }
+
     /// The transcript as an artifact, from what was written (after a successful `finish`).
     pub(crate) fn artifact(self, name: String) -> Option<ArtifactRef> {
         use sha2::Digest;

@@ -443,7 +443,10 @@ impl Supervisor<'_> {
             let deadline = next_deadline(&self.watch(), &self.rules);
             match self.next_wake(deadline).await {
                 Wake::Line(line) => self.on_line(&line).await,
-                Wake::StdoutEnd => self.stdout_open = false,
+                Wake::StdoutEnd => {
+                    self.stdout_open = false;
+                    self.answered_at_eof();
+                }
                 Wake::Stderr(read) => self.on_stderr(read),
                 Wake::Exited(status) => self.on_exit(status),
                 Wake::Ctl(msg) => self.on_ctl(msg).await,
@@ -603,11 +606,29 @@ impl Supervisor<'_> {
                 self.out.parser.usage(),
                 self.out.current_tool.clone(),
             );
+            // On disk as far as the progress goes: if the daemon dies now, recovery counts
+            // this attempt's usage from its transcript.
+            self.out.transcript.flush();
         }
         if self.exit.is_none() {
             if let Some(action) = stop_due(&self.watch(), &self.rules, now) {
                 self.act(action, now);
             }
+        }
+    }
+
+    /// stdout ended while the worker still runs: a worker whose answer is complete (an adapter
+    /// whose answer is all of stdout, `command`, knows it only now) has nothing more to say,
+    /// and what lingers is stopped after the final drain instead of the no-output watchdog
+    /// failing (and retrying, and paying for) an attempt that answered.
+    fn answered_at_eof(&mut self) {
+        if self.exit.is_some() || self.out.final_at.is_some() || self.out.question.is_some() {
+            return;
+        }
+        let outcome = self.out.parser.outcome();
+        if outcome.final_text.is_some() && outcome.error.is_none() {
+            tracing::info!("the worker closed stdout after its answer; what lingers is stopped after the final drain");
+            self.out.final_at = Some(Instant::now());
         }
     }
 
@@ -617,6 +638,7 @@ impl Supervisor<'_> {
     async fn take_ready(&mut self, now: Instant) {
         if self.stdout_open && !drain_ready_lines(&mut self.lines, &mut self.out) {
             self.stdout_open = false;
+            self.answered_at_eof();
         }
         send_replies(self.stdin.as_mut(), &mut self.out, self.rules.no_output).await;
         if let Some(s) = self.stderr.as_mut() {
@@ -643,7 +665,7 @@ impl Supervisor<'_> {
         match action {
             Action::Kill => {
                 tracing::warn!(pid = self.pid, "worker ignored SIGTERM; sending SIGKILL");
-                process::signal_group(self.pid, Signal::SIGKILL);
+                self.group.kill();
                 let why = std::mem::replace(&mut self.stopping, Stopping::Running)
                     .why()
                     .unwrap_or(Why::Drained);

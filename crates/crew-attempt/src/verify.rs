@@ -12,7 +12,6 @@ use nix::sys::signal::Signal;
 use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::path::Path;
-use std::process::Stdio;
 use std::time::Duration;
 use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
@@ -84,24 +83,21 @@ pub async fn run(
     cwd: &Path,
     env: &[(OsString, OsString)],
     limits: &Limits,
+    launcher: &dyn crate::spawn::Launcher,
     ctl: &mut mpsc::UnboundedReceiver<WorkerCtl>,
 ) -> std::io::Result<Ran> {
     let start = Instant::now();
-    let mut child = tokio::process::Command::new("sh")
-        .arg("-c")
-        .arg(command)
-        .current_dir(cwd)
-        .env_clear()
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(false)
-        .spawn()?;
+    // Started like a worker (the launcher: crew's init, the box), stdin /dev/null.
+    let (mut child, lifeline) = launcher.launch(crate::command::Program {
+        program: "sh".into(),
+        args: vec!["-c".into(), command.into()],
+        cwd: cwd.display().to_string(),
+        env: env.to_vec(),
+        stdin: crate::command::Stdin::Null,
+    })?;
     let pid = child.id().unwrap_or(0);
     // Whatever way this ends (a panic included), nothing of the group outlives it.
-    let _group = process::GroupGuard(pid);
+    let mut group = process::GroupGuard::new(pid, lifeline);
     let mut out = child.stdout.take();
     let mut err = child.stderr.take();
     let mut tail = Tail {
@@ -134,7 +130,7 @@ pub async fn run(
                 Some(WorkerCtl::Stop { .. }) | None => {
                     ctl_open = false;
                     stopped = true;
-                    process::signal_group(pid, Signal::SIGKILL);
+                    group.kill();
                 }
             },
             _ = tokio::time::sleep_until(deadline), if term_at.is_none() => {
@@ -143,14 +139,14 @@ pub async fn run(
                 term_at = Some(Instant::now());
             },
             _ = tokio::time::sleep_until(kill_at.unwrap_or(deadline)), if kill_at.is_some() => {
-                process::signal_group(pid, Signal::SIGKILL);
+                group.kill();
                 term_at = Some(Instant::now() + Duration::from_secs(3600));
             },
         }
     }
     // What is left in the group (a background job of the command) goes now; its pipes then
     // close, and what they still hold is read briefly.
-    process::signal_group(pid, Signal::SIGKILL);
+    group.kill();
     let _ = tokio::time::timeout(EXIT_DRAIN, async {
         for pipe in [
             out.as_mut()
@@ -196,7 +192,9 @@ mod tests {
     async fn go(cmd: &str, l: Limits) -> Ran {
         let (_tx, mut rx) = mpsc::unbounded_channel();
         let dir = tempfile::tempdir().unwrap();
-        run(cmd, dir.path(), &env(), &l, &mut rx).await.unwrap()
+        run(cmd, dir.path(), &env(), &l, &crate::spawn::Local, &mut rx)
+            .await
+            .unwrap()
     }
 
     #[tokio::test]
@@ -244,6 +242,7 @@ mod tests {
             dir.path(),
             &env(),
             &limits(60_000, 100),
+            &crate::spawn::Local,
             &mut rx,
         )
         .await

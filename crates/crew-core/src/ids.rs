@@ -3,6 +3,8 @@
 //! checks, so an id read from params, a bundle, the journal or a resource file cannot reach a
 //! path without passing the rule.
 
+pub mod reserved;
+
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::borrow::Borrow;

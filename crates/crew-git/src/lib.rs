@@ -7,11 +7,23 @@
 //! over), stdin closed, hooks disabled, the environment's `GIT_DIR`-style overrides removed, and
 //! optional locks off, so reading the user's repository never rewrites its index.
 //!
+//! No call starts a program the repository's config names that crew does not need: every call
+//! runs with `core.fsmonitor=false` (a repository's fsmonitor hook is a program of its choice),
+//! and the diffs crew makes with `--no-ext-diff --no-textconv`. Clean/smudge filters and merge
+//! drivers stay honoured: they are what makes crew's commits and merges the user's own.
+//!
 //! Nothing here touches the user's work tree, index, stash or branches unless a function says so
-//! (`merge_into_checkout` is the one that does, for `team.apply`).
+//! (`checkout.rs` is the part that does, for `team.apply`).
 
+mod checkout;
 mod error;
 mod parse;
+mod refs;
+mod worktrees;
+
+pub use checkout::{Identity, InProgress};
+pub use refs::LastMove;
+pub use worktrees::admin_dir;
 
 pub use error::GitError;
 pub use parse::{Diffstat, MergeOutcome};
@@ -44,7 +56,7 @@ impl Default for Git {
 /// A directory git runs in: the user's checkout, or one of crew's worktrees.
 #[derive(Debug, Clone)]
 pub struct Repo {
-    git: Git,
+    pub(crate) git: Git,
     dir: PathBuf,
 }
 
@@ -110,16 +122,28 @@ impl Repo {
         env: &[(&str, &OsString)],
         stdin: Option<Vec<u8>>,
     ) -> Result<Out, GitError> {
+        self.raw_as(args, env, stdin, Identity::Crew).await
+    }
+
+    /// The one place a git process is made (but `diff_capped`'s, which streams): hooks and
+    /// fsmonitor off, the environment scrubbed, `who` deciding the identity of commits.
+    fn command(
+        &self,
+        args: &[&str],
+        env: &[(&str, &OsString)],
+        who: Identity,
+    ) -> tokio::process::Command {
         let mut cmd = tokio::process::Command::new(&self.git.program);
-        // Hooks of the user's repository never run for crew's commits, merges and checkouts.
-        cmd.arg("-c").arg("core.hooksPath=/dev/null");
+        // Hooks of the user's repository never run for crew's commits, merges and checkouts,
+        // and neither does its fsmonitor program (git would start it for every status, add,
+        // checkout and diff of the work tree, as for the user's own commands).
+        cmd.arg("-c")
+            .arg("core.hooksPath=/dev/null")
+            .arg("-c")
+            .arg("core.fsmonitor=false");
         cmd.args(args)
             .current_dir(&self.dir)
-            .stdin(if stdin.is_some() {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
+            .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
@@ -128,14 +152,32 @@ impl Repo {
         }
         cmd.env("GIT_TERMINAL_PROMPT", "0")
             .env("GIT_OPTIONAL_LOCKS", "0")
-            .env("GIT_AUTHOR_NAME", AUTHOR_NAME)
-            .env("GIT_AUTHOR_EMAIL", AUTHOR_EMAIL)
-            .env("GIT_COMMITTER_NAME", AUTHOR_NAME)
-            .env("GIT_COMMITTER_EMAIL", AUTHOR_EMAIL)
             .env("LC_ALL", "C");
+        if who == Identity::Crew {
+            cmd.env("GIT_AUTHOR_NAME", AUTHOR_NAME)
+                .env("GIT_AUTHOR_EMAIL", AUTHOR_EMAIL)
+                .env("GIT_COMMITTER_NAME", AUTHOR_NAME)
+                .env("GIT_COMMITTER_EMAIL", AUTHOR_EMAIL);
+        }
         for (k, v) in env {
             cmd.env(k, v);
         }
+        cmd
+    }
+
+    async fn raw_as(
+        &self,
+        args: &[&str],
+        env: &[(&str, &OsString)],
+        stdin: Option<Vec<u8>>,
+        who: Identity,
+    ) -> Result<Out, GitError> {
+        let mut cmd = self.command(args, env, who);
+        cmd.stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        });
         let shown = || args.join(" ");
         let mut child = cmd.spawn().map_err(|source| GitError::Spawn {
             args: shown(),
@@ -421,13 +463,6 @@ impl Repo {
             .map(|_| ())
     }
 
-    /// Drop the metadata of worktrees whose directory is gone.
-    pub async fn worktree_prune(&self) -> Result<(), GitError> {
-        let lock = worktree_lock(&self.dir);
-        let _held = lock.lock().await;
-        self.run(&["worktree", "prune"], &[]).await.map(|_| ())
-    }
-
     /// The paths of the repository's worktrees (the main one first), as `git worktree list`.
     pub async fn worktree_list(&self) -> Result<Vec<PathBuf>, GitError> {
         let out = self
@@ -474,7 +509,17 @@ impl Repo {
     pub async fn diffstat(&self, from: &str, to: &str) -> Result<Diffstat, GitError> {
         let out = self
             .run(
-                &["diff", "--numstat", "-z", "--no-renames", from, to, "--"],
+                &[
+                    "diff",
+                    "--no-ext-diff",
+                    "--no-textconv",
+                    "--numstat",
+                    "-z",
+                    "--no-renames",
+                    from,
+                    to,
+                    "--",
+                ],
                 &[],
             )
             .await?;
@@ -485,7 +530,17 @@ impl Repo {
     pub async fn changed_paths(&self, from: &str, to: &str) -> Result<Vec<String>, GitError> {
         let out = self
             .run(
-                &["diff", "--name-only", "-z", "--no-renames", from, to, "--"],
+                &[
+                    "diff",
+                    "--no-ext-diff",
+                    "--no-textconv",
+                    "--name-only",
+                    "-z",
+                    "--no-renames",
+                    from,
+                    to,
+                    "--",
+                ],
                 &[],
             )
             .await?;
@@ -496,21 +551,95 @@ impl Repo {
             .collect())
     }
 
-    /// The patch from `from` to `to`, binary files included.
-    pub async fn diff(&self, from: &str, to: &str) -> Result<Vec<u8>, GitError> {
-        self.run(
-            &[
-                "diff",
-                "--binary",
-                "--no-color",
-                "--no-ext-diff",
-                from,
-                to,
-                "--",
-            ],
-            &[],
-        )
-        .await
+    /// The patch from `from` to `to`, binary files included, at most `cap` bytes: git's output
+    /// is read as it comes and git stopped once the cap is passed, so a huge file in a change
+    /// never sits whole in memory. `true` when cut. When a patch with binary files in full
+    /// does not fit, it is made again with binary files summarised ("Binary files … differ"),
+    /// which is what a reader of a cut patch can still use (and still reported as cut).
+    pub async fn diff(
+        &self,
+        from: &str,
+        to: &str,
+        cap: usize,
+    ) -> Result<(Vec<u8>, bool), GitError> {
+        let (bytes, cut) = self.diff_capped(from, to, cap, true).await?;
+        if !cut {
+            return Ok((bytes, false));
+        }
+        drop(bytes);
+        // Binary files summarised: not the whole patch either, so it counts as cut.
+        let (bytes, _) = self.diff_capped(from, to, cap, false).await?;
+        Ok((bytes, true))
+    }
+
+    async fn diff_capped(
+        &self,
+        from: &str,
+        to: &str,
+        cap: usize,
+        binary: bool,
+    ) -> Result<(Vec<u8>, bool), GitError> {
+        use tokio::io::AsyncReadExt;
+        let mut args = vec!["diff", "--no-color", "--no-ext-diff", "--no-textconv"];
+        if binary {
+            args.push("--binary");
+        }
+        args.extend([from, to, "--"]);
+        let shown = || args.join(" ");
+        let mut cmd = self.command(&args, &[], Identity::Crew);
+        // stderr is not read while stdout streams: git's messages are short, but a pipe that
+        // fills would stall it, so they go nowhere.
+        cmd.stderr(Stdio::null());
+        let mut child = cmd.spawn().map_err(|source| GitError::Spawn {
+            args: shown(),
+            source,
+        })?;
+        let Some(mut out) = child.stdout.take() else {
+            return Err(GitError::Parse {
+                args: shown(),
+                what: "no stdout".into(),
+            });
+        };
+        let read = async {
+            let mut buf = Vec::new();
+            let mut chunk = vec![0u8; 64 * 1024];
+            loop {
+                let n = out.read(&mut chunk).await?;
+                if n == 0 {
+                    return Ok::<_, std::io::Error>((buf, false));
+                }
+                let room = cap.saturating_sub(buf.len());
+                if n > room {
+                    buf.extend_from_slice(chunk.get(..room).unwrap_or_default());
+                    return Ok((buf, true));
+                }
+                buf.extend_from_slice(chunk.get(..n).unwrap_or_default());
+            }
+        };
+        let read = match tokio::time::timeout(self.git.timeout, read).await {
+            Err(_) => {
+                return Err(GitError::Timeout {
+                    args: shown(),
+                    after: self.git.timeout,
+                })
+            }
+            Ok(r) => r?,
+        };
+        if read.1 {
+            let _ = child.kill().await;
+            return Ok(read);
+        }
+        let status = child.wait().await?;
+        if !status.success() {
+            return Err(GitError::Failed {
+                args: shown(),
+                code: status
+                    .code()
+                    .map_or_else(|| "killed by a signal".to_string(), |c| format!("exit {c}")),
+                stderr: String::new(),
+            });
+        }
+        Ok(read)
     }
 
     /// Point `name` (a full ref name) at `commit`.
@@ -546,55 +675,6 @@ impl Repo {
         let args = ["update-ref", "--stdin"];
         let out = self.raw_in(&args, &[], Some(script.into_bytes())).await?;
         check(&args, out).map(|_| ())
-    }
-
-    /// Whether `a` and `b` merge without conflict, and the conflicting paths if not; nothing is
-    /// written but objects.
-    pub async fn merge_check(&self, a: &str, b: &str) -> Result<Vec<String>, GitError> {
-        let args = [
-            "merge-tree",
-            "--write-tree",
-            "--name-only",
-            "-z",
-            "--no-messages",
-            a,
-            b,
-        ];
-        let out = self.raw(&args, &[]).await?;
-        match out.code {
-            Some(0) => Ok(Vec::new()),
-            Some(1) => Ok(parse::conflict_paths(&out.stdout)),
-            _ => check(&args, out).map(|_| Vec::new()),
-        }
-    }
-
-    /// Bring `commit` into the checked-out branch of this (the user's) checkout: a fast-forward
-    /// when possible, else a merge commit, or with `squash` one new commit of the whole change.
-    /// This is the one call that changes the user's checkout (`team.apply`, asked by the user).
-    pub async fn merge_into_checkout(
-        &self,
-        commit: &str,
-        squash: bool,
-        message: &str,
-    ) -> Result<Option<String>, GitError> {
-        if squash {
-            self.run(&["merge", "--squash", "--quiet", commit], &[])
-                .await?;
-            // A squash of nothing new leaves nothing staged.
-            let staged = self.raw(&["diff", "--cached", "--quiet"], &[]).await?;
-            if staged.code == Some(0) {
-                return Ok(None);
-            }
-            self.run(&["commit", "--quiet", "--no-verify", "-m", message], &[])
-                .await?;
-        } else {
-            self.run(
-                &["merge", "--quiet", "--no-edit", "-m", message, commit],
-                &[],
-            )
-            .await?;
-        }
-        self.head().await
     }
 }
 

@@ -111,7 +111,18 @@ async fn worktrees_commit_merge_and_conflict() {
         }
         other => panic!("expected a conflict, got {other:?}"),
     }
-    assert_eq!(r.merge_check(&ca, &cc).await.unwrap(), ["a.txt"]);
+    // Exactly `base..theirs` onto ours, made without a work tree.
+    assert_eq!(
+        r.merge_onto(&base, &ca, &cc).await.unwrap(),
+        Err(vec!["a.txt".to_string()])
+    );
+    let tree = r.merge_onto(&base, &ca, &cb).await.unwrap().unwrap();
+    assert_eq!(sh(d.path(), &["show", &format!("{tree}:b.txt")]), "b");
+    // A patch is read no further than asked.
+    let (whole, cut) = r.diff(&base, &ca, 1 << 20).await.unwrap();
+    assert!(!cut && whole.len() > 10);
+    let (part, cut) = r.diff(&base, &ca, 10).await.unwrap();
+    assert!(cut && part.len() <= 10);
 
     for n in ["a", "b", "c"] {
         r.worktree_remove(&mk(n)).await.unwrap();

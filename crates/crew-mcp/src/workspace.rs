@@ -62,14 +62,24 @@ pub fn applied(run_id: &str, r: &ApplyResult) -> String {
             short(&r.head)
         );
     }
-    format!(
+    let into = if r.checkout.is_empty() {
+        into
+    } else {
+        format!("{into} of {}", r.checkout)
+    };
+    let mut text = format!(
         "Applied run {run_id} into {into} ({}): {} file(s), +{} -{}; HEAD is now {}.",
         r.how.replace('_', "-"),
         r.files,
         r.insertions,
         r.deletions,
         short(&r.head)
-    )
+    );
+    for n in &r.notes {
+        text.push_str("\nNote: ");
+        text.push_str(n);
+    }
+    text
 }
 
 /// A commit id as people read it.
@@ -120,10 +130,12 @@ mod tests {
             files: 1,
             insertions: 2,
             deletions: 3,
+            checkout: "/src/app".into(),
+            notes: Vec::new(),
         };
         assert_eq!(
             applied("r1", &r),
-            "Applied run r1 into branch main (fast-forward): 1 file(s), +2 -3; HEAD is now cccccccccccc."
+            "Applied run r1 into branch main of /src/app (fast-forward): 1 file(s), +2 -3; HEAD is now cccccccccccc."
         );
         let r = ApplyResult {
             how: "up_to_date".into(),

@@ -33,5 +33,12 @@ pub async fn apply(ctx: &Ctx, run: &RunRef, squash: bool) -> anyhow::Result<u8> 
         diffstat(r.files, r.insertions, r.deletions),
         short(&r.head)
     ))?;
+    if !r.checkout.is_empty() {
+        // The run's own checkout, wherever crewctl was called from.
+        outln(&format!("checkout: {}", r.checkout))?;
+    }
+    for n in &r.notes {
+        outln(&format!("note: {n}"))?;
+    }
     Ok(exit::SUCCESS)
 }

@@ -536,6 +536,9 @@ pub async fn forget(ctx: &Ctx, run: &RunRef, force: bool) -> anyhow::Result<u8> 
         ctx.json(&r)?;
     } else {
         outln(&format!("Forgot run {run_id}."))?;
+        for n in &r.notes {
+            outln(&format!("note: {n}"))?;
+        }
     }
     Ok(exit::SUCCESS)
 }
@@ -555,6 +558,9 @@ pub async fn prune(ctx: &Ctx, a: PruneArgs) -> anyhow::Result<u8> {
     } else {
         let n = r.removed.len();
         outln(&format!("Removed {n} run{}; kept {}.", plural(n), r.kept))?;
+        for note in &r.notes {
+            outln(&format!("note: {note}"))?;
+        }
     }
     Ok(exit::SUCCESS)
 }

@@ -265,7 +265,9 @@ fn infer_owner(run: &RunState, name: &str) -> (String, Option<String>) {
     let (top, rest) = name.split_once('/').unwrap_or(("", name));
     let kind = match top {
         // The same kind `team.artifacts` gives them (`system_prompts::on_disk`).
-        "prompts" if rest.starts_with("system-") => "system-prompt",
+        // `_system-` now; `system-` in bundles of older daemons (a task `system-…` would be
+        // `prompts/system-….md` too: the reserved name is what tells them apart from now on).
+        "prompts" if rest.starts_with("_system-") || rest.starts_with("system-") => "system-prompt",
         "prompts" => "prompt",
         "results" => "result",
         "transcripts" => "transcript",
@@ -614,6 +616,11 @@ pub fn validate(bundle: &Value) -> Result<Validated, ApiError> {
         if let Some(t) = &ev.task_id {
             if !crew_core::ids::is_safe_id(t) {
                 diags.push(diag(&format!("{field}.taskId"), "is not a valid task id"));
+            } else if !crew_core::ids::reserved::task_id_allowed_in_import(t) {
+                diags.push(diag(
+                    &format!("{field}.taskId"),
+                    "is in crew's reserved scheme (`_…`) but not a task id crew makes",
+                ));
             }
         }
     }

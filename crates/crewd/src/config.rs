@@ -91,6 +91,11 @@ pub struct Config {
     pub projects: BTreeMap<PathBuf, ProjectConfig>,
     /// The Slurm cluster runtimes with `placement = "slurm"` run on (README, "Slurm").
     pub slurm: Option<crate::placement::slurm::SlurmConfig>,
+    /// Box each local attempt (bubblewrap): `auto`, `required` or `off` (issue 34). A
+    /// runtime's `sandbox` overrides it.
+    pub sandbox: SandboxMode,
+    /// `false`: boxed verify commands and pre-step scripts get no network, loopback included.
+    pub verify_network: bool,
 }
 
 /// `[projects."/path/to/root"]`.
@@ -140,6 +145,8 @@ impl Default for Config {
             verify_output_bytes: 64 << 10,
             verify_retries: crew_core::checks::DEFAULT_VERIFY_RETRIES,
             scope_policy: crew_core::checks::ScopePolicy::NeedsAttention,
+            sandbox: SandboxMode::Off,
+            verify_network: true,
             allow_no_change: false,
             projects: BTreeMap::new(),
             max_fan_out_tasks: crew_core::fanout::DEFAULT_MAX_TASKS,
@@ -180,6 +187,29 @@ pub struct RuntimeConfig {
     /// over `[slurm]`'s.
     #[serde(default)]
     pub slurm: Option<crate::placement::slurm::SlurmResources>,
+    /// Overrides the daemon's `sandbox` for this runtime's workers.
+    #[serde(default)]
+    pub sandbox: Option<SandboxMode>,
+    /// `false`: this runtime's boxed workers get no network at all, loopback included.
+    #[serde(default)]
+    pub network: Option<bool>,
+    /// More paths a boxed worker sees read-only (toolchains, the CLI's install).
+    #[serde(default)]
+    pub sandbox_read: Vec<PathBuf>,
+    /// More paths a boxed worker may write (caches).
+    #[serde(default)]
+    pub sandbox_write: Vec<PathBuf>,
+}
+
+/// `sandbox`: box every local attempt where bubblewrap can (`auto`), refuse to start one that
+/// cannot be boxed (`required`), or run attempts unboxed (`off`).
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum SandboxMode {
+    Auto,
+    Required,
+    #[default]
+    Off,
 }
 
 impl RuntimeConfig {
@@ -435,6 +465,10 @@ impl Config {
                 no_output_timeout_ms: None,
                 placement: Default::default(),
                 slurm: None,
+                sandbox: None,
+                network: None,
+                sandbox_read: vec![],
+                sandbox_write: vec![],
             }),
             "fake-rpc" => Some(RuntimeConfig {
                 adapter: AdapterKind::Pi,
@@ -445,6 +479,10 @@ impl Config {
                 no_output_timeout_ms: None,
                 placement: Default::default(),
                 slurm: None,
+                sandbox: None,
+                network: None,
+                sandbox_read: vec![],
+                sandbox_write: vec![],
             }),
             "pi" => Some(RuntimeConfig {
                 adapter: AdapterKind::Pi,
@@ -455,6 +493,10 @@ impl Config {
                 no_output_timeout_ms: None,
                 placement: Default::default(),
                 slurm: None,
+                sandbox: None,
+                network: None,
+                sandbox_read: vec![],
+                sandbox_write: vec![],
             }),
             _ => None,
         }

@@ -57,6 +57,20 @@ fn policy_gaps(
 /// Validate params, resolve team/workflow/runtime, build the plan. Reads resource files, so it
 /// runs on the caller's task, not on the actor.
 pub async fn prepare(shared: &Arc<Shared>, p: &RunParams) -> Result<Prepared, ApiError> {
+    prepare_as(shared, p, false).await
+}
+
+/// [`prepare`] for a preview (`team.plan`, `schedule.add`'s check): nothing is written to the
+/// repository (a dirty tree is described, not snapshotted).
+pub async fn preview(shared: &Arc<Shared>, p: &RunParams) -> Result<Prepared, ApiError> {
+    prepare_as(shared, p, true).await
+}
+
+async fn prepare_as(
+    shared: &Arc<Shared>,
+    p: &RunParams,
+    preview: bool,
+) -> Result<Prepared, ApiError> {
     if p.goal.trim().is_empty() {
         return Err(ApiError::invalid_params("goal", "must not be empty"));
     }
@@ -203,7 +217,7 @@ pub async fn prepare(shared: &Arc<Shared>, p: &RunParams) -> Result<Prepared, Ap
         .first_team(&plan)
         .and_then(|t| catalog.team(t))
         .and_then(|t| t.workspace_mode);
-    let workspace = crate::workspace::plan_run(shared, p, team_mode, &mut notes).await?;
+    let workspace = crate::workspace::plan_run(shared, p, team_mode, preview, &mut notes).await?;
     crate::placement::check_workspace(&runtime, rt.placement, workspace.is_some())?;
     let adapter = cfg.runtime(&runtime).map(|rt| rt.adapter);
     let mut gaps = adapter
@@ -371,11 +385,26 @@ pub async fn start(actor: &Actor, prepared: Prepared) -> Result<RunStarted, ApiE
 pub fn create_in_core(core: &mut crate::actor::Core, spec: RunSpec) -> Result<String, ApiError> {
     let last = core.state.summaries.keys().next_back().map(String::as_str);
     let id = crew_core::ids::next_run_id(core.now(), rand::random(), last);
+    let base = spec.workspace.clone();
     let events = core
         .state
         .create_run(&id, spec)
         .map_err(views::core_error)?;
     core.emit_all(events);
+    if let Some(ws) = base {
+        // The base stays reachable from now on, even before a task starts (gc while the run
+        // waits for plan approval); git runs off the actor, once `run.created` is durable.
+        let (shared, rt, run) = (
+            core.shared.clone(),
+            tokio::runtime::Handle::current(),
+            id.clone(),
+        );
+        core.after_commit(move |res| {
+            if res.is_ok() {
+                rt.spawn(async move { crate::workspace::hold_base(&shared, &run, &ws).await });
+            }
+        });
+    }
     core.touch(&id);
     tracing::info!(run = %id, "run created");
     Ok(id)

@@ -201,11 +201,21 @@ async fn serve(
         journal,
         state.last_seq,
     ));
+    // Before the first attempt: how this machine holds local attempts (a probe of crew's
+    // init), said once.
+    tokio::task::spawn_blocking(executor::contain::announce).await?;
+    {
+        let config = shared.config.clone();
+        tokio::task::spawn_blocking(move || executor::sandbox::announce(&config)).await?;
+    }
     // Before recovery re-queues tasks: a re-queued task may reuse a saved result (SPEC §9).
     {
         let shared = shared.clone();
         tokio::task::spawn_blocking(move || shared.results.attach(&shared.state_dir)).await?;
     }
+    // An apply a killed daemon left half done is finished or undone before anyone can ask
+    // for another (workspace/apply.rs): the user's checkout is at the old commit or the new.
+    workspace::apply::recover(&shared).await;
     let (writer, writer_join) = writer::spawn(shared.clone());
     let (actor, rx) = actor::Actor::channel();
     let mut core = actor::Core::new(state, shared.clone(), writer, actor.clone());

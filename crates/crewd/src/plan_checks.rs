@@ -1,5 +1,5 @@
-//! A plan's checks at `team.plan`/`team.run` (issue 17): verification commands and pre-step
-//! scripts (issue 19) come only from files the user trusts, a `verify: true` step without commands of its own takes the project's
+//! A plan's checks at `team.plan`/`team.run` (issue 17): verification commands, pre-step
+//! scripts (issue 19) and seedPaths (issue 28) come only from files the user trusts, a `verify: true` step without commands of its own takes the project's
 //! configured ones, and unset retries take the config's.
 //!
 //! Commands run as `sh -c <command>` in the task's workspace with the workers' environment, so
@@ -91,6 +91,27 @@ pub fn apply(
                     ),
                 )
             }));
+            // Seeds copy files of the user's tree into a task's worktree (where the agent reads
+            // them and may commit them): which files is the user's call, not a repository's.
+            diags.extend(
+                wf.steps
+                    .iter()
+                    .filter(|s| !s.seed_paths.is_empty())
+                    .map(|s| {
+                        Diagnostic::error(
+                            &wf.path,
+                            Some(s.line),
+                            Some("seedPaths"),
+                            format!(
+                                "step `{}` declares seedPaths, but this project is not trusted: a \
+                         repository's own workflow may not choose files of your tree to copy \
+                         (add its root to `trusted_projects` in crewd's config, or put the \
+                         workflow in your user workflows)",
+                                s.id
+                            ),
+                        )
+                    }),
+            );
             if let Some(first) = diags.first() {
                 return Err(ApiError::validation(
                     format!("the team cannot run: {}", first.message),

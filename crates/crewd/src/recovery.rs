@@ -4,6 +4,7 @@ use crate::actor::Core;
 use crate::executor::process;
 use anyhow::{bail, Context};
 use crew_core::run::{Event, EventBody, Pending, State, TaskStatus};
+use crew_core::usage::Usage;
 use crew_journal::Journal;
 use std::collections::BTreeSet;
 
@@ -86,6 +87,35 @@ pub fn load_state(journal: &dyn Journal, resident_runs: usize) -> anyhow::Result
     Ok(state)
 }
 
+/// What each orphaned attempt's transcript shows it spent (the worker went on after the last
+/// progress the dead daemon held): read with its runtime's parser, keyed (run, task, attempt).
+/// Transcripts are capped (`TRANSCRIPT_MAX`), so each read is bounded.
+fn orphans_usage(core: &Core) -> std::collections::BTreeMap<(String, String, u32), Usage> {
+    let mut seen = std::collections::BTreeMap::new();
+    for id in &core.state.active {
+        let Some(run) = core.state.run(id) else {
+            continue;
+        };
+        let (Some(runtime), Ok(safe)) = (
+            core.shared.config.runtime(&run.spec.runtime),
+            crew_core::ids::SafeId::new(id),
+        ) else {
+            continue;
+        };
+        let dir = core.shared.run_dir(&safe).join("transcripts");
+        for t in run.tasks.iter().filter(|t| t.status == TaskStatus::Running) {
+            let path = dir.join(format!("{}.attempt-{}.jsonl", t.plan.id, t.attempts));
+            let Ok(bytes) = std::fs::read(&path) else {
+                continue;
+            };
+            let text = String::from_utf8_lossy(&bytes);
+            let usage = crew_core::stream::transcript_usage(runtime.adapter, runtime.rpc(), &text);
+            seen.insert((id.clone(), t.plan.id.to_string(), t.attempts), usage);
+        }
+    }
+    seen
+}
+
 /// Events after which a run may be finished.
 fn ends_run(body: &EventBody) -> bool {
     matches!(
@@ -158,12 +188,18 @@ pub fn recover(core: &mut Core) {
         }
     }
     let now = core.now();
+    let seen = orphans_usage(core);
     // Tasks whose attempt is a job on a cluster: it ran on without the daemon, and is followed
     // again rather than started over.
     let remote = crate::placement::remote_attempts(core);
-    let requeue = core.state.requeue_orphans_except(now, &|run, task| {
-        remote.contains(&(run.id.clone(), task.plan.id.to_string()))
-    });
+    let requeue = core.state.requeue_orphans_except(
+        now,
+        &|run, task| remote.contains(&(run.id.clone(), task.plan.id.to_string())),
+        &|run, task, attempt| {
+            seen.get(&(run.to_string(), task.to_string(), attempt))
+                .copied()
+        },
+    );
     let requeued: Vec<String> = requeue
         .iter()
         .filter_map(|p| Some(format!("{}/{}", p.run_id.as_ref()?, p.task_id.as_ref()?)))

@@ -422,7 +422,9 @@ pub async fn git_state(cwd: &str) -> Option<String> {
     let git = |args: &'static [&'static str]| {
         let cwd = cwd.to_string();
         async move {
+            // As every git crew runs (crew_git): no fsmonitor program of the repository's.
             let out = tokio::process::Command::new("git")
+                .args(["-c", "core.fsmonitor=false"])
                 .args(args)
                 .current_dir(&cwd)
                 .stdin(std::process::Stdio::null())
@@ -434,7 +436,9 @@ pub async fn git_state(cwd: &str) -> Option<String> {
         }
     };
     let head = git(&["rev-parse", "HEAD"]).await?;
-    let diff = git(&["diff", "HEAD", "--binary"]).await.unwrap_or_default();
+    let diff = git(&["diff", "--no-ext-diff", "--no-textconv", "HEAD", "--binary"])
+        .await
+        .unwrap_or_default();
     // Untracked files count as changes too: their names and contents.
     let untracked = git(&["ls-files", "--others", "--exclude-standard", "-z"])
         .await

@@ -19,7 +19,10 @@ use crew_git::{Git, GitError, MergeOutcome, Repo};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+pub mod apply;
+pub mod cleanup;
 mod readers;
+mod seed;
 pub use readers::Checkouts;
 
 /// What the worker needs to set a task's worktree up, frozen on the actor.
@@ -64,8 +67,20 @@ pub fn worktrees_dir(shared: &Shared, run_id: &str) -> PathBuf {
 }
 
 /// The file in a run's worktrees directory naming its repository, so forget/prune find it
-/// without the run's events.
-const REPO_FILE: &str = "repo";
+/// without the run's events (crew's reserved scheme: no task id can be it).
+const REPO_FILE: &str = crew_core::ids::reserved::REPO_FILE;
+/// Its name before the reserved scheme: read when a state dir from then has it.
+const LEGACY_REPO_FILE: &str = "repo";
+
+/// The largest patch artifact kept of a task's change: git's output is streamed and cut
+/// there (binary files then summarised), so a huge file in a result never sits whole in
+/// crewd's memory.
+pub const PATCH_MAX: usize = 8 << 20;
+
+/// Where crew's worktrees live: what `prune_worktrees_under` may prune, and nothing else.
+fn all_worktrees(shared: &Shared) -> PathBuf {
+    shared.state_dir.join("worktrees")
+}
 
 fn validation(field: &str, message: String) -> ApiError {
     let d = crew_core::resource::Diagnostic::error(
@@ -83,6 +98,7 @@ pub async fn plan_run(
     shared: &Shared,
     params: &api::RunParams,
     team_mode: Option<WorkspaceMode>,
+    preview: bool,
     notes: &mut Vec<String>,
 ) -> Result<Option<WorkspaceSpec>, ApiError> {
     let mode = match params.workspace {
@@ -112,6 +128,7 @@ pub async fn plan_run(
     let repo = git.repo(&top);
     let fail = |e: GitError| validation("workspace", format!("cannot read the repository: {e}"));
     let head = repo.head().await.map_err(fail)?;
+    refuse_clashing_branches(&repo, &top).await?;
     let dirty = repo.dirty_paths().await.map_err(fail)?;
     let branch = repo.current_branch().await.map_err(fail)?;
     let base = if dirty.is_empty() {
@@ -134,6 +151,32 @@ pub async fn plan_run(
                 ),
             ));
         }
+        if preview && head.is_none() {
+            return Err(validation(
+                "workspace",
+                format!(
+                    "{} has no commit yet: commit something first, worktree mode starts from a \
+                     commit",
+                    top.display()
+                ),
+            ));
+        }
+        if preview {
+            // A preview writes nothing to the repository: the snapshot is made by `team.run`.
+            notes.push(format!(
+                "the run will start from your uncommitted changes too ({} path(s)), committed \
+                 when it starts without touching your tree, index or stash",
+                dirty.len()
+            ));
+            return Ok(Some(WorkspaceSpec {
+                repo: top.to_string_lossy().into_owned(),
+                subdir: subdir_of(cwd, &top),
+                base: head.clone().unwrap_or_default(),
+                head,
+                dirty: true,
+                branch,
+            }));
+        }
         let snap = repo
             .snapshot("crew: the uncommitted changes a run started from")
             .await
@@ -155,27 +198,66 @@ pub async fn plan_run(
             ),
         ));
     };
-    let subdir = cwd
-        .strip_prefix(&top)
-        .ok()
-        .map(|p| p.to_string_lossy().into_owned())
-        .or_else(|| {
-            // The cwd may reach the repository through a symlink: compare canonical paths.
-            let c = std::fs::canonicalize(cwd).ok()?;
-            let t = std::fs::canonicalize(&top).ok()?;
-            c.strip_prefix(t)
-                .ok()
-                .map(|p| p.to_string_lossy().into_owned())
-        })
-        .unwrap_or_default();
     Ok(Some(WorkspaceSpec {
         repo: top.to_string_lossy().into_owned(),
-        subdir,
+        subdir: subdir_of(cwd, &top),
         base,
         head,
         dirty: !dirty.is_empty(),
         branch,
     }))
+}
+
+/// The run's cwd relative to the top of its work tree.
+fn subdir_of(cwd: &Path, top: &Path) -> String {
+    cwd.strip_prefix(top)
+        .ok()
+        .map(|p| p.to_string_lossy().into_owned())
+        .or_else(|| {
+            // The cwd may reach the repository through a symlink: compare canonical paths.
+            let c = std::fs::canonicalize(cwd).ok()?;
+            let t = std::fs::canonicalize(top).ok()?;
+            c.strip_prefix(t)
+                .ok()
+                .map(|p| p.to_string_lossy().into_owned())
+        })
+        .unwrap_or_default()
+}
+
+/// A branch of the user's that takes the place of crew's branch directories (`crew`, or
+/// `crew/tasks`): git cannot hold `crew/<runId>` beside it (a ref is a file or a directory),
+/// so every task would fail at its first git call. Refused now, with the way out.
+async fn refuse_clashing_branches(repo: &Repo, top: &Path) -> Result<(), ApiError> {
+    for name in ["crew", "crew/tasks"] {
+        let full = format!("refs/heads/{name}");
+        let found = repo
+            .resolve(&full)
+            .await
+            .map_err(|e| validation("workspace", format!("cannot read the repository: {e}")))?;
+        if found.is_some() {
+            return Err(validation(
+                "workspace",
+                format!(
+                    "{} has a branch named `{name}`, and worktree mode keeps its branches under \
+                     `crew/`, which git cannot hold beside it: rename yours (git branch -m \
+                     {name} <new-name>) or use `workspace: \"shared\"`",
+                    top.display()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Keep the run's base reachable from `team.run` on (`refs/crew/<runId>/_base`): a dirty
+/// tree's snapshot is referenced by nothing else until a task starts, and `git gc` would drop
+/// it while the run waits.
+pub async fn hold_base(shared: &Shared, run_id: &str, ws: &WorkspaceSpec) {
+    let git = git(shared);
+    let name = format!("refs/crew/{run_id}/{}", crew_core::ids::reserved::BASE_REF);
+    if let Err(e) = git.repo(&ws.repo).update_ref(&name, &ws.base).await {
+        tracing::warn!(run = run_id, error = %e, "cannot keep a ref to the run's base");
+    }
 }
 
 pub fn short(id: &str) -> &str {
@@ -262,7 +344,9 @@ async fn retire(git: &Git, repo: &Repo, path: &Path, keep_as: &str) {
         let p = path.to_path_buf();
         let _ = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(p)).await;
     }
-    let _ = repo.worktree_prune().await;
+    if let Some(under) = path.parent().and_then(Path::parent) {
+        let _ = repo.prune_worktrees_under(under).await;
+    }
 }
 
 /// Make the attempt's worktree: clean, at the task's start commit. `Err` is the attempt's end
@@ -378,7 +462,9 @@ where
         let p = path.to_path_buf();
         let _ = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(p)).await;
     }
-    let _ = repo.worktree_prune().await;
+    if let Some(under) = path.parent().and_then(Path::parent) {
+        let _ = repo.prune_worktrees_under(under).await;
+    }
     if matches!(first, GitError::Timeout { .. }) {
         return Err(first);
     }
@@ -399,14 +485,19 @@ async fn discard(shared: &Shared, repo: &Repo, path: &Path) {
         uuid::Uuid::new_v4().simple()
     );
     let to = trash.join(name);
+    let admin = crew_git::admin_dir(path);
     let moved = match tokio::fs::create_dir_all(&trash).await {
         Ok(()) => tokio::fs::rename(path, &to).await,
         Err(e) => Err(e),
     };
     match moved {
         Ok(()) => {
-            if let Err(e) = repo.worktree_prune().await {
-                tracing::warn!(error = %e, "git worktree prune failed");
+            // This worktree's entry only: a repository-wide prune would also drop the user's
+            // worktrees whose directory happens to be absent.
+            if let Some(admin) = admin {
+                if let Err(e) = repo.forget_worktree(path, &admin).await {
+                    tracing::warn!(error = %e, "cannot drop a finished worktree's git metadata");
+                }
             }
             tokio::task::spawn_blocking(move || {
                 // `empty_trash` may be at the same directory: what it took is not an error.
@@ -514,35 +605,17 @@ async fn start_commit(
     }
 }
 
-/// Copy the named files (not directories) from the user's tree into the worktree.
+/// Copy the step's `seedPaths` from the user's tree into the worktree (`seed.rs`: never
+/// through a link, never outside either tree).
 async fn seed(from: &Path, to: &Path, paths: &[String]) -> std::io::Result<()> {
-    for p in paths {
-        if !crew_core_safe_relative(p) {
-            continue;
-        }
-        let src = from.join(p);
-        let dst = to.join(p);
-        let meta = match tokio::fs::symlink_metadata(&src).await {
-            Ok(m) => m,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(e),
-        };
-        if !meta.is_file() {
-            continue;
-        }
-        if let Some(parent) = dst.parent() {
-            tokio::fs::create_dir_all(parent).await?;
-        }
-        tokio::fs::copy(&src, &dst).await?;
+    if paths.is_empty() {
+        return Ok(());
     }
-    Ok(())
-}
-
-fn crew_core_safe_relative(p: &str) -> bool {
-    !p.is_empty()
-        && !p.starts_with('/')
-        && p.split('/')
-            .all(|part| !part.is_empty() && part != "." && part != "..")
+    let (from, to, paths) = (from.to_path_buf(), to.to_path_buf(), paths.to_vec());
+    tokio::task::spawn_blocking(move || seed::copy(&from, &to, &paths))
+        .await
+        .map_err(std::io::Error::other)?
+        .map_err(std::io::Error::other)
 }
 
 /// After the attempt: a completed attempt's changes become a commit on the task's branch, with
@@ -711,7 +784,7 @@ async fn adopt(
     repo.update_ref(&format!("refs/heads/{}", prepared.branch), commit)
         .await?;
     let stat = repo.diffstat(&prepared.start, commit).await?;
-    let patch = repo.diff(&prepared.start, commit).await?;
+    let (patch, _) = repo.diff(&prepared.start, commit, PATCH_MAX).await?;
     discard(shared, repo, &prepared.worktree).await;
     Ok((
         TaskCommit {
@@ -746,7 +819,7 @@ async fn record(
     let patch = if commit == prepared.start {
         Vec::new()
     } else {
-        repo.diff(&prepared.start, &commit).await?
+        repo.diff(&prepared.start, &commit, PATCH_MAX).await?.0
     };
     // The commit is on the branch: the worktree has nothing left that is not in it.
     discard(shared, repo, &prepared.worktree).await;
@@ -776,8 +849,8 @@ pub async fn integrate(
     let git = git(shared);
     let repo = git.repo(&ws.repo);
     cleanup_leftovers(&git, &repo, shared, run_id).await;
-    // Metadata of a worktree moved to the trash by a daemon killed before it pruned.
-    let _ = repo.worktree_prune().await;
+    // Metadata of a worktree moved to the trash by a daemon killed before it dropped it.
+    let _ = repo.prune_worktrees_under(&all_worktrees(shared)).await;
     empty_trash(shared);
     let branch = run_branch(run_id);
     let bref = format!("refs/heads/{branch}");
@@ -845,7 +918,8 @@ async fn cleanup_leftovers(git: &Git, repo: &Repo, shared: &Shared, run_id: &str
     };
     while let Ok(Some(entry)) = rd.next_entry().await {
         let name = entry.file_name().to_string_lossy().into_owned();
-        if name == REPO_FILE || !crew_core::ids::is_safe_id(&name) {
+        let legacy_file = name == LEGACY_REPO_FILE && !entry.path().is_dir();
+        if name == REPO_FILE || legacy_file || !crew_core::ids::is_safe_id(&name) {
             continue;
         }
         let keep = format!("refs/crew/{run_id}/{name}/leftover");
@@ -853,81 +927,7 @@ async fn cleanup_leftovers(git: &Git, repo: &Repo, shared: &Shared, run_id: &str
     }
 }
 
-// ---- forget / prune ---------------------------------------------------------------------
-
-/// Worktrees of the run with uncommitted work (what forget refuses to delete without force).
-pub async fn uncommitted(shared: &Shared, run_id: &str) -> Vec<String> {
-    let git = git(shared);
-    let dir = worktrees_dir(shared, run_id);
-    let mut out = Vec::new();
-    let Ok(mut rd) = tokio::fs::read_dir(&dir).await else {
-        return out;
-    };
-    while let Ok(Some(entry)) = rd.next_entry().await {
-        let path = entry.path();
-        if !path.join(".git").exists() {
-            continue;
-        }
-        match git.repo(&path).dirty_paths().await {
-            Ok(d) if d.is_empty() => {}
-            _ => out.push(path.display().to_string()),
-        }
-    }
-    out
-}
-
-/// Remove the run's worktrees, branches and refs (after `run.forgotten` is durable). Worktrees
-/// with uncommitted work stay unless `force`, and so does their branch.
-pub async fn remove_run(shared: Arc<Shared>, run_id: String, force: bool) {
-    let dir = worktrees_dir(&shared, &run_id);
-    let Ok(repo_path) = tokio::fs::read_to_string(dir.join(REPO_FILE)).await else {
-        return;
-    };
-    let git = git(&shared);
-    let repo = git.repo(repo_path.trim());
-    let dirty = if force {
-        Vec::new()
-    } else {
-        uncommitted(&shared, &run_id).await
-    };
-    let mut kept_tasks = Vec::new();
-    if let Ok(mut rd) = tokio::fs::read_dir(&dir).await {
-        while let Ok(Some(entry)) = rd.next_entry().await {
-            let path = entry.path();
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if name == REPO_FILE {
-                continue;
-            }
-            if dirty.contains(&path.display().to_string()) {
-                tracing::warn!(run = %run_id, path = %path.display(), "kept a worktree with uncommitted work (forget with force to remove it)");
-                kept_tasks.push(name);
-                continue;
-            }
-            if let Err(e) = repo.worktree_remove(&path).await {
-                tracing::warn!(error = %e, "git worktree remove failed");
-                let _ = tokio::fs::remove_dir_all(&path).await;
-            }
-        }
-    }
-    let _ = repo.worktree_prune().await;
-    let mut refs = Vec::new();
-    for prefix in [
-        format!("refs/heads/crew/tasks/{run_id}/"),
-        format!("refs/crew/{run_id}/"),
-    ] {
-        refs.extend(repo.refs_under(&prefix).await.unwrap_or_default());
-    }
-    refs.push(format!("refs/heads/{}", run_branch(&run_id)));
-    refs.retain(|r| !kept_tasks.iter().any(|t| r.ends_with(&format!("/{t}"))));
-    if let Err(e) = repo.delete_refs(&refs).await {
-        tracing::warn!(run = %run_id, error = %e, "cannot delete the run's branches");
-    }
-    if kept_tasks.is_empty() {
-        let _ = tokio::fs::remove_dir_all(&dir).await;
-    }
-}
-
-// ---- team.diff / team.apply -------------------------------------------------------------
+// ---- team.diff ---------------------------------------------------------------------------
 
 pub struct DiffInput {
     pub ws: WorkspaceSpec,
@@ -952,10 +952,12 @@ pub async fn diff(
     let (patch, truncated) = if stat_only {
         (String::new(), false)
     } else {
-        let bytes = repo.diff(&input.from, &input.to).await.map_err(internal)?;
-        let truncated = bytes.len() > limit;
-        let cut = bytes.get(..limit.min(bytes.len())).unwrap_or_default();
-        (String::from_utf8_lossy(cut).into_owned(), truncated)
+        // At most `limit` bytes are read from git: a huge file is never held whole.
+        let (bytes, truncated) = repo
+            .diff(&input.from, &input.to, limit)
+            .await
+            .map_err(internal)?;
+        (String::from_utf8_lossy(&bytes).into_owned(), truncated)
     };
     Ok(api::DiffResult {
         branch: input.branch,
@@ -967,85 +969,6 @@ pub async fn diff(
         patch,
         truncated,
     })
-}
-
-/// Bring the run's integrated commit into the user's checked-out branch. Refused when the
-/// user's tree has uncommitted changes, or when the branch moved since the run started and the
-/// change conflicts with what it gained.
-pub async fn apply(
-    shared: &Shared,
-    run_id: &str,
-    ws: &WorkspaceSpec,
-    integration: &Integration,
-    squash: bool,
-) -> Result<api::ApplyResult, ApiError> {
-    let git = git(shared);
-    let repo = git.repo(&ws.repo);
-    let internal = |e: GitError| ApiError::internal(format!("git: {e}"));
-    let dirty = repo.dirty_paths().await.map_err(internal)?;
-    if !dirty.is_empty() {
-        let shown: Vec<&str> = dirty.iter().take(10).map(String::as_str).collect();
-        return Err(ApiError::invalid_state(format!(
-            "your work tree {} has uncommitted changes ({}): commit or stash them, then apply \
-             again (or merge {} by hand)",
-            ws.repo,
-            shown.join(", "),
-            integration.branch
-        )));
-    }
-    let branch = repo.current_branch().await.map_err(internal)?;
-    let head = repo.head().await.map_err(internal)?;
-    let target = integration.commit.as_str();
-    let stat = repo.diffstat(&ws.base, target).await.map_err(internal)?;
-    let done = |head: String, how: &str| api::ApplyResult {
-        branch: branch.clone(),
-        head,
-        how: how.to_string(),
-        files: stat.files,
-        insertions: stat.insertions,
-        deletions: stat.deletions,
-    };
-    let Some(head) = head else {
-        return Err(ApiError::invalid_state(
-            "your repository has no commit checked out",
-        ));
-    };
-    if repo.is_ancestor(target, &head).await.map_err(internal)? {
-        return Ok(done(head, "up_to_date"));
-    }
-    let moved = !repo.is_ancestor(&head, target).await.map_err(internal)?;
-    if moved {
-        let conflicts = repo.merge_check(&head, target).await.map_err(internal)?;
-        if !conflicts.is_empty() {
-            return Err(ApiError::invalid_state(format!(
-                "your branch moved since run {run_id} started ({} → {}) and its changes \
-                 conflict with the run's in: {}. Merge {} by hand",
-                short(ws.head.as_deref().unwrap_or(&ws.base)),
-                short(&head),
-                conflicts.join(", "),
-                integration.branch
-            )));
-        }
-    }
-    let message = if squash {
-        format!(
-            "crew: run {run_id}\n\nSquashed from {}.\n",
-            integration.branch
-        )
-    } else {
-        format!("crew: merge run {run_id} ({})", integration.branch)
-    };
-    let new_head = repo
-        .merge_into_checkout(target, squash, &message)
-        .await
-        .map_err(|e| ApiError::invalid_state(format!("git merge refused: {e}")))?
-        .unwrap_or(head);
-    let how = match (squash, moved) {
-        (true, _) => "squash",
-        (false, false) => "fast_forward",
-        (false, true) => "merge",
-    };
-    Ok(done(new_head, how))
 }
 
 /// The status view of a worktree run.

@@ -282,7 +282,7 @@ fn system_prompt(d: &Daemon, run: &str) -> String {
     let mut names: Vec<String> = std::fs::read_dir(&dir)
         .unwrap()
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter(|n| n.starts_with("system-") && n.ends_with(".md"))
+        .filter(|n| n.starts_with("_system-") && n.ends_with(".md"))
         .collect();
     names.sort();
     assert!(

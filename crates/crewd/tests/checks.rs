@@ -330,7 +330,7 @@ fn verification_output_is_bounded_and_a_timeout_kills_the_commands() {
         "executor",
         &[(
             "hang",
-            "verifyRetries: 0\nverifyCommands: sleep 60 & echo $! > bg.pid; echo started; sleep 60",
+            "verifyRetries: 0\nverifyCommands: sh -c 'read p _ < /proc/self/stat; echo $p > bg.pid; exec sleep 60' & echo started; sleep 60",
             "[fake:write=x.txt:x]",
         )],
     );
@@ -508,7 +508,9 @@ fn the_guard_can_be_switched_off_in_the_config() {
 
 #[test]
 fn cancelling_a_run_kills_its_verification_commands() {
-    let d = Daemon::start();
+    // The shell's pids as it sees them: no PID namespace (the fallback of plain process
+    // groups, which this pins; tests/contain.rs covers the namespace).
+    let d = Daemon::start_with(plain_groups());
     user_team(
         &d,
         "long",
@@ -568,7 +570,9 @@ fn runs(pid: &str) -> bool {
 
 #[test]
 fn a_verification_command_left_by_a_killed_daemon_is_killed_by_recovery_and_the_task_reruns() {
-    let mut d = Daemon::start();
+    // The shell's pids as it sees them: no PID namespace (the fallback of plain process
+    // groups, which this pins; tests/contain.rs covers the namespace).
+    let mut d = Daemon::start_with(plain_groups());
     // First run: write the shell's pid and its child's (each whole, by rename), then wait on
     // the child for minutes. Once both files exist (the task's re-run), pass at once.
     user_team(
@@ -642,4 +646,12 @@ fn a_verification_command_left_by_a_killed_daemon_is_killed_by_recovery_and_the_
         retried[0]["data"]["reason"], "daemon_restarted",
         "{retried:?}"
     );
+}
+
+/// crewd without crew's init (`CREW_CONTAINMENT=none`): attempts as plain process groups.
+fn plain_groups() -> Opts {
+    Opts {
+        env: vec![("CREW_CONTAINMENT".into(), "none".into())],
+        ..Default::default()
+    }
 }

@@ -165,16 +165,14 @@ fn kill_9_in_the_middle_of_20_runs_then_restart() {
     first_ack.recv_timeout(Duration::from_secs(30)).unwrap();
     let old_daemon = d.pid();
     d.kill9();
-    // The old workers outlive their daemon (own process groups)... Frozen here, none can end
-    // by itself before the new daemon looks (a 1.5 s worker could, on a loaded machine): each
-    // one alive now must be killed by the new daemon, and reported.
+    // The old workers die with their daemon (crew's init reads the end of its lifeline), but
+    // a worker may still be there for a moment, and without crew's init (or with an init
+    // frozen, as here) it would outlive the daemon. Frozen here, none can end by itself
+    // before the new daemon looks: each one alive now must be killed by the new daemon, and
+    // reported. (None may be left: then the rest of the test checks the re-queueing alone.)
     let alive_after_kill = freeze(&processes_of_daemon(old_daemon));
     runs.extend(submitter.join().unwrap());
     assert!(runs.len() >= 15, "{runs:?}");
-    assert!(
-        !alive_after_kill.is_empty(),
-        "no worker survived the kill to be recovered"
-    );
     d.spawn(&[]);
 
     // ...until the new daemon kills them (SIGKILL is sent before it answers; dying takes a
@@ -393,9 +391,11 @@ fn kill_9_in_the_middle_of_20_runs_then_restart() {
 /// found (by the run and task in its environment) and killed.
 #[test]
 fn a_reused_pid_is_never_killed() {
+    // Without crew's init (`CREW_CONTAINMENT=none`), the worker outlives the daemon until
+    // recovery kills it: the case where a pid's start time matters.
     let mut d = Daemon::start_with(Opts {
         config: FAST.into(),
-        env: vec![],
+        env: vec![("CREW_CONTAINMENT".into(), "none".into())],
     });
     one_step_team(&d, "long", "Take long. [fake:sleep=30s]", "explorer");
     let run = d.run("long goal", json!({"team": "long"}));

@@ -126,7 +126,7 @@ fn cancel_says_which_workers_it_stopped_and_artifacts_list_system_prompts() {
     assert_eq!(sys.len(), 1, "{arts:?}");
     let name = sys[0]["name"].as_str().unwrap();
     assert!(
-        name.starts_with("prompts/system-") && name.ends_with(".md"),
+        name.starts_with("prompts/_system-") && name.ends_with(".md"),
         "{name}"
     );
     assert_eq!(sys[0]["taskId"], json!(task));

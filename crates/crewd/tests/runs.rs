@@ -138,6 +138,28 @@ fn group_gone_within(pgid: i64, limit: Duration) -> bool {
 
 /// Whether the process ignores SIGTERM (bit 15 of `SigIgn` in /proc/<pid>/status).
 fn sigterm_ignored(pid: i64) -> bool {
+    // The worker runs under crew's init (whose pid the event names) in the init's group.
+    group_members(pid).into_iter().any(sigterm_ignored_by)
+}
+
+/// Processes in process group `pgid`.
+fn group_members(pgid: i64) -> Vec<i64> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i64>().ok())
+        .filter(|p| {
+            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
+            let rest = stat
+                .rfind(')')
+                .and_then(|i| stat.get(i + 1..))
+                .unwrap_or("");
+            rest.split_whitespace().nth(2).and_then(|g| g.parse().ok()) == Some(pgid)
+        })
+        .collect()
+}
+
+fn sigterm_ignored_by(pid: i64) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| {
@@ -369,7 +391,7 @@ fn diamond_readiness_is_exact_and_dispatch_streams() {
     let system: Vec<String> = std::fs::read_dir(&prompts)
         .unwrap()
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter(|n| n.starts_with("system-"))
+        .filter(|n| n.starts_with("_system-"))
         .collect();
     assert_eq!(system.len(), 1, "{system:?}");
     let text = artifact(&d, &run, &format!("prompts/{}", system[0]));

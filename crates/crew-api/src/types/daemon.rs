@@ -22,6 +22,13 @@ pub struct DaemonStatus {
     pub schedules: ScheduleCounts,
     pub journal: JournalStatus,
     pub workers: WorkerCounts,
+    /// How local attempts are held: `pid-namespace` (each in its own, under crew's init),
+    /// `process-group+subreaper` (namespaces unavailable) or `process-group` (no init).
+    #[serde(default)]
+    pub containment: String,
+    /// The box around local attempts: `off`, `bubblewrap`, or why it is unavailable here.
+    #[serde(default)]
+    pub sandbox: String,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq)]

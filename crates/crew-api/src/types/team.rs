@@ -542,6 +542,9 @@ pub struct PruneParams {
 pub struct PruneResult {
     pub removed: Vec<String>,
     pub kept: u64,
+    /// What was kept in the repositories of the removed runs and why (as `team.forget`'s).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]

@@ -94,11 +94,28 @@ pub struct ApplyResult {
     pub branch: Option<String>,
     /// The user's HEAD afterwards.
     pub head: String,
-    /// `fast_forward`, `merge`, `squash` or `up_to_date`.
+    /// `fast_forward`, `merge`, `squash` (one commit) or `up_to_date`.
     pub how: String,
     pub files: u64,
     pub insertions: u64,
     pub deletions: u64,
+    /// The checkout the change went into: the run's own repository, whichever directory the
+    /// call came from.
+    #[serde(default)]
+    pub checkout: String,
+    /// What the caller should know: why a merge went in as one commit, whose identity the
+    /// commit carries when none is configured.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ForgetResult {
+    /// What was kept in the repository and why (a branch checked out or committed on, a
+    /// worktree with uncommitted work). The answer comes once the cleanup is done.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]

@@ -93,6 +93,11 @@ fn xargs_baseline(root: &Path, fake: &Path, n: usize, work_ms: u64) -> Duration 
 /// One crew run of `n` independent tasks: wall time from `team.run` to `team.wait`, durable
 /// events, and crewd's own CPU time (its workers not included).
 fn crew_run(d: &Daemon, team: &str, n: usize) -> (Duration, u64, Duration) {
+    crew_run_on(d, team, n, "fake")
+}
+
+/// `crew_run` on `runtime` (`fake-boxed`: the same fake agent in crew's box, issue 34).
+fn crew_run_on(d: &Daemon, team: &str, n: usize, runtime: &str) -> (Duration, u64, Duration) {
     let before = d.call("daemon.status", json!({}))["journal"]["lastSeq"]
         .as_u64()
         .unwrap_or(0);
@@ -105,7 +110,7 @@ fn crew_run(d: &Daemon, team: &str, n: usize) -> (Duration, u64, Duration) {
             "goal": "bench",
             "cwd": d.work.display().to_string(),
             "team": team,
-            "runtime": "fake",
+            "runtime": runtime,
             "concurrency": PARALLEL,
         }),
     );
@@ -128,6 +133,23 @@ fn crew_run(d: &Daemon, team: &str, n: usize) -> (Duration, u64, Duration) {
         .as_u64()
         .unwrap_or(0);
     (took, after - before, cpu)
+}
+
+/// bubblewrap can make a box here (as crewd probes it).
+fn bwrap_works() -> bool {
+    Command::new("bwrap")
+        .args([
+            "--unshare-all",
+            "--die-with-parent",
+            "--ro-bind",
+            "/",
+            "/",
+            "/bin/true",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
 }
 
 fn median(v: &mut [Duration]) -> Duration {
@@ -249,10 +271,14 @@ fn main() {
         load.trim()
     );
 
+    // `fake-boxed`: the fake agent in crew's box (bubblewrap), to price the box per task.
+    let boxed = bwrap_works();
     let d = Daemon::start(
         root.path(),
         &format!(
-            "max_workers = {PARALLEL}\nmax_concurrency_cap = {PARALLEL}\nresident_runs = 16\n"
+            "max_workers = {PARALLEL}\nmax_concurrency_cap = {PARALLEL}\nresident_runs = 16\n\
+             [runtimes.fake-boxed]\nadapter = \"pi\"\ncommand = [{:?}]\nrpc = false\nsandbox = \"required\"\n",
+            fake.display().to_string()
         ),
     );
     d.bulk_team("bulk", args.tasks, |i| task_text(i, args.work_ms));
@@ -264,8 +290,21 @@ fn main() {
 
     let mut xargs_times = Vec::new();
     let mut crew_times = Vec::new();
+    let mut boxed_times = Vec::new();
+    if boxed {
+        crew_run_on(&d, "warm", 16, "fake-boxed");
+    }
     for round in 1..=args.rounds {
         let x = xargs_baseline(root.path(), &fake, args.tasks, args.work_ms);
+        if boxed {
+            let (b, _, _) = crew_run_on(&d, "bulk", args.tasks, "fake-boxed");
+            println!(
+                "round {round}: crew with the box {}: {:.2}x",
+                secs(b),
+                b.as_secs_f64() / x.as_secs_f64()
+            );
+            boxed_times.push(b);
+        }
         let (c, events, cpu) = crew_run(&d, "bulk", args.tasks);
         println!(
             "round {round}: xargs -P{PARALLEL} {}, crew {} ({events} durable events, {:.0} events/s, \
@@ -292,6 +331,22 @@ fn main() {
         "crew / xargs = {ratio:.2}x (target <= {XARGS_TARGET}x): {}",
         verdict(ratio <= XARGS_TARGET)
     );
+    if boxed {
+        let b = median(&mut boxed_times);
+        let per_task_ms = (b.as_secs_f64() - crew.as_secs_f64()) * 1e3 * PARALLEL as f64
+            / args.tasks.max(1) as f64;
+        let per_run_ms = (b.as_secs_f64() - crew.as_secs_f64()) * 1e3 / args.tasks.max(1) as f64;
+        println!(
+            "crew with the box: {} = {:.2}x xargs (without: {ratio:.2}x); the run takes \
+             {per_run_ms:.2} ms more per task, i.e. each task start {per_task_ms:.2} ms more \
+             wall time in its slot (x {PARALLEL} slots; target <= 5 ms): {}",
+            secs(b),
+            b.as_secs_f64() / xargs.as_secs_f64(),
+            verdict(per_task_ms <= 5.0)
+        );
+    } else {
+        println!("box comparison SKIPPED: bubblewrap cannot make a box here");
+    }
 
     if args.pueue_tasks == 0 {
         return;

@@ -666,16 +666,20 @@ impl State {
     /// back to the queue as a retry with reason `daemon_restarted` (not counted against
     /// `maxAttempts`: the worker did not fail).
     pub fn requeue_orphans(&self, now: DateTime<Utc>) -> Vec<Pending> {
-        self.requeue_orphans_except(now, &|_, _| false)
+        self.requeue_orphans_except(now, &|_, _| false, &|_, _, _| None)
     }
 
     /// `requeue_orphans`, leaving running the tasks `alive(run, task)` names: those whose
     /// worker outlives the daemon on purpose (a job on a cluster), which the daemon follows
-    /// again instead of starting another attempt.
+    /// again instead of starting another attempt. `seen(run, task, attempt)`: what an orphaned
+    /// attempt's transcript shows it spent — the worker went on after the last progress the
+    /// daemon held, and that spending counts in the task, the run and the budget; the larger of
+    /// the two (by budget tokens, then cost) is the attempt's usage.
     pub fn requeue_orphans_except(
         &self,
         now: DateTime<Utc>,
         alive: &dyn Fn(&RunState, &TaskState) -> bool,
+        seen: &dyn Fn(&str, &str, u32) -> Option<Usage>,
     ) -> Vec<Pending> {
         let mut out = Vec::new();
         for id in &self.active {
@@ -690,7 +694,18 @@ impl State {
                         EventBody::TaskRetrying {
                             end: AttemptEnd {
                                 attempt: t.attempts,
-                                usage: t.attempt_usage,
+                                usage: match seen(id, &t.plan.id, t.attempts) {
+                                    Some(u)
+                                        if (u.budget_tokens(), u.cost)
+                                            > (
+                                                t.attempt_usage.budget_tokens(),
+                                                t.attempt_usage.cost,
+                                            ) =>
+                                    {
+                                        u
+                                    }
+                                    _ => t.attempt_usage,
+                                },
                                 ..Default::default()
                             },
                             reason: "daemon_restarted".into(),

@@ -1549,6 +1549,29 @@ fn orphans_are_requeued_after_a_restart_without_counting_an_attempt() {
 }
 
 #[test]
+fn an_orphans_transcript_usage_counts_when_it_shows_more() {
+    let mut sim = Sim::new();
+    sim.create("r", spec(&[("a", &[], false), ("b", &[], false)]));
+    sim.dispatch(8);
+    sim.progress("r", "a", 70);
+    sim.progress("r", "b", 70);
+    // a's transcript shows more than its last progress; b's less (the progress stands).
+    let seen = |_: &str, task: &str, attempt: u32| {
+        assert_eq!(attempt, 1);
+        Some(Usage {
+            input: if task.ends_with('a') { 500 } else { 10 },
+            cost: 0.25,
+            ..Default::default()
+        })
+    };
+    let ps = sim.st.requeue_orphans_except(sim.now, &|_, _| false, &seen);
+    sim.emit(ps);
+    assert_eq!(sim.st.runs["r"].usage().input, 570);
+    assert_eq!(sim.task("r", "a").usage().input, 500);
+    assert_eq!(sim.task("r", "b").usage().input, 70);
+}
+
+#[test]
 fn orphaned_attempt_does_not_count_against_max_attempts() {
     let mut sim = Sim::new();
     let mut s = spec(&[("a", &[], false)]);

@@ -586,7 +586,7 @@ pub(crate) fn thread_total(stream: &str) -> Usage {
     p.thread_total
 }
 
-fn empty_spec() -> LaunchSpec {
+pub(crate) fn empty_spec() -> LaunchSpec {
     LaunchSpec {
         command: Vec::new(),
         prompt: String::new(),

@@ -475,6 +475,20 @@ pub fn attempt_parser(
     }
 }
 
+/// What an attempt's transcript shows it spent, read with the parser its stream had: the usage
+/// of a worker that died with the daemon (recovery counts it).
+pub fn transcript_usage(kind: AdapterKind, rpc: bool, transcript: &str) -> Usage {
+    let spec = LaunchSpec {
+        rpc,
+        ..codex_app::empty_spec()
+    };
+    let mut p = attempt_parser(kind, &spec, None);
+    for line in transcript.lines() {
+        p.feed_line(line);
+    }
+    p.usage()
+}
+
 /// The parser for an attempt that continues the session of the attempt whose stream was
 /// `asked` (its transcript): codex counts usage over the whole thread, so the resumed
 /// attempt's usage starts from the totals the earlier stream ended with; the other CLIs

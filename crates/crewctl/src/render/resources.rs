@@ -173,6 +173,8 @@ mod tests {
                 bytes: 5 * 1024 * 1024,
             },
             workers: WorkerCounts { running: 3, max: 8 },
+            containment: "pid-namespace".into(),
+            sandbox: "off".into(),
         };
         insta::assert_snapshot!(crate::render::fixtures::at_80_and_160(|v| format!(
             "{}\n{}",

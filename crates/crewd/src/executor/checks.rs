@@ -248,7 +248,17 @@ pub async fn verify(
     let cwd = Path::new(&spec.cwd);
     for (k, command) in v.commands.iter().enumerate() {
         tracing::info!(command = %command, "verification command");
-        let ran = match verify::run(command, cwd, &env, &limits, ctl).await {
+        let ran = match super::sandbox::command_box(shared, spec) {
+            Err(e) => Err(std::io::Error::other(e)),
+            Ok(boxed) => {
+                let launcher = super::contain::Contained {
+                    boxed,
+                    reaper: false,
+                };
+                verify::run(command, cwd, &env, &limits, &launcher, ctl).await
+            }
+        };
+        let ran = match ran {
             Ok(r) => r,
             Err(e) => {
                 failure = Some(format!("cannot run verification command `{command}`: {e}"));

@@ -5,8 +5,10 @@
 
 mod answer;
 mod checks;
+pub mod contain;
 mod pre_step;
 mod reuse;
+pub mod sandbox;
 mod session;
 
 pub(crate) use crew_attempt::fault;
@@ -21,6 +23,7 @@ use crew_core::prompt::{DepOutput, PromptInput, SharedRead};
 use crew_core::run::{ArtifactRef, AttemptResult, FailReason};
 use crew_core::usage::Usage;
 use futures::FutureExt;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tokio::sync::mpsc;
 use tracing::Instrument;
@@ -402,15 +405,59 @@ async fn run_process(
 ) -> AttemptResult {
     let worker = worker_spec(&shared.config, spec, prompt, resume.is_some());
     let session = || session::session_spec(spec, resume, &shared.state_dir);
-    crew_attempt::run(
-        &worker,
-        session,
-        &crew_attempt::spawn::Local,
-        port,
-        ctl,
-        artifacts,
-    )
-    .await
+    // Under crew's init (`contain`), in its box (`sandbox`) where the mode says so and
+    // bubblewrap can.
+    let launcher = match sandbox::bwrap_for(sandbox::mode(&shared.config, &spec.runtime)) {
+        Ok(bwrap) => contain::Contained {
+            boxed: bwrap.map(|b| (b, worker_box(shared, spec, resume))),
+            reaper: spec.runtime.adapter == crew_core::stream::AdapterKind::Codex,
+        },
+        Err(e) => {
+            return AttemptResult::Failed {
+                usage: Default::default(),
+                model: None,
+                artifacts: artifacts.clone(),
+                error: e,
+                retryable: false,
+                reason: "sandbox".into(),
+            }
+        }
+    };
+    crew_attempt::run(&worker, session, &launcher, port, ctl, artifacts).await
+}
+
+/// The box of a worker (`sandbox::spec`).
+fn worker_box(
+    shared: &Shared,
+    spec: &AttemptSpec,
+    resume: Option<&Resume>,
+) -> crew_box::bwrap::BoxSpec {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let argv = spec.runtime.command.argv();
+    let path = std::env::var_os("PATH");
+    let program = argv
+        .first()
+        .and_then(|p| crew_box::spawn::resolve(p, path.as_deref(), Path::new(&spec.cwd)).ok());
+    let session = session::session_spec(spec, resume, &shared.state_dir).ok();
+    let session_file = session
+        .as_ref()
+        .and_then(|s| s.file.clone())
+        .map(PathBuf::from);
+    let asks = session
+        .as_ref()
+        .is_some_and(|s| s.ask_server.is_some() || s.ask_config.is_some());
+    sandbox::spec(&sandbox::Inputs {
+        adapter: Some(spec.runtime.adapter),
+        home: home.as_deref(),
+        cwd: Path::new(&spec.cwd),
+        repo: spec.workspace.as_ref().map(|w| Path::new(&w.repo)),
+        run_dir: Some(&spec.run_dir),
+        session_file: session_file.as_deref(),
+        ask_socket: asks.then_some(shared.socket.as_path()),
+        program: program.as_deref(),
+        runtime: Some(&spec.runtime),
+        network: spec.runtime.network.unwrap_or(true),
+    })
 }
 
 /// What the worker process needs, from the task's spec and the daemon's config.

@@ -21,15 +21,26 @@ pub async fn run(
     };
     let env = checks::task_env(shared, spec);
     let grace = Duration::from_millis(shared.config.kill_grace_ms);
-    crew_attempt::pre_step::run(
-        p,
-        Path::new(&spec.cwd),
-        &env,
+    // Under crew's init, in the attempt's box for commands (`sandbox::command_box`).
+    let boxed = super::sandbox::command_box(shared, spec).map_err(|e| AttemptResult::Failed {
+        usage: Default::default(),
+        model: None,
+        artifacts: Vec::new(),
+        error: e,
+        retryable: false,
+        reason: "sandbox".into(),
+    })?;
+    let launcher = super::contain::Contained {
+        boxed,
+        reaper: false,
+    };
+    let place = crew_attempt::pre_step::Place {
+        cwd: Path::new(&spec.cwd),
+        env: &env,
         grace,
-        port.as_ref(),
-        &spec.key(),
-        ctl,
-    )
-    .await
-    .map_err(|f| f.into_result(Default::default(), None, Vec::new()))
+        launcher: &launcher,
+    };
+    crew_attempt::pre_step::run(p, &place, port.as_ref(), &spec.key(), ctl)
+        .await
+        .map_err(|f| f.into_result(Default::default(), None, Vec::new()))
 }

@@ -51,6 +51,8 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
                 bytes: shared.journal.size_on_disk(),
             },
             workers,
+            containment: crate::executor::contain::containment().describe().into(),
+            sandbox: crate::executor::sandbox::status(&shared.config),
         })
     });
     register::<DaemonShutdown, _, _>(m, |ctx, _| async move {

@@ -124,7 +124,7 @@ fn default_name(run: &RunParams) -> String {
 /// The `run` params validated and planned exactly as `team.run` would (nothing is started);
 /// errors name `run.<field>`.
 async fn validated_run(ctx: &Ctx, run: &RunParams) -> Result<serde_json::Value, ApiError> {
-    crate::launch::prepare(&ctx.shared, run)
+    crate::launch::preview(&ctx.shared, run)
         .await
         .map_err(|e| {
             let field = e

@@ -1,6 +1,6 @@
 //! Read-only tasks (roles that may not edit: explorer, reviewer, …, the same notion result
 //! reuse uses, `PlannedTask::writes`) share one checkout per distinct start commit of their run
-//! instead of one each: `<state>/worktrees/<runId>/readers-<commit>`, a detached worktree.
+//! instead of one each: `<state>/worktrees/<runId>/_readers-<commit>`, a detached worktree.
 //! Five reviewers of the same change cost one checkout of the repository, not five.
 //!
 //! A checkout is leased: the first reader makes it, the last one to leave removes it (what it
@@ -24,14 +24,18 @@ pub struct Checkouts {
     slots: Mutex<HashMap<PathBuf, Slot>>,
 }
 
-/// Where the readers of `run_id` starting at `start` work.
+/// Where the readers of `run_id` starting at `start` work (a name in crew's reserved scheme,
+/// so no task's worktree can be it).
 pub fn checkout_path(worktrees: &Path, start: &str) -> PathBuf {
-    worktrees.join(format!("readers-{start}"))
+    worktrees.join(crew_core::ids::reserved::readers_dir(start))
 }
 
 /// The ref that keeps what a shared checkout held when it was removed, if anything changed.
 fn leftover_ref(run_id: &str, start: &str) -> String {
-    format!("refs/crew/{run_id}/readers-{}/leftover", short(start))
+    format!(
+        "refs/crew/{run_id}/{}/leftover",
+        crew_core::ids::reserved::readers_dir(short(start))
+    )
 }
 
 impl Checkouts {

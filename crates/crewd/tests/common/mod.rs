@@ -20,13 +20,19 @@ pub fn crewd_bin() -> PathBuf {
 pub fn ensure_fake_agent() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
-        let path = crewd_bin().with_file_name("crew-fake-agent");
-        if !path.exists() {
+        // And crew's init, `crew-box`, which crewd starts every local attempt under.
+        let missing = ["crew-fake-agent", "crew-box"]
+            .iter()
+            .any(|b| !crewd_bin().with_file_name(b).exists());
+        if missing {
             let status = Command::new(env!("CARGO"))
-                .args(["build", "-p", "crew-fake-agent"])
+                .args(["build", "-p", "crew-fake-agent", "-p", "crew-box"])
                 .status()
-                .expect("cargo build -p crew-fake-agent");
-            assert!(status.success(), "building crew-fake-agent failed");
+                .expect("cargo build -p crew-fake-agent -p crew-box");
+            assert!(
+                status.success(),
+                "building crew-fake-agent and crew-box failed"
+            );
         }
     });
 }
@@ -70,7 +76,11 @@ impl Daemon {
         let config = root.join("config.toml");
         std::fs::write(&config, &opts.config).unwrap();
         let mut d = Daemon {
-            bin: crewd_bin(),
+            // `CREW_TEST_CREWD` runs a test against another build (an older crewd, to see a
+            // new test fail before its fix).
+            bin: std::env::var_os("CREW_TEST_CREWD")
+                .map(PathBuf::from)
+                .unwrap_or_else(crewd_bin),
             socket: root.join("run").join("crewd.sock"),
             state_dir: root.join("state"),
             config,

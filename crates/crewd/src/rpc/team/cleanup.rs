@@ -1,7 +1,8 @@
 //! Forgetting runs: one (`forget`) or the oldest (`prune`); their files and worktrees go once
-//! the journal has the change.
+//! the journal has the change, and the answer comes when they are gone, naming what was kept
+//! (`workspace/cleanup.rs`).
 
-use super::{check_id, Out, P};
+use super::{check_id, with_run, Out, P};
 use crate::rpc::{views, Ctx};
 use crew_api::methods::*;
 use crew_api::types::*;
@@ -12,7 +13,7 @@ pub(super) async fn forget(ctx: Arc<Ctx>, p: P<TeamForget>) -> Out<TeamForget> {
     check_id("runId", &p.run_id)?;
     let force = p.force.unwrap_or(false);
     if !force {
-        let dirty = crate::workspace::uncommitted(&ctx.shared, &p.run_id).await;
+        let dirty = crate::workspace::cleanup::uncommitted(&ctx.shared, &p.run_id).await;
         if !dirty.is_empty() {
             return Err(ApiError::invalid_state(format!(
                 "run {} has worktrees with uncommitted work: {}; forget with force to \
@@ -22,8 +23,9 @@ pub(super) async fn forget(ctx: Arc<Ctx>, p: P<TeamForget>) -> Out<TeamForget> {
             )));
         }
     }
-    let rt = tokio::runtime::Handle::current();
+    let recorded = with_run(&ctx, &p.run_id, crate::workspace::cleanup::recorded_tips).await?;
     let shared = ctx.shared.clone();
+    let run_id = p.run_id.clone();
     ctx.actor
         .mutate(move |core| {
             let events = core.state.forget(&p.run_id).map_err(views::core_error)?;
@@ -32,12 +34,15 @@ pub(super) async fn forget(ctx: Arc<Ctx>, p: P<TeamForget>) -> Out<TeamForget> {
             core.after_commit(move |res| {
                 if res.is_ok() {
                     crate::forget::remove_run_data(&shared, &id);
-                    rt.spawn(crate::workspace::remove_run(shared, id, force));
                 }
             });
-            Ok(Empty {})
+            Ok(())
         })
-        .await
+        .await?;
+    let forgotten = crate::workspace::cleanup::Forgotten { run_id, recorded };
+    let notes =
+        crate::workspace::cleanup::after_forget(ctx.shared.clone(), vec![forgotten], force).await;
+    Ok(ForgetResult { notes })
 }
 
 pub(super) async fn prune(ctx: Arc<Ctx>, p: P<TeamPrune>) -> Out<TeamPrune> {
@@ -62,9 +67,9 @@ pub(super) async fn prune(ctx: Arc<Ctx>, p: P<TeamPrune>) -> Out<TeamPrune> {
         ),
     };
     let force = p.force.unwrap_or(false);
-    let rt = tokio::runtime::Handle::current();
     let shared = ctx.shared.clone();
-    ctx.actor
+    let mut pruned = ctx
+        .actor
         .mutate(move |core| {
             let victims = core
                 .state
@@ -81,18 +86,24 @@ pub(super) async fn prune(ctx: Arc<Ctx>, p: P<TeamPrune>) -> Out<TeamPrune> {
                 if res.is_ok() {
                     for id in &ids {
                         crate::forget::remove_run_data(&shared, id);
-                        rt.spawn(crate::workspace::remove_run(
-                            shared.clone(),
-                            id.clone(),
-                            force,
-                        ));
                     }
                 }
             });
             Ok(PruneResult {
                 removed: victims,
                 kept,
+                notes: Vec::new(),
             })
         })
-        .await
+        .await?;
+    let runs = pruned
+        .removed
+        .iter()
+        .map(|id| crate::workspace::cleanup::Forgotten {
+            run_id: id.clone(),
+            recorded: Vec::new(),
+        })
+        .collect();
+    pruned.notes = crate::workspace::cleanup::after_forget(ctx.shared.clone(), runs, force).await;
+    Ok(pruned)
 }

@@ -8,7 +8,7 @@ use crew_api::types::*;
 use std::sync::Arc;
 
 pub(super) async fn plan(ctx: Arc<Ctx>, p: P<TeamPlan>) -> Out<TeamPlan> {
-    let prepared = launch::prepare(&ctx.shared, &p).await?;
+    let prepared = launch::preview(&ctx.shared, &p).await?;
     let model = prepared.spec.model.clone();
     Ok(PlanResult {
         team: prepared.plan.team.clone(),

@@ -21,20 +21,20 @@ pub(super) async fn diff(ctx: Arc<Ctx>, p: P<TeamDiff>) -> Out<TeamDiff> {
 
 pub(super) async fn apply(ctx: Arc<Ctx>, p: P<TeamApply>) -> Out<TeamApply> {
     check_id("runId", &p.run_id)?;
-    let (ws, integration) = with_run(&ctx, &p.run_id, |r| {
+    let (ws, integration, goal) = with_run(&ctx, &p.run_id, |r| {
         let ws = workspace_of(r)?;
         let i = integration_of(r, "")?;
-        Ok::<_, ApiError>((ws, i))
+        Ok::<_, ApiError>((ws, i, r.spec.goal.clone()))
     })
     .await??;
-    crate::workspace::apply(
-        &ctx.shared,
-        &p.run_id,
-        &ws,
-        &integration,
-        p.squash.unwrap_or(false),
-    )
-    .await
+    let input = crate::workspace::apply::ApplyInput {
+        run_id: p.run_id.clone(),
+        goal,
+        ws,
+        integration,
+        squash: p.squash.unwrap_or(false),
+    };
+    crate::workspace::apply::apply(&ctx.shared, input).await
 }
 
 /// What `team.diff` compares: a task's start and result, or the run's base and integration.

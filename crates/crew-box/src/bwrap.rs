@@ -1,0 +1,190 @@
+//! The box around an attempt: bubblewrap's argv for what the attempt may see (issue 34).
+//!
+//! An allowlist: the box's root is an empty tmpfs; the system directories are bound
+//! read-only, then the paths a `BoxSpec` names (read-only or writable), shallowest first so a
+//! writable worktree inside a read-only checkout, or a read-only settings file inside a
+//! writable agent home, comes out right. `/tmp` is private, `/proc` and `/dev` are the box's
+//! own, and the root itself read-only; everything else — the rest of `$HOME`, crewd's state directory and socket,
+//! `XDG_RUNTIME_DIR` (session bus, agent and tmux sockets) — is not there at all. All
+//! namespaces are new (user where needed, PID, IPC, UTS, cgroup, and network unless the box
+//! shares it); `--new-session` keeps the box off crewd's terminal; `--die-with-parent` ties
+//! it to crew's init, which crewd ties to itself by the lifeline.
+
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+
+/// System directories bound read-only when they exist.
+pub const SYSTEM: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt",
+];
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BoxSpec {
+    /// Bound read-only (skipped when missing).
+    pub read_only: Vec<PathBuf>,
+    /// Bound writable (skipped when missing).
+    pub writable: Vec<PathBuf>,
+    /// Share the host's network (else a network namespace of its own: no network at all,
+    /// loopback included, and no abstract Unix sockets of the host).
+    pub network: bool,
+    /// Where the program starts.
+    pub cwd: PathBuf,
+}
+
+impl BoxSpec {
+    /// What the box shows, for `team.plan`: (writable, read-only) paths as bound.
+    pub fn mounts(&self) -> Vec<(PathBuf, bool)> {
+        let mut all: Vec<(PathBuf, bool)> = SYSTEM
+            .iter()
+            .map(|p| (PathBuf::from(p), false))
+            .chain(self.read_only.iter().map(|p| (p.clone(), false)))
+            .chain(self.writable.iter().map(|p| (p.clone(), true)))
+            .collect();
+        // Shallowest first; at one depth read-only before writable (stable for the rest).
+        all.sort_by_key(|(p, rw)| (p.components().count(), *rw));
+        all.dedup();
+        all
+    }
+}
+
+/// `bwrap … -- program args…` for `spec` (the bwrap binary first).
+pub fn argv(bwrap: &Path, spec: &BoxSpec, program: &OsStr, args: &[OsString]) -> Vec<OsString> {
+    let mut v: Vec<OsString> = vec![bwrap.as_os_str().to_owned()];
+    let mut push = |items: &[&OsStr]| v.extend(items.iter().map(|s| s.to_os_string()));
+    push(&[
+        "--die-with-parent".as_ref(),
+        "--unshare-all".as_ref(),
+        "--new-session".as_ref(),
+    ]);
+    if spec.network {
+        push(&["--share-net".as_ref()]);
+    }
+    push(&[
+        "--proc".as_ref(),
+        "/proc".as_ref(),
+        "--dev".as_ref(),
+        "/dev".as_ref(),
+        "--tmpfs".as_ref(),
+        "/tmp".as_ref(),
+    ]);
+    for (p, rw) in spec.mounts() {
+        let flag: &OsStr = if rw {
+            "--bind-try".as_ref()
+        } else {
+            "--ro-bind-try".as_ref()
+        };
+        push(&[flag, p.as_os_str(), p.as_os_str()]);
+    }
+    // The box's root (an empty tmpfs holding the mount points) read-only: the directories
+    // bwrap made on the way to a bound path are not a place to write either.
+    push(&[
+        "--remount-ro".as_ref(),
+        "/".as_ref(),
+        "--chdir".as_ref(),
+        spec.cwd.as_os_str(),
+        "--".as_ref(),
+        program,
+    ]);
+    v.extend(args.iter().cloned());
+    v
+}
+
+/// Can bubblewrap make a box here (user namespaces allowed, the binary works)? `Err(why)`.
+pub fn probe(bwrap: &Path) -> Result<(), String> {
+    let spec = BoxSpec {
+        cwd: PathBuf::from("/"),
+        ..Default::default()
+    };
+    let argv = argv(bwrap, &spec, OsStr::new("/bin/true"), &[]);
+    let out = std::process::Command::new(bwrap)
+        .args(argv.get(1..).unwrap_or_default())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", bwrap.display()))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let why = String::from_utf8_lossy(&out.stderr);
+    Err(why.trim().chars().take(300).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(v: &[OsString]) -> String {
+        v.iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    #[test]
+    fn argv_table() {
+        let sys: String = SYSTEM
+            .iter()
+            .map(|p| format!("--ro-bind-try {p} {p} "))
+            .collect();
+        let head = "/usr/bin/bwrap --die-with-parent --unshare-all --new-session";
+        let fs = "--proc /proc --dev /dev --tmpfs /tmp";
+        // (spec, program args, want)
+        let table: Vec<(BoxSpec, Vec<&str>, String)> = vec![
+            (
+                BoxSpec {
+                    cwd: "/w".into(),
+                    ..Default::default()
+                },
+                vec!["sh", "-c", "x"],
+                format!("{head} {fs} {sys}--remount-ro / --chdir /w -- sh -c x"),
+            ),
+            (
+                // Network shared; a worktree (writable) inside a checkout (read-only) comes
+                // after it; a settings file (read-only) inside a writable agent home after it.
+                BoxSpec {
+                    read_only: vec!["/h/.claude/settings.json".into(), "/repo".into()],
+                    writable: vec!["/repo/.crew/wt/a".into(), "/h/.claude".into()],
+                    network: true,
+                    cwd: "/repo/.crew/wt/a".into(),
+                },
+                vec!["agent"],
+                format!(
+                    "{head} --share-net {fs} {sys}--ro-bind-try /repo /repo \
+                     --bind-try /h/.claude /h/.claude \
+                     --ro-bind-try /h/.claude/settings.json /h/.claude/settings.json \
+                     --bind-try /repo/.crew/wt/a /repo/.crew/wt/a \
+                     --remount-ro / --chdir /repo/.crew/wt/a -- agent"
+                ),
+            ),
+        ];
+        for (spec, args, want) in table {
+            let (program, rest) = args.split_first().unwrap();
+            let rest: Vec<OsString> = rest.iter().map(OsString::from).collect();
+            let got = argv(Path::new("/usr/bin/bwrap"), &spec, program.as_ref(), &rest);
+            assert_eq!(s(&got), want);
+        }
+    }
+
+    #[test]
+    fn mounts_go_shallowest_first_read_only_before_writable() {
+        let spec = BoxSpec {
+            read_only: vec!["/a/b/c".into(), "/a".into()],
+            writable: vec!["/a/b".into(), "/a".into()],
+            ..Default::default()
+        };
+        let ours: Vec<(String, bool)> = spec
+            .mounts()
+            .into_iter()
+            .filter(|(p, _)| p.starts_with("/a"))
+            .map(|(p, rw)| (p.display().to_string(), rw))
+            .collect();
+        assert_eq!(
+            ours,
+            [
+                ("/a".to_string(), false),
+                ("/a".to_string(), true),
+                ("/a/b".to_string(), true),
+                ("/a/b/c".to_string(), false)
+            ]
+        );
+    }
+}

@@ -1,0 +1,539 @@
+//! The init (`crew-box`'s binary): `crew-box (--pidns|--reaper) [--lifeline] -- PROGRAM ARGS…`.
+//!
+//! The outer init (the process crewd started, in crewd's process group) blocks the signals it
+//! handles, reads them from a signalfd and polls the lifeline (fd 3), so nothing is lost
+//! between a fork and its loop. In `--pidns` mode it forks the namespace's PID 1, which starts
+//! the program, forwards SIGTERM/SIGINT/SIGHUP/SIGQUIT to every process of the namespace
+//! (`kill(-1)` there reaches only the namespace), reaps orphans, and when the program ends
+//! hands its wait status to the outer init over a pipe and exits — the kernel then kills the
+//! rest of the namespace. In `--reaper` mode the outer init is a child subreaper and kills its
+//! subtree itself. Either way it exits as the program did (a signal is re-raised), so crewd
+//! sees the program's status, and it holds none of the program's stdio: stdout's end is the
+//! program's (and its descendants') end.
+//!
+//! Exit 125: the init could not set up (bad arguments, no namespace); 127: the program could
+//! not be started; 137: the lifeline broke (crewd is gone) and the attempt was killed.
+
+use crate::{tree, Mode, LIFELINE_FD};
+use std::ffi::{CString, OsString};
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+
+pub const EXIT_SETUP: i32 = 125;
+pub const EXIT_NOT_STARTED: i32 = 127;
+/// How the init's stderr starts when the program could not be started; the line ends with
+/// the OS error, `(os error N)`.
+pub const NOT_STARTED: &str = "crew-box: cannot run ";
+pub const EXIT_LIFELINE: i32 = 137;
+
+/// Signals the init handles (blocked, read from its signalfd).
+const FORWARDED: [i32; 4] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT];
+
+#[derive(Debug, PartialEq)]
+pub struct Args {
+    pub mode: Mode,
+    pub lifeline: bool,
+    /// Set up, start nothing, exit 0: can this machine give an attempt its namespace?
+    pub probe: bool,
+    pub argv: Vec<OsString>,
+}
+
+pub fn parse(args: &[OsString]) -> Result<Args, String> {
+    let (mut mode, mut lifeline, mut probe, mut argv) = (None, false, false, None);
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.to_str() {
+            Some("--pidns") => mode = Some(Mode::PidNs),
+            Some("--reaper") => mode = Some(Mode::Reaper),
+            Some("--lifeline") => lifeline = true,
+            Some("--probe") => probe = true,
+            Some("--") => {
+                argv = Some(it.cloned().collect::<Vec<_>>());
+                break;
+            }
+            _ => return Err(format!("unknown argument {a:?}")),
+        }
+    }
+    let mode = mode.ok_or("--pidns or --reaper is required")?;
+    let argv = argv.unwrap_or_default();
+    if argv.is_empty() != probe {
+        return Err("give a program after `--`, or `--probe` alone".into());
+    }
+    Ok(Args {
+        mode,
+        lifeline,
+        probe,
+        argv,
+    })
+}
+
+/// The OS error of a program the init could not start, from the init's stderr.
+pub fn not_started(stderr: &str) -> Option<i32> {
+    let line = stderr.lines().find(|l| l.starts_with(NOT_STARTED))?;
+    let n = line.rsplit_once("(os error ")?.1.strip_suffix(')')?;
+    n.parse().ok()
+}
+
+/// The binary's `main`.
+pub fn main() -> ! {
+    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    let code = match parse(&args) {
+        Ok(a) => run(&a),
+        Err(e) => {
+            eprintln!("crew-box: {e}");
+            EXIT_SETUP
+        }
+    };
+    std::process::exit(code)
+}
+
+fn last_error() -> io::Error {
+    io::Error::last_os_error()
+}
+
+fn handled_signals() -> libc::sigset_t {
+    // SAFETY: sigemptyset initializes the set it is given.
+    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+    unsafe {
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGCHLD);
+        for s in FORWARDED {
+            libc::sigaddset(&mut set, s);
+        }
+    }
+    set
+}
+
+fn run(a: &Args) -> i32 {
+    if a.lifeline {
+        // The program must not hold the lifeline (a process that inherited it would not keep
+        // crewd's end open, but it has no business reading it either).
+        // SAFETY: fcntl on an fd number; a bad fd only fails.
+        if unsafe { libc::fcntl(LIFELINE_FD, libc::F_SETFD, libc::FD_CLOEXEC) } != 0 {
+            eprintln!("crew-box: --lifeline without fd {LIFELINE_FD}");
+            return EXIT_SETUP;
+        }
+    }
+    let mask = handled_signals();
+    // SAFETY: plain syscalls on valid pointers; this process has one thread.
+    let sfd = unsafe {
+        libc::sigprocmask(libc::SIG_BLOCK, &mask, std::ptr::null_mut());
+        libc::signalfd(-1, &mask, libc::SFD_CLOEXEC)
+    };
+    if sfd < 0 {
+        eprintln!("crew-box: signalfd: {}", last_error());
+        return EXIT_SETUP;
+    }
+    match a.mode {
+        Mode::Reaper => {
+            // SAFETY: prctl with integer arguments.
+            if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
+                eprintln!("crew-box: cannot become a subreaper: {}", last_error());
+                return EXIT_SETUP;
+            }
+            if a.probe {
+                return 0;
+            }
+            let child = match start(&a.argv) {
+                Ok(p) => p,
+                Err(e) => {
+                    eprintln!("{NOT_STARTED}{:?}: {e}", a.argv[0]);
+                    return EXIT_NOT_STARTED;
+                }
+            };
+            quiet_stdio();
+            supervise(sfd, a.lifeline, child, None, Mode::Reaper)
+        }
+        Mode::PidNs => {
+            if let Err(e) = enter_pid_namespace() {
+                eprintln!("crew-box: cannot create a PID namespace: {e}");
+                return EXIT_SETUP;
+            }
+            let mut fds = [0i32; 2];
+            // SAFETY: pipe2 fills the array it is given.
+            if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+                eprintln!("crew-box: pipe: {}", last_error());
+                return EXIT_SETUP;
+            }
+            let [status_r, status_w] = fds;
+            // SAFETY: this process has one thread; the child only makes syscalls and execs.
+            match unsafe { libc::fork() } {
+                -1 => {
+                    eprintln!("crew-box: fork: {}", last_error());
+                    EXIT_SETUP
+                }
+                0 => {
+                    // SAFETY: closing our copy of the read end.
+                    unsafe { libc::close(status_r) };
+                    pid1(sfd, &a.argv, status_w)
+                }
+                p1 => {
+                    // SAFETY: closing our copy of the write end.
+                    unsafe { libc::close(status_w) };
+                    quiet_stdio();
+                    supervise(sfd, a.lifeline, p1, Some(status_r), Mode::PidNs)
+                }
+            }
+        }
+    }
+}
+
+/// A new PID namespace for the next child: plain for a process that may (root), else inside a
+/// new user namespace that maps only our own ids (no root inside, no `setgroups`).
+fn enter_pid_namespace() -> io::Result<()> {
+    // SAFETY: unshare and the id getters take no pointers.
+    if unsafe { libc::unshare(libc::CLONE_NEWPID) } == 0 {
+        return Ok(());
+    }
+    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    if unsafe { libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWPID) } != 0 {
+        return Err(last_error());
+    }
+    match std::fs::write("/proc/self/setgroups", "deny") {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    std::fs::write("/proc/self/uid_map", format!("{uid} {uid} 1"))?;
+    std::fs::write("/proc/self/gid_map", format!("{gid} {gid} 1"))?;
+    Ok(())
+}
+
+/// Fork and exec the program with the signal mask cleared.
+fn start(argv: &[OsString]) -> io::Result<i32> {
+    let args: Vec<CString> = argv
+        .iter()
+        .map(|a| CString::new(a.as_bytes()))
+        .collect::<Result<_, _>>()
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL in an argument"))?;
+    let Some(program) = args.first() else {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "no program"));
+    };
+    let mut ptrs: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
+    ptrs.push(std::ptr::null());
+    // An exec failure is told over a CLOEXEC pipe: the child writes errno, a success closes it.
+    let mut fds = [0i32; 2];
+    // SAFETY: pipe2 fills the array it is given.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(last_error());
+    }
+    let [r, w] = fds;
+    // SAFETY: one thread; the child only makes async-signal-safe calls before exec.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        unsafe {
+            let mut empty: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut empty);
+            libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+            // Rust's runtime ignores SIGPIPE in the init; the program gets the default back
+            // (as std's Command does), or `yes | head` prints "Broken pipe".
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+            // crewd hands a resolved path: exec it as std's Command would (no shell fallback
+            // for a file that is not a program); a bare name is looked up in PATH.
+            if program.as_bytes().contains(&b'/') {
+                libc::execv(program.as_ptr(), ptrs.as_ptr());
+            } else {
+                libc::execvp(program.as_ptr(), ptrs.as_ptr());
+            }
+            let errno = *libc::__errno_location();
+            libc::write(w, (&errno as *const i32).cast(), 4);
+            libc::_exit(EXIT_NOT_STARTED);
+        }
+    }
+    // SAFETY: closing and reading our own fds.
+    unsafe { libc::close(w) };
+    if pid < 0 {
+        unsafe { libc::close(r) };
+        return Err(last_error());
+    }
+    let mut errno = 0i32;
+    let n = loop {
+        let n = unsafe { libc::read(r, (&mut errno as *mut i32).cast(), 4) };
+        if n >= 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+            break n;
+        }
+    };
+    unsafe { libc::close(r) };
+    if n == 4 {
+        let mut st = 0;
+        unsafe { libc::waitpid(pid, &mut st, 0) };
+        return Err(io::Error::from_raw_os_error(errno));
+    }
+    Ok(pid)
+}
+
+/// stdin/stdout/stderr to /dev/null: the init must not keep the program's pipes open.
+fn quiet_stdio() {
+    // SAFETY: open/dup2/close on fds we own.
+    unsafe {
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC);
+        if null >= 0 {
+            for fd in 0..3 {
+                libc::dup2(null, fd);
+            }
+            libc::close(null);
+        }
+    }
+}
+
+/// The next signal from the signalfd.
+fn next_signal(sfd: i32) -> Option<i32> {
+    // SAFETY: the buffer is a zeroed signalfd_siginfo of the size read asks for.
+    let mut si: libc::signalfd_siginfo = unsafe { std::mem::zeroed() };
+    let size = std::mem::size_of::<libc::signalfd_siginfo>();
+    loop {
+        let n = unsafe { libc::read(sfd, (&mut si as *mut libc::signalfd_siginfo).cast(), size) };
+        if n == size as isize {
+            return i32::try_from(si.ssi_signo).ok();
+        }
+        if n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+            continue;
+        }
+        return None;
+    }
+}
+
+/// PID 1 of the namespace: start the program, pass signals to the whole namespace, reap, and
+/// end with the program (the kernel then kills what is left).
+fn pid1(sfd: i32, argv: &[OsString], status_w: i32) -> ! {
+    // The outer init has one thread for its whole life, so this fires exactly when it dies.
+    // SAFETY: prctl with integer arguments.
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) };
+    let report = |status: i32| -> ! {
+        // SAFETY: writing 4 bytes from a local, then leaving without running destructors.
+        unsafe {
+            libc::write(status_w, (&status as *const i32).cast(), 4);
+            libc::_exit(0)
+        }
+    };
+    if argv.is_empty() {
+        report(0);
+    }
+    let main = match start(argv) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("{NOT_STARTED}{:?}: {e}", argv[0]);
+            report(EXIT_NOT_STARTED << 8);
+        }
+    };
+    quiet_stdio();
+    loop {
+        match next_signal(sfd) {
+            Some(libc::SIGCHLD) => loop {
+                let mut st = 0;
+                // SAFETY: waitpid with a local status.
+                let p = unsafe { libc::waitpid(-1, &mut st, libc::WNOHANG) };
+                if p <= 0 {
+                    break;
+                }
+                if p == main {
+                    report(st);
+                }
+            },
+            // SAFETY: kill(-1) from PID 1 reaches every other process of the namespace only.
+            Some(s) => unsafe {
+                libc::kill(-1, s);
+            },
+            None => report(EXIT_SETUP << 8),
+        }
+    }
+}
+
+/// The outer init's loop: signals and the lifeline, until the child (PID 1, or the program in
+/// reaper mode) ends.
+fn supervise(sfd: i32, lifeline: bool, child: i32, status_r: Option<i32>, mode: Mode) -> i32 {
+    loop {
+        let mut fds = [
+            libc::pollfd {
+                fd: sfd,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: if lifeline { LIFELINE_FD } else { -1 },
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        // SAFETY: poll on a local array of two pollfds.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
+        if n < 0 {
+            if last_error().kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            kill_all(mode, child);
+            let mut st = 0;
+            // SAFETY: waitpid with a local status.
+            unsafe { libc::waitpid(child, &mut st, 0) };
+            return EXIT_SETUP;
+        }
+        if fds[1].revents != 0 && lifeline_broken() {
+            kill_all(mode, child);
+            // Reaped here, or it would be an orphan zombie of whoever reaps orphans (in a
+            // container, maybe nobody).
+            let mut st = 0;
+            // SAFETY: waitpid with a local status.
+            unsafe { libc::waitpid(child, &mut st, 0) };
+            return EXIT_LIFELINE;
+        }
+        if fds[0].revents & libc::POLLIN == 0 {
+            continue;
+        }
+        match next_signal(sfd) {
+            Some(libc::SIGCHLD) => loop {
+                let mut st = 0;
+                // SAFETY: waitpid with a local status.
+                let p = unsafe { libc::waitpid(-1, &mut st, libc::WNOHANG) };
+                if p <= 0 {
+                    break;
+                }
+                if p == child {
+                    let status = match status_r {
+                        Some(r) => read_status(r).unwrap_or(st),
+                        None => {
+                            kill_all(mode, child);
+                            st
+                        }
+                    };
+                    return exit_like(status);
+                }
+            },
+            Some(s) => forward(mode, child, s),
+            None => {}
+        }
+    }
+}
+
+/// The lifeline is readable: EOF (or an error) means crewd's end is closed.
+fn lifeline_broken() -> bool {
+    let mut b = [0u8; 64];
+    // SAFETY: reading into a local buffer.
+    let n = unsafe { libc::read(LIFELINE_FD, b.as_mut_ptr().cast(), b.len()) };
+    n == 0 || (n < 0 && last_error().kind() != io::ErrorKind::Interrupted)
+}
+
+fn read_status(r: i32) -> Option<i32> {
+    let mut st = 0i32;
+    // SAFETY: reading 4 bytes into a local.
+    let n = unsafe { libc::read(r, (&mut st as *mut i32).cast(), 4) };
+    (n == 4).then_some(st)
+}
+
+fn forward(mode: Mode, child: i32, sig: i32) {
+    match mode {
+        // SAFETY: kill with integer arguments.
+        Mode::PidNs => unsafe {
+            libc::kill(child, sig);
+        },
+        Mode::Reaper => {
+            let me = std::process::id() as i32;
+            for p in tree::descendants(&tree::process_table(), me) {
+                // SAFETY: as above.
+                unsafe { libc::kill(p, sig) };
+            }
+        }
+    }
+}
+
+/// End everything the attempt started.
+fn kill_all(mode: Mode, child: i32) {
+    match mode {
+        // PID 1 gone: the kernel kills the namespace.
+        // SAFETY: kill with integer arguments.
+        Mode::PidNs => unsafe {
+            libc::kill(child, libc::SIGKILL);
+        },
+        Mode::Reaper => {
+            let me = std::process::id() as i32;
+            // A process may fork while we look: look again until nothing is left (bounded).
+            for _ in 0..500 {
+                let left = tree::descendants(&tree::process_table(), me);
+                // Zombies of ours are reaped below; only live ones count.
+                let live: Vec<i32> = left.into_iter().filter(|p| !is_zombie(*p)).collect();
+                for &p in &live {
+                    // SAFETY: as above.
+                    unsafe { libc::kill(p, libc::SIGKILL) };
+                }
+                reap_all();
+                if live.is_empty() {
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+        }
+    }
+}
+
+fn is_zombie(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        s.rfind(')')
+            .and_then(|i| s.get(i + 1..))
+            .and_then(|r| r.split_whitespace().next())
+            == Some("Z")
+    })
+}
+
+fn reap_all() {
+    loop {
+        let mut st = 0;
+        // SAFETY: waitpid with a local status.
+        if unsafe { libc::waitpid(-1, &mut st, libc::WNOHANG) } <= 0 {
+            return;
+        }
+    }
+}
+
+/// Exit as the program did: its code, or its signal raised again.
+fn exit_like(status: i32) -> i32 {
+    if libc::WIFSIGNALED(status) {
+        let sig = libc::WTERMSIG(status);
+        // SAFETY: restore the default action, unblock and raise the signal on ourselves.
+        unsafe {
+            libc::signal(sig, libc::SIG_DFL);
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, sig);
+            libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+            libc::raise(sig);
+        }
+        return 128 + sig;
+    }
+    libc::WEXITSTATUS(status)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_start_failure_is_read_back() {
+        let line = format!("{NOT_STARTED}\"/x\": No such file or directory (os error 2)");
+        assert_eq!(not_started(&line), Some(2));
+        assert_eq!(not_started("crew-box: cannot run \"/x\": odd"), None);
+        assert_eq!(not_started("other (os error 2)"), None);
+    }
+
+    fn os(v: &[&str]) -> Vec<OsString> {
+        v.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn arguments() {
+        let ok = |v: &[&str]| parse(&os(v)).unwrap();
+        let a = ok(&["--pidns", "--lifeline", "--", "sh", "-c", "x"]);
+        assert_eq!(
+            (a.mode, a.lifeline, a.probe, a.argv),
+            (Mode::PidNs, true, false, os(&["sh", "-c", "x"]))
+        );
+        let a = ok(&["--reaper", "--", "--pidns"]);
+        assert_eq!((a.mode, a.argv), (Mode::Reaper, os(&["--pidns"])));
+        assert!(ok(&["--pidns", "--probe"]).probe);
+        for bad in [
+            &["--", "sh"][..],
+            &["--pidns"],
+            &["--pidns", "--probe", "--", "sh"],
+            &["--pidns", "--what", "--", "sh"],
+        ] {
+            assert!(parse(&os(bad)).is_err(), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,183 @@
+//! The init as a process: a setsid'd grandchild ends with the program, the lifeline's end ends
+//! everything, signals reach the whole namespace, the exit status is the program's — as root
+//! and as `nobody` (unprivileged user namespaces), in both modes.
+
+use crew_box::spawn::{self, Lifeline};
+use crew_box::Mode;
+use std::ffi::OsString;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const INIT: &str = env!("CARGO_BIN_EXE_crew-box");
+
+fn live_with(marker: &str) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let state = stat
+                .rfind(')')
+                .and_then(|i| stat.get(i + 1..))
+                .and_then(|r| r.split_whitespace().next());
+            state != Some("Z") && String::from_utf8_lossy(&cmd).contains(marker)
+        })
+        .collect()
+}
+
+fn until_gone(marker: &str, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !live_with(marker).is_empty() {
+        assert!(Instant::now() < deadline, "{what}: {:?}", live_with(marker));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// `setpriv` to run as nobody, when this test runs as root and has it.
+fn as_nobody() -> Option<Vec<&'static str>> {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    (root && Path::new("/usr/bin/setpriv").exists()).then(|| {
+        vec![
+            "/usr/bin/setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+        ]
+    })
+}
+
+/// The users to run as: this one, and nobody where possible (said when not).
+fn users() -> Vec<Vec<&'static str>> {
+    let mut v = vec![vec![]];
+    match as_nobody() {
+        Some(n) => v.push(n),
+        None => eprintln!("SKIPPED the run as `nobody`: not root, or no setpriv"),
+    }
+    v
+}
+
+fn command(prefix: &[&str], mode: Mode, script: &str, lifeline: Option<&Lifeline>) -> Command {
+    let argv = spawn::argv(
+        Path::new(INIT),
+        mode,
+        "/bin/sh".as_ref(),
+        &[OsString::from("-c"), OsString::from(script)],
+    );
+    let mut all: Vec<OsString> = prefix.iter().map(OsString::from).collect();
+    all.extend(argv);
+    let mut c = Command::new(&all[0]);
+    c.args(&all[1..])
+        .stdin(Stdio::null())
+        .current_dir("/")
+        .process_group(0);
+    if let Some(l) = lifeline {
+        let fd = l.read_fd();
+        // SAFETY: only dup2/fcntl between fork and exec.
+        unsafe {
+            c.pre_exec(move || spawn::child_setup(fd));
+        }
+    }
+    c
+}
+
+fn modes() -> Vec<Mode> {
+    match spawn::probe(Path::new(INIT)) {
+        Ok(m) => vec![m, Mode::Reaper],
+        Err(why) => {
+            eprintln!("SKIPPED the PID namespace mode: {why}");
+            vec![Mode::Reaper]
+        }
+    }
+}
+
+#[test]
+fn a_setsid_grandchild_ends_with_the_program_and_the_status_is_the_programs() {
+    for prefix in users() {
+        for mode in modes() {
+            let marker = format!("initmark{}{mode:?}{}", std::process::id(), prefix.len());
+            let lifeline = Lifeline::new().unwrap();
+            let script =
+                format!("setsid sh -c 'while :; do sleep 0.1; done' {marker} & sleep 0.3; exit 7");
+            let status = command(&prefix, mode, &script, Some(&lifeline))
+                .status()
+                .unwrap();
+            assert_eq!(status.code(), Some(7), "{mode:?} {prefix:?}");
+            until_gone(
+                &marker,
+                &format!("{mode:?} as {prefix:?}: the setsid'd process"),
+            );
+            // A signal ends it as the signal.
+            let status = command(&prefix, mode, "kill -TERM $$", Some(&lifeline))
+                .status()
+                .unwrap();
+            assert_eq!(status.signal(), Some(libc::SIGTERM), "{mode:?} {prefix:?}");
+        }
+    }
+}
+
+#[test]
+fn cutting_the_lifeline_ends_everything() {
+    for prefix in users() {
+        for mode in modes() {
+            let marker = format!("lifemark{}{mode:?}{}", std::process::id(), prefix.len());
+            let mut lifeline = Lifeline::new().unwrap();
+            let script = format!(
+                "setsid sh -c 'while :; do sleep 0.1; done' {marker}-s & \
+                 sh -c 'while :; do sleep 0.1; done' {marker}-g & sleep 1000"
+            );
+            let mut child = command(&prefix, mode, &script, Some(&lifeline))
+                .spawn()
+                .unwrap();
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while live_with(&format!("{marker}-s")).is_empty() {
+                assert!(Instant::now() < deadline, "never started");
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            // What crewd's death does (the kernel closes its end).
+            lifeline.cut();
+            let status = child.wait().unwrap();
+            assert_eq!(status.code(), Some(137), "{mode:?} {prefix:?}");
+            until_gone(
+                &marker,
+                &format!("{mode:?} as {prefix:?}: after the lifeline"),
+            );
+        }
+    }
+}
+
+#[test]
+fn sigterm_reaches_a_setsid_process() {
+    for mode in modes() {
+        let marker = format!("termmark{}{mode:?}", std::process::id());
+        let lifeline = Lifeline::new().unwrap();
+        // The program waits; its setsid'd child ends on SIGTERM and leaves a file behind.
+        let dir = tempfile::tempdir().unwrap();
+        let flag = dir.path().join("termed");
+        let ready = dir.path().join("ready");
+        let script = format!(
+            "trap 'wait; exit 0' TERM; \
+             setsid sh -c 'trap \"echo > {}; exit 0\" TERM; echo > {}; while :; do sleep 0.1; done' {marker} & \
+             while :; do sleep 0.1; done",
+            flag.display(),
+            ready.display()
+        );
+        let mut child = command(&[], mode, &script, Some(&lifeline))
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !ready.exists() {
+            assert!(Instant::now() < deadline, "never started");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        // SAFETY: signalling the group of the child this test started.
+        unsafe { libc::kill(-(child.id() as i32), libc::SIGTERM) };
+        child.wait().unwrap();
+        assert!(flag.exists(), "{mode:?}: the setsid'd process got SIGTERM");
+        until_gone(&marker, "after SIGTERM");
+    }
+}

@@ -1,0 +1,212 @@
+//! Every local process crew starts for an attempt (the agent CLI, verify commands, pre-step
+//! scripts) runs under crew's init, `crew-box` (crate crew-box): in a PID namespace of its own
+//! where this machine allows one, else as the child of a subreaper, and tied to crewd's life
+//! by a lifeline pipe. What this machine allows is found once (`containment`), said at
+//! start-up (`announce`) and in `daemon.status`.
+//!
+//! `CREW_CONTAINMENT=pidns|reaper|none` in crewd's environment overrides the probe (to test
+//! the fallbacks, or to rule the init out while diagnosing).
+
+use crew_box::spawn::Lifeline;
+use crew_box::Mode;
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+#[derive(Debug)]
+pub struct Containment {
+    /// The init, and how it holds an attempt; `None`: plain process groups.
+    pub init: Option<(PathBuf, Mode)>,
+    /// Why attempts are held less tightly than in a PID namespace, if they are.
+    pub notice: Option<String>,
+}
+
+impl Containment {
+    /// `pid-namespace`, `process-group+subreaper` or `process-group`.
+    pub fn describe(&self) -> &'static str {
+        self.init
+            .as_ref()
+            .map_or("process-group", |(_, m)| m.describe())
+    }
+}
+
+pub fn containment() -> &'static Containment {
+    static FOUND: OnceLock<Containment> = OnceLock::new();
+    FOUND.get_or_init(detect)
+}
+
+/// Say once, at start-up, how attempts are held.
+pub fn announce() {
+    let c = containment();
+    match &c.notice {
+        None => tracing::info!(
+            containment = c.describe(),
+            "local attempts run in a PID namespace each"
+        ),
+        Some(n) => tracing::warn!(containment = c.describe(), "{n}"),
+    }
+}
+
+/// `crew-box` next to the running crewd (how the workspace builds and installs them), else on
+/// PATH.
+fn find_init() -> Option<PathBuf> {
+    let beside = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(|d| d.join("crew-box")))
+        .filter(|p| p.is_file());
+    beside.or_else(|| {
+        crew_box::spawn::resolve(
+            "crew-box",
+            std::env::var_os("PATH").as_deref(),
+            Path::new("/"),
+        )
+        .ok()
+    })
+}
+
+fn detect() -> Containment {
+    let forced = std::env::var("CREW_CONTAINMENT").ok();
+    let Some(init) = find_init().filter(|_| forced.as_deref() != Some("none")) else {
+        return Containment {
+            init: None,
+            notice: Some(match forced.as_deref() {
+                Some("none") => "CREW_CONTAINMENT=none: local attempts run as plain process groups; a descendant that starts its own session outlives its attempt".into(),
+                _ => "crew-box (crew's init) is neither next to crewd nor on PATH: local attempts run as plain process groups; a descendant that starts its own session outlives its attempt, and workers outlive a kill -9 of crewd until it restarts".into(),
+            }),
+        };
+    };
+    if forced.as_deref() == Some("reaper") {
+        return Containment {
+            init: Some((init, Mode::Reaper)),
+            notice: Some("CREW_CONTAINMENT=reaper: local attempts run as process groups under a subreaper, not in PID namespaces".into()),
+        };
+    }
+    match crew_box::spawn::probe(&init) {
+        Ok(mode) => Containment {
+            init: Some((init, mode)),
+            notice: None,
+        },
+        Err(why) => Containment {
+            init: Some((init, Mode::Reaper)),
+            notice: Some(format!(
+                "PID namespaces are unavailable here ({why}): local attempts run as process groups under a subreaper (crew-box), which ends them with crewd but not if it is itself killed"
+            )),
+        },
+    }
+}
+
+/// A command that runs `program args` held as `containment` says, and the lifeline that keeps
+/// it alive (hold it for the attempt's life). The program is looked up in `path` (the child's
+/// PATH) first, so a missing one is a spawn error as without the init.
+///
+/// `boxed`: bubblewrap and the box (`sandbox`) to run it in. bubblewrap makes the PID
+/// namespace then, so the init only reaps and holds the lifeline (`Mode::Reaper`).
+pub fn command(
+    program: &str,
+    args: &[String],
+    path: Option<&OsStr>,
+    cwd: &Path,
+    boxed: Option<(&Path, &crew_box::bwrap::BoxSpec)>,
+    reaper: bool,
+) -> std::io::Result<(tokio::process::Command, Option<Lifeline>)> {
+    let init = &containment().init;
+    if init.is_none() && boxed.is_none() {
+        let mut cmd = tokio::process::Command::new(program);
+        cmd.args(args);
+        return Ok((cmd, None));
+    }
+    let resolved = crew_box::spawn::resolve(program, path, cwd)?;
+    let mut args: Vec<OsString> = args.iter().map(OsString::from).collect();
+    let mut program = resolved.into_os_string();
+    if let Some((bwrap, spec)) = boxed {
+        let argv = crew_box::bwrap::argv(bwrap, spec, &program, &args);
+        program = bwrap.as_os_str().to_owned();
+        args = argv.get(1..).unwrap_or_default().to_vec();
+    }
+    match init {
+        Some((init, mode)) => {
+            let mode = if boxed.is_some() || reaper {
+                Mode::Reaper
+            } else {
+                *mode
+            };
+            wrapped(init, mode, &program, &args)
+        }
+        None => {
+            let mut cmd = tokio::process::Command::new(program);
+            cmd.args(args);
+            Ok((cmd, None))
+        }
+    }
+}
+
+fn wrapped(
+    init: &Path,
+    mode: Mode,
+    program: &OsStr,
+    args: &[OsString],
+) -> std::io::Result<(tokio::process::Command, Option<Lifeline>)> {
+    let lifeline = Lifeline::new()?;
+    let argv = crew_box::spawn::argv(init, mode, program, args);
+    let mut cmd = tokio::process::Command::new(init);
+    cmd.args(argv.get(1..).unwrap_or_default());
+    let fd = lifeline.read_fd();
+    // SAFETY: the closure makes only async-signal-safe calls (dup2/fcntl).
+    unsafe {
+        cmd.pre_exec(move || crew_box::spawn::child_setup(fd));
+    }
+    Ok((cmd, Some(lifeline)))
+}
+
+/// The `PATH` among a worker's environment variables.
+pub fn path_of(env: &[(OsString, OsString)]) -> Option<&OsStr> {
+    env.iter()
+        .rev()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.as_os_str())
+}
+
+/// The launcher of every local attempt process (`crew_attempt::spawn::Launcher`): under
+/// crew's init, in `boxed`'s box when there is one. The child leads its own process group,
+/// stdout and stderr piped, as the supervision expects.
+pub struct Contained {
+    pub boxed: Option<(&'static Path, crew_box::bwrap::BoxSpec)>,
+    /// Under the init as a subreaper, not in a PID namespace: Codex's own sandbox (bubblewrap)
+    /// fails inside crew's PID namespace here (every command it runs for the model fails);
+    /// why is not found yet.
+    pub reaper: bool,
+}
+
+impl crew_attempt::spawn::Launcher for Contained {
+    fn launch(
+        &self,
+        p: crew_attempt::command::Program,
+    ) -> std::io::Result<crew_attempt::spawn::Launched> {
+        use crew_attempt::command::Stdin;
+        use std::process::Stdio;
+        let (mut cmd, lifeline) = command(
+            &p.program,
+            &p.args,
+            path_of(&p.env),
+            Path::new(&p.cwd),
+            self.boxed.as_ref().map(|(b, s)| (*b, s)),
+            self.reaper,
+        )?;
+        let stdin = match p.stdin {
+            Stdin::Null => Stdio::null(),
+            Stdin::Pipe => Stdio::piped(),
+            Stdin::File(f) => Stdio::from(f),
+        };
+        let child = cmd
+            .current_dir(&p.cwd)
+            .env_clear()
+            .envs(p.env)
+            .stdin(stdin)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(false)
+            .spawn()?;
+        Ok((child, lifeline))
+    }
+}

@@ -1,0 +1,409 @@
+//! `team.apply`: bring exactly a run's reviewed change (`base..result`, what `team.diff` shows)
+//! into the user's checked-out branch, all or nothing.
+//!
+//! 1. One apply per repository at a time (`repo_lock`, keyed by the common git dir), and the
+//!    checkout's `index.lock` taken as git takes it, so the user's own git commands wait or
+//!    fail cleanly instead of racing.
+//! 2. Refused while a merge, rebase, cherry-pick, revert or bisect is in progress, or with
+//!    uncommitted changes.
+//! 3. The commit is built without the work tree: a three-way merge of the result onto HEAD
+//!    with the run's base as the merge base (`merge-tree --merge-base`: a snapshot of a dirty
+//!    tree or a commit the user dropped since never comes along), then `commit-tree` as the
+//!    user (their identity and signing; a signing failure is a refusal with nothing changed).
+//!    A fast-forward only when HEAD is still the run's clean base; a merge commit only when the
+//!    base is on the user's branch and is not a snapshot; otherwise one commit.
+//! 4. The intent is journaled (a file under `<state>/applies/`, fsynced), then the branch is
+//!    moved by compare-and-swap (`update-ref NEW OLD`: a commit the user made meanwhile is
+//!    never overwritten), then the checkout is brought along in a copy of the index that is
+//!    renamed into place. A failure moves the branch back. After a `kill -9`, `recover` (at
+//!    start-up, before the socket accepts) finishes the checkout when the branch had moved,
+//!    else leaves it: old or new, never mixed.
+
+use super::{git, short};
+use crate::shared::Shared;
+use crew_api::types as api;
+use crew_api::ApiError;
+use crew_core::run::{Integration, WorkspaceSpec};
+use crew_git::{GitError, Identity, Repo};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+pub struct ApplyInput {
+    pub run_id: String,
+    pub goal: String,
+    pub ws: WorkspaceSpec,
+    pub integration: Integration,
+    pub squash: bool,
+}
+
+/// One apply (or recovery) per repository at a time, in this daemon.
+fn repo_lock(common: &Path) -> Arc<tokio::sync::Mutex<()>> {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static LOCKS: OnceLock<Mutex<HashMap<PathBuf, Arc<tokio::sync::Mutex<()>>>>> = OnceLock::new();
+    let key = common
+        .canonicalize()
+        .unwrap_or_else(|_| common.to_path_buf());
+    let mut map = LOCKS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    map.entry(key).or_default().clone()
+}
+
+/// What an apply is about to do, on disk before the branch moves.
+#[derive(Debug, Serialize, Deserialize)]
+struct Intent {
+    repo: String,
+    /// The branch moved (`None`: a detached HEAD).
+    head_ref: Option<String>,
+    old: String,
+    new: String,
+    index: PathBuf,
+    tmp_index: PathBuf,
+    marker: String,
+}
+
+fn intents_dir(shared: &Shared) -> PathBuf {
+    shared.state_dir.join("applies")
+}
+
+/// The checkout's `index.lock`, taken as git takes it (`O_EXCL`) and holding a marker, so that
+/// after a crash crew removes only a lock of its own.
+struct IndexLock {
+    path: PathBuf,
+}
+
+impl IndexLock {
+    fn take(path: &Path, marker: &str) -> std::io::Result<IndexLock> {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(path)?;
+        f.write_all(marker.as_bytes())?;
+        Ok(IndexLock {
+            path: path.to_path_buf(),
+        })
+    }
+}
+
+impl Drop for IndexLock {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+fn remove_own_lock(path: &Path, marker: &str) {
+    if std::fs::read_to_string(path).is_ok_and(|s| s == marker) {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+fn write_intent(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let tmp = path.with_extension("tmp");
+    let mut f = std::fs::File::create(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path)?;
+    std::fs::File::open(path.parent().unwrap_or(Path::new(".")))?.sync_all()
+}
+
+fn internal(e: GitError) -> ApiError {
+    ApiError::internal(format!("git: {e}"))
+}
+
+/// The commit message on the user's branch: the goal (its first line the subject) and the run.
+fn message(input: &ApplyInput) -> String {
+    let goal = input.goal.trim();
+    let mut lines = goal.lines();
+    let first = lines.next().unwrap_or("crew run").trim();
+    let subject: String = if first.chars().count() > 72 {
+        let mut s: String = first.chars().take(71).collect();
+        s.push('…');
+        s
+    } else {
+        first.to_string()
+    };
+    let rest: String = lines.collect::<Vec<_>>().join("\n");
+    let rest = rest.trim();
+    let mut body: String = rest.chars().take(4000).collect();
+    if body.len() < rest.len() {
+        body.push('…');
+    }
+    let mut m = subject;
+    m.push_str("\n\n");
+    if !body.is_empty() {
+        m.push_str(&body);
+        m.push_str("\n\n");
+    }
+    m.push_str(&format!(
+        "Applied from crew run {} ({}).\n",
+        input.run_id, input.integration.branch
+    ));
+    m
+}
+
+pub async fn apply(shared: &Shared, input: ApplyInput) -> Result<api::ApplyResult, ApiError> {
+    let ws = &input.ws;
+    let git = git(shared);
+    let repo = git.repo(&ws.repo);
+    let common = repo.common_dir().await.map_err(internal)?;
+    let lock = repo_lock(&common);
+    let _one_at_a_time = lock.lock().await;
+    let checkout = ws.repo.clone();
+    if let Some(op) = repo.in_progress().await.map_err(internal)? {
+        return Err(ApiError::invalid_state(format!(
+            "{checkout} is in the middle of {}: finish it first ({}), then apply again; \
+             nothing was changed",
+            op.as_str(),
+            op.way_out()
+        )));
+    }
+    let index = repo.git_path("index").await.map_err(internal)?;
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    let marker = format!("crew apply {id}\n");
+    let lock_path = index.with_file_name("index.lock");
+    let _index_lock = IndexLock::take(&lock_path, &marker).map_err(|e| {
+        ApiError::invalid_state(format!(
+            "cannot lock {} ({e}): another git command is running in {checkout}; apply again \
+             when it is done (remove the file if no git command is running)",
+            lock_path.display()
+        ))
+    })?;
+    let dirty = repo.dirty_paths().await.map_err(internal)?;
+    if !dirty.is_empty() {
+        let shown: Vec<&str> = dirty.iter().take(10).map(String::as_str).collect();
+        return Err(ApiError::invalid_state(format!(
+            "your work tree {checkout} has uncommitted changes ({}): commit or stash them, then \
+             apply again (or merge {} by hand)",
+            shown.join(", "),
+            input.integration.branch
+        )));
+    }
+    let branch = repo.current_branch().await.map_err(internal)?;
+    let head_ref = repo.head_ref().await.map_err(internal)?;
+    let Some(head) = repo.head().await.map_err(internal)? else {
+        return Err(ApiError::invalid_state(format!(
+            "{checkout} has no commit checked out"
+        )));
+    };
+    let target = input.integration.commit.as_str();
+    let stat = repo.diffstat(&ws.base, target).await.map_err(internal)?;
+    let mut notes = Vec::new();
+    let done = |head: String, how: &str, notes: Vec<String>| api::ApplyResult {
+        branch: branch.clone(),
+        head,
+        how: how.to_string(),
+        files: stat.files,
+        insertions: stat.insertions,
+        deletions: stat.deletions,
+        checkout: checkout.clone(),
+        notes,
+    };
+    let tree = match repo
+        .merge_onto(&ws.base, &head, target)
+        .await
+        .map_err(internal)?
+    {
+        Ok(tree) => tree,
+        Err(paths) => {
+            return Err(ApiError::invalid_state(format!(
+                "your branch moved since run {} started ({} → {}) and its changes conflict \
+                 with the run's in: {}. Merge {} by hand; nothing was changed",
+                input.run_id,
+                short(ws.head.as_deref().unwrap_or(&ws.base)),
+                short(&head),
+                paths.join(", "),
+                input.integration.branch
+            )))
+        }
+    };
+    if tree == repo.tree_of(&head).await.map_err(internal)? {
+        return Ok(done(head, "up_to_date", notes));
+    }
+    let (new, how) = if !input.squash && head == ws.base && !ws.dirty {
+        // Nothing but the run's own commits lie between HEAD and the result.
+        (target.to_string(), "fast_forward")
+    } else {
+        let merge = !input.squash
+            && !ws.dirty
+            && repo.is_ancestor(&ws.base, &head).await.map_err(internal)?;
+        if !input.squash && !merge {
+            notes.push(format!(
+                "the change went in as one commit: a merge commit would bring the run's base \
+                 into your history ({})",
+                if ws.dirty {
+                    "a snapshot of the uncommitted changes the run started from"
+                } else {
+                    "a commit no longer on your branch"
+                }
+            ));
+        }
+        let who = if repo.user_identity_configured().await.map_err(internal)? {
+            Identity::User
+        } else {
+            notes.push(
+                "no git identity is configured for this repository (user.name, user.email): \
+                 the commit is crew's (crew <crew@localhost>); set yours and `git commit \
+                 --amend --reset-author` if you like"
+                    .into(),
+            );
+            Identity::Crew
+        };
+        let parents: Vec<&str> = if merge {
+            vec![head.as_str(), target]
+        } else {
+            vec![head.as_str()]
+        };
+        let commit = repo
+            .commit_tree(&tree, &parents, &message(&input), who)
+            .await
+            .map_err(|e| refused_commit(&input, e))?;
+        (commit, if merge { "merge" } else { "squash" })
+    };
+    let intent = Intent {
+        repo: ws.repo.clone(),
+        head_ref: head_ref.clone(),
+        old: head.clone(),
+        new: new.clone(),
+        index: index.clone(),
+        tmp_index: index.with_file_name(format!("index.crew-{id}")),
+        marker,
+    };
+    let intent_file = intents_dir(shared).join(format!("{id}.json"));
+    let bytes = serde_json::to_vec(&intent).map_err(|e| ApiError::internal(e.to_string()))?;
+    let p = intent_file.clone();
+    tokio::task::spawn_blocking(move || write_intent(&p, &bytes))
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))?
+        .map_err(|e| {
+            ApiError::internal(format!(
+                "cannot record the apply's intent: {e}; nothing was changed"
+            ))
+        })?;
+    let reason = format!("crew: apply run {}", input.run_id);
+    if let Err(e) = repo
+        .move_ref(head_ref.as_deref(), &new, &head, &reason)
+        .await
+    {
+        let _ = std::fs::remove_file(&intent_file);
+        return Err(ApiError::invalid_state(format!(
+            "your branch moved while the run's change was being applied ({e}); nothing was \
+             changed: apply again"
+        )));
+    }
+    if let Err(e) = bring_checkout(&repo, &intent, false).await {
+        // Back to where it was: the checkout is untouched (read-tree checks before writing).
+        let back = repo
+            .move_ref(head_ref.as_deref(), &head, &new, &reason)
+            .await;
+        let _ = std::fs::remove_file(&intent.tmp_index);
+        if back.is_ok() {
+            let _ = std::fs::remove_file(&intent_file);
+        }
+        return Err(ApiError::invalid_state(format!(
+            "cannot update your checkout {checkout} to the applied commit: {e}; your branch \
+             and checkout are as they were"
+        )));
+    }
+    let _ = std::fs::remove_file(&intent_file);
+    Ok(done(new, how, notes))
+}
+
+fn refused_commit(input: &ApplyInput, e: GitError) -> ApiError {
+    let text = e.to_string();
+    let hint = if text.contains("gpg") || text.contains("sign") {
+        " Signing the commit failed (your config sets commit.gpgSign): make your signing key's \
+         agent reachable from crewd (it runs without your terminal, e.g. under systemd), or \
+         merge the branch yourself."
+    } else {
+        ""
+    };
+    ApiError::invalid_state(format!(
+        "cannot make the commit on your branch: {text}.{hint} Nothing was changed (the run's \
+         result stays on {}).",
+        input.integration.branch
+    ))
+}
+
+/// Bring the work tree and index from `old` to `new` in a copy of the index, then rename it
+/// into place. `reset` finishes an update a crash cut short (files already written).
+async fn bring_checkout(repo: &Repo, intent: &Intent, reset: bool) -> Result<(), GitError> {
+    match tokio::fs::copy(&intent.index, &intent.tmp_index).await {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e.into()),
+    }
+    repo.check_out(&intent.tmp_index, &intent.old, &intent.new, reset)
+        .await?;
+    tokio::fs::rename(&intent.tmp_index, &intent.index).await?;
+    Ok(())
+}
+
+fn read_intent(path: &Path) -> Option<Intent> {
+    serde_json::from_slice(&std::fs::read(path).ok()?).ok()
+}
+
+/// At start-up, before the socket accepts: finish or drop the applies a killed daemon left.
+pub async fn recover(shared: &Shared) {
+    let dir = intents_dir(shared);
+    let Ok(rd) = std::fs::read_dir(&dir) else {
+        return;
+    };
+    let git = git(shared);
+    for entry in rd.flatten() {
+        let path = entry.path();
+        if path.extension().is_some_and(|e| e == "tmp") {
+            let _ = std::fs::remove_file(&path);
+            continue;
+        }
+        let Some(intent) = read_intent(&path) else {
+            let _ = std::fs::remove_file(&path);
+            continue;
+        };
+        if !Path::new(&intent.repo).is_dir() {
+            tracing::warn!(repo = %intent.repo, "an apply cut short by a crash, in a repository that is gone: dropped");
+            let _ = std::fs::remove_file(&path);
+            continue;
+        }
+        let repo = git.repo(&intent.repo);
+        // What the killed git left of the index copy (and its lock) goes first.
+        let mut tmp_lock = intent.tmp_index.clone().into_os_string();
+        tmp_lock.push(".lock");
+        let _ = std::fs::remove_file(&tmp_lock);
+        let _ = std::fs::remove_file(&intent.tmp_index);
+        let at = match &intent.head_ref {
+            Some(r) => repo.resolve(r).await,
+            None => repo.head().await,
+        };
+        let outcome = match at {
+            Ok(Some(c)) if c == intent.new => match repo.index_is(None, &intent.new).await {
+                Ok(true) => Ok("the apply had finished"),
+                _ => bring_checkout(&repo, &intent, true)
+                    .await
+                    .map(|()| "finished bringing the checkout to the applied commit"),
+            },
+            Ok(Some(c)) if c == intent.old => Ok("the branch had not moved: left as it was"),
+            Ok(_) => Ok("the branch moved since: left as it is"),
+            Err(e) => Err(e),
+        };
+        let _ = std::fs::remove_file(&intent.tmp_index);
+        let _ = std::fs::remove_file(&tmp_lock);
+        remove_own_lock(&intent.index.with_file_name("index.lock"), &intent.marker);
+        match outcome {
+            Ok(what) => {
+                tracing::info!(repo = %intent.repo, old = %short(&intent.old), new = %short(&intent.new), "an apply cut short by a crash: {what}");
+                let _ = std::fs::remove_file(&path);
+            }
+            Err(e) => {
+                tracing::warn!(repo = %intent.repo, error = %e, "cannot finish an apply cut short by a crash; its intent is kept for the next start")
+            }
+        }
+    }
+}

@@ -1,0 +1,691 @@
+//! Issue 28 ("Your repository stays yours") and issue 29 item 4: the places where crew writes
+//! to the user's repository — seeds, forget/prune, apply, worktree bookkeeping — against real
+//! repositories made here, with the real crewd driven over its socket as a user would.
+
+mod common;
+
+use common::{git, path_str, Daemon, Opts};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The daemon's work dir as a repository with one commit (`.crew/` excluded).
+fn repo(d: &Daemon) -> &Path {
+    let w = d.work.as_path();
+    git(w, &["init", "-q", "-b", "main"]);
+    git(w, &["config", "user.name", "user"]);
+    git(w, &["config", "user.email", "user@example.com"]);
+    std::fs::write(w.join(".git/info/exclude"), ".crew/\n").unwrap();
+    std::fs::write(w.join("a.txt"), "one\ntwo\nthree\n").unwrap();
+    git(w, &["add", "-A"]);
+    git(w, &["commit", "-qm", "init"]);
+    w
+}
+
+/// A one-step team `name` whose executor task is `task` (more workflow fields in `fields`).
+fn team(d: &Daemon, name: &str, fields: &str, task: &str) {
+    d.project_file(
+        &format!("teams/{name}.team.md"),
+        &format!("---\nname: {name}\ndefaultWorkflow: {name}\n---\n\n- ex: agent=executor\n"),
+    );
+    d.project_file(
+        &format!("workflows/{name}.workflow.md"),
+        &format!("---\nname: {name}\n---\n\n## edit\nrole: ex\n{fields}\n{task}\n"),
+    );
+}
+
+fn run_wt(d: &Daemon, team_name: &str, extra: Value) -> String {
+    let mut p = json!({"team": team_name, "workspace": "worktree"});
+    for (k, v) in extra.as_object().unwrap() {
+        p[k] = v.clone();
+    }
+    d.run("change things", p)
+}
+
+fn trusted(d: &Daemon) -> String {
+    format!("trusted_projects = [\"{}\"]\n", path_str(&d.work))
+}
+
+/// The daemon restarted with `config` (the work dir's path is only known once it exists).
+fn with_config(config: impl Fn(&Daemon) -> String) -> Daemon {
+    let mut d = Daemon::start();
+    std::fs::write(&d.config, config(&d)).unwrap();
+    d.restart();
+    d
+}
+
+fn status_of(d: &Daemon, run: &str, task: &str) -> Value {
+    Daemon::task(&d.status(run), task).clone()
+}
+
+fn branches(w: &Path, prefix: &str) -> String {
+    git(w, &["for-each-ref", "--format=%(refname)", prefix])
+}
+
+fn files_of(w: &Path, rev: &str) -> Vec<String> {
+    git(w, &["ls-tree", "-r", "--name-only", rev])
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+// ---- 1. seeds ---------------------------------------------------------------------------
+
+#[test]
+fn a_seed_through_a_committed_link_is_refused_and_the_file_outside_keeps_its_bytes() {
+    let d = with_config(trusted);
+    let w = repo(&d);
+    let home = d.dir.path().join("ssh");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(home.join("id_ed25519"), "PRIVATE KEY BYTES").unwrap();
+    std::os::unix::fs::symlink(&home, w.join("cfg")).unwrap();
+    git(w, &["add", "cfg"]);
+    git(w, &["commit", "-qm", "a link"]);
+    team(
+        &d,
+        "seedy",
+        "seedPaths: cfg/id_ed25519\n",
+        "[fake:write=x.txt:x]",
+    );
+    let run = run_wt(&d, "seedy", json!({}));
+    let status = d.wait(&run);
+    assert_eq!(
+        std::fs::read_to_string(home.join("id_ed25519")).unwrap(),
+        "PRIVATE KEY BYTES"
+    );
+    assert_ne!(status, "completed");
+    let t = status_of(&d, &run, "01_edit");
+    assert!(
+        t["error"].as_str().unwrap_or("").contains("seedPaths"),
+        "{t}"
+    );
+
+    // A real file seeds as before.
+    std::fs::write(w.join(".env"), "A=1\n").unwrap();
+    std::fs::write(w.join(".git/info/exclude"), ".crew/\n.env\n").unwrap();
+    team(&d, "seeded", "seedPaths: .env\n", "[fake:write=y.txt:y]");
+    let run = run_wt(&d, "seeded", json!({}));
+    assert_eq!(d.wait(&run), "completed");
+}
+
+#[test]
+fn an_untrusted_projects_seed_paths_are_refused() {
+    let d = Daemon::start();
+    repo(&d);
+    team(&d, "seedy", "seedPaths: .env\n", "[fake:write=x.txt:x]");
+    let e = d.err(
+        "team.run",
+        json!({"goal": "g", "cwd": path_str(&d.work), "runtime": "fake", "team": "seedy",
+               "workspace": "worktree"}),
+    );
+    assert_eq!(e["code"], 1003, "{e}");
+    assert!(e.to_string().contains("seedPaths"), "{e}");
+}
+
+// ---- 2, 3, 12. forget / prune -----------------------------------------------------------
+
+#[test]
+fn forget_and_prune_keep_the_branches_the_user_is_on_or_committed_on() {
+    let d = Daemon::start();
+    let w = repo(&d);
+    team(&d, "one", "", "[fake:write=b.txt:x]");
+    let run = run_wt(&d, "one", json!({}));
+    assert_eq!(d.wait(&run), "completed");
+    // The user follows crew's advice and works on the run's branch.
+    git(w, &["switch", "-q", &format!("crew/{run}")]);
+    std::fs::write(w.join("mine.txt"), "my work\n").unwrap();
+    git(w, &["add", "mine.txt"]);
+    git(w, &["commit", "-qm", "my commit"]);
+    let mine = git(w, &["rev-parse", "HEAD"]);
+
+    let r = d.ok("team.forget", json!({"runId": run}));
+    let notes = r["notes"].to_string();
+    assert!(notes.contains(&format!("crew/{run}")), "{r}");
+    // Answered when done: the task's branch is gone now, not seconds later.
+    assert_eq!(branches(w, &format!("refs/heads/crew/tasks/{run}/")), "");
+    assert_eq!(git(w, &["rev-parse", "HEAD"]), mine);
+    assert_eq!(git(w, &["status", "--porcelain"]), "");
+    git(w, &["switch", "-q", "main"]);
+
+    // A task branch checked out in a worktree of the user's, and a run branch someone
+    // committed on without it being checked out: prune keeps both and says so.
+    let run2 = run_wt(&d, "one", json!({}));
+    assert_eq!(d.wait(&run2), "completed");
+    let side = d.dir.path().join("side");
+    let task_branch = format!("crew/tasks/{run2}/01_edit");
+    git(w, &["worktree", "add", "-q", path_str(&side), &task_branch]);
+    let run3 = run_wt(&d, "one", json!({}));
+    assert_eq!(d.wait(&run3), "completed");
+    let other = d.dir.path().join("other");
+    git(
+        w,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            path_str(&other),
+            &format!("crew/{run3}"),
+        ],
+    );
+    std::fs::write(other.join("c.txt"), "c\n").unwrap();
+    git(&other, &["add", "c.txt"]);
+    git(&other, &["commit", "-qm", "on crew's branch"]);
+    git(w, &["worktree", "remove", path_str(&other)]);
+
+    let r = d.ok("team.prune", json!({"keep": 0}));
+    let notes = r["notes"].to_string();
+    assert!(notes.contains(&task_branch), "{r}");
+    assert!(notes.contains(&format!("crew/{run3}")), "{r}");
+    assert!(!branches(w, &format!("refs/heads/{task_branch}")).is_empty());
+    assert!(!branches(w, &format!("refs/heads/crew/{run3}")).is_empty());
+    assert_eq!(git(&side, &["status", "--porcelain"]), "");
+}
+
+#[test]
+fn the_users_worktree_whose_directory_is_briefly_absent_keeps_its_metadata() {
+    let d = Daemon::start();
+    let w = repo(&d);
+    let mine = d.dir.path().join("mine");
+    git(
+        w,
+        &["worktree", "add", "-q", "-b", "feature", path_str(&mine)],
+    );
+    // An unmounted drive, a directory being moved: absent while crew works.
+    let away = d.dir.path().join("away");
+    std::fs::rename(&mine, &away).unwrap();
+    team(&d, "one", "", "[fake:write=b.txt:x]");
+    let run = run_wt(&d, "one", json!({}));
+    assert_eq!(d.wait(&run), "completed");
+    d.ok("team.forget", json!({"runId": run}));
+    std::fs::rename(&away, &mine).unwrap();
+    let list = git(w, &["worktree", "list", "--porcelain"]);
+    assert!(list.contains(path_str(&mine)), "{list}");
+    assert_eq!(
+        git(&mine, &["rev-parse", "--abbrev-ref", "HEAD"]),
+        "feature"
+    );
+}
+
+// ---- 4. apply brings exactly the reviewed change ------------------------------------------
+
+#[test]
+fn apply_of_a_dirty_base_run_brings_its_own_change_never_the_snapshot() {
+    let d = Daemon::start();
+    let w = repo(&d);
+    std::fs::write(w.join("a.txt"), "uncommitted edit\n").unwrap();
+    std::fs::write(w.join("scratch.txt"), "password=hunter2\n").unwrap();
+    team(&d, "one", "", "[fake:write=b.txt:made]");
+    let run = run_wt(&d, "one", json!({}));
+    assert_eq!(d.wait(&run), "completed");
+    // The user reverts the edit and deletes the scratch file.
+    git(w, &["checkout", "--", "a.txt"]);
+    std::fs::remove_file(w.join("scratch.txt")).unwrap();
+    let before = git(w, &["rev-parse", "HEAD"]);
+    let diff = d.ok("team.diff", json!({"runId": run, "stat": true}));
+    assert_eq!(diff["files"], 1, "{diff}");
+
+    let r = d.ok("team.apply", json!({"runId": run}));
+    assert_ne!(r["how"], "fast_forward", "{r}");
+    assert_eq!(r["checkout"], path_str(w), "{r}");
+    let changed = git(w, &["diff", "--name-only", &before, "HEAD"]);
+    assert_eq!(changed, "b.txt");
+    assert!(!w.join("scratch.txt").exists());
+    assert_eq!(
+        git(w, &["log", "--format=%H", "HEAD", "--", "scratch.txt"]),
+        ""
+    );
+    assert_eq!(git(w, &["status", "--porcelain"]), "");
+}
+
+#[test]
+fn apply_after_the_user_dropped_a_commit_does_not_bring_it_back() {
+    let d = Daemon::start();
+    let w = repo(&d);
+    std::fs::write(w.join("bad.txt"), "bad\n").unwrap();
+    git(w, &["add", "bad.txt"]);
+    git(w, &["commit", "-qm", "a bad commit"]);
+    let bad = git(w, &["rev-parse", "HEAD"]);
+    team(&d, "one", "", "[fake:write=b.txt:made]");
+    let run = run_wt(&d, "one", json!({}));
+    assert_eq!(d.wait(&run), "completed");
+    git(w, &["reset", "-q", "--hard", "HEAD~1"]);
+    let before = git(w, &["rev-parse", "HEAD"]);
+
+    let r = d.ok("team.apply", json!({"runId": run}));
+    assert_eq!(
+        git(w, &["diff", "--name-only", &before, "HEAD"]),
+        "b.txt",
+        "{r}"
+    );
+    assert!(!w.join("bad.txt").exists());
+    let ancestors = git(w, &["rev-list", "HEAD"]);
+    assert!(!ancestors.contains(&bad), "{r}");
+}
+
+// ---- 5. concurrent applies ----------------------------------------------------------------
+
+#[test]
+fn concurrent_applies_each_bring_their_own_commit_once() {
+    let d = Daemon::start();
+    let w = repo(&d);
+    let mut runs = Vec::new();
+    for i in 0..3 {
+        team(
+            &d,
+            &format!("t{i}"),
+            "",
+            &format!("[fake:write=f{i}.txt:run {i}]"),
+        );
+        let run = run_wt(&d, &format!("t{i}"), json!({}));
+        assert_eq!(d.wait(&run), "completed");
+        runs.push(run);
+    }
+    let before = git(w, &["rev-parse", "HEAD"]);
+    let answers: Vec<Value> = std::thread::scope(|s| {
+        let hs: Vec<_> = runs
+            .iter()
+            .enumerate()
+            .map(|(i, run)| {
+                let d = &d;
+                s.spawn(move || d.http("team.apply", json!({"runId": run, "squash": i == 2})))
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for (i, a) in answers.iter().enumerate() {
+        let r = &a["result"];
+        assert!(r.is_object(), "apply {i}: {a}");
+        let head = r["head"].as_str().unwrap();
+        assert!(files_of(w, head).contains(&format!("f{i}.txt")), "{a}");
+    }
+    assert_eq!(
+        git(w, &["status", "--porcelain", "--untracked-files=all"]),
+        ""
+    );
+    let new_commits = git(
+        w,
+        &["rev-list", "--first-parent", &format!("{before}..HEAD")],
+    );
+    assert_eq!(new_commits.lines().count(), 3, "{answers:?}");
+    // Each commit on the branch brings exactly one run's file.
+    for c in new_commits.lines() {
+        let changed = git(w, &["diff", "--name-only", &format!("{c}^1"), c]);
+        assert_eq!(changed.lines().count(), 1, "{c}: {changed}");
+    }
+    let ff = answers
+        .iter()
+        .filter(|a| a["result"]["how"] == "fast_forward")
+        .count();
+    assert!(ff <= 1, "{answers:?}");
+}
+
+// ---- 6. all or nothing ------------------------------------------------------------------
+
+/// HEAD, index bytes, every file outside .git, and git's operation files.
+fn snapshot(w: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut out = vec![
+        (
+            "HEAD".to_string(),
+            git(w, &["rev-parse", "HEAD"]).into_bytes(),
+        ),
+        (
+            "index".to_string(),
+            std::fs::read(w.join(".git/index")).unwrap(),
+        ),
+    ];
+    for f in ["MERGE_HEAD", "SQUASH_MSG", "MERGE_MSG", "index.lock"] {
+        out.push((f.into(), vec![u8::from(w.join(".git").join(f).exists())]));
+    }
+    let mut files: Vec<String> = git(w, &["ls-files", "-co", "--exclude-standard"])
+        .lines()
+        .map(str::to_string)
+        .collect();
+    files.sort();
+    for f in files {
+        let bytes = std::fs::read(w.join(&f)).unwrap_or_default();
+        out.push((f, bytes));
+    }
+    out
+}
+
+#[test]
+fn a_signing_failure_refuses_the_apply_and_leaves_the_checkout_exactly_as_it_was() {
+    let d = Daemon::start();
+    let w = repo(&d);
+    team(&d, "one", "", "[fake:write=b.txt:made]");
+    let run = run_wt(&d, "one", json!({}));
+    assert_eq!(d.wait(&run), "completed");
+    git(
+        w,
+        &["commit", "-q", "--allow-empty", "-m", "the user moves on"],
+    );
+    git(w, &["config", "commit.gpgsign", "true"]);
+    git(w, &["config", "gpg.program", "/bin/false"]);
+    let before = snapshot(w);
+    for squash in [true, false] {
+        let e = d.err("team.apply", json!({"runId": run, "squash": squash}));
+        assert_eq!(e["code"], 1002, "{e}");
+        assert!(e["message"].as_str().unwrap().contains("gpgSign"), "{e}");
+        assert_eq!(snapshot(w), before);
+    }
+}
+
+#[test]
+fn kill_9_during_apply_leaves_the_old_commit_or_the_new_never_a_mix() {
+    let mut d = Daemon::start();
+    let w = repo(&d).to_path_buf();
+    let w = w.as_path();
+    std::fs::write(w.join(".gitattributes"), "*.dat filter=slow\n").unwrap();
+    git(w, &["add", ".gitattributes"]);
+    git(w, &["commit", "-qm", "attributes"]);
+    team(
+        &d,
+        "dats",
+        "",
+        "[fake:write=one.dat:1][fake:write=two.dat:2][fake:write=three.dat:3]",
+    );
+    let run = run_wt(&d, "dats", json!({}));
+    assert_eq!(d.wait(&run), "completed");
+    let old = git(w, &["rev-parse", "HEAD"]);
+    git(w, &["commit", "-q", "--allow-empty", "-m", "moved on"]);
+    let old_moved = git(w, &["rev-parse", "HEAD"]);
+    assert_ne!(old, old_moved);
+    // A smudge filter that says who runs it, then takes its time: the window to kill in.
+    let mark = d.dir.path().join("smudging");
+    let fast = d.dir.path().join("fast");
+    let script = d.dir.path().join("smudge.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\necho $PPID >> {m}\n[ -e {f} ] || sleep 5\nexec cat\n",
+            m = path_str(&mark),
+            f = path_str(&fast)
+        ),
+    )
+    .unwrap();
+    std::process::Command::new("chmod")
+        .args(["+x", path_str(&script)])
+        .status()
+        .unwrap();
+    git(w, &["config", "filter.slow.smudge", path_str(&script)]);
+    git(w, &["config", "filter.slow.clean", "cat"]);
+
+    let socket_user = std::thread::scope(|s| {
+        let d = &d;
+        let h = s.spawn(move || d.try_http("team.apply", json!({"runId": run, "squash": true})));
+        // Wait for git to be inside the checkout, then kill crewd and the git it ran.
+        for _ in 0..600 {
+            if std::fs::read_to_string(&mark).is_ok_and(|s| !s.trim().is_empty()) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let pid: i32 = std::fs::read_to_string(&mark)
+            .expect("the smudge filter never ran")
+            .lines()
+            .next()
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        std::process::Command::new("kill")
+            .args(["-9", &d.pid().to_string(), &pid.to_string()])
+            .status()
+            .unwrap();
+        h.join().unwrap()
+    });
+    assert!(socket_user.is_err() || socket_user.unwrap().get("error").is_some());
+    std::fs::write(&fast, "").unwrap();
+    d.restart();
+    let head = git(w, &["rev-parse", "HEAD"]);
+    assert!(!w.join(".git/index.lock").exists());
+    assert_eq!(git(w, &["status", "--porcelain"]), "", "HEAD {head}");
+    // The filter runs while the checkout follows the branch, which had moved: recovery
+    // finished the checkout (the other outcome, the old commit, is a kill before the move).
+    assert_eq!(git(w, &["rev-parse", "HEAD^"]), old_moved, "HEAD {head}");
+    for (f, c) in [("one.dat", "1"), ("two.dat", "2"), ("three.dat", "3")] {
+        assert_eq!(std::fs::read_to_string(w.join(f)).unwrap(), c);
+    }
+    assert!(!d
+        .state_dir
+        .join("applies")
+        .read_dir()
+        .unwrap()
+        .any(|_| true));
+}
+
+// ---- 7. refusals ------------------------------------------------------------------------
+
+#[test]
+fn apply_is_refused_during_a_bisect_or_a_rebase_and_a_branch_named_crew_is_refused() {
+    let d = Daemon::start();
+    let w = repo(&d);
+    team(&d, "one", "", "[fake:write=b.txt:made]");
+    let run = run_wt(&d, "one", json!({}));
+    assert_eq!(d.wait(&run), "completed");
+    git(w, &["commit", "-q", "--allow-empty", "-m", "second"]);
+    git(w, &["bisect", "start"]);
+    git(w, &["bisect", "bad"]);
+    git(w, &["bisect", "good", "HEAD~1"]);
+    let head = git(w, &["rev-parse", "HEAD"]);
+    let e = d.err("team.apply", json!({"runId": run}));
+    assert!(e["message"].as_str().unwrap().contains("bisect"), "{e}");
+    assert_eq!(git(w, &["rev-parse", "HEAD"]), head);
+    git(w, &["bisect", "reset"]);
+
+    // A rebase stopped on a conflict.
+    git(w, &["switch", "-q", "-c", "side", "HEAD~1"]);
+    std::fs::write(w.join("a.txt"), "side\n").unwrap();
+    git(w, &["commit", "-qam", "side edit"]);
+    git(w, &["switch", "-q", "main"]);
+    std::fs::write(w.join("a.txt"), "main\n").unwrap();
+    git(w, &["commit", "-qam", "main edit"]);
+    git(w, &["switch", "-q", "side"]);
+    let stopped = std::process::Command::new("git")
+        .args(["rebase", "main"])
+        .current_dir(w)
+        .output()
+        .unwrap();
+    assert!(!stopped.status.success());
+    let e = d.err("team.apply", json!({"runId": run}));
+    assert!(e["message"].as_str().unwrap().contains("rebase"), "{e}");
+    git(w, &["rebase", "--abort"]);
+    git(w, &["switch", "-q", "main"]);
+
+    // crew's own branches are gone once the run is forgotten; then the user makes `crew`.
+    d.ok("team.forget", json!({"runId": run}));
+    git(w, &["branch", "crew"]);
+    let e = d.err(
+        "team.run",
+        json!({"goal": "g", "cwd": path_str(w), "runtime": "fake", "team": "one",
+               "workspace": "worktree"}),
+    );
+    assert_eq!(e["code"], 1003, "{e}");
+    assert!(e["message"].as_str().unwrap().contains("`crew`"), "{e}");
+}
+
+// ---- 8. identity and message ------------------------------------------------------------
+
+#[test]
+fn apply_commits_as_the_user_with_the_goal_and_tasks_keep_crews_identity() {
+    let d = Daemon::start();
+    let w = repo(&d);
+    team(&d, "one", "", "[fake:write=b.txt:made]");
+    let run = d.run(
+        "Add the b file\n\nIt is needed for the thing.",
+        json!({"team": "one", "workspace": "worktree"}),
+    );
+    assert_eq!(d.wait(&run), "completed");
+    git(w, &["commit", "-q", "--allow-empty", "-m", "user moves on"]);
+    let r = d.ok("team.apply", json!({"runId": run, "squash": true}));
+    assert_eq!(r["how"], "squash");
+    let who = git(w, &["log", "-1", "--format=%an <%ae>|%cn <%ce>|%s"]);
+    assert_eq!(
+        who,
+        "user <user@example.com>|user <user@example.com>|Add the b file"
+    );
+    let body = git(w, &["log", "-1", "--format=%b"]);
+    assert!(
+        body.contains(&run) && body.contains("needed for the thing"),
+        "{body}"
+    );
+    let task = git(
+        w,
+        &[
+            "log",
+            "-1",
+            "--format=%an <%ae>",
+            &format!("crew/tasks/{run}/01_edit"),
+        ],
+    );
+    assert_eq!(task, "crew <crew@localhost>");
+    assert_eq!(r["checkout"], path_str(w));
+}
+
+// ---- 9. a big file ----------------------------------------------------------------------
+
+fn peak_rss_kib(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+#[test]
+fn a_200_mib_result_file_does_not_take_crewds_memory() {
+    let d = Daemon::start_with(Opts {
+        config: "[runtimes.big]\nadapter = \"command\"\ncommand = [\"/bin/sh\", \"-c\", \
+                 \"head -c 209715200 /dev/urandom > big.bin && echo wrote it\"]\n"
+            .into(),
+        ..Default::default()
+    });
+    repo(&d);
+    team(&d, "one", "", "Write a big file.");
+    let run = run_wt(&d, "one", json!({"runtime": "big"}));
+    assert_eq!(d.wait(&run), "completed");
+    let diff = d.ok("team.diff", json!({"runId": run, "limit": 1_000_000}));
+    assert_eq!(diff["truncated"], true);
+    let patch = d
+        .state_dir
+        .join("runs")
+        .join(&run)
+        .join("patches/01_edit.patch");
+    let patch_len = std::fs::metadata(&patch).unwrap().len();
+    let peak = peak_rss_kib(d.pid());
+    eprintln!("crewd peak RSS {peak} KiB, patch artifact {patch_len} bytes");
+    assert!(patch_len <= 8 << 20, "{patch_len}");
+    assert!(peak < 120 * 1024, "crewd's peak RSS {peak} KiB");
+}
+
+// ---- 10. reserved names -----------------------------------------------------------------
+
+#[test]
+fn fan_out_tasks_named_like_crews_files_run() {
+    let d = Daemon::start();
+    repo(&d);
+    let block = json!({"tasks": [
+        {"id": "repo", "role": "ex", "title": "repo", "task": "[fake:write=r.txt:r]", "scope": ["r.txt"]},
+        {"id": "readers-0123456789012345678901234567890123456789", "role": "ex", "title": "rd",
+         "task": "[fake:write=s.txt:s]", "scope": ["s.txt"]},
+        {"id": "system-0123456789abcdef", "role": "ex", "title": "sys",
+         "task": "[fake:write=t.txt:t]", "scope": ["t.txt"]}
+    ]});
+    let b = d.dir.path().join("block.json");
+    std::fs::write(&b, block.to_string()).unwrap();
+    d.project_file(
+        "teams/fan.team.md",
+        "---\nname: fan\ndefaultWorkflow: fan\n---\n\n- planner: agent=planner\n- ex: agent=executor\n",
+    );
+    d.project_file(
+        "workflows/fan.workflow.md",
+        &format!(
+            "---\nname: fan\n---\n\n## plan\nrole: planner\nexpands: tasks\n\nSplit. [fake:fanout={}]\n",
+            path_str(&b)
+        ),
+    );
+    let run = d.run("g", json!({"team": "fan", "workspace": "worktree"}));
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+}
+
+// ---- 11. the base while waiting; a preview writes nothing ---------------------------------
+
+fn objects(w: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(w.join(".git/objects")).unwrap().flatten() {
+        if e.path().is_dir() {
+            for f in std::fs::read_dir(e.path()).unwrap().flatten() {
+                out.push(f.path());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn a_waiting_runs_dirty_base_survives_gc_and_team_plan_writes_nothing() {
+    let d = Daemon::start();
+    let w = repo(&d);
+    team(&d, "one", "", "[fake:write=b.txt:made]");
+    std::fs::write(w.join("wip.txt"), "not committed\n").unwrap();
+    let before = objects(w);
+    d.ok(
+        "team.plan",
+        json!({"goal": "g", "cwd": path_str(w), "team": "one", "workspace": "worktree",
+               "runtime": "fake"}),
+    );
+    assert_eq!(objects(w), before, "team.plan wrote objects");
+
+    let run = run_wt(&d, "one", json!({"requirePlanApproval": true}));
+    let base = d.status(&run)["workspace"]["base"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let base_ref = format!("refs/crew/{run}/_base");
+    for _ in 0..600 {
+        if !branches(w, &base_ref).is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    git(w, &["gc", "-q", "--prune=now"]);
+    git(w, &["cat-file", "-e", &format!("{base}^{{commit}}")]);
+    d.ok("team.approve", json!({"runId": run}));
+    assert_eq!(d.wait(&run), "completed");
+}
+
+// ---- issue 29, 4: fsmonitor -------------------------------------------------------------
+
+#[test]
+fn a_repositorys_fsmonitor_program_is_never_started_by_a_run_or_an_apply() {
+    let d = Daemon::start();
+    let w = repo(&d);
+    team(&d, "one", "", "[fake:write=b.txt:made]");
+    let mark = d.dir.path().join("fsmonitor-ran");
+    let hook = d.dir.path().join("fsmonitor.sh");
+    std::fs::write(
+        &hook,
+        format!("#!/bin/sh\necho \"$@\" >> {}\nexit 1\n", path_str(&mark)),
+    )
+    .unwrap();
+    std::process::Command::new("chmod")
+        .args(["+x", path_str(&hook)])
+        .status()
+        .unwrap();
+    // Proof the hook is one git starts, for a plain `git status` of the user.
+    git(w, &["config", "core.fsmonitor", path_str(&hook)]);
+    git(w, &["status", "--porcelain"]);
+    assert!(mark.exists(), "git itself did not start the fsmonitor hook");
+    std::fs::remove_file(&mark).unwrap();
+
+    let run = run_wt(&d, "one", json!({}));
+    assert_eq!(d.wait(&run), "completed");
+    d.ok("team.diff", json!({"runId": run}));
+    d.ok("team.apply", json!({"runId": run}));
+    assert!(
+        !mark.exists(),
+        "crew started the fsmonitor hook: {}",
+        std::fs::read_to_string(&mark).unwrap_or_default()
+    );
+}

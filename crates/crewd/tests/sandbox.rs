@@ -1,0 +1,193 @@
+//! Issue 34: a hostile `command` agent, boxed (`sandbox = "required"`), tries each way out of
+//! its task; each fails, while its own work in its worktree (edits, `git add`, `git commit`)
+//! goes through. Skipped (and said so) where bubblewrap cannot make a box.
+
+mod common;
+use common::*;
+use serde_json::json;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+fn skip(name: &str, why: &str) {
+    eprintln!("SKIPPED {name}: {why}");
+}
+
+/// bubblewrap works here (the daemon probes the same way).
+fn bwrap_works() -> Result<(), String> {
+    let out = std::process::Command::new("bwrap")
+        .args([
+            "--unshare-all",
+            "--die-with-parent",
+            "--ro-bind",
+            "/",
+            "/",
+            "/bin/true",
+        ])
+        .output()
+        .map_err(|e| format!("bwrap: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
+fn repo(w: &Path) {
+    git(w, &["init", "-q", "-b", "main"]);
+    git(w, &["config", "user.name", "user"]);
+    git(w, &["config", "user.email", "user@example.com"]);
+    std::fs::write(w.join(".git/info/exclude"), ".crew/\n").unwrap();
+    std::fs::write(w.join("a.txt"), "one\n").unwrap();
+    git(w, &["add", "-A"]);
+    git(w, &["commit", "-qm", "init"]);
+    git(w, &["gc", "-q"]);
+}
+
+fn marked(marker: &str) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let zombie = stat
+                .rfind(')')
+                .and_then(|i| stat.get(i + 1..))
+                .and_then(|r| r.split_whitespace().next())
+                == Some("Z");
+            !zombie && String::from_utf8_lossy(&cmd).contains(marker)
+        })
+        .collect()
+}
+
+#[test]
+fn a_hostile_agent_in_its_box_reaches_nothing_but_its_worktree() {
+    const NAME: &str = "a_hostile_agent_in_its_box_reaches_nothing_but_its_worktree";
+    if let Err(why) = bwrap_works() {
+        return skip(NAME, &format!("bubblewrap cannot make a box here: {why}"));
+    }
+    // Paths are known once the daemon's directories exist: start it, write the config, restart.
+    let mut d = Daemon::start();
+    let (h, s, r) = (d.home.clone(), d.state_dir.clone(), d.work.clone());
+    repo(&r);
+    std::fs::create_dir_all(h.join(".ssh")).unwrap();
+    std::fs::write(h.join(".ssh/id_ed25519"), "PRIVATE KEY\n").unwrap();
+    std::fs::write(h.join(".bashrc"), "# rc\n").unwrap();
+    std::fs::create_dir_all(h.join(".claude")).unwrap();
+    std::fs::write(h.join(".claude/settings.json"), "{}\n").unwrap();
+    let marker = format!(
+        "boxmarker{}",
+        d.dir
+            .path()
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .replace(|c: char| !c.is_ascii_alphanumeric(), "")
+    );
+    let (h, s, r, sock) = (h.display(), s.display(), r.display(), d.socket.display());
+    let script = format!(
+        "cat {h}/.ssh/id_ed25519 2>/dev/null && echo ESCAPE ssh-key; \
+         echo x >> {h}/.bashrc 2>/dev/null && echo ESCAPE bashrc; \
+         echo x > {r}/a.txt 2>/dev/null && echo ESCAPE checkout; \
+         git -C {r} config core.fsmonitor /tmp/evil 2>/dev/null && echo ESCAPE fsmonitor; \
+         echo x > {s}/pwned 2>/dev/null; \
+         mkdir -p {s}/worktrees/other 2>/dev/null; \
+         [ -e {sock} ] && echo ESCAPE socket; \
+         echo x > {h}/.claude/settings.json 2>/dev/null && echo ESCAPE claude-settings; \
+         kill -TERM $CREW_DAEMON_PID 2>/dev/null; \
+         setsid sh -c 'while :; do sleep 0.2; done' {marker} & \
+         echo mine > own.txt && git add own.txt && git commit -qm own && echo OWN-OK; \
+         echo done"
+    );
+    std::fs::write(
+        &d.config,
+        format!(
+            "sandbox = \"required\"\nno_output_timeout_ms = 10000\nkill_grace_ms = 300\n\
+             final_drain_ms = 500\nfinal_drain_quiet_ms = 100\nallow_no_change = true\n\
+             [runtimes.hostile]\nadapter = \"command\"\ncommand = [\"/bin/sh\", \"-c\", {script:?}]\n"
+        ),
+    )
+    .unwrap();
+    d.restart();
+    one_step_team(&d, "h", "Escape.", "executor");
+    let run = d.run(
+        "escape",
+        json!({"team": "h", "runtime": "hostile", "workspace": "worktree"}),
+    );
+    let end = d.wait(&run);
+    let result = d.ok(
+        "team.artifact",
+        json!({"runId": run, "name": "results/01_only.txt"}),
+    )["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(!result.contains("ESCAPE"), "{result}");
+    assert!(
+        result.contains("OWN-OK"),
+        "own commit: {result}\n{}",
+        d.status(&run)
+    );
+    assert_eq!(end, "completed", "{}", d.status(&run));
+    // Outside, nothing changed; crewd still answers.
+    let home = d.home.clone();
+    assert_eq!(
+        std::fs::read_to_string(home.join(".bashrc")).unwrap(),
+        "# rc\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(home.join(".claude/settings.json")).unwrap(),
+        "{}\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(d.work.join("a.txt")).unwrap(),
+        "one\n"
+    );
+    // (Inside, the test's state directory is under the box's private /tmp: what it wrote
+    // there stayed in the box.)
+    assert!(!d.state_dir.join("pwned").exists());
+    assert!(!d.state_dir.join("worktrees/other").exists());
+    assert!(!git(&d.work, &["config", "--list"]).contains("fsmonitor"));
+    d.ok("daemon.ping", json!({}));
+    // The setsid'd process ended with the attempt.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !marked(&marker).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the setsid'd process outlived its box"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn required_without_the_mechanism_refuses_with_a_clear_message() {
+    // No bubblewrap on PATH: `required` refuses the attempt, `auto` runs it unboxed and says
+    // so at start-up.
+    let d = Daemon::start_with(Opts {
+        config: "sandbox = \"required\"\nmax_attempts = 1\n".into(),
+        env: vec![("PATH".into(), "/nonexistent".into())],
+    });
+    d.wait_log("bubblewrap (`bwrap`) is not installed");
+    one_step_team(&d, "solo", "Do it.", "explorer");
+    let run = d.run("boxed", json!({"team": "solo"}));
+    assert_eq!(d.wait(&run), "failed");
+    let st = d.status(&run);
+    let error = Daemon::task(&st, "01_only")["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        error.contains("sandbox = \"required\"") && error.contains("not installed"),
+        "{error}"
+    );
+    let status = d.ok("daemon.status", json!({}));
+    assert!(
+        status["sandbox"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("attempts do not start"),
+        "{status}"
+    );
+}
