@@ -59,6 +59,7 @@ impl RunDef {
                 writes: *writes,
                 expands: None,
                 added_by: None,
+                judging: Default::default(),
                 title: None,
             })
             .map(std::sync::Arc::new)

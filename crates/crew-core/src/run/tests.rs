@@ -57,6 +57,7 @@ fn tasks(steps: &[Step]) -> Vec<std::sync::Arc<PlannedTask>> {
             writes: *writes,
             expands: None,
             added_by: None,
+            judging: Default::default(),
             title: None,
         })
         .map(std::sync::Arc::new)
