@@ -15,6 +15,8 @@ pub use dispatch::Start;
 mod event;
 mod event_de;
 mod fanout;
+mod fixloop;
+pub use fixloop::{fix_task_id, run_verdict};
 mod jobs;
 mod settle;
 mod snapshot;

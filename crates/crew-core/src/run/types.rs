@@ -227,6 +227,11 @@ pub struct Rare {
     /// A fan-out task whose block was refused: the problems, fed back on its repair attempt.
     /// Set once per window: a second refused block makes the task need attention.
     pub fan_out_repair: Option<String>,
+    /// A judge's last verdict (issue 30): kept when it runs again, replaced by its next one.
+    pub verdict: Option<crate::verdict::Verdict>,
+    /// A judge whose answer held no readable verdict: the problem, fed back on its repair
+    /// attempt. Set once per window, like `fan_out_repair`.
+    pub verdict_repair: Option<String>,
 }
 
 impl Rare {
@@ -242,6 +247,8 @@ impl Rare {
             && self.verify_retries == 0
             && self.fallback == 0
             && self.fan_out_repair.is_none()
+            && self.verdict.is_none()
+            && self.verdict_repair.is_none()
     }
 }
 
@@ -257,6 +264,8 @@ static NO_RARE: Rare = Rare {
     verify_retries: 0,
     fallback: 0,
     fan_out_repair: None,
+    verdict: None,
+    verdict_repair: None,
 };
 
 impl TaskState {
@@ -315,6 +324,13 @@ impl TaskState {
     }
     pub fn fan_out_repair(&self) -> Option<&str> {
         self.rare().fan_out_repair.as_deref()
+    }
+    /// A judge's last verdict.
+    pub fn verdict(&self) -> Option<&crate::verdict::Verdict> {
+        self.rare().verdict.as_ref()
+    }
+    pub fn verdict_repair(&self) -> Option<&str> {
+        self.rare().verdict_repair.as_deref()
     }
 
     /// Change the usually empty fields; their box is made when needed and dropped once they
