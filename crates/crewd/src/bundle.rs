@@ -1095,6 +1095,7 @@ mod tests {
                     reused_from: None,
                     commit: None,
                     verification: vec![],
+                    verdict: None,
                 },
             ),
             Pending::run(
