@@ -83,6 +83,7 @@ impl RunDef {
             max_attempts: self.max_attempts,
             schedule_id: None,
             imported: false,
+            task_verify_commands: vec![],
             workspace: None,
             tasks,
         }

@@ -157,6 +157,8 @@ mod tests {
             artifacts: vec![],
             scope: vec![],
             verify_commands: vec![],
+            verdict: None,
+            fixes: None,
         }
     }
 

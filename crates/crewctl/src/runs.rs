@@ -664,6 +664,8 @@ mod tests {
                 .collect(),
             scope: vec![],
             verify_commands: vec![],
+            verdict: None,
+            fixes: None,
         }
     }
 

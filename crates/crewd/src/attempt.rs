@@ -52,6 +52,9 @@ pub struct AttemptSpec {
     /// A judge in a worktree run: the run's base commit, so its prompt names the range under
     /// review (`<base>..HEAD`).
     pub judge_base: Option<String>,
+    /// The project's per-task checks (`task_verify_commands`, frozen in the run), run after a
+    /// task that can edit and has no verification of its own.
+    pub task_verify_commands: Vec<String>,
 }
 
 pub struct Report {

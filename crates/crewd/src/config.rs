@@ -98,6 +98,11 @@ pub struct ProjectConfig {
     /// Run, each as `sh -c`, in the task's workspace after a `verify: true` step's agent
     /// finished, when the step names no `verifyCommands` of its own.
     pub verify_commands: Vec<String>,
+    /// Per-task checks (issue 30): run, each as `sh -c`, after every task that can edit
+    /// (fan-out and fix tasks included) and has no verification of its own; a failure retries
+    /// that task with the failure as feedback. Integration checks (a test that passes only
+    /// once the pieces are merged) belong in `verify_commands`.
+    pub task_verify_commands: Vec<String>,
     /// Tasks one fan-out step (`expands: tasks`) of a run in this project may add, instead of
     /// the daemon-wide `max_fan_out_tasks`; a run's `maxFanOutTasks` overrides.
     pub max_fan_out_tasks: Option<u32>,
@@ -359,6 +364,7 @@ impl Config {
             }
             if p.verify_commands
                 .iter()
+                .chain(&p.task_verify_commands)
                 .any(|c| c.trim().is_empty() || c.contains('\0'))
             {
                 return bad(

@@ -294,6 +294,11 @@ pub async fn prepare(shared: &Arc<Shared>, p: &RunParams) -> Result<Prepared, Ap
         max_attempts: cfg.max_attempts,
         schedule_id: None,
         imported: false,
+        task_verify_commands: crate::plan_checks::project(shared, cwd)
+            .and_then(|(root, _)| {
+                Some(crate::plan_checks::project_config(shared, &root)?.task_verify_commands.clone())
+            })
+            .unwrap_or_default(),
         workspace,
         tasks: crate::plan_checks::tasks(&plan),
     };

@@ -81,6 +81,7 @@ pub(super) fn spec(steps: &[Step]) -> RunSpec {
         max_attempts: 3,
         schedule_id: None,
         imported: false,
+        task_verify_commands: vec![],
         workspace: None,
         tasks: tasks(steps),
     }

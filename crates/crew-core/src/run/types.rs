@@ -149,6 +149,10 @@ pub struct RunSpec {
     /// `Some` in `worktree` mode: the repository and base commit the tasks start from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace: Option<super::workspace::WorkspaceSpec>,
+    /// The project's per-task checks (`task_verify_commands`, issue 30): run after every task
+    /// that can edit and has no verification of its own, fan-out and fix tasks included.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub task_verify_commands: Vec<String>,
     /// Shared with `TaskState::plan` of the run's tasks: one copy per task, not two.
     pub tasks: Vec<Arc<PlannedTask>>,
 }

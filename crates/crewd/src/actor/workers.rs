@@ -163,6 +163,7 @@ fn attempt_spec(
             .as_ref()
             .filter(|_| task.plan.judging.judge)
             .map(|w| w.base.clone()),
+        task_verify_commands: run.spec.task_verify_commands.clone(),
     })
 }
 
