@@ -7,12 +7,13 @@ use crate::exit;
 use crew_api::methods::TeamApply;
 use crew_api::types::ApplyParams;
 
-pub async fn apply(ctx: &Ctx, run_id: &str, squash: bool) -> anyhow::Result<u8> {
+pub async fn apply(ctx: &Ctx, run_id: &str, squash: bool, force: bool) -> anyhow::Result<u8> {
     let conn = ctx.connect().await?;
     let r = conn
         .call::<TeamApply>(&ApplyParams {
             run_id: run_id.to_string(),
             squash: squash.then_some(true),
+            force: force.then_some(true),
         })
         .await?;
     if ctx.json {

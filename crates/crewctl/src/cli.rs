@@ -186,6 +186,9 @@ pub enum Command {
         /// As one new commit instead of merging the run's branch
         #[arg(long)]
         squash: bool,
+        /// Apply although the run's judges did not pass the work
+        #[arg(long)]
+        force: bool,
     },
     /// Remove old finished runs (active runs are left alone)
     #[command(visible_alias = "clean")]

@@ -27,6 +27,7 @@ mod server;
 pub mod shared;
 mod summary;
 mod system_prompts;
+mod verdicts;
 #[cfg(test)]
 mod test_support;
 mod workspace;

@@ -641,7 +641,9 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
     });
     register::<TeamApply, _, _>(m, |ctx, p| async move {
         check_id("runId", &p.run_id)?;
-        let (ws, integration) = with_run(&ctx, &p.run_id, |r| {
+        let force = p.force.unwrap_or(false);
+        let (ws, integration) = with_run(&ctx, &p.run_id, move |r| {
+            crate::verdicts::apply_allowed(r, force)?;
             let ws = r.spec.workspace.clone().ok_or_else(|| {
                 ApiError::invalid_state(format!("run {} is not a worktree run", r.id))
             })?;
