@@ -159,8 +159,8 @@ fn a_missing_verdict_gets_one_repair_then_needs_attention() {
     let run = d.run("judge it [fake:verdict=missing]", json!({"team": "review"}));
     assert_eq!(d.wait(&run), "blocked", "{}", d.status(&run));
     let evs = d.events(Some(&run));
-    let retried: Vec<&&Value> = of_type(&evs, "task.retrying")
-        .iter()
+    let retried: Vec<&Value> = of_type(&evs, "task.retrying")
+        .into_iter()
         .filter(|e| e["data"]["reason"] == "verdict_invalid")
         .collect();
     assert!(!retried.is_empty());
