@@ -56,7 +56,14 @@ pub async fn print_integration(ctx: &Ctx, run_id: &str) {
         return;
     };
     let Some(ws) = s.workspace else { return };
+    let failing = s.run.verdict.as_deref().filter(|v| *v != "pass");
     let line = match &ws.integrated {
+        Some(i) if failing.is_some() => format!(
+            "Result on {}: {}, but the judges did not pass it (verdict: {}). See it: crewctl diff {run_id} · take it anyway: crewctl apply --force {run_id}",
+            i.branch,
+            diffstat(i.files, i.insertions, i.deletions),
+            failing.unwrap_or_default()
+        ),
         Some(i) => format!(
             "Result on {}: {}. See it: crewctl diff {run_id} · take it: crewctl apply {run_id}",
             i.branch,
