@@ -101,6 +101,37 @@ mod tests {
     }
 
     #[test]
+    fn a_critic_s_findings_go_back_to_the_planner_and_its_plan() {
+        use crate::resource::{builtin, parse_file, Kind, Source};
+        let files = builtin::parsed().into_iter().chain([
+            parse_file(
+                Kind::Team,
+                Source::User,
+                "/u/teams/crit.team.md",
+                b"---\nname: crit\ndefaultWorkflow: crit\n---\n- planner: agent=planner\n- critic: agent=critic\n- executor: agent=executor\n",
+            ),
+            parse_file(
+                Kind::Workflow,
+                Source::User,
+                "/u/workflows/crit.workflow.md",
+                b"---\nname: crit\n---\n## plan\nrole: planner\noutput: plan.md\n\nPlan {goal}\n\n## critique\nrole: critic\ndependsOn: plan\nmaxFixRounds: 1\n\nCriticise the plan\n\n## execute\nrole: executor\ndependsOn: critique\nverdict: true\nfixer: planner\n\nDo it\n",
+            ),
+        ]);
+        let catalog = Catalog::assemble(files, false);
+        let plan = build_plan(&catalog, Some("crit"), None).unwrap();
+        let critique = &plan.tasks[1];
+        let fix = critique.judging.fix.as_ref().unwrap();
+        assert_eq!(fix.fixer.role, "planner");
+        assert_eq!(fix.output.as_ref().map(|o| o.as_str()), Some("plan.md"));
+        assert_eq!(fix.max_rounds, 1);
+        // `verdict: true` makes any step judge; `fixer:` names who fixes.
+        let execute = &plan.tasks[2];
+        assert!(execute.judging.judge);
+        assert_eq!(execute.judging.fix.as_ref().unwrap().fixer.role, "planner");
+        assert!(!plan.tasks[0].judging.judge);
+    }
+
+    #[test]
     fn builtin_fixers() {
         assert_eq!(fixer_of("default", "verify").as_deref(), Some("executor"));
         assert_eq!(fixer_of("implement", "verify").as_deref(), Some("integrator"));
