@@ -46,6 +46,7 @@ pub fn attach(
             fixer: fixer.clone(),
             output,
             max_rounds: max.or(team_max_rounds).unwrap_or(DEFAULT_MAX_FIX_ROUNDS),
+            rounds_given: max.or(team_max_rounds).is_some(),
         };
         if let Some(t) = tasks.get_mut(i) {
             t.judging.fix = Some(Arc::new(plan));

@@ -161,6 +161,9 @@ pub struct FixPlan {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<crate::ids::ArtifactName>,
     pub max_rounds: u32,
+    /// `max_rounds` came from the step or the team (the config's default does not apply).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub rounds_given: bool,
 }
 
 /// Tools that let a role change files by editing (what the no-change guard and the fix loop

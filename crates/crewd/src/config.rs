@@ -84,6 +84,9 @@ pub struct Config {
     pub allow_no_change: bool,
     /// Tasks one fan-out step (`expands: tasks`) may add; a run's `maxFanOutTasks` overrides.
     pub max_fan_out_tasks: u32,
+    /// Fix rounds a judge's failing verdicts may start when neither the run, the step nor the
+    /// team says (`maxFixRounds`); then the run is blocked with the findings.
+    pub max_fix_rounds: u32,
     /// The longest final answer of a fan-out step that is read for its tasks block (bytes);
     /// a longer one is refused as invalid output without being read.
     pub max_fan_out_answer_bytes: u64,
@@ -146,6 +149,7 @@ impl Default for Config {
             allow_no_change: false,
             projects: BTreeMap::new(),
             max_fan_out_tasks: crew_core::fanout::DEFAULT_MAX_TASKS,
+            max_fix_rounds: crew_core::verdict::DEFAULT_MAX_FIX_ROUNDS,
             max_fan_out_answer_bytes: crew_core::fanout::DEFAULT_MAX_ANSWER_BYTES,
         }
     }
@@ -293,6 +297,12 @@ impl Config {
         }
         if self.max_attempts == 0 {
             return bad("max_attempts", "must be at least 1".into());
+        }
+        if self.max_fix_rounds > crew_core::verdict::MAX_FIX_ROUNDS_CEILING {
+            return bad(
+                "max_fix_rounds",
+                format!("must be at most {}", crew_core::verdict::MAX_FIX_ROUNDS_CEILING),
+            );
         }
         if !(1..=crew_core::fanout::MAX_TASKS_CEILING).contains(&self.max_fan_out_tasks) {
             return bad(

@@ -270,6 +270,22 @@ pub async fn prepare(shared: &Arc<Shared>, p: &RunParams) -> Result<Prepared, Ap
             t.expands = Some(c);
         }
     }
+    let rounds = match p.max_fix_rounds {
+        None => None,
+        Some(n) if (0..=i64::from(crew_core::verdict::MAX_FIX_ROUNDS_CEILING)).contains(&n) => {
+            Some(n as u32)
+        }
+        Some(_) => {
+            return Err(ApiError::invalid_params(
+                "maxFixRounds",
+                format!(
+                    "must be between 0 and {}",
+                    crew_core::verdict::MAX_FIX_ROUNDS_CEILING
+                ),
+            ))
+        }
+    };
+    crate::verdicts::set_fix_rounds(&mut plan.tasks, rounds, cfg.max_fix_rounds);
     let concurrency = p
         .concurrency
         .map(|c| c as u32)

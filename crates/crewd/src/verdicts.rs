@@ -24,3 +24,25 @@ pub fn lines(run: &RunState) -> Vec<String> {
         .filter_map(|t| Some(format!("{}: {}", t.plan.id, t.verdict()?.headline())))
         .collect()
 }
+
+/// The fix rounds each judge of a plan may start: the run's `maxFixRounds`, else the step's or
+/// team's, else the config's `max_fix_rounds`.
+pub fn set_fix_rounds(
+    tasks: &mut [crew_core::plan::PlannedTask],
+    param: Option<u32>,
+    configured: u32,
+) {
+    for t in tasks.iter_mut() {
+        let Some(fix) = &t.judging.fix else { continue };
+        let rounds = match (param, fix.rounds_given) {
+            (Some(n), _) => n,
+            (None, true) => continue,
+            (None, false) => configured,
+        };
+        if rounds != fix.max_rounds {
+            let mut f = crew_core::verdict::FixPlan::clone(fix);
+            f.max_rounds = rounds;
+            t.judging.fix = Some(std::sync::Arc::new(f));
+        }
+    }
+}

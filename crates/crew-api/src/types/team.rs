@@ -120,6 +120,10 @@ pub struct RunParams {
     /// Tasks one fan-out step (`expands: tasks`) may add (1-256); default: config
     /// `max_fan_out_tasks` (16).
     pub max_fan_out_tasks: Option<i64>,
+    /// Fix rounds a judge's failing verdicts may start (0-20); default: the step's or team's
+    /// `maxFixRounds`, else config `max_fix_rounds` (2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_fix_rounds: Option<i64>,
     /// Skills for every task: a list adds to each task's selection, `false` gives none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skills: Option<RunSkillsParam>,

@@ -69,7 +69,7 @@ impl State {
                     error: None,
                 };
                 let v = Verdict::from_failed_check(&error);
-                judged(run, t, end, None, vec![], v)
+                judged(run, t, end, None, None, vec![], v)
             }
             AttemptResult::Completed {
                 usage,
@@ -99,10 +99,7 @@ impl State {
                     }
                 };
                 match parsed {
-                    Ok(v) => {
-                        let _ = reused_from;
-                        judged(run, t, end, commit, verification, v)
-                    }
+                    Ok(v) => judged(run, t, end, reused_from, commit, verification, v),
                     Err(problem) => unreadable(run_id, t, end, problem, now),
                 }
             }
@@ -139,6 +136,7 @@ fn judged(
     run: &RunState,
     t: &TaskState,
     end: AttemptEnd,
+    reused_from: Option<super::event::ReusedFrom>,
     commit: Option<super::workspace::TaskCommit>,
     verification: Vec<crate::checks::VerifyOutcome>,
     v: Verdict,
@@ -151,7 +149,7 @@ fn judged(
             id,
             EventBody::TaskCompleted {
                 end: end.clone(),
-                reused_from: None,
+                reused_from: reused_from.clone(),
                 commit: commit.clone(),
                 verification: verification.clone(),
                 verdict: Some(v),
