@@ -6,17 +6,12 @@
 
 use crate::config::RuntimeConfig;
 use crew_core::plan::PlannedTask;
-use crew_core::run::{AttemptResult, Reuse};
-use crew_core::usage::Usage;
+use crew_core::run::Reuse;
 use std::path::PathBuf;
 
-/// Which attempt a note is about.
-#[derive(Debug, Clone)]
-pub struct AttemptKey {
-    pub run_id: String,
-    pub task_id: String,
-    pub attempt: u32,
-}
+/// The attempt's side of the port lives with the code that runs attempts (`crew-attempt`), so a
+/// worker binary reports through the same trait.
+pub use crew_attempt::port::{AttemptKey, Port, Report, WorkerCtl};
 
 pub struct AttemptSpec {
     pub run_id: String,
@@ -57,14 +52,6 @@ pub struct AttemptSpec {
     pub task_verify_commands: Vec<String>,
 }
 
-pub struct Report {
-    pub run_id: String,
-    pub task_id: String,
-    pub attempt: u32,
-    pub result: AttemptResult,
-    /// A fan-out step's completed attempt: its final answer, for the actor to validate.
-    pub answer: Option<crew_core::fanout::Answer>,
-}
 /// A recorded CLI session to continue with the user's answer.
 #[derive(Debug, Clone)]
 pub struct Resume {
@@ -81,26 +68,4 @@ impl AttemptSpec {
             attempt: self.attempt,
         }
     }
-}
-
-/// What the actor sends a running worker.
-pub enum WorkerCtl {
-    Stop { reason: String },
-    Steer(String),
-}
-
-/// How a worker reaches the actor. Each call is fire-and-forget: the actor applies it in order
-/// with everything else it does, and drops notes of an attempt that is no longer current.
-pub trait Port: Send + Sync {
-    /// The worker process started (its pid, and whether it reads live steering messages).
-    fn spawned(&self, key: &AttemptKey, pid: u32, pid_start: u64, live: bool);
-    /// Live usage and the tool in use.
-    fn progress(&self, key: &AttemptKey, usage: Usage, tool: Option<String>);
-    /// The worker's CLI refused a tool call.
-    fn warning(&self, key: &AttemptKey, tool: String, message: String);
-    /// A live worker gave its final answer (pi `agent_end`, claude's last `result`): it reads no
-    /// more live messages.
-    fn answered(&self, key: &AttemptKey);
-    /// The attempt ended: exactly once per attempt.
-    fn finished(&self, report: Report);
 }

@@ -1,7 +1,7 @@
 //! The system prompt files of a run, for `team.artifacts`. Workers read their agent's system
-//! prompt from `prompts/system-<digest>.md` (`executor::system_prompt_file`), written when an
-//! attempt starts and shared by the tasks of one agent; no event names them, so they are found
-//! from the run's plan and listed when they are on disk.
+//! prompt from `prompts/system-<digest>.md` (`crew_attempt::command::system_prompt_file`),
+//! written when an attempt starts and shared by the tasks of one agent; no event names them, so
+//! they are found from the run's plan and listed when they are on disk.
 
 use crew_api::types::ArtifactInfo;
 use crew_core::run::RunState;

@@ -223,7 +223,7 @@ fn failed(error: String, retryable: bool) -> AttemptResult {
         artifacts: Vec::new(),
         error,
         retryable,
-        reason: "workspace".into(),
+        reason: crew_core::run::FailReason::Workspace.into(),
     }
 }
 

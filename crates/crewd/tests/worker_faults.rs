@@ -1,6 +1,6 @@
 //! Whatever fails while a worker is started or supervised ends that attempt as a failure: the
 //! task never stays `running` without a worker, and `team.wait` returns. Each fault point of
-//! the worker path (`crewd/src/executor/fault.rs`, debug builds only) is made to panic or fail
+//! the worker path (`crew-attempt/src/fault.rs`, debug builds only) is made to panic or fail
 //! in turn; real faults (a state directory that cannot be written, a runtime command that is
 //! not executable) are made for real.
 

@@ -14,6 +14,8 @@ mod dispatch;
 pub use dispatch::Start;
 mod event;
 mod event_de;
+mod fail_reason;
+pub use fail_reason::FailReason;
 mod fanout;
 mod fixloop;
 pub use fixloop::{fix_task_id, run_verdict};

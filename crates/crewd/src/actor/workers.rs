@@ -41,7 +41,7 @@ pub fn dispatch(core: &mut Core, now: chrono::DateTime<chrono::Utc>) {
                         artifacts: vec![],
                         error,
                         retryable: false,
-                        reason: "spawn".into(),
+                        reason: crew_core::run::FailReason::Spawn.into(),
                     },
                     answer: None,
                 };
@@ -83,7 +83,7 @@ pub fn dispatch(core: &mut Core, now: chrono::DateTime<chrono::Utc>) {
                         artifacts: vec![],
                         error: format!("the task start could not be journaled: {e}"),
                         retryable: true,
-                        reason: "storage".into(),
+                        reason: crew_core::run::FailReason::Storage.into(),
                     },
                     answer: None,
                 };

@@ -141,7 +141,7 @@ pub async fn worktree_after(
                 artifacts: Vec::new(),
                 error: format!("cannot read what the task changed to check its scope: {e}"),
                 retryable: true,
-                reason: "workspace".into(),
+                reason: crew_core::run::FailReason::Workspace.into(),
             }
         }
     };
@@ -276,7 +276,7 @@ pub async fn verify(
                 artifacts,
                 error: "stopped while verifying".into(),
                 retryable: false,
-                reason: "cancelled".into(),
+                reason: crew_core::run::FailReason::Cancelled.into(),
             };
         }
         let name = format!(
@@ -328,7 +328,7 @@ pub async fn verify(
             artifacts: Vec::new(),
             error: format!("cannot make the task's files durable: {e}"),
             retryable: true,
-            reason: "storage".into(),
+            reason: crew_core::run::FailReason::Storage.into(),
         };
     }
     match failure {

@@ -93,6 +93,45 @@ pub async fn drain(stderr: &mut Option<tokio::process::ChildStderr>) -> Vec<u8> 
     out
 }
 
+/// How much of the stderr's end error messages keep.
+const STDERR_TAIL: usize = 8 << 10;
+
+/// The end of the worker's stderr, for error messages: redacted line by line as it arrives
+/// (a key printed there spans lines too), then cut to the last `STDERR_TAIL` bytes.
+#[derive(Default)]
+pub(crate) struct StderrTail {
+    lines: crate::lines::RedactedLines,
+    /// The redacted lines, bounded, for the stderr artifact: fed here, after redaction, so a
+    /// secret spanning lines (a PEM block) is masked whole before any of it is cut or kept.
+    pub(crate) log: StderrLog,
+    pub(crate) text: String,
+}
+
+impl StderrTail {
+    pub(crate) fn push(&mut self, bytes: &[u8]) {
+        let (log, text) = (&mut self.log, &mut self.text);
+        self.lines.push(bytes, |line| keep(log, text, line));
+    }
+
+    /// Flushes the last line; `text` is then the trimmed tail for error messages.
+    pub(crate) fn finish(mut self) -> StderrTail {
+        let (log, text) = (&mut self.log, &mut self.text);
+        self.lines.finish(|line| keep(log, text, line));
+        self.text = self.text.trim().to_string();
+        self
+    }
+}
+
+fn keep(log: &mut StderrLog, text: &mut String, line: &str) {
+    log.push(line.as_bytes());
+    log.push(b"\n");
+    text.push_str(line);
+    text.push('\n');
+    if text.len() > STDERR_TAIL * 2 {
+        *text = crate::tail(text, STDERR_TAIL).to_string();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

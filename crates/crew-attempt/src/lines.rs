@@ -75,6 +75,51 @@ impl<R: AsyncBufRead + Unpin> LineReader<R> {
     }
 }
 
+/// Bytes a child writes (stderr, a command's output) as redacted lines: a line is handed on at
+/// its `\n` (a trailing `\r` dropped), or once it grows past `LINE_MAX` (its rest a line of
+/// its own), so a flood without a newline cannot grow it; each is redacted whole first, with
+/// what came before (a secret may span lines).
+#[derive(Default)]
+pub(crate) struct RedactedLines {
+    redactor: crew_core::redact::StreamRedactor,
+    partial: Vec<u8>,
+}
+
+/// Longest line kept whole before it is flushed (and redacted) as a line of its own.
+const LINE_MAX: usize = 64 << 10;
+
+impl RedactedLines {
+    pub(crate) fn push(&mut self, bytes: &[u8], mut line: impl FnMut(&str)) {
+        for piece in bytes.split_inclusive(|b| *b == b'\n') {
+            match piece.split_last() {
+                Some((b'\n', rest)) => {
+                    self.partial.extend_from_slice(rest);
+                    self.flush(&mut line);
+                }
+                _ => {
+                    self.partial.extend_from_slice(piece);
+                    if self.partial.len() > LINE_MAX {
+                        self.flush(&mut line);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The unfinished last line, if any.
+    pub(crate) fn finish(&mut self, mut line: impl FnMut(&str)) {
+        if !self.partial.is_empty() {
+            self.flush(&mut line);
+        }
+    }
+
+    fn flush(&mut self, line: &mut impl FnMut(&str)) {
+        let raw = String::from_utf8_lossy(&self.partial).into_owned();
+        self.partial.clear();
+        line(&self.redactor.line(raw.trim_end_matches('\r')));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

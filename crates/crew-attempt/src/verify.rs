@@ -6,8 +6,8 @@
 //! (cancel) kills the group at once. `sh -c` is deliberate: the commands come from the user's
 //! own files or config (see `plan_checks`), written as they would be typed.
 
-use super::process;
-use crate::attempt::WorkerCtl;
+use crate::port::WorkerCtl;
+use crate::process;
 use nix::sys::signal::Signal;
 use std::collections::VecDeque;
 use std::ffi::OsString;
@@ -18,8 +18,6 @@ use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-/// Longest line kept whole before it is flushed (and redacted) as a line of its own.
-const LINE_MAX: usize = 64 << 10;
 /// After the command exited, how long its pipes may stay open (a background process it left).
 const EXIT_DRAIN: Duration = Duration::from_millis(500);
 
@@ -42,8 +40,7 @@ pub struct Ran {
 
 /// Output kept: the last `max` bytes of redacted lines.
 struct Tail {
-    redactor: crew_core::redact::StreamRedactor,
-    partial: Vec<u8>,
+    lines: crate::lines::RedactedLines,
     kept: VecDeque<u8>,
     max: usize,
     total: u64,
@@ -53,38 +50,13 @@ struct Tail {
 impl Tail {
     fn push(&mut self, bytes: &[u8]) {
         self.total = self.total.saturating_add(bytes.len() as u64);
-        for piece in bytes.split_inclusive(|b| *b == b'\n') {
-            match piece.split_last() {
-                Some((b'\n', line)) => {
-                    self.partial.extend_from_slice(line);
-                    self.flush();
-                }
-                _ => {
-                    self.partial.extend_from_slice(piece);
-                    if self.partial.len() > LINE_MAX {
-                        self.flush();
-                    }
-                }
-            }
-        }
-    }
-
-    fn flush(&mut self) {
-        let raw = String::from_utf8_lossy(&self.partial).into_owned();
-        self.partial.clear();
-        let line = self.redactor.line(raw.trim_end_matches('\r'));
-        self.kept.extend(line.as_bytes());
-        self.kept.push_back(b'\n');
-        while self.kept.len() > self.max {
-            self.kept.pop_front();
-            self.cut = true;
-        }
+        let (kept, max, cut) = (&mut self.kept, self.max, &mut self.cut);
+        self.lines.push(bytes, |line| keep(kept, max, cut, line));
     }
 
     fn finish(mut self) -> (String, u64) {
-        if !self.partial.is_empty() {
-            self.flush();
-        }
+        let (kept, max, cut) = (&mut self.kept, self.max, &mut self.cut);
+        self.lines.finish(|line| keep(kept, max, cut, line));
         let bytes: Vec<u8> = self.kept.into_iter().collect();
         let mut text = String::from_utf8_lossy(&bytes).into_owned();
         if self.cut {
@@ -95,6 +67,15 @@ impl Tail {
             text.insert_str(0, "[… earlier output cut …]\n");
         }
         (text, self.total)
+    }
+}
+
+fn keep(kept: &mut VecDeque<u8>, max: usize, cut: &mut bool, line: &str) {
+    kept.extend(line.as_bytes());
+    kept.push_back(b'\n');
+    while kept.len() > max {
+        kept.pop_front();
+        *cut = true;
     }
 }
 
@@ -120,12 +101,11 @@ pub async fn run(
         .spawn()?;
     let pid = child.id().unwrap_or(0);
     // Whatever way this ends (a panic included), nothing of the group outlives it.
-    let _group = super::GroupGuard(pid);
+    let _group = process::GroupGuard(pid);
     let mut out = child.stdout.take();
     let mut err = child.stderr.take();
     let mut tail = Tail {
-        redactor: Default::default(),
-        partial: Vec::new(),
+        lines: Default::default(),
         kept: VecDeque::new(),
         max: limits.output_bytes.max(1),
         total: 0,

@@ -25,6 +25,16 @@ pub fn signal_group(pgid: u32, sig: Signal) {
     }
 }
 
+/// Kills the worker's process group when dropped: at the end of supervision (tools the agent
+/// started go too), and on any early way out, a panic included.
+pub struct GroupGuard(pub u32);
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        signal_group(self.0, Signal::SIGKILL);
+    }
+}
+
 /// Kill a worker left by a previous daemon, but only if pid and start time still match.
 pub fn kill_orphan(pid: u32, expected_start: u64) -> bool {
     match start_time(pid) {
