@@ -58,7 +58,12 @@ pub fn attach(
 fn producer(tasks: &[PlannedTask], i: usize) -> Option<&PlannedTask> {
     let by_id = |id: &str| tasks.iter().find(|t| t.id.as_str() == id);
     let mut seen = HashSet::new();
-    let mut frontier: Vec<&str> = tasks.get(i)?.depends_on.iter().map(|d| d.as_str()).collect();
+    let mut frontier: Vec<&str> = tasks
+        .get(i)?
+        .depends_on
+        .iter()
+        .map(|d| d.as_str())
+        .collect();
     // Breadth first, bounded by the plan's size (`seen`).
     while !frontier.is_empty() {
         let mut next = Vec::new();
@@ -135,8 +140,14 @@ mod tests {
     #[test]
     fn builtin_fixers() {
         assert_eq!(fixer_of("default", "verify").as_deref(), Some("executor"));
-        assert_eq!(fixer_of("implement", "verify").as_deref(), Some("integrator"));
-        assert_eq!(fixer_of("implement", "review").as_deref(), Some("integrator"));
+        assert_eq!(
+            fixer_of("implement", "verify").as_deref(),
+            Some("integrator")
+        );
+        assert_eq!(
+            fixer_of("implement", "review").as_deref(),
+            Some("integrator")
+        );
         // No role of the review team can edit: its verdicts are its product.
         assert_eq!(fixer_of("review", "verify"), None);
         assert_eq!(fixer_of("review", "code-review"), None);

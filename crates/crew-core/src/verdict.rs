@@ -181,7 +181,8 @@ pub fn judges(agent: &str, step_says: Option<bool>) -> bool {
 /// The verdict of a judge's final answer: its last ```` ```json ```` block holding a `verdict`,
 /// else the short form. `Err` is a message for the agent's repair attempt.
 pub fn parse(answer: &str) -> Result<Verdict, String> {
-    if let Some(block) = crate::fanout::last_json_fence(answer).filter(|b| b.contains("\"verdict\""))
+    if let Some(block) =
+        crate::fanout::last_json_fence(answer).filter(|b| b.contains("\"verdict\""))
     {
         return parse_block(block);
     }
@@ -276,7 +277,9 @@ fn word(w: &str) -> Option<Outcome> {
     ];
     TABLE
         .iter()
-        .find(|(k, _)| w == *k || w.starts_with(&format!("{k} ")) || w.starts_with(&format!("{k}:")))
+        .find(|(k, _)| {
+            w == *k || w.starts_with(&format!("{k} ")) || w.starts_with(&format!("{k}:"))
+        })
         .map(|(_, o)| *o)
 }
 
@@ -368,13 +371,19 @@ mod tests {
             ("**FAIL**\nEvidence: 2 tests fail", Ok(Outcome::Fail)),
             ("FAILED: x", Err(())),
             ("Verdict: approve\nFindings: none", Ok(Outcome::Pass)),
-            ("## Verdict: request changes\n", Ok(Outcome::ChangesRequested)),
+            (
+                "## Verdict: request changes\n",
+                Ok(Outcome::ChangesRequested),
+            ),
             ("Verdict: sound", Ok(Outcome::Pass)),
             ("Verdict: needs changes", Ok(Outcome::ChangesRequested)),
             ("**Verdict:** unsound — the plan races", Ok(Outcome::Fail)),
             ("Verdict: PASS", Ok(Outcome::Pass)),
             ("Verdict: FAIL (2 high)", Ok(Outcome::Fail)),
-            ("Verdict: approve\n...\nVerdict: request changes", Ok(Outcome::ChangesRequested)),
+            (
+                "Verdict: approve\n...\nVerdict: request changes",
+                Ok(Outcome::ChangesRequested),
+            ),
             ("looks fine to me", Err(())),
             ("", Err(())),
             ("passing thoughts", Err(())),
@@ -413,14 +422,27 @@ mod tests {
     #[test]
     fn bounded() {
         let many: Vec<String> = (0..100)
-            .map(|i| format!("{{\"title\": \"{}\", \"detail\": \"{}\", \"paths\": [{}]}}", "t".repeat(1000), "d".repeat(10_000), vec![format!("\"{i}\""); 100].join(",")))
+            .map(|i| {
+                format!(
+                    "{{\"title\": \"{}\", \"detail\": \"{}\", \"paths\": [{}]}}",
+                    "t".repeat(1000),
+                    "d".repeat(10_000),
+                    vec![format!("\"{i}\""); 100].join(",")
+                )
+            })
             .collect();
-        let a = format!("```json\n{{\"verdict\":\"fail\",\"findings\":[{}]}}\n```", many.join(","));
+        let a = format!(
+            "```json\n{{\"verdict\":\"fail\",\"findings\":[{}]}}\n```",
+            many.join(",")
+        );
         let v = parse(&a).unwrap();
         assert_eq!(v.findings.len(), MAX_FINDINGS);
-        assert!(v.findings.iter().all(|f| f.title.chars().count() <= MAX_TITLE_CHARS + 1
-            && f.detail.chars().count() <= MAX_DETAIL_CHARS + 1
-            && f.paths.len() <= MAX_PATHS));
+        assert!(v
+            .findings
+            .iter()
+            .all(|f| f.title.chars().count() <= MAX_TITLE_CHARS + 1
+                && f.detail.chars().count() <= MAX_DETAIL_CHARS + 1
+                && f.paths.len() <= MAX_PATHS));
         let v = parse(&format!("FAIL\n{}", "x".repeat(100_000))).unwrap();
         assert!(v.findings[0].detail.chars().count() <= SHORT_FORM_DETAIL_CHARS + 1);
     }

@@ -115,6 +115,9 @@ mod tests {
             };
             assert!(parse(&text).is_err(), "{form}");
         }
-        assert!(matches!(answer("no heading", None, None, None, None), Placed::None));
+        assert!(matches!(
+            answer("no heading", None, None, None, None),
+            Placed::None
+        ));
     }
 }

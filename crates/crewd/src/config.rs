@@ -301,7 +301,10 @@ impl Config {
         if self.max_fix_rounds > crew_core::verdict::MAX_FIX_ROUNDS_CEILING {
             return bad(
                 "max_fix_rounds",
-                format!("must be at most {}", crew_core::verdict::MAX_FIX_ROUNDS_CEILING),
+                format!(
+                    "must be at most {}",
+                    crew_core::verdict::MAX_FIX_ROUNDS_CEILING
+                ),
             );
         }
         if !(1..=crew_core::fanout::MAX_TASKS_CEILING).contains(&self.max_fan_out_tasks) {

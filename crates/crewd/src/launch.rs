@@ -312,7 +312,11 @@ pub async fn prepare(shared: &Arc<Shared>, p: &RunParams) -> Result<Prepared, Ap
         imported: false,
         task_verify_commands: crate::plan_checks::project(shared, cwd)
             .and_then(|(root, _)| {
-                Some(crate::plan_checks::project_config(shared, &root)?.task_verify_commands.clone())
+                Some(
+                    crate::plan_checks::project_config(shared, &root)?
+                        .task_verify_commands
+                        .clone(),
+                )
             })
             .unwrap_or_default(),
         workspace,

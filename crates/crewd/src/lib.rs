@@ -27,9 +27,9 @@ mod server;
 pub mod shared;
 mod summary;
 mod system_prompts;
-mod verdicts;
 #[cfg(test)]
 mod test_support;
+mod verdicts;
 mod workspace;
 pub mod writer;
 

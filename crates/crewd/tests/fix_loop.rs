@@ -50,7 +50,10 @@ fn fail_fix_pass(workspace: &str) {
     assert_eq!(added[0]["data"]["task"]["id"], "fix-1");
     assert_eq!(added[0]["data"]["task"]["role"], "executor");
     let judged = of_task(&evs, "task.completed", "04_verify");
-    let verdicts: Vec<&Value> = judged.iter().map(|e| &e["data"]["verdict"]["verdict"]).collect();
+    let verdicts: Vec<&Value> = judged
+        .iter()
+        .map(|e| &e["data"]["verdict"]["verdict"])
+        .collect();
     assert_eq!(verdicts, [&json!("fail"), &json!("pass")]);
     assert_eq!(
         judged[0]["data"]["verdict"]["findings"][0]["paths"],
@@ -76,7 +79,10 @@ fn fail_fix_pass(workspace: &str) {
         "team.artifact",
         json!({"runId": run, "name": "prompts/fix-1.md"}),
     );
-    assert!(prompt["content"].as_str().unwrap().contains("fixed.txt is missing"));
+    assert!(prompt["content"]
+        .as_str()
+        .unwrap()
+        .contains("fixed.txt is missing"));
     // Both of the judge's attempts kept their prompt.
     for n in [1, 2] {
         d.ok(

@@ -61,7 +61,10 @@ fn a_failing_verifier_is_fixed_on_the_real_claude_cli() {
 
     let stub = Stub::start(Wire::Anthropic, script);
     let Some(claude) = agent_bin("claude") else {
-        return skipped("a_failing_verifier_is_fixed_on_the_real_claude_cli", "claude");
+        return skipped(
+            "a_failing_verifier_is_fixed_on_the_real_claude_cli",
+            "claude",
+        );
     };
     let env = claude_env(&stub);
     let names: Vec<String> = env.iter().map(|(k, _)| format!("{k:?}")).collect();

@@ -191,7 +191,9 @@ mod tests {
                 .iter()
                 .map(|t| {
                     let judging = match (&t.judging.judge, &t.judging.fix) {
-                        (true, Some(f)) => format!(" judge(fixer={}, rounds={})", f.fixer.role, f.max_rounds),
+                        (true, Some(f)) => {
+                            format!(" judge(fixer={}, rounds={})", f.fixer.role, f.max_rounds)
+                        }
                         (true, None) => " judge(no loop)".to_string(),
                         (false, _) => String::new(),
                     };

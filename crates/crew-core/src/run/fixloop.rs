@@ -209,7 +209,9 @@ fn unreadable(
                 fallback_model: None,
             },
         )
-        .with_message(format!("no readable verdict; one repair attempt: {problem}"))];
+        .with_message(format!(
+            "no readable verdict; one repair attempt: {problem}"
+        ))];
     }
     let reason = format!("no readable verdict after a repair attempt: {problem}");
     vec![Pending::task(

@@ -2461,8 +2461,8 @@ fn a_fan_out_task_run_again_adds_nothing_twice() {
 
 /// The builtin `team`'s plan as a run spec.
 fn team_spec(team: &str) -> RunSpec {
-    let plan = crate::plan::build_plan(&crate::resource::Catalog::builtin(), Some(team), None)
-        .unwrap();
+    let plan =
+        crate::plan::build_plan(&crate::resource::Catalog::builtin(), Some(team), None).unwrap();
     RunSpec {
         tasks: plan.tasks.into_iter().map(std::sync::Arc::new).collect(),
         ..spec(&[("x", &[], false)])
@@ -2535,7 +2535,10 @@ fn a_failing_verdict_adds_a_fix_task_and_the_judge_runs_again() {
     let verify = sim.task("r", "verify");
     assert_eq!(verify.status, TaskStatus::Queued);
     assert_eq!(verify.plan.depends_on.join(","), "03_execute,fix-1");
-    assert_eq!(verify.verdict().unwrap().verdict, crate::verdict::Outcome::Fail);
+    assert_eq!(
+        verify.verdict().unwrap().verdict,
+        crate::verdict::Outcome::Fail
+    );
     assert_eq!(sim.run_status("r"), RunStatus::Running);
     assert_eq!(sim.dispatch(8), ["r/fix"]);
     sim.finish("r", "fix", done(1));
@@ -2587,7 +2590,11 @@ fn a_missing_verdict_gets_one_repair_then_needs_attention() {
     sim.up_to_verify();
     let evs = sim.finish_answer("r", "04_verify", "I looked at it.");
     assert_eq!(names(&evs), ["task.retrying verify"]);
-    assert!(sim.task("r", "verify").verdict_repair().unwrap().contains("no verdict"));
+    assert!(sim
+        .task("r", "verify")
+        .verdict_repair()
+        .unwrap()
+        .contains("no verdict"));
     assert_eq!(sim.dispatch(8), ["r/verify"]);
     let evs = sim.finish_answer("r", "04_verify", "```json\n{\"verdict\": \"meh\"}\n```");
     assert_eq!(names(&evs), ["task.needs_attention verify", "run.blocked"]);
@@ -2636,7 +2643,11 @@ fn the_review_team_s_verdict_is_its_product() {
     assert_eq!(sim.dispatch(8), ["r/explore"]);
     sim.finish("r", "explore", done(1));
     assert_eq!(sim.dispatch(8), ["r/code-review", "r/security-review"]);
-    sim.finish_answer("r", "02_code-review", "Verdict: request changes\nFindings: x");
+    sim.finish_answer(
+        "r",
+        "02_code-review",
+        "Verdict: request changes\nFindings: x",
+    );
     sim.finish_answer("r", "03_security-review", "Verdict: PASS");
     assert_eq!(sim.dispatch(8), ["r/verify"]);
     let evs = sim.finish_answer("r", "04_verify", "PASS");

@@ -280,7 +280,10 @@ impl Follow {
             }
             return vec![Change::Note {
                 tone: Tone::Warn,
-                text: e.message.clone().unwrap_or_else(|| "a fix task was added".into()),
+                text: e
+                    .message
+                    .clone()
+                    .unwrap_or_else(|| "a fix task was added".into()),
             }];
         }
         if let Some(task_id) = e.task_id.as_deref() {
@@ -325,13 +328,15 @@ impl Follow {
                     t.finished = time.or(t.started);
                     t.end_attempt(d);
                     t.note = match e.kind.as_str() {
-                        "task.completed" => d.get("reusedFrom").map(|r| {
-                            let part = |k: &str| {
-                                r.get(k).and_then(Value::as_str).unwrap_or("?").to_string()
-                            };
-                            format!("reused {}/{}", part("runId"), part("taskId"))
-                        })
-                        .or_else(|| verdict_note(d)),
+                        "task.completed" => d
+                            .get("reusedFrom")
+                            .map(|r| {
+                                let part = |k: &str| {
+                                    r.get(k).and_then(Value::as_str).unwrap_or("?").to_string()
+                                };
+                                format!("reused {}/{}", part("runId"), part("taskId"))
+                            })
+                            .or_else(|| verdict_note(d)),
                         _ => reason(),
                     };
                     t.result = result_artifact(d);
@@ -1011,7 +1016,11 @@ mod tests {
         );
         assert_eq!(f.tasks[2].id, "fix-1");
         assert_eq!(f.tasks[2].role, "executor");
-        assert_eq!(f.tasks[1].status, TaskStatus::Queued, "the judge waits again");
+        assert_eq!(
+            f.tasks[1].status,
+            TaskStatus::Queued,
+            "the judge waits again"
+        );
     }
 
     #[test]

@@ -4,8 +4,8 @@
 //! here from the task's `AttemptSpec` and the daemon's config.
 
 mod answer;
-mod judge;
 mod checks;
+mod judge;
 mod pre_step;
 mod reuse;
 mod session;
