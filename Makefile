@@ -45,7 +45,7 @@ UI_TEST_DIR := tests/ui
 MCP_DIR := tests/mcp
 
 .PHONY: help build run demo test test-rust test-node test-ui node-deps ui-deps lint docs bench bench-ui fuzz \
-	install uninstall check-install clean-dev
+	install uninstall check-install clean-dev slurm-up slurm-down
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## (.*)/  \1\t\2/' | expand -t 18
@@ -113,6 +113,17 @@ test-node: build node-deps
 test-ui: build node-deps $(UI_TEST_DIR)/node_modules/.package-lock.json ## the dashboard in a real chromium (screenshots in target/ui-screenshots)
 	cd $(UI_TEST_DIR) && npx --no-install tsc -p tsconfig.json
 	cd $(UI_TEST_DIR) && CREWD_BIN=$(TARGET_DIR)/debug/crewd CREWCTL_BIN=$(TARGET_DIR)/debug/crewctl $(NODE) --test dashboard.test.mjs
+
+# A real two-node Slurm cluster on 127.0.0.1 (tests/slurm/start.sh) for the Slurm placement
+# tests: `make slurm-up`, then `CREW_SLURM_ENV=target/slurm/env cargo nextest run -p crewd
+# --test slurm` uses it instead of starting one per test. Needs root and Debian's packages.
+SLURM_DIR := $(TARGET_DIR)/slurm
+
+slurm-up: ## start the test Slurm cluster in target/slurm (munged, slurmctld, two slurmd, slurmrestd)
+	bash tests/slurm/start.sh $(SLURM_DIR)
+
+slurm-down: ## stop it (by the PIDs it recorded)
+	bash tests/slurm/stop.sh $(SLURM_DIR)
 
 lint: ## rustfmt --check and clippy -D warnings on every target
 	$(CARGO) fmt --all -- --check

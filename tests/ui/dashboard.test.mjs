@@ -58,6 +58,7 @@ describe('dashboard', { timeout: 240_000 }, () => {
   /** @type {Awaited<ReturnType<typeof startDaemon>>} */
   let d;
   let ui;
+  /** The dashboard under its gateway's random path prefix (`http://127.0.0.1:PORT/c-…`). */
   let base;
   let browser;
   let page;
@@ -79,7 +80,7 @@ describe('dashboard', { timeout: 240_000 }, () => {
     d = await startDaemon();
     env = { ...process.env, HOME: d.home, NO_COLOR: '1' };
     ui = await startUi(d.socket, env);
-    base = new URL(ui.url).origin;
+    { const u = new URL(ui.url); base = u.origin + u.pathname.replace(/\/$/, ''); }
     browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
     page = await (await browser.newContext({ viewport: { width: 1280, height: 900 } })).newPage();
   });
@@ -93,7 +94,9 @@ describe('dashboard', { timeout: 240_000 }, () => {
 
   test('without the token, or from another origin, nothing is served', async () => {
     const host = new URL(base).host;
+    const origin = new URL(base).origin;
     assert.equal((await raw(`${base}/`)).status, 401);
+    assert.equal((await raw(`${origin}/`)).status, 401);
     assert.equal((await raw(`${base}/assets/app.js`)).status, 401);
     const rpcBody = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'daemon.ping' });
     assert.equal((await raw(`${base}/rpc`, { method: 'POST', body: rpcBody, headers: { 'content-type': 'application/json' } })).status, 401);
@@ -102,11 +105,17 @@ describe('dashboard', { timeout: 240_000 }, () => {
     const token = new URL(ui.url).searchParams.get('token');
     const signIn = await raw(ui.url);
     assert.equal(signIn.status, 303);
-    assert.equal(signIn.headers.location, '/');
+    assert.equal(signIn.headers.location, `${new URL(base).pathname}/`);
     const cookie = String(signIn.headers['set-cookie']);
     assert.match(cookie, /HttpOnly/);
     assert.match(cookie, /SameSite=Strict/);
-    const withCookie = { cookie: `crew_ui_token=${token}` };
+    // Its name and Path are the gateway's own: no other server on 127.0.0.1 receives it.
+    assert.match(cookie, new RegExp(`Path=${new URL(base).pathname}/`));
+    const name = cookie.split('=')[0];
+    assert.match(name, /^crew_ui_[0-9a-f]{16}$/);
+    const withCookie = { cookie: `${name}=${token}` };
+    assert.equal((await raw(`${origin}/rpc`, { method: 'POST', body: rpcBody, headers: { ...withCookie, 'content-type': 'application/json' } })).status, 401);
+    assert.equal((await raw(`${base}/rpc`, { method: 'POST', body: rpcBody, headers: { cookie: `${name}=0; ${name}=${token}`, 'content-type': 'application/json' } })).status, 401);
     assert.equal((await raw(`${base}/`, { headers: withCookie })).status, 200);
     // DNS rebinding: right cookie, foreign Host.
     assert.equal((await raw(`${base}/`, { headers: { ...withCookie, host: `evil.example:${new URL(base).port}` } })).status, 403);
@@ -116,7 +125,7 @@ describe('dashboard', { timeout: 240_000 }, () => {
     const ws = await raw(`${base}/rpc`, { headers: { ...withCookie, origin: 'http://evil.example', connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-version': '13', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==' } });
     assert.equal(ws.status, 403);
     // Same origin: the API answers through the gateway.
-    const ok = await raw(`${base}/rpc`, { method: 'POST', body: rpcBody, headers: { ...withCookie, 'content-type': 'application/json', origin: base, host } });
+    const ok = await raw(`${base}/rpc`, { method: 'POST', body: rpcBody, headers: { ...withCookie, 'content-type': 'application/json', origin, host } });
     assert.equal(ok.status, 200);
     assert.equal(JSON.parse(ok.body).result.pid, d.pid);
   });

@@ -23,6 +23,9 @@ pub const MAX_TASK_BYTES: usize = 32 * 1024;
 /// Scope entries per task, and characters per entry.
 pub const MAX_SCOPE_ENTRIES: usize = 64;
 pub const MAX_SCOPE_CHARS: usize = 256;
+/// Problems of one refused block that are named; the rest are counted ("and N more"), so a
+/// block with a huge list cannot make a huge error, event or repair prompt.
+pub const MAX_PROBLEMS: usize = 20;
 /// The `reason` of the `task.retrying` that asks a fan-out step for a repaired block.
 pub const REPAIR_REASON: &str = "fan_out_invalid";
 /// Bytes of a fan-out step's final answer that are read and parsed, unless config
@@ -130,8 +133,11 @@ pub fn extract(answer: &str) -> Result<Block, Vec<String>> {
             "no fan-out block found: the answer must end with a ```json fenced block holding {\"tasks\": [...]}".into(),
         ]);
     };
-    serde_json::from_str::<Block>(text)
-        .map_err(|e| vec![format!("the fan-out block is not valid: {e}")])
+    serde_json::from_str::<Block>(text).map_err(|e| {
+        // serde's message may quote a field name of the model's: escaped and cut.
+        let e = crate::text::clean(&e.to_string(), 400);
+        vec![format!("the fan-out block is not valid: {e}")]
+    })
 }
 
 /// The content of the last ```` ```json ```` fence (a fence opened with `json` and closed by a
@@ -187,21 +193,23 @@ pub fn scope_problem(entry: &str) -> Option<String> {
             "scope entry is longer than {MAX_SCOPE_CHARS} characters"
         ));
     }
+    // Echoed escaped and cut: the entry is the model's.
+    let shown = crate::text::echo(entry);
     if entry.starts_with('/') || entry.starts_with('~') {
         return Some(format!(
-            "scope `{entry}` is absolute; use a path relative to the repository's top"
+            "scope `{shown}` is absolute; use a path relative to the repository's top"
         ));
     }
-    if entry.contains('\\') || entry.chars().any(char::is_control) {
+    if entry.contains('\\') || entry.chars().any(crate::text::is_unsafe_char) {
         return Some(format!(
-            "scope `{entry}` holds a backslash or a control character"
+            "scope `{shown}` holds a backslash or a control character"
         ));
     }
     let body = entry.strip_suffix('/').unwrap_or(entry);
     for part in body.split('/') {
         match part {
-            ".." => return Some(format!("scope `{entry}` leaves the repository (`..`)")),
-            "." | "" => return Some(format!("scope `{entry}` has an empty or `.` part")),
+            ".." => return Some(format!("scope `{shown}` leaves the repository (`..`)")),
+            "." | "" => return Some(format!("scope `{shown}` has an empty or `.` part")),
             _ => {}
         }
         let mut in_class = false;
@@ -213,7 +221,7 @@ pub fn scope_problem(entry: &str) -> Option<String> {
             }
         }
         if in_class {
-            return Some(format!("scope `{entry}` has an unclosed `[`"));
+            return Some(format!("scope `{shown}` has an unclosed `[`"));
         }
     }
     None
@@ -227,7 +235,7 @@ pub fn validate(
     from: &PlannedTask,
     exists: impl Fn(&str) -> bool,
 ) -> Result<Vec<PlannedTask>, Vec<String>> {
-    let mut problems = Vec::new();
+    let mut problems = Problems::default();
     let n = block.tasks.len();
     if n == 0 {
         problems.push("the block adds no tasks: list at least one".to_string());
@@ -238,13 +246,31 @@ pub fn validate(
             exp.max_tasks
         ));
         // Everything else about an oversized block is noise.
-        return Err(problems);
+        return Err(problems.into_vec());
     }
+    // A task names at most every task of the block (repeats are harmless but not unbounded).
+    let max_deps = exp.max_tasks as usize;
     let roles: HashMap<&str, &RoleTemplate> =
         exp.roles.iter().map(|r| (r.role.as_str(), r)).collect();
     let mut seen: HashSet<&str> = HashSet::new();
     for (i, t) in block.tasks.iter().enumerate() {
-        let at = format!("tasks[{i}] (`{}`)", t.id);
+        let at = format!("tasks[{i}] (`{}`)", crate::text::echo(&t.id));
+        // A list over its limit is one problem, and the last one counted: its entries (and
+        // the lists after it) are not looked at, so validation stays bounded by the limits.
+        if t.scope.len() > MAX_SCOPE_ENTRIES {
+            problems.push(format!(
+                "{at}: scope has {} entries; at most {MAX_SCOPE_ENTRIES}",
+                t.scope.len()
+            ));
+            return Err(problems.into_vec());
+        }
+        if t.depends_on.len() > max_deps {
+            problems.push(format!(
+                "{at}: dependsOn has {} entries; at most {max_deps} (the tasks of the block)",
+                t.depends_on.len()
+            ));
+            return Err(problems.into_vec());
+        }
         if !id_ok(&t.id) {
             problems.push(format!(
                 "{at}: id must be 1-{MAX_ID_LEN} characters of a-z, 0-9, `-`, `_`, starting with a letter or digit"
@@ -261,7 +287,7 @@ pub fn validate(
             names.sort_unstable();
             problems.push(format!(
                 "{at}: unknown role `{}` (the team's roles: {})",
-                t.role,
+                crate::text::echo(&t.role),
                 names.join(", ")
             ));
         }
@@ -271,17 +297,17 @@ pub fn validate(
             problems.push(format!(
                 "{at}: title is longer than {MAX_TITLE_CHARS} characters"
             ));
+        } else if t.title.chars().any(crate::text::is_unsafe_char) {
+            // A title is shown in the plan the user approves: a control sequence in it could
+            // hide another row, a bidi override could make it read as something else.
+            problems.push(format!(
+                "{at}: title holds a control character or a bidi override; write one plain line"
+            ));
         }
         if t.task.trim().is_empty() {
             problems.push(format!("{at}: task is empty"));
         } else if t.task.len() > MAX_TASK_BYTES {
             problems.push(format!("{at}: task is longer than {MAX_TASK_BYTES} bytes"));
-        }
-        if t.scope.len() > MAX_SCOPE_ENTRIES {
-            problems.push(format!(
-                "{at}: scope has {} entries; at most {MAX_SCOPE_ENTRIES}",
-                t.scope.len()
-            ));
         }
         for s in &t.scope {
             if let Some(p) = scope_problem(s) {
@@ -293,11 +319,15 @@ pub fn validate(
     for (i, t) in block.tasks.iter().enumerate() {
         for d in &t.depends_on {
             if d == &t.id {
-                problems.push(format!("tasks[{i}] (`{}`): depends on itself", t.id));
+                problems.push(format!(
+                    "tasks[{i}] (`{}`): depends on itself",
+                    crate::text::echo(&t.id)
+                ));
             } else if !ids.contains(d.as_str()) {
                 problems.push(format!(
-                    "tasks[{i}] (`{}`): dependsOn `{d}` is not a task of this block (dependencies may only name tasks of the block)",
-                    t.id
+                    "tasks[{i}] (`{}`): dependsOn `{}` is not a task of this block (dependencies may only name tasks of the block)",
+                    crate::text::echo(&t.id),
+                    crate::text::echo(d)
                 ));
             }
         }
@@ -308,10 +338,11 @@ pub fn validate(
         .map(|t| (t.id.clone(), t.depends_on.clone()))
         .collect();
     if let Some(cycle) = crate::dag::find_cycle(&graph) {
+        let cycle: Vec<String> = cycle.iter().map(|c| crate::text::echo(c)).collect();
         problems.push(format!("dependency cycle: {}", cycle.join(" -> ")));
     }
     if !problems.is_empty() {
-        return Err(problems);
+        return Err(problems.into_vec());
     }
 
     let mut out = Vec::with_capacity(n);
@@ -364,6 +395,34 @@ pub fn validate(
         });
     }
     Ok(out)
+}
+
+/// The problems of one block: the first [`MAX_PROBLEMS`] named, the rest counted.
+#[derive(Default)]
+struct Problems {
+    named: Vec<String>,
+    more: usize,
+}
+
+impl Problems {
+    fn push(&mut self, p: String) {
+        if self.named.len() < MAX_PROBLEMS {
+            self.named.push(p);
+        } else {
+            self.more = self.more.saturating_add(1);
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.named.is_empty()
+    }
+
+    fn into_vec(mut self) -> Vec<String> {
+        if self.more > 0 {
+            self.named.push(format!("and {} more problems", self.more));
+        }
+        self.named
+    }
 }
 
 /// Extract and validate in one go. An answer over the step's `max_answer_bytes` is refused

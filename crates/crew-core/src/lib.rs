@@ -20,6 +20,7 @@ pub mod schedule;
 pub mod scope;
 pub mod skills;
 pub mod stream;
+pub mod text;
 pub mod usage;
 pub mod verdict;
 pub mod worker_env;

@@ -1,17 +1,15 @@
 //! Who may use the dashboard: the holder of the token, from a page this gateway served.
 //!
 //! Three checks, all on plain header values so they are tested without a socket:
-//! - the token, carried once in the URL (`/?token=…`) and as an HttpOnly, SameSite=Strict
-//!   cookie after that;
+//! - the token, carried once in the URL (`<prefix>/?token=…`, or a one-time `?code=…`) and as
+//!   an HttpOnly, SameSite=Strict cookie after that, whose name and `Path` are the gateway's
+//!   own random ones (`Credential`), so other servers on 127.0.0.1 never receive it;
 //! - `Host` must name the address the gateway listens on (a DNS-rebinding page reaches
 //!   127.0.0.1 under its own host name, so it fails here);
 //! - `Origin`, when a browser sends one (every WebSocket handshake and cross-site POST), must be
 //!   this gateway's own origin: another site's page cannot drive the API with the cookie.
 
 use std::net::SocketAddr;
-
-/// The cookie that carries the token after the first visit.
-pub const COOKIE: &str = "crew_ui_token";
 
 /// A 256-bit random token, hex.
 pub fn new_token() -> String {
@@ -28,23 +26,70 @@ pub fn token_eq(a: &str, b: &str) -> bool {
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// The token from a `Cookie` header, if it carries ours.
-pub fn cookie_token(header: &str) -> Option<&str> {
-    header
-        .split(';')
-        .map(str::trim)
-        .find_map(|kv| kv.strip_prefix(COOKIE)?.strip_prefix('='))
+/// One gateway's credential, made when it starts (so a restart signs its browsers out) and
+/// never shared with another gateway. Browsers send cookies to every port of a host, so the
+/// cookie alone would reach any local server the user opens at `http://127.0.0.1:3000/`. Its
+/// `Path` is a random prefix that the whole dashboard lives under: a browser sends the cookie
+/// only to URLs under it, and no other server is ever asked for such a URL unless it knows the
+/// prefix. The cookie's name is random too, so a page on another port cannot plant a cookie the
+/// gateway would read (and a request carrying the name twice is refused).
+#[derive(Debug, Clone)]
+pub struct Credential {
+    /// `/c-<hex>`: the dashboard's URLs are `<prefix>/`, `<prefix>/assets/…`, `<prefix>/rpc`.
+    prefix: String,
+    cookie: String,
+    token: String,
 }
 
-/// The token from a query string (`token=…`), if any.
-pub fn query_token(query: &str) -> Option<&str> {
-    query.split('&').find_map(|kv| kv.strip_prefix("token="))
+impl Credential {
+    pub fn new() -> Credential {
+        Credential {
+            prefix: format!("/c-{}", hex::encode(rand::random::<[u8; 16]>())),
+            cookie: format!("crew_ui_{}", hex::encode(rand::random::<[u8; 8]>())),
+            token: new_token(),
+        }
+    }
+
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    pub fn cookie_name(&self) -> &str {
+        &self.cookie
+    }
+
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// The `Set-Cookie` value that gives the browser the token. No `Max-Age`: it lasts the
+    /// browser session; `Path` is the prefix, so the cookie goes nowhere else.
+    pub fn set_cookie(&self) -> String {
+        format!(
+            "{}={}; HttpOnly; SameSite=Strict; Path={}/",
+            self.cookie, self.token, self.prefix
+        )
+    }
+
+    /// The path after the prefix (`""`, `/`, `/rpc`…), or `None` for a path outside it.
+    pub fn inner<'a>(&self, path: &'a str) -> Option<&'a str> {
+        let rest = path.strip_prefix(self.prefix.as_str())?;
+        (rest.is_empty() || rest.starts_with('/')).then_some(rest)
+    }
 }
 
-/// The `Set-Cookie` value that gives the browser the token. No `Max-Age`: it lasts the browser
-/// session; `Path=/` so the API and the assets both carry it.
-pub fn set_cookie(token: &str) -> String {
-    format!("{COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/")
+/// The values of every cookie named `name` in a `Cookie` header.
+fn cookie_values<'a>(header: &'a str, name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+    header.split(';').filter_map(move |kv| {
+        let (k, v) = kv.trim().split_once('=')?;
+        (k == name).then_some(v)
+    })
+}
+
+impl Default for Credential {
+    fn default() -> Self {
+        Credential::new()
+    }
 }
 
 /// The `Host` values this gateway answers to: the address it listens on, and for loopback also
@@ -83,27 +128,31 @@ impl Hosts {
             .is_some_and(|rest| self.host_ok(rest))
     }
 
-    /// The URL a person opens: the first allowed host, which is the listening address itself.
-    pub fn url(&self, token: &str) -> String {
+    /// The URL a person opens: the first allowed host, which is the listening address itself,
+    /// then `path_and_query` (the credential's prefix and the sign-in parameter).
+    pub fn url(&self, path_and_query: &str) -> String {
         let host = self
             .allowed
             .first()
             .map(String::as_str)
             .unwrap_or("127.0.0.1");
-        format!("http://{host}/?token={token}")
+        format!("http://{host}{path_and_query}")
     }
 }
 
 /// What the gateway does with a request, decided from its headers alone.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Verdict {
+pub enum Verdict<'a> {
     /// Serve it.
     Allow,
     /// The URL carried the right token: set the cookie and redirect to the same path without it.
     SetCookie,
+    /// The URL carries a sign-in code (`?code=…`): the gateway redeems it (once) or refuses.
+    Code(&'a str),
     /// `Host` or `Origin` is foreign (403).
     Foreign(&'static str),
-    /// No token, or a wrong one (401).
+    /// No token, a wrong one, several cookies that could be ours, or a path outside the
+    /// prefix (401).
     Unauthorized,
 }
 
@@ -111,10 +160,19 @@ pub struct Request<'a> {
     pub host: Option<&'a str>,
     pub origin: Option<&'a str>,
     pub cookie: Option<&'a str>,
+    pub path: &'a str,
     pub query: Option<&'a str>,
 }
 
-pub fn judge(hosts: &Hosts, token: &str, req: &Request<'_>) -> Verdict {
+/// The value of `name=` in a query string, if any.
+fn query_param<'a>(query: &'a str, name: &str) -> Option<&'a str> {
+    query.split('&').find_map(|kv| {
+        let (k, v) = kv.split_once('=')?;
+        (k == name).then_some(v)
+    })
+}
+
+pub fn judge<'a>(hosts: &Hosts, cred: &Credential, req: &Request<'a>) -> Verdict<'a> {
     match req.host {
         Some(h) if hosts.host_ok(h) => {}
         _ => return Verdict::Foreign("Host is not this dashboard's address"),
@@ -124,19 +182,27 @@ pub fn judge(hosts: &Hosts, token: &str, req: &Request<'_>) -> Verdict {
             return Verdict::Foreign("Origin is not this dashboard");
         }
     }
-    if req
-        .cookie
-        .and_then(cookie_token)
-        .is_some_and(|t| token_eq(t, token))
-    {
-        return Verdict::Allow;
+    if cred.inner(req.path).is_none() {
+        return Verdict::Unauthorized;
     }
-    if req
-        .query
-        .and_then(query_token)
-        .is_some_and(|t| token_eq(t, token))
-    {
+    let mut ours = req
+        .cookie
+        .map(|c| cookie_values(c, &cred.cookie))
+        .into_iter()
+        .flatten();
+    match (ours.next(), ours.next()) {
+        (Some(t), None) if token_eq(t, &cred.token) => return Verdict::Allow,
+        // A page of another port can set a cookie of the same name for a longer path, which the
+        // browser would send first: two candidates are refused, never chosen between.
+        (Some(_), Some(_)) => return Verdict::Unauthorized,
+        _ => {}
+    }
+    let query = req.query.unwrap_or_default();
+    if query_param(query, "token").is_some_and(|t| token_eq(t, &cred.token)) {
         return Verdict::SetCookie;
+    }
+    if let Some(code) = query_param(query, "code") {
+        return Verdict::Code(code);
     }
     Verdict::Unauthorized
 }
@@ -149,32 +215,39 @@ mod tests {
         Hosts::for_addr("127.0.0.1:4000".parse().unwrap())
     }
 
-    /// Host, Origin, Cookie, query, and what the gateway must do.
+    /// Host, Origin, Cookie, path, query, and what the gateway must do.
     type Case<'a> = (
         Option<&'a str>,
         Option<&'a str>,
         Option<&'a str>,
+        &'a str,
         Option<&'a str>,
-        Verdict,
+        Verdict<'a>,
     );
 
     #[test]
     fn judge_table() {
-        let t = "abc123";
-        let ok_cookie = format!("other=1; {COOKIE}={t}");
-        let bad_cookie = format!("{COOKIE}=abc124");
-        let cases: &[Case] = &[
-            (
-                Some("127.0.0.1:4000"),
-                None,
-                Some(&ok_cookie),
-                None,
-                Verdict::Allow,
-            ),
+        let cred = Credential::new();
+        let (t, name, pre) = (cred.token(), cred.cookie_name(), cred.prefix());
+        let ok_cookie = format!("other=1; {name}={t}");
+        let bad_cookie = format!("{name}={}", "0".repeat(64));
+        let two_cookies = format!("{name}={}; {name}={t}", "0".repeat(64));
+        let old_cookie = format!("crew_ui_token={t}");
+        let home = format!("{pre}/");
+        let rpc = format!("{pre}/rpc");
+        let other_prefix = "/c-00000000000000000000000000000000/".to_string();
+        let with_token = format!("token={t}");
+        let with_token2 = format!("x=1&token={t}");
+        let h = Some("127.0.0.1:4000");
+        let cases: Vec<Case> = vec![
+            (h, None, Some(&ok_cookie), &home, None, Verdict::Allow),
+            (h, None, Some(&ok_cookie), &rpc, None, Verdict::Allow),
+            (h, None, Some(&ok_cookie), pre, None, Verdict::Allow),
             (
                 Some("localhost:4000"),
                 None,
                 Some(&ok_cookie),
+                &rpc,
                 None,
                 Verdict::Allow,
             ),
@@ -182,42 +255,65 @@ mod tests {
                 Some("LOCALHOST:4000"),
                 Some("http://localhost:4000"),
                 Some(&ok_cookie),
+                &rpc,
                 None,
                 Verdict::Allow,
             ),
+            (h, None, None, &home, Some(&with_token), Verdict::SetCookie),
+            (h, None, None, &home, Some(&with_token2), Verdict::SetCookie),
+            (h, None, None, &home, Some("code=abc"), Verdict::Code("abc")),
+            (h, None, None, &home, None, Verdict::Unauthorized),
             (
-                Some("127.0.0.1:4000"),
-                None,
-                None,
-                Some("token=abc123"),
-                Verdict::SetCookie,
-            ),
-            (
-                Some("127.0.0.1:4000"),
-                None,
-                None,
-                Some("x=1&token=abc123"),
-                Verdict::SetCookie,
-            ),
-            (
-                Some("127.0.0.1:4000"),
-                None,
-                None,
-                None,
-                Verdict::Unauthorized,
-            ),
-            (
-                Some("127.0.0.1:4000"),
+                h,
                 None,
                 Some(&bad_cookie),
+                &home,
                 None,
                 Verdict::Unauthorized,
             ),
             (
-                Some("127.0.0.1:4000"),
+                h,
                 None,
                 None,
+                &home,
                 Some("token=abc12"),
+                Verdict::Unauthorized,
+            ),
+            // Outside the prefix nothing is served, with any credential.
+            (h, None, Some(&ok_cookie), "/", None, Verdict::Unauthorized),
+            (
+                h,
+                None,
+                Some(&ok_cookie),
+                "/rpc",
+                None,
+                Verdict::Unauthorized,
+            ),
+            (h, None, None, "/", Some(&with_token), Verdict::Unauthorized),
+            (
+                h,
+                None,
+                Some(&ok_cookie),
+                &other_prefix,
+                None,
+                Verdict::Unauthorized,
+            ),
+            // The old shared cookie name opens nothing.
+            (
+                h,
+                None,
+                Some(&old_cookie),
+                &rpc,
+                None,
+                Verdict::Unauthorized,
+            ),
+            // A second cookie of our name (planted by another port's page): refused.
+            (
+                h,
+                None,
+                Some(&two_cookies),
+                &rpc,
+                None,
                 Verdict::Unauthorized,
             ),
             // DNS rebinding: the attacker's name resolves to 127.0.0.1.
@@ -225,6 +321,7 @@ mod tests {
                 Some("evil.example:4000"),
                 None,
                 Some(&ok_cookie),
+                &rpc,
                 None,
                 Verdict::Foreign("Host is not this dashboard's address"),
             ),
@@ -232,6 +329,7 @@ mod tests {
                 Some("127.0.0.1:4001"),
                 None,
                 Some(&ok_cookie),
+                &rpc,
                 None,
                 Verdict::Foreign("Host is not this dashboard's address"),
             ),
@@ -239,61 +337,74 @@ mod tests {
                 None,
                 None,
                 Some(&ok_cookie),
+                &rpc,
                 None,
                 Verdict::Foreign("Host is not this dashboard's address"),
             ),
             // Cross-site WebSocket or POST from another page.
             (
-                Some("127.0.0.1:4000"),
+                h,
                 Some("http://evil.example"),
                 Some(&ok_cookie),
+                &rpc,
                 None,
                 Verdict::Foreign("Origin is not this dashboard"),
             ),
             (
-                Some("127.0.0.1:4000"),
+                h,
                 Some("null"),
                 Some(&ok_cookie),
+                &rpc,
                 None,
                 Verdict::Foreign("Origin is not this dashboard"),
             ),
             (
-                Some("127.0.0.1:4000"),
-                Some("https://127.0.0.1:4000"),
+                h,
+                Some("http://127.0.0.1:3000"),
                 Some(&ok_cookie),
+                &rpc,
                 None,
                 Verdict::Foreign("Origin is not this dashboard"),
             ),
         ];
-        for (host, origin, cookie, query, want) in cases {
+        for (host, origin, cookie, path, query, want) in cases {
             let got = judge(
                 &hosts(),
-                t,
+                &cred,
                 &Request {
-                    host: *host,
-                    origin: *origin,
-                    cookie: *cookie,
-                    query: *query,
+                    host,
+                    origin,
+                    cookie,
+                    path,
+                    query,
                 },
             );
-            assert_eq!(&got, want, "{host:?} {origin:?} {cookie:?} {query:?}");
+            assert_eq!(got, want, "{host:?} {origin:?} {cookie:?} {path} {query:?}");
         }
     }
 
     #[test]
-    fn tokens_are_random_and_long() {
-        let (a, b) = (new_token(), new_token());
-        assert_eq!(a.len(), 64);
-        assert_ne!(a, b);
-        assert!(token_eq(&a, &a.clone()));
-        assert!(!token_eq(&a, &b));
+    fn each_credential_is_its_own() {
+        let (a, b) = (Credential::new(), Credential::new());
+        assert_ne!(a.token(), b.token());
+        assert_ne!(a.prefix(), b.prefix());
+        assert_ne!(a.cookie_name(), b.cookie_name());
+        assert_eq!(a.token().len(), 64);
+        let c = a.set_cookie();
+        assert!(
+            c.contains("HttpOnly") && c.contains("SameSite=Strict"),
+            "{c}"
+        );
+        assert!(c.ends_with(&format!("Path={}/", a.prefix())), "{c}");
+        assert!(token_eq(a.token(), a.token()));
+        assert!(!token_eq(a.token(), b.token()));
     }
 
     #[test]
     fn url_names_the_listening_address() {
-        assert_eq!(hosts().url("t"), "http://127.0.0.1:4000/?token=t");
+        assert_eq!(hosts().url("/p/?code=t"), "http://127.0.0.1:4000/p/?code=t");
         let v6 = Hosts::for_addr("[::1]:5".parse().unwrap());
-        assert_eq!(v6.url("t"), "http://[::1]:5/?token=t");
+        assert_eq!(v6.url("/p/"), "http://[::1]:5/p/");
         assert!(v6.host_ok("localhost:5"));
     }
 }

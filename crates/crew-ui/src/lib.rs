@@ -11,10 +11,22 @@ pub mod assets;
 pub mod auth;
 mod proxy;
 
-use auth::Hosts;
+use auth::{Credential, Hosts};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Connections the gateway serves at once (a WebSocket counts until it closes). More are
+/// accepted and closed at once: idle connections cannot use up the descriptors of the process
+/// (crewd's, for `ui_listen`) and with them its Unix socket.
+pub const MAX_CONNECTIONS: usize = 128;
+/// How long a connection may take to send a request's headers.
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a one-time sign-in code stays good (it also ends on first use).
+pub const CODE_TTL: Duration = Duration::from_secs(120);
+/// One-time codes outstanding at once; the oldest goes first.
+const MAX_CODES: usize = 16;
 
 #[derive(Debug, thiserror::Error)]
 pub enum UiError {
@@ -29,24 +41,55 @@ pub enum UiError {
         addr: SocketAddr,
         source: std::io::Error,
     },
-    #[error("dashboard token file {path}: {source}")]
-    Token {
-        path: PathBuf,
-        source: std::io::Error,
-    },
 }
 
-/// What one gateway needs: where crewd is and who may come in.
+/// What one gateway needs: where crewd is and who may come in. The credential is made when
+/// the gateway is, so each gateway has its own and a restart signs its browsers out.
 pub struct Gateway {
     socket: PathBuf,
-    token: String,
+    cred: Credential,
     hosts: Hosts,
+    /// One-time sign-in codes and when each was made.
+    codes: Mutex<Vec<(String, Instant)>>,
+    conns: Arc<tokio::sync::Semaphore>,
 }
 
 impl Gateway {
-    /// The URL to open (it carries the token once; the page then lives on the cookie).
+    /// The URL that signs a browser in with the token (printed, or written to a 0600 file:
+    /// never put on a command line).
     pub fn url(&self) -> String {
-        self.hosts.url(&self.token)
+        self.hosts.url(&format!(
+            "{}/?token={}",
+            self.cred.prefix(),
+            self.cred.token()
+        ))
+    }
+
+    /// A URL that signs in once, within `CODE_TTL`: what may be handed to a browser process
+    /// whose command line other local users can read.
+    pub fn one_time_url(&self) -> String {
+        let code = auth::new_token();
+        let mut codes = self.codes.lock().unwrap_or_else(|p| p.into_inner());
+        codes.retain(|(_, at)| at.elapsed() < CODE_TTL);
+        if codes.len() >= MAX_CODES {
+            codes.remove(0);
+        }
+        codes.push((code.clone(), Instant::now()));
+        self.hosts
+            .url(&format!("{}/?code={code}", self.cred.prefix()))
+    }
+
+    /// Whether `code` is an outstanding one-time code; it is used up either way.
+    pub(crate) fn redeem(&self, code: &str) -> bool {
+        let mut codes = self.codes.lock().unwrap_or_else(|p| p.into_inner());
+        codes.retain(|(_, at)| at.elapsed() < CODE_TTL);
+        match codes.iter().position(|(c, _)| auth::token_eq(c, code)) {
+            Some(i) => {
+                codes.remove(i);
+                true
+            }
+            None => false,
+        }
     }
 }
 
@@ -61,6 +104,10 @@ impl Bound {
         self.gateway.url()
     }
 
+    pub fn one_time_url(&self) -> String {
+        self.gateway.one_time_url()
+    }
+
     pub fn local_addr(&self) -> Option<SocketAddr> {
         self.listener.local_addr().ok()
     }
@@ -72,13 +119,8 @@ impl Bound {
 }
 
 /// Binds `addr` (refusing a non-loopback one unless `allow_remote` says the user accepted
-/// plain HTTP there) and prepares a gateway to `socket` guarded by `token`.
-pub async fn bind(
-    addr: SocketAddr,
-    allow_remote: bool,
-    socket: &Path,
-    token: String,
-) -> Result<Bound, UiError> {
+/// plain HTTP there) and prepares a gateway to `socket` with a credential of its own.
+pub async fn bind(addr: SocketAddr, allow_remote: bool, socket: &Path) -> Result<Bound, UiError> {
     if !addr.ip().is_loopback() && !allow_remote {
         return Err(UiError::NotLoopback(addr));
     }
@@ -91,76 +133,38 @@ pub async fn bind(
         listener,
         gateway: Arc::new(Gateway {
             socket: socket.to_path_buf(),
-            token,
+            cred: Credential::new(),
             hosts: Hosts::for_addr(real),
+            codes: Mutex::new(Vec::new()),
+            conns: Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS)),
         }),
     })
-}
-
-/// The dashboard token kept in `path` (0600), made on first use. Kept across restarts so an
-/// open page's cookie still works after crewd or `crewctl ui` comes back.
-pub fn load_or_create_token(path: &Path) -> Result<String, UiError> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let err = |source| UiError::Token {
-        path: path.to_path_buf(),
-        source,
-    };
-    match std::fs::read_to_string(path) {
-        Ok(s) if s.trim().len() == 64 && s.trim().bytes().all(|b| b.is_ascii_hexdigit()) => {
-            return Ok(s.trim().to_owned())
-        }
-        Ok(_) => {} // damaged: replace it
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(err(e)),
-    }
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(err)?;
-    }
-    let token = auth::new_token();
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)
-        .map_err(err)?;
-    f.write_all(token.as_bytes()).map_err(err)?;
-    f.sync_all().map_err(err)?;
-    std::fs::rename(&tmp, path).map_err(err)?;
-    Ok(token)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::PermissionsExt;
-
-    #[test]
-    fn token_file_is_private_and_stable() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("sub/ui-token");
-        let a = load_or_create_token(&p).unwrap();
-        let b = load_or_create_token(&p).unwrap();
-        assert_eq!(a, b);
-        let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode, 0o600);
-        std::fs::write(&p, "short").unwrap();
-        let c = load_or_create_token(&p).unwrap();
-        assert_ne!(c, "short");
-        assert_eq!(c.len(), 64);
-    }
 
     #[tokio::test]
     async fn non_loopback_needs_acknowledgement() {
-        let e = bind(
-            "0.0.0.0:0".parse().unwrap(),
-            false,
-            Path::new("/x"),
-            "t".into(),
-        )
-        .await;
+        let e = bind("0.0.0.0:0".parse().unwrap(), false, Path::new("/x")).await;
         assert!(matches!(e, Err(UiError::NotLoopback(_))));
+    }
+
+    #[tokio::test]
+    async fn a_code_signs_in_once_and_gateways_differ() {
+        let a = bind("127.0.0.1:0".parse().unwrap(), false, Path::new("/x"))
+            .await
+            .unwrap();
+        let b = bind("127.0.0.1:0".parse().unwrap(), false, Path::new("/x"))
+            .await
+            .unwrap();
+        let url = a.one_time_url();
+        let code = url.rsplit_once("code=").unwrap().1.to_string();
+        assert!(!url.contains(a.gateway.cred.token()));
+        assert!(!b.gateway.redeem(&code), "another gateway's code");
+        assert!(a.gateway.redeem(&code));
+        assert!(!a.gateway.redeem(&code), "used up");
+        assert_ne!(a.gateway.cred.token(), b.gateway.cred.token());
     }
 }

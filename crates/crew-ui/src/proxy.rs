@@ -13,9 +13,10 @@ use http_body_util::{combinators::BoxBody, BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use std::convert::Infallible;
 use std::sync::Arc;
+use tokio::sync::OwnedSemaphorePermit;
 
 type Body = BoxBody<Bytes, hyper::Error>;
 
@@ -37,15 +38,26 @@ pub(crate) async fn serve(
             },
             _ = &mut stop => break,
         };
+        // Over the cap the connection is closed at once (dropped here): it holds no
+        // descriptor, and what the gateway already serves goes on.
+        let Ok(permit) = gw.conns.clone().try_acquire_owned() else {
+            tracing::debug!("dashboard connection refused: at the connection cap");
+            continue;
+        };
+        let permit = Arc::new(permit);
         let gw = gw.clone();
         tokio::spawn(async move {
-            let svc = hyper::service::service_fn(move |req| handle(gw.clone(), req));
+            let held = permit.clone();
+            let svc = hyper::service::service_fn(move |req| handle(gw.clone(), held.clone(), req));
             let conn = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(crate::HEADER_TIMEOUT)
                 .serve_connection(TokioIo::new(stream), svc)
                 .with_upgrades();
             if let Err(e) = conn.await {
                 tracing::debug!(error = %e, "dashboard connection ended with an error");
             }
+            drop(permit);
         });
     }
 }
@@ -66,40 +78,63 @@ fn header_str(req: &Request<Incoming>, name: header::HeaderName) -> Option<&str>
     req.headers().get(name).and_then(|v| v.to_str().ok())
 }
 
-async fn handle(gw: Arc<Gateway>, req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
-    let span = tracing::debug_span!("ui", method = %req.method(), path = req.uri().path());
+/// A refusal that also ends the connection: a client without the credential gets one answer,
+/// not a connection to keep.
+fn refuse(status: StatusCode, msg: &str) -> Response<Body> {
+    let mut r = text(status, msg);
+    r.headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    r
+}
+
+async fn handle(
+    gw: Arc<Gateway>,
+    held: Arc<OwnedSemaphorePermit>,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, Infallible> {
+    let span = tracing::debug_span!("ui", method = %req.method());
     let _g = span.enter();
+    let unauthorized = || {
+        refuse(
+            StatusCode::UNAUTHORIZED,
+            "crew dashboard: open the URL that `crewctl ui` printed (or crewd's ui-url file)",
+        )
+    };
     let verdict = auth::judge(
         &gw.hosts,
-        &gw.token,
+        &gw.cred,
         &auth::Request {
             host: header_str(&req, header::HOST),
             origin: header_str(&req, header::ORIGIN),
             cookie: header_str(&req, header::COOKIE),
+            path: req.uri().path(),
             query: req.uri().query(),
         },
     );
-    let resp = match verdict {
-        Verdict::Foreign(why) => text(StatusCode::FORBIDDEN, why),
-        Verdict::Unauthorized => text(
-            StatusCode::UNAUTHORIZED,
-            "crew dashboard: open the URL that `crewctl ui` printed (it carries the token)",
-        ),
-        Verdict::SetCookie => {
-            let mut r = text(StatusCode::SEE_OTHER, "signed in");
-            let h = r.headers_mut();
-            // Back to the same path without the token, so it leaves the address bar and
-            // the history.
-            let path = req.uri().path();
-            if let Ok(v) = HeaderValue::from_str(path) {
-                h.insert(header::LOCATION, v);
-            }
-            if let Ok(v) = HeaderValue::from_str(&auth::set_cookie(&gw.token)) {
-                h.insert(header::SET_COOKIE, v);
-            }
-            r
+    let sign_in = match verdict {
+        Verdict::Foreign(why) => {
+            return Ok(with_security_headers(refuse(StatusCode::FORBIDDEN, why)))
         }
-        Verdict::Allow => route(&gw, req).await,
+        Verdict::Unauthorized => return Ok(with_security_headers(unauthorized())),
+        Verdict::Code(code) => gw.redeem(code),
+        Verdict::SetCookie => true,
+        Verdict::Allow => false,
+    };
+    let resp = if sign_in {
+        let mut r = text(StatusCode::SEE_OTHER, "signed in");
+        let h = r.headers_mut();
+        // To the dashboard without the token, so it leaves the address bar and the history.
+        if let Ok(v) = HeaderValue::from_str(&format!("{}/", gw.cred.prefix())) {
+            h.insert(header::LOCATION, v);
+        }
+        if let Ok(v) = HeaderValue::from_str(&gw.cred.set_cookie()) {
+            h.insert(header::SET_COOKIE, v);
+        }
+        r
+    } else if matches!(verdict, Verdict::Code(_)) {
+        unauthorized()
+    } else {
+        route(&gw, held, req).await
     };
     Ok(with_security_headers(resp))
 }
@@ -126,10 +161,22 @@ fn with_security_headers(mut r: Response<Body>) -> Response<Body> {
     r
 }
 
-async fn route(gw: &Gateway, req: Request<Incoming>) -> Response<Body> {
-    let path = req.uri().path().to_owned();
-    match (req.method(), path.as_str()) {
-        (_, "/rpc") => forward(gw, req).await,
+async fn route(
+    gw: &Gateway,
+    held: Arc<OwnedSemaphorePermit>,
+    req: Request<Incoming>,
+) -> Response<Body> {
+    let inner = gw.cred.inner(req.uri().path()).unwrap_or("").to_owned();
+    match (req.method(), inner.as_str()) {
+        (_, "/rpc") => forward(gw, held, req).await,
+        // The page's relative URLs (`assets/…`, `rpc`) need the trailing slash.
+        (&Method::GET | &Method::HEAD, "") => {
+            let mut r = text(StatusCode::PERMANENT_REDIRECT, "moved");
+            if let Ok(v) = HeaderValue::from_str(&format!("{}/", gw.cred.prefix())) {
+                r.headers_mut().insert(header::LOCATION, v);
+            }
+            r
+        }
         (&Method::GET | &Method::HEAD, "/") => asset("index.html"),
         (&Method::GET | &Method::HEAD, p) => match p.strip_prefix("/assets/") {
             Some(name) => asset(name),
@@ -184,7 +231,11 @@ fn backend_request<T, B>(req: &Request<T>, body: B) -> Request<B> {
     out
 }
 
-async fn forward(gw: &Gateway, mut req: Request<Incoming>) -> Response<Body> {
+async fn forward(
+    gw: &Gateway,
+    held: Arc<OwnedSemaphorePermit>,
+    mut req: Request<Incoming>,
+) -> Response<Body> {
     let mut sender = match connect(gw).await {
         Ok(s) => s,
         Err(msg) => return text(StatusCode::BAD_GATEWAY, &msg),
@@ -205,6 +256,8 @@ async fn forward(gw: &Gateway, mut req: Request<Incoming>) -> Response<Body> {
         }
         let backend_up = hyper::upgrade::on(&mut resp);
         tokio::spawn(async move {
+            // The spliced WebSocket counts against the cap until it closes.
+            let _held = held;
             match tokio::try_join!(client_up, backend_up) {
                 Ok((c, b)) => {
                     let (mut c, mut b) = (TokioIo::new(c), TokioIo::new(b));

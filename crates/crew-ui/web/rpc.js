@@ -16,7 +16,9 @@ export class RpcError extends Error {
 }
 
 export class Rpc {
-  constructor(url = `ws://${location.host}/rpc`) {
+  // `rpc` next to the page: the gateway serves the dashboard under its own random path
+  // prefix, the only path its cookie is sent to.
+  constructor(url = new URL('rpc', location.href).href.replace(/^http/, 'ws')) {
     this.url = url;
     this.nextId = 1;
     /** @type {Map<number, {resolve:(v:any)=>void, reject:(e:any)=>void}>} */

@@ -65,10 +65,26 @@ impl Ctx {
     }
 }
 
-/// Writes to stdout; a closed pipe (`crewctl ls | head`) ends the program quietly.
+/// Writes to stdout; a closed pipe (`crewctl ls | head`) ends the program quietly. On a
+/// terminal, through `safe::term` (what a model wrote must not move the cursor); piped output
+/// stays byte for byte what the daemon holds.
 pub fn out(s: &str) -> anyhow::Result<()> {
+    out_after("", s)
+}
+
+/// [`out`] of `s` after `control`, crewctl's own terminal control sequence (written as it is).
+pub fn out_after(control: &str, s: &str) -> anyhow::Result<()> {
     let mut stdout = std::io::stdout().lock();
-    match stdout.write_all(s.as_bytes()).and_then(|_| stdout.flush()) {
+    let s = if stdout.is_terminal() {
+        crate::safe::term(s)
+    } else {
+        std::borrow::Cow::Borrowed(s)
+    };
+    match stdout
+        .write_all(control.as_bytes())
+        .and_then(|_| stdout.write_all(s.as_bytes()))
+        .and_then(|_| stdout.flush())
+    {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
         Err(e) => Err(e.into()),

@@ -3,6 +3,7 @@
 use crate::conn::{Failed, NotASocket, NotRunning};
 use crate::render::{diag, View};
 use crate::resolve::{Ambiguous, NoSuchRun};
+use crate::safe;
 use crate::style::Tone;
 use crew_api::client::CallError;
 use crew_api::codes;
@@ -95,20 +96,25 @@ pub fn report(err: &anyhow::Error, view: &View, json: bool) -> u8 {
         return code;
     }
     if let Some(e) = api {
+        // The daemon's message can quote what a model or worker wrote.
         eprintln!(
             "{} {} {}",
             view.p(Tone::Bad, "error:"),
-            e.message,
+            safe::term(&e.message),
             view.p(Tone::Dim, format!("(code {})", e.code))
         );
         if e.code == codes::VALIDATION_FAILED {
             for d in diag::from_error_data(e.data.as_ref()) {
-                eprintln!("  {}", diag::line(view, &d));
+                eprintln!("  {}", safe::term(&diag::line(view, &d)));
             }
         }
         return code;
     }
-    eprintln!("{} {err:#}", view.p(Tone::Bad, "error:"));
+    eprintln!(
+        "{} {}",
+        view.p(Tone::Bad, "error:"),
+        safe::term(&format!("{err:#}"))
+    );
     code
 }
 

@@ -16,6 +16,7 @@ mod resolve;
 mod resources;
 mod run;
 mod runs;
+mod safe;
 mod schedule;
 mod style;
 mod term;

@@ -72,7 +72,7 @@ pub async fn run(ctx: &Ctx, c: RunCmd) -> anyhow::Result<u8> {
     let started = conn.call::<TeamRun>(&params).await?;
     let ev = ctx.err_view();
     for note in &started.notes {
-        eprintln!("{} {note}", ev.p(Tone::Warn, "note:"));
+        eprintln!("{} {}", ev.p(Tone::Warn, "note:"), crate::safe::term(note));
     }
     if c.detach {
         if ctx.json {

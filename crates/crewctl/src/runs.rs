@@ -67,7 +67,7 @@ async fn watch_status(ctx: &Ctx, conn: &Conn, run_id: &str) -> anyhow::Result<u8
             let text = view_runs::status(&ctx.view(), &s);
             if ctx.stdout_tty {
                 // Home and clear, then the view: one screen, redrawn.
-                out(&format!("\x1b[H\x1b[2J{text}"))?;
+                crate::ctx::out_after("\x1b[H\x1b[2J", &text)?;
             } else if text != previous {
                 outln(&text)?;
             }

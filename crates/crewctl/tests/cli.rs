@@ -1056,3 +1056,91 @@ async fn plan_and_fan_out_approval_show_scopes_and_verify_commands() {
         "{out}"
     );
 }
+
+/// Issue 29 item 6: `crewctl ui` starts the browser with nothing secret on its command line:
+/// `xdg-open` gets a `file://` URL of a 0600 page that redirects to a one-time code.
+#[tokio::test(flavor = "multi_thread")]
+async fn ui_puts_no_token_on_the_browsers_command_line() {
+    use std::io::BufRead;
+    use std::os::unix::fs::PermissionsExt;
+    let state = tempfile::tempdir().unwrap();
+    let mut status = daemon_status_json(1);
+    status["stateDir"] = json!(state.path().display().to_string());
+    let mut s = Script::default();
+    s.results.insert("daemon.status", status);
+    let mock = Mock::start(s).await;
+
+    // A stand-in xdg-open: records its argv and a copy of the file it was given.
+    let bin_dir = tempfile::tempdir().unwrap();
+    let record = bin_dir.path().join("argv");
+    let page = bin_dir.path().join("page");
+    let opener = bin_dir.path().join("xdg-open");
+    std::fs::write(
+        &opener,
+        format!(
+            "#!/bin/sh\nf=\"${{1#file://}}\"\nstat -c %a \"$f\" > {page}.mode\ncp \"$f\" {page}\nprintf '%s\\n' \"$0\" \"$@\" > {record}.tmp\nmv {record}.tmp {record}\n",
+            page = page.display(),
+            record = record.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&opener, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin_dir.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut child = std::process::Command::new(bin())
+        .arg("--socket")
+        .arg(&mock.socket)
+        .args(["ui", "--listen", "0"])
+        .env("DISPLAY", ":99")
+        .env("PATH", &path)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = child.stdout.take().unwrap();
+    let url = tokio::task::spawn_blocking(move || {
+        let mut line = String::new();
+        std::io::BufReader::new(out).read_line(&mut line).unwrap();
+        line.trim().to_string()
+    })
+    .await
+    .unwrap();
+    let token = url.rsplit_once("token=").unwrap().1.to_string();
+    assert_eq!(token.len(), 64, "{url}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !record.exists() {
+        assert!(std::time::Instant::now() < deadline, "xdg-open never ran");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let argv = std::fs::read_to_string(&record).unwrap();
+    let own = std::fs::read(format!("/proc/{}/cmdline", child.id())).unwrap_or_default();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        !argv.contains(&token),
+        "the token is on xdg-open's argv: {argv}"
+    );
+    assert!(
+        !argv.contains("code=") && !argv.contains("token="),
+        "{argv}"
+    );
+    assert!(!String::from_utf8_lossy(&own).contains(&token));
+    let target = argv.lines().nth(1).unwrap();
+    assert!(target.starts_with("file:///"), "{argv}");
+    assert_eq!(
+        std::fs::read_to_string(format!("{}.mode", page.display()))
+            .unwrap()
+            .trim(),
+        "600"
+    );
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("?code="), "{html}");
+    assert!(
+        !html.contains(&token),
+        "the page holds a one-time code, not the token"
+    );
+}

@@ -241,3 +241,106 @@ async fn a_plan_is_approved_inline_with_one_key() {
     assert_eq!(mock.calls("team.approve").len(), 1);
     assert!(t.screen().contains("Run r-1 completed"), "{}", t.screen());
 }
+
+/// What `crewctl ARGS` writes to a terminal, byte for byte: tmux pipes the pane's output to a
+/// file from before crewctl starts (the shell waits for a key) until it exits.
+async fn raw_output(socket: &Path, args: &str) -> Vec<u8> {
+    let dir = tempfile::tempdir().unwrap();
+    let raw = dir.path().join("raw");
+    let done = dir.path().join("done");
+    let server = format!("crewctl-raw-{}-{}", std::process::id(), rand_suffix());
+    let cmd = format!(
+        "read x; {} --socket {} --color never {args}; echo $? > {}; sleep 60",
+        env!("CARGO_BIN_EXE_crewctl"),
+        socket.display(),
+        done.display()
+    );
+    let tmux = |a: &[&str]| {
+        Command::new("tmux")
+            .args(["-L", &server, "-f", "/dev/null"])
+            .args(a)
+            .env_remove("TMUX")
+            .status()
+            .unwrap()
+    };
+    assert!(tmux(&["new-session", "-d", "-x", "160", "-y", "50", &cmd]).success());
+    assert!(tmux(&["pipe-pane", "-o", &format!("cat >> {}", raw.display())]).success());
+    assert!(tmux(&["send-keys", "Enter"]).success());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !std::fs::read_to_string(&done).is_ok_and(|s| s.ends_with('\n')) {
+        assert!(Instant::now() < deadline, "crewctl {args} did not end");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The pipe drains what crewctl wrote before the exit status was written.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    tmux(&["kill-server"]);
+    std::fs::read(&raw).unwrap()
+}
+
+/// Issue 29 item 2: a fan-out title, an error, a question, an event message and an answer
+/// holding cursor moves, an OSC 52 clipboard write, a C1 CSI and a bidi override reach the
+/// terminal as visible escapes, never as the characters themselves.
+#[tokio::test(flavor = "multi_thread")]
+async fn hostile_text_reaches_the_terminal_escaped() {
+    if !have_tmux() {
+        eprintln!("skipped: tmux is not installed");
+        return;
+    }
+    const EVIL: &str = "x\u{1b}[1A\u{1b}[2K\u{1b}]52;c;aGk=\u{7}\u{9b}2J\u{202e}gpj";
+    let mut s = Script::default();
+    let mut plan = task("01_plan", "needs_attention");
+    plan["error"] = json!(format!("refused: {EVIL}"));
+    plan["artifacts"] = json!([{"name": "transcripts/01_plan.attempt-1.jsonl", "kind": "transcript", "taskId": "01_plan", "bytes": 10, "sha256": "x"}]);
+    let mut asking = task("02_ask", "waiting");
+    asking["question"] = json!(format!("which? {EVIL}"));
+    let mut st = status("blocked", vec![plan, asking]);
+    st["run"]["reason"] = json!(format!("plan approval required {EVIL}"));
+    st["addedTasks"] = json!([
+        {"id": "ok", "addedBy": "01_plan", "role": "executor", "agent": "executor",
+         "title": format!("fine {EVIL}"), "dependsOn": ["01_plan"], "scope": ["src/a.rs"],
+         "writes": true, "awaitingApproval": true},
+        {"id": "backdoor", "addedBy": "01_plan", "role": "executor", "agent": "executor",
+         "title": "backdoor", "dependsOn": ["01_plan"], "scope": ["**"],
+         "writes": true, "awaitingApproval": true},
+    ]);
+    s.results.insert("team.status", st);
+    let mut ev = event(
+        1,
+        "task.needs_attention",
+        Some("01_plan"),
+        json!({"attempt": 1, "reason": EVIL}),
+    );
+    ev["message"] = json!(EVIL);
+    s.events = vec![ev.clone()];
+    s.results
+        .insert("team.events", json!({"events": [ev], "nextSeq": 2}));
+    s.results.insert(
+        "team.summary",
+        json!({"markdown": format!("# Run\n\n{EVIL}\n")}),
+    );
+    s.artifacts.insert(
+        "transcripts/01_plan.attempt-1.jsonl".into(),
+        format!(
+            "{}\n",
+            json!({"type": "message_end", "message": {"role": "assistant", "content": [{"type": "text", "text": format!("answer {EVIL}")}]}})
+        ),
+    );
+    let mock = Mock::start(s).await;
+    for args in ["status r-1", "logs r-1", "logs r-1 01_plan", "summary r-1"] {
+        let out = raw_output(&mock.socket, args).await;
+        let text = String::from_utf8_lossy(&out);
+        assert!(
+            text.contains("\\u001b[1A"),
+            "{args}: the escape is shown: {text:?}"
+        );
+        for bad in ['\u{1b}', '\u{7}', '\u{9b}', '\u{202e}'] {
+            assert!(
+                !text.contains(bad),
+                "{args}: {bad:?} reached the terminal: {text:?}"
+            );
+        }
+        if args == "status r-1" {
+            assert!(text.contains("backdoor"), "{text:?}");
+        }
+    }
+}

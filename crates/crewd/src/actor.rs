@@ -8,7 +8,7 @@
 
 mod integration;
 pub(crate) mod residency;
-mod workers;
+pub(crate) mod workers;
 
 use crate::attempt::WorkerCtl;
 use crate::shared::Shared;

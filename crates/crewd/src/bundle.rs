@@ -844,19 +844,46 @@ fn imported_preview(run: &RunState, only: Option<&[String]>) -> Value {
                 "systemPromptSha256": sha256_hex(prompt.as_bytes()),
                 "systemPrompt": head,
                 "task": t.plan.task_template.chars().take(400).collect::<String>(),
-                // Shell commands the bundle would have this daemon run (issue 17).
+                // Commands the bundle would have this daemon run besides the agent (issues
+                // 17, 29): the pre-step script with its arguments, and verification commands.
+                "preStep": t.plan.checks.pre_step.as_ref().map(|p| p.display()),
                 "verifyCommands": t.plan.checks.verify.as_ref().map(|v| &v.commands),
             })
         })
         .collect();
+    let commands: Vec<String> = run
+        .tasks
+        .iter()
+        .filter(|t| tasks.iter().any(|v| v["id"].as_str() == Some(&*t.plan.id)))
+        .flat_map(|t| task_commands(&t.plan))
+        .collect();
     json!({
         "imported": true,
+        "commands": commands,
         "runtime": run.spec.runtime,
         "cwd": run.spec.cwd,
         "model": run.spec.model,
         "goal": run.spec.goal.chars().take(400).collect::<String>(),
         "tasks": tasks,
     })
+}
+
+/// Every command line a task runs besides its agent: `pre-step: …` and `verify: …`, in the
+/// order they run.
+fn task_commands(plan: &crew_core::plan::PlannedTask) -> Vec<String> {
+    let id = &plan.id;
+    let pre = plan
+        .checks
+        .pre_step
+        .iter()
+        .map(|p| format!("{id} pre-step: {}", p.display()));
+    let verify = plan
+        .checks
+        .verify
+        .iter()
+        .flat_map(|v| v.commands.iter())
+        .map(|c| format!("{id} verify: {c}"));
+    pre.chain(verify).collect()
 }
 
 /// `team.resume`/`team.retry` of an imported run: refused (1002, `data` = what would run)
@@ -885,10 +912,27 @@ pub async fn confirm_imported(
         .flatten()
         .filter_map(|t| t["agent"].as_str())
         .collect();
+    // Every command is named in the message itself, not only in `data`: a client that shows
+    // the message shows what would run.
+    let commands: Vec<&str> = preview["commands"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let commands = if commands.is_empty() {
+        "no command besides the agents".to_string()
+    } else {
+        // Bounded like any message; `data.commands` has each whole.
+        crew_core::text::bound(
+            format!("these commands: {}", commands.join("; ")),
+            crew_core::text::MAX_REASON_CHARS,
+        )
+    };
     Err(ApiError::invalid_state(format!(
         "run {run_id} was imported from a bundle: it would run that bundle's system prompts \
-         and tools (agents: {}) with runtime `{}` in {}; see this error's data for exactly \
-         what, and call again with confirmImported: true to run it",
+         and tools (agents: {}) with runtime `{}` in {}, and {commands}; see this error's data \
+         for exactly what, and call again with confirmImported: true to run it",
         agents.into_iter().collect::<Vec<_>>().join(", "),
         preview["runtime"].as_str().unwrap_or(""),
         preview["cwd"].as_str().unwrap_or("")
@@ -900,9 +944,7 @@ pub async fn import(
     ctx: &Ctx,
     params: crew_api::types::ImportParams,
 ) -> Result<ImportResult, ApiError> {
-    let mut valid = tokio::task::spawn_blocking(move || validate(&read_bundle(params)?))
-        .await
-        .map_err(|e| ApiError::internal(e.to_string()))??;
+    let mut valid = crate::rpc::off_actor(move || validate(&read_bundle(params)?)).await??;
     let run_id = valid.run_id.clone();
     let id = run_id.clone();
     let exists = ctx
@@ -928,9 +970,7 @@ pub async fn import(
     {
         let shared = ctx.shared.clone();
         let id = run_id.clone();
-        tokio::task::spawn_blocking(move || place_files(&shared, &id, &files))
-            .await
-            .map_err(|e| ApiError::internal(e.to_string()))??;
+        crate::rpc::off_actor(move || place_files(&shared, &id, &files)).await??;
     }
 
     let events = valid.events;

@@ -92,6 +92,8 @@ pub struct Config {
     pub max_fan_out_answer_bytes: u64,
     /// Per project root (as `trusted_projects` names them): its verification commands.
     pub projects: BTreeMap<PathBuf, ProjectConfig>,
+    /// The Slurm cluster runtimes with `placement = "slurm"` run on (README, "Slurm").
+    pub slurm: Option<crate::placement::slurm::SlurmConfig>,
 }
 
 /// `[projects."/path/to/root"]`.
@@ -151,6 +153,7 @@ impl Default for Config {
             max_fan_out_tasks: crew_core::fanout::DEFAULT_MAX_TASKS,
             max_fix_rounds: crew_core::verdict::DEFAULT_MAX_FIX_ROUNDS,
             max_fan_out_answer_bytes: crew_core::fanout::DEFAULT_MAX_ANSWER_BYTES,
+            slurm: None,
         }
     }
 }
@@ -178,6 +181,14 @@ pub struct RuntimeConfig {
     /// Overrides `no_output_timeout_ms` for this runtime.
     #[serde(default)]
     pub no_output_timeout_ms: Option<u64>,
+    /// Where its attempts run: `local` (a process of crewd) or `slurm` (a job on the cluster
+    /// of `[slurm]`, worktree mode only).
+    #[serde(default)]
+    pub placement: crate::placement::Placement,
+    /// Slurm placement: this runtime's partition, account, QOS, CPUs, memory and time limit
+    /// over `[slurm]`'s.
+    #[serde(default)]
+    pub slurm: Option<crate::placement::slurm::SlurmResources>,
 }
 
 impl RuntimeConfig {
@@ -389,7 +400,17 @@ impl Config {
                 );
             }
         }
+        if let Some(problem) = self.slurm.as_ref().and_then(|s| s.problem()) {
+            return bad("slurm", problem);
+        }
         for (name, rt) in &self.runtimes {
+            if rt.placement == crate::placement::Placement::Slurm && self.slurm.is_none() {
+                return bad(
+                    &format!("runtimes.{name}"),
+                    "placement = \"slurm\" needs a [slurm] section (url, token, staging_dir)"
+                        .into(),
+                );
+            }
             if rt.command.argv().is_empty() {
                 return bad(&format!("runtimes.{name}"), "command is empty".into());
             }
@@ -431,6 +452,8 @@ impl Config {
                 prompt_via: PromptVia::Arg,
                 env: vec![],
                 no_output_timeout_ms: None,
+                placement: Default::default(),
+                slurm: None,
             }),
             "fake-rpc" => Some(RuntimeConfig {
                 adapter: AdapterKind::Pi,
@@ -439,6 +462,8 @@ impl Config {
                 prompt_via: PromptVia::Arg,
                 env: vec![],
                 no_output_timeout_ms: None,
+                placement: Default::default(),
+                slurm: None,
             }),
             "pi" => Some(RuntimeConfig {
                 adapter: AdapterKind::Pi,
@@ -447,6 +472,8 @@ impl Config {
                 prompt_via: PromptVia::Arg,
                 env: vec![],
                 no_output_timeout_ms: None,
+                placement: Default::default(),
+                slurm: None,
             }),
             _ => None,
         }
@@ -645,6 +672,55 @@ mod tests {
         )
         .unwrap();
         assert_eq!(c.runtime("s").unwrap().prompt_via, PromptVia::Stdin);
+    }
+
+    #[test]
+    fn slurm_placement_parses_and_bad_settings_are_refused() {
+        let ok = "[slurm]\nurl = \"http://127.0.0.1:6820\"\ntoken_command = \"scontrol token\"\n\
+                  staging_dir = \"/shared/s\"\nmax_workers = 200\npartition = \"batch\"\n\
+                  cpus_per_task = 2\n\
+                  [runtimes.c]\nadapter = \"claude\"\ncommand = \"claude\"\nplacement = \"slurm\"\n\
+                  [runtimes.c.slurm]\ncpus_per_task = 4\ntime_limit_minutes = 30\n";
+        let c = Config::parse("c", ok).unwrap();
+        let s = c.slurm.as_ref().unwrap();
+        assert_eq!((s.api_version.as_str(), s.max_workers), ("v0.0.38", 200));
+        let rt = c.runtime("c").unwrap();
+        assert_eq!(rt.placement, crate::placement::Placement::Slurm);
+        let r = s.resources(rt.slurm.as_ref());
+        assert_eq!(
+            (
+                r.partition.as_deref(),
+                r.cpus_per_task,
+                r.time_limit_minutes
+            ),
+            (Some("batch"), Some(4), Some(30))
+        );
+        assert_eq!(
+            c.runtime("fake").unwrap().placement,
+            crate::placement::Placement::Local
+        );
+        let base = "[slurm]\nurl = \"http://127.0.0.1:6820\"\ntoken_command = \"t\"\nstaging_dir = \"/s\"\n";
+        for (text, says) in [
+            (base.replace("127.0.0.1", "10.0.0.5"), "not a loopback"),
+            (base.replace("http://", "https://"), "no TLS"),
+            (format!("{base}token_file = \"/t\"\n"), "exactly one"),
+            (
+                format!("{base}api_version = \"v0.0.37\"\n"),
+                "v0.0.38 and later",
+            ),
+            (base.replace("\"/s\"", "\"rel\""), "absolute"),
+            (
+                "[runtimes.x]\nadapter = \"pi\"\ncommand = \"pi\"\nplacement = \"slurm\"\n".into(),
+                "needs a [slurm] section",
+            ),
+        ] {
+            match Config::parse("c", &text) {
+                Err(ConfigError::Invalid { message, .. }) => {
+                    assert!(message.contains(says), "{text}: {message}")
+                }
+                other => panic!("{text}: {other:?}"),
+            }
+        }
     }
 
     #[test]

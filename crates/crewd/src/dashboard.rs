@@ -7,15 +7,17 @@ use std::net::SocketAddr;
 use std::path::Path;
 
 /// Binds the dashboard and writes its URL (with the token) to `<state>/ui-url`, 0600: the log
-/// names the file, never the token.
+/// names the file, never the token. The gateway's credential is made here, its own (not
+/// `crewctl ui`'s) and new at every start of crewd.
 pub async fn start(
     addr: SocketAddr,
     cfg: &crate::config::Config,
     state_dir: &Path,
     socket: &Path,
 ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
-    let token = crew_ui::load_or_create_token(&state_dir.join("ui-token"))?;
-    let bound = crew_ui::bind(addr, cfg.ui_allow_remote_without_tls, socket, token)
+    // The token file older versions shared between gateways: nothing reads it any more.
+    let _ = std::fs::remove_file(state_dir.join("ui-token"));
+    let bound = crew_ui::bind(addr, cfg.ui_allow_remote_without_tls, socket)
         .await
         .context("ui_listen")?;
     let url = bound.url();

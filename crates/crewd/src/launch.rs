@@ -171,9 +171,7 @@ pub async fn prepare(shared: &Arc<Shared>, p: &RunParams) -> Result<Prepared, Ap
     let catalog = {
         let shared = shared.clone();
         let cwd = cwd.to_path_buf();
-        tokio::task::spawn_blocking(move || crate::resources::catalog(&shared, Some(&cwd)))
-            .await
-            .map_err(|e| ApiError::internal(e.to_string()))?
+        crate::rpc::off_actor(move || crate::resources::catalog(&shared, Some(&cwd))).await?
     };
     let mut plan = shape.plan(&catalog).map_err(|diags| {
         let first = diags.first().map(|d| d.message.clone()).unwrap_or_default();
@@ -206,6 +204,7 @@ pub async fn prepare(shared: &Arc<Shared>, p: &RunParams) -> Result<Prepared, Ap
         .and_then(|t| catalog.team(t))
         .and_then(|t| t.workspace_mode);
     let workspace = crate::workspace::plan_run(shared, p, team_mode, &mut notes).await?;
+    crate::placement::check_workspace(&runtime, rt.placement, workspace.is_some())?;
     let adapter = cfg.runtime(&runtime).map(|rt| rt.adapter);
     let mut gaps = adapter
         .map(|a| policy_gaps(&runtime, a, &plan))

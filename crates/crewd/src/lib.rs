@@ -16,6 +16,7 @@ mod journal_slot;
 mod launch;
 mod listen;
 mod lock;
+mod placement;
 mod plan_checks;
 mod recovery;
 pub mod resources;

@@ -158,7 +158,12 @@ pub fn recover(core: &mut Core) {
         }
     }
     let now = core.now();
-    let requeue = core.state.requeue_orphans(now);
+    // Tasks whose attempt is a job on a cluster: it ran on without the daemon, and is followed
+    // again rather than started over.
+    let remote = crate::placement::remote_attempts(core);
+    let requeue = core.state.requeue_orphans_except(now, &|run, task| {
+        remote.contains(&(run.id.clone(), task.plan.id.to_string()))
+    });
     let requeued: Vec<String> = requeue
         .iter()
         .filter_map(|p| Some(format!("{}/{}", p.run_id.as_ref()?, p.task_id.as_ref()?)))
@@ -177,6 +182,10 @@ pub fn recover(core: &mut Core) {
             killed_workers: killed,
             active_runs,
         }));
+    }
+    for (run, task) in remote {
+        tracing::info!(%run, %task, "following the task's Slurm job again");
+        crate::actor::workers::reattach(core, &run, &task);
     }
     for id in core.state.active.clone() {
         core.touch(&id);

@@ -502,3 +502,92 @@ fn a_fan_out_answer_over_the_size_limit_gets_a_repair_then_needs_attention() {
     let run = d.run("do it", json!({"team": "fan2"}));
     assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
 }
+
+fn dir_bytes(p: &Path) -> u64 {
+    let Ok(rd) = std::fs::read_dir(p) else {
+        return 0;
+    };
+    rd.flatten()
+        .map(|e| match e.metadata() {
+            Ok(m) if m.is_dir() => dir_bytes(&e.path()),
+            Ok(m) => m.len(),
+            Err(_) => 0,
+        })
+        .sum()
+}
+
+fn rss_mb(pid: u32) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .unwrap_or(0.0)
+        / 1024.0
+}
+
+/// Issue 29 item 1: one answer under the size limit whose one task names `b` 237,500 times in
+/// `dependsOn` made one problem per entry (here 150,000 times: the fake agent's stdout line,
+/// the answer JSON-escaped, must stay under crewd's 1 MiB line bound), all of them joined into the retry, the
+/// needs-attention reason and the repair prompt: hundreds of MiB of journal, and `team.list`
+/// too large to answer. The problems are capped and the list over its limit is one problem.
+#[test]
+fn a_fan_out_answer_with_a_huge_list_stays_small_everywhere() {
+    let d = Daemon::start();
+    let deps: Vec<&str> = vec!["b"; 150_000];
+    let text = serde_json::to_string(&json!({"tasks": [
+        {"id": "a", "role": "executor", "title": "a", "task": "[fake:sleep=1ms]",
+         "dependsOn": deps, "scope": ["a.txt"]}
+    ]}))
+    .unwrap();
+    assert!(
+        text.len() < 1 << 20,
+        "under the answer limit: {}",
+        text.len()
+    );
+    let huge = outside(&d, "huge.json", &text);
+    fan_team(&d, "fan", &huge, None, "[fake:sleep=1ms]");
+    let journal = d.state_dir.join("journal");
+    let before = dir_bytes(&journal);
+    let run = d.run("do it", json!({"team": "fan"}));
+    assert_eq!(d.wait(&run), "blocked", "{}", d.status(&run));
+
+    let st = d.status(&run);
+    let plan = Daemon::task(&st, "01_plan");
+    assert_eq!(plan["status"], "needs_attention", "{plan}");
+    let err = plan["error"].as_str().unwrap();
+    assert!(err.contains("dependsOn has 150000 entries"), "{err}");
+    assert!(err.len() < 8 << 10, "error of {} bytes", err.len());
+    let reason = st["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.len() < 8 << 10,
+        "run reason of {} bytes",
+        reason.len()
+    );
+    for e in d.events(Some(&run)) {
+        let n = e.to_string().len();
+        // task.expanded never came; the largest event left is run.created (the plan).
+        assert!(n < 64 << 10, "{} of {n} bytes", e["type"]);
+    }
+    let prompt = d.ok(
+        "team.artifact",
+        json!({"runId": run, "name": "prompts/01_plan.md"}),
+    )["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(prompt.contains("dependsOn has 150000 entries"), "{prompt}");
+    assert!(
+        prompt.len() < 64 << 10,
+        "repair prompt of {} bytes",
+        prompt.len()
+    );
+
+    let grown = dir_bytes(&journal).saturating_sub(before);
+    let rss = rss_mb(d.pid());
+    eprintln!("journal grew {grown} bytes; crewd RSS {rss:.1} MB");
+    assert!(grown < 4 << 20, "journal grew {grown} bytes");
+    assert!(rss < 256.0, "crewd RSS {rss:.1} MB");
+    let list = d.ok("team.list", json!({}));
+    assert!(list.to_string().contains(&run), "{list}");
+}

@@ -514,3 +514,45 @@ fn pi_crew_project_folders_load() {
     );
     assert!(!diags_for(&list, ".pi").is_empty(), "{list}");
 }
+
+/// Issue 29 item 3: a bundle's task carrying a pre-step `/bin/sh -c …`: the confirmation that
+/// `team.resume` asks for names it (message and data), and nothing runs unconfirmed.
+#[test]
+fn an_imported_pre_step_is_named_before_it_runs() {
+    let d = Daemon::start();
+    one_step_team(&d, "flaky", "[fake:fail]", "explorer");
+    let failed = d.run("fail once", json!({"team": "flaky"}));
+    assert_eq!(d.wait(&failed), "failed");
+    let mut bundle = d.ok("team.export", json!({"runId": failed}))["bundle"].clone();
+    d.ok("team.forget", json!({"runId": failed}));
+    let marker = d.dir.path().join("PRE_STEP_RAN");
+    let shell = format!("touch {}", path_str(&marker));
+    let created = bundle["events"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|e| e["type"] == "run.created")
+        .unwrap();
+    created["data"]["tasks"][0]["checks"] = json!({
+        "preStep": {"script": "/bin/sh", "args": ["-c", shell], "timeoutMs": 10000}
+    });
+    reseal(&mut bundle);
+    d.ok("team.import", json!({"bundle": bundle}));
+    let e = d.err("team.resume", json!({"runId": failed}));
+    assert_eq!(e["code"], 1002, "{e}");
+    let msg = e["message"].as_str().unwrap();
+    assert!(
+        msg.contains(&format!("01_only pre-step: /bin/sh -c {shell}")),
+        "{msg}"
+    );
+    assert_eq!(
+        e["data"]["tasks"][0]["preStep"],
+        format!("/bin/sh -c {shell}"),
+        "{e}"
+    );
+    assert_eq!(
+        e["data"]["commands"],
+        json!([format!("01_only pre-step: /bin/sh -c {shell}")])
+    );
+    assert!(!marker.exists(), "nothing ran unconfirmed");
+}

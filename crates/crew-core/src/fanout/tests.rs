@@ -297,3 +297,62 @@ fn the_answer_limit_is_left_out_of_the_journal_at_its_default() {
     let v = serde_json::to_value(&exp).unwrap();
     assert_eq!(v["maxAnswerBytes"], 4096);
 }
+
+/// Issue 29 item 1: a list far over its limit is one problem (its entries are not looked at),
+/// and however many problems a block has, at most `MAX_PROBLEMS` are named.
+#[test]
+fn problems_are_capped_and_an_oversized_list_is_one_problem() {
+    let deps = vec!["b"; 237_500];
+    let a = answer(&[task("a", "executor", &deps, &[])]);
+    let problems = check(&a, 16).unwrap_err();
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(problems[0].contains("dependsOn has 237500 entries"));
+    let scopes: Vec<String> = (0..190_000).map(|_| "..".to_string()).collect();
+    let scopes: Vec<&str> = scopes.iter().map(String::as_str).collect();
+    let problems = check(&answer(&[task("a", "executor", &[], &scopes)]), 16).unwrap_err();
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(problems[0].contains("scope has 190000 entries"));
+
+    // 16 tasks, each with 4 bad scopes and an unknown dependency: 80 problems.
+    let many: Vec<_> = (0..16)
+        .map(|i| {
+            task(
+                &format!("t{i}"),
+                "executor",
+                &["nope"],
+                &["..", "/a", "~", "a/../b"],
+            )
+        })
+        .collect();
+    let problems = check(&answer(&many), 16).unwrap_err();
+    assert_eq!(problems.len(), MAX_PROBLEMS + 1, "{problems:?}");
+    assert_eq!(problems.last().unwrap(), "and 60 more problems");
+    assert!(problems.join("\n").len() < 8 << 10);
+}
+
+/// Issue 29 item 2: a title with a control character or a bidi override is refused, and values
+/// echoed in problems are escaped and cut.
+#[test]
+fn control_characters_are_refused_in_titles_and_escaped_in_problems() {
+    for title in [
+        "ok\u{1b}[1A\u{1b}[2K",
+        "x\u{202e}gpj.exe",
+        "a\u{9b}2J",
+        "two\nlines",
+    ] {
+        let mut t = task("a", "executor", &[], &[]);
+        t["title"] = serde_json::json!(title);
+        let problems = check(&answer(&[t]), 16).unwrap_err();
+        assert!(
+            problems[0].contains("title holds a control character"),
+            "{title:?}: {problems:?}"
+        );
+    }
+    let evil = format!("\u{1b}]52;c;{}\u{7}", "Q".repeat(500));
+    let t = task(&evil, &evil, &[&evil], &[&evil]);
+    let problems = check(&answer(&[t]), 16).unwrap_err();
+    for p in &problems {
+        assert!(!p.chars().any(crate::text::is_unsafe_char), "{p:?}");
+        assert!(p.len() < 600, "{p}");
+    }
+}

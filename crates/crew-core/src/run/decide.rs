@@ -2,7 +2,7 @@
 //! None of these mutate; see `apply`.
 
 use super::event::{AttemptEnd, Delivery, EventBody, Pending, ReusedFrom};
-use super::types::{Approval, ArtifactRef, RunSpec, RunStatus, TaskStatus};
+use super::types::{Approval, ArtifactRef, RunSpec, RunState, RunStatus, TaskState, TaskStatus};
 use super::{not_found, CoreError, State};
 use crate::usage::Usage;
 use chrono::{DateTime, Duration, Utc};
@@ -664,13 +664,24 @@ impl State {
     /// back to the queue as a retry with reason `daemon_restarted` (not counted against
     /// `maxAttempts`: the worker did not fail).
     pub fn requeue_orphans(&self, now: DateTime<Utc>) -> Vec<Pending> {
+        self.requeue_orphans_except(now, &|_, _| false)
+    }
+
+    /// `requeue_orphans`, leaving running the tasks `alive(run, task)` names: those whose
+    /// worker outlives the daemon on purpose (a job on a cluster), which the daemon follows
+    /// again instead of starting another attempt.
+    pub fn requeue_orphans_except(
+        &self,
+        now: DateTime<Utc>,
+        alive: &dyn Fn(&RunState, &TaskState) -> bool,
+    ) -> Vec<Pending> {
         let mut out = Vec::new();
         for id in &self.active {
             let Some(run) = self.runs.get(id) else {
                 continue;
             };
             for t in &run.tasks {
-                if t.status == TaskStatus::Running {
+                if t.status == TaskStatus::Running && !alive(run, t) {
                     out.push(Pending::task(
                         id,
                         &t.plan.id,

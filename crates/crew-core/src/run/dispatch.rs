@@ -58,8 +58,32 @@ fn scope_busy(run: &RunState, i: usize, picked: &[usize]) -> bool {
 impl State {
     /// Pick the tasks to start now. The caller applies each `event` before the next call.
     pub fn dispatch(&mut self, now: DateTime<Utc>, max_workers: usize) -> Vec<Start> {
-        let mut free = max_workers.saturating_sub(self.workers_running());
-        if free == 0 {
+        self.dispatch_pooled(now, &[max_workers], &|_| 0)
+    }
+
+    /// `dispatch` with several worker pools: each run's workers count against the pool
+    /// `pool_of` names (an index into `caps`, the pools' sizes; out of range is the last), so
+    /// runs placed on a cluster have slots of their own beside the machine's.
+    pub fn dispatch_pooled(
+        &mut self,
+        now: DateTime<Utc>,
+        caps: &[usize],
+        pool_of: &dyn Fn(&RunState) -> usize,
+    ) -> Vec<Start> {
+        let last = caps.len().saturating_sub(1);
+        let mut free: Vec<usize> = caps.to_vec();
+        if let [only] = free.as_mut_slice() {
+            *only = only.saturating_sub(self.workers_running());
+        } else {
+            for id in &self.active {
+                if let Some(run) = self.runs.get(id) {
+                    if let Some(f) = free.get_mut(pool_of(run).min(last)) {
+                        *f = f.saturating_sub(self.running_in(id));
+                    }
+                }
+            }
+        }
+        if free.iter().all(|f| *f == 0) {
             return vec![];
         }
         // Runs in round-robin order starting after the last one served.
@@ -76,13 +100,17 @@ impl State {
         loop {
             let mut progressed = false;
             for id in &order {
-                if free == 0 {
+                if free.iter().all(|f| *f == 0) {
                     break;
                 }
                 let Some(run) = self.runs.get(id.as_str()) else {
                     continue;
                 };
                 if run.halted || run.status.is_finished() {
+                    continue;
+                }
+                let pool = pool_of(run).min(last);
+                if free.get(pool).is_none_or(|f| *f == 0) {
                     continue;
                 }
                 let mine = taken.entry(id.as_str()).or_default();
@@ -94,11 +122,13 @@ impl State {
                 {
                     mine.push(i);
                     picks.push(((*id).clone(), i));
-                    free -= 1;
+                    if let Some(f) = free.get_mut(pool) {
+                        *f = f.saturating_sub(1);
+                    }
                     progressed = true;
                 }
             }
-            if !progressed || free == 0 {
+            if !progressed || free.iter().all(|f| *f == 0) {
                 break;
             }
         }

@@ -63,6 +63,51 @@ impl Pending {
         self.message = Some(m.into());
         self
     }
+
+    /// This event with its message, reasons, errors and questions cut to
+    /// `text::MAX_REASON_CHARS` (what a user typed, an answer or a steer, is left as it is).
+    pub(crate) fn bounded(mut self) -> Self {
+        fn cut(s: &mut String) {
+            if s.len() > crate::text::MAX_REASON_CHARS {
+                *s = crate::text::bound(std::mem::take(s), crate::text::MAX_REASON_CHARS);
+            }
+        }
+        fn cut_opt(s: &mut Option<String>) {
+            if let Some(s) = s {
+                cut(s);
+            }
+        }
+        cut_opt(&mut self.message);
+        match &mut self.body {
+            EventBody::RunBlocked { reason }
+            | EventBody::RunFailed { reason, .. }
+            | EventBody::TaskSkipped { reason }
+            | EventBody::TaskQueued { reason, .. }
+            | EventBody::ScheduleSkipped { reason, .. } => cut(reason),
+            EventBody::RunCancelled { reason, .. }
+            | EventBody::PlanApproved { reason }
+            | EventBody::PlanRejected { reason }
+            | EventBody::TaskCancelled { reason } => cut_opt(reason),
+            EventBody::TaskCompleted { end, .. } | EventBody::TaskFailed { end } => {
+                cut_opt(&mut end.error)
+            }
+            EventBody::TaskRetrying { end, reason, .. }
+            | EventBody::TaskNeedsAttention { end, reason, .. } => {
+                cut_opt(&mut end.error);
+                cut(reason);
+            }
+            EventBody::TaskWaiting { end, question, .. } => {
+                cut_opt(&mut end.error);
+                cut(question);
+            }
+            EventBody::TaskWarning { tool, message, .. } => {
+                cut(tool);
+                cut(message);
+            }
+            _ => {}
+        }
+        self
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]

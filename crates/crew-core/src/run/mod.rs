@@ -77,7 +77,11 @@ impl State {
     }
 
     /// Give an event its place: `seq` from the journal position, `runSeq` from the run.
+    /// Every text a worker or a model can make long is bounded here, the one way an event
+    /// comes to be: the journal, the run's state and its summary keep at most
+    /// `text::MAX_REASON_CHARS` of each.
     pub fn stamp(&self, p: Pending, seq: u64, time: chrono::DateTime<chrono::Utc>) -> Event {
+        let p = p.bounded();
         let run_seq = match (&p.run_id, &p.body) {
             (Some(_), EventBody::RunCreated(_)) => 1,
             (Some(id), _) => self.runs.get(id).map(|r| r.run_seq + 1).unwrap_or(0),

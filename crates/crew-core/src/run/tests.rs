@@ -449,6 +449,39 @@ fn max_workers_are_shared_round_robin() {
 }
 
 #[test]
+fn pools_bound_their_own_runs_only() {
+    // r1 and r2 in pool 0 (the machine, 1 slot), r3 in pool 1 (a cluster, 3 slots): the
+    // machine's cap does not hold the cluster's run back, nor the cluster's the machine's.
+    let mut sim = three_runs();
+    let pool = |r: &RunState| usize::from(r.id == "r3");
+    let started: Vec<String> = sim
+        .st
+        .dispatch_pooled(sim.now, &[1, 3], &pool)
+        .into_iter()
+        .map(|s| {
+            let id = format!("{}/{}", s.run_id, s.task_id);
+            sim.emit(vec![s.event]);
+            id
+        })
+        .collect();
+    let per_run = |r: &str| {
+        started
+            .iter()
+            .filter(|s| s.starts_with(&format!("{r}/")))
+            .count()
+    };
+    assert_eq!(
+        [per_run("r1") + per_run("r2"), per_run("r3")],
+        [1, 3],
+        "{started:?}"
+    );
+    // Full on both sides: nothing more, whatever is ready.
+    assert!(sim.st.dispatch_pooled(sim.now, &[1, 3], &pool).is_empty());
+    // A pool index past the list is the last pool.
+    assert!(sim.st.dispatch_pooled(sim.now, &[1, 3], &|_| 7).is_empty());
+}
+
+#[test]
 fn round_robin_continues_after_the_last_run_served() {
     let mut sim = three_runs();
     assert_eq!(sim.dispatch(2), ["r1/a", "r2/a"]);
@@ -2656,4 +2689,42 @@ fn the_review_team_s_verdict_is_its_product() {
         super::run_verdict(&sim.st.runs["r"]),
         Some(crate::verdict::Outcome::ChangesRequested)
     );
+}
+
+/// Issue 29 item 1: whatever a decider put in an event's message, reason, error or question,
+/// the stamped event keeps at most `text::MAX_REASON_CHARS` of it.
+#[test]
+fn stamped_events_keep_texts_bounded() {
+    use super::event::{AttemptEnd, EventBody, Pending};
+    let long = "p".repeat(1 << 20);
+    let st = State::default();
+    let bodies = vec![
+        EventBody::TaskNeedsAttention {
+            end: AttemptEnd {
+                error: Some(long.clone()),
+                ..Default::default()
+            },
+            reason: long.clone(),
+            verdict: None,
+        },
+        EventBody::RunBlocked {
+            reason: long.clone(),
+        },
+        EventBody::TaskWaiting {
+            end: AttemptEnd::default(),
+            question: long.clone(),
+            session: None,
+        },
+    ];
+    for body in bodies {
+        let p = Pending::task("r", "t", body).with_message(long.clone());
+        let ev = st.stamp(p, 1, chrono::Utc::now());
+        let json = serde_json::to_string(&ev).unwrap();
+        assert!(
+            json.len() < 4 * crate::text::MAX_REASON_CHARS,
+            "{}",
+            json.len()
+        );
+        assert!(json.contains("more characters]"));
+    }
 }

@@ -13,6 +13,7 @@ use crate::render::follow::{
 use crate::render::time::{human_duration, parse_time};
 use crate::render::units::{cost, tokens, usage_tokens};
 use crate::render::View;
+use crate::safe;
 use crate::style::Tone;
 use crate::term;
 use crew_api::client::{CallError, ObjectParams};
@@ -509,7 +510,7 @@ impl Ui {
     fn print(&self, text: &str) {
         match self {
             Ui::Bars(b) => {
-                let _ = b.mp.println(text.trim_end_matches('\n'));
+                let _ = b.mp.println(safe::term(text.trim_end_matches('\n')));
             }
             Ui::Plain => {
                 let _ = out(text);
@@ -520,7 +521,7 @@ impl Ui {
 
     fn note(&mut self, view: &View, tone: Tone, text: &str) {
         match self {
-            Ui::Json => eprintln!("{text}"),
+            Ui::Json => eprintln!("{}", safe::term(text)),
             _ => self.print(&format!("{} {text}\n", view.p(tone, "•"))),
         }
     }
@@ -600,12 +601,12 @@ impl Bars {
                     bar.enable_steady_tick(Duration::from_millis(120));
                     bar
                 });
-                bar.set_message(task_running(view, t));
+                bar.set_message(safe::term(&task_running(view, t)).into_owned());
             }
             Change::Finished(i) => {
                 self.drop_bar(*i);
                 if let Some(t) = model.tasks.get(*i) {
-                    let _ = self.mp.println(task_done(view, t, width));
+                    let _ = self.mp.println(safe::term(&task_done(view, t, width)));
                 }
             }
             Change::Retrying { task, .. }
@@ -613,12 +614,12 @@ impl Bars {
             | Change::Requeued(task) => {
                 self.drop_bar(*task);
                 if let Some(line) = plain_line(view, model, change, None) {
-                    let _ = self.mp.println(line);
+                    let _ = self.mp.println(safe::term(&line));
                 }
             }
             Change::Note { .. } => {
                 if let Some(line) = plain_line(view, model, change, None) {
-                    let _ = self.mp.println(line);
+                    let _ = self.mp.println(safe::term(&line));
                 }
             }
             Change::RunStopped(_) => {}

@@ -22,7 +22,7 @@ pub struct WorkerHandle {
 
 /// Start every task that may start now.
 pub fn dispatch(core: &mut Core, now: chrono::DateTime<chrono::Utc>) {
-    let starts = core.state.dispatch(now, core.shared.config.max_workers);
+    let starts = crate::placement::dispatch(core, now);
     for s in starts {
         let spec = match attempt_spec(core, &s.run_id, &s.task_id, s.attempt) {
             Ok(spec) => spec,
@@ -91,6 +91,57 @@ pub fn dispatch(core: &mut Core, now: chrono::DateTime<chrono::Utc>) {
             }
         });
     }
+}
+
+/// Follow a running task's attempt again after a restart (its worker outlived the daemon: a
+/// Slurm job). No event: the task is still `running` in this attempt; the attempt's worker
+/// starts once what recovery emitted is durable.
+pub fn reattach(core: &mut Core, run_id: &str, task_id: &str) {
+    let Some(attempt) = core
+        .state
+        .run(run_id)
+        .and_then(|r| r.task(task_id))
+        .map(|t| t.attempts)
+    else {
+        return;
+    };
+    let spec = match attempt_spec(core, run_id, task_id, attempt) {
+        Ok(spec) => spec,
+        Err(error) => {
+            let report = Report {
+                run_id: run_id.to_string(),
+                task_id: task_id.to_string(),
+                attempt,
+                result: AttemptResult::Failed {
+                    usage: Usage::default(),
+                    model: None,
+                    artifacts: vec![],
+                    error,
+                    retryable: true,
+                    reason: "spawn".into(),
+                },
+                answer: None,
+            };
+            core.actor.tell(move |core| on_finished(core, report));
+            return;
+        }
+    };
+    let (tx, rx) = mpsc::unbounded_channel();
+    core.workers.insert(
+        (run_id.to_string(), task_id.to_string()),
+        WorkerHandle {
+            attempt,
+            ctl: tx,
+            live: spec.runtime.rpc(),
+            answered: false,
+        },
+    );
+    let actor = core.actor.clone();
+    let shared = core.shared.clone();
+    let rt = tokio::runtime::Handle::current();
+    core.after_commit(move |_| {
+        rt.spawn(executor::run_attempt(shared, Arc::new(actor), spec, rx));
+    });
 }
 
 /// Everything the worker needs, frozen now (on the actor, where the state is consistent). The

@@ -26,7 +26,7 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 use tracing::Instrument;
 
-fn render_prompt(spec: &AttemptSpec, pre_step: Option<&str>) -> std::io::Result<String> {
+pub(crate) fn render_prompt(spec: &AttemptSpec, pre_step: Option<&str>) -> std::io::Result<String> {
     fault::hit("render")?;
     let mut dep_texts = Vec::new();
     for (id, role) in &spec.deps {
@@ -113,7 +113,19 @@ pub async fn run_attempt(
                     Err(ended) => ended,
                     Ok(prepared) => {
                         spec.cwd = prepared.cwd.to_string_lossy().into_owned();
-                        let r = attempt(&shared, &port, &spec, &mut ctl).await;
+                        let r = match spec.runtime.placement {
+                            crate::placement::Placement::Local => {
+                                attempt(&shared, &port, &spec, &mut ctl).await
+                            }
+                            // The agent runs on a cluster node; its result lands in this worktree.
+                            crate::placement::Placement::Slurm => {
+                                let start = prepared.start.clone();
+                                crate::placement::slurm::attempt(
+                                    &shared, &port, &spec, &start, &mut ctl,
+                                )
+                                .await
+                            }
+                        };
                         // Verified in the worktree, before its result is committed.
                         let r = checks::verify(&shared, &spec, r, &mut ctl).await;
                         let r = crate::workspace::finish_attempt(
@@ -376,7 +388,7 @@ async fn attempt_unsynced(
 }
 
 /// Write the result and the step's shared output.
-fn finish_result(
+pub(crate) fn finish_result(
     run_dir: &std::path::Path,
     spec: &AttemptSpec,
     text: &[u8],

@@ -77,9 +77,7 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
         }
         if matches!(which, CacheName::Results | CacheName::All) {
             let shared = ctx.shared.clone();
-            tokio::task::spawn_blocking(move || shared.results.clear())
-                .await
-                .map_err(|e| ApiError::internal(e.to_string()))?;
+            super::off_actor(move || shared.results.clear()).await?;
         }
         if matches!(which, CacheName::Runs | CacheName::All) {
             evict_runs(&ctx, None).await?;
@@ -94,9 +92,7 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
                 let path = std::path::PathBuf::from(path);
                 let shared = ctx.shared.clone();
                 let invalidated =
-                    tokio::task::spawn_blocking(move || shared.resources.invalidate(&path))
-                        .await
-                        .map_err(|e| ApiError::internal(e.to_string()))?;
+                    super::off_actor(move || shared.resources.invalidate(&path)).await?;
                 Ok(InvalidateResult { invalidated })
             }
             (None, Some(run)) => {
@@ -116,9 +112,7 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
                 }
                 let shared = ctx.shared.clone();
                 let id = run.clone();
-                let mut n = tokio::task::spawn_blocking(move || shared.results.invalidate_run(&id))
-                    .await
-                    .map_err(|e| ApiError::internal(e.to_string()))?;
+                let mut n = super::off_actor(move || shared.results.invalidate_run(&id)).await?;
                 n += evict_runs(&ctx, Some(run)).await?;
                 Ok(InvalidateResult { invalidated: n })
             }

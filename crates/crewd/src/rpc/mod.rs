@@ -58,6 +58,16 @@ pub fn parse_params<T: serde::de::DeserializeOwned>(params: &Params<'_>) -> Resu
     })
 }
 
+/// Run a handler's blocking work (files, the journal, caches behind locks) on tokio's blocking
+/// pool, off the actor and the async workers; a panic there is the request's internal error.
+pub(crate) async fn off_actor<R: Send + 'static>(
+    f: impl FnOnce() -> R + Send + 'static,
+) -> Result<R, ApiError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))
+}
+
 fn register<M, F, Fut>(module: &mut RpcModule<Ctx>, handler: F)
 where
     M: Method,

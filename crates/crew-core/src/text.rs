@@ -1,0 +1,92 @@
+//! Text a model or a worker wrote, made safe to keep: bounded before an event or a summary
+//! holds it (one run's answer must never make the daemon's list too large to answer), and
+//! echoed in messages without the characters that move a terminal's cursor or reorder a line.
+
+/// The most characters an event keeps of a reason, an error, a question or a message.
+pub const MAX_REASON_CHARS: usize = 4096;
+/// The most characters of one value (an id, a role, a path) echoed inside a message.
+pub const MAX_ECHO_CHARS: usize = 64;
+
+/// A character that must not reach a terminal as it is: C0 and C1 controls and DEL (escape
+/// sequences start with them) and the Unicode bidi controls (they reorder what is shown, so a
+/// line can read other than it is).
+pub fn is_unsafe_char(c: char) -> bool {
+    c.is_control() || is_bidi_control(c)
+}
+
+/// The Unicode bidirectional formatting characters (UAX #9): marks, embeddings, overrides and
+/// isolates.
+pub fn is_bidi_control(c: char) -> bool {
+    matches!(
+        c,
+        '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}'
+    )
+}
+
+/// `s` cut to at most `max` characters (on a char boundary), saying how many were cut.
+pub fn bound(s: String, max: usize) -> String {
+    let Some((at, _)) = s.char_indices().nth(max) else {
+        return s;
+    };
+    let rest = s.get(at..).map_or(0, |r| r.chars().count());
+    let mut out = s;
+    out.truncate(at);
+    out.push_str(&format!("… [{rest} more characters]"));
+    out
+}
+
+/// One value quoted inside a message: at most [`MAX_ECHO_CHARS`] characters, unsafe ones
+/// written as escapes (`\u{1b}`).
+pub fn echo(s: &str) -> String {
+    clean(s, MAX_ECHO_CHARS)
+}
+
+/// `s` with unsafe characters written as escapes, cut after `max` characters of it.
+pub fn clean(s: &str, max: usize) -> String {
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i == max {
+            out.push('…');
+            break;
+        }
+        if is_unsafe_char(c) {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bound_cuts_and_counts() {
+        assert_eq!(bound("abc".into(), 3), "abc");
+        assert_eq!(bound("abcdé".into(), 3), "abc… [2 more characters]");
+        assert_eq!(bound(String::new(), 0), "");
+    }
+
+    #[test]
+    fn echo_escapes_and_cuts() {
+        assert_eq!(echo("a\u{1b}[2Kb"), "a\\u{1b}[2Kb");
+        assert_eq!(echo("x\u{202E}y"), "x\\u{202e}y");
+        assert_eq!(echo("\u{9b}"), "\\u{9b}");
+        let long = "z".repeat(100);
+        assert_eq!(echo(&long).chars().count(), MAX_ECHO_CHARS + 1);
+    }
+
+    #[test]
+    fn unsafe_chars() {
+        for c in [
+            '\u{1b}', '\u{7f}', '\u{9b}', '\u{202E}', '\u{2066}', '\n', '\t',
+        ] {
+            assert!(is_unsafe_char(c), "{c:?}");
+        }
+        for c in ['a', 'é', '…', '中'] {
+            assert!(!is_unsafe_char(c), "{c:?}");
+        }
+    }
+}

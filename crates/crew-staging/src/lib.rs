@@ -1,0 +1,387 @@
+//! The staging directory: how crewd hands one attempt to a `crew-worker` on another machine
+//! and reads it back, through a directory both see (the shared filesystem of a cluster).
+//!
+//! One directory per attempt, mode 0700, created by crewd:
+//!
+//! | file | written by | what |
+//! |---|---|---|
+//! | `launch.json` | crewd | [`Launch`]: argv, stdin, the attempt's token, the start commit |
+//! | `env.json` | crewd (0600) | the worker's filtered environment, API keys included: never in the job's script or environment, which the scheduler stores and shows |
+//! | `input.bundle` | crewd | the start commit as a git bundle (its `HEAD`) |
+//! | `prompt.md`, `system.md` | crewd | the rendered prompt and system prompt, when the launch reads files |
+//! | `stdin/NNNNNNNN.jsonl` | crewd | lines for the agent's stdin (live mode: the first turn, steer messages, protocol replies), taken in name order |
+//! | `stdin/close` | crewd | close the agent's stdin (a live agent that answered) |
+//! | `stdout.jsonl` | worker | the agent's stdout, a line at a time, flushed as it comes |
+//! | `stderr.log` | worker | the agent's stderr |
+//! | `result.bundle` | worker | the attempt's commit on top of the start commit (`refs/crew/result`) |
+//! | `final.json` | worker | [`Final`], written last (temp file, rename): the attempt is over |
+//!
+//! Every record the worker writes carries the attempt's token; crewd refuses a record whose
+//! token is not the one it minted for the attempt (a late worker of a lost node, a duplicate).
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Layout version: a worker refuses a launch of another version instead of guessing.
+pub const VERSION: u32 = 1;
+/// The ref the input bundle carries: the task worktree's `HEAD`, at the start commit.
+pub const START_REF: &str = "HEAD";
+/// The ref the result bundle carries.
+pub const RESULT_REF: &str = "refs/crew/result";
+/// Largest record (launch, env, final) either side reads.
+pub const MAX_RECORD_BYTES: u64 = 4 << 20;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StagingError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: not a valid record: {source}")]
+    Parse {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    #[error("{path}: larger than {MAX_RECORD_BYTES} bytes")]
+    TooLarge { path: PathBuf },
+    #[error("{path}: layout version {found}, this side speaks {VERSION}")]
+    Version { path: PathBuf, found: u32 },
+}
+
+/// What the agent's stdin is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stdin {
+    /// `/dev/null`.
+    Null,
+    /// A file of the staging directory (the prompt, for an adapter that reads it from stdin).
+    File(String),
+    /// A pipe fed from `stdin/` (live mode).
+    Pipe,
+}
+
+/// The attempt as crewd described it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Launch {
+    pub version: u32,
+    /// Minted by crewd for this attempt; echoed in [`Final`].
+    pub token: String,
+    pub run_id: String,
+    pub task_id: String,
+    pub attempt: u32,
+    /// The commit the input bundle's `START_REF` names.
+    pub start: String,
+    /// The agent's argv. `{staging}` in an argument stands for the staging directory and
+    /// `{workdir}` for the checkout (paths crewd cannot know on the node).
+    pub argv: Vec<String>,
+    pub stdin: Stdin,
+    /// Commit the agent's changes (a writing task); a read-only task's tree is left.
+    pub commit: bool,
+    /// The commit message of the result.
+    pub message: String,
+}
+
+/// How the attempt ended on the node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Final {
+    pub version: u32,
+    pub token: String,
+    /// The agent's exit code; `None` when a signal ended it (`signal`) or it never started.
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    /// The worker was told to stop (SIGTERM from the scheduler: a cancel or a time limit).
+    pub terminated: bool,
+    /// The result commit, when the agent changed something and it was committed.
+    pub result: Option<String>,
+    /// The node the worker ran on.
+    pub host: String,
+    /// Why the worker could not run the agent or keep its work (checkout, spawn, commit).
+    pub error: Option<String>,
+}
+
+/// The files of one staging directory.
+#[derive(Debug, Clone)]
+pub struct Staging {
+    pub dir: PathBuf,
+}
+
+impl Staging {
+    pub fn new(dir: impl Into<PathBuf>) -> Staging {
+        Staging { dir: dir.into() }
+    }
+    pub fn launch(&self) -> PathBuf {
+        self.dir.join("launch.json")
+    }
+    pub fn env(&self) -> PathBuf {
+        self.dir.join("env.json")
+    }
+    pub fn input_bundle(&self) -> PathBuf {
+        self.dir.join("input.bundle")
+    }
+    pub fn prompt(&self) -> PathBuf {
+        self.dir.join("prompt.md")
+    }
+    pub fn system_prompt(&self) -> PathBuf {
+        self.dir.join("system.md")
+    }
+    pub fn stdin_dir(&self) -> PathBuf {
+        self.dir.join("stdin")
+    }
+    pub fn stdin_close(&self) -> PathBuf {
+        self.stdin_dir().join("close")
+    }
+    pub fn stdout(&self) -> PathBuf {
+        self.dir.join("stdout.jsonl")
+    }
+    pub fn stderr(&self) -> PathBuf {
+        self.dir.join("stderr.log")
+    }
+    pub fn result_bundle(&self) -> PathBuf {
+        self.dir.join("result.bundle")
+    }
+    pub fn final_record(&self) -> PathBuf {
+        self.dir.join("final.json")
+    }
+
+    /// The directory itself, private to the user (0700), and its `stdin/`.
+    pub fn create(&self) -> Result<(), StagingError> {
+        use std::os::unix::fs::DirBuilderExt;
+        for d in [&self.dir, &self.stdin_dir()] {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(d)
+                .map_err(io(d))?;
+            // An existing directory keeps its mode: make it private anyway.
+            set_mode(d, 0o700)?;
+        }
+        Ok(())
+    }
+
+    /// Write the `n`th batch of stdin lines (each gets its `\n`).
+    pub fn put_stdin(&self, n: u64, lines: &[String]) -> Result<(), StagingError> {
+        let mut text = String::new();
+        for l in lines {
+            text.push_str(l);
+            text.push('\n');
+        }
+        write_atomic(
+            &self.stdin_dir().join(stdin_name(n)),
+            text.as_bytes(),
+            0o600,
+        )
+    }
+
+    pub fn close_stdin(&self) -> Result<(), StagingError> {
+        write_atomic(&self.stdin_close(), b"", 0o600)
+    }
+}
+
+/// `00000001.jsonl`: names that sort in order.
+pub fn stdin_name(n: u64) -> String {
+    format!("{n:08}.jsonl")
+}
+
+/// Which of `names` (a directory listing of `stdin/`) are batches after `after`, in order.
+pub fn stdin_batches_after(names: &[String], after: u64) -> Vec<u64> {
+    let mut v: Vec<u64> = names
+        .iter()
+        .filter_map(|n| n.strip_suffix(".jsonl"))
+        .filter(|s| s.len() == 8)
+        .filter_map(|s| s.parse().ok())
+        .filter(|n| *n > after)
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StagingError + '_ {
+    move |source| StagingError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn set_mode(path: &Path, mode: u32) -> Result<(), StagingError> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(io(path))
+}
+
+/// Write `bytes` whole (temp file in the same directory, fsync, rename) with `mode`: a reader
+/// never sees half a file.
+pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<(), StagingError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".tmp");
+    let tmp = path.with_file_name(name);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(mode)
+        .open(&tmp)
+        .map_err(io(&tmp))?;
+    f.write_all(bytes).map_err(io(&tmp))?;
+    f.sync_all().map_err(io(&tmp))?;
+    drop(f);
+    std::fs::rename(&tmp, path).map_err(io(path))
+}
+
+/// Write a record as JSON (atomic, `mode`).
+pub fn write_json<T: Serialize>(path: &Path, value: &T, mode: u32) -> Result<(), StagingError> {
+    let bytes = serde_json::to_vec_pretty(value).map_err(|source| StagingError::Parse {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    write_atomic(path, &bytes, mode)
+}
+
+/// Read a record, at most `MAX_RECORD_BYTES`. `Ok(None)`: there is none (yet).
+pub fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Option<T>, StagingError> {
+    use std::io::Read;
+    let f = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io(path)(e)),
+    };
+    let mut bytes = Vec::new();
+    f.take(MAX_RECORD_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(io(path))?;
+    if bytes.len() as u64 > MAX_RECORD_BYTES {
+        return Err(StagingError::TooLarge {
+            path: path.to_path_buf(),
+        });
+    }
+    serde_json::from_slice(&bytes)
+        .map(Some)
+        .map_err(|source| StagingError::Parse {
+            path: path.to_path_buf(),
+            source,
+        })
+}
+
+/// Read a launch and check its version.
+pub fn read_launch(staging: &Staging) -> Result<Option<Launch>, StagingError> {
+    let path = staging.launch();
+    let launch: Option<Launch> = read_json(&path)?;
+    match launch {
+        Some(l) if l.version != VERSION => Err(StagingError::Version {
+            path,
+            found: l.version,
+        }),
+        other => Ok(other),
+    }
+}
+
+/// The worker's environment (`env.json`): names to values, written 0600.
+pub type Env = BTreeMap<String, String>;
+
+/// The final record, only when it carries `token`: anything else is a stale or foreign
+/// worker's and is refused (`Err` names why).
+pub fn read_final(staging: &Staging, token: &str) -> Result<Option<Final>, String> {
+    match read_json::<Final>(&staging.final_record()) {
+        Ok(None) => Ok(None),
+        Ok(Some(f)) if f.token != token => Err(format!(
+            "{}: written by a worker without this attempt's token (a stale or duplicate worker)",
+            staging.final_record().display()
+        )),
+        Ok(Some(f)) => Ok(Some(f)),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Substitute `{staging}` and `{workdir}` in an argument.
+pub fn expand(arg: &str, staging: &Path, workdir: &Path) -> String {
+    arg.replace("{staging}", &staging.display().to_string())
+        .replace("{workdir}", &workdir.display().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_round_trip_and_refuse_stale_tokens() {
+        let t = tempfile::tempdir().unwrap();
+        let s = Staging::new(t.path().join("a"));
+        s.create().unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&s.dir).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+        let launch = Launch {
+            version: VERSION,
+            token: "tok".into(),
+            run_id: "r".into(),
+            task_id: "t".into(),
+            attempt: 1,
+            start: "abc".into(),
+            argv: vec!["agent".into(), "{staging}/prompt.md".into()],
+            stdin: Stdin::Null,
+            commit: true,
+            message: "m".into(),
+        };
+        write_json(&s.launch(), &launch, 0o600).unwrap();
+        assert_eq!(read_launch(&s).unwrap(), Some(launch.clone()));
+        assert_eq!(read_final(&s, "tok").unwrap(), None);
+        let fin = Final {
+            version: VERSION,
+            token: "old".into(),
+            exit_code: Some(0),
+            signal: None,
+            terminated: false,
+            result: None,
+            host: "n1".into(),
+            error: None,
+        };
+        write_json(&s.final_record(), &fin, 0o600).unwrap();
+        assert!(read_final(&s, "tok").unwrap_err().contains("stale"));
+        write_json(
+            &s.final_record(),
+            &Final {
+                token: "tok".into(),
+                ..fin
+            },
+            0o600,
+        )
+        .unwrap();
+        assert_eq!(read_final(&s, "tok").unwrap().unwrap().host, "n1");
+        let mut other = launch;
+        other.version = 99;
+        write_json(&s.launch(), &other, 0o600).unwrap();
+        assert!(matches!(
+            read_launch(&s),
+            Err(StagingError::Version { found: 99, .. })
+        ));
+    }
+
+    #[test]
+    fn stdin_batches_are_taken_in_order_once() {
+        let names: Vec<String> = [
+            "00000002.jsonl",
+            "close",
+            "00000010.jsonl",
+            "x.jsonl",
+            "00000001.jsonl",
+            "00000003.jsonl.tmp",
+        ]
+        .map(String::from)
+        .to_vec();
+        assert_eq!(stdin_batches_after(&names, 0), vec![1, 2, 10]);
+        assert_eq!(stdin_batches_after(&names, 2), vec![10]);
+        assert_eq!(stdin_name(7), "00000007.jsonl");
+        assert_eq!(
+            expand(
+                "{staging}/p --cwd {workdir}",
+                Path::new("/s"),
+                Path::new("/w")
+            ),
+            "/s/p --cwd /w"
+        );
+    }
+}

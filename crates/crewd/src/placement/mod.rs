@@ -1,0 +1,99 @@
+//! Where a runtime's attempts run. `local` (the default): a process of this daemon, supervised
+//! by `executor`. `slurm`: a job on a Slurm cluster running `crew-worker` on a node, handed its
+//! input and read back through a staging directory both sides share (`crew_staging`); crewd stays
+//! the one durable authority and the job is only ever the attempt's runner.
+//!
+//! A placement is one module: Kubernetes would be one more next to `slurm` (ARCHITECTURE.md,
+//! "Beyond one machine", says what it needs).
+
+use serde::Deserialize;
+
+use crate::actor::Core;
+use crew_core::run::Start;
+
+pub mod slurm;
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Placement {
+    #[default]
+    Local,
+    Slurm,
+}
+
+/// A remote attempt's input is a start commit and its output a result commit: a runtime
+/// placed off this machine needs worktree mode. Refused at `team.run`/`team.plan` (1003).
+pub fn check_workspace(
+    runtime: &str,
+    placement: Placement,
+    worktree: bool,
+) -> Result<(), crew_api::ApiError> {
+    if placement == Placement::Local || worktree {
+        return Ok(());
+    }
+    let message = format!(
+        "runtime `{runtime}` runs on Slurm, which needs worktree mode (a task's input is a start \
+         commit and its output a result commit); run with --workspace worktree"
+    );
+    let d = crew_core::resource::Diagnostic::error(
+        crew_core::plan::REQUEST,
+        None,
+        Some("workspace"),
+        message.clone(),
+    );
+    Err(crew_api::ApiError::validation(
+        message,
+        vec![crate::diagnostic::to_api(&d)],
+    ))
+}
+
+/// Pick the tasks to start now: runs on a local runtime share `max_workers`, runs on a Slurm
+/// runtime share `[slurm].max_workers` (a cluster takes more than the machine).
+pub fn dispatch(core: &mut Core, now: chrono::DateTime<chrono::Utc>) -> Vec<Start> {
+    let shared = core.shared.clone();
+    let cfg = &shared.config;
+    let Some(slurm) = &cfg.slurm else {
+        return core.state.dispatch(now, cfg.max_workers);
+    };
+    let remote: Vec<&str> = cfg
+        .runtimes
+        .iter()
+        .filter(|(_, rt)| rt.placement == Placement::Slurm)
+        .map(|(name, _)| name.as_str())
+        .collect();
+    let pool =
+        |run: &crew_core::run::RunState| usize::from(remote.contains(&run.spec.runtime.as_str()));
+    core.state
+        .dispatch_pooled(now, &[cfg.max_workers, slurm.max_workers], &pool)
+}
+
+/// Running tasks of Slurm runtimes whose current attempt has a submission record: their job
+/// may be running (or may have ended) without the daemon. (run id, task id).
+pub fn remote_attempts(core: &Core) -> Vec<(String, String)> {
+    let cfg = &core.shared.config;
+    let mut out = Vec::new();
+    for id in &core.state.active {
+        let Some(run) = core.state.run(id) else {
+            continue;
+        };
+        let slurm = cfg
+            .runtimes
+            .get(&run.spec.runtime)
+            .is_some_and(|rt| rt.placement == Placement::Slurm);
+        if !slurm {
+            continue;
+        }
+        let Ok(safe) = crew_core::ids::SafeId::new(id) else {
+            continue;
+        };
+        let run_dir = core.shared.run_dir(&safe);
+        for t in &run.tasks {
+            if t.status == crew_core::run::TaskStatus::Running
+                && slurm::submission_exists(&run_dir, &t.plan.id, t.attempts)
+            {
+                out.push((id.clone(), t.plan.id.to_string()));
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,98 @@
+//! Forgetting runs: one (`forget`) or the oldest (`prune`); their files and worktrees go once
+//! the journal has the change.
+
+use super::{check_id, Out, P};
+use crate::rpc::{views, Ctx};
+use crew_api::methods::*;
+use crew_api::types::*;
+use crew_api::ApiError;
+use std::sync::Arc;
+
+pub(super) async fn forget(ctx: Arc<Ctx>, p: P<TeamForget>) -> Out<TeamForget> {
+    check_id("runId", &p.run_id)?;
+    let force = p.force.unwrap_or(false);
+    if !force {
+        let dirty = crate::workspace::uncommitted(&ctx.shared, &p.run_id).await;
+        if !dirty.is_empty() {
+            return Err(ApiError::invalid_state(format!(
+                "run {} has worktrees with uncommitted work: {}; forget with force to \
+                 delete them",
+                p.run_id,
+                dirty.join(", ")
+            )));
+        }
+    }
+    let rt = tokio::runtime::Handle::current();
+    let shared = ctx.shared.clone();
+    ctx.actor
+        .mutate(move |core| {
+            let events = core.state.forget(&p.run_id).map_err(views::core_error)?;
+            core.emit_all(events);
+            let id = p.run_id.clone();
+            core.after_commit(move |res| {
+                if res.is_ok() {
+                    crate::forget::remove_run_data(&shared, &id);
+                    rt.spawn(crate::workspace::remove_run(shared, id, force));
+                }
+            });
+            Ok(Empty {})
+        })
+        .await
+}
+
+pub(super) async fn prune(ctx: Arc<Ctx>, p: P<TeamPrune>) -> Out<TeamPrune> {
+    let keep = p.keep.unwrap_or(20);
+    if keep < 0 {
+        return Err(ApiError::invalid_params("keep", "must not be negative"));
+    }
+    let older = match p.older_than_ms {
+        None => None,
+        Some(ms) if ms < 0 => {
+            return Err(ApiError::invalid_params(
+                "olderThanMs",
+                "must not be negative",
+            ))
+        }
+        // Checked: a cutoff before the earliest instant chrono can hold is refused, not a
+        // panic in the handler.
+        Some(ms) => Some(
+            chrono::TimeDelta::try_milliseconds(ms)
+                .and_then(|age| chrono::Utc::now().checked_sub_signed(age))
+                .ok_or_else(|| ApiError::invalid_params("olderThanMs", "is too large"))?,
+        ),
+    };
+    let force = p.force.unwrap_or(false);
+    let rt = tokio::runtime::Handle::current();
+    let shared = ctx.shared.clone();
+    ctx.actor
+        .mutate(move |core| {
+            let victims = core
+                .state
+                .prune(keep as usize, older)
+                .map_err(views::core_error)?;
+            for id in &victims {
+                if let Ok(evs) = core.state.forget(id) {
+                    core.emit_all(evs);
+                }
+            }
+            let kept = core.state.summaries.len() as u64;
+            let ids = victims.clone();
+            core.after_commit(move |res| {
+                if res.is_ok() {
+                    for id in &ids {
+                        crate::forget::remove_run_data(&shared, id);
+                        rt.spawn(crate::workspace::remove_run(
+                            shared.clone(),
+                            id.clone(),
+                            force,
+                        ));
+                    }
+                }
+            });
+            Ok(PruneResult {
+                removed: victims,
+                kept,
+            })
+        })
+        .await
+}

@@ -1,0 +1,137 @@
+//! Starting and steering a run's course: plan, run, cancel, resume, retry, approve, reject.
+
+use super::{change_run, check_id, run_status_now, Out, P};
+use crate::launch;
+use crate::rpc::{views, Ctx};
+use crew_api::methods::*;
+use crew_api::types::*;
+use std::sync::Arc;
+
+pub(super) async fn plan(ctx: Arc<Ctx>, p: P<TeamPlan>) -> Out<TeamPlan> {
+    let prepared = launch::prepare(&ctx.shared, &p).await?;
+    let model = prepared.spec.model.clone();
+    Ok(PlanResult {
+        team: prepared.plan.team.clone(),
+        workflow: prepared.plan.workflow.clone(),
+        concurrency: prepared.spec.concurrency,
+        runtime: prepared.spec.runtime.clone(),
+        tasks: prepared
+            .plan
+            .tasks
+            .iter()
+            .map(|t| views::planned(t, model.as_deref()))
+            .collect(),
+        diagnostics: prepared
+            .policy_gaps
+            .iter()
+            .map(|g| crew_api::types::Diagnostic {
+                path: format!("runtimes.{}", g.runtime),
+                line: None,
+                field: g.agent.as_ref().map(|a| format!("agent {a}")),
+                severity: crew_api::types::Severity::Warning,
+                message: g.message.clone(),
+            })
+            .collect(),
+    })
+}
+
+pub(super) async fn run(ctx: Arc<Ctx>, p: P<TeamRun>) -> Out<TeamRun> {
+    let prepared = launch::prepare(&ctx.shared, &p).await?;
+    launch::start(&ctx.actor, prepared).await
+}
+
+pub(super) async fn cancel(ctx: Arc<Ctx>, p: P<TeamCancel>) -> Out<TeamCancel> {
+    let reason = p.reason.clone();
+    change_run(
+        &ctx,
+        &p.run_id,
+        move |st, id| st.cancel_run(id, reason.clone()),
+        |core, id, ids| {
+            // Workers are stopped after this turn (`reconcile_workers`): the ones still
+            // registered now are exactly those that get SIGTERM.
+            let stopped = ids
+                .iter()
+                .filter(|t| core.workers.contains_key(&(id.to_string(), t.to_string())))
+                .cloned()
+                .collect();
+            CancelResult {
+                status: run_status_now(core, id),
+                cancelled_task_ids: ids,
+                stopped_task_ids: stopped,
+            }
+        },
+    )
+    .await
+}
+
+pub(super) async fn resume(ctx: Arc<Ctx>, p: P<TeamResume>) -> Out<TeamResume> {
+    crate::bundle::confirm_imported(&ctx, &p.run_id, p.confirm_imported, None).await?;
+    change_run(
+        &ctx,
+        &p.run_id,
+        |st, id| st.resume_run(id),
+        |core, id, ids| ResumeResult {
+            status: run_status_now(core, id),
+            requeued_task_ids: ids,
+        },
+    )
+    .await
+}
+
+pub(super) async fn retry(ctx: Arc<Ctx>, p: P<TeamRetry>) -> Out<TeamRetry> {
+    for t in &p.task_ids {
+        check_id("taskIds", t)?;
+    }
+    let tasks = p.task_ids.clone();
+    crate::bundle::confirm_imported(&ctx, &p.run_id, p.confirm_imported, Some(tasks.clone()))
+        .await?;
+    let with_dependents = p.with_dependents.unwrap_or(false);
+    change_run(
+        &ctx,
+        &p.run_id,
+        move |st, id| {
+            if with_dependents {
+                st.retry_tasks_with_dependents(id, &tasks)
+            } else {
+                st.retry_tasks(id, &tasks)
+            }
+        },
+        |_, _, ids| RetryResult {
+            requeued_task_ids: ids,
+        },
+    )
+    .await
+}
+
+pub(super) async fn approve(ctx: Arc<Ctx>, p: P<TeamApprove>) -> Out<TeamApprove> {
+    decide_approval(&ctx, p, crew_core::run::State::approve).await
+}
+
+pub(super) async fn reject(ctx: Arc<Ctx>, p: P<TeamReject>) -> Out<TeamReject> {
+    decide_approval(&ctx, p, crew_core::run::State::reject).await
+}
+
+/// `State::approve` or `State::reject`.
+type Decide = fn(
+    &crew_core::run::State,
+    &str,
+    Option<String>,
+) -> Result<Vec<crew_core::run::Pending>, crew_core::run::CoreError>;
+
+/// Approve or reject a run waiting for approval.
+async fn decide_approval(
+    ctx: &Ctx,
+    p: ApproveParams,
+    decide: Decide,
+) -> Result<RunStatusResult, crew_api::ApiError> {
+    let reason = p.reason.clone();
+    change_run(
+        ctx,
+        &p.run_id,
+        move |st, id| Ok((decide(st, id, reason.clone())?, ())),
+        |core, id, ()| RunStatusResult {
+            status: run_status_now(core, id),
+        },
+    )
+    .await
+}

@@ -1,0 +1,540 @@
+//! Slurm placement (issue 35) against a real Slurm: munged, slurmctld, two slurmd (nodes n1
+//! and n2 on this host) and slurmrestd with JWT, started by `tests/slurm/start.sh` (or the one
+//! `.ci/run` started, named by `CREW_SLURM_ENV`). No part of Slurm is mocked. A test that
+//! cannot get a cluster prints `SKIPPED` and says why; with `CREW_SLURM_ENV` set (CI started
+//! one) a cluster that does not answer is a failure instead.
+
+mod common;
+
+use common::{git, path_str, Daemon, Opts};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// A running test cluster: its env file's settings, and whether this test started it.
+struct Cluster {
+    env: BTreeMap<String, String>,
+    owned: Option<tempfile::TempDir>,
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if let Some(dir) = &self.owned {
+            let _ = Command::new("bash")
+                .arg(repo_root().join("tests/slurm/stop.sh"))
+                .arg(dir.path())
+                .status();
+        }
+    }
+}
+
+fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn read_env(path: &Path) -> BTreeMap<String, String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let (k, v) = l.split_once('=')?;
+            Some((k.to_string(), v.trim_matches('\'').to_string()))
+        })
+        .collect()
+}
+
+/// The cluster, or `None` after printing why the test is skipped.
+fn cluster(test: &str) -> Option<Cluster> {
+    if let Some(env) = std::env::var_os("CREW_SLURM_ENV") {
+        let env = read_env(Path::new(&env));
+        assert!(
+            env.contains_key("CREW_SLURM_URL"),
+            "CREW_SLURM_ENV names no cluster's env file"
+        );
+        return Some(Cluster { env, owned: None });
+    }
+    let dir = tempfile::Builder::new()
+        .prefix("crew-slurm")
+        .tempdir()
+        .unwrap();
+    let out = Command::new("bash")
+        .arg(repo_root().join("tests/slurm/start.sh"))
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    if !out.status.success() {
+        eprintln!(
+            "SKIPPED {test}: the Slurm test cluster did not start: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+        println!("SKIPPED {test}: no Slurm test cluster");
+        let _ = Command::new("bash")
+            .arg(repo_root().join("tests/slurm/stop.sh"))
+            .arg(dir.path())
+            .status();
+        return None;
+    }
+    let env = read_env(&dir.path().join("env"));
+    Some(Cluster {
+        env,
+        owned: Some(dir),
+    })
+}
+
+impl Cluster {
+    fn get(&self, k: &str) -> &str {
+        self.env.get(k).map(String::as_str).unwrap_or("")
+    }
+
+    /// A Slurm client command (squeue, scancel, scontrol) against this cluster.
+    fn cmd(&self, program: &str, args: &[&str]) -> String {
+        let out = Command::new(program)
+            .args(args)
+            .env("SLURM_CONF", self.get("SLURM_CONF"))
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Every job of this run as (name, state, node list), from `squeue` (all states).
+    fn jobs_of(&self, run: &str) -> Vec<(String, String, String)> {
+        self.cmd("squeue", &["-h", "-t", "all", "-o", "%j|%T|%N"])
+            .lines()
+            .filter_map(|l| {
+                let mut p = l.split('|');
+                Some((
+                    p.next()?.to_string(),
+                    p.next()?.to_string(),
+                    p.next()?.to_string(),
+                ))
+            })
+            .filter(|(n, _, _)| n.starts_with(&format!("crew-{run}-")))
+            .collect()
+    }
+
+    /// A daemon whose `fake-slurm` runtime runs the fake agent on the cluster.
+    fn daemon(&self, extra: &str) -> Daemon {
+        // Under the cluster's directory: it goes with the cluster.
+        let under = Path::new(self.get("CREW_SLURM_DIR")).join("staging");
+        std::fs::create_dir_all(&under).unwrap();
+        let staging = tempfile::Builder::new()
+            .prefix("crew-staging")
+            .tempdir_in(&under)
+            .unwrap()
+            .keep();
+        let fake = common::crewd_bin().with_file_name("crew-fake-agent");
+        let config = format!(
+            "max_attempts = 2\n{extra}\n\
+             [slurm]\nurl = {url:?}\napi_version = {api:?}\ntoken_command = {tok:?}\n\
+             staging_dir = {staging:?}\nmax_workers = 32\npoll_ms = 200\npartition = {part:?}\n\
+             cpus_per_task = 1\nmemory_mb = 100\ntime_limit_minutes = 5\n\
+             [runtimes.fake-slurm]\nadapter = \"pi\"\ncommand = [{fake:?}]\nrpc = false\nplacement = \"slurm\"\n",
+            url = self.get("CREW_SLURM_URL"),
+            api = self.get("CREW_SLURM_API"),
+            tok = self.get("CREW_SLURM_TOKEN_CMD"),
+            staging = staging.display().to_string(),
+            part = self.get("CREW_SLURM_PARTITION"),
+            fake = fake.display().to_string(),
+        );
+        Daemon::start_with(Opts {
+            config,
+            env: vec![],
+        })
+    }
+}
+
+fn repo(d: &Daemon) {
+    let w = d.work.as_path();
+    git(w, &["init", "-q", "-b", "main"]);
+    git(w, &["config", "user.name", "user"]);
+    git(w, &["config", "user.email", "user@example.com"]);
+    std::fs::write(w.join(".git/info/exclude"), ".crew/\n").unwrap();
+    std::fs::write(w.join("base.txt"), "base\n").unwrap();
+    git(w, &["add", "-A"]);
+    git(w, &["commit", "-qm", "init"]);
+}
+
+/// Team `fan`: a planner that fans out `block` (a file), then an integrate step.
+fn fan_team(d: &Daemon, block: &Path, integrate: &str) {
+    d.project_file(
+        "teams/fan.team.md",
+        "---\nname: fan\ndefaultWorkflow: fan\nmaxConcurrency: 32\n---\n\n\
+         - planner: agent=planner\n- executor: agent=executor\n- verifier: agent=verifier\n",
+    );
+    d.project_file(
+        "workflows/fan.workflow.md",
+        &format!(
+            "---\nname: fan\n---\n\n## plan\nrole: planner\nexpands: tasks\n\nSplit the work. [fake:fanout={}]\n\n\
+             ## integrate\nrole: verifier\ndependsOn: plan\n\n{integrate}\n",
+            path_str(block)
+        ),
+    );
+}
+
+fn block(ids: &[String], task: impl Fn(&str) -> String) -> String {
+    let tasks: Vec<Value> = ids
+        .iter()
+        .map(|id| {
+            json!({"id": id, "role": "executor", "title": format!("task {id}"), "task": task(id),
+                   "dependsOn": [], "scope": [format!("{id}.txt")]})
+        })
+        .collect();
+    serde_json::to_string_pretty(&json!({ "tasks": tasks })).unwrap()
+}
+
+fn head_and_status(w: &Path) -> (String, String) {
+    (
+        git(w, &["rev-parse", "HEAD"]),
+        git(w, &["status", "--porcelain"]),
+    )
+}
+
+#[test]
+fn twenty_fan_out_tasks_run_on_both_nodes_and_integrate() {
+    let Some(c) = cluster("twenty_fan_out_tasks_run_on_both_nodes_and_integrate") else {
+        return;
+    };
+    let d = c.daemon("");
+    repo(&d);
+    let before = head_and_status(&d.work);
+    let ids: Vec<String> = (1..=20).map(|i| format!("t{i:02}")).collect();
+    let b = d.dir.path().join("block.json");
+    std::fs::write(
+        &b,
+        block(&ids, |id| {
+            format!("[fake:write={id}.txt:from {id}][fake:sleep=1500ms]")
+        }),
+    )
+    .unwrap();
+    let cats: String = ids
+        .iter()
+        .map(|id| format!("[fake:cat={id}.txt]"))
+        .collect();
+    fan_team(&d, &b, &cats);
+    let run = d.run(
+        "build it",
+        json!({"team": "fan", "workspace": "worktree", "runtime": "fake-slurm", "maxFanOutTasks": 20}),
+    );
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+
+    // Every task was a Slurm job (the planner, the 20, the integrate step), each once, and
+    // they ran on both nodes.
+    let jobs = c.jobs_of(&run);
+    assert_eq!(jobs.len(), 22, "{jobs:?}");
+    assert!(jobs.iter().all(|(_, s, _)| s == "COMPLETED"), "{jobs:?}");
+    let nodes: std::collections::BTreeSet<&str> = jobs.iter().map(|(_, _, n)| n.as_str()).collect();
+    assert!(
+        nodes.contains("n1") && nodes.contains("n2"),
+        "jobs ran on {nodes:?}"
+    );
+    // Every result commit is integrated, and the integrate step saw all of them.
+    let merged = git(&d.work, &["ls-tree", "--name-only", &format!("crew/{run}")]);
+    for id in &ids {
+        assert!(merged.lines().any(|l| l == format!("{id}.txt")), "{merged}");
+    }
+    let text = d.ok(
+        "team.artifact",
+        json!({"runId": run, "name": "results/02_integrate.txt"}),
+    )["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    for id in &ids {
+        assert!(text.contains(&format!("{id}.txt: from {id}")), "{text}");
+    }
+    // The user's checkout is untouched.
+    assert_eq!(head_and_status(&d.work), before);
+}
+
+/// The run's job names, with how many jobs Slurm has of each.
+fn job_counts(c: &Cluster, run: &str) -> BTreeMap<String, usize> {
+    let mut m = BTreeMap::new();
+    for (name, _, _) in c.jobs_of(run) {
+        *m.entry(name).or_insert(0) += 1;
+    }
+    m
+}
+
+#[test]
+fn kill_9_while_jobs_run_reattaches_without_submitting_twice() {
+    let Some(c) = cluster("kill_9_while_jobs_run_reattaches_without_submitting_twice") else {
+        return;
+    };
+    let mut d = c.daemon("");
+    repo(&d);
+    let ids: Vec<String> = (1..=6).map(|i| format!("k{i}")).collect();
+    let b = d.dir.path().join("block.json");
+    std::fs::write(
+        &b,
+        block(&ids, |id| {
+            format!("[fake:write={id}.txt:from {id}][fake:sleep=6s]")
+        }),
+    )
+    .unwrap();
+    fan_team(&d, &b, "Check. [fake:cat=k1.txt]");
+    let run = d.run(
+        "build it",
+        json!({"team": "fan", "workspace": "worktree", "runtime": "fake-slurm"}),
+    );
+    // The six jobs are in Slurm and some run: now crewd dies.
+    until("the fan-out jobs to run", Duration::from_secs(120), || {
+        let jobs = c.jobs_of(&run);
+        jobs.len() >= 7
+            && jobs
+                .iter()
+                .any(|(n, s, _)| n.contains("-k") && s == "RUNNING")
+    });
+    d.kill9();
+    let during = job_counts(&c, &run);
+    d.spawn(&[]);
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+
+    // Each attempt was submitted once: one job per name, and the six tasks each ran in their
+    // first attempt (followed again, not retried).
+    let counts = job_counts(&c, &run);
+    assert!(counts.values().all(|n| *n == 1), "{counts:?}");
+    for id in &ids {
+        assert_eq!(
+            counts.get(&format!("crew-{run}-{id}-1")),
+            Some(&1),
+            "{counts:?}"
+        );
+        assert!(
+            !counts.contains_key(&format!("crew-{run}-{id}-2")),
+            "{counts:?}"
+        );
+    }
+    for name in during.keys() {
+        assert!(counts.contains_key(name), "{name} was lost: {counts:?}");
+    }
+    let merged = git(&d.work, &["ls-tree", "--name-only", &format!("crew/{run}")]);
+    for id in &ids {
+        assert!(merged.lines().any(|l| l == format!("{id}.txt")), "{merged}");
+    }
+    let recovered: Vec<Value> = d
+        .events(None)
+        .into_iter()
+        .filter(|e| e["type"] == "daemon.recovered")
+        .collect();
+    assert_eq!(recovered.len(), 1, "{recovered:?}");
+    assert_eq!(
+        recovered[0]["data"]["requeuedTasks"],
+        json!([]),
+        "{recovered:?}"
+    );
+}
+
+/// Processes whose command line or working directory names `needle`.
+fn processes_naming(needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let p = e.path();
+        let cmd = std::fs::read(p.join("cmdline")).unwrap_or_default();
+        let cwd = std::fs::read_link(p.join("cwd")).unwrap_or_default();
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        if cmd.contains(needle) || cwd.display().to_string().contains(needle) {
+            found.push(format!("{}: {cmd}", e.file_name().to_string_lossy()));
+        }
+    }
+    found
+}
+
+#[test]
+fn cancel_ends_the_jobs_cancelled_and_leaves_no_process() {
+    let Some(c) = cluster("cancel_ends_the_jobs_cancelled_and_leaves_no_process") else {
+        return;
+    };
+    let d = c.daemon("");
+    repo(&d);
+    common::one_step_team(&d, "slow", "Work. [fake:sleep=120s]", "executor");
+    let run = d.run(
+        "work slowly",
+        json!({"team": "slow", "workspace": "worktree", "runtime": "fake-slurm"}),
+    );
+    until("the job to run", Duration::from_secs(60), || {
+        c.jobs_of(&run).iter().any(|(_, s, _)| s == "RUNNING")
+    });
+    until(
+        "the agent to start on the node",
+        Duration::from_secs(60),
+        || !processes_naming(&format!("crew-worker-{run}")).is_empty(),
+    );
+    d.ok("team.cancel", json!({"runId": run}));
+    assert_eq!(d.wait(&run), "cancelled");
+    until("Slurm to end the job", Duration::from_secs(60), || {
+        let jobs = c.jobs_of(&run);
+        !jobs.is_empty() && jobs.iter().all(|(_, s, _)| s == "CANCELLED")
+    });
+    until(
+        "the worker and agent to go",
+        Duration::from_secs(30),
+        || {
+            processes_naming(&format!("crew-worker-{run}")).is_empty()
+                && processes_naming(&run).iter().all(|p| p.contains("crewd"))
+        },
+    );
+}
+
+#[test]
+fn a_job_past_its_time_limit_is_a_retryable_timeout() {
+    let Some(c) = cluster("a_job_past_its_time_limit_is_a_retryable_timeout") else {
+        return;
+    };
+    // Slurm's limits are whole minutes: one, and an agent that would take three.
+    let d = c.daemon("");
+    let cfg = std::fs::read_to_string(&d.config)
+        .unwrap()
+        .replace("time_limit_minutes = 5", "time_limit_minutes = 1");
+    let mut d = d;
+    std::fs::write(&d.config, cfg).unwrap();
+    d.restart();
+    repo(&d);
+    common::one_step_team(&d, "slow", "Work. [fake:sleep=180s]", "executor");
+    let run = d.run(
+        "work too long",
+        json!({"team": "slow", "workspace": "worktree", "runtime": "fake-slurm"}),
+    );
+    let mut retry = Value::Null;
+    until("the first attempt to end", Duration::from_secs(240), || {
+        if let Some(e) = d
+            .events(Some(&run))
+            .into_iter()
+            .find(|e| e["type"] == "task.retrying")
+        {
+            retry = e;
+        }
+        !retry.is_null()
+    });
+    assert_eq!(retry["data"]["reason"], "timeout", "{retry}");
+    let error = retry["data"]["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("TIMEOUT") && error.contains("time limit"),
+        "{error}"
+    );
+    d.ok("team.cancel", json!({"runId": run}));
+    d.wait(&run);
+    let jobs = c.jobs_of(&run);
+    assert_eq!(jobs[0].1, "TIMEOUT", "{jobs:?}");
+}
+
+#[test]
+fn a_lost_node_retries_elsewhere_and_its_late_worker_is_not_taken() {
+    let test = "a_lost_node_retries_elsewhere_and_its_late_worker_is_not_taken";
+    // This test kills a slurmd: never on a cluster other tests share.
+    let shared = std::env::var_os("CREW_SLURM_ENV");
+    std::env::remove_var("CREW_SLURM_ENV");
+    let c = cluster(test);
+    if let Some(v) = shared {
+        std::env::set_var("CREW_SLURM_ENV", v);
+    }
+    let Some(c) = c else {
+        return;
+    };
+    let d = c.daemon("");
+    repo(&d);
+    common::one_step_team(
+        &d,
+        "one",
+        "Work. [fake:write=out.txt:from the node][fake:sleep=45s]",
+        "executor",
+    );
+    let run = d.run(
+        "work",
+        json!({"team": "one", "workspace": "worktree", "runtime": "fake-slurm"}),
+    );
+    let mut node = String::new();
+    until("the job to run on a node", Duration::from_secs(60), || {
+        if let Some((_, _, n)) = c.jobs_of(&run).into_iter().find(|(_, s, _)| s == "RUNNING") {
+            node = n;
+        }
+        !node.is_empty()
+    });
+    until("the agent to start", Duration::from_secs(60), || {
+        !processes_naming(&format!("crew-worker-{run}")).is_empty()
+    });
+    // The node's slurmd dies; the job's processes on it go on (as on a node cut off).
+    let dir = c.owned.as_ref().unwrap().path();
+    let pids = std::fs::read_to_string(dir.join("pids")).unwrap();
+    let pid: i32 = pids
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("slurmd.{node} ")))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(unsafe { kill(pid, 9) }, 0);
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+
+    let evs = d.events(Some(&run));
+    let retry = evs
+        .iter()
+        .find(|e| e["type"] == "task.retrying")
+        .unwrap_or_else(|| {
+            let kinds: Vec<String> = evs
+                .iter()
+                .map(|e| format!("{} {}", e["type"], e["data"]["error"]))
+                .collect();
+            panic!(
+                "no retry: {kinds:?}; jobs {:?}; killed {node}",
+                c.jobs_of(&run)
+            )
+        });
+    // NODE_FAIL, or (Slurm 22.05's REST jobs are always requeueable) a requeue after the
+    // node went down, which crew cancels and retries itself.
+    assert!(
+        ["node_fail", "requeued"].contains(&retry["data"]["reason"].as_str().unwrap_or("")),
+        "{retry}"
+    );
+    let jobs = c.jobs_of(&run);
+    let first = jobs.iter().find(|(n, _, _)| n.ends_with("-1")).unwrap();
+    let second = jobs.iter().find(|(n, _, _)| n.ends_with("-2")).unwrap();
+    assert!(
+        ["NODE_FAIL", "CANCELLED"].contains(&first.1.as_str()),
+        "{jobs:?}"
+    );
+    assert_eq!(second.1, "COMPLETED", "{jobs:?}");
+    assert_ne!(second.2, node, "the retry ran on the lost node: {jobs:?}");
+    // The lost node's worker finishes later, in its own attempt's directory, with its own
+    // token: crewd took attempt 2's result, not it.
+    until(
+        "the lost node's worker to finish",
+        Duration::from_secs(120),
+        || processes_naming(&format!("crew-worker-{run}")).is_empty(),
+    );
+    let staging = PathBuf::from(
+        d.config
+            .to_str()
+            .map(|p| std::fs::read_to_string(p).unwrap())
+            .unwrap()
+            .lines()
+            .find_map(|l| l.strip_prefix("staging_dir = "))
+            .unwrap()
+            .trim_matches('"'),
+    )
+    .join(&run);
+    let late = staging.join("01_only.attempt-1/final.json");
+    let taken = staging.join("01_only.attempt-2/final.json");
+    let token = |p: &Path| -> String {
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
+        v["token"].as_str().unwrap().to_string()
+    };
+    assert!(late.exists(), "the late worker wrote its record");
+    assert_ne!(token(&late), token(&taken));
+    let commit = git(&d.work, &["show", &format!("crew/{run}:out.txt")]);
+    assert!(commit.contains("from"), "{commit}");
+}
+
+extern "C" {
+    fn kill(pid: i32, sig: i32) -> i32;
+}
+
+/// Wait (bounded) until `f` holds, looking every 100 ms.
+fn until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
+    let end = Instant::now() + limit;
+    while !f() {
+        assert!(Instant::now() < end, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
