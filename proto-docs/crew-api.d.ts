@@ -27,6 +27,11 @@ export interface AddedTaskView {
 }
 
 export interface ApplyParams {
+  /**
+   * Apply a run whose judges did not pass the work (a failing or changes-requested
+   * verdict): refused without it.
+   */
+  force?: boolean | null;
   runId: string;
   /** One new commit of the whole change instead of merging the run's branch. */
   squash?: boolean | null;
@@ -247,6 +252,13 @@ export interface ExportResult {
 }
 
 export type FailurePolicy = "fail-fast" | "continue";
+
+export interface FindingView {
+  detail?: string;
+  paths?: string[];
+  severity?: string | null;
+  title: string;
+}
 
 export interface ForgetParams {
   /** Also delete worktrees of the run that hold uncommitted work. */
@@ -539,6 +551,11 @@ export interface RunParams {
    * `max_fan_out_tasks` (16).
    */
   maxFanOutTasks?: number | null;
+  /**
+   * Fix rounds a judge's failing verdicts may start (0-20); default: the step's or team's
+   * `maxFixRounds`, else config `max_fix_rounds` (2).
+   */
+  maxFixRounds?: number | null;
   model?: string | null;
   requirePlanApproval?: boolean | null;
   reuseResults?: ReuseResults | null;
@@ -616,6 +633,12 @@ export interface RunView {
   team: string;
   updatedAt: string;
   usage: Usage;
+  /**
+   * The run's verdict: the worst last verdict of its judges (`pass`, `changes_requested`,
+   * `fail`); absent: no judge gave one. For a team with no role that can edit (the `review`
+   * team) it is the run's product.
+   */
+  verdict?: string | null;
   workflow: string;
 }
 
@@ -780,6 +803,8 @@ export interface TaskView {
   durationMs?: number | null;
   error?: string | null;
   finishedAt?: string | null;
+  /** A fix task crew added: the judge whose findings it fixes. */
+  fixes?: string | null;
   id: string;
   model?: string | null;
   progress: TaskProgressView;
@@ -792,6 +817,8 @@ export interface TaskView {
   status: TaskStatus;
   stepId: string;
   usage: Usage;
+  /** A judging task's last verdict and its findings; absent: none yet, or not a judge. */
+  verdict?: VerdictView | null;
   /** The verification commands run after the task's agent; absent: none. */
   verifyCommands?: string[];
 }
@@ -818,6 +845,12 @@ export interface ValidateParams {
 export interface ValidateResult {
   diagnostics: Diagnostic[];
   ok: boolean;
+}
+
+/** A judge's verdict (`pass`, `fail` or `changes_requested`) and findings. */
+export interface VerdictView {
+  findings?: FindingView[];
+  verdict: string;
 }
 
 export interface WaitParams {
@@ -920,6 +953,11 @@ export interface Methods {
        * `max_fan_out_tasks` (16).
        */
       maxFanOutTasks?: number | null;
+      /**
+       * Fix rounds a judge's failing verdicts may start (0-20); default: the step's or team's
+       * `maxFixRounds`, else config `max_fix_rounds` (2).
+       */
+      maxFixRounds?: number | null;
       model?: string | null;
       requirePlanApproval?: boolean | null;
       reuseResults?: ReuseResults | null;
@@ -971,6 +1009,11 @@ export interface Methods {
        * `max_fan_out_tasks` (16).
        */
       maxFanOutTasks?: number | null;
+      /**
+       * Fix rounds a judge's failing verdicts may start (0-20); default: the step's or team's
+       * `maxFixRounds`, else config `max_fix_rounds` (2).
+       */
+      maxFixRounds?: number | null;
       model?: string | null;
       requirePlanApproval?: boolean | null;
       reuseResults?: ReuseResults | null;
@@ -1182,6 +1225,11 @@ export interface Methods {
   /** Bring a worktree run's integrated branch into the user's current branch (refused on a dirty tree or a conflicting branch). */
   "team.apply": {
     params: {
+      /**
+       * Apply a run whose judges did not pass the work (a failing or changes-requested
+       * verdict): refused without it.
+       */
+      force?: boolean | null;
       runId: string;
       /** One new commit of the whole change instead of merging the run's branch. */
       squash?: boolean | null;

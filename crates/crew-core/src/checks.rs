@@ -93,6 +93,14 @@ impl PreStep {
     }
 }
 
+/// A task whose product is the artifact its step names (`output: research-summary.md`, a
+/// writer's), not a change to the code: the no-change guard does not apply to it.
+pub fn product_is_artifact(t: &crate::plan::PlannedTask) -> bool {
+    t.output
+        .as_ref()
+        .is_some_and(|o| o.as_str() != format!("{}.md", t.id))
+}
+
 /// A task's checks. `None` fields take the daemon's configured default.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -104,6 +104,7 @@ pub fn agent_plan(
             checks: Default::default(),
             expands: None,
             added_by: None,
+            judging: Default::default(),
             title: None,
             skills,
         }],

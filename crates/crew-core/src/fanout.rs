@@ -142,7 +142,7 @@ pub fn extract(answer: &str) -> Result<Block, Vec<String>> {
 
 /// The content of the last ```` ```json ```` fence (a fence opened with `json` and closed by a
 /// line of three backticks).
-fn last_json_fence(answer: &str) -> Option<&str> {
+pub(crate) fn last_json_fence(answer: &str) -> Option<&str> {
     let mut found = None;
     let mut open: Option<usize> = None;
     let mut offset = 0usize;
@@ -389,6 +389,7 @@ pub fn validate(
             skills: Default::default(),
             expands: None,
             added_by: Some(from.id.clone()),
+            judging: Default::default(),
             title: Some(title),
             scope: t.scope.iter().map(|s| s.trim().to_string()).collect(),
         });

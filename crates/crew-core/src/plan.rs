@@ -66,6 +66,10 @@ pub struct PlannedTask {
     /// with the same selection like the prompt.
     #[serde(default, skip_serializing_if = "<[_]>::is_empty")]
     pub skills: Arc<[PlannedSkill]>,
+    /// Verdict and fix loop (issue 30): whether the task judges, who fixes its findings, and
+    /// for a fix task the judge it answers.
+    #[serde(default, skip_serializing_if = "crate::verdict::Judging::is_default")]
+    pub judging: crate::verdict::Judging,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -196,6 +200,8 @@ pub fn build_plan_with(
     let mut prompts: HashMap<&str, Arc<str>> = HashMap::new();
     let mut agent_tools: HashMap<&str, Arc<[String]>> = HashMap::new();
     let mut skill_sets = SkillSets::default();
+    // Per task: the step's `fixer:` and `maxFixRounds:`, for the fix plans made below.
+    let mut fix_asks: Vec<(Option<String>, Option<u32>)> = Vec::with_capacity(bound.len());
     for (step, role, agent) in bound {
         // Checked above: every bound role has an agent once no error was found.
         let Some(agent) = agent else { continue };
@@ -241,6 +247,8 @@ pub fn build_plan_with(
                 tools.into()
             })
             .clone();
+        fix_asks.push((step.fixer.clone(), step.max_fix_rounds));
+        let judge = crate::verdict::judges(&agent.name, step.verdict);
         tasks.push(PlannedTask {
             output,
             id,
@@ -274,6 +282,10 @@ pub fn build_plan_with(
             checks: step_checks(step),
             expands: step.expands.then(|| expansion.clone()).flatten(),
             added_by: None,
+            judging: crate::verdict::Judging {
+                judge,
+                ..Default::default()
+            },
             title: None,
             skills: skill_sets.get(
                 catalog,
@@ -290,6 +302,8 @@ pub fn build_plan_with(
     if diags.iter().any(|d| d.severity == Severity::Error) {
         return Err(diags);
     }
+    let roles = role_templates(catalog, team);
+    crate::fixplan::attach(&mut tasks, &fix_asks, &roles, team.max_fix_rounds);
     Ok(Plan {
         team: team.name.clone(),
         workflow: wf.name.clone(),
@@ -321,9 +335,20 @@ fn step_checks(step: &Step) -> crate::checks::Checks {
 /// The team's roles that have an agent, as a fan-out step may use them (roles without an agent
 /// are left out: a task of theirs could not run).
 fn expansion_of(catalog: &Catalog, team: &crate::resource::Team) -> crate::fanout::Expansion {
+    crate::fanout::Expansion {
+        max_tasks: crate::fanout::DEFAULT_MAX_TASKS,
+        max_answer_bytes: crate::fanout::DEFAULT_MAX_ANSWER_BYTES,
+        roles: role_templates(catalog, team),
+    }
+}
+
+/// Every role of the team bound to its agent (roles without an agent are left out).
+fn role_templates(
+    catalog: &Catalog,
+    team: &crate::resource::Team,
+) -> Vec<crate::fanout::RoleTemplate> {
     let mut seen = HashSet::new();
-    let roles = team
-        .roles
+    team.roles
         .iter()
         .filter(|r| seen.insert(r.name.as_str()))
         .filter_map(|role| {
@@ -346,12 +371,7 @@ fn expansion_of(catalog: &Catalog, team: &crate::resource::Team) -> crate::fanou
                 fallback_models: agent.fallback_models.clone(),
             })
         })
-        .collect();
-    crate::fanout::Expansion {
-        max_tasks: crate::fanout::DEFAULT_MAX_TASKS,
-        max_answer_bytes: crate::fanout::DEFAULT_MAX_ANSWER_BYTES,
-        roles,
-    }
+        .collect()
 }
 
 /// One frozen skill list per distinct selection of names: the tasks of a role mostly share one.

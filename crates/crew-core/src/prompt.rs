@@ -266,6 +266,7 @@ mod tests {
             writes: false,
             expands: None,
             added_by: None,
+            judging: Default::default(),
             title: None,
         }
     }

@@ -59,6 +59,7 @@ impl RunDef {
                 writes: *writes,
                 expands: None,
                 added_by: None,
+                judging: Default::default(),
                 title: None,
             })
             .map(std::sync::Arc::new)
@@ -82,6 +83,7 @@ impl RunDef {
             max_attempts: self.max_attempts,
             schedule_id: None,
             imported: false,
+            task_verify_commands: vec![],
             workspace: None,
             tasks,
         }

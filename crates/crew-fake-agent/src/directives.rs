@@ -49,6 +49,15 @@ pub struct Directives {
     /// The same on a repair attempt (the prompt says the last block was refused), if given
     /// (`fanout-repair=path`).
     pub fanout_repair: Option<String>,
+    /// A judge's verdict (`verdict=…`, see `crate::verdict`), on a repair attempt
+    /// (`verdict-repair=…`), or pass iff a file exists (`verdict-needs=path`), with a finding
+    /// title (`finding=…`).
+    pub verdict: Option<String>,
+    pub verdict_repair: Option<String>,
+    pub verdict_needs: Option<String>,
+    pub finding: Option<String>,
+    /// Edits made only by a fix task crew added (`fix-write=path:text`).
+    pub fix_edits: Vec<Edit>,
 }
 
 /// A change an editing agent makes to its working directory. `\n` in the text is a newline.
@@ -137,6 +146,13 @@ fn apply(d: &mut Directives, body: &str) {
         ("busy-model", Some(v)) if !v.is_empty() => d.busy_models.push(v.to_owned()),
         ("fanout", Some(v)) if !v.is_empty() => d.fanout = Some(v.to_owned()),
         ("fanout-repair", Some(v)) if !v.is_empty() => d.fanout_repair = Some(v.to_owned()),
+        ("verdict", Some(v)) if !v.is_empty() => d.verdict = Some(v.to_owned()),
+        ("verdict-repair", Some(v)) if !v.is_empty() => d.verdict_repair = Some(v.to_owned()),
+        ("verdict-needs", Some(v)) if !v.is_empty() => d.verdict_needs = Some(v.to_owned()),
+        ("finding", Some(v)) if !v.is_empty() => d.finding = Some(v.to_owned()),
+        ("fix-write", Some(v)) => d
+            .fix_edits
+            .extend(path_and_text(v).map(|(p, t)| Edit::Write(p, t))),
         _ => {}
     }
 }

@@ -8,6 +8,7 @@ mod events;
 mod out;
 mod rpc;
 mod script;
+mod verdict;
 
 use script::{Control, End, Mode};
 

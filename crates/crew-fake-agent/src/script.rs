@@ -184,6 +184,9 @@ pub fn run(prompt: &str, mode: Mode, ctl: &mut Control) -> End {
         .unwrap_or(1);
     let seen = cat_files(&d.cats);
     apply_edits(&d.edits);
+    if crate::verdict::is_fix(&directives::visible_text(prompt)) {
+        apply_edits(&d.fix_edits);
+    }
     if d.crash || d.crash_attempts.is_some_and(|n| attempt <= n) {
         let _ = ctl.sleep(d.sleep.unwrap_or_default());
         eprintln!("fake-agent: simulated crash (attempt {attempt})");
@@ -377,6 +380,18 @@ fn final_text(prompt: &str, d: &Directives, seen: &[String]) -> String {
         let text =
             std::fs::read_to_string(path).unwrap_or_else(|e| format!("<cannot read {path}: {e}>"));
         lines.push(format!("```json\n{}\n```", text.trim_end()));
+    }
+    let visible = directives::visible_text(prompt);
+    match crate::verdict::answer(
+        &visible,
+        d.verdict.as_deref(),
+        d.verdict_repair.as_deref(),
+        d.verdict_needs.as_deref(),
+        d.finding.as_deref(),
+    ) {
+        crate::verdict::Placed::First(v) => lines.insert(0, v),
+        crate::verdict::Placed::Last(v) => lines.push(v),
+        crate::verdict::Placed::None => {}
     }
     lines.join("\n")
 }

@@ -8,13 +8,14 @@ use crate::resolve::RunRef;
 use crew_api::methods::TeamApply;
 use crew_api::types::ApplyParams;
 
-pub async fn apply(ctx: &Ctx, run: &RunRef, squash: bool) -> anyhow::Result<u8> {
+pub async fn apply(ctx: &Ctx, run: &RunRef, squash: bool, force: bool) -> anyhow::Result<u8> {
     let conn = ctx.connect().await?;
     let run_id = &run.resolve(&conn).await?;
     let r = conn
         .call::<TeamApply>(&ApplyParams {
             run_id: run_id.to_string(),
             squash: squash.then_some(true),
+            force: force.then_some(true),
         })
         .await?;
     if ctx.json {

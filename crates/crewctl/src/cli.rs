@@ -187,6 +187,9 @@ pub enum Command {
         /// As one new commit instead of merging the run's branch
         #[arg(long)]
         squash: bool,
+        /// Apply although the run's judges did not pass the work
+        #[arg(long)]
+        force: bool,
     },
     /// Remove old finished runs (active runs are left alone)
     #[command(visible_alias = "clean")]
@@ -347,6 +350,10 @@ pub struct RunArgs {
     /// Tasks one fan-out step may add (1-256) [default: the daemon's max_fan_out_tasks, 16]
     #[arg(long, value_name = "N")]
     pub max_fan_out_tasks: Option<u32>,
+    /// Fix rounds a judge's failing verdicts may start (0-20) [default: the step's or team's
+    /// maxFixRounds, else the daemon's max_fix_rounds, 2]
+    #[arg(long, value_name = "N")]
+    pub max_fix_rounds: Option<u32>,
     /// Run this one agent as a one-step team (no team file)
     #[arg(long, value_name = "AGENT", conflicts_with_all = ["team", "workflow", "chain"])]
     pub agent: Option<String>,

@@ -61,7 +61,14 @@ pub async fn print_integration(ctx: &Ctx, run_id: &str) {
     // The form every other hint prints (`summary`, `logs`): `diff` and `apply` resolve it
     // as every verb does.
     let short = crate::render::ids::hint(run_id);
+    let failing = s.run.verdict.as_deref().filter(|v| *v != "pass");
     let line = match &ws.integrated {
+        Some(i) if failing.is_some() => format!(
+            "Result on {}: {}, but the judges did not pass it (verdict: {}). See it: crewctl diff {short} · take it anyway: crewctl apply --force {short}",
+            i.branch,
+            diffstat(i.files, i.insertions, i.deletions),
+            failing.unwrap_or_default()
+        ),
         Some(i) => format!(
             "Result on {}: {}. See it: crewctl diff {short} · take it: crewctl apply {short}",
             i.branch,

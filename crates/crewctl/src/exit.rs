@@ -163,6 +163,8 @@ mod tests {
             artifacts: vec![],
             scope: vec![],
             verify_commands: vec![],
+            verdict: None,
+            fixes: None,
         }
     }
 

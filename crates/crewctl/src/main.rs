@@ -102,7 +102,11 @@ async fn dispatch(ctx: &Ctx, command: Command) -> anyhow::Result<u8> {
             task_id,
             stat,
         } => diff::diff(ctx, &run_id, task_id, stat).await,
-        Command::Apply { run_id, squash } => apply::apply(ctx, &run_id, squash).await,
+        Command::Apply {
+            run_id,
+            squash,
+            force,
+        } => apply::apply(ctx, &run_id, squash, force).await,
         Command::Prune(a) => runs::prune(ctx, a).await,
         Command::Export { run_id, output } => runs::export(ctx, &run_id, output).await,
         Command::Import { file } => runs::import(ctx, &file).await,

@@ -670,6 +670,8 @@ mod tests {
                 .collect(),
             scope: vec![],
             verify_commands: vec![],
+            verdict: None,
+            fixes: None,
         }
     }
 

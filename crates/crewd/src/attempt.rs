@@ -42,6 +42,14 @@ pub struct AttemptSpec {
     pub cache_after_commit: std::sync::Mutex<Option<(String, crate::results::CachedResult)>>,
     /// A fan-out step's repair attempt: why its last block was refused.
     pub fan_out_repair: Option<String>,
+    /// A judge's repair attempt: why its last answer held no readable verdict.
+    pub verdict_repair: Option<String>,
+    /// A judge in a worktree run: the run's base commit, so its prompt names the range under
+    /// review (`<base>..HEAD`).
+    pub judge_base: Option<String>,
+    /// The project's per-task checks (`task_verify_commands`, frozen in the run), run after a
+    /// task that can edit and has no verification of its own.
+    pub task_verify_commands: Vec<String>,
 }
 
 /// A recorded CLI session to continue with the user's answer.

@@ -1142,6 +1142,7 @@ mod tests {
                     reused_from: None,
                     commit: None,
                     verification: vec![],
+                    verdict: None,
                 },
             ),
             Pending::run(

@@ -84,6 +84,9 @@ pub struct Config {
     pub allow_no_change: bool,
     /// Tasks one fan-out step (`expands: tasks`) may add; a run's `maxFanOutTasks` overrides.
     pub max_fan_out_tasks: u32,
+    /// Fix rounds a judge's failing verdicts may start when neither the run, the step nor the
+    /// team says (`maxFixRounds`); then the run is blocked with the findings.
+    pub max_fix_rounds: u32,
     /// The longest final answer of a fan-out step that is read for its tasks block (bytes);
     /// a longer one is refused as invalid output without being read.
     pub max_fan_out_answer_bytes: u64,
@@ -105,6 +108,11 @@ pub struct ProjectConfig {
     /// Run, each as `sh -c`, in the task's workspace after a `verify: true` step's agent
     /// finished, when the step names no `verifyCommands` of its own.
     pub verify_commands: Vec<String>,
+    /// Per-task checks (issue 30): run, each as `sh -c`, after every task that can edit
+    /// (fan-out and fix tasks included) and has no verification of its own; a failure retries
+    /// that task with the failure as feedback. Integration checks (a test that passes only
+    /// once the pieces are merged) belong in `verify_commands`.
+    pub task_verify_commands: Vec<String>,
     /// Tasks one fan-out step (`expands: tasks`) of a run in this project may add, instead of
     /// the daemon-wide `max_fan_out_tasks`; a run's `maxFanOutTasks` overrides.
     pub max_fan_out_tasks: Option<u32>,
@@ -150,6 +158,7 @@ impl Default for Config {
             allow_no_change: false,
             projects: BTreeMap::new(),
             max_fan_out_tasks: crew_core::fanout::DEFAULT_MAX_TASKS,
+            max_fix_rounds: crew_core::verdict::DEFAULT_MAX_FIX_ROUNDS,
             max_fan_out_answer_bytes: crew_core::fanout::DEFAULT_MAX_ANSWER_BYTES,
             slurm: None,
         }
@@ -330,6 +339,15 @@ impl Config {
         if self.max_attempts == 0 {
             return bad("max_attempts", "must be at least 1".into());
         }
+        if self.max_fix_rounds > crew_core::verdict::MAX_FIX_ROUNDS_CEILING {
+            return bad(
+                "max_fix_rounds",
+                format!(
+                    "must be at most {}",
+                    crew_core::verdict::MAX_FIX_ROUNDS_CEILING
+                ),
+            );
+        }
         if !(1..=crew_core::fanout::MAX_TASKS_CEILING).contains(&self.max_fan_out_tasks) {
             return bad(
                 "max_fan_out_tasks",
@@ -400,6 +418,7 @@ impl Config {
             }
             if p.verify_commands
                 .iter()
+                .chain(&p.task_verify_commands)
                 .any(|c| c.trim().is_empty() || c.contains('\0'))
             {
                 return bad(

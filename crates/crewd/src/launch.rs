@@ -283,6 +283,22 @@ async fn prepare_as(
             t.expands = Some(c);
         }
     }
+    let rounds = match p.max_fix_rounds {
+        None => None,
+        Some(n) if (0..=i64::from(crew_core::verdict::MAX_FIX_ROUNDS_CEILING)).contains(&n) => {
+            Some(n as u32)
+        }
+        Some(_) => {
+            return Err(ApiError::invalid_params(
+                "maxFixRounds",
+                format!(
+                    "must be between 0 and {}",
+                    crew_core::verdict::MAX_FIX_ROUNDS_CEILING
+                ),
+            ))
+        }
+    };
+    crate::verdicts::set_fix_rounds(&mut plan.tasks, rounds, cfg.max_fix_rounds);
     let concurrency = p
         .concurrency
         .map(|c| c as u32)
@@ -307,6 +323,15 @@ async fn prepare_as(
         max_attempts: cfg.max_attempts,
         schedule_id: None,
         imported: false,
+        task_verify_commands: crate::plan_checks::project(shared, cwd)
+            .and_then(|(root, _)| {
+                Some(
+                    crate::plan_checks::project_config(shared, &root)?
+                        .task_verify_commands
+                        .clone(),
+                )
+            })
+            .unwrap_or_default(),
         workspace,
         tasks: crate::plan_checks::tasks(&plan),
     };

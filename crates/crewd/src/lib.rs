@@ -30,6 +30,7 @@ mod summary;
 mod system_prompts;
 #[cfg(test)]
 mod test_support;
+mod verdicts;
 mod workspace;
 pub mod writer;
 

@@ -64,6 +64,28 @@ pub fn markdown(s: &StatusResult, run_dir: &Path) -> String {
     if let Some(b) = &r.budget {
         let _ = writeln!(out, "- **Budget**: {} of {} tokens", b.used, b.tokens);
     }
+    if let Some(v) = &r.verdict {
+        let _ = writeln!(out, "- **Verdict**: {v}");
+        for t in &s.tasks {
+            let Some(tv) = &t.verdict else { continue };
+            let titles: Vec<String> = tv
+                .findings
+                .iter()
+                .map(|f| one_line(&f.title, 120))
+                .collect();
+            let _ = writeln!(
+                out,
+                "  - {}: {}{}",
+                t.id,
+                tv.verdict,
+                if titles.is_empty() {
+                    String::new()
+                } else {
+                    format!(" — {}", titles.join("; "))
+                }
+            );
+        }
+    }
     let _ = writeln!(
         out,
         "\n| task | role | status | attempts | duration | tokens in / out | cost |\n|---|---|---|---|---|---|---|"

@@ -21,6 +21,7 @@ pub fn run_spec(tasks: Vec<Arc<PlannedTask>>) -> RunSpec {
         max_attempts: 1,
         schedule_id: None,
         imported: false,
+        task_verify_commands: vec![],
         workspace: None,
         tasks,
     }

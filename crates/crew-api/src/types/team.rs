@@ -120,6 +120,10 @@ pub struct RunParams {
     /// Tasks one fan-out step (`expands: tasks`) may add (1-256); default: config
     /// `max_fan_out_tasks` (16).
     pub max_fan_out_tasks: Option<i64>,
+    /// Fix rounds a judge's failing verdicts may start (0-20); default: the step's or team's
+    /// `maxFixRounds`, else config `max_fix_rounds` (2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_fix_rounds: Option<i64>,
     /// Skills for every task: a list adds to each task's selection, `false` gives none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skills: Option<RunSkillsParam>,
@@ -246,6 +250,33 @@ pub struct TaskView {
     /// The verification commands run after the task's agent; absent: none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub verify_commands: Vec<String>,
+    /// A judging task's last verdict and its findings; absent: none yet, or not a judge.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<VerdictView>,
+    /// A fix task crew added: the judge whose findings it fixes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fixes: Option<String>,
+}
+
+/// A judge's verdict (`pass`, `fail` or `changes_requested`) and findings.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct VerdictView {
+    pub verdict: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub findings: Vec<FindingView>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct FindingView {
+    pub title: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub detail: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub paths: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub severity: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
@@ -289,6 +320,11 @@ pub struct RunView {
     pub duration_ms: Option<u64>,
     pub usage: Usage,
     pub reason: Option<String>,
+    /// The run's verdict: the worst last verdict of its judges (`pass`, `changes_requested`,
+    /// `fail`); absent: no judge gave one. For a team with no role that can edit (the `review`
+    /// team) it is the run's product.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]

@@ -85,6 +85,10 @@ pub struct ApplyParams {
     pub run_id: String,
     /// One new commit of the whole change instead of merging the run's branch.
     pub squash: Option<bool>,
+    /// Apply a run whose judges did not pass the work (a failing or changes-requested
+    /// verdict): refused without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub force: Option<bool>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]

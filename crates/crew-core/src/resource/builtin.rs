@@ -190,8 +190,15 @@ mod tests {
                 .tasks
                 .iter()
                 .map(|t| {
+                    let judging = match (&t.judging.judge, &t.judging.fix) {
+                        (true, Some(f)) => {
+                            format!(" judge(fixer={}, rounds={})", f.fixer.role, f.max_rounds)
+                        }
+                        (true, None) => " judge(no loop)".to_string(),
+                        (false, _) => String::new(),
+                    };
                     format!(
-                        "{} [{}/{}] after [{}] out={} writes={} tools={}{}",
+                        "{} [{}/{}] after [{}] out={} writes={} tools={}{}{judging}",
                         t.id,
                         t.role,
                         t.agent,

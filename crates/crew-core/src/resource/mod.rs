@@ -113,6 +113,9 @@ pub struct Team {
     pub description: String,
     pub default_workflow: Option<String>,
     pub max_concurrency: Option<u32>,
+    /// `maxFixRounds:` fix rounds a judge's failing verdicts may start (issue 30).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_fix_rounds: Option<u32>,
     /// pi-crew's `workspaceMode`: `worktree` gives each task its own git worktree.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace_mode: Option<crate::run::WorkspaceMode>,
@@ -171,6 +174,16 @@ pub struct Step {
     /// defaults), else names added to the task's skills.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skills: Option<Vec<String>>,
+    /// `verdict:` the step's task judges (`true`) or does not (`false`) whatever its agent
+    /// (`crate::verdict::judges`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<bool>,
+    /// `fixer:` the team role whose task fixes what this judge's failing verdict found.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fixer: Option<String>,
+    /// `maxFixRounds:` fix rounds this judge's failing verdicts may start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_fix_rounds: Option<u32>,
     /// 1-based line of the `## id` heading.
     pub line: u32,
 }

@@ -15,6 +15,7 @@ const KNOWN: &[&str] = &[
     "workflow",
     "workspaceMode",
     "maxConcurrency",
+    "maxFixRounds",
     "triggers",
     "trigger",
     "useWhen",
@@ -83,6 +84,10 @@ pub(super) fn parse(source: Source, path: &str, text: &str) -> (Option<Parsed>, 
         description: fm.text("description").unwrap_or(NO_DESCRIPTION).to_string(),
         default_workflow: default_workflow.map(|e| e.value.clone()),
         max_concurrency: d.positive_int(fm.get("maxConcurrency")),
+        max_fix_rounds: fm
+            .get("maxFixRounds")
+            .and_then(|e| e.value.parse::<u32>().ok())
+            .map(|n| n.min(crate::verdict::MAX_FIX_ROUNDS_CEILING)),
         workspace_mode,
         roles,
         source,

@@ -48,6 +48,9 @@ const LATER_STEP_KEYS: &[&str] = &[
     "allowNoChange",
     "verifyCommands",
     "verifyRetries",
+    "verdict",
+    "fixer",
+    "maxFixRounds",
 ];
 
 /// A seed path names a file below the work tree's top: relative, no `..`, no empty parts.
@@ -245,6 +248,27 @@ fn parse_step(
         },
         None => None,
     };
+    let verdict = d.boolean(get("verdict"));
+    let fixer = get("fixer")
+        .map(|e| e.value.clone())
+        .filter(|v| !v.is_empty());
+    let max_fix_rounds = match get("maxFixRounds").filter(|e| !e.value.is_empty()) {
+        Some(e) => match e.value.parse::<u32>() {
+            Ok(n) if n <= crate::verdict::MAX_FIX_ROUNDS_CEILING => Some(n),
+            _ => {
+                d.warn_at(
+                    e,
+                    format!(
+                        "`maxFixRounds` must be a whole number from 0 to {}, got `{}`; ignored",
+                        crate::verdict::MAX_FIX_ROUNDS_CEILING,
+                        e.value
+                    ),
+                );
+                None
+            }
+        },
+        None => None,
+    };
     let mut scope = Vec::new();
     if let Some(e) = get("scope").filter(|e| !e.value.is_empty()) {
         for p in parse_csv(&e.value).unwrap_or_default() {
@@ -346,6 +370,9 @@ fn parse_step(
         }
     };
     Step {
+        verdict,
+        fixer,
+        max_fix_rounds,
         pre_step,
         expands,
         seed_paths,

@@ -118,7 +118,10 @@ enum TaskBefore {
 impl TaskBefore {
     fn of(run: &RunState, ev: &Event) -> Self {
         // Adds tasks: every count may change.
-        if matches!(ev.body, EventBody::TaskExpanded { .. }) {
+        if matches!(
+            ev.body,
+            EventBody::TaskExpanded { .. } | EventBody::TaskFixAdded { .. }
+        ) {
             return TaskBefore::Any;
         }
         match ev.task_id.as_deref().and_then(|t| run.task_index(t)) {
@@ -338,6 +341,7 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
             end,
             reused_from,
             commit,
+            verdict,
             ..
         } => {
             if let Some(i) = task_idx {
@@ -345,7 +349,13 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
                 end_attempt(t, end, ev);
                 t.status = TaskStatus::Completed;
                 t.error = None;
-                t.clear_rare(|x| x.feedback = None);
+                t.clear_rare(|x| {
+                    x.feedback = None;
+                    x.verdict_repair = None;
+                });
+                if let Some(v) = verdict {
+                    t.edit_rare(|x| x.verdict = Some(v.clone()));
+                }
                 match commit {
                     Some(c) => t.edit_rare(|x| x.commit = Some(c.clone())),
                     None => t.clear_rare(|x| x.commit = None),
@@ -394,6 +404,8 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
                 let verify_failed = reason == crate::checks::VERIFY_FAILED;
                 let repair = (reason == crate::fanout::REPAIR_REASON)
                     .then(|| end.error.clone().unwrap_or_default());
+                let verdict_repair = (reason == crate::verdict::REPAIR_REASON)
+                    .then(|| end.error.clone().unwrap_or_default());
                 t.edit_rare(|r| {
                     r.not_before = Some(*not_before);
                     // The next attempt is told what failed, and it counts against the step's
@@ -405,16 +417,26 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
                     if repair.is_some() {
                         r.fan_out_repair = repair;
                     }
+                    if verdict_repair.is_some() {
+                        r.verdict_repair = verdict_repair;
+                    }
                 });
                 t.finished_at = None;
             }
         }
-        EventBody::TaskNeedsAttention { end, reason } => {
+        EventBody::TaskNeedsAttention {
+            end,
+            reason,
+            verdict,
+        } => {
             if let Some(i) = task_idx {
                 let t = &mut run.tasks[i];
                 end_attempt(t, end, ev);
                 t.status = TaskStatus::NeedsAttention;
                 t.error = Some(reason.clone());
+                if let Some(v) = verdict {
+                    t.edit_rare(|x| x.verdict = Some(v.clone()));
+                }
             }
         }
         EventBody::TaskWaiting {
@@ -464,6 +486,11 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
         EventBody::TaskExpanded { tasks, dependents } => {
             super::fanout::apply_expanded(run, tasks, dependents);
         }
+        EventBody::TaskFixAdded { task, .. } => {
+            if let Some(judge) = &ev.task_id {
+                super::fixloop::apply_fix_added(run, judge, task);
+            }
+        }
         // A notice only.
         EventBody::TaskWarning { .. } => {}
         // Handled at the State level.
@@ -480,7 +507,7 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
     run.sync_backoff(task_idx);
 }
 
-fn requeue(t: &mut TaskState, own_model: bool) {
+pub(super) fn requeue(t: &mut TaskState, own_model: bool) {
     t.status = TaskStatus::Queued;
     t.error = None;
     t.finished_at = None;
@@ -499,6 +526,7 @@ fn requeue(t: &mut TaskState, own_model: bool) {
             r.fallback = 0;
         }
         r.fan_out_repair = None;
+        r.verdict_repair = None;
     });
     t.pid = None;
     t.pid_start = None;

@@ -159,6 +159,8 @@ impl State {
             }
             _ => {}
         }
+        // A judge whose fix rounds were spent gets one more round instead of judging again.
+        let (fixes, judges) = self.granted_rounds(run);
         let ids: Vec<String> = run
             .tasks
             .iter()
@@ -169,24 +171,25 @@ impl State {
                         | TaskStatus::Cancelled
                         | TaskStatus::Skipped
                         | TaskStatus::NeedsAttention
-                )
+                ) && !judges.iter().any(|j| *j == t.plan.id)
             })
             .map(|t| t.plan.id.to_string())
             .collect();
-        if ids.is_empty() && run.status == RunStatus::Completed {
+        if ids.is_empty() && fixes.is_empty() && run.status == RunStatus::Completed {
             return Err(CoreError::InvalidState(format!(
                 "run {run_id} completed; there is nothing to resume"
             )));
         }
-        Ok((
-            vec![Pending::run(
-                run_id,
-                EventBody::RunResumed {
-                    requeued_task_ids: ids.clone(),
-                },
-            )],
-            ids,
-        ))
+        let mut out = vec![Pending::run(
+            run_id,
+            EventBody::RunResumed {
+                requeued_task_ids: ids.clone(),
+            },
+        )];
+        out.extend(fixes);
+        let mut all = ids;
+        all.extend(judges);
+        Ok((out, all))
     }
 
     /// Run named tasks again with a new attempt; tasks skipped because of them come back too.
@@ -537,6 +540,7 @@ impl State {
                 reused_from,
                 commit,
                 verification,
+                verdict: None,
             }),
             AttemptResult::NoFinalText {
                 usage,
@@ -551,6 +555,7 @@ impl State {
                     error: None,
                 },
                 reason: "the worker exited cleanly without a final answer".into(),
+                verdict: None,
             }),
             AttemptResult::NeedsAttention {
                 usage,
@@ -569,6 +574,7 @@ impl State {
                         error: Some(reason.clone()),
                     },
                     reason: reason.clone(),
+                    verdict: None,
                 },
             )
             .with_message(reason)],

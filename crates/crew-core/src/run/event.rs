@@ -92,7 +92,7 @@ impl Pending {
                 cut_opt(&mut end.error)
             }
             EventBody::TaskRetrying { end, reason, .. }
-            | EventBody::TaskNeedsAttention { end, reason } => {
+            | EventBody::TaskNeedsAttention { end, reason, .. } => {
                 cut_opt(&mut end.error);
                 cut(reason);
             }
@@ -209,6 +209,9 @@ pub enum EventBody {
         /// The step's verification commands, each with its exit code and output tail.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         verification: Vec<crate::checks::VerifyOutcome>,
+        /// A judge's verdict and findings (issue 30).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        verdict: Option<crate::verdict::Verdict>,
     },
     #[serde(rename = "task.failed")]
     TaskFailed {
@@ -238,6 +241,9 @@ pub enum EventBody {
         #[serde(flatten)]
         end: AttemptEnd,
         reason: String,
+        /// A judge whose failing verdict spent its fix rounds: that verdict.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        verdict: Option<crate::verdict::Verdict>,
     },
     #[serde(rename = "task.waiting")]
     TaskWaiting {
@@ -260,6 +266,15 @@ pub enum EventBody {
     TaskExpanded {
         tasks: Vec<std::sync::Arc<crate::plan::PlannedTask>>,
         dependents: Vec<String>,
+    },
+    /// A judge's failing verdict (or failed integration check) added a fix task (issue 30):
+    /// `task` starts from what was judged, and the judge (the event's task) waits for it and
+    /// runs again. One event, so a replay adds exactly this task once.
+    #[serde(rename = "task.fix_added")]
+    TaskFixAdded {
+        task: std::sync::Arc<crate::plan::PlannedTask>,
+        round: u32,
+        verdict: crate::verdict::Verdict,
     },
     /// The worker's CLI refused a tool call: a permission denial, a tool the role does not
     /// have, a write its sandbox blocked. Changes no state; says what the task could not do.
@@ -357,6 +372,7 @@ impl EventBody {
             EventBody::TaskCancelled { .. } => "task.cancelled",
             EventBody::TaskSkipped { .. } => "task.skipped",
             EventBody::TaskExpanded { .. } => "task.expanded",
+            EventBody::TaskFixAdded { .. } => "task.fix_added",
             EventBody::TaskWarning { .. } => "task.warning",
             EventBody::TaskSteered { .. } => "task.steered",
             EventBody::ScheduleAdded(_) => "schedule.added",

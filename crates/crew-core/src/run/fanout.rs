@@ -27,8 +27,10 @@ impl State {
         retry: &RetryPolicy,
         jitter: f64,
     ) -> Vec<Pending> {
-        let ordinary =
-            |result| self.finish_attempt(run_id, task_id, attempt, result, now, retry, jitter);
+        // Not a fan-out: a judge's verdict is read, else the attempt ends the ordinary way.
+        let ordinary = |result| {
+            self.finish_judged(run_id, task_id, attempt, result, answer, now, retry, jitter)
+        };
         let Some(run) = self.runs.get(run_id) else {
             return vec![];
         };
@@ -119,6 +121,7 @@ impl State {
                         EventBody::TaskNeedsAttention {
                             end,
                             reason: reason.clone(),
+                            verdict: None,
                         },
                     )
                     .with_message(reason)]

@@ -17,6 +17,8 @@ mod event_de;
 mod fail_reason;
 pub use fail_reason::FailReason;
 mod fanout;
+mod fixloop;
+pub use fixloop::{fix_task_id, run_verdict};
 mod jobs;
 mod settle;
 mod snapshot;

@@ -245,6 +245,14 @@ fn settle_run(run: &RunState, counts: &TaskCounts, now: DateTime<Utc>) -> Vec<Pe
         return vec![Pending::run(id, EventBody::RunBlocked { reason })];
     }
     if run.tasks.iter().all(|t| t.status == TaskStatus::Completed) {
+        // Honest outcomes (issue 30): a run that changed code is done only when its judges
+        // passed it.
+        if let Some(reason) = super::fixloop::judges_not_passed(run) {
+            if run.status == RunStatus::Blocked && run.reason.as_deref() == Some(reason.as_str()) {
+                return vec![];
+            }
+            return vec![Pending::run(id, EventBody::RunBlocked { reason })];
+        }
         // A worktree run completes once the daemon merged its results (`run.integrated`);
         // until then it stays running (or blocked, on a conflict).
         if run.spec.workspace.is_some() && run.integration.is_none() {

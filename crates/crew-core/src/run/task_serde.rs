@@ -45,6 +45,10 @@ struct FlatOut<'a> {
     fallback: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
     fan_out_repair: &'a Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    verdict: &'a Option<crate::verdict::Verdict>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    verdict_repair: &'a Option<String>,
     progress: &'a Progress,
 }
 
@@ -82,6 +86,10 @@ struct FlatIn {
     fallback: u32,
     #[serde(default)]
     fan_out_repair: Option<String>,
+    #[serde(default)]
+    verdict: Option<crate::verdict::Verdict>,
+    #[serde(default)]
+    verdict_repair: Option<String>,
     progress: Progress,
 }
 
@@ -117,6 +125,8 @@ impl Serialize for TaskState {
             verify_retries: rare.verify_retries,
             fallback: rare.fallback,
             fan_out_repair: &rare.fan_out_repair,
+            verdict: &rare.verdict,
+            verdict_repair: &rare.verdict_repair,
             progress: &self.progress,
         }
         .serialize(s)
@@ -151,6 +161,8 @@ impl<'de> Deserialize<'de> for TaskState {
             verify_retries: f.verify_retries,
             fallback: f.fallback,
             fan_out_repair: f.fan_out_repair,
+            verdict: f.verdict,
+            verdict_repair: f.verdict_repair,
         });
         t.progress = f.progress;
         Ok(t)

@@ -57,6 +57,7 @@ fn tasks(steps: &[Step]) -> Vec<std::sync::Arc<PlannedTask>> {
             writes: *writes,
             expands: None,
             added_by: None,
+            judging: Default::default(),
             title: None,
         })
         .map(std::sync::Arc::new)
@@ -80,6 +81,7 @@ pub(super) fn spec(steps: &[Step]) -> RunSpec {
         max_attempts: 3,
         schedule_id: None,
         imported: false,
+        task_verify_commands: vec![],
         workspace: None,
         tasks: tasks(steps),
     }
@@ -2521,6 +2523,205 @@ fn a_fan_out_task_run_again_adds_nothing_twice() {
     assert_eq!(sim.st.runs["r"].tasks.len(), 6);
 }
 
+/// The builtin `team`'s plan as a run spec.
+fn team_spec(team: &str) -> RunSpec {
+    let plan =
+        crate::plan::build_plan(&crate::resource::Catalog::builtin(), Some(team), None).unwrap();
+    RunSpec {
+        tasks: plan.tasks.into_iter().map(std::sync::Arc::new).collect(),
+        ..spec(&[("x", &[], false)])
+    }
+}
+
+impl Sim {
+    /// A task's attempt completed with `answer` as its final text, as the daemon reports it.
+    fn finish_answer(&mut self, run: &str, task_id: &str, answer: &str) -> Vec<Event> {
+        let attempt = self.st.runs[run].task(task_id).unwrap().attempts;
+        let ps = self.st.finish_fan_out(
+            run,
+            task_id,
+            attempt,
+            done(10),
+            Some(&crate::fanout::Answer::Text(answer.to_string())),
+            self.now,
+            &self.retry,
+            self.jitter,
+        );
+        let mut evs = self.emit(ps);
+        evs.extend(self.settle_all(run));
+        evs
+    }
+
+    /// Run the default team up to its verifier.
+    fn up_to_verify(&mut self) {
+        self.create("r", team_spec("default"));
+        for step in ["explore", "plan", "execute"] {
+            assert_eq!(self.dispatch(8), [format!("r/{step}")]);
+            self.finish("r", step, done(1));
+        }
+        assert_eq!(self.dispatch(8), ["r/verify"]);
+    }
+
+    fn replays_equal(&self) {
+        let mut fresh = State::default();
+        for ev in &self.log {
+            let back: Event = serde_json::from_str(&serde_json::to_string(ev).unwrap()).unwrap();
+            fresh.apply(&back);
+        }
+        assert_eq!(fresh.runs, self.st.runs);
+        assert_eq!(fresh.summaries, self.st.summaries);
+        let snap: RunState =
+            serde_json::from_value(serde_json::to_value(&self.st.runs["r"]).unwrap()).unwrap();
+        assert_eq!(snap, self.st.runs["r"]);
+    }
+}
+
+const FAIL_ONE: &str = "Tests fail.\n```json\n{\"verdict\": \"fail\", \"findings\": [{\"title\": \"add() is wrong\", \"detail\": \"1+1 gave 3\", \"paths\": [\"src/lib.rs\"]}]}\n```";
+
+#[test]
+fn a_failing_verdict_adds_a_fix_task_and_the_judge_runs_again() {
+    let mut sim = Sim::new();
+    sim.up_to_verify();
+    let evs = sim.finish_answer("r", "04_verify", FAIL_ONE);
+    assert_eq!(
+        names(&evs)[..2],
+        ["task.completed verify", "task.fix_added verify"]
+    );
+    assert_eq!(
+        evs[1].message.as_deref(),
+        Some("04_verify: fail, 1 finding → fix-1")
+    );
+    let fix = sim.st.runs["r"].task("fix-1").unwrap();
+    assert_eq!(fix.plan.role, "executor");
+    assert_eq!(fix.plan.depends_on.join(","), "03_execute");
+    assert!(fix.plan.task_template.contains("add() is wrong"));
+    assert!(fix.plan.task_template.contains("1+1 gave 3"));
+    let verify = sim.task("r", "verify");
+    assert_eq!(verify.status, TaskStatus::Queued);
+    assert_eq!(verify.plan.depends_on.join(","), "03_execute,fix-1");
+    assert_eq!(
+        verify.verdict().unwrap().verdict,
+        crate::verdict::Outcome::Fail
+    );
+    assert_eq!(sim.run_status("r"), RunStatus::Running);
+    assert_eq!(sim.dispatch(8), ["r/fix"]);
+    sim.finish("r", "fix", done(1));
+    assert_eq!(sim.dispatch(8), ["r/verify"]);
+    let evs = sim.finish_answer("r", "04_verify", "PASS\nall green");
+    assert_eq!(names(&evs), ["task.completed verify", "run.completed"]);
+    assert_eq!(
+        super::run_verdict(&sim.st.runs["r"]),
+        Some(crate::verdict::Outcome::Pass)
+    );
+    sim.replays_equal();
+}
+
+#[test]
+fn spent_rounds_block_the_run_and_resume_grants_one_more() {
+    let mut sim = Sim::new();
+    sim.up_to_verify();
+    for round in 1..=2 {
+        sim.finish_answer("r", "04_verify", FAIL_ONE);
+        assert_eq!(sim.dispatch(8), ["r/fix"]);
+        sim.finish_answer("r", &format!("fix-{round}"), "fixed");
+        assert_eq!(sim.dispatch(8), ["r/verify"]);
+    }
+    let evs = sim.finish_answer("r", "04_verify", FAIL_ONE);
+    assert_eq!(
+        names(&evs),
+        ["task.needs_attention verify", "run.blocked"],
+        "two rounds spent"
+    );
+    assert_eq!(sim.run_status("r"), RunStatus::Blocked);
+    let reason = sim.st.runs["r"].reason.clone().unwrap();
+    assert!(reason.contains("add() is wrong"), "{reason}");
+    assert_eq!(sim.st.runs["r"].tasks.len(), 6);
+    // Resume: one more round, not the judge again.
+    let r = sim.st.resume_run("r").map(|(ps, _)| ps);
+    let evs = sim.control("r", r).unwrap();
+    assert_eq!(names(&evs), ["run.resumed", "task.fix_added verify"]);
+    assert_eq!(sim.dispatch(8), ["r/fix"]);
+    sim.finish_answer("r", "fix-3", "fixed");
+    assert_eq!(sim.dispatch(8), ["r/verify"]);
+    let evs = sim.finish_answer("r", "04_verify", FAIL_ONE);
+    assert_eq!(names(&evs), ["task.needs_attention verify", "run.blocked"]);
+    sim.replays_equal();
+}
+
+#[test]
+fn a_missing_verdict_gets_one_repair_then_needs_attention() {
+    let mut sim = Sim::new();
+    sim.up_to_verify();
+    let evs = sim.finish_answer("r", "04_verify", "I looked at it.");
+    assert_eq!(names(&evs), ["task.retrying verify"]);
+    assert!(sim
+        .task("r", "verify")
+        .verdict_repair()
+        .unwrap()
+        .contains("no verdict"));
+    assert_eq!(sim.dispatch(8), ["r/verify"]);
+    let evs = sim.finish_answer("r", "04_verify", "```json\n{\"verdict\": \"meh\"}\n```");
+    assert_eq!(names(&evs), ["task.needs_attention verify", "run.blocked"]);
+}
+
+#[test]
+fn a_failed_integration_check_on_a_judge_starts_the_loop() {
+    let mut sim = Sim::new();
+    sim.up_to_verify();
+    let id = sim.tid("r", "verify");
+    let attempt = sim.task("r", "verify").attempts;
+    let ps = sim.st.finish_fan_out(
+        "r",
+        &id,
+        attempt,
+        AttemptResult::Failed {
+            usage: used(1),
+            model: None,
+            artifacts: vec![],
+            error: "`cargo test` exited 101: test add ... FAILED".into(),
+            retryable: true,
+            reason: crate::checks::VERIFY_FAILED.into(),
+        },
+        None,
+        sim.now,
+        &sim.retry,
+        sim.jitter,
+    );
+    let evs = sim.emit(ps);
+    assert_eq!(
+        names(&evs),
+        ["task.completed verify", "task.fix_added verify"]
+    );
+    assert!(sim.st.runs["r"]
+        .task("fix-1")
+        .unwrap()
+        .plan
+        .task_template
+        .contains("exited 101"));
+}
+
+#[test]
+fn the_review_team_s_verdict_is_its_product() {
+    let mut sim = Sim::new();
+    sim.create("r", team_spec("review"));
+    assert_eq!(sim.dispatch(8), ["r/explore"]);
+    sim.finish("r", "explore", done(1));
+    assert_eq!(sim.dispatch(8), ["r/code-review", "r/security-review"]);
+    sim.finish_answer(
+        "r",
+        "02_code-review",
+        "Verdict: request changes\nFindings: x",
+    );
+    sim.finish_answer("r", "03_security-review", "Verdict: PASS");
+    assert_eq!(sim.dispatch(8), ["r/verify"]);
+    let evs = sim.finish_answer("r", "04_verify", "PASS");
+    assert_eq!(names(&evs), ["task.completed verify", "run.completed"]);
+    assert_eq!(
+        super::run_verdict(&sim.st.runs["r"]),
+        Some(crate::verdict::Outcome::ChangesRequested)
+    );
+}
+
 /// Issue 29 item 1: whatever a decider put in an event's message, reason, error or question,
 /// the stamped event keeps at most `text::MAX_REASON_CHARS` of it.
 #[test]
@@ -2535,6 +2736,7 @@ fn stamped_events_keep_texts_bounded() {
                 ..Default::default()
             },
             reason: long.clone(),
+            verdict: None,
         },
         EventBody::RunBlocked {
             reason: long.clone(),

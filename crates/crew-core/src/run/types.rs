@@ -149,6 +149,10 @@ pub struct RunSpec {
     /// `Some` in `worktree` mode: the repository and base commit the tasks start from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace: Option<super::workspace::WorkspaceSpec>,
+    /// The project's per-task checks (`task_verify_commands`, issue 30): run after every task
+    /// that can edit and has no verification of its own, fan-out and fix tasks included.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub task_verify_commands: Vec<String>,
     /// Shared with `TaskState::plan` of the run's tasks: one copy per task, not two.
     pub tasks: Vec<Arc<PlannedTask>>,
 }
@@ -227,6 +231,11 @@ pub struct Rare {
     /// A fan-out task whose block was refused: the problems, fed back on its repair attempt.
     /// Set once per window: a second refused block makes the task need attention.
     pub fan_out_repair: Option<String>,
+    /// A judge's last verdict (issue 30): kept when it runs again, replaced by its next one.
+    pub verdict: Option<crate::verdict::Verdict>,
+    /// A judge whose answer held no readable verdict: the problem, fed back on its repair
+    /// attempt. Set once per window, like `fan_out_repair`.
+    pub verdict_repair: Option<String>,
 }
 
 impl Rare {
@@ -242,6 +251,8 @@ impl Rare {
             && self.verify_retries == 0
             && self.fallback == 0
             && self.fan_out_repair.is_none()
+            && self.verdict.is_none()
+            && self.verdict_repair.is_none()
     }
 }
 
@@ -257,6 +268,8 @@ static NO_RARE: Rare = Rare {
     verify_retries: 0,
     fallback: 0,
     fan_out_repair: None,
+    verdict: None,
+    verdict_repair: None,
 };
 
 impl TaskState {
@@ -315,6 +328,13 @@ impl TaskState {
     }
     pub fn fan_out_repair(&self) -> Option<&str> {
         self.rare().fan_out_repair.as_deref()
+    }
+    /// A judge's last verdict.
+    pub fn verdict(&self) -> Option<&crate::verdict::Verdict> {
+        self.rare().verdict.as_ref()
+    }
+    pub fn verdict_repair(&self) -> Option<&str> {
+        self.rare().verdict_repair.as_deref()
     }
 
     /// Change the usually empty fields; their box is made when needed and dropped once they

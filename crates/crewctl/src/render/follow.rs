@@ -261,6 +261,34 @@ impl Follow {
             }
             return vec![expanded_note(e.task_id.as_deref(), &ids)];
         }
+        // A judge's failing verdict added a fix task: it joins the list, the judge waits for
+        // it, and the round gets its own line ("04_verify: fail, 1 finding → fix-1").
+        if e.kind == "task.fix_added" {
+            if let Some(added) = d.get("task") {
+                if let Some(id) = added.get("id").and_then(Value::as_str) {
+                    let i = self.index(id);
+                    if let (Some(row), Some(role)) = (
+                        self.tasks.get_mut(i),
+                        added.get("role").and_then(Value::as_str),
+                    ) {
+                        row.role = role.to_string();
+                    }
+                }
+            }
+            if let Some(judge) = e.task_id.as_deref() {
+                let i = self.index(judge);
+                if let Some(t) = self.tasks.get_mut(i) {
+                    t.status = TaskStatus::Queued;
+                }
+            }
+            return vec![Change::Note {
+                tone: Tone::Warn,
+                text: e
+                    .message
+                    .clone()
+                    .unwrap_or_else(|| "a fix task was added".into()),
+            }];
+        }
         if let Some(task_id) = e.task_id.as_deref() {
             let i = self.index(task_id);
             let Some(t) = self.tasks.get_mut(i) else {
@@ -303,12 +331,15 @@ impl Follow {
                     t.finished = time.or(t.started);
                     t.end_attempt(d);
                     t.note = match e.kind.as_str() {
-                        "task.completed" => d.get("reusedFrom").map(|r| {
-                            let part = |k: &str| {
-                                r.get(k).and_then(Value::as_str).unwrap_or("?").to_string()
-                            };
-                            format!("reused {}/{}", part("runId"), part("taskId"))
-                        }),
+                        "task.completed" => d
+                            .get("reusedFrom")
+                            .map(|r| {
+                                let part = |k: &str| {
+                                    r.get(k).and_then(Value::as_str).unwrap_or("?").to_string()
+                                };
+                                format!("reused {}/{}", part("runId"), part("taskId"))
+                            })
+                            .or_else(|| verdict_note(d)),
                         _ => reason(),
                     };
                     t.result = result_artifact(d);
@@ -402,6 +433,21 @@ impl Follow {
             _ => vec![],
         }
     }
+}
+
+/// A judge's verdict as its row's note: `fail, 1 finding`.
+fn verdict_note(d: &Value) -> Option<String> {
+    let v = d.get("verdict")?;
+    let word = v.get("verdict")?.as_str()?;
+    let n = v
+        .get("findings")
+        .and_then(Value::as_array)
+        .map_or(0, Vec::len);
+    Some(match n {
+        0 => word.to_string(),
+        1 => format!("{word}, 1 finding"),
+        n => format!("{word}, {n} findings"),
+    })
 }
 
 fn result_artifact(d: &Value) -> Option<String> {
@@ -630,6 +676,10 @@ pub fn final_summary(view: &View, s: &StatusResult) -> String {
         tokens(usage_tokens(&r.usage)),
         cost(r.usage.cost)
     );
+    if let Some(v) = &r.verdict {
+        let tone = if v == "pass" { Tone::Ok } else { Tone::Warn };
+        let _ = write!(line, " · verdict: {}", view.p(tone, v));
+    }
     let mut out = format!("{line}\n");
     if let Some(reason) = &r.reason {
         let _ = writeln!(out, "  {} {reason}", view.p(Tone::Dim, "reason:"));
@@ -681,7 +731,16 @@ pub fn hints(s: &StatusResult) -> Vec<String> {
         _ if waiting.is_empty() => v.push(format!("details: crewctl status {id}")),
         _ => {}
     }
-    if let Some(t) = first(TaskStatus::NeedsAttention) {
+    let judged = s
+        .tasks
+        .iter()
+        .find(|t| t.status == TaskStatus::NeedsAttention && t.verdict.is_some());
+    if let Some(t) = judged {
+        v.push(format!(
+            "{}'s fix rounds are spent: read the findings (crewctl status {id}); one more round: crewctl resume {id}",
+            t.id
+        ));
+    } else if let Some(t) = first(TaskStatus::NeedsAttention) {
         v.push(format!(
             "{} needs attention: crewctl logs {id} {}; then crewctl retry {id} {}",
             t.id, t.id, t.id
@@ -948,6 +1007,43 @@ mod tests {
             f.apply(&unknown),
             vec![Change::Started(2)],
             "unknown tasks are added"
+        );
+    }
+
+    #[test]
+    fn a_fix_round_has_its_line_and_the_verdict_shows_on_the_judge() {
+        let mut f = Follow::new("r-1").with_plan(&plan());
+        let done = ev(
+            11,
+            1,
+            "task.completed",
+            Some("02_execute"),
+            json!({"attempt": 1, "usage": usage(1, 0.0),
+                   "verdict": {"verdict": "fail", "findings": [{"title": "t"}]}}),
+        );
+        assert_eq!(f.apply(&done), vec![Change::Finished(1)]);
+        assert_eq!(f.tasks[1].note.as_deref(), Some("fail, 1 finding"));
+        let mut added = ev(
+            12,
+            2,
+            "task.fix_added",
+            Some("02_execute"),
+            json!({"task": {"id": "fix-1", "role": "executor"}, "round": 1}),
+        );
+        added.message = Some("02_execute: fail, 1 finding → fix-1".into());
+        assert_eq!(
+            f.apply(&added),
+            vec![Change::Note {
+                tone: Tone::Warn,
+                text: "02_execute: fail, 1 finding → fix-1".into()
+            }]
+        );
+        assert_eq!(f.tasks[2].id, "fix-1");
+        assert_eq!(f.tasks[2].role, "executor");
+        assert_eq!(
+            f.tasks[1].status,
+            TaskStatus::Queued,
+            "the judge waits again"
         );
     }
 

@@ -660,6 +660,8 @@ pub(crate) mod tests {
             artifacts: vec![],
             scope: vec![],
             verify_commands: vec![],
+            verdict: None,
+            fixes: None,
         }
     }
 
@@ -730,6 +732,7 @@ pub(crate) mod tests {
                 duration_ms: None,
                 usage: usage(12_800, 365, 0.0132),
                 reason: None,
+                verdict: None,
             },
             tasks: vec![explore, plan, exec, ask, verify, skipped],
             workspace: None,

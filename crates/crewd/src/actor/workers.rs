@@ -207,6 +207,14 @@ fn attempt_spec(
         feedback: task.feedback().map(str::to_string),
         cache_after_commit: Default::default(),
         fan_out_repair: task.fan_out_repair().map(str::to_string),
+        verdict_repair: task.verdict_repair().map(str::to_string),
+        judge_base: run
+            .spec
+            .workspace
+            .as_ref()
+            .filter(|_| task.plan.judging.judge)
+            .map(|w| w.base.clone()),
+        task_verify_commands: run.spec.task_verify_commands.clone(),
     })
 }
 

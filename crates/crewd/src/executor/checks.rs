@@ -39,6 +39,7 @@ fn char_tail(s: &str, n: usize) -> String {
 /// The guard applies to this task: it may edit files and nothing allows it to change nothing.
 fn guarded(shared: &Shared, spec: &AttemptSpec) -> bool {
     crew_core::stream::edits_files(&spec.plan.tools)
+        && !crew_core::checks::product_is_artifact(&spec.plan)
         && !spec
             .plan
             .checks
@@ -222,8 +223,21 @@ pub async fn verify(
     result: AttemptResult,
     ctl: &mut mpsc::UnboundedReceiver<WorkerCtl>,
 ) -> AttemptResult {
-    let Some(v) = &spec.plan.checks.verify else {
-        return result;
+    // The step's own (integration) checks, else the project's per-task checks on a task
+    // that can edit (fan-out and fix tasks included).
+    let task_checks;
+    let v = match &spec.plan.checks.verify {
+        Some(v) => v,
+        None if !spec.task_verify_commands.is_empty()
+            && crew_core::verdict::can_edit(&spec.plan.tools) =>
+        {
+            task_checks = crew_core::checks::Verify {
+                commands: spec.task_verify_commands.clone(),
+                retries: Some(shared.config.verify_retries),
+            };
+            &task_checks
+        }
+        None => return result,
     };
     let AttemptResult::Completed {
         usage,

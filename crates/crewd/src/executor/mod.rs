@@ -6,6 +6,7 @@
 mod answer;
 mod checks;
 pub mod contain;
+mod judge;
 mod pre_step;
 mod reuse;
 pub mod sandbox;
@@ -81,6 +82,9 @@ pub(crate) fn render_prompt(spec: &AttemptSpec, pre_step: Option<&str>) -> std::
             exp,
             spec.fan_out_repair.as_deref(),
         ));
+    }
+    if let Some(section) = judge::prompt_section(spec) {
+        prompt.push_str(&section);
     }
     Ok(prompt)
 }
@@ -167,13 +171,12 @@ pub async fn run_attempt(
         tracing::info!(outcome = outcome_name(&result), "attempt ended");
         // The actor does no I/O: a fan-out step's answer is read here (bounded) and
         // validated there.
-        let answer = match (&spec.plan.expands, &result) {
-            (Some(exp), AttemptResult::Completed { .. }) => {
+        let answer = match (judge::answer_limit(&spec.plan), &result) {
+            (Some(limit), AttemptResult::Completed { .. }) => {
                 let path = spec
                     .run_dir
                     .join("results")
                     .join(format!("{}.txt", spec.task_id));
-                let limit = exp.max_answer_bytes;
                 Some(blocking(|| answer::read(&path, limit)))
             }
             _ => None,
@@ -297,11 +300,16 @@ async fn attempt_unsynced(
             None => render_prompt(spec, pre_step.as_deref())?,
         };
         fault::hit("prompt-artifact")?;
-        artifacts::put(&run_dir, &prompt_name, "prompt", prompt.as_bytes()).map(|a| (prompt, a))
+        // Every attempt's prompt is kept beside the latest (a judge's repair, a retry with
+        // feedback: what each attempt was told).
+        let this = format!("prompts/{}.attempt-{}.md", spec.task_id, spec.attempt);
+        let kept = artifacts::put(&run_dir, &this, "prompt", prompt.as_bytes())?;
+        artifacts::put(&run_dir, &prompt_name, "prompt", prompt.as_bytes())
+            .map(|a| (prompt, [kept, a]))
     });
     let prompt = match written {
         Ok((prompt, a)) => {
-            artifacts.push(a);
+            artifacts.extend(a);
             prompt
         }
         Err(e) => {

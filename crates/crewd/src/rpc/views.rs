@@ -134,6 +134,24 @@ pub fn task(t: &TaskState) -> api::TaskView {
             .collect(),
         scope: t.plan.scope.clone(),
         verify_commands: verify_commands(&t.plan),
+        verdict: t.verdict().map(verdict),
+        fixes: t.plan.judging.fixes.as_ref().map(ToString::to_string),
+    }
+}
+
+pub fn verdict(v: &crew_core::verdict::Verdict) -> api::VerdictView {
+    api::VerdictView {
+        verdict: v.verdict.as_str().to_string(),
+        findings: v
+            .findings
+            .iter()
+            .map(|f| api::FindingView {
+                title: f.title.clone(),
+                detail: f.detail.clone(),
+                paths: f.paths.clone(),
+                severity: f.severity.clone(),
+            })
+            .collect(),
     }
 }
 
@@ -177,6 +195,7 @@ pub fn status(r: &RunState) -> api::StatusResult {
             duration_ms: duration_ms(r.started_at.or(Some(r.created_at)), r.finished_at),
             usage: usage(&u),
             reason: r.reason.clone(),
+            verdict: core::run_verdict(r).map(|o| o.as_str().to_string()),
         },
         tasks: r.tasks.iter().map(task).collect(),
         workspace: crate::workspace::view(r),

@@ -21,7 +21,9 @@ pub(super) async fn diff(ctx: Arc<Ctx>, p: P<TeamDiff>) -> Out<TeamDiff> {
 
 pub(super) async fn apply(ctx: Arc<Ctx>, p: P<TeamApply>) -> Out<TeamApply> {
     check_id("runId", &p.run_id)?;
-    let (ws, integration, goal) = with_run(&ctx, &p.run_id, |r| {
+    let force = p.force.unwrap_or(false);
+    let (ws, integration, goal) = with_run(&ctx, &p.run_id, move |r| {
+        crate::verdicts::apply_allowed(r, force)?;
         let ws = workspace_of(r)?;
         let i = integration_of(r, "")?;
         Ok::<_, ApiError>((ws, i, r.spec.goal.clone()))

@@ -1,0 +1,392 @@
+//! The fix loop in the run state machine (issue 30): a judge's attempt ends with a verdict;
+//! a failing one (or a failed integration check on a task that cannot edit) adds a fix task
+//! that starts from what was judged, and the judge runs again after it. Like fan-out, the
+//! addition is one journaled event (`task.fix_added`), so a replay adds the task exactly once.
+
+use super::decide::{AttemptResult, RetryPolicy};
+use super::event::{AttemptEnd, EventBody, Pending};
+use super::types::{RunState, TaskState, TaskStatus};
+use super::State;
+use crate::fanout::Answer;
+use crate::ids::{ArtifactName, SafeId};
+use crate::plan::PlannedTask;
+use crate::verdict::{self, FixPlan, Verdict};
+use chrono::{DateTime, Utc};
+use std::sync::Arc;
+
+/// The id of the `n`th task crew adds to fix findings. The one place fix ids are made: crew's
+/// reserved id scheme (repository issue, item 10) replaces this body.
+pub fn fix_task_id(n: usize) -> String {
+    format!("fix-{n}")
+}
+
+impl State {
+    /// A task's attempt ended and it is no fan-out step. A judge's verdict is read from
+    /// `answer`; a failed integration check on a task that cannot edit starts the fix loop;
+    /// anything else ends the ordinary way.
+    #[allow(clippy::too_many_arguments)]
+    pub fn finish_judged(
+        &self,
+        run_id: &str,
+        task_id: &str,
+        attempt: u32,
+        result: AttemptResult,
+        answer: Option<&Answer>,
+        now: DateTime<Utc>,
+        retry: &RetryPolicy,
+        jitter: f64,
+    ) -> Vec<Pending> {
+        let Some(run) = self.runs.get(run_id) else {
+            return vec![];
+        };
+        let Some(t) = run.task(task_id) else {
+            return vec![];
+        };
+        if t.status != TaskStatus::Running || t.attempts != attempt {
+            return vec![];
+        }
+        let ordinary =
+            |result| self.finish_attempt(run_id, task_id, attempt, result, now, retry, jitter);
+        match result {
+            // The integration checks failed where nobody can fix them: the loop, not a retry
+            // of the task (a verifier "does not fix problems").
+            AttemptResult::Failed {
+                usage,
+                model,
+                artifacts,
+                error,
+                reason,
+                ..
+            } if reason == crate::checks::VERIFY_FAILED
+                && t.plan.judging.fix.is_some()
+                && !verdict::can_edit(&t.plan.tools) =>
+            {
+                let end = AttemptEnd {
+                    attempt,
+                    usage,
+                    model,
+                    artifacts,
+                    error: None,
+                };
+                let v = Verdict::from_failed_check(&error);
+                judged(run, t, end, None, None, vec![], v)
+            }
+            AttemptResult::Completed {
+                usage,
+                model,
+                artifacts,
+                reused_from,
+                commit,
+                verification,
+            } if t.plan.judging.judge => {
+                let end = AttemptEnd {
+                    attempt,
+                    usage,
+                    model,
+                    artifacts,
+                    error: None,
+                };
+                let parsed = match answer {
+                    Some(Answer::Text(s)) => verdict::parse(s),
+                    None => verdict::parse(""),
+                    Some(Answer::TooLarge { bytes }) => Err(format!(
+                        "the final answer is {bytes} bytes, more than a judge's answer may be ({}); \
+                         answer briefly and end with the ```json verdict block",
+                        verdict::MAX_ANSWER_BYTES
+                    )),
+                    Some(Answer::Unreadable(e)) => {
+                        Err(format!("the final answer could not be read: {e}"))
+                    }
+                };
+                match parsed {
+                    Ok(v) => judged(run, t, end, reused_from, commit, verification, v),
+                    Err(problem) => unreadable(run_id, t, end, problem, now),
+                }
+            }
+            other => ordinary(other),
+        }
+    }
+
+    /// `team.resume` of a run blocked by a judge whose fix rounds were spent: one more round,
+    /// for every such judge (the fix task is added and the judge waits for it).
+    pub(super) fn granted_rounds(&self, run: &RunState) -> (Vec<Pending>, Vec<String>) {
+        let mut out = Vec::new();
+        let mut judges = Vec::new();
+        let mut added = 0usize;
+        for t in &run.tasks {
+            let (Some(v), Some(fix)) = (t.verdict(), &t.plan.judging.fix) else {
+                continue;
+            };
+            if t.status != TaskStatus::NeedsAttention || v.passed() {
+                continue;
+            }
+            let (event, _) = fix_added(run, t, fix, v.clone(), added);
+            out.push(event);
+            judges.push(t.plan.id.to_string());
+            added += 1;
+        }
+        (out, judges)
+    }
+}
+
+/// The judge's attempt ended with verdict `v`: completed when it passed or nobody can fix (its
+/// verdict is the product); else completed and a fix task added, or, with its rounds spent,
+/// needs attention with the findings.
+fn judged(
+    run: &RunState,
+    t: &TaskState,
+    end: AttemptEnd,
+    reused_from: Option<super::event::ReusedFrom>,
+    commit: Option<super::workspace::TaskCommit>,
+    verification: Vec<crate::checks::VerifyOutcome>,
+    v: Verdict,
+) -> Vec<Pending> {
+    let id = t.plan.id.as_str();
+    let headline = v.headline();
+    let completed = |v: Verdict| {
+        Pending::task(
+            &run.id,
+            id,
+            EventBody::TaskCompleted {
+                end: end.clone(),
+                reused_from: reused_from.clone(),
+                commit: commit.clone(),
+                verification: verification.clone(),
+                verdict: Some(v),
+            },
+        )
+    };
+    let Some(fix) = t.plan.judging.fix.as_ref().filter(|_| !v.passed()) else {
+        return vec![completed(v).with_message(format!("verdict: {headline}"))];
+    };
+    let rounds = rounds_of(run, id);
+    if rounds >= fix.max_rounds as usize {
+        let reason = format!(
+            "verdict {headline} after {rounds} fix round(s) (maxFixRounds {}); resume grants one more round:\n{}",
+            fix.max_rounds,
+            v.findings_text()
+        );
+        return vec![Pending::task(
+            &run.id,
+            id,
+            EventBody::TaskNeedsAttention {
+                end,
+                reason: crate::prompt::cut_head_tail(&reason, 4000),
+                verdict: Some(v),
+            },
+        )
+        .with_message(format!("{id}: {headline}, fix rounds spent → blocked"))];
+    }
+    let (fix_event, fix_id) = fix_added(run, t, fix, v.clone(), 0);
+    vec![
+        completed(v).with_message(format!("verdict: {headline}")),
+        fix_event.with_message(format!("{id}: {headline} → {fix_id}")),
+    ]
+}
+
+/// No readable verdict: one repair attempt, then the task needs attention.
+fn unreadable(
+    run_id: &str,
+    t: &TaskState,
+    end: AttemptEnd,
+    problem: String,
+    now: DateTime<Utc>,
+) -> Vec<Pending> {
+    let end = AttemptEnd {
+        error: Some(problem.clone()),
+        ..end
+    };
+    let id = t.plan.id.as_str();
+    if t.verdict_repair().is_none() {
+        return vec![Pending::task(
+            run_id,
+            id,
+            EventBody::TaskRetrying {
+                end,
+                reason: verdict::REPAIR_REASON.into(),
+                delay_ms: 0,
+                not_before: now,
+                fallback_model: None,
+            },
+        )
+        .with_message(format!(
+            "no readable verdict; one repair attempt: {problem}"
+        ))];
+    }
+    let reason = format!("no readable verdict after a repair attempt: {problem}");
+    vec![Pending::task(
+        run_id,
+        id,
+        EventBody::TaskNeedsAttention {
+            end,
+            reason: reason.clone(),
+            verdict: None,
+        },
+    )
+    .with_message(reason)]
+}
+
+/// Fix tasks added for judge `judge` so far (its rounds).
+fn rounds_of(run: &RunState, judge: &str) -> usize {
+    run.tasks
+        .iter()
+        .filter(|t| t.plan.judging.fixes.as_deref() == Some(judge))
+        .count()
+}
+
+/// The `task.fix_added` for judge `t` and its id. `earlier` fix tasks are added before it in
+/// the same job (a resume granting rounds to several judges).
+fn fix_added(
+    run: &RunState,
+    t: &TaskState,
+    fix: &FixPlan,
+    v: Verdict,
+    earlier: usize,
+) -> (Pending, String) {
+    let fixes_so_far = run
+        .tasks
+        .iter()
+        .filter(|x| x.plan.judging.fixes.is_some())
+        .count();
+    let mut n = fixes_so_far + earlier + 1;
+    // An id a fan-out block already took is passed over (bounded: each step passes one task).
+    let mut id = fix_task_id(n);
+    for _ in 0..=run.tasks.len() {
+        if run.task_index(&id).is_none() {
+            break;
+        }
+        n += 1;
+        id = fix_task_id(n);
+    }
+    let round = rounds_of(run, &t.plan.id) as u32 + 1;
+    let task = fix_task(t, fix, &v, &id, round);
+    (
+        Pending::task(
+            &run.id,
+            &t.plan.id,
+            EventBody::TaskFixAdded {
+                task: Arc::new(task),
+                round,
+                verdict: v,
+            },
+        ),
+        id,
+    )
+}
+
+/// The fix task: the fixer role's template, starting from what `judge` judged (its
+/// dependencies), told the findings.
+fn fix_task(judge: &TaskState, fix: &FixPlan, v: &Verdict, id: &str, round: u32) -> PlannedTask {
+    let r = &fix.fixer;
+    let jp = &judge.plan;
+    let product = match &fix.output {
+        Some(name) => format!("Revise `{name}` (your earlier result, below) so that"),
+        None => "Change the code so that".to_string(),
+    };
+    let text = format!(
+        "Fix what the {role} ({judge}) found in the work for: {{goal}}\n\n\
+         Its verdict: {headline} (fix round {round}).\n\nFindings:\n{findings}\n\
+         {product} these problems are gone, keeping the change minimal, and run the relevant \
+         build and tests. {judge} judges the result again after you.",
+        role = jp.role,
+        judge = jp.id,
+        headline = v.headline(),
+        findings = v.findings_text(),
+    );
+    let safe_id = SafeId::new(id).unwrap_or_else(|_| jp.id.clone());
+    let output = fix
+        .output
+        .clone()
+        .or_else(|| ArtifactName::new(format!("{id}.md")).ok());
+    PlannedTask {
+        id: safe_id,
+        step_id: "fix".into(),
+        role: r.role.clone(),
+        agent: r.agent.clone(),
+        depends_on: jp.depends_on.clone(),
+        task_template: text,
+        output,
+        reads: jp.reads.clone(),
+        model: r.model.clone(),
+        system_prompt: r.system_prompt.clone(),
+        system_prompt_mode: r.system_prompt_mode,
+        tools: r.tools.clone(),
+        thinking: r.thinking.clone(),
+        effort: r.effort.clone(),
+        fallback_models: r.fallback_models.clone(),
+        writes: r.writes,
+        seed_paths: vec![],
+        scope: vec![],
+        checks: Default::default(),
+        expands: None,
+        added_by: None,
+        judging: verdict::Judging {
+            fixes: Some(jp.id.clone()),
+            ..Default::default()
+        },
+        title: Some(format!("fix {}'s findings (round {round})", jp.id)),
+        skills: Default::default(),
+    }
+}
+
+/// `task.fix_added`: the fix task joins the run, and the judge waits for it and runs again.
+pub(super) fn apply_fix_added(run: &mut RunState, judge: &str, task: &Arc<PlannedTask>) {
+    if run.task_index(&task.id).is_some() {
+        return;
+    }
+    let Some(i) = run.task_index(judge) else {
+        return;
+    };
+    let Some(j) = run.tasks.get_mut(i) else {
+        return;
+    };
+    let mut plan = PlannedTask::clone(&j.plan);
+    plan.depends_on.push(task.id.clone());
+    let plan = Arc::new(plan);
+    if let Some(s) = run.spec.tasks.iter_mut().find(|s| s.id == plan.id) {
+        *s = plan.clone();
+    }
+    j.plan = plan;
+    super::apply::requeue(j, true);
+    run.spec.tasks.push(task.clone());
+    run.tasks.push(TaskState::new(task.clone()));
+    // Task ids changed: the index is built again on the next lookup.
+    run.index = Default::default();
+    run.integration = None;
+}
+
+/// Why a run whose tasks all completed is not done: it has tasks that edit, and a judge's
+/// last verdict did not pass. `None`: nothing stands in the way.
+pub(super) fn judges_not_passed(run: &RunState) -> Option<String> {
+    if !run.tasks.iter().any(|t| verdict::can_edit(&t.plan.tools)) {
+        return None;
+    }
+    let failing: Vec<String> = run
+        .tasks
+        .iter()
+        .filter_map(|t| Some((t, t.verdict().filter(|v| !v.passed())?)))
+        .map(|(t, v)| format!("{}: {}", t.plan.id, v.headline()))
+        .collect();
+    (!failing.is_empty()).then(|| {
+        format!(
+            "the judges did not pass the work ({}); resume grants a fix round",
+            failing.join("; ")
+        )
+    })
+}
+
+/// The run-level verdict: the worst last verdict of its judges (`None`: no judge gave one).
+pub fn run_verdict(run: &RunState) -> Option<verdict::Outcome> {
+    use verdict::Outcome;
+    let mut worst: Option<Outcome> = None;
+    for v in run.tasks.iter().filter_map(TaskState::verdict) {
+        worst = Some(match (worst, v.verdict) {
+            (Some(Outcome::Fail), _) | (_, Outcome::Fail) => Outcome::Fail,
+            (Some(Outcome::ChangesRequested), _) | (_, Outcome::ChangesRequested) => {
+                Outcome::ChangesRequested
+            }
+            _ => Outcome::Pass,
+        });
+    }
+    worst
+}

@@ -1,0 +1,310 @@
+//! The team's judgement decides (issue 30): verdicts, fix loops, honest outcomes, the
+//! no-change guard where change is not the point, per-task and integration checks. The fake
+//! agent judges with `[fake:verdict…]` and fixes with `[fake:fix-write=…]` (only a fix task
+//! crew added makes that edit).
+
+mod common;
+
+use common::{git, path_str, Daemon, Opts};
+use serde_json::{json, Value};
+
+fn repo(d: &Daemon) {
+    let w = d.work.as_path();
+    git(w, &["init", "-q", "-b", "main"]);
+    git(w, &["config", "user.name", "user"]);
+    git(w, &["config", "user.email", "user@example.com"]);
+    std::fs::write(w.join(".git/info/exclude"), ".crew/\n").unwrap();
+    std::fs::write(w.join("base.txt"), "base\n").unwrap();
+    git(w, &["add", "-A"]);
+    git(w, &["commit", "-qm", "init"]);
+}
+
+fn of_type<'a>(evs: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    evs.iter().filter(|e| e["type"] == kind).collect()
+}
+
+fn of_task<'a>(evs: &'a [Value], kind: &str, task: &str) -> Vec<&'a Value> {
+    evs.iter()
+        .filter(|e| e["type"] == kind && e["taskId"] == task)
+        .collect()
+}
+
+/// Every editing task appends a line (so the no-change guard sees a change); the verifier
+/// passes once `fixed.txt` exists, which only a fix task writes.
+const FIXABLE: &str =
+    "make it work [fake:append=work.txt:x\\n][fake:verdict-needs=fixed.txt][fake:fix-write=fixed.txt:ok]";
+
+fn fail_fix_pass(workspace: &str) {
+    let d = Daemon::start();
+    repo(&d);
+    let run = d.run(FIXABLE, json!({"workspace": workspace}));
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    let evs = d.events(Some(&run));
+    let added = of_type(&evs, "task.fix_added");
+    assert_eq!(added.len(), 1, "one fix round");
+    assert_eq!(added[0]["taskId"], "04_verify");
+    assert_eq!(
+        added[0]["message"], "04_verify: fail, 1 finding → fix-1",
+        "the follow view's line"
+    );
+    assert_eq!(added[0]["data"]["task"]["id"], "fix-1");
+    assert_eq!(added[0]["data"]["task"]["role"], "executor");
+    let judged = of_task(&evs, "task.completed", "04_verify");
+    let verdicts: Vec<&Value> = judged
+        .iter()
+        .map(|e| &e["data"]["verdict"]["verdict"])
+        .collect();
+    assert_eq!(verdicts, [&json!("fail"), &json!("pass")]);
+    assert_eq!(
+        judged[0]["data"]["verdict"]["findings"][0]["paths"],
+        json!(["fixed.txt"])
+    );
+    // fail → fix-1 → judge again → pass, in that order.
+    let seq = |e: &Value| e["seq"].as_u64().unwrap();
+    let fix_done = of_task(&evs, "task.completed", "fix-1");
+    assert_eq!(fix_done.len(), 1);
+    assert!(seq(judged[0]) < seq(added[0]) && seq(added[0]) < seq(fix_done[0]));
+    assert!(seq(fix_done[0]) < seq(judged[1]));
+    let st = d.status(&run);
+    assert_eq!(st["run"]["verdict"], "pass");
+    let fix = Daemon::task(&st, "fix-1");
+    assert_eq!(fix["fixes"], "04_verify");
+    assert_eq!(fix["dependsOn"], json!(["03_execute"]));
+    assert_eq!(
+        Daemon::task(&st, "04_verify")["dependsOn"],
+        json!(["03_execute", "fix-1"])
+    );
+    // The fix task was told the findings.
+    let prompt = d.ok(
+        "team.artifact",
+        json!({"runId": run, "name": "prompts/fix-1.md"}),
+    );
+    assert!(prompt["content"]
+        .as_str()
+        .unwrap()
+        .contains("fixed.txt is missing"));
+    // Both of the judge's attempts kept their prompt.
+    for n in [1, 2] {
+        d.ok(
+            "team.artifact",
+            json!({"runId": run, "name": format!("prompts/04_verify.attempt-{n}.md")}),
+        );
+    }
+    if workspace == "worktree" {
+        // The judge was told the range under review.
+        let p = d.ok(
+            "team.artifact",
+            json!({"runId": run, "name": "prompts/04_verify.attempt-1.md"}),
+        );
+        assert!(p["content"].as_str().unwrap().contains("git diff "), "{p}");
+        let applied = d.ok("team.apply", json!({"runId": run}));
+        assert!(applied.is_object());
+        assert_eq!(
+            std::fs::read_to_string(d.work.join("fixed.txt")).unwrap(),
+            "ok"
+        );
+    } else {
+        assert!(d.work.join("fixed.txt").exists());
+    }
+}
+
+#[test]
+fn a_failing_verdict_is_fixed_and_judged_again_shared() {
+    fail_fix_pass("shared");
+}
+
+#[test]
+fn a_failing_verdict_is_fixed_and_judged_again_worktree() {
+    fail_fix_pass("worktree");
+}
+
+#[test]
+fn spent_rounds_block_the_run_and_resume_grants_one_more() {
+    let d = Daemon::start();
+    repo(&d);
+    let run = d.run(
+        "never good [fake:append=work.txt:x\\n][fake:verdict=fail][fake:finding=the tests fail]",
+        json!({}),
+    );
+    assert_eq!(d.wait(&run), "blocked", "{}", d.status(&run));
+    let st = d.status(&run);
+    let reason = st["run"]["reason"].as_str().unwrap();
+    assert!(reason.contains("the tests fail"), "{reason}");
+    assert!(reason.contains("fix round"), "{reason}");
+    assert_eq!(st["run"]["verdict"], "fail");
+    assert_eq!(Daemon::task(&st, "04_verify")["status"], "needs_attention");
+    let evs = d.events(Some(&run));
+    assert_eq!(of_type(&evs, "task.fix_added").len(), 2, "maxFixRounds 2");
+    assert!(of_type(&evs, "run.completed").is_empty());
+    d.ok("team.resume", json!({"runId": run}));
+    assert_eq!(d.wait(&run), "blocked", "{}", d.status(&run));
+    let evs = d.events(Some(&run));
+    assert_eq!(of_type(&evs, "task.fix_added").len(), 3, "one more round");
+    assert!(Daemon::task(&d.status(&run), "fix-3")["status"] == "completed");
+    // team.apply refuses a run whose judges did not pass, unless forced.
+    let e = d.err("team.apply", json!({"runId": run}));
+    assert!(
+        e["message"].as_str().unwrap().contains("did not pass"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_missing_verdict_gets_one_repair_then_needs_attention() {
+    let d = Daemon::start();
+    let run = d.run(
+        "judge it [fake:verdict=missing]",
+        json!({"agent": "verifier"}),
+    );
+    let status = d.wait(&run);
+    let st = d.status(&run);
+    // A one-agent run is no team: the agent judges only in a team's step.
+    assert_eq!(status, "completed", "{st}");
+
+    // In a team: missing → repair (still missing) → needs attention.
+    let run = d.run("judge it [fake:verdict=missing]", json!({"team": "review"}));
+    assert_eq!(d.wait(&run), "blocked", "{}", d.status(&run));
+    let evs = d.events(Some(&run));
+    let retried: Vec<&Value> = of_type(&evs, "task.retrying")
+        .into_iter()
+        .filter(|e| e["data"]["reason"] == "verdict_invalid")
+        .collect();
+    assert!(!retried.is_empty());
+    assert!(!of_type(&evs, "task.needs_attention").is_empty());
+
+    // malformed, then a readable verdict on the repair attempt: completes.
+    let run = d.run(
+        "judge it [fake:verdict=malformed][fake:verdict-repair=approve]",
+        json!({"team": "review"}),
+    );
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    assert_eq!(d.status(&run)["run"]["verdict"], "pass");
+}
+
+#[test]
+fn the_review_team_s_changes_requested_verdict_is_its_product() {
+    let d = Daemon::start();
+    repo(&d);
+    let run = d.run(
+        "review it [fake:verdict=request-changes]",
+        json!({"team": "review"}),
+    );
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    let st = d.status(&run);
+    assert_eq!(st["run"]["verdict"], "changes_requested");
+    assert_eq!(
+        Daemon::task(&st, "02_code-review")["verdict"]["verdict"],
+        "changes_requested"
+    );
+    let evs = d.events(Some(&run));
+    assert!(of_type(&evs, "task.fix_added").is_empty(), "no loop");
+    let summary = d.ok("team.summary", json!({"runId": run}));
+    let text = summary.to_string();
+    assert!(text.contains("changes_requested"), "{text}");
+}
+
+#[test]
+fn kill_9_right_after_a_fix_task_was_added_keeps_it_once() {
+    let mut d = Daemon::start();
+    repo(&d);
+    let run = d.run(&format!("{FIXABLE}[fake:sleep=300ms]"), json!({}));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        if !of_type(&d.events(Some(&run)), "task.fix_added").is_empty() {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no fix task");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    d.kill9();
+    d.restart();
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    let evs = d.events(Some(&run));
+    assert_eq!(of_type(&evs, "task.fix_added").len(), 1);
+    let st = d.status(&run);
+    let fixes = st["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["fixes"].is_string())
+        .count();
+    assert_eq!(fixes, 1);
+    assert_eq!(of_task(&evs, "task.completed", "fix-1").len(), 1);
+}
+
+/// An integration check that fails at the verify step starts the fix loop (the verifier is
+/// not retried with the failure); a per-task check runs on the tasks a fan-out step added.
+#[test]
+fn integration_checks_start_the_loop_and_task_checks_run_on_added_tasks() {
+    let mut d = Daemon::start_with(Opts::default());
+    repo(&d);
+    std::fs::write(
+        &d.config,
+        format!(
+            "[projects.\"{}\"]\nverify_commands = [\"test -f fixed.txt || (echo fixed.txt is missing; exit 1)\"]\n\
+             task_verify_commands = [\"echo task-check-ran\"]\n",
+            path_str(&d.work)
+        ),
+    )
+    .unwrap();
+    d.restart();
+    let run = d.run(
+        "make it work [fake:append=work.txt:x\\n][fake:fix-write=fixed.txt:ok]",
+        json!({"team": "fast-fix"}),
+    );
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    let evs = d.events(Some(&run));
+    let added = of_type(&evs, "task.fix_added");
+    assert_eq!(added.len(), 1, "the failed check went to a fixer");
+    assert!(added[0]["data"]["verdict"]["findings"][0]["detail"]
+        .as_str()
+        .unwrap()
+        .contains("fixed.txt is missing"));
+    assert!(of_type(&evs, "task.retrying")
+        .iter()
+        .all(|e| e["taskId"] != "03_verify"));
+    // The executor and the fix task ran the per-task check; the verifier did not.
+    for task in ["02_execute", "fix-1"] {
+        let done = of_task(&evs, "task.completed", task);
+        assert_eq!(
+            done.last().unwrap()["data"]["verification"][0]["command"],
+            "echo task-check-ran",
+            "{task}"
+        );
+    }
+}
+
+/// Every builtin team completes its ordinary path in a git repository on the fake runtime
+/// with the default config.
+#[test]
+fn every_builtin_team_completes_in_a_git_repository() {
+    let d = Daemon::start();
+    repo(&d);
+    let block = d.dir.path().join("block.json");
+    std::fs::write(
+        &block,
+        json!({"tasks": [
+            {"id": "one", "role": "executor", "title": "one", "task": "[fake:append=one.txt:1\\n]", "scope": ["one.txt"]},
+            {"id": "two", "role": "executor", "title": "two", "task": "[fake:append=two.txt:2\\n]", "scope": ["two.txt"]}
+        ]})
+        .to_string(),
+    )
+    .unwrap();
+    for team in [
+        "default",
+        "fast-fix",
+        "research",
+        "review",
+        "parallel-research",
+        "implement",
+    ] {
+        let goal = match team {
+            // Executors stay guarded: they change something.
+            "default" | "fast-fix" => "do it [fake:append=notes.txt:x\\n]".to_string(),
+            "implement" => format!("do it [fake:fanout={}]", path_str(&block)),
+            _ => "look into it".to_string(),
+        };
+        let run = d.run(&goal, json!({"team": team}));
+        assert_eq!(d.wait(&run), "completed", "{team}: {}", d.status(&run));
+    }
+}
