@@ -44,10 +44,10 @@ fn fail_fix_pass(workspace: &str) {
     assert_eq!(added.len(), 1, "one fix round");
     assert_eq!(added[0]["taskId"], "04_verify");
     assert_eq!(
-        added[0]["message"], "04_verify: fail, 1 finding → fix-1",
+        added[0]["message"], "04_verify: fail, 1 finding → _fix-04_verify-1",
         "the follow view's line"
     );
-    assert_eq!(added[0]["data"]["task"]["id"], "fix-1");
+    assert_eq!(added[0]["data"]["task"]["id"], "_fix-04_verify-1");
     assert_eq!(added[0]["data"]["task"]["role"], "executor");
     let judged = of_task(&evs, "task.completed", "04_verify");
     let verdicts: Vec<&Value> = judged
@@ -59,25 +59,25 @@ fn fail_fix_pass(workspace: &str) {
         judged[0]["data"]["verdict"]["findings"][0]["paths"],
         json!(["fixed.txt"])
     );
-    // fail → fix-1 → judge again → pass, in that order.
+    // fail → _fix-04_verify-1 → judge again → pass, in that order.
     let seq = |e: &Value| e["seq"].as_u64().unwrap();
-    let fix_done = of_task(&evs, "task.completed", "fix-1");
+    let fix_done = of_task(&evs, "task.completed", "_fix-04_verify-1");
     assert_eq!(fix_done.len(), 1);
     assert!(seq(judged[0]) < seq(added[0]) && seq(added[0]) < seq(fix_done[0]));
     assert!(seq(fix_done[0]) < seq(judged[1]));
     let st = d.status(&run);
     assert_eq!(st["run"]["verdict"], "pass");
-    let fix = Daemon::task(&st, "fix-1");
+    let fix = Daemon::task(&st, "_fix-04_verify-1");
     assert_eq!(fix["fixes"], "04_verify");
     assert_eq!(fix["dependsOn"], json!(["03_execute"]));
     assert_eq!(
         Daemon::task(&st, "04_verify")["dependsOn"],
-        json!(["03_execute", "fix-1"])
+        json!(["03_execute", "_fix-04_verify-1"])
     );
     // The fix task was told the findings.
     let prompt = d.ok(
         "team.artifact",
-        json!({"runId": run, "name": "prompts/fix-1.md"}),
+        json!({"runId": run, "name": "prompts/_fix-04_verify-1.md"}),
     );
     assert!(prompt["content"]
         .as_str()
@@ -140,7 +140,7 @@ fn spent_rounds_block_the_run_and_resume_grants_one_more() {
     assert_eq!(d.wait(&run), "blocked", "{}", d.status(&run));
     let evs = d.events(Some(&run));
     assert_eq!(of_type(&evs, "task.fix_added").len(), 3, "one more round");
-    assert!(Daemon::task(&d.status(&run), "fix-3")["status"] == "completed");
+    assert!(Daemon::task(&d.status(&run), "_fix-04_verify-3")["status"] == "completed");
     // team.apply refuses a run whose judges did not pass, unless forced.
     let e = d.err("team.apply", json!({"runId": run}));
     assert!(
@@ -229,7 +229,7 @@ fn kill_9_right_after_a_fix_task_was_added_keeps_it_once() {
         .filter(|t| t["fixes"].is_string())
         .count();
     assert_eq!(fixes, 1);
-    assert_eq!(of_task(&evs, "task.completed", "fix-1").len(), 1);
+    assert_eq!(of_task(&evs, "task.completed", "_fix-04_verify-1").len(), 1);
 }
 
 /// An integration check that fails at the verify step starts the fix loop (the verifier is
@@ -264,7 +264,7 @@ fn integration_checks_start_the_loop_and_task_checks_run_on_added_tasks() {
         .iter()
         .all(|e| e["taskId"] != "03_verify"));
     // The executor and the fix task ran the per-task check; the verifier did not.
-    for task in ["02_execute", "fix-1"] {
+    for task in ["02_execute", "_fix-03_verify-1"] {
         let done = of_task(&evs, "task.completed", task);
         assert_eq!(
             done.last().unwrap()["data"]["verification"][0]["command"],

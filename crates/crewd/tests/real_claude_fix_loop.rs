@@ -61,7 +61,10 @@ fn a_failing_verifier_is_fixed_on_the_real_claude_cli() {
 
     let stub = Stub::start(Wire::Anthropic, script);
     let Some(claude) = agent_bin("claude") else {
-        not_installed("a_failing_verifier_is_fixed_on_the_real_claude_cli", "claude");
+        not_installed(
+            "a_failing_verifier_is_fixed_on_the_real_claude_cli",
+            "claude",
+        );
     };
     let env = claude_env(&stub);
     let names: Vec<String> = env.iter().map(|(k, _)| format!("{k:?}")).collect();
@@ -96,7 +99,10 @@ fn a_failing_verifier_is_fixed_on_the_real_claude_cli() {
     let of = |kind: &str| -> Vec<&Value> { evs.iter().filter(|e| e["type"] == kind).collect() };
     let added = of("task.fix_added");
     assert_eq!(added.len(), 1, "one fix round");
-    assert_eq!(added[0]["message"], "04_verify: fail, 1 finding → fix-1");
+    assert_eq!(
+        added[0]["message"],
+        "04_verify: fail, 1 finding → _fix-04_verify-1"
+    );
     let verdicts: Vec<&Value> = of("task.completed")
         .into_iter()
         .filter(|e| e["taskId"] == "04_verify")

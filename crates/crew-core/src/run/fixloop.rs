@@ -14,10 +14,13 @@ use crate::verdict::{self, FixPlan, Verdict};
 use chrono::{DateTime, Utc};
 use std::sync::Arc;
 
-/// The id of the `n`th task crew adds to fix findings. The one place fix ids are made: crew's
-/// reserved id scheme (repository issue, item 10) replaces this body.
-pub fn fix_task_id(n: usize) -> String {
-    format!("fix-{n}")
+/// The id of the `n`th task crew adds to fix what the judge `of` found: `_fix-<of>-<n>`, in
+/// crew's reserved id scheme (`ids::reserved`), which no workflow, fan-out or bundle id meets.
+pub fn fix_task_id(of: &str, n: usize) -> String {
+    let n = u32::try_from(n).unwrap_or(u32::MAX);
+    crate::ids::reserved::task_id(crate::ids::reserved::TaskKind::Fix, of, n)
+        .as_str()
+        .to_string()
 }
 
 impl State {
@@ -250,13 +253,13 @@ fn fix_added(
         .count();
     let mut n = fixes_so_far + earlier + 1;
     // An id a fan-out block already took is passed over (bounded: each step passes one task).
-    let mut id = fix_task_id(n);
+    let mut id = fix_task_id(&t.plan.id, n);
     for _ in 0..=run.tasks.len() {
         if run.task_index(&id).is_none() {
             break;
         }
         n += 1;
-        id = fix_task_id(n);
+        id = fix_task_id(&t.plan.id, n);
     }
     let round = rounds_of(run, &t.plan.id) as u32 + 1;
     let task = fix_task(t, fix, &v, &id, round);

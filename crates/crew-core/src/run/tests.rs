@@ -2589,16 +2589,19 @@ fn a_failing_verdict_adds_a_fix_task_and_the_judge_runs_again() {
     );
     assert_eq!(
         evs[1].message.as_deref(),
-        Some("04_verify: fail, 1 finding → fix-1")
+        Some("04_verify: fail, 1 finding → _fix-04_verify-1")
     );
-    let fix = sim.st.runs["r"].task("fix-1").unwrap();
+    let fix = sim.st.runs["r"].task("_fix-04_verify-1").unwrap();
     assert_eq!(fix.plan.role, "executor");
     assert_eq!(fix.plan.depends_on.join(","), "03_execute");
     assert!(fix.plan.task_template.contains("add() is wrong"));
     assert!(fix.plan.task_template.contains("1+1 gave 3"));
     let verify = sim.task("r", "verify");
     assert_eq!(verify.status, TaskStatus::Queued);
-    assert_eq!(verify.plan.depends_on.join(","), "03_execute,fix-1");
+    assert_eq!(
+        verify.plan.depends_on.join(","),
+        "03_execute,_fix-04_verify-1"
+    );
     assert_eq!(
         verify.verdict().unwrap().verdict,
         crate::verdict::Outcome::Fail
@@ -2623,7 +2626,7 @@ fn spent_rounds_block_the_run_and_resume_grants_one_more() {
     for round in 1..=2 {
         sim.finish_answer("r", "04_verify", FAIL_ONE);
         assert_eq!(sim.dispatch(8), ["r/fix"]);
-        sim.finish_answer("r", &format!("fix-{round}"), "fixed");
+        sim.finish_answer("r", &format!("_fix-04_verify-{round}"), "fixed");
         assert_eq!(sim.dispatch(8), ["r/verify"]);
     }
     let evs = sim.finish_answer("r", "04_verify", FAIL_ONE);
@@ -2641,7 +2644,7 @@ fn spent_rounds_block_the_run_and_resume_grants_one_more() {
     let evs = sim.control("r", r).unwrap();
     assert_eq!(names(&evs), ["run.resumed", "task.fix_added verify"]);
     assert_eq!(sim.dispatch(8), ["r/fix"]);
-    sim.finish_answer("r", "fix-3", "fixed");
+    sim.finish_answer("r", "_fix-04_verify-3", "fixed");
     assert_eq!(sim.dispatch(8), ["r/verify"]);
     let evs = sim.finish_answer("r", "04_verify", FAIL_ONE);
     assert_eq!(names(&evs), ["task.needs_attention verify", "run.blocked"]);
@@ -2693,7 +2696,7 @@ fn a_failed_integration_check_on_a_judge_starts_the_loop() {
         ["task.completed verify", "task.fix_added verify"]
     );
     assert!(sim.st.runs["r"]
-        .task("fix-1")
+        .task("_fix-04_verify-1")
         .unwrap()
         .plan
         .task_template

@@ -262,7 +262,7 @@ impl Follow {
             return vec![expanded_note(e.task_id.as_deref(), &ids)];
         }
         // A judge's failing verdict added a fix task: it joins the list, the judge waits for
-        // it, and the round gets its own line ("04_verify: fail, 1 finding → fix-1").
+        // it, and the round gets its own line ("04_verify: fail, 1 finding → _fix-04_verify-1").
         if e.kind == "task.fix_added" {
             if let Some(added) = d.get("task") {
                 if let Some(id) = added.get("id").and_then(Value::as_str) {
@@ -1028,17 +1028,17 @@ mod tests {
             2,
             "task.fix_added",
             Some("02_execute"),
-            json!({"task": {"id": "fix-1", "role": "executor"}, "round": 1}),
+            json!({"task": {"id": "_fix-02_execute-1", "role": "executor"}, "round": 1}),
         );
-        added.message = Some("02_execute: fail, 1 finding → fix-1".into());
+        added.message = Some("02_execute: fail, 1 finding → _fix-02_execute-1".into());
         assert_eq!(
             f.apply(&added),
             vec![Change::Note {
                 tone: Tone::Warn,
-                text: "02_execute: fail, 1 finding → fix-1".into()
+                text: "02_execute: fail, 1 finding → _fix-02_execute-1".into()
             }]
         );
-        assert_eq!(f.tasks[2].id, "fix-1");
+        assert_eq!(f.tasks[2].id, "_fix-02_execute-1");
         assert_eq!(f.tasks[2].role, "executor");
         assert_eq!(
             f.tasks[1].status,
