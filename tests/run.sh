@@ -50,6 +50,22 @@ for cli in claude codex gemini opencode pi; do
   installed "$cli" || missing+=("$cli")
 done
 
+# The Slurm placement tests start a real two-node cluster (tests/slurm/start.sh): root and
+# Debian's Slurm packages with the JWT plugin. Without them (and no cluster named by
+# CREW_SLURM_ENV, as .ci/run starts one) they are left out and counted as skipped.
+SLURM_TESTS='package(crewd) & binary(=slurm)'
+slurm_ready() {
+  [ -n "${CREW_SLURM_ENV:-}" ] && return 0
+  [ "$(id -u)" = 0 ] || return 1
+  local c
+  for c in munged slurmctld slurmd slurmrestd sbatch scontrol; do
+    command -v "$c" > /dev/null 2>&1 || return 1
+  done
+  compgen -G '/usr/lib/*/slurm-wlm/auth_jwt.so' > /dev/null
+}
+slurm_missing=false
+slurm_ready || slurm_missing=true
+
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/crew-test.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
@@ -128,6 +144,7 @@ run_rust() {
   local filter="all()"
   local leave=()
   for cli in "${missing[@]}"; do leave+=("(${NEEDS[$cli]})"); done
+  [ "$slurm_missing" = false ] || leave+=("($SLURM_TESTS)")
   if [ ${#leave[@]} -gt 0 ]; then
     filter="not ($(IFS='|'; echo "${leave[*]}"))"
   fi
@@ -151,13 +168,23 @@ run_rust() {
   fi
 }
 
-# node --test with a TAP copy of its results to count; $1 names the suite.
+# node --test with a TAP copy of its results to count: `node_suite NAME DIR TIMEOUT_MS
+# [VAR=value]... -- FILE...`. Node's options go before the test files (after the first file
+# node takes every word for a file); a per-test timeout, so a test that waits forever fails
+# instead of holding the run.
 node_suite() {
-  local name=$1 dir=$2
-  shift 2
-  local tap="$tmp/$name.tap"
-  (cd "$dir" && "$@" --test-reporter=spec --test-reporter-destination=stdout \
-    --test-reporter=tap --test-reporter-destination="$tap")
+  local name=$1 dir=$2 timeout=$3
+  shift 3
+  local envs=()
+  while [ $# -gt 0 ] && [ "$1" != "--" ]; do
+    envs+=("$1")
+    shift
+  done
+  [ $# -gt 0 ] && shift
+  local tap="$tmp/${name//\//-}.tap"
+  (cd "$dir" && env "${envs[@]}" "$NODE" --test --test-timeout="$timeout" \
+    --test-reporter=spec --test-reporter-destination=stdout \
+    --test-reporter=tap --test-reporter-destination="$tap" "$@")
   local rc=$?
   if ! count_tap "$tap" 2> /dev/null; then
     failed=$((failed + 1))
@@ -166,18 +193,18 @@ node_suite() {
 }
 
 run_node() {
-  node_suite "tests/node" tests/node env CREWD_BIN="$TARGET_DIR/debug/crewd" \
-    "$NODE" --test schema.test.mjs client.test.mjs examples.test.mjs
-  node_suite "tests/mcp" tests/mcp env CREWD_BIN="$TARGET_DIR/debug/crewd" \
-    CREWCTL_BIN="$TARGET_DIR/debug/crewctl" "$NODE" --test mcp.test.mjs
-  node_suite "clients/pi" clients/pi env CREWD_BIN="$TARGET_DIR/debug/crewd" \
-    "$NODE" --test test/real-pi.test.mjs
+  node_suite "tests/node" tests/node 180000 CREWD_BIN="$TARGET_DIR/debug/crewd" \
+    -- schema.test.mjs client.test.mjs examples.test.mjs
+  node_suite "tests/mcp" tests/mcp 180000 CREWD_BIN="$TARGET_DIR/debug/crewd" \
+    CREWCTL_BIN="$TARGET_DIR/debug/crewctl" -- mcp.test.mjs
+  node_suite "clients/pi" clients/pi 180000 CREWD_BIN="$TARGET_DIR/debug/crewd" \
+    -- test/real-pi.test.mjs
 }
 
 run_ui() {
   check "tsc --checkJs of the dashboard" bash -c 'cd tests/ui && npx --no-install tsc -p tsconfig.json'
-  node_suite "tests/ui" tests/ui env CREWD_BIN="$TARGET_DIR/debug/crewd" \
-    CREWCTL_BIN="$TARGET_DIR/debug/crewctl" "$NODE" --test dashboard.test.mjs
+  node_suite "tests/ui" tests/ui 300000 CREWD_BIN="$TARGET_DIR/debug/crewd" \
+    CREWCTL_BIN="$TARGET_DIR/debug/crewctl" -- dashboard.test.mjs
 }
 
 run_build() {
@@ -201,6 +228,10 @@ for f in "${failures[@]}"; do echo "failed: $f"; done
 if [ ${#missing[@]} -gt 0 ]; then
   echo "skipped: the tests of ${missing[*]} (not installed); install the pinned CLIs with" \
     "\`make agents\` (bash tests/agents/setup.sh and tests/pi/setup.sh, ~1 GB), then \`make test\` runs them"
+fi
+if [ "$slurm_missing" = true ]; then
+  echo "skipped: the Slurm placement tests (no root, or Debian's slurmctld slurmd slurmrestd" \
+    "slurm-client munge slurm-wlm-jwt-plugin missing); .ci/run installs them, then \`make test\` runs them"
 fi
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ] && [ ${#failures[@]} -eq 0 ]

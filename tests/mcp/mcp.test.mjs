@@ -245,7 +245,7 @@ test('a one-agent worktree run: team_diff shows its change, team_apply brings it
   assert.ok(!existsSync(path.join(repo, 'hello.txt')), 'nothing applied before team_apply');
   const applied = await call('team_apply', { runId });
   assert.ok(!applied.isError, text(applied));
-  assert.match(text(applied), /Applied run \S+ into branch main \((fast-forward|merge)\): 1 file\(s\), \+1 -0/);
+  assert.match(text(applied), /Applied run \S+ into branch main of \S+ \((fast-forward|merge)\): 1 file\(s\), \+1 -0/);
   assert.equal(readFileSync(path.join(repo, 'hello.txt'), 'utf8'), 'hi from crew');
   // Refusals are tool errors with the API's message: a dirty tree.
   writeFileSync(path.join(repo, 'README'), 'changed\n');

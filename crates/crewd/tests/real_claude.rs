@@ -41,7 +41,7 @@ fn default_team_on_the_real_claude_cli() {
     let stub = Stub::start(Wire::Anthropic, move |e| {
         let role = role_of(e);
         if e.has_tool_result() {
-            Reply::Text(format!("STUB-REPLY-{} from the {role}, all done.", e.n))
+            Reply::Text(stub_answer(role, e.n))
         } else {
             Reply::Tool {
                 name: "Write".into(),

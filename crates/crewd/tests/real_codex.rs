@@ -73,7 +73,7 @@ fn default_team(test: &str, runtime_config: &str) {
     let stub = Stub::start(Wire::Responses, |e| {
         let role = role_of(e);
         if e.has_tool_result() {
-            Reply::Text(format!("STUB-REPLY-{} from the {role}, all done.", e.n))
+            Reply::Text(stub_answer(role, e.n))
         } else {
             Reply::Tool {
                 name: "exec_command".into(),

@@ -179,6 +179,13 @@ fn serve(conn: TcpStream, exchanges: &Mutex<Vec<Exchange>>) -> std::io::Result<(
         let mut all = exchanges.lock().unwrap();
         let n = all.len() as u64 + 1;
         let plain = format!("STUB-REPLY-{n} from the stub model, all done.");
+        // A judge's answer (crew_core::verdict::prompt_section asked for one) ends with a
+        // passing verdict block: a judge with no verdict would block the run.
+        let plain = if body.to_string().contains("## Output: your verdict") {
+            format!("{plain}\n\n```json\n{{\"verdict\": \"pass\", \"findings\": []}}\n```")
+        } else {
+            plain
+        };
         // A fan-out step's prompt (crew_core::fanout::prompt_section) gets a block of tasks.
         let reply = if body
             .to_string()

@@ -159,6 +159,18 @@ pub fn run_default_team_on(
     run_id
 }
 
+/// A role's final text from a stub model in the `default` team's tests. The verifier's starts
+/// with `PASS`, its verdict in the short form crew reads (`crew_core::verdict`): a judge with
+/// no verdict would block the run.
+pub fn stub_answer(role: &str, n: u64) -> String {
+    let text = format!("STUB-REPLY-{n} from the {role}, all done.");
+    if role == "verifier" {
+        format!("PASS: {text}")
+    } else {
+        text
+    }
+}
+
 /// A goal of 100,000 characters: far past what crew puts on argv.
 pub fn long_goal() -> String {
     let mut goal = String::from("Add a greeting to the README. Context follows. ");
