@@ -84,6 +84,19 @@ impl RetryPolicy {
 }
 
 impl State {
+    /// The run and task of `attempt` while it is the task's running attempt; `None` for a late
+    /// or repeated report (a stale attempt, a task that has moved on), which changes nothing.
+    pub(super) fn running_attempt(
+        &self,
+        run_id: &str,
+        task_id: &str,
+        attempt: u32,
+    ) -> Option<(&RunState, &TaskState)> {
+        let run = self.runs.get(run_id)?;
+        let t = run.task(task_id)?;
+        (t.status == TaskStatus::Running && t.attempts == attempt).then_some((run, t))
+    }
+
     fn active_run(&self, run_id: &str) -> Result<&super::RunState, CoreError> {
         self.runs
             .get(run_id)
@@ -511,15 +524,9 @@ impl State {
         retry: &RetryPolicy,
         jitter: f64,
     ) -> Vec<Pending> {
-        let Some(run) = self.runs.get(run_id) else {
+        let Some((run, t)) = self.running_attempt(run_id, task_id, attempt) else {
             return vec![];
         };
-        let Some(t) = run.task(task_id) else {
-            return vec![];
-        };
-        if t.status != TaskStatus::Running || t.attempts != attempt {
-            return vec![];
-        }
         let ev = |body| vec![Pending::task(run_id, task_id, body)];
         match result {
             AttemptResult::Completed {

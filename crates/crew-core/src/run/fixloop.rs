@@ -39,15 +39,9 @@ impl State {
         retry: &RetryPolicy,
         jitter: f64,
     ) -> Vec<Pending> {
-        let Some(run) = self.runs.get(run_id) else {
+        let Some((run, t)) = self.running_attempt(run_id, task_id, attempt) else {
             return vec![];
         };
-        let Some(t) = run.task(task_id) else {
-            return vec![];
-        };
-        if t.status != TaskStatus::Running || t.attempts != attempt {
-            return vec![];
-        }
         let ordinary =
             |result| self.finish_attempt(run_id, task_id, attempt, result, now, retry, jitter);
         match result {
