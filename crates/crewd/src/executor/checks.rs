@@ -321,9 +321,11 @@ pub async fn verify(
         };
         let passed = outcome.passed();
         if !passed {
-            failure = Some(format!(
-                "verification failed: `{command}` {ended}; the end of its output:\n{}",
-                outcome.tail.trim_end()
+            failure = Some(crew_core::checks::failure_message(
+                command,
+                &ended,
+                &outcome.tail,
+                &outcome.artifact,
             ));
         }
         outcomes.push(outcome);
