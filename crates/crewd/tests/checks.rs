@@ -325,7 +325,10 @@ fn a_failed_checks_summary_shows_the_failing_part_not_the_passing_tests() {
         "{error}"
     );
     assert!(summary.contains(&"  test case_81 ... FAILED"), "{error}");
-    assert!(summary.contains(&"  thread case_81 panicked at src/lib.rs:12:5:"), "{error}");
+    assert!(
+        summary.contains(&"  thread case_81 panicked at src/lib.rs:12:5:"),
+        "{error}"
+    );
     assert!(!summary.iter().any(|l| l.contains("... ok")), "{error}");
     assert_eq!(
         summary.last().copied(),
@@ -334,7 +337,10 @@ fn a_failed_checks_summary_shows_the_failing_part_not_the_passing_tests() {
     // The tail after the summary is there for the agent; the whole output in the artifact.
     assert!(error.contains("test case_80 ... ok"), "{error}");
     assert!(artifact(&d, &run, "verify/01_build.attempt-1.1.txt").contains("test case_1 ... ok"));
-    let reason = d.status(&run)["run"]["reason"].as_str().unwrap().to_string();
+    let reason = d.status(&run)["run"]["reason"]
+        .as_str()
+        .unwrap()
+        .to_string();
     assert!(reason.starts_with("task 01_build failed: verification failed: `sh check.sh`"));
 
     // crewctl, beside crewd: status (piped, so nothing is cut) shows the summary and none of
@@ -350,7 +356,10 @@ fn a_failed_checks_summary_shows_the_failing_part_not_the_passing_tests() {
         String::from_utf8_lossy(&o.stdout).into_owned()
     };
     let status = ctl(&["status", &run]);
-    assert!(status.contains("error: test failed, to rerun pass --lib"), "{status}");
+    assert!(
+        status.contains("error: test failed, to rerun pass --lib"),
+        "{status}"
+    );
     assert!(status.contains("test case_81 ... FAILED"), "{status}");
     assert!(!status.contains("... ok"), "{status}");
     let whole = ctl(&["cat", &run, "verify/01_build.attempt-1.1.txt"]);

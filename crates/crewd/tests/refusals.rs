@@ -112,7 +112,9 @@ fn team_plan_and_run_say_what_a_runtime_cannot_enforce() {
     assert_eq!(claude[0].0, "agent verifier");
     // In words that match what a verifier is for: it checks, it is not a writer.
     assert!(
-        claude[0].1.contains("runs commands to check the work but is not meant to edit")
+        claude[0]
+            .1
+            .contains("runs commands to check the work but is not meant to edit")
             && claude[0].1.contains("cannot keep Bash from changing files"),
         "{claude:?}"
     );
@@ -128,7 +130,10 @@ fn team_plan_and_run_say_what_a_runtime_cannot_enforce() {
         .filter(|g| g["message"].as_str().unwrap().contains("Bash"))
         .collect();
     assert_eq!(bash.len(), 1, "{bash:?}");
-    assert_eq!(bash[0]["field"], "agents reviewer, security-reviewer, verifier");
+    assert_eq!(
+        bash[0]["field"],
+        "agents reviewer, security-reviewer, verifier"
+    );
     // Codex always has a shell: the roles without bash get only the sandbox.
     let codex = gaps("codex");
     let agents: Vec<&str> = codex.iter().map(|(a, _)| a.as_str()).collect();

@@ -184,11 +184,20 @@ mod tests {
             "verification failed: `cargo test` exited with 101: error: test failed, to rerun pass `--lib`"
         );
         let head = summary(&m, 20);
-        assert!(head.iter().any(|l| l.contains("panicked at src/lib.rs:12")), "{head:?}");
-        assert!(head.iter().any(|l| l.contains("test result: FAILED")), "{head:?}");
+        assert!(
+            head.iter().any(|l| l.contains("panicked at src/lib.rs:12")),
+            "{head:?}"
+        );
+        assert!(
+            head.iter().any(|l| l.contains("test result: FAILED")),
+            "{head:?}"
+        );
         assert!(!head.iter().any(|l| l.contains("... ok")), "{head:?}");
         assert!(head.len() <= GIST_LINES + 2, "{head:?}");
-        assert_eq!(head.last().copied(), Some("its whole output: verify/01_build.attempt-1.1.txt"));
+        assert_eq!(
+            head.last().copied(),
+            Some("its whole output: verify/01_build.attempt-1.1.txt")
+        );
         // The tail follows for the next attempt, and its end (the failure) is kept.
         assert!(m.contains("\n\nthe end of its output:\n"), "{m}");
         assert!(m.trim_end().ends_with("to rerun pass `--lib`"), "{m}");
@@ -209,7 +218,10 @@ mod tests {
 
         // No marker at all: the last lines stand in.
         let m = failure_message("./check", "exited with 3", "one\ntwo\nthree\n", "a.txt");
-        assert_eq!(m.lines().next(), Some("verification failed: `./check` exited with 3: three"));
+        assert_eq!(
+            m.lines().next(),
+            Some("verification failed: `./check` exited with 3: three")
+        );
         let m = failure_message("./check", "exited with 3", "", "a.txt");
         assert_eq!(
             m,

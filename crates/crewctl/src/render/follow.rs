@@ -1163,7 +1163,9 @@ mod tests {
         let v = view(100);
         let mut s = crate::render::runs::tests::status_fixture();
         s.run.status = RunStatus::Failed;
-        let passing: String = (1..=80).map(|i| format!("test case_{i} ... ok\n")).collect();
+        let passing: String = (1..=80)
+            .map(|i| format!("test case_{i} ... ok\n"))
+            .collect();
         let error = format!(
             "verification failed: `cargo test` exited with 101: error: test failed\n  \
              test case_81 ... FAILED\n  error: test failed\n\
@@ -1191,7 +1193,9 @@ mod tests {
             "{out}"
         );
         assert!(
-            out.contains("whole output: crewctl cat 3f9a1c2e00001111 verify/02_plan.attempt-1.1.txt"),
+            out.contains(
+                "whole output: crewctl cat 3f9a1c2e00001111 verify/02_plan.attempt-1.1.txt"
+            ),
             "{out}"
         );
     }

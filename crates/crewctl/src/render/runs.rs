@@ -170,7 +170,10 @@ fn run_header(view: &View, r: &RunView) -> String {
         // after it: `crewctl status`'s task table and `logs` carry the rest.
         let summary = super::follow::reason_summary(reason);
         let mut lines = summary.iter();
-        field("reason", view.p(tone, lines.next().copied().unwrap_or_default()));
+        field(
+            "reason",
+            view.p(tone, lines.next().copied().unwrap_or_default()),
+        );
         for l in lines {
             field("", view.p(tone, *l));
         }
@@ -376,7 +379,13 @@ fn task_table(view: &View, tasks: &[TaskView], approval_pending: bool) -> String
         let (mark, tone) = marks::task(task.status);
         let mut lines = super::follow::reason_summary(e).into_iter();
         let first = lines.next().unwrap_or_default();
-        let _ = writeln!(out, "{} {}: {}", view.p(tone, mark), task.id, cut(first, 1000));
+        let _ = writeln!(
+            out,
+            "{} {}: {}",
+            view.p(tone, mark),
+            task.id,
+            cut(first, 1000)
+        );
         for l in lines {
             let _ = writeln!(out, "  {}", cut(l, 1000));
         }
@@ -606,13 +615,19 @@ fn fan_out_steps(view: &View, tasks: &[crew_api::types::PlannedTaskView]) -> Str
         let wait = if after.is_empty() {
             String::new()
         } else {
-            format!("; {} wait{} for them", after.join(", "), if after.len() == 1 { "s" } else { "" })
+            format!(
+                "; {} wait{} for them",
+                after.join(", "),
+                if after.len() == 1 { "s" } else { "" }
+            )
         };
         let text = format!(
             "{} is a fan-out step: its answer adds up to {max} tasks to the run{wait}",
             t.id
         );
-        let room = view.width.map_or(usize::MAX, |w| usize::from(w).saturating_sub(2));
+        let room = view
+            .width
+            .map_or(usize::MAX, |w| usize::from(w).saturating_sub(2));
         let _ = writeln!(
             out,
             "{} {}",
