@@ -742,8 +742,8 @@ pub fn hints(s: &StatusResult) -> Vec<String> {
         ));
     } else if let Some(t) = first(TaskStatus::NeedsAttention) {
         v.push(format!(
-            "{} needs attention: crewctl logs {id} {}; then crewctl retry {id} {}",
-            t.id, t.id, t.id
+            "{} needs attention: crewctl status {id} · crewctl logs {id} {}; then crewctl resume {id}",
+            t.id, t.id
         ));
     }
     v
