@@ -341,6 +341,17 @@ impl Repo {
         }
     }
 
+    /// The best common ancestor of `a` and `b`; `None` when they share no history.
+    pub async fn merge_base(&self, a: &str, b: &str) -> Result<Option<String>, GitError> {
+        let args = ["merge-base", a, b];
+        let out = self.raw(&args, &[]).await?;
+        match out.code {
+            Some(0) => parse::oid(&args, &out.stdout).map(Some),
+            Some(1) => Ok(None),
+            _ => check(&args, out).map(|_| None),
+        }
+    }
+
     /// One commit holding all of `commits`, made without a work tree (`merge-tree
     /// --write-tree`): the only commit when there is one, a fast-forward when one contains the
     /// others, else merge commits folded left to right. A conflict names its paths and the

@@ -580,9 +580,7 @@ async fn start_commit(
             return Ok(Ok(tip));
         }
         conflict::Tip::Lacks { tip, missing } => {
-            return attention(conflict::lacks_message(
-                &ws.run_id, branch, &tip, &missing,
-            ));
+            return attention(conflict::lacks_message(&ws.run_id, branch, &tip, &missing));
         }
         conflict::Tip::Merge => {}
     }
@@ -605,6 +603,7 @@ async fn start_commit(
         } => {
             // The branch holds what merged so far, for the user to finish the merge on.
             conflict::leave_for_user(repo, &bref, &cref, &merged_so_far).await?;
+            let sides = conflict::sides(repo, &inputs, &with, &merged_so_far, &paths).await;
             let reason = conflict::manual_message(
                 &ws.repo,
                 &ws.run_id,
@@ -615,7 +614,7 @@ async fn start_commit(
                 &conflict::Stopped {
                     with: &with,
                     paths: &paths,
-                    touched_by: &[],
+                    touched_by: &sides,
                 },
             );
             attention(reason)

@@ -26,16 +26,23 @@ fn repo(d: &Daemon) -> &Path {
 /// same line, `03_notes` another file, so merging the join's inputs stops at the second of
 /// three.
 fn three_into_one(d: &Daemon) {
-    let steps: [(&str, &[&str], &str); 4] = [
+    team(d, true)
+}
+
+/// `01_left`, `02_right` and `03_notes`, then (with `join`) `04_join` needing all three.
+fn team(d: &Daemon, join: bool) {
+    let mut steps: Vec<(&str, &[&str], &str)> = vec![
         ("left", &[], "[fake:write=a.txt:one\\nLEFT\\nthree\\n]"),
         ("right", &[], "[fake:write=a.txt:one\\nRIGHT\\nthree\\n]"),
         ("notes", &[], "[fake:write=notes.txt:notes\\n]"),
-        (
+    ];
+    if join {
+        steps.push((
             "join",
             &["left", "right", "notes"],
             "[fake:cat=a.txt][fake:write=joined.txt:joined\\n]",
-        ),
-    ];
+        ));
+    }
     let mut roles = String::new();
     let mut wf = "---\nname: clash\n---\n\n".to_string();
     for (id, deps, task) in steps {
@@ -153,7 +160,8 @@ fn the_manual_way_followed_literally_completes_with_the_users_commit() {
     let message = blocked_message(&d, &run);
     // Every input named, and how far the merge got: it stopped at the second of three.
     assert!(
-        message.contains("merged 01_left; merging 02_right into that conflicts")
+        message.starts_with("conflict in a.txt (01_left × 02_right)")
+            && message.contains("merged 01_left; merging 02_right into that conflicts")
             && message.contains("not merged yet: 03_notes")
             && message.contains("a.txt"),
         "{message}"
@@ -172,7 +180,10 @@ fn the_manual_way_followed_literally_completes_with_the_users_commit() {
     // The user's checkout never left its branch.
     assert_eq!(git(w, &["rev-parse", "--abbrev-ref", "HEAD"]), "main");
     assert_eq!(git(w, &["rev-parse", "HEAD"]), head_before);
-    assert!(!worktree.exists(), "the message's commands remove the worktree");
+    assert!(
+        !worktree.exists(),
+        "the message's commands remove the worktree"
+    );
     let branch = format!("crew/tasks/{run}/04_join");
     let resolved = branch_tip(w, &branch);
     resume(&d, &resume_cmd);
@@ -184,14 +195,25 @@ fn the_manual_way_followed_literally_completes_with_the_users_commit() {
     assert_eq!(join["start"], resolved.as_str(), "{st}");
     let result = commit_of(&d, &run, "04_join");
     git(w, &["merge-base", "--is-ancestor", &resolved, &result]);
-    git(w, &["merge-base", "--is-ancestor", &resolved, &branch_tip(w, &branch)]);
+    git(
+        w,
+        &[
+            "merge-base",
+            "--is-ancestor",
+            &resolved,
+            &branch_tip(w, &branch),
+        ],
+    );
     let integrated = st["workspace"]["integrated"]["commit"].as_str().unwrap();
     git(w, &["merge-base", "--is-ancestor", &resolved, integrated]);
     assert_eq!(
         git(w, &["show", &format!("{integrated}:a.txt")]),
         "one\nLEFT\nRIGHT\nthree"
     );
-    assert_eq!(git(w, &["show", &format!("{integrated}:notes.txt")]), "notes");
+    assert_eq!(
+        git(w, &["show", &format!("{integrated}:notes.txt")]),
+        "notes"
+    );
 }
 
 #[test]
@@ -212,7 +234,11 @@ fn a_resolution_lacking_an_input_is_refused_naming_it_and_the_branch_is_untouche
         refused.contains("lacks the result of 03_notes") && !refused.contains("01_left"),
         "{refused}"
     );
-    assert_eq!(branch_tip(w, &branch), users, "the branch is as the user left it");
+    assert_eq!(
+        branch_tip(w, &branch),
+        users,
+        "the branch is as the user left it"
+    );
 
     // Following the refusal's commands (in a worktree again) completes the run.
     let wt = d.work.parent().unwrap().join("again");
@@ -223,7 +249,10 @@ fn a_resolution_lacking_an_input_is_refused_naming_it_and_the_branch_is_untouche
     resume(&d, &resume_cmd);
     assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
     let st = d.status(&run);
-    assert_eq!(st["workspace"]["tasks"]["04_join"]["start"], finished.as_str());
+    assert_eq!(
+        st["workspace"]["tasks"]["04_join"]["start"],
+        finished.as_str()
+    );
     git(w, &["merge-base", "--is-ancestor", &users, &finished]);
 }
 
@@ -263,4 +292,56 @@ fn a_resolution_still_checked_out_is_named_not_broken() {
     resume(&d, &resume_cmd);
     assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
     let _: Value = d.status(&run);
+}
+
+#[test]
+fn an_integration_resolution_lacking_a_result_is_refused_and_one_holding_all_is_taken() {
+    let d = Daemon::start();
+    let w = repo(&d);
+    team(&d, false);
+    let run = start(&d);
+    assert_eq!(d.wait(&run), "blocked", "{}", d.status(&run));
+    let message = d.status(&run)["run"]["reason"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        message.starts_with("conflict in a.txt (01_left × 02_right)")
+            && message.contains("not merged yet: 03_notes")
+            && message.contains(&format!(
+                "worktree add {}-resolve-{run} crew/{run}",
+                path_str(w)
+            )),
+        "{message}"
+    );
+    let notes = commit_of(&d, &run, "03_notes");
+    let (resume_cmd, _) = follow(w, &message, std::slice::from_ref(&notes));
+    let branch = format!("crew/{run}");
+    let users = branch_tip(w, &branch);
+    resume(&d, &resume_cmd);
+    assert_eq!(d.wait(&run), "blocked", "{}", d.status(&run));
+    let refused = d.status(&run)["run"]["reason"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        refused.contains("lacks the result of 03_notes"),
+        "{refused}"
+    );
+    assert_eq!(
+        branch_tip(w, &branch),
+        users,
+        "the branch is as the user left it"
+    );
+
+    let wt = d.work.parent().unwrap().join("again");
+    git(w, &["worktree", "add", "-q", path_str(&wt), &branch]);
+    let (resume_cmd, _) = follow_in(&wt, &refused);
+    git(w, &["worktree", "remove", path_str(&wt)]);
+    let finished = branch_tip(w, &branch);
+    resume(&d, &resume_cmd);
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    let st = d.status(&run);
+    assert_eq!(st["workspace"]["integrated"]["commit"], finished.as_str());
+    assert_eq!(branch_tip(w, &branch), finished, "never moved");
 }

@@ -105,6 +105,35 @@ pub async fn leave_for_user(
     repo.update_ref(cref, merged_so_far).await
 }
 
+/// The inputs that changed a conflicting path since they parted from the one the merge stopped
+/// at (`with` is one of them by definition): the sides of the conflict, for its headline.
+pub async fn sides(
+    repo: &Repo,
+    inputs: &[Input],
+    with: &str,
+    merged_so_far: &str,
+    paths: &[String],
+) -> Vec<String> {
+    let Ok(Some(base)) = repo.merge_base(merged_so_far, with).await else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for i in inputs {
+        if i.commit == with {
+            out.push(i.task.clone());
+            break;
+        }
+        let touched = repo
+            .changed_paths(&base, &i.commit)
+            .await
+            .unwrap_or_default();
+        if touched.iter().any(|p| paths.contains(p)) {
+            out.push(i.task.clone());
+        }
+    }
+    out
+}
+
 /// Where the message suggests the user's own worktree: beside the repository, named for the
 /// branch's task, so it is never inside crew's state or the user's checkout.
 pub fn worktree_path(repo: &str, what: &str) -> String {
@@ -147,8 +176,8 @@ pub fn manual_message(
         String::new()
     };
     let mut m = format!(
-        "the results of {what} conflict in {}{by}: merged {}; merging {conflicting} into that \
-         conflicts",
+        "conflict in {}{by} between the results of {what}: merged {}; merging {conflicting} \
+         into that conflicts",
         stopped.paths.join(", "),
         if merged.is_empty() {
             "nothing yet".to_string()
@@ -195,7 +224,10 @@ pub fn lacks_message(run_id: &str, branch: &str, tip: &str, missing: &[Input]) -
             .join(", ")
     );
     for i in missing {
-        m.push_str(&format!("  git merge --no-edit {}   # {}\n", i.commit, i.task));
+        m.push_str(&format!(
+            "  git merge --no-edit {}   # {}\n",
+            i.commit, i.task
+        ));
     }
     m.push_str(&format!("then: crewctl resume {run_id}"));
     m
@@ -240,10 +272,14 @@ mod tests {
             &Stopped {
                 with: &inputs[1].commit,
                 paths: &paths,
-                touched_by: &[],
+                touched_by: &["dot-case".into(), "path-case".into()],
             },
         );
-        assert!(m.contains("in src/lib.rs: merged dot-case; merging path-case"), "{m}");
+        assert!(
+            m.starts_with("conflict in src/lib.rs (dot-case × path-case) between"),
+            "{m}"
+        );
+        assert!(m.contains(": merged dot-case; merging path-case"), "{m}");
         assert!(m.contains("not merged yet: changelog"), "{m}");
         assert!(
             m.contains(
@@ -264,8 +300,14 @@ mod tests {
     fn a_refusal_names_what_the_resolution_lacks() {
         let inputs = three();
         let m = lacks_message("r-1", "crew/r-1", &"a".repeat(40), &inputs[2..]);
-        assert!(m.contains("lacks the result of changelog (222222222222)"), "{m}");
-        assert!(m.contains(&format!("git merge --no-edit {}", inputs[2].commit)), "{m}");
+        assert!(
+            m.contains("lacks the result of changelog (222222222222)"),
+            "{m}"
+        );
+        assert!(
+            m.contains(&format!("git merge --no-edit {}", inputs[2].commit)),
+            "{m}"
+        );
         assert!(m.contains("left as you made it"), "{m}");
     }
 }
