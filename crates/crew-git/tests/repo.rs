@@ -159,3 +159,29 @@ async fn failures_carry_gits_message_and_timeouts_kill() {
     let e = slow.repo(d.path()).diffstat("a", "b").await.unwrap_err();
     assert!(matches!(e, crew_git::GitError::Timeout { .. }), "{e}");
 }
+
+#[tokio::test]
+async fn conflict_markers_are_found_in_a_commit_and_equals_lines_alone_are_not() {
+    let d = repo();
+    let w = d.path();
+    std::fs::write(
+        w.join("a.txt"),
+        "one\n<<<<<<< HEAD\nleft\n=======\nright\n>>>>>>> other\nthree\n",
+    )
+    .unwrap();
+    std::fs::write(w.join("doc.md"), "Title\n=======\n\ntext\n").unwrap();
+    std::fs::write(w.join("c.txt"), "clean\n").unwrap();
+    sh(w, &["add", "-A"]);
+    sh(w, &["commit", "-qm", "markers"]);
+    let head = sh(w, &["rev-parse", "HEAD"]);
+    let repo = Git::default().repo(w);
+    let paths: Vec<String> = ["a.txt", "doc.md", "c.txt"].map(String::from).to_vec();
+    let found = repo.conflict_markers(&head, &paths).await.unwrap();
+    assert_eq!(found, ["a.txt:2", "a.txt:6"]);
+    let clean: Vec<String> = ["doc.md", "c.txt"].map(String::from).to_vec();
+    assert!(repo
+        .conflict_markers(&head, &clean)
+        .await
+        .unwrap()
+        .is_empty());
+}

@@ -582,6 +582,9 @@ async fn start_commit(
         conflict::Tip::Lacks { tip, missing } => {
             return attention(conflict::lacks_message(&ws.run_id, branch, &tip, &missing));
         }
+        conflict::Tip::Markers { tip, found } => {
+            return attention(conflict::markers_message(&ws.run_id, branch, &tip, &found));
+        }
         conflict::Tip::Merge => {}
     }
     let message = format!(
@@ -892,6 +895,9 @@ pub async fn integrate(
         }
         conflict::Tip::Lacks { tip, missing } => {
             return Err(conflict::lacks_message(run_id, &branch, &tip, &missing));
+        }
+        conflict::Tip::Markers { tip, found } => {
+            return Err(conflict::markers_message(run_id, &branch, &tip, &found));
         }
         conflict::Tip::Merge => {
             let message = format!(

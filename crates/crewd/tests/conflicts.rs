@@ -345,3 +345,31 @@ fn an_integration_resolution_lacking_a_result_is_refused_and_one_holding_all_is_
     assert_eq!(st["workspace"]["integrated"]["commit"], finished.as_str());
     assert_eq!(branch_tip(w, &branch), finished, "never moved");
 }
+
+#[test]
+fn a_resolution_with_conflict_markers_left_is_refused() {
+    let d = Daemon::start();
+    let w = repo(&d);
+    three_into_one(&d);
+    let run = start(&d);
+    let message = blocked_message(&d, &run);
+    let branch = format!("crew/tasks/{run}/04_join");
+    let wt = d.work.parent().unwrap().join("careless");
+    git(w, &["worktree", "add", "-q", path_str(&wt), &branch]);
+    let right = commit_of(&d, &run, "02_right");
+    let notes = commit_of(&d, &run, "03_notes");
+    assert!(!git_may_fail(&wt, &["merge".into(), "--no-edit".into(), right]));
+    // Committed as git left it, markers and all.
+    git(&wt, &["commit", "-qam", "resolved?"]);
+    git(&wt, &["merge", "-q", "--no-edit", &notes]);
+    git(w, &["worktree", "remove", path_str(&wt)]);
+    let users = branch_tip(w, &branch);
+    let (resume_cmd, _) = (commands(&message).pop().unwrap(), ());
+    resume(&d, &resume_cmd);
+    let refused = blocked_message(&d, &run);
+    assert!(
+        refused.contains("still has conflict markers at a.txt:2"),
+        "{refused}"
+    );
+    assert_eq!(branch_tip(w, &branch), users);
+}

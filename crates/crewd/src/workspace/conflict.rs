@@ -55,6 +55,8 @@ pub enum Tip {
     Take(String),
     /// The user moved the branch, but it lacks these inputs: refused, the branch untouched.
     Lacks { tip: String, missing: Vec<Input> },
+    /// The user's resolution still has conflict markers (`path:line`): refused, untouched.
+    Markers { tip: String, found: Vec<String> },
     /// Nothing of the user's there: merge (again).
     Merge,
 }
@@ -78,6 +80,15 @@ pub async fn read_tip(
     for i in inputs {
         if !repo.is_ancestor(&i.commit, &tip).await? {
             missing.push(i.clone());
+        }
+    }
+    if missing.is_empty() && users {
+        // The files the resolution changed from where crew left the merge hold the conflicts.
+        let left = left.unwrap_or_default();
+        let paths = repo.changed_paths(&left, &tip).await?;
+        let found = repo.conflict_markers(&tip, &paths).await?;
+        if !found.is_empty() {
+            return Ok(Tip::Markers { tip, found });
         }
     }
     if missing.is_empty() && (take_any || inputs.len() > 1 || users) {
@@ -231,6 +242,16 @@ pub fn lacks_message(run_id: &str, branch: &str, tip: &str, missing: &[Input]) -
     }
     m.push_str(&format!("then: crewctl resume {run_id}"));
     m
+}
+
+/// A resolution that still has conflict markers, refused.
+pub fn markers_message(run_id: &str, branch: &str, tip: &str, found: &[String]) -> String {
+    format!(
+        "the resolution on {branch} ({}) still has conflict markers at {}; it was not taken and \
+         the branch is left as you made it. Fix those lines, commit, then: crewctl resume {run_id}",
+        short(tip),
+        found.join(", ")
+    )
 }
 
 /// The branch is checked out in a worktree (the user's, left after resolving): crew's task
