@@ -23,6 +23,7 @@ mod refs;
 mod worktrees;
 
 pub use checkout::{Identity, InProgress};
+pub use markers::Marked;
 pub use refs::LastMove;
 pub use worktrees::admin_dir;
 

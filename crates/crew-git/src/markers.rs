@@ -1,8 +1,19 @@
-//! Conflict markers left in a commit: a resolution (the user's, or later an agent's) that still
-//! has `<<<<<<< ` or `>>>>>>> ` lines in a file is not one. `=======` alone is left out: it is
-//! an ordinary line in Markdown and reStructuredText headings.
+//! Conflict markers in commits. `conflict_markers` finds them: a resolution (the user's, or an
+//! agent's) that still has `<<<<<<< ` or `>>>>>>> ` lines in a file is not one (`=======`
+//! alone is left out: it is an ordinary line in Markdown and reStructuredText headings).
+//! `merge_with_markers` makes them: one commit holding every input, each conflict left in its
+//! files, the start a resolver works from.
 
-use crate::{check, GitError, Repo};
+use crate::{check, parse, GitError, Repo};
+
+/// A merge of several commits with its conflicts left in the files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Marked {
+    /// Has every input as an ancestor.
+    pub commit: String,
+    /// Each merge step that conflicted: the commit merged in, and the paths.
+    pub conflicts: Vec<(String, Vec<String>)>,
+}
 
 /// At most this many marker lines are reported (enough to say where; a file full of them is
 /// not listed whole).
@@ -11,6 +22,72 @@ const REPORTED: usize = 20;
 const CHUNK: usize = 500;
 
 impl Repo {
+    /// [`Repo::merge_all`], except that a conflict does not stop it: the merged tree, markers
+    /// and all (`merge-tree --write-tree` writes them into the conflicted files), is committed
+    /// with both parents and the next input merged onto it.
+    pub async fn merge_with_markers(
+        &self,
+        commits: &[String],
+        message: &str,
+    ) -> Result<Marked, GitError> {
+        let Some((first, rest)) = commits.split_first() else {
+            return Err(GitError::Parse {
+                args: "merge-tree".into(),
+                what: "nothing to merge".into(),
+            });
+        };
+        let mut acc = first.clone();
+        let mut conflicts = Vec::new();
+        for next in rest {
+            if self.is_ancestor(next, &acc).await? {
+                continue;
+            }
+            if self.is_ancestor(&acc, next).await? {
+                acc = next.clone();
+                continue;
+            }
+            let args = [
+                "merge-tree",
+                "--write-tree",
+                "--name-only",
+                "-z",
+                "--no-messages",
+                acc.as_str(),
+                next.as_str(),
+            ];
+            let out = self.raw(&args, &[]).await?;
+            match out.code {
+                Some(0) => {}
+                Some(1) => conflicts.push((next.clone(), parse::conflict_paths(&out.stdout))),
+                _ => {
+                    check(&args, out)?;
+                    continue;
+                }
+            }
+            let tree = parse::first_z_oid(&args, &out.stdout)?;
+            acc = self
+                .oid(
+                    &[
+                        "commit-tree",
+                        "--no-gpg-sign",
+                        &tree,
+                        "-p",
+                        &acc,
+                        "-p",
+                        next,
+                        "-m",
+                        message,
+                    ],
+                    &[],
+                )
+                .await?;
+        }
+        Ok(Marked {
+            commit: acc,
+            conflicts,
+        })
+    }
+
     /// `path:line` of conflict-marker lines in `commit`'s versions of `paths` (text files only),
     /// up to [`REPORTED`]; empty when there are none.
     pub async fn conflict_markers(

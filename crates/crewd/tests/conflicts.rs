@@ -358,7 +358,10 @@ fn a_resolution_with_conflict_markers_left_is_refused() {
     git(w, &["worktree", "add", "-q", path_str(&wt), &branch]);
     let right = commit_of(&d, &run, "02_right");
     let notes = commit_of(&d, &run, "03_notes");
-    assert!(!git_may_fail(&wt, &["merge".into(), "--no-edit".into(), right]));
+    assert!(!git_may_fail(
+        &wt,
+        &["merge".into(), "--no-edit".into(), right]
+    ));
     // Committed as git left it, markers and all.
     git(&wt, &["commit", "-qam", "resolved?"]);
     git(&wt, &["merge", "-q", "--no-edit", &notes]);
