@@ -674,6 +674,24 @@ impl Repo {
             .collect())
     }
 
+    /// Point refs at commits (`Some`) or delete them (`None`) in one transaction: all of them
+    /// change or none does, so a crash between two related refs cannot leave one moved.
+    pub async fn update_refs(&self, changes: &[(String, Option<String>)]) -> Result<(), GitError> {
+        if changes.is_empty() {
+            return Ok(());
+        }
+        let mut script = String::new();
+        for (name, to) in changes {
+            match to {
+                Some(c) => script.push_str(&format!("update {name} {c}\n")),
+                None => script.push_str(&format!("delete {name}\n")),
+            }
+        }
+        let args = ["update-ref", "--stdin"];
+        let out = self.raw_in(&args, &[], Some(script.into_bytes())).await?;
+        check(&args, out).map(|_| ())
+    }
+
     /// Delete refs by full name (missing ones are no error).
     pub async fn delete_refs(&self, names: &[String]) -> Result<(), GitError> {
         if names.is_empty() {

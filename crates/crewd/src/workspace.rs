@@ -575,8 +575,7 @@ async fn start_commit(
             if repo.checked_out_branches().await?.contains(&bref) {
                 return attention(conflict::checked_out_message(&ws.run_id, branch));
             }
-            repo.update_ref(&sref, &tip).await?;
-            conflict::settled(repo, &cref).await?;
+            conflict::settled(repo, &sref, &tip, &cref).await?;
             return Ok(Ok(tip));
         }
         conflict::Tip::Lacks { tip, missing } => {
@@ -595,8 +594,7 @@ async fn start_commit(
     );
     match repo.merge_all(&ws.inputs, &message).await? {
         MergeOutcome::Clean(s) => {
-            repo.update_ref(&sref, &s).await?;
-            conflict::settled(repo, &cref).await?;
+            conflict::settled(repo, &sref, &s, &cref).await?;
             Ok(Ok(s))
         }
         MergeOutcome::Conflict {
@@ -890,7 +888,9 @@ pub async fn integrate(
         .map_err(e)?;
     let commit = match tip {
         conflict::Tip::Take(t) => {
-            conflict::settled(&repo, &cref).await.map_err(e)?;
+            conflict::settled(&repo, &bref, &t, &cref)
+                .await
+                .map_err(e)?;
             t
         }
         conflict::Tip::Lacks { tip, missing } => {
@@ -910,8 +910,9 @@ pub async fn integrate(
             );
             match repo.merge_all(&commits, &message).await.map_err(e)? {
                 MergeOutcome::Clean(c) => {
-                    repo.update_ref(&bref, &c).await.map_err(e)?;
-                    conflict::settled(&repo, &cref).await.map_err(e)?;
+                    conflict::settled(&repo, &bref, &c, &cref)
+                        .await
+                        .map_err(e)?;
                     c
                 }
                 MergeOutcome::Conflict {

@@ -100,20 +100,31 @@ pub async fn read_tip(
     Ok(Tip::Merge)
 }
 
-/// The merge went through (or the user's resolution was taken): the conflict is over.
-pub async fn settled(repo: &Repo, cref: &str) -> Result<(), GitError> {
-    repo.delete_refs(&[cref.to_string()]).await
+/// The conflict is over: `start` (a task's start ref, or the run's branch) moves to `commit`
+/// and the conflict ref goes, in one transaction (a crash between the two would leave a stale
+/// mark, and a later tip of crew's own taken for the user's).
+pub async fn settled(repo: &Repo, start: &str, commit: &str, cref: &str) -> Result<(), GitError> {
+    repo.update_refs(&[
+        (start.to_string(), Some(commit.to_string())),
+        (cref.to_string(), None),
+    ])
+    .await
 }
 
-/// The merge stopped: the branch and the conflict ref both hold what merged so far.
+/// The merge stopped: the branch and the conflict ref both hold what merged so far, set in one
+/// transaction (a mark without its branch, or the reverse, would make crew's own commit look
+/// like the user's).
 pub async fn leave_for_user(
     repo: &Repo,
     bref: &str,
     cref: &str,
     merged_so_far: &str,
 ) -> Result<(), GitError> {
-    repo.update_ref(bref, merged_so_far).await?;
-    repo.update_ref(cref, merged_so_far).await
+    repo.update_refs(&[
+        (bref.to_string(), Some(merged_so_far.to_string())),
+        (cref.to_string(), Some(merged_so_far.to_string())),
+    ])
+    .await
 }
 
 /// The inputs that changed a conflicting path since they parted from the one the merge stopped
