@@ -123,7 +123,9 @@ fn follow(w: &Path, message: &str, skip: &[String]) -> (Vec<String>, PathBuf) {
         match args.as_slice() {
             ["cd", to] => {
                 cwd = PathBuf::from(to);
-                worktree = cwd.clone();
+                if worktree.as_os_str().is_empty() {
+                    worktree = cwd.clone();
+                }
             }
             ["crewctl", "resume", _] => return (c, worktree),
             ["git", "merge", .., commit] if skip.iter().any(|s| s == commit) => {}

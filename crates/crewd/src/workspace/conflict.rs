@@ -226,8 +226,9 @@ pub fn manual_message(
             i.commit, i.task
         ));
     }
+    // Out of the worktree before it goes, so the shell is not left in a removed directory.
     m.push_str(&format!(
-        "  git -C {repo} worktree remove {wt}\nthen: crewctl resume {run_id}"
+        "  cd {repo}\n  git worktree remove {wt}\nthen: crewctl resume {run_id}"
     ));
     m
 }
