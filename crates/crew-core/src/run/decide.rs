@@ -512,6 +512,52 @@ impl State {
         })
     }
 
+    /// A remote attempt's job is about to be submitted: `None` (nothing to journal, nothing to
+    /// submit) unless `attempt` is the task's running attempt and has no job yet.
+    pub fn worker_submitting(
+        &self,
+        run_id: &str,
+        task_id: &str,
+        attempt: u32,
+        job_name: String,
+        staging: String,
+        token: String,
+    ) -> Option<Pending> {
+        let t = self.runs.get(run_id)?.task(task_id)?;
+        (t.status == TaskStatus::Running && t.attempts == attempt && t.job().is_none()).then(|| {
+            Pending::task(
+                run_id,
+                task_id,
+                EventBody::WorkerSubmitting {
+                    attempt,
+                    job_name,
+                    staging,
+                    token,
+                },
+            )
+        })
+    }
+
+    /// The running attempt's job was submitted as `job_id`: `None` unless its intent is the
+    /// task's current one and names no job yet.
+    pub fn worker_submitted(
+        &self,
+        run_id: &str,
+        task_id: &str,
+        attempt: u32,
+        job_id: u64,
+    ) -> Option<Pending> {
+        let t = self.runs.get(run_id)?.task(task_id)?;
+        let job = t.job()?;
+        (t.status == TaskStatus::Running && t.attempts == attempt && job.id.is_none()).then(|| {
+            Pending::task(
+                run_id,
+                task_id,
+                EventBody::WorkerSubmitted { attempt, job_id },
+            )
+        })
+    }
+
     /// A worker attempt ended. Stale results (a cancelled task, an older attempt) are dropped.
     #[allow(clippy::too_many_arguments)]
     pub fn finish_attempt(
