@@ -114,6 +114,11 @@ impl Cluster {
 
     /// A daemon whose `fake-slurm` runtime runs the fake agent on the cluster.
     fn daemon(&self, extra: &str) -> Daemon {
+        self.daemon_env(extra, vec![])
+    }
+
+    /// `daemon`, started with `env` added to its environment (not on restarts).
+    fn daemon_env(&self, extra: &str, env: Vec<(String, String)>) -> Daemon {
         // Under the cluster's directory: it goes with the cluster.
         let under = Path::new(self.get("CREW_SLURM_DIR")).join("staging");
         std::fs::create_dir_all(&under).unwrap();
@@ -136,10 +141,7 @@ impl Cluster {
             part = self.get("CREW_SLURM_PARTITION"),
             fake = fake.display().to_string(),
         );
-        Daemon::start_with(Opts {
-            config,
-            env: vec![],
-        })
+        Daemon::start_with(Opts { config, env })
     }
 }
 
@@ -318,6 +320,65 @@ fn kill_9_while_jobs_run_reattaches_without_submitting_twice() {
         json!([]),
         "{recovered:?}"
     );
+}
+
+/// crewd dies by SIGKILL (a fault point) the instant after Slurm took the job and before the
+/// job's id is journaled: the journal holds only the intent (`worker.submitting`). After a
+/// restart the job is found by its name and followed: Slurm has exactly one job for the
+/// attempt, the task finishes in its first attempt and nothing is requeued.
+#[test]
+fn a_crewd_killed_between_submit_and_journaling_the_id_finds_the_job_by_name() {
+    let c = cluster("a_crewd_killed_between_submit_and_journaling_the_id_finds_the_job_by_name");
+    let mut d = c.daemon_env(
+        "",
+        vec![("CREW_TEST_FAULT".into(), "slurm-submitted:kill".into())],
+    );
+    repo(&d);
+    common::one_step_team(
+        &d,
+        "one",
+        "Work. [fake:write=one.txt:one][fake:sleep=2s]",
+        "executor",
+    );
+    let run = d.run(
+        "write one",
+        json!({"team": "one", "workspace": "worktree", "runtime": "fake-slurm"}),
+    );
+    let status = d.child.as_mut().unwrap().wait().unwrap();
+    d.child = None;
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.signal(), Some(9), "crewd was to die at the fault");
+    let during = job_counts(&c, &run);
+    assert_eq!(during.len(), 1, "the job was submitted: {during:?}");
+    d.spawn(&[]);
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+
+    let counts = job_counts(&c, &run);
+    assert_eq!(counts, during, "one job for the attempt, never a second");
+    assert!(counts.keys().all(|n| n.ends_with("-1")), "{counts:?}");
+    let evs = d.events(Some(&run));
+    let of = |t: &str| evs.iter().filter(|e| e["type"] == t).count();
+    assert_eq!(
+        (
+            of("worker.submitting"),
+            of("worker.submitted"),
+            of("task.started")
+        ),
+        (1, 1, 1),
+        "the intent before the kill, the id after the restart"
+    );
+    let recovered: Vec<Value> = d
+        .events(None)
+        .into_iter()
+        .filter(|e| e["type"] == "daemon.recovered")
+        .collect();
+    assert_eq!(
+        recovered[0]["data"]["requeuedTasks"],
+        json!([]),
+        "{recovered:?}"
+    );
+    let merged = git(&d.work, &["ls-tree", "--name-only", &format!("crew/{run}")]);
+    assert!(merged.lines().any(|l| l == "one.txt"), "{merged}");
 }
 
 /// Processes whose command line or working directory names `needle`.

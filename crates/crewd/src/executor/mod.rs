@@ -96,6 +96,7 @@ pub(crate) fn render_prompt(spec: &AttemptSpec, pre_step: Option<&str>) -> std::
 pub async fn run_attempt(
     shared: Arc<Shared>,
     port: Arc<dyn Port>,
+    ledger: Arc<dyn crate::placement::JobLedger>,
     spec: AttemptSpec,
     mut ctl: mpsc::UnboundedReceiver<WorkerCtl>,
 ) {
@@ -124,7 +125,7 @@ pub async fn run_attempt(
                             crate::placement::Placement::Slurm => {
                                 let start = prepared.start.clone();
                                 crate::placement::slurm::attempt(
-                                    &shared, &port, &spec, &start, &mut ctl,
+                                    &shared, &port, &ledger, &spec, &start, &mut ctl,
                                 )
                                 .await
                             }

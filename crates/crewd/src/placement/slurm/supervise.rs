@@ -2,10 +2,11 @@
 
 use super::client::{Client, JobRequest, SlurmError};
 use super::state::{phase, Phase};
-use super::submission::{self, Submission};
 use super::SlurmConfig;
 use crate::attempt::{AttemptSpec, Port, WorkerCtl};
+use crate::placement::{JobLedger, LedgerError};
 use crate::shared::Shared;
+use crew_core::run::RemoteJob;
 use crew_core::run::{ArtifactRef, AttemptResult};
 use crew_core::stream::{self, LaunchSpec, StreamParser, WorkerEvent};
 use crew_core::usage::Usage;
@@ -45,6 +46,7 @@ fn failed(
 pub async fn attempt(
     shared: &Arc<Shared>,
     port: &Arc<dyn Port>,
+    ledger: &Arc<dyn JobLedger>,
     spec: &AttemptSpec,
     start: &str,
     ctl: &mut mpsc::UnboundedReceiver<WorkerCtl>,
@@ -66,19 +68,43 @@ pub async fn attempt(
         Ok(s) => s,
         Err(e) => return failed(artifacts, e, true, "staging"),
     };
-    let job_id =
-        match submit_or_attach(&client, &cfg, spec, &staged.token, &staged.staging.dir).await {
-            Ok(id) => id,
-            Err(e) => {
-                let retryable = e.is_transient();
-                return failed(
-                    artifacts,
-                    format!("cannot submit the Slurm job: {e}"),
-                    retryable,
-                    "slurm_submit",
-                );
-            }
-        };
+    let job_id = match submit_or_attach(
+        &client,
+        &cfg,
+        ledger,
+        spec,
+        &staged.token,
+        &staged.staging.dir,
+    )
+    .await
+    {
+        Ok(id) => id,
+        Err(SubmitError::Slurm(e)) => {
+            let retryable = e.is_transient();
+            return failed(
+                artifacts,
+                format!("cannot submit the Slurm job: {e}"),
+                retryable,
+                "slurm_submit",
+            );
+        }
+        Err(SubmitError::Ledger(LedgerError::Refused)) => {
+            return failed(
+                artifacts,
+                "the attempt ended before its Slurm job was submitted".into(),
+                false,
+                "cancelled",
+            )
+        }
+        Err(SubmitError::Ledger(LedgerError::Storage(e))) => {
+            return failed(
+                artifacts,
+                format!("cannot journal the Slurm job: {e}"),
+                true,
+                "storage",
+            )
+        }
+    };
     tracing::info!(job_id, staging = %staged.staging.dir.display(), "Slurm job submitted");
     let mut result = follow(
         shared,
@@ -127,12 +153,15 @@ async fn stage(
     start: &str,
     artifacts: &mut Vec<ArtifactRef>,
 ) -> Result<Staged, String> {
-    let staging = Staging::new(
-        cfg.staging_dir
+    let earlier = spec.job.as_ref();
+    // Where the journal says, on re-attach (the config's directory may have changed since).
+    let staging = Staging::new(match earlier {
+        Some(j) => PathBuf::from(&j.staging),
+        None => cfg
+            .staging_dir
             .join(&spec.run_id)
             .join(format!("{}.attempt-{}", spec.task_id, spec.attempt)),
-    );
-    let earlier = submission::read(&spec.run_dir, &spec.task_id, spec.attempt);
+    });
     let prompt = {
         let spec_prompt = blocking(|| crate::executor::render_prompt(spec, None))
             .map_err(|e| format!("cannot render the prompt: {e}"))?;
@@ -172,8 +201,8 @@ async fn stage(
     let launch = stream::build_launch(spec.runtime.adapter, &launch_spec);
     let mut parser = stream::attempt_parser(spec.runtime.adapter, &launch_spec, None);
     let first = parser.live_start(&prompt);
-    let token = match &earlier {
-        Some(s) => s.token.clone(),
+    let token = match earlier {
+        Some(j) => j.token.clone(),
         None => format!("{:032x}", rand::random::<u128>()),
     };
     let record = Launch {
@@ -211,7 +240,8 @@ async fn stage(
     blocking(move || -> Result<(), String> {
         let e = |what: &str, err: &dyn std::fmt::Display| format!("{what}: {err}");
         if fresh {
-            // A directory of an attempt that never got submitted: start it over.
+            // A directory of an attempt whose job was never journaled, so never submitted
+            // (the intent comes first): start it over.
             let _ = std::fs::remove_dir_all(&dir.dir);
         }
         dir.create()
@@ -260,51 +290,59 @@ fn bundle(worktree: &str, out: &Path) -> std::io::Result<()> {
     std::fs::rename(tmp, out)
 }
 
-/// The job for this attempt: the recorded one, else one of its name (a crewd killed between
-/// submit and recording the id), else a new submission recorded before and after.
+/// Why an attempt got no job.
+enum SubmitError {
+    Slurm(SlurmError),
+    Ledger(LedgerError),
+}
+
+impl From<SlurmError> for SubmitError {
+    fn from(e: SlurmError) -> Self {
+        SubmitError::Slurm(e)
+    }
+}
+
+/// The job for this attempt: the journaled one; else, when the journal holds only the intent
+/// (a daemon killed between submitting and journaling the id), the one of its name; else a new
+/// submission, its intent durable before it and its id journaled after.
 async fn submit_or_attach(
     client: &Client,
     cfg: &SlurmConfig,
+    ledger: &Arc<dyn JobLedger>,
     spec: &AttemptSpec,
     token: &str,
     staging: &Path,
-) -> Result<u64, SlurmError> {
+) -> Result<u64, SubmitError> {
     let name = super::job_name(&spec.run_id, &spec.task_id, spec.attempt);
-    let io = |e: std::io::Error| SlurmError::Answer {
-        path: "submission record".into(),
-        message: e.to_string(),
-    };
-    let earlier = submission::read(&spec.run_dir, &spec.task_id, spec.attempt);
-    if let Some(s) = &earlier {
-        if let Some(id) = s.job_id {
+    let key = spec.key();
+    match &spec.job {
+        Some(RemoteJob { id: Some(id), .. }) => {
             tracing::info!(job_id = id, "re-attached to the attempt's Slurm job");
-            return Ok(id);
+            return Ok(*id);
         }
-        if let Some(j) = client
-            .jobs_named(&name)
-            .await?
-            .into_iter()
-            .max_by_key(|j| j.job_id)
-        {
-            tracing::info!(job_id = j.job_id, "found the attempt's Slurm job by name");
-            let record = Submission {
-                job_id: Some(j.job_id),
-                ..s.clone()
+        Some(_) => {
+            let found = client.jobs_named(&name).await?;
+            if let Some(j) = found.into_iter().max_by_key(|j| j.job_id) {
+                tracing::info!(job_id = j.job_id, "found the attempt's Slurm job by name");
+                record_id(client, ledger, &key, j.job_id).await?;
+                return Ok(j.job_id);
+            }
+            // The intent is journaled and Slurm has no job of its name: never submitted.
+        }
+        None => {
+            let intent = RemoteJob {
+                attempt: spec.attempt,
+                name: name.clone(),
+                staging: staging.display().to_string(),
+                token: token.to_string(),
+                id: None,
             };
-            blocking(|| submission::write(&spec.run_dir, &spec.task_id, spec.attempt, &record))
-                .map_err(io)?;
-            return Ok(j.job_id);
+            ledger
+                .submitting(&key, intent)
+                .await
+                .map_err(SubmitError::Ledger)?;
         }
     }
-    // Intent first: from here on a crash leaves a record recovery looks the name up by.
-    let mut record = Submission {
-        token: token.to_string(),
-        job_name: name.clone(),
-        staging: staging.to_path_buf(),
-        job_id: None,
-    };
-    blocking(|| submission::write(&spec.run_dir, &spec.task_id, spec.attempt, &record))
-        .map_err(io)?;
     let worker = cfg.worker.clone().unwrap_or_else(worker_path);
     let dir = staging.display().to_string();
     let req = JobRequest {
@@ -323,12 +361,37 @@ async fn submit_or_attach(
             .chain([("CREW_STAGING".to_string(), dir.clone())])
             .collect(),
     };
-    crate::executor::fault::hit("slurm-submit").map_err(io)?;
+    let fault =
+        |e: std::io::Error| SubmitError::Ledger(LedgerError::Storage(format!("injected: {e}")));
+    crate::executor::fault::hit("slurm-submit").map_err(fault)?;
     let id = client.submit(&req).await?;
-    record.job_id = Some(id);
-    blocking(|| submission::write(&spec.run_dir, &spec.task_id, spec.attempt, &record))
-        .map_err(io)?;
+    // Tests kill the daemon here: submitted, the id not journaled.
+    crate::executor::fault::hit("slurm-submitted").map_err(fault)?;
+    record_id(client, ledger, &key, id).await?;
     Ok(id)
+}
+
+/// Journal the job's id. A refusal means the attempt ended meanwhile (cancelled): its job
+/// goes too. A journal that cannot write keeps the event in memory; the job is followed.
+async fn record_id(
+    client: &Client,
+    ledger: &Arc<dyn JobLedger>,
+    key: &crate::attempt::AttemptKey,
+    id: u64,
+) -> Result<(), SubmitError> {
+    match ledger.submitted(key, id).await {
+        Ok(()) => Ok(()),
+        Err(LedgerError::Refused) => {
+            if let Err(e) = client.cancel(id).await {
+                tracing::warn!(error = %e, job_id = id, "cannot cancel the Slurm job of an ended attempt");
+            }
+            Err(SubmitError::Ledger(LedgerError::Refused))
+        }
+        Err(LedgerError::Storage(e)) => {
+            tracing::warn!(error = %e, job_id = id, "the Slurm job's id is not durable yet");
+            Ok(())
+        }
+    }
 }
 
 fn sh_quote(s: &str) -> String {
@@ -484,6 +547,12 @@ async fn follow(
             port.progress(&spec.key(), out.parser.usage(), out.tool.clone());
         }
         match client.job(job_id).await {
+            // Slurm forgets an ended job after `MinJobAge` (300 s by default): a job followed
+            // again after a long outage may be gone though its worker finished. Its final
+            // record, with this attempt's token, says so.
+            Ok(None) if matches!(crew_staging::read_final(&staging, &token), Ok(Some(_))) => {
+                break Phase::Ended;
+            }
             Ok(job) => {
                 unreachable_since = None;
                 match phase(job.as_ref()) {
