@@ -119,6 +119,7 @@ impl Cluster {
 
     /// `daemon`, started with `env` added to its environment (not on restarts).
     fn daemon_env(&self, extra: &str, env: Vec<(String, String)>) -> Daemon {
+        build_worker();
         // Under the cluster's directory: it goes with the cluster.
         let under = Path::new(self.get("CREW_SLURM_DIR")).join("staging");
         std::fs::create_dir_all(&under).unwrap();
@@ -143,6 +144,19 @@ impl Cluster {
         );
         Daemon::start_with(Opts { config, env })
     }
+}
+
+/// `crew-worker`, which the jobs run from next to crewd: built now, so a test never runs
+/// an older one left in the target directory.
+fn build_worker() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let status = Command::new(env!("CARGO"))
+            .args(["build", "-p", "crew-worker"])
+            .status()
+            .unwrap();
+        assert!(status.success(), "cargo build -p crew-worker failed");
+    });
 }
 
 fn repo(d: &Daemon) {

@@ -7,8 +7,10 @@ use super::{not_found, CoreError, State};
 use crate::usage::Usage;
 use chrono::{DateTime, Duration, Utc};
 
-/// How a worker attempt ended, as the executor saw it.
-#[derive(Debug, Clone, PartialEq)]
+/// How a worker attempt ended, as the executor saw it. Serializable: a remote worker hands
+/// it back in its final record (`crew_staging::Final`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
 pub enum AttemptResult {
     Completed {
         usage: Usage,

@@ -470,7 +470,7 @@ fn worker_box(
 }
 
 /// What the worker process needs, from the task's spec and the daemon's config.
-fn worker_spec(
+pub(crate) fn worker_spec(
     cfg: &crate::config::Config,
     spec: &AttemptSpec,
     prompt: &str,
