@@ -5,113 +5,23 @@
 //! filter and `make test` (tests/run.sh) leave this binary out and count it as skipped.
 
 mod common;
+#[path = "support/slurm.rs"]
+mod slurm_cluster;
 
 use common::{git, path_str, Daemon, Opts};
 use serde_json::{json, Value};
+use slurm_cluster::{cluster, Cluster};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-/// A running test cluster: its env file's settings, and whether this test started it.
-struct Cluster {
-    env: BTreeMap<String, String>,
-    owned: Option<tempfile::TempDir>,
+/// Daemons whose `fake-slurm` runtime runs the fake agent on the cluster.
+trait FakeDaemon {
+    fn daemon(&self, extra: &str) -> Daemon;
+    fn daemon_env(&self, extra: &str, env: Vec<(String, String)>) -> Daemon;
 }
 
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        if let Some(dir) = &self.owned {
-            let _ = Command::new("bash")
-                .arg(repo_root().join("tests/slurm/stop.sh"))
-                .arg(dir.path())
-                .status();
-        }
-    }
-}
-
-fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn read_env(path: &Path) -> BTreeMap<String, String> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| {
-            let (k, v) = l.split_once('=')?;
-            Some((k.to_string(), v.trim_matches('\'').to_string()))
-        })
-        .collect()
-}
-
-/// The cluster: the one `CREW_SLURM_ENV` names, else one started for this test.
-fn cluster(test: &str) -> Cluster {
-    if let Some(env) = std::env::var_os("CREW_SLURM_ENV") {
-        let env = read_env(Path::new(&env));
-        assert!(
-            env.contains_key("CREW_SLURM_URL"),
-            "CREW_SLURM_ENV names no cluster's env file"
-        );
-        return Cluster { env, owned: None };
-    }
-    let dir = tempfile::Builder::new()
-        .prefix("crew-slurm")
-        .tempdir()
-        .unwrap();
-    let out = Command::new("bash")
-        .arg(repo_root().join("tests/slurm/start.sh"))
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    if !out.status.success() {
-        let why = String::from_utf8_lossy(&out.stderr).trim().to_string();
-        let _ = Command::new("bash")
-            .arg(repo_root().join("tests/slurm/stop.sh"))
-            .arg(dir.path())
-            .status();
-        // Never a silent pass: `make test` (tests/run.sh) and nextest's default filter leave
-        // this binary out where Slurm is not installed and count it as skipped.
-        panic!("{test}: the Slurm test cluster did not start: {why}");
-    }
-    let env = read_env(&dir.path().join("env"));
-    Cluster {
-        env,
-        owned: Some(dir),
-    }
-}
-
-impl Cluster {
-    fn get(&self, k: &str) -> &str {
-        self.env.get(k).map(String::as_str).unwrap_or("")
-    }
-
-    /// A Slurm client command (squeue, scancel, scontrol) against this cluster.
-    fn cmd(&self, program: &str, args: &[&str]) -> String {
-        let out = Command::new(program)
-            .args(args)
-            .env("SLURM_CONF", self.get("SLURM_CONF"))
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    /// Every job of this run as (name, state, node list), from `squeue` (all states).
-    fn jobs_of(&self, run: &str) -> Vec<(String, String, String)> {
-        self.cmd("squeue", &["-h", "-t", "all", "-o", "%j|%T|%N"])
-            .lines()
-            .filter_map(|l| {
-                let mut p = l.split('|');
-                Some((
-                    p.next()?.to_string(),
-                    p.next()?.to_string(),
-                    p.next()?.to_string(),
-                ))
-            })
-            .filter(|(n, _, _)| n.starts_with(&format!("crew-{run}-")))
-            .collect()
-    }
-
+impl FakeDaemon for Cluster {
     /// A daemon whose `fake-slurm` runtime runs the fake agent on the cluster.
     fn daemon(&self, extra: &str) -> Daemon {
         self.daemon_env(extra, vec![])
@@ -119,44 +29,15 @@ impl Cluster {
 
     /// `daemon`, started with `env` added to its environment (not on restarts).
     fn daemon_env(&self, extra: &str, env: Vec<(String, String)>) -> Daemon {
-        build_worker();
-        // Under the cluster's directory: it goes with the cluster.
-        let under = Path::new(self.get("CREW_SLURM_DIR")).join("staging");
-        std::fs::create_dir_all(&under).unwrap();
-        let staging = tempfile::Builder::new()
-            .prefix("crew-staging")
-            .tempdir_in(&under)
-            .unwrap()
-            .keep();
         let fake = common::crewd_bin().with_file_name("crew-fake-agent");
         let config = format!(
-            "max_attempts = 2\n{extra}\n\
-             [slurm]\nurl = {url:?}\napi_version = {api:?}\ntoken_command = {tok:?}\n\
-             staging_dir = {staging:?}\nmax_workers = 32\npoll_ms = 200\npartition = {part:?}\n\
-             cpus_per_task = 1\nmemory_mb = 100\ntime_limit_minutes = 5\n\
+            "max_attempts = 2\n{extra}\n{slurm}\
              [runtimes.fake-slurm]\nadapter = \"pi\"\ncommand = [{fake:?}]\nrpc = false\nplacement = \"slurm\"\n",
-            url = self.get("CREW_SLURM_URL"),
-            api = self.get("CREW_SLURM_API"),
-            tok = self.get("CREW_SLURM_TOKEN_CMD"),
-            staging = staging.display().to_string(),
-            part = self.get("CREW_SLURM_PARTITION"),
+            slurm = self.slurm_config(),
             fake = fake.display().to_string(),
         );
         Daemon::start_with(Opts { config, env })
     }
-}
-
-/// `crew-worker`, which the jobs run from next to crewd: built now, so a test never runs
-/// an older one left in the target directory.
-fn build_worker() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        let status = Command::new(env!("CARGO"))
-            .args(["build", "-p", "crew-worker"])
-            .status()
-            .unwrap();
-        assert!(status.success(), "cargo build -p crew-worker failed");
-    });
 }
 
 fn repo(d: &Daemon) {

@@ -549,14 +549,16 @@ async fn follow(
     }
     let fin = match fin {
         Ok(Some(f)) => f,
-        Ok(None) => return fail(
-            format!(
+        Ok(None) => {
+            return fail(
+                format!(
                 "the Slurm job {job_id} ended without the worker's final record (see {}/job.out)",
                 staging.dir.display()
             ),
-            true,
-            "worker",
-        ),
+                true,
+                "worker",
+            )
+        }
         // Not this attempt's worker: refused, and nothing of it is taken.
         Err(e) => return fail(e, true, "stale_token"),
     };
