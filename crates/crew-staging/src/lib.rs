@@ -5,7 +5,7 @@
 //!
 //! | file | written by | what |
 //! |---|---|---|
-//! | `launch.json` | crewd | [`Launch`]: the attempt's token, the start commit, whether to commit |
+//! | `launch.json` | crewd | [`Launch`]: the attempt's token, the start commit, whether to commit, the task's verification commands |
 //! | `worker.json` | crewd | the attempt as `crew_attempt::WorkerSpec` (adapter, prompt, limits, ...): the node builds the agent's argv from it exactly as crewd does for a local attempt |
 //! | `env.json` | crewd (0600) | the worker's filtered environment, API keys included: never in the job's script or environment, which the scheduler stores and shows |
 //! | `input.bundle` | crewd | the start commit as a git bundle (its `HEAD`) |
@@ -68,6 +68,21 @@ pub struct Launch {
     pub commit: bool,
     /// The commit message of the result.
     pub message: String,
+    /// The task's verification commands, run in the checkout after a completed attempt and
+    /// before its commit, as a local attempt's are.
+    #[serde(default)]
+    pub checks: Checks,
+}
+
+/// The task's verification as the node runs it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Checks {
+    pub commands: Vec<String>,
+    pub timeout_ms: u64,
+    pub grace_ms: u64,
+    /// Output kept per command (its end).
+    pub output_bytes: u64,
 }
 
 /// A message from crewd to the running attempt.
@@ -304,6 +319,7 @@ mod tests {
             start: "abc".into(),
             commit: true,
             message: "m".into(),
+            checks: Checks::default(),
         };
         write_json(&s.launch(), &launch, 0o600).unwrap();
         assert_eq!(read_launch(&s).unwrap(), Some(launch.clone()));

@@ -131,7 +131,7 @@ fn run(staging: &Staging, launch: &Launch, mut spec: WorkerSpec) -> Result<Final
             .enable_all()
             .build()
             .context("start the runtime")?;
-        let (result, terminated) = rt.block_on(attempt(staging, &spec));
+        let (result, terminated) = rt.block_on(attempt(staging, &spec, &launch.checks));
         let commit = match &result {
             AttemptResult::Completed { .. } | AttemptResult::NeedsAttention { .. }
                 if launch.commit =>
@@ -172,9 +172,14 @@ impl crew_attempt::spawn::Launcher for Untagged {
     }
 }
 
-/// The attempt through `crew_attempt::run`, fed steer messages from `ctl/` and stopped by
+/// The attempt through `crew_attempt::run`, then the task's checks (`crew_attempt::verify`,
+/// as crewd runs them after a local attempt), fed steer messages from `ctl/` and stopped by
 /// SIGTERM. (result, whether SIGTERM came).
-async fn attempt(staging: &Staging, spec: &WorkerSpec) -> (AttemptResult, bool) {
+async fn attempt(
+    staging: &Staging,
+    spec: &WorkerSpec,
+    checks: &crew_staging::Checks,
+) -> (AttemptResult, bool) {
     let port: Arc<dyn Port> = Arc::new(notes::Notes::open(&staging.notes()));
     let (tx, mut rx) = mpsc::unbounded_channel();
     let terminated = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -203,6 +208,32 @@ async fn attempt(staging: &Staging, spec: &WorkerSpec) -> (AttemptResult, bool) 
     // No CLI session on a node: a remote agent cannot ask (README says so).
     let session = || Ok(Default::default());
     let result = crew_attempt::run(spec, session, &Untagged, &port, &mut rx, &mut artifacts).await;
+    let result = match result {
+        AttemptResult::Completed { .. } if !checks.commands.is_empty() => {
+            let limits = crew_attempt::verify::Limits {
+                timeout: std::time::Duration::from_millis(checks.timeout_ms),
+                grace: std::time::Duration::from_millis(checks.grace_ms),
+                output_bytes: usize::try_from(checks.output_bytes).unwrap_or(usize::MAX),
+            };
+            let env = crew_attempt::env::worker_env(&spec.env_passthrough, &[]);
+            let launcher = || -> Result<Box<dyn crew_attempt::spawn::Launcher>, String> {
+                Ok(Box::new(Untagged))
+            };
+            let checked = crew_attempt::verify::run_all(
+                &checks.commands,
+                Path::new(&spec.cwd),
+                &env,
+                &limits,
+                &launcher,
+                &mut rx,
+                &spec.run_dir,
+                &spec.key,
+            )
+            .await;
+            crew_attempt::verify::settle(result, checked)
+        }
+        other => other,
+    };
     ctl.abort();
     term.abort();
     (result, terminated.load(std::sync::atomic::Ordering::SeqCst))

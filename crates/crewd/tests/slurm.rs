@@ -276,6 +276,52 @@ fn a_crewd_killed_between_submit_and_journaling_the_id_finds_the_job_by_name() {
     assert!(merged.lines().any(|l| l == "one.txt"), "{merged}");
 }
 
+/// The task's checks run on the node, in the worker's checkout, before it commits: a check
+/// that passes only there (its working directory is the node's scratch checkout, never
+/// crewd's worktree) passes, and its record comes back with the result.
+#[test]
+fn the_tasks_checks_run_on_the_node() {
+    let c = cluster("the_tasks_checks_run_on_the_node");
+    let mut d = c.daemon("");
+    let check = "pwd | grep crew-worker-";
+    let cfg = std::fs::read_to_string(&d.config).unwrap()
+        + &format!(
+            "[projects.{:?}]\ntask_verify_commands = [{check:?}]\n",
+            path_str(&d.work)
+        );
+    std::fs::write(&d.config, cfg).unwrap();
+    d.restart();
+    repo(&d);
+    common::one_step_team(&d, "one", "Work. [fake:write=one.txt:one]", "executor");
+    let run = d.run(
+        "write one",
+        json!({"team": "one", "workspace": "worktree", "runtime": "fake-slurm"}),
+    );
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    let evs = d.events(Some(&run));
+    let done = evs.iter().find(|e| e["type"] == "task.completed").unwrap();
+    let v = &done["data"]["verification"];
+    assert_eq!(v[0]["command"], check, "{done}");
+    assert_eq!(v[0]["exitCode"], 0, "{done}");
+    assert!(
+        v[0]["tail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("crew-worker-"),
+        "{done}"
+    );
+    let output = d.ok(
+        "team.artifact",
+        json!({"runId": run, "name": "verify/01_only.attempt-1.1.txt"}),
+    )["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(output.contains("$ pwd | grep crew-worker-"), "{output}");
+    let merged = git(&d.work, &["ls-tree", "--name-only", &format!("crew/{run}")]);
+    assert!(merged.lines().any(|l| l == "one.txt"), "{merged}");
+}
+
 /// Processes whose command line or working directory names `needle`.
 fn processes_naming(needle: &str) -> Vec<String> {
     let mut found = Vec::new();

@@ -186,6 +186,14 @@ async fn stage(
         start: start.to_string(),
         commit: spec.plan.writes,
         message: format!("crew: {} ({})", spec.task_id, spec.plan.role),
+        checks: crew_staging::Checks {
+            commands: crate::executor::checks::verify_commands(shared, spec)
+                .map(|v| v.commands)
+                .unwrap_or_default(),
+            timeout_ms: shared.config.verify_timeout_ms,
+            grace_ms: shared.config.kill_grace_ms,
+            output_bytes: shared.config.verify_output_bytes,
+        },
     };
     // The worker's environment: the daemon's through the allowlist and the runtime's own
     // variables (the node's attempt crate adds the adapter's). Without crew's process tags: a
@@ -642,7 +650,7 @@ fn with_artifacts(mut r: AttemptResult, named: Vec<ArtifactRef>) -> AttemptResul
 }
 
 /// The directories of a run a worker's files may land in.
-const IMPORTED: &[&str] = &["transcripts", "logs", "results", "shared"];
+const IMPORTED: &[&str] = &["transcripts", "logs", "results", "shared", "verify"];
 /// Largest file taken from a worker (a transcript is capped well below it on the node).
 const IMPORT_MAX: u64 = 64 << 20;
 
