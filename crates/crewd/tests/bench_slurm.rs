@@ -145,7 +145,11 @@ fn bench_200_tasks_against_sbatch_array() {
     let after = usage_of(pid);
     assert_eq!(status, "completed", "{}", d.status(&run));
     let jobs = c.jobs_of(&run);
-    assert_eq!(jobs.len(), TASKS + 2, "the 200 tasks, the planner and the integrate step");
+    assert_eq!(
+        jobs.len(),
+        TASKS + 2,
+        "the 200 tasks, the planner and the integrate step"
+    );
 
     let hz = 100.0; // USER_HZ on Linux
     let cpu_ms = (after.0.saturating_sub(before.0)) as f64 * 1000.0 / hz;
