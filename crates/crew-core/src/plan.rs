@@ -70,6 +70,9 @@ pub struct PlannedTask {
     /// for a fix task the judge it answers.
     #[serde(default, skip_serializing_if = "crate::verdict::Judging::is_default")]
     pub judging: crate::verdict::Judging,
+    /// Candidates (issue 36): asked for, one candidate of a step, or the step's selector.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidates: Option<Arc<crate::run::candidates::Candidacy>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -202,6 +205,8 @@ pub fn build_plan_with(
     let mut skill_sets = SkillSets::default();
     // Per task: the step's `fixer:` and `maxFixRounds:`, for the fix plans made below.
     let mut fix_asks: Vec<(Option<String>, Option<u32>)> = Vec::with_capacity(bound.len());
+    // Per task: what the step (else its role) asks of candidates (issue 36).
+    let mut cand_asks: Vec<crate::run::candidates::StepAsk> = Vec::with_capacity(bound.len());
     for (step, role, agent) in bound {
         // Checked above: every bound role has an agent once no error was found.
         let Some(agent) = agent else { continue };
@@ -248,8 +253,17 @@ pub fn build_plan_with(
             })
             .clone();
         fix_asks.push((step.fixer.clone(), step.max_fix_rounds));
+        cand_asks.push(crate::run::candidates::StepAsk {
+            ask: step
+                .candidates
+                .clone()
+                .or_else(|| role.candidates.map(crate::run::candidates::Ask::Count)),
+            select: step.select,
+            judge: step.judge.clone(),
+        });
         let judge = crate::verdict::judges(&agent.name, step.verdict);
         tasks.push(PlannedTask {
+            candidates: None,
             output,
             id,
             step_id: step.id.clone(),
@@ -304,6 +318,7 @@ pub fn build_plan_with(
     }
     let roles = role_templates(catalog, team);
     crate::fixplan::attach(&mut tasks, &fix_asks, &roles, team.max_fix_rounds);
+    crate::run::candidates::attach_asks(&mut tasks, &cand_asks, &roles);
     Ok(Plan {
         team: team.name.clone(),
         workflow: wf.name.clone(),
@@ -343,7 +358,7 @@ fn expansion_of(catalog: &Catalog, team: &crate::resource::Team) -> crate::fanou
 }
 
 /// Every role of the team bound to its agent (roles without an agent are left out).
-fn role_templates(
+pub fn role_templates(
     catalog: &Catalog,
     team: &crate::resource::Team,
 ) -> Vec<crate::fanout::RoleTemplate> {

@@ -58,6 +58,11 @@ pub struct Directives {
     pub finding: Option<String>,
     /// Edits made only by a fix task crew added (`fix-write=path:text`).
     pub fix_edits: Vec<Edit>,
+    /// Edits made only by crew's candidate `k` of a step (`cand-write=k:path:text`, issue 36):
+    /// the candidates of one step get the same prompt, so the task id tells them apart.
+    pub cand_edits: Vec<(u32, Edit)>,
+    /// A selector's choice among candidates (`choice=k`).
+    pub choice: Option<u32>,
 }
 
 /// A change an editing agent makes to its working directory. `\n` in the text is a newline.
@@ -153,6 +158,14 @@ fn apply(d: &mut Directives, body: &str) {
         ("fix-write", Some(v)) => d
             .fix_edits
             .extend(path_and_text(v).map(|(p, t)| Edit::Write(p, t))),
+        ("cand-write", Some(v)) => {
+            if let Some((k, rest)) = v.split_once(':') {
+                if let (Ok(k), Some((p, t))) = (k.trim().parse(), path_and_text(rest)) {
+                    d.cand_edits.push((k, Edit::Write(p, t)));
+                }
+            }
+        }
+        ("choice", Some(v)) => d.choice = v.trim().parse().ok(),
         _ => {}
     }
 }

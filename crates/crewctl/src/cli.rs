@@ -354,6 +354,14 @@ pub struct RunArgs {
     /// maxFixRounds, else the daemon's max_fix_rounds, 2]
     #[arg(long, value_name = "N")]
     pub max_fix_rounds: Option<u32>,
+    /// Candidates for every writing task (1-8): N attempts at once, each in its own worktree,
+    /// and the one that proves best is kept [default: the step's or role's `candidates`]
+    #[arg(long, value_name = "N")]
+    pub candidates: Option<u32>,
+    /// How candidates are chosen: smallest, first or judge [default: judge when the team has
+    /// a reviewer or verifier, else smallest]
+    #[arg(long, value_name = "HOW", requires = "candidates")]
+    pub select: Option<String>,
     /// Run this one agent as a one-step team (no team file)
     #[arg(long, value_name = "AGENT", conflicts_with_all = ["team", "workflow", "chain"])]
     pub agent: Option<String>,

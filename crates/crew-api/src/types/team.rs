@@ -124,6 +124,15 @@ pub struct RunParams {
     /// `maxFixRounds`, else config `max_fix_rounds` (2).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_fix_rounds: Option<i64>,
+    /// Candidates (1-8) for every writing task, fan-out tasks excepted: each runs N attempts at
+    /// once in worktrees of its own and keeps the one that proves best (worktree mode only).
+    /// A step's or role's own `candidates` wins.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidates: Option<i64>,
+    /// How `candidates` choose: `smallest`, `first` or `judge` (default: `judge` when the team
+    /// has a reviewer or verifier, else `smallest`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub select: Option<String>,
     /// Skills for every task: a list adds to each task's selection, `false` gives none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skills: Option<RunSkillsParam>,

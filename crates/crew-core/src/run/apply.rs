@@ -342,10 +342,15 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
             reused_from,
             commit,
             verdict,
-            ..
+            verification,
         } => {
             if let Some(i) = task_idx {
                 let t = &mut run.tasks[i];
+                // A candidate's failing checks do not fail it: they rule it out (issue 36).
+                if super::candidates::candidate_of(&t.plan).is_some() {
+                    let failing = super::candidates::failing(verification);
+                    t.edit_rare(|x| x.failed_checks = failing);
+                }
                 end_attempt(t, end, ev);
                 t.status = TaskStatus::Completed;
                 t.error = None;
@@ -489,6 +494,30 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
         EventBody::TaskFixAdded { task, .. } => {
             if let Some(judge) = &ev.task_id {
                 super::fixloop::apply_fix_added(run, judge, task);
+            }
+        }
+        EventBody::TaskCandidateChosen {
+            end,
+            commit,
+            choice,
+            verdict,
+        } => {
+            if let Some(i) = task_idx {
+                let t = &mut run.tasks[i];
+                match end {
+                    Some(end) => end_attempt(t, end, ev),
+                    None => t.finished_at = Some(ev.time),
+                }
+                t.status = TaskStatus::Completed;
+                t.error = None;
+                t.edit_rare(|x| {
+                    x.commit = commit.clone();
+                    x.choice = Some(choice.clone());
+                    x.verdict_repair = None;
+                    if let Some(v) = verdict {
+                        x.verdict = Some(v.clone());
+                    }
+                });
             }
         }
         // A notice only.

@@ -49,6 +49,10 @@ struct FlatOut<'a> {
     verdict: &'a Option<crate::verdict::Verdict>,
     #[serde(skip_serializing_if = "Option::is_none")]
     verdict_repair: &'a Option<String>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    failed_checks: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    choice: &'a Option<super::candidates::Choice>,
     progress: &'a Progress,
 }
 
@@ -90,6 +94,10 @@ struct FlatIn {
     verdict: Option<crate::verdict::Verdict>,
     #[serde(default)]
     verdict_repair: Option<String>,
+    #[serde(default)]
+    failed_checks: Vec<String>,
+    #[serde(default)]
+    choice: Option<super::candidates::Choice>,
     progress: Progress,
 }
 
@@ -127,6 +135,8 @@ impl Serialize for TaskState {
             fan_out_repair: &rare.fan_out_repair,
             verdict: &rare.verdict,
             verdict_repair: &rare.verdict_repair,
+            failed_checks: &rare.failed_checks,
+            choice: &rare.choice,
             progress: &self.progress,
         }
         .serialize(s)
@@ -163,6 +173,8 @@ impl<'de> Deserialize<'de> for TaskState {
             fan_out_repair: f.fan_out_repair,
             verdict: f.verdict,
             verdict_repair: f.verdict_repair,
+            failed_checks: f.failed_checks,
+            choice: f.choice,
         });
         t.progress = f.progress;
         Ok(t)

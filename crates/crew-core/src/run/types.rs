@@ -236,6 +236,10 @@ pub struct Rare {
     /// A judge whose answer held no readable verdict: the problem, fed back on its repair
     /// attempt. Set once per window, like `fan_out_repair`.
     pub verdict_repair: Option<String>,
+    /// A candidate (issue 36) that completed: the checks it failed (empty: it passed).
+    pub failed_checks: Vec<String>,
+    /// A selector (issue 36): the candidate chosen and why.
+    pub choice: Option<super::candidates::Choice>,
 }
 
 impl Rare {
@@ -253,6 +257,8 @@ impl Rare {
             && self.fan_out_repair.is_none()
             && self.verdict.is_none()
             && self.verdict_repair.is_none()
+            && self.failed_checks.is_empty()
+            && self.choice.is_none()
     }
 }
 
@@ -270,6 +276,8 @@ static NO_RARE: Rare = Rare {
     fan_out_repair: None,
     verdict: None,
     verdict_repair: None,
+    failed_checks: Vec::new(),
+    choice: None,
 };
 
 impl TaskState {
@@ -335,6 +343,14 @@ impl TaskState {
     }
     pub fn verdict_repair(&self) -> Option<&str> {
         self.rare().verdict_repair.as_deref()
+    }
+    /// A completed candidate's failing checks (issue 36).
+    pub fn failed_checks(&self) -> &[String] {
+        &self.rare().failed_checks
+    }
+    /// A selector's choice (issue 36).
+    pub fn choice(&self) -> Option<&super::candidates::Choice> {
+        self.rare().choice.as_ref()
     }
 
     /// Change the usually empty fields; their box is made when needed and dropped once they

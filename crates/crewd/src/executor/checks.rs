@@ -64,6 +64,55 @@ fn attention(result: AttemptResult, reason: String) -> AttemptResult {
     }
 }
 
+/// A candidate (issue 36) is not failed by a check: it completes, its commit kept, with the
+/// failed check recorded as a failing outcome, and its selector leaves it out. Any other task
+/// needs attention.
+fn ruled_out(
+    spec: &AttemptSpec,
+    result: AttemptResult,
+    check: &str,
+    reason: String,
+) -> AttemptResult {
+    if crew_core::run::candidates::candidate_of(&spec.plan).is_none() {
+        return attention(result, reason);
+    }
+    match result {
+        AttemptResult::Completed {
+            usage,
+            model,
+            artifacts,
+            reused_from,
+            commit,
+            mut verification,
+        } => {
+            verification.push(failed_check(check, reason));
+            AttemptResult::Completed {
+                usage,
+                model,
+                artifacts,
+                reused_from,
+                commit,
+                verification,
+            }
+        }
+        other => other,
+    }
+}
+
+/// A check that is no command (scope, no-change guard, a command that could not run) as a
+/// failing outcome.
+fn failed_check(check: &str, reason: String) -> VerifyOutcome {
+    VerifyOutcome {
+        command: check.to_string(),
+        exit_code: Some(1),
+        timed_out: false,
+        duration_ms: 0,
+        tail: char_tail(&reason, EVENT_TAIL),
+        output_bytes: 0,
+        artifact: String::new(),
+    }
+}
+
 fn no_change_reason(spec: &AttemptSpec) -> String {
     format!(
         "{} changed nothing: its role may edit files, yet the attempt left the code as it was \
@@ -122,7 +171,8 @@ pub async fn worktree_after(
     };
     if !c.changed() {
         return if guarded(shared, spec) && reused_from.is_none() {
-            attention(result, no_change_reason(spec))
+            let reason = no_change_reason(spec);
+            ruled_out(spec, result, "(no-change guard)", reason)
         } else {
             result
         };
@@ -190,7 +240,7 @@ pub async fn worktree_after(
                 "{message}. Its commit is on {}; resume to run it again, or widen the step's scope",
                 c.branch
             );
-            attention(result, reason)
+            ruled_out(spec, result, "(scope)", reason)
         }
         ScopePolicy::Warn => {
             port.warning(&spec.key(), "scope".into(), message);
@@ -339,6 +389,24 @@ pub async fn verify(
             error: format!("cannot make the task's files durable: {e}"),
             retryable: true,
             reason: crew_core::run::FailReason::Storage.into(),
+        };
+    }
+    // A candidate's failing command rules it out rather than failing it (issue 36); with
+    // `verifyRetries` on its step it is retried as any task while retries remain, which the
+    // core decides, so only the default (no retries) completes here.
+    let candidate_completes = crew_core::run::candidates::candidate_of(&spec.plan).is_some()
+        && v.retries.unwrap_or(0) == 0;
+    if let (Some(error), true) = (&failure, candidate_completes) {
+        if outcomes.iter().all(VerifyOutcome::passed) {
+            outcomes.push(failed_check("(verification)", error.clone()));
+        }
+        return AttemptResult::Completed {
+            usage,
+            model,
+            artifacts,
+            reused_from,
+            commit,
+            verification: outcomes,
         };
     }
     match failure {
