@@ -61,6 +61,8 @@ pub struct Directives {
     /// Edits made only by crew's candidate `k` of a step (`cand-write=k:path:text`, issue 36):
     /// the candidates of one step get the same prompt, so the task id tells them apart.
     pub cand_edits: Vec<(u32, Edit)>,
+    /// How long candidate `k` sleeps (`cand-sleep=k:2s`), in place of `sleep`.
+    pub cand_sleep: Vec<(u32, Duration)>,
     /// A selector's choice among candidates (`choice=k`).
     pub choice: Option<u32>,
 }
@@ -166,6 +168,13 @@ fn apply(d: &mut Directives, body: &str) {
             }
         }
         ("choice", Some(v)) => d.choice = v.trim().parse().ok(),
+        ("cand-sleep", Some(v)) => {
+            if let Some((k, dur)) = v.split_once(':') {
+                if let (Ok(k), Some(dur)) = (k.trim().parse(), parse_duration(dur)) {
+                    d.cand_sleep.push((k, dur));
+                }
+            }
+        }
         _ => {}
     }
 }

@@ -165,7 +165,13 @@ enum Step {
 }
 
 pub fn run(prompt: &str, mode: Mode, ctl: &mut Control) -> End {
-    let d = directives::parse(prompt);
+    let mut d = directives::parse(prompt);
+    // Candidate k's own sleep (issue 36), so candidates of one prompt finish apart.
+    if let Some(k) = candidate_index() {
+        if let Some((_, dur)) = d.cand_sleep.iter().find(|(i, _)| *i == k) {
+            d.sleep = Some(*dur);
+        }
+    }
     if d.ignore_sigterm {
         // SAFETY: setting a signal disposition to SIG_IGN has no handler code to run.
         unsafe {

@@ -159,6 +159,63 @@ fn the_judge_chooses_by_its_verdict() {
 }
 
 #[test]
+fn first_to_pass_is_chosen_and_the_others_set_aside() {
+    let d = Daemon::start();
+    repo(&d);
+    team(
+        &d,
+        "quick",
+        "candidates: 3\nselect: first\nverifyCommands: test -f ok.txt",
+        "[fake:cand-write=1:ok.txt:one\\n][fake:cand-write=2:ok.txt:two\\n][fake:cand-write=3:ok.txt:three\\n][fake:cand-sleep=1:20s][fake:cand-sleep=3:20s]",
+    );
+    let run = run_in(&d, "quick", json!({}));
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    let evs = d.events(Some(&run));
+    let chosen = of(&evs, "task.candidate_chosen", "01_build");
+    assert_eq!(chosen.len(), 1);
+    assert_eq!(chosen[0]["data"]["choice"]["index"], 2);
+    assert_eq!(chosen[0]["data"]["choice"]["by"], "first");
+    for k in [1, 3] {
+        let c = format!("_cand-01_build-{k}");
+        assert_eq!(of(&evs, "task.cancelled", &c).len(), 1, "{c} set aside");
+        // Its tree is kept under its attempt's ref.
+        let r = format!("refs/crew/{run}/{c}/attempt-1");
+        let sha = git(&d.work, &["rev-parse", "--verify", "-q", &r]);
+        assert!(!sha.trim().is_empty(), "{r}");
+    }
+    d.ok("team.apply", json!({"runId": run}));
+    assert_eq!(
+        std::fs::read_to_string(d.work.join("ok.txt")).unwrap(),
+        "two\n"
+    );
+}
+
+#[test]
+fn the_run_param_gives_every_writing_task_candidates() {
+    let d = Daemon::start();
+    repo(&d);
+    team(&d, "plain", "", "[fake:append=work.txt:w\\n]");
+    let run = run_in(&d, "plain", json!({"candidates": 2, "select": "smallest"}));
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    let evs = d.events(Some(&run));
+    for step in ["01_build", "02_after"] {
+        assert_eq!(of(&evs, "task.candidate_chosen", step).len(), 1, "{step}");
+        for k in 1..=2 {
+            let c = format!("_cand-{step}-{k}");
+            assert_eq!(of(&evs, "task.completed", &c).len(), 1, "{c}");
+        }
+    }
+    // N candidates of one model are N results: with reuse on, a second run reuses each
+    // candidate's own result, not one result for all.
+    let again = run_in(
+        &d,
+        "plain",
+        json!({"candidates": 2, "select": "smallest", "reuseResults": "all"}),
+    );
+    assert_eq!(d.wait(&again), "completed", "{}", d.status(&again));
+}
+
+#[test]
 fn candidates_are_refused_in_shared_mode_and_bounded() {
     let d = Daemon::start();
     repo(&d);
