@@ -96,6 +96,16 @@ pub enum Command {
         #[arg(long)]
         confirm_imported: bool,
     },
+    /// Take another of a step's candidates: its dependents run again from it if they started
+    Pick {
+        /// Run: its id, a unique prefix of the id's last part, `last` or `-N` (N-th newest)
+        #[arg(allow_negative_numbers = true, value_name = "RUN")]
+        run_id: RunRef,
+        /// The step's task
+        task_id: String,
+        /// The candidate (1-based)
+        candidate: u32,
+    },
     /// Approve the plan of a run waiting for approval; it continues at once
     Approve {
         /// Run: its id, a unique prefix of the id's last part, `last` or `-N` (N-th newest)
@@ -178,6 +188,9 @@ pub enum Command {
         /// The diffstat only
         #[arg(long)]
         stat: bool,
+        /// With a task: its candidate K (1-based), with its checks and the step's choice
+        #[arg(long, value_name = "K", requires = "task_id")]
+        candidate: Option<u32>,
     },
     /// Bring a worktree run's change into your current branch (refused on a dirty tree)
     Apply {

@@ -129,3 +129,53 @@ fn read_bounded(path: &Path, max: usize) -> std::io::Result<String> {
         max,
     ))
 }
+
+/// The ref (under `refs/crew/<runId>/`, crew's reserved scheme) `team.apply` leaves on the
+/// commit it brought into the user's branch: `team.pick` is refused once it exists.
+fn applied_ref(run_id: &str) -> String {
+    format!(
+        "refs/crew/{run_id}/{}",
+        crew_core::ids::reserved::APPLIED_REF
+    )
+}
+
+/// After `team.apply` moved the user's branch: mark the run applied. A failure is logged: it
+/// only loses `team.pick`'s refusal.
+pub async fn mark_applied(
+    shared: &Shared,
+    run_id: &str,
+    ws: &crew_core::run::WorkspaceSpec,
+    commit: &str,
+) {
+    let repo = crate::workspace::git(shared).repo(Path::new(&ws.repo));
+    if let Err(e) = repo.update_ref(&applied_ref(run_id), commit).await {
+        tracing::warn!(error = %e, run = run_id, "cannot mark the run as applied");
+    }
+}
+
+/// Whether `team.apply` brought the run into the user's branch.
+pub async fn was_applied(
+    shared: &Shared,
+    run_id: &str,
+    ws: &crew_core::run::WorkspaceSpec,
+) -> bool {
+    let repo = crate::workspace::git(shared).repo(Path::new(&ws.repo));
+    matches!(repo.resolve(&applied_ref(run_id)).await, Ok(Some(_)))
+}
+
+/// `team.diff`'s `candidate`: the id of candidate `k` of step task `task`.
+pub fn candidate_task(task: &str, k: i64) -> Result<String, ApiError> {
+    let k = u32::try_from(k)
+        .ok()
+        .filter(|k| (1..=core::MAX_CANDIDATES).contains(k))
+        .ok_or_else(|| {
+            ApiError::invalid_params(
+                "candidate",
+                format!("must be between 1 and {}", core::MAX_CANDIDATES),
+            )
+        })?;
+    Ok(
+        crew_core::ids::reserved::task_id(crew_core::ids::reserved::TaskKind::Candidate, task, k)
+            .to_string(),
+    )
+}

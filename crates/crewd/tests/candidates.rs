@@ -367,3 +367,98 @@ fn wait_event(d: &Daemon, run: &str, kind: &str, task: &str) {
         let _ = d.ok("team.wait", json!({"runId": run, "timeoutMs": 100}));
     }
 }
+
+#[test]
+fn a_person_picks_before_and_after_dependents_started() {
+    let d = Daemon::start();
+    repo(&d);
+    let base = d.home.join(".config/crew");
+    std::fs::create_dir_all(base.join("teams")).unwrap();
+    std::fs::create_dir_all(base.join("workflows")).unwrap();
+    std::fs::write(
+        base.join("teams/picky.team.md"),
+        "---\nname: picky\ndefaultWorkflow: picky\n---\n\n- executor: agent=executor\n",
+    )
+    .unwrap();
+    // `after` needs `build` (3 candidates) and `slow`, so it starts well after the choice.
+    std::fs::write(
+        base.join("workflows/picky.workflow.md"),
+        "---\nname: picky\n---\n\n## build\nrole: executor\ncandidates: 3\nselect: smallest\nverifyCommands: test -f ok.txt\n\n\
+         [fake:cand-write=1:ok.txt:one\\n][fake:cand-write=2:ok.txt:two\\n][fake:cand-write=2:more.txt:m\\n][fake:cand-write=3:ok.txt:three\\n][fake:cand-write=3:more.txt:m\\nm\\n]\n\n\
+         ## slow\nrole: executor\n\n[fake:sleep=4s][fake:append=slow.txt:s\\n]\n\n\
+         ## after\nrole: executor\ndependsOn: build, slow\n\nthen [fake:append=after.txt:after\\n]\n",
+    )
+    .unwrap();
+    let run = run_in(&d, "picky", json!({}));
+    wait_event(&d, &run, "task.candidate_chosen", "01_build");
+    // Before `after` started: only the choice changes.
+    let r = d.ok(
+        "team.pick",
+        json!({"runId": run, "taskId": "01_build", "candidate": 2}),
+    );
+    assert_eq!(r["chosen"], "_cand-01_build-2");
+    assert_eq!(r["requeuedTaskIds"], json!([]), "{r}");
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    let commit_of = |k: u32| -> String {
+        let evs = d.events(Some(&run));
+        of(&evs, "task.completed", &format!("_cand-01_build-{k}"))[0]["data"]["commit"]["commit"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let after_start = |n: usize| -> String {
+        let evs = d.events(Some(&run));
+        of(&evs, "task.completed", "03_after")[n]["data"]["commit"]["start"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let contains = |anc: &str, of: &str| {
+        std::process::Command::new("git")
+            .args(["merge-base", "--is-ancestor", anc, of])
+            .current_dir(&d.work)
+            .status()
+            .unwrap()
+            .success()
+    };
+    assert!(
+        contains(&commit_of(2), &after_start(0)),
+        "after built on candidate 2"
+    );
+    // After: `after` runs again from the new choice, and the run is merged again.
+    let r = d.ok(
+        "team.pick",
+        json!({"runId": run, "taskId": "01_build", "candidate": 3}),
+    );
+    assert_eq!(r["requeuedTaskIds"], json!(["03_after"]), "{r}");
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    assert!(
+        contains(&commit_of(3), &after_start(1)),
+        "after built on candidate 3"
+    );
+    let st = d.status(&run);
+    let sel = Daemon::task(&st, "01_build");
+    assert_eq!(sel["candidates"]["choice"]["index"], 3, "{sel}");
+    assert_eq!(sel["candidates"]["choice"]["by"], "person");
+    // A candidate that does not exist, and the same choice again, are refused.
+    d.err(
+        "team.pick",
+        json!({"runId": run, "taskId": "01_build", "candidate": 4}),
+    );
+    d.ok("team.apply", json!({"runId": run}));
+    assert_eq!(
+        std::fs::read_to_string(d.work.join("ok.txt")).unwrap(),
+        "three\n"
+    );
+    let e = d.err(
+        "team.pick",
+        json!({"runId": run, "taskId": "01_build", "candidate": 1}),
+    );
+    assert!(e["message"].as_str().unwrap().contains("applied"), "{e}");
+    // `crewctl diff --candidate` reads the same candidate's change.
+    let diff = d.ok(
+        "team.diff",
+        json!({"runId": run, "taskId": "01_build", "candidate": 1}),
+    );
+    assert!(diff["patch"].as_str().unwrap().contains("+one"), "{diff}");
+}

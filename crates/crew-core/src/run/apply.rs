@@ -519,6 +519,17 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
                     }
                 });
             }
+            // A person's pick (`team.pick`) changes a result the run may have merged: it is
+            // merged again, and a finished run goes on (as `task.queued` reopens it).
+            if choice.by == super::candidates::BY_PERSON {
+                run.integration = None;
+                if run.status != RunStatus::Running {
+                    run.status = RunStatus::Running;
+                    run.finished_at = None;
+                    run.reason = None;
+                    run.halted = false;
+                }
+            }
         }
         // A notice only.
         EventBody::TaskWarning { .. } => {}

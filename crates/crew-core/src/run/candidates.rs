@@ -236,6 +236,9 @@ pub struct Choice {
     pub reason: String,
 }
 
+/// `Choice::by` of a person's pick.
+pub const BY_PERSON: &str = "person";
+
 /// The runtime a task runs on when it is not the run's (a candidate of another runtime).
 pub fn runtime_of(plan: &PlannedTask) -> Option<&str> {
     match plan.candidates.as_deref() {
@@ -881,7 +884,7 @@ pub fn pick(run: &RunState, sel: &TaskState, index: u32) -> Result<Vec<Pending>,
     let choice = Choice {
         index,
         candidate: c.plan.id.to_string(),
-        by: "person".into(),
+        by: BY_PERSON.into(),
         reason: format!("picked by hand (candidate {index})"),
     };
     let mut out = vec![chosen(run, sel, c, choice, None, None)];
@@ -900,6 +903,41 @@ pub fn pick(run: &RunState, sel: &TaskState, index: u32) -> Result<Vec<Pending>,
         }
     }
     Ok(out)
+}
+
+impl super::State {
+    /// `team.pick`: the events, the chosen candidate's id and the dependents queued again.
+    pub fn pick_candidate(
+        &self,
+        run_id: &str,
+        task_id: &str,
+        index: u32,
+    ) -> Result<(Vec<Pending>, (String, Vec<String>)), super::CoreError> {
+        let run = self
+            .runs
+            .get(run_id)
+            .ok_or_else(|| super::CoreError::NotFound {
+                what: "run",
+                id: run_id.to_string(),
+            })?;
+        let sel = run
+            .task(task_id)
+            .ok_or_else(|| super::CoreError::NotFound {
+                what: "task",
+                id: task_id.to_string(),
+            })?;
+        let events = pick(run, sel, index).map_err(super::CoreError::InvalidState)?;
+        let mut chosen = String::new();
+        let mut requeued = Vec::new();
+        for e in &events {
+            match &e.body {
+                EventBody::TaskCandidateChosen { choice, .. } => chosen = choice.candidate.clone(),
+                EventBody::TaskQueued { .. } => requeued.extend(e.task_id.clone()),
+                _ => {}
+            }
+        }
+        Ok((events, (chosen, requeued)))
+    }
 }
 
 /// Every task that depends on `id`, directly or not, in plan order.

@@ -110,3 +110,51 @@ mod tests {
         insta::assert_snapshot!(at_80_and_160(|v| lines(v, &ws)));
     }
 }
+
+/// What `crewctl diff <run> <task> --candidate k` says before the patch: the candidate's
+/// checks and the step's choice (issue 36). Plain lines: `outln` escapes them for a terminal.
+pub fn candidate_lines(tasks: &[crew_api::types::TaskView], task: &str, k: u32) -> Vec<String> {
+    let mut out = Vec::new();
+    let cand = tasks.iter().find(|t| {
+        t.candidates
+            .as_ref()
+            .is_some_and(|c| c.of.as_deref() == Some(task) && c.index == Some(k))
+    });
+    if let Some(t) = cand {
+        let c = t.candidates.as_ref();
+        let runtime = c
+            .and_then(|c| c.runtime.as_deref())
+            .map(|r| format!(", {r}"))
+            .unwrap_or_default();
+        let model = t
+            .model
+            .as_deref()
+            .map(|m| format!(" {m}"))
+            .unwrap_or_default();
+        out.push(format!(
+            "candidate {k} of {task} ({}{runtime}{model}): {}",
+            t.id,
+            t.status.as_str()
+        ));
+        let failed = c.map(|c| c.failed_checks.as_slice()).unwrap_or_default();
+        if failed.is_empty() && t.status.as_str() == "completed" {
+            out.push("  checks: passed".into());
+        }
+        for f in failed {
+            out.push(format!("  failed: {}", f.lines().next().unwrap_or("")));
+        }
+    }
+    let choice = tasks
+        .iter()
+        .find(|t| t.id == task)
+        .and_then(|t| t.candidates.as_ref()?.choice.as_ref());
+    match choice {
+        Some(ch) if ch.index == k => out.push(format!("  chosen ({}): {}", ch.by, ch.reason)),
+        Some(ch) => out.push(format!(
+            "  not chosen: candidate {} was ({}): {}",
+            ch.index, ch.by, ch.reason
+        )),
+        None => out.push("  no choice made yet".into()),
+    }
+    out
+}
