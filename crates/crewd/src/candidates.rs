@@ -49,8 +49,11 @@ pub fn expand(
         .map(|t| crew_core::plan::role_templates(catalog, t))
         .and_then(|roles| core::judge_template(&roles, None));
     let tasks = std::mem::take(&mut plan.tasks);
-    let run_ask =
-        (!run_contenders.is_empty()).then_some((run_contenders.as_slice(), select, judge.as_ref()));
+    let run_ask = (!run_contenders.is_empty()).then_some(core::RunAsk {
+        contenders: &run_contenders,
+        select,
+        judge: judge.as_ref(),
+    });
     plan.tasks = core::expand(tasks, run_ask);
     Ok(())
 }

@@ -310,14 +310,22 @@ fn cut(s: &str, max: usize) -> String {
     crate::text::bound(s.to_string(), max)
 }
 
+/// The run's own ask (`--candidates`, `--select`) and the team's judging role.
+#[derive(Debug, Clone, Copy)]
+pub struct RunAsk<'a> {
+    pub contenders: &'a [Contender],
+    pub select: Option<Select>,
+    pub judge: Option<&'a Arc<RoleTemplate>>,
+}
+
+/// What `team.pick` did: the chosen candidate's id and the dependents queued again.
+pub type Picked = (String, Vec<String>);
+
 /// Split every task that asked for candidates: the candidates come before it in the plan, and
 /// it becomes their selector. `run_ask` (the run's `--candidates`) applies to every writing
 /// task that asked nothing itself. Only writing tasks can have candidates (what a read-only
 /// task produces is no commit to choose from); fan-out steps cannot (their product is tasks).
-pub fn expand(
-    tasks: Vec<PlannedTask>,
-    run_ask: Option<(&[Contender], Option<Select>, Option<&Arc<RoleTemplate>>)>,
-) -> Vec<PlannedTask> {
+pub fn expand(tasks: Vec<PlannedTask>, run_ask: Option<RunAsk<'_>>) -> Vec<PlannedTask> {
     let mut out = Vec::with_capacity(tasks.len());
     for mut t in tasks {
         let asked = match t.candidates.as_deref() {
@@ -327,7 +335,7 @@ pub fn expand(
                 judge,
             }) => Some((contenders.clone(), *select, judge.clone())),
             Some(_) => None,
-            None => run_ask.map(|(c, s, j)| (c.to_vec(), s, j.cloned())),
+            None => run_ask.map(|a| (a.contenders.to_vec(), a.select, a.judge.cloned())),
         };
         let Some((contenders, select, judge)) = asked else {
             out.push(t);
@@ -912,7 +920,7 @@ impl super::State {
         run_id: &str,
         task_id: &str,
         index: u32,
-    ) -> Result<(Vec<Pending>, (String, Vec<String>)), super::CoreError> {
+    ) -> Result<(Vec<Pending>, Picked), super::CoreError> {
         let run = self
             .runs
             .get(run_id)

@@ -69,48 +69,6 @@ pub fn lines(view: &View, ws: &RunWorkspaceView) -> String {
     out
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::render::fixtures::{assert_fits, at_80_and_160, view};
-    use crew_api::types::WorkspaceMode;
-
-    #[test]
-    fn status_workspace_at_80_and_160_columns() {
-        let run = "team_20260310115500_3f9a1c2e00001111";
-        let c = |task: &str, start: &str, commit: &str, files, ins, del| TaskCommitView {
-            branch: format!("crew/tasks/{run}/{task}"),
-            start: start.repeat(40),
-            commit: commit.repeat(40),
-            files,
-            insertions: ins,
-            deletions: del,
-        };
-        let ws = RunWorkspaceView {
-            mode: WorkspaceMode::Worktree,
-            repo: "/home/me/project".into(),
-            base: "a".repeat(40),
-            dirty_base: true,
-            branch: format!("crew/{run}"),
-            integrated: Some(c("-", "a", "d", 3, 14, 2)),
-            tasks: [
-                ("01_explore".to_string(), c("01_explore", "a", "a", 0, 0, 0)),
-                (
-                    "02_execute".to_string(),
-                    c("02_execute", "a", "b", 2, 12, 2),
-                ),
-                ("03_test".to_string(), c("03_test", "b", "c", 1, 2, 0)),
-            ]
-            .into_iter()
-            .collect(),
-        };
-        for w in [80, 160] {
-            assert_fits(&lines(&view(w), &ws), w);
-        }
-        insta::assert_snapshot!(at_80_and_160(|v| lines(v, &ws)));
-    }
-}
-
 /// What `crewctl diff <run> <task> --candidate k` says before the patch: the candidate's
 /// checks and the step's choice (issue 36). Plain lines: `outln` escapes them for a terminal.
 pub fn candidate_lines(tasks: &[crew_api::types::TaskView], task: &str, k: u32) -> Vec<String> {
@@ -157,4 +115,96 @@ pub fn candidate_lines(tasks: &[crew_api::types::TaskView], task: &str, k: u32) 
         None => out.push("  no choice made yet".into()),
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::render::fixtures::{assert_fits, at_80_and_160, view};
+    use crew_api::types::WorkspaceMode;
+
+    #[test]
+    fn status_workspace_at_80_and_160_columns() {
+        let run = "team_20260310115500_3f9a1c2e00001111";
+        let c = |task: &str, start: &str, commit: &str, files, ins, del| TaskCommitView {
+            branch: format!("crew/tasks/{run}/{task}"),
+            start: start.repeat(40),
+            commit: commit.repeat(40),
+            files,
+            insertions: ins,
+            deletions: del,
+        };
+        let ws = RunWorkspaceView {
+            mode: WorkspaceMode::Worktree,
+            repo: "/home/me/project".into(),
+            base: "a".repeat(40),
+            dirty_base: true,
+            branch: format!("crew/{run}"),
+            integrated: Some(c("-", "a", "d", 3, 14, 2)),
+            tasks: [
+                ("01_explore".to_string(), c("01_explore", "a", "a", 0, 0, 0)),
+                (
+                    "02_execute".to_string(),
+                    c("02_execute", "a", "b", 2, 12, 2),
+                ),
+                ("03_test".to_string(), c("03_test", "b", "c", 1, 2, 0)),
+            ]
+            .into_iter()
+            .collect(),
+        };
+        for w in [80, 160] {
+            assert_fits(&lines(&view(w), &ws), w);
+        }
+        insta::assert_snapshot!(at_80_and_160(|v| lines(v, &ws)));
+    }
+
+    #[test]
+    fn a_candidate_s_lines_say_its_checks_and_the_choice() {
+        use crew_api::types::{CandidatesView, ChoiceView, TaskView};
+        let task = |id: &str, c: CandidatesView| -> TaskView {
+            serde_json::from_value::<TaskView>(serde_json::json!({
+                "id": id, "stepId": "s", "role": "r", "agent": "a", "dependsOn": [],
+                "status": "completed", "attempts": 1,
+                "usage": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "cost": 0.0, "turns": 1},
+                "progress": {"turns": 1, "tokens": 0}, "artifacts": []
+            }))
+            .map(|mut t| {
+                t.candidates = Some(c);
+                t
+            })
+            .unwrap()
+        };
+        let tasks = vec![
+            task(
+                "_cand-01_b-1",
+                CandidatesView {
+                    of: Some("01_b".into()),
+                    index: Some(1),
+                    failed_checks: vec!["`test -f ok.txt` exited with 1: \nmore".into()],
+                    ..Default::default()
+                },
+            ),
+            task(
+                "01_b",
+                CandidatesView {
+                    select: Some("smallest".into()),
+                    choice: Some(ChoiceView {
+                        index: 2,
+                        candidate: "_cand-01_b-2".into(),
+                        by: "smallest".into(),
+                        reason: "the smallest".into(),
+                    }),
+                    ..Default::default()
+                },
+            ),
+        ];
+        assert_eq!(
+            candidate_lines(&tasks, "01_b", 1),
+            [
+                "candidate 1 of 01_b (_cand-01_b-1): completed",
+                "  failed: `test -f ok.txt` exited with 1: ",
+                "  not chosen: candidate 2 was (smallest): the smallest",
+            ]
+        );
+    }
 }
