@@ -39,6 +39,10 @@ pub const BASE_REF: &str = "_base";
 /// `team.pick` is refused after it).
 pub const APPLIED_REF: &str = "_applied";
 
+/// The ref (under `refs/crew/<runId>/`) marking where crew left the run's branch when its
+/// integration conflicted, so the user's resolution commit is told from crew's own.
+pub const INTEGRATION_CONFLICT_REF: &str = "_conflict";
+
 /// The directory beside task worktrees where read-only tasks starting at `commit` share one
 /// checkout (also the name of its leftover ref's directory, with a short commit).
 pub fn readers_dir(commit: &str) -> String {
@@ -126,6 +130,7 @@ mod tests {
             system_prompt_file("ab"),
             BASE_REF.to_string(),
             APPLIED_REF.to_string(),
+            INTEGRATION_CONFLICT_REF.to_string(),
         ] {
             assert!(is_reserved(&crew), "{crew}");
             assert!(!is_task_id(&crew), "{crew}");
