@@ -14,7 +14,7 @@ fn daemon() -> Daemon {
     // The flags the adapter appends land in `$0`, `$1`, ... of the script, which ignores them.
     let config = format!(
         "max_attempts = 1\n[runtimes.replay]\nadapter = \"claude\"\n\
-         command = [\"/bin/sh\", \"-c\", \"cat {}\"]\n",
+         command = [\"/bin/sh\", \"-c\", \"cat {0}\"]\nsandbox_read = [\"{0}\"]\n",
         fixture.display()
     );
     Daemon::start_with(Opts {

@@ -451,9 +451,10 @@ fn worker_box(
         .as_ref()
         .and_then(|s| s.file.clone())
         .map(PathBuf::from);
-    let asks = session
+    let gemini_home = session
         .as_ref()
-        .is_some_and(|s| s.ask_server.is_some() || s.ask_config.is_some());
+        .and_then(|s| s.ask_config.clone())
+        .map(PathBuf::from);
     sandbox::spec(&sandbox::Inputs {
         adapter: Some(spec.runtime.adapter),
         home: home.as_deref(),
@@ -461,7 +462,7 @@ fn worker_box(
         repo: spec.workspace.as_ref().map(|w| Path::new(&w.repo)),
         run_dir: Some(&spec.run_dir),
         session_file: session_file.as_deref(),
-        ask_socket: asks.then_some(shared.socket.as_path()),
+        gemini_home: gemini_home.as_deref(),
         program: program.as_deref(),
         runtime: Some(&spec.runtime),
         network: spec.runtime.network.unwrap_or(true),

@@ -86,7 +86,7 @@ pub fn command_box(
         repo: spec.workspace.as_ref().map(|w| Path::new(&w.repo)),
         run_dir: None,
         session_file: None,
-        ask_socket: None,
+        gemini_home: None,
         program: None,
         runtime: Some(&spec.runtime),
         network: shared.config.verify_network,
@@ -106,8 +106,9 @@ pub struct Inputs<'a> {
     pub run_dir: Option<&'a Path>,
     /// The agent's session file (pi's), writable.
     pub session_file: Option<&'a Path>,
-    /// crewd's socket, for the CLIs whose `ask_user` goes through `crewctl mcp --ask`.
-    pub ask_socket: Option<&'a Path>,
+    /// crew's Gemini home (`session::gemini_home`: settings naming crew's ask server,
+    /// symlinks to the user's `.gemini`), read-only.
+    pub gemini_home: Option<&'a Path>,
     /// The resolved program (its install is seen read-only).
     pub program: Option<&'a Path>,
     pub runtime: Option<&'a RuntimeConfig>,
@@ -202,7 +203,9 @@ pub fn spec(i: &Inputs) -> BoxSpec {
     }
     ro.extend(i.run_dir.map(Path::to_path_buf));
     rw.extend(i.session_file.map(Path::to_path_buf));
-    rw.extend(i.ask_socket.map(Path::to_path_buf));
+    // No crewd socket: `ask_user` needs none (`crewctl mcp --ask` answers by itself; the
+    // question is the tool call crewd reads from the worker's own stream).
+    ro.extend(i.gemini_home.map(Path::to_path_buf));
     ro.extend(i.program.and_then(install_dir));
     // crew's own programs (the fake agent, crewctl for the ask server) sit beside crewd.
     ro.extend(
@@ -235,7 +238,7 @@ mod tests {
             repo: Some(Path::new("/repo")),
             run_dir: Some(Path::new("/s/runs/r")),
             session_file: None,
-            ask_socket: Some(Path::new("/run/crew/crewd.sock")),
+            gemini_home: None,
             program: None,
             runtime: None,
             network: true,
@@ -255,7 +258,7 @@ mod tests {
         ] {
             assert!(has(&b.read_only, p), "{p} read-only");
         }
-        for p in ["/h", "/h/.ssh", "/s", "/s/worktrees/r"] {
+        for p in ["/h", "/h/.ssh", "/s", "/s/worktrees/r", "/run/crew/crewd.sock"] {
             assert!(!has(&b.writable, p) && !has(&b.read_only, p), "{p} hidden");
         }
         assert!(b.network);
