@@ -17,6 +17,7 @@
 
 mod checkout;
 mod error;
+mod objects;
 mod parse;
 mod refs;
 mod worktrees;

@@ -415,23 +415,36 @@ async fn run_process(
     let session = || session::session_spec(spec, resume, &shared.state_dir);
     // Under crew's init (`contain`), in its box (`sandbox`) where the mode says so and
     // bubblewrap can.
-    let launcher = match sandbox::bwrap_for(sandbox::mode(&shared.config, &spec.runtime)) {
-        Ok(bwrap) => contain::Contained {
-            boxed: bwrap.map(|b| (b, worker_box(shared, spec, resume))),
-            reaper: spec.runtime.adapter == crew_core::stream::AdapterKind::Codex,
-        },
-        Err(e) => {
-            return AttemptResult::Failed {
-                usage: Default::default(),
-                model: None,
-                artifacts: artifacts.clone(),
-                error: e,
-                retryable: false,
-                reason: "sandbox".into(),
-            }
-        }
+    let failed = |error: String, artifacts: &Vec<ArtifactRef>| AttemptResult::Failed {
+        usage: Default::default(),
+        model: None,
+        artifacts: artifacts.clone(),
+        error,
+        retryable: false,
+        reason: "sandbox".into(),
     };
-    crew_attempt::run(&worker, session, &launcher, port, ctl, artifacts).await
+    let bwrap = match sandbox::bwrap_for(sandbox::mode(&shared.config, &spec.runtime)) {
+        Ok(b) => b,
+        Err(e) => return failed(e, artifacts),
+    };
+    // Boxed in worktree mode: git objects go to the attempt's own directory (`sandbox`).
+    let objects = match bwrap.map(|_| blocking(|| sandbox::own_objects(spec))) {
+        Some(Err(e)) => return failed(format!("cannot make the attempt's object directory: {e}"), artifacts),
+        Some(Ok(dir)) => dir,
+        None => None,
+    };
+    let launcher = contain::Contained {
+        boxed: bwrap.map(|b| (b, worker_box(shared, spec, resume, objects.as_deref()))),
+        reaper: spec.runtime.adapter == crew_core::stream::AdapterKind::Codex,
+    };
+    let result = crew_attempt::run(&worker, session, &launcher, port, ctl, artifacts).await;
+    match objects {
+        Some(dir) => match sandbox::take_objects(shared, spec, &dir).await {
+            Ok(()) => result,
+            Err(e) => failed(e, artifacts),
+        },
+        None => result,
+    }
 }
 
 /// The box of a worker (`sandbox::spec`).
@@ -439,6 +452,7 @@ fn worker_box(
     shared: &Shared,
     spec: &AttemptSpec,
     resume: Option<&Resume>,
+    own_objects: Option<&Path>,
 ) -> crew_box::bwrap::BoxSpec {
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let argv = spec.runtime.command.argv();
@@ -460,6 +474,7 @@ fn worker_box(
         home: home.as_deref(),
         cwd: Path::new(&spec.cwd),
         repo: spec.workspace.as_ref().map(|w| Path::new(&w.repo)),
+        own_objects,
         run_dir: Some(&spec.run_dir),
         session_file: session_file.as_deref(),
         gemini_home: gemini_home.as_deref(),

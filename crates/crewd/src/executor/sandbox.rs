@@ -84,6 +84,7 @@ pub fn command_box(
         home: home.as_deref(),
         cwd: Path::new(&spec.cwd),
         repo: spec.workspace.as_ref().map(|w| Path::new(&w.repo)),
+        own_objects: None,
         run_dir: None,
         session_file: None,
         gemini_home: None,
@@ -94,6 +95,56 @@ pub fn command_box(
     Ok(Some((bwrap, b)))
 }
 
+/// Where, in an attempt's own object directory, the repository's objects are seen in the box
+/// (its `objects/info/alternates` names it).
+const SHARED_OBJECTS: &str = "shared";
+
+/// The attempt's own object directory, made empty: `<run>/objects/<task>.attempt-<n>/`,
+/// holding `objects/` (the box's `.git/objects`) and `shared/` (where the repository's are
+/// seen). `None`: not in worktree mode, or the repository's objects are not at `.git/objects`
+/// (a checkout that is itself a linked worktree): the box then has them read-only.
+pub fn own_objects(spec: &crate::attempt::AttemptSpec) -> std::io::Result<Option<PathBuf>> {
+    let Some(ws) = &spec.workspace else {
+        return Ok(None);
+    };
+    if !Path::new(&ws.repo).join(".git/objects").is_dir() {
+        return Ok(None);
+    }
+    let dir = spec
+        .run_dir
+        .join("objects")
+        .join(format!("{}.attempt-{}", spec.task_id, spec.attempt));
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir)?;
+    }
+    std::fs::create_dir_all(dir.join("objects/info"))?;
+    std::fs::create_dir_all(dir.join("objects/pack"))?;
+    std::fs::create_dir_all(dir.join(SHARED_OBJECTS))?;
+    let alternates = format!("{}\n", dir.join(SHARED_OBJECTS).display());
+    std::fs::write(dir.join("objects/info/alternates"), alternates)?;
+    Ok(Some(dir))
+}
+
+/// After the attempt: the objects it made come into the repository (`Repo::take_objects`,
+/// each checked), then its directory goes.
+pub async fn take_objects(
+    shared: &crate::shared::Shared,
+    spec: &crate::attempt::AttemptSpec,
+    dir: &Path,
+) -> Result<(), String> {
+    let Some(ws) = &spec.workspace else {
+        return Ok(());
+    };
+    let git = crate::workspace::git(shared);
+    git.repo(&ws.repo)
+        .take_objects(&dir.join("objects"))
+        .await
+        .map_err(|e| format!("cannot bring the attempt's git objects into the repository: {e}"))?;
+    let dir = dir.to_path_buf();
+    let _ = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(dir)).await;
+    Ok(())
+}
+
 /// What an attempt's box holds.
 pub struct Inputs<'a> {
     pub adapter: Option<AdapterKind>,
@@ -102,6 +153,9 @@ pub struct Inputs<'a> {
     pub cwd: &'a Path,
     /// Worktree mode: the repository (its checkout is seen read-only).
     pub repo: Option<&'a Path>,
+    /// The attempt's own object directory (`own_objects`), seen in place of the repository's
+    /// objects; without one they are read-only.
+    pub own_objects: Option<&'a Path>,
     /// The run's directory (prompt, system prompt, skills): read-only.
     pub run_dir: Option<&'a Path>,
     /// The agent's session file (pi's), writable.
@@ -191,15 +245,25 @@ pub fn spec(i: &Inputs) -> BoxSpec {
             }
         }
     }
+    let mut elsewhere = Vec::new();
     if let Some(repo) = i.repo {
         // The user's checkout read-only; git's shared metadata writable for the agent's own
-        // `git add`/`git commit` in its worktree, but not the shared config and hooks.
+        // `git add`/`git commit` in its worktree, but not the shared config and hooks, and
+        // not the objects: new ones go to the attempt's own directory, whose alternates are
+        // the repository's objects, seen read-only (crew brings the new ones in after).
         ro.push(repo.to_path_buf());
         let git = repo.join(".git");
         rw.push(git.clone());
         ro.push(git.join("config"));
         ro.push(git.join("hooks"));
         ro.push(git.join("info"));
+        match i.own_objects {
+            Some(own) => {
+                elsewhere.push((own.join("objects"), git.join("objects"), true));
+                elsewhere.push((git.join("objects"), own.join(SHARED_OBJECTS), false));
+            }
+            None => ro.push(git.join("objects")),
+        }
     }
     ro.extend(i.run_dir.map(Path::to_path_buf));
     rw.extend(i.session_file.map(Path::to_path_buf));
@@ -220,6 +284,7 @@ pub fn spec(i: &Inputs) -> BoxSpec {
     BoxSpec {
         read_only: ro,
         writable: rw,
+        elsewhere,
         network: i.network,
         cwd: i.cwd.to_path_buf(),
     }
@@ -236,6 +301,7 @@ mod tests {
             home: Some(Path::new("/h")),
             cwd: Path::new("/s/worktrees/r/t"),
             repo: Some(Path::new("/repo")),
+            own_objects: Some(Path::new("/s/runs/r/objects/t.attempt-1")),
             run_dir: Some(Path::new("/s/runs/r")),
             session_file: None,
             gemini_home: None,
@@ -262,5 +328,19 @@ mod tests {
             assert!(!has(&b.writable, p) && !has(&b.read_only, p), "{p} hidden");
         }
         assert!(b.network);
+        // The attempt's own objects where git looks; the repository's read-only beside them.
+        let own = Path::new("/s/runs/r/objects/t.attempt-1");
+        assert!(b
+            .elsewhere
+            .contains(&(own.join("objects"), "/repo/.git/objects".into(), true)));
+        assert!(b
+            .elsewhere
+            .contains(&("/repo/.git/objects".into(), own.join("shared"), false)));
+        // Without one (verify commands, pre-step scripts), the objects are read-only.
+        let b = spec(&Inputs {
+            own_objects: None,
+            ..inputs
+        });
+        assert!(has(&b.read_only, "/repo/.git/objects"));
     }
 }
