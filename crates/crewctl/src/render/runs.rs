@@ -945,6 +945,7 @@ pub(crate) mod tests {
                     pre_step: None,
                     scope: vec![],
                     verify_commands: vec![],
+                    sandbox: None,
                 },
                 PlannedTaskView {
                     id: "02_plan".into(),
@@ -959,6 +960,7 @@ pub(crate) mod tests {
                     pre_step: None,
                     scope: vec![],
                     verify_commands: vec![],
+                    sandbox: None,
                 },
                 PlannedTaskView {
                     id: "03_execute".into(),
@@ -973,6 +975,7 @@ pub(crate) mod tests {
                     pre_step: None,
                     scope: vec![],
                     verify_commands: vec![],
+                    sandbox: None,
                 },
                 PlannedTaskView {
                     id: "04_verify".into(),
@@ -987,6 +990,7 @@ pub(crate) mod tests {
                     pre_step: None,
                     scope: vec![],
                     verify_commands: vec![],
+                    sandbox: None,
                 },
             ],
             diagnostics: vec![Diagnostic {

@@ -411,7 +411,7 @@ async fn run_process(
     ctl: &mut mpsc::UnboundedReceiver<WorkerCtl>,
     artifacts: &mut Vec<ArtifactRef>,
 ) -> AttemptResult {
-    let worker = worker_spec(&shared.config, spec, prompt, resume.is_some());
+    let mut worker = worker_spec(&shared.config, spec, prompt, resume.is_some());
     let session = || session::session_spec(spec, resume, &shared.state_dir);
     // Under crew's init (`contain`), in its box (`sandbox`) where the mode says so and
     // bubblewrap can.
@@ -427,12 +427,24 @@ async fn run_process(
         Ok(b) => b,
         Err(e) => return failed(e, artifacts),
     };
+    if bwrap.is_some() {
+        sandbox::inside_box(spec.runtime.adapter, &mut worker.command);
+    }
     // Boxed in worktree mode: git objects go to the attempt's own directory (`sandbox`).
-    let objects = match bwrap.map(|_| blocking(|| sandbox::own_objects(spec))) {
+    let objects = match bwrap
+        .filter(|_| crew_core::stream::edits_files(&spec.plan.tools))
+        .map(|_| blocking(|| sandbox::own_objects(spec)))
+    {
         Some(Err(e)) => return failed(format!("cannot make the attempt's object directory: {e}"), artifacts),
         Some(Ok(dir)) => dir,
         None => None,
     };
+    if let (Some(_), Some(home)) = (bwrap, std::env::var_os("HOME")) {
+        let home = PathBuf::from(home);
+        if let Err(e) = blocking(|| sandbox::make_agent_dirs(&home, spec.runtime.adapter)) {
+            tracing::warn!(error = %e, "cannot make the agent's state directories for its box");
+        }
+    }
     let launcher = contain::Contained {
         boxed: bwrap.map(|b| (b, worker_box(shared, spec, resume, objects.as_deref()))),
         reaper: spec.runtime.adapter == crew_core::stream::AdapterKind::Codex,
@@ -473,6 +485,7 @@ fn worker_box(
         adapter: Some(spec.runtime.adapter),
         home: home.as_deref(),
         cwd: Path::new(&spec.cwd),
+        writes: crew_core::stream::edits_files(&spec.plan.tools),
         repo: spec.workspace.as_ref().map(|w| Path::new(&w.repo)),
         own_objects,
         run_dir: Some(&spec.run_dir),
