@@ -13,9 +13,16 @@ impl Repo {
     pub async fn take_objects(&self, from: &Path) -> Result<usize, GitError> {
         let dir = OsString::from(from);
         let theirs = [("GIT_OBJECT_DIRECTORY", &dir)];
-        let list = ["cat-file", "--batch-all-objects", "--batch-check=%(objectname)"];
+        let list = [
+            "cat-file",
+            "--batch-all-objects",
+            "--batch-check=%(objectname)",
+        ];
         let names = self.run(&list, &theirs).await?;
-        let count = names.split(|b| *b == b'\n').filter(|l| !l.is_empty()).count();
+        let count = names
+            .split(|b| *b == b'\n')
+            .filter(|l| !l.is_empty())
+            .count();
         if count == 0 {
             return Ok(0);
         }

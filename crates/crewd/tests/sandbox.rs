@@ -8,6 +8,14 @@ use serde_json::json;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+/// The test's daemon directory (its `$HOME`, checkout and state) outside `/tmp`: the box's
+/// `/tmp` is a private, writable tmpfs, so a home under `/tmp` would be writable in the box
+/// (the writes staying in the box), which is not what a user's home is. Each test is a
+/// process of its own under nextest; all set the same value.
+fn out_of_tmp() {
+    std::env::set_var("TMPDIR", env!("CARGO_TARGET_TMPDIR"));
+}
+
 fn skip(name: &str, why: &str) {
     eprintln!("SKIPPED {name}: {why}");
 }
@@ -67,6 +75,7 @@ fn a_hostile_agent_in_its_box_reaches_nothing_but_its_worktree() {
     if let Err(why) = bwrap_works() {
         return skip(NAME, &format!("bubblewrap cannot make a box here: {why}"));
     }
+    out_of_tmp();
     // Paths are known once the daemon's directories exist: start it, write the config, restart.
     let mut d = Daemon::start();
     let (h, s, r) = (d.home.clone(), d.state_dir.clone(), d.work.clone());
@@ -95,8 +104,8 @@ fn a_hostile_agent_in_its_box_reaches_nothing_but_its_worktree() {
          for p in {r}/.git/objects/pack/*.pack $alt/pack/*.pack; do \
            [ -e \"$p\" ] && {{ rm -f \"$p\" 2>/dev/null; [ -e \"$p\" ] || echo ESCAPE pack; }}; \
          done; \
-         echo x > {s}/pwned 2>/dev/null; \
-         mkdir -p {s}/worktrees/other 2>/dev/null; \
+         echo x > {s}/pwned 2>/dev/null && echo ESCAPE state; \
+         mkdir -p {s}/worktrees/other 2>/dev/null && echo ESCAPE worktrees; \
          [ -e {sock} ] && echo ESCAPE socket; \
          echo x > {h}/.claude/settings.json 2>/dev/null && echo ESCAPE claude-settings; \
          kill -TERM $CREW_DAEMON_PID 2>/dev/null; \
@@ -159,12 +168,14 @@ fn a_hostile_agent_in_its_box_reaches_nothing_but_its_worktree() {
         std::fs::read_to_string(d.work.join("a.txt")).unwrap(),
         "one\n"
     );
-    // (Inside, the test's state directory is under the box's private /tmp: what it wrote
-    // there stayed in the box.)
     assert!(!d.state_dir.join("pwned").exists());
     assert!(!d.state_dir.join("worktrees/other").exists());
     assert!(!git(&d.work, &["config", "--list"]).contains("fsmonitor"));
-    assert_eq!(packs(), packs_before, "the repository's packs are all there");
+    assert_eq!(
+        packs(),
+        packs_before,
+        "the repository's packs are all there"
+    );
     // The agent's own commit (its objects made in the attempt's own object directory) is in
     // the repository now, whole.
     let log = git(&d.work, &["log", "--all", "--format=%s"]);
@@ -221,6 +232,7 @@ fn a_verify_command_without_network_cannot_reach_loopback() {
     if let Err(why) = bwrap_works() {
         return skip(NAME, &format!("bubblewrap cannot make a box here: {why}"));
     }
+    out_of_tmp();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -232,7 +244,7 @@ fn a_verify_command_without_network_cannot_reach_loopback() {
     std::fs::write(
         &d.config,
         format!(
-            "verify_network = false\nmax_attempts = 1\nverify_retries = 0\n\
+            "verify_network = false\nmax_attempts = 1\nverify_retries = 0\nallow_no_change = true\n\
              [runtimes.net]\nadapter = \"command\"\ncommand = [\"/bin/sh\", \"-c\", {agent:?}]\n\
              [projects.{work:?}]\ntask_verify_commands = [{verify:?}]\n"
         ),
@@ -243,7 +255,16 @@ fn a_verify_command_without_network_cannot_reach_loopback() {
     let run = d.run("net", json!({"team": "n", "runtime": "net"}));
     let end = d.wait(&run);
     let st = d.status(&run);
-    assert_eq!(end, "completed", "the verify command reached 127.0.0.1: {st}");
+    assert_eq!(
+        end, "completed",
+        "the verify command reached 127.0.0.1: {st}"
+    );
+    let evs = d.events(Some(&run));
+    assert!(
+        evs.iter()
+            .any(|e| e.to_string().contains("/dev/tcp/127.0.0.1")),
+        "the verify command ran: {evs:?}"
+    );
     assert!(
         std::fs::read_to_string(d.work.join("reached.txt")).is_ok_and(|t| t.contains("REACHED")),
         "the agent (network on) reached the port: {st}"
@@ -265,6 +286,7 @@ fn the_plan_shows_each_tasks_box_and_no_policy_gap_when_boxed() {
     if let Err(why) = bwrap_works() {
         return skip(NAME, &format!("bubblewrap cannot make a box here: {why}"));
     }
+    out_of_tmp();
     let d = Daemon::start_with(Opts {
         config: "[runtimes.boxed]\nadapter = \"claude\"\ncommand = [\"/bin/sh\"]\nnetwork = false\n\
                  [runtimes.open]\nadapter = \"claude\"\ncommand = [\"/bin/sh\"]\nsandbox = \"off\"\n"
@@ -291,7 +313,10 @@ fn the_plan_shows_each_tasks_box_and_no_policy_gap_when_boxed() {
     // The reviewer may not edit: its workspace is read-only.
     assert!(has("readOnly", &cwd) && !has("writable", &cwd), "{b:#}");
     assert!(has("readOnly", "/usr") && has("writable", "/tmp"), "{b:#}");
-    assert!(has("writable", &d.home.join(".claude").display().to_string()), "{b:#}");
+    assert!(
+        has("writable", &d.home.join(".claude").display().to_string()),
+        "{b:#}"
+    );
     assert!(has("hidden", &d.state_dir.display().to_string()), "{b:#}");
     assert!(has("hidden", &d.socket.display().to_string()), "{b:#}");
     assert_eq!(b["network"], false, "{b:#}");
@@ -311,6 +336,7 @@ fn in_shared_mode_only_the_cwd_is_writable_and_only_for_a_writing_role() {
     if let Err(why) = bwrap_works() {
         return skip(NAME, &format!("bubblewrap cannot make a box here: {why}"));
     }
+    out_of_tmp();
     let script = "echo x > mine.txt 2>/dev/null && echo WROTE-CWD; \
                   echo x > ../beside.txt 2>/dev/null && echo ESCAPE beside; echo done";
     let d = Daemon::start_with(Opts {

@@ -127,8 +127,12 @@ pub fn command(
         let (p, a) = match init {
             Some((init, _)) => {
                 spec.read_only.extend(init.parent().map(Path::to_path_buf));
-                let mut inner: Vec<OsString> =
-                    vec!["--reaper".into(), "--stdout-fd".into(), "--".into(), program];
+                let mut inner: Vec<OsString> = vec![
+                    "--reaper".into(),
+                    "--stdout-fd".into(),
+                    "--".into(),
+                    program,
+                ];
                 inner.append(&mut args);
                 (init.as_os_str().to_owned(), inner)
             }

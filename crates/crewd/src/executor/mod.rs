@@ -435,7 +435,12 @@ async fn run_process(
         .filter(|_| crew_core::stream::edits_files(&spec.plan.tools))
         .map(|_| blocking(|| sandbox::own_objects(spec)))
     {
-        Some(Err(e)) => return failed(format!("cannot make the attempt's object directory: {e}"), artifacts),
+        Some(Err(e)) => {
+            return failed(
+                format!("cannot make the attempt's object directory: {e}"),
+                artifacts,
+            )
+        }
         Some(Ok(dir)) => dir,
         None => None,
     };

@@ -62,7 +62,9 @@ pub fn status(config: &Config) -> String {
 pub fn mode(config: &Config, runtime: &RuntimeConfig) -> SandboxMode {
     match runtime.sandbox {
         Some(m) => m,
-        None if config.sandbox == SandboxMode::Auto && unboxed_under_auto(runtime.adapter).is_some() => {
+        None if config.sandbox == SandboxMode::Auto
+            && unboxed_under_auto(runtime.adapter).is_some() =>
+        {
             SandboxMode::Off
         }
         None => config.sandbox,
@@ -237,10 +239,15 @@ pub fn plan_box(
     read_only.extend(crew_box::bwrap::SYSTEM.iter().map(|s| s.to_string()));
     writable.push("/tmp (the box's own)".into());
     let mut hidden: Vec<String> = Vec::new();
-    hidden.extend(home.as_deref().map(|h| format!("{} (but the paths above)", h.display())));
+    hidden.extend(
+        home.as_deref()
+            .map(|h| format!("{} (but the paths above)", h.display())),
+    );
     hidden.push(show(&shared.state_dir));
     hidden.push(show(&shared.socket));
-    hidden.extend(std::env::var_os("XDG_RUNTIME_DIR").map(|d| PathBuf::from(d).display().to_string()));
+    hidden.extend(
+        std::env::var_os("XDG_RUNTIME_DIR").map(|d| PathBuf::from(d).display().to_string()),
+    );
     Some(crew_api::types::TaskBox {
         writable,
         read_only,
@@ -257,9 +264,16 @@ pub fn plan_box(
 /// sandbox the user's own command sets is left as it is. Claude Code's (bubblewrap for Bash)
 /// is off unless the user's settings turn it on; Gemini CLI's and opencode's are not used.
 pub fn inside_box(adapter: AdapterKind, command: &mut Vec<String>) {
-    const OWN: &[&str] = &["-s", "--sandbox", "--full-auto", "--dangerously-bypass-approvals-and-sandbox"];
+    const OWN: &[&str] = &[
+        "-s",
+        "--sandbox",
+        "--full-auto",
+        "--dangerously-bypass-approvals-and-sandbox",
+    ];
     let user_sets = command.iter().skip(1).any(|a| {
-        OWN.iter().any(|f| a == f || a.starts_with(&format!("{f}="))) || a.starts_with("sandbox_mode=")
+        OWN.iter()
+            .any(|f| a == f || a.starts_with(&format!("{f}=")))
+            || a.starts_with("sandbox_mode=")
     });
     if adapter == AdapterKind::Codex && !user_sets {
         command.push("-c".into());
@@ -372,7 +386,13 @@ fn env_home(adapter: AdapterKind) -> Option<(&'static str, &'static [&'static st
     match adapter {
         AdapterKind::Claude => Some((
             "CLAUDE_CONFIG_DIR",
-            &["settings.json", "settings.local.json", "hooks", "commands", "agents"],
+            &[
+                "settings.json",
+                "settings.local.json",
+                "hooks",
+                "commands",
+                "agents",
+            ],
         )),
         AdapterKind::Codex => Some(("CODEX_HOME", &["config.toml"])),
         AdapterKind::Pi => Some((
@@ -533,7 +553,13 @@ mod tests {
         ] {
             assert!(has(&b.read_only, p), "{p} read-only");
         }
-        for p in ["/h", "/h/.ssh", "/s", "/s/worktrees/r", "/run/crew/crewd.sock"] {
+        for p in [
+            "/h",
+            "/h/.ssh",
+            "/s",
+            "/s/worktrees/r",
+            "/run/crew/crewd.sock",
+        ] {
             assert!(!has(&b.writable, p) && !has(&b.read_only, p), "{p} hidden");
         }
         assert!(b.network);
@@ -563,19 +589,34 @@ mod tests {
 
     #[test]
     fn codex_sandbox_is_off_inside_the_box_unless_the_user_set_one() {
-        let off = ["-c".to_string(), "sandbox_mode=\"danger-full-access\"".to_string()];
+        let off = [
+            "-c".to_string(),
+            "sandbox_mode=\"danger-full-access\"".to_string(),
+        ];
         // (adapter, command, what is appended)
         let table: Vec<(AdapterKind, Vec<&str>, Vec<String>)> = vec![
             (AdapterKind::Codex, vec!["codex"], off.to_vec()),
             (AdapterKind::Codex, vec!["codex", "exec"], off.to_vec()),
-            (AdapterKind::Codex, vec!["codex", "--sandbox", "read-only"], vec![]),
-            (AdapterKind::Codex, vec!["codex", "-c", "sandbox_mode=\"x\""], vec![]),
+            (
+                AdapterKind::Codex,
+                vec!["codex", "--sandbox", "read-only"],
+                vec![],
+            ),
+            (
+                AdapterKind::Codex,
+                vec!["codex", "-c", "sandbox_mode=\"x\""],
+                vec![],
+            ),
             (AdapterKind::Claude, vec!["claude"], vec![]),
         ];
         for (adapter, cmd, added) in table {
             let mut command: Vec<String> = cmd.iter().map(|s| s.to_string()).collect();
             inside_box(adapter, &mut command);
-            assert_eq!(command.get(cmd.len()..).unwrap(), added.as_slice(), "{cmd:?}");
+            assert_eq!(
+                command.get(cmd.len()..).unwrap(),
+                added.as_slice(),
+                "{cmd:?}"
+            );
         }
     }
 }
