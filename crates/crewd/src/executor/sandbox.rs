@@ -198,7 +198,7 @@ pub fn plan_box(
     let run_dir = shared.state_dir.join("runs").join("{run}");
     let repo = spec.workspace.as_ref().map(|w| PathBuf::from(&w.repo));
     let cwd = match &repo {
-        Some(_) => crate::workspace::worktrees_dir(shared, "{run}").join(t.id.to_string()),
+        Some(_) => crate::workspace::worktrees_dir(shared, "{run}").join(&t.id),
         None => PathBuf::from(&spec.cwd),
     };
     let own = run_dir.join("objects").join(format!("{}.attempt-N", t.id));
