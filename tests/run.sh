@@ -69,6 +69,53 @@ slurm_ready || slurm_missing=true
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/crew-test.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
+# Tests that need something of the host beyond the toolchain. Such a test fails where its need
+# is missing (it never passes having done nothing); here it is left out and counted skipped,
+# and the closing line says what to install. Each need: a probe, and the tests (a filterset).
+HOST_TESTS_TTY='package(crewctl) & binary(=tty) & test(/^(a_second_ctrl_c_detaches_at_once|one_key_without_enter_cancels_or_keeps_following|a_plan_is_approved_inline_with_one_key|live_events_draw_while_a_block_is_offered|hostile_text_reaches_the_terminal_escaped)$/)'
+declare -A HOST=(
+  [tmux]="$HOST_TESTS_TTY"
+  [valgrind]='package(crew-core) & binary(=linear_parsing) & test(=four_times_the_items_cost_about_four_times_the_instructions)'
+  [tmpfs]='(package(crew-journal) & binary(=disk_full) & test(=disk_full_surfaces_as_io_error_and_poisons)) | (package(crewd) & binary(=fulldisk) & test(=full_disk_refuses_writes_keeps_reads_and_recovers)) | (package(crewd) & binary(=storage_errors) & test(=a_read_only_journal_directory_leaves_calls_answering_and_recovers))'
+  [root]='(package(crewd) & binary(=socket_paths) & test(=a_directory_of_another_user_is_refused)) | (package(crewd) & binary(=systemd) & test(=a_peer_of_another_uid_is_refused_and_logged))'
+  [systemd]='package(crewd) & binary(=systemd) & test(/^(unit_files_pass_systemd_analyze_verify|socket_activation_serves_http_and_websocket)$/)'
+  [descriptors]='package(crewd) & binary(=ui_gateway) & test(=idle_dashboard_connections_never_take_the_socket_down)'
+)
+declare -A HOST_HINT=(
+  [tmux]='tmux (Debian package `tmux`)'
+  [valgrind]='valgrind (Debian package `valgrind`)'
+  [tmpfs]='a tmpfs mounted in an unprivileged user namespace (unshare -rm)'
+  [root]='root, with setpriv and curl and a user `nobody`'
+  [systemd]='systemd-analyze and systemd-socket-activate (Debian package `systemd`)'
+  [descriptors]='prlimit and a hard limit of at least 1356 open files'
+)
+host_has() {
+  case "$1" in
+    tmux) tmux -V > /dev/null 2>&1 ;;
+    valgrind) valgrind --version > /dev/null 2>&1 ;;
+    tmpfs)
+      mkdir -p "$tmp/tmpfs-probe"
+      unshare --user --map-root-user --mount sh -c 'mount -t tmpfs -o size=1m tmpfs "$0"' \
+        "$tmp/tmpfs-probe" > /dev/null 2>&1
+      ;;
+    root)
+      [ "$(id -u)" = 0 ] && command -v setpriv > /dev/null && command -v curl > /dev/null \
+        && id nobody > /dev/null 2>&1
+      ;;
+    systemd) command -v systemd-analyze > /dev/null && command -v systemd-socket-activate > /dev/null ;;
+    descriptors)
+      local hard
+      hard=$(ulimit -Hn)
+      command -v prlimit > /dev/null && { [ "$hard" = unlimited ] || [ "$hard" -ge 1356 ]; }
+      ;;
+  esac
+}
+host_missing=()
+for need in tmux valgrind tmpfs root systemd descriptors; do
+  host_has "$need" || host_missing+=("$need")
+done
+
+
 # nextest's closing "Summary [...] N tests run: N passed, N failed, ..." (timed out is a
 # failure). Its "skipped" is not used: a binary whose tests are all filtered out is not even
 # listed, so its tests are in no count; the skipped are counted from `nextest list` instead.
@@ -139,12 +186,27 @@ coverage() {
   fi
 }
 
+# Each HOST filterset still names the tests it was written for (a renamed test would otherwise
+# fall out of the table and fail where its need is missing).
+host_coverage() {
+  local need n
+  for need in "${!HOST[@]}"; do
+    n=$(count_listed -E "${HOST[$need]}")
+    if [ "${n:-0}" -eq 0 ]; then
+      echo "tests/run.sh: HOST[$need] names no test" >&2
+      return 1
+    fi
+  done
+}
+
 run_rust() {
   check "every real-CLI test is in tests/run.sh's NEEDS table" coverage
+  check "every HOST filterset of tests/run.sh names a test" host_coverage
   local filter="all()"
   local leave=()
   for cli in "${missing[@]}"; do leave+=("(${NEEDS[$cli]})"); done
   [ "$slurm_missing" = false ] || leave+=("($SLURM_TESTS)")
+  for need in "${host_missing[@]}"; do leave+=("(${HOST[$need]})"); done
   if [ ${#leave[@]} -gt 0 ]; then
     filter="not ($(IFS='|'; echo "${leave[*]}"))"
   fi
@@ -233,5 +295,8 @@ if [ "$slurm_missing" = true ]; then
   echo "skipped: the Slurm placement tests (no root, or Debian's slurmctld slurmd slurmrestd" \
     "slurm-client munge slurm-wlm-jwt-plugin missing); .ci/run installs them, then \`make test\` runs them"
 fi
+for need in "${host_missing[@]}"; do
+  echo "skipped: the tests that need ${HOST_HINT[$need]}, missing here"
+done
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ] && [ ${#failures[@]} -eq 0 ]

@@ -139,8 +139,7 @@ fn disk_full_surfaces_as_io_error_and_poisons() {
     let child = ChildLines::spawn(command);
     let (lines, status) = child.finish();
     if status.code() == Some(NO_TMPFS) || (lines.is_empty() && !status.success()) {
-        eprintln!("SKIPPED: cannot mount a tmpfs in a user namespace here ({status})");
-        return;
+        panic!("cannot mount a tmpfs in a user namespace here ({status}); `make test` (tests/run.sh, its HOST table) leaves this test out where that is missing and counts it skipped");
     }
     let output = lines.join("\n");
     assert!(status.success(), "child failed ({status}):\n{output}");

@@ -12,11 +12,14 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-fn have_tmux() -> bool {
-    Command::new("tmux")
+/// These tests drive crewctl in a real terminal (tmux). Without tmux they fail, never pass:
+/// `make test` (tests/run.sh, its HOST table) leaves this test out where that is missing and counts it skipped.
+fn need_tmux() {
+    let ok = Command::new("tmux")
         .arg("-V")
         .output()
-        .is_ok_and(|o| o.status.success())
+        .is_ok_and(|o| o.status.success());
+    assert!(ok, "tmux is not installed (Debian package `tmux`); `make test` (tests/run.sh, its HOST table) leaves this test out where that is missing and counts it skipped");
 }
 
 /// One tmux server of our own per test, so tests neither see nor disturb anyone else's.
@@ -150,10 +153,7 @@ fn endless() -> Script {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_second_ctrl_c_detaches_at_once() {
-    if !have_tmux() {
-        eprintln!("skipped: tmux is not installed");
-        return;
-    }
+    need_tmux();
     let mock = Mock::start(endless()).await;
     let t = Tmux::start(&mock.socket, "run x");
     t.shows("Ctrl-C to cancel or detach").await;
@@ -167,10 +167,7 @@ async fn a_second_ctrl_c_detaches_at_once() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn one_key_without_enter_cancels_or_keeps_following() {
-    if !have_tmux() {
-        eprintln!("skipped: tmux is not installed");
-        return;
-    }
+    need_tmux();
     let mock = Mock::start(endless()).await;
     let t = Tmux::start(&mock.socket, "run x");
     t.shows("Ctrl-C to cancel or detach").await;
@@ -194,10 +191,7 @@ async fn one_key_without_enter_cancels_or_keeps_following() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_plan_is_approved_inline_with_one_key() {
-    if !have_tmux() {
-        eprintln!("skipped: tmux is not installed");
-        return;
-    }
+    need_tmux();
     let mut s = Script::default();
     s.results.insert("team.run", run_started());
     s.results
@@ -257,10 +251,7 @@ async fn a_plan_is_approved_inline_with_one_key() {
 /// answer typed meanwhile is shown and sent whole. At 80 and 120 columns.
 #[tokio::test(flavor = "multi_thread")]
 async fn live_events_draw_while_a_block_is_offered() {
-    if !have_tmux() {
-        eprintln!("skipped: tmux is not installed");
-        return;
-    }
+    need_tmux();
     for columns in [80, 120] {
         let mut s = Script::default();
         s.results.insert("team.run", run_started());
@@ -411,10 +402,7 @@ async fn raw_output(socket: &Path, args: &str) -> Vec<u8> {
 /// terminal as visible escapes, never as the characters themselves.
 #[tokio::test(flavor = "multi_thread")]
 async fn hostile_text_reaches_the_terminal_escaped() {
-    if !have_tmux() {
-        eprintln!("skipped: tmux is not installed");
-        return;
-    }
+    need_tmux();
     const EVIL: &str = "x\u{1b}[1A\u{1b}[2K\u{1b}]52;c;aGk=\u{7}\u{9b}2J\u{202e}gpj";
     let mut s = Script::default();
     let mut plan = task("01_plan", "needs_attention");

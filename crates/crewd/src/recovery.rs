@@ -155,6 +155,18 @@ fn reload(journal: &dyn Journal, state: &mut State, id: &str, before: u64) -> an
 /// never killed) and whatever else carries one of this daemon's runs in its environment,
 /// re-queue their tasks as retries with reason `daemon_restarted`, and report.
 pub fn recover(core: &mut Core) {
+    // Everything the previous daemon left, looked at before anything is killed: killing a
+    // worker under crew's init (its PID namespace's init) ends the processes inside it too,
+    // and a process on its way out can no longer be read from /proc, so a scan after the
+    // kills would miss processes this recovery ended. The journal may not name every process
+    // the dead daemon left: a worker spawned just before the kill (its pid not journaled
+    // yet), or a tool that left its worker's process group. Each carries its run and task in
+    // its environment.
+    let me = std::process::id();
+    let left: Vec<process::Tagged> = process::tagged_processes()
+        .into_iter()
+        .filter(|t| t.daemon_pid != Some(me) && core.state.summaries.contains_key(&t.run_id))
+        .collect();
     let mut killed = Vec::new();
     for id in core.state.active.clone() {
         let Some(run) = core.state.run(&id) else {
@@ -172,19 +184,12 @@ pub fn recover(core: &mut Core) {
             }
         }
     }
-    // The journal may not name every process the dead daemon left: a worker spawned just
-    // before the kill (its pid not journaled yet), or a tool that left its worker's process
-    // group. Each carries its run and task in its environment.
-    let me = std::process::id();
-    for t in process::tagged_processes() {
-        if t.daemon_pid == Some(me) || !core.state.summaries.contains_key(&t.run_id) {
-            continue;
-        }
-        if process::kill_tagged(&t) {
+    for t in &left {
+        // Gone already: ended with a worker killed above (its box), which this recovery did.
+        let ended = process::kill_tagged(t) || process::start_time(t.pid) != Some(t.start);
+        if ended && !killed.contains(&t.pid) {
             tracing::warn!(run = %t.run_id, task = %t.task_id, pid = t.pid, "killed a process left by the previous daemon");
-            if !killed.contains(&t.pid) {
-                killed.push(t.pid);
-            }
+            killed.push(t.pid);
         }
     }
     let now = core.now();

@@ -43,10 +43,10 @@ fn ui_addr(d: &Daemon) -> SocketAddr {
 #[test]
 fn idle_dashboard_connections_never_take_the_socket_down() {
     let need = IDLE as u64 + 256;
-    if !can_open(need) {
-        eprintln!("skipped: this process may not open {need} descriptors");
-        return;
-    }
+    assert!(
+        can_open(need),
+        "this process may not open {need} descriptors (hard RLIMIT_NOFILE); `make test` (tests/run.sh, its HOST table) leaves this test out where that is missing and counts it skipped"
+    );
     let d = Daemon::start_with(Opts {
         config: "ui_listen = \"127.0.0.1:0\"\n".into(),
         ..Default::default()
@@ -56,10 +56,10 @@ fn idle_dashboard_connections_never_take_the_socket_down() {
         .args(["--pid", &d.pid().to_string(), "--nofile=1024:1024"])
         .status()
         .is_ok_and(|s| s.success());
-    if !ok {
-        eprintln!("skipped: prlimit could not limit crewd's descriptors");
-        return;
-    }
+    assert!(
+        ok,
+        "prlimit (Debian package `util-linux`) could not limit crewd's descriptors; `make test` (tests/run.sh, its HOST table) leaves this test out where that is missing and counts it skipped"
+    );
     one_step_team(&d, "one", "[fake:turns=1]", "explorer");
     let addr = ui_addr(&d);
     let mut idle = Vec::with_capacity(IDLE);

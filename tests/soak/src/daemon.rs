@@ -93,13 +93,6 @@ impl Daemon {
             .env_remove("NOTIFY_SOCKET")
             .env_remove("LISTEN_FDS")
             .env("CREW_LOG", "info,jsonrpsee=warn,sled=warn")
-            // Workers as plain process groups, crewd's direct children: check 4 (every fake
-            // agent works for a running task of this daemon, by its parent pid) predates crew's
-            // init (crew-box), under which an agent is crewd's grandchild. With the init the
-            // soak of 6 Dec saw agents left for >15 s after kill -9 cycles (.notes/
-            // session-2026-12-06.md); until that is understood and the check follows the init,
-            // the soak covers the journal and recovery, not the init.
-            .env("CREW_CONTAINMENT", "none")
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)
@@ -172,6 +165,23 @@ pub fn live_parent(pid: u32) -> Option<u32> {
         return None;
     }
     fields.next()?.parse().ok()
+}
+
+/// Whether `ancestor` is `pid` or one of its live ancestors. A worker runs under crew's init
+/// (crew-box), so an agent is crewd's grandchild, not its child; the walk is bounded because
+/// a parent chain read from /proc can change under us.
+pub fn descends_from(pid: u32, ancestor: u32) -> bool {
+    let mut p = pid;
+    for _ in 0..64 {
+        if p == ancestor {
+            return true;
+        }
+        match live_parent(p) {
+            Some(parent) if parent > 1 && parent != p => p = parent,
+            _ => return false,
+        }
+    }
+    false
 }
 
 /// Fake agents working in `work` (any process whose cwd is there and whose command names

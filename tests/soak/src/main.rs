@@ -514,6 +514,7 @@ async fn workers(d: &Daemon) -> (Vec<String>, Vec<u32>) {
                 .map(|p| p as u32);
             match pid {
                 Some(p) if daemon::live_parent(p) == Some(d.pid()) => {
+                    // The worker crewd spawned (crew's init, or the agent itself without it).
                     owned.insert(p);
                 }
                 other => missing.push(format!("{id}/{task} attempt {attempt} (pid {other:?})")),
@@ -522,7 +523,10 @@ async fn workers(d: &Daemon) -> (Vec<String>, Vec<u32>) {
     }
     let orphans = daemon::workers_in(&d.work)
         .into_iter()
-        .filter(|p| !owned.contains(p) && daemon::live_parent(*p) != Some(d.pid()))
+        .filter(|p| {
+            !owned.iter().any(|w| daemon::descends_from(*p, *w))
+                && !daemon::descends_from(*p, d.pid())
+        })
         .collect();
     (missing, orphans)
 }

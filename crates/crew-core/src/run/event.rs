@@ -319,6 +319,8 @@ pub enum EventBody {
     DaemonRecovered {
         #[serde(rename = "requeuedTasks")]
         requeued_tasks: Vec<String>,
+        /// Processes of the previous daemon found alive at recovery, every one ended by it
+        /// (killed, or gone with the worker box it was in).
         #[serde(rename = "killedWorkers")]
         killed_workers: Vec<u32>,
         #[serde(rename = "activeRuns")]
