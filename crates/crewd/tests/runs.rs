@@ -1274,7 +1274,7 @@ fn a_cwd_removed_after_the_start_fails_the_next_task_naming_it() {
     assert_eq!(d.wait(&run), "failed");
     let st = d.status(&run);
     let second = Daemon::task(&st, &tid(&st, "second")).clone();
-    assert_eq!(second["status"], "failed");
+    assert_eq!(second["status"], "failed", "{st}");
     let err = second["error"].as_str().unwrap();
     assert!(err.contains("cwd") && err.contains("vanishing"), "{err}");
     assert_eq!(second["attempts"], 1, "not retried: it cannot get better");
