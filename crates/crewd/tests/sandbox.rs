@@ -76,7 +76,7 @@ fn marked(marker: &str) -> Vec<u32> {
 fn a_hostile_agent_in_its_box_reaches_nothing_but_its_worktree() {
     const NAME: &str = "a_hostile_agent_in_its_box_reaches_nothing_but_its_worktree";
     if let Err(why) = bwrap_works() {
-        return skip(NAME, &format!("bubblewrap cannot make a box here: {why}"));
+        skip(NAME, &format!("bubblewrap cannot make a box here: {why}"));
     }
     out_of_tmp();
     // Paths are known once the daemon's directories exist: start it, write the config, restart.
@@ -233,7 +233,7 @@ fn required_without_the_mechanism_refuses_with_a_clear_message() {
 fn a_verify_command_without_network_cannot_reach_loopback() {
     const NAME: &str = "a_verify_command_without_network_cannot_reach_loopback";
     if let Err(why) = bwrap_works() {
-        return skip(NAME, &format!("bubblewrap cannot make a box here: {why}"));
+        skip(NAME, &format!("bubblewrap cannot make a box here: {why}"));
     }
     out_of_tmp();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -287,7 +287,7 @@ fn a_verify_command_without_network_cannot_reach_loopback() {
 fn the_plan_shows_each_tasks_box_and_no_policy_gap_when_boxed() {
     const NAME: &str = "the_plan_shows_each_tasks_box_and_no_policy_gap_when_boxed";
     if let Err(why) = bwrap_works() {
-        return skip(NAME, &format!("bubblewrap cannot make a box here: {why}"));
+        skip(NAME, &format!("bubblewrap cannot make a box here: {why}"));
     }
     out_of_tmp();
     let d = Daemon::start_with(Opts {
@@ -337,7 +337,7 @@ fn the_plan_shows_each_tasks_box_and_no_policy_gap_when_boxed() {
 fn in_shared_mode_only_the_cwd_is_writable_and_only_for_a_writing_role() {
     const NAME: &str = "in_shared_mode_only_the_cwd_is_writable_and_only_for_a_writing_role";
     if let Err(why) = bwrap_works() {
-        return skip(NAME, &format!("bubblewrap cannot make a box here: {why}"));
+        skip(NAME, &format!("bubblewrap cannot make a box here: {why}"));
     }
     out_of_tmp();
     let script = "echo x > mine.txt 2>/dev/null && echo WROTE-CWD; \
