@@ -17,12 +17,14 @@
 
 mod checkout;
 mod error;
+mod markers;
 mod objects;
 mod parse;
 mod refs;
 mod worktrees;
 
 pub use checkout::{Identity, InProgress};
+pub use markers::Marked;
 pub use refs::LastMove;
 pub use worktrees::admin_dir;
 
@@ -339,6 +341,17 @@ impl Repo {
             Some(0) => Ok(true),
             Some(1) => Ok(false),
             _ => check(&args, out).map(|_| false),
+        }
+    }
+
+    /// The best common ancestor of `a` and `b`; `None` when they share no history.
+    pub async fn merge_base(&self, a: &str, b: &str) -> Result<Option<String>, GitError> {
+        let args = ["merge-base", a, b];
+        let out = self.raw(&args, &[]).await?;
+        match out.code {
+            Some(0) => parse::oid(&args, &out.stdout).map(Some),
+            Some(1) => Ok(None),
+            _ => check(&args, out).map(|_| None),
         }
     }
 
@@ -660,6 +673,24 @@ impl Repo {
             .map(str::to_string)
             .filter(|l| !l.is_empty())
             .collect())
+    }
+
+    /// Point refs at commits (`Some`) or delete them (`None`) in one transaction: all of them
+    /// change or none does, so a crash between two related refs cannot leave one moved.
+    pub async fn update_refs(&self, changes: &[(String, Option<String>)]) -> Result<(), GitError> {
+        if changes.is_empty() {
+            return Ok(());
+        }
+        let mut script = String::new();
+        for (name, to) in changes {
+            match to {
+                Some(c) => script.push_str(&format!("update {name} {c}\n")),
+                None => script.push_str(&format!("delete {name}\n")),
+            }
+        }
+        let args = ["update-ref", "--stdin"];
+        let out = self.raw_in(&args, &[], Some(script.into_bytes())).await?;
+        check(&args, out).map(|_| ())
     }
 
     /// Delete refs by full name (missing ones are no error).

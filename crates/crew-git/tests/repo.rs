@@ -226,3 +226,69 @@ async fn an_attempts_objects_are_taken_in_by_their_content() {
     }
     assert!(!has(&forged), "the forged name was not taken");
 }
+
+#[tokio::test]
+async fn conflict_markers_are_found_in_a_commit_and_equals_lines_alone_are_not() {
+    let d = repo();
+    let w = d.path();
+    std::fs::write(
+        w.join("a.txt"),
+        "one\n<<<<<<< HEAD\nleft\n=======\nright\n>>>>>>> other\nthree\n",
+    )
+    .unwrap();
+    std::fs::write(w.join("doc.md"), "Title\n=======\n\ntext\n").unwrap();
+    std::fs::write(w.join("c.txt"), "clean\n").unwrap();
+    sh(w, &["add", "-A"]);
+    sh(w, &["commit", "-qm", "markers"]);
+    let head = sh(w, &["rev-parse", "HEAD"]);
+    let repo = Git::default().repo(w);
+    let paths: Vec<String> = ["a.txt", "doc.md", "c.txt"].map(String::from).to_vec();
+    let found = repo.conflict_markers(&head, &paths).await.unwrap();
+    assert_eq!(found, ["a.txt:2", "a.txt:6"]);
+    let clean: Vec<String> = ["doc.md", "c.txt"].map(String::from).to_vec();
+    assert!(repo
+        .conflict_markers(&head, &clean)
+        .await
+        .unwrap()
+        .is_empty());
+}
+
+#[tokio::test]
+async fn a_merge_with_markers_holds_every_input_and_leaves_each_conflict_in_its_file() {
+    let d = repo();
+    let w = d.path();
+    let base = sh(w, &["rev-parse", "HEAD"]);
+    let mut tips = Vec::new();
+    for (name, file, text) in [
+        ("left", "a.txt", "one\nLEFT\nthree\n"),
+        ("right", "a.txt", "one\nRIGHT\nthree\n"),
+        ("notes", "notes.txt", "notes\n"),
+    ] {
+        sh(w, &["checkout", "-q", "-b", name, &base]);
+        std::fs::write(w.join(file), text).unwrap();
+        sh(w, &["add", "-A"]);
+        sh(w, &["commit", "-qm", name]);
+        tips.push(sh(w, &["rev-parse", "HEAD"]));
+    }
+    let repo = Git::default().repo(w);
+    let marked = repo.merge_with_markers(&tips, "crew: merge").await.unwrap();
+    for t in &tips {
+        assert!(repo.is_ancestor(t, &marked.commit).await.unwrap(), "{t}");
+    }
+    assert_eq!(
+        marked.conflicts,
+        [(tips[1].clone(), vec!["a.txt".to_string()])]
+    );
+    let a = sh(w, &["show", &format!("{}:a.txt", marked.commit)]);
+    assert!(
+        a.contains("<<<<<<< ") && a.contains("LEFT") && a.contains("RIGHT"),
+        "{a}"
+    );
+    assert_eq!(
+        sh(w, &["show", &format!("{}:notes.txt", marked.commit)]),
+        "notes"
+    );
+    let paths = vec!["a.txt".to_string(), "notes.txt".to_string()];
+    let found = repo.conflict_markers(&marked.commit, &paths).await.unwrap();
+    assert_eq!(found.len(), 2, "{found:?}");
+}

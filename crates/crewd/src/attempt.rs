@@ -50,6 +50,9 @@ pub struct AttemptSpec {
     /// The project's per-task checks (`task_verify_commands`, frozen in the run), run after a
     /// task that can edit and has no verification of its own.
     pub task_verify_commands: Vec<String>,
+    /// A remote attempt's job as journaled (a daemon restarted while it ran): followed again,
+    /// never submitted twice.
+    pub job: Option<crew_core::run::RemoteJob>,
 }
 
 /// A recorded CLI session to continue with the user's answer.

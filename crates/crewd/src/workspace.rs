@@ -12,7 +12,9 @@
 use crate::shared::Shared;
 use crew_api::types as api;
 use crew_api::ApiError;
-use crew_core::run::workspace::{attempt_ref, run_branch, start_ref, task_branch};
+use crew_core::run::workspace::{
+    attempt_ref, conflict_ref, integration_conflict_ref, run_branch, start_ref, task_branch,
+};
 use crew_core::run::{AttemptResult, Integration, TaskCommit, WorkspaceMode, WorkspaceSpec};
 use crew_core::usage::Usage;
 use crew_git::{Git, GitError, MergeOutcome, Repo};
@@ -21,6 +23,7 @@ use std::sync::Arc;
 
 pub mod apply;
 pub mod cleanup;
+pub mod conflict;
 mod readers;
 mod seed;
 pub use readers::Checkouts;
@@ -556,11 +559,32 @@ async fn start_commit(
         }
     }
     let bref = format!("refs/heads/{branch}");
-    if let Some(tip) = repo.resolve(&bref).await? {
-        if ws.inputs.len() > 1 && all_contained(repo, &ws.inputs, &tip).await? {
-            repo.update_ref(&sref, &tip).await?;
+    let cref = conflict_ref(&ws.run_id, &ws.task_id);
+    let inputs = conflict::inputs(&ws.inputs, &ws.input_tasks);
+    let attention = |reason: String| {
+        Ok(Err(AttemptResult::NeedsAttention {
+            usage: Usage::default(),
+            model: None,
+            artifacts: Vec::new(),
+            reason,
+        }))
+    };
+    match conflict::read_tip(repo, &bref, &cref, &inputs, false).await? {
+        conflict::Tip::Take(tip) => {
+            // crew's worktree checks the branch out; git refuses while the user's has it.
+            if repo.checked_out_branches().await?.contains(&bref) {
+                return attention(conflict::checked_out_message(&ws.run_id, branch));
+            }
+            conflict::settled(repo, &sref, &tip, &cref).await?;
             return Ok(Ok(tip));
         }
+        conflict::Tip::Lacks { tip, missing } => {
+            return attention(conflict::lacks_message(&ws.run_id, branch, &tip, &missing));
+        }
+        conflict::Tip::Markers { tip, found } => {
+            return attention(conflict::markers_message(&ws.run_id, branch, &tip, &found));
+        }
+        conflict::Tip::Merge => {}
     }
     let message = format!(
         "crew: start of {} (run {}): merge of {}",
@@ -570,7 +594,7 @@ async fn start_commit(
     );
     match repo.merge_all(&ws.inputs, &message).await? {
         MergeOutcome::Clean(s) => {
-            repo.update_ref(&sref, &s).await?;
+            conflict::settled(repo, &sref, &s, &cref).await?;
             Ok(Ok(s))
         }
         MergeOutcome::Conflict {
@@ -579,28 +603,22 @@ async fn start_commit(
             merged_so_far,
         } => {
             // The branch holds what merged so far, for the user to finish the merge on.
-            repo.update_ref(&bref, &merged_so_far).await?;
-            let other = ws
-                .inputs
-                .iter()
-                .position(|c| c == &with)
-                .and_then(|i| ws.input_tasks.get(i))
-                .cloned()
-                .unwrap_or_else(|| short(&with).to_string());
-            let reason = format!(
-                "the results of its dependencies conflict ({} merged with {other}) in: {}. \
-                 Resolve on branch {branch} (git switch {branch} && git merge {} , fix, commit), \
-                 then resume the run",
-                ws.input_tasks.join(", "),
-                paths.join(", "),
-                short(&with),
+            conflict::leave_for_user(repo, &bref, &cref, &merged_so_far).await?;
+            let sides = conflict::sides(repo, &inputs, &with, &merged_so_far, &paths).await;
+            let reason = conflict::manual_message(
+                &ws.repo,
+                &ws.run_id,
+                branch,
+                &ws.task_id,
+                "its dependencies",
+                &inputs,
+                &conflict::Stopped {
+                    with: &with,
+                    paths: &paths,
+                    touched_by: &sides,
+                },
             );
-            Ok(Err(AttemptResult::NeedsAttention {
-                usage: Usage::default(),
-                model: None,
-                artifacts: Vec::new(),
-                reason,
-            }))
+            attention(reason)
         }
     }
 }
@@ -856,11 +874,32 @@ pub async fn integrate(
     let bref = format!("refs/heads/{branch}");
     let commits: Vec<String> = leaves.iter().map(|(_, c)| c.clone()).collect();
     let e = |e: GitError| format!("cannot integrate the run's results on {branch}: {e}");
+    let cref = integration_conflict_ref(run_id);
+    let inputs: Vec<conflict::Input> = leaves
+        .iter()
+        .map(|(t, c)| conflict::Input {
+            task: t.clone(),
+            commit: c.clone(),
+        })
+        .collect();
     // Resumed after the user resolved a conflict on the branch (or integrated before).
-    let tip = repo.resolve(&bref).await.map_err(e)?;
+    let tip = conflict::read_tip(&repo, &bref, &cref, &inputs, true)
+        .await
+        .map_err(e)?;
     let commit = match tip {
-        Some(t) if all_contained(&repo, &commits, &t).await.map_err(e)? => t,
-        _ => {
+        conflict::Tip::Take(t) => {
+            conflict::settled(&repo, &bref, &t, &cref)
+                .await
+                .map_err(e)?;
+            t
+        }
+        conflict::Tip::Lacks { tip, missing } => {
+            return Err(conflict::lacks_message(run_id, &branch, &tip, &missing));
+        }
+        conflict::Tip::Markers { tip, found } => {
+            return Err(conflict::markers_message(run_id, &branch, &tip, &found));
+        }
+        conflict::Tip::Merge => {
             let message = format!(
                 "crew: run {run_id}: merge of {}",
                 leaves
@@ -871,7 +910,9 @@ pub async fn integrate(
             );
             match repo.merge_all(&commits, &message).await.map_err(e)? {
                 MergeOutcome::Clean(c) => {
-                    repo.update_ref(&bref, &c).await.map_err(e)?;
+                    conflict::settled(&repo, &bref, &c, &cref)
+                        .await
+                        .map_err(e)?;
                     c
                 }
                 MergeOutcome::Conflict {
@@ -879,7 +920,9 @@ pub async fn integrate(
                     with,
                     merged_so_far,
                 } => {
-                    repo.update_ref(&bref, &merged_so_far).await.map_err(e)?;
+                    conflict::leave_for_user(&repo, &bref, &cref, &merged_so_far)
+                        .await
+                        .map_err(e)?;
                     let mut involved = Vec::new();
                     for (id, start, commit) in tasks {
                         let touched = repo.changed_paths(start, commit).await.unwrap_or_default();
@@ -887,13 +930,18 @@ pub async fn integrate(
                             involved.push(id.clone());
                         }
                     }
-                    return Err(format!(
-                        "integration conflict on {branch}: tasks {} change {}. Resolve it on \
-                         the branch (git switch {branch} && git merge {} , fix, commit), then \
-                         `crewctl resume {run_id}`",
-                        involved.join(", "),
-                        paths.join(", "),
-                        short(&with)
+                    return Err(conflict::manual_message(
+                        &ws.repo,
+                        run_id,
+                        &branch,
+                        run_id,
+                        "the run's tasks",
+                        &inputs,
+                        &conflict::Stopped {
+                            with: &with,
+                            paths: &paths,
+                            touched_by: &involved,
+                        },
                     ));
                 }
             }

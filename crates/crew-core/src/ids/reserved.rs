@@ -35,6 +35,10 @@ pub const REPO_FILE: &str = "_repo";
 /// dirty tree's snapshot survives `git gc` while the run waits.
 pub const BASE_REF: &str = "_base";
 
+/// The ref (under `refs/crew/<runId>/`) marking where crew left the run's branch when its
+/// integration conflicted, so the user's resolution commit is told from crew's own.
+pub const INTEGRATION_CONFLICT_REF: &str = "_conflict";
+
 /// The directory beside task worktrees where read-only tasks starting at `commit` share one
 /// checkout (also the name of its leftover ref's directory, with a short commit).
 pub fn readers_dir(commit: &str) -> String {
@@ -121,6 +125,7 @@ mod tests {
             readers_dir("ab"),
             system_prompt_file("ab"),
             BASE_REF.to_string(),
+            INTEGRATION_CONFLICT_REF.to_string(),
         ] {
             assert!(is_reserved(&crew), "{crew}");
             assert!(!is_task_id(&crew), "{crew}");

@@ -2,7 +2,7 @@
 //! and for journal replay alike, so it never validates and never fails.
 
 use super::event::{AttemptEnd, Event, EventBody};
-use super::types::{Approval, RunState, RunStatus, RunSummary, TaskState, TaskStatus};
+use super::types::{Approval, RemoteJob, RunState, RunStatus, RunSummary, TaskState, TaskStatus};
 use super::State;
 use crate::usage::Usage;
 
@@ -177,7 +177,11 @@ fn end_attempt(t: &mut TaskState, end: &AttemptEnd, ev: &Event) {
     t.progress.tokens = t.prior_usage.budget_tokens();
     // A session is resumed by the one attempt after the answer: whatever that attempt did,
     // a later one starts over (`task.waiting` sets it again when it asks again).
-    t.clear_rare(|r| r.session = None);
+    // The attempt's job (a remote attempt) is over with it.
+    t.clear_rare(|r| {
+        r.session = None;
+        r.job = None;
+    });
     if end.model.is_some() {
         t.model = end.model.clone();
     }
@@ -232,6 +236,7 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
                     t.attempt_usage = Usage::default();
                     t.status = TaskStatus::Cancelled;
                     t.finished_at = Some(ev.time);
+                    t.clear_rare(|r| r.job = None);
                 }
             }
             run.status = RunStatus::Cancelled;
@@ -308,6 +313,7 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
                     r.not_before = None;
                     // Queued steers are part of this attempt's prompt now.
                     r.pending_steers.clear();
+                    r.job = None;
                 });
             }
             if run.status == RunStatus::Queued {
@@ -319,6 +325,32 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
             if let Some(i) = task_idx {
                 run.tasks[i].pid = Some(*pid);
                 run.tasks[i].pid_start = Some(*pid_start);
+            }
+        }
+        EventBody::WorkerSubmitting {
+            attempt,
+            job_name,
+            staging,
+            token,
+        } => {
+            if let Some(i) = task_idx {
+                let job = RemoteJob {
+                    attempt: *attempt,
+                    name: job_name.clone(),
+                    staging: staging.clone(),
+                    token: token.clone(),
+                    id: None,
+                };
+                run.tasks[i].edit_rare(|r| r.job = Some(job));
+            }
+        }
+        EventBody::WorkerSubmitted { attempt, job_id } => {
+            if let Some(i) = task_idx {
+                run.tasks[i].clear_rare(|r| {
+                    if let Some(j) = r.job.as_mut().filter(|j| j.attempt == *attempt) {
+                        j.id = Some(*job_id);
+                    }
+                });
             }
         }
         EventBody::TaskProgress {
@@ -466,6 +498,7 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
                 t.finished_at = Some(ev.time);
                 t.pid = None;
                 t.error = reason.clone();
+                t.clear_rare(|r| r.job = None);
             }
         }
         EventBody::TaskSkipped { reason } => {
@@ -527,6 +560,7 @@ pub(super) fn requeue(t: &mut TaskState, own_model: bool) {
         }
         r.fan_out_repair = None;
         r.verdict_repair = None;
+        r.job = None;
     });
     t.pid = None;
     t.pid_start = None;

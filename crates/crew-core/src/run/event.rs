@@ -186,6 +186,25 @@ pub enum EventBody {
         pid_start: u64,
         live: bool,
     },
+    /// A remote attempt's job is about to be submitted (Slurm placement): the name crew gives
+    /// it, its staging directory and the token its worker must echo. Durable before the
+    /// submission: a daemon killed after it finds the job by name instead of submitting twice.
+    #[serde(rename = "worker.submitting")]
+    WorkerSubmitting {
+        attempt: u32,
+        #[serde(rename = "jobName")]
+        job_name: String,
+        staging: String,
+        token: String,
+    },
+    /// The remote attempt's job was submitted: its id in the cluster, by which a restarted
+    /// daemon follows it again.
+    #[serde(rename = "worker.submitted")]
+    WorkerSubmitted {
+        attempt: u32,
+        #[serde(rename = "jobId")]
+        job_id: u64,
+    },
     #[serde(rename = "task.progress")]
     TaskProgress {
         attempt: u32,
@@ -365,6 +384,8 @@ impl EventBody {
             EventBody::TaskQueued { .. } => "task.queued",
             EventBody::TaskStarted { .. } => "task.started",
             EventBody::WorkerSpawned { .. } => "worker.spawned",
+            EventBody::WorkerSubmitting { .. } => "worker.submitting",
+            EventBody::WorkerSubmitted { .. } => "worker.submitted",
             EventBody::TaskProgress { .. } => "task.progress",
             EventBody::TaskCompleted { .. } => "task.completed",
             EventBody::TaskFailed { .. } => "task.failed",

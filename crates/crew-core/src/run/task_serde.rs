@@ -3,7 +3,7 @@
 //! through a flat struct with derived serde, so missing, repeated and unknown fields behave as
 //! they always did.
 
-use super::types::{ArtifactRef, Progress, Rare, TaskState, TaskStatus};
+use super::types::{ArtifactRef, Progress, Rare, RemoteJob, TaskState, TaskStatus};
 use super::workspace::TaskCommit;
 use crate::plan::PlannedTask;
 use crate::usage::Usage;
@@ -49,6 +49,8 @@ struct FlatOut<'a> {
     verdict: &'a Option<crate::verdict::Verdict>,
     #[serde(skip_serializing_if = "Option::is_none")]
     verdict_repair: &'a Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    job: &'a Option<RemoteJob>,
     progress: &'a Progress,
 }
 
@@ -90,6 +92,8 @@ struct FlatIn {
     verdict: Option<crate::verdict::Verdict>,
     #[serde(default)]
     verdict_repair: Option<String>,
+    #[serde(default)]
+    job: Option<RemoteJob>,
     progress: Progress,
 }
 
@@ -127,6 +131,7 @@ impl Serialize for TaskState {
             fan_out_repair: &rare.fan_out_repair,
             verdict: &rare.verdict,
             verdict_repair: &rare.verdict_repair,
+            job: &rare.job,
             progress: &self.progress,
         }
         .serialize(s)
@@ -163,6 +168,7 @@ impl<'de> Deserialize<'de> for TaskState {
             fan_out_repair: f.fan_out_repair,
             verdict: f.verdict,
             verdict_repair: f.verdict_repair,
+            job: f.job,
         });
         t.progress = f.progress;
         Ok(t)

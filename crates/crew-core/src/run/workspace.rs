@@ -99,6 +99,21 @@ pub fn start_ref(run_id: &str, task_id: &str) -> String {
     format!("refs/crew/{run_id}/{task_id}/start")
 }
 
+/// Where crew left a task's branch when the merge of its inputs conflicted (what merged so
+/// far): a branch tip other than this one is the user's, and is never moved by crew.
+pub fn conflict_ref(run_id: &str, task_id: &str) -> String {
+    format!("refs/crew/{run_id}/{task_id}/conflict")
+}
+
+/// Where crew left the run's branch when the merge of its leaves conflicted (as
+/// [`conflict_ref`] for a task; crew's reserved name, beside `_base`).
+pub fn integration_conflict_ref(run_id: &str) -> String {
+    format!(
+        "refs/crew/{run_id}/{}",
+        crate::ids::reserved::INTEGRATION_CONFLICT_REF
+    )
+}
+
 /// The leaf tasks of a run (no other task depends on them), in plan order: what integration
 /// merges.
 pub fn leaf_tasks(run: &super::RunState) -> Vec<&super::TaskState> {

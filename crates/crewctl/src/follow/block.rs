@@ -1,5 +1,6 @@
 //! Acting on a blocked run from the follow view, in a terminal: approve or reject a plan, answer
-//! a question, retry a task that needs attention. The offer is a line under the progress bars
+//! a question, resume a run whose task needs attention (`crewctl resume`, the one verb the
+//! status line and crew's messages give too). The offer is a line under the progress bars
 //! and the read runs beside the live events (`Follower::live` selects on both), so the view goes
 //! on drawing while it waits for a key, and an answer being typed shows in that line. Ctrl-C at
 //! an offer detaches; a block lifted elsewhere (another terminal, the dashboard) withdraws it.
@@ -7,8 +8,8 @@
 use super::Follower;
 use crate::style::Tone;
 use crate::term;
-use crew_api::methods::{TeamApprove, TeamReject, TeamRespond, TeamRetry};
-use crew_api::types::{ApproveParams, RetryParams, StatusResult, TaskMessageParams, TaskStatus};
+use crew_api::methods::{TeamApprove, TeamReject, TeamRespond, TeamResume};
+use crew_api::types::{ApproveParams, ResumeParams, StatusResult, TaskMessageParams, TaskStatus};
 use indicatif::ProgressBar;
 
 pub enum Outcome {
@@ -24,7 +25,8 @@ pub enum Outcome {
 pub enum What {
     Plan,
     Answer(String),
-    Retry(String),
+    /// A task needs attention: resume the run (which re-queues it).
+    Resume(String),
 }
 
 enum Pending {
@@ -78,7 +80,7 @@ pub fn what(s: &StatusResult) -> Option<What> {
     s.tasks
         .iter()
         .find(|t| t.status == TaskStatus::NeedsAttention)
-        .map(|t| What::Retry(t.id.clone()))
+        .map(|t| What::Resume(t.id.clone()))
 }
 
 /// Whether an offer still stands for the run as it is now.
@@ -87,7 +89,7 @@ pub fn still_applies(what: &What, s: &StatusResult) -> bool {
     match what {
         What::Plan => s.run.approval == "pending",
         What::Answer(id) => task_is(id, TaskStatus::Waiting),
-        What::Retry(id) => task_is(id, TaskStatus::NeedsAttention),
+        What::Resume(id) => task_is(id, TaskStatus::NeedsAttention),
     }
 }
 
@@ -102,8 +104,11 @@ pub fn offer(f: &mut Follower<'_>, s: &StatusResult) -> Option<Offer> {
         What::Answer(id) => {
             format!("Answer {id} (Enter sends; an empty line waits; Ctrl-C detaches): >")
         }
-        What::Retry(id) => {
-            format!("{id}: r retries it · d or Ctrl-C detaches · other keys wait (one key)")
+        What::Resume(id) => {
+            format!(
+                "{id} needs attention: r resumes the run · d or Ctrl-C detaches · other keys wait \
+                 (one key)"
+            )
         }
     };
     let view = f.ctx.view();
@@ -176,18 +181,16 @@ pub async fn act(f: &mut Follower<'_>, what: What, input: Input) -> anyhow::Resu
                 .await;
             Ok(settled(f, &format!("answered {task_id}"), r.map(|_| ())))
         }
-        (What::Retry(task_id), Input::Key(key)) => match key {
+        (What::Resume(task_id), Input::Key(key)) => match key {
             Some(b'r' | b'R') => {
                 let r = f
                     .conn
-                    .call::<TeamRetry>(&RetryParams {
+                    .call::<TeamResume>(&ResumeParams {
                         run_id,
-                        task_ids: vec![task_id.clone()],
-                        with_dependents: None,
                         confirm_imported: None,
                     })
                     .await;
-                Ok(settled(f, &format!("retrying {task_id}"), r.map(|_| ())))
+                Ok(settled(f, &format!("resumed ({task_id})"), r.map(|_| ())))
             }
             Some(b'd' | b'D') | None => Ok(Outcome::Detach),
             Some(_) => Ok(Outcome::KeepWaiting),

@@ -742,8 +742,8 @@ pub fn hints(s: &StatusResult) -> Vec<String> {
         ));
     } else if let Some(t) = first(TaskStatus::NeedsAttention) {
         v.push(format!(
-            "{} needs attention: crewctl logs {id} {}; then crewctl retry {id} {}",
-            t.id, t.id, t.id
+            "{} needs attention: crewctl status {id} · crewctl logs {id} {}; then crewctl resume {id}",
+            t.id, t.id
         ));
     }
     v
@@ -1108,6 +1108,26 @@ mod tests {
                 .any(|l| l.contains("crewctl approve 3f9a1c2e00001111")),
             "{h:?}"
         );
+    }
+
+    /// Issue 31: one verb continues a run whose task needs attention (a conflict to resolve,
+    /// say): the hint says `crewctl resume`, as crew's messages and the follow view's key do.
+    #[test]
+    fn a_task_needing_attention_is_continued_with_resume() {
+        let mut s = crate::render::runs::tests::status_fixture();
+        s.run.status = RunStatus::Blocked;
+        s.tasks.retain(|t| t.status != TaskStatus::Waiting);
+        if let Some(t) = s.tasks.first_mut() {
+            t.status = TaskStatus::NeedsAttention;
+        }
+        let h = hints(&s);
+        assert!(
+            h.iter()
+                .any(|l| l.contains("needs attention")
+                    && l.contains("crewctl resume 3f9a1c2e00001111")),
+            "{h:?}"
+        );
+        assert!(!h.iter().any(|l| l.contains("retry")), "{h:?}");
     }
 
     /// Issue 32 (4): a fan-out is announced where it happens, naming the tasks it added, which

@@ -1,0 +1,380 @@
+//! Conflicting results, the manual way: crew's message followed literally by the test (a
+//! worktree of the user's own, one `git merge` per input left, commit, `crewctl resume`), and
+//! a resolution that lacks an input refused with the branch left as the user made it.
+
+mod common;
+
+use common::{git, path_str, Daemon};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The daemon's work dir as a repository with one commit (`.crew/` excluded).
+fn repo(d: &Daemon) -> &Path {
+    let w = d.work.as_path();
+    git(w, &["init", "-q", "-b", "main"]);
+    git(w, &["config", "user.name", "user"]);
+    git(w, &["config", "user.email", "user@example.com"]);
+    std::fs::write(w.join(".git/info/exclude"), ".crew/\n").unwrap();
+    std::fs::write(w.join("a.txt"), "one\ntwo\nthree\n").unwrap();
+    git(w, &["add", "-A"]);
+    git(w, &["commit", "-qm", "init"]);
+    w
+}
+
+/// Three parallel tasks and one that needs all of them: `01_left` and `02_right` change the
+/// same line, `03_notes` another file, so merging the join's inputs stops at the second of
+/// three.
+fn three_into_one(d: &Daemon) {
+    team(d, true)
+}
+
+/// `01_left`, `02_right` and `03_notes`, then (with `join`) `04_join` needing all three.
+fn team(d: &Daemon, join: bool) {
+    let mut steps: Vec<(&str, &[&str], &str)> = vec![
+        ("left", &[], "[fake:write=a.txt:one\\nLEFT\\nthree\\n]"),
+        ("right", &[], "[fake:write=a.txt:one\\nRIGHT\\nthree\\n]"),
+        ("notes", &[], "[fake:write=notes.txt:notes\\n]"),
+    ];
+    if join {
+        steps.push((
+            "join",
+            &["left", "right", "notes"],
+            "[fake:cat=a.txt][fake:write=joined.txt:joined\\n]",
+        ));
+    }
+    let mut roles = String::new();
+    let mut wf = "---\nname: clash\n---\n\n".to_string();
+    for (id, deps, task) in steps {
+        roles.push_str(&format!("- r{id}: agent=executor\n"));
+        wf.push_str(&format!("## {id}\nrole: r{id}\n"));
+        if !deps.is_empty() {
+            wf.push_str(&format!("dependsOn: {}\n", deps.join(", ")));
+        }
+        wf.push_str(&format!("\n{task}\n\n"));
+    }
+    d.project_file(
+        "teams/clash.team.md",
+        &format!("---\nname: clash\ndefaultWorkflow: clash\n---\n\n{roles}"),
+    );
+    d.project_file("workflows/clash.workflow.md", &wf);
+}
+
+fn start(d: &Daemon) -> String {
+    d.run(
+        "change things",
+        json!({"team": "clash", "workspace": "worktree"}),
+    )
+}
+
+fn commit_of(d: &Daemon, run: &str, task: &str) -> String {
+    d.events(Some(run))
+        .into_iter()
+        .find(|e| e["type"] == "task.completed" && e["taskId"] == task)
+        .unwrap_or_else(|| panic!("no task.completed for {task}"))["data"]["commit"]["commit"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// The join's message once the run blocked on it.
+fn blocked_message(d: &Daemon, run: &str) -> String {
+    assert_eq!(d.wait(run), "blocked", "{}", d.status(run));
+    let st = d.status(run);
+    let join = Daemon::task(&st, "04_join");
+    assert_eq!(join["status"], "needs_attention", "{st}");
+    join["error"].as_str().unwrap().to_string()
+}
+
+/// The commands in crew's message, in order, as the user would type them: comments dropped.
+fn commands(message: &str) -> Vec<Vec<String>> {
+    message
+        .lines()
+        .map(|l| l.split("   #").next().unwrap_or_default().trim())
+        .map(|l| l.strip_prefix("then: ").unwrap_or(l))
+        .filter(|l| l.starts_with("git ") || l.starts_with("cd ") || l.starts_with("crewctl "))
+        .map(|l| l.split_whitespace().map(str::to_string).collect())
+        .collect()
+}
+
+/// Run `git args` in `dir`; whether it succeeded.
+fn git_may_fail(dir: &Path, args: &[String]) -> bool {
+    Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_AUTHOR_NAME", "user")
+        .env("GIT_AUTHOR_EMAIL", "user@example.com")
+        .env("GIT_COMMITTER_NAME", "user")
+        .env("GIT_COMMITTER_EMAIL", "user@example.com")
+        .output()
+        .unwrap()
+        .status
+        .success()
+}
+
+/// Follow the message literally, up to `crewctl resume` (returned, not run). A merge that
+/// conflicts is resolved keeping both lines; merges of the inputs named in `skip` are left
+/// out (a user who missed one). Returns the resume command and the user's worktree.
+fn follow(w: &Path, message: &str, skip: &[String]) -> (Vec<String>, PathBuf) {
+    let mut cwd = w.to_path_buf();
+    let mut worktree = PathBuf::new();
+    for c in commands(message) {
+        let args: Vec<&str> = c.iter().map(String::as_str).collect();
+        match args.as_slice() {
+            ["cd", to] => {
+                cwd = PathBuf::from(to);
+                if worktree.as_os_str().is_empty() {
+                    worktree = cwd.clone();
+                }
+            }
+            ["crewctl", "resume", _] => return (c, worktree),
+            ["git", "merge", .., commit] if skip.iter().any(|s| s == commit) => {}
+            ["git", "merge", ..] => {
+                if !git_may_fail(&cwd, &c[1..]) {
+                    std::fs::write(cwd.join("a.txt"), "one\nLEFT\nRIGHT\nthree\n").unwrap();
+                    git(&cwd, &["add", "-A"]);
+                    git(&cwd, &["commit", "-q", "--no-edit"]);
+                }
+            }
+            ["git", ..] => assert!(git_may_fail(&cwd, &c[1..]), "{c:?} failed"),
+            other => panic!("a command the test does not know: {other:?}"),
+        }
+    }
+    panic!("the message gives no `crewctl resume`: {message}")
+}
+
+fn resume(d: &Daemon, cmd: &[String]) {
+    assert_eq!(cmd.first().map(String::as_str), Some("crewctl"));
+    d.ok("team.resume", json!({"runId": cmd[2]}));
+}
+
+fn branch_tip(w: &Path, branch: &str) -> String {
+    git(w, &["rev-parse", &format!("refs/heads/{branch}")])
+}
+
+#[test]
+fn the_manual_way_followed_literally_completes_with_the_users_commit() {
+    let d = Daemon::start();
+    let w = repo(&d);
+    three_into_one(&d);
+    let head_before = git(w, &["rev-parse", "HEAD"]);
+    let run = start(&d);
+    let message = blocked_message(&d, &run);
+    // Every input named, and how far the merge got: it stopped at the second of three.
+    assert!(
+        message.starts_with("conflict in a.txt (01_left × 02_right)")
+            && message.contains("merged 01_left; merging 02_right into that conflicts")
+            && message.contains("not merged yet: 03_notes")
+            && message.contains("a.txt"),
+        "{message}"
+    );
+    assert!(!message.contains("git switch"), "{message}");
+    let st = d.status(&run);
+    assert!(
+        st["run"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("04_join needs attention"),
+        "{st}"
+    );
+
+    let (resume_cmd, worktree) = follow(w, &message, &[]);
+    // The user's checkout never left its branch.
+    assert_eq!(git(w, &["rev-parse", "--abbrev-ref", "HEAD"]), "main");
+    assert_eq!(git(w, &["rev-parse", "HEAD"]), head_before);
+    assert!(
+        !worktree.exists(),
+        "the message's commands remove the worktree"
+    );
+    let branch = format!("crew/tasks/{run}/04_join");
+    let resolved = branch_tip(w, &branch);
+    resume(&d, &resume_cmd);
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+
+    // The join started from the user's commit, which is still on its branch, under the result.
+    let st = d.status(&run);
+    let join = &st["workspace"]["tasks"]["04_join"];
+    assert_eq!(join["start"], resolved.as_str(), "{st}");
+    let result = commit_of(&d, &run, "04_join");
+    git(w, &["merge-base", "--is-ancestor", &resolved, &result]);
+    git(
+        w,
+        &[
+            "merge-base",
+            "--is-ancestor",
+            &resolved,
+            &branch_tip(w, &branch),
+        ],
+    );
+    let integrated = st["workspace"]["integrated"]["commit"].as_str().unwrap();
+    git(w, &["merge-base", "--is-ancestor", &resolved, integrated]);
+    assert_eq!(
+        git(w, &["show", &format!("{integrated}:a.txt")]),
+        "one\nLEFT\nRIGHT\nthree"
+    );
+    assert_eq!(
+        git(w, &["show", &format!("{integrated}:notes.txt")]),
+        "notes"
+    );
+}
+
+#[test]
+fn a_resolution_lacking_an_input_is_refused_naming_it_and_the_branch_is_untouched() {
+    let d = Daemon::start();
+    let w = repo(&d);
+    three_into_one(&d);
+    let run = start(&d);
+    let message = blocked_message(&d, &run);
+    let notes = commit_of(&d, &run, "03_notes");
+    let (resume_cmd, _) = follow(w, &message, std::slice::from_ref(&notes));
+    let branch = format!("crew/tasks/{run}/04_join");
+    let users = branch_tip(w, &branch);
+    resume(&d, &resume_cmd);
+
+    let refused = blocked_message(&d, &run);
+    assert!(
+        refused.contains("lacks the result of 03_notes") && !refused.contains("01_left"),
+        "{refused}"
+    );
+    assert_eq!(
+        branch_tip(w, &branch),
+        users,
+        "the branch is as the user left it"
+    );
+
+    // Following the refusal's commands (in a worktree again) completes the run.
+    let wt = d.work.parent().unwrap().join("again");
+    git(w, &["worktree", "add", "-q", path_str(&wt), &branch]);
+    let (resume_cmd, _) = follow_in(&wt, &refused);
+    git(w, &["worktree", "remove", path_str(&wt)]);
+    let finished = branch_tip(w, &branch);
+    resume(&d, &resume_cmd);
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    let st = d.status(&run);
+    assert_eq!(
+        st["workspace"]["tasks"]["04_join"]["start"],
+        finished.as_str()
+    );
+    git(w, &["merge-base", "--is-ancestor", &users, &finished]);
+}
+
+/// The refusal's commands, run in the user's worktree `wt`.
+fn follow_in(wt: &Path, message: &str) -> (Vec<String>, PathBuf) {
+    for c in commands(message) {
+        match c.first().map(String::as_str) {
+            Some("crewctl") => return (c, wt.to_path_buf()),
+            Some("git") => assert!(git_may_fail(wt, &c[1..]), "{c:?} failed"),
+            _ => panic!("unexpected {c:?}"),
+        }
+    }
+    panic!("no resume in {message}")
+}
+
+#[test]
+fn a_resolution_still_checked_out_is_named_not_broken() {
+    let d = Daemon::start();
+    let w = repo(&d);
+    three_into_one(&d);
+    let run = start(&d);
+    let message = blocked_message(&d, &run);
+    // Everything but the worktree's removal.
+    let kept: String = message
+        .lines()
+        .filter(|l| !l.contains("worktree remove"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let (resume_cmd, worktree) = follow(w, &kept, &[]);
+    let branch = format!("crew/tasks/{run}/04_join");
+    let users = branch_tip(w, &branch);
+    resume(&d, &resume_cmd);
+    let again = blocked_message(&d, &run);
+    assert!(again.contains("checked out in a worktree"), "{again}");
+    assert_eq!(branch_tip(w, &branch), users);
+    git(w, &["worktree", "remove", path_str(&worktree)]);
+    resume(&d, &resume_cmd);
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    let _: Value = d.status(&run);
+}
+
+#[test]
+fn an_integration_resolution_lacking_a_result_is_refused_and_one_holding_all_is_taken() {
+    let d = Daemon::start();
+    let w = repo(&d);
+    team(&d, false);
+    let run = start(&d);
+    assert_eq!(d.wait(&run), "blocked", "{}", d.status(&run));
+    let message = d.status(&run)["run"]["reason"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        message.starts_with("conflict in a.txt (01_left × 02_right)")
+            && message.contains("not merged yet: 03_notes")
+            && message.contains(&format!(
+                "worktree add {}-resolve-{run} crew/{run}",
+                path_str(w)
+            )),
+        "{message}"
+    );
+    let notes = commit_of(&d, &run, "03_notes");
+    let (resume_cmd, _) = follow(w, &message, std::slice::from_ref(&notes));
+    let branch = format!("crew/{run}");
+    let users = branch_tip(w, &branch);
+    resume(&d, &resume_cmd);
+    assert_eq!(d.wait(&run), "blocked", "{}", d.status(&run));
+    let refused = d.status(&run)["run"]["reason"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        refused.contains("lacks the result of 03_notes"),
+        "{refused}"
+    );
+    assert_eq!(
+        branch_tip(w, &branch),
+        users,
+        "the branch is as the user left it"
+    );
+
+    let wt = d.work.parent().unwrap().join("again");
+    git(w, &["worktree", "add", "-q", path_str(&wt), &branch]);
+    let (resume_cmd, _) = follow_in(&wt, &refused);
+    git(w, &["worktree", "remove", path_str(&wt)]);
+    let finished = branch_tip(w, &branch);
+    resume(&d, &resume_cmd);
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    let st = d.status(&run);
+    assert_eq!(st["workspace"]["integrated"]["commit"], finished.as_str());
+    assert_eq!(branch_tip(w, &branch), finished, "never moved");
+}
+
+#[test]
+fn a_resolution_with_conflict_markers_left_is_refused() {
+    let d = Daemon::start();
+    let w = repo(&d);
+    three_into_one(&d);
+    let run = start(&d);
+    let message = blocked_message(&d, &run);
+    let branch = format!("crew/tasks/{run}/04_join");
+    let wt = d.work.parent().unwrap().join("careless");
+    git(w, &["worktree", "add", "-q", path_str(&wt), &branch]);
+    let right = commit_of(&d, &run, "02_right");
+    let notes = commit_of(&d, &run, "03_notes");
+    assert!(!git_may_fail(
+        &wt,
+        &["merge".into(), "--no-edit".into(), right]
+    ));
+    // Committed as git left it, markers and all.
+    git(&wt, &["commit", "-qam", "resolved?"]);
+    git(&wt, &["merge", "-q", "--no-edit", &notes]);
+    git(w, &["worktree", "remove", path_str(&wt)]);
+    let users = branch_tip(w, &branch);
+    let (resume_cmd, _) = (commands(&message).pop().unwrap(), ());
+    resume(&d, &resume_cmd);
+    let refused = blocked_message(&d, &run);
+    assert!(
+        refused.contains("still has conflict markers at a.txt:2"),
+        "{refused}"
+    );
+    assert_eq!(branch_tip(w, &branch), users);
+}
