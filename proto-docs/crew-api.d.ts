@@ -363,8 +363,18 @@ export interface PlanResult {
 }
 
 export interface PlannedTaskView {
+  /**
+   * A fan-out step: its answer adds up to this many tasks to the run, which run before
+   * the tasks that depend on it.
+   */
+  addsTasks?: number | null;
   agent: string;
   dependsOn: string[];
+  /**
+   * The role is meant to change files (an edit or write tool). A role with only bash (a
+   * reviewer, a verifier) runs commands to check the work and is not.
+   */
+  edits?: boolean;
   id: string;
   /** Skills selected for the task that were not installed when it was planned. */
   missingSkills?: string[];
@@ -393,7 +403,10 @@ export interface PlannedTaskView {
    * agent finished, the project's configured ones included; absent: none.
    */
   verifyCommands?: string[];
-  /** The role may write (its tools include edit, write or bash). */
+  /**
+   * The role may write (its tools include edit, write or bash): what plan approval and
+   * result reuse go by.
+   */
   writes: boolean;
 }
 

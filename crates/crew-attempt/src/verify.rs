@@ -337,9 +337,12 @@ pub async fn run_all(
         };
         let passed = outcome.passed();
         if !passed {
-            checked.failure = Some(format!(
-                "verification failed: `{command}` {ended}; the end of its output:\n{}",
-                outcome.tail.trim_end()
+            // The failing part first, the raw tail after it (issue 32 item 5).
+            checked.failure = Some(crew_core::checks::failure_message(
+                command,
+                &ended,
+                &outcome.tail,
+                &outcome.artifact,
             ));
         }
         checked.outcomes.push(outcome);

@@ -153,8 +153,17 @@ pub struct PlannedTaskView {
     pub agent: String,
     pub depends_on: Vec<String>,
     pub model: Option<String>,
-    /// The role may write (its tools include edit, write or bash).
+    /// The role may write (its tools include edit, write or bash): what plan approval and
+    /// result reuse go by.
     pub writes: bool,
+    /// The role is meant to change files (an edit or write tool). A role with only bash (a
+    /// reviewer, a verifier) runs commands to check the work and is not.
+    #[serde(default)]
+    pub edits: bool,
+    /// A fan-out step: its answer adds up to this many tasks to the run, which run before
+    /// the tasks that depend on it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adds_tasks: Option<u32>,
     /// The task's skills, in prompt order (a name not installed is listed with a `?` suffix
     /// in crewctl; see `missingSkills`).
     #[serde(default)]

@@ -63,6 +63,8 @@ pub fn planned(t: &crew_core::plan::PlannedTask, model: Option<&str>) -> api::Pl
         depends_on: t.depends_on.iter().map(ToString::to_string).collect(),
         model: model.map(str::to_string).or_else(|| t.model.clone()),
         writes: t.writes,
+        edits: crew_core::stream::edits_files(&t.tools),
+        adds_tasks: t.expands.as_ref().map(|e| e.max_tasks),
         skills: t.skills.iter().map(|s| s.name.clone()).collect(),
         missing_skills: t
             .skills
