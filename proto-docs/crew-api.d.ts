@@ -157,7 +157,34 @@ export interface CancelResult {
   stoppedTaskIds?: string[];
 }
 
+/**
+ * A task's part in candidates: a candidate (`of`, `index`, its `runtime` when not the run's,
+ * the checks it failed) or a selector (`select`, its `members`, the `choice`).
+ */
+export interface CandidatesView {
+  choice?: ChoiceView | null;
+  /** A completed candidate's failing checks (empty: it passed). */
+  failedChecks?: string[];
+  index?: number | null;
+  members?: string[];
+  of?: string | null;
+  runtime?: string | null;
+  /** `smallest`, `first` or `judge`. */
+  select?: string | null;
+}
+
 export type CatchUp = "latest" | "none" | "all";
+
+/**
+ * The candidate a selector chose, by whom (`smallest`, `first`, `judge`, `only`, `fix`,
+ * `person`) and why.
+ */
+export interface ChoiceView {
+  by: string;
+  candidate: string;
+  index: number;
+  reason: string;
+}
 
 export interface DaemonStatus {
   apiVersion: string;
@@ -191,6 +218,8 @@ export interface Diagnostic {
 }
 
 export interface DiffParams {
+  /** With `taskId`: that step's candidate `k` (1-based) instead of its chosen result. */
+  candidate?: number | null;
   /** At most this many bytes of patch (default 4 MiB). */
   limit?: number | null;
   runId: string;
@@ -346,6 +375,21 @@ export interface ListResult {
 export type NoParams = Record<string, never>;
 
 export type Overlap = "skip" | "allow" | "cancel-previous";
+
+export interface PickParams {
+  /** The candidate to take instead (1-based). */
+  candidate: number;
+  runId: string;
+  /** The step's task (the selector). */
+  taskId: string;
+}
+
+export interface PickResult {
+  /** The chosen candidate's task id. */
+  chosen: string;
+  /** Dependents that had started or ended and run again from the new choice. */
+  requeuedTaskIds: string[];
+}
 
 export interface PingResult {
   pid: number;
@@ -551,6 +595,12 @@ export interface RunParams {
   agent?: string | null;
   budget?: BudgetParams | null;
   /**
+   * Candidates (1-8) for every writing task, fan-out tasks excepted: each runs N attempts at
+   * once in worktrees of its own and keeps the one that proves best (worktree mode only).
+   * A step's or role's own `candidates` wins.
+   */
+  candidates?: number | null;
+  /**
    * Run these teams (each with its default workflow) one after another as one run: the
    * first tasks of each team depend on the last tasks of the one before and read its
    * shared outputs. Cancel, resume and the budget act on the whole chain. Not with
@@ -583,6 +633,11 @@ export interface RunParams {
    */
   role?: string | null;
   runtime?: string | null;
+  /**
+   * How `candidates` choose: `smallest`, `first` or `judge` (default: `judge` when the team
+   * has a reviewer or verifier, else `smallest`).
+   */
+  select?: string | null;
   /** Skills for every task: a list adds to each task's selection, `false` gives none. */
   skills?: RunSkillsParam | null;
   team?: string | null;
@@ -829,6 +884,8 @@ export interface TaskView {
   agent: string;
   artifacts: ArtifactInfo[];
   attempts: number;
+  /** Candidates (issue 36): this task is one candidate of a step, or the step's selector. */
+  candidates?: CandidatesView | null;
   dependsOn: string[];
   durationMs?: number | null;
   error?: string | null;
@@ -965,6 +1022,12 @@ export interface Methods {
       agent?: string | null;
       budget?: BudgetParams | null;
       /**
+       * Candidates (1-8) for every writing task, fan-out tasks excepted: each runs N attempts at
+       * once in worktrees of its own and keeps the one that proves best (worktree mode only).
+       * A step's or role's own `candidates` wins.
+       */
+      candidates?: number | null;
+      /**
        * Run these teams (each with its default workflow) one after another as one run: the
        * first tasks of each team depend on the last tasks of the one before and read its
        * shared outputs. Cancel, resume and the budget act on the whole chain. Not with
@@ -997,6 +1060,11 @@ export interface Methods {
        */
       role?: string | null;
       runtime?: string | null;
+      /**
+       * How `candidates` choose: `smallest`, `first` or `judge` (default: `judge` when the team
+       * has a reviewer or verifier, else `smallest`).
+       */
+      select?: string | null;
       /** Skills for every task: a list adds to each task's selection, `false` gives none. */
       skills?: RunSkillsParam | null;
       team?: string | null;
@@ -1021,6 +1089,12 @@ export interface Methods {
       agent?: string | null;
       budget?: BudgetParams | null;
       /**
+       * Candidates (1-8) for every writing task, fan-out tasks excepted: each runs N attempts at
+       * once in worktrees of its own and keeps the one that proves best (worktree mode only).
+       * A step's or role's own `candidates` wins.
+       */
+      candidates?: number | null;
+      /**
        * Run these teams (each with its default workflow) one after another as one run: the
        * first tasks of each team depend on the last tasks of the one before and read its
        * shared outputs. Cancel, resume and the budget act on the whole chain. Not with
@@ -1053,6 +1127,11 @@ export interface Methods {
        */
       role?: string | null;
       runtime?: string | null;
+      /**
+       * How `candidates` choose: `smallest`, `first` or `judge` (default: `judge` when the team
+       * has a reviewer or verifier, else `smallest`).
+       */
+      select?: string | null;
       /** Skills for every task: a list adds to each task's selection, `false` gives none. */
       skills?: RunSkillsParam | null;
       team?: string | null;
@@ -1126,6 +1205,18 @@ export interface Methods {
       withDependents?: boolean | null;
     };
     result: RetryResult;
+    errors: 1001 | 1002 | 1007;
+  };
+  /** Replace a step's chosen candidate: before its dependents started the choice just changes; after, they run again from the new choice. Refused once the run was applied. */
+  "team.pick": {
+    params: {
+      /** The candidate to take instead (1-based). */
+      candidate: number;
+      runId: string;
+      /** The step's task (the selector). */
+      taskId: string;
+    };
+    result: PickResult;
     errors: 1001 | 1002 | 1007;
   };
   /** Approve the plan of a run blocked on plan approval; it continues at once. */
@@ -1241,6 +1332,8 @@ export interface Methods {
   /** A worktree run's change (or one task's): diffstat and patch. */
   "team.diff": {
     params: {
+      /** With `taskId`: that step's candidate `k` (1-based) instead of its chosen result. */
+      candidate?: number | null;
       /** At most this many bytes of patch (default 4 MiB). */
       limit?: number | null;
       runId: string;

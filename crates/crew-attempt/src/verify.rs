@@ -260,6 +260,20 @@ fn char_tail(s: &str, n: usize) -> String {
     s.chars().skip(count.saturating_sub(n)).collect()
 }
 
+/// A check that is not a command (scope, the no-change guard, a command that could not run)
+/// as the outcome of one that failed, so a candidate's record lists every check it failed.
+pub fn failed_check(check: &str, reason: String) -> crew_core::checks::VerifyOutcome {
+    crew_core::checks::VerifyOutcome {
+        command: check.to_string(),
+        exit_code: Some(1),
+        timed_out: false,
+        duration_ms: 0,
+        tail: char_tail(&reason, EVENT_TAIL),
+        output_bytes: 0,
+        artifact: String::new(),
+    }
+}
+
 /// What a task's verification commands came to.
 #[derive(Debug, Default)]
 pub struct Checked {

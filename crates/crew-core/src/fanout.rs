@@ -142,7 +142,7 @@ pub fn extract(answer: &str) -> Result<Block, Vec<String>> {
 
 /// The content of the last ```` ```json ```` fence (a fence opened with `json` and closed by a
 /// line of three backticks).
-pub(crate) fn last_json_fence(answer: &str) -> Option<&str> {
+pub fn last_json_fence(answer: &str) -> Option<&str> {
     let mut found = None;
     let mut open: Option<usize> = None;
     let mut offset = 0usize;
@@ -362,6 +362,7 @@ pub fn validate(
         }
         let title = t.title.trim().to_string();
         out.push(PlannedTask {
+            candidates: None,
             task_template: format!("# {title}\n\n{}", t.task.trim()),
             id,
             step_id: t.id.clone(),

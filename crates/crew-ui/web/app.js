@@ -12,7 +12,7 @@
 /** @typedef {import('../../../proto-docs/crew-api').DiffResult} DiffResult */
 
 import { Rpc, RpcError } from './rpc.js';
-import { drawDag } from './dag.js';
+import { drawDag, candidateLine } from './dag.js';
 import { parseTranscript } from './transcript.js';
 import { shortIds } from './ids.js';
 import { timeline } from './timeline.js';
@@ -436,7 +436,7 @@ async function runView(main, runId, taskId) {
     } else {
       for (const t of cur.tasks) dag.setStatus(t.id, t.status);
     }
-    for (const t of cur.tasks) dag.setUsage(t.id, usageLabel(t));
+    for (const t of cur.tasks) dag.setUsage(t.id, candidateLine(t) ?? usageLabel(t));
     renderHead();
     renderPanel();
   }

@@ -53,6 +53,8 @@ pub struct AttemptSpec {
     /// A remote attempt's job as journaled (a daemon restarted while it ran): followed again,
     /// never submitted twice.
     pub job: Option<crew_core::run::RemoteJob>,
+    /// A judging selector (issue 36): the candidates it chooses among.
+    pub candidates: Vec<crew_core::run::candidates::Shown>,
 }
 
 /// A recorded CLI session to continue with the user's answer.

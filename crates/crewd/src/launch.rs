@@ -235,6 +235,12 @@ async fn prepare_as(
             too_big.iter().map(views::diagnostic).collect::<Vec<_>>(),
         ));
     }
+    crate::candidates::expand(
+        &catalog,
+        shape.first_team(&plan).map(str::to_string).as_deref(),
+        p,
+        &mut plan,
+    )?;
     crate::plan_checks::apply(shared, &catalog, cwd, &mut plan)?;
     crate::plan_checks::describe(&plan, &mut notes);
     let team_mode = shape
@@ -243,6 +249,7 @@ async fn prepare_as(
         .and_then(|t| t.workspace_mode);
     let workspace = crate::workspace::plan_run(shared, p, team_mode, preview, &mut notes).await?;
     crate::placement::check_workspace(&runtime, rt.placement, workspace.is_some())?;
+    crate::candidates::check(shared, &plan, workspace.is_some(), cwd)?;
     let adapter = cfg.runtime(&runtime).map(|rt| rt.adapter);
     // In crew's box a read-only role's workspace is read-only, whatever its CLI's tools can
     // do: no gap left to name.

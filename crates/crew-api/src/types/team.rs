@@ -124,6 +124,15 @@ pub struct RunParams {
     /// `maxFixRounds`, else config `max_fix_rounds` (2).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_fix_rounds: Option<i64>,
+    /// Candidates (1-8) for every writing task, fan-out tasks excepted: each runs N attempts at
+    /// once in worktrees of its own and keeps the one that proves best (worktree mode only).
+    /// A step's or role's own `candidates` wins.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidates: Option<i64>,
+    /// How `candidates` choose: `smallest`, `first` or `judge` (default: `judge` when the team
+    /// has a reviewer or verifier, else `smallest`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub select: Option<String>,
     /// Skills for every task: a list adds to each task's selection, `false` gives none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skills: Option<RunSkillsParam>,
@@ -283,6 +292,62 @@ pub struct TaskView {
     /// A fix task crew added: the judge whose findings it fixes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fixes: Option<String>,
+    /// Candidates (issue 36): this task is one candidate of a step, or the step's selector.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidates: Option<CandidatesView>,
+}
+
+/// A task's part in candidates: a candidate (`of`, `index`, its `runtime` when not the run's,
+/// the checks it failed) or a selector (`select`, its `members`, the `choice`).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct CandidatesView {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub of: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<String>,
+    /// A completed candidate's failing checks (empty: it passed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed_checks: Vec<String>,
+    /// `smallest`, `first` or `judge`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub select: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub members: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub choice: Option<ChoiceView>,
+}
+
+/// The candidate a selector chose, by whom (`smallest`, `first`, `judge`, `only`, `fix`,
+/// `person`) and why.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ChoiceView {
+    pub index: u32,
+    pub candidate: String,
+    pub by: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PickParams {
+    pub run_id: String,
+    /// The step's task (the selector).
+    pub task_id: String,
+    /// The candidate to take instead (1-based).
+    pub candidate: i64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PickResult {
+    /// The chosen candidate's task id.
+    pub chosen: String,
+    /// Dependents that had started or ended and run again from the new choice.
+    pub requeued_task_ids: Vec<String>,
 }
 
 /// A judge's verdict (`pass`, `fail` or `changes_requested`) and findings.

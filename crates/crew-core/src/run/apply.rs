@@ -374,10 +374,15 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
             reused_from,
             commit,
             verdict,
-            ..
+            verification,
         } => {
             if let Some(i) = task_idx {
                 let t = &mut run.tasks[i];
+                // A candidate's failing checks do not fail it: they rule it out (issue 36).
+                if super::candidates::candidate_of(&t.plan).is_some() {
+                    let failing = super::candidates::failing(verification);
+                    t.edit_rare(|x| x.failed_checks = failing);
+                }
                 end_attempt(t, end, ev);
                 t.status = TaskStatus::Completed;
                 t.error = None;
@@ -522,6 +527,41 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
         EventBody::TaskFixAdded { task, .. } => {
             if let Some(judge) = &ev.task_id {
                 super::fixloop::apply_fix_added(run, judge, task);
+            }
+        }
+        EventBody::TaskCandidateChosen {
+            end,
+            commit,
+            choice,
+            verdict,
+        } => {
+            if let Some(i) = task_idx {
+                let t = &mut run.tasks[i];
+                match end {
+                    Some(end) => end_attempt(t, end, ev),
+                    None => t.finished_at = Some(ev.time),
+                }
+                t.status = TaskStatus::Completed;
+                t.error = None;
+                t.edit_rare(|x| {
+                    x.commit = commit.clone();
+                    x.choice = Some(choice.clone());
+                    x.verdict_repair = None;
+                    if let Some(v) = verdict {
+                        x.verdict = Some(v.clone());
+                    }
+                });
+            }
+            // A person's pick (`team.pick`) changes a result the run may have merged: it is
+            // merged again, and a finished run goes on (as `task.queued` reopens it).
+            if choice.by == super::candidates::BY_PERSON {
+                run.integration = None;
+                if run.status != RunStatus::Running {
+                    run.status = RunStatus::Running;
+                    run.finished_at = None;
+                    run.reason = None;
+                    run.halted = false;
+                }
             }
         }
         // A notice only.

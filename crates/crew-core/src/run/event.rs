@@ -100,6 +100,7 @@ impl Pending {
                 cut_opt(&mut end.error);
                 cut(question);
             }
+            EventBody::TaskCandidateChosen { choice, .. } => cut(&mut choice.reason),
             EventBody::TaskWarning { tool, message, .. } => {
                 cut(tool);
                 cut(message);
@@ -295,6 +296,20 @@ pub enum EventBody {
         round: u32,
         verdict: crate::verdict::Verdict,
     },
+    /// A selector chose among its candidates (issue 36): the chosen one's commit is its
+    /// result. `end` ends a judging selector's attempt; a choice made by crew (`smallest`,
+    /// `first`, the one that passed) or by a person (`team.pick`) has none. One event, so the
+    /// choice is made once across replay.
+    #[serde(rename = "task.candidate_chosen")]
+    TaskCandidateChosen {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        end: Option<AttemptEnd>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        commit: Option<super::workspace::TaskCommit>,
+        choice: super::candidates::Choice,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        verdict: Option<crate::verdict::Verdict>,
+    },
     /// The worker's CLI refused a tool call: a permission denial, a tool the role does not
     /// have, a write its sandbox blocked. Changes no state; says what the task could not do.
     #[serde(rename = "task.warning")]
@@ -396,6 +411,7 @@ impl EventBody {
             EventBody::TaskSkipped { .. } => "task.skipped",
             EventBody::TaskExpanded { .. } => "task.expanded",
             EventBody::TaskFixAdded { .. } => "task.fix_added",
+            EventBody::TaskCandidateChosen { .. } => "task.candidate_chosen",
             EventBody::TaskWarning { .. } => "task.warning",
             EventBody::TaskSteered { .. } => "task.steered",
             EventBody::ScheduleAdded(_) => "schedule.added",

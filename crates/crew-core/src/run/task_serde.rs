@@ -51,6 +51,10 @@ struct FlatOut<'a> {
     verdict_repair: &'a Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     job: &'a Option<RemoteJob>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    failed_checks: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    choice: &'a Option<super::candidates::Choice>,
     progress: &'a Progress,
 }
 
@@ -94,6 +98,9 @@ struct FlatIn {
     verdict_repair: Option<String>,
     #[serde(default)]
     job: Option<RemoteJob>,
+    failed_checks: Vec<String>,
+    #[serde(default)]
+    choice: Option<super::candidates::Choice>,
     progress: Progress,
 }
 
@@ -132,6 +139,8 @@ impl Serialize for TaskState {
             verdict: &rare.verdict,
             verdict_repair: &rare.verdict_repair,
             job: &rare.job,
+            failed_checks: &rare.failed_checks,
+            choice: &rare.choice,
             progress: &self.progress,
         }
         .serialize(s)
@@ -169,6 +178,8 @@ impl<'de> Deserialize<'de> for TaskState {
             verdict: f.verdict,
             verdict_repair: f.verdict_repair,
             job: f.job,
+            failed_checks: f.failed_checks,
+            choice: f.choice,
         });
         t.progress = f.progress;
         Ok(t)

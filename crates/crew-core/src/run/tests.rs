@@ -23,6 +23,7 @@ fn tasks(steps: &[Step]) -> Vec<std::sync::Arc<PlannedTask>> {
         .iter()
         .enumerate()
         .map(|(i, (name, deps, writes))| PlannedTask {
+            candidates: None,
             id: task_id(i + 1, name),
             step_id: name.to_string(),
             role: if *writes {

@@ -239,6 +239,10 @@ pub struct Rare {
     /// The running attempt's job on a cluster (`worker.submitting`, `worker.submitted`):
     /// what a restarted daemon follows again. Cleared when the attempt ends.
     pub job: Option<RemoteJob>,
+    /// A candidate (issue 36) that completed: the checks it failed (empty: it passed).
+    pub failed_checks: Vec<String>,
+    /// A selector (issue 36): the candidate chosen and why.
+    pub choice: Option<super::candidates::Choice>,
 }
 
 /// A remote attempt's job, as journaled: submitted (`id`) or about to be (`None`: a daemon
@@ -273,6 +277,8 @@ impl Rare {
             && self.verdict.is_none()
             && self.verdict_repair.is_none()
             && self.job.is_none()
+            && self.failed_checks.is_empty()
+            && self.choice.is_none()
     }
 }
 
@@ -291,6 +297,8 @@ static NO_RARE: Rare = Rare {
     verdict: None,
     verdict_repair: None,
     job: None,
+    failed_checks: Vec::new(),
+    choice: None,
 };
 
 impl TaskState {
@@ -363,6 +371,14 @@ impl TaskState {
             .job
             .as_ref()
             .filter(|j| j.attempt == self.attempts)
+    }
+    /// A completed candidate's failing checks (issue 36).
+    pub fn failed_checks(&self) -> &[String] {
+        &self.rare().failed_checks
+    }
+    /// A selector's choice (issue 36).
+    pub fn choice(&self) -> Option<&super::candidates::Choice> {
+        self.rare().choice.as_ref()
     }
 
     /// Change the usually empty fields; their box is made when needed and dropped once they

@@ -368,6 +368,34 @@ impl Follow {
                     t.note = None;
                     vec![Change::Requeued(i)]
                 }
+                // A step chose among its candidates (issue 36): its row ends with the choice,
+                // and a line says which and why.
+                "task.candidate_chosen" => {
+                    t.status = TaskStatus::Completed;
+                    t.finished = time.or(t.started);
+                    if let Some(end) = d.get("end") {
+                        t.end_attempt(end);
+                    }
+                    let choice = d.get("choice");
+                    let field = |k: &str| {
+                        choice
+                            .and_then(|c| c.get(k))
+                            .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string))
+                            .unwrap_or_default()
+                    };
+                    t.note = Some(format!("chose {} ({})", field("index"), field("by")));
+                    t.commit = TaskChange::of(d);
+                    let text = e.message.clone().unwrap_or_else(|| {
+                        format!("{task_id}: chose {} ({})", field("candidate"), field("by"))
+                    });
+                    vec![
+                        Change::Finished(i),
+                        Change::Note {
+                            tone: Tone::Accent,
+                            text: format!("{task_id}: {}", cut(&text, 200)),
+                        },
+                    ]
+                }
                 "task.steered" => {
                     let msg = str_of("message").unwrap_or_default();
                     let how = str_of("delivered").unwrap_or_else(|| "?".into());
@@ -1092,6 +1120,34 @@ mod tests {
             TaskStatus::Queued,
             "the judge waits again"
         );
+    }
+
+    #[test]
+    fn a_candidate_choice_ends_the_step_s_row_with_a_line() {
+        let mut f = Follow::new("r-1").with_plan(&plan());
+        let mut chosen = ev(
+            11,
+            1,
+            "task.candidate_chosen",
+            Some("02_execute"),
+            json!({"choice": {"index": 2, "candidate": "_cand-02_execute-2", "by": "smallest",
+                              "reason": "candidate 2 is the smallest"}}),
+        );
+        chosen.message =
+            Some("chose _cand-02_execute-2 (smallest): candidate 2 is the smallest".into());
+        let changes = f.apply(&chosen);
+        assert_eq!(changes[0], Change::Finished(1));
+        assert_eq!(
+            changes[1],
+            Change::Note {
+                tone: Tone::Accent,
+                text:
+                    "02_execute: chose _cand-02_execute-2 (smallest): candidate 2 is the smallest"
+                        .into()
+            }
+        );
+        assert_eq!(f.tasks[1].status, TaskStatus::Completed);
+        assert_eq!(f.tasks[1].note.as_deref(), Some("chose 2 (smallest)"));
     }
 
     #[test]

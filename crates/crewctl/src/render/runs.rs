@@ -722,6 +722,7 @@ pub(crate) mod tests {
 
     fn task(id: &str, role: &str, status: TaskStatus, deps: &[&str]) -> TaskView {
         TaskView {
+            candidates: None,
             id: id.into(),
             step_id: id.split_once('_').map(|(_, s)| s).unwrap_or(id).into(),
             role: role.into(),

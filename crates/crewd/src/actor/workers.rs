@@ -176,15 +176,13 @@ fn attempt_spec(
     let task = run
         .task(task_id)
         .ok_or_else(|| format!("run {run_id} has no task {task_id}"))?;
-    let runtime = core
-        .shared
-        .config
-        .runtime(&run.spec.runtime)
-        .ok_or_else(|| {
-            format!(
-                "the run's runtime `{}` is not configured in this daemon",
-                run.spec.runtime
-            )
+    // A candidate may run on a runtime of its own (issue 36).
+    let runtime_name = crew_core::run::candidates::runtime_of(&task.plan)
+        .unwrap_or(&run.spec.runtime)
+        .to_string();
+    let runtime =
+        core.shared.config.runtime(&runtime_name).ok_or_else(|| {
+            format!("the runtime `{runtime_name}` is not configured in this daemon")
         })?;
     let deps = task
         .plan
@@ -198,7 +196,7 @@ fn attempt_spec(
         attempt,
         cwd: run.spec.cwd.clone(),
         goal: run.spec.goal.clone(),
-        runtime_name: run.spec.runtime.clone(),
+        runtime_name,
         runtime,
         plan: task.plan.clone(),
         // The model `task.started` named: the task's own, or the fallback it moved on to.
@@ -232,6 +230,7 @@ fn attempt_spec(
             .map(|w| w.base.clone()),
         task_verify_commands: run.spec.task_verify_commands.clone(),
         job: task.job().cloned(),
+        candidates: crew_core::run::candidates::shown(run, task),
     })
 }
 

@@ -57,6 +57,41 @@ fn attention(result: AttemptResult, reason: String) -> AttemptResult {
     }
 }
 
+/// A candidate (issue 36) is not failed by a check: it completes, its commit kept, with the
+/// failed check recorded as a failing outcome, and its selector leaves it out. Any other task
+/// needs attention.
+fn ruled_out(
+    spec: &AttemptSpec,
+    result: AttemptResult,
+    check: &str,
+    reason: String,
+) -> AttemptResult {
+    if crew_core::run::candidates::candidate_of(&spec.plan).is_none() {
+        return attention(result, reason);
+    }
+    match result {
+        AttemptResult::Completed {
+            usage,
+            model,
+            artifacts,
+            reused_from,
+            commit,
+            mut verification,
+        } => {
+            verification.push(verify::failed_check(check, reason));
+            AttemptResult::Completed {
+                usage,
+                model,
+                artifacts,
+                reused_from,
+                commit,
+                verification,
+            }
+        }
+        other => other,
+    }
+}
+
 fn no_change_reason(spec: &AttemptSpec) -> String {
     format!(
         "{} changed nothing: its role may edit files, yet the attempt left the code as it was \
@@ -115,7 +150,8 @@ pub async fn worktree_after(
     };
     if !c.changed() {
         return if guarded(shared, spec) && reused_from.is_none() {
-            attention(result, no_change_reason(spec))
+            let reason = no_change_reason(spec);
+            ruled_out(spec, result, "(no-change guard)", reason)
         } else {
             result
         };
@@ -183,7 +219,7 @@ pub async fn worktree_after(
                 "{message}. Its commit is on {}; resume to run it again, or widen the step's scope",
                 c.branch
             );
-            attention(result, reason)
+            ruled_out(spec, result, "(scope)", reason)
         }
         ScopePolicy::Warn => {
             port.warning(&spec.key(), "scope".into(), message);
@@ -278,6 +314,25 @@ pub async fn verify(
                 retryable: true,
                 reason: crew_core::run::FailReason::Storage.into(),
             };
+        }
+    }
+    // A candidate's failing command rules it out rather than failing it (issue 36); with
+    // `verifyRetries` on its step it is retried as any task while retries remain, which the
+    // core decides, so only the default (no retries) completes here.
+    let mut checked = checked;
+    let candidate_completes = crew_core::run::candidates::candidate_of(&spec.plan).is_some()
+        && v.retries.unwrap_or(0) == 0;
+    if candidate_completes && !checked.stopped {
+        if let Some(error) = checked.failure.take() {
+            if checked
+                .outcomes
+                .iter()
+                .all(crew_core::checks::VerifyOutcome::passed)
+            {
+                checked
+                    .outcomes
+                    .push(verify::failed_check("(verification)", error));
+            }
         }
     }
     verify::settle(result, checked)
