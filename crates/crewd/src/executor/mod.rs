@@ -223,36 +223,9 @@ async fn attempt(
     ctl: &mut mpsc::UnboundedReceiver<WorkerCtl>,
 ) -> AttemptResult {
     let result = attempt_unsynced(shared, port, spec, ctl).await;
-    let (usage, model, names) = match &result {
-        AttemptResult::Completed {
-            usage,
-            model,
-            artifacts,
-            ..
-        }
-        | AttemptResult::NoFinalText {
-            usage,
-            model,
-            artifacts,
-        }
-        | AttemptResult::NeedsAttention {
-            usage,
-            model,
-            artifacts,
-            ..
-        }
-        | AttemptResult::Failed {
-            usage,
-            model,
-            artifacts,
-            ..
-        }
-        | AttemptResult::Asked {
-            usage,
-            model,
-            artifacts,
-            ..
-        } => (*usage, model.clone(), !artifacts.is_empty()),
+    let (usage, model, names) = {
+        let (usage, model, artifacts) = result.parts();
+        (usage, model.map(str::to_string), !artifacts.is_empty())
     };
     // An attempt that failed before writing anything names no file: nothing to sync, and its
     // own error is the one to report (the run directory may not even exist).
