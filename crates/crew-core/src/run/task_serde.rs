@@ -98,6 +98,7 @@ struct FlatIn {
     verdict_repair: Option<String>,
     #[serde(default)]
     job: Option<RemoteJob>,
+    #[serde(default)]
     failed_checks: Vec<String>,
     #[serde(default)]
     choice: Option<super::candidates::Choice>,
