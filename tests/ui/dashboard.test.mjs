@@ -255,7 +255,11 @@ describe('dashboard', { timeout: 240_000 }, () => {
     const conf = path.join(d.home, '.config', 'crew');
     mkdirSync(path.join(conf, 'teams'), { recursive: true });
     mkdirSync(path.join(conf, 'workflows'), { recursive: true });
-    const blockFile = path.join(path.dirname(d.work), 'fanout-block.json');
+    // Where crew's box lets the fake planner read it (the home's caches; a file beside the work
+    // tree is outside the box).
+    const fixtures = path.join(d.home, '.cache', 'crew-test-fixtures');
+    mkdirSync(fixtures, { recursive: true });
+    const blockFile = path.join(fixtures, 'fanout-block.json');
     writeFileSync(blockFile, JSON.stringify({ tasks: [
       { id: 'parser', role: 'executor', title: 'Parse the flag', task: 'Parse it. [fake:sleep=1ms]', dependsOn: [], scope: ['src/cli.rs'] },
       { id: 'tests', role: 'executor', title: 'Test the flag', task: 'Test it. [fake:sleep=1ms]', dependsOn: ['parser'], scope: ['tests/**'] },

@@ -106,6 +106,7 @@ pub const METHODS: &[(&str, ParamsFn)] = params_table![
     TeamImport,
     TeamDiff,
     TeamApply,
+    TeamPick,
     ScheduleAdd,
     ScheduleList,
     ScheduleGet,
