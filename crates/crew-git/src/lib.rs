@@ -372,56 +372,64 @@ impl Repo {
         };
         let mut acc = first.clone();
         for next in rest {
-            if self.is_ancestor(next, &acc).await? {
-                continue;
-            }
-            if self.is_ancestor(&acc, next).await? {
-                acc = next.clone();
-                continue;
-            }
-            let args = [
-                "merge-tree",
-                "--write-tree",
-                "--name-only",
-                "-z",
-                "--no-messages",
-                acc.as_str(),
-                next.as_str(),
-            ];
-            let out = self.raw(&args, &[]).await?;
-            match out.code {
-                Some(0) => {
-                    let tree = parse::first_z_oid(&args, &out.stdout)?;
-                    acc = self
-                        .oid(
-                            &[
-                                "commit-tree",
-                                "--no-gpg-sign",
-                                &tree,
-                                "-p",
-                                &acc,
-                                "-p",
-                                next,
-                                "-m",
-                                message,
-                            ],
-                            &[],
-                        )
-                        .await?;
-                }
-                Some(1) => {
+            match self.merge_step(&acc, next, message).await? {
+                MergeStep::Holds => {}
+                MergeStep::Onto(c) => acc = c,
+                MergeStep::Conflict { paths, .. } => {
                     return Ok(MergeOutcome::Conflict {
-                        paths: parse::conflict_paths(&out.stdout),
+                        paths,
                         with: next.clone(),
                         merged_so_far: acc,
                     })
                 }
-                _ => {
-                    check(&args, out)?;
-                }
             }
         }
         Ok(MergeOutcome::Clean(acc))
+    }
+
+    /// One step of folding `next` into `acc`: nothing when `acc` holds it, a fast-forward when
+    /// `next` holds `acc`, else a merge commit of the two (`merge-tree --write-tree`). A
+    /// conflicted merge names its paths and keeps its tree, markers and all, for the caller.
+    async fn merge_step(
+        &self,
+        acc: &str,
+        next: &str,
+        message: &str,
+    ) -> Result<MergeStep, GitError> {
+        if self.is_ancestor(next, acc).await? {
+            return Ok(MergeStep::Holds);
+        }
+        if self.is_ancestor(acc, next).await? {
+            return Ok(MergeStep::Onto(next.to_string()));
+        }
+        let args = [
+            "merge-tree",
+            "--write-tree",
+            "--name-only",
+            "-z",
+            "--no-messages",
+            acc,
+            next,
+        ];
+        let out = self.raw(&args, &[]).await?;
+        let conflicted = match out.code {
+            Some(0) => false,
+            Some(1) => true,
+            _ => {
+                check(&args, out)?;
+                return Ok(MergeStep::Holds);
+            }
+        };
+        let tree = parse::first_z_oid(&args, &out.stdout)?;
+        if conflicted {
+            return Ok(MergeStep::Conflict {
+                paths: parse::conflict_paths(&out.stdout),
+                tree,
+            });
+        }
+        self.commit_tree(&tree, &[acc, next], message, Identity::Crew)
+            .await
+            .map(MergeStep::Onto)
     }
 
     /// Add a worktree at `path` with `branch` made (or reset) to `start` and checked out.
@@ -740,4 +748,14 @@ fn check(args: &[&str], out: Out) -> Result<Vec<u8>, GitError> {
             .map_or_else(|| "killed by a signal".to_string(), |c| format!("exit {c}")),
         stderr: parse::cut(&stderr, 4000),
     })
+}
+
+/// One input folded into a merge ([`Repo::merge_step`]).
+enum MergeStep {
+    /// The merge so far already holds the input.
+    Holds,
+    /// The merge so far moves to this commit (a fast-forward or a clean merge commit).
+    Onto(String),
+    /// The two conflict in `paths`; `tree` is the merge with its conflict markers.
+    Conflict { paths: Vec<String>, tree: String },
 }

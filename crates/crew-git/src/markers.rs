@@ -4,7 +4,7 @@
 //! `merge_with_markers` makes them: one commit holding every input, each conflict left in its
 //! files, the start a resolver works from.
 
-use crate::{check, parse, GitError, Repo};
+use crate::{check, GitError, Identity, MergeStep, Repo};
 
 /// A merge of several commits with its conflicts left in the files.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,48 +39,16 @@ impl Repo {
         let mut acc = first.clone();
         let mut conflicts = Vec::new();
         for next in rest {
-            if self.is_ancestor(next, &acc).await? {
-                continue;
-            }
-            if self.is_ancestor(&acc, next).await? {
-                acc = next.clone();
-                continue;
-            }
-            let args = [
-                "merge-tree",
-                "--write-tree",
-                "--name-only",
-                "-z",
-                "--no-messages",
-                acc.as_str(),
-                next.as_str(),
-            ];
-            let out = self.raw(&args, &[]).await?;
-            match out.code {
-                Some(0) => {}
-                Some(1) => conflicts.push((next.clone(), parse::conflict_paths(&out.stdout))),
-                _ => {
-                    check(&args, out)?;
-                    continue;
+            match self.merge_step(&acc, next, message).await? {
+                MergeStep::Holds => {}
+                MergeStep::Onto(c) => acc = c,
+                MergeStep::Conflict { paths, tree } => {
+                    conflicts.push((next.clone(), paths));
+                    acc = self
+                        .commit_tree(&tree, &[&acc, next], message, Identity::Crew)
+                        .await?;
                 }
             }
-            let tree = parse::first_z_oid(&args, &out.stdout)?;
-            acc = self
-                .oid(
-                    &[
-                        "commit-tree",
-                        "--no-gpg-sign",
-                        &tree,
-                        "-p",
-                        &acc,
-                        "-p",
-                        next,
-                        "-m",
-                        message,
-                    ],
-                    &[],
-                )
-                .await?;
         }
         Ok(Marked {
             commit: acc,
