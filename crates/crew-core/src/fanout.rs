@@ -63,6 +63,10 @@ pub struct Expansion {
         skip_serializing_if = "is_default_max_answer_bytes"
     )]
     pub max_answer_bytes: u64,
+    /// The run's own `candidates` ask (issue 36), frozen with the plan: the writing tasks the
+    /// step adds get candidates as the planned ones did. Left out when the run asked none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidates: Option<crate::run::candidates::RunAskFrozen>,
 }
 
 fn default_max_answer_bytes() -> u64 {
@@ -98,6 +102,10 @@ pub struct RoleTemplate {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fallback_models: Vec<String>,
     pub writes: bool,
+    /// The role's `candidates=N` (issue 36): its writing tasks, added ones included, try N
+    /// solutions at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidates: Option<u32>,
 }
 
 /// The block an agent writes (README "Fan-out steps"): `{"tasks": [...]}`.

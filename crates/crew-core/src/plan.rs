@@ -354,6 +354,7 @@ fn expansion_of(catalog: &Catalog, team: &crate::resource::Team) -> crate::fanou
         max_tasks: crate::fanout::DEFAULT_MAX_TASKS,
         max_answer_bytes: crate::fanout::DEFAULT_MAX_ANSWER_BYTES,
         roles: role_templates(catalog, team),
+        candidates: None,
     }
 }
 
@@ -384,6 +385,7 @@ pub fn role_templates(
                 thinking: agent.thinking.clone(),
                 effort: agent.effort.clone(),
                 fallback_models: agent.fallback_models.clone(),
+                candidates: role.candidates,
             })
         })
         .collect()

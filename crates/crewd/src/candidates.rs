@@ -54,6 +54,16 @@ pub fn expand(
         select,
         judge: judge.as_ref(),
     });
+    // A fan-out step keeps the run's ask, for the tasks it adds at run time.
+    let tasks: Vec<_> = tasks
+        .into_iter()
+        .map(|mut t| {
+            if let (Some(exp), Some(a)) = (t.expands.as_mut(), run_ask) {
+                std::sync::Arc::make_mut(exp).candidates = Some(core::RunAskFrozen::of(a));
+            }
+            t
+        })
+        .collect();
     plan.tasks = core::expand(tasks, run_ask);
     Ok(())
 }
@@ -61,7 +71,9 @@ pub fn expand(
 /// Candidates need worktree mode, and every candidate's runtime must be configured and
 /// installed (checked here, so a run does not fail a candidate later for it).
 pub fn check(shared: &Shared, plan: &Plan, worktree: bool, cwd: &Path) -> Result<(), ApiError> {
-    let has = plan.tasks.iter().any(|t| core::selector(t).is_some());
+    let has = plan.tasks.iter().any(|t| {
+        core::selector(t).is_some() || t.expands.as_deref().is_some_and(core::added_may_have)
+    });
     if has && !worktree {
         return Err(ApiError::invalid_params(
             "candidates",

@@ -462,3 +462,133 @@ fn a_person_picks_before_and_after_dependents_started() {
     );
     assert!(diff["patch"].as_str().unwrap().contains("+one"), "{diff}");
 }
+
+/// A user team `name` whose planner fans out (answering the block in `block`), with the
+/// `executor` line as given, then `integrate` reading the added tasks' files.
+fn fan_team(d: &Daemon, name: &str, executor: &str, block: &Value) {
+    let file = d.fixture_path(&format!("{name}-block.json"));
+    std::fs::write(&file, serde_json::to_string_pretty(block).unwrap()).unwrap();
+    let base = d.home.join(".config/crew");
+    std::fs::create_dir_all(base.join("teams")).unwrap();
+    std::fs::create_dir_all(base.join("workflows")).unwrap();
+    std::fs::write(
+        base.join(format!("teams/{name}.team.md")),
+        format!(
+            "---\nname: {name}\ndefaultWorkflow: {name}\nmaxConcurrency: 4\n---\n\n- planner: agent=planner\n- {executor}\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        base.join(format!("workflows/{name}.workflow.md")),
+        format!(
+            "---\nname: {name}\n---\n\n## plan\nrole: planner\nexpands: tasks\n\nSplit it. [fake:fanout={}]\n\n## integrate\nrole: executor\ndependsOn: plan\n\n[fake:cat=one.txt][fake:cat=two.txt][fake:append=done.txt:d\\n]\n",
+            path_str(&file)
+        ),
+    )
+    .unwrap();
+}
+
+/// Two added executor tasks, `two` after `one`; candidate 1 of each writes less than 2.
+fn fan_block(sleep: &str) -> Value {
+    json!({"tasks": [
+        {"id": "one", "role": "executor", "title": "one", "scope": ["one.txt"],
+         "task": format!("[fake:cand-write=1:one.txt:1\\n][fake:cand-write=2:one.txt:2\\n2\\n2\\n]{sleep}")},
+        {"id": "two", "role": "executor", "title": "two", "scope": ["two.txt"], "dependsOn": ["one"],
+         "task": "[fake:cand-write=1:two.txt:1\\n][fake:cand-write=2:two.txt:2\\n2\\n2\\n]"}
+    ]})
+}
+
+/// The run's `candidates` (and a role's `candidates=N`) reach the tasks a fan-out step adds at
+/// run time: the one `task.expanded` carries the candidates and selectors, `kill -9` while
+/// they run neither loses nor repeats one, and the run goes on from each choice.
+#[test]
+fn fan_out_tasks_get_candidates_from_the_run_and_the_role() {
+    let mut d = Daemon::start();
+    repo(&d);
+    fan_team(
+        &d,
+        "fanc",
+        "executor: agent=executor",
+        &fan_block("[fake:cand-sleep=2:3s]"),
+    );
+    let run = run_in(&d, "fanc", json!({"candidates": 2, "select": "smallest"}));
+    wait_event(&d, &run, "task.started", "_cand-one-2");
+    d.kill9();
+    d.restart();
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    let evs = d.events(Some(&run));
+    let expanded: Vec<&Value> = evs
+        .iter()
+        .filter(|e| e["type"] == "task.expanded")
+        .collect();
+    assert_eq!(
+        expanded.len(),
+        1,
+        "one event adds the tasks and their candidates"
+    );
+    let ids: Vec<&str> = expanded[0]["data"]["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            "_cand-one-1",
+            "_cand-one-2",
+            "one",
+            "_cand-two-1",
+            "_cand-two-2",
+            "two"
+        ]
+    );
+    for step in ["one", "two"] {
+        let chosen = of(&evs, "task.candidate_chosen", step);
+        assert_eq!(chosen.len(), 1, "{step} chose once");
+        assert_eq!(
+            chosen[0]["data"]["choice"]["index"], 1,
+            "{step}: the smaller"
+        );
+        for k in 1..=2 {
+            let c = format!("_cand-{step}-{k}");
+            assert_eq!(
+                of(&evs, "task.completed", &c).len(),
+                1,
+                "{c} completed once"
+            );
+        }
+    }
+    // `two`'s candidates start from `one`'s choice; `integrate` waits for the steps.
+    let one = &of(&evs, "task.candidate_chosen", "one")[0]["data"]["commit"]["commit"];
+    let two1 = &of(&evs, "task.completed", "_cand-two-1")[0]["data"]["commit"]["start"];
+    assert_eq!(one, two1);
+    // `integrate` (its candidates too) waits for the added steps, not their candidates.
+    let st = d.status(&run);
+    for t in ["02_integrate", "_cand-02_integrate-1"] {
+        let deps = Daemon::task(&st, t)["dependsOn"].to_string();
+        assert!(
+            deps.contains("\"one\"") && !deps.contains("_cand-one") && !deps.contains("_cand-two"),
+            "{t}: {deps}"
+        );
+    }
+    d.ok("team.apply", json!({"runId": run}));
+    assert_eq!(
+        std::fs::read_to_string(d.work.join("one.txt")).unwrap(),
+        "1\n"
+    );
+
+    // A role's `candidates=2` alone does the same, without the run param.
+    fan_team(
+        &d,
+        "fanr",
+        "executor: agent=executor candidates=2",
+        &fan_block(""),
+    );
+    let run = run_in(&d, "fanr", json!({"select": "smallest"}));
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    let evs = d.events(Some(&run));
+    for step in ["one", "two"] {
+        assert_eq!(of(&evs, "task.candidate_chosen", step).len(), 1, "{step}");
+    }
+}

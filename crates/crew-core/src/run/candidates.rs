@@ -318,6 +318,68 @@ pub struct RunAsk<'a> {
     pub judge: Option<&'a Arc<RoleTemplate>>,
 }
 
+/// The run's own ask as a fan-out step keeps it (`Expansion::candidates`): the tasks the step
+/// adds at run time are split as the planned ones were, inside the one `task.expanded`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunAskFrozen {
+    pub contenders: Vec<Contender>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub select: Option<Select>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge: Option<Arc<RoleTemplate>>,
+}
+
+impl RunAskFrozen {
+    pub fn of(a: RunAsk<'_>) -> RunAskFrozen {
+        RunAskFrozen {
+            contenders: a.contenders.to_vec(),
+            select: a.select,
+            judge: a.judge.cloned(),
+        }
+    }
+    pub fn ask(&self) -> RunAsk<'_> {
+        RunAsk {
+            contenders: &self.contenders,
+            select: self.select,
+            judge: self.judge.as_ref(),
+        }
+    }
+}
+
+/// The tasks a fan-out step's answer adds, split into candidates and selectors as the planned
+/// tasks were: a role's `candidates=N` first, else the run's own ask, writing tasks only.
+/// Deterministic in its input, and its output is what `task.expanded` carries, so replay and
+/// `kill -9` see the same candidates.
+pub fn for_added(mut tasks: Vec<PlannedTask>, exp: &crate::fanout::Expansion) -> Vec<PlannedTask> {
+    let asks: Vec<StepAsk> = tasks
+        .iter()
+        .map(|t| StepAsk {
+            ask: exp
+                .roles
+                .iter()
+                .find(|r| r.role == t.role)
+                .and_then(|r| r.candidates)
+                .map(Ask::Count),
+            select: None,
+            judge: None,
+        })
+        .collect();
+    attach_asks(&mut tasks, &asks, &exp.roles);
+    expand(tasks, exp.candidates.as_ref().map(RunAskFrozen::ask))
+}
+
+/// Whether tasks a fan-out step adds may get candidates (the run's ask, or a writing role's).
+pub fn added_may_have(exp: &crate::fanout::Expansion) -> bool {
+    exp.candidates
+        .as_ref()
+        .is_some_and(|c| c.contenders.len() >= 2)
+        || exp
+            .roles
+            .iter()
+            .any(|r| r.writes && r.candidates.is_some_and(|n| n >= 2))
+}
+
 /// What `team.pick` did: the chosen candidate's id and the dependents queued again.
 pub type Picked = (String, Vec<String>);
 

@@ -53,6 +53,8 @@ impl State {
         };
         match checked {
             Ok(tasks) => {
+                // Candidates (issue 36) are split here, so the event carries them.
+                let tasks = super::candidates::for_added(tasks, exp);
                 let ids: Vec<String> = tasks.iter().map(|p| p.id.to_string()).collect();
                 let dependents: Vec<String> = run
                     .tasks
@@ -145,7 +147,13 @@ pub(super) fn apply_expanded(
     tasks: &[Arc<PlannedTask>],
     dependents: &[String],
 ) {
-    let added: Vec<crate::ids::SafeId> = tasks.iter().map(|t| t.id.clone()).collect();
+    // A dependent waits for the added steps, not their candidates (a set-aside candidate
+    // never completes; its selector is what the dependent needs).
+    let added: Vec<crate::ids::SafeId> = tasks
+        .iter()
+        .filter(|t| super::candidates::candidate_of(t).is_none())
+        .map(|t| t.id.clone())
+        .collect();
     let tasks = crate::plan::share_prompts(tasks);
     for t in run.tasks.iter_mut() {
         if dependents.iter().any(|d| *d == *t.plan.id) {
