@@ -55,6 +55,9 @@ pub struct AttemptSpec {
     pub job: Option<crew_core::run::RemoteJob>,
     /// A judging selector (issue 36): the candidates it chooses among.
     pub candidates: Vec<crew_core::run::candidates::Shown>,
+    /// Verification failures the task already retried: a candidate whose step's
+    /// `verifyRetries` are spent completes with its failure recorded (issue 36).
+    pub verify_retries_used: u32,
 }
 
 /// A recorded CLI session to continue with the user's answer.

@@ -592,3 +592,46 @@ fn fan_out_tasks_get_candidates_from_the_run_and_the_role() {
         assert_eq!(of(&evs, "task.candidate_chosen", step).len(), 1, "{step}");
     }
 }
+
+/// `verifyRetries` on a candidate step: each candidate's verify failure is retried as the step
+/// says, and once the retries are spent the candidate completes with its failure recorded (its
+/// commit kept), so the fix loop still starts from the best of them.
+#[test]
+fn verify_retries_on_a_candidate_step_then_it_completes_ruled_out() {
+    let d = Daemon::start();
+    repo(&d);
+    team(
+        &d,
+        "retried",
+        "candidates: 2\nselect: smallest\nverifyRetries: 1\nverifyCommands: test -f a.txt && test -f b.txt",
+        "[fake:cand-write=1:a.txt:a\\n][fake:cand-write=2:b.txt:b\\nb\\n][fake:fix-write=b.txt:fixed]",
+    );
+    let run = run_in(&d, "retried", json!({}));
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    let evs = d.events(Some(&run));
+    for k in 1..=2 {
+        let c = format!("_cand-01_build-{k}");
+        let retried = of(&evs, "task.retrying", &c);
+        assert_eq!(retried.len(), 1, "{c}: one verify retry, as the step says");
+        assert_eq!(retried[0]["data"]["reason"], "verify");
+        assert_eq!(of(&evs, "task.failed", &c).len(), 0, "{c} is not failed");
+        let done = of(&evs, "task.completed", &c);
+        assert_eq!(done.len(), 1, "{c} completes with its failure");
+        assert_eq!(done[0]["data"]["attempt"], 2);
+        assert!(
+            done[0]["data"]["commit"]["commit"].is_string(),
+            "{c} keeps its commit"
+        );
+        assert_ne!(done[0]["data"]["verification"][0]["exitCode"], 0);
+    }
+    let added = of(&evs, "task.fix_added", "01_build");
+    assert_eq!(added.len(), 1);
+    assert_eq!(
+        added[0]["data"]["task"]["dependsOn"],
+        json!(["_cand-01_build-1"])
+    );
+    assert_eq!(
+        of(&evs, "task.candidate_chosen", "01_build")[0]["data"]["choice"]["by"],
+        "fix"
+    );
+}

@@ -231,6 +231,7 @@ fn attempt_spec(
         task_verify_commands: run.spec.task_verify_commands.clone(),
         job: task.job().cloned(),
         candidates: crew_core::run::candidates::shown(run, task),
+        verify_retries_used: task.rare().verify_retries,
     })
 }
 

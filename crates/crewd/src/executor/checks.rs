@@ -255,7 +255,14 @@ pub fn verify_commands(shared: &Shared, spec: &AttemptSpec) -> Option<crew_core:
         {
             Some(crew_core::checks::Verify {
                 commands: spec.task_verify_commands.clone(),
-                retries: Some(shared.config.verify_retries),
+                // A candidate's other candidates are its retries (issue 36).
+                retries: Some(
+                    if crew_core::run::candidates::candidate_of(&spec.plan).is_some() {
+                        0
+                    } else {
+                        shared.config.verify_retries
+                    },
+                ),
             })
         }
         None => None,
@@ -317,11 +324,12 @@ pub async fn verify(
         }
     }
     // A candidate's failing command rules it out rather than failing it (issue 36); with
-    // `verifyRetries` on its step it is retried as any task while retries remain, which the
-    // core decides, so only the default (no retries) completes here.
+    // `verifyRetries` on its step it is retried as any task while retries remain (the core
+    // decides), and once they are spent it completes with the failure recorded, so it stays
+    // a possible base of the fix when no candidate passes.
     let mut checked = checked;
     let candidate_completes = crew_core::run::candidates::candidate_of(&spec.plan).is_some()
-        && v.retries.unwrap_or(0) == 0;
+        && spec.verify_retries_used >= v.retries.unwrap_or(0);
     if candidate_completes && !checked.stopped {
         if let Some(error) = checked.failure.take() {
             if checked
