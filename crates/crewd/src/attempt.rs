@@ -58,6 +58,10 @@ pub struct AttemptSpec {
     /// Verification failures the task already retried: a candidate whose step's
     /// `verifyRetries` are spent completes with its failure recorded (issue 36).
     pub verify_retries_used: u32,
+    /// Run-dir files whose content is another file's, `(read as, read from)`: a step with
+    /// candidates (issue 36) has the chosen candidate's result and `output:` artifact, which
+    /// the candidate wrote under its own names.
+    pub sources: Vec<(String, String)>,
 }
 
 /// A recorded CLI session to continue with the user's answer.
@@ -69,6 +73,14 @@ pub struct Resume {
 }
 
 impl AttemptSpec {
+    /// The run-dir file to read for `rel` (`results/<task>.txt`, `shared/<name>`).
+    pub fn source<'a>(&'a self, rel: &'a str) -> &'a str {
+        self.sources
+            .iter()
+            .find(|(name, _)| name == rel)
+            .map_or(rel, |(_, from)| from.as_str())
+    }
+
     pub fn key(&self) -> AttemptKey {
         AttemptKey {
             run_id: self.run_id.clone(),

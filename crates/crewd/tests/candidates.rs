@@ -635,3 +635,56 @@ fn verify_retries_on_a_candidate_step_then_it_completes_ruled_out() {
         "fix"
     );
 }
+
+/// The chosen candidate's `output:` is the step's artifact: a dependent's `reads:` of that
+/// name gets the chosen candidate's answer (not the judge's, not another candidate's), and
+/// `team.artifact` of `shared/<name>` reads the same.
+#[test]
+fn the_chosen_candidates_output_is_the_steps_artifact() {
+    let d = Daemon::start();
+    repo(&d);
+    let base = d.home.join(".config/crew");
+    std::fs::create_dir_all(base.join("teams")).unwrap();
+    std::fs::create_dir_all(base.join("workflows")).unwrap();
+    std::fs::write(
+        base.join("teams/art.team.md"),
+        "---\nname: art\ndefaultWorkflow: art\n---\n\n- executor: agent=executor\n- reviewer: agent=reviewer\n",
+    )
+    .unwrap();
+    std::fs::write(
+        base.join("workflows/art.workflow.md"),
+        format!(
+            "---\nname: art\n---\n\n## build\nrole: executor\ncandidates: 3\noutput: design.md\nverifyCommands: test -f ok.txt\n\n\
+             {THREE}[fake:choice=2][fake:echo-env=CREW_TASK_ID]\n\n\
+             ## after\nrole: executor\ndependsOn: build\nreads: design.md\n\n[fake:append=after.txt:after\\n]\n"
+        ),
+    )
+    .unwrap();
+    let run = run_in(&d, "art", json!({}));
+    chosen_and_continued(&d, &run, 2);
+    let prompt = d.ok(
+        "team.artifact",
+        json!({"runId": run, "name": "prompts/02_after.md"}),
+    )["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        prompt.contains("CREW_TASK_ID=_cand-01_build-2"),
+        "the dependent reads the chosen candidate's artifact: {prompt}"
+    );
+    // Its dependency output is the chosen candidate's result too, not the judge's answer.
+    assert!(!prompt.contains("CREW_TASK_ID=01_build"), "{prompt}");
+    assert!(
+        prompt.contains("<dependency-output task=\"01_build\" role=\"executor\">"),
+        "{prompt}"
+    );
+    let shared = d.ok(
+        "team.artifact",
+        json!({"runId": run, "name": "shared/design.md"}),
+    )["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(shared.contains("CREW_TASK_ID=_cand-01_build-2"), "{shared}");
+}

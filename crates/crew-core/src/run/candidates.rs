@@ -267,6 +267,29 @@ pub fn selector(plan: &PlannedTask) -> Option<(Select, &[SafeId], &[SafeId])> {
     }
 }
 
+/// The artifact a task writes its final answer to: its `output`, except a selector's. A
+/// selector's `output` names the step's artifact, whose content is the chosen candidate's
+/// ([`output_source`]); a judging selector's own answer is its result only.
+pub fn own_output(plan: &PlannedTask) -> Option<&ArtifactName> {
+    match plan.candidates.as_deref() {
+        Some(Candidacy::Selector { .. }) => None,
+        _ => plan.output.as_ref(),
+    }
+}
+
+/// Where the step artifact `name` is read from: the chosen candidate's own artifact (or the
+/// fix task's, when no candidate passed) when `name` is a selector's output and its choice
+/// is made; `None`: `name` itself. Derived from the journaled choice, so a `team.pick`
+/// changes what a dependent started afterwards reads, and replay gives the same answer.
+pub fn output_source(run: &RunState, name: &str) -> Option<ArtifactName> {
+    let sel = run
+        .tasks
+        .iter()
+        .find(|t| selector(&t.plan).is_some() && t.plan.output.as_deref() == Some(name))?;
+    let chosen = run.task(&sel.choice()?.candidate)?;
+    chosen.plan.output.clone()
+}
+
 /// Whether `dep` is one of selector `t`'s candidates (its workspace does not start from them).
 pub fn is_own_candidate(t: &PlannedTask, dep: &str) -> bool {
     selector(t).is_some_and(|(_, c, _)| c.iter().any(|c| c.as_str() == dep))

@@ -188,7 +188,12 @@ fn attempt_spec(
         .plan
         .depends_on
         .iter()
-        .filter_map(|d| run.task(d).map(|dt| (d.to_string(), dt.plan.role.clone())))
+        .filter_map(|d| {
+            let dt = run.task(d)?;
+            // A step with candidates is its chosen candidate's work, not its judge's.
+            let chosen = dt.choice().and_then(|ch| run.task(&ch.candidate));
+            Some((d.to_string(), chosen.unwrap_or(dt).plan.role.clone()))
+        })
         .collect();
     Ok(AttemptSpec {
         run_id: run_id.to_string(),
@@ -232,7 +237,31 @@ fn attempt_spec(
         job: task.job().cloned(),
         candidates: crew_core::run::candidates::shown(run, task),
         verify_retries_used: task.rare().verify_retries,
+        sources: sources(run, task),
     })
+}
+
+/// What a task reads of a step with candidates is its chosen candidate's (issue 36): the
+/// dependency's result and the `reads:` of the step's artifact.
+fn sources(
+    run: &crew_core::run::RunState,
+    task: &crew_core::run::TaskState,
+) -> Vec<(String, String)> {
+    use crew_core::run::candidates as c;
+    let results = task.plan.depends_on.iter().filter_map(|d| {
+        let chosen = run
+            .task(d)
+            .filter(|dt| c::selector(&dt.plan).is_some())?
+            .choice()?;
+        Some((
+            format!("results/{d}.txt"),
+            format!("results/{}.txt", chosen.candidate),
+        ))
+    });
+    let reads = task.plan.reads.iter().filter_map(|r| {
+        c::output_source(run, r).map(|from| (format!("shared/{r}"), format!("shared/{from}")))
+    });
+    results.chain(reads).collect()
 }
 
 /// The port a worker reports through: each note becomes a message to the actor, applied there.

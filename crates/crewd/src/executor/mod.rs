@@ -33,8 +33,9 @@ pub(crate) fn render_prompt(spec: &AttemptSpec, pre_step: Option<&str>) -> std::
     fault::hit("render")?;
     let mut dep_texts = Vec::new();
     for (id, role) in &spec.deps {
-        let text = std::fs::read_to_string(spec.run_dir.join("results").join(format!("{id}.txt")))
-            .unwrap_or_default();
+        let rel = format!("results/{id}.txt");
+        let text =
+            std::fs::read_to_string(spec.run_dir.join(spec.source(&rel))).unwrap_or_default();
         dep_texts.push((id.as_str(), role.as_str(), text));
     }
     let read_texts: Vec<(&str, Option<String>)> = spec
@@ -42,8 +43,9 @@ pub(crate) fn render_prompt(spec: &AttemptSpec, pre_step: Option<&str>) -> std::
         .reads
         .iter()
         .map(|r| {
+            let rel = format!("shared/{r}");
             let text = crew_core::ids::is_safe_artifact_name(r)
-                .then(|| std::fs::read_to_string(spec.run_dir.join("shared").join(r)).ok())
+                .then(|| std::fs::read_to_string(spec.run_dir.join(spec.source(&rel))).ok())
                 .flatten();
             (r.as_str(), text)
         })
@@ -373,7 +375,7 @@ pub(crate) fn finish_result(
     text: &[u8],
     artifacts: &mut Vec<ArtifactRef>,
 ) -> std::io::Result<()> {
-    let output = spec.plan.output.as_ref().map(|o| o.to_string());
+    let output = crew_core::run::candidates::own_output(&spec.plan).map(|o| o.to_string());
     crew_attempt::outcome::write_result(run_dir, &spec.task_id, output.as_deref(), text, artifacts)
 }
 
@@ -505,7 +507,7 @@ pub(crate) fn worker_spec(
         skills: spec.plan.skills.to_vec(),
         rpc: spec.runtime.rpc(),
         env_passthrough,
-        output: spec.plan.output.as_ref().map(|o| o.to_string()),
+        output: crew_core::run::candidates::own_output(&spec.plan).map(|o| o.to_string()),
         resumed,
         limits: crew_attempt::Limits {
             no_output_ms: spec

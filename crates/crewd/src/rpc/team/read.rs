@@ -105,7 +105,20 @@ pub(super) async fn artifact(ctx: Arc<Ctx>, p: P<TeamArtifact>) -> Out<TeamArtif
         return Err(ApiError::invalid_params("offset", "must not be negative"));
     }
     in_range("limit", limit, 1..=(8 << 20))?;
-    let path = ctx.shared.run_dir(&run_id).join(&p.name);
+    // A step with candidates: its artifact is the chosen candidate's (issue 36).
+    let mut file = p.name.clone();
+    if let Some(name) = p.name.strip_prefix("shared/").map(str::to_string) {
+        let from = with_run(&ctx, &p.run_id, move |r| {
+            crew_core::run::candidates::output_source(r, &name)
+        })
+        .await
+        .ok()
+        .flatten();
+        if let Some(from) = from {
+            file = format!("shared/{from}");
+        }
+    }
+    let path = ctx.shared.run_dir(&run_id).join(&file);
     let name = p.name.clone();
     off_actor(move || {
         use std::io::{Read, Seek, SeekFrom};
