@@ -157,17 +157,31 @@ export interface CancelResult {
   stoppedTaskIds?: string[];
 }
 
+/** The size of a candidate's change. */
+export interface CandidateDiffstat {
+  deletions: number;
+  files: number;
+  insertions: number;
+}
+
 /**
  * A task's part in candidates: a candidate (`of`, `index`, its `runtime` when not the run's,
  * the checks it failed) or a selector (`select`, its `members`, the `choice`).
  */
 export interface CandidatesView {
   choice?: ChoiceView | null;
+  /** A candidate's commit: files changed, lines added and removed. */
+  diffstat?: CandidateDiffstat | null;
   /** A completed candidate's failing checks (empty: it passed). */
   failedChecks?: string[];
   index?: number | null;
   members?: string[];
   of?: string | null;
+  /**
+   * A selector's own usage (a judge's); the task's `usage` is the step's: this plus every
+   * candidate's.
+   */
+  ownUsage?: Usage | null;
   runtime?: string | null;
   /** `smallest`, `first` or `judge`. */
   select?: string | null;

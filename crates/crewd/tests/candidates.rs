@@ -114,11 +114,36 @@ fn smallest_passing_candidate_is_chosen() {
     }
     let sel = Daemon::task(&st, "01_build");
     assert_eq!(sel["status"], "completed");
-    // Each candidate's usage is its own.
+    // Each candidate's usage is its own, and counts in the step's: the selector's row sums
+    // its candidates' and its own (none: it chose without a judge); the run counts each once.
+    let mut sum = (0u64, 0u64, 0f64);
     for k in 1..=3 {
         let c = Daemon::task(&st, &format!("_cand-01_build-{k}"));
         assert!(c["usage"]["turns"].as_u64().unwrap() >= 1, "{c}");
+        assert_eq!(
+            c["candidates"]["diffstat"]["files"].as_u64().unwrap() >= 1,
+            true,
+            "{c}"
+        );
+        sum.0 += c["usage"]["turns"].as_u64().unwrap();
+        sum.1 += c["usage"]["input"].as_u64().unwrap();
+        sum.2 += c["usage"]["cost"].as_f64().unwrap();
     }
+    assert_eq!(sel["candidates"]["ownUsage"]["turns"], 0, "{sel}");
+    assert_eq!(sel["usage"]["turns"].as_u64().unwrap(), sum.0, "{sel}");
+    assert_eq!(sel["usage"]["input"].as_u64().unwrap(), sum.1, "{sel}");
+    assert!(
+        (sel["usage"]["cost"].as_f64().unwrap() - sum.2).abs() < 1e-9,
+        "{sel}"
+    );
+    let after = Daemon::task(&st, "02_after")["usage"]["input"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(
+        st["run"]["usage"]["input"].as_u64().unwrap(),
+        sum.1 + after,
+        "{st}"
+    );
 }
 
 #[test]

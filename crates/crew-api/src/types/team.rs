@@ -318,6 +318,22 @@ pub struct CandidatesView {
     pub members: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub choice: Option<ChoiceView>,
+    /// A selector's own usage (a judge's); the task's `usage` is the step's: this plus every
+    /// candidate's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub own_usage: Option<Usage>,
+    /// A candidate's commit: files changed, lines added and removed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diffstat: Option<CandidateDiffstat>,
+}
+
+/// The size of a candidate's change.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct CandidateDiffstat {
+    pub files: u64,
+    pub insertions: u64,
+    pub deletions: u64,
 }
 
 /// The candidate a selector chose, by whom (`smallest`, `first`, `judge`, `only`, `fix`,

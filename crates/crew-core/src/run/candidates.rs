@@ -290,6 +290,18 @@ pub fn output_source(run: &RunState, name: &str) -> Option<ArtifactName> {
     chosen.plan.output.clone()
 }
 
+/// A task's usage as its step counts it: a selector's own (its judge's) plus every one of its
+/// candidates'; any other task's own. The run's usage still sums each task once.
+pub fn step_usage(run: &RunState, t: &TaskState) -> crate::usage::Usage {
+    let mut u = t.usage();
+    if let Some((_, ids, _)) = selector(&t.plan) {
+        for (_, c) in candidates_of(run, ids) {
+            u.add(&c.usage());
+        }
+    }
+    u
+}
+
 /// Whether `dep` is one of selector `t`'s candidates (its workspace does not start from them).
 pub fn is_own_candidate(t: &PlannedTask, dep: &str) -> bool {
     selector(t).is_some_and(|(_, c, _)| c.iter().any(|c| c.as_str() == dep))

@@ -105,7 +105,7 @@ pub fn artifact(a: &core::ArtifactRef, task: Option<&str>) -> api::ArtifactInfo 
     }
 }
 
-pub fn task(t: &TaskState) -> api::TaskView {
+pub fn task(r: &RunState, t: &TaskState) -> api::TaskView {
     api::TaskView {
         id: t.plan.id.to_string(),
         step_id: t.plan.step_id.clone(),
@@ -117,7 +117,8 @@ pub fn task(t: &TaskState) -> api::TaskView {
         started_at: t.started_at.map(time),
         finished_at: t.finished_at.map(time),
         duration_ms: duration_ms(t.started_at, t.finished_at),
-        usage: usage(&t.usage()),
+        // A step with candidates counts theirs (issue 36).
+        usage: usage(&core::candidates::step_usage(r, t)),
         model: t.model.clone(),
         error: t.error.clone(),
         question: t.question().map(str::to_string),
@@ -152,6 +153,11 @@ fn candidates(t: &TaskState) -> Option<api::CandidatesView> {
             index: Some(index),
             runtime: c::runtime_of(&t.plan).map(str::to_string),
             failed_checks: t.failed_checks().to_vec(),
+            diffstat: t.commit().map(|c| api::CandidateDiffstat {
+                files: c.files,
+                insertions: c.insertions,
+                deletions: c.deletions,
+            }),
             ..Default::default()
         });
     }
@@ -165,6 +171,7 @@ fn candidates(t: &TaskState) -> Option<api::CandidatesView> {
             by: ch.by.clone(),
             reason: ch.reason.clone(),
         }),
+        own_usage: Some(usage(&t.usage())),
         ..Default::default()
     })
 }
@@ -227,7 +234,7 @@ pub fn status(r: &RunState) -> api::StatusResult {
             reason: r.reason.clone(),
             verdict: core::run_verdict(r).map(|o| o.as_str().to_string()),
         },
-        tasks: r.tasks.iter().map(task).collect(),
+        tasks: r.tasks.iter().map(|t| task(r, t)).collect(),
         workspace: crate::workspace::view(r),
         added_tasks: added_tasks(r),
     }
