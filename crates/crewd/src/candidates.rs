@@ -10,9 +10,6 @@ use crew_core::plan::Plan;
 use crew_core::run::candidates::{self as core, Ask, Select};
 use std::path::Path;
 
-/// Characters of one candidate's patch a judging selector is shown.
-const PATCH_SHOWN: usize = 24_000;
-
 /// Split the plan's candidate asks, the run's `candidates` param included (before the plan's
 /// checks are filled in, so a candidate's verification retries stay the step's own).
 pub fn expand(
@@ -114,18 +111,17 @@ pub fn prompt_section(spec: &crate::attempt::AttemptSpec) -> Option<String> {
     if spec.candidates.is_empty() {
         return None;
     }
-    let diff = |s: &core::Shown| -> String {
-        let path = spec
-            .run_dir
-            .join("patches")
-            .join(format!("{}.patch", s.task_id));
-        match read_bounded(&path, PATCH_SHOWN) {
+    let read = |dir: &str, file: String, max: usize| -> String {
+        match read_bounded(&spec.run_dir.join(dir).join(file), max) {
             Ok(text) => text,
-            Err(e) => format!("(its patch could not be read: {e})"),
+            Err(e) => format!("(it could not be read: {e})"),
         }
     };
+    let diff = |s: &core::Shown, max: usize| read("patches", format!("{}.patch", s.task_id), max);
+    let answer = |s: &core::Shown, max: usize| read("results", format!("{}.txt", s.task_id), max);
     Some(core::prompt_section(
         &spec.candidates,
+        &answer,
         &diff,
         spec.verdict_repair.as_deref(),
     ))

@@ -900,14 +900,34 @@ pub fn shown(run: &RunState, t: &TaskState) -> Vec<Shown> {
         .collect()
 }
 
-/// The selection section of a judging selector's prompt: each candidate (with `diff(k)`, its
-/// patch, bounded by the caller) and the block to end with. Candidates' diffs are quoted in
+/// Characters of all passing candidates' patches together in a judging selector's prompt:
+/// each gets an equal share, at most [`MAX_PATCH_CHARS`].
+pub const MAX_PATCHES_CHARS: usize = 96_000;
+/// Characters of one candidate's patch in the prompt.
+pub const MAX_PATCH_CHARS: usize = 24_000;
+/// Characters of one candidate's final answer in the prompt.
+pub const MAX_ANSWER_CHARS: usize = 2_000;
+/// Characters of one candidate's failing checks in the prompt (each is bounded too).
+pub const MAX_CHECKS_SHOWN_CHARS: usize = 3_000;
+/// The most the selection section can hold, whatever up to [`MAX_CANDIDATES`] candidates
+/// wrote: the sum of the bounds above, the headers and the fixed text, with room to spare.
+pub const MAX_SECTION_CHARS: usize = 160_000;
+
+/// The selection section of a judging selector's prompt: each candidate (with `answer(k, max)`,
+/// its final answer, and `diff(k, max)`, its patch, which the caller reads and bounds to `max`
+/// characters) and the block to end with. Everything a candidate wrote is bounded, each part
+/// and all together (at most [`MAX_SECTION_CHARS`]), so up to eight large candidates cannot
+/// crowd the judge's context. Candidates' answers and diffs are quoted in
 /// `<dependency-output>` blocks: they are material, not instructions.
 pub fn prompt_section(
     shown: &[Shown],
-    diff: &dyn Fn(&Shown) -> String,
+    answer: &dyn Fn(&Shown, usize) -> String,
+    diff: &dyn Fn(&Shown, usize) -> String,
     repair: Option<&str>,
 ) -> String {
+    let passing = shown.iter().filter(|s| s.passed).count().max(1);
+    let patch_max = (MAX_PATCHES_CHARS / passing).min(MAX_PATCH_CHARS);
+    let shown = &shown[..shown.len().min(MAX_CANDIDATES as usize)];
     let mut out = format!("\n{PROMPT_HEADING}\n\n");
     out.push_str(
         "Several solutions of this task were made at once, each from the same start. Those \
@@ -919,7 +939,7 @@ pub fn prompt_section(
             "### Candidate {} ({}, {}){}\n\n",
             s.index,
             s.task_id,
-            s.label,
+            crate::text::echo(&s.label),
             if s.passed {
                 ""
             } else {
@@ -932,14 +952,19 @@ pub fn prompt_section(
                 c.commit, c.files, c.insertions, c.deletions
             ));
         }
-        for f in &s.failed_checks {
-            out.push_str(&format!("Failed check: {f}\n"));
-        }
+        let checks: String = s
+            .failed_checks
+            .iter()
+            .map(|f| format!("Failed check: {f}\n"))
+            .collect();
+        out.push_str(&cut(&checks, MAX_CHECKS_SHOWN_CHARS));
         if s.passed {
             out.push_str(&format!(
-                "\n<dependency-output task=\"{}\">\n{}\n</dependency-output>\n\n",
-                s.task_id,
-                diff(s)
+                "\nIts final answer:\n<dependency-output task=\"{id}\">\n{}\n</dependency-output>\n\n\
+                 Its change:\n<dependency-output task=\"{id}\">\n{}\n</dependency-output>\n\n",
+                cut(&answer(s, MAX_ANSWER_CHARS), MAX_ANSWER_CHARS),
+                cut(&diff(s, patch_max), patch_max),
+                id = s.task_id,
             ));
         } else {
             out.push('\n');
@@ -955,7 +980,7 @@ pub fn prompt_section(
         out.push('\n');
         out.push_str(crate::verdict::REPAIR_HEADING);
         out.push_str("\n\n");
-        out.push_str(msg);
+        out.push_str(&cut(msg, MAX_CHECK_CHARS));
         out.push_str("\n\nAnswer again, ending with the ```json block holding `choice`.\n");
     }
     out
@@ -1093,6 +1118,53 @@ mod tests {
                 .label(),
             "b"
         );
+    }
+
+    /// Eight candidates with huge patches, answers, labels and failing checks: each part is
+    /// cut to its bound and the section stays under its total.
+    #[test]
+    fn the_judges_section_is_bounded_in_each_part_and_in_total() {
+        let huge = "x".repeat(1_000_000);
+        let shown: Vec<Shown> = (1..=MAX_CANDIDATES)
+            .map(|i| Shown {
+                index: i,
+                task_id: format!("_cand-t-{i}"),
+                label: huge.clone(),
+                passed: i % 4 != 0,
+                commit: None,
+                failed_checks: vec![huge.clone(); 50],
+            })
+            .collect();
+        let asked = std::cell::RefCell::new(vec![]);
+        let diff = |s: &Shown, max: usize| {
+            asked.borrow_mut().push((s.index, max));
+            huge.clone()
+        };
+        let answer = |_: &Shown, _: usize| huge.clone();
+        let section = prompt_section(&shown, &answer, &diff, Some(&huge));
+        let n = section.chars().count();
+        assert!(n <= MAX_SECTION_CHARS, "{n} characters");
+        // Six passed: each patch gets an equal share of the total, under the one-patch cap.
+        let asked = asked.borrow();
+        assert_eq!(asked.len(), 6);
+        assert!(asked.iter().all(|(_, max)| *max == MAX_PATCHES_CHARS / 6));
+        assert!(
+            section.contains("### Candidate 8"),
+            "every candidate is named"
+        );
+        assert!(
+            section.ends_with("holding `choice`.\n"),
+            "the instructions are kept"
+        );
+        // Two candidates: the one-patch cap.
+        let two: Vec<Shown> = shown.iter().take(2).cloned().collect();
+        let max_seen = std::cell::Cell::new(0);
+        let diff = |_: &Shown, max: usize| {
+            max_seen.set(max_seen.get().max(max));
+            String::new()
+        };
+        let _ = prompt_section(&two, &answer, &diff, None);
+        assert_eq!(max_seen.get(), MAX_PATCH_CHARS);
     }
 
     #[test]

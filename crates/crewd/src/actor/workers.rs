@@ -188,6 +188,9 @@ fn attempt_spec(
         .plan
         .depends_on
         .iter()
+        // A judging selector is shown its candidates' answers in its own section, bounded
+        // all together (`candidates::prompt_section`), not as dependency outputs.
+        .filter(|d| !crew_core::run::candidates::is_own_candidate(&task.plan, d))
         .filter_map(|d| {
             let dt = run.task(d)?;
             // A step with candidates is its chosen candidate's work, not its judge's.
