@@ -497,6 +497,67 @@ describe('dashboard', { timeout: 240_000 }, () => {
     }
   });
 
+  test('a step with candidates shows them side by side: diffstat, checks, the choice and the judge\'s reasons', async () => {
+    const repo = path.join(path.dirname(d.work), 'cands-repo');
+    mkdirSync(repo, { recursive: true });
+    const git = (...args) => execFileSync('git', args, { cwd: repo, env: { ...process.env, GIT_AUTHOR_NAME: 'u', GIT_AUTHOR_EMAIL: 'u@u', GIT_COMMITTER_NAME: 'u', GIT_COMMITTER_EMAIL: 'u@u' } });
+    git('init', '-q', '-b', 'main');
+    writeFileSync(path.join(repo, 'README'), 'hello\n');
+    git('add', '-A');
+    git('commit', '-qm', 'init');
+    // A user team (trusted: its verification command runs): candidate 3 fails the check,
+    // 1 and 2 pass, and the reviewer judges, choosing 2. Candidate 1's check output holds
+    // markup: it must show as text.
+    const conf = path.join(d.home, '.config', 'crew');
+    mkdirSync(path.join(conf, 'teams'), { recursive: true });
+    mkdirSync(path.join(conf, 'workflows'), { recursive: true });
+    writeFileSync(path.join(conf, 'teams', 'cands.team.md'), '---\nname: cands\ndefaultWorkflow: cands\n---\n\n- executor: agent=executor\n- reviewer: agent=reviewer\n');
+    writeFileSync(path.join(conf, 'workflows', 'cands.workflow.md'),
+      '---\nname: cands\n---\n\n## build\nrole: executor\ncandidates: 3\nverifyCommands: test -f ok.txt\n\n'
+      + '[fake:cand-write=1:ok.txt:one\\n][fake:cand-write=2:ok.txt:two\\n][fake:cand-write=2:more.txt:a\\nb\\n]'
+      + '[fake:cand-write=3:bad.txt:<b id="cand-injected">bad</b>\\n][fake:choice=2]\n');
+    const r = await call('team.run', { goal: 'make it', cwd: repo, runtime: 'fake', team: 'cands', workspace: 'worktree' });
+    await openRun(r.runId);
+    await page.locator('main[data-run-status="completed"]').waitFor();
+    const st = await call('team.status', { runId: r.runId });
+    const sel = st.tasks.find((t) => t.id === '01_build');
+    assert.equal(sel.candidates.choice.index, 2);
+    await page.locator('#dag .node[data-task="01_build"]').click();
+    const box = page.locator('#task-candidates');
+    await box.waitFor();
+    // One column per candidate, in order, each with the API's diffstat and checks.
+    const cols = box.locator('.candidate-grid > .candidate');
+    assert.equal(await cols.count(), 3);
+    for (let k = 1; k <= 3; k++) {
+      const row = st.tasks.find((t) => t.id === `_cand-01_build-${k}`);
+      const col = box.locator(`.candidate[data-index="${k}"]`);
+      const text = await col.innerText();
+      const ds = row.candidates.diffstat;
+      assert.ok(text.includes(`+${ds.insertions} -${ds.deletions}`), text);
+      assert.equal(await col.getAttribute('data-passed'), String(k !== 3), text);
+      if (k === 3) {
+        assert.ok(text.includes('1 check failed'), text);
+        assert.ok(text.includes('test -f ok.txt'), text);
+      } else {
+        assert.ok(text.includes('checks passed'), text);
+      }
+    }
+    // Side by side: the columns share a row.
+    const tops = await cols.evaluateAll((cs) => cs.map((c) => Math.round(c.getBoundingClientRect().top)));
+    assert.equal(new Set(tops).size, 1, `columns at ${tops}`);
+    assert.match(await box.locator('.candidate.chosen h3').innerText(), /Candidate 2/);
+    const why = await box.locator('.choice').innerText();
+    assert.ok(why.includes('by judge') && why.includes(sel.candidates.choice.reason), why);
+    assert.equal(await page.locator('#cand-injected').count(), 0, 'nothing a candidate wrote is markup');
+    // The step's usage counts its candidates'.
+    const meta = await page.locator('#task-panel .panel-head .meta').first().innerText();
+    assert.ok(meta.includes(`${(sel.usage.input + sel.usage.output).toLocaleString()} tokens`), meta);
+    await shot('task-candidates');
+    // A candidate's own panel shows the same group.
+    await page.locator('#dag .node[data-task="_cand-01_build-3"]').click();
+    await page.locator('#task-candidates .candidate[data-index="3"]').waitFor();
+  });
+
   test('a daemon restart under the open page: it reconnects and resumes with no gap or duplicate', async () => {
     const r = await call('team.run', { goal: 'Survive a restart [fake:sleep=1500ms]', cwd: d.work, runtime: 'fake' });
     await openRun(r.runId);

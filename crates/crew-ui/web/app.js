@@ -381,7 +381,10 @@ async function runView(main, runId, taskId, current) {
     /** @type {Map<string, boolean>} */
     const opened = new Map([...panelBody.querySelectorAll('details[data-part]')].map((d) => [/** @type {HTMLElement} */ (d).dataset.part ?? '', /** @type {HTMLDetailsElement} */ (d).open]));
     const part = (/** @type {string} */ name, /** @type {boolean} */ open) => opened.get(name) ?? open;
+    // A step with candidates (its selector, or one of them): the candidates side by side.
+    const sel = t.candidates?.of ? st.tasks.find((x) => x.id === t.candidates?.of) : t;
     fill(panelBody,
+      sel?.candidates?.members?.length ? renderCandidates(sel, st.tasks, part('candidates', true)) : null,
       resultText ? h('details', { open: part('result', true), dataset: { part: 'result' } }, h('summary', null, 'Result'), h('pre', { class: 'result' }, resultText)) : null,
       commit ? renderChange(commit, diff) : null,
       h('details', { open: part('transcript', t.status === 'running'), dataset: { part: 'transcript' } }, h('summary', null, 'Transcript'), renderTranscript(transcriptText)),
@@ -517,6 +520,42 @@ function renderChange(c, diff) {
     h('p', { class: 'meta' }, 'branch ', h('code', { class: 'branch' }, c.branch), ` · ${diffstat(c)} · `, h('span', { title: c.commit }, c.commit.slice(0, 12))),
     diff?.patch ? h('pre', { class: 'patch' }, diff.patch) : null,
     diff?.truncated ? h('p', { class: 'hint' }, `The patch is cut here: git diff ${c.start.slice(0, 12)} ${c.branch} shows all of it.`) : null);
+}
+
+/**
+ * A step's candidates side by side (issue 36): each one's runtime, status, diffstat, checks
+ * and usage, the chosen one marked, and why it was chosen (the judge's reasons, or the rule).
+ * Every part is a text node: a failing check's output or a judge's reason stays text.
+ * @param {TaskView} sel the step's task (the selector)
+ * @param {TaskView[]} tasks
+ * @param {boolean} open
+ */
+function renderCandidates(sel, tasks, open) {
+  const c = sel.candidates;
+  if (!c) return null;
+  const chosen = c.choice?.candidate;
+  const cols = (c.members ?? []).map((id) => {
+    const t = tasks.find((x) => x.id === id);
+    const own = t?.candidates;
+    const failed = own?.failedChecks ?? [];
+    const ds = own?.diffstat;
+    const done = t?.status === 'completed';
+    const checks = !done ? 'checks not run yet' : failed.length === 0 ? 'checks passed' : `${failed.length} check${failed.length === 1 ? '' : 's'} failed: out`;
+    return h('section', { class: `candidate${id === chosen ? ' chosen' : ''}`, dataset: { candidate: id, index: String(own?.index ?? ''), passed: String(done && failed.length === 0) } },
+      h('h3', null, `Candidate ${own?.index ?? '?'}`, id === chosen ? ' · chosen' : ''),
+      h('p', { class: 'meta' }, t ? badge(t.status) : null, ` ${own?.runtime ?? t?.agent ?? ''}${t?.model ? ` · ${t.model}` : ''}`),
+      h('p', { class: 'diffstat' }, ds ? `${ds.files} file${ds.files === 1 ? '' : 's'} changed, +${ds.insertions} -${ds.deletions}` : 'no commit yet'),
+      h('p', { class: done && failed.length === 0 ? 'checks ok' : 'checks' }, checks),
+      failed.length ? h('ul', { class: 'failed-checks' }, ...failed.map((f) => h('li', null, h('code', null, f)))) : null,
+      t ? h('p', { class: 'meta' }, `${tokens(t.usage)} tokens · ${cost(t.usage.cost)}`) : null);
+  });
+  const why = c.choice
+    ? h('p', { class: 'choice' }, `Chose ${c.choice.index > 0 ? `candidate ${c.choice.index}` : c.choice.candidate} (by ${c.choice.by}): `, h('span', { class: 'reason' }, c.choice.reason))
+    : h('p', { class: 'hint' }, 'No choice yet.');
+  return h('details', { open, class: 'candidates', id: 'task-candidates', dataset: { part: 'candidates' } },
+    h('summary', null, `Candidates of ${sel.id} (${c.members?.length ?? 0}, select: ${c.select ?? ''})`),
+    why,
+    h('div', { class: 'candidate-grid' }, ...cols));
 }
 
 function renderTranscript(text) {
