@@ -4,6 +4,7 @@
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use crew_core::plan::PlannedTask;
 use crew_core::resource::SystemPromptMode;
+use crew_core::run::candidates::{self, Candidacy, Contender, Select};
 use crew_core::run::{
     replay_run, task_transition_allowed, AttemptResult, Budget, Event, EventBody, FailurePolicy,
     Pending, RetryPolicy, Reuse, RunSpec, RunStatus, State, TaskStatus,
@@ -23,6 +24,10 @@ struct RunDef {
     budget: Option<u64>,
     approval: bool,
     max_attempts: u32,
+    /// Per task: how many candidates a writing task tries (issue 36; under 2: none).
+    candidates: Vec<u8>,
+    /// Candidates are chosen by `first` to pass, else by `smallest`.
+    select_first: bool,
 }
 
 impl RunDef {
@@ -63,6 +68,31 @@ impl RunDef {
                 judging: Default::default(),
                 title: None,
             })
+            .collect();
+        // Candidates (issue 36), split as the daemon splits them at `team.run`.
+        let tasks: Vec<PlannedTask> = tasks;
+        let tasks = tasks
+            .into_iter()
+            .zip(&self.candidates)
+            .map(|(mut t, n)| {
+                if *n >= 2 {
+                    // Only a writing task has candidates.
+                    t.writes = true;
+                    t.candidates = Some(std::sync::Arc::new(Candidacy::Asked {
+                        contenders: vec![Contender::default(); usize::from(*n)],
+                        select: Some(if self.select_first {
+                            Select::First
+                        } else {
+                            Select::Smallest
+                        }),
+                        judge: None,
+                    }));
+                }
+                t
+            })
+            .collect();
+        let tasks = candidates::expand(tasks, None)
+            .into_iter()
             .map(std::sync::Arc::new)
             .collect();
         RunSpec {
@@ -102,9 +132,21 @@ fn run_def() -> impl Strategy<Value = RunDef> {
             prop::option::weighted(0.4, 20u64..400),
             prop::bool::weighted(0.3),
             1u32..=3,
+            proptest::collection::vec(prop::sample::select(vec![0u8, 0, 0, 2, 3]), n),
+            any::<bool>(),
         )
             .prop_map(
-                |(dep_masks, writes, concurrency, cont, budget, approval, max_attempts)| RunDef {
+                |(
+                    dep_masks,
+                    writes,
+                    concurrency,
+                    cont,
+                    budget,
+                    approval,
+                    max_attempts,
+                    candidates,
+                    select_first,
+                )| RunDef {
                     dep_masks,
                     writes,
                     concurrency,
@@ -116,6 +158,8 @@ fn run_def() -> impl Strategy<Value = RunDef> {
                     budget,
                     approval,
                     max_attempts,
+                    candidates,
+                    select_first,
                 },
             )
     })
@@ -339,14 +383,38 @@ impl Harness {
                     return Ok(());
                 };
                 let usage = self.grow(&run, &task, attempt, tokens);
+                // A candidate completes with a commit, and on outcome 1 with a failing check
+                // (it is then out, not failed).
+                let candidate =
+                    candidates::candidate_of(&self.st.runs[&run].task(&task).unwrap().plan)
+                        .is_some();
                 let result = match outcome {
                     0 | 1 => AttemptResult::Completed {
                         usage,
                         model: None,
                         artifacts: vec![],
                         reused_from: None,
-                        commit: None,
-                        verification: vec![],
+                        commit: candidate.then(|| crew_core::run::TaskCommit {
+                            branch: format!("crew/tasks/{run}/{task}"),
+                            start: "s".into(),
+                            commit: format!("c{tokens}"),
+                            files: 1,
+                            insertions: tokens,
+                            deletions: 0,
+                        }),
+                        verification: if candidate && outcome == 1 {
+                            vec![crew_core::checks::VerifyOutcome {
+                                command: "test".into(),
+                                exit_code: Some(1),
+                                timed_out: false,
+                                duration_ms: 1,
+                                tail: "no".into(),
+                                output_bytes: 2,
+                                artifact: "verify/x.log".into(),
+                            }]
+                        } else {
+                            vec![]
+                        },
                     },
                     2 => AttemptResult::NoFinalText {
                         usage,
@@ -594,8 +662,11 @@ fn check_step(
             }
         }
         if run.status == RunStatus::Completed {
+            // A candidate set aside (out, or not chosen) is no part of the result.
             prop_assert!(
-                run.tasks.iter().all(|t| t.status == TaskStatus::Completed),
+                run.tasks
+                    .iter()
+                    .all(|t| t.status == TaskStatus::Completed || candidates::set_aside(t)),
                 "{} completed with unfinished tasks",
                 id
             );

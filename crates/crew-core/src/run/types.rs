@@ -85,6 +85,9 @@ pub fn task_transition_allowed(from: TaskStatus, to: TaskStatus) -> bool {
     matches!(
         (from, to),
         (Queued, Running | Cancelled | Skipped)
+            // A step's selector whose choice needs no judge completes without running
+            // (`task.candidate_chosen`, issue 36).
+            | (Queued, Completed)
             | (
                 Running,
                 Completed | Failed | Cancelled | Queued | Waiting | NeedsAttention
