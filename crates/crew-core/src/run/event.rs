@@ -276,6 +276,15 @@ pub enum EventBody {
         round: u32,
         verdict: crate::verdict::Verdict,
     },
+    /// The merge of a task's inputs (the event's task), or of the run's leaves (no task),
+    /// conflicted and a resolve task was added (issue 31): `task` starts from the merge with
+    /// its conflicts left in the files, and the needing task waits for it. One event, so a
+    /// replay adds exactly this task once.
+    #[serde(rename = "task.resolve_added")]
+    TaskResolveAdded {
+        task: std::sync::Arc<crate::plan::PlannedTask>,
+        conflict: super::resolve::Conflict,
+    },
     /// The worker's CLI refused a tool call: a permission denial, a tool the role does not
     /// have, a write its sandbox blocked. Changes no state; says what the task could not do.
     #[serde(rename = "task.warning")]
@@ -375,6 +384,7 @@ impl EventBody {
             EventBody::TaskSkipped { .. } => "task.skipped",
             EventBody::TaskExpanded { .. } => "task.expanded",
             EventBody::TaskFixAdded { .. } => "task.fix_added",
+            EventBody::TaskResolveAdded { .. } => "task.resolve_added",
             EventBody::TaskWarning { .. } => "task.warning",
             EventBody::TaskSteered { .. } => "task.steered",
             EventBody::ScheduleAdded(_) => "schedule.added",
