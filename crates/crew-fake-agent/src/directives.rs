@@ -58,6 +58,10 @@ pub struct Directives {
     pub finding: Option<String>,
     /// Edits made only by a fix task crew added (`fix-write=path:text`).
     pub fix_edits: Vec<Edit>,
+    /// Edits made only by a resolve task crew added (`resolve-write=path:text`); a resolver
+    /// makes no other edit (its prompt quotes the conflicting tasks' texts, directives and
+    /// all, which are theirs to act on, not its).
+    pub resolve_edits: Vec<Edit>,
 }
 
 /// A change an editing agent makes to its working directory. `\n` in the text is a newline.
@@ -153,6 +157,9 @@ fn apply(d: &mut Directives, body: &str) {
         ("fix-write", Some(v)) => d
             .fix_edits
             .extend(path_and_text(v).map(|(p, t)| Edit::Write(p, t))),
+        ("resolve-write", Some(v)) => d
+            .resolve_edits
+            .extend(path_and_text(v).map(|(p, t)| Edit::Write(p, t))),
         _ => {}
     }
 }
@@ -230,6 +237,20 @@ mod tests {
             ]
         );
         assert_eq!(d.cats, ["a.txt"]);
+    }
+
+    #[test]
+    fn parses_resolve_edits_apart_from_the_others() {
+        let d = parse("[fake:write=a:x][fake:resolve-write=src/lib.rs:one\\ntwo]");
+        assert_eq!(d.edits, [Edit::Write("a".into(), "x".into())]);
+        assert_eq!(
+            d.resolve_edits,
+            [Edit::Write("src/lib.rs".into(), "one\ntwo".into())]
+        );
+        assert!(crate::verdict::is_resolve(
+            "Resolve every conflict so that …, remove every conflict marker, and run …"
+        ));
+        assert!(!crate::verdict::is_resolve("do a for the goal"));
     }
 
     #[test]

@@ -2824,6 +2824,8 @@ fn a_conflict_adds_a_resolve_task_once_and_the_needing_task_waits_for_it() {
     assert_eq!(r.plan.depends_on.join(","), "01_a,02_b");
     let text = &r.plan.task_template;
     assert!(text.contains("src/lib.rs"), "{text}");
+    // The fake agent knows a resolver by this phrase (crew-fake-agent `RESOLVE_MARK`).
+    assert!(text.contains("remove every conflict marker"), "{text}");
     assert!(
         text.contains("add dot-case") && text.contains("do a for {goal}"),
         "{text}"
@@ -2867,4 +2869,44 @@ fn a_conflict_adds_a_resolve_task_once_and_the_needing_task_waits_for_it() {
         .filter(|t| super::resolve::is_resolve(&t.plan))
         .count();
     assert_eq!(n, 1);
+}
+
+#[test]
+fn a_conflict_of_the_leaves_adds_a_resolve_task_that_becomes_the_only_leaf() {
+    let mut sim = Sim::new();
+    sim.create("r", spec(&[("a", &[], true), ("b", &[], true)]));
+    assert_eq!(sim.dispatch(8), ["r/a", "r/b"]);
+    sim.finish("r", "a", done(1));
+    let conflict = super::resolve::Conflict::bounded(
+        &["src/lib.rs".into()],
+        &[sim.tid("r", "a"), sim.tid("r", "b")],
+    );
+    let (p, id) =
+        super::resolve::resolve_added(&sim.st.runs["r"], None, &conflict, &resolver_role())
+            .unwrap();
+    assert_eq!(id, "_resolve-r-1");
+    let evs = sim.emit(vec![p]);
+    assert_eq!(names(&evs), ["task.resolve_added"]);
+    assert_eq!(
+        evs[0].message.as_deref(),
+        Some("integration: conflict in src/lib.rs (01_a × 02_b) → _resolve-r-1")
+    );
+    let run = &sim.st.runs["r"];
+    assert_eq!(run.task(&id).unwrap().plan.depends_on.join(","), "01_a,02_b");
+    let leaves: Vec<&str> = run
+        .tasks
+        .iter()
+        .filter(|t| {
+            !run.tasks
+                .iter()
+                .any(|o| o.plan.depends_on.contains(&t.plan.id))
+        })
+        .map(|t| t.plan.id.as_str())
+        .collect();
+    assert_eq!(leaves, [id.as_str()]);
+    sim.finish("r", "b", done(1));
+    assert_eq!(sim.dispatch(8), ["r/resolve"]);
+    let evs = sim.finish("r", "resolve", done(1));
+    assert_eq!(names(&evs).last().map(String::as_str), Some("run.completed"));
+    sim.replays_equal();
 }
