@@ -240,7 +240,10 @@ async fn diff_check_finds_markers_and_whitespace_a_change_added_and_nothing_else
     let repo = Git::default().repo(w);
     let found = repo.diff_check(&base, &bad).await.unwrap();
     assert_eq!(found.len(), 2, "{found:?}");
-    assert!(found[0].starts_with("a.txt:1: trailing whitespace"), "{found:?}");
+    assert!(
+        found[0].starts_with("a.txt:1: trailing whitespace"),
+        "{found:?}"
+    );
     assert!(found[1].contains("leftover conflict marker"), "{found:?}");
     // The fix of them is clean, and so is a change that adds nothing wrong.
     assert!(repo.diff_check(&bad, &good).await.unwrap().is_empty());

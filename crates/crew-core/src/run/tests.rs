@@ -2892,7 +2892,10 @@ fn a_conflict_of_the_leaves_adds_a_resolve_task_that_becomes_the_only_leaf() {
         Some("integration: conflict in src/lib.rs (01_a × 02_b) → _resolve-r-1")
     );
     let run = &sim.st.runs["r"];
-    assert_eq!(run.task(&id).unwrap().plan.depends_on.join(","), "01_a,02_b");
+    assert_eq!(
+        run.task(&id).unwrap().plan.depends_on.join(","),
+        "01_a,02_b"
+    );
     let leaves: Vec<&str> = run
         .tasks
         .iter()
@@ -2907,6 +2910,9 @@ fn a_conflict_of_the_leaves_adds_a_resolve_task_that_becomes_the_only_leaf() {
     sim.finish("r", "b", done(1));
     assert_eq!(sim.dispatch(8), ["r/resolve"]);
     let evs = sim.finish("r", "resolve", done(1));
-    assert_eq!(names(&evs).last().map(String::as_str), Some("run.completed"));
+    assert_eq!(
+        names(&evs).last().map(String::as_str),
+        Some("run.completed")
+    );
     sim.replays_equal();
 }
