@@ -43,7 +43,7 @@ UI_TEST_DIR := tests/ui
 MCP_DIR := tests/mcp
 
 .PHONY: help build run demo test test-rust test-node test-ui node-deps agents lint docs bench bench-ui fuzz \
-	install uninstall check-install clean-dev slurm-up slurm-down
+	install uninstall check-install clean-dev slurm-up slurm-down bench-slurm
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## (.*)/  \1\t\2/' | expand -t 18
@@ -120,6 +120,10 @@ slurm-up: ## start the test Slurm cluster in target/slurm (munged, slurmctld, tw
 
 slurm-down: ## stop it (by the PIDs it recorded)
 	bash tests/slurm/stop.sh $(SLURM_DIR)
+
+bench-slurm: ## 200 tasks on the test Slurm cluster: crew against sbatch --array (make slurm-up first)
+	CREW_SLURM_ENV=$(SLURM_DIR)/env $(CARGO) nextest run -p crewd --ignore-default-filter \
+	  --run-ignored only -E 'binary(=bench_slurm)' --no-capture
 
 lint: ## rustfmt --check and clippy -D warnings on every target
 	$(CARGO) fmt --all -- --check

@@ -157,7 +157,34 @@ export interface CancelResult {
   stoppedTaskIds?: string[];
 }
 
+/**
+ * A task's part in candidates: a candidate (`of`, `index`, its `runtime` when not the run's,
+ * the checks it failed) or a selector (`select`, its `members`, the `choice`).
+ */
+export interface CandidatesView {
+  choice?: ChoiceView | null;
+  /** A completed candidate's failing checks (empty: it passed). */
+  failedChecks?: string[];
+  index?: number | null;
+  members?: string[];
+  of?: string | null;
+  runtime?: string | null;
+  /** `smallest`, `first` or `judge`. */
+  select?: string | null;
+}
+
 export type CatchUp = "latest" | "none" | "all";
+
+/**
+ * The candidate a selector chose, by whom (`smallest`, `first`, `judge`, `only`, `fix`,
+ * `person`) and why.
+ */
+export interface ChoiceView {
+  by: string;
+  candidate: string;
+  index: number;
+  reason: string;
+}
 
 export interface DaemonStatus {
   apiVersion: string;
@@ -191,6 +218,8 @@ export interface Diagnostic {
 }
 
 export interface DiffParams {
+  /** With `taskId`: that step's candidate `k` (1-based) instead of its chosen result. */
+  candidate?: number | null;
   /** At most this many bytes of patch (default 4 MiB). */
   limit?: number | null;
   runId: string;
@@ -347,6 +376,21 @@ export type NoParams = Record<string, never>;
 
 export type Overlap = "skip" | "allow" | "cancel-previous";
 
+export interface PickParams {
+  /** The candidate to take instead (1-based). */
+  candidate: number;
+  runId: string;
+  /** The step's task (the selector). */
+  taskId: string;
+}
+
+export interface PickResult {
+  /** The chosen candidate's task id. */
+  chosen: string;
+  /** Dependents that had started or ended and run again from the new choice. */
+  requeuedTaskIds: string[];
+}
+
 export interface PingResult {
   pid: number;
   uptimeMs: number;
@@ -363,8 +407,18 @@ export interface PlanResult {
 }
 
 export interface PlannedTaskView {
+  /**
+   * A fan-out step: its answer adds up to this many tasks to the run, which run before
+   * the tasks that depend on it.
+   */
+  addsTasks?: number | null;
   agent: string;
   dependsOn: string[];
+  /**
+   * The role is meant to change files (an edit or write tool). A role with only bash (a
+   * reviewer, a verifier) runs commands to check the work and is not.
+   */
+  edits?: boolean;
   id: string;
   /** Skills selected for the task that were not installed when it was planned. */
   missingSkills?: string[];
@@ -388,7 +442,10 @@ export interface PlannedTaskView {
    * agent finished, the project's configured ones included; absent: none.
    */
   verifyCommands?: string[];
-  /** The role may write (its tools include edit, write or bash). */
+  /**
+   * The role may write (its tools include edit, write or bash): what plan approval and
+   * result reuse go by.
+   */
   writes: boolean;
 }
 
@@ -533,6 +590,12 @@ export interface RunParams {
   agent?: string | null;
   budget?: BudgetParams | null;
   /**
+   * Candidates (1-8) for every writing task, fan-out tasks excepted: each runs N attempts at
+   * once in worktrees of its own and keeps the one that proves best (worktree mode only).
+   * A step's or role's own `candidates` wins.
+   */
+  candidates?: number | null;
+  /**
    * Run these teams (each with its default workflow) one after another as one run: the
    * first tasks of each team depend on the last tasks of the one before and read its
    * shared outputs. Cancel, resume and the budget act on the whole chain. Not with
@@ -565,6 +628,11 @@ export interface RunParams {
    */
   role?: string | null;
   runtime?: string | null;
+  /**
+   * How `candidates` choose: `smallest`, `first` or `judge` (default: `judge` when the team
+   * has a reviewer or verifier, else `smallest`).
+   */
+  select?: string | null;
   /** Skills for every task: a list adds to each task's selection, `false` gives none. */
   skills?: RunSkillsParam | null;
   team?: string | null;
@@ -799,6 +867,8 @@ export interface TaskView {
   agent: string;
   artifacts: ArtifactInfo[];
   attempts: number;
+  /** Candidates (issue 36): this task is one candidate of a step, or the step's selector. */
+  candidates?: CandidatesView | null;
   dependsOn: string[];
   durationMs?: number | null;
   error?: string | null;
@@ -935,6 +1005,12 @@ export interface Methods {
       agent?: string | null;
       budget?: BudgetParams | null;
       /**
+       * Candidates (1-8) for every writing task, fan-out tasks excepted: each runs N attempts at
+       * once in worktrees of its own and keeps the one that proves best (worktree mode only).
+       * A step's or role's own `candidates` wins.
+       */
+      candidates?: number | null;
+      /**
        * Run these teams (each with its default workflow) one after another as one run: the
        * first tasks of each team depend on the last tasks of the one before and read its
        * shared outputs. Cancel, resume and the budget act on the whole chain. Not with
@@ -967,6 +1043,11 @@ export interface Methods {
        */
       role?: string | null;
       runtime?: string | null;
+      /**
+       * How `candidates` choose: `smallest`, `first` or `judge` (default: `judge` when the team
+       * has a reviewer or verifier, else `smallest`).
+       */
+      select?: string | null;
       /** Skills for every task: a list adds to each task's selection, `false` gives none. */
       skills?: RunSkillsParam | null;
       team?: string | null;
@@ -991,6 +1072,12 @@ export interface Methods {
       agent?: string | null;
       budget?: BudgetParams | null;
       /**
+       * Candidates (1-8) for every writing task, fan-out tasks excepted: each runs N attempts at
+       * once in worktrees of its own and keeps the one that proves best (worktree mode only).
+       * A step's or role's own `candidates` wins.
+       */
+      candidates?: number | null;
+      /**
        * Run these teams (each with its default workflow) one after another as one run: the
        * first tasks of each team depend on the last tasks of the one before and read its
        * shared outputs. Cancel, resume and the budget act on the whole chain. Not with
@@ -1023,6 +1110,11 @@ export interface Methods {
        */
       role?: string | null;
       runtime?: string | null;
+      /**
+       * How `candidates` choose: `smallest`, `first` or `judge` (default: `judge` when the team
+       * has a reviewer or verifier, else `smallest`).
+       */
+      select?: string | null;
       /** Skills for every task: a list adds to each task's selection, `false` gives none. */
       skills?: RunSkillsParam | null;
       team?: string | null;
@@ -1096,6 +1188,18 @@ export interface Methods {
       withDependents?: boolean | null;
     };
     result: RetryResult;
+    errors: 1001 | 1002 | 1007;
+  };
+  /** Replace a step's chosen candidate: before its dependents started the choice just changes; after, they run again from the new choice. Refused once the run was applied. */
+  "team.pick": {
+    params: {
+      /** The candidate to take instead (1-based). */
+      candidate: number;
+      runId: string;
+      /** The step's task (the selector). */
+      taskId: string;
+    };
+    result: PickResult;
     errors: 1001 | 1002 | 1007;
   };
   /** Approve the plan of a run blocked on plan approval; it continues at once. */
@@ -1211,6 +1315,8 @@ export interface Methods {
   /** A worktree run's change (or one task's): diffstat and patch. */
   "team.diff": {
     params: {
+      /** With `taskId`: that step's candidate `k` (1-based) instead of its chosen result. */
+      candidate?: number | null;
       /** At most this many bytes of patch (default 4 MiB). */
       limit?: number | null;
       runId: string;

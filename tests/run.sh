@@ -53,7 +53,7 @@ done
 # The Slurm placement tests start a real two-node cluster (tests/slurm/start.sh): root and
 # Debian's Slurm packages with the JWT plugin. Without them (and no cluster named by
 # CREW_SLURM_ENV, as .ci/run starts one) they are left out and counted as skipped.
-SLURM_TESTS='package(crewd) & binary(=slurm)'
+SLURM_TESTS='package(crewd) & (binary(=slurm) | binary(=real_pi_slurm))'
 slurm_ready() {
   [ -n "${CREW_SLURM_ENV:-}" ] && return 0
   [ "$(id -u)" = 0 ] || return 1

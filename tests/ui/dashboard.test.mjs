@@ -196,6 +196,44 @@ describe('dashboard', { timeout: 240_000 }, () => {
     await shot('run-completed');
   });
 
+  // Issue 32 item 9: every task's first attempt crashes and is retried, and the verifier's
+  // failing verdict starts a fix round; each attempt is a bar of its own, on its task's lane,
+  // in the order it ran, and the fix task's lane sits between the judge's two verdicts.
+  test('the timeline shows retries and fix rounds as bars of their own', async () => {
+    const goal = 'make it work [fake:crash-attempts=1][fake:append=work.txt:x\\n][fake:verdict-needs=fixed.txt][fake:fix-write=fixed.txt:ok]';
+    const r = await call('team.run', { goal, cwd: d.work, runtime: 'fake' });
+    await openRun(r.runId);
+    await page.locator('main[data-run-status="completed"]').waitFor({ timeout: 120_000 });
+    const events = (await call('team.events', { runId: r.runId, afterSeq: 0, limit: 1000 })).events;
+    const starts = events.filter((e) => e.type === 'task.started');
+    assert.ok(events.some((e) => e.type === 'task.retrying'), 'a retry happened');
+    assert.ok(events.some((e) => e.type === 'task.fix_added'), 'a fix round happened');
+    await page.waitForFunction((n) => document.querySelectorAll('#timeline rect.bar').length === n, starts.length);
+    const bars = await page.locator('#timeline rect.bar').evaluateAll((rs) => rs.map((r) => ({
+      task: r.getAttribute('data-task'), attempt: Number(r.getAttribute('data-attempt')),
+      status: r.getAttribute('data-status'), x: Number(r.getAttribute('x')), end: Number(r.getAttribute('x')) + Number(r.getAttribute('width')),
+    })));
+    const lane = (id) => bars.filter((b) => b.task === id);
+    // A retried task: its crashed attempt, then the one after it, on one lane.
+    for (const id of new Set(starts.map((e) => e.taskId))) {
+      const own = lane(id);
+      assert.equal(own.length, starts.filter((e) => e.taskId === id).length, `${id}: ${JSON.stringify(own)}`);
+      assert.equal(own[0].status, 'failed', `${id}'s first attempt crashed: ${JSON.stringify(own)}`);
+      assert.equal(own[own.length - 1].status, 'completed', `${id}: ${JSON.stringify(own)}`);
+      for (let i = 1; i < own.length; i++) assert.ok(own[i].x >= own[i - 1].end - 1, `${id}: bars in order ${JSON.stringify(own)}`);
+    }
+    // The fix round: the judge's failing verdict, the fix task's bars, then its passing verdict.
+    const judge = lane('04_verify');
+    const fail = judge.find((b) => b.status === 'verdict_fail');
+    assert.ok(fail, `a failing verdict bar: ${JSON.stringify(judge)}`);
+    const fix = lane('_fix-04_verify-1');
+    assert.ok(fix.length >= 1, JSON.stringify(bars));
+    const pass = judge[judge.length - 1];
+    assert.ok(fail.end <= fix[0].x + 1 && fix[fix.length - 1].end <= pass.x + 1, JSON.stringify({ judge, fix }));
+    assert.match(await page.locator('#timeline rect.bar[data-status="verdict_fail"] title').first().textContent(), /04_verify, attempt \d+: verdict fail/);
+    await shot('run-timeline-retries-fix-round');
+  });
+
   test('approve a plan from the page', async () => {
     const r = await call('team.run', { goal: 'Refactor the parser', cwd: d.work, runtime: 'fake', requirePlanApproval: true });
     await openRun(r.runId);

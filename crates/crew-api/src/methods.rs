@@ -141,6 +141,14 @@ method!(
     "Run the named tasks again with a new attempt (with `withDependents`, their finished downstream tasks too)."
 );
 method!(
+    TeamPick,
+    "team.pick",
+    PickParams,
+    PickResult,
+    [NOT_FOUND, INVALID_STATE, STORAGE_FAILED],
+    "Replace a step's chosen candidate: before its dependents started the choice just changes; after, they run again from the new choice. Refused once the run was applied."
+);
+method!(
     TeamApprove,
     "team.approve",
     ApproveParams,
@@ -386,6 +394,7 @@ pub fn all() -> Vec<MethodDoc> {
         doc::<TeamCancel>(),
         doc::<TeamResume>(),
         doc::<TeamRetry>(),
+        doc::<TeamPick>(),
         doc::<TeamApprove>(),
         doc::<TeamReject>(),
         doc::<TeamSteer>(),

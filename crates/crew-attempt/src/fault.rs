@@ -1,6 +1,7 @@
 //! Fault injection for the worker path, in debug builds only (release builds compile every
 //! point to nothing). `CREW_TEST_FAULT=<point>:<kind>[,…]`, with kind `panic` or `error`, makes
-//! that point fail on every attempt, so `tests/worker_faults.rs` can check that whatever fails
+//! that point fail on every attempt (`kill`: the whole process dies there by SIGKILL, as a
+//! `kill -9` at that instant would have it), so `tests/worker_faults.rs` can check that whatever fails
 //! while a worker is started or supervised ends the attempt, never leaving a task `running`
 //! without a worker. The points are named where they are hit (`fault::hit("render")`).
 
@@ -23,6 +24,10 @@ pub fn hit(point: &str) -> std::io::Result<()> {
         .map(|(_, k)| k.as_str())
     {
         Some("panic") => panic!("injected fault at {point}"),
+        Some("kill") => {
+            let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
+            Err(std::io::Error::other(format!("injected kill at {point}")))
+        }
         Some(_) => Err(std::io::Error::other(format!("injected fault at {point}"))),
         None => Ok(()),
     }

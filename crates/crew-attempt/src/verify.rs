@@ -251,3 +251,167 @@ mod tests {
         assert!(started.elapsed() < Duration::from_secs(10));
     }
 }
+
+/// Characters of a command's output in `task.completed` and in the retry's feedback.
+const EVENT_TAIL: usize = 2000;
+
+fn char_tail(s: &str, n: usize) -> String {
+    let count = s.chars().count();
+    s.chars().skip(count.saturating_sub(n)).collect()
+}
+
+/// A check that is not a command (scope, the no-change guard, a command that could not run)
+/// as the outcome of one that failed, so a candidate's record lists every check it failed.
+pub fn failed_check(check: &str, reason: String) -> crew_core::checks::VerifyOutcome {
+    crew_core::checks::VerifyOutcome {
+        command: check.to_string(),
+        exit_code: Some(1),
+        timed_out: false,
+        duration_ms: 0,
+        tail: char_tail(&reason, EVENT_TAIL),
+        output_bytes: 0,
+        artifact: String::new(),
+    }
+}
+
+/// What a task's verification commands came to.
+#[derive(Debug, Default)]
+pub struct Checked {
+    /// One per command run, in order, up to the first that failed.
+    pub outcomes: Vec<crew_core::checks::VerifyOutcome>,
+    /// Each command's output (`verify/<task>.attempt-<n>.<k>.txt`), not yet durable.
+    pub artifacts: Vec<crew_core::run::ArtifactRef>,
+    /// Why the work is refused: a command failed or could not run.
+    pub failure: Option<String>,
+    /// The owner stopped the task while a command ran.
+    pub stopped: bool,
+}
+
+/// Run `commands` in order in `cwd` until one fails, keeping each one's output in `run_dir`.
+/// `launcher` starts each (crew's init, a box: the owner's choice). The same on crewd's machine
+/// and on a cluster node, so a remote task's checks read as a local one's.
+#[allow(clippy::too_many_arguments)]
+pub async fn run_all(
+    commands: &[String],
+    cwd: &Path,
+    env: &[(OsString, OsString)],
+    limits: &Limits,
+    launcher: &(dyn Fn() -> Result<Box<dyn crate::spawn::Launcher>, String> + Sync),
+    ctl: &mut mpsc::UnboundedReceiver<WorkerCtl>,
+    run_dir: &Path,
+    key: &crate::port::AttemptKey,
+) -> Checked {
+    let mut checked = Checked::default();
+    for (k, command) in commands.iter().enumerate() {
+        tracing::info!(command = %command, "verification command");
+        let ran = match launcher() {
+            Err(e) => Err(std::io::Error::other(e)),
+            Ok(l) => run(command, cwd, env, limits, l.as_ref(), ctl).await,
+        };
+        let ran = match ran {
+            Ok(r) => r,
+            Err(e) => {
+                checked.failure = Some(format!("cannot run verification command `{command}`: {e}"));
+                break;
+            }
+        };
+        if ran.stopped {
+            checked.stopped = true;
+            break;
+        }
+        let name = format!(
+            "verify/{}.attempt-{}.{}.txt",
+            key.task_id,
+            key.attempt,
+            k + 1
+        );
+        let ended = match (ran.timed_out, ran.exit_code) {
+            (true, _) => format!("timed out after {}", crate::human(limits.timeout)),
+            (false, Some(c)) => format!("exited with {c}"),
+            (false, None) => "was killed by a signal".to_string(),
+        };
+        let text = format!(
+            "$ {command}\n{}\n[{ended} after {}; {} bytes of output]\n",
+            ran.output.trim_end(),
+            crate::human(ran.duration),
+            ran.output_bytes
+        );
+        match crate::blocking(|| crate::artifacts::put(run_dir, &name, "verify", text.as_bytes())) {
+            Ok(a) => checked.artifacts.push(a),
+            Err(e) => tracing::warn!(error = %e, "cannot keep a verification command's output"),
+        }
+        let outcome = crew_core::checks::VerifyOutcome {
+            command: command.clone(),
+            exit_code: ran.exit_code,
+            timed_out: ran.timed_out,
+            duration_ms: u64::try_from(ran.duration.as_millis()).unwrap_or(u64::MAX),
+            tail: char_tail(&ran.output, EVENT_TAIL),
+            output_bytes: ran.output_bytes,
+            artifact: name,
+        };
+        let passed = outcome.passed();
+        if !passed {
+            // The failing part first, the raw tail after it (issue 32 item 5).
+            checked.failure = Some(crew_core::checks::failure_message(
+                command,
+                &ended,
+                &outcome.tail,
+                &outcome.artifact,
+            ));
+        }
+        checked.outcomes.push(outcome);
+        if !passed {
+            break;
+        }
+    }
+    checked
+}
+
+/// An attempt's result after its checks: a completed attempt whose checks failed is a
+/// retryable `verify` failure (its work refused), one stopped while checking is cancelled.
+pub fn settle(
+    result: crew_core::run::AttemptResult,
+    checked: Checked,
+) -> crew_core::run::AttemptResult {
+    use crew_core::run::{AttemptResult, FailReason};
+    let AttemptResult::Completed {
+        usage,
+        model,
+        mut artifacts,
+        reused_from,
+        commit,
+        ..
+    } = result
+    else {
+        return result;
+    };
+    artifacts.extend(checked.artifacts);
+    if checked.stopped {
+        return AttemptResult::Failed {
+            usage,
+            model,
+            artifacts,
+            error: "stopped while verifying".into(),
+            retryable: false,
+            reason: FailReason::Cancelled.into(),
+        };
+    }
+    match checked.failure {
+        None => AttemptResult::Completed {
+            usage,
+            model,
+            artifacts,
+            reused_from,
+            commit,
+            verification: checked.outcomes,
+        },
+        Some(error) => AttemptResult::Failed {
+            usage,
+            model,
+            artifacts,
+            error,
+            retryable: true,
+            reason: crew_core::checks::VERIFY_FAILED.into(),
+        },
+    }
+}

@@ -5,6 +5,9 @@
 
 use serde::{Deserialize, Serialize};
 
+mod failure;
+pub use failure::{failing_lines, failure_message};
+
 /// Verification failures retried (with the failure in the next prompt) when neither the step
 /// nor the config says.
 pub const DEFAULT_VERIFY_RETRIES: u32 = 1;

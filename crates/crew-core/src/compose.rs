@@ -83,6 +83,7 @@ pub fn agent_plan(
         workflow: DIRECT_WORKFLOW.to_string(),
         max_concurrency: Some(1),
         tasks: vec![PlannedTask {
+            candidates: None,
             id,
             step_id: "agent".into(),
             role,

@@ -142,7 +142,7 @@ pub fn extract(answer: &str) -> Result<Block, Vec<String>> {
 
 /// The content of the last ```` ```json ```` fence (a fence opened with `json` and closed by a
 /// line of three backticks).
-pub(crate) fn last_json_fence(answer: &str) -> Option<&str> {
+pub fn last_json_fence(answer: &str) -> Option<&str> {
     let mut found = None;
     let mut open: Option<usize> = None;
     let mut offset = 0usize;
@@ -362,6 +362,7 @@ pub fn validate(
         }
         let title = t.title.trim().to_string();
         out.push(PlannedTask {
+            candidates: None,
             task_template: format!("# {title}\n\n{}", t.task.trim()),
             id,
             step_id: t.id.clone(),
@@ -459,6 +460,18 @@ pub fn check_answer(
 /// Heading of the repair section: the fake agent (and a reader of the prompt) recognise it.
 pub const REPAIR_HEADING: &str = "## Your previous fan-out block was refused";
 
+/// What a role is for, as its tools say (issue 32 item 6: a reviewer or verifier that runs
+/// commands is not a role that "may change files").
+fn role_purpose(tools: &[String]) -> &'static str {
+    if crate::stream::edits_files(tools) {
+        "edits files"
+    } else if tools.iter().any(|t| t == "bash") {
+        "reads and runs commands, edits nothing"
+    } else {
+        "reads only"
+    }
+}
+
 /// What a fan-out step's prompt adds after its task text: the schema, the roles it may use, the
 /// cap, and (on the repair attempt) what was wrong with the last block.
 pub fn prompt_section(exp: &Expansion, repair: Option<&str>) -> String {
@@ -479,11 +492,7 @@ pub fn prompt_section(exp: &Expansion, repair: Option<&str>) -> String {
          change. At most {} tasks. Every step that comes after this one waits for all of them.\n",
         exp.roles
             .iter()
-            .map(|r| format!(
-                "`{}`{}",
-                r.role,
-                if r.writes { " (may change files)" } else { "" }
-            ))
+            .map(|r| format!("`{}` ({})", r.role, role_purpose(&r.tools)))
             .collect::<Vec<_>>()
             .join(", "),
         exp.max_tasks

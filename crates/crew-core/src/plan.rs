@@ -70,6 +70,9 @@ pub struct PlannedTask {
     /// for a fix task the judge it answers.
     #[serde(default, skip_serializing_if = "crate::verdict::Judging::is_default")]
     pub judging: crate::verdict::Judging,
+    /// Candidates (issue 36): asked for, one candidate of a step, or the step's selector.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidates: Option<Arc<crate::run::candidates::Candidacy>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -202,6 +205,8 @@ pub fn build_plan_with(
     let mut skill_sets = SkillSets::default();
     // Per task: the step's `fixer:` and `maxFixRounds:`, for the fix plans made below.
     let mut fix_asks: Vec<(Option<String>, Option<u32>)> = Vec::with_capacity(bound.len());
+    // Per task: what the step (else its role) asks of candidates (issue 36).
+    let mut cand_asks: Vec<crate::run::candidates::StepAsk> = Vec::with_capacity(bound.len());
     for (step, role, agent) in bound {
         // Checked above: every bound role has an agent once no error was found.
         let Some(agent) = agent else { continue };
@@ -248,8 +253,17 @@ pub fn build_plan_with(
             })
             .clone();
         fix_asks.push((step.fixer.clone(), step.max_fix_rounds));
+        cand_asks.push(crate::run::candidates::StepAsk {
+            ask: step
+                .candidates
+                .clone()
+                .or_else(|| role.candidates.map(crate::run::candidates::Ask::Count)),
+            select: step.select,
+            judge: step.judge.clone(),
+        });
         let judge = crate::verdict::judges(&agent.name, step.verdict);
         tasks.push(PlannedTask {
+            candidates: None,
             output,
             id,
             step_id: step.id.clone(),
@@ -304,6 +318,7 @@ pub fn build_plan_with(
     }
     let roles = role_templates(catalog, team);
     crate::fixplan::attach(&mut tasks, &fix_asks, &roles, team.max_fix_rounds);
+    crate::run::candidates::attach_asks(&mut tasks, &cand_asks, &roles);
     Ok(Plan {
         team: team.name.clone(),
         workflow: wf.name.clone(),
@@ -343,7 +358,7 @@ fn expansion_of(catalog: &Catalog, team: &crate::resource::Team) -> crate::fanou
 }
 
 /// Every role of the team bound to its agent (roles without an agent are left out).
-fn role_templates(
+pub fn role_templates(
     catalog: &Catalog,
     team: &crate::resource::Team,
 ) -> Vec<crate::fanout::RoleTemplate> {
@@ -482,6 +497,63 @@ mod tests {
                 .map(|(k, p, t)| parse_file(*k, Source::User, p, t.as_bytes())),
         );
         Catalog::assemble(files, false)
+    }
+
+    /// Issue 36: a step's `candidates:`, a role's `candidates=N`, `select:` and `judge:` are
+    /// planned as asks, and `expand` makes the candidates and the selector.
+    #[test]
+    fn candidates_from_step_and_role_are_asked_and_expanded() {
+        use crate::run::candidates::{self as c, Candidacy, Select};
+        let team = "---\nname: t\n---\n\n- executor: agent=executor candidates=2\n- reviewer: agent=reviewer\n- writer: agent=writer\n";
+        let wf = "---\nname: w\n---\n\n## a\nrole: executor\n\ndo a\n\n## b\nrole: writer\ndependsOn: a\ncandidates: [claude/sonnet, opencode/anthropic/x]\nselect: first\n\ndo b\n\n## c\nrole: executor\ndependsOn: b\ncandidates: 3\njudge: reviewer\n\ndo c\n";
+        let cat = catalog(&[
+            (Kind::Team, "/u/teams/t.team.md", team),
+            (Kind::Workflow, "/u/workflows/w.workflow.md", wf),
+        ]);
+        let plan = build_plan(&cat, Some("t"), Some("w")).expect("plans");
+        let asked = |i: usize| match plan.tasks[i].candidates.as_deref() {
+            Some(Candidacy::Asked {
+                contenders,
+                select,
+                judge,
+                ..
+            }) => (
+                contenders.len(),
+                *select,
+                judge.as_ref().map(|j| j.role.clone()),
+            ),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(asked(0), (2, None, Some("reviewer".into())), "the role's");
+        assert_eq!(asked(1).0, 2);
+        assert_eq!(asked(1).1, Some(Select::First));
+        assert_eq!(asked(2), (3, None, Some("reviewer".into())));
+        let tasks = c::expand(plan.tasks, None);
+        let ids: Vec<&str> = tasks.iter().map(|t| t.id.as_str()).collect();
+        assert_eq!(
+            ids,
+            [
+                "_cand-01_a-1",
+                "_cand-01_a-2",
+                "01_a",
+                "_cand-02_b-1",
+                "_cand-02_b-2",
+                "02_b",
+                "_cand-03_c-1",
+                "_cand-03_c-2",
+                "_cand-03_c-3",
+                "03_c",
+            ]
+        );
+        // A candidate has the step's dependencies; the selector has the candidates too.
+        assert_eq!(tasks[3].depends_on, vec![tasks[2].id.clone()]);
+        assert_eq!(tasks[5].depends_on.len(), 3);
+        assert_eq!(c::runtime_of(&tasks[4]), Some("opencode"));
+        assert_eq!(tasks[4].model.as_deref(), Some("anthropic/x"));
+        // A judging selector plays the judge's role and cannot edit.
+        assert_eq!(tasks[9].role, "reviewer");
+        assert!(!tasks[9].writes && tasks[9].judging.judge);
+        assert_eq!(c::selector(&tasks[5]).map(|s| s.0), Some(Select::First));
     }
 
     #[test]

@@ -244,6 +244,7 @@ mod tests {
 
     fn task() -> PlannedTask {
         PlannedTask {
+            candidates: None,
             id: "02_plan".parse().unwrap(),
             step_id: "plan".into(),
             role: "planner".into(),

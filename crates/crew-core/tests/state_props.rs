@@ -34,6 +34,7 @@ impl RunDef {
             .zip(&self.writes)
             .enumerate()
             .map(|(i, (mask, writes))| PlannedTask {
+                candidates: None,
                 id: id(i),
                 step_id: format!("t{i}"),
                 role: "role".into(),

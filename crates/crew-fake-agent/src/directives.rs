@@ -62,6 +62,13 @@ pub struct Directives {
     /// makes no other edit (its prompt quotes the conflicting tasks' texts, directives and
     /// all, which are theirs to act on, not its).
     pub resolve_edits: Vec<Edit>,
+    /// Edits made only by crew's candidate `k` of a step (`cand-write=k:path:text`, issue 36):
+    /// the candidates of one step get the same prompt, so the task id tells them apart.
+    pub cand_edits: Vec<(u32, Edit)>,
+    /// How long candidate `k` sleeps (`cand-sleep=k:2s`), in place of `sleep`.
+    pub cand_sleep: Vec<(u32, Duration)>,
+    /// A selector's choice among candidates (`choice=k`).
+    pub choice: Option<u32>,
 }
 
 /// A change an editing agent makes to its working directory. `\n` in the text is a newline.
@@ -160,6 +167,21 @@ fn apply(d: &mut Directives, body: &str) {
         ("resolve-write", Some(v)) => d
             .resolve_edits
             .extend(path_and_text(v).map(|(p, t)| Edit::Write(p, t))),
+        ("cand-write", Some(v)) => {
+            if let Some((k, rest)) = v.split_once(':') {
+                if let (Ok(k), Some((p, t))) = (k.trim().parse(), path_and_text(rest)) {
+                    d.cand_edits.push((k, Edit::Write(p, t)));
+                }
+            }
+        }
+        ("choice", Some(v)) => d.choice = v.trim().parse().ok(),
+        ("cand-sleep", Some(v)) => {
+            if let Some((k, dur)) = v.split_once(':') {
+                if let (Ok(k), Some(dur)) = (k.trim().parse(), parse_duration(dur)) {
+                    d.cand_sleep.push((k, dur));
+                }
+            }
+        }
         _ => {}
     }
 }

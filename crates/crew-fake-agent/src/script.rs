@@ -165,7 +165,13 @@ enum Step {
 }
 
 pub fn run(prompt: &str, mode: Mode, ctl: &mut Control) -> End {
-    let d = directives::parse(prompt);
+    let mut d = directives::parse(prompt);
+    // Candidate k's own sleep (issue 36), so candidates of one prompt finish apart.
+    if let Some(k) = candidate_index() {
+        if let Some((_, dur)) = d.cand_sleep.iter().find(|(i, _)| *i == k) {
+            d.sleep = Some(*dur);
+        }
+    }
     if d.ignore_sigterm {
         // SAFETY: setting a signal disposition to SIG_IGN has no handler code to run.
         unsafe {
@@ -191,6 +197,15 @@ pub fn run(prompt: &str, mode: Mode, ctl: &mut Control) -> End {
     }
     if crate::verdict::is_fix(&visible) {
         apply_edits(&d.fix_edits);
+    }
+    if let Some(k) = candidate_index() {
+        let mine: Vec<_> = d
+            .cand_edits
+            .iter()
+            .filter(|(i, _)| *i == k)
+            .map(|(_, e)| e.clone())
+            .collect();
+        apply_edits(&mine);
     }
     if d.crash || d.crash_attempts.is_some_and(|n| attempt <= n) {
         let _ = ctl.sleep(d.sleep.unwrap_or_default());
@@ -398,7 +413,21 @@ fn final_text(prompt: &str, d: &Directives, seen: &[String]) -> String {
         crate::verdict::Placed::Last(v) => lines.push(v),
         crate::verdict::Placed::None => {}
     }
+    // A selector's choice among candidates (crew's `## The candidates` section, issue 36).
+    if let Some(k) = d.choice.filter(|_| visible.contains("## The candidates")) {
+        lines.push(format!(
+            "```json\n{}\n```",
+            serde_json::json!({"verdict": "pass", "choice": k, "reasons": format!("the fake judge chose candidate {k}")})
+        ));
+    }
     lines.join("\n")
+}
+
+/// `k` when this is crew's candidate `k` of a step (task id `_cand-<step>-<k>`).
+fn candidate_index() -> Option<u32> {
+    let id = std::env::var("CREW_TASK_ID").ok()?;
+    let rest = id.strip_prefix("_cand-")?;
+    rest.rsplit_once('-')?.1.parse().ok()
 }
 
 fn tool_io(name: &str) -> (Value, &'static str) {

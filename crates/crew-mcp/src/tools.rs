@@ -408,8 +408,13 @@ fn plan_text(p: &PlanResult) -> String {
         if !t.depends_on.is_empty() {
             let _ = write!(out, " after {}", t.depends_on.join(", "));
         }
-        if t.writes {
-            out.push_str(" (may write)");
+        // What the role is for (issue 32 item 6): a verifier or reviewer that runs commands
+        // is not a writer.
+        if t.edits {
+            out.push_str(" (edits files)");
+        }
+        if let Some(n) = t.adds_tasks {
+            let _ = write!(out, " (fan-out: adds up to {n} tasks)");
         }
         if !t.skills.is_empty() {
             let _ = write!(out, " skills: {}", t.skills.join(", "));

@@ -5,14 +5,14 @@
 //!
 //! | file | written by | what |
 //! |---|---|---|
-//! | `launch.json` | crewd | [`Launch`]: argv, stdin, the attempt's token, the start commit |
+//! | `launch.json` | crewd | [`Launch`]: the attempt's token, the start commit, whether to commit, the task's verification commands |
+//! | `worker.json` | crewd | the attempt as `crew_attempt::WorkerSpec` (adapter, prompt, limits, ...): the node builds the agent's argv from it exactly as crewd does for a local attempt |
 //! | `env.json` | crewd (0600) | the worker's filtered environment, API keys included: never in the job's script or environment, which the scheduler stores and shows |
 //! | `input.bundle` | crewd | the start commit as a git bundle (its `HEAD`) |
-//! | `prompt.md`, `system.md` | crewd | the rendered prompt and system prompt, when the launch reads files |
-//! | `stdin/NNNNNNNN.jsonl` | crewd | lines for the agent's stdin (live mode: the first turn, steer messages, protocol replies), taken in name order |
-//! | `stdin/close` | crewd | close the agent's stdin (a live agent that answered) |
-//! | `stdout.jsonl` | worker | the agent's stdout, a line at a time, flushed as it comes |
-//! | `stderr.log` | worker | the agent's stderr |
+//! | `prompts/<task>.md` | crewd | the rendered prompt (the run directory's layout: the worker's run directory is this one) |
+//! | `ctl/NNNNNNNN.json` | crewd | [`Ctl`] messages for the running attempt (steer), taken in name order |
+//! | `notes.jsonl` | worker | [`Note`]s as they happen: progress, refused tool calls, a live agent's answer |
+//! | `transcripts/`, `logs/`, `results/`, `shared/` | worker | the attempt's files, as a local attempt leaves them in its run directory |
 //! | `result.bundle` | worker | the attempt's commit on top of the start commit (`refs/crew/result`) |
 //! | `final.json` | worker | [`Final`], written last (temp file, rename): the attempt is over |
 //!
@@ -24,8 +24,9 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-/// Layout version: a worker refuses a launch of another version instead of guessing.
-pub const VERSION: u32 = 1;
+/// Layout version: a worker refuses a launch of another version instead of guessing. 2: the
+/// node runs the attempt through `crew_attempt` (`worker.json`, `notes.jsonl`, `ctl/`).
+pub const VERSION: u32 = 2;
 /// The ref the input bundle carries: the task worktree's `HEAD`, at the start commit.
 pub const START_REF: &str = "HEAD";
 /// The ref the result bundle carries.
@@ -51,18 +52,6 @@ pub enum StagingError {
     Version { path: PathBuf, found: u32 },
 }
 
-/// What the agent's stdin is.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Stdin {
-    /// `/dev/null`.
-    Null,
-    /// A file of the staging directory (the prompt, for an adapter that reads it from stdin).
-    File(String),
-    /// A pipe fed from `stdin/` (live mode).
-    Pipe,
-}
-
 /// The attempt as crewd described it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -75,32 +64,67 @@ pub struct Launch {
     pub attempt: u32,
     /// The commit the input bundle's `START_REF` names.
     pub start: String,
-    /// The agent's argv. `{staging}` in an argument stands for the staging directory and
-    /// `{workdir}` for the checkout (paths crewd cannot know on the node).
-    pub argv: Vec<String>,
-    pub stdin: Stdin,
     /// Commit the agent's changes (a writing task); a read-only task's tree is left.
     pub commit: bool,
     /// The commit message of the result.
     pub message: String,
+    /// The task's verification commands, run in the checkout after a completed attempt and
+    /// before its commit, as a local attempt's are.
+    #[serde(default)]
+    pub checks: Checks,
+}
+
+/// The task's verification as the node runs it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Checks {
+    pub commands: Vec<String>,
+    pub timeout_ms: u64,
+    pub grace_ms: u64,
+    /// Output kept per command (its end).
+    pub output_bytes: u64,
+}
+
+/// A message from crewd to the running attempt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Ctl {
+    /// A steer message for a live agent (`team.steer`).
+    Steer { text: String },
+}
+
+/// What the running attempt tells crewd as it goes (`crew_attempt::port::Port`'s notes).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Note {
+    /// The agent's process started on the node (its pid there: for the log only).
+    Spawned { pid: u32, live: bool },
+    Progress {
+        usage: crew_core::usage::Usage,
+        tool: Option<String>,
+    },
+    /// The agent's CLI refused a tool call.
+    Warning { tool: String, message: String },
+    /// A live agent gave its final answer.
+    Answered,
 }
 
 /// How the attempt ended on the node.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Final {
     pub version: u32,
     pub token: String,
-    /// The agent's exit code; `None` when a signal ended it (`signal`) or it never started.
-    pub exit_code: Option<i32>,
-    pub signal: Option<i32>,
+    /// The attempt's result as `crew_attempt` classified it; its artifacts name files of this
+    /// directory. `None` when the worker could not run the attempt (`error`).
+    pub result: Option<crew_core::run::AttemptResult>,
     /// The worker was told to stop (SIGTERM from the scheduler: a cancel or a time limit).
     pub terminated: bool,
     /// The result commit, when the agent changed something and it was committed.
-    pub result: Option<String>,
+    pub commit: Option<String>,
     /// The node the worker ran on.
     pub host: String,
-    /// Why the worker could not run the agent or keep its work (checkout, spawn, commit).
+    /// Why the worker could not run the attempt or keep its work (checkout, commit).
     pub error: Option<String>,
 }
 
@@ -120,26 +144,17 @@ impl Staging {
     pub fn env(&self) -> PathBuf {
         self.dir.join("env.json")
     }
+    pub fn worker(&self) -> PathBuf {
+        self.dir.join("worker.json")
+    }
     pub fn input_bundle(&self) -> PathBuf {
         self.dir.join("input.bundle")
     }
-    pub fn prompt(&self) -> PathBuf {
-        self.dir.join("prompt.md")
+    pub fn ctl_dir(&self) -> PathBuf {
+        self.dir.join("ctl")
     }
-    pub fn system_prompt(&self) -> PathBuf {
-        self.dir.join("system.md")
-    }
-    pub fn stdin_dir(&self) -> PathBuf {
-        self.dir.join("stdin")
-    }
-    pub fn stdin_close(&self) -> PathBuf {
-        self.stdin_dir().join("close")
-    }
-    pub fn stdout(&self) -> PathBuf {
-        self.dir.join("stdout.jsonl")
-    }
-    pub fn stderr(&self) -> PathBuf {
-        self.dir.join("stderr.log")
+    pub fn notes(&self) -> PathBuf {
+        self.dir.join("notes.jsonl")
     }
     pub fn result_bundle(&self) -> PathBuf {
         self.dir.join("result.bundle")
@@ -148,10 +163,10 @@ impl Staging {
         self.dir.join("final.json")
     }
 
-    /// The directory itself, private to the user (0700), and its `stdin/`.
+    /// The directory itself, private to the user (0700), and its `ctl/`.
     pub fn create(&self) -> Result<(), StagingError> {
         use std::os::unix::fs::DirBuilderExt;
-        for d in [&self.dir, &self.stdin_dir()] {
+        for d in [&self.dir, &self.ctl_dir()] {
             std::fs::DirBuilder::new()
                 .recursive(true)
                 .mode(0o700)
@@ -163,35 +178,22 @@ impl Staging {
         Ok(())
     }
 
-    /// Write the `n`th batch of stdin lines (each gets its `\n`).
-    pub fn put_stdin(&self, n: u64, lines: &[String]) -> Result<(), StagingError> {
-        let mut text = String::new();
-        for l in lines {
-            text.push_str(l);
-            text.push('\n');
-        }
-        write_atomic(
-            &self.stdin_dir().join(stdin_name(n)),
-            text.as_bytes(),
-            0o600,
-        )
-    }
-
-    pub fn close_stdin(&self) -> Result<(), StagingError> {
-        write_atomic(&self.stdin_close(), b"", 0o600)
+    /// Write the `n`th control message.
+    pub fn put_ctl(&self, n: u64, msg: &Ctl) -> Result<(), StagingError> {
+        write_json(&self.ctl_dir().join(ctl_name(n)), msg, 0o600)
     }
 }
 
-/// `00000001.jsonl`: names that sort in order.
-pub fn stdin_name(n: u64) -> String {
-    format!("{n:08}.jsonl")
+/// `00000001.json`: names that sort in order.
+pub fn ctl_name(n: u64) -> String {
+    format!("{n:08}.json")
 }
 
-/// Which of `names` (a directory listing of `stdin/`) are batches after `after`, in order.
-pub fn stdin_batches_after(names: &[String], after: u64) -> Vec<u64> {
+/// Which of `names` (a directory listing of `ctl/`) are messages after `after`, in order.
+pub fn ctl_after(names: &[String], after: u64) -> Vec<u64> {
     let mut v: Vec<u64> = names
         .iter()
-        .filter_map(|n| n.strip_suffix(".jsonl"))
+        .filter_map(|n| n.strip_suffix(".json"))
         .filter(|s| s.len() == 8)
         .filter_map(|s| s.parse().ok())
         .filter(|n| *n > after)
@@ -296,12 +298,6 @@ pub fn read_final(staging: &Staging, token: &str) -> Result<Option<Final>, Strin
     }
 }
 
-/// Substitute `{staging}` and `{workdir}` in an argument.
-pub fn expand(arg: &str, staging: &Path, workdir: &Path) -> String {
-    arg.replace("{staging}", &staging.display().to_string())
-        .replace("{workdir}", &workdir.display().to_string())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -321,10 +317,9 @@ mod tests {
             task_id: "t".into(),
             attempt: 1,
             start: "abc".into(),
-            argv: vec!["agent".into(), "{staging}/prompt.md".into()],
-            stdin: Stdin::Null,
             commit: true,
             message: "m".into(),
+            checks: Checks::default(),
         };
         write_json(&s.launch(), &launch, 0o600).unwrap();
         assert_eq!(read_launch(&s).unwrap(), Some(launch.clone()));
@@ -332,10 +327,13 @@ mod tests {
         let fin = Final {
             version: VERSION,
             token: "old".into(),
-            exit_code: Some(0),
-            signal: None,
+            result: Some(crew_core::run::AttemptResult::NoFinalText {
+                usage: Default::default(),
+                model: None,
+                artifacts: vec![],
+            }),
             terminated: false,
-            result: None,
+            commit: None,
             host: "n1".into(),
             error: None,
         };
@@ -361,27 +359,35 @@ mod tests {
     }
 
     #[test]
-    fn stdin_batches_are_taken_in_order_once() {
+    fn ctl_messages_are_taken_in_order_once() {
         let names: Vec<String> = [
-            "00000002.jsonl",
-            "close",
-            "00000010.jsonl",
-            "x.jsonl",
-            "00000001.jsonl",
-            "00000003.jsonl.tmp",
+            "00000002.json",
+            "00000010.json",
+            "x.json",
+            "00000001.json",
+            "00000003.json.tmp",
         ]
         .map(String::from)
         .to_vec();
-        assert_eq!(stdin_batches_after(&names, 0), vec![1, 2, 10]);
-        assert_eq!(stdin_batches_after(&names, 2), vec![10]);
-        assert_eq!(stdin_name(7), "00000007.jsonl");
+        assert_eq!(ctl_after(&names, 0), vec![1, 2, 10]);
+        assert_eq!(ctl_after(&names, 2), vec![10]);
+        assert_eq!(ctl_name(7), "00000007.json");
+        let t = tempfile::tempdir().unwrap();
+        let s = Staging::new(t.path().join("a"));
+        s.create().unwrap();
+        s.put_ctl(
+            1,
+            &Ctl::Steer {
+                text: "left".into(),
+            },
+        )
+        .unwrap();
+        let back: Option<Ctl> = read_json(&s.ctl_dir().join(ctl_name(1))).unwrap();
         assert_eq!(
-            expand(
-                "{staging}/p --cwd {workdir}",
-                Path::new("/s"),
-                Path::new("/w")
-            ),
-            "/s/p --cwd /w"
+            back,
+            Some(Ctl::Steer {
+                text: "left".into()
+            })
         );
     }
 }

@@ -12,7 +12,7 @@
 /** @typedef {import('../../../proto-docs/crew-api').DiffResult} DiffResult */
 
 import { Rpc, RpcError } from './rpc.js';
-import { drawDag } from './dag.js';
+import { drawDag, candidateLine } from './dag.js';
 import { parseTranscript } from './transcript.js';
 import { shortIds } from './ids.js';
 import { timeline } from './timeline.js';
@@ -436,7 +436,7 @@ async function runView(main, runId, taskId) {
     } else {
       for (const t of cur.tasks) dag.setStatus(t.id, t.status);
     }
-    for (const t of cur.tasks) dag.setUsage(t.id, usageLabel(t));
+    for (const t of cur.tasks) dag.setUsage(t.id, candidateLine(t) ?? usageLabel(t));
     renderHead();
     renderPanel();
   }
@@ -543,7 +543,7 @@ async function newRunView(main) {
     if (!plan) return null;
     fill(preview,
       h('h2', null, `Plan: ${plan.team} / ${plan.workflow} on ${plan.runtime}, ${plan.concurrency} at a time`),
-      h('ol', null, ...plan.tasks.map((/** @type {any} */ t) => h('li', null, `${t.id} — ${t.role} (${t.agent})${t.writes ? ', writes' : ''}${t.dependsOn.length ? `, after ${t.dependsOn.join(', ')}` : ''}${t.scope?.length ? `; scope: ${t.scope.join(', ')}` : ''}${t.verifyCommands?.length ? `; verify: ${t.verifyCommands.join('; ')}` : ''}`))),
+      h('ol', null, ...plan.tasks.map((/** @type {any} */ t) => h('li', null, `${t.id} — ${t.role} (${t.agent})${t.edits ? ', edits files' : ''}${t.dependsOn.length ? `, after ${t.dependsOn.join(', ')}` : ''}${t.scope?.length ? `; scope: ${t.scope.join(', ')}` : ''}${t.verifyCommands?.length ? `; verify: ${t.verifyCommands.join('; ')}` : ''}`))),
       plan.diagnostics.length ? h('ul', { class: 'diagnostics' }, ...plan.diagnostics.map((/** @type {any} */ d) => h('li', { class: `d-${d.severity}` }, `${d.severity}: ${d.path}${d.line ? `:${d.line}` : ''}${d.field ? ` (${d.field})` : ''}: ${d.message}`))) : h('p', null, 'No diagnostics.'),
     );
     return plan;

@@ -58,8 +58,10 @@ export function drawDag(host, tasks, onSelect, usage = () => '') {
   for (const n of g.nodes) {
     const t = byId.get(n.id);
     if (!t) continue;
+    const cand = t.candidates;
     const node = el('g', {
-      class: 'node',
+      // A step's candidates are drawn as a group (dashed), its selector with the choice.
+      class: cand?.of ? 'node candidate' : 'node',
       transform: `translate(${n.x - W / 2},${n.y - H / 2})`,
       tabindex: 0,
       role: 'button',
@@ -72,8 +74,9 @@ export function drawDag(host, tasks, onSelect, usage = () => '') {
     title.textContent = t.id.length > 22 ? `${t.id.slice(0, 21)}…` : t.id;
     const sub = el('text', { x: 8, y: 36, class: 'node-sub' });
     sub.textContent = `${t.role} · ${t.status}`;
+    if (cand?.of) node.setAttribute('data-candidate-of', cand.of);
     const used = el('text', { x: 8, y: 52, class: 'node-usage' });
-    used.textContent = usage(t);
+    used.textContent = candidateLine(t) ?? usage(t);
     node.append(title, sub, used);
     node.addEventListener('click', () => onSelect(t.id));
     node.addEventListener('keydown', (ev) => {
@@ -88,6 +91,23 @@ export function drawDag(host, tasks, onSelect, usage = () => '') {
   }
   host.append(svg);
   return handle(nodes);
+}
+
+/**
+ * A candidate's or a selector's third line (issue 36): which candidate it is and whether it
+ * passed, or what was chosen and by whom; `undefined` for any other task.
+ * @param {TaskView} t
+ * @returns {string | undefined}
+ */
+export function candidateLine(t) {
+  const c = t.candidates;
+  if (!c) return undefined;
+  if (c.of) {
+    const out = c.failedChecks?.length ? ' · out' : t.status === 'completed' ? ' · passed' : '';
+    return `cand ${c.index ?? '?'}${c.runtime ? ` · ${c.runtime}` : ''}${out}`;
+  }
+  if (c.choice) return `chose ${c.choice.index} (${c.choice.by})`;
+  return `${c.members?.length ?? 0} candidates · ${c.select ?? ''}`;
 }
 
 /** @param {Map<string, Element>} nodes */

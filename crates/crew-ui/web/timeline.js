@@ -1,7 +1,7 @@
 // @ts-check
 // A run's attempts over time: one lane per task, a bar per attempt from its start to its end,
-// coloured by how it ended (completed, failed and retried, waiting, needing attention,
-// cancelled), a running attempt growing to now. Built from the run's events (`team.events` for
+// coloured by how it ended (completed, failed and retried, a failing verdict, waiting,
+// needing attention, cancelled), a running attempt growing to now. Built from the run's events (`team.events` for
 // the history, the page's subscription after it), the same data `crewctl logs` reads.
 
 /** @typedef {import('../../../proto-docs/crew-api').Event} CrewEvent */
@@ -70,7 +70,10 @@ export function timeline(host, order) {
       bars.push({ attempt, start: at, end: null, outcome: 'running' });
       return;
     }
-    const outcome = ENDS[e.type];
+    // A judge's failing verdict ends its attempt as completed, yet the round failed: it gets
+    // a colour of its own, so fix rounds read on the lane (verdict fail, fix task, pass).
+    const verdict = /** @type {any} */ (e.data)?.verdict?.verdict;
+    const outcome = e.type === 'task.completed' && verdict === 'fail' ? 'verdict_fail' : ENDS[e.type];
     if (outcome && open && open.end === null) {
       open.end = at;
       open.outcome = outcome;

@@ -96,6 +96,16 @@ pub enum Command {
         #[arg(long)]
         confirm_imported: bool,
     },
+    /// Take another of a step's candidates: its dependents run again from it if they started
+    Pick {
+        /// Run: its id, a unique prefix of the id's last part, `last` or `-N` (N-th newest)
+        #[arg(allow_negative_numbers = true, value_name = "RUN")]
+        run_id: RunRef,
+        /// The step's task
+        task_id: String,
+        /// The candidate (1-based)
+        candidate: u32,
+    },
     /// Approve the plan of a run waiting for approval; it continues at once
     Approve {
         /// Run: its id, a unique prefix of the id's last part, `last` or `-N` (N-th newest)
@@ -178,6 +188,9 @@ pub enum Command {
         /// The diffstat only
         #[arg(long)]
         stat: bool,
+        /// With a task: its candidate K (1-based), with its checks and the step's choice
+        #[arg(long, value_name = "K", requires = "task_id")]
+        candidate: Option<u32>,
     },
     /// Bring a worktree run's change into your current branch (refused on a dirty tree)
     Apply {
@@ -354,6 +367,14 @@ pub struct RunArgs {
     /// maxFixRounds, else the daemon's max_fix_rounds, 2]
     #[arg(long, value_name = "N")]
     pub max_fix_rounds: Option<u32>,
+    /// Candidates for every writing task (1-8): N attempts at once, each in its own worktree,
+    /// and the one that proves best is kept [default: the step's or role's `candidates`]
+    #[arg(long, value_name = "N")]
+    pub candidates: Option<u32>,
+    /// How candidates are chosen: smallest, first or judge [default: judge when the team has
+    /// a reviewer or verifier, else smallest]
+    #[arg(long, value_name = "HOW", requires = "candidates")]
+    pub select: Option<String>,
     /// Run this one agent as a one-step team (no team file)
     #[arg(long, value_name = "AGENT", conflicts_with_all = ["team", "workflow", "chain"])]
     pub agent: Option<String>,

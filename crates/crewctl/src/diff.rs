@@ -11,20 +11,32 @@ pub async fn diff(
     run: &RunRef,
     task_id: Option<String>,
     stat: bool,
+    candidate: Option<u32>,
 ) -> anyhow::Result<u8> {
     let conn = ctx.connect().await?;
     let run_id = &run.resolve(&conn).await?;
     let r = conn
         .call::<TeamDiff>(&DiffParams {
             run_id: run_id.to_string(),
-            task_id,
+            task_id: task_id.clone(),
             stat: stat.then_some(true),
             limit: None,
+            candidate: candidate.map(i64::from),
         })
         .await?;
     if ctx.json {
         ctx.json(&r)?;
         return Ok(exit::SUCCESS);
+    }
+    if let (Some(k), Some(task)) = (candidate, &task_id) {
+        let s = conn
+            .call::<crew_api::methods::TeamStatus>(&RunIdParams {
+                run_id: run_id.to_string(),
+            })
+            .await?;
+        for line in crate::render::workspace::candidate_lines(&s.tasks, task, k) {
+            outln(&line)?;
+        }
     }
     outln(&format!(
         "{}: {} ({}..{})",
@@ -43,6 +55,34 @@ pub async fn diff(
 }
 
 pub use crate::render::workspace::{diffstat, short};
+
+/// `crewctl pick <run> <task> <k>`: `team.pick`.
+pub async fn pick(ctx: &Ctx, run: &RunRef, task_id: String, candidate: u32) -> anyhow::Result<u8> {
+    let conn = ctx.connect().await?;
+    let run_id = run.resolve(&conn).await?;
+    let r = conn
+        .call::<crew_api::methods::TeamPick>(&crew_api::types::PickParams {
+            run_id: run_id.to_string(),
+            task_id: task_id.clone(),
+            candidate: i64::from(candidate),
+        })
+        .await?;
+    if ctx.json {
+        ctx.json(&r)?;
+        return Ok(exit::SUCCESS);
+    }
+    outln(&format!(
+        "{task_id}: now {} (candidate {candidate})",
+        r.chosen
+    ))?;
+    if !r.requeued_task_ids.is_empty() {
+        outln(&format!(
+            "running again from it: {}",
+            r.requeued_task_ids.join(", ")
+        ))?;
+    }
+    Ok(exit::SUCCESS)
+}
 
 /// After `run` followed a worktree run to its end: where its result is and what to do next.
 pub async fn print_integration(ctx: &Ctx, run_id: &str) {

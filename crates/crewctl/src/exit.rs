@@ -144,6 +144,7 @@ mod tests {
 
     fn task(status: TaskStatus) -> TaskView {
         TaskView {
+            candidates: None,
             id: "t".into(),
             step_id: "t".into(),
             role: "r".into(),

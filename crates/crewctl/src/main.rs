@@ -101,7 +101,13 @@ async fn dispatch(ctx: &Ctx, command: Command) -> anyhow::Result<u8> {
             run_id,
             task_id,
             stat,
-        } => diff::diff(ctx, &run_id, task_id, stat).await,
+            candidate,
+        } => diff::diff(ctx, &run_id, task_id, stat, candidate).await,
+        Command::Pick {
+            run_id,
+            task_id,
+            candidate,
+        } => diff::pick(ctx, &run_id, task_id, candidate).await,
         Command::Apply {
             run_id,
             squash,

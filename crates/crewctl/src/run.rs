@@ -43,6 +43,8 @@ pub fn run_params(a: &RunArgs, cwd: String) -> RunParams {
         dirty: a.refuse_dirty.then_some(DirtyPolicy::Refuse),
         max_fan_out_tasks: a.max_fan_out_tasks.map(i64::from),
         max_fix_rounds: a.max_fix_rounds.map(i64::from),
+        candidates: a.candidates.map(i64::from),
+        select: a.select.clone(),
         skills: if a.no_skills {
             Some(RunSkillsParam::Bool(false))
         } else {

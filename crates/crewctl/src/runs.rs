@@ -638,6 +638,7 @@ mod tests {
 
     fn task_with(artifacts: &[&str], attempts: u32) -> TaskView {
         TaskView {
+            candidates: None,
             id: "02_plan".into(),
             step_id: "plan".into(),
             role: "planner".into(),

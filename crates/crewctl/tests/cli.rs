@@ -1030,25 +1030,23 @@ async fn plan_and_fan_out_approval_show_scopes_and_verify_commands() {
 
     let o = crewctl(&mock.socket, &["status", "r-1"]).await;
     let out = stdout(&o);
+    // The added tasks: one table, each value under its column's header.
     let parser = line(&out, "  parser");
-    for want in [
-        "executor",
-        "Parse the flag",
-        "scope: src/cli.rs",
-        "verify: cargo test cli",
-        "awaiting approval",
-    ] {
-        assert!(parser.contains(want), "{want} in {out}");
-    }
+    let header = line(&out, "  task ");
+    let under = |row: &str, col: &str, want: &str| {
+        let at = header.find(col).unwrap_or_else(|| panic!("{col} in {out}"));
+        assert_eq!(row.get(at..at + want.len()), Some(want), "{col}: {out}");
+    };
+    under(&parser, "role", "executor");
+    under(&parser, "title", "Parse the flag");
+    under(&parser, "scope", "src/cli.rs");
+    under(&parser, "verify", "cargo test cli");
+    assert!(parser.contains("awaiting approval"), "{out}");
     let tests = line(&out, "  tests");
-    assert!(
-        tests.contains("test-engineer") && tests.contains("scope: tests/**"),
-        "{out}"
-    );
-    assert!(
-        tests.contains("after: parser") && !tests.contains("verify:"),
-        "{out}"
-    );
+    under(&tests, "role", "test-engineer");
+    under(&tests, "scope", "tests/**");
+    under(&tests, "after", "parser");
+    under(&tests, "verify", "-");
     // The step that waits for the added work says what it will run.
     assert_eq!(
         line(&out, "  04_verify"),

@@ -461,3 +461,68 @@ async fn hostile_text_reaches_the_terminal_escaped() {
         }
     }
 }
+
+/// Issue 32 (5): a run that failed its verification, followed in a terminal at 80 and 120
+/// columns: the task's line and the closing reason show the failing command and lines, none of
+/// the passing tests kept before them, and the whole output is one command away.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failed_check_shows_its_failing_lines_not_the_passing_tests() {
+    need_tmux();
+    let passing: String = (1..=80)
+        .map(|i| format!("test case_{i} ... ok\n"))
+        .collect();
+    let error = format!(
+        "verification failed: `cargo test` exited with 101: error: test failed\n  \
+         test case_81 ... FAILED\n  assertion failed at src/lib.rs:12\n  error: test failed\n\
+         its whole output: verify/01_explore.attempt-1.1.txt\n\n\
+         the end of its output:\n{passing}test case_81 ... FAILED\nerror: test failed\n"
+    );
+    for columns in [80, 120] {
+        let mut s = Script::default();
+        s.results.insert("team.run", run_started());
+        let mut failed = task("01_explore", "failed");
+        failed["error"] = json!(error);
+        failed["artifacts"] = json!([{"name": "verify/01_explore.attempt-1.1.txt", "kind": "verify",
+            "taskId": "01_explore", "bytes": 2400, "sha256": ""}]);
+        let mut st = status("failed", vec![failed]);
+        st["run"]["reason"] = json!(format!("task 01_explore failed: {error}"));
+        s.results.insert("team.status", st);
+        s.events = vec![
+            event(1, "run.started", None, json!({})),
+            event(2, "task.started", Some("01_explore"), json!({"attempt": 1})),
+            event(
+                3,
+                "task.failed",
+                Some("01_explore"),
+                json!({"attempt": 1, "error": error, "reason": "verify"}),
+            ),
+            event(
+                4,
+                "run.failed",
+                None,
+                json!({"reason": "task 01_explore failed"}),
+            ),
+        ];
+        let mock = Mock::start(s).await;
+        let t = Tmux::start_sized(&mock.socket, "run x", columns);
+        assert_eq!(t.exit_code().await, "1", "{}", t.screen());
+        let screen = t.screen();
+        assert!(
+            screen.contains("test case_81 ... FAILED"),
+            "{columns}: {screen}"
+        );
+        assert!(
+            screen.contains("assertion failed at src/lib.rs:12"),
+            "{columns}: {screen}"
+        );
+        assert!(
+            screen.contains("whole output: crewctl cat r-1 verify/01_explore.attempt-1.1.txt"),
+            "{columns}: {screen}"
+        );
+        assert!(!screen.contains("... ok"), "{columns}: {screen}");
+        assert!(
+            !screen.contains("the end of its output"),
+            "{columns}: {screen}"
+        );
+    }
+}

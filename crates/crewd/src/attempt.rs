@@ -50,6 +50,11 @@ pub struct AttemptSpec {
     /// The project's per-task checks (`task_verify_commands`, frozen in the run), run after a
     /// task that can edit and has no verification of its own.
     pub task_verify_commands: Vec<String>,
+    /// A remote attempt's job as journaled (a daemon restarted while it ran): followed again,
+    /// never submitted twice.
+    pub job: Option<crew_core::run::RemoteJob>,
+    /// A judging selector (issue 36): the candidates it chooses among.
+    pub candidates: Vec<crew_core::run::candidates::Shown>,
 }
 
 /// A recorded CLI session to continue with the user's answer.

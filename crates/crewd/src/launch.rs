@@ -19,36 +19,60 @@ pub struct Prepared {
     pub spec: RunSpec,
     pub plan: Plan,
     pub notes: Vec<String>,
-    /// What the runtime cannot enforce of the roles' tool lists, one note per agent and gap,
-    /// and what its workers cannot do at all (also in `notes`).
+    /// What the runtime cannot enforce of the roles' tool lists, one per gap with every agent
+    /// it concerns, and what its workers cannot do at all (also in `notes`, once per run).
     pub policy_gaps: Vec<PolicyGap>,
 }
 
 pub struct PolicyGap {
-    /// `None`: the whole runtime (e.g. no ask tool), not one agent's tool list.
-    pub agent: Option<String>,
+    /// The agents whose tool lists it concerns; empty: the whole runtime (e.g. no ask tool).
+    pub agents: Vec<String>,
     pub runtime: String,
     pub message: String,
 }
 
-/// For each agent of the plan (once), what `adapter` cannot enforce of its tool list.
+impl PolicyGap {
+    /// Who it concerns: `agent verifier`, `agents reviewer, verifier`, or nothing.
+    pub fn field(&self) -> Option<String> {
+        match self.agents.as_slice() {
+            [] => None,
+            [one] => Some(format!("agent {one}")),
+            many => Some(format!("agents {}", many.join(", "))),
+        }
+    }
+
+    /// The gap as one note of `team.run` (issue 32 item 6: said once per run, not once per
+    /// agent or task).
+    fn note(&self) -> String {
+        match self.field() {
+            Some(who) => format!("runtime `{}`, {who}: {}", self.runtime, self.message),
+            None => format!("runtime `{}`: {}", self.runtime, self.message),
+        }
+    }
+}
+
+/// What `adapter` cannot enforce of the plan's tool lists: each gap once, naming the agents
+/// (in plan order) it concerns.
 fn policy_gaps(
     runtime: &str,
     adapter: crew_core::stream::AdapterKind,
     plan: &Plan,
 ) -> Vec<PolicyGap> {
     let mut seen = std::collections::BTreeSet::new();
-    let mut out = Vec::new();
+    let mut out: Vec<PolicyGap> = Vec::new();
     for t in &plan.tasks {
         if !seen.insert(t.agent.as_str()) {
             continue;
         }
         for message in crew_core::stream::policy_gaps(adapter, &t.tools) {
-            out.push(PolicyGap {
-                agent: Some(t.agent.clone()),
-                runtime: runtime.to_string(),
-                message,
-            });
+            match out.iter_mut().find(|g| g.message == message) {
+                Some(g) => g.agents.push(t.agent.clone()),
+                None => out.push(PolicyGap {
+                    agents: vec![t.agent.clone()],
+                    runtime: runtime.to_string(),
+                    message,
+                }),
+            }
         }
     }
     out
@@ -211,6 +235,12 @@ async fn prepare_as(
             too_big.iter().map(views::diagnostic).collect::<Vec<_>>(),
         ));
     }
+    crate::candidates::expand(
+        &catalog,
+        shape.first_team(&plan).map(str::to_string).as_deref(),
+        p,
+        &mut plan,
+    )?;
     crate::plan_checks::apply(shared, &catalog, cwd, &mut plan)?;
     crate::plan_checks::describe(&plan, &mut notes);
     let team_mode = shape
@@ -219,6 +249,7 @@ async fn prepare_as(
         .and_then(|t| t.workspace_mode);
     let workspace = crate::workspace::plan_run(shared, p, team_mode, preview, &mut notes).await?;
     crate::placement::check_workspace(&runtime, rt.placement, workspace.is_some())?;
+    crate::candidates::check(shared, &plan, workspace.is_some(), cwd)?;
     let adapter = cfg.runtime(&runtime).map(|rt| rt.adapter);
     let mut gaps = adapter
         .map(|a| policy_gaps(&runtime, a, &plan))
@@ -235,7 +266,7 @@ async fn prepare_as(
     );
     if asks_through_crewctl && crate::config::crewctl().is_none() {
         gaps.push(PolicyGap {
-            agent: None,
+            agents: Vec::new(),
             runtime: runtime.clone(),
             message: "crew's ask server (`crewctl mcp --ask`) is neither next to crewd nor on \
                       its PATH, so these workers cannot ask the user (`ask_user`); install \
@@ -243,10 +274,7 @@ async fn prepare_as(
                 .into(),
         });
     }
-    notes.extend(gaps.iter().map(|g| match &g.agent {
-        Some(agent) => format!("agent `{agent}` on runtime `{}`: {}", g.runtime, g.message),
-        None => format!("runtime `{}`: {}", g.runtime, g.message),
-    }));
+    notes.extend(gaps.iter().map(PolicyGap::note));
     let max_fan_out = match p.max_fan_out_tasks {
         None => crate::plan_checks::project(shared, cwd)
             .and_then(|(root, _)| {

@@ -6,6 +6,7 @@ mod artifacts;
 mod attempt;
 pub mod bundle;
 mod callback;
+mod candidates;
 mod compose;
 pub mod config;
 mod dashboard;

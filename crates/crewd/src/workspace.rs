@@ -277,6 +277,10 @@ pub fn task_workspace(
     let mut inputs = Vec::new();
     let mut input_tasks = Vec::new();
     for d in &task.plan.depends_on {
+        // A selector starts where its candidates did, never from a merge of them (issue 36).
+        if crew_core::run::candidates::is_own_candidate(&task.plan, d) {
+            continue;
+        }
         if let Some(c) = run.task(d).and_then(|t| t.commit()) {
             if !inputs.contains(&c.commit) {
                 inputs.push(c.commit.clone());

@@ -289,6 +289,83 @@ fn a_failing_verification_is_retried_once_with_its_failure_then_fails() {
     assert!(artifact(&d, &run, "verify/01_build.attempt-2.1.txt").contains("VERIFY-BOOM-2"));
 }
 
+/// Issue 32 item 5: a test suite prints its passing cases first and the failure last. The
+/// failed check's summary (the task's error up to its first blank line, the run's reason, and
+/// what `crewctl status` and the follow view show) names the command and the failing lines,
+/// not the passing ones; the raw tail still reaches the next attempt, and the whole output is
+/// one `crewctl cat` away.
+#[test]
+fn a_failed_checks_summary_shows_the_failing_part_not_the_passing_tests() {
+    let d = Daemon::start();
+    let script = "for i in $(seq 1 80); do echo \"test case_$i ... ok\"; done; \
+                  echo 'test case_81 ... FAILED'; echo; \
+                  echo 'thread case_81 panicked at src/lib.rs:12:5:'; \
+                  echo 'test result: FAILED. 80 passed; 1 failed'; echo; \
+                  echo 'error: test failed, to rerun pass --lib'; exit 101";
+    std::fs::write(d.work.join("check.sh"), script).unwrap();
+    user_team(
+        &d,
+        "suite",
+        "executor",
+        &[(
+            "build",
+            "verifyCommands: sh check.sh\nverifyRetries: 0\nallowNoChange: true",
+            "build it",
+        )],
+    );
+    let run = d.run("check it", json!({"team": "suite"}));
+    assert_eq!(d.wait(&run), "failed", "{}", d.status(&run));
+    let events = d.events(Some(&run));
+    let failed = task_events(&events, "01_build", "task.failed");
+    let error = failed[0]["data"]["error"].as_str().unwrap();
+    let summary: Vec<&str> = error.lines().take_while(|l| !l.is_empty()).collect();
+    assert_eq!(
+        summary[0],
+        "verification failed: `sh check.sh` exited with 101: error: test failed, to rerun pass --lib",
+        "{error}"
+    );
+    assert!(summary.contains(&"  test case_81 ... FAILED"), "{error}");
+    assert!(
+        summary.contains(&"  thread case_81 panicked at src/lib.rs:12:5:"),
+        "{error}"
+    );
+    assert!(!summary.iter().any(|l| l.contains("... ok")), "{error}");
+    assert_eq!(
+        summary.last().copied(),
+        Some("its whole output: verify/01_build.attempt-1.1.txt")
+    );
+    // The tail after the summary is there for the agent; the whole output in the artifact.
+    assert!(error.contains("test case_80 ... ok"), "{error}");
+    assert!(artifact(&d, &run, "verify/01_build.attempt-1.1.txt").contains("test case_1 ... ok"));
+    let reason = d.status(&run)["run"]["reason"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(reason.starts_with("task 01_build failed: verification failed: `sh check.sh`"));
+
+    // crewctl, beside crewd: status (piped, so nothing is cut) shows the summary and none of
+    // the passing tests; its `cat` gives the whole output.
+    let crewctl = d.bin.with_file_name("crewctl");
+    let ctl = |args: &[&str]| {
+        let o = std::process::Command::new(&crewctl)
+            .arg("--socket")
+            .arg(&d.socket)
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let status = ctl(&["status", &run]);
+    assert!(
+        status.contains("error: test failed, to rerun pass --lib"),
+        "{status}"
+    );
+    assert!(status.contains("test case_81 ... FAILED"), "{status}");
+    assert!(!status.contains("... ok"), "{status}");
+    let whole = ctl(&["cat", &run, "verify/01_build.attempt-1.1.txt"]);
+    assert!(whole.contains("test case_1 ... ok") && whole.contains("test case_81 ... FAILED"));
+}
+
 #[test]
 fn verification_output_is_bounded_and_a_timeout_kills_the_commands() {
     let d = Daemon::start_with(Opts {

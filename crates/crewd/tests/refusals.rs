@@ -110,11 +110,35 @@ fn team_plan_and_run_say_what_a_runtime_cannot_enforce() {
     let claude = gaps("claude");
     assert_eq!(claude.len(), 1, "{claude:?}");
     assert_eq!(claude[0].0, "agent verifier");
-    assert!(claude[0].1.contains("Bash"), "{claude:?}");
+    // In words that match what a verifier is for: it checks, it is not a writer.
+    assert!(
+        claude[0]
+            .1
+            .contains("runs commands to check the work but is not meant to edit")
+            && claude[0].1.contains("cannot keep Bash from changing files"),
+        "{claude:?}"
+    );
+    // A team whose reviewer and verifier both run Bash hears it once, naming both.
+    let review = d.ok(
+        "team.plan",
+        json!({"goal": "g", "cwd": path_str(&d.work), "team": "review", "runtime": "claude"}),
+    );
+    let bash: Vec<&Value> = review["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|g| g["message"].as_str().unwrap().contains("Bash"))
+        .collect();
+    assert_eq!(bash.len(), 1, "{bash:?}");
+    assert_eq!(
+        bash[0]["field"],
+        "agents reviewer, security-reviewer, verifier"
+    );
     // Codex always has a shell: the roles without bash get only the sandbox.
     let codex = gaps("codex");
     let agents: Vec<&str> = codex.iter().map(|(a, _)| a.as_str()).collect();
-    assert_eq!(agents, ["agent explorer", "agent planner"], "{codex:?}");
+    // Their tool lists are the same: one gap naming both.
+    assert_eq!(agents, ["agents explorer, planner"], "{codex:?}");
     assert!(codex[0].1.contains("read-only"), "{codex:?}");
     // pi enforces the tool list.
     assert_eq!(gaps("fake"), vec![]);
@@ -133,10 +157,16 @@ fn team_plan_and_run_say_what_a_runtime_cannot_enforce() {
         .collect();
     assert!(
         notes.iter().any(|n| n.starts_with(
-            "agent `explorer` on runtime `codex`: codex: its shell cannot be turned off"
+            "runtime `codex`, agents explorer, planner: codex: its shell cannot be turned off"
         )),
         "{notes:?}"
     );
+    // Each gap is said once per run, naming every agent it concerns (issue 32 item 6).
+    let mut seen = std::collections::HashSet::new();
+    for n in &notes {
+        let gap = n.split_once(": ").map_or(*n, |(_, m)| m);
+        assert!(seen.insert(gap), "said twice: {gap} in {notes:?}");
+    }
 }
 
 /// Claude Code, Codex and opencode workers ask through `crewctl mcp --ask`: a crewd with no

@@ -33,7 +33,8 @@ fn daemon(extra: &str) -> Daemon {
 }
 
 /// SPEC §6 names, plus the ones the daemon adds: `worker.spawned` (pid and start time, for
-/// recovery), `run.forgotten` and `task.warning` (a tool call the worker's CLI refused).
+/// recovery), `worker.submitting`/`worker.submitted` (a remote attempt's job), `run.forgotten`
+/// and `task.warning` (a tool call the worker's CLI refused).
 const EVENT_TYPES: &[&str] = &[
     "run.created",
     "run.started",
@@ -67,6 +68,8 @@ const EVENT_TYPES: &[&str] = &[
     "daemon.started",
     "daemon.recovered",
     "worker.spawned",
+    "worker.submitting",
+    "worker.submitted",
     "run.forgotten",
 ];
 

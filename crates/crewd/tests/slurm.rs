@@ -5,141 +5,38 @@
 //! filter and `make test` (tests/run.sh) leave this binary out and count it as skipped.
 
 mod common;
+#[path = "support/slurm.rs"]
+mod slurm_cluster;
 
 use common::{git, path_str, Daemon, Opts};
 use serde_json::{json, Value};
+use slurm_cluster::{cluster, Cluster};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-/// A running test cluster: its env file's settings, and whether this test started it.
-struct Cluster {
-    env: BTreeMap<String, String>,
-    owned: Option<tempfile::TempDir>,
+/// Daemons whose `fake-slurm` runtime runs the fake agent on the cluster.
+trait FakeDaemon {
+    fn daemon(&self, extra: &str) -> Daemon;
+    fn daemon_env(&self, extra: &str, env: Vec<(String, String)>) -> Daemon;
 }
 
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        if let Some(dir) = &self.owned {
-            let _ = Command::new("bash")
-                .arg(repo_root().join("tests/slurm/stop.sh"))
-                .arg(dir.path())
-                .status();
-        }
-    }
-}
-
-fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn read_env(path: &Path) -> BTreeMap<String, String> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| {
-            let (k, v) = l.split_once('=')?;
-            Some((k.to_string(), v.trim_matches('\'').to_string()))
-        })
-        .collect()
-}
-
-/// The cluster: the one `CREW_SLURM_ENV` names, else one started for this test.
-fn cluster(test: &str) -> Cluster {
-    if let Some(env) = std::env::var_os("CREW_SLURM_ENV") {
-        let env = read_env(Path::new(&env));
-        assert!(
-            env.contains_key("CREW_SLURM_URL"),
-            "CREW_SLURM_ENV names no cluster's env file"
-        );
-        return Cluster { env, owned: None };
-    }
-    let dir = tempfile::Builder::new()
-        .prefix("crew-slurm")
-        .tempdir()
-        .unwrap();
-    let out = Command::new("bash")
-        .arg(repo_root().join("tests/slurm/start.sh"))
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    if !out.status.success() {
-        let why = String::from_utf8_lossy(&out.stderr).trim().to_string();
-        let _ = Command::new("bash")
-            .arg(repo_root().join("tests/slurm/stop.sh"))
-            .arg(dir.path())
-            .status();
-        // Never a silent pass: `make test` (tests/run.sh) and nextest's default filter leave
-        // this binary out where Slurm is not installed and count it as skipped.
-        panic!("{test}: the Slurm test cluster did not start: {why}");
-    }
-    let env = read_env(&dir.path().join("env"));
-    Cluster {
-        env,
-        owned: Some(dir),
-    }
-}
-
-impl Cluster {
-    fn get(&self, k: &str) -> &str {
-        self.env.get(k).map(String::as_str).unwrap_or("")
-    }
-
-    /// A Slurm client command (squeue, scancel, scontrol) against this cluster.
-    fn cmd(&self, program: &str, args: &[&str]) -> String {
-        let out = Command::new(program)
-            .args(args)
-            .env("SLURM_CONF", self.get("SLURM_CONF"))
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    /// Every job of this run as (name, state, node list), from `squeue` (all states).
-    fn jobs_of(&self, run: &str) -> Vec<(String, String, String)> {
-        self.cmd("squeue", &["-h", "-t", "all", "-o", "%j|%T|%N"])
-            .lines()
-            .filter_map(|l| {
-                let mut p = l.split('|');
-                Some((
-                    p.next()?.to_string(),
-                    p.next()?.to_string(),
-                    p.next()?.to_string(),
-                ))
-            })
-            .filter(|(n, _, _)| n.starts_with(&format!("crew-{run}-")))
-            .collect()
-    }
-
+impl FakeDaemon for Cluster {
     /// A daemon whose `fake-slurm` runtime runs the fake agent on the cluster.
     fn daemon(&self, extra: &str) -> Daemon {
-        // Under the cluster's directory: it goes with the cluster.
-        let under = Path::new(self.get("CREW_SLURM_DIR")).join("staging");
-        std::fs::create_dir_all(&under).unwrap();
-        let staging = tempfile::Builder::new()
-            .prefix("crew-staging")
-            .tempdir_in(&under)
-            .unwrap()
-            .keep();
+        self.daemon_env(extra, vec![])
+    }
+
+    /// `daemon`, started with `env` added to its environment (not on restarts).
+    fn daemon_env(&self, extra: &str, env: Vec<(String, String)>) -> Daemon {
         let fake = common::crewd_bin().with_file_name("crew-fake-agent");
         let config = format!(
-            "max_attempts = 2\n{extra}\n\
-             [slurm]\nurl = {url:?}\napi_version = {api:?}\ntoken_command = {tok:?}\n\
-             staging_dir = {staging:?}\nmax_workers = 32\npoll_ms = 200\npartition = {part:?}\n\
-             cpus_per_task = 1\nmemory_mb = 100\ntime_limit_minutes = 5\n\
+            "max_attempts = 2\n{extra}\n{slurm}\
              [runtimes.fake-slurm]\nadapter = \"pi\"\ncommand = [{fake:?}]\nrpc = false\nplacement = \"slurm\"\n",
-            url = self.get("CREW_SLURM_URL"),
-            api = self.get("CREW_SLURM_API"),
-            tok = self.get("CREW_SLURM_TOKEN_CMD"),
-            staging = staging.display().to_string(),
-            part = self.get("CREW_SLURM_PARTITION"),
+            slurm = self.slurm_config(),
             fake = fake.display().to_string(),
         );
-        Daemon::start_with(Opts {
-            config,
-            env: vec![],
-        })
+        Daemon::start_with(Opts { config, env })
     }
 }
 
@@ -318,6 +215,111 @@ fn kill_9_while_jobs_run_reattaches_without_submitting_twice() {
         json!([]),
         "{recovered:?}"
     );
+}
+
+/// crewd dies by SIGKILL (a fault point) the instant after Slurm took the job and before the
+/// job's id is journaled: the journal holds only the intent (`worker.submitting`). After a
+/// restart the job is found by its name and followed: Slurm has exactly one job for the
+/// attempt, the task finishes in its first attempt and nothing is requeued.
+#[test]
+fn a_crewd_killed_between_submit_and_journaling_the_id_finds_the_job_by_name() {
+    let c = cluster("a_crewd_killed_between_submit_and_journaling_the_id_finds_the_job_by_name");
+    let mut d = c.daemon_env(
+        "",
+        vec![("CREW_TEST_FAULT".into(), "slurm-submitted:kill".into())],
+    );
+    repo(&d);
+    common::one_step_team(
+        &d,
+        "one",
+        "Work. [fake:write=one.txt:one][fake:sleep=2s]",
+        "executor",
+    );
+    let run = d.run(
+        "write one",
+        json!({"team": "one", "workspace": "worktree", "runtime": "fake-slurm"}),
+    );
+    let status = d.child.as_mut().unwrap().wait().unwrap();
+    d.child = None;
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.signal(), Some(9), "crewd was to die at the fault");
+    let during = job_counts(&c, &run);
+    assert_eq!(during.len(), 1, "the job was submitted: {during:?}");
+    d.spawn(&[]);
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+
+    let counts = job_counts(&c, &run);
+    assert_eq!(counts, during, "one job for the attempt, never a second");
+    assert!(counts.keys().all(|n| n.ends_with("-1")), "{counts:?}");
+    let evs = d.events(Some(&run));
+    let of = |t: &str| evs.iter().filter(|e| e["type"] == t).count();
+    assert_eq!(
+        (
+            of("worker.submitting"),
+            of("worker.submitted"),
+            of("task.started")
+        ),
+        (1, 1, 1),
+        "the intent before the kill, the id after the restart"
+    );
+    let recovered: Vec<Value> = d
+        .events(None)
+        .into_iter()
+        .filter(|e| e["type"] == "daemon.recovered")
+        .collect();
+    assert_eq!(
+        recovered[0]["data"]["requeuedTasks"],
+        json!([]),
+        "{recovered:?}"
+    );
+    let merged = git(&d.work, &["ls-tree", "--name-only", &format!("crew/{run}")]);
+    assert!(merged.lines().any(|l| l == "one.txt"), "{merged}");
+}
+
+/// The task's checks run on the node, in the worker's checkout, before it commits: a check
+/// that passes only there (its working directory is the node's scratch checkout, never
+/// crewd's worktree) passes, and its record comes back with the result.
+#[test]
+fn the_tasks_checks_run_on_the_node() {
+    let c = cluster("the_tasks_checks_run_on_the_node");
+    let mut d = c.daemon("");
+    let check = "pwd | grep crew-worker-";
+    let cfg = std::fs::read_to_string(&d.config).unwrap()
+        + &format!(
+            "[projects.{:?}]\ntask_verify_commands = [{check:?}]\n",
+            path_str(&d.work)
+        );
+    std::fs::write(&d.config, cfg).unwrap();
+    d.restart();
+    repo(&d);
+    common::one_step_team(&d, "one", "Work. [fake:write=one.txt:one]", "executor");
+    let run = d.run(
+        "write one",
+        json!({"team": "one", "workspace": "worktree", "runtime": "fake-slurm"}),
+    );
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    let evs = d.events(Some(&run));
+    let done = evs.iter().find(|e| e["type"] == "task.completed").unwrap();
+    let v = &done["data"]["verification"];
+    assert_eq!(v[0]["command"], check, "{done}");
+    assert_eq!(v[0]["exitCode"], 0, "{done}");
+    assert!(
+        v[0]["tail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("crew-worker-"),
+        "{done}"
+    );
+    let output = d.ok(
+        "team.artifact",
+        json!({"runId": run, "name": "verify/01_only.attempt-1.1.txt"}),
+    )["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(output.contains("$ pwd | grep crew-worker-"), "{output}");
+    let merged = git(&d.work, &["ls-tree", "--name-only", &format!("crew/{run}")]);
+    assert!(merged.lines().any(|l| l == "one.txt"), "{merged}");
 }
 
 /// Processes whose command line or working directory names `needle`.

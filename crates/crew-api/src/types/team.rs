@@ -124,6 +124,15 @@ pub struct RunParams {
     /// `maxFixRounds`, else config `max_fix_rounds` (2).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_fix_rounds: Option<i64>,
+    /// Candidates (1-8) for every writing task, fan-out tasks excepted: each runs N attempts at
+    /// once in worktrees of its own and keeps the one that proves best (worktree mode only).
+    /// A step's or role's own `candidates` wins.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidates: Option<i64>,
+    /// How `candidates` choose: `smallest`, `first` or `judge` (default: `judge` when the team
+    /// has a reviewer or verifier, else `smallest`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub select: Option<String>,
     /// Skills for every task: a list adds to each task's selection, `false` gives none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skills: Option<RunSkillsParam>,
@@ -153,8 +162,17 @@ pub struct PlannedTaskView {
     pub agent: String,
     pub depends_on: Vec<String>,
     pub model: Option<String>,
-    /// The role may write (its tools include edit, write or bash).
+    /// The role may write (its tools include edit, write or bash): what plan approval and
+    /// result reuse go by.
     pub writes: bool,
+    /// The role is meant to change files (an edit or write tool). A role with only bash (a
+    /// reviewer, a verifier) runs commands to check the work and is not.
+    #[serde(default)]
+    pub edits: bool,
+    /// A fan-out step: its answer adds up to this many tasks to the run, which run before
+    /// the tasks that depend on it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adds_tasks: Option<u32>,
     /// The task's skills, in prompt order (a name not installed is listed with a `?` suffix
     /// in crewctl; see `missingSkills`).
     #[serde(default)]
@@ -256,6 +274,62 @@ pub struct TaskView {
     /// A fix task crew added: the judge whose findings it fixes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fixes: Option<String>,
+    /// Candidates (issue 36): this task is one candidate of a step, or the step's selector.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidates: Option<CandidatesView>,
+}
+
+/// A task's part in candidates: a candidate (`of`, `index`, its `runtime` when not the run's,
+/// the checks it failed) or a selector (`select`, its `members`, the `choice`).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct CandidatesView {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub of: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<String>,
+    /// A completed candidate's failing checks (empty: it passed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed_checks: Vec<String>,
+    /// `smallest`, `first` or `judge`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub select: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub members: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub choice: Option<ChoiceView>,
+}
+
+/// The candidate a selector chose, by whom (`smallest`, `first`, `judge`, `only`, `fix`,
+/// `person`) and why.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ChoiceView {
+    pub index: u32,
+    pub candidate: String,
+    pub by: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PickParams {
+    pub run_id: String,
+    /// The step's task (the selector).
+    pub task_id: String,
+    /// The candidate to take instead (1-based).
+    pub candidate: i64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PickResult {
+    /// The chosen candidate's task id.
+    pub chosen: String,
+    /// Dependents that had started or ended and run again from the new choice.
+    pub requeued_task_ids: Vec<String>,
 }
 
 /// A judge's verdict (`pass`, `fail` or `changes_requested`) and findings.

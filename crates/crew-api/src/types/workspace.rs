@@ -64,6 +64,9 @@ pub struct DiffParams {
     pub stat: Option<bool>,
     /// At most this many bytes of patch (default 4 MiB).
     pub limit: Option<i64>,
+    /// With `taskId`: that step's candidate `k` (1-based) instead of its chosen result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidate: Option<i64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]

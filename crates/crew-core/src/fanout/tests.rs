@@ -248,7 +248,13 @@ fn the_last_json_fence_counts() {
 fn prompt_section_lists_roles_cap_and_repair() {
     let (exp, _) = implement();
     let s = prompt_section(&exp, None);
-    assert!(s.contains("`executor` (may change files)"), "{s}");
+    assert!(s.contains("`executor` (edits files)"), "{s}");
+    // A verifier checks the work: it runs commands and is not called a writer.
+    assert!(
+        s.contains("`verifier` (reads and runs commands, edits nothing)"),
+        "{s}"
+    );
+    assert!(!s.contains("may change files"), "{s}");
     assert!(s.contains("At most 16 tasks"), "{s}");
     assert!(!s.contains(REPAIR_HEADING));
     let s = prompt_section(&exp, Some("tasks[0] (`a`): unknown role `wizard`\ncycle"));

@@ -35,6 +35,10 @@ pub const REPO_FILE: &str = "_repo";
 /// dirty tree's snapshot survives `git gc` while the run waits.
 pub const BASE_REF: &str = "_base";
 
+/// The ref (under `refs/crew/<runId>/`) `team.apply` leaves on what it applied (issue 36:
+/// `team.pick` is refused after it).
+pub const APPLIED_REF: &str = "_applied";
+
 /// The ref (under `refs/crew/<runId>/`) marking where crew left the run's branch when its
 /// integration conflicted, so the user's resolution commit is told from crew's own.
 pub const INTEGRATION_CONFLICT_REF: &str = "_conflict";
@@ -125,6 +129,7 @@ mod tests {
             readers_dir("ab"),
             system_prompt_file("ab"),
             BASE_REF.to_string(),
+            APPLIED_REF.to_string(),
             INTEGRATION_CONFLICT_REF.to_string(),
         ] {
             assert!(is_reserved(&crew), "{crew}");

@@ -102,6 +102,9 @@ pub struct TeamRole {
     pub model: Option<String>,
     /// `None`: role defaults; `Some(vec![])`: `skills=false`.
     pub skills: Option<Vec<String>>,
+    /// `candidates=N` (issue 36): the role's writing steps try N solutions at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidates: Option<u32>,
     pub description: String,
     pub line: u32,
 }
@@ -184,6 +187,15 @@ pub struct Step {
     /// `maxFixRounds:` fix rounds this judge's failing verdicts may start.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_fix_rounds: Option<u32>,
+    /// `candidates:` N, or a list of `runtime/model` (issue 36).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidates: Option<crate::run::candidates::Ask>,
+    /// `select:` how the best candidate is chosen (`smallest`, `first`, `judge`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub select: Option<crate::run::candidates::Select>,
+    /// `judge:` the team role that chooses among candidates when `select` is `judge`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge: Option<String>,
     /// 1-based line of the `## id` heading.
     pub line: u32,
 }

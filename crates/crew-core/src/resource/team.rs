@@ -32,7 +32,7 @@ static SKILLS_RE: LazyLock<Regex> = LazyLock::new(|| {
         .expect("constant regex")
 });
 static KEY_RE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"\b(agent|model|maxConcurrency)\s*=\s*(\S+)").expect("constant regex")
+    Regex::new(r"\b(agent|model|maxConcurrency|candidates)\s*=\s*(\S+)").expect("constant regex")
 });
 
 pub(super) fn parse(source: Source, path: &str, text: &str) -> (Option<Parsed>, Vec<Diagnostic>) {
@@ -145,7 +145,22 @@ fn parse_role(line: &str, line_no: u32, d: &mut Diags) -> Option<TeamRole> {
     let skills = skills_raw
         .as_deref()
         .and_then(|raw| role_skills(raw, line_no, d));
+    let candidates = keys.get("candidates").and_then(|n| match n.parse::<u32>() {
+        Ok(n) if n <= crate::run::candidates::MAX_CANDIDATES => Some(n),
+        _ => {
+            d.warn(
+                Some(line_no),
+                Some("candidates"),
+                format!(
+                    "`candidates={n}` must be a whole number up to {}; ignored",
+                    crate::run::candidates::MAX_CANDIDATES
+                ),
+            );
+            None
+        }
+    });
     Some(TeamRole {
+        candidates,
         name: name.to_string(),
         agent: keys
             .get("agent")
@@ -204,6 +219,7 @@ mod tests {
         line: u32,
     ) -> TeamRole {
         TeamRole {
+            candidates: None,
             name: name.into(),
             agent: agent.into(),
             model: model.map(Into::into),

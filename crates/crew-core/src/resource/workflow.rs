@@ -51,7 +51,58 @@ const LATER_STEP_KEYS: &[&str] = &[
     "verdict",
     "fixer",
     "maxFixRounds",
+    "candidates",
+    "select",
+    "judge",
 ];
+
+/// A step's `candidates:` (N from 1 to 8, or a list of `runtime/model`), `select:` and
+/// `judge:` (issue 36); a bad value is a warning and ignored, as other step keys are.
+fn candidate_keys<'a>(
+    get: &dyn Fn(&str) -> Option<&'a Entry>,
+    d: &mut Diags,
+) -> (
+    Option<crate::run::candidates::Ask>,
+    Option<crate::run::candidates::Select>,
+    Option<String>,
+) {
+    use crate::run::candidates::{Ask, Select};
+    let candidates = get("candidates")
+        .filter(|e| !e.value.is_empty())
+        .and_then(|e| {
+            let v = e.value.trim();
+            let ask = match v.parse::<u32>() {
+                Ok(n) => Ask::Count(n),
+                Err(_) => Ask::List(
+                    parse_csv(v.trim_start_matches('[').trim_end_matches(']')).unwrap_or_default(),
+                ),
+            };
+            match ask.contenders() {
+                Ok(_) => Some(ask),
+                Err(why) => {
+                    d.warn_at(e, format!("`candidates`: {why}; ignored"));
+                    None
+                }
+            }
+        });
+    let select = get("select").filter(|e| !e.value.is_empty()).and_then(|e| {
+        let s = Select::parse(&e.value);
+        if s.is_none() {
+            d.warn_at(
+                e,
+                format!(
+                    "`select` is `smallest`, `first` or `judge`, got `{}`; ignored",
+                    e.value
+                ),
+            );
+        }
+        s
+    });
+    let judge = get("judge")
+        .map(|e| e.value.trim().to_string())
+        .filter(|v| !v.is_empty());
+    (candidates, select, judge)
+}
 
 /// A seed path names a file below the work tree's top: relative, no `..`, no empty parts.
 fn seed_path_ok(p: &str) -> bool {
@@ -269,6 +320,7 @@ fn parse_step(
         },
         None => None,
     };
+    let (candidates, select, judge) = candidate_keys(&get, d);
     let mut scope = Vec::new();
     if let Some(e) = get("scope").filter(|e| !e.value.is_empty()) {
         for p in parse_csv(&e.value).unwrap_or_default() {
@@ -370,6 +422,9 @@ fn parse_step(
         }
     };
     Step {
+        candidates,
+        select,
+        judge,
         verdict,
         fixer,
         max_fix_rounds,

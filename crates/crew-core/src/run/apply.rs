@@ -2,7 +2,7 @@
 //! and for journal replay alike, so it never validates and never fails.
 
 use super::event::{AttemptEnd, Event, EventBody};
-use super::types::{Approval, RunState, RunStatus, RunSummary, TaskState, TaskStatus};
+use super::types::{Approval, RemoteJob, RunState, RunStatus, RunSummary, TaskState, TaskStatus};
 use super::State;
 use crate::usage::Usage;
 
@@ -179,7 +179,11 @@ fn end_attempt(t: &mut TaskState, end: &AttemptEnd, ev: &Event) {
     t.progress.tokens = t.prior_usage.budget_tokens();
     // A session is resumed by the one attempt after the answer: whatever that attempt did,
     // a later one starts over (`task.waiting` sets it again when it asks again).
-    t.clear_rare(|r| r.session = None);
+    // The attempt's job (a remote attempt) is over with it.
+    t.clear_rare(|r| {
+        r.session = None;
+        r.job = None;
+    });
     if end.model.is_some() {
         t.model = end.model.clone();
     }
@@ -234,6 +238,7 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
                     t.attempt_usage = Usage::default();
                     t.status = TaskStatus::Cancelled;
                     t.finished_at = Some(ev.time);
+                    t.clear_rare(|r| r.job = None);
                 }
             }
             run.status = RunStatus::Cancelled;
@@ -310,6 +315,7 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
                     r.not_before = None;
                     // Queued steers are part of this attempt's prompt now.
                     r.pending_steers.clear();
+                    r.job = None;
                 });
             }
             if run.status == RunStatus::Queued {
@@ -321,6 +327,32 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
             if let Some(i) = task_idx {
                 run.tasks[i].pid = Some(*pid);
                 run.tasks[i].pid_start = Some(*pid_start);
+            }
+        }
+        EventBody::WorkerSubmitting {
+            attempt,
+            job_name,
+            staging,
+            token,
+        } => {
+            if let Some(i) = task_idx {
+                let job = RemoteJob {
+                    attempt: *attempt,
+                    name: job_name.clone(),
+                    staging: staging.clone(),
+                    token: token.clone(),
+                    id: None,
+                };
+                run.tasks[i].edit_rare(|r| r.job = Some(job));
+            }
+        }
+        EventBody::WorkerSubmitted { attempt, job_id } => {
+            if let Some(i) = task_idx {
+                run.tasks[i].clear_rare(|r| {
+                    if let Some(j) = r.job.as_mut().filter(|j| j.attempt == *attempt) {
+                        j.id = Some(*job_id);
+                    }
+                });
             }
         }
         EventBody::TaskProgress {
@@ -344,10 +376,15 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
             reused_from,
             commit,
             verdict,
-            ..
+            verification,
         } => {
             if let Some(i) = task_idx {
                 let t = &mut run.tasks[i];
+                // A candidate's failing checks do not fail it: they rule it out (issue 36).
+                if super::candidates::candidate_of(&t.plan).is_some() {
+                    let failing = super::candidates::failing(verification);
+                    t.edit_rare(|x| x.failed_checks = failing);
+                }
                 end_attempt(t, end, ev);
                 t.status = TaskStatus::Completed;
                 t.error = None;
@@ -468,6 +505,7 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
                 t.finished_at = Some(ev.time);
                 t.pid = None;
                 t.error = reason.clone();
+                t.clear_rare(|r| r.job = None);
             }
         }
         EventBody::TaskSkipped { reason } => {
@@ -495,6 +533,41 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
         }
         EventBody::TaskResolveAdded { task, .. } => {
             super::resolve::apply_resolve_added(run, ev.task_id.as_deref(), task);
+        }
+        EventBody::TaskCandidateChosen {
+            end,
+            commit,
+            choice,
+            verdict,
+        } => {
+            if let Some(i) = task_idx {
+                let t = &mut run.tasks[i];
+                match end {
+                    Some(end) => end_attempt(t, end, ev),
+                    None => t.finished_at = Some(ev.time),
+                }
+                t.status = TaskStatus::Completed;
+                t.error = None;
+                t.edit_rare(|x| {
+                    x.commit = commit.clone();
+                    x.choice = Some(choice.clone());
+                    x.verdict_repair = None;
+                    if let Some(v) = verdict {
+                        x.verdict = Some(v.clone());
+                    }
+                });
+            }
+            // A person's pick (`team.pick`) changes a result the run may have merged: it is
+            // merged again, and a finished run goes on (as `task.queued` reopens it).
+            if choice.by == super::candidates::BY_PERSON {
+                run.integration = None;
+                if run.status != RunStatus::Running {
+                    run.status = RunStatus::Running;
+                    run.finished_at = None;
+                    run.reason = None;
+                    run.halted = false;
+                }
+            }
         }
         // A notice only.
         EventBody::TaskWarning { .. } => {}
@@ -532,6 +605,7 @@ pub(super) fn requeue(t: &mut TaskState, own_model: bool) {
         }
         r.fan_out_repair = None;
         r.verdict_repair = None;
+        r.job = None;
     });
     t.pid = None;
     t.pid_start = None;

@@ -7,8 +7,10 @@ use super::{not_found, CoreError, State};
 use crate::usage::Usage;
 use chrono::{DateTime, Duration, Utc};
 
-/// How a worker attempt ended, as the executor saw it.
-#[derive(Debug, Clone, PartialEq)]
+/// How a worker attempt ended, as the executor saw it. Serializable: a remote worker hands
+/// it back in its final record (`crew_staging::Final`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
 pub enum AttemptResult {
     Completed {
         usage: Usage,
@@ -508,6 +510,52 @@ impl State {
                     pid_start,
                     live,
                 },
+            )
+        })
+    }
+
+    /// A remote attempt's job is about to be submitted: `None` (nothing to journal, nothing to
+    /// submit) unless `attempt` is the task's running attempt and has no job yet.
+    pub fn worker_submitting(
+        &self,
+        run_id: &str,
+        task_id: &str,
+        attempt: u32,
+        job_name: String,
+        staging: String,
+        token: String,
+    ) -> Option<Pending> {
+        let t = self.runs.get(run_id)?.task(task_id)?;
+        (t.status == TaskStatus::Running && t.attempts == attempt && t.job().is_none()).then(|| {
+            Pending::task(
+                run_id,
+                task_id,
+                EventBody::WorkerSubmitting {
+                    attempt,
+                    job_name,
+                    staging,
+                    token,
+                },
+            )
+        })
+    }
+
+    /// The running attempt's job was submitted as `job_id`: `None` unless its intent is the
+    /// task's current one and names no job yet.
+    pub fn worker_submitted(
+        &self,
+        run_id: &str,
+        task_id: &str,
+        attempt: u32,
+        job_id: u64,
+    ) -> Option<Pending> {
+        let t = self.runs.get(run_id)?.task(task_id)?;
+        let job = t.job()?;
+        (t.status == TaskStatus::Running && t.attempts == attempt && job.id.is_none()).then(|| {
+            Pending::task(
+                run_id,
+                task_id,
+                EventBody::WorkerSubmitted { attempt, job_id },
             )
         })
     }

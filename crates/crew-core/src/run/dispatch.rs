@@ -23,9 +23,12 @@ fn ready(run: &RunState, now: DateTime<Utc>) -> impl Iterator<Item = usize> + '_
         let ok = t.status == TaskStatus::Queued
             && t.not_before().is_none_or(|nb| nb <= now)
             && t.plan.depends_on.iter().all(|d| {
-                run.task(d)
-                    .is_some_and(|dt| dt.status == TaskStatus::Completed)
+                run.task(d).is_some_and(|dt| {
+                    dt.status == TaskStatus::Completed
+                        || super::candidates::dep_settled(&t.plan, dt)
+                })
             })
+            && super::candidates::may_start(run, t)
             && !(super::fanout::needs_approval(t)
                 && matches!(
                     run.approval,
@@ -147,7 +150,9 @@ impl State {
                     &t.plan.id,
                     EventBody::TaskStarted {
                         attempt,
-                        runtime: run.spec.runtime.clone(),
+                        runtime: super::candidates::runtime_of(&t.plan)
+                            .unwrap_or(&run.spec.runtime)
+                            .to_string(),
                         model,
                         artifacts: vec![],
                     },

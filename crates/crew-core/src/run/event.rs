@@ -100,6 +100,7 @@ impl Pending {
                 cut_opt(&mut end.error);
                 cut(question);
             }
+            EventBody::TaskCandidateChosen { choice, .. } => cut(&mut choice.reason),
             EventBody::TaskWarning { tool, message, .. } => {
                 cut(tool);
                 cut(message);
@@ -185,6 +186,25 @@ pub enum EventBody {
         #[serde(rename = "pidStart")]
         pid_start: u64,
         live: bool,
+    },
+    /// A remote attempt's job is about to be submitted (Slurm placement): the name crew gives
+    /// it, its staging directory and the token its worker must echo. Durable before the
+    /// submission: a daemon killed after it finds the job by name instead of submitting twice.
+    #[serde(rename = "worker.submitting")]
+    WorkerSubmitting {
+        attempt: u32,
+        #[serde(rename = "jobName")]
+        job_name: String,
+        staging: String,
+        token: String,
+    },
+    /// The remote attempt's job was submitted: its id in the cluster, by which a restarted
+    /// daemon follows it again.
+    #[serde(rename = "worker.submitted")]
+    WorkerSubmitted {
+        attempt: u32,
+        #[serde(rename = "jobId")]
+        job_id: u64,
     },
     #[serde(rename = "task.progress")]
     TaskProgress {
@@ -285,6 +305,20 @@ pub enum EventBody {
         task: std::sync::Arc<crate::plan::PlannedTask>,
         conflict: super::resolve::Conflict,
     },
+    /// A selector chose among its candidates (issue 36): the chosen one's commit is its
+    /// result. `end` ends a judging selector's attempt; a choice made by crew (`smallest`,
+    /// `first`, the one that passed) or by a person (`team.pick`) has none. One event, so the
+    /// choice is made once across replay.
+    #[serde(rename = "task.candidate_chosen")]
+    TaskCandidateChosen {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        end: Option<AttemptEnd>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        commit: Option<super::workspace::TaskCommit>,
+        choice: super::candidates::Choice,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        verdict: Option<crate::verdict::Verdict>,
+    },
     /// The worker's CLI refused a tool call: a permission denial, a tool the role does not
     /// have, a write its sandbox blocked. Changes no state; says what the task could not do.
     #[serde(rename = "task.warning")]
@@ -374,6 +408,8 @@ impl EventBody {
             EventBody::TaskQueued { .. } => "task.queued",
             EventBody::TaskStarted { .. } => "task.started",
             EventBody::WorkerSpawned { .. } => "worker.spawned",
+            EventBody::WorkerSubmitting { .. } => "worker.submitting",
+            EventBody::WorkerSubmitted { .. } => "worker.submitted",
             EventBody::TaskProgress { .. } => "task.progress",
             EventBody::TaskCompleted { .. } => "task.completed",
             EventBody::TaskFailed { .. } => "task.failed",
@@ -385,6 +421,7 @@ impl EventBody {
             EventBody::TaskExpanded { .. } => "task.expanded",
             EventBody::TaskFixAdded { .. } => "task.fix_added",
             EventBody::TaskResolveAdded { .. } => "task.resolve_added",
+            EventBody::TaskCandidateChosen { .. } => "task.candidate_chosen",
             EventBody::TaskWarning { .. } => "task.warning",
             EventBody::TaskSteered { .. } => "task.steered",
             EventBody::ScheduleAdded(_) => "schedule.added",

@@ -44,6 +44,40 @@ impl State {
         };
         let ordinary =
             |result| self.finish_attempt(run_id, task_id, attempt, result, now, retry, jitter);
+        // A judging selector (issue 36) answers a choice, not a fix loop.
+        if super::candidates::selector(&t.plan).is_some() {
+            return match result {
+                AttemptResult::Completed {
+                    usage,
+                    model,
+                    artifacts,
+                    ..
+                } => {
+                    let end = AttemptEnd {
+                        attempt,
+                        usage,
+                        model,
+                        artifacts,
+                        error: None,
+                    };
+                    let text = match answer {
+                        Some(Answer::Text(s)) => Ok(s.as_str()),
+                        None => Ok(""),
+                        Some(Answer::TooLarge { bytes }) => Err(format!(
+                            "the final answer is {bytes} bytes, more than a judge's answer may be"
+                        )),
+                        Some(Answer::Unreadable(e)) => {
+                            Err(format!("the final answer could not be read: {e}"))
+                        }
+                    };
+                    match text.and_then(|s| super::candidates::judged(run, t, end.clone(), s)) {
+                        Ok(chosen) => vec![chosen],
+                        Err(problem) => unreadable(run_id, t, end, problem, now),
+                    }
+                }
+                other => ordinary(other),
+            };
+        }
         match result {
             // The integration checks failed where nobody can fix them: the loop, not a retry
             // of the task (a verifier "does not fix problems").
@@ -296,6 +330,7 @@ fn fix_task(judge: &TaskState, fix: &FixPlan, v: &Verdict, id: &str, round: u32)
         .clone()
         .or_else(|| ArtifactName::new(format!("{id}.md")).ok());
     PlannedTask {
+        candidates: None,
         id: safe_id,
         step_id: "fix".into(),
         role: r.role.clone(),

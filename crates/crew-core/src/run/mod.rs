@@ -9,6 +9,7 @@
 
 mod apply;
 mod artifact;
+pub mod candidates;
 mod decide;
 mod dispatch;
 pub use dispatch::Start;

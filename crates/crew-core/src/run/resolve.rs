@@ -193,6 +193,7 @@ fn resolve_task(
         checks: Default::default(),
         expands: None,
         added_by,
+        candidates: None,
         judging: Default::default(),
         title: Some(format!("resolve the conflict in {}", conflict.headline())),
         skills: Default::default(),

@@ -106,12 +106,17 @@ fn settle_run(run: &RunState, counts: &TaskCounts, now: DateTime<Utc>) -> Vec<Pe
         }
     }
 
+    // Candidates (issue 36): a selector whose choice can be made makes it.
+    if let Some(out) = super::candidates::settle(run) {
+        return out;
+    }
+    // A candidate's failure is its selector's concern, not the run's.
     let failed: Vec<&str> = if counts.failed == 0 {
         Vec::new()
     } else {
         run.tasks
             .iter()
-            .filter(|t| t.status == TaskStatus::Failed)
+            .filter(|t| t.status == TaskStatus::Failed && !super::candidates::set_aside(t))
             .map(|t| t.plan.id.as_str())
             .collect()
     };
@@ -136,12 +141,13 @@ fn settle_run(run: &RunState, counts: &TaskCounts, now: DateTime<Utc>) -> Vec<Pe
             }
         }
         let dead_dep = t.plan.depends_on.iter().find(|d| {
-            run.task(d).is_some_and(|dt| {
-                matches!(
-                    dt.status,
-                    TaskStatus::Failed | TaskStatus::Skipped | TaskStatus::Cancelled
-                )
-            })
+            !super::candidates::is_own_candidate(&t.plan, d)
+                && run.task(d).is_some_and(|dt| {
+                    matches!(
+                        dt.status,
+                        TaskStatus::Failed | TaskStatus::Skipped | TaskStatus::Cancelled
+                    )
+                })
         });
         if let Some(d) = dead_dep {
             out.push(Pending::task(
@@ -192,7 +198,13 @@ fn settle_run(run: &RunState, counts: &TaskCounts, now: DateTime<Utc>) -> Vec<Pe
     }
     let startable = run.tasks.iter().any(|t| {
         t.status == TaskStatus::Queued
-            && deps_completed(run, &t.plan.depends_on)
+            && t.plan.depends_on.iter().all(|d| {
+                run.task(d).is_some_and(|dt| {
+                    dt.status == TaskStatus::Completed
+                        || super::candidates::dep_settled(&t.plan, dt)
+                })
+            })
+            && super::candidates::may_start(run, t)
             && !(super::fanout::needs_approval(t)
                 && matches!(
                     run.approval,
@@ -244,7 +256,11 @@ fn settle_run(run: &RunState, counts: &TaskCounts, now: DateTime<Utc>) -> Vec<Pe
         }
         return vec![Pending::run(id, EventBody::RunBlocked { reason })];
     }
-    if run.tasks.iter().all(|t| t.status == TaskStatus::Completed) {
+    if run
+        .tasks
+        .iter()
+        .all(|t| t.status == TaskStatus::Completed || super::candidates::set_aside(t))
+    {
         // Honest outcomes (issue 30): a run that changed code is done only when its judges
         // passed it.
         if let Some(reason) = super::fixloop::judges_not_passed(run) {
@@ -261,7 +277,11 @@ fn settle_run(run: &RunState, counts: &TaskCounts, now: DateTime<Utc>) -> Vec<Pe
         return vec![Pending::run(id, EventBody::RunCompleted { usage: usage() })];
     }
     // Nothing can move any more and something did not complete (skipped or cancelled).
-    match run.tasks.iter().find(|t| t.status != TaskStatus::Completed) {
+    match run
+        .tasks
+        .iter()
+        .find(|t| t.status != TaskStatus::Completed && !super::candidates::set_aside(t))
+    {
         Some(t) => vec![Pending::run(
             id,
             EventBody::RunFailed {

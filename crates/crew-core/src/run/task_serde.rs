@@ -3,7 +3,7 @@
 //! through a flat struct with derived serde, so missing, repeated and unknown fields behave as
 //! they always did.
 
-use super::types::{ArtifactRef, Progress, Rare, TaskState, TaskStatus};
+use super::types::{ArtifactRef, Progress, Rare, RemoteJob, TaskState, TaskStatus};
 use super::workspace::TaskCommit;
 use crate::plan::PlannedTask;
 use crate::usage::Usage;
@@ -49,6 +49,12 @@ struct FlatOut<'a> {
     verdict: &'a Option<crate::verdict::Verdict>,
     #[serde(skip_serializing_if = "Option::is_none")]
     verdict_repair: &'a Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    job: &'a Option<RemoteJob>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    failed_checks: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    choice: &'a Option<super::candidates::Choice>,
     progress: &'a Progress,
 }
 
@@ -90,6 +96,14 @@ struct FlatIn {
     verdict: Option<crate::verdict::Verdict>,
     #[serde(default)]
     verdict_repair: Option<String>,
+    #[serde(default)]
+    job: Option<RemoteJob>,
+    // Written only when not empty: a task without failed checks (and every snapshot from
+    // before candidates) has none.
+    #[serde(default)]
+    failed_checks: Vec<String>,
+    #[serde(default)]
+    choice: Option<super::candidates::Choice>,
     progress: Progress,
 }
 
@@ -127,6 +141,9 @@ impl Serialize for TaskState {
             fan_out_repair: &rare.fan_out_repair,
             verdict: &rare.verdict,
             verdict_repair: &rare.verdict_repair,
+            job: &rare.job,
+            failed_checks: &rare.failed_checks,
+            choice: &rare.choice,
             progress: &self.progress,
         }
         .serialize(s)
@@ -163,6 +180,9 @@ impl<'de> Deserialize<'de> for TaskState {
             fan_out_repair: f.fan_out_repair,
             verdict: f.verdict,
             verdict_repair: f.verdict_repair,
+            job: f.job,
+            failed_checks: f.failed_checks,
+            choice: f.choice,
         });
         t.progress = f.progress;
         Ok(t)

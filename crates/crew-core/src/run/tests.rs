@@ -23,6 +23,7 @@ fn tasks(steps: &[Step]) -> Vec<std::sync::Arc<PlannedTask>> {
         .iter()
         .enumerate()
         .map(|(i, (name, deps, writes))| PlannedTask {
+            candidates: None,
             id: task_id(i + 1, name),
             step_id: name.to_string(),
             role: if *writes {
@@ -1533,6 +1534,73 @@ fn stale_results_are_dropped() {
         sim.finish_attempt("r", "b", 1, done(1)).is_empty(),
         "cancelled"
     );
+}
+
+/// A remote attempt's job (Slurm placement) is journaled twice: the intent before it is
+/// submitted, its id after. Both are exact across replay and snapshots, belong to the running
+/// attempt only, and go when it ends.
+#[test]
+fn a_remote_job_is_journaled_before_and_after_its_submission() {
+    let mut sim = Sim::new();
+    sim.create("r", spec(&[("a", &[], false)]));
+    sim.dispatch(8);
+    let a = sim.tid("r", "a");
+    let submitting = |st: &State, attempt: u32| {
+        st.worker_submitting(
+            "r",
+            &a,
+            attempt,
+            format!("crew-r-a-{attempt}"),
+            "/staging/r/a.attempt-1".into(),
+            "tok".into(),
+        )
+    };
+    assert!(submitting(&sim.st, 2).is_none(), "not the running attempt");
+    assert!(
+        sim.st.worker_submitted("r", &a, 1, 7).is_none(),
+        "no id without an intent"
+    );
+    let p = submitting(&sim.st, 1).unwrap();
+    sim.emit(vec![p]);
+    let job = sim.task("r", "a").job().cloned().unwrap();
+    assert_eq!(
+        (job.name.as_str(), job.token.as_str(), job.id),
+        ("crew-r-a-1", "tok", None)
+    );
+    assert!(submitting(&sim.st, 1).is_none(), "one intent per attempt");
+    sim.replays_equal();
+    assert!(sim.st.worker_submitted("r", &a, 2, 7).is_none());
+    let p = sim.st.worker_submitted("r", &a, 1, 7).unwrap();
+    let evs = sim.emit(vec![p]);
+    assert_eq!(
+        serde_json::to_value(&evs[0]).unwrap()["data"],
+        serde_json::json!({"attempt": 1, "jobId": 7})
+    );
+    assert_eq!(sim.task("r", "a").job().unwrap().id, Some(7));
+    assert!(
+        sim.st.worker_submitted("r", &a, 1, 8).is_none(),
+        "the id is recorded once"
+    );
+    sim.replays_equal();
+    // The attempt ends: its job goes with it, and the retry starts without one.
+    sim.finish("r", "a", failed(true, 1));
+    assert!(sim.task("r", "a").job().is_none());
+    assert_eq!(sim.task("r", "a").rare().job, None);
+    sim.advance(60_000);
+    sim.dispatch(8);
+    assert_eq!(sim.task("r", "a").attempts, 2);
+    assert!(sim.task("r", "a").job().is_none());
+    // A cancelled task keeps no job either.
+    let p = submitting(&sim.st, 2).unwrap();
+    sim.emit(vec![p]);
+    let (ps, _) = sim.st.cancel_run("r", None).unwrap();
+    sim.control("r", Ok(ps)).unwrap();
+    assert!(sim.task("r", "a").job().is_none());
+    assert!(
+        sim.st.worker_submitted("r", &a, 2, 9).is_none(),
+        "cancelled"
+    );
+    sim.replays_equal();
 }
 
 #[test]

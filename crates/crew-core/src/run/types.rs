@@ -236,6 +236,29 @@ pub struct Rare {
     /// A judge whose answer held no readable verdict: the problem, fed back on its repair
     /// attempt. Set once per window, like `fan_out_repair`.
     pub verdict_repair: Option<String>,
+    /// The running attempt's job on a cluster (`worker.submitting`, `worker.submitted`):
+    /// what a restarted daemon follows again. Cleared when the attempt ends.
+    pub job: Option<RemoteJob>,
+    /// A candidate (issue 36) that completed: the checks it failed (empty: it passed).
+    pub failed_checks: Vec<String>,
+    /// A selector (issue 36): the candidate chosen and why.
+    pub choice: Option<super::candidates::Choice>,
+}
+
+/// A remote attempt's job, as journaled: submitted (`id`) or about to be (`None`: a daemon
+/// that died in between looks it up by `name`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RemoteJob {
+    pub attempt: u32,
+    /// The name crew gave the job, unique per attempt.
+    pub name: String,
+    /// The attempt's staging directory.
+    pub staging: String,
+    /// Minted by the daemon for the attempt: a worker's record without it is refused.
+    pub token: String,
+    /// The cluster's id for the job, once submitted.
+    pub id: Option<u64>,
 }
 
 impl Rare {
@@ -253,6 +276,9 @@ impl Rare {
             && self.fan_out_repair.is_none()
             && self.verdict.is_none()
             && self.verdict_repair.is_none()
+            && self.job.is_none()
+            && self.failed_checks.is_empty()
+            && self.choice.is_none()
     }
 }
 
@@ -270,6 +296,9 @@ static NO_RARE: Rare = Rare {
     fan_out_repair: None,
     verdict: None,
     verdict_repair: None,
+    job: None,
+    failed_checks: Vec::new(),
+    choice: None,
 };
 
 impl TaskState {
@@ -335,6 +364,21 @@ impl TaskState {
     }
     pub fn verdict_repair(&self) -> Option<&str> {
         self.rare().verdict_repair.as_deref()
+    }
+    /// The running attempt's job on a cluster, as journaled.
+    pub fn job(&self) -> Option<&RemoteJob> {
+        self.rare()
+            .job
+            .as_ref()
+            .filter(|j| j.attempt == self.attempts)
+    }
+    /// A completed candidate's failing checks (issue 36).
+    pub fn failed_checks(&self) -> &[String] {
+        &self.rare().failed_checks
+    }
+    /// A selector's choice (issue 36).
+    pub fn choice(&self) -> Option<&super::candidates::Choice> {
+        self.rare().choice.as_ref()
     }
 
     /// Change the usually empty fields; their box is made when needed and dropped once they

@@ -185,7 +185,9 @@ fn claude_effort(level: &str) -> Option<&'static str> {
 
 pub(super) fn policy_gaps(tools: &[String]) -> Vec<String> {
     if tools.iter().any(|t| t == "bash") && !super::edits_files(tools) {
-        vec!["claude: the role may run Bash, and Claude Code cannot keep Bash from changing files; only its edit and write tools are withheld".into()]
+        // Such a role (a verifier, a reviewer) runs commands to check the work and is not
+        // meant to edit: say that, not that it "may write".
+        vec!["claude: a role that runs commands to check the work but is not meant to edit: Claude Code withholds its edit and write tools, but cannot keep Bash from changing files".into()]
     } else {
         Vec::new()
     }

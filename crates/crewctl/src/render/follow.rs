@@ -368,6 +368,34 @@ impl Follow {
                     t.note = None;
                     vec![Change::Requeued(i)]
                 }
+                // A step chose among its candidates (issue 36): its row ends with the choice,
+                // and a line says which and why.
+                "task.candidate_chosen" => {
+                    t.status = TaskStatus::Completed;
+                    t.finished = time.or(t.started);
+                    if let Some(end) = d.get("end") {
+                        t.end_attempt(end);
+                    }
+                    let choice = d.get("choice");
+                    let field = |k: &str| {
+                        choice
+                            .and_then(|c| c.get(k))
+                            .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string))
+                            .unwrap_or_default()
+                    };
+                    t.note = Some(format!("chose {} ({})", field("index"), field("by")));
+                    t.commit = TaskChange::of(d);
+                    let text = e.message.clone().unwrap_or_else(|| {
+                        format!("{task_id}: chose {} ({})", field("candidate"), field("by"))
+                    });
+                    vec![
+                        Change::Finished(i),
+                        Change::Note {
+                            tone: Tone::Accent,
+                            text: format!("{task_id}: {}", cut(&text, 200)),
+                        },
+                    ]
+                }
                 "task.steered" => {
                     let msg = str_of("message").unwrap_or_default();
                     let how = str_of("delivered").unwrap_or_else(|| "?".into());
@@ -509,7 +537,9 @@ pub fn task_done(view: &View, t: &TaskState, id_width: usize) -> String {
         } else {
             tone
         };
-        parts.push(view.p(tone, cut(n, 200)));
+        // One line: a failed check's headline, not the failing lines under it.
+        let head = n.lines().find(|l| !l.trim().is_empty()).unwrap_or_default();
+        parts.push(view.p(tone, cut(head, 200)));
     }
     let _ = write!(s, "  {}", parts.join(" · "));
     s
@@ -682,13 +712,33 @@ pub fn final_summary(view: &View, s: &StatusResult) -> String {
     }
     let mut out = format!("{line}\n");
     if let Some(reason) = &r.reason {
-        let _ = writeln!(out, "  {} {reason}", view.p(Tone::Dim, "reason:"));
+        let mut lines = reason_summary(reason).into_iter();
+        let first = lines.next().unwrap_or_default();
+        let _ = writeln!(out, "  {} {first}", view.p(Tone::Dim, "reason:"));
+        for l in lines {
+            let _ = writeln!(out, "  {l}");
+        }
     }
     for hint in hints(s) {
         let _ = writeln!(out, "  {}", view.p(Tone::Dim, hint));
     }
     out
 }
+
+/// Lines of a reason shown under a stopped run: up to its first blank line, at most
+/// [`REASON_LINES`]. A failed verification's reason leads with the command, its last
+/// meaningful line and the lines that say what failed; the raw tail after the blank line is
+/// for the agent's next attempt, and the whole output is one command away (see [`hints`]).
+pub fn reason_summary(reason: &str) -> Vec<&str> {
+    reason
+        .lines()
+        .take_while(|l| !l.trim().is_empty())
+        .take(REASON_LINES)
+        .collect()
+}
+
+/// Lines of a run's reason shown, at most.
+const REASON_LINES: usize = 10;
 
 /// What the user can do next with a stopped run. Runs are named by the random part of their
 /// id, tasks by their own id wherever one is known.
@@ -719,10 +769,15 @@ pub fn hints(s: &StatusResult) -> Vec<String> {
                 .or_else(|| first(TaskStatus::NeedsAttention))
                 .or_else(|| first(TaskStatus::Cancelled));
             match task {
-                Some(t) => v.push(format!(
-                    "details: crewctl status {id} · logs: crewctl logs {id} {}",
-                    t.id
-                )),
+                Some(t) => {
+                    v.push(format!(
+                        "details: crewctl status {id} · logs: crewctl logs {id} {}",
+                        t.id
+                    ));
+                    if let Some(a) = failed_check_output(t) {
+                        v.push(format!("whole output: crewctl cat {id} {a}"));
+                    }
+                }
                 None => v.push(format!("details: crewctl status {id}")),
             }
             v.push(format!("continue: crewctl resume {id}"));
@@ -747,6 +802,23 @@ pub fn hints(s: &StatusResult) -> Vec<String> {
         ));
     }
     v
+}
+
+/// The kept output of the verification command a task's last attempt failed on.
+fn failed_check_output(t: &TaskView) -> Option<&str> {
+    if !t
+        .error
+        .as_deref()
+        .is_some_and(|e| e.starts_with("verification failed"))
+    {
+        return None;
+    }
+    let attempt = format!(".attempt-{}.", t.attempts);
+    t.artifacts
+        .iter()
+        .rev()
+        .map(|a| a.name.as_str())
+        .find(|n| n.starts_with("verify/") && n.contains(&attempt))
 }
 
 /// `02_plan added 3 tasks: dot-case, path-case, changelog` (issue 32: a fan-out was never
@@ -802,6 +874,8 @@ mod tests {
                     depends_on: vec![],
                     model: None,
                     writes: false,
+                    edits: false,
+                    adds_tasks: None,
                     skills: vec![],
                     missing_skills: vec![],
                     pre_step: None,
@@ -1048,6 +1122,34 @@ mod tests {
     }
 
     #[test]
+    fn a_candidate_choice_ends_the_step_s_row_with_a_line() {
+        let mut f = Follow::new("r-1").with_plan(&plan());
+        let mut chosen = ev(
+            11,
+            1,
+            "task.candidate_chosen",
+            Some("02_execute"),
+            json!({"choice": {"index": 2, "candidate": "_cand-02_execute-2", "by": "smallest",
+                              "reason": "candidate 2 is the smallest"}}),
+        );
+        chosen.message =
+            Some("chose _cand-02_execute-2 (smallest): candidate 2 is the smallest".into());
+        let changes = f.apply(&chosen);
+        assert_eq!(changes[0], Change::Finished(1));
+        assert_eq!(
+            changes[1],
+            Change::Note {
+                tone: Tone::Accent,
+                text:
+                    "02_execute: chose _cand-02_execute-2 (smallest): candidate 2 is the smallest"
+                        .into()
+            }
+        );
+        assert_eq!(f.tasks[1].status, TaskStatus::Completed);
+        assert_eq!(f.tasks[1].note.as_deref(), Some("chose 2 (smallest)"));
+    }
+
+    #[test]
     fn running_line_and_waiting() {
         let v = view(100);
         let mut f = Follow::new("r-1").with_plan(&plan());
@@ -1106,6 +1208,51 @@ mod tests {
             h.iter()
                 .any(|l| l.contains("crewctl approve 3f9a1c2e00001111")),
             "{h:?}"
+        );
+    }
+
+    /// Issue 32 (5): a failed check's reason shows its summary (the command, its last
+    /// meaningful line, the failing lines), not the raw tail after the blank line, and the
+    /// whole output is one command away.
+    #[test]
+    fn a_failed_checks_reason_is_its_summary() {
+        let v = view(100);
+        let mut s = crate::render::runs::tests::status_fixture();
+        s.run.status = RunStatus::Failed;
+        let passing: String = (1..=80)
+            .map(|i| format!("test case_{i} ... ok\n"))
+            .collect();
+        let error = format!(
+            "verification failed: `cargo test` exited with 101: error: test failed\n  \
+             test case_81 ... FAILED\n  error: test failed\n\
+             its whole output: verify/02_plan.attempt-1.1.txt\n\n\
+             the end of its output:\n{passing}test case_81 ... FAILED\nerror: test failed\n"
+        );
+        s.run.reason = Some(format!("task 02_plan failed: {error}"));
+        let t = s.tasks.iter_mut().find(|t| t.id == "02_plan").unwrap();
+        t.status = TaskStatus::Failed;
+        t.attempts = 1;
+        t.error = Some(error);
+        t.artifacts.push(crew_api::types::ArtifactInfo {
+            name: "verify/02_plan.attempt-1.1.txt".into(),
+            kind: "verify".into(),
+            task_id: Some("02_plan".into()),
+            bytes: 2000,
+            sha256: String::new(),
+        });
+        let out = final_summary(&v, &s);
+        assert!(!out.contains("... ok"), "{out}");
+        assert!(
+            out.contains(
+                "  reason: task 02_plan failed: verification failed: `cargo test` exited with 101: error: test failed\n    test case_81 ... FAILED\n"
+            ),
+            "{out}"
+        );
+        assert!(
+            out.contains(
+                "whole output: crewctl cat 3f9a1c2e00001111 verify/02_plan.attempt-1.1.txt"
+            ),
+            "{out}"
         );
     }
 

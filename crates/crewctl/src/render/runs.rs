@@ -166,7 +166,17 @@ fn run_header(view: &View, r: &RunView) -> String {
         } else {
             Tone::Warn
         };
-        field("reason", view.p(tone, reason));
+        // A reason's summary (a failed check's command and failing lines), not the raw tail
+        // after it: `crewctl status`'s task table and `logs` carry the rest.
+        let summary = super::follow::reason_summary(reason);
+        let mut lines = summary.iter();
+        field(
+            "reason",
+            view.p(tone, lines.next().copied().unwrap_or_default()),
+        );
+        for l in lines {
+            field("", view.p(tone, *l));
+        }
     }
     out
 }
@@ -258,47 +268,56 @@ fn where_they_run(tasks: &[TaskView], added: &[crew_api::types::AddedTaskView]) 
     out
 }
 
-/// The tasks fan-out steps added, grouped by the task that added them: with a plan approval
-/// pending, these are what `approve` lets start.
+/// The tasks fan-out steps added, grouped by the task that added them, each group a table
+/// whose columns line up (issue 32 item 4): with a plan approval pending, these are what
+/// `approve` lets start.
 fn added_tasks(view: &View, added: &[crew_api::types::AddedTaskView]) -> String {
     let mut out = String::new();
-    let mut by: Option<&str> = None;
+    let mut groups: Vec<(&str, Vec<&crew_api::types::AddedTaskView>)> = Vec::new();
     for t in added {
-        if by != Some(t.added_by.as_str()) {
-            by = Some(t.added_by.as_str());
-            let _ = writeln!(
-                out,
-                "
-added by {}:",
-                t.added_by
-            );
+        match groups.iter_mut().find(|(by, _)| *by == t.added_by) {
+            Some((_, g)) => g.push(t),
+            None => groups.push((t.added_by.as_str(), vec![t])),
         }
-        let mut line = format!(
-            "  {}  {}  {}",
-            t.id,
-            t.role,
-            t.title.as_deref().unwrap_or("")
-        );
-        if !t.scope.is_empty() {
-            let _ = write!(line, "  scope: {}", t.scope.join(", "));
+    }
+    for (by, tasks) in groups {
+        let _ = writeln!(out, "\nadded by {by}:");
+        let mut table = Table::new(vec![
+            Col::new("task"),
+            Col::new("role").drop(3),
+            Col::new("title").cut(12),
+            Col::new("scope").cut(10).drop(2),
+            Col::new("after").cut(8).drop(1),
+            Col::new("verify").cut(10).drop(4),
+            Col::new(""),
+        ]);
+        for t in tasks {
+            let deps: Vec<&str> = t
+                .depends_on
+                .iter()
+                .map(String::as_str)
+                .filter(|d| *d != t.added_by)
+                .collect();
+            let or_dash = |v: String| if v.is_empty() { "-".to_string() } else { v };
+            table.row(vec![
+                Cell::new(&t.id),
+                Cell::new(&t.role),
+                Cell::new(or_dash(t.title.clone().unwrap_or_default())),
+                Cell::new(or_dash(t.scope.join(", "))),
+                Cell::new(or_dash(deps.join(", "))),
+                Cell::new(or_dash(t.verify_commands.join("; "))),
+                if t.awaiting_approval {
+                    table::toned(view, Tone::Warn, "awaiting approval")
+                } else {
+                    Cell::new("")
+                },
+            ]);
         }
-        let deps: Vec<&str> = t
-            .depends_on
-            .iter()
-            .map(String::as_str)
-            .filter(|d| *d != t.added_by)
-            .collect();
-        if !deps.is_empty() {
-            let _ = write!(line, "  after: {}", deps.join(", "));
+        // Indented under its heading: two columns less to fit in.
+        let layout = table.layout(view.width.map(|w| usize::from(w).saturating_sub(2)));
+        for line in table.render_with(view, &layout).lines() {
+            let _ = writeln!(out, "  {line}");
         }
-        if !t.verify_commands.is_empty() {
-            let _ = write!(line, "  verify: {}", t.verify_commands.join("; "));
-        }
-        if t.awaiting_approval {
-            let _ = write!(line, "  {}", view.p(Tone::Warn, "awaiting approval"));
-        }
-        out.push_str(&line);
-        out.push('\n');
     }
     out
 }
@@ -354,13 +373,30 @@ fn task_table(view: &View, tasks: &[TaskView], approval_pending: bool) -> String
     let room = layout.widths.get(NOTE_COL).copied().flatten().unwrap_or(0);
     for task in tasks.iter().filter(|_| view.width.is_some()) {
         let Some(e) = &task.error else { continue };
-        if table::width_of(&cut(e, 120)) <= room {
+        if table::width_of(&cut(&summary_text(e), 120)) <= room {
             continue;
         }
         let (mark, tone) = marks::task(task.status);
-        let _ = writeln!(out, "{} {}: {}", view.p(tone, mark), task.id, cut(e, 1000));
+        let mut lines = super::follow::reason_summary(e).into_iter();
+        let first = lines.next().unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "{} {}: {}",
+            view.p(tone, mark),
+            task.id,
+            cut(first, 1000)
+        );
+        for l in lines {
+            let _ = writeln!(out, "  {}", cut(l, 1000));
+        }
     }
     out
+}
+
+/// An error as one cell: its summary (a failed check's headline and failing lines), never the
+/// raw output tail kept after it for the agent.
+fn summary_text(e: &str) -> String {
+    super::follow::reason_summary(e).join(" ")
 }
 
 /// A queued task whose dependencies all completed: with a plan approval pending, it is the one
@@ -384,7 +420,7 @@ fn note_cell(view: &View, task: &TaskView, awaiting_approval: bool) -> Cell {
         } else {
             Tone::Warn
         };
-        return table::toned(view, tone, view.cut(e, 120));
+        return table::toned(view, tone, view.cut(&summary_text(e), 120));
     }
     if let Some(q) = &task.question {
         return table::toned(view, Tone::Warn, format!("asks: {}", view.cut(q, 100)));
@@ -489,7 +525,9 @@ pub fn plan(view: &View, p: &PlanResult) -> String {
         Col::new("role"),
         Col::new("agent").drop(1),
         Col::new("depends on").cut(10),
-        Col::new("writes"),
+        // Roles meant to change files; a verifier or reviewer that runs commands is not one
+        // (issue 32 item 6).
+        Col::new("edits"),
     ];
     if with_model {
         cols.push(Col::new("model").cut(10).drop(3));
@@ -501,7 +539,12 @@ pub fn plan(view: &View, p: &PlanResult) -> String {
     let mut t = Table::new(cols);
     for task in &p.tasks {
         let mut row = vec![
-            Cell::new(&task.id),
+            // A fan-out step is marked where it is; the line under the table says what it does.
+            if task.adds_tasks.is_some() {
+                table::toned(view, Tone::Accent, format!("{} +", task.id))
+            } else {
+                Cell::new(&task.id)
+            },
             Cell::new(&task.step_id),
             Cell::new(&task.role),
             Cell::new(&task.agent),
@@ -510,7 +553,7 @@ pub fn plan(view: &View, p: &PlanResult) -> String {
             } else {
                 task.depends_on.join(", ")
             }),
-            if task.writes {
+            if task.edits {
                 table::toned(view, Tone::Warn, "yes")
             } else {
                 Cell::new("")
@@ -541,6 +584,7 @@ pub fn plan(view: &View, p: &PlanResult) -> String {
         t.row(row);
     }
     out.push_str(&t.render(view));
+    out.push_str(&fan_out_steps(view, &p.tasks));
     out.push_str(&checks(
         view,
         p.tasks.iter().map(|t| Checks {
@@ -553,6 +597,43 @@ pub fn plan(view: &View, p: &PlanResult) -> String {
     if !p.diagnostics.is_empty() {
         out.push('\n');
         out.push_str(&diag::lines(view, &p.diagnostics));
+    }
+    out
+}
+
+/// Under the plan's table, one line per fan-out step (marked `+` in it): how many tasks its
+/// answer may add and which tasks wait for them (issue 32 item 4).
+fn fan_out_steps(view: &View, tasks: &[crew_api::types::PlannedTaskView]) -> String {
+    let mut out = String::new();
+    for t in tasks {
+        let Some(max) = t.adds_tasks else { continue };
+        let after: Vec<&str> = tasks
+            .iter()
+            .filter(|d| d.depends_on.contains(&t.id))
+            .map(|d| d.id.as_str())
+            .collect();
+        let wait = if after.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; {} wait{} for them",
+                after.join(", "),
+                if after.len() == 1 { "s" } else { "" }
+            )
+        };
+        let text = format!(
+            "{} is a fan-out step: its answer adds up to {max} tasks to the run{wait}",
+            t.id
+        );
+        let room = view
+            .width
+            .map_or(usize::MAX, |w| usize::from(w).saturating_sub(2));
+        let _ = writeln!(
+            out,
+            "{} {}",
+            view.p(Tone::Accent, "+"),
+            view.cut(&text, room)
+        );
     }
     out
 }
@@ -641,6 +722,7 @@ pub(crate) mod tests {
 
     fn task(id: &str, role: &str, status: TaskStatus, deps: &[&str]) -> TaskView {
         TaskView {
+            candidates: None,
             id: id.into(),
             step_id: id.split_once('_').map(|(_, s)| s).unwrap_or(id).into(),
             role: role.into(),
@@ -791,7 +873,7 @@ pub(crate) mod tests {
             awaiting_approval: true,
             verify_commands: vec![],
         };
-        s.added_tasks = vec![added("a", &[]), added("b", &["a"])];
+        s.added_tasks = vec![added("a", &[]), added("b-longer", &["a"])];
         let out = status(&view(120), &s);
         assert!(out.contains("added by 02_plan:"), "{out}");
         let line = |id: &str| {
@@ -799,10 +881,20 @@ pub(crate) mod tests {
                 .find(|l| l.starts_with(&format!("  {id}  ")))
                 .unwrap_or_default()
         };
-        assert!(line("a").contains("do a  scope: src/a/**"), "{out}");
+        assert!(line("a").contains("src/a/**"), "{out}");
         assert!(line("a").contains("awaiting approval"), "{out}");
-        assert!(!line("a").contains("after:"), "{out}");
-        assert!(line("b").contains("after: a"), "{out}");
+        // One table: every column starts where its header does, in every row (ids and
+        // titles of different lengths).
+        let header = out
+            .lines()
+            .find(|l| l.starts_with("  task "))
+            .unwrap_or_default();
+        let at = header.find("scope").unwrap();
+        assert_eq!(line("a").get(at..at + 8), Some("src/a/**"), "{out}");
+        assert_eq!(line("b-longer").get(at..at + 8), Some("src/b-lo"), "{out}");
+        let at = header.find("after").unwrap();
+        assert_eq!(line("a").get(at..at + 2), Some("- "), "{out}");
+        assert_eq!(line("b-longer").get(at..at + 2), Some("a "), "{out}");
     }
 
     #[test]
@@ -940,6 +1032,8 @@ pub(crate) mod tests {
                     depends_on: vec![],
                     model: None,
                     writes: false,
+                    edits: false,
+                    adds_tasks: None,
                     skills: vec![],
                     missing_skills: vec![],
                     pre_step: None,
@@ -954,6 +1048,8 @@ pub(crate) mod tests {
                     depends_on: vec!["01_explore".into()],
                     model: Some("anthropic/claude-sonnet-4-5".into()),
                     writes: false,
+                    edits: false,
+                    adds_tasks: Some(16),
                     skills: vec!["delegation-patterns".into(), "house-style".into()],
                     missing_skills: vec!["house-style".into()],
                     pre_step: None,
@@ -968,6 +1064,8 @@ pub(crate) mod tests {
                     depends_on: vec!["02_plan".into()],
                     model: None,
                     writes: true,
+                    edits: true,
+                    adds_tasks: None,
                     skills: vec![],
                     missing_skills: vec![],
                     pre_step: None,
@@ -982,6 +1080,8 @@ pub(crate) mod tests {
                     depends_on: vec!["02_plan".into(), "03_execute".into()],
                     model: None,
                     writes: false,
+                    edits: false,
+                    adds_tasks: None,
                     skills: vec![],
                     missing_skills: vec![],
                     pre_step: None,

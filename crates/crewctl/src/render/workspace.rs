@@ -69,6 +69,54 @@ pub fn lines(view: &View, ws: &RunWorkspaceView) -> String {
     out
 }
 
+/// What `crewctl diff <run> <task> --candidate k` says before the patch: the candidate's
+/// checks and the step's choice (issue 36). Plain lines: `outln` escapes them for a terminal.
+pub fn candidate_lines(tasks: &[crew_api::types::TaskView], task: &str, k: u32) -> Vec<String> {
+    let mut out = Vec::new();
+    let cand = tasks.iter().find(|t| {
+        t.candidates
+            .as_ref()
+            .is_some_and(|c| c.of.as_deref() == Some(task) && c.index == Some(k))
+    });
+    if let Some(t) = cand {
+        let c = t.candidates.as_ref();
+        let runtime = c
+            .and_then(|c| c.runtime.as_deref())
+            .map(|r| format!(", {r}"))
+            .unwrap_or_default();
+        let model = t
+            .model
+            .as_deref()
+            .map(|m| format!(" {m}"))
+            .unwrap_or_default();
+        out.push(format!(
+            "candidate {k} of {task} ({}{runtime}{model}): {}",
+            t.id,
+            t.status.as_str()
+        ));
+        let failed = c.map(|c| c.failed_checks.as_slice()).unwrap_or_default();
+        if failed.is_empty() && t.status.as_str() == "completed" {
+            out.push("  checks: passed".into());
+        }
+        for f in failed {
+            out.push(format!("  failed: {}", f.lines().next().unwrap_or("")));
+        }
+    }
+    let choice = tasks
+        .iter()
+        .find(|t| t.id == task)
+        .and_then(|t| t.candidates.as_ref()?.choice.as_ref());
+    match choice {
+        Some(ch) if ch.index == k => out.push(format!("  chosen ({}): {}", ch.by, ch.reason)),
+        Some(ch) => out.push(format!(
+            "  not chosen: candidate {} was ({}): {}",
+            ch.index, ch.by, ch.reason
+        )),
+        None => out.push("  no choice made yet".into()),
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -108,5 +156,55 @@ mod tests {
             assert_fits(&lines(&view(w), &ws), w);
         }
         insta::assert_snapshot!(at_80_and_160(|v| lines(v, &ws)));
+    }
+
+    #[test]
+    fn a_candidate_s_lines_say_its_checks_and_the_choice() {
+        use crew_api::types::{CandidatesView, ChoiceView, TaskView};
+        let task = |id: &str, c: CandidatesView| -> TaskView {
+            serde_json::from_value::<TaskView>(serde_json::json!({
+                "id": id, "stepId": "s", "role": "r", "agent": "a", "dependsOn": [],
+                "status": "completed", "attempts": 1,
+                "usage": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "cost": 0.0, "turns": 1},
+                "progress": {"turns": 1, "tokens": 0}, "artifacts": []
+            }))
+            .map(|mut t| {
+                t.candidates = Some(c);
+                t
+            })
+            .unwrap()
+        };
+        let tasks = vec![
+            task(
+                "_cand-01_b-1",
+                CandidatesView {
+                    of: Some("01_b".into()),
+                    index: Some(1),
+                    failed_checks: vec!["`test -f ok.txt` exited with 1: \nmore".into()],
+                    ..Default::default()
+                },
+            ),
+            task(
+                "01_b",
+                CandidatesView {
+                    select: Some("smallest".into()),
+                    choice: Some(ChoiceView {
+                        index: 2,
+                        candidate: "_cand-01_b-2".into(),
+                        by: "smallest".into(),
+                        reason: "the smallest".into(),
+                    }),
+                    ..Default::default()
+                },
+            ),
+        ];
+        assert_eq!(
+            candidate_lines(&tasks, "01_b", 1),
+            [
+                "candidate 1 of 01_b (_cand-01_b-1): completed",
+                "  failed: `test -f ok.txt` exited with 1: ",
+                "  not chosen: candidate 2 was (smallest): the smallest",
+            ]
+        );
     }
 }

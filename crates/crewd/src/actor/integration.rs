@@ -21,7 +21,10 @@ pub fn integrate_ready(core: &mut Core, touched: &BTreeSet<String>) {
         if run.status != RunStatus::Running
             || run.integration.is_some()
             || core.integrating.contains(id)
-            || !run.tasks.iter().all(|t| t.status == TaskStatus::Completed)
+            || !run.tasks.iter().all(|t| {
+                // A candidate set aside by its selector's choice is no part of the result.
+                t.status == TaskStatus::Completed || crew_core::run::candidates::set_aside(t)
+            })
         {
             continue;
         }

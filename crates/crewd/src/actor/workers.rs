@@ -5,8 +5,10 @@ use super::Actor;
 use super::Core;
 use crate::attempt::{AttemptKey, AttemptSpec, Port, Report, WorkerCtl};
 use crate::executor;
+use crate::placement::LedgerError;
 use crew_core::run::{AttemptResult, RetryPolicy, TaskStatus};
 use crew_core::usage::Usage;
+use futures::future::BoxFuture;
 use std::sync::Arc;
 use tokio::sync::mpsc;
 
@@ -67,7 +69,14 @@ pub fn dispatch(core: &mut Core, now: chrono::DateTime<chrono::Utc>) {
         let rt = tokio::runtime::Handle::current();
         core.after_commit(move |res| match res {
             Ok(()) => {
-                rt.spawn(executor::run_attempt(shared, Arc::new(actor), spec, rx));
+                let actor = Arc::new(actor);
+                rt.spawn(executor::run_attempt(
+                    shared,
+                    actor.clone(),
+                    actor,
+                    spec,
+                    rx,
+                ));
             }
             // `task.started` is applied but not durable: no worker may run for it. The attempt
             // ends as a retryable failure, so the task does not stay `running` with nothing
@@ -140,7 +149,14 @@ pub fn reattach(core: &mut Core, run_id: &str, task_id: &str) {
     let shared = core.shared.clone();
     let rt = tokio::runtime::Handle::current();
     core.after_commit(move |_| {
-        rt.spawn(executor::run_attempt(shared, Arc::new(actor), spec, rx));
+        let actor = Arc::new(actor);
+        rt.spawn(executor::run_attempt(
+            shared,
+            actor.clone(),
+            actor,
+            spec,
+            rx,
+        ));
     });
 }
 
@@ -160,15 +176,13 @@ fn attempt_spec(
     let task = run
         .task(task_id)
         .ok_or_else(|| format!("run {run_id} has no task {task_id}"))?;
-    let runtime = core
-        .shared
-        .config
-        .runtime(&run.spec.runtime)
-        .ok_or_else(|| {
-            format!(
-                "the run's runtime `{}` is not configured in this daemon",
-                run.spec.runtime
-            )
+    // A candidate may run on a runtime of its own (issue 36).
+    let runtime_name = crew_core::run::candidates::runtime_of(&task.plan)
+        .unwrap_or(&run.spec.runtime)
+        .to_string();
+    let runtime =
+        core.shared.config.runtime(&runtime_name).ok_or_else(|| {
+            format!("the runtime `{runtime_name}` is not configured in this daemon")
         })?;
     let deps = task
         .plan
@@ -182,7 +196,7 @@ fn attempt_spec(
         attempt,
         cwd: run.spec.cwd.clone(),
         goal: run.spec.goal.clone(),
-        runtime_name: run.spec.runtime.clone(),
+        runtime_name,
         runtime,
         plan: task.plan.clone(),
         // The model `task.started` named: the task's own, or the fallback it moved on to.
@@ -215,6 +229,8 @@ fn attempt_spec(
             .filter(|_| task.plan.judging.judge)
             .map(|w| w.base.clone()),
         task_verify_commands: run.spec.task_verify_commands.clone(),
+        job: task.job().cloned(),
+        candidates: crew_core::run::candidates::shown(run, task),
     })
 }
 
@@ -251,6 +267,56 @@ impl Port for Actor {
 
     fn finished(&self, report: Report) {
         self.tell(move |core| on_finished(core, report));
+    }
+}
+
+/// A remote attempt journals its job: the answer comes once the event is durable.
+impl crate::placement::JobLedger for Actor {
+    fn submitting(
+        &self,
+        key: &AttemptKey,
+        job: crew_core::run::RemoteJob,
+    ) -> BoxFuture<'static, Result<(), LedgerError>> {
+        let (actor, k) = (self.clone(), key.clone());
+        Box::pin(async move {
+            let emitted = actor.mutate(move |core| {
+                let p = core.state.worker_submitting(
+                    &k.run_id,
+                    &k.task_id,
+                    k.attempt,
+                    job.name,
+                    job.staging,
+                    job.token,
+                );
+                Ok(p.map(|p| core.emit(p)).is_some())
+            });
+            ledger_answer(emitted.await)
+        })
+    }
+
+    fn submitted(
+        &self,
+        key: &AttemptKey,
+        job_id: u64,
+    ) -> BoxFuture<'static, Result<(), LedgerError>> {
+        let (actor, k) = (self.clone(), key.clone());
+        Box::pin(async move {
+            let emitted = actor.mutate(move |core| {
+                let p = core
+                    .state
+                    .worker_submitted(&k.run_id, &k.task_id, k.attempt, job_id);
+                Ok(p.map(|p| core.emit(p)).is_some())
+            });
+            ledger_answer(emitted.await)
+        })
+    }
+}
+
+fn ledger_answer(r: Result<bool, crew_api::ApiError>) -> Result<(), LedgerError> {
+    match r {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(LedgerError::Refused),
+        Err(e) => Err(LedgerError::Storage(e.message)),
     }
 }
 

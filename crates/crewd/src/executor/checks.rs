@@ -17,24 +17,17 @@
 //! - **Scope**: in worktree mode the result commit may touch only the task's scope; other
 //!   paths make it need attention, naming them, or (policy `warn`) a `task.warning`.
 
-use super::{blocking, env, human, process, verify};
+use super::{blocking, env, process, verify};
 use crate::attempt::{AttemptSpec, Port, WorkerCtl};
 use crate::shared::Shared;
-use crew_core::checks::{ScopePolicy, VerifyOutcome, VERIFY_FAILED};
+use crew_core::checks::ScopePolicy;
 use crew_core::run::AttemptResult;
 use std::path::Path;
 use std::time::Duration;
 use tokio::sync::mpsc;
 
-/// Characters of a command's output in `task.completed` and in the retry's feedback.
-const EVENT_TAIL: usize = 2000;
 /// Paths named in a scope violation, at most.
 const PATHS_SHOWN: usize = 20;
-
-fn char_tail(s: &str, n: usize) -> String {
-    let count = s.chars().count();
-    s.chars().skip(count.saturating_sub(n)).collect()
-}
 
 /// The guard applies to this task: it may edit files and nothing allows it to change nothing.
 fn guarded(shared: &Shared, spec: &AttemptSpec) -> bool {
@@ -60,6 +53,41 @@ fn attention(result: AttemptResult, reason: String) -> AttemptResult {
             artifacts,
             reason,
         },
+        other => other,
+    }
+}
+
+/// A candidate (issue 36) is not failed by a check: it completes, its commit kept, with the
+/// failed check recorded as a failing outcome, and its selector leaves it out. Any other task
+/// needs attention.
+fn ruled_out(
+    spec: &AttemptSpec,
+    result: AttemptResult,
+    check: &str,
+    reason: String,
+) -> AttemptResult {
+    if crew_core::run::candidates::candidate_of(&spec.plan).is_none() {
+        return attention(result, reason);
+    }
+    match result {
+        AttemptResult::Completed {
+            usage,
+            model,
+            artifacts,
+            reused_from,
+            commit,
+            mut verification,
+        } => {
+            verification.push(verify::failed_check(check, reason));
+            AttemptResult::Completed {
+                usage,
+                model,
+                artifacts,
+                reused_from,
+                commit,
+                verification,
+            }
+        }
         other => other,
     }
 }
@@ -122,7 +150,8 @@ pub async fn worktree_after(
     };
     if !c.changed() {
         return if guarded(shared, spec) && reused_from.is_none() {
-            attention(result, no_change_reason(spec))
+            let reason = no_change_reason(spec);
+            ruled_out(spec, result, "(no-change guard)", reason)
         } else {
             result
         };
@@ -190,7 +219,7 @@ pub async fn worktree_after(
                 "{message}. Its commit is on {}; resume to run it again, or widen the step's scope",
                 c.branch
             );
-            attention(result, reason)
+            ruled_out(spec, result, "(scope)", reason)
         }
         ScopePolicy::Warn => {
             port.warning(&spec.key(), "scope".into(), message);
@@ -216,6 +245,23 @@ pub fn task_env(
     )
 }
 
+/// The task's verification: the step's own (integration) checks, else the project's per-task
+/// checks on a task that can edit (fan-out and fix tasks included).
+pub fn verify_commands(shared: &Shared, spec: &AttemptSpec) -> Option<crew_core::checks::Verify> {
+    match &spec.plan.checks.verify {
+        Some(v) => Some(v.clone()),
+        None if !spec.task_verify_commands.is_empty()
+            && crew_core::verdict::can_edit(&spec.plan.tools) =>
+        {
+            Some(crew_core::checks::Verify {
+                commands: spec.task_verify_commands.clone(),
+                retries: Some(shared.config.verify_retries),
+            })
+        }
+        None => None,
+    }
+}
+
 /// Run the task's verification commands after a completed attempt.
 pub async fn verify(
     shared: &Shared,
@@ -223,33 +269,12 @@ pub async fn verify(
     result: AttemptResult,
     ctl: &mut mpsc::UnboundedReceiver<WorkerCtl>,
 ) -> AttemptResult {
-    // The step's own (integration) checks, else the project's per-task checks on a task
-    // that can edit (fan-out and fix tasks included).
-    let task_checks;
-    let v = match &spec.plan.checks.verify {
-        Some(v) => v,
-        None if !spec.task_verify_commands.is_empty()
-            && crew_core::verdict::can_edit(&spec.plan.tools) =>
-        {
-            task_checks = crew_core::checks::Verify {
-                commands: spec.task_verify_commands.clone(),
-                retries: Some(shared.config.verify_retries),
-            };
-            &task_checks
-        }
-        None => return result,
-    };
-    let AttemptResult::Completed {
-        usage,
-        model,
-        mut artifacts,
-        reused_from,
-        commit,
-        ..
-    } = result
-    else {
+    let Some(v) = verify_commands(shared, spec) else {
         return result;
     };
+    if !matches!(result, AttemptResult::Completed { .. }) {
+        return result;
+    }
     let cfg = &shared.config;
     let env = task_env(shared, spec);
     let limits = verify::Limits {
@@ -257,106 +282,58 @@ pub async fn verify(
         grace: Duration::from_millis(cfg.kill_grace_ms),
         output_bytes: usize::try_from(cfg.verify_output_bytes).unwrap_or(usize::MAX),
     };
-    let mut outcomes: Vec<VerifyOutcome> = Vec::new();
-    let mut failure: Option<String> = None;
-    let cwd = Path::new(&spec.cwd);
-    for (k, command) in v.commands.iter().enumerate() {
-        tracing::info!(command = %command, "verification command");
-        let ran = match super::sandbox::command_box(shared, spec) {
-            Err(e) => Err(std::io::Error::other(e)),
-            Ok(boxed) => {
-                let launcher = super::contain::Contained {
-                    boxed,
-                    reaper: false,
-                };
-                verify::run(command, cwd, &env, &limits, &launcher, ctl).await
-            }
-        };
-        let ran = match ran {
-            Ok(r) => r,
-            Err(e) => {
-                failure = Some(format!("cannot run verification command `{command}`: {e}"));
-                break;
-            }
-        };
-        if ran.stopped {
+    let launcher = || -> Result<Box<dyn crew_attempt::spawn::Launcher>, String> {
+        let boxed = super::sandbox::command_box(shared, spec)?;
+        Ok(Box::new(super::contain::Contained {
+            boxed,
+            reaper: false,
+        }))
+    };
+    let checked = verify::run_all(
+        &v.commands,
+        Path::new(&spec.cwd),
+        &env,
+        &limits,
+        &launcher,
+        ctl,
+        &spec.run_dir,
+        &spec.key(),
+    )
+    .await;
+    if !checked.stopped {
+        if let Err(e) = blocking(|| crate::artifacts::make_durable(&spec.run_dir)) {
+            let (usage, model) = match &result {
+                AttemptResult::Completed { usage, model, .. } => (*usage, model.clone()),
+                _ => Default::default(),
+            };
             return AttemptResult::Failed {
                 usage,
                 model,
-                artifacts,
-                error: "stopped while verifying".into(),
-                retryable: false,
-                reason: crew_core::run::FailReason::Cancelled.into(),
+                artifacts: Vec::new(),
+                error: format!("cannot make the task's files durable: {e}"),
+                retryable: true,
+                reason: crew_core::run::FailReason::Storage.into(),
             };
         }
-        let name = format!(
-            "verify/{}.attempt-{}.{}.txt",
-            spec.task_id,
-            spec.attempt,
-            k + 1
-        );
-        let ended = match (ran.timed_out, ran.exit_code) {
-            (true, _) => format!("timed out after {}", human(limits.timeout)),
-            (false, Some(c)) => format!("exited with {c}"),
-            (false, None) => "was killed by a signal".to_string(),
-        };
-        let text = format!(
-            "$ {command}\n{}\n[{ended} after {}; {} bytes of output]\n",
-            ran.output.trim_end(),
-            human(ran.duration),
-            ran.output_bytes
-        );
-        match blocking(|| crate::artifacts::put(&spec.run_dir, &name, "verify", text.as_bytes())) {
-            Ok(a) => artifacts.push(a),
-            Err(e) => tracing::warn!(error = %e, "cannot keep a verification command's output"),
-        }
-        let outcome = VerifyOutcome {
-            command: command.clone(),
-            exit_code: ran.exit_code,
-            timed_out: ran.timed_out,
-            duration_ms: u64::try_from(ran.duration.as_millis()).unwrap_or(u64::MAX),
-            tail: char_tail(&ran.output, EVENT_TAIL),
-            output_bytes: ran.output_bytes,
-            artifact: name,
-        };
-        let passed = outcome.passed();
-        if !passed {
-            failure = Some(format!(
-                "verification failed: `{command}` {ended}; the end of its output:\n{}",
-                outcome.tail.trim_end()
-            ));
-        }
-        outcomes.push(outcome);
-        if !passed {
-            break;
+    }
+    // A candidate's failing command rules it out rather than failing it (issue 36); with
+    // `verifyRetries` on its step it is retried as any task while retries remain, which the
+    // core decides, so only the default (no retries) completes here.
+    let mut checked = checked;
+    let candidate_completes = crew_core::run::candidates::candidate_of(&spec.plan).is_some()
+        && v.retries.unwrap_or(0) == 0;
+    if candidate_completes && !checked.stopped {
+        if let Some(error) = checked.failure.take() {
+            if checked
+                .outcomes
+                .iter()
+                .all(crew_core::checks::VerifyOutcome::passed)
+            {
+                checked
+                    .outcomes
+                    .push(verify::failed_check("(verification)", error));
+            }
         }
     }
-    if let Err(e) = blocking(|| crate::artifacts::make_durable(&spec.run_dir)) {
-        return AttemptResult::Failed {
-            usage,
-            model,
-            artifacts: Vec::new(),
-            error: format!("cannot make the task's files durable: {e}"),
-            retryable: true,
-            reason: crew_core::run::FailReason::Storage.into(),
-        };
-    }
-    match failure {
-        None => AttemptResult::Completed {
-            usage,
-            model,
-            artifacts,
-            reused_from,
-            commit,
-            verification: outcomes,
-        },
-        Some(error) => AttemptResult::Failed {
-            usage,
-            model,
-            artifacts,
-            error,
-            retryable: true,
-            reason: VERIFY_FAILED.into(),
-        },
-    }
+    verify::settle(result, checked)
 }

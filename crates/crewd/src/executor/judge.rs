@@ -10,6 +10,10 @@ pub fn prompt_section(spec: &AttemptSpec) -> Option<String> {
     if !spec.plan.judging.judge {
         return None;
     }
+    // A judging selector chooses among candidates (issue 36).
+    if let Some(section) = crate::candidates::prompt_section(spec) {
+        return Some(section);
+    }
     let range = spec.judge_base.as_deref().map(|b| (b, "HEAD"));
     Some(crew_core::verdict::prompt_section(
         range,

@@ -4,7 +4,7 @@
 //! here from the task's `AttemptSpec` and the daemon's config.
 
 mod answer;
-mod checks;
+pub(crate) mod checks;
 pub mod contain;
 mod judge;
 mod pre_step;
@@ -14,7 +14,7 @@ mod session;
 
 pub(crate) use crew_attempt::fault;
 pub use crew_attempt::process;
-use crew_attempt::{blocking, env, human, verify};
+use crew_attempt::{blocking, env, verify};
 
 use crate::artifacts;
 use crate::attempt::{AttemptSpec, Port, Report, Resume, WorkerCtl};
@@ -96,6 +96,7 @@ pub(crate) fn render_prompt(spec: &AttemptSpec, pre_step: Option<&str>) -> std::
 pub async fn run_attempt(
     shared: Arc<Shared>,
     port: Arc<dyn Port>,
+    ledger: Arc<dyn crate::placement::JobLedger>,
     spec: AttemptSpec,
     mut ctl: mpsc::UnboundedReceiver<WorkerCtl>,
 ) {
@@ -117,20 +118,22 @@ pub async fn run_attempt(
                     Ok(prepared) => {
                         spec.cwd = prepared.cwd.to_string_lossy().into_owned();
                         let r = match spec.runtime.placement {
+                            // Verified in the worktree, before its result is committed.
                             crate::placement::Placement::Local => {
-                                attempt(&shared, &port, &spec, &mut ctl).await
+                                let r = attempt(&shared, &port, &spec, &mut ctl).await;
+                                checks::verify(&shared, &spec, r, &mut ctl).await
                             }
-                            // The agent runs on a cluster node; its result lands in this worktree.
+                            // The agent runs on a cluster node, and the task's checks after it
+                            // there, before the worker commits; its result lands in this
+                            // worktree.
                             crate::placement::Placement::Slurm => {
                                 let start = prepared.start.clone();
                                 crate::placement::slurm::attempt(
-                                    &shared, &port, &spec, &start, &mut ctl,
+                                    &shared, &port, &ledger, &spec, &start, &mut ctl,
                                 )
                                 .await
                             }
                         };
-                        // Verified in the worktree, before its result is committed.
-                        let r = checks::verify(&shared, &spec, r, &mut ctl).await;
                         let r = crate::workspace::finish_attempt(
                             &shared,
                             &ws,
@@ -469,7 +472,7 @@ fn worker_box(
 }
 
 /// What the worker process needs, from the task's spec and the daemon's config.
-fn worker_spec(
+pub(crate) fn worker_spec(
     cfg: &crate::config::Config,
     spec: &AttemptSpec,
     prompt: &str,

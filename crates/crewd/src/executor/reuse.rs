@@ -39,6 +39,10 @@ pub(super) async fn fingerprint_for(spec: &AttemptSpec, prompt: &str) -> Option<
     if let Some(effort) = &spec.plan.effort {
         settings.push_str(&format!(" effort={effort:?}"));
     }
+    // N candidates of one runtime and model are N results, not one (issue 36).
+    if let Some((_, index)) = crew_core::run::candidates::candidate_of(&spec.plan) {
+        settings.push_str(&format!(" candidate={index}"));
+    }
     Some(results::fingerprint(&[
         spec.runtime_name.as_str(),
         program.as_str(),

@@ -9,7 +9,9 @@
 use serde::Deserialize;
 
 use crate::actor::Core;
-use crew_core::run::Start;
+use crate::attempt::AttemptKey;
+use crew_core::run::{RemoteJob, Start};
+use futures::future::BoxFuture;
 
 pub mod slurm;
 
@@ -47,6 +49,34 @@ pub fn check_workspace(
     ))
 }
 
+/// Why a remote job could not be journaled.
+#[derive(Debug, thiserror::Error)]
+pub enum LedgerError {
+    /// The attempt is no longer the task's running one (cancelled, ended): nothing was
+    /// journaled, and no job may run for it.
+    #[error("the attempt is no longer running")]
+    Refused,
+    /// The journal could not make the event durable (it may hold it in memory).
+    #[error("{0}")]
+    Storage(String),
+}
+
+/// How a remote attempt journals its job (`worker.submitting`, then `worker.submitted`): each
+/// call resolves once its event is durable, so the attempt submits only after its intent is on
+/// disk. The actor implements it; the placement never sees the actor.
+pub trait JobLedger: Send + Sync {
+    fn submitting(
+        &self,
+        key: &AttemptKey,
+        job: RemoteJob,
+    ) -> BoxFuture<'static, Result<(), LedgerError>>;
+    fn submitted(
+        &self,
+        key: &AttemptKey,
+        job_id: u64,
+    ) -> BoxFuture<'static, Result<(), LedgerError>>;
+}
+
 /// Pick the tasks to start now: runs on a local runtime share `max_workers`, runs on a Slurm
 /// runtime share `[slurm].max_workers` (a cluster takes more than the machine).
 pub fn dispatch(core: &mut Core, now: chrono::DateTime<chrono::Utc>) -> Vec<Start> {
@@ -67,8 +97,9 @@ pub fn dispatch(core: &mut Core, now: chrono::DateTime<chrono::Utc>) -> Vec<Star
         .dispatch_pooled(now, &[cfg.max_workers, slurm.max_workers], &pool)
 }
 
-/// Running tasks of Slurm runtimes whose current attempt has a submission record: their job
-/// may be running (or may have ended) without the daemon. (run id, task id).
+/// Running tasks of Slurm runtimes whose current attempt has a journaled job (submitted, or
+/// about to be when the daemon died): it may be running (or may have ended) without the
+/// daemon. (run id, task id).
 pub fn remote_attempts(core: &Core) -> Vec<(String, String)> {
     let cfg = &core.shared.config;
     let mut out = Vec::new();
@@ -83,14 +114,8 @@ pub fn remote_attempts(core: &Core) -> Vec<(String, String)> {
         if !slurm {
             continue;
         }
-        let Ok(safe) = crew_core::ids::SafeId::new(id) else {
-            continue;
-        };
-        let run_dir = core.shared.run_dir(&safe);
         for t in &run.tasks {
-            if t.status == crew_core::run::TaskStatus::Running
-                && slurm::submission_exists(&run_dir, &t.plan.id, t.attempts)
-            {
+            if t.status == crew_core::run::TaskStatus::Running && t.job().is_some() {
                 out.push((id.clone(), t.plan.id.to_string()));
             }
         }

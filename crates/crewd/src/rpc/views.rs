@@ -63,6 +63,8 @@ pub fn planned(t: &crew_core::plan::PlannedTask, model: Option<&str>) -> api::Pl
         depends_on: t.depends_on.iter().map(ToString::to_string).collect(),
         model: model.map(str::to_string).or_else(|| t.model.clone()),
         writes: t.writes,
+        edits: crew_core::stream::edits_files(&t.tools),
+        adds_tasks: t.expands.as_ref().map(|e| e.max_tasks),
         skills: t.skills.iter().map(|s| s.name.clone()).collect(),
         missing_skills: t
             .skills
@@ -136,7 +138,34 @@ pub fn task(t: &TaskState) -> api::TaskView {
         verify_commands: verify_commands(&t.plan),
         verdict: t.verdict().map(verdict),
         fixes: t.plan.judging.fixes.as_ref().map(ToString::to_string),
+        candidates: candidates(t),
     }
+}
+
+/// A task's part in candidates (issue 36), if any.
+fn candidates(t: &TaskState) -> Option<api::CandidatesView> {
+    use crew_core::run::candidates as c;
+    if let Some((of, index)) = c::candidate_of(&t.plan) {
+        return Some(api::CandidatesView {
+            of: Some(of.to_string()),
+            index: Some(index),
+            runtime: c::runtime_of(&t.plan).map(str::to_string),
+            failed_checks: t.failed_checks().to_vec(),
+            ..Default::default()
+        });
+    }
+    let (select, members, _) = c::selector(&t.plan)?;
+    Some(api::CandidatesView {
+        select: Some(select.as_str().to_string()),
+        members: members.iter().map(ToString::to_string).collect(),
+        choice: t.choice().map(|ch| api::ChoiceView {
+            index: ch.index,
+            candidate: ch.candidate.clone(),
+            by: ch.by.clone(),
+            reason: ch.reason.clone(),
+        }),
+        ..Default::default()
+    })
 }
 
 pub fn verdict(v: &crew_core::verdict::Verdict) -> api::VerdictView {

@@ -39,6 +39,13 @@ pub fn pi_daemon(pi: &std::path::Path, base_url: &str, model: &str, price: (f64,
         config,
         env: vec![],
     });
+    pi_models(&d, base_url, model, price);
+    d
+}
+
+/// pi's custom provider `stub` at `base_url` serving `model` at `price`, in
+/// `$HOME/.pi/agent/models.json` of the daemon's HOME (which its workers see).
+pub fn pi_models(d: &Daemon, base_url: &str, model: &str, price: (f64, f64)) {
     let models = json!({"providers": {"stub": {
         "baseUrl": base_url,
         "api": "openai-completions",
@@ -50,5 +57,4 @@ pub fn pi_daemon(pi: &std::path::Path, base_url: &str, model: &str, price: (f64,
     let dir = d.home.join(".pi/agent");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("models.json"), models.to_string()).unwrap();
-    d
 }

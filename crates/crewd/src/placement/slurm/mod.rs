@@ -9,14 +9,14 @@
 //! and shows them to admins.
 //!
 //! Durable submission: before submitting, the attempt's intent (token, job name, staging
-//! directory) is written to the run's directory and synced; after, the job id. A crewd killed
-//! anywhere in between finds, on recovery, either the job id or no job of that name in Slurm,
-//! so a job is neither lost nor submitted twice (`submission.rs`).
+//! directory) is journaled (`worker.submitting`, durable before the submit); after, the job id
+//! (`worker.submitted`). A crewd killed anywhere in between finds, on recovery, either the job
+//! id or the intent in its state, and with the intent alone either a job of that name in Slurm
+//! or none, so a job is neither lost nor submitted twice (`supervise::submit_or_attach`).
 
 pub mod client;
 pub mod config;
 pub mod state;
-mod submission;
 mod supervise;
 
 pub use config::{SlurmConfig, SlurmResources};
@@ -35,9 +35,4 @@ pub fn client(cfg: &SlurmConfig) -> Arc<client::Client> {
 /// The job name crew gives an attempt: how recovery finds a job whose id was not recorded.
 pub fn job_name(run_id: &str, task_id: &str, attempt: u32) -> String {
     format!("crew-{run_id}-{task_id}-{attempt}")
-}
-
-/// Whether the attempt got as far as its submission record (intent or job id).
-pub fn submission_exists(run_dir: &std::path::Path, task_id: &str, attempt: u32) -> bool {
-    submission::path(run_dir, task_id, attempt).exists()
 }

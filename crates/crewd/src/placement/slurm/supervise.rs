@@ -2,22 +2,20 @@
 
 use super::client::{Client, JobRequest, SlurmError};
 use super::state::{phase, Phase};
-use super::submission::{self, Submission};
 use super::SlurmConfig;
-use crate::attempt::{AttemptSpec, Port, WorkerCtl};
+use crate::attempt::{AttemptKey, AttemptSpec, Port, WorkerCtl};
+use crate::placement::{JobLedger, LedgerError};
 use crate::shared::Shared;
+use crew_core::run::RemoteJob;
 use crew_core::run::{ArtifactRef, AttemptResult};
-use crew_core::stream::{self, LaunchSpec, StreamParser, WorkerEvent};
 use crew_core::usage::Usage;
-use crew_staging::{Launch, Staging};
+use crew_staging::{Launch, Note, Staging};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 use tokio::sync::mpsc;
 
-/// Transcripts keep at most this much, as local ones.
-const TRANSCRIPT_MAX: usize = 16 << 20;
 /// Slurm unreachable this long in a row ends the attempt (retryable); the job is left to run
 /// out its time limit or be found again by recovery.
 const UNREACHABLE_FOR: Duration = Duration::from_secs(300);
@@ -45,6 +43,7 @@ fn failed(
 pub async fn attempt(
     shared: &Arc<Shared>,
     port: &Arc<dyn Port>,
+    ledger: &Arc<dyn JobLedger>,
     spec: &AttemptSpec,
     start: &str,
     ctl: &mut mpsc::UnboundedReceiver<WorkerCtl>,
@@ -66,19 +65,43 @@ pub async fn attempt(
         Ok(s) => s,
         Err(e) => return failed(artifacts, e, true, "staging"),
     };
-    let job_id =
-        match submit_or_attach(&client, &cfg, spec, &staged.token, &staged.staging.dir).await {
-            Ok(id) => id,
-            Err(e) => {
-                let retryable = e.is_transient();
-                return failed(
-                    artifacts,
-                    format!("cannot submit the Slurm job: {e}"),
-                    retryable,
-                    "slurm_submit",
-                );
-            }
-        };
+    let job_id = match submit_or_attach(
+        &client,
+        &cfg,
+        ledger,
+        spec,
+        &staged.token,
+        &staged.staging.dir,
+    )
+    .await
+    {
+        Ok(id) => id,
+        Err(SubmitError::Slurm(e)) => {
+            let retryable = e.is_transient();
+            return failed(
+                artifacts,
+                format!("cannot submit the Slurm job: {e}"),
+                retryable,
+                "slurm_submit",
+            );
+        }
+        Err(SubmitError::Ledger(LedgerError::Refused)) => {
+            return failed(
+                artifacts,
+                "the attempt ended before its Slurm job was submitted".into(),
+                false,
+                "cancelled",
+            )
+        }
+        Err(SubmitError::Ledger(LedgerError::Storage(e))) => {
+            return failed(
+                artifacts,
+                format!("cannot journal the Slurm job: {e}"),
+                true,
+                "storage",
+            )
+        }
+    };
     tracing::info!(job_id, staging = %staged.staging.dir.display(), "Slurm job submitted");
     let mut result = follow(
         shared,
@@ -112,14 +135,10 @@ pub async fn attempt(
 struct Staged {
     staging: Staging,
     token: String,
-    parser: Box<dyn StreamParser>,
-    rpc: bool,
-    /// stdin batches written so far (the live start is the first).
-    stdin_batches: u64,
 }
 
-/// The staging directory: input bundle, prompt files, launch, environment. Written again on
-/// re-attach only where missing (the worker may be reading it).
+/// The staging directory: input bundle, prompt, the attempt's `WorkerSpec`, launch and
+/// environment. Written again on re-attach only where missing (the worker may be reading it).
 async fn stage(
     shared: &Arc<Shared>,
     cfg: &SlurmConfig,
@@ -127,53 +146,35 @@ async fn stage(
     start: &str,
     artifacts: &mut Vec<ArtifactRef>,
 ) -> Result<Staged, String> {
-    let staging = Staging::new(
-        cfg.staging_dir
+    let earlier = spec.job.as_ref();
+    // Where the journal says, on re-attach (the config's directory may have changed since).
+    let staging = Staging::new(match earlier {
+        Some(j) => PathBuf::from(&j.staging),
+        None => cfg
+            .staging_dir
             .join(&spec.run_id)
             .join(format!("{}.attempt-{}", spec.task_id, spec.attempt)),
-    );
-    let earlier = submission::read(&spec.run_dir, &spec.task_id, spec.attempt);
+    });
+    let prompt_name = format!("prompts/{}.md", spec.task_id);
     let prompt = {
         let spec_prompt = blocking(|| crate::executor::render_prompt(spec, None))
             .map_err(|e| format!("cannot render the prompt: {e}"))?;
-        let name = format!("prompts/{}.md", spec.task_id);
         let a = blocking(|| {
-            crate::artifacts::put(&spec.run_dir, &name, "prompt", spec_prompt.as_bytes())
+            crate::artifacts::put(
+                &spec.run_dir,
+                &prompt_name,
+                "prompt",
+                spec_prompt.as_bytes(),
+            )
         })
         .map_err(|e| format!("cannot write the prompt: {e}"))?;
         artifacts.push(a);
         spec_prompt
     };
-    let rpc = spec.runtime.rpc();
-    let launch_spec = LaunchSpec {
-        command: spec.runtime.command.argv(),
-        prompt: prompt.clone(),
-        prompt_file: stream::prompt_through_file(
-            spec.runtime.adapter,
-            &prompt,
-            spec.runtime.prompt_via,
-        )
-        .then(|| "{staging}/prompt.md".to_string()),
-        system_prompt: spec.plan.system_prompt.to_string(),
-        system_prompt_mode: spec.plan.system_prompt_mode,
-        system_prompt_file: Some("{staging}/system.md".into()),
-        model: spec.model.clone(),
-        thinking: spec.plan.thinking.clone(),
-        tools: spec.plan.tools.to_vec(),
-        rpc,
-        prompt_via: spec.runtime.prompt_via,
-        effort: spec.plan.effort.clone(),
-        fallback_models: spec.fallback_models.clone(),
-        // Skills as files and the ask tool need paths on the node: not yet (README).
-        skill_dirs: Vec::new(),
-        session: Default::default(),
-        cwd: "{workdir}".into(),
-    };
-    let launch = stream::build_launch(spec.runtime.adapter, &launch_spec);
-    let mut parser = stream::attempt_parser(spec.runtime.adapter, &launch_spec, None);
-    let first = parser.live_start(&prompt);
-    let token = match &earlier {
-        Some(s) => s.token.clone(),
+    // The attempt as a local one would run it; the node puts its own paths in.
+    let worker = crate::executor::worker_spec(&shared.config, spec, &prompt, false);
+    let token = match earlier {
+        Some(j) => j.token.clone(),
         None => format!("{:032x}", rand::random::<u128>()),
     };
     let record = Launch {
@@ -183,35 +184,34 @@ async fn stage(
         task_id: spec.task_id.clone(),
         attempt: spec.attempt,
         start: start.to_string(),
-        argv: launch.argv.clone(),
-        stdin: match &launch.stdin {
-            stream::StdinFrom::Null => crew_staging::Stdin::Null,
-            stream::StdinFrom::Pipe => crew_staging::Stdin::Pipe,
-            stream::StdinFrom::File(_) => crew_staging::Stdin::File("prompt.md".into()),
-        },
         commit: spec.plan.writes,
         message: format!("crew: {} ({})", spec.task_id, spec.plan.role),
+        checks: crew_staging::Checks {
+            commands: crate::executor::checks::verify_commands(shared, spec)
+                .map(|v| v.commands)
+                .unwrap_or_default(),
+            timeout_ms: shared.config.verify_timeout_ms,
+            grace_ms: shared.config.kill_grace_ms,
+            output_bytes: shared.config.verify_output_bytes,
+        },
     };
-    // The worker's environment: the daemon's through the allowlist, the runtime's own
-    // variables, the adapter's. Without crew's process tags: a remote worker is not this
-    // daemon's process, and recovery must not take it for one.
+    // The worker's environment: the daemon's through the allowlist and the runtime's own
+    // variables (the node's attempt crate adds the adapter's). Without crew's process tags: a
+    // remote worker is not this daemon's process, and recovery must not take it for one.
     let mut extra = shared.config.env_passthrough.clone();
     extra.extend(spec.runtime.env.iter().cloned());
-    let mut env: crew_staging::Env =
-        crew_core::worker_env::filter(std::env::vars_os(), &extra, &[])
-            .into_iter()
-            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
-            .collect();
-    env.extend(launch.env.iter().cloned());
-    let system = spec.plan.system_prompt.to_string();
+    let env: crew_staging::Env = crew_core::worker_env::filter(std::env::vars_os(), &extra, &[])
+        .into_iter()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .collect();
     let dir = staging.clone();
     let cwd = spec.cwd.clone();
     let fresh = earlier.is_none();
-    let first_lines = first.clone();
     blocking(move || -> Result<(), String> {
         let e = |what: &str, err: &dyn std::fmt::Display| format!("{what}: {err}");
         if fresh {
-            // A directory of an attempt that never got submitted: start it over.
+            // A directory of an attempt whose job was never journaled, so never submitted
+            // (the intent comes first): start it over.
             let _ = std::fs::remove_dir_all(&dir.dir);
         }
         dir.create()
@@ -219,27 +219,19 @@ async fn stage(
         if !dir.launch().exists() {
             bundle(&cwd, &dir.input_bundle())
                 .map_err(|x| e("cannot bundle the start commit", &x))?;
-            crew_staging::write_atomic(&dir.prompt(), prompt.as_bytes(), 0o600)
+            let prompts = dir.dir.join("prompts");
+            std::fs::create_dir_all(&prompts).map_err(|x| e("prompts", &x))?;
+            crew_staging::write_atomic(&dir.dir.join(&prompt_name), prompt.as_bytes(), 0o600)
                 .map_err(|x| e("prompt", &x))?;
-            crew_staging::write_atomic(&dir.system_prompt(), system.as_bytes(), 0o600)
-                .map_err(|x| e("system prompt", &x))?;
+            crew_staging::write_json(&dir.worker(), &worker, 0o600)
+                .map_err(|x| e("worker spec", &x))?;
             crew_staging::write_json(&dir.env(), &env, 0o600).map_err(|x| e("environment", &x))?;
-            if !first_lines.is_empty() {
-                dir.put_stdin(1, &first_lines).map_err(|x| e("stdin", &x))?;
-            }
             // Last: a launch means the directory is complete.
             crew_staging::write_json(&dir.launch(), &record, 0o600).map_err(|x| e("launch", &x))?;
         }
         Ok(())
     })?;
-    let stdin_batches = if first.is_empty() { 0 } else { 1 };
-    Ok(Staged {
-        staging,
-        token,
-        parser,
-        rpc,
-        stdin_batches,
-    })
+    Ok(Staged { staging, token })
 }
 
 /// `git bundle create OUT HEAD` in the task's worktree: the start commit and its history.
@@ -260,51 +252,59 @@ fn bundle(worktree: &str, out: &Path) -> std::io::Result<()> {
     std::fs::rename(tmp, out)
 }
 
-/// The job for this attempt: the recorded one, else one of its name (a crewd killed between
-/// submit and recording the id), else a new submission recorded before and after.
+/// Why an attempt got no job.
+enum SubmitError {
+    Slurm(SlurmError),
+    Ledger(LedgerError),
+}
+
+impl From<SlurmError> for SubmitError {
+    fn from(e: SlurmError) -> Self {
+        SubmitError::Slurm(e)
+    }
+}
+
+/// The job for this attempt: the journaled one; else, when the journal holds only the intent
+/// (a daemon killed between submitting and journaling the id), the one of its name; else a new
+/// submission, its intent durable before it and its id journaled after.
 async fn submit_or_attach(
     client: &Client,
     cfg: &SlurmConfig,
+    ledger: &Arc<dyn JobLedger>,
     spec: &AttemptSpec,
     token: &str,
     staging: &Path,
-) -> Result<u64, SlurmError> {
+) -> Result<u64, SubmitError> {
     let name = super::job_name(&spec.run_id, &spec.task_id, spec.attempt);
-    let io = |e: std::io::Error| SlurmError::Answer {
-        path: "submission record".into(),
-        message: e.to_string(),
-    };
-    let earlier = submission::read(&spec.run_dir, &spec.task_id, spec.attempt);
-    if let Some(s) = &earlier {
-        if let Some(id) = s.job_id {
+    let key = spec.key();
+    match &spec.job {
+        Some(RemoteJob { id: Some(id), .. }) => {
             tracing::info!(job_id = id, "re-attached to the attempt's Slurm job");
-            return Ok(id);
+            return Ok(*id);
         }
-        if let Some(j) = client
-            .jobs_named(&name)
-            .await?
-            .into_iter()
-            .max_by_key(|j| j.job_id)
-        {
-            tracing::info!(job_id = j.job_id, "found the attempt's Slurm job by name");
-            let record = Submission {
-                job_id: Some(j.job_id),
-                ..s.clone()
+        Some(_) => {
+            let found = client.jobs_named(&name).await?;
+            if let Some(j) = found.into_iter().max_by_key(|j| j.job_id) {
+                tracing::info!(job_id = j.job_id, "found the attempt's Slurm job by name");
+                record_id(client, ledger, &key, j.job_id).await?;
+                return Ok(j.job_id);
+            }
+            // The intent is journaled and Slurm has no job of its name: never submitted.
+        }
+        None => {
+            let intent = RemoteJob {
+                attempt: spec.attempt,
+                name: name.clone(),
+                staging: staging.display().to_string(),
+                token: token.to_string(),
+                id: None,
             };
-            blocking(|| submission::write(&spec.run_dir, &spec.task_id, spec.attempt, &record))
-                .map_err(io)?;
-            return Ok(j.job_id);
+            ledger
+                .submitting(&key, intent)
+                .await
+                .map_err(SubmitError::Ledger)?;
         }
     }
-    // Intent first: from here on a crash leaves a record recovery looks the name up by.
-    let mut record = Submission {
-        token: token.to_string(),
-        job_name: name.clone(),
-        staging: staging.to_path_buf(),
-        job_id: None,
-    };
-    blocking(|| submission::write(&spec.run_dir, &spec.task_id, spec.attempt, &record))
-        .map_err(io)?;
     let worker = cfg.worker.clone().unwrap_or_else(worker_path);
     let dir = staging.display().to_string();
     let req = JobRequest {
@@ -323,12 +323,37 @@ async fn submit_or_attach(
             .chain([("CREW_STAGING".to_string(), dir.clone())])
             .collect(),
     };
-    crate::executor::fault::hit("slurm-submit").map_err(io)?;
+    let fault =
+        |e: std::io::Error| SubmitError::Ledger(LedgerError::Storage(format!("injected: {e}")));
+    crate::executor::fault::hit("slurm-submit").map_err(fault)?;
     let id = client.submit(&req).await?;
-    record.job_id = Some(id);
-    blocking(|| submission::write(&spec.run_dir, &spec.task_id, spec.attempt, &record))
-        .map_err(io)?;
+    // Tests kill the daemon here: submitted, the id not journaled.
+    crate::executor::fault::hit("slurm-submitted").map_err(fault)?;
+    record_id(client, ledger, &key, id).await?;
     Ok(id)
+}
+
+/// Journal the job's id. A refusal means the attempt ended meanwhile (cancelled): its job
+/// goes too. A journal that cannot write keeps the event in memory; the job is followed.
+async fn record_id(
+    client: &Client,
+    ledger: &Arc<dyn JobLedger>,
+    key: &crate::attempt::AttemptKey,
+    id: u64,
+) -> Result<(), SubmitError> {
+    match ledger.submitted(key, id).await {
+        Ok(()) => Ok(()),
+        Err(LedgerError::Refused) => {
+            if let Err(e) = client.cancel(id).await {
+                tracing::warn!(error = %e, job_id = id, "cannot cancel the Slurm job of an ended attempt");
+            }
+            Err(SubmitError::Ledger(LedgerError::Refused))
+        }
+        Err(LedgerError::Storage(e)) => {
+            tracing::warn!(error = %e, job_id = id, "the Slurm job's id is not durable yet");
+            Ok(())
+        }
+    }
 }
 
 fn sh_quote(s: &str) -> String {
@@ -345,67 +370,48 @@ fn worker_path() -> String {
         .unwrap_or_else(|| "crew-worker".into())
 }
 
-/// The agent's stream as it arrives in the staging directory.
-struct Stream {
-    redactor: crew_core::redact::StreamRedactor,
-    parser: Box<dyn StreamParser>,
-    transcript: Vec<u8>,
-    dropped: u64,
+/// The worker's notes (`notes.jsonl`) as they arrive: what the attempt's port would hear.
+#[derive(Default)]
+struct Notes {
     offset: u64,
     partial: Vec<u8>,
-    rpc: bool,
-    answered: bool,
-    tool: Option<String>,
-    dirty: bool,
+    /// The attempt's usage as last reported (for a failure the worker could not report).
+    usage: Usage,
 }
 
-impl Stream {
-    fn line(&mut self, raw: &str) -> bool {
-        let line = self.redactor.line(raw);
-        if self.transcript.len() + line.len() < TRANSCRIPT_MAX {
-            self.transcript.extend_from_slice(line.as_bytes());
-            self.transcript.push(b'\n');
-        } else {
-            self.dropped += 1;
-        }
-        let before = self.parser.usage();
-        let mut finished = false;
-        for ev in self.parser.feed_line(&line) {
-            match &ev {
-                WorkerEvent::ToolStart { name, .. } => self.tool = Some(name.clone()),
-                WorkerEvent::ToolEnd { .. } => self.tool = None,
-                _ => {}
-            }
-            if (self.rpc && matches!(ev, WorkerEvent::Finished)) || (!self.rpc && ev.is_final()) {
-                finished = true;
-            }
-        }
-        self.dirty |= self.parser.usage() != before;
-        finished
-    }
-
-    /// Read what the worker appended since the last look; true when the agent's final answer
-    /// came with it.
-    async fn read_new(&mut self, path: &Path) -> bool {
+impl Notes {
+    /// Read what the worker appended since the last look and pass it on.
+    async fn read_new(&mut self, path: &Path, port: &Arc<dyn Port>, key: &AttemptKey) {
         let Ok(mut f) = tokio::fs::File::open(path).await else {
-            return false;
+            return;
         };
         if f.seek(std::io::SeekFrom::Start(self.offset)).await.is_err() {
-            return false;
+            return;
         }
         let mut buf = Vec::new();
         let Ok(n) = f.take(8 << 20).read_to_end(&mut buf).await else {
-            return false;
+            return;
         };
         self.offset += n as u64;
         self.partial.extend_from_slice(&buf);
-        let mut finished = false;
         while let Some(i) = self.partial.iter().position(|b| *b == b'\n') {
             let line: Vec<u8> = self.partial.drain(..=i).collect();
-            let text = String::from_utf8_lossy(&line[..line.len() - 1]).into_owned();
-            finished |= self.line(text.trim_end_matches('\r'));
+            // A line crew-worker did not write (or a layout it does not share) is skipped.
+            let Ok(note) = serde_json::from_slice::<Note>(&line) else {
+                continue;
+            };
+            match note {
+                Note::Spawned { pid, live } => {
+                    tracing::info!(pid, live, "the agent started on the node")
+                }
+                Note::Progress { usage, tool } => {
+                    self.usage = usage;
+                    port.progress(key, usage, tool.map(|t| bound(&t)));
+                }
+                Note::Warning { tool, message } => port.warning(key, bound(&tool), bound(&message)),
+                Note::Answered => port.answered(key),
+            }
         }
-        finished
     }
 }
 
@@ -421,25 +427,23 @@ async fn follow(
     ctl: &mut mpsc::UnboundedReceiver<WorkerCtl>,
     artifacts: &mut Vec<ArtifactRef>,
 ) -> AttemptResult {
-    let Staged {
-        staging,
-        token,
-        parser,
-        rpc,
-        mut stdin_batches,
-    } = staged;
-    let mut out = Stream {
-        redactor: Default::default(),
-        parser,
-        transcript: Vec::new(),
-        dropped: 0,
-        offset: 0,
-        partial: Vec::new(),
-        rpc,
-        answered: false,
-        tool: None,
-        dirty: false,
-    };
+    let Staged { staging, token } = staged;
+    let key = spec.key();
+    let mut notes = Notes::default();
+    // Control messages written so far (a re-attached attempt goes on after the earlier ones).
+    let mut ctl_sent = blocking(|| {
+        std::fs::read_dir(staging.ctl_dir())
+            .map(|rd| {
+                rd.filter_map(|e| e.ok()?.file_name().into_string().ok())
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default()
+    });
+    let mut ctl_n = crew_staging::ctl_after(&ctl_sent, 0)
+        .last()
+        .copied()
+        .unwrap_or(0);
+    ctl_sent.clear();
     let poll = Duration::from_millis(cfg.poll_ms);
     let mut stopped: Option<String> = None;
     let mut cancel_at: Option<tokio::time::Instant> = None;
@@ -458,10 +462,10 @@ async fn follow(
                         cancel_at = Some(tokio::time::Instant::now());
                     }
                 }
-                Some(WorkerCtl::Steer(m)) => {
-                    let lines = out.parser.live_steer(&m);
-                    stdin_batches += 1;
-                    if let Err(e) = blocking(|| staging.put_stdin(stdin_batches, &lines)) {
+                Some(WorkerCtl::Steer(text)) => {
+                    ctl_n += 1;
+                    let msg = crew_staging::Ctl::Steer { text };
+                    if let Err(e) = blocking(|| staging.put_ctl(ctl_n, &msg)) {
                         tracing::warn!(error = %e, "cannot hand the steer message to the worker");
                     }
                 }
@@ -469,21 +473,14 @@ async fn follow(
             },
             _ = tokio::time::sleep(poll) => {}
         }
-        if out.read_new(&staging.stdout()).await && out.rpc && !out.answered {
-            out.answered = true;
-            port.answered(&spec.key());
-            let _ = blocking(|| staging.close_stdin());
-        }
-        let replies = out.parser.live_replies();
-        if !replies.is_empty() {
-            stdin_batches += 1;
-            let _ = blocking(|| staging.put_stdin(stdin_batches, &replies));
-        }
-        if out.dirty {
-            out.dirty = false;
-            port.progress(&spec.key(), out.parser.usage(), out.tool.clone());
-        }
+        notes.read_new(&staging.notes(), port, &key).await;
         match client.job(job_id).await {
+            // Slurm forgets an ended job after `MinJobAge` (300 s by default): a job followed
+            // again after a long outage may be gone though its worker finished. Its final
+            // record, with this attempt's token, says so.
+            Ok(None) if matches!(crew_staging::read_final(&staging, &token), Ok(Some(_))) => {
+                break Phase::Ended;
+            }
             Ok(job) => {
                 unreachable_since = None;
                 match phase(job.as_ref()) {
@@ -519,30 +516,25 @@ async fn follow(
             };
         }
     };
-    // What the worker wrote last.
-    out.read_new(&staging.stdout()).await;
-    if !out.partial.is_empty() {
-        let rest = String::from_utf8_lossy(&std::mem::take(&mut out.partial)).into_owned();
-        out.line(&rest);
-    }
-    if out.dropped > 0 {
-        let note = format!(
-            "{{\"type\":\"crew.transcript_truncated\",\"droppedLines\":{}}}\n",
-            out.dropped
-        );
-        out.transcript.extend_from_slice(note.as_bytes());
-    }
-    let name = format!(
-        "transcripts/{}.attempt-{}.jsonl",
-        spec.task_id, spec.attempt
-    );
-    match blocking(|| crate::artifacts::put(&spec.run_dir, &name, "transcript", &out.transcript)) {
-        Ok(a) => artifacts.push(a),
-        Err(e) => tracing::warn!(error = %e, "cannot write the transcript"),
-    }
-    let outcome = out.parser.outcome();
-    let usage = outcome.usage;
-    let model = outcome.model.clone();
+    notes.read_new(&staging.notes(), port, &key).await;
+    // The worker's final record: refused unless it carries this attempt's token.
+    let fin = crew_staging::read_final(&staging, &token);
+    // Its files (transcript, stderr log, result), taken into the run's directory whatever
+    // the end: a cancelled or timed-out worker saved its partial transcript.
+    let (result, usage, model) = match &fin {
+        Ok(Some(f)) => match &f.result {
+            Some(r) => {
+                let (usage, model, named) = parts(r);
+                let run_dir = spec.run_dir.clone();
+                let dir = staging.dir.clone();
+                let named = named.to_vec();
+                artifacts.extend(blocking(move || import(&dir, &run_dir, &named)));
+                (Some(r.clone()), usage, model)
+            }
+            None => (None, notes.usage, None),
+        },
+        _ => (None, notes.usage, None),
+    };
     let named = artifacts.clone();
     let fail = |error: String, retryable: bool, reason: &str| AttemptResult::Failed {
         usage,
@@ -563,7 +555,7 @@ async fn follow(
     {
         return fail(error, retryable, &reason);
     }
-    let fin = match crew_staging::read_final(&staging, &token) {
+    let fin = match fin {
         Ok(Some(f)) => f,
         Ok(None) => {
             return fail(
@@ -580,41 +572,25 @@ async fn follow(
     };
     if let Some(e) = &fin.error {
         return fail(
-            format!("crew-worker on {}: {}", fin.host, bound(e)),
+            format!("crew-worker on {}: {}", bound(&fin.host), bound(e)),
             true,
             "worker",
         );
     }
-    let Some(text) = outcome.final_text.clone() else {
-        if let Some(err) = &outcome.error {
-            let retryable = outcome
-                .retryable
-                .unwrap_or_else(|| stream::is_retryable_message(err));
-            return fail(err.clone(), retryable, "model_error");
-        }
-        let stderr = tail_file(&staging.stderr());
-        return match fin.exit_code {
-            Some(0) => AttemptResult::NoFinalText {
-                usage,
-                model,
-                artifacts: named.clone(),
-            },
-            _ => fail(
-                format!(
-                    "worker on {} exited with {}: {}",
-                    fin.host,
-                    fin.exit_code.map_or_else(
-                        || format!("signal {}", fin.signal.unwrap_or(0)),
-                        |c| c.to_string()
-                    ),
-                    stderr
-                ),
-                true,
-                "exit",
-            ),
-        };
+    let Some(result) = result else {
+        return fail(
+            format!("crew-worker on {} reported no result", bound(&fin.host)),
+            true,
+            "worker",
+        );
     };
-    if let Some(commit) = &fin.result {
+    // The node classified the attempt (`crew_attempt`, as a local one); this side names the
+    // files as they are here and lands the result commit in the task's worktree.
+    let succeeded = matches!(
+        result,
+        AttemptResult::Completed { .. } | AttemptResult::NeedsAttention { .. }
+    );
+    if let (true, Some(commit)) = (succeeded, &fin.commit) {
         if let Err(e) = take_result(shared, &spec.cwd, &staging.result_bundle(), commit).await {
             return fail(
                 format!("cannot take the worker's result commit: {e}"),
@@ -623,19 +599,96 @@ async fn follow(
             );
         }
     }
-    match blocking(|| {
-        crate::executor::finish_result(&spec.run_dir, spec, text.as_bytes(), artifacts)
-    }) {
-        Ok(()) => AttemptResult::Completed {
+    with_artifacts(result, artifacts.clone())
+}
+
+/// Usage, model and named files of a result.
+fn parts(r: &AttemptResult) -> (Usage, Option<String>, &[ArtifactRef]) {
+    match r {
+        AttemptResult::Completed {
             usage,
             model,
-            artifacts: artifacts.clone(),
-            reused_from: None,
-            commit: None,
-            verification: Vec::new(),
-        },
-        Err(e) => fail(format!("cannot write the result: {e}"), false, "storage"),
+            artifacts,
+            ..
+        }
+        | AttemptResult::NoFinalText {
+            usage,
+            model,
+            artifacts,
+        }
+        | AttemptResult::NeedsAttention {
+            usage,
+            model,
+            artifacts,
+            ..
+        }
+        | AttemptResult::Failed {
+            usage,
+            model,
+            artifacts,
+            ..
+        }
+        | AttemptResult::Asked {
+            usage,
+            model,
+            artifacts,
+            ..
+        } => (*usage, model.clone(), artifacts),
     }
+}
+
+/// `r` naming `artifacts` (the files as they are in this run's directory).
+fn with_artifacts(mut r: AttemptResult, named: Vec<ArtifactRef>) -> AttemptResult {
+    match &mut r {
+        AttemptResult::Completed { artifacts, .. }
+        | AttemptResult::NoFinalText { artifacts, .. }
+        | AttemptResult::NeedsAttention { artifacts, .. }
+        | AttemptResult::Failed { artifacts, .. }
+        | AttemptResult::Asked { artifacts, .. } => *artifacts = named,
+    }
+    r
+}
+
+/// The directories of a run a worker's files may land in.
+const IMPORTED: &[&str] = &["transcripts", "logs", "results", "shared", "verify"];
+/// Largest file taken from a worker (a transcript is capped well below it on the node).
+const IMPORT_MAX: u64 = 64 << 20;
+
+/// Copy the files a worker's result names from its staging directory into the run's
+/// directory, each written whole and described afresh. A name outside the run's layout, a
+/// file too large or missing is left out (the worker's directory is not trusted with paths).
+fn import(staging: &Path, run_dir: &Path, named: &[ArtifactRef]) -> Vec<ArtifactRef> {
+    use std::io::Read;
+    let mut out = Vec::new();
+    for a in named {
+        let p = Path::new(&a.name);
+        let mut parts = p.components();
+        let inside = matches!(parts.next(), Some(std::path::Component::Normal(d)) if IMPORTED.iter().any(|x| d == *x))
+            && parts.clone().count() >= 1
+            && parts.all(|c| matches!(c, std::path::Component::Normal(_)));
+        if !inside {
+            tracing::warn!(name = %bound(&a.name), "a worker's file outside the run's layout is not taken");
+            continue;
+        }
+        let mut bytes = Vec::new();
+        let read = std::fs::File::open(staging.join(p))
+            .and_then(|f| f.take(IMPORT_MAX + 1).read_to_end(&mut bytes));
+        match read {
+            Ok(n) if (n as u64) <= IMPORT_MAX => {
+                match crate::artifacts::put(run_dir, &a.name, a.kind.as_str(), &bytes) {
+                    Ok(r) => out.push(r),
+                    Err(e) => {
+                        tracing::warn!(error = %e, name = %a.name, "cannot keep a worker's file")
+                    }
+                }
+            }
+            Ok(_) => {
+                tracing::warn!(name = %a.name, "a worker's file over {IMPORT_MAX} bytes is not taken")
+            }
+            Err(e) => tracing::warn!(error = %e, name = %a.name, "cannot read a worker's file"),
+        }
+    }
+    out
 }
 
 /// The worker's commit, into the task's worktree as uncommitted changes on its start commit:
@@ -696,16 +749,56 @@ fn bound(s: &str) -> String {
     }
 }
 
-/// The end of the worker's stderr file, redacted, for an error message.
-fn tail_file(path: &PathBuf) -> String {
-    let bytes = std::fs::read(path).unwrap_or_default();
-    let start = bytes.len().saturating_sub(2000);
-    bound(String::from_utf8_lossy(&bytes[start..]).trim())
-}
-
 fn blocking<R>(f: impl FnOnce() -> R) -> R {
     match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
         Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(f),
         _ => f(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_workers_files_are_taken_only_inside_the_runs_layout() {
+        let staging = tempfile::tempdir().unwrap();
+        let run = tempfile::tempdir().unwrap();
+        for (name, text) in [
+            ("transcripts/a.attempt-1.jsonl", "{}\n"),
+            ("results/a.txt", "done"),
+            ("secret.txt", "no"),
+        ] {
+            let p = staging.path().join(name);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        }
+        let named = |name: &str, kind: &str| ArtifactRef {
+            name: name.into(),
+            kind: crew_core::run::ArtifactKind::new(kind),
+            bytes: 0,
+            sha256: crew_core::run::Sha256::from_bytes([0; 32]),
+        };
+        let got = import(
+            staging.path(),
+            run.path(),
+            &[
+                named("transcripts/a.attempt-1.jsonl", "transcript"),
+                named("results/a.txt", "result"),
+                named("secret.txt", "result"),
+                named("results/../secret.txt", "result"),
+                named("/etc/passwd", "result"),
+                named("results", "result"),
+                named("results/missing.txt", "result"),
+            ],
+        );
+        let names: Vec<&str> = got.iter().map(|a| a.name.as_str()).collect();
+        assert_eq!(names, ["transcripts/a.attempt-1.jsonl", "results/a.txt"]);
+        assert_eq!(got[1].bytes, 4);
+        assert_eq!(
+            std::fs::read_to_string(run.path().join("results/a.txt")).unwrap(),
+            "done"
+        );
+        assert!(!run.path().join("secret.txt").exists());
     }
 }

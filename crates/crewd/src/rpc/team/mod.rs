@@ -5,6 +5,7 @@
 
 mod bundles;
 mod cleanup;
+mod pick;
 mod read;
 mod runs;
 mod talk;
@@ -175,6 +176,7 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
     register::<TeamCancel, _, _>(m, runs::cancel);
     register::<TeamResume, _, _>(m, runs::resume);
     register::<TeamRetry, _, _>(m, runs::retry);
+    register::<TeamPick, _, _>(m, pick::pick);
     register::<TeamApprove, _, _>(m, runs::approve);
     register::<TeamReject, _, _>(m, runs::reject);
     register::<TeamSteer, _, _>(m, talk::steer);

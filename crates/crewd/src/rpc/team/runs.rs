@@ -27,7 +27,7 @@ pub(super) async fn plan(ctx: Arc<Ctx>, p: P<TeamPlan>) -> Out<TeamPlan> {
             .map(|g| crew_api::types::Diagnostic {
                 path: format!("runtimes.{}", g.runtime),
                 line: None,
-                field: g.agent.as_ref().map(|a| format!("agent {a}")),
+                field: g.field(),
                 severity: crew_api::types::Severity::Warning,
                 message: g.message.clone(),
             })

@@ -14,7 +14,16 @@ pub(super) async fn diff(ctx: Arc<Ctx>, p: P<TeamDiff>) -> Out<TeamDiff> {
         Some(l) if l > 0 => l.min(64 << 20) as usize,
         Some(_) => return Err(ApiError::invalid_params("limit", "must be positive")),
     };
-    let task = p.task_id.clone();
+    let task = match (&p.task_id, p.candidate) {
+        (Some(t), Some(k)) => Some(crate::candidates::candidate_task(t, k)?),
+        (None, Some(_)) => {
+            return Err(ApiError::invalid_params(
+                "candidate",
+                "name the step's task (`taskId`) too",
+            ))
+        }
+        (t, None) => t.clone(),
+    };
     let input = with_run(&ctx, &p.run_id, move |r| diff_input(r, task.as_deref())).await??;
     crate::workspace::diff(&ctx.shared, input, p.stat.unwrap_or(false), limit).await
 }
@@ -29,6 +38,7 @@ pub(super) async fn apply(ctx: Arc<Ctx>, p: P<TeamApply>) -> Out<TeamApply> {
         Ok::<_, ApiError>((ws, i, r.spec.goal.clone()))
     })
     .await??;
+    let (ws_kept, commit) = (ws.clone(), integration.commit.clone());
     let input = crate::workspace::apply::ApplyInput {
         run_id: p.run_id.clone(),
         goal,
@@ -36,7 +46,9 @@ pub(super) async fn apply(ctx: Arc<Ctx>, p: P<TeamApply>) -> Out<TeamApply> {
         integration,
         squash: p.squash.unwrap_or(false),
     };
-    crate::workspace::apply::apply(&ctx.shared, input).await
+    let applied = crate::workspace::apply::apply(&ctx.shared, input).await?;
+    crate::candidates::mark_applied(&ctx.shared, &p.run_id, &ws_kept, &commit).await;
+    Ok(applied)
 }
 
 /// What `team.diff` compares: a task's start and result, or the run's base and integration.
