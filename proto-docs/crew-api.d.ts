@@ -429,6 +429,11 @@ export interface PlannedTaskView {
    */
   preStep?: string | null;
   role: string;
+  /**
+   * `team.plan`: the box the task's agent would run in (`sandbox`); absent: unboxed, or
+   * not a plan.
+   */
+  sandbox?: TaskBox | null;
   /** Paths or globs (relative to the run's cwd) the task may change; absent: any. */
   scope?: string[];
   /**
@@ -825,6 +830,18 @@ export interface SubscriptionNotice {
 
 export interface SummaryResult {
   markdown: string;
+}
+
+/** What a boxed task sees. Paths as they are at plan time; `{run}` stands for the run's id. */
+export interface TaskBox {
+  /** Not there at all (nothing unlisted is there either; these are the ones that matter). */
+  hidden: string[];
+  /** The network is shared; `false`: none at all, loopback included. */
+  network: boolean;
+  /** Seen read-only. */
+  readOnly: string[];
+  /** Writable in the box (`AT (from SOURCE)` for a directory seen in another's place). */
+  writable: string[];
 }
 
 /** What a task changed, as a commit on its branch. */

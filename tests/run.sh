@@ -80,6 +80,7 @@ declare -A HOST=(
   [root]='(package(crewd) & binary(=socket_paths) & test(=a_directory_of_another_user_is_refused)) | (package(crewd) & binary(=systemd) & test(=a_peer_of_another_uid_is_refused_and_logged))'
   [systemd]='package(crewd) & binary(=systemd) & test(/^(unit_files_pass_systemd_analyze_verify|socket_activation_serves_http_and_websocket)$/)'
   [descriptors]='package(crewd) & binary(=ui_gateway) & test(=idle_dashboard_connections_never_take_the_socket_down)'
+  [bubblewrap]='package(crewd) & binary(=sandbox) & not test(=required_without_the_mechanism_refuses_with_a_clear_message)'
 )
 declare -A HOST_HINT=(
   [tmux]='tmux (Debian package `tmux`)'
@@ -88,6 +89,7 @@ declare -A HOST_HINT=(
   [root]='root, with setpriv and curl and a user `nobody`'
   [systemd]='systemd-analyze and systemd-socket-activate (Debian package `systemd`)'
   [descriptors]='prlimit and a hard limit of at least 1356 open files'
+  [bubblewrap]='bubblewrap that can make a box here (Debian package `bubblewrap`, unprivileged user namespaces)'
 )
 host_has() {
   case "$1" in
@@ -108,10 +110,11 @@ host_has() {
       hard=$(ulimit -Hn)
       command -v prlimit > /dev/null && { [ "$hard" = unlimited ] || [ "$hard" -ge 1356 ]; }
       ;;
+    bubblewrap) bwrap --unshare-all --die-with-parent --ro-bind / / /bin/true > /dev/null 2>&1 ;;
   esac
 }
 host_missing=()
-for need in tmux valgrind tmpfs root systemd descriptors; do
+for need in tmux valgrind tmpfs root systemd descriptors bubblewrap; do
   host_has "$need" || host_missing+=("$need")
 done
 

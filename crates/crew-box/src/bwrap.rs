@@ -24,6 +24,9 @@ pub struct BoxSpec {
     pub read_only: Vec<PathBuf>,
     /// Bound writable (skipped when missing).
     pub writable: Vec<PathBuf>,
+    /// Bound at another path in the box: (source, where, writable). An attempt's own object
+    /// directory in place of the repository's, whose objects are then seen elsewhere.
+    pub elsewhere: Vec<(PathBuf, PathBuf, bool)>,
     /// Share the host's network (else a network namespace of its own: no network at all,
     /// loopback included, and no abstract Unix sockets of the host).
     pub network: bool,
@@ -32,16 +35,23 @@ pub struct BoxSpec {
 }
 
 impl BoxSpec {
-    /// What the box shows, for `team.plan`: (writable, read-only) paths as bound.
-    pub fn mounts(&self) -> Vec<(PathBuf, bool)> {
-        let mut all: Vec<(PathBuf, bool)> = SYSTEM
+    /// What the box shows, in the order bound: (where in the box, source, writable).
+    pub fn mounts(&self) -> Vec<(PathBuf, PathBuf, bool)> {
+        let same = |p: &PathBuf, rw: bool| (p.clone(), p.clone(), rw);
+        let mut all: Vec<(PathBuf, PathBuf, bool)> = SYSTEM
             .iter()
-            .map(|p| (PathBuf::from(p), false))
-            .chain(self.read_only.iter().map(|p| (p.clone(), false)))
-            .chain(self.writable.iter().map(|p| (p.clone(), true)))
+            .map(|p| same(&PathBuf::from(p), false))
+            .chain(self.read_only.iter().map(|p| same(p, false)))
+            .chain(self.writable.iter().map(|p| same(p, true)))
+            .chain(
+                self.elsewhere
+                    .iter()
+                    .map(|(src, at, rw)| (at.clone(), src.clone(), *rw)),
+            )
             .collect();
-        // Shallowest first; at one depth read-only before writable (stable for the rest).
-        all.sort_by_key(|(p, rw)| (p.components().count(), *rw));
+        // Shallowest first; at one depth read-only before writable, then a path bound from
+        // elsewhere last (stable for the rest).
+        all.sort_by_key(|(at, src, rw)| (at.components().count(), *rw, at != src));
         all.dedup();
         all
     }
@@ -67,13 +77,13 @@ pub fn argv(bwrap: &Path, spec: &BoxSpec, program: &OsStr, args: &[OsString]) ->
         "--tmpfs".as_ref(),
         "/tmp".as_ref(),
     ]);
-    for (p, rw) in spec.mounts() {
+    for (at, src, rw) in spec.mounts() {
         let flag: &OsStr = if rw {
             "--bind-try".as_ref()
         } else {
             "--ro-bind-try".as_ref()
         };
-        push(&[flag, p.as_os_str(), p.as_os_str()]);
+        push(&[flag, src.as_os_str(), at.as_os_str()]);
     }
     // The box's root (an empty tmpfs holding the mount points) read-only: the directories
     // bwrap made on the way to a bound path are not a place to write either.
@@ -145,6 +155,7 @@ mod tests {
                     writable: vec!["/repo/.crew/wt/a".into(), "/h/.claude".into()],
                     network: true,
                     cwd: "/repo/.crew/wt/a".into(),
+                    ..Default::default()
                 },
                 vec!["agent"],
                 format!(
@@ -153,6 +164,26 @@ mod tests {
                      --ro-bind-try /h/.claude/settings.json /h/.claude/settings.json \
                      --bind-try /repo/.crew/wt/a /repo/.crew/wt/a \
                      --remount-ro / --chdir /repo/.crew/wt/a -- agent"
+                ),
+            ),
+            (
+                // The attempt's own objects in place of the repository's, which are seen
+                // read-only elsewhere (bubblewrap reads every source from the host's tree).
+                BoxSpec {
+                    writable: vec!["/repo/.git".into()],
+                    elsewhere: vec![
+                        ("/s/own".into(), "/repo/.git/objects".into(), true),
+                        ("/repo/.git/objects".into(), "/s/shared".into(), false),
+                    ],
+                    cwd: "/w".into(),
+                    ..Default::default()
+                },
+                vec!["git"],
+                format!(
+                    "{head} {fs} {sys}--ro-bind-try /repo/.git/objects /s/shared \
+                     --bind-try /repo/.git /repo/.git \
+                     --bind-try /s/own /repo/.git/objects \
+                     --remount-ro / --chdir /w -- git"
                 ),
             ),
         ];
@@ -174,8 +205,8 @@ mod tests {
         let ours: Vec<(String, bool)> = spec
             .mounts()
             .into_iter()
-            .filter(|(p, _)| p.starts_with("/a"))
-            .map(|(p, rw)| (p.display().to_string(), rw))
+            .filter(|(p, _, _)| p.starts_with("/a"))
+            .map(|(p, _, rw)| (p.display().to_string(), rw))
             .collect();
         assert_eq!(
             ours,

@@ -25,6 +25,11 @@ pub const EXIT_NOT_STARTED: i32 = 127;
 /// the OS error, `(os error N)`.
 pub const NOT_STARTED: &str = "crew-box: cannot run ";
 pub const EXIT_LIFELINE: i32 = 137;
+/// In `--boxed` mode bubblewrap gets the program's stdout as this fd (its own stdout is
+/// `/dev/null`), and the init inside the box (`--stdout-fd`) puts it back as the program's
+/// stdout: bubblewrap's processes keep their stdio open for the box's whole life but close
+/// every other inherited fd, so a program that closes its stdout is seen to close it.
+pub const STDOUT_FD: i32 = 4;
 
 /// Signals the init handles (blocked, read from its signalfd).
 const FORWARDED: [i32; 4] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT];
@@ -35,18 +40,23 @@ pub struct Args {
     pub lifeline: bool,
     /// Set up, start nothing, exit 0: can this machine give an attempt its namespace?
     pub probe: bool,
+    /// Take the program's stdout from fd [`STDOUT_FD`] (inside a box).
+    pub stdout_fd: bool,
     pub argv: Vec<OsString>,
 }
 
 pub fn parse(args: &[OsString]) -> Result<Args, String> {
     let (mut mode, mut lifeline, mut probe, mut argv) = (None, false, false, None);
+    let mut stdout_fd = false;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.to_str() {
             Some("--pidns") => mode = Some(Mode::PidNs),
             Some("--reaper") => mode = Some(Mode::Reaper),
+            Some("--boxed") => mode = Some(Mode::Boxed),
             Some("--lifeline") => lifeline = true,
             Some("--probe") => probe = true,
+            Some("--stdout-fd") => stdout_fd = true,
             Some("--") => {
                 argv = Some(it.cloned().collect::<Vec<_>>());
                 break;
@@ -54,7 +64,7 @@ pub fn parse(args: &[OsString]) -> Result<Args, String> {
             _ => return Err(format!("unknown argument {a:?}")),
         }
     }
-    let mode = mode.ok_or("--pidns or --reaper is required")?;
+    let mode = mode.ok_or("--pidns, --reaper or --boxed is required")?;
     let argv = argv.unwrap_or_default();
     if argv.is_empty() != probe {
         return Err("give a program after `--`, or `--probe` alone".into());
@@ -63,6 +73,7 @@ pub fn parse(args: &[OsString]) -> Result<Args, String> {
         mode,
         lifeline,
         probe,
+        stdout_fd,
         argv,
     })
 }
@@ -105,6 +116,14 @@ fn handled_signals() -> libc::sigset_t {
 }
 
 fn run(a: &Args) -> i32 {
+    // SAFETY: dup2/close on fd numbers; a bad fd only fails.
+    if a.stdout_fd && unsafe { libc::dup2(STDOUT_FD, 1) } < 0 {
+        eprintln!("crew-box: --stdout-fd without fd {STDOUT_FD}");
+        return EXIT_SETUP;
+    }
+    if a.stdout_fd {
+        unsafe { libc::close(STDOUT_FD) };
+    }
     if a.lifeline {
         // The program must not hold the lifeline (a process that inherited it would not keep
         // crewd's end open, but it has no business reading it either).
@@ -125,7 +144,7 @@ fn run(a: &Args) -> i32 {
         return EXIT_SETUP;
     }
     match a.mode {
-        Mode::Reaper => {
+        Mode::Reaper | Mode::Boxed => {
             // SAFETY: prctl with integer arguments.
             if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
                 eprintln!("crew-box: cannot become a subreaper: {}", last_error());
@@ -134,7 +153,7 @@ fn run(a: &Args) -> i32 {
             if a.probe {
                 return 0;
             }
-            let child = match start(&a.argv) {
+            let child = match start(&a.argv, a.mode == Mode::Boxed) {
                 Ok(p) => p,
                 Err(e) => {
                     eprintln!("{NOT_STARTED}{:?}: {e}", a.argv[0]);
@@ -142,7 +161,7 @@ fn run(a: &Args) -> i32 {
                 }
             };
             quiet_stdio();
-            supervise(sfd, a.lifeline, child, None, Mode::Reaper)
+            supervise(sfd, a.lifeline, child, None, a.mode)
         }
         Mode::PidNs => {
             if let Err(e) = enter_pid_namespace() {
@@ -198,8 +217,11 @@ fn enter_pid_namespace() -> io::Result<()> {
     Ok(())
 }
 
-/// Fork and exec the program with the signal mask cleared.
-fn start(argv: &[OsString]) -> io::Result<i32> {
+/// Fork and exec the program with the signal mask cleared. `boxed` (the program is
+/// bubblewrap): its stdout moved to [`STDOUT_FD`], `/dev/null` in its place, and a process
+/// group of its own, so crewd's SIGTERM to the attempt's group reaches the init (which passes
+/// it into the box) and not bubblewrap, whose death would end the box at once.
+fn start(argv: &[OsString], boxed: bool) -> io::Result<i32> {
     let args: Vec<CString> = argv
         .iter()
         .map(|a| CString::new(a.as_bytes()))
@@ -210,6 +232,7 @@ fn start(argv: &[OsString]) -> io::Result<i32> {
     };
     let mut ptrs: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
     ptrs.push(std::ptr::null());
+    let null = c"/dev/null";
     // An exec failure is told over a CLOEXEC pipe: the child writes errno, a success closes it.
     let mut fds = [0i32; 2];
     // SAFETY: pipe2 fills the array it is given.
@@ -227,6 +250,19 @@ fn start(argv: &[OsString]) -> io::Result<i32> {
             // Rust's runtime ignores SIGPIPE in the init; the program gets the default back
             // (as std's Command does), or `yes | head` prints "Broken pipe".
             libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+            if boxed {
+                let n = libc::open(null.as_ptr(), libc::O_WRONLY);
+                if libc::dup2(1, STDOUT_FD) < 0
+                    || n < 0
+                    || libc::dup2(n, 1) < 0
+                    || libc::setpgid(0, 0) < 0
+                {
+                    let errno = *libc::__errno_location();
+                    libc::write(w, (&errno as *const i32).cast(), 4);
+                    libc::_exit(EXIT_NOT_STARTED);
+                }
+                libc::close(n);
+            }
             // crewd hands a resolved path: exec it as std's Command would (no shell fallback
             // for a file that is not a program); a bare name is looked up in PATH.
             if program.as_bytes().contains(&b'/') {
@@ -308,7 +344,7 @@ fn pid1(sfd: i32, argv: &[OsString], status_w: i32) -> ! {
     if argv.is_empty() {
         report(0);
     }
-    let main = match start(argv) {
+    let main = match start(argv, false) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("{NOT_STARTED}{:?}: {e}", argv[0]);
@@ -424,9 +460,24 @@ fn forward(mode: Mode, child: i32, sig: i32) {
         Mode::PidNs => unsafe {
             libc::kill(child, sig);
         },
-        Mode::Reaper => {
+        Mode::Reaper | Mode::Boxed => {
             let me = std::process::id() as i32;
+            // bubblewrap's own processes die of the signal and take the box with them at
+            // once (its PID 1 dies with its parent): the box's processes get it instead, so a
+            // program that handles SIGTERM still has its grace. The init inside the box
+            // (this binary) is spared too, or it would pass the signal on a second time.
+            let exe = |p: i32| std::fs::read_link(format!("/proc/{p}/exe")).ok();
+            let spare = match mode {
+                Mode::Boxed => [exe(child), exe(me)],
+                _ => [None, None],
+            };
             for p in tree::descendants(&tree::process_table(), me) {
+                if spare.iter().any(Option::is_some) {
+                    let e = exe(p);
+                    if e.is_some() && spare.contains(&e) {
+                        continue;
+                    }
+                }
                 // SAFETY: as above.
                 unsafe { libc::kill(p, sig) };
             }
@@ -442,7 +493,7 @@ fn kill_all(mode: Mode, child: i32) {
         Mode::PidNs => unsafe {
             libc::kill(child, libc::SIGKILL);
         },
-        Mode::Reaper => {
+        Mode::Reaper | Mode::Boxed => {
             let me = std::process::id() as i32;
             // A process may fork while we look: look again until nothing is left (bounded).
             for _ in 0..500 {

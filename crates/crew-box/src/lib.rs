@@ -31,6 +31,10 @@ pub mod tree;
 pub enum Mode {
     PidNs,
     Reaper,
+    /// A reaper whose program is bubblewrap (`bwrap`): as `Reaper`, but signals go to the
+    /// box's processes, not to bubblewrap's own, and the program's stdout reaches the box
+    /// past bubblewrap (`init::STDOUT_FD`) (issue 34).
+    Boxed,
 }
 
 impl Mode {
@@ -38,13 +42,14 @@ impl Mode {
         match self {
             Mode::PidNs => "--pidns",
             Mode::Reaper => "--reaper",
+            Mode::Boxed => "--boxed",
         }
     }
 
     pub fn describe(self) -> &'static str {
         match self {
             Mode::PidNs => "pid-namespace",
-            Mode::Reaper => "process-group+subreaper",
+            Mode::Reaper | Mode::Boxed => "process-group+subreaper",
         }
     }
 }

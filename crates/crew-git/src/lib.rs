@@ -18,6 +18,7 @@
 mod checkout;
 mod error;
 mod markers;
+mod objects;
 mod parse;
 mod refs;
 mod worktrees;

@@ -160,6 +160,73 @@ async fn failures_carry_gits_message_and_timeouts_kill() {
     assert!(matches!(e, crew_git::GitError::Timeout { .. }), "{e}");
 }
 
+/// Issue 34: an attempt's own object directory (the repository's objects its alternates) is
+/// brought in after the attempt; a file named for one object that holds another is not taken
+/// under that name.
+#[tokio::test]
+async fn an_attempts_objects_are_taken_in_by_their_content() {
+    let d = repo();
+    let own = tempfile::tempdir().unwrap();
+    let objects = own.path().join("objects");
+    std::fs::create_dir_all(objects.join("info")).unwrap();
+    let real = d.path().join(".git/objects").canonicalize().unwrap();
+    std::fs::write(
+        objects.join("info/alternates"),
+        format!("{}\n", real.display()),
+    )
+    .unwrap();
+    std::fs::write(d.path().join("b.txt"), "mine\n").unwrap();
+    // A commit made with the attempt's object directory: its objects land there only.
+    let in_own = |args: &[&str]| {
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(d.path())
+            .env("GIT_OBJECT_DIRECTORY", &objects)
+            .env("GIT_INDEX_FILE", own.path().join("index"))
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@t")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@t")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    in_own(&["read-tree", "HEAD"]);
+    in_own(&["add", "b.txt"]);
+    let tree = in_own(&["write-tree"]);
+    let commit = in_own(&["commit-tree", &tree, "-p", "HEAD", "-m", "mine"]);
+    let has = |o: &str| {
+        Command::new("git")
+            .args(["cat-file", "-e", o])
+            .current_dir(d.path())
+            .status()
+            .unwrap()
+            .success()
+    };
+    assert!(!has(&commit), "not in the repository before");
+    // And a forged loose object: the name of a blob nobody wrote, holding another blob.
+    let forged = sh(d.path(), &["hash-object", "--stdin"]); // the empty blob's name
+    let (dir, file) = forged.split_at(2);
+    let other = in_own(&["hash-object", "-w", "b.txt"]);
+    let (odir, ofile) = other.split_at(2);
+    std::fs::create_dir_all(objects.join(dir)).unwrap();
+    std::fs::copy(objects.join(odir).join(ofile), objects.join(dir).join(file)).unwrap();
+    let git = Git::default();
+    let r = git.repo(d.path());
+    let taken = r.take_objects(&objects).await;
+    // git refuses the forged object outright, or takes in what it holds under its true name:
+    // either way the forged name never names the wrong content in the repository.
+    if taken.is_ok() {
+        assert!(has(&commit) && has(&tree), "the attempt's commit is in");
+    }
+    assert!(!has(&forged), "the forged name was not taken");
+}
+
 #[tokio::test]
 async fn conflict_markers_are_found_in_a_commit_and_equals_lines_alone_are_not() {
     let d = repo();

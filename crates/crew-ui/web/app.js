@@ -241,12 +241,15 @@ async function runsView(main) {
  * @param {HTMLElement} main
  * @param {string} runId
  * @param {string | undefined} taskId
+ * @param {() => boolean} current whether this view is still the page's (the route may change
+ *   while it loads; a view left behind must not draw over its successor)
  */
-async function runView(main, runId, taskId) {
+async function runView(main, runId, taskId, current) {
   // The seq to subscribe after is read before the status, so no event falls between them.
   const st0 = await act(() => rpc.call('daemon.status'));
   /** @type {StatusResult | undefined} */
   let st = await act(() => rpc.call('team.status', { runId }));
+  if (!current()) return () => {};
   if (!st0 || !st) {
     main.replaceChildren(h('h1', null, 'Run'), h('p', null, `Cannot show run ${runId}.`), h('a', { href: '#/' }, 'Back to runs'));
     return () => {};
@@ -266,6 +269,7 @@ async function runView(main, runId, taskId) {
     for (const e of page.events) if (e.seq <= st0.journal.lastSeq) times.add(e);
     after = page.nextSeq;
   }
+  if (!current()) return () => {};
   times.draw();
   const redrawTimes = debounce(() => times.draw(), 100);
   const onSelect = (/** @type {string} */ id) => {
@@ -294,7 +298,8 @@ async function runView(main, runId, taskId) {
   }
 
   function renderHead() {
-    if (!st) return;
+    // A reload answered after the route moved on would mark the page as this run's.
+    if (!st || !current()) return;
     if (st.run.approval === 'pending') readPlan();
     else planRead = false;
     const r = st.run;
@@ -627,7 +632,7 @@ async function route() {
   const path = location.hash.replace(/^#/, '').split('?')[0] || '/';
   for (const a of document.querySelectorAll('nav a')) a.toggleAttribute('aria-current', a.getAttribute('href') === `#${path}`);
   const m = path.match(/^\/run\/([^/]+)(?:\/task\/([^/]+))?$/);
-  const c = m ? await runView(main, decodeURIComponent(m[1]), m[2] && decodeURIComponent(m[2]))
+  const c = m ? await runView(main, decodeURIComponent(m[1]), m[2] && decodeURIComponent(m[2]), () => my === routeToken)
     : path === '/new' ? await newRunView(main)
     : path === '/schedules' ? await schedulesView(main)
     : path === '/daemon' ? await daemonView(main)

@@ -153,7 +153,7 @@ impl Default for Config {
             verify_output_bytes: 64 << 10,
             verify_retries: crew_core::checks::DEFAULT_VERIFY_RETRIES,
             scope_policy: crew_core::checks::ScopePolicy::NeedsAttention,
-            sandbox: SandboxMode::Off,
+            sandbox: SandboxMode::Auto,
             verify_network: true,
             allow_no_change: false,
             projects: BTreeMap::new(),
@@ -215,9 +215,9 @@ pub struct RuntimeConfig {
 #[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum SandboxMode {
+    #[default]
     Auto,
     Required,
-    #[default]
     Off,
 }
 

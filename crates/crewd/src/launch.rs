@@ -251,7 +251,13 @@ async fn prepare_as(
     crate::placement::check_workspace(&runtime, rt.placement, workspace.is_some())?;
     crate::candidates::check(shared, &plan, workspace.is_some(), cwd)?;
     let adapter = cfg.runtime(&runtime).map(|rt| rt.adapter);
+    // In crew's box a read-only role's workspace is read-only, whatever its CLI's tools can
+    // do: no gap left to name.
+    let boxed = cfg
+        .runtime(&runtime)
+        .is_some_and(|rt| crate::executor::sandbox::boxes(cfg, &rt));
     let mut gaps = adapter
+        .filter(|_| !boxed)
         .map(|a| policy_gaps(&runtime, a, &plan))
         .unwrap_or_default();
     // Every CLI but pi (crew's extension) asks through `crewctl mcp --ask`.

@@ -369,7 +369,9 @@ fn a_failed_checks_summary_shows_the_failing_part_not_the_passing_tests() {
 #[test]
 fn verification_output_is_bounded_and_a_timeout_kills_the_commands() {
     let d = Daemon::start_with(Opts {
-        config: "verify_output_bytes = 1000\nverify_timeout_ms = 1500\nkill_grace_ms = 300\n"
+        // Unboxed: the test reads the pid the command writes, and a box's pids are its own
+        // (tests/sandbox.rs checks the box).
+        config: "sandbox = \"off\"\nverify_output_bytes = 1000\nverify_timeout_ms = 1500\nkill_grace_ms = 300\n"
             .into(),
         ..Default::default()
     });
@@ -725,10 +727,11 @@ fn a_verification_command_left_by_a_killed_daemon_is_killed_by_recovery_and_the_
     );
 }
 
-/// crewd without crew's init (`CREW_CONTAINMENT=none`): attempts as plain process groups.
+/// crewd without crew's init (`CREW_CONTAINMENT=none`) and unboxed: attempts as plain
+/// process groups, whose pids (written by the commands) the host sees.
 fn plain_groups() -> Opts {
     Opts {
+        config: "sandbox = \"off\"\n".into(),
         env: vec![("CREW_CONTAINMENT".into(), "none".into())],
-        ..Default::default()
     }
 }

@@ -63,8 +63,11 @@ fn escaping_runtime(dir: &Path, marker: &str) -> String {
          sh -c 'while :; do echo x >> {d}/writes; sleep 0.05; done' {marker}-w & \
          echo started > {d}/up; sleep 1000"
     );
+    // The scratch directory is seen in the box (writable): the test reads what it wrote.
     format!(
-        "[runtimes.escape]\nadapter = \"command\"\ncommand = [\"/bin/sh\", \"-c\", {script:?}]\n"
+        "[runtimes.escape]\nadapter = \"command\"\ncommand = [\"/bin/sh\", \"-c\", {script:?}]\n\
+         sandbox_write = [{d:?}]\n",
+        d = d.to_string()
     )
 }
 

@@ -20,7 +20,7 @@ fn repo(d: &Daemon) {
 
 /// A file outside the work tree (the fake planner's block, read by absolute path).
 fn outside(d: &Daemon, name: &str, text: &str) -> PathBuf {
-    let p = d.dir.path().join(name);
+    let p = d.fixture_path(name);
     std::fs::write(&p, text).unwrap();
     p
 }

@@ -280,7 +280,7 @@ fn integration_checks_start_the_loop_and_task_checks_run_on_added_tasks() {
 fn every_builtin_team_completes_in_a_git_repository() {
     let d = Daemon::start();
     repo(&d);
-    let block = d.dir.path().join("block.json");
+    let block = d.fixture_path("block.json");
     std::fs::write(
         &block,
         json!({"tasks": [

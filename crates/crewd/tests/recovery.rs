@@ -391,10 +391,10 @@ fn kill_9_in_the_middle_of_20_runs_then_restart() {
 /// found (by the run and task in its environment) and killed.
 #[test]
 fn a_reused_pid_is_never_killed() {
-    // Without crew's init (`CREW_CONTAINMENT=none`), the worker outlives the daemon until
-    // recovery kills it: the case where a pid's start time matters.
+    // Without crew's init (`CREW_CONTAINMENT=none`) and unboxed, the worker outlives the
+    // daemon until recovery kills it: the case where a pid's start time matters.
     let mut d = Daemon::start_with(Opts {
-        config: FAST.into(),
+        config: format!("sandbox = \"off\"\n{FAST}"),
         env: vec![("CREW_CONTAINMENT".into(), "none".into())],
     });
     one_step_team(&d, "long", "Take long. [fake:sleep=30s]", "explorer");

@@ -14,7 +14,7 @@ fn daemon() -> Daemon {
     // The flags the adapter appends land in `$0`, `$1`, ... of the script, which ignores them.
     let config = format!(
         "max_attempts = 1\n[runtimes.replay]\nadapter = \"claude\"\n\
-         command = [\"/bin/sh\", \"-c\", \"cat {}\"]\n",
+         command = [\"/bin/sh\", \"-c\", \"cat {0}\"]\nsandbox_read = [\"{0}\"]\n",
         fixture.display()
     );
     Daemon::start_with(Opts {
@@ -81,8 +81,9 @@ fn a_read_only_role_whose_write_was_refused_completes_with_a_warning() {
 fn team_plan_and_run_say_what_a_runtime_cannot_enforce() {
     let d = Daemon::start_with(Opts {
         // Any installed program will do: only the plan is looked at, and `team.plan` refuses
-        // a runtime whose command is not installed.
-        config: "[runtimes.claude]\nadapter = \"claude\"\ncommand = \"true\"\n\
+        // a runtime whose command is not installed. Unboxed: in crew's box there is no gap to
+        // name (tests/sandbox.rs).
+        config: "sandbox = \"off\"\n[runtimes.claude]\nadapter = \"claude\"\ncommand = \"true\"\n\
                  [runtimes.codex]\nadapter = \"codex\"\ncommand = \"true\"\n"
             .into(),
         env: vec![],

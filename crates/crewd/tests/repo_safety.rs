@@ -591,7 +591,7 @@ fn fan_out_tasks_named_like_crews_files_run() {
         {"id": "system-0123456789abcdef", "role": "ex", "title": "sys",
          "task": "[fake:write=t.txt:t]", "scope": ["t.txt"]}
     ]});
-    let b = d.dir.path().join("block.json");
+    let b = d.fixture_path("block.json");
     std::fs::write(&b, block.to_string()).unwrap();
     d.project_file(
         "teams/fan.team.md",

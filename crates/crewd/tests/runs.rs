@@ -141,8 +141,37 @@ fn group_gone_within(pgid: i64, limit: Duration) -> bool {
 
 /// Whether the process ignores SIGTERM (bit 15 of `SigIgn` in /proc/<pid>/status).
 fn sigterm_ignored(pid: i64) -> bool {
-    // The worker runs under crew's init (whose pid the event names) in the init's group.
-    group_members(pid).into_iter().any(sigterm_ignored_by)
+    // The worker runs under crew's init (whose pid the event names): in the init's group, or
+    // in its box (a session of its own) below it.
+    group_members(pid)
+        .into_iter()
+        .chain(descendants(pid))
+        .any(sigterm_ignored_by)
+}
+
+/// The processes below `root`.
+fn descendants(root: i64) -> Vec<i64> {
+    let table: Vec<(i64, i64)> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i64>().ok())
+        .filter_map(|p| {
+            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
+            let rest = stat.get(stat.rfind(')')? + 1..)?;
+            Some((p, rest.split_whitespace().nth(1)?.parse().ok()?))
+        })
+        .collect();
+    let mut out = vec![];
+    let mut next = vec![root];
+    while let Some(p) = next.pop() {
+        for &(c, _) in table.iter().filter(|(_, pp)| *pp == p) {
+            if !out.contains(&c) {
+                out.push(c);
+                next.push(c);
+            }
+        }
+    }
+    out
 }
 
 /// Processes in process group `pgid`.
@@ -1248,7 +1277,7 @@ fn a_cwd_removed_after_the_start_fails_the_next_task_naming_it() {
     assert_eq!(d.wait(&run), "failed");
     let st = d.status(&run);
     let second = Daemon::task(&st, &tid(&st, "second")).clone();
-    assert_eq!(second["status"], "failed");
+    assert_eq!(second["status"], "failed", "{st}");
     let err = second["error"].as_str().unwrap();
     assert!(err.contains("cwd") && err.contains("vanishing"), "{err}");
     assert_eq!(second["attempts"], 1, "not retried: it cannot get better");

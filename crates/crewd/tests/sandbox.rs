@@ -1,6 +1,7 @@
 //! Issue 34: a hostile `command` agent, boxed (`sandbox = "required"`), tries each way out of
 //! its task; each fails, while its own work in its worktree (edits, `git add`, `git commit`)
-//! goes through. Skipped (and said so) where bubblewrap cannot make a box.
+//! goes through. Where bubblewrap cannot make a box these fail; tests/run.sh leaves them out
+//! there and counts them skipped.
 
 mod common;
 use common::*;
@@ -8,8 +9,18 @@ use serde_json::json;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-fn skip(name: &str, why: &str) {
-    eprintln!("SKIPPED {name}: {why}");
+/// The test's daemon directory (its `$HOME`, checkout and state) outside `/tmp`: the box's
+/// `/tmp` is a private, writable tmpfs, so a home under `/tmp` would be writable in the box
+/// (the writes staying in the box), which is not what a user's home is. Each test is a
+/// process of its own under nextest; all set the same value.
+fn out_of_tmp() {
+    std::env::set_var("TMPDIR", env!("CARGO_TARGET_TMPDIR"));
+}
+
+/// bubblewrap cannot make a box here: a failure, never a pass. `make test` (tests/run.sh)
+/// leaves these tests out where bubblewrap is missing (its HOST table) and counts them skipped.
+fn skip(name: &str, why: &str) -> ! {
+    panic!("{name}: {why} (install Debian's `bubblewrap`; tests/run.sh counts this test skipped where it cannot run)");
 }
 
 /// bubblewrap works here (the daemon probes the same way).
@@ -65,8 +76,9 @@ fn marked(marker: &str) -> Vec<u32> {
 fn a_hostile_agent_in_its_box_reaches_nothing_but_its_worktree() {
     const NAME: &str = "a_hostile_agent_in_its_box_reaches_nothing_but_its_worktree";
     if let Err(why) = bwrap_works() {
-        return skip(NAME, &format!("bubblewrap cannot make a box here: {why}"));
+        skip(NAME, &format!("bubblewrap cannot make a box here: {why}"));
     }
+    out_of_tmp();
     // Paths are known once the daemon's directories exist: start it, write the config, restart.
     let mut d = Daemon::start();
     let (h, s, r) = (d.home.clone(), d.state_dir.clone(), d.work.clone());
@@ -91,8 +103,12 @@ fn a_hostile_agent_in_its_box_reaches_nothing_but_its_worktree() {
          echo x >> {h}/.bashrc 2>/dev/null && echo ESCAPE bashrc; \
          echo x > {r}/a.txt 2>/dev/null && echo ESCAPE checkout; \
          git -C {r} config core.fsmonitor /tmp/evil 2>/dev/null && echo ESCAPE fsmonitor; \
-         echo x > {s}/pwned 2>/dev/null; \
-         mkdir -p {s}/worktrees/other 2>/dev/null; \
+         alt=$(cat {r}/.git/objects/info/alternates 2>/dev/null); \
+         for p in {r}/.git/objects/pack/*.pack $alt/pack/*.pack; do \
+           [ -e \"$p\" ] && {{ rm -f \"$p\" 2>/dev/null; [ -e \"$p\" ] || echo ESCAPE pack; }}; \
+         done; \
+         echo x > {s}/pwned 2>/dev/null && echo ESCAPE state; \
+         mkdir -p {s}/worktrees/other 2>/dev/null && echo ESCAPE worktrees; \
          [ -e {sock} ] && echo ESCAPE socket; \
          echo x > {h}/.claude/settings.json 2>/dev/null && echo ESCAPE claude-settings; \
          kill -TERM $CREW_DAEMON_PID 2>/dev/null; \
@@ -110,6 +126,17 @@ fn a_hostile_agent_in_its_box_reaches_nothing_but_its_worktree() {
     )
     .unwrap();
     d.restart();
+    let packs = || {
+        let mut v: Vec<_> = std::fs::read_dir(d.work.join(".git/objects/pack"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        v.sort();
+        v
+    };
+    let packs_before = packs();
+    assert!(!packs_before.is_empty(), "git gc made a pack");
     one_step_team(&d, "h", "Escape.", "executor");
     let run = d.run(
         "escape",
@@ -144,11 +171,19 @@ fn a_hostile_agent_in_its_box_reaches_nothing_but_its_worktree() {
         std::fs::read_to_string(d.work.join("a.txt")).unwrap(),
         "one\n"
     );
-    // (Inside, the test's state directory is under the box's private /tmp: what it wrote
-    // there stayed in the box.)
     assert!(!d.state_dir.join("pwned").exists());
     assert!(!d.state_dir.join("worktrees/other").exists());
     assert!(!git(&d.work, &["config", "--list"]).contains("fsmonitor"));
+    assert_eq!(
+        packs(),
+        packs_before,
+        "the repository's packs are all there"
+    );
+    // The agent's own commit (its objects made in the attempt's own object directory) is in
+    // the repository now, whole.
+    let log = git(&d.work, &["log", "--all", "--format=%s"]);
+    assert!(log.lines().any(|l| l == "own"), "{log}");
+    git(&d.work, &["fsck", "--no-dangling"]);
     d.ok("daemon.ping", json!({}));
     // The setsid'd process ended with the attempt.
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -190,4 +225,150 @@ fn required_without_the_mechanism_refuses_with_a_clear_message() {
             .contains("attempts do not start"),
         "{status}"
     );
+}
+
+/// Item 5: `verify_network = false` gives verify commands no network, loopback included,
+/// while the agent (network on by default) reaches the same port.
+#[test]
+fn a_verify_command_without_network_cannot_reach_loopback() {
+    const NAME: &str = "a_verify_command_without_network_cannot_reach_loopback";
+    if let Err(why) = bwrap_works() {
+        skip(NAME, &format!("bubblewrap cannot make a box here: {why}"));
+    }
+    out_of_tmp();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let connect = format!("exec 3<>/dev/tcp/127.0.0.1/{port}");
+    let mut d = Daemon::start();
+    let work = d.work.display().to_string();
+    let agent = format!("bash -c {connect:?} && echo AGENT-REACHED > reached.txt; echo done");
+    let verify = format!("! bash -c {connect:?}");
+    std::fs::write(
+        &d.config,
+        format!(
+            "verify_network = false\nmax_attempts = 1\nverify_retries = 0\nallow_no_change = true\n\
+             [runtimes.net]\nadapter = \"command\"\ncommand = [\"/bin/sh\", \"-c\", {agent:?}]\n\
+             [projects.{work:?}]\ntask_verify_commands = [{verify:?}]\n"
+        ),
+    )
+    .unwrap();
+    d.restart();
+    one_step_team(&d, "n", "Connect.", "executor");
+    let run = d.run("net", json!({"team": "n", "runtime": "net"}));
+    let end = d.wait(&run);
+    let st = d.status(&run);
+    assert_eq!(
+        end, "completed",
+        "the verify command reached 127.0.0.1: {st}"
+    );
+    let evs = d.events(Some(&run));
+    assert!(
+        evs.iter()
+            .any(|e| e.to_string().contains("/dev/tcp/127.0.0.1")),
+        "the verify command ran: {evs:?}"
+    );
+    assert!(
+        std::fs::read_to_string(d.work.join("reached.txt")).is_ok_and(|t| t.contains("REACHED")),
+        "the agent (network on) reached the port: {st}"
+    );
+    // One connection came, the agent's.
+    let mut accepted = 0;
+    while listener.accept().is_ok() {
+        accepted += 1;
+    }
+    assert_eq!(accepted, 1, "{st}");
+}
+
+/// Item 6: `team.plan` shows each task's box, and a boxed runtime has no policy gaps (a
+/// read-only role's workspace is read-only in the box, whatever its CLI's Bash can do); the
+/// same runtime unboxed names the gap.
+#[test]
+fn the_plan_shows_each_tasks_box_and_no_policy_gap_when_boxed() {
+    const NAME: &str = "the_plan_shows_each_tasks_box_and_no_policy_gap_when_boxed";
+    if let Err(why) = bwrap_works() {
+        skip(NAME, &format!("bubblewrap cannot make a box here: {why}"));
+    }
+    out_of_tmp();
+    let d = Daemon::start_with(Opts {
+        config: "[runtimes.boxed]\nadapter = \"claude\"\ncommand = [\"/bin/sh\"]\nnetwork = false\n\
+                 [runtimes.open]\nadapter = \"claude\"\ncommand = [\"/bin/sh\"]\nsandbox = \"off\"\n"
+            .into(),
+        env: vec![],
+    });
+    one_step_team(&d, "r", "Review.", "reviewer");
+    let cwd = path_str(&d.work).to_string();
+    let plan = |runtime: &str| {
+        d.ok(
+            "team.plan",
+            json!({"goal": "g", "cwd": cwd, "team": "r", "runtime": runtime}),
+        )
+    };
+    let boxed = plan("boxed");
+    assert_eq!(boxed["diagnostics"], json!([]), "{boxed:#}");
+    let b = &boxed["tasks"][0]["sandbox"];
+    let has = |k: &str, p: &str| {
+        b[k].as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v.as_str().is_some_and(|s| s.starts_with(p)))
+    };
+    // The reviewer may not edit: its workspace is read-only.
+    assert!(has("readOnly", &cwd) && !has("writable", &cwd), "{b:#}");
+    assert!(has("readOnly", "/usr") && has("writable", "/tmp"), "{b:#}");
+    assert!(
+        has("writable", &d.home.join(".claude").display().to_string()),
+        "{b:#}"
+    );
+    assert!(has("hidden", &d.state_dir.display().to_string()), "{b:#}");
+    assert!(has("hidden", &d.socket.display().to_string()), "{b:#}");
+    assert_eq!(b["network"], false, "{b:#}");
+    let open = plan("open");
+    assert!(open["tasks"][0].get("sandbox").is_none(), "{open:#}");
+    assert!(
+        open["diagnostics"].to_string().contains("Bash"),
+        "unboxed, the gap is named: {open:#}"
+    );
+}
+
+/// Shared mode: a writing role writes the run's cwd and nothing beside it; a read-only role
+/// cannot write even the cwd.
+#[test]
+fn in_shared_mode_only_the_cwd_is_writable_and_only_for_a_writing_role() {
+    const NAME: &str = "in_shared_mode_only_the_cwd_is_writable_and_only_for_a_writing_role";
+    if let Err(why) = bwrap_works() {
+        skip(NAME, &format!("bubblewrap cannot make a box here: {why}"));
+    }
+    out_of_tmp();
+    let script = "echo x > mine.txt 2>/dev/null && echo WROTE-CWD; \
+                  echo x > ../beside.txt 2>/dev/null && echo ESCAPE beside; echo done";
+    let d = Daemon::start_with(Opts {
+        config: format!(
+            "allow_no_change = true\n[runtimes.w]\nadapter = \"command\"\n\
+             command = [\"/bin/sh\", \"-c\", {script:?}]\n"
+        ),
+        env: vec![],
+    });
+    let result = |d: &Daemon, run: &str| {
+        d.ok(
+            "team.artifact",
+            json!({"runId": run, "name": "results/01_only.txt"}),
+        )["content"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    one_step_team(&d, "reader", "Read.", "explorer");
+    let run = d.run("read", json!({"team": "reader", "runtime": "w"}));
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    let r = result(&d, &run);
+    assert!(!r.contains("WROTE-CWD") && !r.contains("ESCAPE"), "{r}");
+    assert!(!d.work.join("mine.txt").exists());
+    one_step_team(&d, "writer", "Write.", "executor");
+    let run = d.run("write", json!({"team": "writer", "runtime": "w"}));
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    let r = result(&d, &run);
+    assert!(r.contains("WROTE-CWD") && !r.contains("ESCAPE"), "{r}");
+    assert!(d.work.join("mine.txt").exists());
+    assert!(!d.work.parent().unwrap().join("beside.txt").exists());
 }

@@ -191,6 +191,24 @@ pub struct PlannedTaskView {
     /// agent finished, the project's configured ones included; absent: none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub verify_commands: Vec<String>,
+    /// `team.plan`: the box the task's agent would run in (`sandbox`); absent: unboxed, or
+    /// not a plan.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<TaskBox>,
+}
+
+/// What a boxed task sees. Paths as they are at plan time; `{run}` stands for the run's id.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskBox {
+    /// Writable in the box (`AT (from SOURCE)` for a directory seen in another's place).
+    pub writable: Vec<String>,
+    /// Seen read-only.
+    pub read_only: Vec<String>,
+    /// Not there at all (nothing unlisted is there either; these are the ones that matter).
+    pub hidden: Vec<String>,
+    /// The network is shared; `false`: none at all, loopback included.
+    pub network: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]

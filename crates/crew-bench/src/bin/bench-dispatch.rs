@@ -271,12 +271,14 @@ fn main() {
         load.trim()
     );
 
-    // `fake-boxed`: the fake agent in crew's box (bubblewrap), to price the box per task.
+    // `fake-boxed`: the fake agent in crew's box (bubblewrap), to price the box per task;
+    // `fake` unboxed (`sandbox = "off"`: the box is on by default).
     let boxed = bwrap_works();
     let d = Daemon::start(
         root.path(),
         &format!(
             "max_workers = {PARALLEL}\nmax_concurrency_cap = {PARALLEL}\nresident_runs = 16\n\
+             sandbox = \"off\"\n\
              [runtimes.fake-boxed]\nadapter = \"pi\"\ncommand = [{:?}]\nrpc = false\nsandbox = \"required\"\n",
             fake.display().to_string()
         ),

@@ -53,6 +53,43 @@ pub enum AttemptResult {
     },
 }
 
+impl AttemptResult {
+    /// What every outcome carries: its usage, model and named files.
+    pub fn parts(&self) -> (Usage, Option<&str>, &[ArtifactRef]) {
+        match self {
+            AttemptResult::Completed {
+                usage,
+                model,
+                artifacts,
+                ..
+            }
+            | AttemptResult::NoFinalText {
+                usage,
+                model,
+                artifacts,
+            }
+            | AttemptResult::NeedsAttention {
+                usage,
+                model,
+                artifacts,
+                ..
+            }
+            | AttemptResult::Failed {
+                usage,
+                model,
+                artifacts,
+                ..
+            }
+            | AttemptResult::Asked {
+                usage,
+                model,
+                artifacts,
+                ..
+            } => (*usage, model.as_deref(), artifacts),
+        }
+    }
+}
+
 /// Exponential backoff with jitter for retryable failures.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RetryPolicy {

@@ -76,7 +76,8 @@ pub(super) fn launch(spec: &LaunchSpec) -> Launch {
 }
 
 /// The sandbox crew gives the worker, `None` when the user's own command sets one (live mode:
-/// `app-server` takes no sandbox flags; `-c sandbox_mode=...` sets it there). The role's
+/// `app-server` takes no sandbox flags; `-c sandbox_mode=...` sets it there, and in exec mode
+/// too: crewd sets it so inside its own box). The role's
 /// write permission is the sandbox: codex's shell cannot be taken away, so a role that may not
 /// edit files runs read-only.
 pub(super) fn sandbox(spec: &LaunchSpec) -> Option<&'static str> {
@@ -84,7 +85,7 @@ pub(super) fn sandbox(spec: &LaunchSpec) -> Option<&'static str> {
         SANDBOX_FLAGS
             .iter()
             .any(|f| a == f || a.starts_with(&format!("{f}=")))
-            || (spec.rpc && a.starts_with("sandbox_mode="))
+            || a.starts_with("sandbox_mode=")
     });
     if user_sets_sandbox {
         None

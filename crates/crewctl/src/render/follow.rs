@@ -881,6 +881,7 @@ mod tests {
                     pre_step: None,
                     scope: vec![],
                     verify_commands: vec![],
+                    sandbox: None,
                 }
             })
             .collect()

@@ -1039,6 +1039,7 @@ pub(crate) mod tests {
                     pre_step: None,
                     scope: vec![],
                     verify_commands: vec![],
+                    sandbox: None,
                 },
                 PlannedTaskView {
                     id: "02_plan".into(),
@@ -1055,6 +1056,7 @@ pub(crate) mod tests {
                     pre_step: None,
                     scope: vec![],
                     verify_commands: vec![],
+                    sandbox: None,
                 },
                 PlannedTaskView {
                     id: "03_execute".into(),
@@ -1071,6 +1073,7 @@ pub(crate) mod tests {
                     pre_step: None,
                     scope: vec![],
                     verify_commands: vec![],
+                    sandbox: None,
                 },
                 PlannedTaskView {
                     id: "04_verify".into(),
@@ -1087,6 +1090,7 @@ pub(crate) mod tests {
                     pre_step: None,
                     scope: vec![],
                     verify_commands: vec![],
+                    sandbox: None,
                 },
             ],
             diagnostics: vec![Diagnostic {

@@ -119,16 +119,35 @@ pub fn command(
     let mut args: Vec<OsString> = args.iter().map(OsString::from).collect();
     let mut program = resolved.into_os_string();
     if let Some((bwrap, spec)) = boxed {
-        let argv = crew_box::bwrap::argv(bwrap, spec, &program, &args);
+        // In the box the init starts the program too (`--reaper`, no lifeline): a program
+        // that cannot be started is then told as without the box (exit 127 and the OS
+        // error), not as bubblewrap's own failure; and it hands the program the stdout the
+        // outer init kept away from bubblewrap (`--stdout-fd`, see `Mode::Boxed`).
+        let mut spec = spec.clone();
+        let (p, a) = match init {
+            Some((init, _)) => {
+                spec.read_only.extend(init.parent().map(Path::to_path_buf));
+                let mut inner: Vec<OsString> = vec![
+                    "--reaper".into(),
+                    "--stdout-fd".into(),
+                    "--".into(),
+                    program,
+                ];
+                inner.append(&mut args);
+                (init.as_os_str().to_owned(), inner)
+            }
+            None => (program, args),
+        };
+        let argv = crew_box::bwrap::argv(bwrap, &spec, &p, &a);
         program = bwrap.as_os_str().to_owned();
         args = argv.get(1..).unwrap_or_default().to_vec();
     }
     match init {
         Some((init, mode)) => {
-            let mode = if boxed.is_some() || reaper {
-                Mode::Reaper
-            } else {
-                *mode
+            let mode = match (boxed.is_some(), reaper) {
+                (true, _) => Mode::Boxed,
+                (false, true) => Mode::Reaper,
+                (false, false) => *mode,
             };
             wrapped(init, mode, &program, &args)
         }

@@ -223,36 +223,9 @@ async fn attempt(
     ctl: &mut mpsc::UnboundedReceiver<WorkerCtl>,
 ) -> AttemptResult {
     let result = attempt_unsynced(shared, port, spec, ctl).await;
-    let (usage, model, names) = match &result {
-        AttemptResult::Completed {
-            usage,
-            model,
-            artifacts,
-            ..
-        }
-        | AttemptResult::NoFinalText {
-            usage,
-            model,
-            artifacts,
-        }
-        | AttemptResult::NeedsAttention {
-            usage,
-            model,
-            artifacts,
-            ..
-        }
-        | AttemptResult::Failed {
-            usage,
-            model,
-            artifacts,
-            ..
-        }
-        | AttemptResult::Asked {
-            usage,
-            model,
-            artifacts,
-            ..
-        } => (*usage, model.clone(), !artifacts.is_empty()),
+    let (usage, model, names) = {
+        let (usage, model, artifacts) = result.parts();
+        (usage, model.map(str::to_string), !artifacts.is_empty())
     };
     // An attempt that failed before writing anything names no file: nothing to sync, and its
     // own error is the one to report (the run directory may not even exist).
@@ -414,27 +387,57 @@ async fn run_process(
     ctl: &mut mpsc::UnboundedReceiver<WorkerCtl>,
     artifacts: &mut Vec<ArtifactRef>,
 ) -> AttemptResult {
-    let worker = worker_spec(&shared.config, spec, prompt, resume.is_some());
+    let mut worker = worker_spec(&shared.config, spec, prompt, resume.is_some());
     let session = || session::session_spec(spec, resume, &shared.state_dir);
     // Under crew's init (`contain`), in its box (`sandbox`) where the mode says so and
     // bubblewrap can.
-    let launcher = match sandbox::bwrap_for(sandbox::mode(&shared.config, &spec.runtime)) {
-        Ok(bwrap) => contain::Contained {
-            boxed: bwrap.map(|b| (b, worker_box(shared, spec, resume))),
-            reaper: spec.runtime.adapter == crew_core::stream::AdapterKind::Codex,
-        },
-        Err(e) => {
-            return AttemptResult::Failed {
-                usage: Default::default(),
-                model: None,
-                artifacts: artifacts.clone(),
-                error: e,
-                retryable: false,
-                reason: "sandbox".into(),
-            }
-        }
+    let failed = |error: String, artifacts: &Vec<ArtifactRef>| AttemptResult::Failed {
+        usage: Default::default(),
+        model: None,
+        artifacts: artifacts.clone(),
+        error,
+        retryable: false,
+        reason: "sandbox".into(),
     };
-    crew_attempt::run(&worker, session, &launcher, port, ctl, artifacts).await
+    let bwrap = match sandbox::bwrap_for(sandbox::mode(&shared.config, &spec.runtime)) {
+        Ok(b) => b,
+        Err(e) => return failed(e, artifacts),
+    };
+    if bwrap.is_some() {
+        sandbox::inside_box(spec.runtime.adapter, &mut worker.command);
+    }
+    // Boxed in worktree mode: git objects go to the attempt's own directory (`sandbox`).
+    let objects = match bwrap
+        .filter(|_| crew_core::stream::edits_files(&spec.plan.tools))
+        .map(|_| blocking(|| sandbox::own_objects(spec)))
+    {
+        Some(Err(e)) => {
+            return failed(
+                format!("cannot make the attempt's object directory: {e}"),
+                artifacts,
+            )
+        }
+        Some(Ok(dir)) => dir,
+        None => None,
+    };
+    if let (Some(_), Some(home)) = (bwrap, std::env::var_os("HOME")) {
+        let home = PathBuf::from(home);
+        if let Err(e) = blocking(|| sandbox::make_agent_dirs(&home, spec.runtime.adapter)) {
+            tracing::warn!(error = %e, "cannot make the agent's state directories for its box");
+        }
+    }
+    let launcher = contain::Contained {
+        boxed: bwrap.map(|b| (b, worker_box(shared, spec, resume, objects.as_deref()))),
+        reaper: spec.runtime.adapter == crew_core::stream::AdapterKind::Codex,
+    };
+    let result = crew_attempt::run(&worker, session, &launcher, port, ctl, artifacts).await;
+    match objects {
+        Some(dir) => match sandbox::take_objects(shared, spec, &dir).await {
+            Ok(()) => result,
+            Err(e) => failed(e, artifacts),
+        },
+        None => result,
+    }
 }
 
 /// The box of a worker (`sandbox::spec`).
@@ -442,6 +445,7 @@ fn worker_box(
     shared: &Shared,
     spec: &AttemptSpec,
     resume: Option<&Resume>,
+    own_objects: Option<&Path>,
 ) -> crew_box::bwrap::BoxSpec {
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let argv = spec.runtime.command.argv();
@@ -454,17 +458,20 @@ fn worker_box(
         .as_ref()
         .and_then(|s| s.file.clone())
         .map(PathBuf::from);
-    let asks = session
+    let gemini_home = session
         .as_ref()
-        .is_some_and(|s| s.ask_server.is_some() || s.ask_config.is_some());
+        .and_then(|s| s.ask_config.clone())
+        .map(PathBuf::from);
     sandbox::spec(&sandbox::Inputs {
         adapter: Some(spec.runtime.adapter),
         home: home.as_deref(),
         cwd: Path::new(&spec.cwd),
+        writes: crew_core::stream::edits_files(&spec.plan.tools),
         repo: spec.workspace.as_ref().map(|w| Path::new(&w.repo)),
+        own_objects,
         run_dir: Some(&spec.run_dir),
         session_file: session_file.as_deref(),
-        ask_socket: asks.then_some(shared.socket.as_path()),
+        gemini_home: gemini_home.as_deref(),
         program: program.as_deref(),
         runtime: Some(&spec.runtime),
         network: spec.runtime.network.unwrap_or(true),

@@ -32,6 +32,13 @@ pub fn announce(config: &Config) {
         tracing::info!("sandbox = \"off\": local attempts are not boxed");
         return;
     }
+    if config.sandbox == SandboxMode::Auto {
+        for (name, r) in &config.runtimes {
+            if let (None, Some(why)) = (r.sandbox, unboxed_under_auto(r.adapter)) {
+                tracing::warn!(runtime = %name, "sandbox = \"auto\" runs this runtime unboxed: {why}; its own sandbox = \"required\" boxes it anyway");
+            }
+        }
+    }
     match boxing() {
         Ok(b) => tracing::info!(bwrap = %b.display(), "local attempts are boxed (bubblewrap)"),
         Err(why) => tracing::warn!(
@@ -50,9 +57,32 @@ pub fn status(config: &Config) -> String {
     }
 }
 
-/// The attempt's mode: the runtime's, else the daemon's.
+/// The attempt's mode: the runtime's, else the daemon's, but for the adapters `auto` leaves
+/// unboxed (`UNBOXED_UNDER_AUTO`).
 pub fn mode(config: &Config, runtime: &RuntimeConfig) -> SandboxMode {
-    runtime.sandbox.unwrap_or(config.sandbox)
+    match runtime.sandbox {
+        Some(m) => m,
+        None if config.sandbox == SandboxMode::Auto
+            && unboxed_under_auto(runtime.adapter).is_some() =>
+        {
+            SandboxMode::Off
+        }
+        None => config.sandbox,
+    }
+}
+
+/// Adapters whose CLI does not work in crew's box yet, and why: `auto` runs them unboxed and
+/// says so at start-up; a runtime's own `sandbox = "required"` boxes them anyway.
+const UNBOXED_UNDER_AUTO: &[(AdapterKind, &str)] = &[(
+    AdapterKind::Opencode,
+    "opencode ends every boxed attempt with \"Unexpected server error\" (real_opencode tests; not diagnosed yet)",
+)];
+
+fn unboxed_under_auto(adapter: AdapterKind) -> Option<&'static str> {
+    UNBOXED_UNDER_AUTO
+        .iter()
+        .find(|(a, _)| *a == adapter)
+        .map(|(_, why)| *why)
 }
 
 /// bubblewrap for an attempt in `mode`: `Ok(None)` unboxed, `Err` when it must be boxed and
@@ -83,15 +113,172 @@ pub fn command_box(
         adapter: None,
         home: home.as_deref(),
         cwd: Path::new(&spec.cwd),
+        writes: true,
         repo: spec.workspace.as_ref().map(|w| Path::new(&w.repo)),
+        own_objects: None,
         run_dir: None,
         session_file: None,
-        ask_socket: None,
+        gemini_home: None,
         program: None,
         runtime: Some(&spec.runtime),
         network: shared.config.verify_network,
     });
     Ok(Some((bwrap, b)))
+}
+
+/// Where, in an attempt's own object directory, the repository's objects are seen in the box
+/// (its `objects/info/alternates` names it).
+const SHARED_OBJECTS: &str = "shared";
+
+/// The attempt's own object directory, made empty: `<run>/objects/<task>.attempt-<n>/`,
+/// holding `objects/` (the box's `.git/objects`) and `shared/` (where the repository's are
+/// seen). `None`: not in worktree mode, or the repository's objects are not at `.git/objects`
+/// (a checkout that is itself a linked worktree): the box then has them read-only.
+pub fn own_objects(spec: &crate::attempt::AttemptSpec) -> std::io::Result<Option<PathBuf>> {
+    let Some(ws) = &spec.workspace else {
+        return Ok(None);
+    };
+    if !Path::new(&ws.repo).join(".git/objects").is_dir() {
+        return Ok(None);
+    }
+    let dir = spec
+        .run_dir
+        .join("objects")
+        .join(format!("{}.attempt-{}", spec.task_id, spec.attempt));
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir)?;
+    }
+    std::fs::create_dir_all(dir.join("objects/info"))?;
+    std::fs::create_dir_all(dir.join("objects/pack"))?;
+    std::fs::create_dir_all(dir.join(SHARED_OBJECTS))?;
+    let alternates = format!("{}\n", dir.join(SHARED_OBJECTS).display());
+    std::fs::write(dir.join("objects/info/alternates"), alternates)?;
+    Ok(Some(dir))
+}
+
+/// After the attempt: the objects it made come into the repository (`Repo::take_objects`,
+/// each checked), then its directory goes.
+pub async fn take_objects(
+    shared: &crate::shared::Shared,
+    spec: &crate::attempt::AttemptSpec,
+    dir: &Path,
+) -> Result<(), String> {
+    let Some(ws) = &spec.workspace else {
+        return Ok(());
+    };
+    let git = crate::workspace::git(shared);
+    git.repo(&ws.repo)
+        .take_objects(&dir.join("objects"))
+        .await
+        .map_err(|e| format!("cannot bring the attempt's git objects into the repository: {e}"))?;
+    let dir = dir.to_path_buf();
+    let _ = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(dir)).await;
+    Ok(())
+}
+
+/// Whether `runtime`'s attempts run in a box here (local, mode not `off`, bubblewrap works).
+pub fn boxes(config: &Config, runtime: &RuntimeConfig) -> bool {
+    runtime.placement == crate::placement::Placement::Local
+        && matches!(bwrap_for(mode(config, runtime)), Ok(Some(_)))
+}
+
+/// `team.plan`: the box `t` would run in, or `None` (unboxed: `sandbox = "off"`, a Slurm
+/// runtime, or bubblewrap unavailable under `auto`, which start-up and `daemon.status` say).
+/// A run's id is not known yet: `{run}` stands for it in the paths.
+pub fn plan_box(
+    shared: &crate::shared::Shared,
+    spec: &crew_core::run::RunSpec,
+    t: &crew_core::plan::PlannedTask,
+) -> Option<crew_api::types::TaskBox> {
+    let runtime = shared.config.runtime(&spec.runtime)?;
+    if !boxes(&shared.config, &runtime) {
+        return None;
+    }
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let run_dir = shared.state_dir.join("runs").join("{run}");
+    let repo = spec.workspace.as_ref().map(|w| PathBuf::from(&w.repo));
+    let cwd = match &repo {
+        Some(_) => crate::workspace::worktrees_dir(shared, "{run}").join(&t.id),
+        None => PathBuf::from(&spec.cwd),
+    };
+    let own = run_dir.join("objects").join(format!("{}.attempt-N", t.id));
+    let path = std::env::var_os("PATH");
+    let program = runtime
+        .command
+        .argv()
+        .first()
+        .and_then(|p| crew_box::spawn::resolve(p, path.as_deref(), Path::new(&spec.cwd)).ok());
+    let b = self::spec(&Inputs {
+        adapter: Some(runtime.adapter),
+        home: home.as_deref(),
+        cwd: &cwd,
+        writes: crew_core::stream::edits_files(&t.tools),
+        repo: repo.as_deref(),
+        own_objects: repo
+            .as_ref()
+            .filter(|_| crew_core::stream::edits_files(&t.tools))
+            .map(|_| own.as_path()),
+        run_dir: Some(&run_dir),
+        session_file: None,
+        gemini_home: None,
+        program: program.as_deref(),
+        runtime: Some(&runtime),
+        network: runtime.network.unwrap_or(true),
+    });
+    let show = |p: &Path| p.display().to_string();
+    let mut writable: Vec<String> = b.writable.iter().map(|p| show(p)).collect();
+    let mut read_only: Vec<String> = b.read_only.iter().map(|p| show(p)).collect();
+    for (src, at, rw) in &b.elsewhere {
+        let line = format!("{} (from {})", at.display(), src.display());
+        if *rw {
+            writable.push(line)
+        } else {
+            read_only.push(line)
+        }
+    }
+    read_only.extend(crew_box::bwrap::SYSTEM.iter().map(|s| s.to_string()));
+    writable.push("/tmp (the box's own)".into());
+    let mut hidden: Vec<String> = Vec::new();
+    hidden.extend(
+        home.as_deref()
+            .map(|h| format!("{} (but the paths above)", h.display())),
+    );
+    hidden.push(show(&shared.state_dir));
+    hidden.push(show(&shared.socket));
+    hidden.extend(
+        std::env::var_os("XDG_RUNTIME_DIR").map(|d| PathBuf::from(d).display().to_string()),
+    );
+    Some(crew_api::types::TaskBox {
+        writable,
+        read_only,
+        hidden,
+        network: b.network,
+    })
+}
+
+/// A CLI's own sandbox inside crew's box (issue 34, item 8). Codex's (bubblewrap, through
+/// its `codex-linux-sandbox` alias) cannot run nested: a second `/proc` mount is refused in
+/// crew's box ("Can't mount proc on /newroot/proc"), so every command the model runs would
+/// fail. It is turned off (`-c sandbox_mode="danger-full-access"`) in favour of crew's box,
+/// which keeps a read-only role's workspace read-only as Codex's `read-only` sandbox did. A
+/// sandbox the user's own command sets is left as it is. Claude Code's (bubblewrap for Bash)
+/// is off unless the user's settings turn it on; Gemini CLI's and opencode's are not used.
+pub fn inside_box(adapter: AdapterKind, command: &mut Vec<String>) {
+    const OWN: &[&str] = &[
+        "-s",
+        "--sandbox",
+        "--full-auto",
+        "--dangerously-bypass-approvals-and-sandbox",
+    ];
+    let user_sets = command.iter().skip(1).any(|a| {
+        OWN.iter()
+            .any(|f| a == f || a.starts_with(&format!("{f}=")))
+            || a.starts_with("sandbox_mode=")
+    });
+    if adapter == AdapterKind::Codex && !user_sets {
+        command.push("-c".into());
+        command.push("sandbox_mode=\"danger-full-access\"".into());
+    }
 }
 
 /// What an attempt's box holds.
@@ -100,14 +287,22 @@ pub struct Inputs<'a> {
     pub home: Option<&'a Path>,
     /// The workspace: the worktree, or the run's cwd in shared mode.
     pub cwd: &'a Path,
+    /// The role may change files (an edit or write tool; a shell alone does not count, as
+    /// for Codex's sandbox): else its workspace (and the repository's `.git`) is read-only in
+    /// the box, so no tool of its CLI (Bash included) can change them.
+    pub writes: bool,
     /// Worktree mode: the repository (its checkout is seen read-only).
     pub repo: Option<&'a Path>,
+    /// The attempt's own object directory (`own_objects`), seen in place of the repository's
+    /// objects; without one they are read-only.
+    pub own_objects: Option<&'a Path>,
     /// The run's directory (prompt, system prompt, skills): read-only.
     pub run_dir: Option<&'a Path>,
     /// The agent's session file (pi's), writable.
     pub session_file: Option<&'a Path>,
-    /// crewd's socket, for the CLIs whose `ask_user` goes through `crewctl mcp --ask`.
-    pub ask_socket: Option<&'a Path>,
+    /// crew's Gemini home (`session::gemini_home`: settings naming crew's ask server,
+    /// symlinks to the user's `.gemini`), read-only.
+    pub gemini_home: Option<&'a Path>,
     /// The resolved program (its install is seen read-only).
     pub program: Option<&'a Path>,
     pub runtime: Option<&'a RuntimeConfig>,
@@ -136,12 +331,75 @@ fn agent_home(adapter: AdapterKind) -> &'static [(&'static str, bool)] {
             (".pi/agent/models.json", false),
         ],
         AdapterKind::Gemini => &[(".gemini", true), (".gemini/settings.json", false)],
+        // opencode writes its config folder (a `.gitignore`, its plugin SDK's packages), so
+        // that is writable but for the files and folders that configure it.
         AdapterKind::Opencode => &[
-            (".config/opencode", false),
+            (".config/opencode", true),
+            (".config/opencode/opencode.json", false),
+            (".config/opencode/opencode.jsonc", false),
+            (".config/opencode/config.json", false),
+            (".config/opencode/agent", false),
+            (".config/opencode/agents", false),
+            (".config/opencode/command", false),
+            (".config/opencode/commands", false),
+            (".config/opencode/plugin", false),
+            (".config/opencode/plugins", false),
+            (".config/opencode/mode", false),
+            (".config/opencode/tool", false),
+            (".config/opencode/tools", false),
             (".local/share/opencode", true),
             (".local/state/opencode", true),
         ],
         AdapterKind::Command => &[],
+    }
+}
+
+/// The agent CLI's state directories under `$HOME`, made before the box when missing: a
+/// path that is not there is not bound, and the CLI could not keep its sessions (the box's
+/// `$HOME` is read-only) for the attempt that continues one.
+fn agent_dirs(adapter: AdapterKind) -> &'static [&'static str] {
+    match adapter {
+        AdapterKind::Claude => &[".claude"],
+        AdapterKind::Codex => &[".codex"],
+        AdapterKind::Pi => &[".pi"],
+        AdapterKind::Gemini => &[".gemini"],
+        AdapterKind::Opencode => &[
+            ".config/opencode",
+            ".local/share/opencode",
+            ".local/state/opencode",
+        ],
+        AdapterKind::Command => &[],
+    }
+}
+
+/// Make the agent's state directories and `~/.cache` (see `agent_dirs`).
+pub fn make_agent_dirs(home: &Path, adapter: AdapterKind) -> std::io::Result<()> {
+    for rel in agent_dirs(adapter).iter().chain(&[".cache"]) {
+        std::fs::create_dir_all(home.join(rel))?;
+    }
+    Ok(())
+}
+
+/// The variable that moves a CLI's home elsewhere, and the files in it that stay read-only
+/// (its configuration), as in `agent_home`.
+fn env_home(adapter: AdapterKind) -> Option<(&'static str, &'static [&'static str])> {
+    match adapter {
+        AdapterKind::Claude => Some((
+            "CLAUDE_CONFIG_DIR",
+            &[
+                "settings.json",
+                "settings.local.json",
+                "hooks",
+                "commands",
+                "agents",
+            ],
+        )),
+        AdapterKind::Codex => Some(("CODEX_HOME", &["config.toml"])),
+        AdapterKind::Pi => Some((
+            "PI_CODING_AGENT_DIR",
+            &["settings.json", "extensions", "models.json"],
+        )),
+        _ => None,
     }
 }
 
@@ -171,7 +429,12 @@ fn install_dir(program: &Path) -> Option<PathBuf> {
 
 pub fn spec(i: &Inputs) -> BoxSpec {
     let mut ro: Vec<PathBuf> = Vec::new();
-    let mut rw: Vec<PathBuf> = vec![i.cwd.to_path_buf()];
+    let mut rw: Vec<PathBuf> = Vec::new();
+    if i.writes {
+        rw.push(i.cwd.to_path_buf());
+    } else {
+        ro.push(i.cwd.to_path_buf());
+    }
     if let Some(h) = i.home {
         let mut put = |rel: &str, w: bool| {
             let p = h.join(rel);
@@ -190,19 +453,51 @@ pub fn spec(i: &Inputs) -> BoxSpec {
             }
         }
     }
+    let mut elsewhere = Vec::new();
     if let Some(repo) = i.repo {
         // The user's checkout read-only; git's shared metadata writable for the agent's own
-        // `git add`/`git commit` in its worktree, but not the shared config and hooks.
+        // `git add`/`git commit` in its worktree, but not the shared config and hooks, and
+        // not the objects: new ones go to the attempt's own directory, whose alternates are
+        // the repository's objects, seen read-only (crew brings the new ones in after).
         ro.push(repo.to_path_buf());
         let git = repo.join(".git");
-        rw.push(git.clone());
+        if i.writes {
+            rw.push(git.clone());
+        }
         ro.push(git.join("config"));
         ro.push(git.join("hooks"));
         ro.push(git.join("info"));
+        match i.own_objects {
+            Some(own) => {
+                elsewhere.push((own.join("objects"), git.join("objects"), true));
+                elsewhere.push((git.join("objects"), own.join(SHARED_OBJECTS), false));
+            }
+            None => ro.push(git.join("objects")),
+        }
     }
     ro.extend(i.run_dir.map(Path::to_path_buf));
-    rw.extend(i.session_file.map(Path::to_path_buf));
-    rw.extend(i.ask_socket.map(Path::to_path_buf));
+    // pi's session file: its folder, as a file that is not there yet cannot be bound (pi
+    // makes it). That folder holds the run's other sessions too.
+    rw.extend(i.session_file.and_then(Path::parent).map(Path::to_path_buf));
+    // No crewd socket: `ask_user` needs none (`crewctl mcp --ask` answers by itself; the
+    // question is the tool call crewd reads from the worker's own stream).
+    // crew's Gemini home: writable (Gemini CLI keeps its project registry there), but not the
+    // settings crew wrote into it (they name the MCP servers the next worker starts).
+    if let Some(g) = i.gemini_home {
+        rw.push(g.to_path_buf());
+        ro.push(g.join(".gemini/settings.json"));
+    }
+    // A CLI home the runtime moved with its variable (passed through from crewd's
+    // environment), as its home under `$HOME` would be.
+    if let (Some(a), Some(r)) = (i.adapter, i.runtime) {
+        if let Some((var, config)) = env_home(a).filter(|(v, _)| r.env.iter().any(|n| n == v)) {
+            if let Some(dir) = std::env::var_os(var).filter(|d| !d.is_empty()) {
+                let dir = PathBuf::from(dir);
+                ro.extend(config.iter().map(|c| dir.join(c)));
+                rw.push(dir);
+            }
+        }
+    }
     ro.extend(i.program.and_then(install_dir));
     // crew's own programs (the fake agent, crewctl for the ask server) sit beside crewd.
     ro.extend(
@@ -217,6 +512,7 @@ pub fn spec(i: &Inputs) -> BoxSpec {
     BoxSpec {
         read_only: ro,
         writable: rw,
+        elsewhere,
         network: i.network,
         cwd: i.cwd.to_path_buf(),
     }
@@ -232,10 +528,12 @@ mod tests {
             adapter: Some(AdapterKind::Claude),
             home: Some(Path::new("/h")),
             cwd: Path::new("/s/worktrees/r/t"),
+            writes: true,
             repo: Some(Path::new("/repo")),
+            own_objects: Some(Path::new("/s/runs/r/objects/t.attempt-1")),
             run_dir: Some(Path::new("/s/runs/r")),
             session_file: None,
-            ask_socket: Some(Path::new("/run/crew/crewd.sock")),
+            gemini_home: None,
             program: None,
             runtime: None,
             network: true,
@@ -255,9 +553,70 @@ mod tests {
         ] {
             assert!(has(&b.read_only, p), "{p} read-only");
         }
-        for p in ["/h", "/h/.ssh", "/s", "/s/worktrees/r"] {
+        for p in [
+            "/h",
+            "/h/.ssh",
+            "/s",
+            "/s/worktrees/r",
+            "/run/crew/crewd.sock",
+        ] {
             assert!(!has(&b.writable, p) && !has(&b.read_only, p), "{p} hidden");
         }
         assert!(b.network);
+        // The attempt's own objects where git looks; the repository's read-only beside them.
+        let own = Path::new("/s/runs/r/objects/t.attempt-1");
+        assert!(b
+            .elsewhere
+            .contains(&(own.join("objects"), "/repo/.git/objects".into(), true)));
+        assert!(b
+            .elsewhere
+            .contains(&("/repo/.git/objects".into(), own.join("shared"), false)));
+        // Without one (verify commands, pre-step scripts), the objects are read-only.
+        let b = spec(&Inputs {
+            own_objects: None,
+            ..inputs
+        });
+        assert!(has(&b.read_only, "/repo/.git/objects"));
+        // A read-only role: its workspace and `.git` read-only, no objects of its own.
+        let b = spec(&Inputs {
+            writes: false,
+            own_objects: None,
+            ..inputs
+        });
+        assert!(has(&b.read_only, "/s/worktrees/r/t") && !has(&b.writable, "/s/worktrees/r/t"));
+        assert!(!has(&b.writable, "/repo/.git"));
+    }
+
+    #[test]
+    fn codex_sandbox_is_off_inside_the_box_unless_the_user_set_one() {
+        let off = [
+            "-c".to_string(),
+            "sandbox_mode=\"danger-full-access\"".to_string(),
+        ];
+        // (adapter, command, what is appended)
+        let table: Vec<(AdapterKind, Vec<&str>, Vec<String>)> = vec![
+            (AdapterKind::Codex, vec!["codex"], off.to_vec()),
+            (AdapterKind::Codex, vec!["codex", "exec"], off.to_vec()),
+            (
+                AdapterKind::Codex,
+                vec!["codex", "--sandbox", "read-only"],
+                vec![],
+            ),
+            (
+                AdapterKind::Codex,
+                vec!["codex", "-c", "sandbox_mode=\"x\""],
+                vec![],
+            ),
+            (AdapterKind::Claude, vec!["claude"], vec![]),
+        ];
+        for (adapter, cmd, added) in table {
+            let mut command: Vec<String> = cmd.iter().map(|s| s.to_string()).collect();
+            inside_box(adapter, &mut command);
+            assert_eq!(
+                command.get(cmd.len()..).unwrap(),
+                added.as_slice(),
+                "{cmd:?}"
+            );
+        }
     }
 }

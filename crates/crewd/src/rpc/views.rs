@@ -75,6 +75,7 @@ pub fn planned(t: &crew_core::plan::PlannedTask, model: Option<&str>) -> api::Pl
         pre_step: t.checks.pre_step.as_ref().map(|p| p.display()),
         scope: t.scope.clone(),
         verify_commands: verify_commands(t),
+        sandbox: None,
     }
 }
 

@@ -367,6 +367,15 @@ impl Daemon {
         }
     }
 
+    /// A file for the fake agent to read by path (`[fake:fanout=…]`, answers): under the
+    /// daemon's `~/.cache`, which every boxed attempt sees (the rest of the test directory is
+    /// not in the box).
+    pub fn fixture_path(&self, name: &str) -> PathBuf {
+        let dir = self.home.join(".cache/crew-test-fixtures");
+        std::fs::create_dir_all(&dir).unwrap();
+        dir.join(name)
+    }
+
     /// Write a project resource file under the work dir's `.crew/`.
     pub fn project_file(&self, rel: &str, content: &str) -> PathBuf {
         let p = self.work.join(".crew").join(rel);

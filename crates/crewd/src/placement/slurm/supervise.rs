@@ -524,7 +524,8 @@ async fn follow(
     let (result, usage, model) = match &fin {
         Ok(Some(f)) => match &f.result {
             Some(r) => {
-                let (usage, model, named) = parts(r);
+                let (usage, model, named) = r.parts();
+                let model = model.map(str::to_string);
                 let run_dir = spec.run_dir.clone();
                 let dir = staging.dir.clone();
                 let named = named.to_vec();
@@ -600,41 +601,6 @@ async fn follow(
         }
     }
     with_artifacts(result, artifacts.clone())
-}
-
-/// Usage, model and named files of a result.
-fn parts(r: &AttemptResult) -> (Usage, Option<String>, &[ArtifactRef]) {
-    match r {
-        AttemptResult::Completed {
-            usage,
-            model,
-            artifacts,
-            ..
-        }
-        | AttemptResult::NoFinalText {
-            usage,
-            model,
-            artifacts,
-        }
-        | AttemptResult::NeedsAttention {
-            usage,
-            model,
-            artifacts,
-            ..
-        }
-        | AttemptResult::Failed {
-            usage,
-            model,
-            artifacts,
-            ..
-        }
-        | AttemptResult::Asked {
-            usage,
-            model,
-            artifacts,
-            ..
-        } => (*usage, model.clone(), artifacts),
-    }
 }
 
 /// `r` naming `artifacts` (the files as they are in this run's directory).

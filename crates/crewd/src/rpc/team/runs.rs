@@ -19,7 +19,7 @@ pub(super) async fn plan(ctx: Arc<Ctx>, p: P<TeamPlan>) -> Out<TeamPlan> {
             .plan
             .tasks
             .iter()
-            .map(|t| views::planned(t, model.as_deref()))
+            .map(|t| api_task_with_box(&ctx, &prepared.spec, t, model.as_deref()))
             .collect(),
         diagnostics: prepared
             .policy_gaps
@@ -33,6 +33,18 @@ pub(super) async fn plan(ctx: Arc<Ctx>, p: P<TeamPlan>) -> Out<TeamPlan> {
             })
             .collect(),
     })
+}
+
+/// A planned task and the box it would run in (`executor::sandbox::plan_box`).
+fn api_task_with_box(
+    ctx: &Ctx,
+    spec: &crew_core::run::RunSpec,
+    t: &crew_core::plan::PlannedTask,
+    model: Option<&str>,
+) -> PlannedTaskView {
+    let mut v = views::planned(t, model);
+    v.sandbox = crate::executor::sandbox::plan_box(&ctx.shared, spec, t);
+    v
 }
 
 pub(super) async fn run(ctx: Arc<Ctx>, p: P<TeamRun>) -> Out<TeamRun> {
