@@ -98,8 +98,6 @@ struct FlatIn {
     verdict_repair: Option<String>,
     #[serde(default)]
     job: Option<RemoteJob>,
-    // Written only when not empty: a task without failed checks (and every snapshot from
-    // before candidates) has none.
     #[serde(default)]
     failed_checks: Vec<String>,
     #[serde(default)]
