@@ -21,6 +21,7 @@ mod fanout;
 mod fixloop;
 pub use fixloop::{fix_task_id, run_verdict};
 mod jobs;
+pub mod resolve;
 mod settle;
 mod snapshot;
 mod task_serde;
