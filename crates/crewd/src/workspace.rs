@@ -178,6 +178,8 @@ pub async fn plan_run(
                 head,
                 dirty: true,
                 branch,
+                conflicts: Default::default(),
+                resolver: None,
             }));
         }
         let snap = repo
@@ -208,6 +210,8 @@ pub async fn plan_run(
         head,
         dirty: !dirty.is_empty(),
         branch,
+        conflicts: Default::default(),
+        resolver: None,
     }))
 }
 

@@ -19,6 +19,7 @@ static FILES: &[(Kind, &str, &str)] = &[
     file!(Kind::Agent, "agents", "executor.md"),
     file!(Kind::Agent, "agents", "explorer.md"),
     file!(Kind::Agent, "agents", "planner.md"),
+    file!(Kind::Agent, "agents", "resolver.md"),
     file!(Kind::Agent, "agents", "reviewer.md"),
     file!(Kind::Agent, "agents", "security-reviewer.md"),
     file!(Kind::Agent, "agents", "test-engineer.md"),

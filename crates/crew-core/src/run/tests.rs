@@ -1903,6 +1903,8 @@ fn a_worktree_run_completes_only_after_integration() {
         head: Some("b".repeat(40)),
         dirty: false,
         branch: Some("main".into()),
+        conflicts: Default::default(),
+        resolver: None,
     });
     sim.create("r", s);
     sim.dispatch(8);
@@ -1995,6 +1997,8 @@ fn overlapping_scopes_are_serialized_in_shared_mode_only() {
                 head: None,
                 dirty: false,
                 branch: None,
+                conflicts: Default::default(),
+                resolver: None,
             });
         }
         s
