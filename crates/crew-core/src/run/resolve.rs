@@ -122,15 +122,38 @@ pub fn resolve_added(
 
 /// The tasks nobody depends on: what the integration merges.
 fn leaves(run: &RunState) -> Vec<SafeId> {
-    run.tasks
+    super::workspace::leaf_tasks(run)
         .iter()
-        .filter(|t| {
-            !run.tasks
-                .iter()
-                .any(|o| o.plan.depends_on.iter().any(|d| d == &t.plan.id))
-        })
         .map(|t| t.plan.id.clone())
         .collect()
+}
+
+/// Where a message suggests the user's own worktree for resolving on `what`'s branch: beside
+/// the repository, so it is never inside crew's state or the user's checkout.
+pub fn worktree_path(repo: &str, what: &str) -> String {
+    format!("{}-resolve-{what}", repo.trim_end_matches('/'))
+}
+
+/// The manual way after a resolver gave up: its branch holds every input merged, with the
+/// conflicts left in the files (crewd puts it back there after a failed attempt), so the
+/// user resolves there and resumes; `crewd`'s workspace takes a resolution that holds every
+/// input and no markers as the resolve task's result, without running the agent again.
+pub fn manual_hint(run: &RunState, task_id: &str) -> String {
+    let Some(ws) = run.spec.workspace.as_ref() else {
+        return String::new();
+    };
+    let repo = ws.repo.as_str();
+    let branch = super::workspace::task_branch(&run.id, task_id);
+    let wt = worktree_path(repo, task_id);
+    format!(
+        "The resolver could not resolve the conflict; resolve it by hand. Its branch holds \
+         every input merged, with the conflicts left in the files (between `<<<<<<< ` and \
+         `>>>>>>> ` lines). In a worktree of your own (your checkout is not touched):\n  \
+         git -C {repo} worktree add {wt} {branch}\n  cd {wt}\n  \
+         # fix the files, remove the markers, then: git add -A && git commit\n  \
+         cd {repo}\n  git worktree remove {wt}\nthen: crewctl resume {run}",
+        run = run.id
+    )
 }
 
 /// The resolve task: the resolver's template, starting from the merge of `inputs` with every
@@ -238,6 +261,58 @@ pub(super) fn apply_resolve_added(
 }
 
 impl super::State {
+    /// A merge of inputs conflicted: of `task_id`'s dependencies (`Some`, its attempt
+    /// `attempt` could not start), or of the run's leaves into the integration (`None`). In a
+    /// run whose conflicts go to an agent, a resolve task is added (one event); empty when the
+    /// run resolves by hand, or an agent resolved these inputs before (the manual way then).
+    pub fn on_conflict(
+        &self,
+        run_id: &str,
+        task_id: Option<&str>,
+        attempt: u32,
+        conflict: &Conflict,
+    ) -> Vec<Pending> {
+        let Some(run) = self.runs.get(run_id) else {
+            return vec![];
+        };
+        let Some(ws) = run.spec.workspace.as_ref() else {
+            return vec![];
+        };
+        let Some(resolver) = ws.resolver.as_deref().filter(|_| !ws.conflicts.is_manual()) else {
+            return vec![];
+        };
+        match task_id {
+            Some(t) => self.resolve_conflict(run_id, t, attempt, conflict, resolver),
+            None => self.resolve_integration(run_id, conflict, resolver),
+        }
+    }
+
+    /// The merge of the run's leaves conflicts: a resolve task over them becomes the only
+    /// leaf, so its result is the integration. Not when a leaf is already such a resolve task
+    /// (its result did not hold: the manual way).
+    pub fn resolve_integration(
+        &self,
+        run_id: &str,
+        conflict: &Conflict,
+        resolver: &RoleTemplate,
+    ) -> Vec<Pending> {
+        let Some(run) = self.runs.get(run_id) else {
+            return vec![];
+        };
+        if run.status != super::RunStatus::Running || run.integration.is_some() {
+            return vec![];
+        }
+        let resolved_before = super::workspace::leaf_tasks(run).iter().any(|t| {
+            is_resolve(&t.plan) && t.plan.added_by.as_ref().is_some_and(|a| a.as_str() == run.id)
+        });
+        if resolved_before {
+            return vec![];
+        }
+        resolve_added(run, None, conflict, resolver)
+            .map(|(p, _)| vec![p])
+            .unwrap_or_default()
+    }
+
     /// The attempt of `task_id` could not start: the merge of its inputs conflicts. A resolve
     /// task is added and the task waits for it, unless one already resolved its inputs (a
     /// conflict again means the resolver's result did not hold; the manual way then). Empty:
