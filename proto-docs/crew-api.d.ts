@@ -200,6 +200,9 @@ export interface ChoiceView {
   reason: string;
 }
 
+/** `team.run`'s `conflicts`: what a `worktree` run does when the merge of results conflicts. */
+export type ConflictMode = "agent" | "manual";
+
 export interface DaemonStatus {
   apiVersion: string;
   /**
@@ -622,6 +625,11 @@ export interface RunParams {
    */
   chain?: string[] | null;
   concurrency?: number | null;
+  /**
+   * `worktree` runs: `agent` or `manual` when the merge of results conflicts; default: the
+   * team's `conflicts`, else config `conflicts` (`agent`).
+   */
+  conflicts?: ConflictMode | null;
   /** Working directory of the run's workers (absolute). */
   cwd: string;
   /** `worktree` runs: `snapshot` (default) or `refuse` when the cwd has uncommitted changes. */
@@ -1049,6 +1057,11 @@ export interface Methods {
        */
       chain?: string[] | null;
       concurrency?: number | null;
+      /**
+       * `worktree` runs: `agent` or `manual` when the merge of results conflicts; default: the
+       * team's `conflicts`, else config `conflicts` (`agent`).
+       */
+      conflicts?: ConflictMode | null;
       /** Working directory of the run's workers (absolute). */
       cwd: string;
       /** `worktree` runs: `snapshot` (default) or `refuse` when the cwd has uncommitted changes. */
@@ -1116,6 +1129,11 @@ export interface Methods {
        */
       chain?: string[] | null;
       concurrency?: number | null;
+      /**
+       * `worktree` runs: `agent` or `manual` when the merge of results conflicts; default: the
+       * team's `conflicts`, else config `conflicts` (`agent`).
+       */
+      conflicts?: ConflictMode | null;
       /** Working directory of the run's workers (absolute). */
       cwd: string;
       /** `worktree` runs: `snapshot` (default) or `refuse` when the cwd has uncommitted changes. */
