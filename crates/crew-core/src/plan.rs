@@ -390,6 +390,7 @@ pub fn resolver_template(
         thinking: agent.thinking.clone(),
         effort: agent.effort.clone(),
         fallback_models: agent.fallback_models.clone(),
+        candidates: None,
     })
 }
 

@@ -2847,6 +2847,7 @@ fn resolver_role() -> crate::fanout::RoleTemplate {
         effort: None,
         fallback_models: vec![],
         writes: true,
+        candidates: None,
     }
 }
 
