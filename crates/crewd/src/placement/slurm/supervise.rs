@@ -1,8 +1,8 @@
 //! One attempt as a Slurm job: stage, submit (or re-attach), follow, finish.
 
-use super::client::{Client, JobRequest, SlurmError};
+use super::client::{JobRequest, SlurmError};
 use super::state::{phase, Phase};
-use super::SlurmConfig;
+use super::{Backend, SlurmConfig};
 use crate::attempt::{AttemptKey, AttemptSpec, Port, WorkerCtl};
 use crate::placement::{JobLedger, LedgerError};
 use crate::shared::Shared;
@@ -59,7 +59,7 @@ pub async fn attempt(
             "spawn",
         );
     };
-    let client = super::client(&cfg);
+    let client = super::backend(&cfg);
     let mut artifacts = Vec::new();
     let staged = match stage(shared, &cfg, spec, start, &mut artifacts).await {
         Ok(s) => s,
@@ -70,7 +70,6 @@ pub async fn attempt(
         &cfg,
         ledger,
         spec,
-        &staged.token,
         &staged.staging.dir,
     )
     .await
@@ -173,9 +172,17 @@ async fn stage(
     };
     // The attempt as a local one would run it; the node puts its own paths in.
     let worker = crate::executor::worker_spec(&shared.config, spec, &prompt, false);
-    let token = match earlier {
-        Some(j) => j.token.clone(),
-        None => format!("{:032x}", rand::random::<u128>()),
+    // Derived, never journaled: the same again for the attempt a restarted daemon re-attaches.
+    let token = {
+        let state = shared.state_dir.clone();
+        let key = blocking(move || super::token::key(&state)).map_err(|e| e.to_string())?;
+        super::token::derive(
+            &key,
+            &spec.run_id,
+            &spec.task_id,
+            spec.attempt,
+            &staging.dir.display().to_string(),
+        )
     };
     let record = Launch {
         version: crew_staging::VERSION,
@@ -268,11 +275,10 @@ impl From<SlurmError> for SubmitError {
 /// (a daemon killed between submitting and journaling the id), the one of its name; else a new
 /// submission, its intent durable before it and its id journaled after.
 async fn submit_or_attach(
-    client: &Client,
+    client: &Backend,
     cfg: &SlurmConfig,
     ledger: &Arc<dyn JobLedger>,
     spec: &AttemptSpec,
-    token: &str,
     staging: &Path,
 ) -> Result<u64, SubmitError> {
     let name = super::job_name(&spec.run_id, &spec.task_id, spec.attempt);
@@ -296,7 +302,6 @@ async fn submit_or_attach(
                 attempt: spec.attempt,
                 name: name.clone(),
                 staging: staging.display().to_string(),
-                token: token.to_string(),
                 id: None,
             };
             ledger
@@ -336,7 +341,7 @@ async fn submit_or_attach(
 /// Journal the job's id. A refusal means the attempt ended meanwhile (cancelled): its job
 /// goes too. A journal that cannot write keeps the event in memory; the job is followed.
 async fn record_id(
-    client: &Client,
+    client: &Backend,
     ledger: &Arc<dyn JobLedger>,
     key: &crate::attempt::AttemptKey,
     id: u64,
@@ -421,7 +426,7 @@ async fn follow(
     port: &Arc<dyn Port>,
     spec: &AttemptSpec,
     cfg: &SlurmConfig,
-    client: &Client,
+    client: &Backend,
     job_id: u64,
     staged: Staged,
     ctl: &mut mpsc::UnboundedReceiver<WorkerCtl>,
@@ -444,7 +449,7 @@ async fn follow(
         .copied()
         .unwrap_or(0);
     ctl_sent.clear();
-    let poll = Duration::from_millis(cfg.poll_ms);
+    let mut board = super::board(cfg).subscribe();
     let mut stopped: Option<String> = None;
     let mut cancel_at: Option<tokio::time::Instant> = None;
     let mut unreachable_since: Option<tokio::time::Instant> = None;
@@ -471,10 +476,14 @@ async fn follow(
                 }
                 None => ctl_open = false,
             },
-            _ = tokio::time::sleep(poll) => {}
+            changed = board.changed() => if changed.is_err() {
+                // Never: the board lives as long as the daemon.
+                tokio::time::sleep(Duration::from_millis(cfg.poll_ms)).await;
+            },
         }
         notes.read_new(&staging.notes(), port, &key).await;
-        match client.job(job_id).await {
+        let snapshot = board.borrow_and_update().clone();
+        match super::board::look(client, &snapshot, job_id).await {
             // Slurm forgets an ended job after `MinJobAge` (300 s by default): a job followed
             // again after a long outage may be gone though its worker finished. Its final
             // record, with this attempt's token, says so.
