@@ -758,7 +758,10 @@ mod tests {
                 "v0.0.38 and later",
             ),
             (base.replace("\"/s\"", "\"rel\""), "absolute"),
-            (format!("{base}conf = \"/etc/slurm.conf\"\n"), "interface = \"cli\""),
+            (
+                format!("{base}conf = \"/etc/slurm.conf\"\n"),
+                "interface = \"cli\"",
+            ),
             (
                 "[runtimes.x]\nadapter = \"pi\"\ncommand = \"pi\"\nplacement = \"slurm\"\n".into(),
                 "needs a [slurm] section",

@@ -627,7 +627,10 @@ fn the_cli_interface_submits_follows_and_integrates() {
         }),
     )
     .unwrap();
-    let cats: String = ids.iter().map(|id| format!("[fake:cat={id}.txt]")).collect();
+    let cats: String = ids
+        .iter()
+        .map(|id| format!("[fake:cat={id}.txt]"))
+        .collect();
     fan_team(&d, &b, &cats);
     let run = d.run(
         "build it",

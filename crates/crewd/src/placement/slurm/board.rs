@@ -8,12 +8,19 @@ use super::state::JobInfo;
 use super::Backend;
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::watch;
+
+/// A listing asks only for a change since the last one (`update_time`: slurmrestd answers 304
+/// when no job changed, instead of every job again); at least this often it lists in full, so
+/// a controller whose clock runs behind crewd's cannot hide a change for long.
+const FULL_EVERY: Duration = Duration::from_secs(10);
+/// The controller's clock may be this far behind crewd's without a change being missed.
+const SLACK_SECS: u64 = 2;
 
 /// One listing of the controller's jobs, by id (or why there is none this time).
 pub struct Snapshot {
-    pub jobs: Result<HashMap<u64, JobInfo>, SlurmError>,
+    pub jobs: Result<Arc<HashMap<u64, JobInfo>>, SlurmError>,
 }
 
 pub struct Board {
@@ -25,18 +32,45 @@ impl Board {
     /// The poller: while any attempt follows a job, list the jobs every `poll`.
     pub fn start(backend: Arc<Backend>, poll: Duration) -> Board {
         let (tx, rx) = watch::channel(Arc::new(Snapshot {
-            jobs: Ok(HashMap::new()),
+            jobs: Ok(Arc::new(HashMap::new())),
         }));
         tokio::spawn(async move {
+            // The last full answer: when it was asked (Unix seconds, for `update_time`), what
+            // it said, and when the last full listing was.
+            let mut last: Option<(u64, Arc<HashMap<u64, JobInfo>>)> = None;
+            let mut full_at = Instant::now();
             loop {
                 tokio::time::sleep(poll).await;
                 if tx.receiver_count() <= 1 {
                     continue;
                 }
-                let jobs = backend
-                    .jobs()
-                    .await
-                    .map(|v| v.into_iter().map(|j| (j.job_id, j)).collect());
+                let full = full_at.elapsed() >= FULL_EVERY;
+                let since = last
+                    .as_ref()
+                    .filter(|_| !full)
+                    .map(|(t, _)| t.saturating_sub(SLACK_SECS));
+                let asked = SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .map(|d| d.as_secs())
+                    .unwrap_or(0);
+                let jobs = match backend.jobs_since(since).await {
+                    Ok(Some(v)) => {
+                        if since.is_none() {
+                            full_at = Instant::now();
+                        }
+                        let map: Arc<HashMap<u64, JobInfo>> =
+                            Arc::new(v.into_iter().map(|j| (j.job_id, j)).collect());
+                        last = Some((asked, map.clone()));
+                        Ok(map)
+                    }
+                    // Nothing changed: the last answer still holds (and `since` stays: the
+                    // controller's "no change" is relative to it).
+                    Ok(None) => match &last {
+                        Some((_, map)) => Ok(map.clone()),
+                        None => Ok(Arc::new(HashMap::new())),
+                    },
+                    Err(e) => Err(e),
+                };
                 if tx.send(Arc::new(Snapshot { jobs })).is_err() {
                     break;
                 }

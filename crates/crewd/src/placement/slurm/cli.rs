@@ -65,7 +65,10 @@ impl Cli {
                     .await
                     .map_err(|e| err(e.to_string()))?;
             }
-            child.wait_with_output().await.map_err(|e| err(e.to_string()))
+            child
+                .wait_with_output()
+                .await
+                .map_err(|e| err(e.to_string()))
         };
         let out = tokio::time::timeout(CALL_TIMEOUT, work)
             .await
@@ -89,7 +92,12 @@ impl Cli {
     /// Submit; the job id.
     pub async fn submit(&self, job: &JobRequest) -> Result<u64, SlurmError> {
         let out = self
-            .run("sbatch", &sbatch_args(job), Some(&job.script), Some(&job.env))
+            .run(
+                "sbatch",
+                &sbatch_args(job),
+                Some(&job.script),
+                Some(&job.env),
+            )
             .await?;
         // `--parsable`: `ID` or `ID;CLUSTER`.
         out.trim()
@@ -107,7 +115,12 @@ impl Cli {
     /// Every job the controller knows.
     pub async fn jobs(&self) -> Result<Vec<JobInfo>, SlurmError> {
         let out = self
-            .run("squeue", &["--json".into(), "-t".into(), "all".into()], None, None)
+            .run(
+                "squeue",
+                &["--json".into(), "-t".into(), "all".into()],
+                None,
+                None,
+            )
             .await?;
         let v: Value = serde_json::from_str(&out).map_err(|e| SlurmError::Command {
             program: "squeue",
@@ -125,11 +138,18 @@ impl Cli {
         if let Some(j) = self.jobs().await?.into_iter().find(|j| j.job_id == id) {
             return Ok(Some(j));
         }
-        let args: Vec<String> = ["-n", "-P", "-X", "-o", "JobID,JobName,State,ExitCode,NodeList", "-j"]
-            .iter()
-            .map(|s| s.to_string())
-            .chain([id.to_string()])
-            .collect();
+        let args: Vec<String> = [
+            "-n",
+            "-P",
+            "-X",
+            "-o",
+            "JobID,JobName,State,ExitCode,NodeList",
+            "-j",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([id.to_string()])
+        .collect();
         match self.run("sacct", &args, None, None).await {
             Ok(out) => Ok(out.lines().find_map(parse_sacct).filter(|j| j.job_id == id)),
             // No accounting ("Slurm accounting storage is disabled"): the job is gone.
@@ -241,11 +261,21 @@ mod tests {
     fn sacct_lines_parse_into_jobs() {
         let j = parse_sacct("5|crew-r-t-1|CANCELLED by 0|0:15|n1").unwrap();
         assert_eq!(
-            (j.job_id, j.name.as_str(), j.state.as_str(), j.exit_code, j.signal, j.nodes.as_str()),
+            (
+                j.job_id,
+                j.name.as_str(),
+                j.state.as_str(),
+                j.exit_code,
+                j.signal,
+                j.nodes.as_str()
+            ),
             (5, "crew-r-t-1", "CANCELLED", None, Some(15), "n1")
         );
         let j = parse_sacct("7|x|FAILED|3:0|n2").unwrap();
-        assert_eq!((j.state.as_str(), j.exit_code, j.signal), ("FAILED", Some(3), None));
+        assert_eq!(
+            (j.state.as_str(), j.exit_code, j.signal),
+            ("FAILED", Some(3), None)
+        );
         let j = parse_sacct("8|x|PENDING|0:0|None assigned").unwrap();
         assert_eq!(j.nodes, "");
         assert!(parse_sacct("8.batch|x|COMPLETED|0:0|n1").is_none());

@@ -276,11 +276,27 @@ impl Client {
 
     /// Every job the controller still knows.
     pub async fn jobs(&self) -> Result<Vec<JobInfo>, SlurmError> {
-        let v = self.call("GET", &self.path("jobs"), None).await?;
-        Ok(v.get("jobs")
-            .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(parse_job).collect())
-            .unwrap_or_default())
+        Ok(self.jobs_since(None).await?.unwrap_or_default())
+    }
+
+    /// Every job the controller knows, or `None` when no job changed since `since` (Unix
+    /// seconds, the controller's clock): slurmrestd answers that with 304 and no body.
+    pub async fn jobs_since(&self, since: Option<u64>) -> Result<Option<Vec<JobInfo>>, SlurmError> {
+        let path = match since {
+            Some(t) => format!("{}?update_time={t}", self.path("jobs")),
+            None => self.path("jobs"),
+        };
+        let v = match self.call("GET", &path, None).await {
+            Ok(v) => v,
+            Err(SlurmError::Http { status: 304, .. }) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        Ok(Some(
+            v.get("jobs")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(parse_job).collect())
+                .unwrap_or_default(),
+        ))
     }
 
     /// Cancel (Slurm sends SIGTERM, then SIGKILL after `KillWait`). A job Slurm no longer

@@ -31,14 +31,14 @@ use std::sync::{Arc, OnceLock};
 
 /// The way to the cluster: slurmrestd, or the client commands where it does not run.
 pub enum Backend {
-    Rest(client::Client),
+    Rest(Box<client::Client>),
     Cli(cli::Cli),
 }
 
 impl Backend {
     pub fn new(cfg: &SlurmConfig) -> Backend {
         match cfg.interface {
-            config::Interface::Rest => Backend::Rest(client::Client::new(cfg)),
+            config::Interface::Rest => Backend::Rest(Box::new(client::Client::new(cfg))),
             config::Interface::Cli => Backend::Cli(cli::Cli::new(cfg.conf.clone())),
         }
     }
@@ -63,6 +63,15 @@ impl Backend {
         match self {
             Backend::Rest(c) => c.jobs().await,
             Backend::Cli(c) => c.jobs().await,
+        }
+    }
+
+    /// `jobs`, or `None` when none changed since `since` (Unix seconds; slurmrestd only: the
+    /// commands always list).
+    pub async fn jobs_since(&self, since: Option<u64>) -> Result<Option<Vec<JobInfo>>, SlurmError> {
+        match self {
+            Backend::Rest(c) => c.jobs_since(since).await,
+            Backend::Cli(c) => c.jobs().await.map(Some),
         }
     }
 
@@ -96,10 +105,7 @@ pub fn backend(cfg: &SlurmConfig) -> Arc<Backend> {
 pub fn board(cfg: &SlurmConfig) -> &'static board::Board {
     static BOARD: OnceLock<board::Board> = OnceLock::new();
     BOARD.get_or_init(|| {
-        board::Board::start(
-            backend(cfg),
-            std::time::Duration::from_millis(cfg.poll_ms),
-        )
+        board::Board::start(backend(cfg), std::time::Duration::from_millis(cfg.poll_ms))
     })
 }
 

@@ -65,15 +65,7 @@ pub async fn attempt(
         Ok(s) => s,
         Err(e) => return failed(artifacts, e, true, "staging"),
     };
-    let job_id = match submit_or_attach(
-        &client,
-        &cfg,
-        ledger,
-        spec,
-        &staged.staging.dir,
-    )
-    .await
-    {
+    let job_id = match submit_or_attach(&client, &cfg, ledger, spec, &staged.staging.dir).await {
         Ok(id) => id,
         Err(SubmitError::Slurm(e)) => {
             let retryable = e.is_transient();
@@ -676,12 +668,29 @@ async fn take_result(
 ) -> Result<(), String> {
     let timeout = Duration::from_millis(shared.config.git_timeout_ms.max(1000));
     let b = bundle.display().to_string();
-    git(
-        worktree,
-        &["fetch", "-q", &b, crew_staging::RESULT_REF],
-        timeout,
-    )
-    .await?;
+    // git checks that the bundle's prerequisite (the start commit, which is here) is reachable
+    // from a ref; while other tasks of the run create and move refs in the same repository,
+    // that walk can miss it ("some prerequisite commits exist in the object store, but are
+    // not connected to the repository's history": 2 of 200 fan-out tasks in the benchmark).
+    // The commit is there: the fetch is tried again.
+    let mut tries = 0;
+    loop {
+        match git(
+            worktree,
+            &["fetch", "-q", &b, crew_staging::RESULT_REF],
+            timeout,
+        )
+        .await
+        {
+            Ok(_) => break,
+            Err(e) if e.contains("not connected to the repository's history") && tries < 5 => {
+                tries += 1;
+                tracing::info!(error = %e, tries, "fetching the result bundle again");
+                tokio::time::sleep(Duration::from_millis(100 * tries)).await;
+            }
+            Err(e) => return Err(e),
+        }
+    }
     let fetched = git(worktree, &["rev-parse", "FETCH_HEAD"], timeout).await?;
     if fetched.trim() != commit {
         return Err(format!(

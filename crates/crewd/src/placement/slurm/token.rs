@@ -51,9 +51,9 @@ pub fn key(state_dir: &Path) -> Result<[u8; 32], KeyError> {
             })();
             let _ = std::fs::remove_file(&tmp);
             made.map_err(err)?;
-            read(&path).map_err(err)?.ok_or_else(|| {
-                err(std::io::Error::other("the key file is not 32 bytes"))
-            })?
+            read(&path)
+                .map_err(err)?
+                .ok_or_else(|| err(std::io::Error::other("the key file is not 32 bytes")))?
         }
         Err(e) => return Err(err(e)),
     };
@@ -89,7 +89,10 @@ fn hmac_sha256(key: &[u8; 32], msg: &[u8]) -> [u8; 32] {
         ipad[i] ^= k;
         opad[i] ^= k;
     }
-    let inner = Sha256::new().chain_update(ipad).chain_update(msg).finalize();
+    let inner = Sha256::new()
+        .chain_update(ipad)
+        .chain_update(msg)
+        .finalize();
     Sha256::new()
         .chain_update(opad)
         .chain_update(inner)
@@ -124,9 +127,16 @@ mod tests {
         let made = key(dir.path()).unwrap();
         assert_eq!(key(dir.path()).unwrap(), made, "made once, then read");
         use std::os::unix::fs::PermissionsExt;
-        let mode = std::fs::metadata(dir.path().join(KEY_FILE)).unwrap().permissions().mode();
+        let mode = std::fs::metadata(dir.path().join(KEY_FILE))
+            .unwrap()
+            .permissions()
+            .mode();
         assert_eq!(mode & 0o777, 0o600);
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "no temp file left");
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            1,
+            "no temp file left"
+        );
         let key: [u8; 32] = [7; 32];
         let a = derive(&key, "r", "t", 1, "/s/t.attempt-1");
         assert_eq!(a, derive(&key, "r", "t", 1, "/s/t.attempt-1"));
