@@ -205,6 +205,7 @@ async fn stage(
         .collect();
     let dir = staging.clone();
     let cwd = spec.cwd.clone();
+    let start_commit = start.to_string();
     let fresh = earlier.is_none();
     blocking(move || -> Result<(), String> {
         let e = |what: &str, err: &dyn std::fmt::Display| format!("{what}: {err}");
@@ -216,7 +217,7 @@ async fn stage(
         dir.create()
             .map_err(|x| e("cannot create the staging directory", &x))?;
         if !dir.launch().exists() {
-            bundle(&cwd, &dir.input_bundle())
+            shared_bundle(&cwd, &start_commit, &dir)
                 .map_err(|x| e("cannot bundle the start commit", &x))?;
             let prompts = dir.dir.join("prompts");
             std::fs::create_dir_all(&prompts).map_err(|x| e("prompts", &x))?;
@@ -233,9 +234,43 @@ async fn stage(
     Ok(Staged { staging, token })
 }
 
+/// The attempt's input bundle: one per start commit and run (`<run>/bundles/<commit>.bundle`,
+/// made once, linked into each attempt's directory). A fan-out's tasks all start at the
+/// planner's result: 200 tasks made 200 identical bundles, each a history walk and a pack.
+fn shared_bundle(worktree: &str, start: &str, staging: &Staging) -> std::io::Result<()> {
+    let out = staging.input_bundle();
+    let valid = start.len() >= 40 && start.bytes().all(|b| b.is_ascii_hexdigit());
+    let Some(run_dir) = staging.dir.parent().filter(|_| valid) else {
+        return bundle(worktree, &out);
+    };
+    let cache = run_dir.join("bundles");
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&cache)?;
+    }
+    let cached = cache.join(format!("{start}.bundle"));
+    if !cached.exists() {
+        bundle(worktree, &cached)?;
+    }
+    let _ = std::fs::remove_file(&out);
+    match std::fs::hard_link(&cached, &out) {
+        Ok(()) => Ok(()),
+        // A filesystem without hard links: a copy.
+        Err(_) => std::fs::copy(&cached, &out).map(|_| ()),
+    }
+}
+
 /// `git bundle create OUT HEAD` in the task's worktree: the start commit and its history.
 fn bundle(worktree: &str, out: &Path) -> std::io::Result<()> {
-    let tmp = out.with_extension("bundle.tmp");
+    // Unique: two attempts may make the same shared bundle at once (the rename is atomic).
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let tmp = out.with_extension(format!(
+        "bundle.tmp-{}",
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
     let o = std::process::Command::new("git")
         .args(["-c", "core.hooksPath=/dev/null", "bundle", "create", "-q"])
         .arg(&tmp)
