@@ -18,6 +18,7 @@
 
 pub mod artifacts;
 pub mod command;
+pub mod durable;
 pub mod env;
 pub mod fault;
 mod lines;

@@ -4,10 +4,11 @@
 //! `pueued` are on PATH.
 //!
 //! Usage: `bench-dispatch [--tasks N (1000)] [--pueue-tasks M (200)] [--work-ms W (0)]
-//! [--rounds R (3)]`. The xargs comparison alternates R rounds of xargs and crew (so both see the
+//! [--rounds R (3)] [--box 0|1 (1)]`. The xargs comparison alternates R rounds of xargs and crew (so both see the
 //! same machine load) and compares medians; pueue runs once.
 //! `--work-ms` makes every invocation sleep W ms (`[fake:sleep=Wms]`) to model agents that do
-//! something; 0 measures pure overhead. Build first:
+//! something; 0 measures pure overhead. `--box 0` leaves out the rounds in crew's box (they
+//! price the box, not dispatch, and their disk writes slow the rounds after them). Build first:
 //! `cargo build --release -p crewd -p crew-fake-agent -p crew-bench`.
 
 mod daemon_support;
@@ -27,6 +28,7 @@ struct Args {
     pueue_tasks: usize,
     work_ms: u64,
     rounds: usize,
+    boxed: bool,
 }
 
 fn parse_args() -> Args {
@@ -35,6 +37,7 @@ fn parse_args() -> Args {
         pueue_tasks: 200,
         work_ms: 0,
         rounds: 3,
+        boxed: true,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -47,6 +50,7 @@ fn parse_args() -> Args {
             "--pueue-tasks" => a.pueue_tasks = value as usize,
             "--work-ms" => a.work_ms = value,
             "--rounds" => a.rounds = (value as usize).max(1),
+            "--box" => a.boxed = value != 0,
             _ => fail(format!("unknown flag {flag}")),
         }
     }
@@ -273,7 +277,7 @@ fn main() {
 
     // `fake-boxed`: the fake agent in crew's box (bubblewrap), to price the box per task;
     // `fake` unboxed (`sandbox = "off"`: the box is on by default).
-    let boxed = bwrap_works();
+    let boxed = args.boxed && bwrap_works();
     let d = Daemon::start(
         root.path(),
         &format!(
@@ -346,7 +350,7 @@ fn main() {
             b.as_secs_f64() / xargs.as_secs_f64(),
             verdict(per_task_ms <= 5.0)
         );
-    } else {
+    } else if args.boxed {
         println!("box comparison SKIPPED: bubblewrap cannot make a box here");
     }
 

@@ -572,6 +572,9 @@ pub fn dep_settled(t: &PlannedTask, dep: &TaskState) -> bool {
 /// `task.candidate_chosen`), `first` sets the others aside, and no candidate passing starts
 /// the fix from the best one. `None`: nothing to do.
 pub(super) fn settle(run: &RunState) -> Option<Vec<Pending>> {
+    if !run.has_selector() {
+        return None;
+    }
     let mut out = Vec::new();
     for t in run.tasks.iter().filter(|t| t.status == TaskStatus::Queued) {
         let Some((select, ids, _)) = selector(&t.plan) else {

@@ -477,10 +477,12 @@ impl std::fmt::Debug for Backoff {
 const SCAN_TASKS: usize = 16;
 
 /// A run's task positions ordered by task id, built on the first lookup (a run's task list
-/// changes only by `task.expanded`, which drops the index). Every event and every dependency check looks a task up by id:
-/// with a scan, a run of n tasks cost O(n²) to dispatch.
+/// changes only by `task.expanded` and a fix loop's task, which drop the index). Every event
+/// and every dependency check looks a task up by id: with a scan, a run of n tasks cost O(n²)
+/// to dispatch. Also whether any task is a candidates selector (issue 36): the settle phase,
+/// which runs after every change, looked for one among all queued tasks, O(n) per event.
 #[derive(Clone, Default)]
-pub(crate) struct TaskIndex(std::sync::OnceLock<Box<[u32]>>);
+pub(crate) struct TaskIndex(std::sync::OnceLock<Box<[u32]>>, std::sync::OnceLock<bool>);
 
 impl TaskIndex {
     fn get(&self, tasks: &[TaskState]) -> &[u32] {
@@ -488,6 +490,14 @@ impl TaskIndex {
             let mut order: Vec<u32> = (0..tasks.len() as u32).collect();
             order.sort_by(|&a, &b| task_id_at(tasks, a).cmp(task_id_at(tasks, b)));
             order.into_boxed_slice()
+        })
+    }
+
+    fn has_selector(&self, tasks: &[TaskState]) -> bool {
+        *self.1.get_or_init(|| {
+            tasks
+                .iter()
+                .any(|t| super::candidates::selector(&t.plan).is_some())
         })
     }
 }
@@ -579,6 +589,12 @@ impl RunState {
                 None => map.remove(&i),
             };
         }
+    }
+
+    /// Whether one of the run's tasks is a candidates selector (derived from the plans, which
+    /// change only where the index is dropped).
+    pub(crate) fn has_selector(&self) -> bool {
+        self.index.has_selector(&self.tasks)
     }
 
     pub fn task(&self, id: &str) -> Option<&TaskState> {

@@ -308,10 +308,11 @@ async fn attempt_unsynced(
         };
         fault::hit("prompt-artifact")?;
         // Every attempt's prompt is kept beside the latest (a judge's repair, a retry with
-        // feedback: what each attempt was told).
+        // feedback: what each attempt was told); the latest is a second name of the same
+        // file, not a second copy.
         let this = format!("prompts/{}.attempt-{}.md", spec.task_id, spec.attempt);
         let kept = artifacts::put(&run_dir, &this, "prompt", prompt.as_bytes())?;
-        artifacts::put(&run_dir, &prompt_name, "prompt", prompt.as_bytes())
+        artifacts::put_same(&run_dir, &kept, &prompt_name, prompt.as_bytes())
             .map(|a| (prompt, [kept, a]))
     });
     let prompt = match written {
