@@ -52,6 +52,12 @@ fn repo(w: &Path) {
     git(w, &["add", "-A"]);
     git(w, &["commit", "-qm", "init"]);
     git(w, &["gc", "-q"]);
+    // Another task's branch and worktree (its own metadata under `.git/worktrees`), made
+    // after `gc` packed `main` into `packed-refs`.
+    git(
+        w,
+        &["worktree", "add", "-q", "-b", "other-task", "../other-wt"],
+    );
 }
 
 fn marked(marker: &str) -> Vec<u32> {
@@ -114,6 +120,13 @@ fn a_hostile_agent_in_its_box_reaches_nothing_but_its_worktree() {
          kill -TERM $CREW_DAEMON_PID 2>/dev/null; \
          setsid sh -c 'while :; do sleep 0.2; done' {marker} & \
          echo mine > own.txt && git add own.txt && git commit -qm own && echo OWN-OK; \
+         git update-ref refs/heads/other-task HEAD 2>/dev/null && echo ESCAPE other-ref; \
+         git update-ref -d refs/heads/other-task 2>/dev/null && echo ESCAPE delete-ref; \
+         git update-ref refs/heads/main HEAD 2>/dev/null && echo ESCAPE packed-main; \
+         git update-ref refs/heads/crew/new HEAD 2>/dev/null && echo ESCAPE new-ref; \
+         echo x >> {r}/.git/packed-refs 2>/dev/null && echo ESCAPE packed-refs; \
+         echo x > {r}/.git/worktrees/other-wt/HEAD 2>/dev/null && echo ESCAPE other-worktree; \
+         echo 'gitdir: /tmp/evil' > .git 2>/dev/null && echo ESCAPE dot-git; \
          echo done"
     );
     std::fs::write(
@@ -136,6 +149,8 @@ fn a_hostile_agent_in_its_box_reaches_nothing_but_its_worktree() {
         v
     };
     let packs_before = packs();
+    let refs_before = git(&d.work, &["for-each-ref"]);
+    let packed_before = std::fs::read(d.work.join(".git/packed-refs")).unwrap();
     assert!(!packs_before.is_empty(), "git gc made a pack");
     one_step_team(&d, "h", "Escape.", "executor");
     let run = d.run(
@@ -183,6 +198,25 @@ fn a_hostile_agent_in_its_box_reaches_nothing_but_its_worktree() {
     // the repository now, whole.
     let log = git(&d.work, &["log", "--all", "--format=%s"]);
     assert!(log.lines().any(|l| l == "own"), "{log}");
+    // ... on the task's branch (crew moved it there after the box), and no other ref but
+    // crew's own moved.
+    let branch = format!("crew/tasks/{run}/01_only");
+    let on_branch = git(&d.work, &["log", &branch, "--format=%s"]);
+    assert!(on_branch.lines().any(|l| l == "own"), "{on_branch}");
+    let others = |t: &str| -> String {
+        t.lines()
+            .filter(|l| !l.contains("/crew/"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert_eq!(
+        others(&git(&d.work, &["for-each-ref"])),
+        others(&refs_before)
+    );
+    assert_eq!(
+        std::fs::read(d.work.join(".git/packed-refs")).unwrap(),
+        packed_before
+    );
     git(&d.work, &["fsck", "--no-dangling"]);
     d.ok("daemon.ping", json!({}));
     // The setsid'd process ended with the attempt.
