@@ -406,3 +406,76 @@ fn in_shared_mode_only_the_cwd_is_writable_and_only_for_a_writing_role() {
     assert!(d.work.join("mine.txt").exists());
     assert!(!d.work.parent().unwrap().join("beside.txt").exists());
 }
+
+/// A writing attempt's own object directory (`<run>/objects/<task>.attempt-N/`) left by a
+/// `kill -9` of crewd mid-attempt: the restart takes its objects (the agent's commit) into the
+/// repository and removes it before anything runs.
+#[test]
+fn a_killed_daemons_attempt_object_directory_is_taken_in_and_removed() {
+    const NAME: &str = "a_killed_daemons_attempt_object_directory_is_taken_in_and_removed";
+    if let Err(why) = bwrap_works() {
+        skip(NAME, &format!("bubblewrap cannot make a box here: {why}"));
+    }
+    out_of_tmp();
+    let mut d = Daemon::start();
+    repo(&d.work);
+    let made = d.fixture_path("made");
+    let made_s = made.display().to_string();
+    // The first attempt commits, says which commit, and waits to be killed; later ones
+    // wait too (the run is cancelled).
+    let script = format!(
+        "[ -e {made_s} ] || {{ echo mine > own.txt && git add own.txt && git commit -qm own && \
+         git rev-parse HEAD > {made_s}.tmp && mv {made_s}.tmp {made_s}; }}; \
+         while :; do sleep 0.2; done"
+    );
+    std::fs::write(
+        &d.config,
+        format!(
+            "sandbox = \"required\"\nno_output_timeout_ms = 60000\nkill_grace_ms = 300\n\
+             [runtimes.w]\nadapter = \"command\"\ncommand = [\"/bin/sh\", \"-c\", {script:?}]\n"
+        ),
+    )
+    .unwrap();
+    d.restart();
+    one_step_team(&d, "k", "Commit.", "executor");
+    let run = d.run(
+        "killed",
+        json!({"team": "k", "runtime": "w", "workspace": "worktree"}),
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !made.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "the agent did not commit: {}",
+            d.status(&run)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let commit = std::fs::read_to_string(&made).unwrap().trim().to_string();
+    let left = d
+        .state_dir
+        .join(format!("runs/{run}/objects/01_only.attempt-1"));
+    assert!(left.is_dir(), "the attempt's object directory");
+    let work = d.work.clone();
+    let in_repo = |c: &str| {
+        std::process::Command::new("git")
+            .args(["cat-file", "-e", c])
+            .current_dir(&work)
+            .status()
+            .unwrap()
+            .success()
+    };
+    assert!(
+        !in_repo(&commit),
+        "the commit is in the attempt's directory only"
+    );
+    d.kill9();
+    d.restart();
+    assert!(!left.exists(), "left behind: {}", left.display());
+    assert!(
+        in_repo(&commit),
+        "the agent's commit came into the repository"
+    );
+    d.ok("team.cancel", json!({"runId": run}));
+    d.wait(&run);
+}

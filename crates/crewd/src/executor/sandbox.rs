@@ -178,6 +178,34 @@ pub async fn take_objects(
     Ok(())
 }
 
+/// At start-up, before any attempt: the object directories (`own_objects`) of attempts a
+/// killed daemon left in `runs` (active runs: run directory, repository). Their objects come
+/// into the repository — the agent's commits, which its worktree's detached HEAD names, so
+/// the next attempt's `workspace::prepare` keeps that tree — then they go.
+pub async fn recover_objects(shared: &crate::shared::Shared, runs: Vec<(PathBuf, String)>) {
+    let git = crate::workspace::git(shared);
+    for (run_dir, repo) in runs {
+        let dir = run_dir.join("objects");
+        let Ok(rd) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in rd.flatten() {
+            let left = entry.path();
+            match git.repo(&repo).take_objects(&left.join("objects")).await {
+                Ok(n) => {
+                    tracing::info!(dir = %left.display(), objects = n, "took in the git objects of an attempt a killed daemon left")
+                }
+                Err(e) => {
+                    tracing::warn!(dir = %left.display(), error = %e, "cannot take in the git objects of an attempt a killed daemon left; removed")
+                }
+            }
+            if let Err(e) = std::fs::remove_dir_all(&left) {
+                tracing::warn!(dir = %left.display(), error = %e, "cannot remove an attempt's object directory");
+            }
+        }
+    }
+}
+
 /// Whether `runtime`'s attempts run in a box here (local, mode not `off`, bubblewrap works).
 pub fn boxes(config: &Config, runtime: &RuntimeConfig) -> bool {
     runtime.placement == crate::placement::Placement::Local
