@@ -291,30 +291,51 @@ pub fn plan_box(
     })
 }
 
-/// A CLI's own sandbox inside crew's box (issue 34, item 8). Codex's (bubblewrap, through
-/// its `codex-linux-sandbox` alias) cannot run nested: a second `/proc` mount is refused in
-/// crew's box ("Can't mount proc on /newroot/proc"), so every command the model runs would
-/// fail. It is turned off (`-c sandbox_mode="danger-full-access"`) in favour of crew's box,
-/// which keeps a read-only role's workspace read-only as Codex's `read-only` sandbox did. A
-/// sandbox the user's own command sets is left as it is. Claude Code's (bubblewrap for Bash)
-/// is off unless the user's settings turn it on; Gemini CLI's and opencode's are not used.
+/// A CLI's own sandbox inside crew's box (issue 34, item 8): turned off in favour of crew's
+/// box, which holds everything the CLI starts and keeps a read-only role's workspace
+/// read-only. Nested, neither works: a second `/proc` mount is refused in crew's box ("Can't
+/// mount proc on /newroot/proc: Operation not permitted").
+/// - Codex (bubblewrap through its `codex-linux-sandbox` alias, on whenever bubblewrap is
+///   installed): `-c sandbox_mode="danger-full-access"`.
+/// - Claude Code (bubblewrap and socat around Bash when its settings say
+///   `sandbox.enabled`; with `failIfUnavailable` it refuses to start without them):
+///   `--settings` with `sandbox.enabled = false`, which outranks the user's and the project's
+///   settings (not an administrator's managed settings).
+///
+/// A sandbox the user's own command sets is left as it is. Gemini CLI's and opencode's are
+/// not used.
 pub fn inside_box(adapter: AdapterKind, command: &mut Vec<String>) {
-    const OWN: &[&str] = &[
-        "-s",
-        "--sandbox",
-        "--full-auto",
-        "--dangerously-bypass-approvals-and-sandbox",
-    ];
-    let user_sets = command.iter().skip(1).any(|a| {
-        OWN.iter()
-            .any(|f| a == f || a.starts_with(&format!("{f}=")))
-            || a.starts_with("sandbox_mode=")
-    });
-    if adapter == AdapterKind::Codex && !user_sets {
-        command.push("-c".into());
-        command.push("sandbox_mode=\"danger-full-access\"".into());
+    let sets = |own: &[&str], value: &str| {
+        command.iter().skip(1).any(|a| {
+            own.iter()
+                .any(|f| a == f || a.starts_with(&format!("{f}=")))
+                || (!value.is_empty() && a.starts_with(value))
+        })
+    };
+    match adapter {
+        AdapterKind::Codex => {
+            const OWN: &[&str] = &[
+                "-s",
+                "--sandbox",
+                "--full-auto",
+                "--dangerously-bypass-approvals-and-sandbox",
+            ];
+            if !sets(OWN, "sandbox_mode=") {
+                command.push("-c".into());
+                command.push("sandbox_mode=\"danger-full-access\"".into());
+            }
+        }
+        AdapterKind::Claude => {
+            if !sets(&["--settings"], "") {
+                command.push(format!("--settings={CLAUDE_NO_SANDBOX}"));
+            }
+        }
+        _ => {}
     }
 }
+
+/// Claude Code's settings (`--settings`) that turn its own sandbox off.
+const CLAUDE_NO_SANDBOX: &str = r#"{"sandbox":{"enabled":false}}"#;
 
 /// A writing task's worktree: its root and its metadata directory in the repository
 /// (`.git/worktrees/<x>`), read from the worktree's `.git` file before the attempt.
@@ -750,7 +771,7 @@ mod tests {
     }
 
     #[test]
-    fn codex_sandbox_is_off_inside_the_box_unless_the_user_set_one() {
+    fn a_clis_own_sandbox_is_off_inside_the_box_unless_the_user_set_one() {
         let off = [
             "-c".to_string(),
             "sandbox_mode=\"danger-full-access\"".to_string(),
@@ -769,7 +790,17 @@ mod tests {
                 vec!["codex", "-c", "sandbox_mode=\"x\""],
                 vec![],
             ),
-            (AdapterKind::Claude, vec!["claude"], vec![]),
+            (
+                AdapterKind::Claude,
+                vec!["claude"],
+                vec![format!("--settings={CLAUDE_NO_SANDBOX}")],
+            ),
+            (
+                AdapterKind::Claude,
+                vec!["claude", "--settings", "/etc/mine.json"],
+                vec![],
+            ),
+            (AdapterKind::Pi, vec!["pi"], vec![]),
         ];
         for (adapter, cmd, added) in table {
             let mut command: Vec<String> = cmd.iter().map(|s| s.to_string()).collect();
