@@ -32,13 +32,6 @@ pub fn announce(config: &Config) {
         tracing::info!("sandbox = \"off\": local attempts are not boxed");
         return;
     }
-    if config.sandbox == SandboxMode::Auto {
-        for (name, r) in &config.runtimes {
-            if let (None, Some(why)) = (r.sandbox, unboxed_under_auto(r.adapter)) {
-                tracing::warn!(runtime = %name, "sandbox = \"auto\" runs this runtime unboxed: {why}; its own sandbox = \"required\" boxes it anyway");
-            }
-        }
-    }
     match boxing() {
         Ok(b) => tracing::info!(bwrap = %b.display(), "local attempts are boxed (bubblewrap)"),
         Err(why) => tracing::warn!(
@@ -57,32 +50,9 @@ pub fn status(config: &Config) -> String {
     }
 }
 
-/// The attempt's mode: the runtime's, else the daemon's, but for the adapters `auto` leaves
-/// unboxed (`UNBOXED_UNDER_AUTO`).
+/// The attempt's mode: the runtime's, else the daemon's.
 pub fn mode(config: &Config, runtime: &RuntimeConfig) -> SandboxMode {
-    match runtime.sandbox {
-        Some(m) => m,
-        None if config.sandbox == SandboxMode::Auto
-            && unboxed_under_auto(runtime.adapter).is_some() =>
-        {
-            SandboxMode::Off
-        }
-        None => config.sandbox,
-    }
-}
-
-/// Adapters whose CLI does not work in crew's box yet, and why: `auto` runs them unboxed and
-/// says so at start-up; a runtime's own `sandbox = "required"` boxes them anyway.
-const UNBOXED_UNDER_AUTO: &[(AdapterKind, &str)] = &[(
-    AdapterKind::Opencode,
-    "opencode ends every boxed attempt with \"Unexpected server error\" (real_opencode tests; not diagnosed yet)",
-)];
-
-fn unboxed_under_auto(adapter: AdapterKind) -> Option<&'static str> {
-    UNBOXED_UNDER_AUTO
-        .iter()
-        .find(|(a, _)| *a == adapter)
-        .map(|(_, why)| *why)
+    runtime.sandbox.unwrap_or(config.sandbox)
 }
 
 /// bubblewrap for an attempt in `mode`: `Ok(None)` unboxed, `Err` when it must be boxed and
@@ -490,6 +460,14 @@ pub fn make_agent_dirs(home: &Path, adapter: AdapterKind) -> std::io::Result<()>
     Ok(())
 }
 
+/// Variables naming a CLI's configuration file or folder outside its home.
+fn env_config(adapter: AdapterKind) -> &'static [&'static str] {
+    match adapter {
+        AdapterKind::Opencode => &["OPENCODE_CONFIG", "OPENCODE_CONFIG_DIR"],
+        _ => &[],
+    }
+}
+
 /// The variable that moves a CLI's home elsewhere, and the files in it that stay read-only
 /// (its configuration), as in `agent_home`.
 fn env_home(adapter: AdapterKind) -> Option<(&'static str, &'static [&'static str])> {
@@ -616,6 +594,19 @@ pub fn spec(i: &Inputs) -> BoxSpec {
                 let dir = PathBuf::from(dir);
                 ro.extend(config.iter().map(|c| dir.join(c)));
                 rw.push(dir);
+            }
+        }
+    }
+    // Configuration a runtime names by a variable it passes through (opencode's
+    // `OPENCODE_CONFIG` file, `OPENCODE_CONFIG_DIR`): read-only. Not there, opencode has
+    // no provider for the model and every attempt ends "Unexpected server error".
+    if let (Some(a), Some(r)) = (i.adapter, i.runtime) {
+        for var in env_config(a)
+            .iter()
+            .filter(|v| r.env.iter().any(|n| n == *v))
+        {
+            if let Some(p) = std::env::var_os(var).filter(|p| !p.is_empty()) {
+                ro.push(PathBuf::from(p));
             }
         }
     }
