@@ -19,8 +19,13 @@ use serde_json::json;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 fn start_daemon(stub: &Stub, extra_config: &str) -> Option<Daemon> {
+    start_daemon_with(stub, extra_config, &[])
+}
+
+fn start_daemon_with(stub: &Stub, extra_config: &str, more_env: &[(&str, &str)]) -> Option<Daemon> {
     let claude = agent_bin("claude")?;
-    let env = claude_env(stub);
+    let mut env = claude_env(stub);
+    env.extend(more_env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
     let names: Vec<String> = env.iter().map(|(k, _)| format!("{k:?}")).collect();
     let config = format!(
         "{extra_config}no_output_timeout_ms = 60000\ntask_timeout_ms = 180000\n\
@@ -127,7 +132,12 @@ fn claude_codes_own_sandbox_is_off_inside_crews_box() {
             }
         }
     });
-    let Some(d) = start_daemon(&stub, "max_attempts = 1\nallow_no_change = true\n") else {
+    // Passed through, the variable that forces the sandbox whatever the settings say.
+    let Some(d) = start_daemon_with(
+        &stub,
+        "max_attempts = 1\nallow_no_change = true\n",
+        &[("CLAUDE_CODE_SUBPROCESS_ENV_SCRUB", "1")],
+    ) else {
         not_installed("claude_codes_own_sandbox_is_off_inside_crews_box", "claude");
     };
     std::fs::create_dir_all(d.home.join(".claude")).unwrap();

@@ -405,7 +405,11 @@ async fn run_process(
         Err(e) => return failed(e, artifacts),
     };
     if bwrap.is_some() {
-        sandbox::inside_box(spec.runtime.adapter, &mut worker.command);
+        sandbox::inside_box(
+            spec.runtime.adapter,
+            &mut worker.command,
+            &mut worker.env_passthrough,
+        );
     }
     let writes = bwrap.is_some() && crew_core::stream::edits_files(&spec.plan.tools);
     // Boxed in worktree mode: git objects go to the attempt's own directory, and the

@@ -272,9 +272,12 @@ pub fn plan_box(
 ///   `--settings` with `sandbox.enabled = false`, which outranks the user's and the project's
 ///   settings (not an administrator's managed settings).
 ///
+///   `CLAUDE_CODE_SUBPROCESS_ENV_SCRUB` (which `GITHUB_ACTIONS` turns on by default) forces
+///   that sandbox whatever the settings say, so neither is passed to a boxed Claude Code.
+///
 /// A sandbox the user's own command sets is left as it is. Gemini CLI's and opencode's are
 /// not used.
-pub fn inside_box(adapter: AdapterKind, command: &mut Vec<String>) {
+pub fn inside_box(adapter: AdapterKind, command: &mut Vec<String>, env: &mut Vec<String>) {
     let sets = |own: &[&str], value: &str| {
         command.iter().skip(1).any(|a| {
             own.iter()
@@ -299,6 +302,7 @@ pub fn inside_box(adapter: AdapterKind, command: &mut Vec<String>) {
             if !sets(&["--settings"], "") {
                 command.push(format!("--settings={CLAUDE_NO_SANDBOX}"));
             }
+            env.retain(|n| n != "CLAUDE_CODE_SUBPROCESS_ENV_SCRUB" && n != "GITHUB_ACTIONS");
         }
         _ => {}
     }
@@ -795,7 +799,13 @@ mod tests {
         ];
         for (adapter, cmd, added) in table {
             let mut command: Vec<String> = cmd.iter().map(|s| s.to_string()).collect();
-            inside_box(adapter, &mut command);
+            let mut env = vec![
+                "CLAUDE_CODE_SUBPROCESS_ENV_SCRUB".to_string(),
+                "PATH".into(),
+            ];
+            inside_box(adapter, &mut command, &mut env);
+            let scrub_passed = env.len() == 2;
+            assert_eq!(scrub_passed, adapter != AdapterKind::Claude, "{cmd:?}");
             assert_eq!(
                 command.get(cmd.len()..).unwrap(),
                 added.as_slice(),
