@@ -23,6 +23,9 @@ pub struct Report {
     pub result: AttemptResult,
     /// A fan-out step's completed attempt: its final answer, for the actor to validate.
     pub answer: Option<crew_core::fanout::Answer>,
+    /// The attempt could not start: the merge of its inputs conflicts (worktree mode), for
+    /// the actor to hand to a resolver (issue 31).
+    pub conflict: Option<crew_core::run::resolve::Conflict>,
 }
 
 /// What the owner sends a running worker.

@@ -83,7 +83,7 @@ pub fn too_large(bytes: u64, limit: u64) -> String {
 }
 
 /// A team role bound to its agent: everything an added task of that role needs.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RoleTemplate {
     pub role: String,

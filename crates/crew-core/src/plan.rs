@@ -357,6 +357,41 @@ fn expansion_of(catalog: &Catalog, team: &crate::resource::Team) -> crate::fanou
     }
 }
 
+/// The agent a resolve task runs when the team has no `resolver` role (issue 31).
+pub const RESOLVER_AGENT: &str = "resolver";
+
+/// Who resolves a conflicting merge in a run of `team`: its `resolver` role, else the
+/// builtin `resolver` agent (`None`: neither exists, so conflicts go the manual way).
+pub fn resolver_template(
+    catalog: &Catalog,
+    team: Option<&crate::resource::Team>,
+) -> Option<crate::fanout::RoleTemplate> {
+    if let Some(r) = team
+        .map(|t| role_templates(catalog, t))
+        .and_then(|rs| rs.into_iter().find(|r| r.role == RESOLVER_AGENT))
+    {
+        return Some(r);
+    }
+    let agent = catalog.agent(RESOLVER_AGENT)?;
+    let tools: Arc<[String]> = agent
+        .tools
+        .clone()
+        .unwrap_or_else(|| default_tools(&agent.name))
+        .into();
+    Some(crate::fanout::RoleTemplate {
+        role: RESOLVER_AGENT.to_string(),
+        agent: agent.name.clone(),
+        model: agent.model.clone(),
+        system_prompt: Arc::from(agent.system_prompt.as_str()),
+        system_prompt_mode: agent.system_prompt_mode,
+        writes: tools_write(&tools),
+        tools,
+        thinking: agent.thinking.clone(),
+        effort: agent.effort.clone(),
+        fallback_models: agent.fallback_models.clone(),
+    })
+}
+
 /// Every role of the team bound to its agent (roles without an agent are left out).
 pub fn role_templates(
     catalog: &Catalog,

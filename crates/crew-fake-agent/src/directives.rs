@@ -58,6 +58,10 @@ pub struct Directives {
     pub finding: Option<String>,
     /// Edits made only by a fix task crew added (`fix-write=path:text`).
     pub fix_edits: Vec<Edit>,
+    /// Edits made only by a resolve task crew added (`resolve-write=path:text`); a resolver
+    /// makes no other edit (its prompt quotes the conflicting tasks' texts, directives and
+    /// all, which are theirs to act on, not its).
+    pub resolve_edits: Vec<Edit>,
     /// Edits made only by crew's candidate `k` of a step (`cand-write=k:path:text`, issue 36):
     /// the candidates of one step get the same prompt, so the task id tells them apart.
     pub cand_edits: Vec<(u32, Edit)>,
@@ -160,6 +164,9 @@ fn apply(d: &mut Directives, body: &str) {
         ("fix-write", Some(v)) => d
             .fix_edits
             .extend(path_and_text(v).map(|(p, t)| Edit::Write(p, t))),
+        ("resolve-write", Some(v)) => d
+            .resolve_edits
+            .extend(path_and_text(v).map(|(p, t)| Edit::Write(p, t))),
         ("cand-write", Some(v)) => {
             if let Some((k, rest)) = v.split_once(':') {
                 if let (Ok(k), Some((p, t))) = (k.trim().parse(), path_and_text(rest)) {
@@ -252,6 +259,20 @@ mod tests {
             ]
         );
         assert_eq!(d.cats, ["a.txt"]);
+    }
+
+    #[test]
+    fn parses_resolve_edits_apart_from_the_others() {
+        let d = parse("[fake:write=a:x][fake:resolve-write=src/lib.rs:one\\ntwo]");
+        assert_eq!(d.edits, [Edit::Write("a".into(), "x".into())]);
+        assert_eq!(
+            d.resolve_edits,
+            [Edit::Write("src/lib.rs".into(), "one\ntwo".into())]
+        );
+        assert!(crate::verdict::is_resolve(
+            "Resolve every conflict so that …, remove every conflict marker, and run …"
+        ));
+        assert!(!crate::verdict::is_resolve("do a for the goal"));
     }
 
     #[test]

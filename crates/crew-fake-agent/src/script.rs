@@ -189,8 +189,13 @@ pub fn run(prompt: &str, mode: Mode, ctl: &mut Control) -> End {
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(1);
     let seen = cat_files(&d.cats);
-    apply_edits(&d.edits);
-    if crate::verdict::is_fix(&directives::visible_text(prompt)) {
+    let visible = directives::visible_text(prompt);
+    if crate::verdict::is_resolve(&visible) {
+        apply_edits(&d.resolve_edits);
+    } else {
+        apply_edits(&d.edits);
+    }
+    if crate::verdict::is_fix(&visible) {
         apply_edits(&d.fix_edits);
     }
     if let Some(k) = candidate_index() {

@@ -6,7 +6,8 @@
 //! `missing` (none), `malformed` (an invalid block). `[fake:verdict-repair=…]` is the answer
 //! on the repair attempt; `[fake:verdict-needs=path]` passes when `path` exists in the
 //! working directory and fails naming it otherwise. `[fake:fix-write=path:text]` is an edit
-//! made only by a fix task crew added.
+//! made only by a fix task crew added; `[fake:resolve-write=path:text]` only by a resolve
+//! task (which makes no other edit).
 
 /// crew's verdict prompt section (`crew_core::verdict::PROMPT_HEADING`).
 pub const HEADING: &str = "## Output: your verdict";
@@ -14,6 +15,9 @@ pub const HEADING: &str = "## Output: your verdict";
 pub const REPAIR_HEADING: &str = "## Your previous verdict could not be read";
 /// The end of a fix task's text (`crew_core::run` fix tasks).
 pub const FIX_MARK: &str = "judges the result again after you";
+
+/// In a resolve task's text (`crew_core::run::resolve`).
+pub const RESOLVE_MARK: &str = "remove every conflict marker";
 
 /// Where the verdict goes in the final text.
 pub enum Placed {
@@ -67,6 +71,11 @@ pub fn answer(
         "malformed" => Placed::Last("```json\n{\"verdict\": \"maybe\"\n```".into()),
         _ => Placed::None,
     }
+}
+
+/// A resolve task's prompt.
+pub fn is_resolve(visible: &str) -> bool {
+    visible.contains(RESOLVE_MARK)
 }
 
 /// A fix task's prompt.

@@ -2,7 +2,7 @@
 //! agent's) that still has `<<<<<<< ` or `>>>>>>> ` lines in a file is not one (`=======`
 //! alone is left out: it is an ordinary line in Markdown and reStructuredText headings).
 //! `merge_with_markers` makes them: one commit holding every input, each conflict left in its
-//! files, the start a resolver works from.
+//! files, the start a resolver works from. `diff_check` is `git diff --check` of a change.
 
 use crate::{check, GitError, Identity, MergeStep, Repo};
 
@@ -18,6 +18,8 @@ pub struct Marked {
 /// At most this many marker lines are reported (enough to say where; a file full of them is
 /// not listed whole).
 const REPORTED: usize = 20;
+/// Characters of one reported line, at most.
+const LINE_MAX: usize = 512;
 /// Paths per `git grep` call, well under any argument-length limit.
 const CHUNK: usize = 500;
 
@@ -54,6 +56,39 @@ impl Repo {
             commit: acc,
             conflicts,
         })
+    }
+
+    /// What `git diff --check` finds in the change from `from` to `to` (whitespace errors and
+    /// conflict markers the change added), as its `path:line: problem` lines, up to
+    /// [`REPORTED`]; empty when there is nothing. Markers `from` already had are not in the
+    /// change: [`Repo::conflict_markers`] finds those.
+    pub async fn diff_check(&self, from: &str, to: &str) -> Result<Vec<String>, GitError> {
+        let args = [
+            "diff",
+            "--check",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--no-color",
+            from,
+            to,
+            "--",
+        ];
+        let out = self.raw(&args, &[]).await?;
+        match out.code {
+            Some(0) => Ok(Vec::new()),
+            // Problems found: each is a location line followed by the offending `+` line.
+            Some(2) => Ok(String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .filter(|l| !l.starts_with('+') && !l.is_empty())
+                .take(REPORTED)
+                // A path is the worker's to choose: bounded.
+                .map(|l| l.chars().take(LINE_MAX).collect())
+                .collect()),
+            _ => {
+                check(&args, out)?;
+                Ok(Vec::new())
+            }
+        }
     }
 
     /// `path:line` of conflict-marker lines in `commit`'s versions of `paths` (text files only),

@@ -326,3 +326,27 @@ async fn a_detached_worktrees_commits_move_its_branch_when_attached() {
         made
     );
 }
+
+#[tokio::test]
+async fn diff_check_finds_markers_and_whitespace_a_change_added_and_nothing_else() {
+    let d = repo();
+    let w = d.path();
+    let base = sh(w, &["rev-parse", "HEAD"]);
+    std::fs::write(w.join("a.txt"), "one \n<<<<<<< ours\ntwo\nthree\n").unwrap();
+    sh(w, &["commit", "-qam", "bad"]);
+    let bad = sh(w, &["rev-parse", "HEAD"]);
+    std::fs::write(w.join("a.txt"), "one\ntwo\nthree\nfour\n").unwrap();
+    sh(w, &["commit", "-qam", "good"]);
+    let good = sh(w, &["rev-parse", "HEAD"]);
+    let repo = Git::default().repo(w);
+    let found = repo.diff_check(&base, &bad).await.unwrap();
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert!(
+        found[0].starts_with("a.txt:1: trailing whitespace"),
+        "{found:?}"
+    );
+    assert!(found[1].contains("leftover conflict marker"), "{found:?}");
+    // The fix of them is clean, and so is a change that adds nothing wrong.
+    assert!(repo.diff_check(&bad, &good).await.unwrap().is_empty());
+    assert!(repo.diff_check(&base, &good).await.unwrap().is_empty());
+}

@@ -360,6 +360,10 @@ pub struct RunArgs {
     /// Refuse to start a worktree run when the tree has uncommitted changes
     #[arg(long)]
     pub refuse_dirty: bool,
+    /// What a worktree run does when the merge of results conflicts: an agent resolves it, or
+    /// you do [default: the team's `conflicts`, else the daemon's, agent]
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub conflicts: Option<ConflictsArg>,
     /// Tasks one fan-out step may add (1-256) [default: the daemon's max_fan_out_tasks, 16]
     #[arg(long, value_name = "N")]
     pub max_fan_out_tasks: Option<u32>,
@@ -395,6 +399,12 @@ pub struct RunArgs {
     /// No skills for any task
     #[arg(long)]
     pub no_skills: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ConflictsArg {
+    Agent,
+    Manual,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

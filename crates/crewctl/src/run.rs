@@ -41,6 +41,10 @@ pub fn run_params(a: &RunArgs, cwd: String) -> RunParams {
             crate::cli::WorkspaceArg::Worktree => WorkspaceMode::Worktree,
         }),
         dirty: a.refuse_dirty.then_some(DirtyPolicy::Refuse),
+        conflicts: a.conflicts.map(|c| match c {
+            crate::cli::ConflictsArg::Agent => crew_api::types::ConflictMode::Agent,
+            crate::cli::ConflictsArg::Manual => crew_api::types::ConflictMode::Manual,
+        }),
         max_fan_out_tasks: a.max_fan_out_tasks.map(i64::from),
         max_fix_rounds: a.max_fix_rounds.map(i64::from),
         candidates: a.candidates.map(i64::from),

@@ -82,6 +82,9 @@ pub struct Config {
     /// Let a writing task complete without changing anything when its step does not say
     /// (`allowNoChange`). Off: such a task needs attention ("changed nothing").
     pub allow_no_change: bool,
+    /// What a worktree run's conflicting merge of results does when neither the run nor its
+    /// team says (`conflicts`): `agent` (a resolve task) or `manual`.
+    pub conflicts: crew_core::run::ConflictMode,
     /// Tasks one fan-out step (`expands: tasks`) may add; a run's `maxFanOutTasks` overrides.
     pub max_fan_out_tasks: u32,
     /// Fix rounds a judge's failing verdicts may start when neither the run, the step nor the
@@ -156,6 +159,7 @@ impl Default for Config {
             sandbox: SandboxMode::Auto,
             verify_network: true,
             allow_no_change: false,
+            conflicts: crew_core::run::ConflictMode::Agent,
             projects: BTreeMap::new(),
             max_fan_out_tasks: crew_core::fanout::DEFAULT_MAX_TASKS,
             max_fix_rounds: crew_core::verdict::DEFAULT_MAX_FIX_ROUNDS,
@@ -688,6 +692,10 @@ mod tests {
             (d.verify_retries, d.allow_no_change, d.verify_output_bytes),
             (1, false, 65536)
         );
+        assert_eq!(d.conflicts, crew_core::run::ConflictMode::Agent);
+        let m = Config::parse("c", "conflicts = \"manual\"\n").unwrap();
+        assert_eq!(m.conflicts, crew_core::run::ConflictMode::Manual);
+        assert!(Config::parse("c", "conflicts = \"ask\"\n").is_err());
         for text in [
             "verify_timeout_ms = 0\n",
             "scope_policy = \"ignore\"\n",

@@ -247,7 +247,20 @@ async fn prepare_as(
         .first_team(&plan)
         .and_then(|t| catalog.team(t))
         .and_then(|t| t.workspace_mode);
-    let workspace = crate::workspace::plan_run(shared, p, team_mode, preview, &mut notes).await?;
+    let mut workspace =
+        crate::workspace::plan_run(shared, p, team_mode, preview, &mut notes).await?;
+    if let Some(ws) = workspace.as_mut() {
+        let team = shape.first_team(&plan).and_then(|t| catalog.team(t));
+        ws.conflicts = match p.conflicts {
+            Some(crew_api::types::ConflictMode::Agent) => crew_core::run::ConflictMode::Agent,
+            Some(crew_api::types::ConflictMode::Manual) => crew_core::run::ConflictMode::Manual,
+            None => team.and_then(|t| t.conflicts).unwrap_or(cfg.conflicts),
+        };
+        // Frozen now, so adding a resolve task to the running run reads no resource file.
+        if !ws.conflicts.is_manual() {
+            ws.resolver = crew_core::plan::resolver_template(&catalog, team).map(Arc::new);
+        }
+    }
     crate::placement::check_workspace(&runtime, rt.placement, workspace.is_some())?;
     crate::candidates::check(shared, &plan, workspace.is_some(), cwd)?;
     let adapter = cfg.runtime(&runtime).map(|rt| rt.adapter);

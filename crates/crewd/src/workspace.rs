@@ -45,6 +45,26 @@ pub struct TaskWorkspace {
     /// Whether the task's role may edit files; read-only tasks share a checkout
     /// (`readers.rs`).
     pub writes: bool,
+    /// A resolve task (issue 31): it starts from the merge of its inputs with the conflicts
+    /// left in the files, and a user's resolution on its branch is its result.
+    pub resolve: bool,
+}
+
+/// An attempt that ended before its worker could start.
+#[derive(Debug)]
+pub struct NotStarted {
+    pub result: AttemptResult,
+    /// The merge of the task's inputs conflicts: for the actor to hand to a resolver.
+    pub conflict: Option<crew_core::run::resolve::Conflict>,
+}
+
+impl From<AttemptResult> for NotStarted {
+    fn from(result: AttemptResult) -> Self {
+        NotStarted {
+            result,
+            conflict: None,
+        }
+    }
 }
 
 /// A worktree made for one attempt.
@@ -56,6 +76,9 @@ pub struct Prepared {
     pub start: String,
     /// A checkout read-only tasks share (`readers.rs`): left, not committed from.
     pub shared: bool,
+    /// A resolve task's branch holds the user's resolution (the manual way after the
+    /// resolver gave up): this commit is the result, and no agent runs.
+    pub taken: Option<String>,
 }
 
 pub fn git(shared: &Shared) -> Git {
@@ -178,6 +201,8 @@ pub async fn plan_run(
                 head,
                 dirty: true,
                 branch,
+                conflicts: Default::default(),
+                resolver: None,
             }));
         }
         let snap = repo
@@ -208,6 +233,8 @@ pub async fn plan_run(
         head,
         dirty: !dirty.is_empty(),
         branch,
+        conflicts: Default::default(),
+        resolver: None,
     }))
 }
 
@@ -276,7 +303,19 @@ pub fn task_workspace(
     let ws = run.spec.workspace.as_ref()?;
     let mut inputs = Vec::new();
     let mut input_tasks = Vec::new();
-    for d in &task.plan.depends_on {
+    // A resolve task's result holds every other input: merged first, the rest are already in
+    // it (merged in plan order, the conflict it resolved would stop the merge again).
+    let is_resolve = |d: &&crew_core::ids::SafeId| {
+        run.task(d)
+            .is_some_and(|t| crew_core::run::resolve::is_resolve(&t.plan))
+    };
+    let deps = task
+        .plan
+        .depends_on
+        .iter()
+        .filter(is_resolve)
+        .chain(task.plan.depends_on.iter().filter(|d| !is_resolve(d)));
+    for d in deps {
         // A selector starts where its candidates did, never from a merge of them (issue 36).
         if crew_core::run::candidates::is_own_candidate(&task.plan, d) {
             continue;
@@ -302,6 +341,7 @@ pub fn task_workspace(
         input_tasks,
         seed_paths: task.plan.seed_paths.clone(),
         writes: task.plan.writes,
+        resolve: crew_core::run::resolve::is_resolve(&task.plan),
     })
 }
 
@@ -358,15 +398,12 @@ async fn retire(git: &Git, repo: &Repo, path: &Path, keep_as: &str) {
 
 /// Make the attempt's worktree: clean, at the task's start commit. `Err` is the attempt's end
 /// (a git failure, or dependencies whose results conflict).
-pub async fn prepare(shared: &Shared, ws: &TaskWorkspace) -> Result<Prepared, AttemptResult> {
+pub async fn prepare(shared: &Shared, ws: &TaskWorkspace) -> Result<Prepared, NotStarted> {
     let git = git(shared);
     let repo = git.repo(&ws.repo);
     let dir = worktrees_dir(shared, &ws.run_id);
     if let Err(e) = tokio::fs::create_dir_all(&dir).await {
-        return Err(failed(
-            format!("cannot create {}: {e}", dir.display()),
-            true,
-        ));
+        return Err(failed(format!("cannot create {}: {e}", dir.display()), true).into());
     }
     let repo_file = dir.join(REPO_FILE);
     if !repo_file.exists() {
@@ -375,35 +412,49 @@ pub async fn prepare(shared: &Shared, ws: &TaskWorkspace) -> Result<Prepared, At
     if !ws.writes {
         return prepare_reader(shared, ws, &git, &repo, &dir).await;
     }
+    let branch = task_branch(&ws.run_id, &ws.task_id);
     let path = dir.join(&ws.task_id);
     // Left by an attempt that did not end (crewd was killed): kept as a ref, then gone.
     if path.exists() {
         let keep = attempt_ref(&ws.run_id, &ws.task_id, ws.attempt.saturating_sub(1));
         retire(&git, &repo, &path, &keep).await;
     }
-    let branch = task_branch(&ws.run_id, &ws.task_id);
-    let start = match start_commit(&repo, ws, &branch).await {
-        Ok(Ok(s)) => s,
-        Ok(Err(attention)) => return Err(attention),
-        Err(e) => return Err(git_failed("cannot find the task's start commit", e)),
+    let start = if ws.resolve {
+        match resolve_start(&repo, ws, &branch).await {
+            Ok(ResolveStart::At(s)) => s,
+            Ok(ResolveStart::Taken { mark, tip }) => {
+                return Ok(Prepared {
+                    cwd: path_in(&path, &ws.subdir),
+                    worktree: path,
+                    branch,
+                    start: mark,
+                    shared: false,
+                    taken: Some(tip),
+                })
+            }
+            Ok(ResolveStart::Refused(r)) => return Err((*r).into()),
+            Err(e) => return Err(git_failed("cannot make the resolver's start", e).into()),
+        }
+    } else {
+        match start_commit(&repo, ws, &branch).await {
+            Ok(Ok(s)) => s,
+            Ok(Err(not_started)) => return Err(not_started),
+            Err(e) => return Err(git_failed("cannot find the task's start commit", e).into()),
+        }
     };
     if let Err(e) = add_worktree(&repo, &path, |p| repo.worktree_add(p, &branch, &start)).await {
-        return Err(git_failed("cannot create the task's worktree", e));
+        return Err(git_failed("cannot create the task's worktree", e).into());
     }
     if let Err(e) = seed(Path::new(&ws.repo), &path, &ws.seed_paths).await {
-        return Err(failed(format!("cannot copy seedPaths: {e}"), false));
+        return Err(failed(format!("cannot copy seedPaths: {e}"), false).into());
     }
-    let cwd = if ws.subdir.is_empty() {
-        path.clone()
-    } else {
-        path.join(&ws.subdir)
-    };
     Ok(Prepared {
-        cwd,
+        cwd: path_in(&path, &ws.subdir),
         worktree: path,
         branch,
         start,
         shared: false,
+        taken: None,
     })
 }
 
@@ -415,18 +466,18 @@ async fn prepare_reader(
     git: &Git,
     repo: &Repo,
     dir: &Path,
-) -> Result<Prepared, AttemptResult> {
+) -> Result<Prepared, NotStarted> {
     let branch = task_branch(&ws.run_id, &ws.task_id);
     let start = match start_commit(repo, ws, &branch).await {
         Ok(Ok(s)) => s,
-        Ok(Err(attention)) => return Err(attention),
-        Err(e) => return Err(git_failed("cannot find the task's start commit", e)),
+        Ok(Err(not_started)) => return Err(not_started),
+        Err(e) => return Err(git_failed("cannot find the task's start commit", e).into()),
     };
     if let Err(e) = repo
         .update_ref(&format!("refs/heads/{branch}"), &start)
         .await
     {
-        return Err(git_failed("cannot make the task's branch", e));
+        return Err(git_failed("cannot make the task's branch", e).into());
     }
     let path = readers::checkout_path(dir, &start);
     let from = Path::new(&ws.repo);
@@ -437,19 +488,15 @@ async fn prepare_reader(
         })
         .await;
     if let Err(e) = joined {
-        return Err(git_failed("cannot create the read-only tasks' checkout", e));
+        return Err(git_failed("cannot create the read-only tasks' checkout", e).into());
     }
-    let cwd = if ws.subdir.is_empty() {
-        path.clone()
-    } else {
-        path.join(&ws.subdir)
-    };
     Ok(Prepared {
-        cwd,
+        cwd: path_in(&path, &ws.subdir),
         worktree: path,
         branch,
         start,
         shared: true,
+        taken: None,
     })
 }
 
@@ -548,6 +595,177 @@ fn empty_trash(shared: &Shared) {
     });
 }
 
+/// The attempt's cwd: the run's subdirectory of the worktree.
+fn path_in(worktree: &Path, subdir: &str) -> PathBuf {
+    if subdir.is_empty() {
+        worktree.to_path_buf()
+    } else {
+        worktree.join(subdir)
+    }
+}
+
+fn needs_attention(reason: String) -> AttemptResult {
+    AttemptResult::NeedsAttention {
+        usage: Usage::default(),
+        model: None,
+        artifacts: Vec::new(),
+        reason,
+    }
+}
+
+/// Where a resolve task starts.
+enum ResolveStart {
+    /// The merge of its inputs with the conflicts left in the files.
+    At(String),
+    /// The user resolved on its branch (from `mark`, where crew left it): `tip` is the result.
+    Taken { mark: String, tip: String },
+    /// The user's resolution is not one (lacks inputs, keeps markers): the attempt's end.
+    Refused(Box<AttemptResult>),
+}
+
+/// A resolve task's start (issue 31): the merge of its inputs with every conflict left in the
+/// files, made once and marked with the conflict ref (so a commit of the user's is told from
+/// crew's). A branch the user moved on from the mark is their resolution (the manual way
+/// after the resolver gave up): taken when it holds every input and no conflict markers,
+/// refused otherwise and left as they made it.
+async fn resolve_start(
+    repo: &Repo,
+    ws: &TaskWorkspace,
+    branch: &str,
+) -> Result<ResolveStart, GitError> {
+    let bref = format!("refs/heads/{branch}");
+    let cref = conflict_ref(&ws.run_id, &ws.task_id);
+    let inputs = conflict::inputs(&ws.inputs, &ws.input_tasks);
+    if let Some(mark) = repo.resolve(&cref).await? {
+        let refused = |reason| Ok(ResolveStart::Refused(Box::new(needs_attention(reason))));
+        return match conflict::read_tip(repo, &bref, &cref, &inputs, false).await? {
+            conflict::Tip::Take(tip) if tip != mark => {
+                let found = resolution_markers(repo, &ws.inputs, &mark, &tip).await?;
+                if !found.is_empty() {
+                    refused(conflict::markers_message(&ws.run_id, branch, &tip, &found))
+                } else if repo.checked_out_branches().await?.contains(&bref) {
+                    refused(conflict::checked_out_message(&ws.run_id, branch))
+                } else {
+                    Ok(ResolveStart::Taken { mark, tip })
+                }
+            }
+            conflict::Tip::Lacks { tip, missing } => {
+                refused(conflict::lacks_message(&ws.run_id, branch, &tip, &missing))
+            }
+            conflict::Tip::Markers { tip, found } => {
+                refused(conflict::markers_message(&ws.run_id, branch, &tip, &found))
+            }
+            // Where crew left it (or the branch is gone): the resolver starts there again.
+            _ => Ok(ResolveStart::At(mark)),
+        };
+    }
+    let message = format!(
+        "crew: conflicts of {} for {} (run {}), left for a resolver",
+        ws.input_tasks.join(", "),
+        ws.task_id,
+        ws.run_id
+    );
+    let marked = repo.merge_with_markers(&ws.inputs, &message).await?;
+    conflict::leave_for_user(repo, &bref, &cref, &marked.commit).await?;
+    Ok(ResolveStart::At(marked.commit))
+}
+
+/// Conflict markers left in `commit`, a resolution of `inputs` made from `from`: in every
+/// file the merge brought in (changed since the first input; a file the resolver never
+/// opened still has the markers the merge wrote), and what `git diff --check` finds in the
+/// change.
+pub async fn resolution_markers(
+    repo: &Repo,
+    inputs: &[String],
+    from: &str,
+    commit: &str,
+) -> Result<Vec<String>, GitError> {
+    let first = inputs.first().map_or(from, String::as_str);
+    let paths = repo.changed_paths(first, commit).await?;
+    let mut found = repo.conflict_markers(commit, &paths).await?;
+    if found.is_empty() {
+        found = repo
+            .diff_check(from, commit)
+            .await?
+            .into_iter()
+            .filter(|l| l.contains("conflict marker"))
+            .collect();
+    }
+    Ok(found)
+}
+
+/// After a resolve task's attempt (issue 31). Completed: its result must hold no conflict
+/// markers, else the attempt fails as a failed check, retried once with what is wrong (the
+/// core's verify retries), its commit kept under the attempt's ref. Any other end: the branch
+/// goes back where crew left the conflicts (the agent may have committed on it), so the next
+/// attempt, or the user, starts from them.
+pub async fn check_resolution(
+    shared: &Shared,
+    ws: &TaskWorkspace,
+    result: AttemptResult,
+) -> AttemptResult {
+    if !ws.resolve {
+        return result;
+    }
+    let repo = git(shared).repo(&ws.repo);
+    let bref = format!("refs/heads/{}", task_branch(&ws.run_id, &ws.task_id));
+    let cref = conflict_ref(&ws.run_id, &ws.task_id);
+    let AttemptResult::Completed {
+        commit: Some(c), ..
+    } = &result
+    else {
+        if let Ok(Some(mark)) = repo.resolve(&cref).await {
+            if let Err(e) = repo.update_ref(&bref, &mark).await {
+                tracing::warn!(error = %e, "cannot put the resolver's branch back at the conflicts");
+            }
+        }
+        return result;
+    };
+    let found = match resolution_markers(&repo, &ws.inputs, &c.start, &c.commit).await {
+        Ok(f) => f,
+        Err(e) => return git_failed("cannot check the resolution for conflict markers", e),
+    };
+    if found.is_empty() {
+        // Resolved: a later run of this task (a retry with dependents) merges afresh.
+        if let Err(e) = repo.update_refs(&[(cref, None)]).await {
+            tracing::warn!(error = %e, "cannot drop the resolver's conflict mark");
+        }
+        return result;
+    }
+    let keep = attempt_ref(&ws.run_id, &ws.task_id, ws.attempt);
+    let back = repo
+        .update_refs(&[
+            (keep, Some(c.commit.clone())),
+            (bref, Some(c.start.clone())),
+        ])
+        .await;
+    if let Err(e) = back {
+        tracing::warn!(error = %e, "cannot put the resolver's branch back at the conflicts");
+    }
+    let error = format!(
+        "the resolution still has conflict markers at {}: resolve each conflict (keep what \
+         every side intended) and remove every `<<<<<<< `, `=======` and `>>>>>>> ` line",
+        found.join(", ")
+    );
+    let (usage, model, artifacts) = match result {
+        AttemptResult::Completed {
+            usage,
+            model,
+            artifacts,
+            ..
+        } => (usage, model, artifacts),
+        _ => Default::default(),
+    };
+    AttemptResult::Failed {
+        usage,
+        model,
+        artifacts,
+        error,
+        retryable: true,
+        reason: crew_core::checks::VERIFY_FAILED.into(),
+    }
+}
+
 /// Where the attempt starts: the start recorded for the task when its inputs did not change
 /// (a retry starts where the first attempt did), the task's branch when the user resolved a
 /// conflict there, else the merge of the inputs (recorded now).
@@ -555,7 +773,7 @@ async fn start_commit(
     repo: &Repo,
     ws: &TaskWorkspace,
     branch: &str,
-) -> Result<Result<String, AttemptResult>, GitError> {
+) -> Result<Result<String, NotStarted>, GitError> {
     let sref = start_ref(&ws.run_id, &ws.task_id);
     if let Some(s) = repo.resolve(&sref).await? {
         if all_contained(repo, &ws.inputs, &s).await? {
@@ -565,14 +783,7 @@ async fn start_commit(
     let bref = format!("refs/heads/{branch}");
     let cref = conflict_ref(&ws.run_id, &ws.task_id);
     let inputs = conflict::inputs(&ws.inputs, &ws.input_tasks);
-    let attention = |reason: String| {
-        Ok(Err(AttemptResult::NeedsAttention {
-            usage: Usage::default(),
-            model: None,
-            artifacts: Vec::new(),
-            reason,
-        }))
-    };
+    let attention = |reason: String| Ok(Err(needs_attention(reason).into()));
     match conflict::read_tip(repo, &bref, &cref, &inputs, false).await? {
         conflict::Tip::Take(tip) => {
             // crew's worktree checks the branch out; git refuses while the user's has it.
@@ -622,7 +833,12 @@ async fn start_commit(
                     touched_by: &sides,
                 },
             );
-            attention(reason)
+            // The manual message stands unless the actor hands the conflict to a resolver.
+            let conflict = crew_core::run::resolve::Conflict::bounded(&paths, &sides);
+            Ok(Err(NotStarted {
+                result: needs_attention(reason),
+                conflict: Some(conflict),
+            }))
         }
     }
 }
@@ -657,6 +873,34 @@ pub async fn finish(
             .leave(&git, &repo, &ws.run_id, &prepared.worktree, &prepared.start)
             .await;
         return (reader_result(&prepared, result), None);
+    }
+    // The user's resolution of a resolve task: the result as they made it, never moved.
+    if let Some(tip) = prepared.taken.clone() {
+        let AttemptResult::Completed {
+            usage,
+            model,
+            artifacts,
+            reused_from,
+            verification,
+            ..
+        } = result
+        else {
+            return (result, None);
+        };
+        return match adopt(shared, &repo, &prepared, &tip).await {
+            Ok((commit, patch)) => (
+                AttemptResult::Completed {
+                    usage,
+                    model,
+                    artifacts,
+                    reused_from,
+                    commit: Some(commit),
+                    verification,
+                },
+                Some(patch),
+            ),
+            Err(e) => (git_failed("cannot take your resolution", e), None),
+        };
     }
     match result {
         AttemptResult::Completed {
@@ -860,6 +1104,24 @@ async fn record(
 
 // ---- integration ------------------------------------------------------------------------
 
+/// Why a run's integration could not be made.
+#[derive(Debug)]
+pub struct Blocked {
+    /// What the user reads (the manual way, for a conflict).
+    pub reason: String,
+    /// The leaves' results conflict: for the actor to hand to a resolver.
+    pub conflict: Option<crew_core::run::resolve::Conflict>,
+}
+
+impl From<String> for Blocked {
+    fn from(reason: String) -> Self {
+        Blocked {
+            reason,
+            conflict: None,
+        }
+    }
+}
+
 /// Merge the leaves' commits on `crew/<runId>`. `Err` is why the run is blocked.
 pub async fn integrate(
     shared: &Arc<Shared>,
@@ -867,7 +1129,7 @@ pub async fn integrate(
     ws: &WorkspaceSpec,
     leaves: &[(String, String)],
     tasks: &[(String, String, String)],
-) -> Result<Integration, String> {
+) -> Result<Integration, Blocked> {
     let git = git(shared);
     let repo = git.repo(&ws.repo);
     cleanup_leftovers(&git, &repo, shared, run_id).await;
@@ -889,19 +1151,19 @@ pub async fn integrate(
     // Resumed after the user resolved a conflict on the branch (or integrated before).
     let tip = conflict::read_tip(&repo, &bref, &cref, &inputs, true)
         .await
-        .map_err(e)?;
+        .map_err(|x| Blocked::from(e(x)))?;
     let commit = match tip {
         conflict::Tip::Take(t) => {
             conflict::settled(&repo, &bref, &t, &cref)
                 .await
-                .map_err(e)?;
+                .map_err(|x| Blocked::from(e(x)))?;
             t
         }
         conflict::Tip::Lacks { tip, missing } => {
-            return Err(conflict::lacks_message(run_id, &branch, &tip, &missing));
+            return Err(conflict::lacks_message(run_id, &branch, &tip, &missing).into());
         }
         conflict::Tip::Markers { tip, found } => {
-            return Err(conflict::markers_message(run_id, &branch, &tip, &found));
+            return Err(conflict::markers_message(run_id, &branch, &tip, &found).into());
         }
         conflict::Tip::Merge => {
             let message = format!(
@@ -912,11 +1174,15 @@ pub async fn integrate(
                     .collect::<Vec<_>>()
                     .join(", ")
             );
-            match repo.merge_all(&commits, &message).await.map_err(e)? {
+            match repo
+                .merge_all(&commits, &message)
+                .await
+                .map_err(|x| Blocked::from(e(x)))?
+            {
                 MergeOutcome::Clean(c) => {
                     conflict::settled(&repo, &bref, &c, &cref)
                         .await
-                        .map_err(e)?;
+                        .map_err(|x| Blocked::from(e(x)))?;
                     c
                 }
                 MergeOutcome::Conflict {
@@ -926,7 +1192,7 @@ pub async fn integrate(
                 } => {
                     conflict::leave_for_user(&repo, &bref, &cref, &merged_so_far)
                         .await
-                        .map_err(e)?;
+                        .map_err(|x| Blocked::from(e(x)))?;
                     let mut involved = Vec::new();
                     for (id, start, commit) in tasks {
                         let touched = repo.changed_paths(start, commit).await.unwrap_or_default();
@@ -934,7 +1200,7 @@ pub async fn integrate(
                             involved.push(id.clone());
                         }
                     }
-                    return Err(conflict::manual_message(
+                    let reason = conflict::manual_message(
                         &ws.repo,
                         run_id,
                         &branch,
@@ -946,12 +1212,21 @@ pub async fn integrate(
                             paths: &paths,
                             touched_by: &involved,
                         },
-                    ));
+                    );
+                    return Err(Blocked {
+                        reason,
+                        conflict: Some(crew_core::run::resolve::Conflict::bounded(
+                            &paths, &involved,
+                        )),
+                    });
                 }
             }
         }
     };
-    let stat = repo.diffstat(&ws.base, &commit).await.map_err(e)?;
+    let stat = repo
+        .diffstat(&ws.base, &commit)
+        .await
+        .map_err(|x| Blocked::from(e(x)))?;
     Ok(Integration {
         branch,
         commit,

@@ -1,6 +1,9 @@
-//! Conflicting results, the manual way: crew's message followed literally by the test (a
-//! worktree of the user's own, one `git merge` per input left, commit, `crewctl resume`), and
-//! a resolution that lacks an input refused with the branch left as the user made it.
+//! Conflicting results (issue 31). An agent resolves (the default): a resolve task between the
+//! conflicting tasks and the one that needed them, its result checked for markers, retried
+//! once, then the manual way on its branch. The manual way (`conflicts: manual`): crew's
+//! message followed literally by the test (a worktree of the user's own, one `git merge` per
+//! input left, commit, `crewctl resume`), and a resolution that lacks an input refused with the
+//! branch left as the user made it.
 
 mod common;
 
@@ -31,8 +34,18 @@ fn three_into_one(d: &Daemon) {
 
 /// `01_left`, `02_right` and `03_notes`, then (with `join`) `04_join` needing all three.
 fn team(d: &Daemon, join: bool) {
+    team_with(d, join, "")
+}
+
+/// What a fake resolver writes: both sides' lines.
+const RESOLVES: &str = "[fake:resolve-write=a.txt:one\\nLEFT\\nRIGHT\\nthree\\n]";
+
+/// `team`, with `resolver` in the left task's text: the resolver's prompt quotes each side's
+/// task, and only a resolve task acts on a `resolve-write`.
+fn team_with(d: &Daemon, join: bool, resolver: &str) {
+    let left = format!("[fake:write=a.txt:one\\nLEFT\\nthree\\n]{resolver}");
     let mut steps: Vec<(&str, &[&str], &str)> = vec![
-        ("left", &[], "[fake:write=a.txt:one\\nLEFT\\nthree\\n]"),
+        ("left", &[], left.as_str()),
         ("right", &[], "[fake:write=a.txt:one\\nRIGHT\\nthree\\n]"),
         ("notes", &[], "[fake:write=notes.txt:notes\\n]"),
     ];
@@ -60,7 +73,16 @@ fn team(d: &Daemon, join: bool) {
     d.project_file("workflows/clash.workflow.md", &wf);
 }
 
+/// A run that resolves conflicts by hand.
 fn start(d: &Daemon) -> String {
+    d.run(
+        "change things",
+        json!({"team": "clash", "workspace": "worktree", "conflicts": "manual"}),
+    )
+}
+
+/// A run with the default: an agent resolves.
+fn start_agent(d: &Daemon) -> String {
     d.run(
         "change things",
         json!({"team": "clash", "workspace": "worktree"}),
@@ -377,4 +399,178 @@ fn a_resolution_with_conflict_markers_left_is_refused() {
         "{refused}"
     );
     assert_eq!(branch_tip(w, &branch), users);
+}
+
+fn of_type(evs: &[Value], ty: &str) -> Vec<Value> {
+    evs.iter().filter(|e| e["type"] == ty).cloned().collect()
+}
+
+fn file_at(w: &Path, commit: &str, path: &str) -> String {
+    git(w, &["show", &format!("{commit}:{path}")])
+}
+
+#[test]
+fn an_agent_resolves_the_conflict_and_the_run_goes_on_from_its_result() {
+    let d = Daemon::start();
+    let w = repo(&d);
+    team_with(&d, true, RESOLVES);
+    let run = start_agent(&d);
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    let evs = d.events(Some(&run));
+    let added = of_type(&evs, "task.resolve_added");
+    assert_eq!(added.len(), 1, "one resolve task");
+    assert_eq!(added[0]["taskId"], "04_join");
+    assert_eq!(
+        added[0]["message"],
+        "04_join: conflict in a.txt (01_left × 02_right) → _resolve-04_join-1"
+    );
+    // The resolver started from every input merged, markers and all, and left none.
+    let st = d.status(&run);
+    let r = &st["workspace"]["tasks"]["_resolve-04_join-1"];
+    let (start, resolved) = (r["start"].as_str().unwrap(), r["commit"].as_str().unwrap());
+    assert!(file_at(w, start, "a.txt").contains("<<<<<<< "), "{st}");
+    assert_eq!(file_at(w, resolved, "a.txt"), "one\nLEFT\nRIGHT\nthree");
+    for input in ["01_left", "02_right", "03_notes"] {
+        git(
+            w,
+            &[
+                "merge-base",
+                "--is-ancestor",
+                &commit_of(&d, &run, input),
+                resolved,
+            ],
+        );
+    }
+    // The join started from the resolution; the integration holds both intents.
+    assert_eq!(
+        st["workspace"]["tasks"]["04_join"]["start"], resolved,
+        "{st}"
+    );
+    let integrated = st["workspace"]["integrated"]["commit"].as_str().unwrap();
+    assert_eq!(file_at(w, integrated, "a.txt"), "one\nLEFT\nRIGHT\nthree");
+    assert_eq!(file_at(w, integrated, "notes.txt"), "notes");
+    // Between the conflicting tasks and the one that needed them.
+    let join = Daemon::task(&st, "04_join");
+    let deps: Vec<&str> = join["dependsOn"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(deps.contains(&"_resolve-04_join-1"), "{join}");
+}
+
+#[test]
+fn a_resolver_that_leaves_markers_is_retried_once_then_the_user_resolves_on_its_branch() {
+    let d = Daemon::start();
+    let w = repo(&d);
+    three_into_one(&d);
+    let run = start_agent(&d);
+    assert_eq!(d.wait(&run), "blocked", "{}", d.status(&run));
+    let st = d.status(&run);
+    let id = "_resolve-04_join-1";
+    let r = Daemon::task(&st, id);
+    assert_eq!(r["status"], "needs_attention", "{st}");
+    let evs = d.events(Some(&run));
+    // One retry, told what is wrong.
+    let retries: Vec<&Value> = evs
+        .iter()
+        .filter(|e| e["type"] == "task.retrying" && e["taskId"] == id)
+        .collect();
+    assert_eq!(retries.len(), 1, "{retries:?}");
+    assert!(
+        retries[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("still has conflict markers at a.txt:2"),
+        "{retries:?}"
+    );
+    let message = r["error"].as_str().unwrap().to_string();
+    assert!(message.contains("resolve it by hand"), "{message}");
+    assert_eq!(Daemon::task(&st, "04_join")["status"], "queued", "{st}");
+
+    // The hint followed literally: the branch holds every input with the markers.
+    let branch = format!("crew/tasks/{run}/{id}");
+    let mut cwd = w.to_path_buf();
+    let mut resumed = false;
+    for c in commands(&message) {
+        let args: Vec<&str> = c.iter().map(String::as_str).collect();
+        match args.as_slice() {
+            ["cd", to] => {
+                cwd = PathBuf::from(to);
+                if cwd != w {
+                    assert!(file_at(&cwd, "HEAD", "a.txt").contains("<<<<<<< "));
+                    std::fs::write(cwd.join("a.txt"), "one\nLEFT\nRIGHT\nthree\n").unwrap();
+                    git(&cwd, &["commit", "-qam", "resolved by hand"]);
+                }
+            }
+            ["crewctl", "resume", _] => {
+                resume(&d, &c);
+                resumed = true;
+            }
+            ["git", ..] => assert!(git_may_fail(&cwd, &c[1..]), "{c:?} failed"),
+            other => panic!("a command the test does not know: {other:?}"),
+        }
+    }
+    assert!(resumed, "{message}");
+    let users = branch_tip(w, &branch);
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    let st = d.status(&run);
+    // Taken as it is, no agent ran again, the join started from it.
+    assert_eq!(
+        st["workspace"]["tasks"][id]["commit"],
+        users.as_str(),
+        "{st}"
+    );
+    assert_eq!(branch_tip(w, &branch), users, "never moved");
+    assert_eq!(st["workspace"]["tasks"]["04_join"]["start"], users.as_str());
+    let started = d
+        .events(Some(&run))
+        .iter()
+        .filter(|e| e["type"] == "task.started" && e["taskId"] == id)
+        .count();
+    assert_eq!(started, 3, "two agent attempts, then the taken resolution");
+    let integrated = st["workspace"]["integrated"]["commit"].as_str().unwrap();
+    git(w, &["merge-base", "--is-ancestor", &users, integrated]);
+}
+
+#[test]
+fn a_conflict_of_the_leaves_is_resolved_into_the_integration() {
+    let d = Daemon::start();
+    let w = repo(&d);
+    team_with(&d, false, RESOLVES);
+    let run = start_agent(&d);
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    let evs = d.events(Some(&run));
+    let added = of_type(&evs, "task.resolve_added");
+    assert_eq!(added.len(), 1, "{added:?}");
+    let id = format!("_resolve-{run}-1");
+    let st = d.status(&run);
+    let resolved = st["workspace"]["tasks"][&id]["commit"].as_str().unwrap();
+    assert_eq!(st["workspace"]["integrated"]["commit"], resolved, "{st}");
+    assert_eq!(file_at(w, resolved, "a.txt"), "one\nLEFT\nRIGHT\nthree");
+    assert_eq!(file_at(w, resolved, "notes.txt"), "notes");
+}
+
+#[test]
+fn kill_9_right_after_a_resolve_task_was_added_keeps_it_once() {
+    let mut d = Daemon::start();
+    repo(&d);
+    team_with(&d, true, &format!("{RESOLVES}[fake:sleep=300ms]"));
+    let run = start_agent(&d);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while of_type(&d.events(Some(&run)), "task.resolve_added").is_empty() {
+        assert!(std::time::Instant::now() < deadline, "no resolve task");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    d.kill9();
+    d.restart();
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    let evs = d.events(Some(&run));
+    assert_eq!(of_type(&evs, "task.resolve_added").len(), 1);
+    let completed = evs
+        .iter()
+        .filter(|e| e["type"] == "task.completed" && e["taskId"] == "_resolve-04_join-1")
+        .count();
+    assert_eq!(completed, 1);
 }

@@ -1272,7 +1272,9 @@ fn a_cwd_removed_after_the_start_fails_the_next_task_naming_it() {
         .as_str()
         .unwrap()
         .to_string();
-    wait_for_event(&d, &run, "worker.spawned");
+    // The agent is talking, not only spawned: removed before the box bound it, the cwd would
+    // fail the first task's start instead (seen under load).
+    wait_for_event(&d, &run, "task.progress");
     std::fs::remove_dir_all(&cwd).unwrap();
     assert_eq!(d.wait(&run), "failed");
     let st = d.status(&run);

@@ -117,6 +117,10 @@ pub struct RunParams {
     pub workspace: Option<super::WorkspaceMode>,
     /// `worktree` runs: `snapshot` (default) or `refuse` when the cwd has uncommitted changes.
     pub dirty: Option<super::DirtyPolicy>,
+    /// `worktree` runs: `agent` or `manual` when the merge of results conflicts; default: the
+    /// team's `conflicts`, else config `conflicts` (`agent`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conflicts: Option<super::ConflictMode>,
     /// Tasks one fan-out step (`expands: tasks`) may add (1-256); default: config
     /// `max_fan_out_tasks` (16).
     pub max_fan_out_tasks: Option<i64>,

@@ -25,6 +25,17 @@ pub enum DirtyPolicy {
     Refuse,
 }
 
+/// `team.run`'s `conflicts`: what a `worktree` run does when the merge of results conflicts.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ConflictMode {
+    /// A resolve task (the team's `resolver` role, else the builtin `resolver` agent)
+    /// resolves it; when it cannot, the manual way.
+    Agent,
+    /// The run blocks with the commands to resolve it by hand, then `crewctl resume`.
+    Manual,
+}
+
 /// What a task changed, as a commit on its branch.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(rename_all = "camelCase")]

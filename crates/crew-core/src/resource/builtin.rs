@@ -19,6 +19,7 @@ static FILES: &[(Kind, &str, &str)] = &[
     file!(Kind::Agent, "agents", "executor.md"),
     file!(Kind::Agent, "agents", "explorer.md"),
     file!(Kind::Agent, "agents", "planner.md"),
+    file!(Kind::Agent, "agents", "resolver.md"),
     file!(Kind::Agent, "agents", "reviewer.md"),
     file!(Kind::Agent, "agents", "security-reviewer.md"),
     file!(Kind::Agent, "agents", "test-engineer.md"),
@@ -91,7 +92,7 @@ mod tests {
         };
         assert_eq!(
             names(cat.agents.keys().collect()),
-            "analyst,critic,executor,explorer,planner,reviewer,security-reviewer,test-engineer,verifier,writer"
+            "analyst,critic,executor,explorer,planner,resolver,reviewer,security-reviewer,test-engineer,verifier,writer"
         );
         assert_eq!(
             names(cat.teams.keys().collect()),

@@ -122,6 +122,9 @@ pub struct Team {
     /// pi-crew's `workspaceMode`: `worktree` gives each task its own git worktree.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace_mode: Option<crate::run::WorkspaceMode>,
+    /// `conflicts: agent | manual`: what a conflicting merge of results does (issue 31).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conflicts: Option<crate::run::ConflictMode>,
     pub roles: Vec<TeamRole>,
     pub source: Source,
     pub path: String,

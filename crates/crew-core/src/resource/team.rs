@@ -14,6 +14,7 @@ const KNOWN: &[&str] = &[
     "defaultWorkflow",
     "workflow",
     "workspaceMode",
+    "conflicts",
     "maxConcurrency",
     "maxFixRounds",
     "triggers",
@@ -45,6 +46,14 @@ pub(super) fn parse(source: Source, path: &str, text: &str) -> (Option<Parsed>, 
     {
         Some("worktree") => Some(crate::run::WorkspaceMode::Worktree),
         Some("single" | "shared") => Some(crate::run::WorkspaceMode::Shared),
+        _ => None,
+    };
+    let conflicts = match d
+        .one_of(fm.get("conflicts"), &["agent", "manual"])
+        .as_deref()
+    {
+        Some("agent") => Some(crate::run::ConflictMode::Agent),
+        Some("manual") => Some(crate::run::ConflictMode::Manual),
         _ => None,
     };
     d.one_of(fm.get("cost"), &["free", "cheap", "expensive"]);
@@ -89,6 +98,7 @@ pub(super) fn parse(source: Source, path: &str, text: &str) -> (Option<Parsed>, 
             .and_then(|e| e.value.parse::<u32>().ok())
             .map(|n| n.min(crate::verdict::MAX_FIX_ROUNDS_CEILING)),
         workspace_mode,
+        conflicts,
         roles,
         source,
         path: path.to_string(),

@@ -120,7 +120,9 @@ impl TaskBefore {
         // Adds tasks: every count may change.
         if matches!(
             ev.body,
-            EventBody::TaskExpanded { .. } | EventBody::TaskFixAdded { .. }
+            EventBody::TaskExpanded { .. }
+                | EventBody::TaskFixAdded { .. }
+                | EventBody::TaskResolveAdded { .. }
         ) {
             return TaskBefore::Any;
         }
@@ -528,6 +530,9 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
             if let Some(judge) = &ev.task_id {
                 super::fixloop::apply_fix_added(run, judge, task);
             }
+        }
+        EventBody::TaskResolveAdded { task, .. } => {
+            super::resolve::apply_resolve_added(run, ev.task_id.as_deref(), task);
         }
         EventBody::TaskCandidateChosen {
             end,

@@ -750,6 +750,25 @@ impl State {
                         },
                     )
                     .with_message(format!("{error}; next attempt on fallback model {next}"))]
+                } else if super::resolve::is_resolve(&t.plan) {
+                    // A resolver that gave up leaves the conflict to the user (issue 31): the
+                    // run waits, resumable, instead of failing.
+                    // The error is cut first so the way out is never what gets cut.
+                    let reason = format!(
+                        "{}\n{}",
+                        crate::text::bound(error, crate::text::MAX_REASON_CHARS / 2),
+                        super::resolve::manual_hint(run, task_id)
+                    );
+                    vec![Pending::task(
+                        run_id,
+                        task_id,
+                        EventBody::TaskNeedsAttention {
+                            end,
+                            reason: reason.clone(),
+                            verdict: None,
+                        },
+                    )
+                    .with_message(reason)]
                 } else {
                     vec![
                         Pending::task(run_id, task_id, EventBody::TaskFailed { end })

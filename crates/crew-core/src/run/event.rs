@@ -296,6 +296,15 @@ pub enum EventBody {
         round: u32,
         verdict: crate::verdict::Verdict,
     },
+    /// The merge of a task's inputs (the event's task), or of the run's leaves (no task),
+    /// conflicted and a resolve task was added (issue 31): `task` starts from the merge with
+    /// its conflicts left in the files, and the needing task waits for it. One event, so a
+    /// replay adds exactly this task once.
+    #[serde(rename = "task.resolve_added")]
+    TaskResolveAdded {
+        task: std::sync::Arc<crate::plan::PlannedTask>,
+        conflict: super::resolve::Conflict,
+    },
     /// A selector chose among its candidates (issue 36): the chosen one's commit is its
     /// result. `end` ends a judging selector's attempt; a choice made by crew (`smallest`,
     /// `first`, the one that passed) or by a person (`team.pick`) has none. One event, so the
@@ -411,6 +420,7 @@ impl EventBody {
             EventBody::TaskSkipped { .. } => "task.skipped",
             EventBody::TaskExpanded { .. } => "task.expanded",
             EventBody::TaskFixAdded { .. } => "task.fix_added",
+            EventBody::TaskResolveAdded { .. } => "task.resolve_added",
             EventBody::TaskCandidateChosen { .. } => "task.candidate_chosen",
             EventBody::TaskWarning { .. } => "task.warning",
             EventBody::TaskSteered { .. } => "task.steered",

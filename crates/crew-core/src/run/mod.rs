@@ -21,6 +21,7 @@ mod fanout;
 mod fixloop;
 pub use fixloop::{fix_task_id, run_verdict};
 mod jobs;
+pub mod resolve;
 mod settle;
 mod snapshot;
 mod task_serde;
@@ -33,7 +34,7 @@ pub use event::{AttemptEnd, Delivery, Event, EventBody, Pending, ReusedFrom};
 pub use jobs::{find_job, name_owner, unique_name, JobLookup, ScheduleJob, JOB_RUN_IDS_KEPT};
 pub use snapshot::Snapshot;
 pub use types::*;
-pub use workspace::{Integration, TaskCommit, WorkspaceMode, WorkspaceSpec};
+pub use workspace::{ConflictMode, Integration, TaskCommit, WorkspaceMode, WorkspaceSpec};
 
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap};

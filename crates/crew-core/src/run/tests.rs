@@ -1903,6 +1903,8 @@ fn a_worktree_run_completes_only_after_integration() {
         head: Some("b".repeat(40)),
         dirty: false,
         branch: Some("main".into()),
+        conflicts: Default::default(),
+        resolver: None,
     });
     sim.create("r", s);
     sim.dispatch(8);
@@ -1995,6 +1997,8 @@ fn overlapping_scopes_are_serialized_in_shared_mode_only() {
                 head: None,
                 dirty: false,
                 branch: None,
+                conflicts: Default::default(),
+                resolver: None,
             });
         }
         s
@@ -2829,4 +2833,250 @@ fn stamped_events_keep_texts_bounded() {
         );
         assert!(json.contains("more characters]"));
     }
+}
+
+fn resolver_role() -> crate::fanout::RoleTemplate {
+    crate::fanout::RoleTemplate {
+        role: "resolver".into(),
+        agent: "resolver".into(),
+        model: None,
+        system_prompt: "You resolve merge conflicts.".into(),
+        system_prompt_mode: SystemPromptMode::Replace,
+        tools: vec!["read".into(), "edit".into(), "bash".into()].into(),
+        thinking: None,
+        effort: None,
+        fallback_models: vec![],
+        writes: true,
+    }
+}
+
+#[test]
+fn a_conflict_adds_a_resolve_task_once_and_the_needing_task_waits_for_it() {
+    let mut sim = Sim::new();
+    let steps: &[Step] = &[("a", &[], true), ("b", &[], true), ("c", &["a", "b"], true)];
+    let mut s = spec(steps);
+    let titles = ["add dot-case", "add path-case"];
+    s.tasks = s
+        .tasks
+        .into_iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let mut t = PlannedTask::clone(&t);
+            t.title = titles.get(i).map(|x| x.to_string());
+            std::sync::Arc::new(t)
+        })
+        .collect();
+    sim.create("r", s);
+    assert_eq!(sim.dispatch(8), ["r/a", "r/b"]);
+    sim.finish("r", "a", done(1));
+    sim.finish("r", "b", done(1));
+    assert_eq!(sim.dispatch(8), ["r/c"]);
+    let c = sim.tid("r", "c");
+    let attempt = sim.task("r", "c").attempts;
+    let conflict = super::resolve::Conflict::bounded(
+        &["src/lib.rs".into()],
+        &[sim.tid("r", "a"), sim.tid("r", "b")],
+    );
+    let ps = sim
+        .st
+        .resolve_conflict("r", &c, attempt, &conflict, &resolver_role());
+    let evs = sim.emit(ps);
+    assert_eq!(names(&evs), ["task.resolve_added c"]);
+    assert_eq!(
+        evs[0].message.as_deref(),
+        Some("03_c: conflict in src/lib.rs (01_a × 02_b) → _resolve-03_c-1")
+    );
+    // The same report again (a duplicate) adds nothing: the attempt is no longer running.
+    assert!(sim
+        .st
+        .resolve_conflict("r", &c, attempt, &conflict, &resolver_role())
+        .is_empty());
+    let r = sim.st.runs["r"].task("_resolve-03_c-1").unwrap();
+    assert_eq!(r.plan.role, "resolver");
+    assert_eq!(r.plan.depends_on.join(","), "01_a,02_b");
+    let text = &r.plan.task_template;
+    assert!(text.contains("src/lib.rs"), "{text}");
+    // The fake agent knows a resolver by this phrase (crew-fake-agent `RESOLVE_MARK`).
+    assert!(text.contains("remove every conflict marker"), "{text}");
+    assert!(
+        text.contains("add dot-case") && text.contains("do a for {goal}"),
+        "{text}"
+    );
+    assert!(
+        text.contains("add path-case") && text.contains("do b for {goal}"),
+        "{text}"
+    );
+    assert_eq!(sim.status("r", "c"), TaskStatus::Queued);
+    assert_eq!(
+        sim.task("r", "c").plan.depends_on.join(","),
+        "01_a,02_b,_resolve-03_c-1"
+    );
+    assert_eq!(sim.dispatch(8), ["r/resolve"]);
+    sim.finish("r", "resolve", done(1));
+    assert_eq!(sim.dispatch(8), ["r/c"]);
+    // A conflict again after a resolution: not another resolver (the manual way).
+    let attempt = sim.task("r", "c").attempts;
+    assert!(sim
+        .st
+        .resolve_conflict("r", &c, attempt, &conflict, &resolver_role())
+        .is_empty());
+    let evs = sim.finish("r", "c", done(1));
+    assert_eq!(
+        names(&evs).last().map(String::as_str),
+        Some("run.completed")
+    );
+    // Replayed (a restart after kill -9): the resolve task is there once.
+    sim.replays_equal();
+    let mut fresh = State::default();
+    for ev in sim.log.iter().chain(
+        sim.log
+            .iter()
+            .filter(|e| e.body.type_name() == "task.resolve_added"),
+    ) {
+        fresh.apply(ev);
+    }
+    let n = fresh.runs["r"]
+        .tasks
+        .iter()
+        .filter(|t| super::resolve::is_resolve(&t.plan))
+        .count();
+    assert_eq!(n, 1);
+}
+
+#[test]
+fn a_conflict_of_the_leaves_adds_a_resolve_task_that_becomes_the_only_leaf() {
+    let mut sim = Sim::new();
+    sim.create("r", spec(&[("a", &[], true), ("b", &[], true)]));
+    assert_eq!(sim.dispatch(8), ["r/a", "r/b"]);
+    sim.finish("r", "a", done(1));
+    let conflict = super::resolve::Conflict::bounded(
+        &["src/lib.rs".into()],
+        &[sim.tid("r", "a"), sim.tid("r", "b")],
+    );
+    let (p, id) =
+        super::resolve::resolve_added(&sim.st.runs["r"], None, &conflict, &resolver_role())
+            .unwrap();
+    assert_eq!(id, "_resolve-r-1");
+    let evs = sim.emit(vec![p]);
+    assert_eq!(names(&evs), ["task.resolve_added"]);
+    assert_eq!(
+        evs[0].message.as_deref(),
+        Some("integration: conflict in src/lib.rs (01_a × 02_b) → _resolve-r-1")
+    );
+    let run = &sim.st.runs["r"];
+    assert_eq!(
+        run.task(&id).unwrap().plan.depends_on.join(","),
+        "01_a,02_b"
+    );
+    let leaves: Vec<&str> = run
+        .tasks
+        .iter()
+        .filter(|t| {
+            !run.tasks
+                .iter()
+                .any(|o| o.plan.depends_on.contains(&t.plan.id))
+        })
+        .map(|t| t.plan.id.as_str())
+        .collect();
+    assert_eq!(leaves, [id.as_str()]);
+    sim.finish("r", "b", done(1));
+    assert_eq!(sim.dispatch(8), ["r/resolve"]);
+    let evs = sim.finish("r", "resolve", done(1));
+    assert_eq!(
+        names(&evs).last().map(String::as_str),
+        Some("run.completed")
+    );
+    sim.replays_equal();
+}
+
+fn worktree_spec(steps: &[Step], conflicts: super::ConflictMode) -> RunSpec {
+    let mut s = spec(steps);
+    s.workspace = Some(super::WorkspaceSpec {
+        repo: "/src/app".into(),
+        subdir: String::new(),
+        base: "b".repeat(40),
+        head: Some("b".repeat(40)),
+        dirty: false,
+        branch: Some("main".into()),
+        conflicts,
+        resolver: Some(std::sync::Arc::new(resolver_role())),
+    });
+    s
+}
+
+/// The run's mode decides: `manual` adds nothing (the report's manual message stands);
+/// `agent` adds the resolve task, for a task and for the integration (once).
+#[test]
+fn the_conflicts_mode_decides_whether_a_resolver_is_added() {
+    let steps: &[Step] = &[("a", &[], true), ("b", &[], true), ("c", &["a", "b"], true)];
+    let conflict =
+        super::resolve::Conflict::bounded(&["x".into()], &["01_a".into(), "02_b".into()]);
+    for (mode, added) in [
+        (super::ConflictMode::Manual, false),
+        (super::ConflictMode::Agent, true),
+    ] {
+        let mut sim = Sim::new();
+        sim.create("r", worktree_spec(steps, mode));
+        sim.dispatch(8);
+        sim.finish("r", "a", done(1));
+        sim.finish("r", "b", done(1));
+        assert_eq!(sim.dispatch(8), ["r/c"]);
+        let c = sim.tid("r", "c");
+        let attempt = sim.task("r", "c").attempts;
+        let ps = sim.st.on_conflict("r", Some(&c), attempt, &conflict);
+        assert_eq!(!ps.is_empty(), added, "{mode:?}");
+    }
+    // The integration: its resolve task once; a conflict again goes the manual way.
+    let mut sim = Sim::new();
+    sim.create(
+        "r",
+        worktree_spec(
+            &[("a", &[], true), ("b", &[], true)],
+            super::ConflictMode::Agent,
+        ),
+    );
+    sim.dispatch(8);
+    sim.finish("r", "a", done(1));
+    sim.finish("r", "b", done(1));
+    let evs = sim.emit(sim.st.on_conflict("r", None, 0, &conflict));
+    assert_eq!(names(&evs), ["task.resolve_added"]);
+    assert_eq!(sim.dispatch(8), ["r/resolve"]);
+    sim.finish("r", "resolve", done(1));
+    assert!(sim.st.on_conflict("r", None, 0, &conflict).is_empty());
+}
+
+/// A resolver whose last attempt fails leaves the conflict to the user: the run waits with
+/// the way to resolve on its branch, resumable, instead of failing.
+#[test]
+fn a_resolver_that_gives_up_needs_attention_with_the_manual_way() {
+    let steps: &[Step] = &[("a", &[], true), ("b", &[], true), ("c", &["a", "b"], true)];
+    let mut sim = Sim::new();
+    sim.create("r", worktree_spec(steps, super::ConflictMode::Agent));
+    sim.dispatch(8);
+    sim.finish("r", "a", done(1));
+    sim.finish("r", "b", done(1));
+    sim.dispatch(8);
+    let c = sim.tid("r", "c");
+    let attempt = sim.task("r", "c").attempts;
+    let conflict =
+        super::resolve::Conflict::bounded(&["x".into()], &["01_a".into(), "02_b".into()]);
+    let ps = sim.st.on_conflict("r", Some(&c), attempt, &conflict);
+    sim.emit(ps);
+    assert_eq!(sim.dispatch(8), ["r/resolve"]);
+    let evs = sim.finish("r", "resolve", failed(false, 1));
+    assert_eq!(
+        names(&evs),
+        ["task.needs_attention resolve-03_c-1", "run.blocked"]
+    );
+    let t = sim.task("r", "resolve");
+    assert_eq!(t.status, TaskStatus::NeedsAttention);
+    let why = t.error.as_deref().unwrap_or_default();
+    assert!(
+        why.starts_with("boom\n")
+            && why.contains("git -C /src/app worktree add /src/app-resolve-_resolve-03_c-1 crew/tasks/r/_resolve-03_c-1")
+            && why.ends_with("then: crewctl resume r"),
+        "{why}"
+    );
+    assert_eq!(sim.status("r", "c"), TaskStatus::Queued);
+    sim.replays_equal();
 }

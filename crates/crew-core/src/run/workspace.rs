@@ -45,6 +45,31 @@ pub struct WorkspaceSpec {
     /// The user's branch at the time (`None` when detached), for `team.apply`'s checks.
     #[serde(default)]
     pub branch: Option<String>,
+    /// What a merge of results that conflicts does (issue 31). A journal from before the mode
+    /// existed replays as it ran: the manual way.
+    #[serde(default, skip_serializing_if = "ConflictMode::is_manual")]
+    pub conflicts: ConflictMode,
+    /// Who resolves a conflict in `agent` mode, frozen at plan time (the team's `resolver`
+    /// role, else the builtin `resolver` agent), so adding the task reads no resource file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolver: Option<std::sync::Arc<crate::fanout::RoleTemplate>>,
+}
+
+/// `conflicts: agent | manual`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConflictMode {
+    /// A resolve task resolves it; when it cannot, the manual way.
+    Agent,
+    /// The user resolves it (`workspace/conflict.rs` in crewd gives the commands).
+    #[default]
+    Manual,
+}
+
+impl ConflictMode {
+    pub fn is_manual(&self) -> bool {
+        *self == ConflictMode::Manual
+    }
 }
 
 /// What a completed task changed, as a commit on its branch.

@@ -60,12 +60,28 @@ pub fn integrate_ready(core: &mut Core, touched: &BTreeSet<String>) {
                 if !still {
                     return;
                 }
-                let p = match outcome {
-                    Ok(i) => Pending::run(&run_id, EventBody::RunIntegrated(Box::new(i))),
-                    Err(reason) => Pending::run(&run_id, EventBody::RunBlocked { reason })
-                        .with_message("integration needs attention"),
+                let ps = match outcome {
+                    Ok(i) => vec![Pending::run(&run_id, EventBody::RunIntegrated(Box::new(i)))],
+                    Err(blocked) => {
+                        // A conflict of the leaves goes to a resolver, in a run that says so.
+                        let resolving = blocked
+                            .conflict
+                            .as_ref()
+                            .map_or_else(Vec::new, |c| core.state.on_conflict(&run_id, None, 0, c));
+                        if resolving.is_empty() {
+                            vec![Pending::run(
+                                &run_id,
+                                EventBody::RunBlocked {
+                                    reason: blocked.reason,
+                                },
+                            )
+                            .with_message("integration needs attention")]
+                        } else {
+                            resolving
+                        }
+                    }
                 };
-                core.emit(p);
+                core.emit_all(ps);
                 core.touch(&run_id);
             });
         });

@@ -46,6 +46,7 @@ pub fn dispatch(core: &mut Core, now: chrono::DateTime<chrono::Utc>) {
                         reason: crew_core::run::FailReason::Spawn.into(),
                     },
                     answer: None,
+                    conflict: None,
                 };
                 core.actor.tell(move |core| on_finished(core, report));
                 continue;
@@ -95,6 +96,7 @@ pub fn dispatch(core: &mut Core, now: chrono::DateTime<chrono::Utc>) {
                         reason: crew_core::run::FailReason::Storage.into(),
                     },
                     answer: None,
+                    conflict: None,
                 };
                 actor.tell(move |core| on_finished(core, report));
             }
@@ -130,6 +132,7 @@ pub fn reattach(core: &mut Core, run_id: &str, task_id: &str) {
                     reason: "spawn".into(),
                 },
                 answer: None,
+                conflict: None,
             };
             core.actor.tell(move |core| on_finished(core, report));
             return;
@@ -374,6 +377,20 @@ pub fn on_finished(core: &mut Core, report: Report) {
         .is_some_and(|t| t.status == TaskStatus::Running && t.attempts == report.attempt);
     if !still_running {
         return;
+    }
+    // The merge of its inputs conflicts: a resolver takes it, in a run that says so.
+    if let Some(conflict) = &report.conflict {
+        let ps = core.state.on_conflict(
+            &report.run_id,
+            Some(&report.task_id),
+            report.attempt,
+            conflict,
+        );
+        if !ps.is_empty() {
+            core.emit_all(ps);
+            core.touch(&report.run_id);
+            return;
+        }
     }
     let result: AttemptResult = report.result;
     // A fan-out step's answer is checked here, where the run's task ids are known; a valid

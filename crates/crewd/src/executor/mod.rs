@@ -103,6 +103,7 @@ pub async fn run_attempt(
     let span = tracing::info_span!("worker", run = %spec.run_id, task = %spec.task_id, attempt = spec.attempt, runtime = %spec.runtime_name);
     async move {
         let mut spec = spec;
+        let mut conflict = None;
         let caught = std::panic::AssertUnwindSafe(async {
             fault::hit("start")?;
             let result = match spec.workspace.clone() {
@@ -114,24 +115,32 @@ pub async fn run_attempt(
                 }
                 // The worktree is made here, off the actor, before the worker starts.
                 Some(ws) => match crate::workspace::prepare(&shared, &ws).await {
-                    Err(ended) => ended,
+                    Err(ended) => {
+                        conflict = ended.conflict;
+                        ended.result
+                    }
                     Ok(prepared) => {
                         spec.cwd = prepared.cwd.to_string_lossy().into_owned();
-                        let r = match spec.runtime.placement {
-                            // Verified in the worktree, before its result is committed.
-                            crate::placement::Placement::Local => {
-                                let r = attempt(&shared, &port, &spec, &mut ctl).await;
-                                checks::verify(&shared, &spec, r, &mut ctl).await
-                            }
-                            // The agent runs on a cluster node, and the task's checks after it
-                            // there, before the worker commits; its result lands in this
-                            // worktree.
-                            crate::placement::Placement::Slurm => {
-                                let start = prepared.start.clone();
-                                crate::placement::slurm::attempt(
-                                    &shared, &port, &ledger, &spec, &start, &mut ctl,
-                                )
-                                .await
+                        let r = if prepared.taken.is_some() {
+                            // The user resolved the conflict by hand: no agent runs.
+                            taken_resolution(&spec, &prepared.branch)
+                        } else {
+                            match spec.runtime.placement {
+                                // Verified in the worktree, before its result is committed.
+                                crate::placement::Placement::Local => {
+                                    let r = attempt(&shared, &port, &spec, &mut ctl).await;
+                                    checks::verify(&shared, &spec, r, &mut ctl).await
+                                }
+                                // The agent runs on a cluster node, and the task's checks
+                                // after it there, before the worker commits; its result lands
+                                // in this worktree.
+                                crate::placement::Placement::Slurm => {
+                                    let start = prepared.start.clone();
+                                    crate::placement::slurm::attempt(
+                                        &shared, &port, &ledger, &spec, &start, &mut ctl,
+                                    )
+                                    .await
+                                }
                             }
                         };
                         let r = crate::workspace::finish_attempt(
@@ -142,6 +151,7 @@ pub async fn run_attempt(
                             &spec.run_dir,
                         )
                         .await;
+                        let r = crate::workspace::check_resolution(&shared, &ws, r).await;
                         let r = checks::worktree_after(&shared, &port, &spec, &ws, r).await;
                         reuse::insert_after_commit(&shared, &spec, &r);
                         r
@@ -190,11 +200,30 @@ pub async fn run_attempt(
             attempt: spec.attempt,
             result,
             answer,
+            conflict,
         };
         port.finished(report);
     }
     .instrument(span)
     .await
+}
+
+/// A resolve task whose branch holds the user's resolution completes with it (issue 31): its
+/// answer says so.
+fn taken_resolution(spec: &AttemptSpec, branch: &str) -> AttemptResult {
+    let mut artifacts = Vec::new();
+    let text = format!("The conflict was resolved by hand on {branch}; crew took that commit.\n");
+    if let Err(e) = finish_result(&spec.run_dir, spec, text.as_bytes(), &mut artifacts) {
+        tracing::warn!(error = %e, "cannot write the taken resolution's answer");
+    }
+    AttemptResult::Completed {
+        usage: Usage::default(),
+        model: None,
+        artifacts,
+        reused_from: None,
+        commit: None,
+        verification: Vec::new(),
+    }
 }
 
 fn panic_text(p: &(dyn std::any::Any + Send)) -> String {

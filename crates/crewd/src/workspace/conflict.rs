@@ -156,11 +156,7 @@ pub async fn sides(
     out
 }
 
-/// Where the message suggests the user's own worktree: beside the repository, named for the
-/// branch's task, so it is never inside crew's state or the user's checkout.
-pub fn worktree_path(repo: &str, what: &str) -> String {
-    format!("{}-resolve-{what}", repo.trim_end_matches('/'))
-}
+pub use crew_core::run::resolve::worktree_path;
 
 /// `a, b and c`
 fn names(inputs: &[&Input]) -> String {
