@@ -80,3 +80,43 @@ fn same_place(a: &Path, b: &Path) -> bool {
     };
     matches!((real(a), real(b)), (Some(x), Some(y)) if x == y)
 }
+
+/// A boxed attempt's worktree (issue 34): every ref is read-only in the box, so its HEAD is
+/// detached for the attempt — the agent's own commits then move only that HEAD, which lives in
+/// the worktree's metadata directory — and put back on the task's branch after it.
+impl Repo {
+    /// In a linked worktree: detach HEAD at the commit it is on (the branch stays where it is).
+    pub async fn detach_head(&self) -> Result<(), GitError> {
+        let args = [
+            "update-ref",
+            "--no-deref",
+            "-m",
+            "crew: boxed attempt",
+            "HEAD",
+            "HEAD",
+        ];
+        self.run(&args, &[]).await.map(|_| ())
+    }
+
+    /// In a linked worktree whose metadata directory is `admin`: move `branch` (a full ref
+    /// name) to the commit HEAD is at, and HEAD back onto `branch`; that commit. git reads
+    /// the worktree through `admin` (the one crew made, not what the worktree's `.git` file
+    /// says after the attempt).
+    pub async fn attach_head(&self, admin: &Path, branch: &str) -> Result<String, GitError> {
+        let dir = admin.as_os_str().to_owned();
+        let env = [("GIT_DIR", &dir)];
+        let rev = ["rev-parse", "--verify", "--end-of-options", "HEAD^{commit}"];
+        let head = self.oid(&rev, &env).await?;
+        let update = [
+            "update-ref",
+            "-m",
+            "crew: the boxed attempt's commits",
+            branch,
+            head.as_str(),
+        ];
+        self.run(&update, &env).await?;
+        let attach = ["symbolic-ref", "-m", "crew: boxed attempt", "HEAD", branch];
+        self.run(&attach, &env).await?;
+        Ok(head)
+    }
+}

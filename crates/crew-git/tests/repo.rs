@@ -294,6 +294,40 @@ async fn a_merge_with_markers_holds_every_input_and_leaves_each_conflict_in_its_
 }
 
 #[tokio::test]
+async fn a_detached_worktrees_commits_move_its_branch_when_attached() {
+    let d = repo();
+    let git = Git::default();
+    let r = git.repo(d.path());
+    let wt = d.path().join("wt");
+    let base = sh(d.path(), &["rev-parse", "HEAD"]);
+    r.worktree_add(&wt, "task", &base).await.unwrap();
+    let w = git.repo(&wt);
+    w.detach_head().await.unwrap();
+    assert_eq!(w.current_branch().await.unwrap(), None);
+    std::fs::write(wt.join("b.txt"), "b\n").unwrap();
+    sh(&wt, &["add", "b.txt"]);
+    sh(&wt, &["commit", "-qm", "b"]);
+    let made = sh(&wt, &["rev-parse", "HEAD"]);
+    // The commit moved only the worktree's HEAD.
+    assert_eq!(sh(d.path(), &["rev-parse", "task"]), base);
+    // The worktree's `.git` file is not what attach reads.
+    let admin = crew_git::admin_dir(&wt).unwrap();
+    std::fs::write(wt.join(".git"), "gitdir: /nonexistent\n").unwrap();
+    assert_eq!(
+        w.attach_head(&admin, "refs/heads/task").await.unwrap(),
+        made
+    );
+    assert_eq!(sh(d.path(), &["rev-parse", "task"]), made);
+    std::fs::write(wt.join(".git"), format!("gitdir: {}\n", admin.display())).unwrap();
+    assert_eq!(w.current_branch().await.unwrap().as_deref(), Some("task"));
+    // Attached already: attaching again changes nothing.
+    assert_eq!(
+        w.attach_head(&admin, "refs/heads/task").await.unwrap(),
+        made
+    );
+}
+
+#[tokio::test]
 async fn diff_check_finds_markers_and_whitespace_a_change_added_and_nothing_else() {
     let d = repo();
     let w = d.path();

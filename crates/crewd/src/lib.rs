@@ -218,6 +218,21 @@ async fn serve(
     // An apply a killed daemon left half done is finished or undone before anyone can ask
     // for another (workspace/apply.rs): the user's checkout is at the old commit or the new.
     workspace::apply::recover(&shared).await;
+    // The git objects a boxed attempt cut short by the crash made come into their repository
+    // before any attempt starts (executor/sandbox.rs).
+    {
+        let runs: Vec<(std::path::PathBuf, String)> = state
+            .active
+            .iter()
+            .filter_map(|id| {
+                let run = state.run(id)?;
+                let ws = run.spec.workspace.as_ref()?;
+                let id = crew_core::ids::SafeId::new(id.as_str()).ok()?;
+                Some((shared.run_dir(&id), ws.repo.clone()))
+            })
+            .collect();
+        executor::sandbox::recover_objects(&shared, runs).await;
+    }
     let (writer, writer_join) = writer::spawn(shared.clone());
     let (actor, rx) = actor::Actor::channel();
     let mut core = actor::Core::new(state, shared.clone(), writer, actor.clone());

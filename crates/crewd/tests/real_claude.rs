@@ -19,8 +19,13 @@ use serde_json::json;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 fn start_daemon(stub: &Stub, extra_config: &str) -> Option<Daemon> {
+    start_daemon_with(stub, extra_config, &[])
+}
+
+fn start_daemon_with(stub: &Stub, extra_config: &str, more_env: &[(&str, &str)]) -> Option<Daemon> {
     let claude = agent_bin("claude")?;
-    let env = claude_env(stub);
+    let mut env = claude_env(stub);
+    env.extend(more_env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
     let names: Vec<String> = env.iter().map(|(k, _)| format!("{k:?}")).collect();
     let config = format!(
         "{extra_config}no_output_timeout_ms = 60000\ntask_timeout_ms = 180000\n\
@@ -106,4 +111,62 @@ fn claude_api_errors_are_retried_or_reported() {
     };
     one_step_team(&d, "solo", "Answer: {goal}", "explorer");
     check_retries_and_400(&d, "claude");
+}
+
+/// Issue 34, item 8: Claude Code's own sandbox (bubblewrap around Bash), turned on in the
+/// user's settings with no way around it, cannot work nested in crew's box (a second `/proc`
+/// is refused there). crew turns it off for the session — crew's box holds Bash — so a Bash
+/// command of the model runs.
+#[test]
+fn claude_codes_own_sandbox_is_off_inside_crews_box() {
+    let stub = Stub::start(Wire::Anthropic, move |e| {
+        if e.has_tool_result() {
+            Reply::Text("STUB-DONE".into())
+        } else {
+            Reply::Tool {
+                name: "Bash".into(),
+                input: json!({
+                    "command": "echo from-bash > bash.txt",
+                    "description": "Write a file",
+                }),
+            }
+        }
+    });
+    // Passed through, the variable that forces the sandbox whatever the settings say.
+    let Some(d) = start_daemon_with(
+        &stub,
+        "max_attempts = 1\nallow_no_change = true\n",
+        &[("CLAUDE_CODE_SUBPROCESS_ENV_SCRUB", "1")],
+    ) else {
+        not_installed("claude_codes_own_sandbox_is_off_inside_crews_box", "claude");
+    };
+    std::fs::create_dir_all(d.home.join(".claude")).unwrap();
+    std::fs::write(
+        d.home.join(".claude/settings.json"),
+        r#"{"sandbox":{"enabled":true,"failIfUnavailable":true,"allowUnsandboxedCommands":false,"autoAllowBashIfSandboxed":true}}"#,
+    )
+    .unwrap();
+    one_step_team(&d, "b", "Run it: {goal}", "executor");
+    let work_dir = d.work.clone();
+    let run = d.ok(
+        "team.run",
+        json!({"goal": "g", "cwd": path_str(&work_dir), "team": "b", "runtime": "claude", "model": MODEL}),
+    )["runId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let end = d.wait(&run);
+    let st = d.status(&run);
+    assert_eq!(
+        end,
+        "completed",
+        "{st:#}\nstub errors: {:?}\ndaemon log tail:\n{}",
+        stub.errors(),
+        tail(&d.log_text(), 6000)
+    );
+    assert_eq!(
+        std::fs::read_to_string(work_dir.join("bash.txt")).unwrap_or_default(),
+        "from-bash\n",
+        "{st:#}"
+    );
 }

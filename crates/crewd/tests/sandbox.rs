@@ -52,6 +52,12 @@ fn repo(w: &Path) {
     git(w, &["add", "-A"]);
     git(w, &["commit", "-qm", "init"]);
     git(w, &["gc", "-q"]);
+    // Another task's branch and worktree (its own metadata under `.git/worktrees`), made
+    // after `gc` packed `main` into `packed-refs`.
+    git(
+        w,
+        &["worktree", "add", "-q", "-b", "other-task", "../other-wt"],
+    );
 }
 
 fn marked(marker: &str) -> Vec<u32> {
@@ -114,6 +120,13 @@ fn a_hostile_agent_in_its_box_reaches_nothing_but_its_worktree() {
          kill -TERM $CREW_DAEMON_PID 2>/dev/null; \
          setsid sh -c 'while :; do sleep 0.2; done' {marker} & \
          echo mine > own.txt && git add own.txt && git commit -qm own && echo OWN-OK; \
+         git update-ref refs/heads/other-task HEAD 2>/dev/null && echo ESCAPE other-ref; \
+         git update-ref -d refs/heads/other-task 2>/dev/null && echo ESCAPE delete-ref; \
+         git update-ref refs/heads/main HEAD 2>/dev/null && echo ESCAPE packed-main; \
+         git update-ref refs/heads/crew/new HEAD 2>/dev/null && echo ESCAPE new-ref; \
+         echo x >> {r}/.git/packed-refs 2>/dev/null && echo ESCAPE packed-refs; \
+         echo x > {r}/.git/worktrees/other-wt/HEAD 2>/dev/null && echo ESCAPE other-worktree; \
+         echo 'gitdir: /tmp/evil' > .git 2>/dev/null && echo ESCAPE dot-git; \
          echo done"
     );
     std::fs::write(
@@ -136,6 +149,8 @@ fn a_hostile_agent_in_its_box_reaches_nothing_but_its_worktree() {
         v
     };
     let packs_before = packs();
+    let refs_before = git(&d.work, &["for-each-ref"]);
+    let packed_before = std::fs::read(d.work.join(".git/packed-refs")).unwrap();
     assert!(!packs_before.is_empty(), "git gc made a pack");
     one_step_team(&d, "h", "Escape.", "executor");
     let run = d.run(
@@ -183,6 +198,25 @@ fn a_hostile_agent_in_its_box_reaches_nothing_but_its_worktree() {
     // the repository now, whole.
     let log = git(&d.work, &["log", "--all", "--format=%s"]);
     assert!(log.lines().any(|l| l == "own"), "{log}");
+    // ... on the task's branch (crew moved it there after the box), and no other ref but
+    // crew's own moved.
+    let branch = format!("crew/tasks/{run}/01_only");
+    let on_branch = git(&d.work, &["log", &branch, "--format=%s"]);
+    assert!(on_branch.lines().any(|l| l == "own"), "{on_branch}");
+    let others = |t: &str| -> String {
+        t.lines()
+            .filter(|l| !l.contains("/crew/"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert_eq!(
+        others(&git(&d.work, &["for-each-ref"])),
+        others(&refs_before)
+    );
+    assert_eq!(
+        std::fs::read(d.work.join(".git/packed-refs")).unwrap(),
+        packed_before
+    );
     git(&d.work, &["fsck", "--no-dangling"]);
     d.ok("daemon.ping", json!({}));
     // The setsid'd process ended with the attempt.
@@ -371,4 +405,77 @@ fn in_shared_mode_only_the_cwd_is_writable_and_only_for_a_writing_role() {
     assert!(r.contains("WROTE-CWD") && !r.contains("ESCAPE"), "{r}");
     assert!(d.work.join("mine.txt").exists());
     assert!(!d.work.parent().unwrap().join("beside.txt").exists());
+}
+
+/// A writing attempt's own object directory (`<run>/objects/<task>.attempt-N/`) left by a
+/// `kill -9` of crewd mid-attempt: the restart takes its objects (the agent's commit) into the
+/// repository and removes it before anything runs.
+#[test]
+fn a_killed_daemons_attempt_object_directory_is_taken_in_and_removed() {
+    const NAME: &str = "a_killed_daemons_attempt_object_directory_is_taken_in_and_removed";
+    if let Err(why) = bwrap_works() {
+        skip(NAME, &format!("bubblewrap cannot make a box here: {why}"));
+    }
+    out_of_tmp();
+    let mut d = Daemon::start();
+    repo(&d.work);
+    let made = d.fixture_path("made");
+    let made_s = made.display().to_string();
+    // The first attempt commits, says which commit, and waits to be killed; later ones
+    // wait too (the run is cancelled).
+    let script = format!(
+        "[ -e {made_s} ] || {{ echo mine > own.txt && git add own.txt && git commit -qm own && \
+         git rev-parse HEAD > {made_s}.tmp && mv {made_s}.tmp {made_s}; }}; \
+         while :; do sleep 0.2; done"
+    );
+    std::fs::write(
+        &d.config,
+        format!(
+            "sandbox = \"required\"\nno_output_timeout_ms = 60000\nkill_grace_ms = 300\n\
+             [runtimes.w]\nadapter = \"command\"\ncommand = [\"/bin/sh\", \"-c\", {script:?}]\n"
+        ),
+    )
+    .unwrap();
+    d.restart();
+    one_step_team(&d, "k", "Commit.", "executor");
+    let run = d.run(
+        "killed",
+        json!({"team": "k", "runtime": "w", "workspace": "worktree"}),
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !made.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "the agent did not commit: {}",
+            d.status(&run)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let commit = std::fs::read_to_string(&made).unwrap().trim().to_string();
+    let left = d
+        .state_dir
+        .join(format!("runs/{run}/objects/01_only.attempt-1"));
+    assert!(left.is_dir(), "the attempt's object directory");
+    let work = d.work.clone();
+    let in_repo = |c: &str| {
+        std::process::Command::new("git")
+            .args(["cat-file", "-e", c])
+            .current_dir(&work)
+            .status()
+            .unwrap()
+            .success()
+    };
+    assert!(
+        !in_repo(&commit),
+        "the commit is in the attempt's directory only"
+    );
+    d.kill9();
+    d.restart();
+    assert!(!left.exists(), "left behind: {}", left.display());
+    assert!(
+        in_repo(&commit),
+        "the agent's commit came into the repository"
+    );
+    d.ok("team.cancel", json!({"runId": run}));
+    d.wait(&run);
 }

@@ -420,7 +420,8 @@ async fn run_process(
     artifacts: &mut Vec<ArtifactRef>,
 ) -> AttemptResult {
     let mut worker = worker_spec(&shared.config, spec, prompt, resume.is_some());
-    let session = || session::session_spec(spec, resume, &shared.state_dir);
+    // Built once: the worker's command and its box both need it.
+    let session = session::session_spec(spec, resume, &shared.state_dir);
     // Under crew's init (`contain`), in its box (`sandbox`) where the mode says so and
     // bubblewrap can.
     let failed = |error: String, artifacts: &Vec<ArtifactRef>| AttemptResult::Failed {
@@ -436,13 +437,24 @@ async fn run_process(
         Err(e) => return failed(e, artifacts),
     };
     if bwrap.is_some() {
-        sandbox::inside_box(spec.runtime.adapter, &mut worker.command);
+        sandbox::inside_box(
+            spec.runtime.adapter,
+            &mut worker.command,
+            &mut worker.env_passthrough,
+        );
     }
-    // Boxed in worktree mode: git objects go to the attempt's own directory (`sandbox`).
-    let objects = match bwrap
-        .filter(|_| crew_core::stream::edits_files(&spec.plan.tools))
-        .map(|_| blocking(|| sandbox::own_objects(spec)))
-    {
+    let writes = bwrap.is_some() && crew_core::stream::edits_files(&spec.plan.tools);
+    // Boxed in worktree mode: git objects go to the attempt's own directory, and the
+    // worktree's HEAD is detached for the attempt (`sandbox`).
+    let worktree = writes
+        .then(|| sandbox::own_worktree(shared, spec))
+        .flatten();
+    if let Some(wt) = &worktree {
+        if let Err(e) = sandbox::detach(shared, wt).await {
+            return failed(e, artifacts);
+        }
+    }
+    let objects = match writes.then(|| blocking(|| sandbox::own_objects(spec))) {
         Some(Err(e)) => {
             return failed(
                 format!("cannot make the attempt's object directory: {e}"),
@@ -459,25 +471,37 @@ async fn run_process(
         }
     }
     let launcher = contain::Contained {
-        boxed: bwrap.map(|b| (b, worker_box(shared, spec, resume, objects.as_deref()))),
+        boxed: bwrap.map(|b| {
+            let boxed = worker_box(
+                spec,
+                session.as_ref().ok(),
+                objects.as_deref(),
+                worktree.as_ref(),
+            );
+            (b, boxed)
+        }),
         reaper: spec.runtime.adapter == crew_core::stream::AdapterKind::Codex,
     };
-    let result = crew_attempt::run(&worker, session, &launcher, port, ctl, artifacts).await;
-    match objects {
-        Some(dir) => match sandbox::take_objects(shared, spec, &dir).await {
-            Ok(()) => result,
-            Err(e) => failed(e, artifacts),
-        },
-        None => result,
+    let result = crew_attempt::run(&worker, || session, &launcher, port, ctl, artifacts).await;
+    if let Some(dir) = objects {
+        if let Err(e) = sandbox::take_objects(shared, spec, &dir).await {
+            return failed(e, artifacts);
+        }
     }
+    if let Some(wt) = &worktree {
+        if let Err(e) = sandbox::attach(shared, spec, wt).await {
+            return failed(e, artifacts);
+        }
+    }
+    result
 }
 
 /// The box of a worker (`sandbox::spec`).
 fn worker_box(
-    shared: &Shared,
     spec: &AttemptSpec,
-    resume: Option<&Resume>,
+    session: Option<&crew_core::stream::SessionSpec>,
     own_objects: Option<&Path>,
+    worktree: Option<&sandbox::Worktree>,
 ) -> crew_box::bwrap::BoxSpec {
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let argv = spec.runtime.command.argv();
@@ -485,13 +509,8 @@ fn worker_box(
     let program = argv
         .first()
         .and_then(|p| crew_box::spawn::resolve(p, path.as_deref(), Path::new(&spec.cwd)).ok());
-    let session = session::session_spec(spec, resume, &shared.state_dir).ok();
-    let session_file = session
-        .as_ref()
-        .and_then(|s| s.file.clone())
-        .map(PathBuf::from);
+    let session_file = session.and_then(|s| s.file.clone()).map(PathBuf::from);
     let gemini_home = session
-        .as_ref()
         .and_then(|s| s.ask_config.clone())
         .map(PathBuf::from);
     sandbox::spec(&sandbox::Inputs {
@@ -500,6 +519,7 @@ fn worker_box(
         cwd: Path::new(&spec.cwd),
         writes: crew_core::stream::edits_files(&spec.plan.tools),
         repo: spec.workspace.as_ref().map(|w| Path::new(&w.repo)),
+        worktree,
         own_objects,
         run_dir: Some(&spec.run_dir),
         session_file: session_file.as_deref(),

@@ -32,13 +32,6 @@ pub fn announce(config: &Config) {
         tracing::info!("sandbox = \"off\": local attempts are not boxed");
         return;
     }
-    if config.sandbox == SandboxMode::Auto {
-        for (name, r) in &config.runtimes {
-            if let (None, Some(why)) = (r.sandbox, unboxed_under_auto(r.adapter)) {
-                tracing::warn!(runtime = %name, "sandbox = \"auto\" runs this runtime unboxed: {why}; its own sandbox = \"required\" boxes it anyway");
-            }
-        }
-    }
     match boxing() {
         Ok(b) => tracing::info!(bwrap = %b.display(), "local attempts are boxed (bubblewrap)"),
         Err(why) => tracing::warn!(
@@ -57,32 +50,9 @@ pub fn status(config: &Config) -> String {
     }
 }
 
-/// The attempt's mode: the runtime's, else the daemon's, but for the adapters `auto` leaves
-/// unboxed (`UNBOXED_UNDER_AUTO`).
+/// The attempt's mode: the runtime's, else the daemon's.
 pub fn mode(config: &Config, runtime: &RuntimeConfig) -> SandboxMode {
-    match runtime.sandbox {
-        Some(m) => m,
-        None if config.sandbox == SandboxMode::Auto
-            && unboxed_under_auto(runtime.adapter).is_some() =>
-        {
-            SandboxMode::Off
-        }
-        None => config.sandbox,
-    }
-}
-
-/// Adapters whose CLI does not work in crew's box yet, and why: `auto` runs them unboxed and
-/// says so at start-up; a runtime's own `sandbox = "required"` boxes them anyway.
-const UNBOXED_UNDER_AUTO: &[(AdapterKind, &str)] = &[(
-    AdapterKind::Opencode,
-    "opencode ends every boxed attempt with \"Unexpected server error\" (real_opencode tests; not diagnosed yet)",
-)];
-
-fn unboxed_under_auto(adapter: AdapterKind) -> Option<&'static str> {
-    UNBOXED_UNDER_AUTO
-        .iter()
-        .find(|(a, _)| *a == adapter)
-        .map(|(_, why)| *why)
+    runtime.sandbox.unwrap_or(config.sandbox)
 }
 
 /// bubblewrap for an attempt in `mode`: `Ok(None)` unboxed, `Err` when it must be boxed and
@@ -109,12 +79,14 @@ pub fn command_box(
         return Ok(None);
     };
     let home = std::env::var_os("HOME").map(PathBuf::from);
+    let worktree = own_worktree(shared, spec);
     let b = self::spec(&Inputs {
         adapter: None,
         home: home.as_deref(),
         cwd: Path::new(&spec.cwd),
         writes: true,
         repo: spec.workspace.as_ref().map(|w| Path::new(&w.repo)),
+        worktree: worktree.as_ref(),
         own_objects: None,
         run_dir: None,
         session_file: None,
@@ -176,6 +148,34 @@ pub async fn take_objects(
     Ok(())
 }
 
+/// At start-up, before any attempt: the object directories (`own_objects`) of attempts a
+/// killed daemon left in `runs` (active runs: run directory, repository). Their objects come
+/// into the repository — the agent's commits, which its worktree's detached HEAD names, so
+/// the next attempt's `workspace::prepare` keeps that tree — then they go.
+pub async fn recover_objects(shared: &crate::shared::Shared, runs: Vec<(PathBuf, String)>) {
+    let git = crate::workspace::git(shared);
+    for (run_dir, repo) in runs {
+        let dir = run_dir.join("objects");
+        let Ok(rd) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in rd.flatten() {
+            let left = entry.path();
+            match git.repo(&repo).take_objects(&left.join("objects")).await {
+                Ok(n) => {
+                    tracing::info!(dir = %left.display(), objects = n, "took in the git objects of an attempt a killed daemon left")
+                }
+                Err(e) => {
+                    tracing::warn!(dir = %left.display(), error = %e, "cannot take in the git objects of an attempt a killed daemon left; removed")
+                }
+            }
+            if let Err(e) = std::fs::remove_dir_all(&left) {
+                tracing::warn!(dir = %left.display(), error = %e, "cannot remove an attempt's object directory");
+            }
+        }
+    }
+}
+
 /// Whether `runtime`'s attempts run in a box here (local, mode not `off`, bubblewrap works).
 pub fn boxes(config: &Config, runtime: &RuntimeConfig) -> bool {
     runtime.placement == crate::placement::Placement::Local
@@ -202,6 +202,10 @@ pub fn plan_box(
         None => PathBuf::from(&spec.cwd),
     };
     let own = run_dir.join("objects").join(format!("{}.attempt-N", t.id));
+    let worktree = repo.as_ref().map(|r| Worktree {
+        root: cwd.clone(),
+        admin: r.join(".git/worktrees").join(&t.id),
+    });
     let path = std::env::var_os("PATH");
     let program = runtime
         .command
@@ -214,6 +218,7 @@ pub fn plan_box(
         cwd: &cwd,
         writes: crew_core::stream::edits_files(&t.tools),
         repo: repo.as_deref(),
+        worktree: worktree.as_ref(),
         own_objects: repo
             .as_ref()
             .filter(|_| crew_core::stream::edits_files(&t.tools))
@@ -256,29 +261,106 @@ pub fn plan_box(
     })
 }
 
-/// A CLI's own sandbox inside crew's box (issue 34, item 8). Codex's (bubblewrap, through
-/// its `codex-linux-sandbox` alias) cannot run nested: a second `/proc` mount is refused in
-/// crew's box ("Can't mount proc on /newroot/proc"), so every command the model runs would
-/// fail. It is turned off (`-c sandbox_mode="danger-full-access"`) in favour of crew's box,
-/// which keeps a read-only role's workspace read-only as Codex's `read-only` sandbox did. A
-/// sandbox the user's own command sets is left as it is. Claude Code's (bubblewrap for Bash)
-/// is off unless the user's settings turn it on; Gemini CLI's and opencode's are not used.
-pub fn inside_box(adapter: AdapterKind, command: &mut Vec<String>) {
-    const OWN: &[&str] = &[
-        "-s",
-        "--sandbox",
-        "--full-auto",
-        "--dangerously-bypass-approvals-and-sandbox",
-    ];
-    let user_sets = command.iter().skip(1).any(|a| {
-        OWN.iter()
-            .any(|f| a == f || a.starts_with(&format!("{f}=")))
-            || a.starts_with("sandbox_mode=")
-    });
-    if adapter == AdapterKind::Codex && !user_sets {
-        command.push("-c".into());
-        command.push("sandbox_mode=\"danger-full-access\"".into());
+/// A CLI's own sandbox inside crew's box (issue 34, item 8): turned off in favour of crew's
+/// box, which holds everything the CLI starts and keeps a read-only role's workspace
+/// read-only. Nested, neither works: a second `/proc` mount is refused in crew's box ("Can't
+/// mount proc on /newroot/proc: Operation not permitted").
+/// - Codex (bubblewrap through its `codex-linux-sandbox` alias, on whenever bubblewrap is
+///   installed): `-c sandbox_mode="danger-full-access"`.
+/// - Claude Code (bubblewrap and socat around Bash when its settings say
+///   `sandbox.enabled`; with `failIfUnavailable` it refuses to start without them):
+///   `--settings` with `sandbox.enabled = false`, which outranks the user's and the project's
+///   settings (not an administrator's managed settings).
+///
+///   `CLAUDE_CODE_SUBPROCESS_ENV_SCRUB` (which `GITHUB_ACTIONS` turns on by default) forces
+///   that sandbox whatever the settings say, so neither is passed to a boxed Claude Code.
+///
+/// A sandbox the user's own command sets is left as it is. Gemini CLI's and opencode's are
+/// not used.
+pub fn inside_box(adapter: AdapterKind, command: &mut Vec<String>, env: &mut Vec<String>) {
+    let sets = |own: &[&str], value: &str| {
+        command.iter().skip(1).any(|a| {
+            own.iter()
+                .any(|f| a == f || a.starts_with(&format!("{f}=")))
+                || (!value.is_empty() && a.starts_with(value))
+        })
+    };
+    match adapter {
+        AdapterKind::Codex => {
+            const OWN: &[&str] = &[
+                "-s",
+                "--sandbox",
+                "--full-auto",
+                "--dangerously-bypass-approvals-and-sandbox",
+            ];
+            if !sets(OWN, "sandbox_mode=") {
+                command.push("-c".into());
+                command.push("sandbox_mode=\"danger-full-access\"".into());
+            }
+        }
+        AdapterKind::Claude => {
+            if !sets(&["--settings"], "") {
+                command.push(format!("--settings={CLAUDE_NO_SANDBOX}"));
+            }
+            env.retain(|n| n != "CLAUDE_CODE_SUBPROCESS_ENV_SCRUB" && n != "GITHUB_ACTIONS");
+        }
+        _ => {}
     }
+}
+
+/// Claude Code's settings (`--settings`) that turn its own sandbox off.
+const CLAUDE_NO_SANDBOX: &str = r#"{"sandbox":{"enabled":false}}"#;
+
+/// A writing task's worktree: its root and its metadata directory in the repository
+/// (`.git/worktrees/<x>`), read from the worktree's `.git` file before the attempt.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Worktree {
+    pub root: PathBuf,
+    pub admin: PathBuf,
+}
+
+/// The worktree of `spec`'s writing task (`workspace::prepare` made it), `None` when it has
+/// none (shared mode, a read-only role's checkout) or it is not a linked worktree.
+pub fn own_worktree(
+    shared: &crate::shared::Shared,
+    spec: &crate::attempt::AttemptSpec,
+) -> Option<Worktree> {
+    let ws = spec.workspace.as_ref().filter(|w| w.writes)?;
+    let root = crate::workspace::worktrees_dir(shared, &ws.run_id).join(&ws.task_id);
+    let admin = super::blocking(|| crew_git::admin_dir(&root))?;
+    Some(Worktree { root, admin })
+}
+
+/// Before a writing worker's box: its worktree's HEAD detached at the same commit (every ref
+/// is read-only in the box; the agent's commits then move only that HEAD).
+pub async fn detach(shared: &crate::shared::Shared, wt: &Worktree) -> Result<(), String> {
+    crate::workspace::git(shared)
+        .repo(&wt.root)
+        .detach_head()
+        .await
+        .map_err(|e| format!("cannot detach the worktree's HEAD for the box: {e}"))
+}
+
+/// After the box (and `take_objects`): the task's branch moved to the commit the agent left
+/// HEAD at, and HEAD back on the branch.
+pub async fn attach(
+    shared: &crate::shared::Shared,
+    spec: &crate::attempt::AttemptSpec,
+    wt: &Worktree,
+) -> Result<(), String> {
+    let Some(ws) = &spec.workspace else {
+        return Ok(());
+    };
+    let branch = format!(
+        "refs/heads/{}",
+        crew_core::run::workspace::task_branch(&ws.run_id, &ws.task_id)
+    );
+    crate::workspace::git(shared)
+        .repo(&wt.root)
+        .attach_head(&wt.admin, &branch)
+        .await
+        .map(|_| ())
+        .map_err(|e| format!("cannot put the attempt's commits on the task's branch: {e}"))
 }
 
 /// What an attempt's box holds.
@@ -291,8 +373,10 @@ pub struct Inputs<'a> {
     /// for Codex's sandbox): else its workspace (and the repository's `.git`) is read-only in
     /// the box, so no tool of its CLI (Bash included) can change them.
     pub writes: bool,
-    /// Worktree mode: the repository (its checkout is seen read-only).
+    /// Worktree mode: the repository (its checkout and `.git` are seen read-only).
     pub repo: Option<&'a Path>,
+    /// A writing task's own worktree (`own_worktree`).
+    pub worktree: Option<&'a Worktree>,
     /// The attempt's own object directory (`own_objects`), seen in place of the repository's
     /// objects; without one they are read-only.
     pub own_objects: Option<&'a Path>,
@@ -380,6 +464,14 @@ pub fn make_agent_dirs(home: &Path, adapter: AdapterKind) -> std::io::Result<()>
     Ok(())
 }
 
+/// Variables naming a CLI's configuration file or folder outside its home.
+fn env_config(adapter: AdapterKind) -> &'static [&'static str] {
+    match adapter {
+        AdapterKind::Opencode => &["OPENCODE_CONFIG", "OPENCODE_CONFIG_DIR"],
+        _ => &[],
+    }
+}
+
 /// The variable that moves a CLI's home elsewhere, and the files in it that stay read-only
 /// (its configuration), as in `agent_home`.
 fn env_home(adapter: AdapterKind) -> Option<(&'static str, &'static [&'static str])> {
@@ -455,30 +547,41 @@ pub fn spec(i: &Inputs) -> BoxSpec {
     }
     let mut elsewhere = Vec::new();
     if let Some(repo) = i.repo {
-        // The user's checkout read-only; git's shared metadata writable for the agent's own
-        // `git add`/`git commit` in its worktree, but not the shared config and hooks, and
-        // not the objects: new ones go to the attempt's own directory, whose alternates are
-        // the repository's objects, seen read-only (crew brings the new ones in after).
+        // The user's checkout read-only, and with it the repository's `.git`: its config,
+        // hooks, refs and `packed-refs` (other tasks' branches, the run's) and objects. New
+        // objects go to the attempt's own directory, whose alternates are the repository's
+        // objects, seen read-only (crew brings the new ones in after).
         ro.push(repo.to_path_buf());
-        let git = repo.join(".git");
-        if i.writes {
-            rw.push(git.clone());
-        }
-        ro.push(git.join("config"));
-        ro.push(git.join("hooks"));
-        ro.push(git.join("info"));
-        match i.own_objects {
-            Some(own) => {
-                elsewhere.push((own.join("objects"), git.join("objects"), true));
-                elsewhere.push((git.join("objects"), own.join(SHARED_OBJECTS), false));
-            }
-            None => ro.push(git.join("objects")),
+        if let Some(own) = i.own_objects {
+            let objects = repo.join(".git/objects");
+            elsewhere.push((own.join("objects"), objects.clone(), true));
+            elsewhere.push((objects, own.join(SHARED_OBJECTS), false));
         }
     }
+    if let (true, Some(wt)) = (i.writes, i.worktree) {
+        // The task's own worktree and its metadata (`.git/worktrees/<x>`: HEAD, index, logs)
+        // writable: the agent's `git add`/`git commit` there work, on a HEAD crew detached
+        // for the attempt (`detach`) and puts back on the task's branch after it (`attach`).
+        // Not writable: the files that say where the repository is (the worktree's `.git`
+        // file, the metadata's `commondir` and `gitdir`), which crew's own git reads after.
+        rw.push(wt.root.to_path_buf());
+        ro.push(wt.root.join(".git"));
+        rw.push(wt.admin.to_path_buf());
+        ro.push(wt.admin.join("commondir"));
+        ro.push(wt.admin.join("gitdir"));
+    }
     ro.extend(i.run_dir.map(Path::to_path_buf));
-    // pi's session file: its folder, as a file that is not there yet cannot be bound (pi
-    // makes it). That folder holds the run's other sessions too.
-    rw.extend(i.session_file.and_then(Path::parent).map(Path::to_path_buf));
+    // pi's session file: its folder, the task's own (`sessions/<task>/`), as a file that is
+    // not there yet cannot be bound (pi makes it). A file in the run's `sessions/` itself (a
+    // session continued from before that layout) is bound alone: that folder holds the run's
+    // other tasks' sessions.
+    if let Some(file) = i.session_file {
+        let all = i.run_dir.map(|r| r.join("sessions"));
+        match file.parent() {
+            Some(dir) if Some(dir) != all.as_deref() => rw.push(dir.to_path_buf()),
+            _ => rw.push(file.to_path_buf()),
+        }
+    }
     // No crewd socket: `ask_user` needs none (`crewctl mcp --ask` answers by itself; the
     // question is the tool call crewd reads from the worker's own stream).
     // crew's Gemini home: writable (Gemini CLI keeps its project registry there), but not the
@@ -495,6 +598,19 @@ pub fn spec(i: &Inputs) -> BoxSpec {
                 let dir = PathBuf::from(dir);
                 ro.extend(config.iter().map(|c| dir.join(c)));
                 rw.push(dir);
+            }
+        }
+    }
+    // Configuration a runtime names by a variable it passes through (opencode's
+    // `OPENCODE_CONFIG` file, `OPENCODE_CONFIG_DIR`): read-only. Not there, opencode has
+    // no provider for the model and every attempt ends "Unexpected server error".
+    if let (Some(a), Some(r)) = (i.adapter, i.runtime) {
+        for var in env_config(a)
+            .iter()
+            .filter(|v| r.env.iter().any(|n| n == *v))
+        {
+            if let Some(p) = std::env::var_os(var).filter(|p| !p.is_empty()) {
+                ro.push(PathBuf::from(p));
             }
         }
     }
@@ -524,12 +640,17 @@ mod tests {
 
     #[test]
     fn an_agents_box() {
+        let wt = Worktree {
+            root: "/s/worktrees/r/t".into(),
+            admin: "/repo/.git/worktrees/t".into(),
+        };
         let inputs = Inputs {
             adapter: Some(AdapterKind::Claude),
             home: Some(Path::new("/h")),
             cwd: Path::new("/s/worktrees/r/t"),
             writes: true,
             repo: Some(Path::new("/repo")),
+            worktree: Some(&wt),
             own_objects: Some(Path::new("/s/runs/r/objects/t.attempt-1")),
             run_dir: Some(Path::new("/s/runs/r")),
             session_file: None,
@@ -540,18 +661,34 @@ mod tests {
         };
         let b = spec(&inputs);
         let has = |v: &[PathBuf], p: &str| v.iter().any(|x| x == Path::new(p));
-        for p in ["/s/worktrees/r/t", "/h/.claude", "/repo/.git", "/h/.cache"] {
+        for p in [
+            "/s/worktrees/r/t",
+            "/repo/.git/worktrees/t",
+            "/h/.claude",
+            "/h/.cache",
+        ] {
             assert!(has(&b.writable, p), "{p} writable");
         }
         for p in [
             "/repo",
-            "/repo/.git/config",
-            "/repo/.git/hooks",
+            "/s/worktrees/r/t/.git",
+            "/repo/.git/worktrees/t/commondir",
+            "/repo/.git/worktrees/t/gitdir",
             "/h/.claude/settings.json",
             "/s/runs/r",
             "/h/.cargo",
         ] {
             assert!(has(&b.read_only, p), "{p} read-only");
+        }
+        // The repository's `.git` (config, hooks, refs, packed-refs, other worktrees' metadata)
+        // is read-only with the checkout: nothing under it is writable but the task's own
+        // metadata (and its objects, seen elsewhere below).
+        for p in &b.writable {
+            assert!(
+                !p.starts_with("/repo") || p.starts_with("/repo/.git/worktrees/t"),
+                "{} writable",
+                p.display()
+            );
         }
         for p in [
             "/h",
@@ -576,7 +713,7 @@ mod tests {
             own_objects: None,
             ..inputs
         });
-        assert!(has(&b.read_only, "/repo/.git/objects"));
+        assert!(b.elsewhere.is_empty() && has(&b.read_only, "/repo"));
         // A read-only role: its workspace and `.git` read-only, no objects of its own.
         let b = spec(&Inputs {
             writes: false,
@@ -584,11 +721,52 @@ mod tests {
             ..inputs
         });
         assert!(has(&b.read_only, "/s/worktrees/r/t") && !has(&b.writable, "/s/worktrees/r/t"));
-        assert!(!has(&b.writable, "/repo/.git"));
+        assert!(!b.writable.iter().any(|p| p.starts_with("/repo")));
     }
 
     #[test]
-    fn codex_sandbox_is_off_inside_the_box_unless_the_user_set_one() {
+    fn a_pi_box_writes_its_own_sessions_only() {
+        let run = Path::new("/s/runs/r");
+        // (session file, what is writable for it)
+        let table = [
+            (
+                "/s/runs/r/sessions/t/attempt-1.jsonl",
+                "/s/runs/r/sessions/t",
+            ),
+            // A session continued from the run's shared folder: the file alone.
+            (
+                "/s/runs/r/sessions/t.attempt-1.jsonl",
+                "/s/runs/r/sessions/t.attempt-1.jsonl",
+            ),
+        ];
+        for (file, want) in table {
+            let b = spec(&Inputs {
+                adapter: Some(AdapterKind::Pi),
+                home: None,
+                cwd: Path::new("/w"),
+                writes: true,
+                repo: None,
+                worktree: None,
+                own_objects: None,
+                run_dir: Some(run),
+                session_file: Some(Path::new(file)),
+                gemini_home: None,
+                program: None,
+                runtime: None,
+                network: true,
+            });
+            assert!(b.writable.iter().any(|p| p == Path::new(want)), "{file}");
+            assert!(
+                !b.writable
+                    .iter()
+                    .any(|p| p == Path::new("/s/runs/r/sessions")),
+                "{file}: the run's sessions folder is writable"
+            );
+        }
+    }
+
+    #[test]
+    fn a_clis_own_sandbox_is_off_inside_the_box_unless_the_user_set_one() {
         let off = [
             "-c".to_string(),
             "sandbox_mode=\"danger-full-access\"".to_string(),
@@ -607,11 +785,27 @@ mod tests {
                 vec!["codex", "-c", "sandbox_mode=\"x\""],
                 vec![],
             ),
-            (AdapterKind::Claude, vec!["claude"], vec![]),
+            (
+                AdapterKind::Claude,
+                vec!["claude"],
+                vec![format!("--settings={CLAUDE_NO_SANDBOX}")],
+            ),
+            (
+                AdapterKind::Claude,
+                vec!["claude", "--settings", "/etc/mine.json"],
+                vec![],
+            ),
+            (AdapterKind::Pi, vec!["pi"], vec![]),
         ];
         for (adapter, cmd, added) in table {
             let mut command: Vec<String> = cmd.iter().map(|s| s.to_string()).collect();
-            inside_box(adapter, &mut command);
+            let mut env = vec![
+                "CLAUDE_CODE_SUBPROCESS_ENV_SCRUB".to_string(),
+                "PATH".into(),
+            ];
+            inside_box(adapter, &mut command, &mut env);
+            let scrub_passed = env.len() == 2;
+            assert_eq!(scrub_passed, adapter != AdapterKind::Claude, "{cmd:?}");
             assert_eq!(
                 command.get(cmd.len()..).unwrap(),
                 added.as_slice(),

@@ -49,7 +49,8 @@ pub(super) fn session_spec(
                 None => attempt_file(spec, "jsonl").display().to_string(),
             };
             let ext = blocking(|| {
-                std::fs::create_dir_all(run_dir.join("sessions"))?;
+                // The task's own folder: the only one of the run's sessions its box may write.
+                std::fs::create_dir_all(run_dir.join("sessions").join(&spec.task_id))?;
                 ask_extension_file(run_dir)
             })
             .map_err(|e| format!("cannot write crew's pi extension: {e}"))?;
@@ -81,10 +82,10 @@ fn ask_server() -> Vec<String> {
     vec![crate::config::crewctl_path(), "mcp".into(), "--ask".into()]
 }
 
-/// `sessions/<task>.attempt-<n>.<ext>` in the run directory.
+/// `sessions/<task>/attempt-<n>.<ext>` in the run directory.
 fn attempt_file(spec: &AttemptSpec, ext: &str) -> PathBuf {
     spec.run_dir.join(format!(
-        "sessions/{}.attempt-{}.{ext}",
+        "sessions/{}/attempt-{}.{ext}",
         spec.task_id, spec.attempt
     ))
 }
