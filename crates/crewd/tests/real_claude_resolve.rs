@@ -233,7 +233,24 @@ fn is_ancestor(w: &Path, a: &str, b: &str) -> bool {
 
 #[test]
 fn claude_code_resolves_a_conflict_of_two_parallel_tasks() {
-    let test = "claude_code_resolves_a_conflict_of_two_parallel_tasks";
+    resolves_on_the_real_cli(
+        "claude_code_resolves_a_conflict_of_two_parallel_tasks",
+        true,
+    );
+}
+
+#[test]
+fn claude_code_resolves_a_conflict_of_the_leaves_into_the_integration() {
+    resolves_on_the_real_cli(
+        "claude_code_resolves_a_conflict_of_the_leaves_into_the_integration",
+        false,
+    );
+}
+
+/// Two executors in parallel append their word to the list; with `join` a third task needs
+/// both (the merge of its inputs conflicts), without it the integration of the two leaves
+/// conflicts. Claude Code resolves; the run completes; `crewctl apply`; the check passes.
+fn resolves_on_the_real_cli(test: &str, join: bool) {
     let Some(claude) = agent_bin("claude") else {
         not_installed(test, "claude");
     };
@@ -257,7 +274,7 @@ fn claude_code_resolves_a_conflict_of_two_parallel_tasks() {
         claude = claude.display().to_string(),
     );
     let d = Daemon::start_with(Opts { config, env });
-    // The user's team: two executors in parallel, and a third that needs both.
+    // The user's team: two executors in parallel, and (with `join`) a third that needs both.
     let base = d.home.join(".config/crew");
     std::fs::create_dir_all(base.join("teams")).unwrap();
     std::fs::create_dir_all(base.join("workflows")).unwrap();
@@ -266,15 +283,16 @@ fn claude_code_resolves_a_conflict_of_two_parallel_tasks() {
         "---\nname: words\ndefaultWorkflow: words\n---\n\n- executor: agent=executor\n",
     )
     .unwrap();
-    std::fs::write(
-        base.join("workflows/words.workflow.md"),
-        format!(
-            "---\nname: words\n---\n\n## gamma\nrole: executor\n\n{GAMMA}\n\n\
-             ## delta\nrole: executor\n\n{DELTA}\n\n\
-             ## join\nrole: executor\ndependsOn: gamma, delta\n\n{JOIN}\n"
-        ),
-    )
-    .unwrap();
+    let mut workflow = format!(
+        "---\nname: words\n---\n\n## gamma\nrole: executor\n\n{GAMMA}\n\n\
+         ## delta\nrole: executor\n\n{DELTA}\n\n"
+    );
+    if join {
+        workflow.push_str(&format!(
+            "## join\nrole: executor\ndependsOn: gamma, delta\n\n{JOIN}\n"
+        ));
+    }
+    std::fs::write(base.join("workflows/words.workflow.md"), workflow).unwrap();
     let run = d.ok(
         "team.run",
         json!({"goal": "grow the word list", "cwd": path_str(&w), "team": "words",
@@ -285,19 +303,27 @@ fn claude_code_resolves_a_conflict_of_two_parallel_tasks() {
         .to_string();
     let st = wait_completed(&d, &run, &stub);
 
-    // One resolve task, between the conflicting tasks and the one that needed them.
+    // One resolve task, between the conflicting tasks and the one that needed them (the
+    // integration without `join`).
     let evs = d.events(Some(&run));
     let added: Vec<&Value> = evs
         .iter()
         .filter(|e| e["type"] == "task.resolve_added")
         .collect();
     assert_eq!(added.len(), 1, "one resolve task: {added:?}");
-    let id = "_resolve-03_join-1";
-    assert_eq!(added[0]["taskId"], "03_join");
+    let (needing, id) = if join {
+        ("03_join", "_resolve-03_join-1".to_string())
+    } else {
+        ("integration", format!("_resolve-{run}-1"))
+    };
+    if join {
+        assert_eq!(added[0]["taskId"], "03_join");
+    }
     assert_eq!(
         added[0]["message"],
-        format!("03_join: conflict in words.txt (01_gamma × 02_delta) → {id}")
+        format!("{needing}: conflict in words.txt (01_gamma × 02_delta) → {id}")
     );
+    let id = id.as_str();
     let r = Daemon::task(&st, id);
     assert_eq!(r["agent"], "resolver", "{r:#}");
     assert_eq!(r["status"], "completed", "{r:#}");
@@ -378,23 +404,11 @@ fn claude_code_resolves_a_conflict_of_two_parallel_tasks() {
         "alpha\nbeta\ngamma\ndelta"
     );
 
-    // The join started from the resolution and its check passed there.
-    let joined = commit_of(&evs, "03_join");
-    assert!(
-        file_at(&w, &joined, "report.txt").contains("CHECK-PASS: 4 words"),
-        "{}",
-        file_at(&w, &joined, "report.txt")
-    );
-    assert_eq!(
-        st["workspace"]["tasks"]["03_join"]["start"], resolved,
-        "{st:#}"
-    );
-    let join = Daemon::task(&st, "03_join");
-    assert!(
-        result_text(&d, &run, join).contains("CHECK-PASS: 4 words"),
-        "{}",
-        result_text(&d, &run, join)
-    );
+    if join {
+        join_went_on(&d, &run, &w, &st, &evs, resolved);
+    } else {
+        assert_eq!(st["workspace"]["integrated"]["commit"], resolved, "{st:#}");
+    }
 
     // `crewctl apply`, as the user would; the repository's test passes on their branch with
     // both intents in the list.
@@ -429,6 +443,28 @@ fn claude_code_resolves_a_conflict_of_two_parallel_tasks() {
         words.lines().any(|l| l == "gamma") && words.lines().any(|l| l == "delta"),
         "both intents on main: {words:?}"
     );
-    let report = std::fs::read_to_string(w.join("report.txt")).unwrap();
-    assert_eq!(report, "CHECK-PASS: 4 words\n", "the join's report on main");
+    if join {
+        let report = std::fs::read_to_string(w.join("report.txt")).unwrap();
+        assert_eq!(report, "CHECK-PASS: 4 words\n", "the join's report on main");
+    }
+}
+
+/// The join started from the resolution and its check passed there.
+fn join_went_on(d: &Daemon, run: &str, w: &Path, st: &Value, evs: &[Value], resolved: &str) {
+    let joined = commit_of(evs, "03_join");
+    assert!(
+        file_at(w, &joined, "report.txt").contains("CHECK-PASS: 4 words"),
+        "{}",
+        file_at(w, &joined, "report.txt")
+    );
+    assert_eq!(
+        st["workspace"]["tasks"]["03_join"]["start"], resolved,
+        "{st:#}"
+    );
+    let join = Daemon::task(st, "03_join");
+    assert!(
+        result_text(d, run, join).contains("CHECK-PASS: 4 words"),
+        "{}",
+        result_text(d, run, join)
+    );
 }
