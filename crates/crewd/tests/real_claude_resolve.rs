@@ -5,7 +5,9 @@
 //! task, and Claude Code (the builtin `resolver`) reads the file with the markers, edits the
 //! conflict away keeping both words and runs the check. The run goes on from the resolution
 //! and completes; `crewctl apply` brings it onto the user's branch, where `sh check.sh` passes
-//! with both words in the list.
+//! with both words in the list. Once with a third task needing both (the merge of its inputs
+//! conflicts), once with the two as the run's leaves (the integration conflicts; there the
+//! resolver commits its resolution itself, as agents often do, and that commit is the result).
 //!
 //! Without the install `make test` leaves it out (tests/run.sh) and counts it skipped.
 
@@ -37,6 +39,8 @@ const DELTA: &str = "Append the word delta as the last line of words.txt.";
 const JOIN: &str = "Run sh check.sh on the word list and save what it prints in report.txt.";
 /// What only the resolve task's text asks (crew-core's `run/resolve.rs`).
 const RESOLVER_ASK: &str = "remove every conflict marker";
+/// In the goal of the run whose resolver commits its resolution itself.
+const SELF_COMMIT: &str = "(the resolver commits)";
 /// The first words of the builtin resolver's system prompt.
 const RESOLVER_SYSTEM: &str = "You resolve merge conflicts.";
 
@@ -184,6 +188,10 @@ fn script(e: &Exchange) -> Reply {
                     None => Reply::Text(format!("STUB-NO-CONFLICT in what was read: {lines:?}")),
                 }
             }
+            // As agents often do, despite the resolver's prompt: its own commit is its result.
+            3 if texts.contains(SELF_COMMIT) => {
+                bash("sh check.sh && git add -A && git commit -qm 'resolve words.txt'")
+            }
             3 => bash("sh check.sh"),
             _ => Reply::Text(format!(
                 "Summary: resolved words.txt keeping both words.\nFiles resolved: words.txt: \
@@ -293,9 +301,15 @@ fn resolves_on_the_real_cli(test: &str, join: bool) {
         ));
     }
     std::fs::write(base.join("workflows/words.workflow.md"), workflow).unwrap();
+    // The integration's resolver commits its work itself; the join's leaves it to crew.
+    let goal = if join {
+        "grow the word list".to_string()
+    } else {
+        format!("grow the word list {SELF_COMMIT}")
+    };
     let run = d.ok(
         "team.run",
-        json!({"goal": "grow the word list", "cwd": path_str(&w), "team": "words",
+        json!({"goal": goal, "cwd": path_str(&w), "team": "words",
                "workspace": "worktree", "runtime": "claude", "model": MODEL}),
     )["runId"]
         .as_str()
@@ -407,6 +421,11 @@ fn resolves_on_the_real_cli(test: &str, join: bool) {
     if join {
         join_went_on(&d, &run, &w, &st, &evs, resolved);
     } else {
+        // Claude Code's own commit is the resolution, nothing of crew's on top.
+        assert_eq!(
+            git(&w, &["log", "-1", "--format=%s", resolved]),
+            "resolve words.txt"
+        );
         assert_eq!(st["workspace"]["integrated"]["commit"], resolved, "{st:#}");
     }
 
