@@ -186,6 +186,9 @@ export interface ChoiceView {
   reason: string;
 }
 
+/** `team.run`'s `conflicts`: what a `worktree` run does when the merge of results conflicts. */
+export type ConflictMode = "agent" | "manual";
+
 export interface DaemonStatus {
   apiVersion: string;
   /**
@@ -608,6 +611,11 @@ export interface RunParams {
    */
   chain?: string[] | null;
   concurrency?: number | null;
+  /**
+   * `worktree` runs: `agent` or `manual` when the merge of results conflicts; default: the
+   * team's `conflicts`, else config `conflicts` (`agent`).
+   */
+  conflicts?: ConflictMode | null;
   /** Working directory of the run's workers (absolute). */
   cwd: string;
   /** `worktree` runs: `snapshot` (default) or `refuse` when the cwd has uncommitted changes. */
@@ -1035,6 +1043,11 @@ export interface Methods {
        */
       chain?: string[] | null;
       concurrency?: number | null;
+      /**
+       * `worktree` runs: `agent` or `manual` when the merge of results conflicts; default: the
+       * team's `conflicts`, else config `conflicts` (`agent`).
+       */
+      conflicts?: ConflictMode | null;
       /** Working directory of the run's workers (absolute). */
       cwd: string;
       /** `worktree` runs: `snapshot` (default) or `refuse` when the cwd has uncommitted changes. */
@@ -1102,6 +1115,11 @@ export interface Methods {
        */
       chain?: string[] | null;
       concurrency?: number | null;
+      /**
+       * `worktree` runs: `agent` or `manual` when the merge of results conflicts; default: the
+       * team's `conflicts`, else config `conflicts` (`agent`).
+       */
+      conflicts?: ConflictMode | null;
       /** Working directory of the run's workers (absolute). */
       cwd: string;
       /** `worktree` runs: `snapshot` (default) or `refuse` when the cwd has uncommitted changes. */

@@ -692,6 +692,10 @@ mod tests {
             (d.verify_retries, d.allow_no_change, d.verify_output_bytes),
             (1, false, 65536)
         );
+        assert_eq!(d.conflicts, crew_core::run::ConflictMode::Agent);
+        let m = Config::parse("c", "conflicts = \"manual\"\n").unwrap();
+        assert_eq!(m.conflicts, crew_core::run::ConflictMode::Manual);
+        assert!(Config::parse("c", "conflicts = \"ask\"\n").is_err());
         for text in [
             "verify_timeout_ms = 0\n",
             "scope_policy = \"ignore\"\n",

@@ -432,7 +432,7 @@ pub async fn prepare(shared: &Shared, ws: &TaskWorkspace) -> Result<Prepared, No
                     taken: Some(tip),
                 })
             }
-            Ok(ResolveStart::Refused(r)) => return Err(r.into()),
+            Ok(ResolveStart::Refused(r)) => return Err((*r).into()),
             Err(e) => return Err(git_failed("cannot make the resolver's start", e).into()),
         }
     } else {
@@ -620,7 +620,7 @@ enum ResolveStart {
     /// The user resolved on its branch (from `mark`, where crew left it): `tip` is the result.
     Taken { mark: String, tip: String },
     /// The user's resolution is not one (lacks inputs, keeps markers): the attempt's end.
-    Refused(AttemptResult),
+    Refused(Box<AttemptResult>),
 }
 
 /// A resolve task's start (issue 31): the merge of its inputs with every conflict left in the
@@ -637,7 +637,7 @@ async fn resolve_start(
     let cref = conflict_ref(&ws.run_id, &ws.task_id);
     let inputs = conflict::inputs(&ws.inputs, &ws.input_tasks);
     if let Some(mark) = repo.resolve(&cref).await? {
-        let refused = |reason| Ok(ResolveStart::Refused(needs_attention(reason)));
+        let refused = |reason| Ok(ResolveStart::Refused(Box::new(needs_attention(reason))));
         return match conflict::read_tip(repo, &bref, &cref, &inputs, false).await? {
             conflict::Tip::Take(tip) if tip != mark => {
                 let found = resolution_markers(repo, &ws.inputs, &mark, &tip).await?;
@@ -734,7 +734,10 @@ pub async fn check_resolution(
     }
     let keep = attempt_ref(&ws.run_id, &ws.task_id, ws.attempt);
     let back = repo
-        .update_refs(&[(keep, Some(c.commit.clone())), (bref, Some(c.start.clone()))])
+        .update_refs(&[
+            (keep, Some(c.commit.clone())),
+            (bref, Some(c.start.clone())),
+        ])
         .await;
     if let Err(e) = back {
         tracing::warn!(error = %e, "cannot put the resolver's branch back at the conflicts");
@@ -1175,7 +1178,11 @@ pub async fn integrate(
                     .collect::<Vec<_>>()
                     .join(", ")
             );
-            match repo.merge_all(&commits, &message).await.map_err(|x| Blocked::from(e(x)))? {
+            match repo
+                .merge_all(&commits, &message)
+                .await
+                .map_err(|x| Blocked::from(e(x)))?
+            {
                 MergeOutcome::Clean(c) => {
                     conflict::settled(&repo, &bref, &c, &cref)
                         .await
@@ -1220,7 +1227,10 @@ pub async fn integrate(
             }
         }
     };
-    let stat = repo.diffstat(&ws.base, &commit).await.map_err(|x| Blocked::from(e(x)))?;
+    let stat = repo
+        .diffstat(&ws.base, &commit)
+        .await
+        .map_err(|x| Blocked::from(e(x)))?;
     Ok(Integration {
         branch,
         commit,

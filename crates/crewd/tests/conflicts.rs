@@ -431,10 +431,21 @@ fn an_agent_resolves_the_conflict_and_the_run_goes_on_from_its_result() {
     assert!(file_at(w, start, "a.txt").contains("<<<<<<< "), "{st}");
     assert_eq!(file_at(w, resolved, "a.txt"), "one\nLEFT\nRIGHT\nthree");
     for input in ["01_left", "02_right", "03_notes"] {
-        git(w, &["merge-base", "--is-ancestor", &commit_of(&d, &run, input), resolved]);
+        git(
+            w,
+            &[
+                "merge-base",
+                "--is-ancestor",
+                &commit_of(&d, &run, input),
+                resolved,
+            ],
+        );
     }
     // The join started from the resolution; the integration holds both intents.
-    assert_eq!(st["workspace"]["tasks"]["04_join"]["start"], resolved, "{st}");
+    assert_eq!(
+        st["workspace"]["tasks"]["04_join"]["start"], resolved,
+        "{st}"
+    );
     let integrated = st["workspace"]["integrated"]["commit"].as_str().unwrap();
     assert_eq!(file_at(w, integrated, "a.txt"), "one\nLEFT\nRIGHT\nthree");
     assert_eq!(file_at(w, integrated, "notes.txt"), "notes");
@@ -506,7 +517,11 @@ fn a_resolver_that_leaves_markers_is_retried_once_then_the_user_resolves_on_its_
     assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
     let st = d.status(&run);
     // Taken as it is, no agent ran again, the join started from it.
-    assert_eq!(st["workspace"]["tasks"][id]["commit"], users.as_str(), "{st}");
+    assert_eq!(
+        st["workspace"]["tasks"][id]["commit"],
+        users.as_str(),
+        "{st}"
+    );
     assert_eq!(branch_tip(w, &branch), users, "never moved");
     assert_eq!(st["workspace"]["tasks"]["04_join"]["start"], users.as_str());
     let started = d

@@ -92,7 +92,7 @@ mod tests {
         };
         assert_eq!(
             names(cat.agents.keys().collect()),
-            "analyst,critic,executor,explorer,planner,reviewer,security-reviewer,test-engineer,verifier,writer"
+            "analyst,critic,executor,explorer,planner,resolver,reviewer,security-reviewer,test-engineer,verifier,writer"
         );
         assert_eq!(
             names(cat.teams.keys().collect()),

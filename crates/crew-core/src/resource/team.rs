@@ -48,7 +48,10 @@ pub(super) fn parse(source: Source, path: &str, text: &str) -> (Option<Parsed>, 
         Some("single" | "shared") => Some(crate::run::WorkspaceMode::Shared),
         _ => None,
     };
-    let conflicts = match d.one_of(fm.get("conflicts"), &["agent", "manual"]).as_deref() {
+    let conflicts = match d
+        .one_of(fm.get("conflicts"), &["agent", "manual"])
+        .as_deref()
+    {
         Some("agent") => Some(crate::run::ConflictMode::Agent),
         Some("manual") => Some(crate::run::ConflictMode::Manual),
         _ => None,

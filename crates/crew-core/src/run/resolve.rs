@@ -303,7 +303,11 @@ impl super::State {
             return vec![];
         }
         let resolved_before = super::workspace::leaf_tasks(run).iter().any(|t| {
-            is_resolve(&t.plan) && t.plan.added_by.as_ref().is_some_and(|a| a.as_str() == run.id)
+            is_resolve(&t.plan)
+                && t.plan
+                    .added_by
+                    .as_ref()
+                    .is_some_and(|a| a.as_str() == run.id)
         });
         if resolved_before {
             return vec![];

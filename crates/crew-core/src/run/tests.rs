@@ -2988,3 +2988,95 @@ fn a_conflict_of_the_leaves_adds_a_resolve_task_that_becomes_the_only_leaf() {
     );
     sim.replays_equal();
 }
+
+fn worktree_spec(steps: &[Step], conflicts: super::ConflictMode) -> RunSpec {
+    let mut s = spec(steps);
+    s.workspace = Some(super::WorkspaceSpec {
+        repo: "/src/app".into(),
+        subdir: String::new(),
+        base: "b".repeat(40),
+        head: Some("b".repeat(40)),
+        dirty: false,
+        branch: Some("main".into()),
+        conflicts,
+        resolver: Some(std::sync::Arc::new(resolver_role())),
+    });
+    s
+}
+
+/// The run's mode decides: `manual` adds nothing (the report's manual message stands);
+/// `agent` adds the resolve task, for a task and for the integration (once).
+#[test]
+fn the_conflicts_mode_decides_whether_a_resolver_is_added() {
+    let steps: &[Step] = &[("a", &[], true), ("b", &[], true), ("c", &["a", "b"], true)];
+    let conflict =
+        super::resolve::Conflict::bounded(&["x".into()], &["01_a".into(), "02_b".into()]);
+    for (mode, added) in [
+        (super::ConflictMode::Manual, false),
+        (super::ConflictMode::Agent, true),
+    ] {
+        let mut sim = Sim::new();
+        sim.create("r", worktree_spec(steps, mode));
+        sim.dispatch(8);
+        sim.finish("r", "a", done(1));
+        sim.finish("r", "b", done(1));
+        assert_eq!(sim.dispatch(8), ["r/c"]);
+        let c = sim.tid("r", "c");
+        let attempt = sim.task("r", "c").attempts;
+        let ps = sim.st.on_conflict("r", Some(&c), attempt, &conflict);
+        assert_eq!(!ps.is_empty(), added, "{mode:?}");
+    }
+    // The integration: its resolve task once; a conflict again goes the manual way.
+    let mut sim = Sim::new();
+    sim.create(
+        "r",
+        worktree_spec(
+            &[("a", &[], true), ("b", &[], true)],
+            super::ConflictMode::Agent,
+        ),
+    );
+    sim.dispatch(8);
+    sim.finish("r", "a", done(1));
+    sim.finish("r", "b", done(1));
+    let evs = sim.emit(sim.st.on_conflict("r", None, 0, &conflict));
+    assert_eq!(names(&evs), ["task.resolve_added"]);
+    assert_eq!(sim.dispatch(8), ["r/resolve"]);
+    sim.finish("r", "resolve", done(1));
+    assert!(sim.st.on_conflict("r", None, 0, &conflict).is_empty());
+}
+
+/// A resolver whose last attempt fails leaves the conflict to the user: the run waits with
+/// the way to resolve on its branch, resumable, instead of failing.
+#[test]
+fn a_resolver_that_gives_up_needs_attention_with_the_manual_way() {
+    let steps: &[Step] = &[("a", &[], true), ("b", &[], true), ("c", &["a", "b"], true)];
+    let mut sim = Sim::new();
+    sim.create("r", worktree_spec(steps, super::ConflictMode::Agent));
+    sim.dispatch(8);
+    sim.finish("r", "a", done(1));
+    sim.finish("r", "b", done(1));
+    sim.dispatch(8);
+    let c = sim.tid("r", "c");
+    let attempt = sim.task("r", "c").attempts;
+    let conflict =
+        super::resolve::Conflict::bounded(&["x".into()], &["01_a".into(), "02_b".into()]);
+    let ps = sim.st.on_conflict("r", Some(&c), attempt, &conflict);
+    sim.emit(ps);
+    assert_eq!(sim.dispatch(8), ["r/resolve"]);
+    let evs = sim.finish("r", "resolve", failed(false, 1));
+    assert_eq!(
+        names(&evs),
+        ["task.needs_attention resolve-03_c-1", "run.blocked"]
+    );
+    let t = sim.task("r", "resolve");
+    assert_eq!(t.status, TaskStatus::NeedsAttention);
+    let why = t.error.as_deref().unwrap_or_default();
+    assert!(
+        why.starts_with("boom\n")
+            && why.contains("git -C /src/app worktree add /src/app-resolve-_resolve-03_c-1 crew/tasks/r/_resolve-03_c-1")
+            && why.ends_with("then: crewctl resume r"),
+        "{why}"
+    );
+    assert_eq!(sim.status("r", "c"), TaskStatus::Queued);
+    sim.replays_equal();
+}

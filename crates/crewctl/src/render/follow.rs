@@ -261,9 +261,11 @@ impl Follow {
             }
             return vec![expanded_note(e.task_id.as_deref(), &ids)];
         }
-        // A judge's failing verdict added a fix task: it joins the list, the judge waits for
-        // it, and the round gets its own line ("04_verify: fail, 1 finding → _fix-04_verify-1").
-        if e.kind == "task.fix_added" {
+        // A judge's failing verdict added a fix task, or a conflicting merge a resolve task: it
+        // joins the list, the task it was added for waits for it, and a line says why
+        // ("04_verify: fail, 1 finding → _fix-04_verify-1", "03_integrate: conflict in
+        // src/lib.rs (dot-case × path-case) → _resolve-03_integrate-1").
+        if e.kind == "task.fix_added" || e.kind == "task.resolve_added" {
             if let Some(added) = d.get("task") {
                 if let Some(id) = added.get("id").and_then(Value::as_str) {
                     let i = self.index(id);
@@ -283,10 +285,9 @@ impl Follow {
             }
             return vec![Change::Note {
                 tone: Tone::Warn,
-                text: e
-                    .message
-                    .clone()
-                    .unwrap_or_else(|| "a fix task was added".into()),
+                text: e.message.clone().unwrap_or_else(|| {
+                    format!("a {} task was added", e.kind.trim_start_matches("task."))
+                }),
             }];
         }
         if let Some(task_id) = e.task_id.as_deref() {
@@ -1120,6 +1121,31 @@ mod tests {
             TaskStatus::Queued,
             "the judge waits again"
         );
+    }
+
+    #[test]
+    fn a_resolve_task_joins_the_list_and_the_task_that_needed_it_waits() {
+        let mut f = Follow::new("r-1").with_plan(&plan());
+        let mut added = ev(
+            11,
+            1,
+            "task.resolve_added",
+            Some("02_execute"),
+            json!({"task": {"id": "_resolve-02_execute-1", "role": "resolver"},
+                   "conflict": {"paths": ["src/lib.rs"], "sides": ["a", "b"]}}),
+        );
+        added.message =
+            Some("02_execute: conflict in src/lib.rs (a × b) → _resolve-02_execute-1".into());
+        assert_eq!(
+            f.apply(&added),
+            vec![Change::Note {
+                tone: Tone::Warn,
+                text: "02_execute: conflict in src/lib.rs (a × b) → _resolve-02_execute-1".into()
+            }]
+        );
+        assert_eq!(f.tasks[2].id, "_resolve-02_execute-1");
+        assert_eq!(f.tasks[2].role, "resolver");
+        assert_eq!(f.tasks[1].status, TaskStatus::Queued);
     }
 
     #[test]

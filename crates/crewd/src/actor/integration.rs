@@ -61,15 +61,13 @@ pub fn integrate_ready(core: &mut Core, touched: &BTreeSet<String>) {
                     return;
                 }
                 let ps = match outcome {
-                    Ok(i) => vec![Pending::run(
-                        &run_id,
-                        EventBody::RunIntegrated(Box::new(i)),
-                    )],
+                    Ok(i) => vec![Pending::run(&run_id, EventBody::RunIntegrated(Box::new(i)))],
                     Err(blocked) => {
                         // A conflict of the leaves goes to a resolver, in a run that says so.
-                        let resolving = blocked.conflict.as_ref().map_or_else(Vec::new, |c| {
-                            core.state.on_conflict(&run_id, None, 0, c)
-                        });
+                        let resolving = blocked
+                            .conflict
+                            .as_ref()
+                            .map_or_else(Vec::new, |c| core.state.on_conflict(&run_id, None, 0, c));
                         if resolving.is_empty() {
                             vec![Pending::run(
                                 &run_id,
