@@ -206,7 +206,8 @@ fn an_integration_conflict_blocks_the_run_until_resolved_on_the_branch() {
         ],
     );
     let before = checksum(w);
-    let run = run_wt(&d, "clash", json!({}));
+    // The manual way (the default is an agent resolving: tests/conflicts.rs).
+    let run = run_wt(&d, "clash", json!({"conflicts": "manual"}));
     assert_eq!(d.wait(&run), "blocked");
     let st = d.status(&run);
     let reason = st["run"]["reason"].as_str().unwrap().to_string();
@@ -293,7 +294,7 @@ fn a_dependent_sees_its_dependencys_edit_and_conflicting_dependencies_need_atten
             ("join", &["left", "right"], "[fake:write=joined.txt:x]"),
         ],
     );
-    let run = run_wt(&d, "diamond", json!({}));
+    let run = run_wt(&d, "diamond", json!({"conflicts": "manual"}));
     assert_eq!(d.wait(&run), "blocked");
     let st = d.status(&run);
     let join = Daemon::task(&st, "03_join");
