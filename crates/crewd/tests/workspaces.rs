@@ -206,7 +206,6 @@ fn an_integration_conflict_blocks_the_run_until_resolved_on_the_branch() {
         ],
     );
     let before = checksum(w);
-    // The manual way (the default is an agent resolving: tests/conflicts.rs).
     let run = run_wt(&d, "clash", json!({"conflicts": "manual"}));
     assert_eq!(d.wait(&run), "blocked");
     let st = d.status(&run);
