@@ -749,6 +749,13 @@ mod tests {
             c.runtime("fake").unwrap().placement,
             crate::placement::Placement::Local
         );
+        // The client commands need no slurmrestd: no url, no token.
+        let cli = "[slurm]\ninterface = \"cli\"\nconf = \"/etc/slurm/slurm.conf\"\nstaging_dir = \"/s\"\n";
+        let c = Config::parse("c", cli).unwrap();
+        assert_eq!(
+            c.slurm.as_ref().unwrap().interface,
+            crate::placement::slurm::config::Interface::Cli
+        );
         let base = "[slurm]\nurl = \"http://127.0.0.1:6820\"\ntoken_command = \"t\"\nstaging_dir = \"/s\"\n";
         for (text, says) in [
             (base.replace("127.0.0.1", "10.0.0.5"), "not a loopback"),
@@ -759,6 +766,10 @@ mod tests {
                 "v0.0.38 and later",
             ),
             (base.replace("\"/s\"", "\"rel\""), "absolute"),
+            (
+                format!("{base}conf = \"/etc/slurm.conf\"\n"),
+                "interface = \"cli\"",
+            ),
             (
                 "[runtimes.x]\nadapter = \"pi\"\ncommand = \"pi\"\nplacement = \"slurm\"\n".into(),
                 "needs a [slurm] section",

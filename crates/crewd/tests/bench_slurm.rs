@@ -151,6 +151,55 @@ fn bench_200_tasks_against_sbatch_array() {
         "the 200 tasks, the planner and the integrate step"
     );
 
+    // Where crew's makespan goes, from the run's events: the planner's job, the 200 (first
+    // start to last end), the integrate step's job, and the run's end after it.
+    let evs = d.events(Some(&run));
+    let at = |e: &Value| {
+        chrono::DateTime::parse_from_rfc3339(e["time"].as_str().unwrap_or_default())
+            .map(|t| t.timestamp_millis())
+            .unwrap_or(0)
+    };
+    let of = |ty: &str, task: &dyn Fn(&str) -> bool| -> Vec<i64> {
+        evs.iter()
+            .filter(|e| e["type"] == ty && task(e["taskId"].as_str().unwrap_or_default()))
+            .map(at)
+            .collect()
+    };
+    let plan = |t: &str| t.ends_with("plan");
+    let integ = |t: &str| t.ends_with("integrate");
+    let fan = |t: &str| !t.is_empty() && !t.ends_with("plan") && !t.ends_with("integrate");
+    let created = evs
+        .iter()
+        .find(|e| e["type"] == "run.created")
+        .map(at)
+        .unwrap_or(0);
+    let ended = evs.last().map(at).unwrap_or(0);
+    let first = |v: Vec<i64>| v.into_iter().min().unwrap_or(0);
+    let last = |v: Vec<i64>| v.into_iter().max().unwrap_or(0);
+    let (p0, p1) = (
+        first(of("task.started", &plan)),
+        last(of("task.completed", &plan)),
+    );
+    let (f0, f1) = (
+        first(of("task.started", &fan)),
+        last(of("task.completed", &fan)),
+    );
+    let (i0, i1) = (
+        first(of("task.started", &integ)),
+        last(of("task.completed", &integ)),
+    );
+    println!(
+        "slurm bench: crew's phases (ms): created→planner start {}, planner {}, →fan-out start {}, \
+         fan-out {}, →integrate start {}, integrate {}, →run end {}",
+        p0 - created,
+        p1 - p0,
+        f0 - p1,
+        f1 - f0,
+        i0 - f1,
+        i1 - i0,
+        ended - i1
+    );
+
     let hz = 100.0; // USER_HZ on Linux
     let cpu_ms = (after.0.saturating_sub(before.0)) as f64 * 1000.0 / hz;
     println!(

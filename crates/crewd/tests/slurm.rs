@@ -527,3 +527,206 @@ fn until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// The token crewd minted for an attempt (what its worker must echo) appears nowhere crewd
+/// journals, serves or exports: not in the run's events, its status, its bundle, nor any file
+/// of the daemon's state (journal, run directory). Before, `worker.submitting` carried it.
+#[test]
+fn the_attempts_token_is_never_journaled_served_or_exported() {
+    let c = cluster("the_attempts_token_is_never_journaled_served_or_exported");
+    let d = c.daemon("");
+    repo(&d);
+    common::one_step_team(&d, "one", "Work. [fake:write=one.txt:one]", "executor");
+    let run = d.run(
+        "write one",
+        json!({"team": "one", "workspace": "worktree", "runtime": "fake-slurm"}),
+    );
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    let staging = staging_of(&d).join(&run).join("01_only.attempt-1");
+    let launch: Value =
+        serde_json::from_str(&std::fs::read_to_string(staging.join("launch.json")).unwrap())
+            .unwrap();
+    let token = launch["token"].as_str().unwrap().to_string();
+    assert!(token.len() >= 32, "{launch}");
+    let fin: Value =
+        serde_json::from_str(&std::fs::read_to_string(staging.join("final.json")).unwrap())
+            .unwrap();
+    assert_eq!(fin["token"], token.as_str(), "the worker echoed it");
+
+    let events = serde_json::to_string(&d.events(Some(&run))).unwrap();
+    assert!(events.contains("worker.submitting"), "{events}");
+    assert!(!events.contains(&token), "the events name the token");
+    let status = d.status(&run).to_string();
+    assert!(!status.contains(&token), "the status names the token");
+    let bundle = d.ok("team.export", json!({"runId": run})).to_string();
+    assert!(!bundle.contains(&token), "the bundle names the token");
+    let mut files = 0;
+    let mut stack = vec![d.state_dir.clone()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                files += 1;
+                let bytes = std::fs::read(&p).unwrap_or_default();
+                assert!(
+                    !String::from_utf8_lossy(&bytes).contains(&token),
+                    "{} holds the token",
+                    p.display()
+                );
+            }
+        }
+    }
+    assert!(files > 3, "the state directory was read ({files} files)");
+}
+
+/// The staging directory a test daemon's config names.
+fn staging_of(d: &Daemon) -> PathBuf {
+    PathBuf::from(
+        std::fs::read_to_string(&d.config)
+            .unwrap()
+            .lines()
+            .find_map(|l| l.strip_prefix("staging_dir = "))
+            .unwrap()
+            .trim_matches('"'),
+    )
+}
+
+/// A daemon whose `fake-slurm` runtime reaches the cluster through its client commands
+/// (`interface = "cli"`: sbatch, squeue, scancel), no slurmrestd URL or token in its config.
+fn cli_daemon(c: &Cluster, extra_slurm: &str) -> Daemon {
+    let fake = common::crewd_bin().with_file_name("crew-fake-agent");
+    let slurm = c.slurm_config_cli() + extra_slurm;
+    assert!(!slurm.contains("url ="), "{slurm}");
+    let config = format!(
+        "max_attempts = 2\n{slurm}\
+         [runtimes.fake-slurm]\nadapter = \"pi\"\ncommand = [{fake:?}]\nrpc = false\nplacement = \"slurm\"\n",
+        fake = fake.display().to_string(),
+    );
+    Daemon::start_with(Opts {
+        config,
+        env: vec![],
+    })
+}
+
+/// `interface = "cli"`: a fan-out of four tasks submitted by `sbatch`, followed by `squeue`,
+/// integrated as through REST; sbatch's jobs are never requeued by Slurm.
+#[test]
+fn the_cli_interface_submits_follows_and_integrates() {
+    let c = cluster("the_cli_interface_submits_follows_and_integrates");
+    let d = cli_daemon(&c, "");
+    repo(&d);
+    let before = head_and_status(&d.work);
+    let ids: Vec<String> = (1..=4).map(|i| format!("c{i}")).collect();
+    let b = d.dir.path().join("block.json");
+    std::fs::write(
+        &b,
+        block(&ids, |id| {
+            format!("[fake:write={id}.txt:from {id}][fake:sleep=1s]")
+        }),
+    )
+    .unwrap();
+    let cats: String = ids
+        .iter()
+        .map(|id| format!("[fake:cat={id}.txt]"))
+        .collect();
+    fan_team(&d, &b, &cats);
+    let run = d.run(
+        "build it",
+        json!({"team": "fan", "workspace": "worktree", "runtime": "fake-slurm"}),
+    );
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    let jobs = c.jobs_of(&run);
+    assert_eq!(jobs.len(), 6, "{jobs:?}");
+    assert!(jobs.iter().all(|(_, s, _)| s == "COMPLETED"), "{jobs:?}");
+    let ids_in_slurm = c.cmd("squeue", &["-h", "-t", "all", "-o", "%i|%j"]);
+    for line in ids_in_slurm
+        .lines()
+        .filter(|l| l.contains(&format!("crew-{run}-")))
+    {
+        let id = line.split('|').next().unwrap();
+        let show = c.cmd("scontrol", &["-o", "show", "job", id]);
+        assert!(show.contains("Requeue=0"), "{show}");
+    }
+    let merged = git(&d.work, &["ls-tree", "--name-only", &format!("crew/{run}")]);
+    for id in &ids {
+        assert!(merged.lines().any(|l| l == format!("{id}.txt")), "{merged}");
+    }
+    let text = d.ok(
+        "team.artifact",
+        json!({"runId": run, "name": "results/02_integrate.txt"}),
+    )["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    for id in &ids {
+        assert!(text.contains(&format!("{id}.txt: from {id}")), "{text}");
+    }
+    assert_eq!(head_and_status(&d.work), before);
+}
+
+/// `interface = "cli"`: cancel `scancel`s the job (CANCELLED in Slurm, nothing of the run
+/// left running).
+#[test]
+fn the_cli_interface_cancels() {
+    let c = cluster("the_cli_interface_cancels");
+    let d = cli_daemon(&c, "");
+    repo(&d);
+    common::one_step_team(&d, "slow", "Work. [fake:sleep=120s]", "executor");
+    let run = d.run(
+        "work slowly",
+        json!({"team": "slow", "workspace": "worktree", "runtime": "fake-slurm"}),
+    );
+    until(
+        "the agent to start on the node",
+        Duration::from_secs(60),
+        || !processes_naming(&format!("crew-worker-{run}")).is_empty(),
+    );
+    d.ok("team.cancel", json!({"runId": run}));
+    assert_eq!(d.wait(&run), "cancelled");
+    until("Slurm to end the job", Duration::from_secs(60), || {
+        let jobs = c.jobs_of(&run);
+        !jobs.is_empty() && jobs.iter().all(|(_, s, _)| s == "CANCELLED")
+    });
+    until(
+        "the worker and agent to go",
+        Duration::from_secs(30),
+        || {
+            processes_naming(&format!("crew-worker-{run}")).is_empty()
+                && processes_naming(&run).iter().all(|p| p.contains("crewd"))
+        },
+    );
+}
+
+/// `interface = "cli"`: a job Slurm ends FAILED (its program cannot run: exit 127) is the
+/// attempt's failure with Slurm's exit code, not retried; read from `squeue --json`.
+#[test]
+fn the_cli_interface_maps_a_failed_job() {
+    let c = cluster("the_cli_interface_maps_a_failed_job");
+    let d = cli_daemon(&c, "worker = \"/nonexistent/crew-worker\"\n");
+    repo(&d);
+    common::one_step_team(&d, "one", "Work. [fake:write=one.txt:one]", "executor");
+    let run = d.run(
+        "write one",
+        json!({"team": "one", "workspace": "worktree", "runtime": "fake-slurm"}),
+    );
+    assert_eq!(d.wait(&run), "failed", "{}", d.status(&run));
+    let evs = d.events(Some(&run));
+    assert!(
+        !evs.iter().any(|e| e["type"] == "task.retrying"),
+        "FAILED is not retryable"
+    );
+    let failed = evs
+        .iter()
+        .find(|e| e["type"] == "task.failed")
+        .expect("task.failed");
+    let error = failed["data"]["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("FAILED") && error.contains("exit code 127"),
+        "{failed}"
+    );
+    let jobs = c.jobs_of(&run);
+    assert_eq!(jobs.len(), 1, "{jobs:?}");
+    assert_eq!(jobs[0].1, "FAILED", "{jobs:?}");
+}

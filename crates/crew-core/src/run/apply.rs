@@ -333,14 +333,12 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
             attempt,
             job_name,
             staging,
-            token,
         } => {
             if let Some(i) = task_idx {
                 let job = RemoteJob {
                     attempt: *attempt,
                     name: job_name.clone(),
                     staging: staging.clone(),
-                    token: token.clone(),
                     id: None,
                 };
                 run.tasks[i].edit_rare(|r| r.job = Some(job));

@@ -560,7 +560,6 @@ impl State {
         attempt: u32,
         job_name: String,
         staging: String,
-        token: String,
     ) -> Option<Pending> {
         let t = self.runs.get(run_id)?.task(task_id)?;
         (t.status == TaskStatus::Running && t.attempts == attempt && t.job().is_none()).then(|| {
@@ -571,7 +570,6 @@ impl State {
                     attempt,
                     job_name,
                     staging,
-                    token,
                 },
             )
         })

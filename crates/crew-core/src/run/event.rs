@@ -188,15 +188,15 @@ pub enum EventBody {
         live: bool,
     },
     /// A remote attempt's job is about to be submitted (Slurm placement): the name crew gives
-    /// it, its staging directory and the token its worker must echo. Durable before the
-    /// submission: a daemon killed after it finds the job by name instead of submitting twice.
+    /// it and its staging directory. Durable before the submission: a daemon killed after it
+    /// finds the job by name instead of submitting twice. Never the token its worker must echo
+    /// (events are served and exported): crewd derives that again from a key of its own.
     #[serde(rename = "worker.submitting")]
     WorkerSubmitting {
         attempt: u32,
         #[serde(rename = "jobName")]
         job_name: String,
         staging: String,
-        token: String,
     },
     /// The remote attempt's job was submitted: its id in the cluster, by which a restarted
     /// daemon follows it again.

@@ -1552,7 +1552,6 @@ fn a_remote_job_is_journaled_before_and_after_its_submission() {
             attempt,
             format!("crew-r-a-{attempt}"),
             "/staging/r/a.attempt-1".into(),
-            "tok".into(),
         )
     };
     assert!(submitting(&sim.st, 2).is_none(), "not the running attempt");
@@ -1564,8 +1563,8 @@ fn a_remote_job_is_journaled_before_and_after_its_submission() {
     sim.emit(vec![p]);
     let job = sim.task("r", "a").job().cloned().unwrap();
     assert_eq!(
-        (job.name.as_str(), job.token.as_str(), job.id),
-        ("crew-r-a-1", "tok", None)
+        (job.name.as_str(), job.staging.as_str(), job.id),
+        ("crew-r-a-1", "/staging/r/a.attempt-1", None)
     );
     assert!(submitting(&sim.st, 1).is_none(), "one intent per attempt");
     sim.replays_equal();

@@ -255,8 +255,6 @@ pub struct RemoteJob {
     pub name: String,
     /// The attempt's staging directory.
     pub staging: String,
-    /// Minted by the daemon for the attempt: a worker's record without it is refused.
-    pub token: String,
     /// The cluster's id for the job, once submitted.
     pub id: Option<u64>,
 }

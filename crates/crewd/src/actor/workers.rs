@@ -289,7 +289,6 @@ impl crate::placement::JobLedger for Actor {
                     k.attempt,
                     job.name,
                     job.staging,
-                    job.token,
                 );
                 Ok(p.map(|p| core.emit(p)).is_some())
             });

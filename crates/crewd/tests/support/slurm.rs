@@ -130,10 +130,42 @@ impl Cluster {
     }
 }
 
+impl Cluster {
+    /// `slurm_config` for the client commands (`interface = "cli"`): no slurmrestd URL, no
+    /// token; the commands find the cluster by its `slurm.conf`.
+    pub fn slurm_config_cli(&self) -> String {
+        self.slurm_config()
+            .lines()
+            .filter(|l| {
+                !["url = ", "api_version = ", "token_command = "]
+                    .iter()
+                    .any(|k| l.starts_with(k))
+            })
+            .map(|l| {
+                if l == "[slurm]" {
+                    format!(
+                        "[slurm]\ninterface = \"cli\"\nconf = {:?}",
+                        self.get("SLURM_CONF")
+                    )
+                } else {
+                    l.to_string()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+            + "\n"
+    }
+}
+
 /// `crew-worker`, which the jobs run from next to crewd: built now, so a test never runs
-/// an older one left in the target directory.
+/// an older one left in the target directory. `CREW_TEST_WORKER_BUILT=1` says it was built
+/// just before (a `cargo build` here waits on cargo's package-cache lock, which any other
+/// build on the machine may hold for minutes).
 pub fn build_worker() {
     static ONCE: std::sync::Once = std::sync::Once::new();
+    if std::env::var_os("CREW_TEST_WORKER_BUILT").is_some() {
+        return;
+    }
     ONCE.call_once(|| {
         let status = Command::new(env!("CARGO"))
             .args(["build", "-p", "crew-worker"])

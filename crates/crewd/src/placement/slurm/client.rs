@@ -18,7 +18,7 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// Largest answer read from slurmrestd (a `GET /jobs` of a big cluster is large).
 const MAX_BODY: usize = 64 << 20;
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum SlurmError {
     #[error("cannot reach slurmrestd at {addr}: {message}")]
     Connect { addr: String, message: String },
@@ -33,6 +33,13 @@ pub enum SlurmError {
     Answer { path: String, message: String },
     #[error("no Slurm token: {0}")]
     Token(String),
+    /// A client command (`interface = "cli"`) failed.
+    #[error("{program}: {message}")]
+    Command {
+        program: &'static str,
+        transient: bool,
+        message: String,
+    },
 }
 
 impl SlurmError {
@@ -42,6 +49,7 @@ impl SlurmError {
             SlurmError::Connect { .. } | SlurmError::Token(_) => true,
             SlurmError::Http { status, .. } => *status >= 500 || *status == 401,
             SlurmError::Answer { .. } => false,
+            SlurmError::Command { transient, .. } => *transient,
         }
     }
 }
@@ -266,18 +274,29 @@ impl Client {
         }
     }
 
-    /// Every job the controller still knows, with `name`.
-    pub async fn jobs_named(&self, name: &str) -> Result<Vec<JobInfo>, SlurmError> {
-        let v = self.call("GET", &self.path("jobs"), None).await?;
-        Ok(v.get("jobs")
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(parse_job)
-                    .filter(|j| j.name == name)
-                    .collect()
-            })
-            .unwrap_or_default())
+    /// Every job the controller still knows.
+    pub async fn jobs(&self) -> Result<Vec<JobInfo>, SlurmError> {
+        Ok(self.jobs_since(None).await?.unwrap_or_default())
+    }
+
+    /// Every job the controller knows, or `None` when no job changed since `since` (Unix
+    /// seconds, the controller's clock): slurmrestd answers that with 304 and no body.
+    pub async fn jobs_since(&self, since: Option<u64>) -> Result<Option<Vec<JobInfo>>, SlurmError> {
+        let path = match since {
+            Some(t) => format!("{}?update_time={t}", self.path("jobs")),
+            None => self.path("jobs"),
+        };
+        let v = match self.call("GET", &path, None).await {
+            Ok(v) => v,
+            Err(SlurmError::Http { status: 304, .. }) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        Ok(Some(
+            v.get("jobs")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(parse_job).collect())
+                .unwrap_or_default(),
+        ))
     }
 
     /// Cancel (Slurm sends SIGTERM, then SIGKILL after `KillWait`). A job Slurm no longer

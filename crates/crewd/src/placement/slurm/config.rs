@@ -4,12 +4,32 @@ use crate::config::CommandSpec;
 use serde::Deserialize;
 use std::path::PathBuf;
 
+/// How crewd talks to Slurm.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Interface {
+    /// slurmrestd's REST API (JSON, JWT).
+    #[default]
+    Rest,
+    /// The client commands (`sbatch`, `squeue`, `scancel`, `sacct`) on crewd's machine, for a
+    /// cluster without slurmrestd.
+    Cli,
+}
+
 /// The cluster: how to reach slurmrestd, who submits, where the staging directories live.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct SlurmConfig {
+    /// `rest` (slurmrestd, the default) or `cli` (the client commands).
+    #[serde(default)]
+    pub interface: Interface,
+    /// The client commands' `slurm.conf` (`SLURM_CONF`), `cli` only; default: theirs.
+    #[serde(default)]
+    pub conf: Option<PathBuf>,
     /// slurmrestd, `http://127.0.0.1:PORT` (loopback only: the token travels in a header and
     /// crew speaks no TLS; on a cluster crewd runs where slurmrestd does, or through a tunnel).
+    /// Needed with `interface = "rest"` only.
+    #[serde(default)]
     pub url: String,
     /// The OpenAPI version slurmrestd serves: `v0.0.38` for Debian 12's Slurm 22.05 (its
     /// newest), `v0.0.40`–`v0.0.42` for newer Slurm.
@@ -91,6 +111,21 @@ impl SlurmConfig {
 
     /// What is wrong with it, for config.toml's error.
     pub fn problem(&self) -> Option<String> {
+        if !self.staging_dir.is_absolute() {
+            return Some("staging_dir must be an absolute path".into());
+        }
+        if self.max_workers == 0 {
+            return Some("max_workers must be at least 1".into());
+        }
+        if self.poll_ms == 0 {
+            return Some("poll_ms must be at least 1".into());
+        }
+        if self.interface == Interface::Cli {
+            return None;
+        }
+        if self.conf.is_some() {
+            return Some("conf is for interface = \"cli\" (the client commands)".into());
+        }
         let Some(rest) = self.url.strip_prefix("http://") else {
             return Some("url must be http://127.0.0.1:PORT (crew speaks no TLS)".into());
         };
@@ -116,15 +151,6 @@ impl SlurmConfig {
         }
         if self.token_command.is_none() == self.token_file.is_none() {
             return Some("set exactly one of token_command and token_file".into());
-        }
-        if !self.staging_dir.is_absolute() {
-            return Some("staging_dir must be an absolute path".into());
-        }
-        if self.max_workers == 0 {
-            return Some("max_workers must be at least 1".into());
-        }
-        if self.poll_ms == 0 {
-            return Some("poll_ms must be at least 1".into());
         }
         None
     }

@@ -14,22 +14,99 @@
 //! id or the intent in its state, and with the intent alone either a job of that name in Slurm
 //! or none, so a job is neither lost nor submitted twice (`supervise::submit_or_attach`).
 
+pub mod board;
+pub mod cli;
 pub mod client;
 pub mod config;
 pub mod state;
 mod supervise;
+pub mod token;
 
 pub use config::{SlurmConfig, SlurmResources};
 pub use supervise::attempt;
 
+use client::{JobRequest, SlurmError};
+use state::JobInfo;
 use std::sync::{Arc, OnceLock};
 
-/// The daemon's one client (its config does not change while it runs).
-pub fn client(cfg: &SlurmConfig) -> Arc<client::Client> {
-    static CLIENT: OnceLock<Arc<client::Client>> = OnceLock::new();
-    CLIENT
-        .get_or_init(|| Arc::new(client::Client::new(cfg)))
-        .clone()
+/// The way to the cluster: slurmrestd, or the client commands where it does not run.
+pub enum Backend {
+    Rest(Box<client::Client>),
+    Cli(cli::Cli),
+}
+
+impl Backend {
+    pub fn new(cfg: &SlurmConfig) -> Backend {
+        match cfg.interface {
+            config::Interface::Rest => Backend::Rest(Box::new(client::Client::new(cfg))),
+            config::Interface::Cli => Backend::Cli(cli::Cli::new(cfg.conf.clone())),
+        }
+    }
+
+    pub async fn submit(&self, job: &JobRequest) -> Result<u64, SlurmError> {
+        match self {
+            Backend::Rest(c) => c.submit(job).await,
+            Backend::Cli(c) => c.submit(job).await,
+        }
+    }
+
+    /// One job; `None` when Slurm does not know it (any more).
+    pub async fn job(&self, id: u64) -> Result<Option<JobInfo>, SlurmError> {
+        match self {
+            Backend::Rest(c) => c.job(id).await,
+            Backend::Cli(c) => c.job(id).await,
+        }
+    }
+
+    /// Every job the controller still knows.
+    pub async fn jobs(&self) -> Result<Vec<JobInfo>, SlurmError> {
+        match self {
+            Backend::Rest(c) => c.jobs().await,
+            Backend::Cli(c) => c.jobs().await,
+        }
+    }
+
+    /// `jobs`, or `None` when none changed since `since` (Unix seconds; slurmrestd only: the
+    /// commands always list).
+    pub async fn jobs_since(&self, since: Option<u64>) -> Result<Option<Vec<JobInfo>>, SlurmError> {
+        match self {
+            Backend::Rest(c) => c.jobs_since(since).await,
+            Backend::Cli(c) => c.jobs().await.map(Some),
+        }
+    }
+
+    /// The jobs the controller knows by `name`.
+    pub async fn jobs_named(&self, name: &str) -> Result<Vec<JobInfo>, SlurmError> {
+        Ok(self
+            .jobs()
+            .await?
+            .into_iter()
+            .filter(|j| j.name == name)
+            .collect())
+    }
+
+    /// Cancel (SIGTERM, then SIGKILL after `KillWait`); an unknown job is cancelled already.
+    pub async fn cancel(&self, id: u64) -> Result<(), SlurmError> {
+        match self {
+            Backend::Rest(c) => c.cancel(id).await,
+            Backend::Cli(c) => c.cancel(id).await,
+        }
+    }
+}
+
+/// The daemon's one way to the cluster (its config does not change while it runs).
+pub fn backend(cfg: &SlurmConfig) -> Arc<Backend> {
+    static BACKEND: OnceLock<Arc<Backend>> = OnceLock::new();
+    BACKEND.get_or_init(|| Arc::new(Backend::new(cfg))).clone()
+}
+
+/// The daemon's one poller of the cluster's jobs (started on first use, in the daemon's
+/// runtime).
+pub fn board(cfg: &SlurmConfig) -> &'static board::Board {
+    static BOARD: OnceLock<board::Board> = OnceLock::new();
+    BOARD.get_or_init(|| {
+        board::Board::start(backend(cfg), std::time::Duration::from_millis(cfg.poll_ms))
+    })
 }
 
 /// The job name crew gives an attempt: how recovery finds a job whose id was not recorded.
