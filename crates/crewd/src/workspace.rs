@@ -1077,10 +1077,14 @@ async fn record(
         "crew: {} ({})\n\nrun {}, attempt {}\n",
         ws.task_id, ws.role, ws.run_id, ws.attempt
     );
-    let commit = wt
-        .commit_all(&message)
-        .await?
-        .unwrap_or_else(|| prepared.start.clone());
+    // Nothing left uncommitted: the result is where the agent's own commits (agents often
+    // commit their work) left HEAD, which is the start when it made none; taking the start
+    // would drop those commits (a resolver's resolution then read as the markers it started
+    // from). With uncommitted work, `commit_all` builds on HEAD just the same.
+    let commit = match wt.commit_all(&message).await? {
+        Some(c) => c,
+        None => wt.head().await?.unwrap_or_else(|| prepared.start.clone()),
+    };
     let stat = repo.diffstat(&prepared.start, &commit).await?;
     let patch = if commit == prepared.start {
         Vec::new()

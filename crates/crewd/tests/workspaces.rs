@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{git, path_str, Daemon};
+use common::{git, one_step_team, path_str, Daemon, Opts};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -766,4 +766,32 @@ fn a_writing_task_reuses_its_result_commit_only_from_the_same_start_commit() {
     let r4 = run_wt(&d, "re", json!({"reuseResults": true}));
     assert_eq!(d.wait(&r4), "completed", "{}", d.status(&r4));
     assert!(Daemon::task(&d.status(&r4), "01_edit")["reusedFrom"].is_null());
+}
+
+/// An agent that commits its own work (agents often do; a boxed one may): that commit is the
+/// task's result and reaches the integration. Before, a clean tree after the agent's commit
+/// read as "nothing changed" and the result was the start, the agent's commit dropped.
+#[test]
+fn an_agents_own_commit_is_the_tasks_result() {
+    let script =
+        "echo mine > own.txt && git add own.txt && git commit -qm 'own work' && echo OWN-OK";
+    let d = Daemon::start_with(Opts {
+        config: format!(
+            "[runtimes.committer]\nadapter = \"command\"\ncommand = [\"/bin/sh\", \"-c\", {script:?}]\n"
+        ),
+        ..Opts::default()
+    });
+    let w = repo(&d);
+    one_step_team(&d, "own", "Commit your work.", "executor");
+    let run = run_wt(&d, "own", json!({"runtime": "committer"}));
+    assert_eq!(d.wait(&run), "completed", "{:#}", d.status(&run));
+    let c = completed_commit(&d, &run, "01_only");
+    let commit = c["commit"].as_str().unwrap();
+    assert_ne!(c["start"].as_str().unwrap(), commit, "{c}");
+    assert_eq!(show(w, &format!("{commit}:own.txt")), "mine");
+    assert_eq!(git(w, &["log", "-1", "--format=%s", commit]), "own work");
+    assert_eq!(c["files"], 1, "{c}");
+    let st = d.status(&run);
+    let integrated = st["workspace"]["integrated"]["commit"].as_str().unwrap();
+    assert_eq!(show(w, &format!("{integrated}:own.txt")), "mine");
 }

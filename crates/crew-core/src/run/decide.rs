@@ -707,8 +707,15 @@ impl State {
                 let retryable = retryable
                     && (reason != crate::checks::VERIFY_FAILED
                         || t.rare().verify_retries < t.plan.checks.verify_retries());
+                // A resolver gets its one retry, told what is wrong, whatever `maxAttempts`
+                // says (issue 31: then the manual way).
+                let attempts_allowed = if super::resolve::is_resolve(&t.plan) {
+                    run.spec.max_attempts.max(2)
+                } else {
+                    run.spec.max_attempts
+                };
                 if retryable
-                    && t.attempts_in_window < run.spec.max_attempts
+                    && t.attempts_in_window < attempts_allowed
                     && !run.halted
                     && !fail_fast_stopped
                 {

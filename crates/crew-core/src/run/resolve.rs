@@ -187,7 +187,10 @@ fn resolve_task(
     let text = format!(
         "The results of parallel tasks in the work for {{goal}} conflict when merged. Your \
          working tree holds the merge of all of them with every conflict left in the files \
-         (between `<<<<<<< ` and `>>>>>>> ` lines).\n\nConflicting paths: {paths}\n\n\
+         (between `<<<<<<< ` and `>>>>>>> ` lines). They are committed in the commit you start \
+         from, so `git status` shows a clean tree and no merge in progress; the labels after \
+         the markers are commit ids: each side's commit is the last one in its `git diff` \
+         below.\n\nConflicting paths: {paths}\n\n\
          What each side was for:\n{sides}\n\
          Resolve every conflict so that the result does what each side intended (both, not \
          one of them), remove every conflict marker, and run the relevant build and tests. \

@@ -3080,3 +3080,26 @@ fn a_resolver_that_gives_up_needs_attention_with_the_manual_way() {
     assert_eq!(sim.status("r", "c"), TaskStatus::Queued);
     sim.replays_equal();
 }
+
+/// The resolver's one retry holds even when the run allows one attempt per task.
+#[test]
+fn a_resolver_is_retried_once_even_with_max_attempts_one() {
+    let steps: &[Step] = &[("a", &[], true), ("b", &[], true), ("c", &["a", "b"], true)];
+    let mut sim = Sim::new();
+    let mut s = worktree_spec(steps, super::ConflictMode::Agent);
+    s.max_attempts = 1;
+    sim.create("r", s);
+    sim.dispatch(8);
+    sim.finish("r", "a", done(1));
+    sim.finish("r", "b", done(1));
+    sim.dispatch(8);
+    let c = sim.tid("r", "c");
+    let attempt = sim.task("r", "c").attempts;
+    let conflict =
+        super::resolve::Conflict::bounded(&["x".into()], &["01_a".into(), "02_b".into()]);
+    let ps = sim.st.on_conflict("r", Some(&c), attempt, &conflict);
+    sim.emit(ps);
+    assert_eq!(sim.dispatch(8), ["r/resolve"]);
+    let evs = sim.finish("r", "resolve", failed(true, 1));
+    assert_eq!(names(&evs), ["task.retrying resolve-03_c-1"]);
+}
