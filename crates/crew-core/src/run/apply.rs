@@ -583,6 +583,44 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
     run.sync_backoff(task_idx);
 }
 
+/// A task crew adds to a running run (a fix task, a resolve task) joins it, and `waiting` (a
+/// judge, the task whose inputs conflicted; `None`: nothing but the integration) depends on it
+/// and is queued again. `carry_usage`: the waiting task's current attempt ended without a
+/// result, and what it spent moves to its earlier attempts'. Once per task id (a replay).
+pub(super) fn add_awaited(
+    run: &mut RunState,
+    waiting: Option<&str>,
+    task: &std::sync::Arc<crate::plan::PlannedTask>,
+    carry_usage: bool,
+) {
+    if run.task_index(&task.id).is_some() {
+        return;
+    }
+    if let Some(waiting) = waiting {
+        let Some(j) = run.task_index(waiting).and_then(|i| run.tasks.get_mut(i)) else {
+            return;
+        };
+        let mut plan = crate::plan::PlannedTask::clone(&j.plan);
+        plan.depends_on.push(task.id.clone());
+        let plan = std::sync::Arc::new(plan);
+        if let Some(s) = run.spec.tasks.iter_mut().find(|s| s.id == plan.id) {
+            *s = plan.clone();
+        }
+        j.plan = plan;
+        if carry_usage {
+            let spent = j.attempt_usage;
+            j.prior_usage.add(&spent);
+            j.attempt_usage = Default::default();
+        }
+        requeue(j, true);
+    }
+    run.spec.tasks.push(task.clone());
+    run.tasks.push(TaskState::new(task.clone()));
+    // Task ids changed: the index is built again on the next lookup.
+    run.index = Default::default();
+    run.integration = None;
+}
+
 pub(super) fn requeue(t: &mut TaskState, own_model: bool) {
     t.status = TaskStatus::Queued;
     t.error = None;

@@ -363,28 +363,7 @@ fn fix_task(judge: &TaskState, fix: &FixPlan, v: &Verdict, id: &str, round: u32)
 
 /// `task.fix_added`: the fix task joins the run, and the judge waits for it and runs again.
 pub(super) fn apply_fix_added(run: &mut RunState, judge: &str, task: &Arc<PlannedTask>) {
-    if run.task_index(&task.id).is_some() {
-        return;
-    }
-    let Some(i) = run.task_index(judge) else {
-        return;
-    };
-    let Some(j) = run.tasks.get_mut(i) else {
-        return;
-    };
-    let mut plan = PlannedTask::clone(&j.plan);
-    plan.depends_on.push(task.id.clone());
-    let plan = Arc::new(plan);
-    if let Some(s) = run.spec.tasks.iter_mut().find(|s| s.id == plan.id) {
-        *s = plan.clone();
-    }
-    j.plan = plan;
-    super::apply::requeue(j, true);
-    run.spec.tasks.push(task.clone());
-    run.tasks.push(TaskState::new(task.clone()));
-    // Task ids changed: the index is built again on the next lookup.
-    run.index = Default::default();
-    run.integration = None;
+    super::apply::add_awaited(run, Some(judge), task, false);
 }
 
 /// Why a run whose tasks all completed is not done: it has tasks that edit, and a judge's

@@ -9,7 +9,7 @@
 //! input, the needing task's start is the resolver's commit.
 
 use super::event::{EventBody, Pending};
-use super::types::{RunState, TaskState};
+use super::types::RunState;
 use crate::fanout::RoleTemplate;
 use crate::ids::{reserved, ArtifactName, SafeId};
 use crate::plan::PlannedTask;
@@ -233,34 +233,8 @@ pub(super) fn apply_resolve_added(
     needing: Option<&str>,
     task: &Arc<PlannedTask>,
 ) {
-    if run.task_index(&task.id).is_some() {
-        return;
-    }
-    if let Some(needing) = needing {
-        let Some(i) = run.task_index(needing) else {
-            return;
-        };
-        let Some(j) = run.tasks.get_mut(i) else {
-            return;
-        };
-        let mut plan = PlannedTask::clone(&j.plan);
-        plan.depends_on.push(task.id.clone());
-        let plan = Arc::new(plan);
-        if let Some(s) = run.spec.tasks.iter_mut().find(|s| s.id == plan.id) {
-            *s = plan.clone();
-        }
-        j.plan = plan;
-        // The attempt that found the conflict ended here: what it spent stays counted.
-        let spent = j.attempt_usage;
-        j.prior_usage.add(&spent);
-        j.attempt_usage = Default::default();
-        super::apply::requeue(j, true);
-    }
-    run.spec.tasks.push(task.clone());
-    run.tasks.push(TaskState::new(task.clone()));
-    // Task ids changed: the index is built again on the next lookup.
-    run.index = Default::default();
-    run.integration = None;
+    // The attempt that found the conflict ended there: what it spent stays counted.
+    super::apply::add_awaited(run, needing, task, true);
 }
 
 impl super::State {
