@@ -936,17 +936,25 @@ pub async fn finish(
             commit: _,
             verification,
         } => match record(shared, &git, &repo, ws, &prepared).await {
-            Ok((commit, patch)) => (
-                AttemptResult::Completed {
-                    usage,
-                    model,
-                    artifacts,
-                    reused_from,
-                    commit: Some(commit),
-                    verification,
-                },
-                Some(patch),
-            ),
+            Ok((commit, patch)) => match off_start(&repo, ws, &prepared, &commit).await {
+                Some(mut refused) => {
+                    if let AttemptResult::Failed { usage: u, .. } = &mut refused {
+                        *u = usage;
+                    }
+                    (refused, None)
+                }
+                None => (
+                    AttemptResult::Completed {
+                        usage,
+                        model,
+                        artifacts,
+                        reused_from,
+                        commit: Some(commit),
+                        verification,
+                    },
+                    Some(patch),
+                ),
+            },
             Err(e) => {
                 let keep = attempt_ref(&ws.run_id, &ws.task_id, ws.attempt);
                 retire(&git, &repo, &prepared.worktree, &keep).await;
@@ -962,6 +970,48 @@ pub async fn finish(
             retire(&git, &repo, &prepared.worktree, &keep).await;
             (other, None)
         }
+    }
+}
+
+/// An agent that left its worktree's HEAD at a commit without the task's start (a `git reset`
+/// to an older commit, a checkout of another) would hand in a result that drops what the task
+/// started from (its dependencies' work, silently lost at the next merge): refused, its commit
+/// kept under the attempt's ref and the branch back at the start.
+async fn off_start(
+    repo: &Repo,
+    ws: &TaskWorkspace,
+    prepared: &Prepared,
+    c: &TaskCommit,
+) -> Option<AttemptResult> {
+    match repo.is_ancestor(&prepared.start, &c.commit).await {
+        Ok(true) => None,
+        Ok(false) => {
+            let keep = attempt_ref(&ws.run_id, &ws.task_id, ws.attempt);
+            let bref = format!("refs/heads/{}", prepared.branch);
+            let back = repo
+                .update_refs(&[
+                    (keep.clone(), Some(c.commit.clone())),
+                    (bref, Some(prepared.start.clone())),
+                ])
+                .await;
+            if let Err(e) = back {
+                tracing::warn!(error = %e, "cannot put the task's branch back at its start");
+            }
+            Some(failed(
+                format!(
+                    "the agent left HEAD at {}, which does not contain the task's start {} \
+                     (a reset or checkout to another commit): its result would drop what the \
+                     task started from, so it was not taken; it is kept as {keep}",
+                    short(&c.commit),
+                    short(&prepared.start)
+                ),
+                false,
+            ))
+        }
+        Err(e) => Some(git_failed(
+            "cannot check the task's result against its start",
+            e,
+        )),
     }
 }
 

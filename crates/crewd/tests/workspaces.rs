@@ -795,3 +795,39 @@ fn an_agents_own_commit_is_the_tasks_result() {
     let integrated = st["workspace"]["integrated"]["commit"].as_str().unwrap();
     assert_eq!(show(w, &format!("{integrated}:own.txt")), "mine");
 }
+
+/// An agent that moves HEAD to a commit without its start (here a new root commit) does not
+/// hand that in: its result would drop what the task started from. The task fails naming it,
+/// the commit kept under the attempt's ref, the branch back at the start.
+#[test]
+fn an_agent_that_moves_head_off_its_start_is_refused() {
+    let script = "git reset -q --hard \"$(git commit-tree \"$(git mktree </dev/null)\" -m elsewhere)\" && echo MOVED";
+    let d = Daemon::start_with(Opts {
+        config: format!(
+            "[runtimes.mover]\nadapter = \"command\"\ncommand = [\"/bin/sh\", \"-c\", {script:?}]\n"
+        ),
+        ..Opts::default()
+    });
+    let w = repo(&d);
+    one_step_team(&d, "away", "Do it.", "executor");
+    let run = run_wt(&d, "away", json!({"runtime": "mover"}));
+    assert_eq!(d.wait(&run), "failed", "{:#}", d.status(&run));
+    let st = d.status(&run);
+    let t = Daemon::task(&st, "01_only");
+    let err = t["error"].as_str().unwrap();
+    assert!(err.contains("does not contain the task's start"), "{err}");
+    let kept = git(
+        w,
+        &["rev-parse", &format!("refs/crew/{run}/01_only/attempt-1")],
+    );
+    assert_eq!(git(w, &["log", "-1", "--format=%s", &kept]), "elsewhere");
+    let base = git(w, &["rev-parse", "HEAD"]);
+    assert_eq!(
+        git(
+            w,
+            &["rev-parse", &format!("refs/heads/crew/tasks/{run}/01_only")]
+        ),
+        base,
+        "the branch is back at the start"
+    );
+}
