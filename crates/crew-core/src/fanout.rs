@@ -108,6 +108,47 @@ pub struct RoleTemplate {
     pub candidates: Option<u32>,
 }
 
+impl RoleTemplate {
+    /// A task of this role added to a running run (a fan-out task, a fix task, a resolve
+    /// task): the role's agent, model, prompt and tools; everything else empty, for the caller
+    /// to set what its kind of task needs.
+    pub fn task(
+        &self,
+        id: SafeId,
+        step_id: String,
+        depends_on: Vec<SafeId>,
+        task_template: String,
+    ) -> PlannedTask {
+        PlannedTask {
+            id,
+            step_id,
+            role: self.role.clone(),
+            agent: self.agent.clone(),
+            depends_on,
+            task_template,
+            output: None,
+            reads: Vec::new(),
+            model: self.model.clone(),
+            system_prompt: self.system_prompt.clone(),
+            system_prompt_mode: self.system_prompt_mode,
+            tools: self.tools.clone(),
+            thinking: self.thinking.clone(),
+            effort: self.effort.clone(),
+            fallback_models: self.fallback_models.clone(),
+            writes: self.writes,
+            seed_paths: Vec::new(),
+            scope: Vec::new(),
+            checks: Default::default(),
+            expands: None,
+            added_by: None,
+            candidates: None,
+            judging: Default::default(),
+            title: None,
+            skills: Default::default(),
+        }
+    }
+}
+
 /// The block an agent writes (README "Fan-out steps"): `{"tasks": [...]}`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -370,37 +411,22 @@ pub fn validate(
         }
         let title = t.title.trim().to_string();
         out.push(PlannedTask {
-            candidates: None,
-            task_template: format!("# {title}\n\n{}", t.task.trim()),
-            id,
-            step_id: t.id.clone(),
-            role: role.role.clone(),
-            agent: role.agent.clone(),
-            depends_on,
             // Not a shared artifact: `<id>.md` could be another step's output name. Dependents
             // read it as a dependency output.
             output: None,
-            reads: Vec::new(),
-            model: role.model.clone(),
-            system_prompt: role.system_prompt.clone(),
-            system_prompt_mode: role.system_prompt_mode,
-            tools: role.tools.clone(),
-            thinking: role.thinking.clone(),
-            effort: role.effort.clone(),
-            fallback_models: role.fallback_models.clone(),
-            writes: role.writes,
             seed_paths: from.seed_paths.clone(),
             // The default checks (the no-change guard, scope enforcement of its `scope`);
-            // verification commands stay with the workflow's own steps.
-            checks: Default::default(),
-            // The role's default skills would need the catalog; an added task's text is its
-            // instructions.
-            skills: Default::default(),
-            expands: None,
+            // verification commands stay with the workflow's own steps. The role's default
+            // skills would need the catalog; an added task's text is its instructions.
             added_by: Some(from.id.clone()),
-            judging: Default::default(),
-            title: Some(title),
+            title: Some(title.clone()),
             scope: t.scope.iter().map(|s| s.trim().to_string()).collect(),
+            ..role.task(
+                id,
+                t.id.clone(),
+                depends_on,
+                format!("# {title}\n\n{}", t.task.trim()),
+            )
         });
     }
     Ok(out)

@@ -374,15 +374,25 @@ pub fn resolver_template(
         return Some(r);
     }
     let agent = catalog.agent(RESOLVER_AGENT)?;
+    Some(bind(RESOLVER_AGENT, agent, None, None))
+}
+
+/// `agent` playing the role `role` (the role's own model first, then the agent's).
+fn bind(
+    role: &str,
+    agent: &crate::resource::Agent,
+    model: Option<String>,
+    candidates: Option<u32>,
+) -> crate::fanout::RoleTemplate {
     let tools: Arc<[String]> = agent
         .tools
         .clone()
         .unwrap_or_else(|| default_tools(&agent.name))
         .into();
-    Some(crate::fanout::RoleTemplate {
-        role: RESOLVER_AGENT.to_string(),
+    crate::fanout::RoleTemplate {
+        role: role.to_string(),
         agent: agent.name.clone(),
-        model: agent.model.clone(),
+        model: model.or_else(|| agent.model.clone()),
         system_prompt: Arc::from(agent.system_prompt.as_str()),
         system_prompt_mode: agent.system_prompt_mode,
         writes: tools_write(&tools),
@@ -390,8 +400,8 @@ pub fn resolver_template(
         thinking: agent.thinking.clone(),
         effort: agent.effort.clone(),
         fallback_models: agent.fallback_models.clone(),
-        candidates: None,
-    })
+        candidates,
+    }
 }
 
 /// Every role of the team bound to its agent (roles without an agent are left out).
@@ -405,24 +415,7 @@ pub fn role_templates(
         .filter(|r| seen.insert(r.name.as_str()))
         .filter_map(|role| {
             let agent = catalog.agent(&role.agent)?;
-            let tools: Arc<[String]> = agent
-                .tools
-                .clone()
-                .unwrap_or_else(|| default_tools(&agent.name))
-                .into();
-            Some(crate::fanout::RoleTemplate {
-                role: role.name.clone(),
-                agent: agent.name.clone(),
-                model: role.model.clone().or_else(|| agent.model.clone()),
-                system_prompt: Arc::from(agent.system_prompt.as_str()),
-                system_prompt_mode: agent.system_prompt_mode,
-                writes: tools_write(&tools),
-                tools,
-                thinking: agent.thinking.clone(),
-                effort: agent.effort.clone(),
-                fallback_models: agent.fallback_models.clone(),
-                candidates: role.candidates,
-            })
+            Some(bind(&role.name, agent, role.model.clone(), role.candidates))
         })
         .collect()
 }

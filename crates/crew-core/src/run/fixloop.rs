@@ -330,34 +330,14 @@ fn fix_task(judge: &TaskState, fix: &FixPlan, v: &Verdict, id: &str, round: u32)
         .clone()
         .or_else(|| ArtifactName::new(format!("{id}.md")).ok());
     PlannedTask {
-        candidates: None,
-        id: safe_id,
-        step_id: "fix".into(),
-        role: r.role.clone(),
-        agent: r.agent.clone(),
-        depends_on: jp.depends_on.clone(),
-        task_template: text,
         output,
         reads: jp.reads.clone(),
-        model: r.model.clone(),
-        system_prompt: r.system_prompt.clone(),
-        system_prompt_mode: r.system_prompt_mode,
-        tools: r.tools.clone(),
-        thinking: r.thinking.clone(),
-        effort: r.effort.clone(),
-        fallback_models: r.fallback_models.clone(),
-        writes: r.writes,
-        seed_paths: vec![],
-        scope: vec![],
-        checks: Default::default(),
-        expands: None,
-        added_by: None,
         judging: verdict::Judging {
             fixes: Some(jp.id.clone()),
             ..Default::default()
         },
         title: Some(format!("fix {}'s findings (round {round})", jp.id)),
-        skills: Default::default(),
+        ..r.task(safe_id, "fix".into(), jp.depends_on.clone(), text)
     }
 }
 

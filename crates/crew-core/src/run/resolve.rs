@@ -198,31 +198,10 @@ fn resolve_task(
         paths = conflict.paths.join(", "),
     );
     Some(PlannedTask {
-        id: safe_id,
-        step_id: RESOLVE_STEP.into(),
-        role: r.role.clone(),
-        agent: r.agent.clone(),
-        depends_on: inputs,
-        task_template: text,
         output: ArtifactName::new(format!("{id}.md")).ok(),
-        reads: vec![],
-        model: r.model.clone(),
-        system_prompt: r.system_prompt.clone(),
-        system_prompt_mode: r.system_prompt_mode,
-        tools: r.tools.clone(),
-        thinking: r.thinking.clone(),
-        effort: r.effort.clone(),
-        fallback_models: r.fallback_models.clone(),
-        writes: r.writes,
-        seed_paths: vec![],
-        scope: vec![],
-        checks: Default::default(),
-        expands: None,
         added_by,
-        candidates: None,
-        judging: Default::default(),
         title: Some(format!("resolve the conflict in {}", conflict.headline())),
-        skills: Default::default(),
+        ..r.task(safe_id, RESOLVE_STEP.into(), inputs, text)
     })
 }
 
