@@ -84,6 +84,7 @@ pub fn agent_plan(
         max_concurrency: Some(1),
         tasks: vec![PlannedTask {
             candidates: None,
+            resources: Default::default(),
             id,
             step_id: "agent".into(),
             role,

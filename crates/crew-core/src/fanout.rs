@@ -106,6 +106,9 @@ pub struct RoleTemplate {
     /// solutions at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub candidates: Option<u32>,
+    /// The role's job resources (`cpusPerTask=` ..., issue 35): an added task's own.
+    #[serde(default, skip_serializing_if = "crate::job_shape::JobShape::is_empty")]
+    pub resources: crate::job_shape::JobShape,
 }
 
 impl RoleTemplate {
@@ -145,6 +148,7 @@ impl RoleTemplate {
             judging: Default::default(),
             title: None,
             skills: Default::default(),
+            resources: self.resources,
         }
     }
 }

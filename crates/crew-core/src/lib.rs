@@ -11,6 +11,7 @@ pub mod dag;
 pub mod fanout;
 pub mod fixplan;
 pub mod ids;
+pub mod job_shape;
 pub mod plan;
 pub mod prompt;
 pub mod redact;

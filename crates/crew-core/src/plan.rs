@@ -73,6 +73,10 @@ pub struct PlannedTask {
     /// Candidates (issue 36): asked for, one candidate of a step, or the step's selector.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub candidates: Option<Arc<crate::run::candidates::Candidacy>>,
+    /// The step's job resources over its role's (issue 35; `crate::job_shape`): what the task
+    /// asks of a cluster node beyond its runtime's defaults. Unused on a local runtime.
+    #[serde(default, skip_serializing_if = "crate::job_shape::JobShape::is_empty")]
+    pub resources: crate::job_shape::JobShape,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -264,6 +268,7 @@ pub fn build_plan_with(
         let judge = crate::verdict::judges(&agent.name, step.verdict);
         tasks.push(PlannedTask {
             candidates: None,
+            resources: step.resources.over(&role.resources),
             output,
             id,
             step_id: step.id.clone(),
@@ -374,7 +379,7 @@ pub fn resolver_template(
         return Some(r);
     }
     let agent = catalog.agent(RESOLVER_AGENT)?;
-    Some(bind(RESOLVER_AGENT, agent, None, None))
+    Some(bind(RESOLVER_AGENT, agent, None, None, Default::default()))
 }
 
 /// `agent` playing the role `role` (the role's own model first, then the agent's).
@@ -383,6 +388,7 @@ fn bind(
     agent: &crate::resource::Agent,
     model: Option<String>,
     candidates: Option<u32>,
+    resources: crate::job_shape::JobShape,
 ) -> crate::fanout::RoleTemplate {
     let tools: Arc<[String]> = agent
         .tools
@@ -401,6 +407,7 @@ fn bind(
         effort: agent.effort.clone(),
         fallback_models: agent.fallback_models.clone(),
         candidates,
+        resources,
     }
 }
 
@@ -415,7 +422,13 @@ pub fn role_templates(
         .filter(|r| seen.insert(r.name.as_str()))
         .filter_map(|role| {
             let agent = catalog.agent(&role.agent)?;
-            Some(bind(&role.name, agent, role.model.clone(), role.candidates))
+            Some(bind(
+                &role.name,
+                agent,
+                role.model.clone(),
+                role.candidates,
+                role.resources,
+            ))
         })
         .collect()
 }

@@ -199,6 +199,31 @@ pub fn render(task: &PlannedTask, input: &PromptInput<'_>) -> String {
     out
 }
 
+/// The most characters of one earlier question quoted in a prompt.
+pub const QUESTION_MAX: usize = 4_000;
+
+/// For an attempt that starts afresh after the user answered (a task on a cluster, whose
+/// agent's session stayed on the node that asked: issue 35), the questions its earlier
+/// attempts asked, oldest first, quoted as data: with the `Answer:` lines `render` ends with,
+/// the prompt holds both the question and the answer. Empty when there is none.
+pub fn asked_section(questions: &[String]) -> String {
+    if questions.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("\n## Your earlier questions\n\n");
+    out.push_str(
+        "An earlier attempt of this task stopped to ask the user what is quoted below, and the \
+         user's answers are the `Answer:` lines above, in the same order. That attempt's \
+         conversation and changes are gone: do the task from its start, with the answers.\n\n",
+    );
+    for q in questions {
+        out.push_str("<dependency-output question=\"asked\">\n");
+        out.push_str(&cut_head_tail(q, QUESTION_MAX));
+        out.push_str("\n</dependency-output>\n\n");
+    }
+    out
+}
+
 /// The block holding a step's pre-step script output (issue 19), appended after the rest of
 /// the prompt as pi-crew appended it. The runner keeps only the output's end
 /// (`checks::PRE_STEP_OUTPUT_BYTES`); it is cut here again so the block is bounded whatever
@@ -245,6 +270,7 @@ mod tests {
     fn task() -> PlannedTask {
         PlannedTask {
             candidates: None,
+            resources: Default::default(),
             id: "02_plan".parse().unwrap(),
             step_id: "plan".into(),
             role: "planner".into(),
@@ -406,5 +432,19 @@ mod tests {
             b.len()
         );
         assert!(b.contains("characters cut"));
+    }
+
+    /// A fresh attempt after an answer (issue 35) quotes the questions, bounded, as data.
+    #[test]
+    fn earlier_questions_are_quoted_and_bounded() {
+        assert_eq!(asked_section(&[]), "");
+        let b = asked_section(&["Which DB?".into(), "q".repeat(QUESTION_MAX * 2)]);
+        assert!(b.contains("## Your earlier questions"), "{b}");
+        assert!(
+            b.contains("<dependency-output question=\"asked\">\nWhich DB?\n</dependency-output>"),
+            "{b}"
+        );
+        assert!(b.len() < QUESTION_MAX + 2048, "{}", b.len());
+        assert!(b.contains("characters cut"), "{b}");
     }
 }

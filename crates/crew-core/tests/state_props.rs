@@ -40,6 +40,7 @@ impl RunDef {
             .enumerate()
             .map(|(i, (mask, writes))| PlannedTask {
                 candidates: None,
+                resources: Default::default(),
                 id: id(i),
                 step_id: format!("t{i}"),
                 role: "role".into(),
@@ -115,6 +116,7 @@ impl RunDef {
             schedule_id: None,
             imported: false,
             task_verify_commands: vec![],
+            job_shapes: Default::default(),
             workspace: None,
             tasks,
         }

@@ -14,6 +14,7 @@
 //!
 //! It never depends on crewd: the staging format and the attempt crate are the whole contract.
 
+mod ask;
 mod git;
 mod notes;
 
@@ -205,9 +206,10 @@ async fn attempt(
         })
     };
     let mut artifacts = Vec::new();
-    // No CLI session on a node: a remote agent cannot ask (README says so).
-    let session = || Ok(Default::default());
+    // crew's ask tool, as locally; the session stays here (`ask`).
+    let session = || ask::session(spec, staging);
     let result = crew_attempt::run(spec, session, &Untagged, &port, &mut rx, &mut artifacts).await;
+    let result = ask::without_session(result);
     let result = match result {
         AttemptResult::Completed { .. } if !checks.commands.is_empty() => {
             let limits = crew_attempt::verify::Limits {

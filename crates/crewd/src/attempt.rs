@@ -53,6 +53,9 @@ pub struct AttemptSpec {
     /// A remote attempt's job as journaled (a daemon restarted while it ran): followed again,
     /// never submitted twice.
     pub job: Option<crew_core::run::RemoteJob>,
+    /// The CPUs, memory and time limit a cluster-placed attempt's job asks for (the task's
+    /// step and role over its runtime's frozen shape; `placement::slurm::task_shape`).
+    pub job_shape: crew_core::job_shape::JobShape,
     /// A judging selector (issue 36): the candidates it chooses among.
     pub candidates: Vec<crew_core::run::candidates::Shown>,
     /// Verification failures the task already retried: a candidate whose step's

@@ -445,6 +445,9 @@ impl Config {
                         .into(),
                 );
             }
+            if let Some(problem) = rt.slurm.as_ref().and_then(|r| r.shape().problem()) {
+                return bad(&format!("runtimes.{name}.slurm"), problem);
+            }
             if rt.command.argv().is_empty() {
                 return bad(&format!("runtimes.{name}"), "command is empty".into());
             }

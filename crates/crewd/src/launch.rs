@@ -262,6 +262,18 @@ async fn prepare_as(
         }
     }
     crate::placement::check_workspace(&runtime, rt.placement, workspace.is_some())?;
+    // Each Slurm runtime's job resources, frozen now (issue 35): every attempt of the run,
+    // after a restart too, asks for the same job whatever config.toml says by then.
+    let job_shapes = std::iter::once(runtime.as_str())
+        .chain(
+            plan.tasks
+                .iter()
+                .filter_map(crew_core::run::candidates::runtime_of),
+        )
+        .filter_map(|name| {
+            crate::placement::slurm::runtime_shape(cfg, name).map(|s| (name.to_string(), s))
+        })
+        .collect();
     crate::candidates::check(shared, &plan, workspace.is_some(), cwd)?;
     let adapter = cfg.runtime(&runtime).map(|rt| rt.adapter);
     // In crew's box a read-only role's workspace is read-only, whatever its CLI's tools can
@@ -380,6 +392,7 @@ async fn prepare_as(
             })
             .unwrap_or_default(),
         workspace,
+        job_shapes,
         tasks: crate::plan_checks::tasks(&plan),
     };
     Ok(Prepared {

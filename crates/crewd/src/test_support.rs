@@ -22,6 +22,7 @@ pub fn run_spec(tasks: Vec<Arc<PlannedTask>>) -> RunSpec {
         schedule_id: None,
         imported: false,
         task_verify_commands: vec![],
+        job_shapes: Default::default(),
         workspace: None,
         tasks,
     }

@@ -166,3 +166,107 @@ fn real_pi_runs_on_slurm_with_a_live_steer_and_its_file_lands() {
         "{names:?}"
     );
 }
+
+const QUESTION: &str = "Which database should the service use? (q-35)";
+const ANSWER: &str = "Postgres, version 16";
+const TASK_MARK: &str = "Pick the storage for the service (mark-35a).";
+
+/// The real pi asks on a node (crew's extension, written into the staging directory, gives it
+/// `ask_user`): the task waits with the question; `team.respond` starts a fresh attempt on the
+/// cluster (pi's session stayed on the node), whose prompt, the task's again, holds the
+/// question and the answer; the run completes with the model's final text.
+#[test]
+fn real_pi_asks_on_slurm_and_the_answer_starts_a_fresh_attempt() {
+    let test = "real_pi_asks_on_slurm_and_the_answer_starts_a_fresh_attempt";
+    let Some(pi) = pi_bin() else {
+        not_installed(test);
+    };
+    let c = slurm_cluster::cluster(test);
+    let stub = Stub::start(Wire::Chat, move |e| {
+        if e.n == 1 {
+            Reply::Tool {
+                name: "ask_user".into(),
+                input: json!({"question": QUESTION}),
+            }
+        } else {
+            Reply::Text(format!("FINAL-{}: using the answer.", e.n))
+        }
+    });
+    let config = format!(
+        "max_attempts = 1\nno_output_timeout_ms = 120000\ntask_timeout_ms = 240000\n{slurm}\
+         [runtimes.pi]\nadapter = \"pi\"\ncommand = [{pi:?}, \"--offline\"]\nplacement = \"slurm\"\n",
+        slurm = c.slurm_config(),
+        pi = pi.display().to_string(),
+    );
+    let d = Daemon::start_with(Opts {
+        config,
+        env: vec![],
+    });
+    pi_models(&d, &stub.base_url(), MODEL, (1.0, 2.0));
+    let w = d.work.as_path();
+    git(w, &["init", "-q", "-b", "main"]);
+    std::fs::write(w.join(".git/info/exclude"), ".crew/\n").unwrap();
+    std::fs::write(w.join("README.md"), "# project\n").unwrap();
+    git(w, &["add", "-A"]);
+    git(w, &["commit", "-qm", "init"]);
+    one_step_team(&d, "storage", TASK_MARK, "executor");
+    let run = d.ok(
+        "team.run",
+        json!({
+            "goal": "Choose the storage", "cwd": path_str(w), "team": "storage",
+            "workspace": "worktree", "runtime": "pi", "model": format!("stub/{MODEL}"),
+        }),
+    )["runId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let status = d.wait(&run);
+    let st = d.status(&run);
+    assert_eq!(
+        status,
+        "blocked",
+        "{st:#}\nstub errors: {:?}\n{}",
+        stub.errors(),
+        d.log_text()
+    );
+    let t = Daemon::task(&st, "01_only");
+    assert_eq!(t["status"], "waiting", "{st:#}");
+    assert_eq!(t["question"], QUESTION, "{st:#}");
+    let ex = stub.exchanges();
+    assert!(
+        ex[0].body["tools"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|t| t["function"]["name"] == "ask_user"),
+        "pi on the node was not offered ask_user: {:#}",
+        ex[0].body
+    );
+
+    d.ok(
+        "team.respond",
+        json!({"runId": run, "taskId": "01_only", "message": ANSWER}),
+    );
+    let status = d.wait(&run);
+    let st = d.status(&run);
+    assert_eq!(
+        status,
+        "completed",
+        "{st:#}\nstub errors: {:?}\n{}",
+        stub.errors(),
+        d.log_text()
+    );
+    let ex = stub.exchanges();
+    assert_eq!(ex.len(), 2, "requests: {ex:#?}");
+    // A fresh conversation: the task's prompt again, with the question and the answer in it.
+    let texts = ex[1].texts();
+    assert!(
+        texts.contains(TASK_MARK) && texts.contains(QUESTION) && texts.contains(ANSWER),
+        "the fresh attempt's request lacks the task, question or answer: {:#}",
+        ex[1].body
+    );
+    assert!(!ex[1].has_tool_result(), "not the asking session: {:#}", ex[1].body);
+    let names: Vec<String> = c.jobs_of(&run).into_iter().map(|(n, _, _)| n).collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert_eq!(Daemon::task(&st, "01_only")["attempts"], 2, "{st:#}");
+}

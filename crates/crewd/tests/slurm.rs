@@ -730,3 +730,155 @@ fn the_cli_interface_maps_a_failed_job() {
     assert_eq!(jobs.len(), 1, "{jobs:?}");
     assert_eq!(jobs[0].1, "FAILED", "{jobs:?}");
 }
+
+/// `scontrol -o show job` of the run's job named `name`.
+fn job_shown(c: &Cluster, run: &str, name: &str) -> String {
+    let full = format!("crew-{run}-{name}");
+    let id = c
+        .cmd("squeue", &["-h", "-t", "all", "-o", "%i|%j"])
+        .lines()
+        .find_map(|l| {
+            let (id, n) = l.split_once('|')?;
+            (n == full).then(|| id.to_string())
+        })
+        .unwrap_or_else(|| panic!("no job {full}: {:?}", c.jobs_of(run)));
+    c.cmd("scontrol", &["-o", "show", "job", &id])
+}
+
+/// CPUs, memory and time limit per role and per step (issue 35): the step's over its role's
+/// over the runtime's over `[slurm]`'s, shown in `team.plan`, frozen when the run starts (a
+/// crewd killed and restarted with other `[slurm]` defaults submits the next task as planned),
+/// and asked of Slurm: its own `scontrol show job` says so.
+#[test]
+fn a_steps_and_roles_cpus_memory_and_time_limit_shape_their_jobs() {
+    let c = cluster("a_steps_and_roles_cpus_memory_and_time_limit_shape_their_jobs");
+    let mut d = c.daemon("");
+    repo(&d);
+    d.project_file(
+        "teams/shaped.team.md",
+        "---\nname: shaped\ndefaultWorkflow: shaped\n---\n\n\
+         - executor: agent=executor cpusPerTask=2 memoryMb=250\n- verifier: agent=verifier\n",
+    );
+    d.project_file(
+        "workflows/shaped.workflow.md",
+        "---\nname: shaped\n---\n\n## build\nrole: executor\nmemoryMb: 300\ntimeLimitMinutes: 7\n\n\
+         Work. [fake:write=one.txt:one][fake:sleep=4s]\n\n\
+         ## check\nrole: verifier\ndependsOn: build\n\nCheck. [fake:cat=one.txt]\n",
+    );
+    let params = json!({"goal": "build it", "cwd": path_str(&d.work), "team": "shaped",
+                        "workspace": "worktree", "runtime": "fake-slurm"});
+    let plan = d.ok("team.plan", params.clone());
+    let job = |id: &str| {
+        plan["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["id"] == id)
+            .map(|t| t["slurm"].clone())
+            .unwrap()
+    };
+    assert_eq!(
+        job("01_build"),
+        json!({"partition": c.get("CREW_SLURM_PARTITION"), "cpusPerTask": 2, "memoryMb": 300, "timeLimitMinutes": 7}),
+        "{plan}"
+    );
+    assert_eq!(
+        job("02_check"),
+        json!({"partition": c.get("CREW_SLURM_PARTITION"), "cpusPerTask": 1, "memoryMb": 100, "timeLimitMinutes": 5}),
+        "{plan}"
+    );
+
+    let run = d.ok("team.run", params)["runId"].as_str().unwrap().to_string();
+    until("the build job to run", Duration::from_secs(60), || {
+        c.jobs_of(&run)
+            .iter()
+            .any(|(n, s, _)| n.contains("01_build") && s == "RUNNING")
+    });
+    // crewd dies; it comes back with other cluster defaults, which this run does not take.
+    d.kill9();
+    let cfg = std::fs::read_to_string(&d.config)
+        .unwrap()
+        .replace("memory_mb = 100", "memory_mb = 120")
+        .replace("time_limit_minutes = 5", "time_limit_minutes = 9");
+    std::fs::write(&d.config, cfg).unwrap();
+    d.spawn(&[]);
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+
+    let build = job_shown(&c, &run, "01_build-1");
+    for want in ["CPUs/Task=2", "MinMemoryNode=300M", "TimeLimit=00:07:00"] {
+        assert!(build.contains(want), "{want}: {build}");
+    }
+    let check = job_shown(&c, &run, "02_check-1");
+    for want in ["CPUs/Task=1", "MinMemoryNode=100M", "TimeLimit=00:05:00"] {
+        assert!(check.contains(want), "{want}: {check}");
+    }
+}
+
+/// The ask tool on a node (issue 35): the agent on the cluster asks, the task waits with the
+/// question as a local one does, `team.respond` answers, and the answer starts a fresh attempt
+/// on the cluster (the CLI's session stays on the node that asked) whose prompt holds the
+/// question and the answer; the run completes with that attempt's commit.
+#[test]
+fn a_remote_agent_asks_and_respond_starts_a_fresh_attempt_with_the_answer() {
+    let c = cluster("a_remote_agent_asks_and_respond_starts_a_fresh_attempt_with_the_answer");
+    let d = c.daemon("");
+    repo(&d);
+    common::one_step_team(
+        &d,
+        "asker",
+        "Pick a database. [fake:ask=Which DB?][fake:write=db.txt:chosen]",
+        "executor",
+    );
+    let run = d.run(
+        "choose storage",
+        json!({"team": "asker", "workspace": "worktree", "runtime": "fake-slurm"}),
+    );
+    assert_eq!(d.wait(&run), "blocked", "{}", d.status(&run));
+    let st = d.status(&run);
+    let t = Daemon::task(&st, "01_only");
+    assert_eq!(t["status"], "waiting", "{st}");
+    assert_eq!(t["question"], "Which DB?", "{st}");
+    let evs = d.events(Some(&run));
+    let waiting = evs.iter().find(|e| e["type"] == "task.waiting").unwrap();
+    assert_eq!(waiting["data"]["question"], "Which DB?", "{waiting}");
+    // The agent had crew's ask tool on the node (pi's: the extension in its staging directory).
+    let first = staging_of(&d).join(&run).join("01_only.attempt-1");
+    assert!(
+        first.join("extensions/crew-ask.ts").is_file(),
+        "no ask extension in {}",
+        first.display()
+    );
+    let jobs = c.jobs_of(&run);
+    assert_eq!(jobs.len(), 1, "{jobs:?}");
+
+    d.ok(
+        "team.respond",
+        json!({"runId": run, "taskId": "01_only", "message": "Postgres"}),
+    );
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    let st = d.status(&run);
+    assert_eq!(Daemon::task(&st, "01_only")["attempts"], 2, "{st}");
+    let artifact = |name: &str| {
+        d.ok("team.artifact", json!({"runId": run, "name": name}))["content"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let prompt = artifact("prompts/01_only.md");
+    assert!(prompt.contains("Answer: Postgres"), "{prompt}");
+    assert!(
+        prompt.contains("## Your earlier questions") && prompt.contains("\nWhich DB?\n"),
+        "{prompt}"
+    );
+    let result = artifact("results/01_only.txt");
+    assert!(result.contains("Answer: Postgres"), "{result}");
+    // Two jobs, the second a fresh attempt on the cluster, and its commit integrated.
+    let names: Vec<String> = c.jobs_of(&run).into_iter().map(|(n, _, _)| n).collect();
+    assert!(
+        names.contains(&format!("crew-{run}-01_only-1"))
+            && names.contains(&format!("crew-{run}-01_only-2")),
+        "{names:?}"
+    );
+    let merged = git(&d.work, &["ls-tree", "--name-only", &format!("crew/{run}")]);
+    assert!(merged.lines().any(|l| l == "db.txt"), "{merged}");
+}

@@ -199,6 +199,30 @@ pub struct PlannedTaskView {
     /// not a plan.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<TaskBox>,
+    /// `team.plan`: the Slurm job the task's attempts would ask for, its runtime being placed
+    /// on Slurm; absent: a local task, or not a plan.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurm: Option<SlurmJob>,
+}
+
+/// A Slurm job's shape: partition, account and QOS from the runtime (else `[slurm]`); CPUs,
+/// memory and time limit from the step, else the team role, else the runtime, else `[slurm]`.
+/// Absent fields are Slurm's defaults.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SlurmJob {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub account: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qos: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus_per_task: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_mb: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_limit_minutes: Option<u32>,
 }
 
 /// What a boxed task sees. Paths as they are at plan time; `{run}` stands for the run's id.

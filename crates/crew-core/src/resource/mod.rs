@@ -105,6 +105,10 @@ pub struct TeamRole {
     /// `candidates=N` (issue 36): the role's writing steps try N solutions at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub candidates: Option<u32>,
+    /// `cpusPerTask=`, `memoryMb=`, `timeLimitMinutes=` (issue 35): the job its tasks ask of a
+    /// cluster node, over the runtime's defaults.
+    #[serde(default, skip_serializing_if = "crate::job_shape::JobShape::is_empty")]
+    pub resources: crate::job_shape::JobShape,
     pub description: String,
     pub line: u32,
 }
@@ -199,6 +203,10 @@ pub struct Step {
     /// `judge:` the team role that chooses among candidates when `select` is `judge`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub judge: Option<String>,
+    /// `cpusPerTask:`, `memoryMb:`, `timeLimitMinutes:` (issue 35): the job the step's task
+    /// asks of a cluster node, over its role's and the runtime's.
+    #[serde(default, skip_serializing_if = "crate::job_shape::JobShape::is_empty")]
+    pub resources: crate::job_shape::JobShape,
     /// 1-based line of the `## id` heading.
     pub line: u32,
 }

@@ -33,7 +33,10 @@ static SKILLS_RE: LazyLock<Regex> = LazyLock::new(|| {
         .expect("constant regex")
 });
 static KEY_RE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"\b(agent|model|maxConcurrency|candidates)\s*=\s*(\S+)").expect("constant regex")
+    Regex::new(
+        r"\b(agent|model|maxConcurrency|candidates|cpusPerTask|memoryMb|timeLimitMinutes)\s*=\s*(\S+)",
+    )
+    .expect("constant regex")
 });
 
 pub(super) fn parse(source: Source, path: &str, text: &str) -> (Option<Parsed>, Vec<Diagnostic>) {
@@ -169,8 +172,19 @@ fn parse_role(line: &str, line_no: u32, d: &mut Diags) -> Option<TeamRole> {
             None
         }
     });
+    // The role's job resources on a cluster (issue 35): a bad value is an error, not a
+    // warning, since a job of the wrong shape is refused or killed by the scheduler.
+    let mut resources = crate::job_shape::JobShape::default();
+    for field in crate::job_shape::FIELDS {
+        if let Some(v) = keys.get(field) {
+            if let Err(why) = resources.set(field, v) {
+                d.error(Some(line_no), Some(field), why);
+            }
+        }
+    }
     Some(TeamRole {
         candidates,
+        resources,
         name: name.to_string(),
         agent: keys
             .get("agent")
@@ -230,6 +244,7 @@ mod tests {
     ) -> TeamRole {
         TeamRole {
             candidates: None,
+            resources: Default::default(),
             name: name.into(),
             agent: agent.into(),
             model: model.map(Into::into),
@@ -259,6 +274,26 @@ mod tests {
             let (t, _) = team(&format!("---\nname: probe\n---\n\nSome prose.\n\n{line}\n"));
             assert_eq!(t.roles.first(), want.as_ref(), "{line:?}");
         }
+    }
+
+    /// `cpusPerTask=`, `memoryMb=` and `timeLimitMinutes=` on a role line are its job
+    /// resources on a cluster (issue 35), not words of its description.
+    #[test]
+    fn a_roles_job_resources() {
+        let (t, d) = team(
+            "- exec: agent=executor cpusPerTask=4 builds things memoryMb=8000 timeLimitMinutes=90\n",
+        );
+        assert!(d.is_empty(), "{d:?}");
+        let r = &t.roles[0];
+        assert_eq!(r.description, "builds things");
+        assert_eq!(
+            r.resources,
+            crate::job_shape::JobShape {
+                cpus_per_task: Some(4),
+                memory_mb: Some(8000),
+                time_limit_minutes: Some(90),
+            }
+        );
     }
 
     #[test]
@@ -318,6 +353,14 @@ mod tests {
             (
                 "- a: model=bad/\n",
                 &[(Severity::Warning, Some(1), Some("model"))],
+            ),
+            (
+                "- a: cpusPerTask=0 memoryMb=lots timeLimitMinutes=9999999\n",
+                &[
+                    (Severity::Error, Some(1), Some("cpusPerTask")),
+                    (Severity::Error, Some(1), Some("memoryMb")),
+                    (Severity::Error, Some(1), Some("timeLimitMinutes")),
+                ],
             ),
             ("no roles here\n", &[(Severity::Warning, None, None)]),
         ];

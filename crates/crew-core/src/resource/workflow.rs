@@ -54,6 +54,9 @@ const LATER_STEP_KEYS: &[&str] = &[
     "candidates",
     "select",
     "judge",
+    "cpusPerTask",
+    "memoryMb",
+    "timeLimitMinutes",
 ];
 
 /// A step's `candidates:` (N from 1 to 8, or a list of `runtime/model`), `select:` and
@@ -321,6 +324,15 @@ fn parse_step(
         None => None,
     };
     let (candidates, select, judge) = candidate_keys(&get, d);
+    // The job resources on a cluster (issue 35): a bad value is an error, as on a role line.
+    let mut resources = crate::job_shape::JobShape::default();
+    for field in crate::job_shape::FIELDS {
+        if let Some(e) = get(field).filter(|e| !e.value.is_empty()) {
+            if let Err(why) = resources.set(field, &e.value) {
+                d.error(Some(e.line), Some(field), why);
+            }
+        }
+    }
     let mut scope = Vec::new();
     if let Some(e) = get("scope").filter(|e| !e.value.is_empty()) {
         for p in parse_csv(&e.value).unwrap_or_default() {
@@ -423,6 +435,7 @@ fn parse_step(
     };
     Step {
         candidates,
+        resources,
         select,
         judge,
         verdict,
@@ -734,6 +747,24 @@ mod tests {
         assert_eq!((c.output.as_deref(), c.output_disabled), (None, false));
     }
 
+    /// A step's job resources on a cluster (issue 35).
+    #[test]
+    fn job_resources() {
+        let (w, d) = workflow(
+            "## a\nrole: r\ncpusPerTask: 2\nmemoryMb: 300\ntimeLimitMinutes: 7\n\nWork.\n\n## b\nrole: r\n\nMore.\n",
+        );
+        assert!(d.is_empty(), "{d:?}");
+        assert_eq!(
+            w.steps[0].resources,
+            crate::job_shape::JobShape {
+                cpus_per_task: Some(2),
+                memory_mb: Some(300),
+                time_limit_minutes: Some(7),
+            }
+        );
+        assert!(w.steps[1].resources.is_empty());
+    }
+
     #[test]
     fn check_fields() {
         let (w, d) = workflow(
@@ -830,6 +861,14 @@ mod tests {
             (
                 "## a\nverifyRetries: many\n",
                 &[(Severity::Warning, Some(2), Some("verifyRetries"))],
+            ),
+            (
+                "## a\nrole: r\ncpusPerTask: 0\nmemoryMb: 1e3\ntimeLimitMinutes: 600000\n",
+                &[
+                    (Severity::Error, Some(3), Some("cpusPerTask")),
+                    (Severity::Error, Some(4), Some("memoryMb")),
+                    (Severity::Error, Some(5), Some("timeLimitMinutes")),
+                ],
             ),
         ];
         for (text, want) in cases {

@@ -24,6 +24,7 @@ fn tasks(steps: &[Step]) -> Vec<std::sync::Arc<PlannedTask>> {
         .enumerate()
         .map(|(i, (name, deps, writes))| PlannedTask {
             candidates: None,
+            resources: Default::default(),
             id: task_id(i + 1, name),
             step_id: name.to_string(),
             role: if *writes {
@@ -83,6 +84,7 @@ pub(super) fn spec(steps: &[Step]) -> RunSpec {
         schedule_id: None,
         imported: false,
         task_verify_commands: vec![],
+        job_shapes: Default::default(),
         workspace: None,
         tasks: tasks(steps),
     }
@@ -2847,6 +2849,7 @@ fn resolver_role() -> crate::fanout::RoleTemplate {
         fallback_models: vec![],
         writes: true,
         candidates: None,
+        resources: Default::default(),
     }
 }
 

@@ -156,6 +156,12 @@ pub struct RunSpec {
     /// that can edit and has no verification of its own, fan-out and fix tasks included.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub task_verify_commands: Vec<String>,
+    /// Each cluster-placed runtime the run's tasks use, by name: its job resources over the
+    /// cluster's (`[runtimes.NAME.slurm]` over `[slurm]`), frozen when the run is created so
+    /// that every attempt, after a replay or a `kill -9` too, asks for the same job
+    /// (`crate::job_shape`; a task's own step and role resources go over it).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub job_shapes: std::collections::BTreeMap<String, crate::job_shape::JobShape>,
     /// Shared with `TaskState::plan` of the run's tasks: one copy per task, not two.
     pub tasks: Vec<Arc<PlannedTask>>,
 }

@@ -883,6 +883,7 @@ mod tests {
                     scope: vec![],
                     verify_commands: vec![],
                     sandbox: None,
+                    slurm: None,
                 }
             })
             .collect()

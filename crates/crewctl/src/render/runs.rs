@@ -505,6 +505,23 @@ fn task_counts(r: &RunSummaryView) -> String {
     s
 }
 
+/// A Slurm job's CPUs, memory and time limit, e.g. `2 cpu 300 MB 7 min` (`defaults`: Slurm's).
+fn slurm_job(j: &crew_api::types::SlurmJob) -> String {
+    let parts: Vec<String> = [
+        j.cpus_per_task.map(|c| format!("{c} cpu")),
+        j.memory_mb.map(|m| format!("{m} MB")),
+        j.time_limit_minutes.map(|t| format!("{t} min")),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if parts.is_empty() {
+        "defaults".into()
+    } else {
+        parts.join(" ")
+    }
+}
+
 /// `plan`: the tasks a run would execute.
 pub fn plan(view: &View, p: &PlanResult) -> String {
     let mut out = String::new();
@@ -535,6 +552,11 @@ pub fn plan(view: &View, p: &PlanResult) -> String {
     let with_skills = p.tasks.iter().any(|t| !t.skills.is_empty());
     if with_skills {
         cols.push(Col::new("skills").cut(12).drop(4));
+    }
+    // Tasks placed on a Slurm cluster: the job each asks for (issue 35).
+    let with_job = p.tasks.iter().any(|t| t.slurm.is_some());
+    if with_job {
+        cols.push(Col::new("slurm job").cut(12).drop(3));
     }
     let mut t = Table::new(cols);
     for task in &p.tasks {
@@ -580,6 +602,11 @@ pub fn plan(view: &View, p: &PlanResult) -> String {
             } else {
                 names.join(", ")
             }));
+        }
+        if with_job {
+            row.push(Cell::new(
+                task.slurm.as_ref().map_or_else(|| "-".to_string(), slurm_job),
+            ));
         }
         t.row(row);
     }
@@ -1040,6 +1067,7 @@ pub(crate) mod tests {
                     scope: vec![],
                     verify_commands: vec![],
                     sandbox: None,
+                    slurm: None,
                 },
                 PlannedTaskView {
                     id: "02_plan".into(),
@@ -1057,6 +1085,7 @@ pub(crate) mod tests {
                     scope: vec![],
                     verify_commands: vec![],
                     sandbox: None,
+                    slurm: None,
                 },
                 PlannedTaskView {
                     id: "03_execute".into(),
@@ -1074,6 +1103,7 @@ pub(crate) mod tests {
                     scope: vec![],
                     verify_commands: vec![],
                     sandbox: None,
+                    slurm: None,
                 },
                 PlannedTaskView {
                     id: "04_verify".into(),
@@ -1091,6 +1121,7 @@ pub(crate) mod tests {
                     scope: vec![],
                     verify_commands: vec![],
                     sandbox: None,
+                    slurm: None,
                 },
             ],
             diagnostics: vec![Diagnostic {
@@ -1102,6 +1133,56 @@ pub(crate) mod tests {
             }],
         };
         insta::assert_snapshot!(at_80_and_160(|v| plan(v, &p)));
+    }
+
+    /// A task placed on Slurm shows the job it would ask for (issue 35).
+    #[test]
+    fn a_plan_shows_slurm_jobs() {
+        let task = |id: &str, slurm: Option<SlurmJob>| PlannedTaskView {
+            id: id.into(),
+            step_id: id.into(),
+            role: "executor".into(),
+            agent: "executor".into(),
+            depends_on: vec![],
+            model: None,
+            writes: true,
+            edits: true,
+            adds_tasks: None,
+            skills: vec![],
+            missing_skills: vec![],
+            pre_step: None,
+            scope: vec![],
+            verify_commands: vec![],
+            sandbox: None,
+            slurm,
+        };
+        let p = PlanResult {
+            team: "t".into(),
+            workflow: "w".into(),
+            concurrency: 4,
+            runtime: "cluster".into(),
+            tasks: vec![
+                task(
+                    "01_build",
+                    Some(SlurmJob {
+                        cpus_per_task: Some(2),
+                        memory_mb: Some(300),
+                        time_limit_minutes: Some(7),
+                        ..Default::default()
+                    }),
+                ),
+                task("02_check", Some(SlurmJob::default())),
+            ],
+            diagnostics: vec![],
+        };
+        let out = plan(&view(160), &p);
+        assert!(out.contains("slurm job") && out.contains("2 cpu 300 MB 7 min"), "{out}");
+        assert!(out.contains("defaults"), "{out}");
+        let local = PlanResult {
+            tasks: vec![task("01_build", None)],
+            ..p
+        };
+        assert!(!plan(&view(160), &local).contains("slurm job"));
     }
 
     #[test]

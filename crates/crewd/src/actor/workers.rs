@@ -201,6 +201,8 @@ fn attempt_spec(
             Some((d.to_string(), chosen.unwrap_or(dt).plan.role.clone()))
         })
         .collect();
+    let job_shape =
+        crate::placement::slurm::task_shape(&core.shared.config, &run.spec, &task.plan, &runtime_name);
     Ok(AttemptSpec {
         run_id: run_id.to_string(),
         task_id: task_id.to_string(),
@@ -241,6 +243,7 @@ fn attempt_spec(
             .map(|w| w.base.clone()),
         task_verify_commands: run.spec.task_verify_commands.clone(),
         job: task.job().cloned(),
+        job_shape,
         candidates: crew_core::run::candidates::shown(run, task),
         verify_retries_used: task.rare().verify_retries,
         sources: sources(run, task),

@@ -76,6 +76,7 @@ pub fn planned(t: &crew_core::plan::PlannedTask, model: Option<&str>) -> api::Pl
         scope: t.scope.clone(),
         verify_commands: verify_commands(t),
         sandbox: None,
+        slurm: None,
     }
 }
 

@@ -1,6 +1,7 @@
 //! `[slurm]` in config.toml and a runtime's `[runtimes.NAME.slurm]` resources.
 
 use crate::config::CommandSpec;
+use crew_core::job_shape::JobShape;
 use serde::Deserialize;
 use std::path::PathBuf;
 
@@ -95,7 +96,45 @@ fn default_poll_ms() -> u64 {
     500
 }
 
+impl SlurmResources {
+    /// Its CPUs, memory and time limit: what a role or a step may override (issue 35).
+    pub fn shape(&self) -> JobShape {
+        JobShape {
+            cpus_per_task: self.cpus_per_task,
+            memory_mb: self.memory_mb,
+            time_limit_minutes: self.time_limit_minutes,
+        }
+    }
+
+    /// These resources with `shape`'s CPUs, memory and time limit.
+    pub fn with_shape(self, shape: &JobShape) -> SlurmResources {
+        SlurmResources {
+            cpus_per_task: shape.cpus_per_task,
+            memory_mb: shape.memory_mb,
+            time_limit_minutes: shape.time_limit_minutes,
+            ..self
+        }
+    }
+}
+
 impl SlurmConfig {
+    /// The cluster's default CPUs, memory and time limit (`[slurm]`).
+    pub fn shape(&self) -> JobShape {
+        JobShape {
+            cpus_per_task: self.cpus_per_task,
+            memory_mb: self.memory_mb,
+            time_limit_minutes: self.time_limit_minutes,
+        }
+    }
+
+    /// A runtime's CPUs, memory and time limit over the cluster's: what a run freezes for it
+    /// (`RunSpec::job_shapes`).
+    pub fn runtime_shape(&self, rt: Option<&SlurmResources>) -> JobShape {
+        rt.map(SlurmResources::shape)
+            .unwrap_or_default()
+            .over(&self.shape())
+    }
+
     /// A runtime's resources: its own where set, else the cluster's defaults.
     pub fn resources(&self, rt: Option<&SlurmResources>) -> SlurmResources {
         let rt = rt.cloned().unwrap_or_default();
@@ -111,6 +150,9 @@ impl SlurmConfig {
 
     /// What is wrong with it, for config.toml's error.
     pub fn problem(&self) -> Option<String> {
+        if let Some(p) = self.shape().problem() {
+            return Some(p);
+        }
         if !self.staging_dir.is_absolute() {
             return Some("staging_dir must be an absolute path".into());
         }

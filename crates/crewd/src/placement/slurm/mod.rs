@@ -109,6 +109,38 @@ pub fn board(cfg: &SlurmConfig) -> &'static board::Board {
     })
 }
 
+/// The CPUs, memory and time limit a task's jobs ask for on `runtime` (issue 35): its step's
+/// and role's (frozen in its plan) over the runtime's, as frozen in the run when it was
+/// created; a run from before that froze none takes the runtime's from the config now.
+/// Empty for a runtime that is not on Slurm.
+pub fn task_shape(
+    cfg: &crate::config::Config,
+    run: &crew_core::run::RunSpec,
+    task: &crew_core::plan::PlannedTask,
+    runtime: &str,
+) -> crew_core::job_shape::JobShape {
+    let base = match run.job_shapes.get(runtime) {
+        Some(s) => *s,
+        None => match runtime_shape(cfg, runtime) {
+            Some(s) => s,
+            None => return Default::default(),
+        },
+    };
+    task.resources.over(&base)
+}
+
+/// `runtime`'s shape over `[slurm]`'s, `None` when it is not placed on Slurm: what a run
+/// freezes (`RunSpec::job_shapes`).
+pub fn runtime_shape(
+    cfg: &crate::config::Config,
+    runtime: &str,
+) -> Option<crew_core::job_shape::JobShape> {
+    let rt = cfg.runtimes.get(runtime)?;
+    let slurm = cfg.slurm.as_ref()?;
+    (rt.placement == crate::placement::Placement::Slurm)
+        .then(|| slurm.runtime_shape(rt.slurm.as_ref()))
+}
+
 /// The job name crew gives an attempt: how recovery finds a job whose id was not recorded.
 pub fn job_name(run_id: &str, task_id: &str, attempt: u32) -> String {
     format!("crew-{run_id}-{task_id}-{attempt}")

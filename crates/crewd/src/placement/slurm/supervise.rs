@@ -147,9 +147,26 @@ async fn stage(
             .join(format!("{}.attempt-{}", spec.task_id, spec.attempt)),
     });
     let prompt_name = format!("prompts/{}.md", spec.task_id);
+    let key = {
+        let state = shared.state_dir.clone();
+        blocking(move || super::token::key(&state)).map_err(|e| e.to_string())?
+    };
     let prompt = {
-        let spec_prompt = blocking(|| crate::executor::render_prompt(spec, None))
+        let mut spec_prompt = blocking(|| crate::executor::render_prompt(spec, None))
             .map_err(|e| format!("cannot render the prompt: {e}"))?;
+        // The session that asked stayed on its node: an answered task starts afresh, and its
+        // prompt quotes the question beside the answer.
+        if !spec.answers.is_empty() {
+            let asked = blocking(|| {
+                earlier_questions(
+                    &key,
+                    &cfg.staging_dir,
+                    (&spec.run_id, &spec.task_id, spec.attempt),
+                    spec.answers.len(),
+                )
+            });
+            spec_prompt.push_str(&crew_core::prompt::asked_section(&asked));
+        }
         let a = blocking(|| {
             crate::artifacts::put(
                 &spec.run_dir,
@@ -165,17 +182,13 @@ async fn stage(
     // The attempt as a local one would run it; the node puts its own paths in.
     let worker = crate::executor::worker_spec(&shared.config, spec, &prompt, false);
     // Derived, never journaled: the same again for the attempt a restarted daemon re-attaches.
-    let token = {
-        let state = shared.state_dir.clone();
-        let key = blocking(move || super::token::key(&state)).map_err(|e| e.to_string())?;
-        super::token::derive(
-            &key,
-            &spec.run_id,
-            &spec.task_id,
-            spec.attempt,
-            &staging.dir.display().to_string(),
-        )
-    };
+    let token = super::token::derive(
+        &key,
+        &spec.run_id,
+        &spec.task_id,
+        spec.attempt,
+        &staging.dir.display().to_string(),
+    );
     let record = Launch {
         version: crew_staging::VERSION,
         token: token.clone(),
@@ -232,6 +245,40 @@ async fn stage(
         Ok(())
     })?;
     Ok(Staged { staging, token })
+}
+
+/// Earlier attempts looked at for the questions a fresh attempt quotes.
+const QUESTIONS_LOOKBACK: u32 = 32;
+
+/// The questions the task's earlier attempts asked before `attempt` (the last `wanted` of
+/// them, oldest first), each from the final record of its attempt's staging directory under
+/// `staging_dir`, taken only with that attempt's token (what crewd took as the question when
+/// the attempt ended). A directory gone or moved (`staging_dir` changed) leaves its question
+/// out: the answer is in the prompt anyway.
+fn earlier_questions(
+    key: &[u8; 32],
+    staging_dir: &Path,
+    (run_id, task_id, attempt): (&str, &str, u32),
+    wanted: usize,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    let first = attempt.saturating_sub(QUESTIONS_LOOKBACK).max(1);
+    for n in (first..attempt).rev() {
+        if out.len() >= wanted {
+            break;
+        }
+        let staging = Staging::new(staging_dir.join(run_id).join(format!("{task_id}.attempt-{n}")));
+        let token = super::token::derive(key, run_id, task_id, n, &staging.dir.display().to_string());
+        if let Ok(Some(crew_staging::Final {
+            result: Some(AttemptResult::Asked { question, .. }),
+            ..
+        })) = crew_staging::read_final(&staging, &token)
+        {
+            out.push(question);
+        }
+    }
+    out.reverse();
+    out
 }
 
 /// The attempt's input bundle: one per start commit and run (`<run>/bundles/<commit>.bundle`,
@@ -348,7 +395,11 @@ async fn submit_or_attach(
         script: format!("#!/bin/sh\nexec {} {}\n", sh_quote(&worker), sh_quote(&dir)),
         cwd: dir.clone(),
         stdout: format!("{dir}/job.out"),
-        resources: cfg.resources(spec.runtime.slurm.as_ref()),
+        // Partition, account and QOS from the config; CPUs, memory and time limit as the
+        // run froze them, with the task's step and role over them.
+        resources: cfg
+            .resources(spec.runtime.slurm.as_ref())
+            .with_shape(&spec.job_shape),
         env: ["PATH", "HOME", "LANG", "USER"]
             .iter()
             .filter_map(|k| Some((k.to_string(), std::env::var(k).ok()?)))
@@ -819,5 +870,53 @@ mod tests {
             "done"
         );
         assert!(!run.path().join("secret.txt").exists());
+    }
+
+    /// The question a fresh attempt quotes is its earlier attempts' own: a final record without
+    /// that attempt's token (a stale or foreign worker) is not taken, nor one that did not ask.
+    #[test]
+    fn earlier_questions_are_taken_only_with_their_attempts_token() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = [7u8; 32];
+        let write = |n: u32, token: Option<&str>, question: Option<&str>| {
+            let s = Staging::new(dir.path().join("r1").join(format!("01_a.attempt-{n}")));
+            s.create().unwrap();
+            let own = super::super::token::derive(&key, "r1", "01_a", n, &s.dir.display().to_string());
+            let result = match question {
+                Some(q) => AttemptResult::Asked {
+                    usage: Usage::default(),
+                    model: None,
+                    artifacts: vec![],
+                    question: q.into(),
+                    session: None,
+                },
+                None => AttemptResult::NoFinalText {
+                    usage: Usage::default(),
+                    model: None,
+                    artifacts: vec![],
+                },
+            };
+            let fin = crew_staging::Final {
+                version: crew_staging::VERSION,
+                token: token.map_or(own, str::to_string),
+                result: Some(result),
+                terminated: false,
+                commit: None,
+                host: "n1".into(),
+                error: None,
+            };
+            crew_staging::write_json(&s.final_record(), &fin, 0o600).unwrap();
+        };
+        write(1, None, Some("first?"));
+        write(2, None, None);
+        write(3, Some("stale"), Some("injected?"));
+        write(4, None, Some("second?"));
+        let got = |attempt, wanted| earlier_questions(&key, dir.path(), ("r1", "01_a", attempt), wanted);
+        assert_eq!(got(5, 2), ["first?", "second?"]);
+        assert_eq!(got(5, 1), ["second?"]);
+        assert_eq!(got(4, 5), ["first?"]);
+        assert!(got(1, 1).is_empty());
+        // Another key (another daemon's state) takes nothing.
+        assert!(earlier_questions(&[8u8; 32], dir.path(), ("r1", "01_a", 5), 2).is_empty());
     }
 }

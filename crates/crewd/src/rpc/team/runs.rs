@@ -44,7 +44,32 @@ fn api_task_with_box(
 ) -> PlannedTaskView {
     let mut v = views::planned(t, model);
     v.sandbox = crate::executor::sandbox::plan_box(&ctx.shared, spec, t);
+    v.slurm = slurm_job(&ctx.shared.config, spec, t);
     v
+}
+
+/// The Slurm job a task would be, when its runtime is placed on Slurm (issue 35).
+fn slurm_job(
+    cfg: &crate::config::Config,
+    spec: &crew_core::run::RunSpec,
+    t: &crew_core::plan::PlannedTask,
+) -> Option<SlurmJob> {
+    let runtime = crew_core::run::candidates::runtime_of(t).unwrap_or(&spec.runtime);
+    let rt = cfg.runtimes.get(runtime)?;
+    let slurm = cfg.slurm.as_ref()?;
+    if rt.placement != crate::placement::Placement::Slurm {
+        return None;
+    }
+    let shape = crate::placement::slurm::task_shape(cfg, spec, t, runtime);
+    let r = slurm.resources(rt.slurm.as_ref()).with_shape(&shape);
+    Some(SlurmJob {
+        partition: r.partition,
+        account: r.account,
+        qos: r.qos,
+        cpus_per_task: r.cpus_per_task,
+        memory_mb: r.memory_mb,
+        time_limit_minutes: r.time_limit_minutes,
+    })
 }
 
 pub(super) async fn run(ctx: Arc<Ctx>, p: P<TeamRun>) -> Out<TeamRun> {
