@@ -52,7 +52,9 @@ impl JobShape {
     /// message for the file's diagnostic.
     pub fn set(&mut self, field: &str, text: &str) -> Result<(), String> {
         match field {
-            "cpusPerTask" => self.cpus_per_task = Some(bounded(field, text, MAX_CPUS.into())? as u32),
+            "cpusPerTask" => {
+                self.cpus_per_task = Some(bounded(field, text, MAX_CPUS.into())? as u32)
+            }
             "memoryMb" => self.memory_mb = Some(bounded(field, text, MAX_MEMORY_MB)?),
             "timeLimitMinutes" => {
                 self.time_limit_minutes =
@@ -66,7 +68,11 @@ impl JobShape {
     /// What is out of bounds (config.toml's values, read as numbers already).
     pub fn problem(&self) -> Option<String> {
         let checks = [
-            ("cpus_per_task", self.cpus_per_task.map(u64::from), u64::from(MAX_CPUS)),
+            (
+                "cpus_per_task",
+                self.cpus_per_task.map(u64::from),
+                u64::from(MAX_CPUS),
+            ),
             ("memory_mb", self.memory_mb, MAX_MEMORY_MB),
             (
                 "time_limit_minutes",
@@ -82,7 +88,12 @@ impl JobShape {
 }
 
 /// step > role > runtime > cluster, field by field: what a task placed on a cluster runs with.
-pub fn resolve(step: &JobShape, role: &JobShape, runtime: &JobShape, cluster: &JobShape) -> JobShape {
+pub fn resolve(
+    step: &JobShape,
+    role: &JobShape,
+    runtime: &JobShape,
+    cluster: &JobShape,
+) -> JobShape {
     step.over(role).over(runtime).over(cluster)
 }
 
@@ -118,9 +129,21 @@ mod tests {
         let runtime = shape(Some(2), Some(8000), Some(60));
         let cluster = shape(Some(1), Some(4000), Some(30));
         let table = [
-            ("all four", [step, role, runtime, cluster], shape(Some(8), Some(16000), Some(60))),
-            ("no step", [none, role, runtime, cluster], shape(Some(4), Some(16000), Some(60))),
-            ("no step, no role", [none, none, runtime, cluster], shape(Some(2), Some(8000), Some(60))),
+            (
+                "all four",
+                [step, role, runtime, cluster],
+                shape(Some(8), Some(16000), Some(60)),
+            ),
+            (
+                "no step",
+                [none, role, runtime, cluster],
+                shape(Some(4), Some(16000), Some(60)),
+            ),
+            (
+                "no step, no role",
+                [none, none, runtime, cluster],
+                shape(Some(2), Some(8000), Some(60)),
+            ),
             ("the cluster only", [none, none, none, cluster], cluster),
             ("the step only", [step, none, none, none], step),
             ("nobody: the scheduler's default", [none; 4], none),
@@ -156,13 +179,28 @@ mod tests {
             ("timeLimitMinutes", ""),
         ] {
             let e = s.set(field, bad).unwrap_err();
-            assert!(e.contains(field) && e.contains("whole number from 1 to"), "{e}");
+            assert!(
+                e.contains(field) && e.contains("whole number from 1 to"),
+                "{e}"
+            );
         }
         assert!(s.set("gpus", "1").is_err());
-        assert_eq!(s, shape(Some(4), Some(8000), Some(90)), "a refused value changes nothing");
+        assert_eq!(
+            s,
+            shape(Some(4), Some(8000), Some(90)),
+            "a refused value changes nothing"
+        );
         assert_eq!(s.problem(), None);
-        assert!(shape(Some(0), None, None).problem().unwrap().contains("cpus_per_task = 0"));
-        assert!(shape(None, Some(MAX_MEMORY_MB + 1), None).problem().is_some());
-        assert!(shape(None, None, Some(0)).problem().unwrap().contains("time_limit_minutes"));
+        assert!(shape(Some(0), None, None)
+            .problem()
+            .unwrap()
+            .contains("cpus_per_task = 0"));
+        assert!(shape(None, Some(MAX_MEMORY_MB + 1), None)
+            .problem()
+            .is_some());
+        assert!(shape(None, None, Some(0))
+            .problem()
+            .unwrap()
+            .contains("time_limit_minutes"));
     }
 }

@@ -21,8 +21,7 @@ pub fn session(spec: &WorkerSpec, staging: &Staging) -> Result<SessionSpec, Stri
     match spec.adapter {
         AdapterKind::Pi => {
             let ext = staging.dir.join("extensions").join("crew-ask.ts");
-            write_extension(&ext)
-                .map_err(|e| format!("cannot write crew's pi extension: {e}"))?;
+            write_extension(&ext).map_err(|e| format!("cannot write crew's pi extension: {e}"))?;
             Ok(SessionSpec {
                 ask_extension: Some(ext.display().to_string()),
                 ..Default::default()
@@ -30,7 +29,10 @@ pub fn session(spec: &WorkerSpec, staging: &Staging) -> Result<SessionSpec, Stri
         }
         AdapterKind::Claude | AdapterKind::Codex | AdapterKind::Opencode => {
             let server = crewctl(
-                std::env::current_exe().ok().as_deref().and_then(Path::parent),
+                std::env::current_exe()
+                    .ok()
+                    .as_deref()
+                    .and_then(Path::parent),
                 std::env::var_os("PATH").as_deref(),
             );
             if server.is_none() {

@@ -265,7 +265,11 @@ fn real_pi_asks_on_slurm_and_the_answer_starts_a_fresh_attempt() {
         "the fresh attempt's request lacks the task, question or answer: {:#}",
         ex[1].body
     );
-    assert!(!ex[1].has_tool_result(), "not the asking session: {:#}", ex[1].body);
+    assert!(
+        !ex[1].has_tool_result(),
+        "not the asking session: {:#}",
+        ex[1].body
+    );
     let names: Vec<String> = c.jobs_of(&run).into_iter().map(|(n, _, _)| n).collect();
     assert_eq!(names.len(), 2, "{names:?}");
     assert_eq!(Daemon::task(&st, "01_only")["attempts"], 2, "{st:#}");

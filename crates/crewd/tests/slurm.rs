@@ -788,7 +788,10 @@ fn a_steps_and_roles_cpus_memory_and_time_limit_shape_their_jobs() {
         "{plan}"
     );
 
-    let run = d.ok("team.run", params)["runId"].as_str().unwrap().to_string();
+    let run = d.ok("team.run", params)["runId"]
+        .as_str()
+        .unwrap()
+        .to_string();
     until("the build job to run", Duration::from_secs(60), || {
         c.jobs_of(&run)
             .iter()

@@ -605,7 +605,9 @@ pub fn plan(view: &View, p: &PlanResult) -> String {
         }
         if with_job {
             row.push(Cell::new(
-                task.slurm.as_ref().map_or_else(|| "-".to_string(), slurm_job),
+                task.slurm
+                    .as_ref()
+                    .map_or_else(|| "-".to_string(), slurm_job),
             ));
         }
         t.row(row);
@@ -1176,7 +1178,10 @@ pub(crate) mod tests {
             diagnostics: vec![],
         };
         let out = plan(&view(160), &p);
-        assert!(out.contains("slurm job") && out.contains("2 cpu 300 MB 7 min"), "{out}");
+        assert!(
+            out.contains("slurm job") && out.contains("2 cpu 300 MB 7 min"),
+            "{out}"
+        );
         assert!(out.contains("defaults"), "{out}");
         let local = PlanResult {
             tasks: vec![task("01_build", None)],

@@ -201,8 +201,12 @@ fn attempt_spec(
             Some((d.to_string(), chosen.unwrap_or(dt).plan.role.clone()))
         })
         .collect();
-    let job_shape =
-        crate::placement::slurm::task_shape(&core.shared.config, &run.spec, &task.plan, &runtime_name);
+    let job_shape = crate::placement::slurm::task_shape(
+        &core.shared.config,
+        &run.spec,
+        &task.plan,
+        &runtime_name,
+    );
     Ok(AttemptSpec {
         run_id: run_id.to_string(),
         task_id: task_id.to_string(),

@@ -267,8 +267,13 @@ fn earlier_questions(
         if out.len() >= wanted {
             break;
         }
-        let staging = Staging::new(staging_dir.join(run_id).join(format!("{task_id}.attempt-{n}")));
-        let token = super::token::derive(key, run_id, task_id, n, &staging.dir.display().to_string());
+        let staging = Staging::new(
+            staging_dir
+                .join(run_id)
+                .join(format!("{task_id}.attempt-{n}")),
+        );
+        let token =
+            super::token::derive(key, run_id, task_id, n, &staging.dir.display().to_string());
         if let Ok(Some(crew_staging::Final {
             result: Some(AttemptResult::Asked { question, .. }),
             ..
@@ -881,7 +886,8 @@ mod tests {
         let write = |n: u32, token: Option<&str>, question: Option<&str>| {
             let s = Staging::new(dir.path().join("r1").join(format!("01_a.attempt-{n}")));
             s.create().unwrap();
-            let own = super::super::token::derive(&key, "r1", "01_a", n, &s.dir.display().to_string());
+            let own =
+                super::super::token::derive(&key, "r1", "01_a", n, &s.dir.display().to_string());
             let result = match question {
                 Some(q) => AttemptResult::Asked {
                     usage: Usage::default(),
@@ -911,7 +917,8 @@ mod tests {
         write(2, None, None);
         write(3, Some("stale"), Some("injected?"));
         write(4, None, Some("second?"));
-        let got = |attempt, wanted| earlier_questions(&key, dir.path(), ("r1", "01_a", attempt), wanted);
+        let got =
+            |attempt, wanted| earlier_questions(&key, dir.path(), ("r1", "01_a", attempt), wanted);
         assert_eq!(got(5, 2), ["first?", "second?"]);
         assert_eq!(got(5, 1), ["second?"]);
         assert_eq!(got(4, 5), ["first?"]);
