@@ -209,7 +209,7 @@ fn real_pi_asks_on_slurm_and_the_answer_starts_a_fresh_attempt() {
     std::fs::write(w.join("README.md"), "# project\n").unwrap();
     git(w, &["add", "-A"]);
     git(w, &["commit", "-qm", "init"]);
-    one_step_team(&d, "storage", TASK_MARK, "executor");
+    one_step_team(&d, "storage", TASK_MARK, "explorer");
     let run = d.ok(
         "team.run",
         json!({
