@@ -458,6 +458,11 @@ export interface PlannedTaskView {
    * in crewctl; see `missingSkills`).
    */
   skills?: string[];
+  /**
+   * `team.plan`: the Slurm job the task's attempts would ask for, its runtime being placed
+   * on Slurm; absent: a local task, or not a plan.
+   */
+  slurm?: SlurmJob | null;
   stepId: string;
   /**
    * The verification commands run (each as `sh -c`) in the task's workspace after its
@@ -813,6 +818,20 @@ export interface ScheduleUpdateParams {
 }
 
 export type Severity = "error" | "warning";
+
+/**
+ * A Slurm job's shape: partition, account and QOS from the runtime (else `[slurm]`); CPUs,
+ * memory and time limit from the step, else the team role, else the runtime, else `[slurm]`.
+ * Absent fields are Slurm's defaults.
+ */
+export interface SlurmJob {
+  account?: string | null;
+  cpusPerTask?: number | null;
+  memoryMb?: number | null;
+  partition?: string | null;
+  qos?: string | null;
+  timeLimitMinutes?: number | null;
+}
 
 export interface StatusResult {
   /**
