@@ -670,6 +670,39 @@ mod tests {
         assert_eq!(*explore.tools, ["read", "grep", "find", "ls"]);
     }
 
+    /// Issue 35: a task's job resources are its step's over its role's, frozen in the plan
+    /// (through the journal's JSON too); a task a fan-out adds takes its role's.
+    #[test]
+    fn job_resources_are_the_steps_over_the_roles() {
+        use crate::job_shape::JobShape;
+        let team = "---\nname: t\n---\n\n- executor: agent=executor cpusPerTask=4 memoryMb=8000\n- planner: agent=planner\n";
+        let wf = "---\nname: w\n---\n\n## a\nrole: executor\nmemoryMb: 300\ntimeLimitMinutes: 7\nexpands: tasks\n\ndo a\n\n## b\nrole: planner\n\ndo b\n";
+        let cat = catalog(&[
+            (Kind::Team, "/u/teams/t.team.md", team),
+            (Kind::Workflow, "/u/workflows/w.workflow.md", wf),
+        ]);
+        let plan = build_plan(&cat, Some("t"), Some("w")).expect("plans");
+        let shape = |c, m, t| JobShape {
+            cpus_per_task: c,
+            memory_mb: m,
+            time_limit_minutes: t,
+        };
+        assert_eq!(plan.tasks[0].resources, shape(Some(4), Some(300), Some(7)));
+        assert!(plan.tasks[1].resources.is_empty());
+        let json = serde_json::to_string(&plan.tasks).expect("serializes");
+        let read: Vec<PlannedTask> = serde_json::from_str(&json).expect("parses");
+        assert_eq!(read, plan.tasks);
+        let exp = plan.tasks[0].expands.as_ref().expect("a fan-out step");
+        let executor = exp.roles.iter().find(|r| r.role == "executor").unwrap();
+        let added = executor.task(
+            SafeId::new("x1").unwrap(),
+            "x1".into(),
+            vec![],
+            "added".into(),
+        );
+        assert_eq!(added.resources, shape(Some(4), Some(8000), None));
+    }
+
     #[test]
     fn tasks_of_one_agent_share_one_prompt() {
         let wf = "---\nname: w\n---\n## a\nrole: one\n\n## b\nrole: two\n\n## c\nrole: exec\n";

@@ -777,6 +777,18 @@ mod tests {
                 "[runtimes.x]\nadapter = \"pi\"\ncommand = \"pi\"\nplacement = \"slurm\"\n".into(),
                 "needs a [slurm] section",
             ),
+            // Job resources are bounded (issue 35), the cluster's and a runtime's.
+            (
+                format!("{base}cpus_per_task = 0\n"),
+                "cpus_per_task = 0: must be from 1 to 4096",
+            ),
+            (
+                format!(
+                    "{base}[runtimes.x]\nadapter = \"pi\"\ncommand = \"pi\"\nplacement = \"slurm\"\n\
+                     [runtimes.x.slurm]\ntime_limit_minutes = 600000\n"
+                ),
+                "time_limit_minutes = 600000: must be from 1 to 527040",
+            ),
         ] {
             match Config::parse("c", &text) {
                 Err(ConfigError::Invalid { message, .. }) => {
