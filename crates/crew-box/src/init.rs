@@ -542,6 +542,12 @@ fn kill_all(mode: Mode, child: i32) {
             let me = std::process::id() as i32;
             // A process may fork while we look: look again until nothing is left (bounded).
             for _ in 0..500 {
+                // No child left, none to reap: then nothing of the attempt is left either (a
+                // subreaper is an ancestor of all it started), and the scan of every process
+                // on the machine below, most of an instant attempt's end, is not needed.
+                if !reap_all() {
+                    return;
+                }
                 let left = tree::descendants(&tree::process_table(), me);
                 // Zombies of ours are reaped below; only live ones count.
                 let live: Vec<i32> = left.into_iter().filter(|p| !is_zombie(*p)).collect();
@@ -568,12 +574,15 @@ fn is_zombie(pid: i32) -> bool {
     })
 }
 
-fn reap_all() {
+/// Reap every child that has ended; whether a child is still running (`false`: none left).
+fn reap_all() -> bool {
     loop {
         let mut st = 0;
         // SAFETY: waitpid with a local status.
-        if unsafe { libc::waitpid(-1, &mut st, libc::WNOHANG) } <= 0 {
-            return;
+        match unsafe { libc::waitpid(-1, &mut st, libc::WNOHANG) } {
+            0 => return true,
+            p if p > 0 => {}
+            _ => return last_error().raw_os_error() != Some(libc::ECHILD),
         }
     }
 }
