@@ -314,11 +314,14 @@ run_nonroot() {
       --shell /usr/sbin/nologin "$NONROOT_USER" 2> "$tmp/useradd.err"; then
     why="cannot create the user $NONROOT_USER: $(tr '\n' ' ' < "$tmp/useradd.err")"
   fi
+  if [ -z "$why" ] && ! nonroot_base=$(mktemp -d /var/tmp/crew-nonroot.XXXXXX); then
+    nonroot_base=""
+    why="cannot make a directory in /var/tmp"
+  fi
   if [ -z "$why" ]; then
     CREW_NONROOT_USER=$NONROOT_USER
     CREW_NONROOT_UID=$(id -u "$NONROOT_USER")
     CREW_NONROOT_GID=$(id -g "$NONROOT_USER")
-    nonroot_base=$(mktemp -d /var/tmp/crew-nonroot.XXXXXX)
     # A clean HOME, and the box tests' directories outside /tmp (the box's /tmp is its own).
     CREW_NONROOT_HOME=$nonroot_base/home
     CREW_NONROOT_TMPDIR=$nonroot_base/tmp
@@ -368,7 +371,7 @@ run_nonroot() {
   torun=$(count_listed -E "$filter")
   skipped=$((skipped + all - torun))
   local triple var
-  triple=$(rustc -vV | sed -n 's/^host: //p')
+  triple=$(rustc -vV 2> /dev/null | sed -n 's/^host: //p')
   var="CARGO_TARGET_$(printf '%s' "$triple" | tr 'a-z.-' 'A-Z__')_RUNNER"
   echo "nonroot: $torun tests as $NONROOT_USER (uid $CREW_NONROOT_UID, HOME $CREW_NONROOT_HOME): $filter"
   # shellcheck disable=SC2086
@@ -380,6 +383,11 @@ run_nonroot() {
   if ! count_nextest "$tmp/nonroot.err" || [ $rc -ne 0 ]; then
     [ $rc -ne 0 ] && failures+=("the box tests as an ordinary user: cargo nextest run (exit $rc)")
     grep -qE '^ *Summary \[' "$tmp/nonroot.err" || failed=$((failed + 1))
+  fi
+  # Run as root instead, they would pass having shown nothing: nextest says which runner it used.
+  if ! grep -q "using target runner .*tests/as-user.sh" "$tmp/nonroot.err"; then
+    failed=$((failed + 1))
+    failures+=("nextest did not run the box tests through tests/as-user.sh ($var), so not as $NONROOT_USER")
   fi
   rm -rf "$nonroot_base"
   nonroot_base=""
