@@ -17,7 +17,8 @@
 # Env: CARGO, NODE, TARGET_DIR (as make passes them), CREW_AGENTS_DIR, CREW_PI_DIR (where the
 # pinned CLIs are, as the tests read them), NEXTEST_ARGS (more nextest arguments),
 # CREW_TEST_FILTER (a nextest filterset the Rust run is narrowed to, e.g. 'package(crewctl)'),
-# NEXTEST_SCOPE (what nextest builds and lists; default --workspace).
+# NEXTEST_SCOPE (what nextest builds and lists; default --workspace), CREW_NONROOT_USER (the
+# ordinary user of the `nonroot` part; default crew-nonroot, made with useradd when missing).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
