@@ -238,6 +238,7 @@ async fn prepare_as(
     crate::candidates::expand(
         &catalog,
         shape.first_team(&plan).map(str::to_string).as_deref(),
+        shape.skills(),
         p,
         &mut plan,
     )?;
@@ -258,7 +259,8 @@ async fn prepare_as(
         };
         // Frozen now, so adding a resolve task to the running run reads no resource file.
         if !ws.conflicts.is_manual() {
-            ws.resolver = crew_core::plan::resolver_template(&catalog, team).map(Arc::new);
+            ws.resolver =
+                crew_core::plan::resolver_template(&catalog, team, shape.skills()).map(Arc::new);
         }
     }
     crate::placement::check_workspace(&runtime, rt.placement, workspace.is_some())?;

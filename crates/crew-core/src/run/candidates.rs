@@ -404,6 +404,28 @@ pub fn for_added(mut tasks: Vec<PlannedTask>, exp: &crate::fanout::Expansion) ->
     expand(tasks, exp.candidates.as_ref().map(RunAskFrozen::ask))
 }
 
+/// How many agents a task of `role` that a fan-out step adds starts: one per candidate when
+/// [`for_added`] splits it (the role's `candidates=N`, else the run's ask; writing roles
+/// only), else one. Counted without splitting, for the step's cap (`fanout::validate`).
+pub fn runs_of_added(role: &RoleTemplate, exp: &crate::fanout::Expansion) -> u32 {
+    if !role.writes {
+        return 1;
+    }
+    let own = role
+        .candidates
+        .and_then(|n| Ask::Count(n).contenders().ok())
+        .filter(|c| !c.is_empty())
+        .map(|c| c.len());
+    let n = own
+        .or_else(|| exp.candidates.as_ref().map(|c| c.contenders.len()))
+        .unwrap_or(1);
+    if n < 2 {
+        1
+    } else {
+        u32::try_from(n).unwrap_or(u32::MAX)
+    }
+}
+
 /// Whether tasks a fan-out step adds may get candidates (the run's ask, or a writing role's).
 pub fn added_may_have(exp: &crate::fanout::Expansion) -> bool {
     exp.candidates
