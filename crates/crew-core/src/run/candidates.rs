@@ -497,6 +497,8 @@ pub fn expand(tasks: Vec<PlannedTask>, run_ask: Option<RunAsk<'_>>) -> Vec<Plann
             t.thinking = j.thinking.clone();
             t.effort = j.effort.clone();
             t.fallback_models = j.fallback_models.clone();
+            // It runs as the judge's role: the skills a task of that role gets.
+            t.skills = j.skills.clone();
             t.writes = false;
             t.seed_paths = vec![];
             t.scope = vec![];
@@ -1115,6 +1117,46 @@ fn dependents(run: &RunState, id: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A judging selector runs as the judge's role: its agent and tools, and the skills a task
+    /// of that role gets, not those of the step's own role.
+    #[test]
+    fn a_judging_selector_has_the_judge_s_skills() {
+        let catalog = crate::resource::Catalog::builtin();
+        let plan = crate::plan::build_plan(&catalog, Some("implement"), None).unwrap();
+        let roles = crate::plan::role_templates(
+            &catalog,
+            catalog.team("implement").unwrap(),
+            &crate::skills::RunSkills::Selected,
+        );
+        let judge = judge_template(&roles, None).unwrap();
+        assert_eq!(judge.role, "reviewer");
+        let integrate = plan
+            .tasks
+            .iter()
+            .find(|t| t.step_id == "integrate")
+            .unwrap();
+        assert_ne!(integrate.skills, judge.skills, "the test tells them apart");
+        let contenders = vec![Contender::default(); 2];
+        let tasks = expand(
+            plan.tasks.clone(),
+            Some(RunAsk {
+                contenders: &contenders,
+                select: None,
+                judge: Some(&judge),
+            }),
+        );
+        let sel = tasks
+            .iter()
+            .find(|t| t.step_id == "integrate" && selector(t).is_some());
+        let sel = sel.unwrap();
+        assert_eq!(
+            (sel.role.as_str(), sel.agent.as_str()),
+            ("reviewer", "reviewer")
+        );
+        let names: Vec<&str> = sel.skills.iter().map(|k| k.name.as_str()).collect();
+        assert_eq!(names, ["read-only-explorer", "multi-perspective-review"]);
+    }
 
     #[test]
     fn contenders_split_on_the_first_slash() {
