@@ -332,6 +332,21 @@ async fn prepare_as(
             t.expands = Some(c);
         }
     }
+    // A task a fan-out step adds that alone would start more agents than the step's cap (which
+    // counts candidates) can never be added: said now, not once the planner has answered.
+    for (_, exp) in &capped {
+        for r in &exp.roles {
+            let n = crew_core::run::candidates::runs_of_added(r, exp);
+            if n > exp.max_tasks {
+                notes.push(format!(
+                    "a fan-out step may start at most {} agents (maxFanOutTasks), candidates \
+                     included, and each `{}` task it adds would run {n} candidates: it can add \
+                     no `{}` task; raise maxFanOutTasks or ask for fewer candidates",
+                    exp.max_tasks, r.role, r.role
+                ));
+            }
+        }
+    }
     let rounds = match p.max_fix_rounds {
         None => None,
         Some(n) if (0..=i64::from(crew_core::verdict::MAX_FIX_ROUNDS_CEILING)).contains(&n) => {

@@ -646,6 +646,27 @@ fn the_fan_out_cap_counts_the_candidates_of_added_tasks() {
         evs.iter().all(|e| e["type"] != "task.expanded"),
         "nothing was added"
     );
+    // A cap that one added task alone is over is said when the run starts.
+    let start = |n: u32| {
+        d.ok(
+            "team.run",
+            json!({"goal": "make it", "cwd": path_str(&d.work), "runtime": "fake",
+                   "team": "fancap", "workspace": "worktree", "candidates": n,
+                   "maxFanOutTasks": 3, "requirePlanApproval": true}),
+        )
+    };
+    let started = start(4);
+    let notes = started["notes"].to_string();
+    assert!(
+        notes.contains("each `executor` task it adds would run 4 candidates")
+            && notes.contains("it can add no `executor` task"),
+        "{notes}"
+    );
+    let started = start(3);
+    assert!(
+        !started["notes"].to_string().contains("can add no"),
+        "{started}"
+    );
 }
 
 /// `verifyRetries` on a candidate step: each candidate's verify failure is retried as the step
