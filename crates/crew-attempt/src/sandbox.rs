@@ -609,8 +609,8 @@ mod tests {
                 gemini_home: None,
                 program: None,
                 runtime_env: &[],
-            sandbox_read: &[],
-            sandbox_write: &[],
+                sandbox_read: &[],
+                sandbox_write: &[],
                 network: true,
             });
             assert!(b.writable.iter().any(|p| p == Path::new(want)), "{file}");

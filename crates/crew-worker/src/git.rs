@@ -24,7 +24,12 @@ pub struct Checkout {
 
 fn git(dir: &Path, args: &[&str]) -> Result<String> {
     let out = Command::new("git")
-        .args(["-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false"])
+        .args([
+            "-c",
+            "core.hooksPath=/dev/null",
+            "-c",
+            "core.fsmonitor=false",
+        ])
         .args(args)
         .current_dir(dir)
         .env("GIT_TERMINAL_PROMPT", "0")
@@ -88,12 +93,7 @@ pub fn commit(staging: &Staging, launch: &Launch, work: &Path) -> Result<Option<
     if head == launch.start {
         return Ok(None);
     }
-    if git(
-        work,
-        &["merge-base", "--is-ancestor", &launch.start, &head],
-    )
-    .is_err()
-    {
+    if git(work, &["merge-base", "--is-ancestor", &launch.start, &head]).is_err() {
         bail!(
             "the agent left HEAD at {head}, which does not contain the task's start {}",
             launch.start
@@ -167,7 +167,10 @@ mod tests {
         let co = checkout(&staging, &l, &t.path().join("root")).unwrap();
         let w = &co.work;
         assert_eq!(std::fs::read_to_string(w.join("a.txt")).unwrap(), "a\n");
-        assert!(co.worktree.admin.starts_with(co.repo.join(".git/worktrees")));
+        assert!(co
+            .worktree
+            .admin
+            .starts_with(co.repo.join(".git/worktrees")));
         assert_eq!(commit(&staging, &l, w).unwrap(), None, "nothing changed");
 
         std::fs::write(w.join("b.txt"), "b\n").unwrap();
@@ -176,7 +179,10 @@ mod tests {
         std::fs::write(w.join("c.txt"), "c\n").unwrap();
         let head = commit(&staging, &l, w).unwrap().expect("a result");
         let files = git(w, &["ls-tree", "--name-only", &head]).unwrap();
-        assert_eq!(files.lines().collect::<Vec<_>>(), ["a.txt", "b.txt", "c.txt"]);
+        assert_eq!(
+            files.lines().collect::<Vec<_>>(),
+            ["a.txt", "b.txt", "c.txt"]
+        );
         let parent = git(w, &["log", "-1", "--format=%s", &format!("{head}^")]).unwrap();
         assert_eq!(parent, "own");
         assert!(staging.result_bundle().exists());

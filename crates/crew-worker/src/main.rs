@@ -304,7 +304,10 @@ async fn boxed_attempt(
             );
         }
     }
-    (check(result, launch, &spec, &env, &commands, rx).await, None)
+    (
+        check(result, launch, &spec, &env, &commands, rx).await,
+        None,
+    )
 }
 
 /// The three phases unboxed (`off`, or `auto` where the node cannot box).
@@ -370,9 +373,7 @@ async fn pre_step(
         spec.prompt.len()
     };
     spec.prompt.insert_str(at, &block);
-    let file = staging
-        .dir
-        .join(format!("prompts/{}.md", spec.key.task_id));
+    let file = staging.dir.join(format!("prompts/{}.md", spec.key.task_id));
     crew_staging::write_atomic(&file, spec.prompt.as_bytes(), 0o600).map_err(|e| {
         AttemptResult::Failed {
             usage: Default::default(),

@@ -759,7 +759,9 @@ fn require_bwrap(test: &str) {
             "{test}: bubblewrap cannot make a box here: {}",
             String::from_utf8_lossy(&o.stderr).trim()
         ),
-        Err(e) => panic!("{test}: bubblewrap is not installed ({e}): install Debian's `bubblewrap`"),
+        Err(e) => {
+            panic!("{test}: bubblewrap is not installed ({e}): install Debian's `bubblewrap`")
+        }
     }
 }
 
@@ -827,9 +829,15 @@ fn a_hostile_agent_on_slurm_is_boxed_on_its_node() {
         serde_json::from_str(&std::fs::read_to_string(attempt.join("launch.json")).unwrap())
             .unwrap();
     let token = launch["token"].as_str().unwrap();
-    assert!(!result.contains(token), "the agent read its token: {result}");
+    assert!(
+        !result.contains(token),
+        "the agent read its token: {result}"
+    );
     // Outside, nothing it wrote landed.
-    assert_eq!(std::fs::read_to_string(h.join(".bashrc")).unwrap(), "# rc\n");
+    assert_eq!(
+        std::fs::read_to_string(h.join(".bashrc")).unwrap(),
+        "# rc\n"
+    );
     assert_eq!(
         std::fs::read_to_string(d.work.join("base.txt")).unwrap(),
         "base\n"
@@ -945,7 +953,11 @@ fn a_failing_pre_step_script_on_the_node_fails_the_attempt() {
         .filter(|e| e["type"] == "task.retrying")
         .collect();
     assert_eq!(retrying.len(), 1, "max_attempts = 2: {events:#?}");
-    assert_eq!(retrying[0]["data"]["reason"], "pre_step", "{:#}", retrying[0]);
+    assert_eq!(
+        retrying[0]["data"]["reason"], "pre_step",
+        "{:#}",
+        retrying[0]
+    );
     // No agent ran: its transcript would be in the attempt's staging directory.
     let attempt = staging_of(&d).join(&run).join("01_only.attempt-1");
     assert!(attempt.join("launch.json").exists());

@@ -588,9 +588,7 @@ async fn follow(
                 let named = named.to_vec();
                 artifacts.extend(blocking(move || import(&dir, &run_dir, &named)));
                 if spec.plan.checks.pre_step.is_some() {
-                    blocking(|| {
-                        take_prompt(&staging.dir, &spec.run_dir, &spec.task_id, artifacts)
-                    });
+                    blocking(|| take_prompt(&staging.dir, &spec.run_dir, &spec.task_id, artifacts));
                 }
                 (Some(r.clone()), usage, model)
             }
