@@ -328,12 +328,41 @@ fn install_dir(program: &Path) -> Option<PathBuf> {
     nm.or_else(|| real.parent()).map(Path::to_path_buf)
 }
 
+/// In shared mode the workspace is the user's checkout itself, `.git` included. What in it
+/// makes git run a program stays read-only — the config (`core.fsmonitor`, `core.hooksPath`,
+/// aliases, filters), the hooks, a submodule's own — or a boxed agent plants a program the
+/// user's next `git status` runs. Objects, the index and refs stay writable, so the agent's
+/// own `git add`/`git commit` work. A missing `hooks` folder is made (as `git init` does),
+/// since a path that is not there cannot be bound; where that fails, all of `.git` is
+/// read-only instead.
+fn shared_git_controls(cwd: &Path) -> Vec<PathBuf> {
+    let git = cwd.join(".git");
+    if !std::fs::symlink_metadata(&git).is_ok_and(|m| m.is_dir()) {
+        return Vec::new();
+    }
+    let hooks = git.join("hooks");
+    if (!hooks.is_dir() && std::fs::create_dir(&hooks).is_err()) || !git.join("config").is_file() {
+        return vec![git];
+    }
+    let mut v = vec![git.join("config"), hooks];
+    v.extend(
+        ["config.worktree", "modules"]
+            .map(|p| git.join(p))
+            .into_iter()
+            .filter(|p| p.exists()),
+    );
+    v
+}
+
 /// The box `i` describes.
 pub fn spec(i: &Inputs) -> BoxSpec {
     let mut ro: Vec<PathBuf> = Vec::new();
     let mut rw: Vec<PathBuf> = Vec::new();
     if i.writes {
         rw.push(i.cwd.to_path_buf());
+        if i.repo.is_none() {
+            ro.extend(shared_git_controls(i.cwd));
+        }
     } else {
         ro.push(i.cwd.to_path_buf());
     }
@@ -452,6 +481,49 @@ pub fn spec(i: &Inputs) -> BoxSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn in_shared_mode_what_makes_git_run_a_program_is_read_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let cwd = dir.path();
+        std::fs::create_dir_all(cwd.join(".git/objects")).unwrap();
+        std::fs::write(cwd.join(".git/config"), "[core]\n").unwrap();
+        let inputs = |writes| Inputs {
+            adapter: None,
+            home: None,
+            cwd,
+            writes,
+            repo: None,
+            worktree: None,
+            own_objects: None,
+            run_dir: RunDir::None,
+            session_file: None,
+            gemini_home: None,
+            program: None,
+            runtime_env: &[],
+            sandbox_read: &[],
+            sandbox_write: &[],
+            network: true,
+        };
+        let b = spec(&inputs(true));
+        assert!(b.writable.contains(&cwd.to_path_buf()));
+        for p in [".git/config", ".git/hooks"] {
+            assert!(b.read_only.contains(&cwd.join(p)), "{p}: {:?}", b.read_only);
+        }
+        // Made, so that it can be bound: an agent cannot plant a hook where there was none.
+        assert!(cwd.join(".git/hooks").is_dir());
+        assert!(!b.read_only.contains(&cwd.join(".git/objects")));
+        // Without a config file to protect, all of `.git` is read-only.
+        std::fs::remove_file(cwd.join(".git/config")).unwrap();
+        assert!(spec(&inputs(true)).read_only.contains(&cwd.join(".git")));
+        // A linked worktree's `.git` is a file; its repository is not in the box at all.
+        std::fs::remove_dir_all(cwd.join(".git")).unwrap();
+        std::fs::write(cwd.join(".git"), "gitdir: /elsewhere\n").unwrap();
+        assert!(!spec(&inputs(true))
+            .read_only
+            .iter()
+            .any(|p| p.starts_with(cwd)));
+    }
 
     #[test]
     fn an_agents_box() {

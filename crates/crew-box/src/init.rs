@@ -1,7 +1,7 @@
-//! The init (`crew-box`'s binary): `crew-box (--pidns|--reaper) [--lifeline] -- PROGRAM ARGS…`.
+//! The init (`crew-box`'s binary): `crew-box (--pidns|--reaper) [--lifeline FD] -- PROGRAM ARGS…`.
 //!
 //! The outer init (the process crewd started, in crewd's process group) blocks the signals it
-//! handles, reads them from a signalfd and polls the lifeline (fd 3), so nothing is lost
+//! handles, reads them from a signalfd and polls the lifeline (fd `FD`), so nothing is lost
 //! between a fork and its loop. In `--pidns` mode it forks the namespace's PID 1, which starts
 //! the program, forwards SIGTERM/SIGINT/SIGHUP/SIGQUIT to every process of the namespace
 //! (`kill(-1)` there reaches only the namespace), reaps orphans, and when the program ends
@@ -14,7 +14,7 @@
 //! Exit 125: the init could not set up (bad arguments, no namespace); 127: the program could
 //! not be started; 137: the lifeline broke (crewd is gone) and the attempt was killed.
 
-use crate::{tree, Mode, LIFELINE_FD};
+use crate::{tree, Mode};
 use std::ffi::{CString, OsString};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
@@ -37,7 +37,8 @@ const FORWARDED: [i32; 4] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SI
 #[derive(Debug, PartialEq)]
 pub struct Args {
     pub mode: Mode,
-    pub lifeline: bool,
+    /// The fd the lifeline's read end was inherited at.
+    pub lifeline: Option<i32>,
     /// Set up, start nothing, exit 0: can this machine give an attempt its namespace?
     pub probe: bool,
     /// Take the program's stdout from fd [`STDOUT_FD`] (inside a box).
@@ -46,7 +47,7 @@ pub struct Args {
 }
 
 pub fn parse(args: &[OsString]) -> Result<Args, String> {
-    let (mut mode, mut lifeline, mut probe, mut argv) = (None, false, false, None);
+    let (mut mode, mut lifeline, mut probe, mut argv) = (None, None, false, None);
     let mut stdout_fd = false;
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -54,7 +55,13 @@ pub fn parse(args: &[OsString]) -> Result<Args, String> {
             Some("--pidns") => mode = Some(Mode::PidNs),
             Some("--reaper") => mode = Some(Mode::Reaper),
             Some("--boxed") => mode = Some(Mode::Boxed),
-            Some("--lifeline") => lifeline = true,
+            Some("--lifeline") => {
+                let fd = it.next().and_then(|n| n.to_str()?.parse::<i32>().ok());
+                lifeline = Some(
+                    fd.filter(|&n| n > 2)
+                        .ok_or("--lifeline needs an fd above 2")?,
+                );
+            }
             Some("--probe") => probe = true,
             Some("--stdout-fd") => stdout_fd = true,
             Some("--") => {
@@ -124,14 +131,20 @@ fn run(a: &Args) -> i32 {
     if a.stdout_fd {
         unsafe { libc::close(STDOUT_FD) };
     }
-    if a.lifeline {
-        // The program must not hold the lifeline (a process that inherited it would not keep
-        // crewd's end open, but it has no business reading it either).
+    if let Some(fd) = a.lifeline {
         // SAFETY: fcntl on an fd number; a bad fd only fails.
-        if unsafe { libc::fcntl(LIFELINE_FD, libc::F_SETFD, libc::FD_CLOEXEC) } != 0 {
-            eprintln!("crew-box: --lifeline without fd {LIFELINE_FD}");
+        if unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
+            eprintln!("crew-box: --lifeline {fd}: not an open fd");
             return EXIT_SETUP;
         }
+    }
+    // The program inherits stdio and nothing else: not the lifeline (it would not keep
+    // crewd's end open, but it has no business reading it), not another attempt's lifeline
+    // crewd was handing over when this init was spawned (`spawn::Lifeline`), not whatever a
+    // careless library left inheritable.
+    if let Err(e) = close_on_exec_from(3) {
+        eprintln!("crew-box: cannot mark inherited fds close-on-exec: {e}");
+        return EXIT_SETUP;
     }
     let mask = handled_signals();
     // SAFETY: plain syscalls on valid pointers; this process has one thread.
@@ -376,7 +389,13 @@ fn pid1(sfd: i32, argv: &[OsString], status_w: i32) -> ! {
 
 /// The outer init's loop: signals and the lifeline, until the child (PID 1, or the program in
 /// reaper mode) ends.
-fn supervise(sfd: i32, lifeline: bool, child: i32, status_r: Option<i32>, mode: Mode) -> i32 {
+fn supervise(
+    sfd: i32,
+    lifeline: Option<i32>,
+    child: i32,
+    status_r: Option<i32>,
+    mode: Mode,
+) -> i32 {
     loop {
         let mut fds = [
             libc::pollfd {
@@ -385,7 +404,7 @@ fn supervise(sfd: i32, lifeline: bool, child: i32, status_r: Option<i32>, mode: 
                 revents: 0,
             },
             libc::pollfd {
-                fd: if lifeline { LIFELINE_FD } else { -1 },
+                fd: lifeline.unwrap_or(-1),
                 events: libc::POLLIN,
                 revents: 0,
             },
@@ -402,7 +421,7 @@ fn supervise(sfd: i32, lifeline: bool, child: i32, status_r: Option<i32>, mode: 
             unsafe { libc::waitpid(child, &mut st, 0) };
             return EXIT_SETUP;
         }
-        if fds[1].revents != 0 && lifeline_broken() {
+        if fds[1].revents != 0 && lifeline_broken(fds[1].fd) {
             kill_all(mode, child);
             // Reaped here, or it would be an orphan zombie of whoever reaps orphans (in a
             // container, maybe nobody).
@@ -440,11 +459,37 @@ fn supervise(sfd: i32, lifeline: bool, child: i32, status_r: Option<i32>, mode: 
 }
 
 /// The lifeline is readable: EOF (or an error) means crewd's end is closed.
-fn lifeline_broken() -> bool {
+fn lifeline_broken(fd: i32) -> bool {
     let mut b = [0u8; 64];
     // SAFETY: reading into a local buffer.
-    let n = unsafe { libc::read(LIFELINE_FD, b.as_mut_ptr().cast(), b.len()) };
+    let n = unsafe { libc::read(fd, b.as_mut_ptr().cast(), b.len()) };
     n == 0 || (n < 0 && last_error().kind() != io::ErrorKind::Interrupted)
+}
+
+/// Mark every fd from `first` up close-on-exec: `close_range` where the kernel has its
+/// `CLOSE_RANGE_CLOEXEC` (5.11), else each fd `/proc/self/fd` lists.
+fn close_on_exec_from(first: i32) -> io::Result<()> {
+    const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
+    // SAFETY: close_range with integer arguments; CLOEXEC only sets flags.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            first,
+            libc::c_uint::MAX,
+            CLOSE_RANGE_CLOEXEC,
+        )
+    };
+    if r == 0 {
+        return Ok(());
+    }
+    let fds: Vec<i32> = std::fs::read_dir("/proc/self/fd")?
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    for fd in fds.into_iter().filter(|&fd| fd >= first) {
+        // SAFETY: fcntl on an fd number; the directory's own fd is gone by now (EBADF).
+        unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+    }
+    Ok(())
 }
 
 fn read_status(r: i32) -> Option<i32> {
@@ -497,6 +542,12 @@ fn kill_all(mode: Mode, child: i32) {
             let me = std::process::id() as i32;
             // A process may fork while we look: look again until nothing is left (bounded).
             for _ in 0..500 {
+                // No child left, none to reap: then nothing of the attempt is left either (a
+                // subreaper is an ancestor of all it started), and the scan of every process
+                // on the machine below, most of an instant attempt's end, is not needed.
+                if !reap_all() {
+                    return;
+                }
                 let left = tree::descendants(&tree::process_table(), me);
                 // Zombies of ours are reaped below; only live ones count.
                 let live: Vec<i32> = left.into_iter().filter(|p| !is_zombie(*p)).collect();
@@ -523,12 +574,15 @@ fn is_zombie(pid: i32) -> bool {
     })
 }
 
-fn reap_all() {
+/// Reap every child that has ended; whether a child is still running (`false`: none left).
+fn reap_all() -> bool {
     loop {
         let mut st = 0;
         // SAFETY: waitpid with a local status.
-        if unsafe { libc::waitpid(-1, &mut st, libc::WNOHANG) } <= 0 {
-            return;
+        match unsafe { libc::waitpid(-1, &mut st, libc::WNOHANG) } {
+            0 => return true,
+            p if p > 0 => {}
+            _ => return last_error().raw_os_error() != Some(libc::ECHILD),
         }
     }
 }
@@ -570,10 +624,10 @@ mod tests {
     #[test]
     fn arguments() {
         let ok = |v: &[&str]| parse(&os(v)).unwrap();
-        let a = ok(&["--pidns", "--lifeline", "--", "sh", "-c", "x"]);
+        let a = ok(&["--pidns", "--lifeline", "9", "--", "sh", "-c", "x"]);
         assert_eq!(
             (a.mode, a.lifeline, a.probe, a.argv),
-            (Mode::PidNs, true, false, os(&["sh", "-c", "x"]))
+            (Mode::PidNs, Some(9), false, os(&["sh", "-c", "x"]))
         );
         let a = ok(&["--reaper", "--", "--pidns"]);
         assert_eq!((a.mode, a.argv), (Mode::Reaper, os(&["--pidns"])));
@@ -583,6 +637,9 @@ mod tests {
             &["--pidns"],
             &["--pidns", "--probe", "--", "sh"],
             &["--pidns", "--what", "--", "sh"],
+            &["--pidns", "--lifeline", "--", "sh"],
+            &["--pidns", "--lifeline", "2", "--", "sh"],
+            &["--pidns", "--lifeline", "x", "--", "sh"],
         ] {
             assert!(parse(&os(bad)).is_err(), "{bad:?}");
         }

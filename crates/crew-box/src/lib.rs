@@ -53,6 +53,3 @@ impl Mode {
         }
     }
 }
-
-/// The fd the lifeline's read end has in the init.
-pub const LIFELINE_FD: i32 = 3;

@@ -1,6 +1,6 @@
 //! crewd's side: find out what this machine allows, and start a program under the init.
 
-use crate::{Mode, LIFELINE_FD};
+use crate::Mode;
 use std::ffi::{OsStr, OsString};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -8,10 +8,21 @@ use std::path::{Path, PathBuf};
 
 /// crewd's end of an attempt's lifeline: while it is open, the attempt may live. Dropped with
 /// the attempt's supervision, or closed by the kernel when crewd dies.
+///
+/// The init gets the read end by inheritance, at the number `--lifeline FD` names: a copy
+/// without `CLOEXEC` (`handoff`) that lives only until the init is spawned. Handing it over
+/// this way, instead of moving it to a fixed fd between fork and exec (`pre_exec`), lets std
+/// start the init with `posix_spawn` (a vfork, no copy of crewd's page tables): with a
+/// `pre_exec` every attempt's launch was a full `fork`, about half of crewd's CPU per
+/// instant task. Another process crewd starts in that short window inherits the copy too;
+/// that is harmless (only the write end's holders keep an attempt alive, and nothing is ever
+/// written), and every init marks what it inherited beyond its own fds close-on-exec, so the
+/// copy reaches no program.
 #[derive(Debug)]
 pub struct Lifeline {
     write: Option<OwnedFd>,
     read: OwnedFd,
+    handoff: Option<OwnedFd>,
 }
 
 impl Lifeline {
@@ -24,9 +35,17 @@ impl Lifeline {
         }
         // SAFETY: both fds were just created and are owned here only.
         let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        // SAFETY: F_DUPFD on an fd we own returns a new fd (not close-on-exec) or -1.
+        let copy = unsafe { libc::fcntl(read.as_raw_fd(), libc::F_DUPFD, 3) };
+        if copy < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `copy` was just created and is owned here only.
+        let handoff = Some(unsafe { OwnedFd::from_raw_fd(copy) });
         Ok(Lifeline {
             write: Some(write),
             read,
+            handoff,
         })
     }
 
@@ -38,39 +57,39 @@ impl Lifeline {
         self.write = None;
     }
 
-    /// The read end's number, for [`child_setup`]. Spawning is done before the parent's copy
-    /// of the read end matters: it is closed with the `Lifeline`.
+    /// The number the init finds the read end at (for [`argv`]); `None` once spawned.
+    pub fn handoff_fd(&self) -> Option<RawFd> {
+        self.handoff.as_ref().map(AsRawFd::as_raw_fd)
+    }
+
+    /// The init has been spawned (or could not be): close the inheritable copy, so no later
+    /// child of crewd's inherits it.
+    pub fn spawned(&mut self) {
+        self.handoff = None;
+    }
+
+    /// crewd's own read end (kept for the attempt's life; nothing reads it).
     pub fn read_fd(&self) -> RawFd {
         self.read.as_raw_fd()
     }
 }
 
-/// In the forked child, before exec: the lifeline's read end as fd 3, inheritable. Only
-/// async-signal-safe calls.
-pub fn child_setup(read_fd: RawFd) -> io::Result<()> {
-    // SAFETY: dup2/fcntl on fd numbers.
-    let r = unsafe {
-        if read_fd == LIFELINE_FD {
-            libc::fcntl(read_fd, libc::F_SETFD, 0)
-        } else {
-            libc::dup2(read_fd, LIFELINE_FD)
-        }
-    };
-    if r < 0 {
-        return Err(io::Error::last_os_error());
+/// The init's argv around `program args…` (the init itself first); `lifeline`: the fd number
+/// the init inherits the lifeline's read end at ([`Lifeline::handoff_fd`]).
+pub fn argv(
+    init: &Path,
+    mode: Mode,
+    lifeline: Option<RawFd>,
+    program: &OsStr,
+    args: &[OsString],
+) -> Vec<OsString> {
+    let mut v: Vec<OsString> = vec![init.as_os_str().to_owned(), mode.flag().into()];
+    if let Some(fd) = lifeline {
+        v.push("--lifeline".into());
+        v.push(fd.to_string().into());
     }
-    Ok(())
-}
-
-/// The init's argv around `program args…` (the init itself first).
-pub fn argv(init: &Path, mode: Mode, program: &OsStr, args: &[OsString]) -> Vec<OsString> {
-    let mut v: Vec<OsString> = vec![
-        init.as_os_str().to_owned(),
-        mode.flag().into(),
-        "--lifeline".into(),
-        "--".into(),
-        program.to_owned(),
-    ];
+    v.push("--".into());
+    v.push(program.to_owned());
     v.extend(args.iter().cloned());
     v
 }
@@ -130,6 +149,7 @@ mod tests {
         let v = argv(
             Path::new("/x/crew-box"),
             Mode::PidNs,
+            Some(7),
             OsStr::new("sh"),
             &["-c".into(), "true".into()],
         );
@@ -139,6 +159,7 @@ mod tests {
                 "/x/crew-box",
                 "--pidns",
                 "--lifeline",
+                "7",
                 "--",
                 "sh",
                 "-c",

@@ -5,6 +5,7 @@
 use crew_box::spawn::{self, Lifeline};
 use crew_box::Mode;
 use std::ffi::OsString;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -65,6 +66,7 @@ fn command(prefix: &[&str], mode: Mode, script: &str, lifeline: Option<&Lifeline
     let argv = spawn::argv(
         Path::new(INIT),
         mode,
+        lifeline.and_then(Lifeline::handoff_fd),
         "/bin/sh".as_ref(),
         &[OsString::from("-c"), OsString::from(script)],
     );
@@ -75,13 +77,6 @@ fn command(prefix: &[&str], mode: Mode, script: &str, lifeline: Option<&Lifeline
         .stdin(Stdio::null())
         .current_dir("/")
         .process_group(0);
-    if let Some(l) = lifeline {
-        let fd = l.read_fd();
-        // SAFETY: only dup2/fcntl between fork and exec.
-        unsafe {
-            c.pre_exec(move || spawn::child_setup(fd));
-        }
-    }
     c
 }
 
@@ -179,5 +174,33 @@ fn sigterm_reaches_a_setsid_process() {
         child.wait().unwrap();
         assert!(flag.exists(), "{mode:?}: the setsid'd process got SIGTERM");
         until_gone(&marker, "after SIGTERM");
+    }
+}
+
+/// The program gets stdio and nothing else crewd's process had open without close-on-exec:
+/// not the lifeline's read end the init inherited by number, not another attempt's lifeline
+/// being handed over at the same time, not a stray fd a library left inheritable.
+#[test]
+fn the_program_inherits_only_stdio() {
+    for mode in modes() {
+        let lifeline = Lifeline::new().unwrap();
+        let other = Lifeline::new().unwrap();
+        // SAFETY: F_DUPFD of stdin returns a new inheritable fd, owned here.
+        let stray = unsafe { OwnedFd::from_raw_fd(libc::fcntl(0, libc::F_DUPFD, 3)) };
+        let fds = [
+            lifeline.handoff_fd().unwrap(),
+            other.handoff_fd().unwrap(),
+            stray.as_raw_fd(),
+        ];
+        let script = fds
+            .iter()
+            .map(|n| format!("[ -e /proc/$$/fd/{n} ] && echo leaked {n}; "))
+            .collect::<String>();
+        let out = command(&[], mode, &format!("{script}true"), Some(&lifeline))
+            .stdout(Stdio::piped())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{mode:?}: {out:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "", "{mode:?}");
     }
 }

@@ -149,20 +149,17 @@ impl crew_attempt::spawn::Launcher for Launcher {
         let args: Vec<OsString> = p.args.iter().map(OsString::from).collect();
         let boxed =
             crew_box::bwrap::argv_with_init(b.bwrap, &b.init, spec, program.as_os_str(), &args);
-        let lifeline = crew_box::spawn::Lifeline::new()?;
+        // The init inherits the lifeline by number (`Lifeline::handoff_fd`), as crewd's own.
+        let mut lifeline = crew_box::spawn::Lifeline::new()?;
         let argv = crew_box::spawn::argv(
             &b.init,
             crew_box::Mode::Boxed,
+            lifeline.handoff_fd(),
             b.bwrap.as_os_str(),
             boxed.get(1..).unwrap_or_default(),
         );
         let mut cmd = tokio::process::Command::new(&b.init);
         cmd.args(argv.get(1..).unwrap_or_default());
-        let fd = lifeline.read_fd();
-        // SAFETY: the closure makes only async-signal-safe calls (dup2/fcntl).
-        unsafe {
-            cmd.pre_exec(move || crew_box::spawn::child_setup(fd));
-        }
         let stdin = match p.stdin {
             Stdin::Null => Stdio::null(),
             Stdin::Pipe => Stdio::piped(),
@@ -177,7 +174,8 @@ impl crew_attempt::spawn::Launcher for Launcher {
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(false)
-            .spawn()?;
-        Ok((child, Some(lifeline)))
+            .spawn();
+        lifeline.spawned();
+        Ok((child?, Some(lifeline)))
     }
 }

@@ -407,6 +407,54 @@ fn in_shared_mode_only_the_cwd_is_writable_and_only_for_a_writing_role() {
     assert!(!d.work.parent().unwrap().join("beside.txt").exists());
 }
 
+/// Shared mode in a git checkout: the workspace is the user's own, `.git` included. A boxed
+/// agent's `git add`/`git commit` there work; what would make git run a program in the user's
+/// next session (the config's `core.fsmonitor`, a hook) cannot be written.
+#[test]
+fn in_shared_mode_the_agent_commits_but_cannot_plant_a_program_for_git() {
+    const NAME: &str = "in_shared_mode_the_agent_commits_but_cannot_plant_a_program_for_git";
+    if let Err(why) = bwrap_works() {
+        skip(NAME, &format!("bubblewrap cannot make a box here: {why}"));
+    }
+    out_of_tmp();
+    let script = "git config core.fsmonitor 'touch /tmp/pwned' 2>/dev/null && echo PLANTED-CONFIG; \
+                  echo 'touch /tmp/pwned' > .git/hooks/post-checkout 2>/dev/null && echo PLANTED-HOOK; \
+                  echo x > mine.txt && git add mine.txt && git commit -qm mine && echo COMMITTED; echo done";
+    let d = Daemon::start_with(Opts {
+        config: format!(
+            "sandbox = \"required\"\n[runtimes.w]\nadapter = \"command\"\n\
+             command = [\"/bin/sh\", \"-c\", {script:?}]\n"
+        ),
+        env: vec![],
+    });
+    repo(&d.work);
+    std::fs::remove_dir_all(d.work.join(".git/hooks")).unwrap();
+    one_step_team(&d, "writer", "Write.", "executor");
+    let run = d.run(
+        "write",
+        json!({"team": "writer", "runtime": "w", "workspace": "shared"}),
+    );
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    let r = d.ok(
+        "team.artifact",
+        json!({"runId": run, "name": "results/01_only.txt"}),
+    )["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(r.contains("COMMITTED"), "{r}");
+    assert!(!r.contains("PLANTED"), "{r}");
+    let config = std::fs::read_to_string(d.work.join(".git/config")).unwrap();
+    assert!(!config.contains("fsmonitor"), "{config}");
+    assert!(!d.work.join(".git/hooks/post-checkout").exists());
+    let log = std::process::Command::new("git")
+        .args(["log", "-1", "--format=%s"])
+        .current_dir(&d.work)
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&log.stdout).trim(), "mine");
+}
+
 /// A writing attempt's own object directory (`<run>/objects/<task>.attempt-N/`) left by a
 /// `kill -9` of crewd mid-attempt: the restart takes its objects (the agent's commit) into the
 /// repository and removes it before anything runs.

@@ -9,7 +9,7 @@
 //! `--work-ms` makes every invocation sleep W ms (`[fake:sleep=Wms]`) to model agents that do
 //! something; 0 measures pure overhead. `--box 0` leaves out the rounds in crew's box (they
 //! price the box, not dispatch, and their disk writes slow the rounds after them). Build first:
-//! `cargo build --release -p crewd -p crew-fake-agent -p crew-bench`.
+//! `cargo build --release -p crewd -p crew-box -p crew-fake-agent -p crew-bench`.
 
 mod daemon_support;
 

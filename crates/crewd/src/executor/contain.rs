@@ -166,14 +166,11 @@ fn wrapped(
     args: &[OsString],
 ) -> std::io::Result<(tokio::process::Command, Option<Lifeline>)> {
     let lifeline = Lifeline::new()?;
-    let argv = crew_box::spawn::argv(init, mode, program, args);
+    let argv = crew_box::spawn::argv(init, mode, lifeline.handoff_fd(), program, args);
+    // No `pre_exec`: the init inherits the lifeline by number (`Lifeline`), so std spawns it
+    // with `posix_spawn` instead of a fork of crewd.
     let mut cmd = tokio::process::Command::new(init);
     cmd.args(argv.get(1..).unwrap_or_default());
-    let fd = lifeline.read_fd();
-    // SAFETY: the closure makes only async-signal-safe calls (dup2/fcntl).
-    unsafe {
-        cmd.pre_exec(move || crew_box::spawn::child_setup(fd));
-    }
     Ok((cmd, Some(lifeline)))
 }
 
@@ -203,7 +200,7 @@ impl crew_attempt::spawn::Launcher for Contained {
     ) -> std::io::Result<crew_attempt::spawn::Launched> {
         use crew_attempt::command::Stdin;
         use std::process::Stdio;
-        let (mut cmd, lifeline) = command(
+        let (mut cmd, mut lifeline) = command(
             &p.program,
             &p.args,
             path_of(&p.env),
@@ -225,7 +222,10 @@ impl crew_attempt::spawn::Launcher for Contained {
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(false)
-            .spawn()?;
-        Ok((child, lifeline))
+            .spawn();
+        if let Some(l) = lifeline.as_mut() {
+            l.spawned();
+        }
+        Ok((child?, lifeline))
     }
 }

@@ -40,7 +40,7 @@ pub fn sibling_bin(name: &str) -> PathBuf {
         .unwrap_or_else(|| fail("the bench binary has no directory"));
     if !path.exists() {
         fail(format!(
-            "{} is missing: build it first (cargo build --release -p crewd -p crew-fake-agent -p crew-bench)",
+            "{} is missing: build it first (cargo build --release -p crewd -p crew-box -p crew-fake-agent -p crew-bench)",
             path.display()
         ));
     }
@@ -108,6 +108,9 @@ impl Daemon {
         let err_log = log
             .try_clone()
             .unwrap_or_else(|e| fail(format!("log: {e}")));
+        // crewd runs its attempts under crew's init only when it finds `crew-box` beside
+        // itself; a bench without it would price a daemon no user runs.
+        sibling_bin("crew-box");
         let mut cmd = Command::new(sibling_bin("crewd"));
         cmd.arg("--socket")
             .arg(&self.socket)
