@@ -137,13 +137,16 @@ pub async fn recover_objects(shared: &crate::shared::Shared, runs: Vec<(PathBuf,
 }
 
 /// Whether `runtime`'s attempts run in a box here (local, mode not `off`, bubblewrap works).
+/// A Slurm runtime's are boxed, or not, by its node (`crew-worker`), which crewd cannot tell
+/// beforehand.
 pub fn boxes(config: &Config, runtime: &RuntimeConfig) -> bool {
     runtime.placement == crate::placement::Placement::Local
         && matches!(bwrap_for(mode(config, runtime)), Ok(Some(_)))
 }
 
-/// `team.plan`: the box `t` would run in, or `None` (unboxed: `sandbox = "off"`, a Slurm
-/// runtime, or bubblewrap unavailable under `auto`, which start-up and `daemon.status` say).
+/// `team.plan`: the box `t` would run in, or `None` (unboxed: `sandbox = "off"`, or
+/// bubblewrap unavailable under `auto`, which start-up and `daemon.status` say; a Slurm
+/// runtime: its node decides).
 /// A run's id is not known yet: `{run}` stands for it in the paths.
 pub fn plan_box(
     shared: &crate::shared::Shared,
