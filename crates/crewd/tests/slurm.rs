@@ -963,3 +963,91 @@ fn a_failing_pre_step_script_on_the_node_fails_the_attempt() {
     assert!(attempt.join("launch.json").exists());
     assert!(!attempt.join("transcripts").exists(), "an agent ran");
 }
+
+/// A `PATH` with everything of the system's but bubblewrap: symlinks in `bin`.
+fn path_without_bwrap(bin: &Path) -> String {
+    for dir in ["/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin"] {
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let name = e.file_name();
+            if name != "bwrap" && !bin.join(&name).exists() {
+                let _ = std::os::unix::fs::symlink(e.path(), bin.join(&name));
+            }
+        }
+    }
+    bin.display().to_string()
+}
+
+/// A node that cannot box (no bubblewrap on the `PATH` crewd hands the worker): with
+/// `sandbox = "required"` the attempt fails there, saying so (reason `sandbox`); with `auto`
+/// it runs unboxed and says why in a `task.warning` and in the worker's final record.
+#[test]
+fn a_node_that_cannot_box_refuses_required_and_says_so_under_auto() {
+    let c = cluster("a_node_that_cannot_box_refuses_required_and_says_so_under_auto");
+    let fake = common::crewd_bin().with_file_name("crew-fake-agent");
+    let bin = tempfile::tempdir().unwrap();
+    let path = path_without_bwrap(bin.path());
+    let extra = format!(
+        "sandbox = \"required\"\n[runtimes.fake-auto]\nadapter = \"pi\"\ncommand = [{fake:?}]\n\
+         rpc = false\nplacement = \"slurm\"\nsandbox = \"auto\"\n",
+        fake = fake.display().to_string()
+    );
+    let d = c.daemon_env(&extra, vec![("PATH".into(), path)]);
+    repo(&d);
+    common::one_step_team(&d, "one", "Work. [fake:write=one.txt:one]", "executor");
+    let required = d.run(
+        "required",
+        json!({"team": "one", "workspace": "worktree", "runtime": "fake-slurm"}),
+    );
+    assert_eq!(d.wait(&required), "failed", "{}", d.status(&required));
+    let st = d.status(&required);
+    let error = Daemon::task(&st, "01_only")["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        error.contains("sandbox = \"required\" and this attempt cannot be boxed on this node")
+            && error.contains("not installed"),
+        "{error}"
+    );
+    let events = d.events(Some(&required));
+    assert!(
+        events
+            .iter()
+            .any(|e| e["type"] == "task.retrying" && e["data"]["reason"] == "sandbox"),
+        "{events:#?}"
+    );
+
+    let auto = d.run(
+        "auto",
+        json!({"team": "one", "workspace": "worktree", "runtime": "fake-auto"}),
+    );
+    assert_eq!(d.wait(&auto), "completed", "{}", d.status(&auto));
+    let warned = d
+        .events(Some(&auto))
+        .into_iter()
+        .filter(|e| e["type"] == "task.warning")
+        .map(|e| e.to_string())
+        .collect::<Vec<_>>();
+    assert!(
+        warned
+            .iter()
+            .any(|w| w.contains("runs unboxed on node") && w.contains("not installed")),
+        "{warned:?}"
+    );
+    let fin: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            staging_of(&d)
+                .join(&auto)
+                .join("01_only.attempt-1/final.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    assert!(
+        fin["unboxed"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("not installed"),
+        "{fin}"
+    );
+}
