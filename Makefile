@@ -42,7 +42,7 @@ UI_TEST_DIR := tests/ui
 # `crewctl mcp` under the official MCP TypeScript SDK (its one test dependency, with ajv).
 MCP_DIR := tests/mcp
 
-.PHONY: help build run demo test test-rust test-node test-ui node-deps agents lint docs bench bench-ui fuzz \
+.PHONY: help build run demo test test-rust test-nonroot test-node test-ui node-deps agents lint docs bench bench-ui fuzz \
 	install uninstall check-install clean-dev slurm-up slurm-down bench-slurm
 
 help: ## list the targets
@@ -90,6 +90,12 @@ test: build node-deps $(UI_TEST_DIR)/node_modules/.package-lock.json ## build, t
 
 test-rust: build
 	CARGO=$(CARGO) NODE=$(NODE) TARGET_DIR=$(TARGET_DIR) bash tests/run.sh rust
+
+# The box must not rely on root (issue 34). As root (CI is), the box's tests again as an
+# ordinary user: CREW_NONROOT_USER, default `crew-nonroot`, made once with useradd; not as root,
+# `make test` already runs them as one and this says so.
+test-nonroot: build ## as root: the box's, init's and a real agent's box tests again as an ordinary user
+	CARGO=$(CARGO) NODE=$(NODE) TARGET_DIR=$(TARGET_DIR) bash tests/run.sh nonroot
 
 agents: ## install the pinned agent CLIs the real-agent tests need (~1 GB; idempotent)
 	bash tests/pi/setup.sh

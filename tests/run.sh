@@ -9,11 +9,16 @@
 # (They are also outside nextest's default filter, .config/nextest.toml, so a plain
 # `cargo nextest run` reports them skipped too.)
 #
-# Usage: tests/run.sh [rust|node|ui|build]...   (default: all four)
+# Usage: tests/run.sh [rust|node|ui|build|nonroot]...   (default: the first four)
+#
+# `nonroot` (`make test-nonroot`, which .ci/run runs after `make test`): as root, the box's tests
+# again as an ordinary user (below, `run_nonroot`); not as root, it says the suite already runs
+# as one.
 # Env: CARGO, NODE, TARGET_DIR (as make passes them), CREW_AGENTS_DIR, CREW_PI_DIR (where the
 # pinned CLIs are, as the tests read them), NEXTEST_ARGS (more nextest arguments),
 # CREW_TEST_FILTER (a nextest filterset the Rust run is narrowed to, e.g. 'package(crewctl)'),
-# NEXTEST_SCOPE (what nextest builds and lists; default --workspace).
+# NEXTEST_SCOPE (what nextest builds and lists; default --workspace), CREW_NONROOT_USER (the
+# ordinary user of the `nonroot` part; default crew-nonroot, made with useradd when missing).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
@@ -67,7 +72,12 @@ slurm_missing=false
 slurm_ready || slurm_missing=true
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/crew-test.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
+# The ordinary user's HOME and test directories of the `nonroot` part (outside $tmp, which
+# only root may enter).
+nonroot_base=""
+trap 'rm -rf "$tmp" ${nonroot_base:+"$nonroot_base"}' EXIT
+# Lines for the closing summary (what a part left out, and why).
+notes=()
 
 # Tests that need something of the host beyond the toolchain. Such a test fails where its need
 # is missing (it never passes having done nothing); here it is left out and counted skipped,
@@ -202,7 +212,9 @@ host_coverage() {
   done
 }
 
+ran_rust=false
 run_rust() {
+  ran_rust=true
   check "every real-CLI test is in tests/run.sh's NEEDS table" coverage
   check "every HOST filterset of tests/run.sh names a test" host_coverage
   local filter="all()"
@@ -231,6 +243,155 @@ run_rust() {
     # A build failure runs no test: count it as one failure.
     grep -qE '^ *Summary \[' "$tmp/nextest.err" || failed=$((failed + 1))
   fi
+}
+
+# The box must not rely on root (issue 34): crew runs as an ordinary user, and its box is
+# bubblewrap in unprivileged user namespaces, crew's init a user + PID namespace. CI runs as
+# root, where neither needs them, so as root this part runs again, as an ordinary user, the
+# hostile-agent box tests (sandbox.rs: every escape fails, own edits and git commit work, a
+# read-only role, shared mode), the init and containment tests (crew-box, crewd's contain.rs) and
+# real agents in their box against the stub model (pi's default team; Claude Code with its own
+# sandbox forced on, which crew turns off inside its box), each when its CLI is installed.
+# The user (CREW_NONROOT_USER, default `crew-nonroot`, made once with useradd) runs the
+# binaries root built: nextest runs each through tests/as-user.sh (a target runner), with a
+# clean HOME and CREW_TEST_SANDBOX=required. Whatever cannot run is counted skipped and said
+# why, never passed.
+NONROOT_USER=${CREW_NONROOT_USER:-crew-nonroot}
+NONROOT_BOX='package(crewd) & binary(=sandbox)'
+NONROOT_INIT='package(crew-box) | (package(crewd) & binary(=contain))'
+declare -A NONROOT_REAL=(
+  [pi]='package(crewd) & binary(=real_pi) & test(=default_team_on_the_real_pi_cli)'
+  [claude]='package(crewd) & binary(=real_claude) & test(=claude_codes_own_sandbox_is_off_inside_crews_box)'
+)
+
+as_user() {
+  "$REPO/tests/as-user.sh" "$@"
+}
+
+# Why the user cannot reach `path` (the first directory on the way it may not enter), or "".
+unreachable() {
+  local path=$1 dir=""
+  local IFS=/
+  for part in $path; do
+    [ -n "$part" ] || continue
+    dir="$dir/$part"
+    if ! as_user test -x "$dir"; then
+      echo "$dir ($(stat -c '%A %U' "$dir" 2> /dev/null)) is closed to $NONROOT_USER"
+      return
+    fi
+  done
+}
+
+run_nonroot() {
+  if [ "$(id -u)" != 0 ]; then
+    echo "nonroot: this suite runs as uid $(id -u), not root: \`make test\` already runs the box's tests as an ordinary user; nothing to run again"
+    notes+=("nonroot: not root, so \`make test\` itself ran the box's tests as an ordinary user (uid $(id -u))")
+    return
+  fi
+  local all_filter="($NONROOT_BOX) | ($NONROOT_INIT) | (${NONROOT_REAL[pi]}) | (${NONROOT_REAL[claude]})"
+  local listed all want
+  # shellcheck disable=SC2086
+  listed=$("$CARGO" nextest list ${NEXTEST_SCOPE:---workspace} --ignore-default-filter \
+    --message-format oneline -E "$all_filter" 2>> "$tmp/list.err")
+  all=$(grep -c . <<< "$listed" || true)
+  # Each filter still names its tests (a renamed test or binary would fall out unseen).
+  for want in '^crewd::sandbox a_hostile_agent_in_its_box' '^crew-box::init ' '^crewd::contain ' \
+    '^crewd::real_pi default_team_on_the_real_pi_cli$' \
+    '^crewd::real_claude claude_codes_own_sandbox_is_off_inside_crews_box$'; do
+    if ! grep -qE "$want" <<< "$listed"; then
+      echo "tests/run.sh: the nonroot filters name no test matching $want" >&2
+      failed=$((failed + 1))
+      failures+=("the nonroot filters of tests/run.sh name every test they were written for")
+    fi
+  done
+  # Nothing can run as the user: every test counted skipped, and why.
+  local why=""
+  if ! command -v setpriv > /dev/null; then
+    why="setpriv (Debian package util-linux) is missing"
+  elif [[ $REPO == *[[:space:]]* ]]; then
+    why="the checkout's path has a space (a target runner is split on spaces): $REPO"
+  elif ! id -u "$NONROOT_USER" > /dev/null 2>&1 \
+    && ! useradd --system --user-group --no-create-home --home-dir /nonexistent \
+      --shell /usr/sbin/nologin "$NONROOT_USER" 2> "$tmp/useradd.err"; then
+    why="cannot create the user $NONROOT_USER: $(tr '\n' ' ' < "$tmp/useradd.err")"
+  fi
+  if [ -z "$why" ] && ! nonroot_base=$(mktemp -d /var/tmp/crew-nonroot.XXXXXX); then
+    nonroot_base=""
+    why="cannot make a directory in /var/tmp"
+  fi
+  if [ -z "$why" ]; then
+    CREW_NONROOT_USER=$NONROOT_USER
+    CREW_NONROOT_UID=$(id -u "$NONROOT_USER")
+    CREW_NONROOT_GID=$(id -g "$NONROOT_USER")
+    # A clean HOME, and the box tests' directories outside /tmp (the box's /tmp is its own).
+    CREW_NONROOT_HOME=$nonroot_base/home
+    CREW_NONROOT_TMPDIR=$nonroot_base/tmp
+    mkdir -p "$CREW_NONROOT_HOME" "$CREW_NONROOT_TMPDIR"
+    chown -R "$CREW_NONROOT_UID:$CREW_NONROOT_GID" "$nonroot_base"
+    export CREW_NONROOT_USER CREW_NONROOT_UID CREW_NONROOT_GID CREW_NONROOT_HOME CREW_NONROOT_TMPDIR
+    # The binaries root built, open to the user (inside the checkout or /tmp only).
+    case "$TARGET_DIR/" in
+      "$REPO/"* | /tmp/*)
+        chmod o+rx "$TARGET_DIR" "$TARGET_DIR/debug" "$TARGET_DIR/debug/deps" 2> /dev/null
+        find "$TARGET_DIR/debug" "$TARGET_DIR/debug/deps" -maxdepth 1 -type f -perm -u+x \
+          ! -perm -o+rx -exec chmod o+rx {} + 2> /dev/null
+        ;;
+    esac
+    local p
+    for p in "$TARGET_DIR/debug/crewd" "$REPO/crates/crewd"; do
+      [ -n "$why" ] || why=$(unreachable "$p")
+    done
+    [ -z "$why" ] || why="the checkout is not open to an ordinary user: $why"
+  fi
+  if [ -n "$why" ]; then
+    echo "nonroot: SKIPPED, $all tests: $why" >&2
+    skipped=$((skipped + all))
+    notes+=("skipped: the $all box tests as an ordinary user: $why")
+    return
+  fi
+  # What the user's machine lacks leaves tests out, said why.
+  local filter="($NONROOT_INIT)"
+  if as_user bwrap --unshare-all --die-with-parent --ro-bind / / /bin/true > "$tmp/bwrap.err" 2>&1; then
+    filter="$filter | ($NONROOT_BOX)"
+    local cli bin
+    for cli in pi claude; do
+      bin=$AGENTS_DIR/node_modules/.bin/$cli
+      [ "$cli" != pi ] || bin=$PI_DIR/node_modules/.bin/pi
+      if ! installed "$cli"; then
+        notes+=("skipped: $cli in its box as an ordinary user: $cli is not installed (\`make agents\`)")
+      elif ! as_user "$bin" --version > "$tmp/$cli.err" 2>&1; then
+        notes+=("skipped: $cli in its box as an ordinary user: $NONROOT_USER cannot run $bin: $(tail -c 300 "$tmp/$cli.err" | tr '\n' ' ')")
+      else
+        filter="$filter | (${NONROOT_REAL[$cli]})"
+      fi
+    done
+  else
+    notes+=("skipped: the box tests as an ordinary user: bubblewrap cannot make a box as $NONROOT_USER: $(tail -c 300 "$tmp/bwrap.err" | tr '\n' ' ')")
+  fi
+  local torun
+  torun=$(count_listed -E "$filter")
+  skipped=$((skipped + all - torun))
+  local triple var
+  triple=$(rustc -vV 2> /dev/null | sed -n 's/^host: //p')
+  var="CARGO_TARGET_$(printf '%s' "$triple" | tr 'a-z.-' 'A-Z__')_RUNNER"
+  echo "nonroot: $torun tests as $NONROOT_USER (uid $CREW_NONROOT_UID, HOME $CREW_NONROOT_HOME): $filter"
+  # shellcheck disable=SC2086
+  env "$var=$REPO/tests/as-user.sh" "$CARGO" nextest run ${NEXTEST_SCOPE:---workspace} \
+    --no-fail-fast --no-tests=pass --ignore-default-filter -E "$filter" \
+    ${NEXTEST_ARGS:-} 2> >(tee "$tmp/nonroot.err" >&2)
+  local rc=$?
+  wait
+  if ! count_nextest "$tmp/nonroot.err" || [ $rc -ne 0 ]; then
+    [ $rc -ne 0 ] && failures+=("the box tests as an ordinary user: cargo nextest run (exit $rc)")
+    grep -qE '^ *Summary \[' "$tmp/nonroot.err" || failed=$((failed + 1))
+  fi
+  # Run as root instead, they would pass having shown nothing: nextest says which runner it used.
+  if ! grep -q "using target runner .*tests/as-user.sh" "$tmp/nonroot.err"; then
+    failed=$((failed + 1))
+    failures+=("nextest did not run the box tests through tests/as-user.sh ($var), so not as $NONROOT_USER")
+  fi
+  rm -rf "$nonroot_base"
+  nonroot_base=""
 }
 
 # node --test with a TAP copy of its results to count: `node_suite NAME DIR TIMEOUT_MS
@@ -284,12 +445,15 @@ for p in "${parts[@]}"; do
     node) run_node ;;
     ui) run_ui ;;
     build) run_build ;;
-    *) echo "tests/run.sh: unknown part $p (rust, node, ui, build)" >&2; exit 64 ;;
+    nonroot) run_nonroot ;;
+    *) echo "tests/run.sh: unknown part $p (rust, node, ui, build, nonroot)" >&2; exit 64 ;;
   esac
 done
 
 echo
 for f in "${failures[@]}"; do echo "failed: $f"; done
+# What the Rust run left out (the other parts do not run those tests).
+[ "$ran_rust" = true ] || { missing=(); slurm_missing=false; host_missing=(); }
 if [ ${#missing[@]} -gt 0 ]; then
   echo "skipped: the tests of ${missing[*]} (not installed); install the pinned CLIs with" \
     "\`make agents\` (bash tests/agents/setup.sh and tests/pi/setup.sh, ~1 GB), then \`make test\` runs them"
@@ -301,5 +465,6 @@ fi
 for need in "${host_missing[@]}"; do
   echo "skipped: the tests that need ${HOST_HINT[$need]}, missing here"
 done
+for n in "${notes[@]}"; do echo "$n"; done
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ] && [ ${#failures[@]} -eq 0 ]

@@ -14,7 +14,8 @@
 //! This crate knows nothing of the daemon: crewd (its actor, journal and state) and a worker
 //! binary both drive an attempt through [`run`] and hear from it through [`port::Port`]. It
 //! also holds what both need around an attempt: artifact files, verification and pre-step
-//! commands (`verify`, `pre_step`), the worker's stderr log and environment.
+//! commands (`verify`, `pre_step`), the worker's stderr log and environment, and the rules of
+//! the box around an attempt (`sandbox`).
 
 pub mod artifacts;
 pub mod command;
@@ -27,6 +28,7 @@ pub mod outcome;
 pub mod port;
 pub mod pre_step;
 pub mod process;
+pub mod sandbox;
 pub mod spawn;
 pub mod stderr;
 mod stdout;

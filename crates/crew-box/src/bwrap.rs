@@ -126,6 +126,30 @@ pub fn argv(bwrap: &Path, spec: &BoxSpec, program: &OsStr, args: &[OsString]) ->
     v
 }
 
+/// bubblewrap's argv for `program args…` in `spec`'s box, started in the box by crew's init
+/// (`init --reaper --stdout-fd -- program args…`, no lifeline): a program that cannot be
+/// started is then told as without the box (exit 127 and the OS error), not as bubblewrap's
+/// own failure, and the init hands the program the stdout the outer init (`Mode::Boxed`) kept
+/// away from bubblewrap. The init's folder is seen read-only.
+pub fn argv_with_init(
+    bwrap: &Path,
+    init: &Path,
+    spec: &BoxSpec,
+    program: &OsStr,
+    args: &[OsString],
+) -> Vec<OsString> {
+    let mut spec = spec.clone();
+    spec.read_only.extend(init.parent().map(Path::to_path_buf));
+    let mut inner: Vec<OsString> = vec![
+        "--reaper".into(),
+        "--stdout-fd".into(),
+        "--".into(),
+        program.to_owned(),
+    ];
+    inner.extend(args.iter().cloned());
+    argv(bwrap, &spec, init.as_os_str(), &inner)
+}
+
 /// Can bubblewrap make a box here (user namespaces allowed, the binary works)? `Err(why)`.
 pub fn probe(bwrap: &Path) -> Result<(), String> {
     let spec = BoxSpec {

@@ -106,6 +106,11 @@ pub struct RoleTemplate {
     /// solutions at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub candidates: Option<u32>,
+    /// The skills a task of this role gets (its role's defaults, the agent's, the team role's
+    /// and the run's; `crate::skills`), frozen with the plan like the prompt. Left out when
+    /// empty, so runs journaled before it existed read as they were written.
+    #[serde(default, skip_serializing_if = "<[_]>::is_empty")]
+    pub skills: Arc<[crate::skills::PlannedSkill]>,
     /// The role's job resources (`cpusPerTask=` ..., issue 35): an added task's own.
     #[serde(default, skip_serializing_if = "crate::job_shape::JobShape::is_empty")]
     pub resources: crate::job_shape::JobShape,
@@ -113,8 +118,8 @@ pub struct RoleTemplate {
 
 impl RoleTemplate {
     /// A task of this role added to a running run (a fan-out task, a fix task, a resolve
-    /// task): the role's agent, model, prompt and tools; everything else empty, for the caller
-    /// to set what its kind of task needs.
+    /// task): the role's agent, model, prompt, tools and skills, as a planned task of the role
+    /// has them; everything else empty, for the caller to set what its kind of task needs.
     pub fn task(
         &self,
         id: SafeId,
@@ -147,7 +152,7 @@ impl RoleTemplate {
             candidates: None,
             judging: Default::default(),
             title: None,
-            skills: Default::default(),
+            skills: self.skills.clone(),
             resources: self.resources,
         }
     }
@@ -305,6 +310,27 @@ pub fn validate(
     let max_deps = exp.max_tasks as usize;
     let roles: HashMap<&str, &RoleTemplate> =
         exp.roles.iter().map(|r| (r.role.as_str(), r)).collect();
+    // The cap is on agents, not rows: a task with candidates starts one agent per candidate
+    // (issue 36), so `--candidates 3` must not turn a cap of 16 into 48 agents.
+    let agents: u64 = block
+        .tasks
+        .iter()
+        .map(|t| {
+            roles
+                .get(t.role.as_str())
+                .map_or(1, |r| crate::run::candidates::runs_of_added(r, exp))
+        })
+        .map(u64::from)
+        .sum();
+    if agents > u64::from(exp.max_tasks) {
+        problems.push(format!(
+            "the block adds {n} tasks that would start {agents} agents ({}); at most {} agents \
+             may be started by one block (maxFanOutTasks), candidates included: merge some tasks",
+            candidate_roles(exp).join(", "),
+            exp.max_tasks
+        ));
+        return Err(problems.into_vec());
+    }
     let mut seen: HashSet<&str> = HashSet::new();
     for (i, t) in block.tasks.iter().enumerate() {
         let at = format!("tasks[{i}] (`{}`)", crate::text::echo(&t.id));
@@ -420,8 +446,8 @@ pub fn validate(
             output: None,
             seed_paths: from.seed_paths.clone(),
             // The default checks (the no-change guard, scope enforcement of its `scope`);
-            // verification commands stay with the workflow's own steps. The role's default
-            // skills would need the catalog; an added task's text is its instructions.
+            // verification commands stay with the workflow's own steps. Its skills are its
+            // role's (`RoleTemplate::task`).
             added_by: Some(from.id.clone()),
             title: Some(title.clone()),
             scope: t.scope.iter().map(|s| s.trim().to_string()).collect(),
@@ -434,6 +460,18 @@ pub fn validate(
         });
     }
     Ok(out)
+}
+
+/// "each `executor` task runs 3 candidates", for each role whose added tasks start more than
+/// one agent (for the cap's problem message and the prompt).
+fn candidate_roles(exp: &Expansion) -> Vec<String> {
+    exp.roles
+        .iter()
+        .filter_map(|r| {
+            let n = crate::run::candidates::runs_of_added(r, exp);
+            (n > 1).then(|| format!("each `{}` task runs {n} candidates", r.role))
+        })
+        .collect()
 }
 
 /// The problems of one block: the first [`MAX_PROBLEMS`] named, the rest counted.
@@ -535,6 +573,15 @@ pub fn prompt_section(exp: &Expansion, repair: Option<&str>) -> String {
             .join(", "),
         exp.max_tasks
     ));
+    let with_candidates = candidate_roles(exp);
+    if !with_candidates.is_empty() {
+        out.push_str(&format!(
+            "Candidates: {}, each one an agent of its own; the limit counts agents, so at most \
+             {} agents in all.\n",
+            with_candidates.join(", "),
+            exp.max_tasks
+        ));
+    }
     if let Some(msgs) = repair {
         out.push('\n');
         out.push_str(REPAIR_HEADING);

@@ -137,6 +137,31 @@ mod tests {
         assert!(!plan.tasks[0].judging.judge);
     }
 
+    /// Issue 30: the fixer carries the skills a task of its role gets under the run's
+    /// `skills`, so the fix task it becomes has them (`RoleTemplate::task`).
+    #[test]
+    fn a_fixer_has_the_skills_of_its_role() {
+        use crate::skills::RunSkills;
+        let catalog = Catalog::builtin();
+        let defaults = ["safe-bash", "verification-before-done"];
+        let cases: [(RunSkills, &[&str]); 3] = [
+            (RunSkills::Selected, &defaults),
+            (RunSkills::Off, &[]),
+            (
+                RunSkills::Add(vec!["security-review".into()]),
+                &["safe-bash", "verification-before-done", "security-review"],
+            ),
+        ];
+        for (run, want) in cases {
+            let plan = crate::plan::build_plan_with(&catalog, Some("default"), None, &run).unwrap();
+            let by_step = |s: &str| plan.tasks.iter().find(|t| t.step_id == s).unwrap();
+            let fixer = &by_step("verify").judging.fix.as_ref().unwrap().fixer;
+            let names: Vec<&str> = fixer.skills.iter().map(|k| k.name.as_str()).collect();
+            assert_eq!(names, want, "{run:?}");
+            assert_eq!(fixer.skills, by_step("execute").skills, "{run:?}");
+        }
+    }
+
     #[test]
     fn builtin_fixers() {
         assert_eq!(fixer_of("default", "verify").as_deref(), Some("executor"));

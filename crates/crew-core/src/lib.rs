@@ -17,6 +17,7 @@ pub mod prompt;
 pub mod redact;
 pub mod resource;
 pub mod run;
+pub mod sandbox;
 pub mod schedule;
 pub mod scope;
 pub mod skills;

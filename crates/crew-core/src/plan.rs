@@ -196,7 +196,7 @@ pub fn build_plan_with(
         .steps
         .iter()
         .any(|s| s.expands)
-        .then(|| Arc::new(expansion_of(catalog, team)));
+        .then(|| Arc::new(expansion_of(catalog, team, run_skills)));
     let ids: HashMap<&str, SafeId> = wf
         .steps
         .iter()
@@ -321,7 +321,7 @@ pub fn build_plan_with(
     if diags.iter().any(|d| d.severity == Severity::Error) {
         return Err(diags);
     }
-    let roles = role_templates(catalog, team);
+    let roles = role_templates(catalog, team, run_skills);
     crate::fixplan::attach(&mut tasks, &fix_asks, &roles, team.max_fix_rounds);
     crate::run::candidates::attach_asks(&mut tasks, &cand_asks, &roles);
     Ok(Plan {
@@ -354,11 +354,15 @@ fn step_checks(step: &Step) -> crate::checks::Checks {
 
 /// The team's roles that have an agent, as a fan-out step may use them (roles without an agent
 /// are left out: a task of theirs could not run).
-fn expansion_of(catalog: &Catalog, team: &crate::resource::Team) -> crate::fanout::Expansion {
+fn expansion_of(
+    catalog: &Catalog,
+    team: &crate::resource::Team,
+    run_skills: &RunSkills,
+) -> crate::fanout::Expansion {
     crate::fanout::Expansion {
         max_tasks: crate::fanout::DEFAULT_MAX_TASKS,
         max_answer_bytes: crate::fanout::DEFAULT_MAX_ANSWER_BYTES,
-        roles: role_templates(catalog, team),
+        roles: role_templates(catalog, team, run_skills),
         candidates: None,
     }
 }
@@ -371,23 +375,43 @@ pub const RESOLVER_AGENT: &str = "resolver";
 pub fn resolver_template(
     catalog: &Catalog,
     team: Option<&crate::resource::Team>,
+    run_skills: &RunSkills,
 ) -> Option<crate::fanout::RoleTemplate> {
     if let Some(r) = team
-        .map(|t| role_templates(catalog, t))
+        .map(|t| role_templates(catalog, t, run_skills))
         .and_then(|rs| rs.into_iter().find(|r| r.role == RESOLVER_AGENT))
     {
         return Some(r);
     }
     let agent = catalog.agent(RESOLVER_AGENT)?;
-    Some(bind(RESOLVER_AGENT, agent, None, None, Default::default()))
+    let skills = SkillSets::default().get(
+        catalog,
+        &crate::skills::Selection {
+            role: RESOLVER_AGENT,
+            agent: &agent.skills,
+            team_role: None,
+            step: None,
+            run: run_skills,
+        },
+    );
+    Some(bind(
+        RESOLVER_AGENT,
+        agent,
+        None,
+        None,
+        skills,
+        Default::default(),
+    ))
 }
 
-/// `agent` playing the role `role` (the role's own model first, then the agent's).
+/// `agent` playing the role `role` (the role's own model first, then the agent's), with the
+/// skills a task of that role gets.
 fn bind(
     role: &str,
     agent: &crate::resource::Agent,
     model: Option<String>,
     candidates: Option<u32>,
+    skills: Arc<[PlannedSkill]>,
     resources: crate::job_shape::JobShape,
 ) -> crate::fanout::RoleTemplate {
     let tools: Arc<[String]> = agent
@@ -407,26 +431,42 @@ fn bind(
         effort: agent.effort.clone(),
         fallback_models: agent.fallback_models.clone(),
         candidates,
+        skills,
         resources,
     }
 }
 
-/// Every role of the team bound to its agent (roles without an agent are left out).
+/// Every role of the team bound to its agent (roles without an agent are left out), each with
+/// the skills a planned task of the role gets when its step says nothing of skills: the tasks
+/// crew adds at run time (fan-out, fix and resolve tasks) have no step of their own.
 pub fn role_templates(
     catalog: &Catalog,
     team: &crate::resource::Team,
+    run_skills: &RunSkills,
 ) -> Vec<crate::fanout::RoleTemplate> {
     let mut seen = HashSet::new();
+    let mut sets = SkillSets::default();
     team.roles
         .iter()
         .filter(|r| seen.insert(r.name.as_str()))
         .filter_map(|role| {
             let agent = catalog.agent(&role.agent)?;
+            let skills = sets.get(
+                catalog,
+                &crate::skills::Selection {
+                    role: &role.name,
+                    agent: &agent.skills,
+                    team_role: role.skills.as_deref(),
+                    step: None,
+                    run: run_skills,
+                },
+            );
             Some(bind(
                 &role.name,
                 agent,
                 role.model.clone(),
                 role.candidates,
+                skills,
                 role.resources,
             ))
         })

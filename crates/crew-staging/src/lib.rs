@@ -5,7 +5,7 @@
 //!
 //! | file | written by | what |
 //! |---|---|---|
-//! | `launch.json` | crewd | [`Launch`]: the attempt's token, the start commit, whether to commit, the task's verification commands |
+//! | `launch.json` | crewd | [`Launch`]: the attempt's token, the start commit, whether to commit, the task's verification commands, the box's rules, the pre-step script |
 //! | `worker.json` | crewd | the attempt as `crew_attempt::WorkerSpec` (adapter, prompt, limits, ...): the node builds the agent's argv from it exactly as crewd does for a local attempt |
 //! | `env.json` | crewd (0600) | the worker's filtered environment, API keys included: never in the job's script or environment, which the scheduler stores and shows |
 //! | `input.bundle` | crewd | the start commit as a git bundle (its `HEAD`) |
@@ -25,8 +25,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// Layout version: a worker refuses a launch of another version instead of guessing. 2: the
-/// node runs the attempt through `crew_attempt` (`worker.json`, `notes.jsonl`, `ctl/`).
-pub const VERSION: u32 = 2;
+/// node runs the attempt through `crew_attempt` (`worker.json`, `notes.jsonl`, `ctl/`). 3: the
+/// launch carries the box's rules and the pre-step script.
+pub const VERSION: u32 = 3;
 /// The ref the input bundle carries: the task worktree's `HEAD`, at the start commit.
 pub const START_REF: &str = "HEAD";
 /// The ref the result bundle carries.
@@ -72,6 +73,38 @@ pub struct Launch {
     /// before its commit, as a local attempt's are.
     #[serde(default)]
     pub checks: Checks,
+    /// The box the node runs the agent, its checks and its pre-step script in.
+    pub sandbox: BoxRules,
+    /// The step's pre-step script, run on the node before the agent.
+    #[serde(default)]
+    pub pre_step: Option<PreStepAt>,
+}
+
+/// The runtime's box settings as crewd's config has them: the node applies the same rules
+/// (`crew_attempt::sandbox`) to its own paths.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BoxRules {
+    /// The runtime's `sandbox`, else the daemon's.
+    pub mode: crew_core::sandbox::SandboxMode,
+    /// The agent's network (the runtime's `network`).
+    pub network: bool,
+    /// Verify commands' and the pre-step script's network (`verify_network`).
+    pub verify_network: bool,
+    /// The runtime's own passed-through variables (`env`).
+    pub runtime_env: Vec<String>,
+    /// `sandbox_read`, `sandbox_write`: paths as the nodes see them.
+    pub read: Vec<PathBuf>,
+    pub write: Vec<PathBuf>,
+}
+
+/// The pre-step script and where its output block goes in the staged prompt (a byte offset:
+/// before the fan-out and judge sections, as crewd places it for a local attempt).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PreStepAt {
+    pub script: crew_core::checks::PreStep,
+    pub at: usize,
 }
 
 /// The task's verification as the node runs it.
@@ -126,6 +159,10 @@ pub struct Final {
     pub host: String,
     /// Why the worker could not run the attempt or keep its work (checkout, commit).
     pub error: Option<String>,
+    /// Why the attempt ran unboxed on the node under `sandbox = "auto"` (no bubblewrap, no
+    /// user namespaces, no crew-box beside crew-worker); `None` when boxed or `off`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unboxed: Option<String>,
 }
 
 /// The files of one staging directory.
@@ -320,6 +357,15 @@ mod tests {
             commit: true,
             message: "m".into(),
             checks: Checks::default(),
+            sandbox: BoxRules {
+                mode: crew_core::sandbox::SandboxMode::Auto,
+                network: true,
+                verify_network: true,
+                runtime_env: vec![],
+                read: vec![],
+                write: vec![],
+            },
+            pre_step: None,
         };
         write_json(&s.launch(), &launch, 0o600).unwrap();
         assert_eq!(read_launch(&s).unwrap(), Some(launch.clone()));
@@ -336,6 +382,7 @@ mod tests {
             commit: None,
             host: "n1".into(),
             error: None,
+            unboxed: None,
         };
         write_json(&s.final_record(), &fin, 0o600).unwrap();
         assert!(read_final(&s, "tok").unwrap_err().contains("stale"));

@@ -12,15 +12,15 @@
 use crew_attempt::WorkerSpec;
 use crew_core::run::AttemptResult;
 use crew_core::stream::{AdapterKind, SessionSpec};
-use crew_staging::Staging;
 use std::path::{Path, PathBuf};
 
 /// How the agent gets crew's ask tool on this node. `Err`: pi's extension could not be
-/// written (the attempt fails, as a local one would).
-pub fn session(spec: &WorkerSpec, staging: &Staging) -> Result<SessionSpec, String> {
+/// written (the attempt fails, as a local one would). The extension goes in the attempt's run
+/// directory, the staging directory, as a local one's goes in the run's.
+pub fn session(spec: &WorkerSpec) -> Result<SessionSpec, String> {
     match spec.adapter {
         AdapterKind::Pi => {
-            let ext = staging.dir.join("extensions").join("crew-ask.ts");
+            let ext = spec.run_dir.join("extensions").join("crew-ask.ts");
             write_extension(&ext).map_err(|e| format!("cannot write crew's pi extension: {e}"))?;
             Ok(SessionSpec {
                 ask_extension: Some(ext.display().to_string()),

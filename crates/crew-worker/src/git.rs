@@ -1,15 +1,35 @@
 //! The node's side of the commits: the start commit checked out from the input bundle, and the
 //! agent's changes committed and bundled as the result.
+//!
+//! The checkout is a linked worktree of a scratch repository (`repo/`, `work/`), as a local
+//! task's is of the user's: the box treats its `.git` exactly as a local one's
+//! (`crew_attempt::sandbox`: the repository read-only, the worktree's own metadata writable, its
+//! objects in a directory of the attempt's own).
 
 use anyhow::{bail, Context, Result};
+use crew_attempt::sandbox::Worktree;
 use crew_staging::{Launch, Staging};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+
+/// The node's checkout of the start commit.
+#[derive(Debug, Clone)]
+pub struct Checkout {
+    /// The scratch repository (its own work tree empty).
+    pub repo: PathBuf,
+    /// The task's worktree: the agent's cwd.
+    pub work: PathBuf,
+    pub worktree: Worktree,
+}
 
 fn git(dir: &Path, args: &[&str]) -> Result<String> {
     let out = Command::new("git")
-        .arg("-c")
-        .arg("core.hooksPath=/dev/null")
+        .args([
+            "-c",
+            "core.hooksPath=/dev/null",
+            "-c",
+            "core.fsmonitor=false",
+        ])
         .args(args)
         .current_dir(dir)
         .env("GIT_TERMINAL_PROMPT", "0")
@@ -31,27 +51,54 @@ fn git(dir: &Path, args: &[&str]) -> Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
-/// The start commit, checked out detached in a fresh repository.
-pub fn checkout(staging: &Staging, launch: &Launch, work: &Path) -> Result<()> {
-    std::fs::create_dir_all(work).with_context(|| format!("create {}", work.display()))?;
-    git(work, &["init", "-q"])?;
+/// The start commit, checked out detached in a linked worktree (`root/work`) of a fresh
+/// repository (`root/repo`).
+pub fn checkout(staging: &Staging, launch: &Launch, root: &Path) -> Result<Checkout> {
+    let repo = root.join("repo");
+    let work = root.join("work");
+    std::fs::create_dir_all(&repo).with_context(|| format!("create {}", repo.display()))?;
+    git(&repo, &["init", "-q"])?;
     let bundle = staging.input_bundle().display().to_string();
-    git(work, &["fetch", "-q", &bundle, crew_staging::START_REF])?;
-    git(work, &["checkout", "-q", "--detach", &launch.start])?;
-    Ok(())
+    git(&repo, &["fetch", "-q", &bundle, crew_staging::START_REF])?;
+    let at = work.display().to_string();
+    git(
+        &repo,
+        &["worktree", "add", "-q", "--detach", &at, &launch.start],
+    )?;
+    let admin = crew_git::admin_dir(&work)
+        .with_context(|| format!("{} is not a linked worktree", work.display()))?;
+    Ok(Checkout {
+        repo,
+        worktree: Worktree {
+            root: work.clone(),
+            admin,
+        },
+        work,
+    })
 }
 
-/// Commit what the agent changed and bundle it: `None` when it changed nothing.
+/// Commit what the agent left uncommitted on top of where it left HEAD (its own commits are
+/// its result, as locally) and bundle the result: `None` when nothing changed. A HEAD that no
+/// longer contains the start commit (a reset, a checkout elsewhere) would drop the task's
+/// inputs: refused.
 pub fn commit(staging: &Staging, launch: &Launch, work: &Path) -> Result<Option<String>> {
     git(work, &["add", "-A"])?;
-    if git(work, &["status", "--porcelain"])?.is_empty() {
+    if !git(work, &["status", "--porcelain"])?.is_empty() {
+        git(
+            work,
+            &["commit", "-q", "--no-verify", "-m", &launch.message],
+        )?;
+    }
+    let head = git(work, &["rev-parse", "--verify", "HEAD^{commit}"])?;
+    if head == launch.start {
         return Ok(None);
     }
-    git(
-        work,
-        &["commit", "-q", "--no-verify", "-m", &launch.message],
-    )?;
-    let head = git(work, &["rev-parse", "HEAD"])?;
+    if git(work, &["merge-base", "--is-ancestor", &launch.start, &head]).is_err() {
+        bail!(
+            "the agent left HEAD at {head}, which does not contain the task's start {}",
+            launch.start
+        );
+    }
     git(work, &["update-ref", crew_staging::RESULT_REF, &head])?;
     let tmp = staging.dir.join("result.bundle.tmp");
     let tmp_s = tmp.display().to_string();
@@ -69,4 +116,80 @@ pub fn commit(staging: &Staging, launch: &Launch, work: &Path) -> Result<Option<
     )?;
     std::fs::rename(&tmp, staging.result_bundle()).context("rename the result bundle")?;
     Ok(Some(head))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn launch(start: &str) -> Launch {
+        Launch {
+            version: crew_staging::VERSION,
+            token: "t".into(),
+            run_id: "r".into(),
+            task_id: "a".into(),
+            attempt: 1,
+            start: start.into(),
+            commit: true,
+            message: "crew: a".into(),
+            checks: Default::default(),
+            sandbox: crew_staging::BoxRules {
+                mode: Default::default(),
+                network: true,
+                verify_network: true,
+                runtime_env: vec![],
+                read: vec![],
+                write: vec![],
+            },
+            pre_step: None,
+        }
+    }
+
+    /// The checkout is a linked worktree (the box treats its `.git` as a local one's); the
+    /// agent's own commits are the result, with what it left uncommitted on top; a HEAD
+    /// without the start commit is refused.
+    #[test]
+    fn the_agents_own_commits_are_its_result() {
+        let t = tempfile::tempdir().unwrap();
+        let src = t.path().join("src");
+        std::fs::create_dir_all(&src).unwrap();
+        git(&src, &["init", "-q"]).unwrap();
+        std::fs::write(src.join("a.txt"), "a\n").unwrap();
+        git(&src, &["add", "-A"]).unwrap();
+        git(&src, &["commit", "-qm", "start"]).unwrap();
+        let start = git(&src, &["rev-parse", "HEAD"]).unwrap();
+        let staging = Staging::new(t.path().join("staging"));
+        staging.create().unwrap();
+        let bundle = staging.input_bundle().display().to_string();
+        git(&src, &["bundle", "create", "-q", &bundle, "HEAD"]).unwrap();
+        let l = launch(&start);
+
+        let co = checkout(&staging, &l, &t.path().join("root")).unwrap();
+        let w = &co.work;
+        assert_eq!(std::fs::read_to_string(w.join("a.txt")).unwrap(), "a\n");
+        assert!(co
+            .worktree
+            .admin
+            .starts_with(co.repo.join(".git/worktrees")));
+        assert_eq!(commit(&staging, &l, w).unwrap(), None, "nothing changed");
+
+        std::fs::write(w.join("b.txt"), "b\n").unwrap();
+        git(w, &["add", "b.txt"]).unwrap();
+        git(w, &["commit", "-qm", "own"]).unwrap();
+        std::fs::write(w.join("c.txt"), "c\n").unwrap();
+        let head = commit(&staging, &l, w).unwrap().expect("a result");
+        let files = git(w, &["ls-tree", "--name-only", &head]).unwrap();
+        assert_eq!(
+            files.lines().collect::<Vec<_>>(),
+            ["a.txt", "b.txt", "c.txt"]
+        );
+        let parent = git(w, &["log", "-1", "--format=%s", &format!("{head}^")]).unwrap();
+        assert_eq!(parent, "own");
+        assert!(staging.result_bundle().exists());
+
+        git(w, &["checkout", "-q", "--orphan", "elsewhere"]).unwrap();
+        git(w, &["commit", "-qm", "elsewhere"]).unwrap();
+        let e = commit(&staging, &l, w).unwrap_err().to_string();
+        assert!(e.contains("does not contain the task's start"), "{e}");
+    }
 }

@@ -15,6 +15,7 @@ use std::path::Path;
 pub fn expand(
     catalog: &crew_core::resource::Catalog,
     team: Option<&str>,
+    skills: &crew_core::skills::RunSkills,
     p: &RunParams,
     plan: &mut Plan,
 ) -> Result<(), ApiError> {
@@ -43,7 +44,7 @@ pub fn expand(
     };
     let judge = team
         .and_then(|t| catalog.team(t))
-        .map(|t| crew_core::plan::role_templates(catalog, t))
+        .map(|t| crew_core::plan::role_templates(catalog, t, skills))
         .and_then(|roles| core::judge_template(&roles, None));
     let tasks = std::mem::take(&mut plan.tasks);
     let run_ask = (!run_contenders.is_empty()).then_some(core::RunAsk {

@@ -149,6 +149,16 @@ impl Shape {
         }
     }
 
+    /// The run's `skills` param: tasks crew adds at run time (fan-out, fix, resolve, a judging
+    /// selector's role) get their role's skills under it, as planned tasks do.
+    pub fn skills(&self) -> &RunSkills {
+        match self {
+            Shape::Team { skills, .. }
+            | Shape::Agent { skills, .. }
+            | Shape::Chain { skills, .. } => skills,
+        }
+    }
+
     /// The team whose `workspaceMode` the run takes when the params name none.
     pub fn first_team<'a>(&'a self, plan: &'a Plan) -> Option<&'a str> {
         match self {

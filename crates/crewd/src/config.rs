@@ -214,16 +214,7 @@ pub struct RuntimeConfig {
     pub sandbox_write: Vec<PathBuf>,
 }
 
-/// `sandbox`: box every local attempt where bubblewrap can (`auto`), refuse to start one that
-/// cannot be boxed (`required`), or run attempts unboxed (`off`).
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum SandboxMode {
-    #[default]
-    Auto,
-    Required,
-    Off,
-}
+pub use crew_core::sandbox::SandboxMode;
 
 impl RuntimeConfig {
     /// Whether workers run in live mode: what the runtime says, else on for the adapters with

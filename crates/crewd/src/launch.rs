@@ -238,6 +238,7 @@ async fn prepare_as(
     crate::candidates::expand(
         &catalog,
         shape.first_team(&plan).map(str::to_string).as_deref(),
+        shape.skills(),
         p,
         &mut plan,
     )?;
@@ -258,7 +259,8 @@ async fn prepare_as(
         };
         // Frozen now, so adding a resolve task to the running run reads no resource file.
         if !ws.conflicts.is_manual() {
-            ws.resolver = crew_core::plan::resolver_template(&catalog, team).map(Arc::new);
+            ws.resolver =
+                crew_core::plan::resolver_template(&catalog, team, shape.skills()).map(Arc::new);
         }
     }
     crate::placement::check_workspace(&runtime, rt.placement, workspace.is_some())?;
@@ -340,6 +342,21 @@ async fn prepare_as(
                 }
             };
             t.expands = Some(c);
+        }
+    }
+    // A task a fan-out step adds that alone would start more agents than the step's cap (which
+    // counts candidates) can never be added: said now, not once the planner has answered.
+    for (_, exp) in &capped {
+        for r in &exp.roles {
+            let n = crew_core::run::candidates::runs_of_added(r, exp);
+            if n > exp.max_tasks {
+                notes.push(format!(
+                    "a fan-out step may start at most {} agents (maxFanOutTasks), candidates \
+                     included, and each `{}` task it adds would run {n} candidates: it can add \
+                     no `{}` task; raise maxFanOutTasks or ask for fewer candidates",
+                    exp.max_tasks, r.role, r.role
+                ));
+            }
         }
     }
     let rounds = match p.max_fix_rounds {

@@ -824,7 +824,7 @@ async fn start_commit(
                 &ws.repo,
                 &ws.run_id,
                 branch,
-                &ws.task_id,
+                Some(ws.task_id.as_str()),
                 "its dependencies",
                 &inputs,
                 &conflict::Stopped {
@@ -1258,7 +1258,7 @@ pub async fn integrate(
                         &ws.repo,
                         run_id,
                         &branch,
-                        run_id,
+                        None,
                         "the run's tasks",
                         &inputs,
                         &conflict::Stopped {

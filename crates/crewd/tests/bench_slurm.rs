@@ -115,7 +115,7 @@ fn bench_200_tasks_against_sbatch_array() {
                    "task": format!("Work. [fake:write=t{i:03}.txt:x]"), "dependsOn": [], "scope": [format!("t{i:03}.txt")]})
         })
         .collect();
-    let block = d.dir.path().join("block.json");
+    let block = d.fixture_path("block.json");
     std::fs::write(&block, json!({ "tasks": tasks }).to_string()).unwrap();
     d.project_file(
         "teams/fan.team.md",

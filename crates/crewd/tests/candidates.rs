@@ -617,6 +617,58 @@ fn fan_out_tasks_get_candidates_from_the_run_and_the_role() {
     }
 }
 
+/// The fan-out cap counts agents: under `--candidates 2` the block's two executor tasks would
+/// start four, over a cap of 3, so the block is refused (one repair attempt, then the planner
+/// needs attention) saying why, and nothing is added.
+#[test]
+fn the_fan_out_cap_counts_the_candidates_of_added_tasks() {
+    let d = Daemon::start();
+    repo(&d);
+    fan_team(&d, "fancap", "executor: agent=executor", &fan_block(""));
+    let run = run_in(
+        &d,
+        "fancap",
+        json!({"candidates": 2, "select": "smallest", "maxFanOutTasks": 3}),
+    );
+    assert_eq!(d.wait(&run), "blocked", "{}", d.status(&run));
+    let st = d.status(&run);
+    let plan = Daemon::task(&st, "01_plan");
+    assert_eq!(plan["status"], "needs_attention", "{st}");
+    let error = plan["error"].as_str().unwrap();
+    assert!(
+        error.contains("adds 2 tasks that would start 4 agents")
+            && error.contains("each `executor` task runs 2 candidates")
+            && error.contains("at most 3 agents"),
+        "{error}"
+    );
+    let evs = d.events(Some(&run));
+    assert!(
+        evs.iter().all(|e| e["type"] != "task.expanded"),
+        "nothing was added"
+    );
+    // A cap that one added task alone is over is said when the run starts.
+    let start = |n: u32| {
+        d.ok(
+            "team.run",
+            json!({"goal": "make it", "cwd": path_str(&d.work), "runtime": "fake",
+                   "team": "fancap", "workspace": "worktree", "candidates": n,
+                   "maxFanOutTasks": 3, "requirePlanApproval": true}),
+        )
+    };
+    let started = start(4);
+    let notes = started["notes"].to_string();
+    assert!(
+        notes.contains("each `executor` task it adds would run 4 candidates")
+            && notes.contains("it can add no `executor` task"),
+        "{notes}"
+    );
+    let started = start(3);
+    assert!(
+        !started["notes"].to_string().contains("can add no"),
+        "{started}"
+    );
+}
+
 /// `verifyRetries` on a candidate step: each candidate's verify failure is retried as the step
 /// says, and once the retries are spent the candidate completes with its failure recorded (its
 /// commit kept), so the fix loop still starts from the best of them.

@@ -333,7 +333,7 @@ fn an_integration_resolution_lacking_a_result_is_refused_and_one_holding_all_is_
         message.starts_with("conflict in a.txt (01_left × 02_right)")
             && message.contains("not merged yet: 03_notes")
             && message.contains(&format!(
-                "worktree add {}-resolve-{run} crew/{run}",
+                "worktree add {}-resolve-{run}._integration crew/{run}",
                 path_str(w)
             )),
         "{message}"
@@ -449,8 +449,10 @@ fn an_agent_resolves_the_conflict_and_the_run_goes_on_from_its_result() {
     let integrated = st["workspace"]["integrated"]["commit"].as_str().unwrap();
     assert_eq!(file_at(w, integrated, "a.txt"), "one\nLEFT\nRIGHT\nthree");
     assert_eq!(file_at(w, integrated, "notes.txt"), "notes");
-    // Between the conflicting tasks and the one that needed them.
+    // Between the conflicting tasks and the one that needed them; the join's one attempt
+    // that ran (the one that found the conflict ran no agent, and is not counted).
     let join = Daemon::task(&st, "04_join");
+    assert_eq!(join["attempts"], 1, "{join}");
     let deps: Vec<&str> = join["dependsOn"]
         .as_array()
         .unwrap()
@@ -488,6 +490,9 @@ fn a_resolver_that_leaves_markers_is_retried_once_then_the_user_resolves_on_its_
     let message = r["error"].as_str().unwrap().to_string();
     assert!(message.contains("resolve it by hand"), "{message}");
     assert_eq!(Daemon::task(&st, "04_join")["status"], "queued", "{st}");
+    // The join's attempt that found the conflict ran no agent: none is shown.
+    assert_eq!(Daemon::task(&st, "04_join")["attempts"], 0, "{st}");
+    assert_eq!(r["attempts"], 2, "{st}");
 
     // The hint followed literally: the branch holds every input with the markers.
     let branch = format!("crew/tasks/{run}/{id}");
@@ -530,6 +535,7 @@ fn a_resolver_that_leaves_markers_is_retried_once_then_the_user_resolves_on_its_
         .filter(|e| e["type"] == "task.started" && e["taskId"] == id)
         .count();
     assert_eq!(started, 3, "two agent attempts, then the taken resolution");
+    assert_eq!(Daemon::task(&st, "04_join")["attempts"], 1, "{st}");
     let integrated = st["workspace"]["integrated"]["commit"].as_str().unwrap();
     git(w, &["merge-base", "--is-ancestor", &users, integrated]);
 }

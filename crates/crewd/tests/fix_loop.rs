@@ -203,6 +203,85 @@ fn the_review_team_s_changes_requested_verdict_is_its_product() {
     assert!(text.contains("changes_requested"), "{text}");
 }
 
+/// A fix task gets the skills a task of its role gets: in its prompt, and (pi) as the
+/// `--skill <dir>` its attempt is started with. The runtime is the fake agent behind a shell
+/// that first writes its argv to `<dir>/<task id>.<pid>` (unboxed: only the argv is looked at).
+#[test]
+fn a_fix_task_is_handed_its_role_s_skill_files() {
+    let argv_dir = tempfile::tempdir().unwrap();
+    let fake = common::crewd_bin().with_file_name("crew-fake-agent");
+    let script = format!(
+        "printf '%s\\n' \"$@\" > \"{}/$CREW_TASK_ID.$$\"; exec {} \"$@\"",
+        argv_dir.path().display(),
+        fake.display()
+    );
+    let d = Daemon::start_with(Opts {
+        config: format!(
+            "[runtimes.fake-argv]\nadapter = \"pi\"\ncommand = [\"/bin/sh\", \"-c\", {script:?}, \"sh\"]\n\
+             rpc = false\nsandbox = \"off\"\n"
+        ),
+        ..Default::default()
+    });
+    repo(&d);
+    let run = d.run(
+        FIXABLE,
+        json!({"workspace": "shared", "runtime": "fake-argv"}),
+    );
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    let fix = "_fix-04_verify-1";
+    let mut argvs: Vec<Vec<String>> = std::fs::read_dir(argv_dir.path())
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with(&format!("{fix}."))
+        })
+        .map(|e| {
+            std::fs::read_to_string(e.path())
+                .unwrap()
+                .lines()
+                .map(str::to_string)
+                .collect()
+        })
+        .collect();
+    assert_eq!(argvs.len(), 1, "one attempt of the fix task");
+    let argv = argvs.remove(0);
+    let skill_dirs: Vec<&String> = argv
+        .windows(2)
+        .filter(|w| w[0] == "--skill")
+        .map(|w| &w[1])
+        .collect();
+    let names: Vec<String> = skill_dirs
+        .iter()
+        .map(|p| {
+            std::path::Path::new(p.as_str())
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    assert_eq!(
+        names,
+        ["safe-bash", "verification-before-done"],
+        "the executor's skills: {argv:?}"
+    );
+    for dir in skill_dirs {
+        let text = std::fs::read_to_string(std::path::Path::new(dir).join("SKILL.md")).unwrap();
+        assert!(text.starts_with("---\nname: "), "{text}");
+    }
+    let prompt = d.ok(
+        "team.artifact",
+        json!({"runId": run, "name": format!("prompts/{fix}.md")}),
+    );
+    let prompt = prompt["content"].as_str().unwrap();
+    assert!(
+        prompt.contains("## Skills") && prompt.contains("### safe-bash"),
+        "{prompt}"
+    );
+}
+
 #[test]
 fn kill_9_right_after_a_fix_task_was_added_keeps_it_once() {
     let mut d = Daemon::start();

@@ -12,9 +12,14 @@ use std::time::{Duration, Instant};
 /// The test's daemon directory (its `$HOME`, checkout and state) outside `/tmp`: the box's
 /// `/tmp` is a private, writable tmpfs, so a home under `/tmp` would be writable in the box
 /// (the writes staying in the box), which is not what a user's home is. Each test is a
-/// process of its own under nextest; all set the same value.
+/// process of its own under nextest; all set the same value. cargo's `target/tmp`, or
+/// `CREW_TEST_TMPDIR` (`make test-nonroot` runs these tests as an ordinary user, to whom
+/// root's `target/tmp` is not writable).
 fn out_of_tmp() {
-    std::env::set_var("TMPDIR", env!("CARGO_TARGET_TMPDIR"));
+    let dir = std::env::var_os("CREW_TEST_TMPDIR")
+        .filter(|d| !d.is_empty())
+        .unwrap_or_else(|| env!("CARGO_TARGET_TMPDIR").into());
+    std::env::set_var("TMPDIR", dir);
 }
 
 /// bubblewrap cannot make a box here: a failure, never a pass. `make test` (tests/run.sh)

@@ -93,7 +93,7 @@ fn twenty_fan_out_tasks_run_on_both_nodes_and_integrate() {
     repo(&d);
     let before = head_and_status(&d.work);
     let ids: Vec<String> = (1..=20).map(|i| format!("t{i:02}")).collect();
-    let b = d.dir.path().join("block.json");
+    let b = d.fixture_path("block.json");
     std::fs::write(
         &b,
         block(&ids, |id| {
@@ -156,7 +156,7 @@ fn kill_9_while_jobs_run_reattaches_without_submitting_twice() {
     let mut d = c.daemon("");
     repo(&d);
     let ids: Vec<String> = (1..=6).map(|i| format!("k{i}")).collect();
-    let b = d.dir.path().join("block.json");
+    let b = d.fixture_path("block.json");
     std::fs::write(
         &b,
         block(&ids, |id| {
@@ -619,7 +619,7 @@ fn the_cli_interface_submits_follows_and_integrates() {
     repo(&d);
     let before = head_and_status(&d.work);
     let ids: Vec<String> = (1..=4).map(|i| format!("c{i}")).collect();
-    let b = d.dir.path().join("block.json");
+    let b = d.fixture_path("block.json");
     std::fs::write(
         &b,
         block(&ids, |id| {
@@ -729,6 +729,327 @@ fn the_cli_interface_maps_a_failed_job() {
     let jobs = c.jobs_of(&run);
     assert_eq!(jobs.len(), 1, "{jobs:?}");
     assert_eq!(jobs[0].1, "FAILED", "{jobs:?}");
+}
+
+/// The daemon's directories (its `$HOME`, checkout and state) and the node's scratch checkout
+/// (the worker's `$TMPDIR`, from crewd's environment) outside `/tmp`: the box's `/tmp` is a
+/// private, writable tmpfs, so a write under `/tmp` would land in the box, which is not what a
+/// user's home is (as in sandbox.rs). Set after the cluster started; each test is a process of
+/// its own under nextest.
+fn out_of_tmp() {
+    std::env::set_var("TMPDIR", env!("CARGO_TARGET_TMPDIR"));
+}
+
+/// bubblewrap can make a box on this host (the nodes are this host). Where it cannot, the box
+/// tests fail saying so, never pass.
+fn require_bwrap(test: &str) {
+    let out = std::process::Command::new("bwrap")
+        .args([
+            "--unshare-all",
+            "--die-with-parent",
+            "--ro-bind",
+            "/",
+            "/",
+            "/bin/true",
+        ])
+        .output();
+    match out {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => panic!(
+            "{test}: bubblewrap cannot make a box here: {}",
+            String::from_utf8_lossy(&o.stderr).trim()
+        ),
+        Err(e) => {
+            panic!("{test}: bubblewrap is not installed ({e}): install Debian's `bubblewrap`")
+        }
+    }
+}
+
+/// A hostile `command` agent placed on Slurm with the default sandbox (`auto`) runs on its node
+/// in the box of a local attempt: the fake `$HOME`'s `~/.ssh` is not there, the staging
+/// directory's token is not there, and nothing outside its worktree takes its writes (the
+/// user's checkout, `$HOME`, crewd's state directory, the staging directory); its own edit
+/// comes back as the task's result.
+#[test]
+fn a_hostile_agent_on_slurm_is_boxed_on_its_node() {
+    const NAME: &str = "a_hostile_agent_on_slurm_is_boxed_on_its_node";
+    let c = cluster(NAME);
+    require_bwrap(NAME);
+    out_of_tmp();
+    let mut d = c.daemon("allow_no_change = true");
+    repo(&d);
+    let h = d.home.clone();
+    std::fs::create_dir_all(h.join(".ssh")).unwrap();
+    std::fs::write(h.join(".ssh/id_ed25519"), "PRIVATE KEY\n").unwrap();
+    std::fs::write(h.join(".bashrc"), "# rc\n").unwrap();
+    let staging = staging_of(&d);
+    let (hs, s, r, st) = (
+        h.display(),
+        d.state_dir.display(),
+        d.work.display(),
+        staging.display(),
+    );
+    let script = format!(
+        "cat {hs}/.ssh/id_ed25519 2>/dev/null && echo ESCAPE ssh-key; \
+         cat {st}/*/*/launch.json 2>/dev/null && echo ESCAPE launch; \
+         cat {st}/*/*/env.json 2>/dev/null && echo ESCAPE env; \
+         echo x >> {hs}/.bashrc 2>/dev/null; \
+         echo x > {r}/base.txt 2>/dev/null; \
+         echo x > {s}/pwned 2>/dev/null; \
+         echo x > {st}/pwned 2>/dev/null; \
+         for f in {st}/*/*/final.json; do echo x > \"$f\" 2>/dev/null; done; \
+         echo mine > own.txt && echo OWN-OK; echo done"
+    );
+    let cfg = std::fs::read_to_string(&d.config).unwrap()
+        + &format!(
+            "[runtimes.hostile]\nadapter = \"command\"\ncommand = [\"/bin/sh\", \"-c\", {script:?}]\n\
+             placement = \"slurm\"\n"
+        );
+    std::fs::write(&d.config, cfg).unwrap();
+    d.restart();
+    common::one_step_team(&d, "h", "Escape.", "executor");
+    let run = d.run(
+        "escape",
+        json!({"team": "h", "workspace": "worktree", "runtime": "hostile"}),
+    );
+    let end = d.wait(&run);
+    let result = d.ok(
+        "team.artifact",
+        json!({"runId": run, "name": "results/01_only.txt"}),
+    )["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(result.contains("OWN-OK"), "{result}\n{}", d.status(&run));
+    assert_eq!(end, "completed", "{}", d.status(&run));
+    assert!(!result.contains("ESCAPE"), "{result}");
+    assert!(!result.contains("PRIVATE KEY"), "{result}");
+    let attempt = staging.join(&run).join("01_only.attempt-1");
+    let launch: Value =
+        serde_json::from_str(&std::fs::read_to_string(attempt.join("launch.json")).unwrap())
+            .unwrap();
+    let token = launch["token"].as_str().unwrap();
+    assert!(
+        !result.contains(token),
+        "the agent read its token: {result}"
+    );
+    // Outside, nothing it wrote landed.
+    assert_eq!(
+        std::fs::read_to_string(h.join(".bashrc")).unwrap(),
+        "# rc\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(d.work.join("base.txt")).unwrap(),
+        "base\n"
+    );
+    assert!(!d.state_dir.join("pwned").exists());
+    assert!(!staging.join("pwned").exists());
+    let fin: Value =
+        serde_json::from_str(&std::fs::read_to_string(attempt.join("final.json")).unwrap())
+            .unwrap();
+    assert_eq!(fin["token"], token, "the worker's record is its own");
+    assert!(fin.get("unboxed").is_none(), "boxed on its node: {fin}");
+    // Its own edit is the task's result, integrated.
+    let merged = git(&d.work, &["ls-tree", "--name-only", &format!("crew/{run}")]);
+    assert!(merged.lines().any(|l| l == "own.txt"), "{merged}");
+}
+
+/// A one-step team and workflow in the user's config directory (a pre-step script runs only
+/// from files the user trusts); `config` goes under the step heading.
+fn user_team(d: &Daemon, name: &str, config: &str, task: &str) {
+    let base = d.home.join(".config/crew");
+    std::fs::create_dir_all(base.join("teams")).unwrap();
+    std::fs::create_dir_all(base.join("workflows")).unwrap();
+    std::fs::write(
+        base.join(format!("teams/{name}.team.md")),
+        format!("---\nname: {name}\ndefaultWorkflow: {name}\n---\n\n- exec: agent=executor\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        base.join(format!("workflows/{name}.workflow.md")),
+        format!("---\nname: {name}\n---\n\n## only\nrole: exec\n{config}\n\n{task}\n"),
+    )
+    .unwrap();
+}
+
+/// The repository of `repo`, with an executable `prep.sh` of `body` committed.
+fn repo_with_script(d: &Daemon, body: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    repo(d);
+    let p = d.work.join("prep.sh");
+    std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    git(&d.work, &["add", "-A"]);
+    git(&d.work, &["commit", "-qm", "prep"]);
+}
+
+/// A step's pre-step script runs on the node, in the node's checkout, before the agent: the
+/// file it makes is there for the agent, and its output is in the agent's prompt (and in the
+/// prompt crewd keeps).
+#[test]
+fn a_pre_step_script_runs_on_the_node_before_the_agent() {
+    let c = cluster("a_pre_step_script_runs_on_the_node_before_the_agent");
+    let d = c.daemon("");
+    repo_with_script(
+        &d,
+        "echo \"PREP-MARKER cwd=$(pwd)\"\necho ready-from-prep > prepared.txt",
+    );
+    user_team(
+        &d,
+        "prep",
+        "preStepScript: ./prep.sh",
+        "Use it. [fake:cat=prepared.txt]",
+    );
+    let run = d.run(
+        "prepare",
+        json!({"team": "prep", "workspace": "worktree", "runtime": "fake-slurm"}),
+    );
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    let artifact = |name: &str| {
+        d.ok("team.artifact", json!({"runId": run, "name": name}))["content"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let result = artifact("results/01_only.txt");
+    assert!(result.contains("ready-from-prep"), "{result}");
+    // The fake agent's transcript holds the prompt it was given: the script's output, from
+    // the node's scratch checkout.
+    let transcript = artifact("transcripts/01_only.attempt-1.jsonl");
+    assert!(
+        transcript.contains("PREP-MARKER cwd=") && transcript.contains("crew-worker-"),
+        "{transcript}"
+    );
+    let prompt = artifact("prompts/01_only.md");
+    assert!(
+        prompt.contains("## Pre-step script output") && prompt.contains("PREP-MARKER"),
+        "{prompt}"
+    );
+}
+
+/// A failing pre-step script on the node fails the attempt as a local one's does: reason
+/// `pre_step`, the script and the end of its output in the error, no agent started.
+#[test]
+fn a_failing_pre_step_script_on_the_node_fails_the_attempt() {
+    let c = cluster("a_failing_pre_step_script_on_the_node_fails_the_attempt");
+    let d = c.daemon("");
+    repo_with_script(&d, "echo PREP-BROKE; exit 3");
+    user_team(&d, "prep", "preStepScript: ./prep.sh", "Never reached.");
+    let run = d.run(
+        "prepare",
+        json!({"team": "prep", "workspace": "worktree", "runtime": "fake-slurm"}),
+    );
+    assert_eq!(d.wait(&run), "failed", "{}", d.status(&run));
+    let st = d.status(&run);
+    let t = Daemon::task(&st, "01_only");
+    let error = t["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("pre-step script `./prep.sh` exited with 3") && error.contains("PREP-BROKE"),
+        "{t:#}"
+    );
+    let events = d.events(Some(&run));
+    let retrying: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "task.retrying")
+        .collect();
+    assert_eq!(retrying.len(), 1, "max_attempts = 2: {events:#?}");
+    assert_eq!(
+        retrying[0]["data"]["reason"], "pre_step",
+        "{:#}",
+        retrying[0]
+    );
+    // No agent ran: its transcript would be in the attempt's staging directory.
+    let attempt = staging_of(&d).join(&run).join("01_only.attempt-1");
+    assert!(attempt.join("launch.json").exists());
+    assert!(!attempt.join("transcripts").exists(), "an agent ran");
+}
+
+/// A `PATH` with everything of the system's but bubblewrap: symlinks in `bin`.
+fn path_without_bwrap(bin: &Path) -> String {
+    for dir in ["/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin"] {
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let name = e.file_name();
+            if name != "bwrap" && !bin.join(&name).exists() {
+                let _ = std::os::unix::fs::symlink(e.path(), bin.join(&name));
+            }
+        }
+    }
+    bin.display().to_string()
+}
+
+/// A node that cannot box (no bubblewrap on the `PATH` crewd hands the worker): with
+/// `sandbox = "required"` the attempt fails there, saying so (reason `sandbox`); with `auto`
+/// it runs unboxed and says why in a `task.warning` and in the worker's final record.
+#[test]
+fn a_node_that_cannot_box_refuses_required_and_says_so_under_auto() {
+    let c = cluster("a_node_that_cannot_box_refuses_required_and_says_so_under_auto");
+    let fake = common::crewd_bin().with_file_name("crew-fake-agent");
+    let bin = tempfile::tempdir().unwrap();
+    let path = path_without_bwrap(bin.path());
+    let extra = format!(
+        "sandbox = \"required\"\n[runtimes.fake-auto]\nadapter = \"pi\"\ncommand = [{fake:?}]\n\
+         rpc = false\nplacement = \"slurm\"\nsandbox = \"auto\"\n",
+        fake = fake.display().to_string()
+    );
+    let d = c.daemon_env(&extra, vec![("PATH".into(), path)]);
+    repo(&d);
+    common::one_step_team(&d, "one", "Work. [fake:write=one.txt:one]", "executor");
+    let required = d.run(
+        "required",
+        json!({"team": "one", "workspace": "worktree", "runtime": "fake-slurm"}),
+    );
+    assert_eq!(d.wait(&required), "failed", "{}", d.status(&required));
+    let st = d.status(&required);
+    let error = Daemon::task(&st, "01_only")["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        error.contains("sandbox = \"required\" and this attempt cannot be boxed on this node")
+            && error.contains("not installed"),
+        "{error}"
+    );
+    let events = d.events(Some(&required));
+    assert!(
+        events
+            .iter()
+            .any(|e| e["type"] == "task.retrying" && e["data"]["reason"] == "sandbox"),
+        "{events:#?}"
+    );
+
+    let auto = d.run(
+        "auto",
+        json!({"team": "one", "workspace": "worktree", "runtime": "fake-auto"}),
+    );
+    assert_eq!(d.wait(&auto), "completed", "{}", d.status(&auto));
+    let warned = d
+        .events(Some(&auto))
+        .into_iter()
+        .filter(|e| e["type"] == "task.warning")
+        .map(|e| e.to_string())
+        .collect::<Vec<_>>();
+    assert!(
+        warned
+            .iter()
+            .any(|w| w.contains("runs unboxed on node") && w.contains("not installed")),
+        "{warned:?}"
+    );
+    let fin: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            staging_of(&d)
+                .join(&auto)
+                .join("01_only.attempt-1/final.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    assert!(
+        fin["unboxed"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("not installed"),
+        "{fin}"
+    );
 }
 
 /// `scontrol -o show job` of the run's job named `name`.

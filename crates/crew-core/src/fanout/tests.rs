@@ -244,6 +244,58 @@ fn the_last_json_fence_counts() {
     assert!(b.tasks.is_empty());
 }
 
+/// Issue 36: the cap counts the agents a block starts, candidates included: under the run's
+/// `--candidates 3` an executor task counts 3, a read-only explorer 1, and a role's own
+/// `candidates=N` wins over the run's. What passes splits into exactly the agents counted.
+#[test]
+fn the_cap_counts_each_added_task_s_candidates() {
+    let (mut exp, from) = implement();
+    exp.max_tasks = 7;
+    exp.candidates = Some(crate::run::candidates::RunAskFrozen {
+        contenders: vec![Default::default(); 3],
+        select: None,
+        judge: None,
+    });
+    let at_cap = answer(&[
+        task("a", "executor", &[], &[]),
+        task("b", "executor", &[], &[]),
+        task("c", "explorer", &[], &[]),
+    ]);
+    let tasks = parse_and_validate(&at_cap, &exp, &from, |_| false).expect("7 agents fit");
+    let split = crate::run::candidates::for_added(tasks, &exp);
+    let agents = split
+        .iter()
+        .filter(|t| crate::run::candidates::selector(t).is_none())
+        .count();
+    assert_eq!(agents, 7, "what was counted is what is split");
+
+    let over = answer(&[
+        task("a", "executor", &[], &[]),
+        task("b", "executor", &[], &[]),
+        task("c", "executor", &[], &[]),
+    ]);
+    let problems = parse_and_validate(&over, &exp, &from, |_| false).unwrap_err();
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(
+        problems[0].contains("adds 3 tasks that would start 9 agents")
+            && problems[0].contains("each `executor` task runs 3 candidates")
+            && problems[0].contains("at most 7 agents"),
+        "{problems:?}"
+    );
+    let s = prompt_section(&exp, None);
+    assert!(
+        s.contains("each `executor` task runs 3 candidates") && s.contains("at most 7 agents"),
+        "{s}"
+    );
+
+    // The role's own `candidates=2` wins: three executors are 6 agents.
+    for r in exp.roles.iter_mut().filter(|r| r.role == "executor") {
+        r.candidates = Some(2);
+    }
+    let tasks = parse_and_validate(&over, &exp, &from, |_| false).expect("6 agents fit");
+    assert_eq!(crate::run::candidates::for_added(tasks, &exp).len(), 9);
+}
+
 #[test]
 fn prompt_section_lists_roles_cap_and_repair() {
     let (exp, _) = implement();

@@ -43,6 +43,11 @@ pub const APPLIED_REF: &str = "_applied";
 /// integration conflicted, so the user's resolution commit is told from crew's own.
 pub const INTEGRATION_CONFLICT_REF: &str = "_conflict";
 
+/// What stands for the run's integration where a name is made of a run id and a task id (the
+/// user's worktree for resolving a conflict of the run's results,
+/// `run::resolve::worktree_path`).
+pub const INTEGRATION: &str = "_integration";
+
 /// The directory beside task worktrees where read-only tasks starting at `commit` share one
 /// checkout (also the name of its leftover ref's directory, with a short commit).
 pub fn readers_dir(commit: &str) -> String {
@@ -131,6 +136,7 @@ mod tests {
             BASE_REF.to_string(),
             APPLIED_REF.to_string(),
             INTEGRATION_CONFLICT_REF.to_string(),
+            INTEGRATION.to_string(),
         ] {
             assert!(is_reserved(&crew), "{crew}");
             assert!(!is_task_id(&crew), "{crew}");

@@ -404,6 +404,28 @@ pub fn for_added(mut tasks: Vec<PlannedTask>, exp: &crate::fanout::Expansion) ->
     expand(tasks, exp.candidates.as_ref().map(RunAskFrozen::ask))
 }
 
+/// How many agents a task of `role` that a fan-out step adds starts: one per candidate when
+/// [`for_added`] splits it (the role's `candidates=N`, else the run's ask; writing roles
+/// only), else one. Counted without splitting, for the step's cap (`fanout::validate`).
+pub fn runs_of_added(role: &RoleTemplate, exp: &crate::fanout::Expansion) -> u32 {
+    if !role.writes {
+        return 1;
+    }
+    let own = role
+        .candidates
+        .and_then(|n| Ask::Count(n).contenders().ok())
+        .filter(|c| !c.is_empty())
+        .map(|c| c.len());
+    let n = own
+        .or_else(|| exp.candidates.as_ref().map(|c| c.contenders.len()))
+        .unwrap_or(1);
+    if n < 2 {
+        1
+    } else {
+        u32::try_from(n).unwrap_or(u32::MAX)
+    }
+}
+
 /// Whether tasks a fan-out step adds may get candidates (the run's ask, or a writing role's).
 pub fn added_may_have(exp: &crate::fanout::Expansion) -> bool {
     exp.candidates
@@ -475,6 +497,8 @@ pub fn expand(tasks: Vec<PlannedTask>, run_ask: Option<RunAsk<'_>>) -> Vec<Plann
             t.thinking = j.thinking.clone();
             t.effort = j.effort.clone();
             t.fallback_models = j.fallback_models.clone();
+            // It runs as the judge's role: the skills a task of that role gets.
+            t.skills = j.skills.clone();
             t.writes = false;
             t.seed_paths = vec![];
             t.scope = vec![];
@@ -1093,6 +1117,46 @@ fn dependents(run: &RunState, id: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A judging selector runs as the judge's role: its agent and tools, and the skills a task
+    /// of that role gets, not those of the step's own role.
+    #[test]
+    fn a_judging_selector_has_the_judge_s_skills() {
+        let catalog = crate::resource::Catalog::builtin();
+        let plan = crate::plan::build_plan(&catalog, Some("implement"), None).unwrap();
+        let roles = crate::plan::role_templates(
+            &catalog,
+            catalog.team("implement").unwrap(),
+            &crate::skills::RunSkills::Selected,
+        );
+        let judge = judge_template(&roles, None).unwrap();
+        assert_eq!(judge.role, "reviewer");
+        let integrate = plan
+            .tasks
+            .iter()
+            .find(|t| t.step_id == "integrate")
+            .unwrap();
+        assert_ne!(integrate.skills, judge.skills, "the test tells them apart");
+        let contenders = vec![Contender::default(); 2];
+        let tasks = expand(
+            plan.tasks.clone(),
+            Some(RunAsk {
+                contenders: &contenders,
+                select: None,
+                judge: Some(&judge),
+            }),
+        );
+        let sel = tasks
+            .iter()
+            .find(|t| t.step_id == "integrate" && selector(t).is_some());
+        let sel = sel.unwrap();
+        assert_eq!(
+            (sel.role.as_str(), sel.agent.as_str()),
+            ("reviewer", "reviewer")
+        );
+        let names: Vec<&str> = sel.skills.iter().map(|k| k.name.as_str()).collect();
+        assert_eq!(names, ["read-only-explorer", "multi-perspective-review"]);
+    }
 
     #[test]
     fn contenders_split_on_the_first_slash() {

@@ -128,10 +128,16 @@ fn leaves(run: &RunState) -> Vec<SafeId> {
         .collect()
 }
 
-/// Where a message suggests the user's own worktree for resolving on `what`'s branch: beside
-/// the repository, so it is never inside crew's state or the user's checkout.
-pub fn worktree_path(repo: &str, what: &str) -> String {
-    format!("{}-resolve-{what}", repo.trim_end_matches('/'))
+/// Where a message suggests the user's own worktree for resolving on the branch of `task` in
+/// run `run` (`None`: the run's integration): beside the repository, so it is never inside
+/// crew's state or the user's checkout, and named by run and task as crew's own task worktrees
+/// are (`<runId>/<taskId>` under its state): `<repo>-resolve-<runId>.<taskId>`. Ids hold no
+/// `.`, so no two (run, task) pairs share a path (`<repo>-resolve-<task>` was one path for a
+/// task id in every run, and for a run's integration and a task named like the run); and a
+/// flat name leaves no directory behind after `git worktree remove`.
+pub fn worktree_path(repo: &str, run: &str, task: Option<&str>) -> String {
+    let task = task.unwrap_or(reserved::INTEGRATION);
+    format!("{}-resolve-{run}.{task}", repo.trim_end_matches('/'))
 }
 
 /// The manual way after a resolver gave up: its branch holds every input merged, with the
@@ -144,7 +150,7 @@ pub fn manual_hint(run: &RunState, task_id: &str) -> String {
     };
     let repo = ws.repo.as_str();
     let branch = super::workspace::task_branch(&run.id, task_id);
-    let wt = worktree_path(repo, task_id);
+    let wt = worktree_path(repo, &run.id, Some(task_id));
     format!(
         "The resolver could not resolve the conflict; resolve it by hand. Its branch holds \
          every input merged, with the conflicts left in the files (between `<<<<<<< ` and \
@@ -212,8 +218,17 @@ pub(super) fn apply_resolve_added(
     needing: Option<&str>,
     task: &Arc<PlannedTask>,
 ) {
+    // Once per task id (a replayed or repeated event changes nothing).
+    let fresh = run.task_index(&task.id).is_none();
     // The attempt that found the conflict ended there: what it spent stays counted.
     super::apply::add_awaited(run, needing, task, true);
+    // It ran no agent (the merge of its inputs stopped it before one started): it is given
+    // back, so the needing task counts only the attempts that ran, and its next one takes
+    // its number (nothing of an attempt is written before its merge succeeds).
+    let needing = needing.and_then(|n| run.task_index(n));
+    if let Some(t) = needing.filter(|_| fresh).and_then(|i| run.tasks.get_mut(i)) {
+        t.attempts = t.attempts.saturating_sub(1);
+    }
 }
 
 impl super::State {
@@ -300,5 +315,41 @@ impl super::State {
         resolve_added(run, Some(task_id), conflict, resolver)
             .map(|(p, _)| vec![p])
             .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::worktree_path;
+    use std::collections::HashSet;
+
+    /// Issue 31: the user's worktree is one per run and task. `<repo>-resolve-<task>` was the
+    /// same for a task of the same id in two runs, and a run's integration took the name of a
+    /// task called like the run.
+    #[test]
+    fn the_users_worktree_is_one_per_run_and_task() {
+        let pairs: &[(&str, Option<&str>)] = &[
+            ("r1", Some("03_x")),
+            ("r2", Some("03_x")),
+            ("r1", Some("resolve-03_x")),
+            ("r1", None),
+            ("r1", Some("r1")),
+            ("r2", Some("r1")),
+            ("r-1", Some("x")),
+            ("r", Some("1-x")),
+        ];
+        let paths: HashSet<String> = pairs
+            .iter()
+            .map(|(run, task)| worktree_path("/src/p/", run, *task))
+            .collect();
+        assert_eq!(paths.len(), pairs.len(), "{paths:?}");
+        assert_eq!(
+            worktree_path("/src/p", "team_1_ab", Some("03_x")),
+            "/src/p-resolve-team_1_ab.03_x"
+        );
+        assert_eq!(
+            worktree_path("/src/p", "team_1_ab", None),
+            "/src/p-resolve-team_1_ab._integration"
+        );
     }
 }

@@ -2692,6 +2692,32 @@ fn a_failing_verdict_adds_a_fix_task_and_the_judge_runs_again() {
     sim.replays_equal();
 }
 
+/// Issue 30: a fix task gets the skills a task of its role gets, as a planned task of that
+/// role has them (the default team's fixer is its executor), across replay.
+#[test]
+fn a_fix_task_gets_the_skills_of_its_role() {
+    let mut sim = Sim::new();
+    sim.up_to_verify();
+    let planned = sim.task("r", "execute").plan.skills.clone();
+    let names_of = |s: &[crate::skills::PlannedSkill]| -> Vec<String> {
+        s.iter().map(|k| k.name.clone()).collect()
+    };
+    assert_eq!(
+        names_of(&planned),
+        ["safe-bash", "verification-before-done"],
+        "the executor's defaults"
+    );
+    sim.finish_answer("r", "04_verify", FAIL_ONE);
+    let fix = sim.st.runs["r"].task("_fix-04_verify-1").unwrap();
+    assert_eq!(fix.plan.role, "executor");
+    assert_eq!(
+        fix.plan.skills, planned,
+        "the fixer role's skills, with their text"
+    );
+    assert!(fix.plan.skills.iter().all(|k| !k.text.is_empty()));
+    sim.replays_equal();
+}
+
 #[test]
 fn spent_rounds_block_the_run_and_resume_grants_one_more() {
     let mut sim = Sim::new();
@@ -2849,6 +2875,7 @@ fn resolver_role() -> crate::fanout::RoleTemplate {
         fallback_models: vec![],
         writes: true,
         candidates: None,
+        skills: Default::default(),
         resources: Default::default(),
     }
 }
@@ -2914,9 +2941,16 @@ fn a_conflict_adds_a_resolve_task_once_and_the_needing_task_waits_for_it() {
         sim.task("r", "c").plan.depends_on.join(","),
         "01_a,02_b,_resolve-03_c-1"
     );
+    // The attempt that found the conflict ran no agent: it is given back.
+    assert_eq!(sim.task("r", "c").attempts, attempt - 1);
     assert_eq!(sim.dispatch(8), ["r/resolve"]);
     sim.finish("r", "resolve", done(1));
     assert_eq!(sim.dispatch(8), ["r/c"]);
+    assert_eq!(
+        sim.task("r", "c").attempts,
+        1,
+        "its first attempt that runs"
+    );
     // A conflict again after a resolution: not another resolver (the manual way).
     let attempt = sim.task("r", "c").attempts;
     assert!(sim
@@ -2944,6 +2978,11 @@ fn a_conflict_adds_a_resolve_task_once_and_the_needing_task_waits_for_it() {
         .filter(|t| super::resolve::is_resolve(&t.plan))
         .count();
     assert_eq!(n, 1);
+    assert_eq!(
+        fresh.runs["r"].task(&c).unwrap().attempts,
+        1,
+        "a repeated task.resolve_added gives nothing back twice"
+    );
 }
 
 #[test]
@@ -3076,11 +3115,13 @@ fn a_resolver_that_gives_up_needs_attention_with_the_manual_way() {
     let why = t.error.as_deref().unwrap_or_default();
     assert!(
         why.starts_with("boom\n")
-            && why.contains("git -C /src/app worktree add /src/app-resolve-_resolve-03_c-1 crew/tasks/r/_resolve-03_c-1")
+            && why.contains("git -C /src/app worktree add /src/app-resolve-r._resolve-03_c-1 crew/tasks/r/_resolve-03_c-1")
             && why.ends_with("then: crewctl resume r"),
         "{why}"
     );
     assert_eq!(sim.status("r", "c"), TaskStatus::Queued);
+    // No attempt of the needing task ran an agent: status shows none.
+    assert_eq!(sim.task("r", "c").attempts, 0);
     sim.replays_equal();
 }
 

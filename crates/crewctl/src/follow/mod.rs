@@ -650,12 +650,14 @@ impl Bars {
                     bar.enable_steady_tick(Duration::from_millis(120));
                     bar
                 });
-                bar.set_message(safe::term(&task_running(view, t)).into_owned());
+                bar.set_message(safe::term(&task_running(view, model, t)).into_owned());
             }
             Change::Finished(i) => {
                 self.drop_bar(*i);
                 if let Some(t) = model.tasks.get(*i) {
-                    let _ = self.mp.println(safe::term(&task_done(view, t, width)));
+                    let _ = self
+                        .mp
+                        .println(safe::term(&task_done(view, model, t, width)));
                 }
             }
             Change::Retrying { task, .. }

@@ -15,6 +15,9 @@ use crew_api::types::{
 use serde_json::Value;
 use std::fmt::Write as _;
 
+/// How crew's candidate task ids begin (`crew_core::ids::reserved`, `TaskKind::Candidate`).
+const CANDIDATE_ID_PREFIX: &str = "_cand-";
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct TaskState {
     pub id: String,
@@ -33,6 +36,9 @@ pub struct TaskState {
     pub result: Option<String>,
     /// In worktree mode, what the completed attempt committed.
     pub commit: Option<TaskChange>,
+    /// A step with candidates (issue 36): the candidates it chooses among. Its row shows the
+    /// step's usage, theirs and its own, as `crewctl status` does.
+    pub members: Vec<String>,
 }
 
 /// A worktree task's result commit, as `task.completed` carries it.
@@ -91,6 +97,7 @@ impl TaskState {
             note: None,
             result: None,
             commit: None,
+            members: Vec::new(),
         }
     }
 
@@ -171,11 +178,19 @@ impl Follow {
         }
     }
 
-    /// Seeds the task list (in plan order) from `team.run`'s answer.
+    /// Seeds the task list (in plan order) from `team.run`'s answer. A planned step with
+    /// candidates depends on them, and only it does (crew's candidate ids, `_cand-…`, are no
+    /// ids of a user's; a fix task depending on one comes later, by an event).
     pub fn with_plan(mut self, plan: &[PlannedTaskView]) -> Self {
         for t in plan {
-            self.tasks
-                .push(TaskState::new(&t.id, &t.role, TaskStatus::Queued));
+            let mut row = TaskState::new(&t.id, &t.role, TaskStatus::Queued);
+            row.members = t
+                .depends_on
+                .iter()
+                .filter(|d| d.starts_with(CANDIDATE_ID_PREFIX))
+                .cloned()
+                .collect();
+            self.tasks.push(row);
         }
         self
     }
@@ -184,10 +199,26 @@ impl Follow {
     /// events then bring the details.
     pub fn with_status(mut self, s: &StatusResult) -> Self {
         for t in &s.tasks {
-            self.tasks
-                .push(TaskState::new(&t.id, &t.role, TaskStatus::Queued));
+            let mut row = TaskState::new(&t.id, &t.role, TaskStatus::Queued);
+            if let Some(c) = &t.candidates {
+                row.members = c.members.clone();
+            }
+            self.tasks.push(row);
         }
         self
+    }
+
+    /// What a row shows as its usage: a step with candidates counts theirs with its own (what
+    /// `team.status` gives as the task's usage); any other task its own. The run's total
+    /// ([`Follow::usage`]) still counts each task once.
+    pub fn task_usage(&self, t: &TaskState) -> Usage {
+        let mut u = t.usage();
+        for m in &t.members {
+            if let Some(c) = self.tasks.iter().find(|x| &x.id == m) {
+                add(&mut u, &c.usage());
+            }
+        }
+        u
     }
 
     fn index(&mut self, id: &str) -> usize {
@@ -256,6 +287,21 @@ impl Follow {
                     added.get("role").and_then(Value::as_str),
                 ) {
                     row.role = role.to_string();
+                }
+                // A task added with candidates is their selector (`kind: selector`).
+                let cand = added.get("candidates");
+                if cand.and_then(|c| c.get("kind")).and_then(Value::as_str) == Some("selector") {
+                    let members = cand
+                        .and_then(|c| c.get("candidates"))
+                        .and_then(Value::as_array)
+                        .into_iter()
+                        .flatten()
+                        .filter_map(Value::as_str)
+                        .map(str::to_string)
+                        .collect();
+                    if let Some(row) = self.tasks.get_mut(i) {
+                        row.members = members;
+                    }
                 }
                 ids.push(id.to_string());
             }
@@ -496,8 +542,9 @@ pub fn result_name(t: &TaskState) -> String {
         .unwrap_or_else(|| format!("results/{}.txt", t.id))
 }
 
-/// `✓ 01_explore  explorer · 1m 05s · 12.3k tok · $0.0123 · note` (no time prefix).
-pub fn task_done(view: &View, t: &TaskState, id_width: usize) -> String {
+/// `✓ 01_explore  explorer · 1m 05s · 12.3k tok · $0.0123 · note` (no time prefix). A step
+/// with candidates shows the step's usage (`Follow::task_usage`).
+pub fn task_done(view: &View, f: &Follow, t: &TaskState, id_width: usize) -> String {
     let (mark, tone) = marks::task(t.status);
     let mut s = format!("{} {:<id_width$}", view.p(tone, mark), t.id);
     let mut parts: Vec<String> = vec![];
@@ -510,7 +557,7 @@ pub fn task_done(view: &View, t: &TaskState, id_width: usize) -> String {
     if let Some(ms) = t.elapsed_ms(view.clock.now).filter(|_| t.started.is_some()) {
         parts.push(human_duration_ms(ms));
     }
-    let u = t.usage();
+    let u = f.task_usage(t);
     if usage_tokens(&u) > 0 {
         parts.push(format!("{} tok", tokens(usage_tokens(&u))));
     }
@@ -547,7 +594,7 @@ pub fn task_done(view: &View, t: &TaskState, id_width: usize) -> String {
 }
 
 /// The changing part of a running task's progress line: `explorer · ▸ bash · 4.6k tok`.
-pub fn task_running(view: &View, t: &TaskState) -> String {
+pub fn task_running(view: &View, f: &Follow, t: &TaskState) -> String {
     let mut parts: Vec<String> = vec![];
     if !t.role.is_empty() {
         parts.push(t.role.clone());
@@ -558,7 +605,7 @@ pub fn task_running(view: &View, t: &TaskState) -> String {
     if let Some(tool) = &t.tool {
         parts.push(view.p(Tone::Active, format!("▸ {tool}")));
     }
-    let tok = usage_tokens(&t.usage());
+    let tok = usage_tokens(&f.task_usage(t));
     if tok > 0 {
         parts.push(format!("{} tok", tokens(tok)));
     }
@@ -610,7 +657,7 @@ pub fn plain_line(
                     .map(|w| w.saturating_sub(u16::try_from(taken).unwrap_or(u16::MAX))),
                 ..*view
             };
-            task_done(&narrower, f.tasks.get(*i)?, width)
+            task_done(&narrower, f, f.tasks.get(*i)?, width)
         }
         Change::Retrying {
             task,
@@ -1149,6 +1196,80 @@ mod tests {
         assert_eq!(f.tasks[1].status, TaskStatus::Queued);
     }
 
+    /// Issue 36: a step with candidates shows the step's usage, its candidates' with its own
+    /// (what `crewctl status` shows), whether it was planned or added by a fan-out; the run's
+    /// total counts each task once.
+    #[test]
+    fn a_step_with_candidates_shows_its_candidates_usage() {
+        let v = view(120);
+        let mut p = plan();
+        let cand = |k: u32| {
+            let mut t = p[1].clone();
+            t.id = format!("_cand-02_execute-{k}");
+            t
+        };
+        let (c1, c2) = (cand(1), cand(2));
+        p[1].depends_on = vec!["01_explore".into(), c1.id.clone(), c2.id.clone()];
+        p.insert(1, c2);
+        p.insert(1, c1);
+        let mut f = Follow::new("r-1").with_plan(&p);
+        for (seq, id) in [(11, "_cand-02_execute-1"), (13, "_cand-02_execute-2")] {
+            f.apply(&ev(seq, 1, "task.started", Some(id), json!({"attempt": 1})));
+            f.apply(&ev(
+                seq + 1,
+                2,
+                "task.completed",
+                Some(id),
+                json!({"attempt": 1, "usage": usage(1000, 0.01)}),
+            ));
+        }
+        f.apply(&ev(
+            30,
+            3,
+            "task.candidate_chosen",
+            Some("02_execute"),
+            json!({"choice": {"index": 1, "candidate": "_cand-02_execute-1", "by": "smallest",
+                              "reason": "smallest"}}),
+        ));
+        let sel = &f.tasks[3];
+        assert_eq!(sel.id, "02_execute");
+        assert_eq!(usage_tokens(&f.task_usage(sel)), 2200);
+        let line = task_done(&v, &f, sel, 20);
+        assert!(
+            line.contains("2.2k tok") && line.contains("$0.0200"),
+            "{line}"
+        );
+        assert_eq!(
+            usage_tokens(&f.usage()),
+            2200,
+            "each task once in the total"
+        );
+
+        // Added by a fan-out step: the selector names its candidates in the event.
+        let mut f = Follow::new("r-1").with_plan(&plan());
+        f.apply(&ev(
+            40,
+            1,
+            "task.expanded",
+            Some("01_explore"),
+            json!({"tasks": [
+                {"id": "_cand-x-1", "role": "executor"},
+                {"id": "x", "role": "executor", "candidates":
+                    {"kind": "selector", "select": "smallest", "candidates": ["_cand-x-1"], "inputs": []}}
+            ]}),
+        ));
+        f.apply(&ev(
+            41,
+            2,
+            "task.completed",
+            Some("_cand-x-1"),
+            json!({"attempt": 1, "usage": usage(1000, 0.01)}),
+        ));
+        let x = f.tasks.iter().find(|t| t.id == "x").unwrap();
+        assert_eq!(x.members, ["_cand-x-1"]);
+        assert_eq!(usage_tokens(&f.task_usage(x)), 1100);
+    }
+
     #[test]
     fn a_candidate_choice_ends_the_step_s_row_with_a_line() {
         let mut f = Follow::new("r-1").with_plan(&plan());
@@ -1184,7 +1305,10 @@ mod tests {
         for e in &script()[..3] {
             f.apply(e);
         }
-        assert_eq!(task_running(&v, &f.tasks[0]), "explorer · ▸ read · 1k tok");
+        assert_eq!(
+            task_running(&v, &f, &f.tasks[0]),
+            "explorer · ▸ read · 1k tok"
+        );
         let w = ev(
             30,
             40,

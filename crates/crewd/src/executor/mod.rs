@@ -30,6 +30,18 @@ use tokio::sync::mpsc;
 use tracing::Instrument;
 
 pub(crate) fn render_prompt(spec: &AttemptSpec, pre_step: Option<&str>) -> std::io::Result<String> {
+    let (mut prompt, rest) = render_parts(spec)?;
+    if let Some(block) = pre_step {
+        prompt.push_str(block);
+    }
+    prompt.push_str(&rest);
+    Ok(prompt)
+}
+
+/// The prompt in two parts, the pre-step script's block going between them: the task's own
+/// prompt, then the fan-out and judge sections. A remote attempt's node puts the block there
+/// itself (its script runs on the node).
+pub(crate) fn render_parts(spec: &AttemptSpec) -> std::io::Result<(String, String)> {
     fault::hit("render")?;
     let mut dep_texts = Vec::new();
     for (id, role) in &spec.deps {
@@ -65,7 +77,7 @@ pub(crate) fn render_prompt(spec: &AttemptSpec, pre_step: Option<&str>) -> std::
             text: t.as_deref(),
         })
         .collect();
-    let mut prompt = crew_core::prompt::render(
+    let prompt = crew_core::prompt::render(
         &spec.plan,
         &PromptInput {
             goal: &spec.goal,
@@ -76,19 +88,17 @@ pub(crate) fn render_prompt(spec: &AttemptSpec, pre_step: Option<&str>) -> std::
             feedback: spec.feedback.as_deref(),
         },
     );
-    if let Some(block) = pre_step {
-        prompt.push_str(block);
-    }
+    let mut rest = String::new();
     if let Some(exp) = &spec.plan.expands {
-        prompt.push_str(&crew_core::fanout::prompt_section(
+        rest.push_str(&crew_core::fanout::prompt_section(
             exp,
             spec.fan_out_repair.as_deref(),
         ));
     }
     if let Some(section) = judge::prompt_section(spec) {
-        prompt.push_str(&section);
+        rest.push_str(&section);
     }
-    Ok(prompt)
+    Ok((prompt, rest))
 }
 
 /// Run the attempt and report to the actor: always exactly one report, whatever fails. A panic
@@ -521,11 +531,13 @@ fn worker_box(
         repo: spec.workspace.as_ref().map(|w| Path::new(&w.repo)),
         worktree,
         own_objects,
-        run_dir: Some(&spec.run_dir),
+        run_dir: sandbox::RunDir::Whole(&spec.run_dir),
         session_file: session_file.as_deref(),
         gemini_home: gemini_home.as_deref(),
         program: program.as_deref(),
-        runtime: Some(&spec.runtime),
+        runtime_env: &spec.runtime.env,
+        sandbox_read: &spec.runtime.sandbox_read,
+        sandbox_write: &spec.runtime.sandbox_write,
         network: spec.runtime.network.unwrap_or(true),
     })
 }

@@ -174,7 +174,7 @@ pub fn manual_message(
     repo: &str,
     run_id: &str,
     branch: &str,
-    worktree_for: &str,
+    worktree_for: Option<&str>,
     what: &str,
     inputs: &[Input],
     stopped: &Stopped<'_>,
@@ -206,7 +206,7 @@ pub fn manual_message(
     if rest.len() > 1 {
         m.push_str(&format!("; not merged yet: {}", names(&rest[1..])));
     }
-    let wt = worktree_path(repo, worktree_for);
+    let wt = worktree_path(repo, run_id, worktree_for);
     m.push_str(&format!(
         ".\nResolve it in a worktree of your own (your checkout is not touched):\n  \
          git -C {repo} worktree add {wt} {branch}\n  cd {wt}\n"
@@ -295,7 +295,7 @@ mod tests {
             "/src/proj",
             "r-1",
             "crew/tasks/r-1/03_integrate",
-            "03_integrate",
+            Some("03_integrate"),
             "its dependencies",
             &inputs,
             &Stopped {
@@ -312,7 +312,7 @@ mod tests {
         assert!(m.contains("not merged yet: changelog"), "{m}");
         assert!(
             m.contains(
-                "git -C /src/proj worktree add /src/proj-resolve-03_integrate \
+                "git -C /src/proj worktree add /src/proj-resolve-r-1.03_integrate \
                  crew/tasks/r-1/03_integrate"
             ),
             "{m}"

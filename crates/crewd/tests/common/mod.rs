@@ -74,7 +74,7 @@ impl Daemon {
             std::fs::create_dir_all(d).unwrap();
         }
         let config = root.join("config.toml");
-        std::fs::write(&config, &opts.config).unwrap();
+        std::fs::write(&config, with_test_sandbox(&opts.config)).unwrap();
         let mut d = Daemon {
             // `CREW_TEST_CREWD` runs a test against another build (an older crewd, to see a
             // new test fail before its fix).
@@ -418,6 +418,29 @@ pub fn one_step_team(d: &Daemon, name: &str, task: &str, agent: &str) {
         &format!("workflows/{name}.workflow.md"),
         &format!("---\nname: {name}\n---\n\n## only\nrole: {agent}\n\n{task}\n"),
     );
+}
+
+/// `CREW_TEST_SANDBOX` (`make test-nonroot` sets `required`, tests/as-user.sh): the `sandbox`
+/// mode of a test daemon whose config names none. Under the default, `auto`, a box that cannot
+/// be made runs the attempt unboxed and a real-agent test would pass without its box; under
+/// `required` it fails.
+fn with_test_sandbox(config: &str) -> String {
+    let Some(mode) = std::env::var("CREW_TEST_SANDBOX")
+        .ok()
+        .filter(|m| !m.is_empty())
+    else {
+        return config.to_string();
+    };
+    let names_one = config.lines().any(|l| {
+        l.trim_start()
+            .strip_prefix("sandbox")
+            .is_some_and(|rest| rest.trim_start().starts_with('='))
+    });
+    if names_one {
+        return config.to_string();
+    }
+    // Top-level keys come before the first table: the line goes first.
+    format!("sandbox = {mode:?}\n{config}")
 }
 
 pub fn path_str(p: &Path) -> &str {

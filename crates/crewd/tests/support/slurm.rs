@@ -157,8 +157,9 @@ impl Cluster {
     }
 }
 
-/// `crew-worker`, which the jobs run from next to crewd: built now, so a test never runs
-/// an older one left in the target directory. `CREW_TEST_WORKER_BUILT=1` says it was built
+/// `crew-worker`, which the jobs run from next to crewd, and crew's init `crew-box` beside it
+/// (the node's box): built now, so a test never runs an older one left in the target
+/// directory. `CREW_TEST_WORKER_BUILT=1` says it was built
 /// just before (a `cargo build` here waits on cargo's package-cache lock, which any other
 /// build on the machine may hold for minutes).
 pub fn build_worker() {
@@ -168,9 +169,12 @@ pub fn build_worker() {
     }
     ONCE.call_once(|| {
         let status = Command::new(env!("CARGO"))
-            .args(["build", "-p", "crew-worker"])
+            .args(["build", "-p", "crew-worker", "-p", "crew-box"])
             .status()
             .unwrap();
-        assert!(status.success(), "cargo build -p crew-worker failed");
+        assert!(
+            status.success(),
+            "cargo build -p crew-worker -p crew-box failed"
+        );
     });
 }

@@ -151,22 +151,35 @@ async fn stage(
         let state = shared.state_dir.clone();
         blocking(move || super::token::key(&state)).map_err(|e| e.to_string())?
     };
+    // The pre-step script runs on the node (in its checkout, in its box): its block goes
+    // between the two parts there, where a local attempt's goes.
+    let (mut head, rest) = blocking(|| crate::executor::render_parts(spec))
+        .map_err(|e| format!("cannot render the prompt: {e}"))?;
+    // The session that asked stayed on its node: an answered task starts afresh, and its
+    // prompt quotes the question beside the answer (after the `Answer:` lines that end the
+    // first part).
+    if !spec.answers.is_empty() {
+        let asked = blocking(|| {
+            earlier_questions(
+                &key,
+                &cfg.staging_dir,
+                (&spec.run_id, &spec.task_id, spec.attempt),
+                spec.answers.len(),
+            )
+        });
+        head.push_str(&crew_core::prompt::asked_section(&asked));
+    }
+    let pre_step = spec
+        .plan
+        .checks
+        .pre_step
+        .clone()
+        .map(|script| crew_staging::PreStepAt {
+            script,
+            at: head.len(),
+        });
     let prompt = {
-        let mut spec_prompt = blocking(|| crate::executor::render_prompt(spec, None))
-            .map_err(|e| format!("cannot render the prompt: {e}"))?;
-        // The session that asked stayed on its node: an answered task starts afresh, and its
-        // prompt quotes the question beside the answer.
-        if !spec.answers.is_empty() {
-            let asked = blocking(|| {
-                earlier_questions(
-                    &key,
-                    &cfg.staging_dir,
-                    (&spec.run_id, &spec.task_id, spec.attempt),
-                    spec.answers.len(),
-                )
-            });
-            spec_prompt.push_str(&crew_core::prompt::asked_section(&asked));
-        }
+        let spec_prompt = head + &rest;
         let a = blocking(|| {
             crate::artifacts::put(
                 &spec.run_dir,
@@ -206,6 +219,15 @@ async fn stage(
             grace_ms: shared.config.kill_grace_ms,
             output_bytes: shared.config.verify_output_bytes,
         },
+        sandbox: crew_staging::BoxRules {
+            mode: crate::executor::sandbox::mode(&shared.config, &spec.runtime),
+            network: spec.runtime.network.unwrap_or(true),
+            verify_network: shared.config.verify_network,
+            runtime_env: spec.runtime.env.clone(),
+            read: spec.runtime.sandbox_read.clone(),
+            write: spec.runtime.sandbox_write.clone(),
+        },
+        pre_step,
     };
     // The worker's environment: the daemon's through the allowlist and the runtime's own
     // variables (the node's attempt crate adds the adapter's). Without crew's process tags: a
@@ -622,6 +644,9 @@ async fn follow(
                 let dir = staging.dir.clone();
                 let named = named.to_vec();
                 artifacts.extend(blocking(move || import(&dir, &run_dir, &named)));
+                if spec.plan.checks.pre_step.is_some() {
+                    blocking(|| take_prompt(&staging.dir, &spec.run_dir, &spec.task_id, artifacts));
+                }
                 (Some(r.clone()), usage, model)
             }
             None => (None, notes.usage, None),
@@ -663,6 +688,9 @@ async fn follow(
         // Not this attempt's worker: refused, and nothing of it is taken.
         Err(e) => return fail(e, true, "stale_token"),
     };
+    if let Some(why) = &fin.unboxed {
+        tracing::warn!(host = %bound(&fin.host), why = %bound(why), "the attempt ran unboxed on its node (sandbox = \"auto\")");
+    }
     if let Some(e) = &fin.error {
         return fail(
             format!("crew-worker on {}: {}", bound(&fin.host), bound(e)),
@@ -747,6 +775,30 @@ fn import(staging: &Path, run_dir: &Path, named: &[ArtifactRef]) -> Vec<Artifact
         }
     }
     out
+}
+
+/// The prompt the node gave the agent, its pre-step script's block in it, in place of the one
+/// staged without it (`prompts/<task>.md`): what the agent was told, as for a local attempt.
+fn take_prompt(staging: &Path, run_dir: &Path, task: &str, artifacts: &mut [ArtifactRef]) {
+    use std::io::Read;
+    let name = format!("prompts/{task}.md");
+    let mut bytes = Vec::new();
+    let read = std::fs::File::open(staging.join(&name))
+        .and_then(|f| f.take(IMPORT_MAX + 1).read_to_end(&mut bytes));
+    match read {
+        Ok(n) if (n as u64) <= IMPORT_MAX => {
+            match crate::artifacts::put(run_dir, &name, "prompt", &bytes) {
+                Ok(r) => {
+                    if let Some(a) = artifacts.iter_mut().find(|a| a.name == name) {
+                        *a = r;
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "cannot keep the node's prompt"),
+            }
+        }
+        Ok(_) => tracing::warn!("the node's prompt is over {IMPORT_MAX} bytes: not taken"),
+        Err(e) => tracing::warn!(error = %e, "cannot read the node's prompt"),
+    }
 }
 
 /// The worker's commit, into the task's worktree as uncommitted changes on its start commit:
@@ -910,6 +962,7 @@ mod tests {
                 commit: None,
                 host: "n1".into(),
                 error: None,
+                unboxed: None,
             };
             crew_staging::write_json(&s.final_record(), &fin, 0o600).unwrap();
         };
