@@ -64,8 +64,9 @@ impl<'a> RunDir<'a> {
 }
 
 /// The folders of a run directory an agent reads: its prompt and system prompt (`prompts/`),
-/// pi's skills (`skills/`), as `command::worker_command` writes them.
-pub const ATTEMPT_INPUTS: &[&str] = &["prompts", "skills"];
+/// pi's skills (`skills/`), as `command::worker_command` writes them, and crew's pi extension
+/// (`extensions/`, its `ask_user` tool; crew-worker's `ask.rs` writes it on a node).
+pub const ATTEMPT_INPUTS: &[&str] = &["prompts", "skills", "extensions"];
 
 /// What an attempt's box holds.
 pub struct Inputs<'a> {
