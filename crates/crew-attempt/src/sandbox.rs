@@ -645,7 +645,11 @@ mod tests {
         let under: Vec<&&PathBuf> = seen.iter().filter(|p| p.starts_with("/st")).collect();
         assert_eq!(
             under,
-            [&&staging.join("prompts"), &&staging.join("skills")],
+            [
+                &&staging.join("prompts"),
+                &&staging.join("skills"),
+                &&staging.join("extensions")
+            ],
             "{seen:?}"
         );
         assert!(b.read_only.contains(&staging.join("prompts")));
