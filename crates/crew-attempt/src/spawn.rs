@@ -9,6 +9,8 @@ use crate::outcome::Failure;
 use crate::process::{self, GroupGuard};
 use crew_core::run::FailReason;
 use crew_core::stream;
+use std::ffi::{OsStr, OsString};
+use std::path::Path;
 use std::process::Stdio;
 
 /// Starts a worker's process. The child must lead its own process group (its pid is the
@@ -27,24 +29,61 @@ pub struct Local;
 
 impl Launcher for Local {
     fn launch(&self, p: Program) -> std::io::Result<Launched> {
-        let stdin = match p.stdin {
-            Stdin::Null => Stdio::null(),
-            Stdin::Pipe => Stdio::piped(),
-            Stdin::File(f) => Stdio::from(f),
-        };
-        tokio::process::Command::new(&p.program)
-            .args(&p.args)
-            .current_dir(&p.cwd)
-            .env_clear()
-            .envs(p.env)
-            .stdin(stdin)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(false)
-            .spawn()
-            .map(|c| (c, None))
+        let cmd = command(OsStr::new(&p.program), &p.args);
+        start(cmd, p).map(|c| (c, None))
     }
+}
+
+/// Starts `program args` in place of `p`'s own, as a plain child, with `p`'s directory,
+/// environment and stdin (a box's argv without crew's init).
+pub fn plain(program: &OsStr, args: &[OsString], p: Program) -> std::io::Result<Launched> {
+    start(command(program, args), p).map(|c| (c, None))
+}
+
+/// Starts `program args` (a resolved path, already wrapped in a box where there is one) under
+/// crew's init `init` in `mode`, with `p`'s directory, environment and stdin. The init
+/// inherits a fresh lifeline by number (`Lifeline::handoff_fd`): no `pre_exec`, so the child
+/// is started with `posix_spawn`, not a fork of this process.
+pub fn under_init(
+    init: &Path,
+    mode: crew_box::Mode,
+    program: &OsStr,
+    args: &[OsString],
+    p: Program,
+) -> std::io::Result<Launched> {
+    let mut lifeline = crew_box::spawn::Lifeline::new()?;
+    let argv = crew_box::spawn::argv(init, mode, lifeline.handoff_fd(), program, args);
+    let cmd = command(init.as_os_str(), argv.get(1..).unwrap_or_default());
+    let child = start(cmd, p);
+    // Whether or not it started: no later child may inherit the copy.
+    lifeline.spawned();
+    Ok((child?, Some(lifeline)))
+}
+
+fn command<A: AsRef<OsStr>>(program: &OsStr, args: &[A]) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.args(args);
+    cmd
+}
+
+/// Every worker starts the same way: `p`'s directory, only its environment, its stdin,
+/// stdout and stderr piped, leading a process group of its own (stopping the worker signals
+/// the group), not killed when the handle is dropped (the `GroupGuard` decides).
+fn start(mut cmd: tokio::process::Command, p: Program) -> std::io::Result<tokio::process::Child> {
+    let stdin = match p.stdin {
+        Stdin::Null => Stdio::null(),
+        Stdin::Pipe => Stdio::piped(),
+        Stdin::File(f) => Stdio::from(f),
+    };
+    cmd.current_dir(&p.cwd)
+        .env_clear()
+        .envs(p.env)
+        .stdin(stdin)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(false)
+        .spawn()
 }
 
 /// A started worker.

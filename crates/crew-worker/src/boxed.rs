@@ -9,7 +9,7 @@
 //! (not its token, environment or the worker's records), the network as the runtime says.
 
 use crate::git::Checkout;
-use crew_attempt::command::{Program, Stdin};
+use crew_attempt::command::Program;
 use crew_attempt::sandbox::{self, Inputs, RunDir};
 use crew_attempt::spawn::Launched;
 use crew_attempt::WorkerSpec;
@@ -18,7 +18,6 @@ use crew_core::sandbox::SandboxMode;
 use crew_staging::BoxRules;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 
 /// What this node can box with: bubblewrap and crew's init.
 #[derive(Debug, Clone)]
@@ -149,33 +148,12 @@ impl crew_attempt::spawn::Launcher for Launcher {
         let args: Vec<OsString> = p.args.iter().map(OsString::from).collect();
         let boxed =
             crew_box::bwrap::argv_with_init(b.bwrap, &b.init, spec, program.as_os_str(), &args);
-        // The init inherits the lifeline by number (`Lifeline::handoff_fd`), as crewd's own.
-        let mut lifeline = crew_box::spawn::Lifeline::new()?;
-        let argv = crew_box::spawn::argv(
+        crew_attempt::spawn::under_init(
             &b.init,
             crew_box::Mode::Boxed,
-            lifeline.handoff_fd(),
             b.bwrap.as_os_str(),
             boxed.get(1..).unwrap_or_default(),
-        );
-        let mut cmd = tokio::process::Command::new(&b.init);
-        cmd.args(argv.get(1..).unwrap_or_default());
-        let stdin = match p.stdin {
-            Stdin::Null => Stdio::null(),
-            Stdin::Pipe => Stdio::piped(),
-            Stdin::File(f) => Stdio::from(f),
-        };
-        let child = cmd
-            .current_dir(&p.cwd)
-            .env_clear()
-            .envs(p.env)
-            .stdin(stdin)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(false)
-            .spawn();
-        lifeline.spawned();
-        Ok((child?, Some(lifeline)))
+            p,
+        )
     }
 }

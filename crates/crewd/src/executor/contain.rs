@@ -7,7 +7,6 @@
 //! `CREW_CONTAINMENT=pidns|reaper|none` in crewd's environment overrides the probe (to test
 //! the fallbacks, or to rule the init out while diagnosing).
 
-use crew_box::spawn::Lifeline;
 use crew_box::Mode;
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
@@ -95,83 +94,59 @@ fn detect() -> Containment {
     }
 }
 
-/// A command that runs `program args` held as `containment` says, and the lifeline that keeps
-/// it alive (hold it for the attempt's life). The program is looked up in `path` (the child's
-/// PATH) first, so a missing one is a spawn error as without the init.
+/// What runs for `program args` held as `containment` says: the program and arguments to
+/// start, and the init to start them under (`None`: as they are). The program is looked up in
+/// `path` (the child's PATH) first, so a missing one is a spawn error as without the init.
 ///
 /// `boxed`: bubblewrap and the box (`sandbox`) to run it in. bubblewrap makes the PID
-/// namespace then, so the init only reaps and holds the lifeline (`Mode::Reaper`).
-pub fn command(
+/// namespace then, so the init only reaps and holds the lifeline (`Mode::Boxed`), and an init
+/// inside the box starts the program (`bwrap::argv_with_init`).
+fn wrap(
     program: &str,
     args: &[String],
     path: Option<&OsStr>,
     cwd: &Path,
     boxed: Option<(&Path, &crew_box::bwrap::BoxSpec)>,
     reaper: bool,
-) -> std::io::Result<(tokio::process::Command, Option<Lifeline>)> {
-    let init = &containment().init;
-    if init.is_none() && boxed.is_none() {
-        let mut cmd = tokio::process::Command::new(program);
-        cmd.args(args);
-        return Ok((cmd, None));
-    }
-    let resolved = crew_box::spawn::resolve(program, path, cwd)?;
+) -> std::io::Result<Wrapped> {
+    let init = containment().init.as_ref();
     let mut args: Vec<OsString> = args.iter().map(OsString::from).collect();
-    let mut program = resolved.into_os_string();
+    if init.is_none() && boxed.is_none() {
+        return Ok(Wrapped {
+            program: program.into(),
+            args,
+            init: None,
+        });
+    }
+    let mut program = crew_box::spawn::resolve(program, path, cwd)?.into_os_string();
     if let Some((bwrap, spec)) = boxed {
-        // In the box the init starts the program too (`--reaper`, no lifeline): a program
-        // that cannot be started is then told as without the box (exit 127 and the OS
-        // error), not as bubblewrap's own failure; and it hands the program the stdout the
-        // outer init kept away from bubblewrap (`--stdout-fd`, see `Mode::Boxed`).
-        let mut spec = spec.clone();
-        let (p, a) = match init {
-            Some((init, _)) => {
-                spec.read_only.extend(init.parent().map(Path::to_path_buf));
-                let mut inner: Vec<OsString> = vec![
-                    "--reaper".into(),
-                    "--stdout-fd".into(),
-                    "--".into(),
-                    program,
-                ];
-                inner.append(&mut args);
-                (init.as_os_str().to_owned(), inner)
-            }
-            None => (program, args),
+        let argv = match init {
+            Some((init, _)) => crew_box::bwrap::argv_with_init(bwrap, init, spec, &program, &args),
+            None => crew_box::bwrap::argv(bwrap, spec, &program, &args),
         };
-        let argv = crew_box::bwrap::argv(bwrap, &spec, &p, &a);
         program = bwrap.as_os_str().to_owned();
         args = argv.get(1..).unwrap_or_default().to_vec();
     }
-    match init {
-        Some((init, mode)) => {
-            let mode = match (boxed.is_some(), reaper) {
-                (true, _) => Mode::Boxed,
-                (false, true) => Mode::Reaper,
-                (false, false) => *mode,
-            };
-            wrapped(init, mode, &program, &args)
-        }
-        None => {
-            let mut cmd = tokio::process::Command::new(program);
-            cmd.args(args);
-            Ok((cmd, None))
-        }
-    }
+    let held = init.map(|(init, mode)| {
+        let mode = match (boxed.is_some(), reaper) {
+            (true, _) => Mode::Boxed,
+            (false, true) => Mode::Reaper,
+            (false, false) => *mode,
+        };
+        (init.as_path(), mode)
+    });
+    Ok(Wrapped {
+        program,
+        args,
+        init: held,
+    })
 }
 
-fn wrapped(
-    init: &Path,
-    mode: Mode,
-    program: &OsStr,
-    args: &[OsString],
-) -> std::io::Result<(tokio::process::Command, Option<Lifeline>)> {
-    let lifeline = Lifeline::new()?;
-    let argv = crew_box::spawn::argv(init, mode, lifeline.handoff_fd(), program, args);
-    // No `pre_exec`: the init inherits the lifeline by number (`Lifeline`), so std spawns it
-    // with `posix_spawn` instead of a fork of crewd.
-    let mut cmd = tokio::process::Command::new(init);
-    cmd.args(argv.get(1..).unwrap_or_default());
-    Ok((cmd, Some(lifeline)))
+/// What `wrap` starts: `program args`, under `init` in its mode when there is one.
+struct Wrapped {
+    program: OsString,
+    args: Vec<OsString>,
+    init: Option<(&'static Path, Mode)>,
 }
 
 /// The `PATH` among a worker's environment variables.
@@ -198,9 +173,7 @@ impl crew_attempt::spawn::Launcher for Contained {
         &self,
         p: crew_attempt::command::Program,
     ) -> std::io::Result<crew_attempt::spawn::Launched> {
-        use crew_attempt::command::Stdin;
-        use std::process::Stdio;
-        let (mut cmd, mut lifeline) = command(
+        let w = wrap(
             &p.program,
             &p.args,
             path_of(&p.env),
@@ -208,24 +181,11 @@ impl crew_attempt::spawn::Launcher for Contained {
             self.boxed.as_ref().map(|(b, s)| (*b, s)),
             self.reaper,
         )?;
-        let stdin = match p.stdin {
-            Stdin::Null => Stdio::null(),
-            Stdin::Pipe => Stdio::piped(),
-            Stdin::File(f) => Stdio::from(f),
-        };
-        let child = cmd
-            .current_dir(&p.cwd)
-            .env_clear()
-            .envs(p.env)
-            .stdin(stdin)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(false)
-            .spawn();
-        if let Some(l) = lifeline.as_mut() {
-            l.spawned();
+        match w.init {
+            Some((init, mode)) => {
+                crew_attempt::spawn::under_init(init, mode, &w.program, &w.args, p)
+            }
+            None => crew_attempt::spawn::plain(&w.program, &w.args, p),
         }
-        Ok((child?, lifeline))
     }
 }
