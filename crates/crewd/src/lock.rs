@@ -10,11 +10,11 @@ pub struct StateLock {
     _lock: Flock<std::fs::File>,
 }
 
-/// How long a lock whose owner is gone may still be held. A crewd killed a moment ago can
-/// leave its lock held a little longer than its own life: a child it was starting holds a
-/// copy of its descriptors until that child's `exec` closes them (seen under load: a restart
-/// right after `kill -9` found the lock held). A restart (systemd's, a user's) waits for that
-/// instead of failing; a live owner still fails at once.
+/// How long a lock whose owner is gone may still be held. Seen under load: a restart right
+/// after `kill -9` (the killed crewd already reaped) found the lock still held, about once in
+/// ten. Which process held it was not caught; the likely one is a child the killed crewd was
+/// starting, which holds a copy of its descriptors until its `exec` closes them. A restart
+/// (systemd's, a user's) waits for that instead of failing; a live owner still fails at once.
 const GONE_OWNER_GRACE: Duration = Duration::from_secs(5);
 
 pub fn acquire(state_dir: &Path) -> anyhow::Result<StateLock> {
