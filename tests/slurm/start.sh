@@ -30,11 +30,18 @@ plugins=/usr/lib/x86_64-linux-gnu/slurm-wlm
 [ -e "$plugins/auth_jwt.so" ] || fail "missing $plugins/auth_jwt.so (apt-get install slurm-wlm-jwt-plugin)"
 id munge > /dev/null 2>&1 || fail "no munge user"
 
-# Four free TCP ports on 127.0.0.1: slurmctld, n1, n2, slurmrestd.
-listening=$(ss -Htln 2> /dev/null | awk '{print $4}' | sed 's/.*://' | sort -u)
+# Four free TCP ports on 127.0.0.1: slurmctld, n1, n2, slurmrestd. Below the kernel's
+# ephemeral range: a port there may be the local end of an outgoing connection (another
+# test's HTTP client), which a listener cannot bind and `ss -l` does not show (seen in CI:
+# "Unable to bind listen port (45856): Address already in use"). Every socket's port counts.
+eph_lo=32768
+read -r eph_lo _ < /proc/sys/net/ipv4/ip_local_port_range 2> /dev/null || true
+span=$((eph_lo - 20000 - 4))
+[ "$span" -ge 1000 ] || fail "the ephemeral port range starts at $eph_lo: no room below it for the test cluster's ports"
+listening=$(ss -Htan 2> /dev/null | awk '{print $4}' | sed 's/.*://' | sort -u)
 base=""
 for _ in $(seq 1 50); do
-  b=$((20000 + RANDOM % 40000))
+  b=$((20000 + RANDOM % span))
   ok=1
   for p in $b $((b + 1)) $((b + 2)) $((b + 3)); do
     if grep -qx "$p" <<< "$listening"; then ok=0; fi
