@@ -140,6 +140,24 @@ pub fn resolve(program: &str, path: Option<&OsStr>, cwd: &Path) -> io::Result<Pa
         .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))
 }
 
+/// `name` in `dir` (where the program looking is installed: crew's programs sit side by
+/// side), else in the first absolute directory of `path` that has it, runnable.
+pub fn beside_or_on_path(name: &str, dir: Option<&Path>, path: Option<&OsStr>) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let runnable = |p: &Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    dir.map(|d| d.join(name))
+        .into_iter()
+        .chain(
+            path.into_iter()
+                .flat_map(std::env::split_paths)
+                .filter(|d| d.is_absolute())
+                .map(|d| d.join(name)),
+        )
+        .find(|p| runnable(p))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -73,20 +73,7 @@ fn write_extension(path: &Path) -> std::io::Result<()> {
 
 /// `crewctl` next to this crew-worker (how the workspace installs them), else on `PATH`.
 fn crewctl(worker_dir: Option<&Path>, path: Option<&std::ffi::OsStr>) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    let runnable = |p: &Path| {
-        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    };
-    worker_dir
-        .map(|d| d.join("crewctl"))
-        .into_iter()
-        .chain(
-            path.into_iter()
-                .flat_map(std::env::split_paths)
-                .filter(|d| d.is_absolute())
-                .map(|d| d.join("crewctl")),
-        )
-        .find(|p| runnable(p))
+    crew_box::spawn::beside_or_on_path("crewctl", worker_dir, path)
 }
 
 #[cfg(test)]

@@ -571,20 +571,7 @@ pub fn crewctl_path() -> String {
 }
 
 fn find_crewctl(crewd_dir: Option<&Path>, path: Option<&std::ffi::OsStr>) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    let runnable = |p: &Path| {
-        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    };
-    crewd_dir
-        .map(|d| d.join("crewctl"))
-        .into_iter()
-        .chain(
-            path.into_iter()
-                .flat_map(std::env::split_paths)
-                .filter(|d| d.is_absolute())
-                .map(|d| d.join("crewctl")),
-        )
-        .find(|p| runnable(p))
+    crew_box::spawn::beside_or_on_path("crewctl", crewd_dir, path)
 }
 
 #[cfg(test)]
