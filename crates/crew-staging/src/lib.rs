@@ -51,6 +51,13 @@ pub enum StagingError {
     TooLarge { path: PathBuf },
     #[error("{path}: layout version {found}, this side speaks {VERSION}")]
     Version { path: PathBuf, found: u32 },
+    /// A worker's file that is not a plain file reached through plain directories: a link
+    /// (which crewd would resolve on its own machine), a FIFO (whose open waits for a writer),
+    /// a device, a socket, a directory, or a name with `..` in it.
+    #[error(
+        "{path}: {what}; a worker's files are read only as regular files, never through a link"
+    )]
+    NotAFile { path: PathBuf, what: &'static str },
 }
 
 /// The attempt as crewd described it.
@@ -252,16 +259,22 @@ fn set_mode(path: &Path, mode: u32) -> Result<(), StagingError> {
 }
 
 /// Write `bytes` whole (temp file in the same directory, fsync, rename) with `mode`: a reader
-/// never sees half a file.
+/// never sees half a file. The temp file is made new (`O_EXCL`, after removing whatever has
+/// its name): the other side may have put a link there, which `O_CREAT` alone would follow
+/// and write through (a file of the user's, truncated).
 pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<(), StagingError> {
     use std::os::unix::fs::OpenOptionsExt;
     let mut name = path.file_name().unwrap_or_default().to_os_string();
     name.push(".tmp");
     let tmp = path.with_file_name(name);
+    match std::fs::remove_file(&tmp) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io(&tmp)(e)),
+    }
     let mut f = std::fs::OpenOptions::new()
         .write(true)
-        .create(true)
-        .truncate(true)
+        .create_new(true)
         .mode(mode)
         .open(&tmp)
         .map_err(io(&tmp))?;
@@ -280,23 +293,88 @@ pub fn write_json<T: Serialize>(path: &Path, value: &T, mode: u32) -> Result<(),
     write_atomic(path, &bytes, mode)
 }
 
-/// Read a record, at most `MAX_RECORD_BYTES`. `Ok(None)`: there is none (yet).
-pub fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Option<T>, StagingError> {
-    use std::io::Read;
-    let f = match std::fs::File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(io(path)(e)),
+/// Open `rel` under `dir` for reading as the other side left it: each directory of `rel`
+/// entered and the file opened without following a symbolic link (`O_NOFOLLOW`, one
+/// component at a time), without waiting on a FIFO (`O_NONBLOCK`, which a regular file's
+/// reads ignore), and only when it is a regular file. `dir` itself is the staging directory
+/// (or one of its own), which crewd made. A missing file is an `Io` error of kind `NotFound`.
+pub fn open_beneath(dir: &Path, rel: &Path) -> Result<std::fs::File, StagingError> {
+    use nix::errno::Errno;
+    use nix::fcntl::{openat, OFlag};
+    use nix::sys::stat::{fstat, Mode, SFlag};
+    use std::os::fd::OwnedFd;
+    let path = dir.join(rel);
+    let refused = |what| StagingError::NotAFile {
+        path: path.clone(),
+        what,
     };
+    let mut names = Vec::new();
+    for c in rel.components() {
+        match c {
+            std::path::Component::Normal(n) => names.push(n),
+            _ => return Err(refused("a name outside its directory")),
+        }
+    }
+    let Some((last, dirs)) = names.split_last() else {
+        return Err(refused("a name outside its directory"));
+    };
+    let mut at: OwnedFd = std::fs::File::open(dir).map_err(io(dir))?.into();
+    let errno = |e: Errno| -> StagingError {
+        match e {
+            Errno::ELOOP => refused("a symbolic link (or a path through one)"),
+            Errno::ENOTDIR => refused("a path through something that is not a directory"),
+            Errno::ENXIO => refused("not a regular file (a socket)"),
+            e => io(&path)(std::io::Error::from(e)),
+        }
+    };
+    for d in dirs {
+        let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+        at = openat(&at, *d, flags, Mode::empty()).map_err(errno)?;
+    }
+    let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
+    let fd = openat(&at, *last, flags, Mode::empty()).map_err(errno)?;
+    let st = fstat(&fd).map_err(errno)?;
+    match SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT {
+        SFlag::S_IFREG => Ok(fd.into()),
+        SFlag::S_IFDIR => Err(refused("a directory, not a regular file")),
+        SFlag::S_IFIFO => Err(refused("a FIFO, not a regular file")),
+        _ => Err(refused("not a regular file (a device or a socket)")),
+    }
+}
+
+/// `rel` under `dir` (as `open_beneath` opens it) whole, at most `max` bytes (`TooLarge`
+/// beyond: never more is read or kept).
+pub fn read_beneath(dir: &Path, rel: &Path, max: u64) -> Result<Vec<u8>, StagingError> {
+    use std::io::Read;
+    let f = open_beneath(dir, rel)?;
     let mut bytes = Vec::new();
-    f.take(MAX_RECORD_BYTES + 1)
+    f.take(max.saturating_add(1))
         .read_to_end(&mut bytes)
-        .map_err(io(path))?;
-    if bytes.len() as u64 > MAX_RECORD_BYTES {
+        .map_err(io(&dir.join(rel)))?;
+    if bytes.len() as u64 > max {
         return Err(StagingError::TooLarge {
-            path: path.to_path_buf(),
+            path: dir.join(rel),
         });
     }
+    Ok(bytes)
+}
+
+/// Read a record, at most `MAX_RECORD_BYTES`, only a regular file (`open_beneath`: the other
+/// side wrote it; a link or a FIFO in its place is refused). `Ok(None)`: there is none (yet).
+pub fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Option<T>, StagingError> {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(StagingError::NotAFile {
+            path: path.to_path_buf(),
+            what: "a name outside its directory",
+        });
+    };
+    let bytes = match read_beneath(dir, Path::new(name), MAX_RECORD_BYTES) {
+        Ok(b) => b,
+        Err(StagingError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(None)
+        }
+        Err(e) => return Err(e),
+    };
     serde_json::from_slice(&bytes)
         .map(Some)
         .map_err(|source| StagingError::Parse {
@@ -436,5 +514,131 @@ mod tests {
                 text: "left".into()
             })
         );
+    }
+}
+
+/// What a worker (or an unboxed agent, as the same user) can plant in its staging directory:
+/// crewd reads and writes there, and must neither block, follow a link, nor write through one.
+#[cfg(test)]
+mod hostile {
+    use super::*;
+    use std::time::Duration;
+
+    fn mkfifo(path: &Path) {
+        let ok = std::process::Command::new("mkfifo")
+            .arg(path)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "mkfifo {}", path.display());
+    }
+
+    /// `f` on another thread, its answer within 5 s or a failure (not a hung test).
+    fn promptly<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> R {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(f());
+        });
+        rx.recv_timeout(Duration::from_secs(5))
+            .expect("the read blocked (a FIFO opened for reading waits for a writer)")
+    }
+
+    fn fin(token: &str) -> Final {
+        Final {
+            version: VERSION,
+            token: token.into(),
+            result: None,
+            terminated: false,
+            commit: None,
+            host: "n1".into(),
+            error: None,
+            unboxed: None,
+        }
+    }
+
+    #[test]
+    fn a_fifo_in_place_of_the_final_record_is_refused_without_blocking() {
+        let t = tempfile::tempdir().unwrap();
+        let s = Staging::new(t.path().join("a"));
+        s.create().unwrap();
+        mkfifo(&s.final_record());
+        let got = promptly(move || read_final(&s, "tok"));
+        let e = got.unwrap_err();
+        assert!(e.contains("not a regular file"), "{e}");
+    }
+
+    #[test]
+    fn a_link_in_place_of_the_final_record_is_not_followed() {
+        let t = tempfile::tempdir().unwrap();
+        let s = Staging::new(t.path().join("a"));
+        s.create().unwrap();
+        // A record with the right token elsewhere (another attempt's directory, any file of
+        // crewd's machine): the link is refused, not read.
+        let elsewhere = t.path().join("elsewhere.json");
+        write_json(&elsewhere, &fin("tok"), 0o600).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, s.final_record()).unwrap();
+        let e = read_final(&s, "tok").unwrap_err();
+        assert!(e.contains("symbolic link"), "{e}");
+    }
+
+    #[test]
+    fn a_link_planted_at_a_temp_name_is_not_written_through() {
+        let t = tempfile::tempdir().unwrap();
+        let s = Staging::new(t.path().join("a"));
+        s.create().unwrap();
+        let victim = t.path().join("victim");
+        std::fs::write(&victim, "the user's file\n").unwrap();
+        std::os::unix::fs::symlink(&victim, s.ctl_dir().join("00000001.json.tmp")).unwrap();
+        s.put_ctl(
+            1,
+            &Ctl::Steer {
+                text: "left".into(),
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&victim).unwrap(),
+            "the user's file\n"
+        );
+        let back: Option<Ctl> = read_json(&s.ctl_dir().join(ctl_name(1))).unwrap();
+        assert_eq!(
+            back,
+            Some(Ctl::Steer {
+                text: "left".into()
+            })
+        );
+    }
+
+    #[test]
+    fn files_beneath_are_opened_only_through_real_directories() {
+        let t = tempfile::tempdir().unwrap();
+        let dir = t.path().join("a");
+        std::fs::create_dir_all(dir.join("results")).unwrap();
+        std::fs::write(dir.join("results/a.txt"), "done").unwrap();
+        let outside = t.path().join("outside");
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("secret"), "key").unwrap();
+        std::os::unix::fs::symlink(&outside, dir.join("logs")).unwrap();
+        std::os::unix::fs::symlink(outside.join("secret"), dir.join("results/b.txt")).unwrap();
+        mkfifo(&dir.join("results/c.txt"));
+        let read = |rel: &str| -> Result<Vec<u8>, StagingError> {
+            let dir = dir.clone();
+            let rel = rel.to_string();
+            promptly(move || read_beneath(&dir, Path::new(&rel), 1 << 20))
+        };
+        assert_eq!(read("results/a.txt").unwrap(), b"done");
+        for bad in [
+            "logs/secret",
+            "results/b.txt",
+            "results/c.txt",
+            "results/../results/a.txt",
+            "/etc/passwd",
+        ] {
+            assert!(read(bad).is_err(), "{bad} was read");
+        }
+        assert!(matches!(
+            read_beneath(&dir, Path::new("results/a.txt"), 3),
+            Err(StagingError::TooLarge { .. })
+        ));
     }
 }
