@@ -13,7 +13,6 @@ use crew_staging::{Launch, Note, Staging};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncSeekExt};
 use tokio::sync::mpsc;
 
 /// Slurm unreachable this long in a row ends the attempt (retryable); the job is left to run
@@ -480,47 +479,105 @@ fn worker_path() -> String {
         .unwrap_or_else(|| "crew-worker".into())
 }
 
+/// Longest note line kept (a note is a few hundred bytes; a progress note's tool name and a
+/// warning are bounded again where they are used).
+const MAX_NOTE_BYTES: usize = 1 << 20;
+
 /// The worker's notes (`notes.jsonl`) as they arrive: what the attempt's port would hear.
 #[derive(Default)]
 struct Notes {
     offset: u64,
+    /// The unfinished last line, at most `MAX_NOTE_BYTES`.
     partial: Vec<u8>,
+    /// The line being read was longer than `MAX_NOTE_BYTES`: the rest of it, up to its
+    /// newline, is dropped as it comes.
+    overlong: bool,
     /// The attempt's usage as last reported (for a failure the worker could not report).
     usage: Usage,
 }
 
 impl Notes {
-    /// Read what the worker appended since the last look and pass it on.
+    /// Read what the worker appended since the last look and pass it on. The file is opened
+    /// as a worker's files are (`crew_staging::open_beneath`: a regular file, no link, no
+    /// waiting on a FIFO), at most 8 MiB a look.
     async fn read_new(&mut self, path: &Path, port: &Arc<dyn Port>, key: &AttemptKey) {
-        let Ok(mut f) = tokio::fs::File::open(path).await else {
+        use std::io::{Read, Seek};
+        let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
             return;
         };
-        if f.seek(std::io::SeekFrom::Start(self.offset)).await.is_err() {
-            return;
-        }
-        let mut buf = Vec::new();
-        let Ok(n) = f.take(8 << 20).read_to_end(&mut buf).await else {
-            return;
-        };
-        self.offset += n as u64;
-        self.partial.extend_from_slice(&buf);
-        while let Some(i) = self.partial.iter().position(|b| *b == b'\n') {
-            let line: Vec<u8> = self.partial.drain(..=i).collect();
-            // A line crew-worker did not write (or a layout it does not share) is skipped.
-            let Ok(note) = serde_json::from_slice::<Note>(&line) else {
-                continue;
-            };
-            match note {
-                Note::Spawned { pid, live } => {
-                    tracing::info!(pid, live, "the agent started on the node")
-                }
-                Note::Progress { usage, tool } => {
-                    self.usage = usage;
-                    port.progress(key, usage, tool.map(|t| bound(&t)));
-                }
-                Note::Warning { tool, message } => port.warning(key, bound(&tool), bound(&message)),
-                Note::Answered => port.answered(key),
+        let offset = self.offset;
+        let read = blocking(|| -> Result<Vec<u8>, String> {
+            let mut f =
+                crew_staging::open_beneath(dir, Path::new(name)).map_err(|e| e.to_string())?;
+            f.seek(std::io::SeekFrom::Start(offset))
+                .map_err(|e| e.to_string())?;
+            let mut buf = Vec::new();
+            f.take(8 << 20)
+                .read_to_end(&mut buf)
+                .map_err(|e| e.to_string())?;
+            Ok(buf)
+        });
+        let buf = match read {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::debug!(error = %bound(&e), "the worker's notes are not readable");
+                return;
             }
+        };
+        self.offset = self.offset.saturating_add(buf.len() as u64);
+        for line in self.take_lines(&buf) {
+            self.pass(&line, port, key);
+        }
+    }
+
+    /// The complete lines `buf` ends (with what was kept of the line before it), keeping the
+    /// unfinished rest; a line past `MAX_NOTE_BYTES` is dropped whole.
+    fn take_lines(&mut self, mut buf: &[u8]) -> Vec<Vec<u8>> {
+        let mut lines = Vec::new();
+        while !buf.is_empty() {
+            let (piece, ended) = match buf.iter().position(|b| *b == b'\n') {
+                Some(i) => (&buf[..i], true),
+                None => (buf, false),
+            };
+            buf = buf
+                .get(piece.len() + usize::from(ended)..)
+                .unwrap_or_default();
+            if !self.overlong {
+                if self.partial.len().saturating_add(piece.len()) > MAX_NOTE_BYTES {
+                    tracing::warn!(
+                        "a line of the worker's notes over {MAX_NOTE_BYTES} bytes is skipped"
+                    );
+                    self.partial.clear();
+                    self.overlong = true;
+                } else {
+                    self.partial.extend_from_slice(piece);
+                }
+            }
+            if ended {
+                if !self.overlong {
+                    lines.push(std::mem::take(&mut self.partial));
+                }
+                self.overlong = false;
+            }
+        }
+        lines
+    }
+
+    fn pass(&mut self, line: &[u8], port: &Arc<dyn Port>, key: &AttemptKey) {
+        // A line crew-worker did not write (or a layout it does not share) is skipped.
+        let Ok(note) = serde_json::from_slice::<Note>(line) else {
+            return;
+        };
+        match note {
+            Note::Spawned { pid, live } => {
+                tracing::info!(pid, live, "the agent started on the node")
+            }
+            Note::Progress { usage, tool } => {
+                self.usage = usage;
+                port.progress(key, usage, tool.map(|t| bound(&t)));
+            }
+            Note::Warning { tool, message } => port.warning(key, bound(&tool), bound(&message)),
+            Note::Answered => port.answered(key),
         }
     }
 }
@@ -756,22 +813,18 @@ fn import(staging: &Path, run_dir: &Path, named: &[ArtifactRef]) -> Vec<Artifact
             tracing::warn!(name = %bound(&a.name), "a worker's file outside the run's layout is not taken");
             continue;
         }
-        let mut bytes = Vec::new();
-        let read = std::fs::File::open(staging.join(p))
-            .and_then(|f| f.take(IMPORT_MAX + 1).read_to_end(&mut bytes));
-        match read {
-            Ok(n) if (n as u64) <= IMPORT_MAX => {
-                match crate::artifacts::put(run_dir, &a.name, a.kind.as_str(), &bytes) {
-                    Ok(r) => out.push(r),
-                    Err(e) => {
-                        tracing::warn!(error = %e, name = %a.name, "cannot keep a worker's file")
-                    }
+        // A regular file through real directories only: a link would be resolved on this
+        // machine (a file of the user's taken into the run), a FIFO would hold the attempt.
+        match crew_staging::read_beneath(staging, p, IMPORT_MAX) {
+            Ok(bytes) => match crate::artifacts::put(run_dir, &a.name, a.kind.as_str(), &bytes) {
+                Ok(r) => out.push(r),
+                Err(e) => {
+                    tracing::warn!(error = %e, name = %a.name, "cannot keep a worker's file")
                 }
+            },
+            Err(e) => {
+                tracing::warn!(error = %bound(&e.to_string()), "a worker's file is not taken")
             }
-            Ok(_) => {
-                tracing::warn!(name = %a.name, "a worker's file over {IMPORT_MAX} bytes is not taken")
-            }
-            Err(e) => tracing::warn!(error = %e, name = %a.name, "cannot read a worker's file"),
         }
     }
     out
@@ -780,24 +833,17 @@ fn import(staging: &Path, run_dir: &Path, named: &[ArtifactRef]) -> Vec<Artifact
 /// The prompt the node gave the agent, its pre-step script's block in it, in place of the one
 /// staged without it (`prompts/<task>.md`): what the agent was told, as for a local attempt.
 fn take_prompt(staging: &Path, run_dir: &Path, task: &str, artifacts: &mut [ArtifactRef]) {
-    use std::io::Read;
     let name = format!("prompts/{task}.md");
-    let mut bytes = Vec::new();
-    let read = std::fs::File::open(staging.join(&name))
-        .and_then(|f| f.take(IMPORT_MAX + 1).read_to_end(&mut bytes));
-    match read {
-        Ok(n) if (n as u64) <= IMPORT_MAX => {
-            match crate::artifacts::put(run_dir, &name, "prompt", &bytes) {
-                Ok(r) => {
-                    if let Some(a) = artifacts.iter_mut().find(|a| a.name == name) {
-                        *a = r;
-                    }
+    match crew_staging::read_beneath(staging, Path::new(&name), IMPORT_MAX) {
+        Ok(bytes) => match crate::artifacts::put(run_dir, &name, "prompt", &bytes) {
+            Ok(r) => {
+                if let Some(a) = artifacts.iter_mut().find(|a| a.name == name) {
+                    *a = r;
                 }
-                Err(e) => tracing::warn!(error = %e, "cannot keep the node's prompt"),
             }
-        }
-        Ok(_) => tracing::warn!("the node's prompt is over {IMPORT_MAX} bytes: not taken"),
-        Err(e) => tracing::warn!(error = %e, "cannot read the node's prompt"),
+            Err(e) => tracing::warn!(error = %e, "cannot keep the node's prompt"),
+        },
+        Err(e) => tracing::warn!(error = %bound(&e.to_string()), "the node's prompt is not taken"),
     }
 }
 
@@ -927,6 +973,134 @@ mod tests {
             "done"
         );
         assert!(!run.path().join("secret.txt").exists());
+    }
+
+    fn mkfifo(path: &Path) {
+        let ok = std::process::Command::new("mkfifo")
+            .arg(path)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "mkfifo {}", path.display());
+    }
+
+    /// A worker (or an agent unboxed on its node, the same user) plants links and FIFOs in its
+    /// staging directory under the names its result gives: crewd, which reads them on its own
+    /// machine, neither follows a link (a file of crewd's machine taken into the run's
+    /// artifacts, and from there into a later task's prompt) nor waits on a FIFO (the attempt
+    /// never ends, a runtime thread held).
+    #[test]
+    fn a_workers_links_and_fifos_are_not_taken() {
+        let staging = tempfile::tempdir().unwrap();
+        let run = tempfile::tempdir().unwrap();
+        let mine = tempfile::tempdir().unwrap();
+        let secret = mine.path().join("id_ed25519");
+        std::fs::write(&secret, "PRIVATE KEY").unwrap();
+        std::fs::create_dir_all(staging.path().join("results")).unwrap();
+        std::fs::write(staging.path().join("results/ok.txt"), "done").unwrap();
+        std::os::unix::fs::symlink(&secret, staging.path().join("results/a.txt")).unwrap();
+        std::os::unix::fs::symlink(mine.path(), staging.path().join("logs")).unwrap();
+        mkfifo(&staging.path().join("results/b.txt"));
+        std::fs::create_dir_all(staging.path().join("prompts")).unwrap();
+        std::os::unix::fs::symlink(&secret, staging.path().join("prompts/t.md")).unwrap();
+        let named = |name: &str| ArtifactRef {
+            name: name.into(),
+            kind: crew_core::run::ArtifactKind::new("result"),
+            bytes: 0,
+            sha256: crew_core::run::Sha256::from_bytes([0; 32]),
+        };
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (s, r) = (staging.path().to_path_buf(), run.path().to_path_buf());
+        std::thread::spawn(move || {
+            let got = import(
+                &s,
+                &r,
+                &[
+                    named("results/ok.txt"),
+                    named("results/a.txt"),
+                    named("logs/id_ed25519"),
+                    named("results/b.txt"),
+                ],
+            );
+            let mut prompts = vec![named("prompts/t.md")];
+            take_prompt(&s, &r, "t", &mut prompts);
+            let _ = tx.send((got, prompts));
+        });
+        let (got, prompts) = rx
+            .recv_timeout(Duration::from_secs(5))
+            .expect("crewd blocked on a worker's FIFO");
+        let names: Vec<&str> = got.iter().map(|a| a.name.as_str()).collect();
+        assert_eq!(names, ["results/ok.txt"]);
+        assert!(!run.path().join("results/a.txt").exists());
+        assert!(!run.path().join("logs/id_ed25519").exists());
+        assert!(!run.path().join("prompts/t.md").exists());
+        assert_eq!(prompts[0].bytes, 0, "the linked prompt was taken");
+    }
+
+    struct Heard(std::sync::Mutex<Vec<String>>);
+    impl Port for Heard {
+        fn spawned(&self, _: &AttemptKey, _: u32, _: u64, _: bool) {}
+        fn progress(&self, _: &AttemptKey, _: Usage, tool: Option<String>) {
+            self.0.lock().unwrap().push(tool.unwrap_or_default());
+        }
+        fn warning(&self, _: &AttemptKey, _: String, message: String) {
+            self.0.lock().unwrap().push(message);
+        }
+        fn answered(&self, _: &AttemptKey) {}
+        fn finished(&self, _: crate::attempt::Report) {}
+    }
+
+    fn key() -> AttemptKey {
+        AttemptKey {
+            run_id: "r".into(),
+            task_id: "t".into(),
+            attempt: 1,
+        }
+    }
+
+    /// `notes.jsonl` without a newline (a worker's, or an unboxed agent's appending to it):
+    /// what crewd keeps of the unfinished line stays bounded however much is written, and a
+    /// note after the next newline is heard again.
+    #[tokio::test]
+    async fn a_note_line_without_end_is_not_kept_whole() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("notes.jsonl");
+        let heard = Arc::new(Heard(Default::default()));
+        let port: Arc<dyn Port> = heard.clone();
+        let mut notes = Notes::default();
+        let mut f = std::fs::File::create(&path).unwrap();
+        let chunk = vec![b'x'; 4 << 20];
+        for _ in 0..8 {
+            f.write_all(&chunk).unwrap();
+            notes.read_new(&path, &port, &key()).await;
+            assert!(
+                notes.partial.len() <= MAX_NOTE_BYTES,
+                "{} bytes of one unfinished line kept",
+                notes.partial.len()
+            );
+        }
+        writeln!(f).unwrap();
+        let note = Note::Warning {
+            tool: "bash".into(),
+            message: "refused".into(),
+        };
+        writeln!(f, "{}", serde_json::to_string(&note).unwrap()).unwrap();
+        notes.read_new(&path, &port, &key()).await;
+        assert_eq!(*heard.0.lock().unwrap(), ["refused"]);
+    }
+
+    /// `notes.jsonl` as a FIFO: the look at it returns at once.
+    #[tokio::test]
+    async fn notes_as_a_fifo_do_not_hold_the_attempt() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("notes.jsonl");
+        mkfifo(&path);
+        let port: Arc<dyn Port> = Arc::new(Heard(Default::default()));
+        let mut notes = Notes::default();
+        tokio::time::timeout(Duration::from_secs(5), notes.read_new(&path, &port, &key()))
+            .await
+            .expect("crewd blocked on a worker's FIFO");
     }
 
     /// The question a fresh attempt quotes is its earlier attempts' own: a final record without
