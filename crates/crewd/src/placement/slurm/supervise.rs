@@ -801,7 +801,6 @@ const IMPORT_MAX: u64 = 64 << 20;
 /// directory, each written whole and described afresh. A name outside the run's layout, a
 /// file too large or missing is left out (the worker's directory is not trusted with paths).
 fn import(staging: &Path, run_dir: &Path, named: &[ArtifactRef]) -> Vec<ArtifactRef> {
-    use std::io::Read;
     let mut out = Vec::new();
     for a in named {
         let p = Path::new(&a.name);
