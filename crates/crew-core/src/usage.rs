@@ -16,14 +16,14 @@ pub struct Usage {
 }
 
 impl Usage {
-    /// Counts saturate: a worker reports them, and a hostile or broken one may report
+    /// Counts saturate (and the cost stays finite and not negative: `sane_cost`): a worker reports them, and a hostile or broken one may report
     /// `u64::MAX` (an overflow here was a panic in debug builds and a wrap-around in release).
     pub fn add(&mut self, other: &Usage) {
         self.input = self.input.saturating_add(other.input);
         self.output = self.output.saturating_add(other.output);
         self.cache_read = self.cache_read.saturating_add(other.cache_read);
         self.cache_write = self.cache_write.saturating_add(other.cache_write);
-        self.cost += other.cost;
+        self.cost = sane_cost(sane_cost(self.cost) + sane_cost(other.cost));
         self.turns = self.turns.saturating_add(other.turns);
     }
 
@@ -48,7 +48,7 @@ impl Usage {
         self.cache_read = swap(self.cache_read, old.cache_read, new.cache_read);
         self.cache_write = swap(self.cache_write, old.cache_write, new.cache_write);
         self.turns = swap(self.turns, old.turns, new.turns);
-        self.cost += new.cost - old.cost;
+        self.cost = sane_cost(self.cost + sane_cost(new.cost) - sane_cost(old.cost));
     }
 
     /// Tokens that count against a budget: input + output + cacheWrite (SPEC §4).
@@ -56,6 +56,17 @@ impl Usage {
         self.input
             .saturating_add(self.output)
             .saturating_add(self.cache_write)
+    }
+}
+
+/// A cost as a sum keeps it: a worker reports costs (a remote one in its own records), so a
+/// sum saturates at the largest finite value instead of becoming infinite (which JSON writes
+/// as `null`, a usage no client reads back), and a negative or NaN cost counts as none.
+fn sane_cost(c: f64) -> f64 {
+    if c.is_nan() || c <= 0.0 {
+        0.0
+    } else {
+        c.min(f64::MAX)
     }
 }
 
@@ -88,5 +99,46 @@ mod tests {
             (u64::MAX, u64::MAX, u64::MAX, 14, u64::MAX)
         );
         assert_eq!(sum.cost, 1.0);
+    }
+
+    /// A cost is summed over tasks and attempts: two workers each reporting the largest finite
+    /// cost (a stream's `total_cost_usd: 1e308`, a remote worker's record) made the sum
+    /// infinite, which JSON writes as `null` — a run summary no client could read back. A
+    /// negative cost (a remote worker's record, never a stream's) took spending away.
+    #[test]
+    fn a_cost_sum_stays_finite_and_never_goes_down() {
+        let big = Usage {
+            cost: f64::MAX,
+            ..Usage::default()
+        };
+        let mut sum = big;
+        sum.add(&big);
+        assert!(sum.cost.is_finite(), "{}", sum.cost);
+        let back: Usage = serde_json::from_str(&serde_json::to_string(&sum).unwrap())
+            .expect("the sum reads back");
+        assert_eq!(back.cost, f64::MAX);
+
+        let mut run = big;
+        run.replace_part(&Usage::default(), &big);
+        assert!(run.cost.is_finite(), "{}", run.cost);
+
+        let mut spent = Usage {
+            cost: 2.0,
+            ..Usage::default()
+        };
+        spent.add(&Usage {
+            cost: -5.0,
+            ..Usage::default()
+        });
+        assert_eq!(spent.cost, 2.0);
+        let mut run = spent;
+        run.replace_part(
+            &Usage::default(),
+            &Usage {
+                cost: -1.0,
+                ..Usage::default()
+            },
+        );
+        assert_eq!(run.cost, 2.0);
     }
 }

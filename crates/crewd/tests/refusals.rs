@@ -227,3 +227,42 @@ fn a_crewd_without_crewctl_says_its_mcp_asking_workers_cannot_ask() {
         "{started}"
     );
 }
+
+/// Issue 29's class, for cost: a cost is what a worker says it is. Two tasks whose Claude Code
+/// stream each reports the largest finite `total_cost_usd` (1e308, accepted as finite) made the
+/// run's cost infinite, which JSON writes as `null`: `team.list` and `team.status` answered a
+/// usage no client reads back (crew-api's `Usage::cost` is an `f64`), for the whole daemon's
+/// list. The sum stays a finite number.
+#[test]
+fn a_workers_huge_cost_keeps_the_runs_usage_readable() {
+    let script = "printf '%s\\n' '{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":false,\
+                  \"num_turns\":1,\"result\":\"done\",\"total_cost_usd\":1e308,\
+                  \"usage\":{\"input_tokens\":10,\"output_tokens\":2}}'";
+    let d = Daemon::start_with(Opts {
+        config: format!(
+            "max_attempts = 1\n[runtimes.replay]\nadapter = \"claude\"\n\
+             command = [\"/bin/sh\", \"-c\", {script:?}]\n"
+        ),
+        env: vec![],
+    });
+    d.project_file(
+        "teams/two.team.md",
+        "---\nname: two\ndefaultWorkflow: two\n---\n\n- explorer: agent=explorer\n",
+    );
+    d.project_file(
+        "workflows/two.workflow.md",
+        "---\nname: two\n---\n\n## a\nrole: explorer\n\nLook: {goal}\n\n\
+         ## b\nrole: explorer\n\nLook again: {goal}\n",
+    );
+    let id = d.run("look", json!({"team": "two", "runtime": "replay"}));
+    d.wait(&id);
+    let st = d.status(&id);
+    assert_eq!(st["run"]["status"], "completed", "{st:#}");
+    let usage: crew_api::types::Usage = serde_json::from_value(st["run"]["usage"].clone())
+        .unwrap_or_else(|e| panic!("the run's usage reads back: {e}: {st:#}"));
+    assert!(usage.cost.is_finite(), "{st:#}");
+    let list = d.ok("team.list", json!({}));
+    let runs: Vec<crew_api::types::RunSummaryView> = serde_json::from_value(list["runs"].clone())
+        .unwrap_or_else(|e| panic!("team.list reads back: {e}: {list:#}"));
+    assert_eq!(runs.len(), 1);
+}
