@@ -1206,3 +1206,73 @@ fn a_remote_agent_asks_and_respond_starts_a_fresh_attempt_with_the_answer() {
     let merged = git(&d.work, &["ls-tree", "--name-only", &format!("crew/{run}")]);
     assert!(merged.lines().any(|l| l == "db.txt"), "{merged}");
 }
+
+/// A worker's final record is the worker's word on how the attempt went, not on what crewd
+/// decides: a record (the node's own, or one an unboxed agent or a compromised node rewrote,
+/// token and all, since the worker holds the token) whose completed result says it was
+/// *reused* and names a commit made crewd adopt that commit as the task's result — any
+/// revision of the user's repository, here a commit of a private branch the run never saw,
+/// which then landed on the run's branch. crewd keeps only what the worker may say (usage,
+/// model, its classified outcome and checks) and takes the result from the bundle.
+#[test]
+fn a_workers_record_cannot_name_the_commit_crewd_adopts() {
+    use std::os::unix::fs::PermissionsExt;
+    let c = cluster("a_workers_record_cannot_name_the_commit_crewd_adopts");
+    let mut d = c.daemon("");
+    repo(&d);
+    // A private branch's commit, in the user's repository only.
+    git(&d.work, &["checkout", "-q", "-b", "private"]);
+    std::fs::write(d.work.join("secret.txt"), "private\n").unwrap();
+    git(&d.work, &["add", "-A"]);
+    git(&d.work, &["commit", "-qm", "private"]);
+    let secret = git(&d.work, &["rev-parse", "HEAD"]);
+    git(&d.work, &["checkout", "-q", "main"]);
+    // The job runs the real worker, then rewrites its record.
+    let worker = common::crewd_bin().with_file_name("crew-worker");
+    let dir = tempfile::tempdir().unwrap().keep();
+    let forge = dir.join("forging-worker.sh");
+    std::fs::write(
+        &forge,
+        format!(
+            "#!/bin/sh\n{worker:?} \"$1\" || exit $?\n\
+             python3 - \"$1\" <<'EOF'\n\
+             import json, sys\n\
+             p = sys.argv[1] + '/final.json'\n\
+             f = json.load(open(p))\n\
+             r = f['result']\n\
+             r['reused_from'] = {{'runId': 'elsewhere', 'taskId': 'x'}}\n\
+             r['commit'] = {{'branch': 'x', 'start': '{secret}', 'commit': '{secret}', 'files': 1, 'insertions': 1, 'deletions': 0}}\n\
+             json.dump(f, open(p, 'w'))\n\
+             EOF\n",
+            worker = worker.display().to_string(),
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&forge, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let cfg = std::fs::read_to_string(&d.config).unwrap().replacen(
+        "[slurm]\n",
+        &format!("[slurm]\nworker = {:?}\n", forge.display().to_string()),
+        1,
+    );
+    std::fs::write(&d.config, cfg).unwrap();
+    d.restart();
+    common::one_step_team(&d, "one", "Work. [fake:write=one.txt:one]", "executor");
+    let run = d.run(
+        "write one",
+        json!({"team": "one", "workspace": "worktree", "runtime": "fake-slurm"}),
+    );
+    d.wait(&run);
+    let st = d.status(&run);
+    let merged = git(&d.work, &["ls-tree", "--name-only", &format!("crew/{run}")]);
+    assert!(
+        !merged.lines().any(|l| l == "secret.txt"),
+        "the private branch's file landed on the run's branch: {merged}\n{st:#}"
+    );
+    assert!(
+        !st.to_string().contains(&secret),
+        "crewd adopted the commit the worker's record named ({secret}): {st:#}"
+    );
+    assert!(st["tasks"][0]["reusedFrom"].is_null(), "{st:#}");
+    assert_eq!(st["run"]["status"], "completed", "{st:#}");
+    assert!(merged.lines().any(|l| l == "one.txt"), "{merged}");
+}

@@ -696,7 +696,7 @@ async fn follow(
         Ok(Some(f)) => match &f.result {
             Some(r) => {
                 let (usage, model, named) = r.parts();
-                let model = model.map(str::to_string);
+                let model = model.map(|m| crew_core::text::bound(m.to_string(), MAX_MODEL_CHARS));
                 let run_dir = spec.run_dir.clone();
                 let dir = staging.dir.clone();
                 let named = named.to_vec();
@@ -777,17 +777,50 @@ async fn follow(
             );
         }
     }
-    with_artifacts(result, artifacts.clone())
+    as_taken(result, artifacts.clone())
 }
 
-/// `r` naming `artifacts` (the files as they are in this run's directory).
-fn with_artifacts(mut r: AttemptResult, named: Vec<ArtifactRef>) -> AttemptResult {
+/// Longest model name kept from a worker's record.
+const MAX_MODEL_CHARS: usize = 200;
+
+/// The worker's classified result as crewd takes it: naming `named` (the files as they are in
+/// this run's directory), and without what only crewd decides. A reuse and its commit are the
+/// result cache's (`workspace::finish_attempt` adopts the commit a reused result names, with no
+/// ancestry check and no no-change guard): from a worker's record they would let it name any
+/// revision of the user's repository as the task's result. The commit is the one the bundle
+/// brought (`take_result`); a session stays on its node (an answered task starts afresh).
+fn as_taken(mut r: AttemptResult, named: Vec<ArtifactRef>) -> AttemptResult {
     match &mut r {
-        AttemptResult::Completed { artifacts, .. }
-        | AttemptResult::NoFinalText { artifacts, .. }
+        AttemptResult::Completed {
+            artifacts,
+            reused_from,
+            commit,
+            ..
+        } => {
+            *artifacts = named;
+            *reused_from = None;
+            *commit = None;
+        }
+        AttemptResult::Asked {
+            artifacts, session, ..
+        } => {
+            *artifacts = named;
+            *session = None;
+        }
+        AttemptResult::NoFinalText { artifacts, .. }
         | AttemptResult::NeedsAttention { artifacts, .. }
-        | AttemptResult::Failed { artifacts, .. }
-        | AttemptResult::Asked { artifacts, .. } => *artifacts = named,
+        | AttemptResult::Failed { artifacts, .. } => *artifacts = named,
+    }
+    match &mut r {
+        AttemptResult::Completed { model, .. }
+        | AttemptResult::NoFinalText { model, .. }
+        | AttemptResult::NeedsAttention { model, .. }
+        | AttemptResult::Failed { model, .. }
+        | AttemptResult::Asked { model, .. } => {
+            if let Some(m) = model {
+                *m = crew_core::text::bound(std::mem::take(m), MAX_MODEL_CHARS);
+            }
+        }
     }
     r
 }
