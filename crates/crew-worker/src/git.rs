@@ -56,7 +56,8 @@ fn git(dir: &Path, args: &[&str]) -> Result<String> {
 pub fn checkout(staging: &Staging, launch: &Launch, root: &Path) -> Result<Checkout> {
     let repo = root.join("repo");
     let work = root.join("work");
-    std::fs::create_dir_all(&repo).with_context(|| format!("create {}", repo.display()))?;
+    make_private(root)?;
+    std::fs::create_dir(&repo).with_context(|| format!("create {}", repo.display()))?;
     git(&repo, &["init", "-q"])?;
     let bundle = staging.input_bundle().display().to_string();
     git(&repo, &["fetch", "-q", &bundle, crew_staging::START_REF])?;
@@ -75,6 +76,26 @@ pub fn checkout(staging: &Staging, launch: &Launch, root: &Path) -> Result<Check
         },
         work,
     })
+}
+
+/// `root`, made new and private (0700): its parent is a shared `/tmp` where the job has no
+/// `TMPDIR` of its own, and its name can be learnt by another user of the node (`ps` shows the
+/// worker's pid and staging directory). A directory already there is someone else's (or an
+/// earlier worker's of this very pid): refused, never used, as its repository's config could
+/// name programs git runs (a smudge filter on checkout).
+fn make_private(root: &Path) -> Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    if let Some(parent) = root.parent() {
+        std::fs::create_dir_all(parent).with_context(|| format!("create {}", parent.display()))?;
+    }
+    match std::fs::DirBuilder::new().mode(0o700).create(root) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => bail!(
+            "the scratch directory {} already exists (made by another process): refused",
+            root.display()
+        ),
+        Err(e) => Err(e).with_context(|| format!("create {}", root.display())),
+    }
 }
 
 /// Commit what the agent left uncommitted on top of where it left HEAD (its own commits are
@@ -191,5 +212,48 @@ mod tests {
         git(w, &["commit", "-qm", "elsewhere"]).unwrap();
         let e = commit(&staging, &l, w).unwrap_err().to_string();
         assert!(e.contains("does not contain the task's start"), "{e}");
+    }
+
+    /// The scratch directory is under a shared `/tmp` (where the job has no `TMPDIR` of its
+    /// own) at a name another user of the node can learn (`ps` shows crew-worker's pid and its
+    /// staging directory): one who made it first, with a repository whose config names a
+    /// smudge filter, had that filter run as the user by the checkout. The directory is made
+    /// new and private, or the checkout is refused.
+    #[test]
+    fn a_scratch_directory_made_by_someone_else_is_refused() {
+        let t = tempfile::tempdir().unwrap();
+        let src = t.path().join("src");
+        std::fs::create_dir_all(&src).unwrap();
+        git(&src, &["init", "-q"]).unwrap();
+        std::fs::write(src.join("a.txt"), "a\n").unwrap();
+        git(&src, &["add", "-A"]).unwrap();
+        git(&src, &["commit", "-qm", "start"]).unwrap();
+        let start = git(&src, &["rev-parse", "HEAD"]).unwrap();
+        let staging = Staging::new(t.path().join("staging"));
+        staging.create().unwrap();
+        let bundle = staging.input_bundle().display().to_string();
+        git(&src, &["bundle", "create", "-q", &bundle, "HEAD"]).unwrap();
+
+        // Planted before the worker starts: a repository whose filter runs on checkout.
+        let root = t.path().join("root");
+        let planted = root.join("repo");
+        std::fs::create_dir_all(&planted).unwrap();
+        git(&planted, &["init", "-q"]).unwrap();
+        let ran = t.path().join("filter-ran");
+        git(
+            &planted,
+            &[
+                "config",
+                "filter.x.smudge",
+                &format!("touch {}; cat", ran.display()),
+            ],
+        )
+        .unwrap();
+        std::fs::write(planted.join(".git/info/attributes"), "* filter=x\n").unwrap();
+
+        let got = checkout(&staging, &launch(&start), &root);
+        assert!(!ran.exists(), "the planted filter ran");
+        let e = got.unwrap_err().to_string();
+        assert!(e.contains("already exists"), "{e}");
     }
 }
