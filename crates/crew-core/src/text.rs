@@ -4,6 +4,9 @@
 
 /// The most characters an event keeps of a reason, an error, a question or a message.
 pub const MAX_REASON_CHARS: usize = 4096;
+/// The most characters an event keeps of a name a model or worker gives: the model (an agent's
+/// stream names it), the tool in use.
+pub const MAX_NAME_CHARS: usize = 256;
 /// The most characters of one value (an id, a role, a path) echoed inside a message.
 pub const MAX_ECHO_CHARS: usize = 64;
 

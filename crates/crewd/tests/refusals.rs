@@ -266,3 +266,47 @@ fn a_workers_huge_cost_keeps_the_runs_usage_readable() {
         .unwrap_or_else(|e| panic!("team.list reads back: {e}: {list:#}"));
     assert_eq!(runs.len(), 1);
 }
+
+/// Issue 29's class, for the model's name: the agent's stream names its model, and that name
+/// was kept whole in the events that end an attempt (`task.completed`'s `model`) and in the
+/// task's status. A stream naming a 64 KiB model keeps at most a bounded name.
+#[test]
+fn a_streams_huge_model_name_is_kept_bounded() {
+    let model = "m".repeat(64 << 10);
+    let assistant = format!(
+        "{{\"type\":\"assistant\",\"message\":{{\"model\":\"{model}\",\"content\":[{{\"type\":\"text\",\"text\":\"done\"}}],\
+         \"usage\":{{\"input_tokens\":1,\"output_tokens\":1}}}}}}"
+    );
+    let result = "{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":false,\"num_turns\":1,\
+                  \"result\":\"done\",\"total_cost_usd\":0.001,\"usage\":{\"input_tokens\":1,\"output_tokens\":1}}";
+    let lines = stream_file(&[&assistant, result]);
+    let d = Daemon::start_with(Opts {
+        config: format!(
+            "max_attempts = 1\n[runtimes.replay]\nadapter = \"claude\"\n\
+             command = [\"/bin/sh\", \"-c\", {:?}]\nsandbox_read = [{:?}]\n",
+            format!("cat {}", lines.display()),
+            lines.display().to_string()
+        ),
+        env: vec![],
+    });
+    one_step_team(&d, "explorer", "Look: {goal}", "explorer");
+    let id = d.run("look", json!({"team": "explorer", "runtime": "replay"}));
+    d.wait(&id);
+    let st = d.status(&id);
+    assert_eq!(st["run"]["status"], "completed", "{}", &st.to_string()[..2000]);
+    for e in d.events(Some(&id)) {
+        if let Some(m) = e["data"]["model"].as_str() {
+            assert!(m.len() <= 1024, "{} keeps a {}-byte model", e["type"], m.len());
+        }
+    }
+    let kept = st["tasks"][0]["model"].as_str().unwrap_or_default();
+    assert!(kept.len() <= 1024, "the task keeps a {}-byte model", kept.len());
+}
+
+/// `lines` in a file of their own (the runtime's `sandbox_read` lets a boxed replay read it).
+fn stream_file(lines: &[&str]) -> std::path::PathBuf {
+    let dir = tempfile::tempdir().unwrap().keep();
+    let p = dir.join("stream.jsonl");
+    std::fs::write(&p, lines.join("\n") + "\n").unwrap();
+    p
+}

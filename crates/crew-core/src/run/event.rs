@@ -77,7 +77,29 @@ impl Pending {
                 cut(s);
             }
         }
+        fn cut_name(s: &mut Option<String>) {
+            if let Some(s) = s {
+                if s.len() > crate::text::MAX_NAME_CHARS {
+                    *s = crate::text::bound(std::mem::take(s), crate::text::MAX_NAME_CHARS);
+                }
+            }
+        }
         cut_opt(&mut self.message);
+        // The model and the tool are named by the agent's stream (or a remote worker's record).
+        match &mut self.body {
+            EventBody::TaskCompleted { end, .. }
+            | EventBody::TaskFailed { end }
+            | EventBody::TaskRetrying { end, .. }
+            | EventBody::TaskNeedsAttention { end, .. }
+            | EventBody::TaskWaiting { end, .. }
+            | EventBody::TaskCandidateChosen { end: Some(end), .. } => {
+                cut_name(&mut end.model);
+                cut_opt(&mut end.error);
+            }
+            EventBody::TaskStarted { model, .. } => cut_name(model),
+            EventBody::TaskProgress { current_tool, .. } => cut_name(current_tool),
+            _ => {}
+        }
         match &mut self.body {
             EventBody::RunBlocked { reason }
             | EventBody::RunFailed { reason, .. }

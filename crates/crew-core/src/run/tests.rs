@@ -2862,6 +2862,54 @@ fn stamped_events_keep_texts_bounded() {
     }
 }
 
+/// The names a stream gives (its model, the tool in use) are kept bounded in every event that
+/// carries one, as texts are.
+#[test]
+fn stamped_events_keep_names_bounded() {
+    use super::event::{AttemptEnd, EventBody, Pending};
+    let long = "m".repeat(1 << 16);
+    let st = State::default();
+    let end = || AttemptEnd {
+        model: Some(long.clone()),
+        ..Default::default()
+    };
+    let bodies = vec![
+        EventBody::TaskFailed { end: end() },
+        EventBody::TaskStarted {
+            attempt: 1,
+            runtime: "r".into(),
+            model: Some(long.clone()),
+            artifacts: vec![],
+        },
+        EventBody::TaskProgress {
+            attempt: 1,
+            usage: Default::default(),
+            current_tool: Some(long.clone()),
+        },
+        EventBody::TaskCandidateChosen {
+            end: Some(end()),
+            commit: None,
+            choice: super::candidates::Choice {
+                index: 1,
+                candidate: "c".into(),
+                by: "judge".into(),
+                reason: String::new(),
+            },
+            verdict: None,
+        },
+    ];
+    for body in bodies {
+        let ev = st.stamp(Pending::task("r", "t", body), 1, chrono::Utc::now());
+        let json = serde_json::to_string(&ev).unwrap();
+        assert!(
+            json.len() < 4 * crate::text::MAX_NAME_CHARS,
+            "{}: {}",
+            ev.body.type_name(),
+            json.len()
+        );
+    }
+}
+
 fn resolver_role() -> crate::fanout::RoleTemplate {
     crate::fanout::RoleTemplate {
         role: "resolver".into(),
