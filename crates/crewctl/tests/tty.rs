@@ -462,6 +462,28 @@ async fn hostile_text_reaches_the_terminal_escaped() {
     }
 }
 
+/// The same gate under `--json`: the daemon's error message (which can quote what a model or
+/// worker wrote) went to the terminal as serde_json writes it, which escapes C0 controls but
+/// not a C1 CSI or a bidi override.
+#[tokio::test(flavor = "multi_thread")]
+async fn hostile_text_in_a_json_error_reaches_the_terminal_escaped() {
+    need_tmux();
+    const EVIL: &str = "x\u{9b}2J\u{202e}gpj\u{7f}";
+    let mut s = Script::default();
+    s.errors
+        .insert("team.status", (-32000, format!("refused: {EVIL}"), None));
+    let mock = Mock::start(s).await;
+    let out = raw_output(&mock.socket, "--json status r-1").await;
+    let text = String::from_utf8_lossy(&out);
+    assert!(text.contains("refused"), "{text:?}");
+    for bad in ['\u{9b}', '\u{202e}', '\u{7f}'] {
+        assert!(
+            !text.contains(bad),
+            "{bad:?} reached the terminal: {text:?}"
+        );
+    }
+}
+
 /// Issue 32 (5): a run that failed its verification, followed in a terminal at 80 and 120
 /// columns: the task's line and the closing reason show the failing command and lines, none of
 /// the passing tests kept before them, and the whole output is one command away.
