@@ -293,14 +293,28 @@ fn a_streams_huge_model_name_is_kept_bounded() {
     let id = d.run("look", json!({"team": "explorer", "runtime": "replay"}));
     d.wait(&id);
     let st = d.status(&id);
-    assert_eq!(st["run"]["status"], "completed", "{}", &st.to_string()[..2000]);
+    assert_eq!(
+        st["run"]["status"],
+        "completed",
+        "{}",
+        &st.to_string()[..2000]
+    );
     for e in d.events(Some(&id)) {
         if let Some(m) = e["data"]["model"].as_str() {
-            assert!(m.len() <= 1024, "{} keeps a {}-byte model", e["type"], m.len());
+            assert!(
+                m.len() <= 1024,
+                "{} keeps a {}-byte model",
+                e["type"],
+                m.len()
+            );
         }
     }
     let kept = st["tasks"][0]["model"].as_str().unwrap_or_default();
-    assert!(kept.len() <= 1024, "the task keeps a {}-byte model", kept.len());
+    assert!(
+        kept.len() <= 1024,
+        "the task keeps a {}-byte model",
+        kept.len()
+    );
 }
 
 /// `lines` in a file of their own (the runtime's `sandbox_read` lets a boxed replay read it).

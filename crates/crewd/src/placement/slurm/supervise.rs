@@ -700,7 +700,17 @@ async fn follow(
                 let run_dir = spec.run_dir.clone();
                 let dir = staging.dir.clone();
                 let named = named.to_vec();
-                artifacts.extend(blocking(move || import(&dir, &run_dir, &named)));
+                let (task_id, attempt) = (spec.task_id.clone(), spec.attempt);
+                let output =
+                    crew_core::run::candidates::own_output(&spec.plan).map(|o| o.to_string());
+                artifacts.extend(blocking(move || {
+                    let own = Own {
+                        task_id: &task_id,
+                        attempt,
+                        output: output.as_deref(),
+                    };
+                    import(&dir, &run_dir, &named, &own)
+                }));
                 if spec.plan.checks.pre_step.is_some() {
                     blocking(|| take_prompt(&staging.dir, &spec.run_dir, &spec.task_id, artifacts));
                 }
@@ -830,10 +840,39 @@ const IMPORTED: &[&str] = &["transcripts", "logs", "results", "shared", "verify"
 /// Largest file taken from a worker (a transcript is capped well below it on the node).
 const IMPORT_MAX: u64 = 64 << 20;
 
+/// The attempt a worker ran, for the names of its files: crew_attempt's layout
+/// (`transcripts/T.attempt-N.jsonl`, `logs/T.attempt-N.stderr.txt`, `verify/T.attempt-N.K.txt`,
+/// `results/T.txt`, `shared/OUTPUT`).
+struct Own<'a> {
+    task_id: &'a str,
+    attempt: u32,
+    output: Option<&'a str>,
+}
+
+impl Own<'_> {
+    /// Whether `name` is one of this attempt's files: a worker names its own only (another
+    /// task's result or shared output, which its dependents read, is not its to write).
+    fn names(&self, name: &str) -> bool {
+        let (t, n) = (self.task_id, self.attempt);
+        let verify = name
+            .strip_prefix(&format!("verify/{t}.attempt-{n}."))
+            .and_then(|r| r.strip_suffix(".txt"))
+            .is_some_and(|k| {
+                !k.is_empty() && k.len() <= 6 && k.bytes().all(|b| b.is_ascii_digit())
+            });
+        verify
+            || name == format!("results/{t}.txt")
+            || name == format!("transcripts/{t}.attempt-{n}.jsonl")
+            || name == format!("logs/{t}.attempt-{n}.stderr.txt")
+            || self.output.is_some_and(|o| name == format!("shared/{o}"))
+    }
+}
+
 /// Copy the files a worker's result names from its staging directory into the run's
-/// directory, each written whole and described afresh. A name outside the run's layout, a
-/// file too large or missing is left out (the worker's directory is not trusted with paths).
-fn import(staging: &Path, run_dir: &Path, named: &[ArtifactRef]) -> Vec<ArtifactRef> {
+/// directory, each written whole and described afresh. A name outside the run's layout or
+/// not of this attempt (`own`), a file too large, missing, or not a regular file is left out
+/// (the worker's directory is not trusted with paths).
+fn import(staging: &Path, run_dir: &Path, named: &[ArtifactRef], own: &Own) -> Vec<ArtifactRef> {
     let mut out = Vec::new();
     for a in named {
         let p = Path::new(&a.name);
@@ -841,8 +880,8 @@ fn import(staging: &Path, run_dir: &Path, named: &[ArtifactRef]) -> Vec<Artifact
         let inside = matches!(parts.next(), Some(std::path::Component::Normal(d)) if IMPORTED.iter().any(|x| d == *x))
             && parts.clone().count() >= 1
             && parts.all(|c| matches!(c, std::path::Component::Normal(_)));
-        if !inside {
-            tracing::warn!(name = %bound(&a.name), "a worker's file outside the run's layout is not taken");
+        if !inside || !own.names(&a.name) {
+            tracing::warn!(name = %bound(&a.name), "a worker's file outside its attempt's layout is not taken");
             continue;
         }
         // A regular file through real directories only: a link would be resolved on this
@@ -984,6 +1023,11 @@ mod tests {
             bytes: 0,
             sha256: crew_core::run::Sha256::from_bytes([0; 32]),
         };
+        let own = Own {
+            task_id: "a",
+            attempt: 1,
+            output: None,
+        };
         let got = import(
             staging.path(),
             run.path(),
@@ -996,6 +1040,7 @@ mod tests {
                 named("results", "result"),
                 named("results/missing.txt", "result"),
             ],
+            &own,
         );
         let names: Vec<&str> = got.iter().map(|a| a.name.as_str()).collect();
         assert_eq!(names, ["transcripts/a.attempt-1.jsonl", "results/a.txt"]);
@@ -1028,12 +1073,15 @@ mod tests {
         let mine = tempfile::tempdir().unwrap();
         let secret = mine.path().join("id_ed25519");
         std::fs::write(&secret, "PRIVATE KEY").unwrap();
-        std::fs::create_dir_all(staging.path().join("results")).unwrap();
-        std::fs::write(staging.path().join("results/ok.txt"), "done").unwrap();
-        std::os::unix::fs::symlink(&secret, staging.path().join("results/a.txt")).unwrap();
+        // The attempt's own names, each something else than a regular file.
+        for d in ["results", "shared", "transcripts", "prompts"] {
+            std::fs::create_dir_all(staging.path().join(d)).unwrap();
+        }
+        std::fs::write(staging.path().join("results/t.txt"), "done").unwrap();
+        std::os::unix::fs::symlink(&secret, staging.path().join("shared/out.md")).unwrap();
+        std::fs::write(mine.path().join("t.attempt-1.stderr.txt"), "PRIVATE").unwrap();
         std::os::unix::fs::symlink(mine.path(), staging.path().join("logs")).unwrap();
-        mkfifo(&staging.path().join("results/b.txt"));
-        std::fs::create_dir_all(staging.path().join("prompts")).unwrap();
+        mkfifo(&staging.path().join("transcripts/t.attempt-1.jsonl"));
         std::os::unix::fs::symlink(&secret, staging.path().join("prompts/t.md")).unwrap();
         let named = |name: &str| ArtifactRef {
             name: name.into(),
@@ -1044,15 +1092,21 @@ mod tests {
         let (tx, rx) = std::sync::mpsc::channel();
         let (s, r) = (staging.path().to_path_buf(), run.path().to_path_buf());
         std::thread::spawn(move || {
+            let own = Own {
+                task_id: "t",
+                attempt: 1,
+                output: Some("out.md"),
+            };
             let got = import(
                 &s,
                 &r,
                 &[
-                    named("results/ok.txt"),
-                    named("results/a.txt"),
-                    named("logs/id_ed25519"),
-                    named("results/b.txt"),
+                    named("results/t.txt"),
+                    named("shared/out.md"),
+                    named("logs/t.attempt-1.stderr.txt"),
+                    named("transcripts/t.attempt-1.jsonl"),
                 ],
+                &own,
             );
             let mut prompts = vec![named("prompts/t.md")];
             take_prompt(&s, &r, "t", &mut prompts);
@@ -1062,11 +1116,82 @@ mod tests {
             .recv_timeout(Duration::from_secs(5))
             .expect("crewd blocked on a worker's FIFO");
         let names: Vec<&str> = got.iter().map(|a| a.name.as_str()).collect();
-        assert_eq!(names, ["results/ok.txt"]);
-        assert!(!run.path().join("results/a.txt").exists());
-        assert!(!run.path().join("logs/id_ed25519").exists());
+        assert_eq!(names, ["results/t.txt"]);
+        assert!(!run.path().join("shared/out.md").exists());
+        assert!(!run.path().join("logs/t.attempt-1.stderr.txt").exists());
         assert!(!run.path().join("prompts/t.md").exists());
         assert_eq!(prompts[0].bytes, 0, "the linked prompt was taken");
+    }
+
+    /// A worker names the files of its own attempt only: one naming another task's result,
+    /// shared output or transcript (names under the run's layout all the same) overwrote that
+    /// task's file in the run's directory, which its dependents read.
+    #[test]
+    fn a_worker_cannot_name_another_tasks_files() {
+        let staging = tempfile::tempdir().unwrap();
+        let run = tempfile::tempdir().unwrap();
+        for name in [
+            "results/01_a.txt",
+            "results/02_b.txt",
+            "shared/b.md",
+            "shared/a.md",
+            "transcripts/01_a.attempt-2.jsonl",
+            "transcripts/02_b.attempt-1.jsonl",
+            "transcripts/01_a.attempt-1.jsonl",
+            "logs/01_a.attempt-2.stderr.txt",
+            "verify/01_a.attempt-2.1.txt",
+            "verify/02_b.attempt-1.1.txt",
+        ] {
+            let p = staging.path().join(name);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, "forged").unwrap();
+        }
+        std::fs::create_dir_all(run.path().join("results")).unwrap();
+        std::fs::write(run.path().join("results/02_b.txt"), "b's answer").unwrap();
+        let named: Vec<ArtifactRef> = std::fs::read_dir(staging.path())
+            .unwrap()
+            .flat_map(|d| {
+                let d = d.unwrap().path();
+                std::fs::read_dir(&d).unwrap().map(move |f| {
+                    let f = f.unwrap().path();
+                    format!(
+                        "{}/{}",
+                        d.file_name().unwrap().to_str().unwrap(),
+                        f.file_name().unwrap().to_str().unwrap()
+                    )
+                })
+            })
+            .map(|name| ArtifactRef {
+                name,
+                kind: crew_core::run::ArtifactKind::new("result"),
+                bytes: 0,
+                sha256: crew_core::run::Sha256::from_bytes([0; 32]),
+            })
+            .collect();
+        let own = Own {
+            task_id: "01_a",
+            attempt: 2,
+            output: Some("a.md"),
+        };
+        let mut got: Vec<String> = import(staging.path(), run.path(), &named, &own)
+            .into_iter()
+            .map(|a| a.name)
+            .collect();
+        got.sort();
+        assert_eq!(
+            got,
+            [
+                "logs/01_a.attempt-2.stderr.txt",
+                "results/01_a.txt",
+                "shared/a.md",
+                "transcripts/01_a.attempt-2.jsonl",
+                "verify/01_a.attempt-2.1.txt",
+            ]
+        );
+        assert_eq!(
+            std::fs::read_to_string(run.path().join("results/02_b.txt")).unwrap(),
+            "b's answer"
+        );
     }
 
     struct Heard(std::sync::Mutex<Vec<String>>);
