@@ -479,6 +479,9 @@ fn worker_path() -> String {
         .unwrap_or_else(|| "crew-worker".into())
 }
 
+/// Most warnings of one attempt passed on (and one saying the rest are not).
+const MAX_WARNING_NOTES: u32 = 32;
+
 /// Longest note line kept (a note is a few hundred bytes; a progress note's tool name and a
 /// warning are bounded again where they are used).
 const MAX_NOTE_BYTES: usize = 1 << 20;
@@ -492,6 +495,8 @@ struct Notes {
     /// The line being read was longer than `MAX_NOTE_BYTES`: the rest of it, up to its
     /// newline, is dropped as it comes.
     overlong: bool,
+    /// Warnings passed on so far (each one a journaled `task.warning`).
+    warnings: u32,
     /// The attempt's usage as last reported (for a failure the worker could not report).
     usage: Usage,
 }
@@ -576,7 +581,21 @@ impl Notes {
                 self.usage = usage;
                 port.progress(key, usage, tool.map(|t| bound(&t)));
             }
-            Note::Warning { tool, message } => port.warning(key, bound(&tool), bound(&message)),
+            // As many as a local attempt reports, then one note that the rest are not.
+            Note::Warning { tool, message } => {
+                match self.warnings {
+                    n if n < MAX_WARNING_NOTES => port.warning(key, bound(&tool), bound(&message)),
+                    MAX_WARNING_NOTES => port.warning(
+                        key,
+                        String::new(),
+                        format!(
+                            "the worker reported more than {MAX_WARNING_NOTES} warnings; the rest are not shown"
+                        ),
+                    ),
+                    _ => {}
+                }
+                self.warnings = self.warnings.saturating_add(1);
+            }
             Note::Answered => port.answered(key),
         }
     }
@@ -1245,6 +1264,36 @@ mod tests {
         writeln!(f, "{}", serde_json::to_string(&note).unwrap()).unwrap();
         notes.read_new(&path, &port, &key()).await;
         assert_eq!(*heard.0.lock().unwrap(), ["refused"]);
+    }
+
+    /// A worker's notes are its word on what happened, each refusal a journaled
+    /// `task.warning`: a worker (or an unboxed agent appending to its notes) that writes them
+    /// by the thousand is heard as a local attempt is, a bounded number of times.
+    #[tokio::test]
+    async fn a_flood_of_warning_notes_is_heard_a_bounded_number_of_times() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("notes.jsonl");
+        let heard = Arc::new(Heard(Default::default()));
+        let port: Arc<dyn Port> = heard.clone();
+        let mut notes = Notes::default();
+        let mut f = std::fs::File::create(&path).unwrap();
+        let note = Note::Warning {
+            tool: "bash".into(),
+            message: "refused".into(),
+        };
+        let line = serde_json::to_string(&note).unwrap();
+        for _ in 0..10_000 {
+            writeln!(f, "{line}").unwrap();
+        }
+        notes.read_new(&path, &port, &key()).await;
+        notes.read_new(&path, &port, &key()).await;
+        let n = heard.0.lock().unwrap().len();
+        assert!(
+            n <= MAX_WARNING_NOTES as usize + 1,
+            "{n} warnings passed on"
+        );
+        assert!(n > 1);
     }
 
     /// `notes.jsonl` as a FIFO: the look at it returns at once.
