@@ -530,8 +530,14 @@ impl Notes {
             }
         };
         self.offset = self.offset.saturating_add(buf.len() as u64);
+        // Progress is a running total: of one look's notes the last is passed on, once (a
+        // local attempt reports it at most every 250 ms; each is a journaled event).
+        let mut progress = None;
         for line in self.take_lines(&buf) {
-            self.pass(&line, port, key);
+            self.pass(&line, port, key, &mut progress);
+        }
+        if let Some((usage, tool)) = progress {
+            port.progress(key, usage, tool);
         }
     }
 
@@ -568,7 +574,13 @@ impl Notes {
         lines
     }
 
-    fn pass(&mut self, line: &[u8], port: &Arc<dyn Port>, key: &AttemptKey) {
+    fn pass(
+        &mut self,
+        line: &[u8],
+        port: &Arc<dyn Port>,
+        key: &AttemptKey,
+        progress: &mut Option<(Usage, Option<String>)>,
+    ) {
         // A line crew-worker did not write (or a layout it does not share) is skipped.
         let Ok(note) = serde_json::from_slice::<Note>(line) else {
             return;
@@ -579,7 +591,7 @@ impl Notes {
             }
             Note::Progress { usage, tool } => {
                 self.usage = usage;
-                port.progress(key, usage, tool.map(|t| bound(&t)));
+                *progress = Some((usage, tool.map(|t| bound(&t))));
             }
             // As many as a local attempt reports, then one note that the rest are not.
             Note::Warning { tool, message } => {
@@ -1294,6 +1306,32 @@ mod tests {
             "{n} warnings passed on"
         );
         assert!(n > 1);
+    }
+
+    /// Progress notes by the thousand in one look are one `task.progress` (the last), as a
+    /// local attempt reports progress at most every 250 ms: each one is a journaled event.
+    #[tokio::test]
+    async fn progress_notes_of_one_look_are_passed_on_once() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("notes.jsonl");
+        let heard = Arc::new(Heard(Default::default()));
+        let port: Arc<dyn Port> = heard.clone();
+        let mut notes = Notes::default();
+        let mut f = std::fs::File::create(&path).unwrap();
+        for i in 0..10_000 {
+            let note = Note::Progress {
+                usage: Usage {
+                    input: i,
+                    ..Usage::default()
+                },
+                tool: Some(format!("t{i}")),
+            };
+            writeln!(f, "{}", serde_json::to_string(&note).unwrap()).unwrap();
+        }
+        notes.read_new(&path, &port, &key()).await;
+        assert_eq!(*heard.0.lock().unwrap(), ["t9999"]);
+        assert_eq!(notes.usage.input, 9999);
     }
 
     /// `notes.jsonl` as a FIFO: the look at it returns at once.
