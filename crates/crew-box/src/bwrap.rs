@@ -79,6 +79,19 @@ impl BoxSpec {
 
 /// `bwrap … -- program args…` for `spec` (the bwrap binary first).
 pub fn argv(bwrap: &Path, spec: &BoxSpec, program: &OsStr, args: &[OsString]) -> Vec<OsString> {
+    argv_as(bwrap, spec, program, args, false)
+}
+
+/// [`argv`], with `program` as the box's PID 1 (`--as-pid-1`) when `as_pid_1`: bubblewrap
+/// then starts no init of its own, one fork and one process fewer per box (crew's init is a
+/// reaper and ends the namespace when the program ends).
+fn argv_as(
+    bwrap: &Path,
+    spec: &BoxSpec,
+    program: &OsStr,
+    args: &[OsString],
+    as_pid_1: bool,
+) -> Vec<OsString> {
     let mut v: Vec<OsString> = vec![bwrap.as_os_str().to_owned()];
     let mut push = |items: &[&OsStr]| v.extend(items.iter().map(|s| s.to_os_string()));
     push(&[
@@ -119,9 +132,11 @@ pub fn argv(bwrap: &Path, spec: &BoxSpec, program: &OsStr, args: &[OsString]) ->
         "/".as_ref(),
         "--chdir".as_ref(),
         spec.cwd.as_os_str(),
-        "--".as_ref(),
-        program,
     ]);
+    if as_pid_1 {
+        push(&["--as-pid-1".as_ref()]);
+    }
+    push(&["--".as_ref(), program]);
     v.extend(args.iter().cloned());
     v
 }
@@ -130,7 +145,8 @@ pub fn argv(bwrap: &Path, spec: &BoxSpec, program: &OsStr, args: &[OsString]) ->
 /// (`init --reaper --stdout-fd -- program args…`, no lifeline): a program that cannot be
 /// started is then told as without the box (exit 127 and the OS error), not as bubblewrap's
 /// own failure, and the init hands the program the stdout the outer init (`Mode::Boxed`) kept
-/// away from bubblewrap. The init's folder is seen read-only.
+/// away from bubblewrap. The init is the box's PID 1 (bubblewrap's own would be one more
+/// process between them). The init's folder is seen read-only.
 pub fn argv_with_init(
     bwrap: &Path,
     init: &Path,
@@ -147,7 +163,7 @@ pub fn argv_with_init(
         program.to_owned(),
     ];
     inner.extend(args.iter().cloned());
-    argv(bwrap, &spec, init.as_os_str(), &inner)
+    argv_as(bwrap, &spec, init.as_os_str(), &inner, true)
 }
 
 /// Can bubblewrap make a box here (user namespaces allowed, the binary works)? `Err(why)`.
