@@ -73,8 +73,34 @@ impl BoxSpec {
         // elsewhere last (stable for the rest).
         all.sort_by_key(|(at, src, rw)| (at.components().count(), *rw, at != src));
         all.dedup();
-        all
+        let mut kept: Vec<(PathBuf, PathBuf, bool)> = Vec::with_capacity(all.len());
+        for m in all {
+            if !already_seen(&kept, &m) {
+                kept.push(m);
+            }
+        }
+        kept
     }
+}
+
+/// Is `m` what the box already shows at its path? So when the mount in effect there (the
+/// deepest one kept above it) binds the same host tree the same way and the path is real on
+/// the host (no symlink on the way, where the bound tree would show the link instead): crew's
+/// programs under `~/.cargo/bin` or `/usr/local/bin`, a `sandbox_read` path inside a
+/// toolchain. Each bind costs bubblewrap a mount and a read of its mount table per start.
+fn already_seen(kept: &[(PathBuf, PathBuf, bool)], m: &(PathBuf, PathBuf, bool)) -> bool {
+    let (at, src, rw) = m;
+    if at != src {
+        return false;
+    }
+    let Some((above, above_src, above_rw)) = kept.iter().rev().find(|(p, _, _)| at.starts_with(p))
+    else {
+        return false;
+    };
+    above == above_src
+        && above_rw == rw
+        && above != at
+        && std::fs::canonicalize(at).is_ok_and(|real| real == *at)
 }
 
 /// `bwrap … -- program args…` for `spec` (the bwrap binary first).
@@ -267,6 +293,51 @@ mod tests {
             let got = argv(Path::new("/usr/bin/bwrap"), &spec, program.as_ref(), &rest);
             assert_eq!(s(&got), want);
         }
+    }
+
+    #[test]
+    fn a_bind_the_box_already_shows_the_same_way_is_left_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let (a, b, c) = (root.join("a"), root.join("a/b"), root.join("a/b/c"));
+        std::fs::create_dir_all(&c).unwrap();
+        std::os::unix::fs::symlink(&c, root.join("a/link")).unwrap();
+        let ours = |spec: BoxSpec| -> Vec<(PathBuf, bool)> {
+            spec.mounts()
+                .into_iter()
+                .filter(|(p, _, _)| p.starts_with(&root))
+                .map(|(p, _, rw)| (p, rw))
+                .collect()
+        };
+        // Read-only inside read-only: shown already.
+        let spec = BoxSpec {
+            read_only: vec![a.clone(), b.clone()],
+            ..Default::default()
+        };
+        assert_eq!(ours(spec), [(a.clone(), false)]);
+        // Writable inside read-only, and read-only again inside that: each changes the view.
+        let spec = BoxSpec {
+            read_only: vec![a.clone(), c.clone()],
+            writable: vec![b.clone()],
+            ..Default::default()
+        };
+        assert_eq!(
+            ours(spec),
+            [(a.clone(), false), (b.clone(), true), (c.clone(), false)]
+        );
+        // Through a symlink, or a path that is not there: kept (bubblewrap decides).
+        let spec = BoxSpec {
+            read_only: vec![a.clone(), a.join("link"), a.join("missing")],
+            ..Default::default()
+        };
+        assert_eq!(
+            ours(spec),
+            [
+                (a.clone(), false),
+                (a.join("link"), false),
+                (a.join("missing"), false)
+            ]
+        );
     }
 
     #[test]
