@@ -1206,3 +1206,101 @@ fn a_remote_agent_asks_and_respond_starts_a_fresh_attempt_with_the_answer() {
     let merged = git(&d.work, &["ls-tree", "--name-only", &format!("crew/{run}")]);
     assert!(merged.lines().any(|l| l == "db.txt"), "{merged}");
 }
+
+/// Steps after one that changed something start past the run's base: their attempts' input
+/// bundle holds only what the node lacks (a thin bundle whose prerequisite is the base, one
+/// file for both steps that start at the same commit), the base's history comes once per run
+/// in `base.bundle`, and the run completes with every step's work.
+#[test]
+fn later_steps_attempts_get_thin_bundles_and_the_run_completes() {
+    let c = cluster("later_steps_attempts_get_thin_bundles_and_the_run_completes");
+    let d = c.daemon("");
+    repo(&d);
+    // Some history the thin bundles leave out.
+    for i in 0..5 {
+        let text: String = (0..2000).map(|n| format!("{i} {n}\n")).collect();
+        std::fs::write(d.work.join(format!("h{i}.txt")), text).unwrap();
+        git(&d.work, &["add", "-A"]);
+        git(&d.work, &["commit", "-qm", &format!("history {i}")]);
+    }
+    let base = git(&d.work, &["rev-parse", "HEAD"]);
+    d.project_file(
+        "teams/chain.team.md",
+        "---\nname: chain\ndefaultWorkflow: chain\n---\n\n- executor: agent=executor\n",
+    );
+    d.project_file(
+        "workflows/chain.workflow.md",
+        "---\nname: chain\n---\n\n## first\nrole: executor\n\nWrite one. [fake:write=one.txt:one]\n\n\
+         ## second\nrole: executor\ndependsOn: first\n\nWrite two. [fake:cat=one.txt][fake:write=two.txt:two]\n\n\
+         ## third\nrole: executor\ndependsOn: first\n\nWrite three. [fake:cat=one.txt][fake:write=three.txt:three]\n",
+    );
+    let run = d.run(
+        "chain",
+        json!({"team": "chain", "workspace": "worktree", "runtime": "fake-slurm"}),
+    );
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    let merged = git(&d.work, &["ls-tree", "--name-only", &format!("crew/{run}")]);
+    for f in ["one.txt", "two.txt", "three.txt", "h4.txt"] {
+        assert!(merged.lines().any(|l| l == f), "{merged}");
+    }
+    let second = d.ok(
+        "team.artifact",
+        json!({"runId": run, "name": "results/02_second.txt"}),
+    )["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(second.contains("one.txt: one"), "{second}");
+
+    let dir = staging_of(&d).join(&run);
+    let launch = |task: &str| -> Value {
+        serde_json::from_slice(
+            &std::fs::read(dir.join(format!("{task}.attempt-1/launch.json"))).unwrap(),
+        )
+        .unwrap()
+    };
+    // The first step starts at the base: its whole history, no base bundle.
+    let first = launch("01_first");
+    assert_eq!(first["start"], base.as_str());
+    assert!(first["base"].is_null(), "{first}");
+    assert!(!dir.join("01_first.attempt-1/base.bundle").exists());
+    // The later two start at the first's result: thin, on the base.
+    let start = launch("02_second")["start"].as_str().unwrap().to_string();
+    assert_ne!(start, base);
+    use std::os::unix::fs::MetadataExt;
+    let inode = |p: PathBuf| {
+        std::fs::metadata(&p)
+            .unwrap_or_else(|e| panic!("{p:?}: {e}"))
+            .ino()
+    };
+    for task in ["02_second", "03_third"] {
+        let l = launch(task);
+        assert_eq!(l["base"], base.as_str(), "{l}");
+        assert_eq!(l["start"], start.as_str(), "{l}");
+        let a = dir.join(format!("{task}.attempt-1"));
+        let verified = git(
+            &d.work,
+            &["bundle", "verify", &path_str(&a.join("input.bundle"))],
+        );
+        assert!(
+            verified.contains("requires this ref") && verified.contains(&base),
+            "{verified}"
+        );
+        // One file per run and commit, linked into each attempt's directory.
+        assert_eq!(
+            inode(a.join("input.bundle")),
+            inode(dir.join(format!("bundles/{start}.thin.bundle")))
+        );
+        assert_eq!(
+            inode(a.join("base.bundle")),
+            inode(dir.join(format!("bundles/{base}.bundle")))
+        );
+    }
+    let size = |p: PathBuf| std::fs::metadata(p).unwrap().len();
+    let (thin, whole) = (
+        size(dir.join(format!("bundles/{start}.thin.bundle"))),
+        size(dir.join(format!("bundles/{base}.bundle"))),
+    );
+    assert!(thin * 10 < whole, "thin {thin} B, base {whole} B");
+    assert!(!dir.join(format!("bundles/{start}.bundle")).exists());
+}

@@ -202,13 +202,15 @@ async fn stage(
         spec.attempt,
         &staging.dir.display().to_string(),
     );
-    let record = Launch {
+    let mut record = Launch {
         version: crew_staging::VERSION,
         token: token.clone(),
         run_id: spec.run_id.clone(),
         task_id: spec.task_id.clone(),
         attempt: spec.attempt,
         start: start.to_string(),
+        // Set with the input bundle.
+        base: None,
         commit: spec.plan.writes,
         message: format!("crew: {} ({})", spec.task_id, spec.plan.role),
         checks: crew_staging::Checks {
@@ -241,6 +243,10 @@ async fn stage(
     let dir = staging.clone();
     let cwd = spec.cwd.clone();
     let start_commit = start.to_string();
+    let run_base = spec
+        .workspace
+        .as_ref()
+        .map(|w| (spec.run_id.clone(), w.base.clone()));
     let fresh = earlier.is_none();
     blocking(move || -> Result<(), String> {
         let e = |what: &str, err: &dyn std::fmt::Display| format!("{what}: {err}");
@@ -252,8 +258,13 @@ async fn stage(
         dir.create()
             .map_err(|x| e("cannot create the staging directory", &x))?;
         if !dir.launch().exists() {
-            shared_bundle(&cwd, &start_commit, &dir)
-                .map_err(|x| e("cannot bundle the start commit", &x))?;
+            record.base = shared_bundle(
+                &cwd,
+                &start_commit,
+                run_base.as_ref().map(|(r, b)| (r.as_str(), b.as_str())),
+                &dir,
+            )
+            .map_err(|x| e("cannot bundle the start commit", &x))?;
             let prompts = dir.dir.join("prompts");
             std::fs::create_dir_all(&prompts).map_err(|x| e("prompts", &x))?;
             crew_staging::write_atomic(&dir.dir.join(&prompt_name), prompt.as_bytes(), 0o600)
@@ -308,14 +319,27 @@ fn earlier_questions(
     out
 }
 
-/// The attempt's input bundle: one per start commit and run (`<run>/bundles/<commit>.bundle`,
-/// made once, linked into each attempt's directory). A fan-out's tasks all start at the
-/// planner's result: 200 tasks made 200 identical bundles, each a history walk and a pack.
-fn shared_bundle(worktree: &str, start: &str, staging: &Staging) -> std::io::Result<()> {
-    let out = staging.input_bundle();
-    let valid = start.len() >= 40 && start.bytes().all(|b| b.is_ascii_hexdigit());
-    let Some(run_dir) = staging.dir.parent().filter(|_| valid) else {
-        return bundle(worktree, &out);
+/// The attempt's input bundle(s), from a cache per run (`<staging>/<run>/bundles/`, 0700,
+/// each file made once and hard-linked into each attempt's directory: a fan-out's 200 tasks
+/// all start at the planner's result and share one file):
+/// - `<commit>.bundle`: the commit and its whole history;
+/// - `<commit>.thin.bundle`: only what the commit has past the run's base (`HEAD ^base`).
+///
+/// A start commit past the run's base gets its thin bundle as `input.bundle` and the base's
+/// whole one as `base.bundle` (`Some(base)`: the worker takes the base first): the history is
+/// written once per run, not again for each new start commit (a fix task, each step after
+/// one that changed something, an integration). The base itself, a start it is not an
+/// ancestor of, or a base without its ref (`refs/crew/<run>/_base`) gets the whole bundle.
+fn shared_bundle(
+    worktree: &str,
+    start: &str,
+    run_base: Option<(&str, &str)>,
+    staging: &Staging,
+) -> std::io::Result<Option<String>> {
+    let valid = |c: &str| c.len() >= 40 && c.bytes().all(|b| b.is_ascii_hexdigit());
+    let Some(run_dir) = staging.dir.parent().filter(|_| valid(start)) else {
+        bundle(worktree, &staging.input_bundle(), &["HEAD"])?;
+        return Ok(None);
     };
     let cache = run_dir.join("bundles");
     {
@@ -325,21 +349,87 @@ fn shared_bundle(worktree: &str, start: &str, staging: &Staging) -> std::io::Res
             .mode(0o700)
             .create(&cache)?;
     }
-    let cached = cache.join(format!("{start}.bundle"));
-    if !cached.exists() {
-        bundle(worktree, &cached)?;
+    let whole = |commit: &str| cache.join(format!("{commit}.bundle"));
+    let thin = cache.join(format!("{start}.thin.bundle"));
+    let base = run_base
+        .filter(|(_, b)| valid(b) && *b != start)
+        .filter(|(run_id, base)| {
+            thin.exists() || thin_ok(worktree, run_id, base, start, &whole(base))
+        });
+    let (input, base) = match base {
+        Some((_, base)) => {
+            if !thin.exists() {
+                bundle(worktree, &thin, &["HEAD", &format!("^{base}")])?;
+            }
+            link(&whole(base), &staging.base_bundle())?;
+            (thin, Some(base.to_string()))
+        }
+        None => {
+            let cached = whole(start);
+            if !cached.exists() {
+                bundle(worktree, &cached, &["HEAD"])?;
+            }
+            (cached, None)
+        }
+    };
+    link(&input, &staging.input_bundle())?;
+    Ok(base)
+}
+
+/// Whether a thin bundle on `base` will do for `start`: the base is an ancestor of it, and the
+/// base's whole bundle is in the cache or made now from the run's base ref. `false` sends the
+/// attempt the whole history (as before bundles were thin), never a bundle the node cannot use.
+fn thin_ok(worktree: &str, run_id: &str, base: &str, start: &str, base_bundle: &Path) -> bool {
+    let git_ok = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(["-c", "core.hooksPath=/dev/null"])
+            .args(args)
+            .current_dir(worktree)
+            .stdin(std::process::Stdio::null())
+            .output()
+    };
+    match git_ok(&["merge-base", "--is-ancestor", base, start]) {
+        Ok(o) if o.status.success() => {}
+        _ => return false,
     }
-    let _ = std::fs::remove_file(&out);
-    match std::fs::hard_link(&cached, &out) {
-        Ok(()) => Ok(()),
-        // A filesystem without hard links: a copy.
-        Err(_) => std::fs::copy(&cached, &out).map(|_| ()),
+    if base_bundle.exists() {
+        return true;
+    }
+    // A bundle needs a ref to carry the commit: the run's, kept from `team.run` on.
+    let name = crew_core::run::workspace::base_ref(run_id);
+    let held = git_ok(&["rev-parse", "--verify", "-q", &format!("{name}^{{commit}}")])
+        .ok()
+        .filter(|o| o.status.success())
+        .is_some_and(|o| String::from_utf8_lossy(&o.stdout).trim() == base);
+    if !held {
+        tracing::info!(
+            run = run_id,
+            "the run's base has no ref: the input bundle holds the whole history"
+        );
+        return false;
+    }
+    match bundle(worktree, base_bundle, &[&name]) {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot bundle the run's base: the input bundle holds the whole history");
+            false
+        }
     }
 }
 
-/// `git bundle create OUT HEAD` in the task's worktree: the start commit and its history.
-fn bundle(worktree: &str, out: &Path) -> std::io::Result<()> {
-    // Unique: two attempts may make the same shared bundle at once (the rename is atomic).
+/// `to` as a hard link of `from` (a copy on a filesystem without them).
+fn link(from: &Path, to: &Path) -> std::io::Result<()> {
+    let _ = std::fs::remove_file(to);
+    match std::fs::hard_link(from, to) {
+        Ok(()) => Ok(()),
+        Err(_) => std::fs::copy(from, to).map(|_| ()),
+    }
+}
+
+/// `git bundle create OUT REVS…` in the task's worktree. Two attempts may make the same
+/// cached bundle at once: each writes its own temporary file and the first in place stays
+/// (a link that fails on an existing name), so every attempt links the one file.
+fn bundle(worktree: &str, out: &Path, revs: &[&str]) -> std::io::Result<()> {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let tmp = out.with_extension(format!(
         "bundle.tmp-{}",
@@ -348,16 +438,25 @@ fn bundle(worktree: &str, out: &Path) -> std::io::Result<()> {
     let o = std::process::Command::new("git")
         .args(["-c", "core.hooksPath=/dev/null", "bundle", "create", "-q"])
         .arg(&tmp)
-        .arg("HEAD")
+        .args(revs)
         .current_dir(worktree)
         .stdin(std::process::Stdio::null())
         .output()?;
     if !o.status.success() {
+        let _ = std::fs::remove_file(&tmp);
         return Err(std::io::Error::other(
             String::from_utf8_lossy(&o.stderr).trim().to_string(),
         ));
     }
-    std::fs::rename(tmp, out)
+    let placed = match std::fs::hard_link(&tmp, out) {
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
+            // A filesystem without hard links: the rename (atomic, last one stays).
+            return std::fs::rename(&tmp, out);
+        }
+        _ => Ok(()),
+    };
+    let _ = std::fs::remove_file(&tmp);
+    placed
 }
 
 /// Why an attempt got no job.
