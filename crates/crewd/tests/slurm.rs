@@ -1304,3 +1304,84 @@ fn later_steps_attempts_get_thin_bundles_and_the_run_completes() {
     assert!(thin * 10 < whole, "thin {thin} B, base {whole} B");
     assert!(!dir.join(format!("bundles/{start}.bundle")).exists());
 }
+
+/// The input bundles' bytes for a chain of `CREW_BUNDLE_STEPS` (10) steps, each starting at
+/// the one before's result, on a repository with real history (`CREW_BUNDLE_REPO`, default:
+/// this one): what crewd wrote to the run's `bundles/` against what one whole bundle per start
+/// commit (before thin bundles) takes, each made by `git bundle create` of the same commits.
+/// A measurement, not in CI: `CREW_SLURM_ENV=target/slurm/env cargo nextest run -p crewd
+/// --ignore-default-filter --run-ignored only -E 'binary(=slurm) & test(bundle_bytes)'
+/// --no-capture`.
+#[test]
+#[ignore]
+fn bundle_bytes_of_a_chain_on_a_real_history() {
+    let src = std::env::var("CREW_BUNDLE_REPO")
+        .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../..").to_string());
+    let steps: usize = std::env::var("CREW_BUNDLE_STEPS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(10);
+    let c = cluster("bundle_bytes_of_a_chain_on_a_real_history");
+    let d = c.daemon("");
+    let w = d.work.as_path();
+    git(w, &["init", "-q", "-b", "main"]);
+    git(w, &["config", "user.name", "user"]);
+    git(w, &["config", "user.email", "user@example.com"]);
+    std::fs::write(w.join(".git/info/exclude"), ".crew/\n").unwrap();
+    git(w, &["fetch", "-q", &src, "HEAD"]);
+    git(w, &["reset", "-q", "--hard", "FETCH_HEAD"]);
+    let commits = git(w, &["rev-list", "--count", "HEAD"]);
+    d.project_file(
+        "teams/chain.team.md",
+        "---\nname: chain\ndefaultWorkflow: chain\n---\n\n- executor: agent=executor\n",
+    );
+    let mut flow = String::from("---\nname: chain\n---\n\n");
+    for i in 1..=steps {
+        flow.push_str(&format!("## s{i:02}\nrole: executor\n"));
+        if i > 1 {
+            flow.push_str(&format!("dependsOn: s{:02}\n", i - 1));
+        }
+        flow.push_str(&format!("\nStep {i}. [fake:write=chain-{i}.txt:{i}]\n\n"));
+    }
+    d.project_file("workflows/chain.workflow.md", &flow);
+    let run = d.run(
+        "chain",
+        json!({"team": "chain", "workspace": "worktree", "runtime": "fake-slurm"}),
+    );
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    let dir = staging_of(&d).join(&run);
+    let written: u64 = std::fs::read_dir(dir.join("bundles"))
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .sum();
+    // The old way: each distinct start commit's whole history.
+    let mut starts = std::collections::BTreeSet::new();
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let launch = e.unwrap().path().join("launch.json");
+        if let Ok(b) = std::fs::read(&launch) {
+            let l: Value = serde_json::from_slice(&b).unwrap();
+            starts.insert(l["start"].as_str().unwrap().to_string());
+        }
+    }
+    let t = tempfile::tempdir().unwrap();
+    let mut whole = 0;
+    for (i, s) in starts.iter().enumerate() {
+        git(w, &["update-ref", "refs/measure", s]);
+        let out = t.path().join(format!("{i}.bundle"));
+        git(
+            w,
+            &["bundle", "create", "-q", &path_str(&out), "refs/measure"],
+        );
+        whole += std::fs::metadata(&out).unwrap().len();
+    }
+    git(w, &["update-ref", "-d", "refs/measure"]);
+    println!(
+        "bundle bytes: {steps} chained tasks on {commits} commits ({} start commits): \
+         whole bundle per start commit {whole} B, written now {written} B",
+        starts.len()
+    );
+    assert!(
+        written < whole,
+        "{written} B written, {whole} B the old way"
+    );
+}
