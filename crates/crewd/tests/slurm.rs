@@ -925,6 +925,8 @@ fn a_pre_step_script_runs_on_the_node_before_the_agent() {
         prompt.contains("## Pre-step script output") && prompt.contains("PREP-MARKER"),
         "{prompt}"
     );
+    // The attempt's own copy, as a local attempt keeps it: the same file.
+    assert_eq!(artifact("prompts/01_only.attempt-1.md"), prompt);
 }
 
 /// A failing pre-step script on the node fails the attempt as a local one's does: reason
@@ -1384,4 +1386,54 @@ fn bundle_bytes_of_a_chain_on_a_real_history() {
         written < whole,
         "{written} B written, {whole} B the old way"
     );
+}
+
+/// Each remote attempt keeps the prompt it was given, as a local one does:
+/// `prompts/<task>.attempt-N.md` for every attempt, `prompts/<task>.md` the latest's (one
+/// file under two names), both named by the attempt's event.
+#[test]
+fn each_remote_attempt_keeps_its_prompt() {
+    let c = cluster("each_remote_attempt_keeps_its_prompt");
+    let d = c.daemon("");
+    repo(&d);
+    // A retryable failure (the fake's "overloaded"), on every attempt: the node's agent is
+    // not told its attempt number (no process tags there), so `max_attempts = 2` both fail.
+    common::one_step_team(&d, "flaky", "Try. [fake:fail-attempts=1]", "executor");
+    let run = d.run(
+        "try twice",
+        json!({"team": "flaky", "workspace": "worktree", "runtime": "fake-slurm"}),
+    );
+    assert_eq!(d.wait(&run), "failed", "{}", d.status(&run));
+    assert_eq!(Daemon::task(&d.status(&run), "01_only")["attempts"], 2);
+    let artifact = |name: &str| {
+        d.ok("team.artifact", json!({"runId": run, "name": name}))["content"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    for n in [1, 2] {
+        let p = artifact(&format!("prompts/01_only.attempt-{n}.md"));
+        assert!(p.contains("Try."), "attempt {n}: {p}");
+    }
+    assert_eq!(
+        artifact("prompts/01_only.md"),
+        artifact("prompts/01_only.attempt-2.md")
+    );
+    // The attempts' events name their own copy.
+    let evs = d.events(Some(&run));
+    let named: Vec<String> = evs
+        .iter()
+        .filter(|e| e["taskId"] == "01_only" || e["data"]["taskId"] == "01_only")
+        .flat_map(|e| {
+            e["data"]["artifacts"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter_map(|a| a["name"].as_str().map(str::to_string))
+        .collect();
+    for n in [1, 2] {
+        let want = format!("prompts/01_only.attempt-{n}.md");
+        assert!(named.contains(&want), "{want} not in {named:?}");
+    }
 }

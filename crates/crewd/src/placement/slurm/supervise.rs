@@ -106,7 +106,12 @@ pub async fn attempt(
         &mut artifacts,
     )
     .await;
-    // Named files must be durable before the event naming them, as for local attempts.
+    // Named files must be durable before the event naming them, as for local attempts. An
+    // attempt that names none (its pre-step script failed on the node) has nothing to sync,
+    // and the run's directory may not exist.
+    if result.parts().2.is_empty() {
+        return result;
+    }
     let run_dir = spec.run_dir.clone();
     if let Err(e) = tokio::task::spawn_blocking(move || crate::artifacts::make_durable(&run_dir))
         .await
@@ -178,20 +183,22 @@ async fn stage(
             script,
             at: head.len(),
         });
-    let prompt = {
-        let spec_prompt = head + &rest;
-        let a = blocking(|| {
-            crate::artifacts::put(
+    let prompt = head + &rest;
+    // The prompt is final here unless the node adds a pre-step script's block to it: then the
+    // run keeps the node's, once, when it comes back (`take_prompt`), as a local attempt keeps
+    // its prompt after its script ran.
+    if spec.plan.checks.pre_step.is_none() {
+        let kept = blocking(|| {
+            keep_prompt(
                 &spec.run_dir,
-                &prompt_name,
-                "prompt",
-                spec_prompt.as_bytes(),
+                &spec.task_id,
+                spec.attempt,
+                prompt.as_bytes(),
             )
         })
         .map_err(|e| format!("cannot write the prompt: {e}"))?;
-        artifacts.push(a);
-        spec_prompt
-    };
+        artifacts.extend(kept);
+    }
     // The attempt as a local one would run it; the node puts its own paths in.
     let worker = crate::executor::worker_spec(&shared.config, spec, &prompt, false);
     // Derived, never journaled: the same again for the attempt a restarted daemon re-attaches.
@@ -743,8 +750,14 @@ async fn follow(
                 let dir = staging.dir.clone();
                 let named = named.to_vec();
                 artifacts.extend(blocking(move || import(&dir, &run_dir, &named)));
-                if spec.plan.checks.pre_step.is_some() {
-                    blocking(|| take_prompt(&staging.dir, &spec.run_dir, &spec.task_id, artifacts));
+                // A failed script's attempt told no agent anything (none kept, as locally).
+                let script_failed = matches!(r, AttemptResult::Failed { reason, .. }
+                    if reason == crew_core::run::FailReason::PreStep.as_str());
+                if spec.plan.checks.pre_step.is_some() && !script_failed {
+                    let (dir, run_dir) = (&staging.dir, &spec.run_dir);
+                    artifacts.extend(blocking(|| {
+                        take_prompt(dir, run_dir, &spec.task_id, spec.attempt)
+                    }));
                 }
                 (Some(r.clone()), usage, model)
             }
@@ -876,27 +889,45 @@ fn import(staging: &Path, run_dir: &Path, named: &[ArtifactRef]) -> Vec<Artifact
     out
 }
 
-/// The prompt the node gave the agent, its pre-step script's block in it, in place of the one
-/// staged without it (`prompts/<task>.md`): what the agent was told, as for a local attempt.
-fn take_prompt(staging: &Path, run_dir: &Path, task: &str, artifacts: &mut [ArtifactRef]) {
+/// What an attempt was told, kept as a local attempt keeps it: `prompts/<task>.attempt-N.md`
+/// (each attempt's, a retry with feedback or an answer: what each was told) and
+/// `prompts/<task>.md` a second name of the same file (the latest), not a second copy.
+fn keep_prompt(
+    run_dir: &Path,
+    task: &str,
+    attempt: u32,
+    bytes: &[u8],
+) -> std::io::Result<[ArtifactRef; 2]> {
+    let this = format!("prompts/{task}.attempt-{attempt}.md");
+    let kept = crate::artifacts::put(run_dir, &this, "prompt", bytes)?;
+    let latest = crate::artifacts::put_same(run_dir, &kept, &format!("prompts/{task}.md"), bytes)?;
+    Ok([kept, latest])
+}
+
+/// The prompt the node gave the agent, its pre-step script's block in it (the worker wrote it
+/// over the staged one), kept in the run's directory (`keep_prompt`).
+fn take_prompt(staging: &Path, run_dir: &Path, task: &str, attempt: u32) -> Vec<ArtifactRef> {
     use std::io::Read;
     let name = format!("prompts/{task}.md");
     let mut bytes = Vec::new();
     let read = std::fs::File::open(staging.join(&name))
         .and_then(|f| f.take(IMPORT_MAX + 1).read_to_end(&mut bytes));
     match read {
-        Ok(n) if (n as u64) <= IMPORT_MAX => {
-            match crate::artifacts::put(run_dir, &name, "prompt", &bytes) {
-                Ok(r) => {
-                    if let Some(a) = artifacts.iter_mut().find(|a| a.name == name) {
-                        *a = r;
-                    }
-                }
-                Err(e) => tracing::warn!(error = %e, "cannot keep the node's prompt"),
+        Ok(n) if (n as u64) <= IMPORT_MAX => match keep_prompt(run_dir, task, attempt, &bytes) {
+            Ok(kept) => kept.into(),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot keep the node's prompt");
+                Vec::new()
             }
+        },
+        Ok(_) => {
+            tracing::warn!("the node's prompt is over {IMPORT_MAX} bytes: not taken");
+            Vec::new()
         }
-        Ok(_) => tracing::warn!("the node's prompt is over {IMPORT_MAX} bytes: not taken"),
-        Err(e) => tracing::warn!(error = %e, "cannot read the node's prompt"),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read the node's prompt");
+            Vec::new()
+        }
     }
 }
 
