@@ -1097,7 +1097,12 @@ fn a_steps_and_roles_cpus_memory_and_time_limit_shape_their_jobs() {
             .unwrap()
             .iter()
             .find(|t| t["id"] == id)
-            .map(|t| t["slurm"].clone())
+            .map(|t| {
+                // The node's box: `the_plan_says_what_box_a_slurm_tasks_node_will_try`.
+                let mut job = t["slurm"].clone();
+                job.as_object_mut().unwrap().remove("sandbox");
+                job
+            })
             .unwrap()
     };
     assert_eq!(
@@ -1436,4 +1441,42 @@ fn each_remote_attempt_keeps_its_prompt() {
         let want = format!("prompts/01_only.attempt-{n}.md");
         assert!(named.contains(&want), "{want} not in {named:?}");
     }
+}
+
+/// `team.plan` says what box a Slurm task's node will try: the runtime's `sandbox` mode and
+/// network settings as crewd stages them, no paths (the node decides those, and whether it
+/// can box); the local box (`sandbox`) is not shown for it.
+#[test]
+fn the_plan_says_what_box_a_slurm_tasks_node_will_try() {
+    let c = cluster("the_plan_says_what_box_a_slurm_tasks_node_will_try");
+    let d = c.daemon(
+        "verify_network = false\n\
+         [runtimes.boxed-slurm]\nadapter = \"pi\"\ncommand = [\"/bin/true\"]\nrpc = false\n\
+         placement = \"slurm\"\nsandbox = \"required\"\nnetwork = false\n\
+         sandbox_read = [\"/opt/tools\"]\n",
+    );
+    repo(&d);
+    common::one_step_team(&d, "one", "Work.", "executor");
+    let plan = |runtime: &str| {
+        d.ok(
+            "team.plan",
+            json!({"goal": "g", "cwd": path_str(&d.work), "team": "one",
+                   "workspace": "worktree", "runtime": runtime}),
+        )["tasks"][0]
+            .clone()
+    };
+    let t = plan("fake-slurm");
+    assert!(t.get("sandbox").is_none(), "{t:#}");
+    assert_eq!(
+        t["slurm"]["sandbox"],
+        json!({"mode": "auto", "network": true, "verifyNetwork": false}),
+        "{t:#}"
+    );
+    let t = plan("boxed-slurm");
+    assert_eq!(
+        t["slurm"]["sandbox"],
+        json!({"mode": "required", "network": false, "verifyNetwork": false,
+               "read": ["/opt/tools"]}),
+        "{t:#}"
+    );
 }
