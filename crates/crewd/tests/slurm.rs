@@ -1287,7 +1287,7 @@ fn later_steps_attempts_get_thin_bundles_and_the_run_completes() {
         let a = dir.join(format!("{task}.attempt-1"));
         let verified = git(
             &d.work,
-            &["bundle", "verify", &path_str(&a.join("input.bundle"))],
+            &["bundle", "verify", path_str(&a.join("input.bundle"))],
         );
         assert!(
             verified.contains("requires this ref") && verified.contains(&base),
@@ -1377,7 +1377,7 @@ fn bundle_bytes_of_a_chain_on_a_real_history() {
         let out = t.path().join(format!("{i}.bundle"));
         git(
             w,
-            &["bundle", "create", "-q", &path_str(&out), "refs/measure"],
+            &["bundle", "create", "-q", path_str(&out), "refs/measure"],
         );
         whole += std::fs::metadata(&out).unwrap().len();
     }
