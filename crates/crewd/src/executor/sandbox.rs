@@ -186,7 +186,7 @@ pub fn plan_box(
             .as_ref()
             .filter(|_| crew_core::stream::edits_files(&t.tools))
             .map(|_| own.as_path()),
-        run_dir: RunDir::Whole(&run_dir),
+        run_dir: RunDir::Inputs(&run_dir),
         session_file: None,
         gemini_home: None,
         program: program.as_deref(),
