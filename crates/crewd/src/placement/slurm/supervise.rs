@@ -345,6 +345,8 @@ fn shared_bundle(
 ) -> std::io::Result<Option<String>> {
     let valid = |c: &str| c.len() >= 40 && c.bytes().all(|b| b.is_ascii_hexdigit());
     let Some(run_dir) = staging.dir.parent().filter(|_| valid(start)) else {
+        // `bundle` keeps a file already in place: one of a staging cut short goes first.
+        let _ = std::fs::remove_file(staging.input_bundle());
         bundle(worktree, &staging.input_bundle(), &["HEAD"])?;
         return Ok(None);
     };
@@ -1108,5 +1110,88 @@ mod tests {
         assert!(got(1, 1).is_empty());
         // Another key (another daemon's state) takes nothing.
         assert!(earlier_questions(&[8u8; 32], dir.path(), ("r1", "01_a", 5), 2).is_empty());
+    }
+
+    fn git(dir: &Path, args: &[&str]) -> String {
+        let o = std::process::Command::new("git")
+            .args(["-c", "user.name=u", "-c", "user.email=u@x"])
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    }
+
+    /// A start past the run's base gets a thin bundle and the base's, each made once per run;
+    /// a start the base is not an ancestor of, or a base whose ref is gone, the whole history.
+    #[test]
+    fn a_start_past_the_base_gets_a_thin_bundle_else_the_whole_history() {
+        let t = tempfile::tempdir().unwrap();
+        let repo = t.path().join("repo");
+        std::fs::create_dir_all(&repo).unwrap();
+        git(&repo, &["init", "-q", "-b", "main"]);
+        let commit = |name: &str| {
+            std::fs::write(repo.join(format!("{name}.txt")), name).unwrap();
+            git(&repo, &["add", "-A"]);
+            git(&repo, &["commit", "-qm", name]);
+            git(&repo, &["rev-parse", "HEAD"])
+        };
+        commit("one");
+        let base = commit("two");
+        git(&repo, &["update-ref", "refs/crew/r1/_base", &base]);
+        let past = commit("three");
+        git(&repo, &["checkout", "-q", "--orphan", "other"]);
+        let elsewhere = commit("four");
+        let w = repo.display().to_string();
+        let run = t.path().join("staging/r1");
+        let attempt = |name: &str, at: &str| {
+            git(&repo, &["checkout", "-q", "--detach", at]);
+            let s = Staging::new(run.join(name));
+            s.create().unwrap();
+            let b = shared_bundle(&w, at, Some(("r1", &base)), &s).unwrap();
+            (s, b)
+        };
+        let requires = |s: &Staging| {
+            git(
+                &repo,
+                &["bundle", "verify", &s.input_bundle().display().to_string()],
+            )
+        };
+
+        let (s, b) = attempt("a.attempt-1", &past);
+        assert_eq!(b.as_deref(), Some(base.as_str()));
+        assert!(requires(&s).contains(&base));
+        assert!(s.base_bundle().exists());
+        assert!(run.join(format!("bundles/{past}.thin.bundle")).exists());
+        assert!(run.join(format!("bundles/{base}.bundle")).exists());
+
+        let (s, b) = attempt("b.attempt-1", &elsewhere);
+        assert_eq!(b, None);
+        assert!(
+            !requires(&s).contains("requires this ref"),
+            "{}",
+            requires(&s)
+        );
+        assert!(!s.base_bundle().exists());
+
+        let (s, b) = attempt("c.attempt-1", &base);
+        assert_eq!(b, None);
+        assert!(!s.base_bundle().exists());
+
+        // Another run whose base ref is gone: whole.
+        git(&repo, &["update-ref", "-d", "refs/crew/r1/_base"]);
+        let s = Staging::new(t.path().join("staging/r2/a.attempt-1"));
+        s.create().unwrap();
+        git(&repo, &["checkout", "-q", "--detach", &past]);
+        assert_eq!(
+            shared_bundle(&w, &past, Some(("r2", &base)), &s).unwrap(),
+            None
+        );
+        assert!(!requires(&s).contains("requires this ref"));
     }
 }
