@@ -613,6 +613,7 @@ pub fn plan(view: &View, p: &PlanResult) -> String {
         t.row(row);
     }
     out.push_str(&t.render(view));
+    out.push_str(&node_boxes(view, &p.tasks));
     out.push_str(&fan_out_steps(view, &p.tasks));
     out.push_str(&checks(
         view,
@@ -628,6 +629,42 @@ pub fn plan(view: &View, p: &PlanResult) -> String {
         out.push_str(&diag::lines(view, &p.diagnostics));
     }
     out
+}
+
+/// Under the plan's table, the box Slurm tasks' nodes will try (one line per distinct one):
+/// crewd knows the runtime's settings, the node the paths and whether it can box.
+fn node_boxes(view: &View, tasks: &[crew_api::types::PlannedTaskView]) -> String {
+    let mut seen: Vec<String> = Vec::new();
+    for b in tasks
+        .iter()
+        .filter_map(|t| t.slurm.as_ref()?.sandbox.as_ref())
+    {
+        let on = |yes: bool| if yes { "on" } else { "off" };
+        let mut line = format!(
+            "sandbox = \"{}\" (agent network {}, checks' network {}",
+            b.mode,
+            on(b.network),
+            on(b.verify_network)
+        );
+        if !b.read.is_empty() {
+            let _ = write!(line, ", also read {}", b.read.join(", "));
+        }
+        if !b.write.is_empty() {
+            let _ = write!(line, ", also write {}", b.write.join(", "));
+        }
+        line.push(')');
+        if !seen.contains(&line) {
+            seen.push(line);
+        }
+    }
+    seen.iter()
+        .map(|l| {
+            format!(
+                "{} {l}; the node lays the box out on its own paths\n",
+                view.p(Tone::Dim, "box on the Slurm node:")
+            )
+        })
+        .collect()
 }
 
 /// Under the plan's table, one line per fan-out step (marked `+` in it): how many tasks its
@@ -1173,13 +1210,32 @@ pub(crate) mod tests {
                         ..Default::default()
                     }),
                 ),
-                task("02_check", Some(SlurmJob::default())),
+                task(
+                    "02_check",
+                    Some(SlurmJob {
+                        sandbox: Some(crew_api::types::NodeBox {
+                            mode: "required".into(),
+                            network: false,
+                            verify_network: true,
+                            read: vec!["/opt/tools".into()],
+                            write: vec![],
+                        }),
+                        ..Default::default()
+                    }),
+                ),
             ],
             diagnostics: vec![],
         };
         let out = plan(&view(160), &p);
         assert!(
             out.contains("slurm job") && out.contains("2 cpu 300 MB 7 min"),
+            "{out}"
+        );
+        assert!(
+            out.contains(
+                "box on the Slurm node: sandbox = \"required\" (agent network off, checks' \
+                 network on, also read /opt/tools); the node lays the box out on its own paths"
+            ),
             "{out}"
         );
         assert!(out.contains("defaults"), "{out}");
