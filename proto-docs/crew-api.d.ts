@@ -469,6 +469,11 @@ export interface PlannedTaskView {
   preStep?: string | null;
   role: string;
   /**
+   * A candidate's own runtime, when its step races runtimes (`candidates: [a, b/model]`);
+   * absent: the run's.
+   */
+  runtime?: string | null;
+  /**
    * `team.plan`: the box the task's agent would run in (`sandbox`); absent: unboxed, or
    * not a plan.
    */

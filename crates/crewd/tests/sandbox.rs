@@ -587,3 +587,43 @@ fn a_boxed_task_sees_its_inputs_of_the_run_and_not_the_other_tasks_records() {
     assert!(second.contains("PROMPTS-SEEN"), "{second}");
     assert!(!second.contains("ESCAPE"), "{second}");
 }
+
+/// Candidates on two runtimes: the plan shows each candidate the box of its own runtime, not
+/// of the run's.
+#[test]
+fn the_plan_shows_each_candidate_the_box_of_its_own_runtime() {
+    const NAME: &str = "the_plan_shows_each_candidate_the_box_of_its_own_runtime";
+    if let Err(why) = bwrap_works() {
+        skip(NAME, &format!("bubblewrap cannot make a box here: {why}"));
+    }
+    out_of_tmp();
+    let d = Daemon::start_with(Opts {
+        config: "[runtimes.boxed]\nadapter = \"claude\"\ncommand = [\"/bin/sh\"]\n\
+                 [runtimes.open]\nadapter = \"claude\"\ncommand = [\"/bin/sh\"]\nsandbox = \"off\"\n"
+            .into(),
+        env: vec![],
+    });
+    d.project_file(
+        "teams/c.team.md",
+        "---\nname: c\ndefaultWorkflow: c\n---\n\n- executor: agent=executor\n",
+    );
+    d.project_file(
+        "workflows/c.workflow.md",
+        "---\nname: c\n---\n\n## build\nrole: executor\ncandidates: [open, boxed]\n\nBuild.\n",
+    );
+    repo(&d.work);
+    let cwd = path_str(&d.work).to_string();
+    let plan = d.ok(
+        "team.plan",
+        json!({"goal": "g", "cwd": cwd, "team": "c", "runtime": "open", "workspace": "worktree"}),
+    );
+    let tasks = plan["tasks"].as_array().unwrap();
+    let by_runtime = |rt: &str| {
+        tasks
+            .iter()
+            .find(|t| t["runtime"] == rt)
+            .unwrap_or_else(|| panic!("no candidate on {rt}: {plan:#}"))
+    };
+    assert!(by_runtime("open").get("sandbox").is_none(), "{plan:#}");
+    assert!(by_runtime("boxed").get("sandbox").is_some(), "{plan:#}");
+}

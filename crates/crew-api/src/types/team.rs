@@ -166,6 +166,10 @@ pub struct PlannedTaskView {
     pub agent: String,
     pub depends_on: Vec<String>,
     pub model: Option<String>,
+    /// A candidate's own runtime, when its step races runtimes (`candidates: [a, b/model]`);
+    /// absent: the run's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<String>,
     /// The role may write (its tools include edit, write or bash): what plan approval and
     /// result reuse go by.
     pub writes: bool,

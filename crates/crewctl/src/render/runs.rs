@@ -546,6 +546,11 @@ pub fn plan(view: &View, p: &PlanResult) -> String {
         // (issue 32 item 6).
         Col::new("edits"),
     ];
+    // Candidates racing runtimes: each one's own (issue 36).
+    let with_runtime = p.tasks.iter().any(|t| t.runtime.is_some());
+    if with_runtime {
+        cols.push(Col::new("runtime").cut(10).drop(3));
+    }
     if with_model {
         cols.push(Col::new("model").cut(10).drop(3));
     }
@@ -581,6 +586,9 @@ pub fn plan(view: &View, p: &PlanResult) -> String {
                 Cell::new("")
             },
         ];
+        if with_runtime {
+            row.push(Cell::new(task.runtime.as_deref().unwrap_or(&p.runtime)));
+        }
         if with_model {
             row.push(Cell::new(task.model.as_deref().unwrap_or("-")));
         }
@@ -1097,6 +1105,7 @@ pub(crate) mod tests {
                     agent: "explorer".into(),
                     depends_on: vec![],
                     model: None,
+                    runtime: None,
                     writes: false,
                     edits: false,
                     adds_tasks: None,
@@ -1115,6 +1124,7 @@ pub(crate) mod tests {
                     agent: "planner".into(),
                     depends_on: vec!["01_explore".into()],
                     model: Some("anthropic/claude-sonnet-4-5".into()),
+                    runtime: None,
                     writes: false,
                     edits: false,
                     adds_tasks: Some(16),
@@ -1133,6 +1143,7 @@ pub(crate) mod tests {
                     agent: "executor".into(),
                     depends_on: vec!["02_plan".into()],
                     model: None,
+                    runtime: None,
                     writes: true,
                     edits: true,
                     adds_tasks: None,
@@ -1151,6 +1162,7 @@ pub(crate) mod tests {
                     agent: "verifier".into(),
                     depends_on: vec!["02_plan".into(), "03_execute".into()],
                     model: None,
+                    runtime: None,
                     writes: false,
                     edits: false,
                     adds_tasks: None,
@@ -1184,6 +1196,7 @@ pub(crate) mod tests {
             agent: "executor".into(),
             depends_on: vec![],
             model: None,
+            runtime: None,
             writes: true,
             edits: true,
             adds_tasks: None,
@@ -1244,6 +1257,23 @@ pub(crate) mod tests {
             ..p
         };
         assert!(!plan(&view(160), &local).contains("slurm job"));
+        assert!(!plan(&view(160), &local).contains("runtime  "));
+        // Candidates racing runtimes: a runtime column, each one's own or the run's.
+        let mut other = task("_cand-01_build-2", None);
+        other.runtime = Some("codex".into());
+        let raced = PlanResult {
+            tasks: vec![task("_cand-01_build-1", None), other],
+            ..local
+        };
+        let out = plan(&view(160), &raced);
+        let row = |id: &str| out.lines().find(|l| l.contains(id)).unwrap_or_default();
+        assert!(
+            out.lines()
+                .any(|l| l.contains("runtime") && l.contains("id")),
+            "{out}"
+        );
+        assert!(row("_cand-01_build-1").contains("cluster"), "{out}");
+        assert!(row("_cand-01_build-2").contains("codex"), "{out}");
     }
 
     #[test]
