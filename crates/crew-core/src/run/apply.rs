@@ -169,7 +169,7 @@ fn refresh_summary(s: &mut RunSummary, run: &RunState, before: TaskBefore) {
 
 fn end_attempt(t: &mut TaskState, end: &AttemptEnd, ev: &Event) {
     t.prior_usage.add(&end.usage);
-    t.attempt_usage = Usage::default();
+    t.set_attempt_usage(Usage::default());
     t.finished_at = Some(ev.time);
     t.pid = None;
     t.pid_start = None;
@@ -233,9 +233,8 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
             for t in run.tasks.iter_mut() {
                 if cancelled_task_ids.iter().any(|c| *c == t.plan.id) {
                     // The running attempt's usage was spent: keep it.
-                    let spent = t.attempt_usage;
+                    let spent = t.take_attempt_usage();
                     t.prior_usage.add(&spent);
-                    t.attempt_usage = Usage::default();
                     t.status = TaskStatus::Cancelled;
                     t.finished_at = Some(ev.time);
                     t.clear_rare(|r| r.job = None);
@@ -360,7 +359,7 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
         } => {
             if let Some(i) = task_idx {
                 let t = &mut run.tasks[i];
-                t.attempt_usage = *usage;
+                t.set_attempt_usage(*usage);
                 t.progress.current_tool = current_tool.clone();
                 // The event carries the attempt's usage; the task's progress is all of its
                 // attempts (earlier, failed ones included), as its usage is.
@@ -496,9 +495,8 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
             if let Some(i) = task_idx {
                 let t = &mut run.tasks[i];
                 // The running attempt's usage was spent: keep it.
-                let spent = t.attempt_usage;
+                let spent = t.take_attempt_usage();
                 t.prior_usage.add(&spent);
-                t.attempt_usage = Usage::default();
                 t.status = TaskStatus::Cancelled;
                 t.finished_at = Some(ev.time);
                 t.pid = None;
@@ -608,9 +606,8 @@ pub(super) fn add_awaited(
         }
         j.plan = plan;
         if carry_usage {
-            let spent = j.attempt_usage;
+            let spent = j.take_attempt_usage();
             j.prior_usage.add(&spent);
-            j.attempt_usage = Default::default();
         }
         requeue(j, true);
     }
