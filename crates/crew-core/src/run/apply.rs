@@ -171,8 +171,6 @@ fn end_attempt(t: &mut TaskState, end: &AttemptEnd, ev: &Event) {
     t.prior_usage.add(&end.usage);
     t.set_attempt_usage(Usage::default());
     t.finished_at = Some(ev.time);
-    t.pid = None;
-    t.pid_start = None;
     t.progress.current_tool = None;
     // The task's progress counts every attempt: a failed attempt's turns stay counted.
     t.progress.turns = t.prior_usage.turns;
@@ -183,6 +181,8 @@ fn end_attempt(t: &mut TaskState, end: &AttemptEnd, ev: &Event) {
     t.clear_rare(|r| {
         r.session = None;
         r.job = None;
+        r.pid = None;
+        r.pid_start = None;
     });
     if end.model.is_some() {
         t.model = end.model.clone();
@@ -324,8 +324,10 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
         }
         EventBody::WorkerSpawned { pid, pid_start, .. } => {
             if let Some(i) = task_idx {
-                run.tasks[i].pid = Some(*pid);
-                run.tasks[i].pid_start = Some(*pid_start);
+                run.tasks[i].edit_rare(|r| {
+                    r.pid = Some(*pid);
+                    r.pid_start = Some(*pid_start);
+                });
             }
         }
         EventBody::WorkerSubmitting {
@@ -499,9 +501,11 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
                 t.prior_usage.add(&spent);
                 t.status = TaskStatus::Cancelled;
                 t.finished_at = Some(ev.time);
-                t.pid = None;
                 t.error = reason.clone();
-                t.clear_rare(|r| r.job = None);
+                t.clear_rare(|r| {
+                    r.job = None;
+                    r.pid = None;
+                });
             }
         }
         EventBody::TaskSkipped { reason } => {
@@ -639,7 +643,7 @@ pub(super) fn requeue(t: &mut TaskState, own_model: bool) {
         r.fan_out_repair = None;
         r.verdict_repair = None;
         r.job = None;
+        r.pid = None;
+        r.pid_start = None;
     });
-    t.pid = None;
-    t.pid_start = None;
 }

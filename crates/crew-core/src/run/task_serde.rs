@@ -123,8 +123,8 @@ impl Serialize for TaskState {
             attempt_usage: &rare.attempt_usage,
             error: &self.error,
             artifacts: &self.artifacts,
-            pid: self.pid,
-            pid_start: self.pid_start,
+            pid: rare.pid,
+            pid_start: rare.pid_start,
             model: &self.model,
             not_before: rare.not_before,
             pending_steers: &rare.pending_steers,
@@ -160,11 +160,11 @@ impl<'de> Deserialize<'de> for TaskState {
         t.prior_usage = f.prior_usage;
         t.error = f.error;
         t.artifacts = f.artifacts;
-        t.pid = f.pid;
-        t.pid_start = f.pid_start;
         t.model = f.model;
         t.set_rare(Rare {
             attempt_usage: f.attempt_usage,
+            pid: f.pid,
+            pid_start: f.pid_start,
             not_before: f.not_before,
             pending_steers: f.pending_steers,
             question: f.question,

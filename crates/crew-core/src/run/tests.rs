@@ -1525,7 +1525,7 @@ fn stale_results_are_dropped() {
     let p = sim.st.worker_spawned("r", &a, 2, 42, 7, true).unwrap();
     sim.emit(vec![p]);
     assert_eq!(
-        (sim.task("r", "a").pid, sim.task("r", "a").pid_start),
+        (sim.task("r", "a").pid(), sim.task("r", "a").pid_start()),
         (Some(42), Some(7))
     );
     let (ps, _) = sim.st.cancel_run("r", None).unwrap();

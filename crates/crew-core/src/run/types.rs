@@ -201,9 +201,6 @@ pub struct TaskState {
     pub prior_usage: Usage,
     pub error: Option<String>,
     pub artifacts: Vec<ArtifactRef>,
-    pub pid: Option<u32>,
-    /// Process start time (clock ticks since boot, from /proc) so a reused pid is never killed.
-    pub pid_start: Option<u64>,
     pub model: Option<String>,
     /// What most tasks never set, boxed: a finished task stays in memory as long as its run
     /// is resident. `None` when every field is empty.
@@ -216,6 +213,10 @@ pub struct TaskState {
 pub struct Rare {
     /// Usage of the running attempt so far (zero once it ended: `TaskState::take_attempt_usage`).
     pub attempt_usage: Usage,
+    /// The running attempt's worker process (`worker.spawned`), cleared when it ends.
+    pub pid: Option<u32>,
+    /// Process start time (clock ticks since boot, from /proc) so a reused pid is never killed.
+    pub pid_start: Option<u64>,
     /// Not to be started before this instant (retry backoff).
     pub not_before: Option<DateTime<Utc>>,
     pub pending_steers: Vec<String>,
@@ -271,6 +272,8 @@ pub struct RemoteJob {
 impl Rare {
     fn is_empty(&self) -> bool {
         self.attempt_usage == Usage::default()
+            && self.pid.is_none()
+            && self.pid_start.is_none()
             && self.not_before.is_none()
             && self.pending_steers.is_empty()
             && self.question.is_none()
@@ -299,6 +302,8 @@ static NO_RARE: Rare = Rare {
         cost: 0.0,
         turns: 0,
     },
+    pid: None,
+    pid_start: None,
     not_before: None,
     pending_steers: Vec::new(),
     question: None,
@@ -329,14 +334,19 @@ impl TaskState {
             prior_usage: Usage::default(),
             error: None,
             artifacts: Vec::new(),
-            pid: None,
-            pid_start: None,
             model: None,
             rare: None,
             progress: Progress::default(),
         }
     }
 
+    /// The running attempt's worker process, as `worker.spawned` journaled it.
+    pub fn pid(&self) -> Option<u32> {
+        self.rare().pid
+    }
+    pub fn pid_start(&self) -> Option<u64> {
+        self.rare().pid_start
+    }
     /// Usage of the running attempt so far.
     pub fn attempt_usage(&self) -> Usage {
         self.rare().attempt_usage
