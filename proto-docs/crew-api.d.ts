@@ -391,6 +391,28 @@ export interface ListResult {
 /** Params of methods that take none. Accepts `{}`, `[]` or no params at all. */
 export type NoParams = Record<string, never>;
 
+/**
+ * The box a Slurm node will try for a task (issue 35): the runtime's settings crewd stages
+ * with the job. The node lays the box out on its own paths (its scratch checkout, its
+ * `$HOME`, the staging directory as it mounts it) by the same rules as a local attempt's
+ * box, and only it knows whether it can box at all, so no paths are shown here.
+ */
+export interface NodeBox {
+  /**
+   * The runtime's `sandbox` (else the daemon's): `auto` (boxed where the node can, else
+   * unboxed with a `task.warning`), `required` (a node that cannot box fails the attempt,
+   * retryably), or `off`.
+   */
+  mode: string;
+  /** The agent's network (the runtime's `network`); `false`: none at all, loopback included. */
+  network: boolean;
+  /** The runtime's `sandbox_read` and `sandbox_write`: paths as the nodes see them. */
+  read?: string[];
+  /** The verify commands' and pre-step script's network (`verify_network`). */
+  verifyNetwork: boolean;
+  write?: string[];
+}
+
 export type Overlap = "skip" | "allow" | "cancel-previous";
 
 export interface PickParams {
@@ -446,6 +468,11 @@ export interface PlannedTaskView {
    */
   preStep?: string | null;
   role: string;
+  /**
+   * A candidate's own runtime, when its step races runtimes (`candidates: [a, b/model]`);
+   * absent: the run's.
+   */
+  runtime?: string | null;
   /**
    * `team.plan`: the box the task's agent would run in (`sandbox`); absent: unboxed, or
    * not a plan.
@@ -830,6 +857,11 @@ export interface SlurmJob {
   memoryMb?: number | null;
   partition?: string | null;
   qos?: string | null;
+  /**
+   * `team.plan`: the box the node will try for the task's pre-step script, agent and
+   * checks. Absent: not a plan.
+   */
+  sandbox?: NodeBox | null;
   timeLimitMinutes?: number | null;
 }
 

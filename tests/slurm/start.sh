@@ -152,15 +152,18 @@ echo "slurmrestd $!" >> "$dir/pids"
 # Ready: both nodes idle, and the REST API answers with a token.
 token=$(scontrol token username=root lifespan=600 2> /dev/null | sed -n 's/^SLURM_JWT=//p')
 [ -n "$token" ] || fail "scontrol token gave no token: $(tail -n 5 "$dir/log/slurmctld.log")"
+# A deadline in seconds, not a count of tries: on a loaded machine (CI's other tests, several
+# clusters starting at once) each try's sinfo and curl take a while themselves.
 ready=""
-for _ in $(seq 1 200); do
+deadline=$(( $(date +%s) + 60 ))
+while [ "$(date +%s)" -lt "$deadline" ]; do
   idle=$(sinfo -h -N -o '%N %t' 2> /dev/null | grep -c ' idle' || true)
   code=$(curl -s -o /dev/null -w '%{http_code}' -H "X-SLURM-USER-NAME: root" \
     -H "X-SLURM-USER-TOKEN: $token" "http://127.0.0.1:$rest_port/slurm/v0.0.38/ping" || true)
   if [ "$idle" = 2 ] && [ "$code" = 200 ]; then ready=1; break; fi
   sleep 0.1
 done
-[ -n "$ready" ] || fail "not ready after 20 s (idle nodes: ${idle:-0}, REST: ${code:-none}): $(sinfo -N 2>&1 | tail -n 3)"
+[ -n "$ready" ] || fail "not ready after 60 s (idle nodes: ${idle:-0}, REST: ${code:-none}): $(sinfo -N 2>&1 | tail -n 3)"
 
 cat > "$dir/env" << ENV
 SLURM_CONF='$SLURM_CONF'

@@ -47,10 +47,10 @@ pub struct Worktree {
 #[derive(Debug, Clone, Copy)]
 pub enum RunDir<'a> {
     None,
-    /// All of it (crewd's run directory on this machine).
-    Whole(&'a Path),
-    /// Only the agent's inputs in it (`ATTEMPT_INPUTS`): a node's staging directory, which
-    /// also holds the attempt's token, its environment and the worker's records.
+    /// Only the agent's inputs in it (`ATTEMPT_INPUTS`), never the rest: crewd's run
+    /// directory holds the run's other tasks' transcripts, results and in-progress object
+    /// directories; a node's staging directory the attempt's token, its environment and the
+    /// worker's records.
     Inputs(&'a Path),
 }
 
@@ -58,7 +58,7 @@ impl<'a> RunDir<'a> {
     fn path(self) -> Option<&'a Path> {
         match self {
             RunDir::None => None,
-            RunDir::Whole(p) | RunDir::Inputs(p) => Some(p),
+            RunDir::Inputs(p) => Some(p),
         }
     }
 }
@@ -412,7 +412,6 @@ pub fn spec(i: &Inputs) -> BoxSpec {
     }
     match i.run_dir {
         RunDir::None => {}
-        RunDir::Whole(dir) => ro.push(dir.to_path_buf()),
         RunDir::Inputs(dir) => ro.extend(ATTEMPT_INPUTS.iter().map(|d| dir.join(d))),
     }
     // pi's session file: its folder, the task's own (`sessions/<task>/`), as a file that is
@@ -540,7 +539,7 @@ mod tests {
             repo: Some(Path::new("/repo")),
             worktree: Some(&wt),
             own_objects: Some(Path::new("/s/runs/r/objects/t.attempt-1")),
-            run_dir: RunDir::Whole(Path::new("/s/runs/r")),
+            run_dir: RunDir::Inputs(Path::new("/s/runs/r")),
             session_file: None,
             gemini_home: None,
             program: None,
@@ -565,7 +564,9 @@ mod tests {
             "/repo/.git/worktrees/t/commondir",
             "/repo/.git/worktrees/t/gitdir",
             "/h/.claude/settings.json",
-            "/s/runs/r",
+            "/s/runs/r/prompts",
+            "/s/runs/r/skills",
+            "/s/runs/r/extensions",
             "/h/.cargo",
         ] {
             assert!(has(&b.read_only, p), "{p} read-only");
@@ -585,6 +586,9 @@ mod tests {
             "/h/.ssh",
             "/s",
             "/s/worktrees/r",
+            "/s/runs/r",
+            "/s/runs/r/transcripts",
+            "/s/runs/r/objects",
             "/run/crew/crewd.sock",
         ] {
             assert!(!has(&b.writable, p) && !has(&b.read_only, p), "{p} hidden");
@@ -681,7 +685,7 @@ mod tests {
                 repo: None,
                 worktree: None,
                 own_objects: None,
-                run_dir: RunDir::Whole(run),
+                run_dir: RunDir::Inputs(run),
                 session_file: Some(Path::new(file)),
                 gemini_home: None,
                 program: None,

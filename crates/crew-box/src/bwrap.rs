@@ -73,12 +73,51 @@ impl BoxSpec {
         // elsewhere last (stable for the rest).
         all.sort_by_key(|(at, src, rw)| (at.components().count(), *rw, at != src));
         all.dedup();
-        all
+        let mut kept: Vec<(PathBuf, PathBuf, bool)> = Vec::with_capacity(all.len());
+        for m in all {
+            if !already_seen(&kept, &m) {
+                kept.push(m);
+            }
+        }
+        kept
     }
+}
+
+/// Is `m` what the box already shows at its path? So when the mount in effect there (the
+/// deepest one kept above it) binds the same host tree the same way and the path is real on
+/// the host (no symlink on the way, where the bound tree would show the link instead): crew's
+/// programs under `~/.cargo/bin` or `/usr/local/bin`, a `sandbox_read` path inside a
+/// toolchain. Each bind costs bubblewrap a mount and a read of its mount table per start.
+fn already_seen(kept: &[(PathBuf, PathBuf, bool)], m: &(PathBuf, PathBuf, bool)) -> bool {
+    let (at, src, rw) = m;
+    if at != src {
+        return false;
+    }
+    let Some((above, above_src, above_rw)) = kept.iter().rev().find(|(p, _, _)| at.starts_with(p))
+    else {
+        return false;
+    };
+    above == above_src
+        && above_rw == rw
+        && above != at
+        && std::fs::canonicalize(at).is_ok_and(|real| real == *at)
 }
 
 /// `bwrap … -- program args…` for `spec` (the bwrap binary first).
 pub fn argv(bwrap: &Path, spec: &BoxSpec, program: &OsStr, args: &[OsString]) -> Vec<OsString> {
+    argv_as(bwrap, spec, program, args, false)
+}
+
+/// [`argv`], with `program` as the box's PID 1 (`--as-pid-1`) when `as_pid_1`: bubblewrap
+/// then starts no init of its own, one fork and one process fewer per box (crew's init is a
+/// reaper and ends the namespace when the program ends).
+fn argv_as(
+    bwrap: &Path,
+    spec: &BoxSpec,
+    program: &OsStr,
+    args: &[OsString],
+    as_pid_1: bool,
+) -> Vec<OsString> {
     let mut v: Vec<OsString> = vec![bwrap.as_os_str().to_owned()];
     let mut push = |items: &[&OsStr]| v.extend(items.iter().map(|s| s.to_os_string()));
     push(&[
@@ -119,9 +158,11 @@ pub fn argv(bwrap: &Path, spec: &BoxSpec, program: &OsStr, args: &[OsString]) ->
         "/".as_ref(),
         "--chdir".as_ref(),
         spec.cwd.as_os_str(),
-        "--".as_ref(),
-        program,
     ]);
+    if as_pid_1 {
+        push(&["--as-pid-1".as_ref()]);
+    }
+    push(&["--".as_ref(), program]);
     v.extend(args.iter().cloned());
     v
 }
@@ -130,7 +171,8 @@ pub fn argv(bwrap: &Path, spec: &BoxSpec, program: &OsStr, args: &[OsString]) ->
 /// (`init --reaper --stdout-fd -- program args…`, no lifeline): a program that cannot be
 /// started is then told as without the box (exit 127 and the OS error), not as bubblewrap's
 /// own failure, and the init hands the program the stdout the outer init (`Mode::Boxed`) kept
-/// away from bubblewrap. The init's folder is seen read-only.
+/// away from bubblewrap. The init is the box's PID 1 (bubblewrap's own would be one more
+/// process between them). The init's folder is seen read-only.
 pub fn argv_with_init(
     bwrap: &Path,
     init: &Path,
@@ -147,7 +189,7 @@ pub fn argv_with_init(
         program.to_owned(),
     ];
     inner.extend(args.iter().cloned());
-    argv(bwrap, &spec, init.as_os_str(), &inner)
+    argv_as(bwrap, &spec, init.as_os_str(), &inner, true)
 }
 
 /// Can bubblewrap make a box here (user namespaces allowed, the binary works)? `Err(why)`.
@@ -251,6 +293,51 @@ mod tests {
             let got = argv(Path::new("/usr/bin/bwrap"), &spec, program.as_ref(), &rest);
             assert_eq!(s(&got), want);
         }
+    }
+
+    #[test]
+    fn a_bind_the_box_already_shows_the_same_way_is_left_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let (a, b, c) = (root.join("a"), root.join("a/b"), root.join("a/b/c"));
+        std::fs::create_dir_all(&c).unwrap();
+        std::os::unix::fs::symlink(&c, root.join("a/link")).unwrap();
+        let ours = |spec: BoxSpec| -> Vec<(PathBuf, bool)> {
+            spec.mounts()
+                .into_iter()
+                .filter(|(p, _, _)| p.starts_with(&root))
+                .map(|(p, _, rw)| (p, rw))
+                .collect()
+        };
+        // Read-only inside read-only: shown already.
+        let spec = BoxSpec {
+            read_only: vec![a.clone(), b.clone()],
+            ..Default::default()
+        };
+        assert_eq!(ours(spec), [(a.clone(), false)]);
+        // Writable inside read-only, and read-only again inside that: each changes the view.
+        let spec = BoxSpec {
+            read_only: vec![a.clone(), c.clone()],
+            writable: vec![b.clone()],
+            ..Default::default()
+        };
+        assert_eq!(
+            ours(spec),
+            [(a.clone(), false), (b.clone(), true), (c.clone(), false)]
+        );
+        // Through a symlink, or a path that is not there: kept (bubblewrap decides).
+        let spec = BoxSpec {
+            read_only: vec![a.clone(), a.join("link"), a.join("missing")],
+            ..Default::default()
+        };
+        assert_eq!(
+            ours(spec),
+            [
+                (a.clone(), false),
+                (a.join("link"), false),
+                (a.join("missing"), false)
+            ]
+        );
     }
 
     #[test]

@@ -94,6 +94,10 @@ pub fn not_started(stderr: &str) -> Option<i32> {
 
 /// The binary's `main`.
 pub fn main() -> ! {
+    // What std's start-up would have done (the binary has no Rust `main`): a write to a pipe
+    // whose reader is gone is an error here, not a death. The program gets the default back.
+    // SAFETY: signal with a constant disposition.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
     let code = match parse(&args) {
         Ok(a) => run(&a),
@@ -260,7 +264,7 @@ fn start(argv: &[OsString], boxed: bool) -> io::Result<i32> {
             let mut empty: libc::sigset_t = std::mem::zeroed();
             libc::sigemptyset(&mut empty);
             libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
-            // Rust's runtime ignores SIGPIPE in the init; the program gets the default back
+            // The init ignores SIGPIPE (`main`); the program gets the default back
             // (as std's Command does), or `yes | head` prints "Broken pipe".
             libc::signal(libc::SIGPIPE, libc::SIG_DFL);
             if boxed {

@@ -204,3 +204,74 @@ fn the_program_inherits_only_stdio() {
         assert_eq!(String::from_utf8_lossy(&out.stdout), "", "{mode:?}");
     }
 }
+
+/// The box as crewd starts it (`--boxed` init, bubblewrap, crew's init inside): crew's init is
+/// the box's PID 1 (bubblewrap adds no init of its own), the program's stdout and status come
+/// through, and a setsid'd process the program left ends with it.
+#[test]
+fn in_the_box_crews_init_is_pid_1_and_nothing_outlives_the_program() {
+    let bwrap = Path::new("/usr/bin/bwrap");
+    if let Err(why) = bwrap
+        .exists()
+        .then_some(())
+        .ok_or_else(|| "no /usr/bin/bwrap".to_string())
+        .and_then(|()| crew_box::bwrap::probe(bwrap))
+    {
+        eprintln!("SKIPPED the box: {why}");
+        return;
+    }
+    let marker = format!("boxmark{}", std::process::id());
+    let script = format!(
+        "cat /proc/1/comm; ls /proc | grep -c '^[0-9]'; \
+         setsid sh -c 'while :; do sleep 0.1; done' {marker} & sleep 0.2; exit 5"
+    );
+    let spec = crew_box::bwrap::BoxSpec {
+        cwd: "/".into(),
+        ..Default::default()
+    };
+    let inner = crew_box::bwrap::argv_with_init(
+        bwrap,
+        Path::new(INIT),
+        &spec,
+        "/bin/sh".as_ref(),
+        &[OsString::from("-c"), OsString::from(script)],
+    );
+    let lifeline = Lifeline::new().unwrap();
+    let argv = spawn::argv(
+        Path::new(INIT),
+        Mode::Boxed,
+        lifeline.handoff_fd(),
+        inner[0].as_os_str(),
+        &inner[1..],
+    );
+    let out = Command::new(&argv[0])
+        .args(&argv[1..])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .process_group(0)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(5), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let mut lines = stdout.lines();
+    assert_eq!(lines.next(), Some("crew-box"), "the box's PID 1: {stdout}");
+    // The init, sh, the setsid'd sh and its sleep, ls and grep at most: no bwrap init.
+    let n: usize = lines.next().and_then(|l| l.trim().parse().ok()).unwrap();
+    assert!(n <= 6, "processes in the box: {n}");
+    until_gone(&marker, "the setsid'd process in the box");
+}
+
+/// The program gets SIGPIPE's default back whatever the init does with it: `yes | head` ends
+/// quietly, as in a shell (ignored, `yes` would print "Broken pipe").
+#[test]
+fn the_program_dies_of_sigpipe_as_in_a_shell() {
+    for mode in modes() {
+        let lifeline = Lifeline::new().unwrap();
+        let out = command(&[], mode, "yes | head -1 >/dev/null", Some(&lifeline))
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{mode:?}: {out:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stderr), "", "{mode:?}");
+    }
+}

@@ -8,7 +8,8 @@
 //! | `launch.json` | crewd | [`Launch`]: the attempt's token, the start commit, whether to commit, the task's verification commands, the box's rules, the pre-step script |
 //! | `worker.json` | crewd | the attempt as `crew_attempt::WorkerSpec` (adapter, prompt, limits, ...): the node builds the agent's argv from it exactly as crewd does for a local attempt |
 //! | `env.json` | crewd (0600) | the worker's filtered environment, API keys included: never in the job's script or environment, which the scheduler stores and shows |
-//! | `input.bundle` | crewd | the start commit as a git bundle (its `HEAD`) |
+//! | `input.bundle` | crewd | the start commit as a git bundle: its whole history, or only what `base.bundle` lacks (then its prerequisite is the base) |
+//! | `base.bundle` | crewd | with a thin `input.bundle` only: the run's base commit and its history, written once per run and linked into each attempt's directory |
 //! | `prompts/<task>.md` | crewd | the rendered prompt (the run directory's layout: the worker's run directory is this one) |
 //! | `ctl/NNNNNNNN.json` | crewd | [`Ctl`] messages for the running attempt (steer), taken in name order |
 //! | `notes.jsonl` | worker | [`Note`]s as they happen: progress, refused tool calls, a live agent's answer |
@@ -26,10 +27,10 @@ use std::path::{Path, PathBuf};
 
 /// Layout version: a worker refuses a launch of another version instead of guessing. 2: the
 /// node runs the attempt through `crew_attempt` (`worker.json`, `notes.jsonl`, `ctl/`). 3: the
-/// launch carries the box's rules and the pre-step script.
-pub const VERSION: u32 = 3;
-/// The ref the input bundle carries: the task worktree's `HEAD`, at the start commit.
-pub const START_REF: &str = "HEAD";
+/// launch carries the box's rules and the pre-step script. 4: the input bundle may be thin
+/// (`Launch::base`, `base.bundle`), and the worker takes commits from bundles by id, not by
+/// ref name.
+pub const VERSION: u32 = 4;
 /// The ref the result bundle carries.
 pub const RESULT_REF: &str = "refs/crew/result";
 /// Largest record (launch, env, final) either side reads.
@@ -63,8 +64,12 @@ pub struct Launch {
     pub run_id: String,
     pub task_id: String,
     pub attempt: u32,
-    /// The commit the input bundle's `START_REF` names.
+    /// The commit the input bundle holds (a ref tip of it, taken by id).
     pub start: String,
+    /// The run's base commit when `input.bundle` is thin: its prerequisite, which `base.bundle`
+    /// holds with its history. `None`: `input.bundle` holds the whole history.
+    #[serde(default)]
+    pub base: Option<String>,
     /// Commit the agent's changes (a writing task); a read-only task's tree is left.
     pub commit: bool,
     /// The commit message of the result.
@@ -186,6 +191,9 @@ impl Staging {
     }
     pub fn input_bundle(&self) -> PathBuf {
         self.dir.join("input.bundle")
+    }
+    pub fn base_bundle(&self) -> PathBuf {
+        self.dir.join("base.bundle")
     }
     pub fn ctl_dir(&self) -> PathBuf {
         self.dir.join("ctl")
@@ -354,6 +362,7 @@ mod tests {
             task_id: "t".into(),
             attempt: 1,
             start: "abc".into(),
+            base: None,
             commit: true,
             message: "m".into(),
             checks: Checks::default(),

@@ -51,15 +51,28 @@ fn git(dir: &Path, args: &[&str]) -> Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
+/// The ref the base commit is kept under in the scratch repository: a thin input bundle's
+/// prerequisite must be reachable from a ref there, not only present.
+const BASE_REF: &str = "refs/crew/base";
+
 /// The start commit, checked out detached in a linked worktree (`root/work`) of a fresh
-/// repository (`root/repo`).
+/// repository (`root/repo`). A thin input bundle (`launch.base`) needs the base first: it is
+/// fetched from `base.bundle`, then the input bundle's objects on top of it (git refuses a
+/// bundle whose prerequisites the repository lacks, naming them).
 pub fn checkout(staging: &Staging, launch: &Launch, root: &Path) -> Result<Checkout> {
     let repo = root.join("repo");
     let work = root.join("work");
     std::fs::create_dir_all(&repo).with_context(|| format!("create {}", repo.display()))?;
     git(&repo, &["init", "-q"])?;
+    if let Some(base) = &launch.base {
+        let bundle = staging.base_bundle().display().to_string();
+        git(&repo, &["fetch", "-q", &bundle, base]).context("take the run's base bundle")?;
+        git(&repo, &["update-ref", BASE_REF, base])?;
+    }
+    // By id: the bundle's ref names are crewd's business (`HEAD` of a worktree, or a ref of
+    // the run's).
     let bundle = staging.input_bundle().display().to_string();
-    git(&repo, &["fetch", "-q", &bundle, crew_staging::START_REF])?;
+    git(&repo, &["fetch", "-q", &bundle, &launch.start]).context("take the input bundle")?;
     let at = work.display().to_string();
     git(
         &repo,
@@ -130,6 +143,7 @@ mod tests {
             task_id: "a".into(),
             attempt: 1,
             start: start.into(),
+            base: None,
             commit: true,
             message: "crew: a".into(),
             checks: Default::default(),
@@ -191,5 +205,81 @@ mod tests {
         git(w, &["commit", "-qm", "elsewhere"]).unwrap();
         let e = commit(&staging, &l, w).unwrap_err().to_string();
         assert!(e.contains("does not contain the task's start"), "{e}");
+    }
+
+    /// A thin input bundle (the start commit without the run's base) with the base bundle
+    /// beside it checks out the start commit's tree: the base is taken first, then what the
+    /// node lacked. The thin bundle alone is refused (its prerequisite is missing), so the
+    /// base bundle is what made it work.
+    #[test]
+    fn a_thin_input_bundle_on_the_base_bundle_checks_out_the_start_tree() {
+        let t = tempfile::tempdir().unwrap();
+        let src = t.path().join("src");
+        std::fs::create_dir_all(&src).unwrap();
+        git(&src, &["init", "-q"]).unwrap();
+        for i in 0..5 {
+            std::fs::write(src.join(format!("f{i}.txt")), format!("{i}\n")).unwrap();
+            git(&src, &["add", "-A"]).unwrap();
+            git(&src, &["commit", "-qm", &format!("c{i}")]).unwrap();
+        }
+        let base = git(&src, &["rev-parse", "HEAD~2"]).unwrap();
+        git(&src, &["update-ref", "refs/crew/r/_base", &base]).unwrap();
+        std::fs::remove_file(src.join("f0.txt")).unwrap();
+        std::fs::write(src.join("f1.txt"), "changed\n").unwrap();
+        git(&src, &["commit", "-qam", "start"]).unwrap();
+        let start = git(&src, &["rev-parse", "HEAD"]).unwrap();
+        let staging = Staging::new(t.path().join("staging"));
+        staging.create().unwrap();
+        let path = |p: PathBuf| p.display().to_string();
+        git(
+            &src,
+            &[
+                "bundle",
+                "create",
+                "-q",
+                &path(staging.base_bundle()),
+                "refs/crew/r/_base",
+            ],
+        )
+        .unwrap();
+        git(
+            &src,
+            &[
+                "bundle",
+                "create",
+                "-q",
+                &path(staging.input_bundle()),
+                "HEAD",
+                &format!("^{base}"),
+            ],
+        )
+        .unwrap();
+        // Thin indeed: the base is its prerequisite.
+        let listed = git(&src, &["bundle", "verify", &path(staging.input_bundle())]).unwrap();
+        assert!(listed.contains(&base), "{listed}");
+
+        let mut l = launch(&start);
+        let alone = checkout(&staging, &l, &t.path().join("alone")).unwrap_err();
+        assert!(format!("{alone:#}").contains("prerequisite"), "{alone:#}");
+
+        l.base = Some(base.clone());
+        let co = checkout(&staging, &l, &t.path().join("root")).unwrap();
+        assert_eq!(git(&co.work, &["rev-parse", "HEAD"]).unwrap(), start);
+        let files = git(&co.work, &["ls-files"]).unwrap();
+        assert_eq!(
+            files.lines().collect::<Vec<_>>(),
+            ["f1.txt", "f2.txt", "f3.txt", "f4.txt"]
+        );
+        assert_eq!(
+            std::fs::read_to_string(co.work.join("f1.txt")).unwrap(),
+            "changed\n"
+        );
+        assert_eq!(git(&co.work, &["status", "--porcelain"]).unwrap(), "");
+        // The whole history is there (the agent may read it), the base under a ref.
+        assert_eq!(
+            git(&co.repo, &["rev-list", "--count", &start]).unwrap(),
+            "6"
+        );
+        assert_eq!(git(&co.repo, &["rev-parse", BASE_REF]).unwrap(), base);
     }
 }

@@ -41,6 +41,8 @@ pub struct TaskWorkspace {
     pub inputs: Vec<String>,
     /// Task ids behind `inputs` (empty for the base), to name them in a conflict.
     pub input_tasks: Vec<String>,
+    /// The run's base commit (a Slurm attempt's input bundle holds only what is past it).
+    pub base: String,
     pub seed_paths: Vec<String>,
     /// Whether the task's role may edit files; read-only tasks share a checkout
     /// (`readers.rs`).
@@ -284,7 +286,7 @@ async fn refuse_clashing_branches(repo: &Repo, top: &Path) -> Result<(), ApiErro
 /// it while the run waits.
 pub async fn hold_base(shared: &Shared, run_id: &str, ws: &WorkspaceSpec) {
     let git = git(shared);
-    let name = format!("refs/crew/{run_id}/{}", crew_core::ids::reserved::BASE_REF);
+    let name = crew_core::run::workspace::base_ref(run_id);
     if let Err(e) = git.repo(&ws.repo).update_ref(&name, &ws.base).await {
         tracing::warn!(run = run_id, error = %e, "cannot keep a ref to the run's base");
     }
@@ -339,6 +341,7 @@ pub fn task_workspace(
         attempt,
         inputs,
         input_tasks,
+        base: ws.base.clone(),
         seed_paths: task.plan.seed_paths.clone(),
         writes: task.plan.writes,
         resolve: crew_core::run::resolve::is_resolve(&task.plan),

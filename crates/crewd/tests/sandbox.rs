@@ -120,6 +120,10 @@ fn a_hostile_agent_in_its_box_reaches_nothing_but_its_worktree() {
          done; \
          echo x > {s}/pwned 2>/dev/null && echo ESCAPE state; \
          mkdir -p {s}/worktrees/other 2>/dev/null && echo ESCAPE worktrees; \
+         for d in transcripts results; do \
+           ls -d {s}/runs/*/$d >/dev/null 2>&1 && echo ESCAPE run-$d; \
+         done; \
+         ls {s}/runs/*/objects 2>/dev/null | grep -v '^01_only[.]attempt-' && echo ESCAPE run-objects; \
          [ -e {sock} ] && echo ESCAPE socket; \
          echo x > {h}/.claude/settings.json 2>/dev/null && echo ESCAPE claude-settings; \
          kill -TERM $CREW_DAEMON_PID 2>/dev/null; \
@@ -531,4 +535,95 @@ fn a_killed_daemons_attempt_object_directory_is_taken_in_and_removed() {
     );
     d.ok("team.cancel", json!({"runId": run}));
     d.wait(&run);
+}
+
+/// Of crewd's run directory a boxed task sees its inputs only (prompts, skills, extensions):
+/// not the run's other tasks' transcripts and results, which hold what their agents read and
+/// said. The second step runs after the first has finished, so both are there to be read.
+#[test]
+fn a_boxed_task_sees_its_inputs_of_the_run_and_not_the_other_tasks_records() {
+    const NAME: &str = "a_boxed_task_sees_its_inputs_of_the_run_and_not_the_other_tasks_records";
+    if let Err(why) = bwrap_works() {
+        skip(NAME, &format!("bubblewrap cannot make a box here: {why}"));
+    }
+    out_of_tmp();
+    let d = Daemon::start();
+    let s = d.state_dir.display().to_string();
+    let script = format!(
+        "echo said-by-$CREW_TASK_ID; \
+         for f in {s}/runs/*/transcripts/* {s}/runs/*/results/*; do \
+           [ -r \"$f\" ] && echo ESCAPE \"$f\"; \
+         done; \
+         ls {s}/runs/*/prompts/*.md >/dev/null 2>&1 && echo PROMPTS-SEEN; echo done"
+    );
+    std::fs::write(
+        &d.config,
+        format!(
+            "sandbox = \"required\"\nallow_no_change = true\n[runtimes.peek]\n\
+             adapter = \"command\"\ncommand = [\"/bin/sh\", \"-c\", {script:?}]\n"
+        ),
+    )
+    .unwrap();
+    let mut d = d;
+    d.restart();
+    d.project_file(
+        "teams/two.team.md",
+        "---\nname: two\ndefaultWorkflow: two\n---\n\n- explorer: agent=explorer\n",
+    );
+    d.project_file(
+        "workflows/two.workflow.md",
+        "---\nname: two\n---\n\n## first\nrole: explorer\n\nLook.\n\n\
+         ## second\nrole: explorer\ndependsOn: first\n\nLook again.\n",
+    );
+    let run = d.run("peek", json!({"team": "two", "runtime": "peek"}));
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    let second = d.ok(
+        "team.artifact",
+        json!({"runId": run, "name": "results/02_second.txt"}),
+    )["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(second.contains("PROMPTS-SEEN"), "{second}");
+    assert!(!second.contains("ESCAPE"), "{second}");
+}
+
+/// Candidates on two runtimes: the plan shows each candidate the box of its own runtime, not
+/// of the run's.
+#[test]
+fn the_plan_shows_each_candidate_the_box_of_its_own_runtime() {
+    const NAME: &str = "the_plan_shows_each_candidate_the_box_of_its_own_runtime";
+    if let Err(why) = bwrap_works() {
+        skip(NAME, &format!("bubblewrap cannot make a box here: {why}"));
+    }
+    out_of_tmp();
+    let d = Daemon::start_with(Opts {
+        config: "[runtimes.boxed]\nadapter = \"claude\"\ncommand = [\"/bin/sh\"]\n\
+                 [runtimes.open]\nadapter = \"claude\"\ncommand = [\"/bin/sh\"]\nsandbox = \"off\"\n"
+            .into(),
+        env: vec![],
+    });
+    d.project_file(
+        "teams/c.team.md",
+        "---\nname: c\ndefaultWorkflow: c\n---\n\n- executor: agent=executor\n",
+    );
+    d.project_file(
+        "workflows/c.workflow.md",
+        "---\nname: c\n---\n\n## build\nrole: executor\ncandidates: [open, boxed]\n\nBuild.\n",
+    );
+    repo(&d.work);
+    let cwd = path_str(&d.work).to_string();
+    let plan = d.ok(
+        "team.plan",
+        json!({"goal": "g", "cwd": cwd, "team": "c", "runtime": "open", "workspace": "worktree"}),
+    );
+    let tasks = plan["tasks"].as_array().unwrap();
+    let by_runtime = |rt: &str| {
+        tasks
+            .iter()
+            .find(|t| t["runtime"] == rt)
+            .unwrap_or_else(|| panic!("no candidate on {rt}: {plan:#}"))
+    };
+    assert!(by_runtime("open").get("sandbox").is_none(), "{plan:#}");
+    assert!(by_runtime("boxed").get("sandbox").is_some(), "{plan:#}");
 }

@@ -925,6 +925,8 @@ fn a_pre_step_script_runs_on_the_node_before_the_agent() {
         prompt.contains("## Pre-step script output") && prompt.contains("PREP-MARKER"),
         "{prompt}"
     );
+    // The attempt's own copy, as a local attempt keeps it: the same file.
+    assert_eq!(artifact("prompts/01_only.attempt-1.md"), prompt);
 }
 
 /// A failing pre-step script on the node fails the attempt as a local one's does: reason
@@ -1095,7 +1097,12 @@ fn a_steps_and_roles_cpus_memory_and_time_limit_shape_their_jobs() {
             .unwrap()
             .iter()
             .find(|t| t["id"] == id)
-            .map(|t| t["slurm"].clone())
+            .map(|t| {
+                // The node's box: `the_plan_says_what_box_a_slurm_tasks_node_will_try`.
+                let mut job = t["slurm"].clone();
+                job.as_object_mut().unwrap().remove("sandbox");
+                job
+            })
             .unwrap()
     };
     assert_eq!(
@@ -1205,4 +1212,271 @@ fn a_remote_agent_asks_and_respond_starts_a_fresh_attempt_with_the_answer() {
     );
     let merged = git(&d.work, &["ls-tree", "--name-only", &format!("crew/{run}")]);
     assert!(merged.lines().any(|l| l == "db.txt"), "{merged}");
+}
+
+/// Steps after one that changed something start past the run's base: their attempts' input
+/// bundle holds only what the node lacks (a thin bundle whose prerequisite is the base, one
+/// file for both steps that start at the same commit), the base's history comes once per run
+/// in `base.bundle`, and the run completes with every step's work.
+#[test]
+fn later_steps_attempts_get_thin_bundles_and_the_run_completes() {
+    let c = cluster("later_steps_attempts_get_thin_bundles_and_the_run_completes");
+    let d = c.daemon("");
+    repo(&d);
+    // Some history the thin bundles leave out.
+    for i in 0..5 {
+        let text: String = (0..2000).map(|n| format!("{i} {n}\n")).collect();
+        std::fs::write(d.work.join(format!("h{i}.txt")), text).unwrap();
+        git(&d.work, &["add", "-A"]);
+        git(&d.work, &["commit", "-qm", &format!("history {i}")]);
+    }
+    let base = git(&d.work, &["rev-parse", "HEAD"]);
+    d.project_file(
+        "teams/chain.team.md",
+        "---\nname: chain\ndefaultWorkflow: chain\n---\n\n- executor: agent=executor\n",
+    );
+    d.project_file(
+        "workflows/chain.workflow.md",
+        "---\nname: chain\n---\n\n## first\nrole: executor\n\nWrite one. [fake:write=one.txt:one]\n\n\
+         ## second\nrole: executor\ndependsOn: first\n\nWrite two. [fake:cat=one.txt][fake:write=two.txt:two]\n\n\
+         ## third\nrole: executor\ndependsOn: first\n\nWrite three. [fake:cat=one.txt][fake:write=three.txt:three]\n",
+    );
+    let run = d.run(
+        "chain",
+        json!({"team": "chain", "workspace": "worktree", "runtime": "fake-slurm"}),
+    );
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    let merged = git(&d.work, &["ls-tree", "--name-only", &format!("crew/{run}")]);
+    for f in ["one.txt", "two.txt", "three.txt", "h4.txt"] {
+        assert!(merged.lines().any(|l| l == f), "{merged}");
+    }
+    let second = d.ok(
+        "team.artifact",
+        json!({"runId": run, "name": "results/02_second.txt"}),
+    )["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(second.contains("one.txt: one"), "{second}");
+
+    let dir = staging_of(&d).join(&run);
+    let launch = |task: &str| -> Value {
+        serde_json::from_slice(
+            &std::fs::read(dir.join(format!("{task}.attempt-1/launch.json"))).unwrap(),
+        )
+        .unwrap()
+    };
+    // The first step starts at the base: its whole history, no base bundle.
+    let first = launch("01_first");
+    assert_eq!(first["start"], base.as_str());
+    assert!(first["base"].is_null(), "{first}");
+    assert!(!dir.join("01_first.attempt-1/base.bundle").exists());
+    // The later two start at the first's result: thin, on the base.
+    let start = launch("02_second")["start"].as_str().unwrap().to_string();
+    assert_ne!(start, base);
+    use std::os::unix::fs::MetadataExt;
+    let inode = |p: PathBuf| {
+        std::fs::metadata(&p)
+            .unwrap_or_else(|e| panic!("{p:?}: {e}"))
+            .ino()
+    };
+    for task in ["02_second", "03_third"] {
+        let l = launch(task);
+        assert_eq!(l["base"], base.as_str(), "{l}");
+        assert_eq!(l["start"], start.as_str(), "{l}");
+        let a = dir.join(format!("{task}.attempt-1"));
+        let verified = git(
+            &d.work,
+            &["bundle", "verify", path_str(&a.join("input.bundle"))],
+        );
+        assert!(
+            verified.contains("requires this ref") && verified.contains(&base),
+            "{verified}"
+        );
+        // One file per run and commit, linked into each attempt's directory.
+        assert_eq!(
+            inode(a.join("input.bundle")),
+            inode(dir.join(format!("bundles/{start}.thin.bundle")))
+        );
+        assert_eq!(
+            inode(a.join("base.bundle")),
+            inode(dir.join(format!("bundles/{base}.bundle")))
+        );
+    }
+    let size = |p: PathBuf| std::fs::metadata(p).unwrap().len();
+    let (thin, whole) = (
+        size(dir.join(format!("bundles/{start}.thin.bundle"))),
+        size(dir.join(format!("bundles/{base}.bundle"))),
+    );
+    assert!(thin * 10 < whole, "thin {thin} B, base {whole} B");
+    assert!(!dir.join(format!("bundles/{start}.bundle")).exists());
+}
+
+/// The input bundles' bytes for a chain of `CREW_BUNDLE_STEPS` (10) steps, each starting at
+/// the one before's result, on a repository with real history (`CREW_BUNDLE_REPO`, default:
+/// this one): what crewd wrote to the run's `bundles/` against what one whole bundle per start
+/// commit (before thin bundles) takes, each made by `git bundle create` of the same commits.
+/// A measurement, not in CI: `CREW_SLURM_ENV=target/slurm/env cargo nextest run -p crewd
+/// --ignore-default-filter --run-ignored only -E 'binary(=slurm) & test(bundle_bytes)'
+/// --no-capture`.
+#[test]
+#[ignore]
+fn bundle_bytes_of_a_chain_on_a_real_history() {
+    let src = std::env::var("CREW_BUNDLE_REPO")
+        .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../..").to_string());
+    let steps: usize = std::env::var("CREW_BUNDLE_STEPS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(10);
+    let c = cluster("bundle_bytes_of_a_chain_on_a_real_history");
+    let d = c.daemon("");
+    let w = d.work.as_path();
+    git(w, &["init", "-q", "-b", "main"]);
+    git(w, &["config", "user.name", "user"]);
+    git(w, &["config", "user.email", "user@example.com"]);
+    std::fs::write(w.join(".git/info/exclude"), ".crew/\n").unwrap();
+    git(w, &["fetch", "-q", &src, "HEAD"]);
+    git(w, &["reset", "-q", "--hard", "FETCH_HEAD"]);
+    let commits = git(w, &["rev-list", "--count", "HEAD"]);
+    d.project_file(
+        "teams/chain.team.md",
+        "---\nname: chain\ndefaultWorkflow: chain\n---\n\n- executor: agent=executor\n",
+    );
+    let mut flow = String::from("---\nname: chain\n---\n\n");
+    for i in 1..=steps {
+        flow.push_str(&format!("## s{i:02}\nrole: executor\n"));
+        if i > 1 {
+            flow.push_str(&format!("dependsOn: s{:02}\n", i - 1));
+        }
+        flow.push_str(&format!("\nStep {i}. [fake:write=chain-{i}.txt:{i}]\n\n"));
+    }
+    d.project_file("workflows/chain.workflow.md", &flow);
+    let run = d.run(
+        "chain",
+        json!({"team": "chain", "workspace": "worktree", "runtime": "fake-slurm"}),
+    );
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    let dir = staging_of(&d).join(&run);
+    let written: u64 = std::fs::read_dir(dir.join("bundles"))
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .sum();
+    // The old way: each distinct start commit's whole history.
+    let mut starts = std::collections::BTreeSet::new();
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let launch = e.unwrap().path().join("launch.json");
+        if let Ok(b) = std::fs::read(&launch) {
+            let l: Value = serde_json::from_slice(&b).unwrap();
+            starts.insert(l["start"].as_str().unwrap().to_string());
+        }
+    }
+    let t = tempfile::tempdir().unwrap();
+    let mut whole = 0;
+    for (i, s) in starts.iter().enumerate() {
+        git(w, &["update-ref", "refs/measure", s]);
+        let out = t.path().join(format!("{i}.bundle"));
+        git(
+            w,
+            &["bundle", "create", "-q", path_str(&out), "refs/measure"],
+        );
+        whole += std::fs::metadata(&out).unwrap().len();
+    }
+    git(w, &["update-ref", "-d", "refs/measure"]);
+    println!(
+        "bundle bytes: {steps} chained tasks on {commits} commits ({} start commits): \
+         whole bundle per start commit {whole} B, written now {written} B",
+        starts.len()
+    );
+    assert!(
+        written < whole,
+        "{written} B written, {whole} B the old way"
+    );
+}
+
+/// Each remote attempt keeps the prompt it was given, as a local one does:
+/// `prompts/<task>.attempt-N.md` for every attempt, `prompts/<task>.md` the latest's (one
+/// file under two names), both named by the attempt's event.
+#[test]
+fn each_remote_attempt_keeps_its_prompt() {
+    let c = cluster("each_remote_attempt_keeps_its_prompt");
+    let d = c.daemon("");
+    repo(&d);
+    // A retryable failure (the fake's "overloaded"), on every attempt: the node's agent is
+    // not told its attempt number (no process tags there), so `max_attempts = 2` both fail.
+    common::one_step_team(&d, "flaky", "Try. [fake:fail-attempts=1]", "executor");
+    let run = d.run(
+        "try twice",
+        json!({"team": "flaky", "workspace": "worktree", "runtime": "fake-slurm"}),
+    );
+    assert_eq!(d.wait(&run), "failed", "{}", d.status(&run));
+    assert_eq!(Daemon::task(&d.status(&run), "01_only")["attempts"], 2);
+    let artifact = |name: &str| {
+        d.ok("team.artifact", json!({"runId": run, "name": name}))["content"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    for n in [1, 2] {
+        let p = artifact(&format!("prompts/01_only.attempt-{n}.md"));
+        assert!(p.contains("Try."), "attempt {n}: {p}");
+    }
+    assert_eq!(
+        artifact("prompts/01_only.md"),
+        artifact("prompts/01_only.attempt-2.md")
+    );
+    // The attempts' events name their own copy.
+    let evs = d.events(Some(&run));
+    let named: Vec<String> = evs
+        .iter()
+        .filter(|e| e["taskId"] == "01_only" || e["data"]["taskId"] == "01_only")
+        .flat_map(|e| {
+            e["data"]["artifacts"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter_map(|a| a["name"].as_str().map(str::to_string))
+        .collect();
+    for n in [1, 2] {
+        let want = format!("prompts/01_only.attempt-{n}.md");
+        assert!(named.contains(&want), "{want} not in {named:?}");
+    }
+}
+
+/// `team.plan` says what box a Slurm task's node will try: the runtime's `sandbox` mode and
+/// network settings as crewd stages them, no paths (the node decides those, and whether it
+/// can box); the local box (`sandbox`) is not shown for it.
+#[test]
+fn the_plan_says_what_box_a_slurm_tasks_node_will_try() {
+    let c = cluster("the_plan_says_what_box_a_slurm_tasks_node_will_try");
+    let d = c.daemon(
+        "verify_network = false\n\
+         [runtimes.boxed-slurm]\nadapter = \"pi\"\ncommand = [\"/bin/true\"]\nrpc = false\n\
+         placement = \"slurm\"\nsandbox = \"required\"\nnetwork = false\n\
+         sandbox_read = [\"/opt/tools\"]\n",
+    );
+    repo(&d);
+    common::one_step_team(&d, "one", "Work.", "executor");
+    let plan = |runtime: &str| {
+        d.ok(
+            "team.plan",
+            json!({"goal": "g", "cwd": path_str(&d.work), "team": "one",
+                   "workspace": "worktree", "runtime": runtime}),
+        )["tasks"][0]
+            .clone()
+    };
+    let t = plan("fake-slurm");
+    assert!(t.get("sandbox").is_none(), "{t:#}");
+    assert_eq!(
+        t["slurm"]["sandbox"],
+        json!({"mode": "auto", "network": true, "verifyNetwork": false}),
+        "{t:#}"
+    );
+    let t = plan("boxed-slurm");
+    assert_eq!(
+        t["slurm"]["sandbox"],
+        json!({"mode": "required", "network": false, "verifyNetwork": false,
+               "read": ["/opt/tools"]}),
+        "{t:#}"
+    );
 }

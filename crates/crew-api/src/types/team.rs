@@ -166,6 +166,10 @@ pub struct PlannedTaskView {
     pub agent: String,
     pub depends_on: Vec<String>,
     pub model: Option<String>,
+    /// A candidate's own runtime, when its step races runtimes (`candidates: [a, b/model]`);
+    /// absent: the run's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<String>,
     /// The role may write (its tools include edit, write or bash): what plan approval and
     /// result reuse go by.
     pub writes: bool,
@@ -223,6 +227,32 @@ pub struct SlurmJob {
     pub memory_mb: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_limit_minutes: Option<u32>,
+    /// `team.plan`: the box the node will try for the task's pre-step script, agent and
+    /// checks. Absent: not a plan.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<NodeBox>,
+}
+
+/// The box a Slurm node will try for a task (issue 35): the runtime's settings crewd stages
+/// with the job. The node lays the box out on its own paths (its scratch checkout, its
+/// `$HOME`, the staging directory as it mounts it) by the same rules as a local attempt's
+/// box, and only it knows whether it can box at all, so no paths are shown here.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeBox {
+    /// The runtime's `sandbox` (else the daemon's): `auto` (boxed where the node can, else
+    /// unboxed with a `task.warning`), `required` (a node that cannot box fails the attempt,
+    /// retryably), or `off`.
+    pub mode: String,
+    /// The agent's network (the runtime's `network`); `false`: none at all, loopback included.
+    pub network: bool,
+    /// The verify commands' and pre-step script's network (`verify_network`).
+    pub verify_network: bool,
+    /// The runtime's `sandbox_read` and `sandbox_write`: paths as the nodes see them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub read: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub write: Vec<String>,
 }
 
 /// What a boxed task sees. Paths as they are at plan time; `{run}` stands for the run's id.

@@ -4,11 +4,13 @@
 //! `pueued` are on PATH.
 //!
 //! Usage: `bench-dispatch [--tasks N (1000)] [--pueue-tasks M (200)] [--work-ms W (0)]
-//! [--rounds R (3)] [--box 0|1 (1)]`. The xargs comparison alternates R rounds of xargs and crew (so both see the
+//! [--rounds R (3)] [--box 0|1 (1)] [--serial S (100)]`. The xargs comparison alternates R rounds of xargs and crew (so both see the
 //! same machine load) and compares medians; pueue runs once.
 //! `--work-ms` makes every invocation sleep W ms (`[fake:sleep=Wms]`) to model agents that do
 //! something; 0 measures pure overhead. `--box 0` leaves out the rounds in crew's box (they
-//! price the box, not dispatch, and their disk writes slow the rounds after them). Build first:
+//! price the box, not dispatch, and their disk writes slow the rounds after them). With the box,
+//! S tasks also run one at a time with and without it: the box's cost per task start alone.
+//! Build first:
 //! `cargo build --release -p crewd -p crew-box -p crew-fake-agent -p crew-bench`.
 
 mod daemon_support;
@@ -29,6 +31,8 @@ struct Args {
     work_ms: u64,
     rounds: usize,
     boxed: bool,
+    /// Tasks of the one-at-a-time box comparison.
+    serial: usize,
 }
 
 fn parse_args() -> Args {
@@ -38,6 +42,7 @@ fn parse_args() -> Args {
         work_ms: 0,
         rounds: 3,
         boxed: true,
+        serial: 100,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -51,6 +56,7 @@ fn parse_args() -> Args {
             "--work-ms" => a.work_ms = value,
             "--rounds" => a.rounds = (value as usize).max(1),
             "--box" => a.boxed = value != 0,
+            "--serial" => a.serial = (value as usize).max(1),
             _ => fail(format!("unknown flag {flag}")),
         }
     }
@@ -97,11 +103,18 @@ fn xargs_baseline(root: &Path, fake: &Path, n: usize, work_ms: u64) -> Duration 
 /// One crew run of `n` independent tasks: wall time from `team.run` to `team.wait`, durable
 /// events, and crewd's own CPU time (its workers not included).
 fn crew_run(d: &Daemon, team: &str, n: usize) -> (Duration, u64, Duration) {
-    crew_run_on(d, team, n, "fake")
+    crew_run_on(d, team, n, "fake", PARALLEL)
 }
 
-/// `crew_run` on `runtime` (`fake-boxed`: the same fake agent in crew's box, issue 34).
-fn crew_run_on(d: &Daemon, team: &str, n: usize, runtime: &str) -> (Duration, u64, Duration) {
+/// `crew_run` on `runtime` (`fake-boxed`: the same fake agent in crew's box, issue 34) at
+/// `concurrency`.
+fn crew_run_on(
+    d: &Daemon,
+    team: &str,
+    n: usize,
+    runtime: &str,
+    concurrency: usize,
+) -> (Duration, u64, Duration) {
     let before = d.call("daemon.status", json!({}))["journal"]["lastSeq"]
         .as_u64()
         .unwrap_or(0);
@@ -115,7 +128,7 @@ fn crew_run_on(d: &Daemon, team: &str, n: usize, runtime: &str) -> (Duration, u6
             "cwd": d.work.display().to_string(),
             "team": team,
             "runtime": runtime,
-            "concurrency": PARALLEL,
+            "concurrency": concurrency,
         }),
     );
     let run_id = started["runId"].as_str().unwrap_or_default().to_string();
@@ -154,6 +167,21 @@ fn bwrap_works() -> bool {
         .stderr(Stdio::null())
         .status()
         .is_ok_and(|s| s.success())
+}
+
+/// Wall time per task of `n` tasks run one at a time, without and with the box (ms, medians of
+/// `rounds` alternating runs): what the box adds to a task start when nothing else competes
+/// for the cores — the latency an agent's start sees, without the queueing of 8 slots on a
+/// machine with fewer cores.
+fn one_start(d: &Daemon, n: usize, rounds: usize) -> (f64, f64) {
+    d.bulk_team("serial", n, |i| task_text(i, 0));
+    let per_task = |t: Duration| t.as_secs_f64() * 1e3 / n.max(1) as f64;
+    let (mut plain, mut boxed) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        plain.push(crew_run_on(d, "serial", n, "fake", 1).0);
+        boxed.push(crew_run_on(d, "serial", n, "fake-boxed", 1).0);
+    }
+    (per_task(median(&mut plain)), per_task(median(&mut boxed)))
 }
 
 fn median(v: &mut [Duration]) -> Duration {
@@ -298,12 +326,12 @@ fn main() {
     let mut crew_times = Vec::new();
     let mut boxed_times = Vec::new();
     if boxed {
-        crew_run_on(&d, "warm", 16, "fake-boxed");
+        crew_run_on(&d, "warm", 16, "fake-boxed", PARALLEL);
     }
     for round in 1..=args.rounds {
         let x = xargs_baseline(root.path(), &fake, args.tasks, args.work_ms);
         if boxed {
-            let (b, _, _) = crew_run_on(&d, "bulk", args.tasks, "fake-boxed");
+            let (b, _, _) = crew_run_on(&d, "bulk", args.tasks, "fake-boxed", PARALLEL);
             println!(
                 "round {round}: crew with the box {}: {:.2}x",
                 secs(b),
@@ -339,16 +367,26 @@ fn main() {
     );
     if boxed {
         let b = median(&mut boxed_times);
-        let per_task_ms = (b.as_secs_f64() - crew.as_secs_f64()) * 1e3 * PARALLEL as f64
-            / args.tasks.max(1) as f64;
         let per_run_ms = (b.as_secs_f64() - crew.as_secs_f64()) * 1e3 / args.tasks.max(1) as f64;
+        let in_slot_ms = per_run_ms * PARALLEL as f64;
         println!(
             "crew with the box: {} = {:.2}x xargs (without: {ratio:.2}x); the run takes \
-             {per_run_ms:.2} ms more per task, i.e. each task start {per_task_ms:.2} ms more \
-             wall time in its slot (x {PARALLEL} slots; target <= 5 ms): {}",
+             {per_run_ms:.2} ms more per task; in its slot (x {PARALLEL} slots sharing the \
+             machine's cores) each start waits {in_slot_ms:.2} ms more",
             secs(b),
             b.as_secs_f64() / xargs.as_secs_f64(),
-            verdict(per_task_ms <= 5.0)
+        );
+        let one = one_start(&d, args.serial, args.rounds);
+        println!(
+            "one task start alone (concurrency 1, {} tasks, medians of {} alternating rounds): \
+             {:.2} ms without the box, {:.2} ms with it: the box adds {:.2} ms per task start \
+             (target <= 5 ms): {}",
+            args.serial,
+            args.rounds,
+            one.0,
+            one.1,
+            one.1 - one.0,
+            verdict(one.1 - one.0 <= 5.0)
         );
     } else if args.boxed {
         println!("box comparison SKIPPED: bubblewrap cannot make a box here");

@@ -114,6 +114,11 @@ pub fn run_branch(run_id: &str) -> String {
     format!("crew/{run_id}")
 }
 
+/// The ref holding a run's base commit from `team.run` on (crew's reserved name).
+pub fn base_ref(run_id: &str) -> String {
+    format!("refs/crew/{run_id}/{}", crate::ids::reserved::BASE_REF)
+}
+
 /// Where an earlier attempt's tree is kept (not a branch: nothing to check out by accident).
 pub fn attempt_ref(run_id: &str, task_id: &str, attempt: u32) -> String {
     format!("refs/crew/{run_id}/{task_id}/attempt-{attempt}")

@@ -921,6 +921,7 @@ mod tests {
                     agent: role.into(),
                     depends_on: vec![],
                     model: None,
+                    runtime: None,
                     writes: false,
                     edits: false,
                     adds_tasks: None,

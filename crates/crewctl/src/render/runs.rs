@@ -546,6 +546,11 @@ pub fn plan(view: &View, p: &PlanResult) -> String {
         // (issue 32 item 6).
         Col::new("edits"),
     ];
+    // Candidates racing runtimes: each one's own (issue 36).
+    let with_runtime = p.tasks.iter().any(|t| t.runtime.is_some());
+    if with_runtime {
+        cols.push(Col::new("runtime").cut(10).drop(3));
+    }
     if with_model {
         cols.push(Col::new("model").cut(10).drop(3));
     }
@@ -581,6 +586,9 @@ pub fn plan(view: &View, p: &PlanResult) -> String {
                 Cell::new("")
             },
         ];
+        if with_runtime {
+            row.push(Cell::new(task.runtime.as_deref().unwrap_or(&p.runtime)));
+        }
         if with_model {
             row.push(Cell::new(task.model.as_deref().unwrap_or("-")));
         }
@@ -613,6 +621,7 @@ pub fn plan(view: &View, p: &PlanResult) -> String {
         t.row(row);
     }
     out.push_str(&t.render(view));
+    out.push_str(&node_boxes(view, &p.tasks));
     out.push_str(&fan_out_steps(view, &p.tasks));
     out.push_str(&checks(
         view,
@@ -628,6 +637,42 @@ pub fn plan(view: &View, p: &PlanResult) -> String {
         out.push_str(&diag::lines(view, &p.diagnostics));
     }
     out
+}
+
+/// Under the plan's table, the box Slurm tasks' nodes will try (one line per distinct one):
+/// crewd knows the runtime's settings, the node the paths and whether it can box.
+fn node_boxes(view: &View, tasks: &[crew_api::types::PlannedTaskView]) -> String {
+    let mut seen: Vec<String> = Vec::new();
+    for b in tasks
+        .iter()
+        .filter_map(|t| t.slurm.as_ref()?.sandbox.as_ref())
+    {
+        let on = |yes: bool| if yes { "on" } else { "off" };
+        let mut line = format!(
+            "sandbox = \"{}\" (agent network {}, checks' network {}",
+            b.mode,
+            on(b.network),
+            on(b.verify_network)
+        );
+        if !b.read.is_empty() {
+            let _ = write!(line, ", also read {}", b.read.join(", "));
+        }
+        if !b.write.is_empty() {
+            let _ = write!(line, ", also write {}", b.write.join(", "));
+        }
+        line.push(')');
+        if !seen.contains(&line) {
+            seen.push(line);
+        }
+    }
+    seen.iter()
+        .map(|l| {
+            format!(
+                "{} {l}; the node lays the box out on its own paths\n",
+                view.p(Tone::Dim, "box on the Slurm node:")
+            )
+        })
+        .collect()
 }
 
 /// Under the plan's table, one line per fan-out step (marked `+` in it): how many tasks its
@@ -1060,6 +1105,7 @@ pub(crate) mod tests {
                     agent: "explorer".into(),
                     depends_on: vec![],
                     model: None,
+                    runtime: None,
                     writes: false,
                     edits: false,
                     adds_tasks: None,
@@ -1078,6 +1124,7 @@ pub(crate) mod tests {
                     agent: "planner".into(),
                     depends_on: vec!["01_explore".into()],
                     model: Some("anthropic/claude-sonnet-4-5".into()),
+                    runtime: None,
                     writes: false,
                     edits: false,
                     adds_tasks: Some(16),
@@ -1096,6 +1143,7 @@ pub(crate) mod tests {
                     agent: "executor".into(),
                     depends_on: vec!["02_plan".into()],
                     model: None,
+                    runtime: None,
                     writes: true,
                     edits: true,
                     adds_tasks: None,
@@ -1114,6 +1162,7 @@ pub(crate) mod tests {
                     agent: "verifier".into(),
                     depends_on: vec!["02_plan".into(), "03_execute".into()],
                     model: None,
+                    runtime: None,
                     writes: false,
                     edits: false,
                     adds_tasks: None,
@@ -1147,6 +1196,7 @@ pub(crate) mod tests {
             agent: "executor".into(),
             depends_on: vec![],
             model: None,
+            runtime: None,
             writes: true,
             edits: true,
             adds_tasks: None,
@@ -1173,7 +1223,19 @@ pub(crate) mod tests {
                         ..Default::default()
                     }),
                 ),
-                task("02_check", Some(SlurmJob::default())),
+                task(
+                    "02_check",
+                    Some(SlurmJob {
+                        sandbox: Some(crew_api::types::NodeBox {
+                            mode: "required".into(),
+                            network: false,
+                            verify_network: true,
+                            read: vec!["/opt/tools".into()],
+                            write: vec![],
+                        }),
+                        ..Default::default()
+                    }),
+                ),
             ],
             diagnostics: vec![],
         };
@@ -1182,12 +1244,36 @@ pub(crate) mod tests {
             out.contains("slurm job") && out.contains("2 cpu 300 MB 7 min"),
             "{out}"
         );
+        assert!(
+            out.contains(
+                "box on the Slurm node: sandbox = \"required\" (agent network off, checks' \
+                 network on, also read /opt/tools); the node lays the box out on its own paths"
+            ),
+            "{out}"
+        );
         assert!(out.contains("defaults"), "{out}");
         let local = PlanResult {
             tasks: vec![task("01_build", None)],
             ..p
         };
         assert!(!plan(&view(160), &local).contains("slurm job"));
+        assert!(!plan(&view(160), &local).contains("runtime  "));
+        // Candidates racing runtimes: a runtime column, each one's own or the run's.
+        let mut other = task("_cand-01_build-2", None);
+        other.runtime = Some("codex".into());
+        let raced = PlanResult {
+            tasks: vec![task("_cand-01_build-1", None), other],
+            ..local
+        };
+        let out = plan(&view(160), &raced);
+        let row = |id: &str| out.lines().find(|l| l.contains(id)).unwrap_or_default();
+        assert!(
+            out.lines()
+                .any(|l| l.contains("runtime") && l.contains("id")),
+            "{out}"
+        );
+        assert!(row("_cand-01_build-1").contains("cluster"), "{out}");
+        assert!(row("_cand-01_build-2").contains("codex"), "{out}");
     }
 
     #[test]

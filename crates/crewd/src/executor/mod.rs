@@ -531,7 +531,7 @@ fn worker_box(
         repo: spec.workspace.as_ref().map(|w| Path::new(&w.repo)),
         worktree,
         own_objects,
-        run_dir: sandbox::RunDir::Whole(&spec.run_dir),
+        run_dir: sandbox::RunDir::Inputs(&spec.run_dir),
         session_file: session_file.as_deref(),
         gemini_home: gemini_home.as_deref(),
         program: program.as_deref(),

@@ -153,7 +153,9 @@ pub fn plan_box(
     spec: &crew_core::run::RunSpec,
     t: &crew_core::plan::PlannedTask,
 ) -> Option<crew_api::types::TaskBox> {
-    let runtime = shared.config.runtime(&spec.runtime)?;
+    // A candidate runs on its own runtime, maybe another than the run's.
+    let name = crew_core::run::candidates::runtime_of(t).unwrap_or(&spec.runtime);
+    let runtime = shared.config.runtime(name)?;
     if !boxes(&shared.config, &runtime) {
         return None;
     }
@@ -186,7 +188,7 @@ pub fn plan_box(
             .as_ref()
             .filter(|_| crew_core::stream::edits_files(&t.tools))
             .map(|_| own.as_path()),
-        run_dir: RunDir::Whole(&run_dir),
+        run_dir: RunDir::Inputs(&run_dir),
         session_file: None,
         gemini_home: None,
         program: program.as_deref(),

@@ -62,6 +62,7 @@ pub fn planned(t: &crew_core::plan::PlannedTask, model: Option<&str>) -> api::Pl
         agent: t.agent.clone(),
         depends_on: t.depends_on.iter().map(ToString::to_string).collect(),
         model: model.map(str::to_string).or_else(|| t.model.clone()),
+        runtime: crew_core::run::candidates::runtime_of(t).map(str::to_string),
         writes: t.writes,
         edits: crew_core::stream::edits_files(&t.tools),
         adds_tasks: t.expands.as_ref().map(|e| e.max_tasks),

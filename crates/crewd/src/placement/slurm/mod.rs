@@ -145,3 +145,26 @@ pub fn runtime_shape(
 pub fn job_name(run_id: &str, task_id: &str, attempt: u32) -> String {
     format!("crew-{run_id}-{task_id}-{attempt}")
 }
+
+/// `team.plan`: the box a Slurm runtime's node will try, as crewd stages it with each job
+/// (`Launch::sandbox`, made in `supervise::stage` from the same settings); the node decides
+/// the paths, and whether it can box at all.
+pub fn node_box(
+    config: &crate::config::Config,
+    runtime: &crate::config::RuntimeConfig,
+) -> crew_api::types::NodeBox {
+    use crate::config::SandboxMode;
+    let paths = |v: &[std::path::PathBuf]| v.iter().map(|p| p.display().to_string()).collect();
+    crew_api::types::NodeBox {
+        mode: match crate::executor::sandbox::mode(config, runtime) {
+            SandboxMode::Auto => "auto",
+            SandboxMode::Required => "required",
+            SandboxMode::Off => "off",
+        }
+        .into(),
+        network: runtime.network.unwrap_or(true),
+        verify_network: config.verify_network,
+        read: paths(&runtime.sandbox_read),
+        write: paths(&runtime.sandbox_write),
+    }
+}

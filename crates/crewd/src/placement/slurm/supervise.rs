@@ -106,7 +106,12 @@ pub async fn attempt(
         &mut artifacts,
     )
     .await;
-    // Named files must be durable before the event naming them, as for local attempts.
+    // Named files must be durable before the event naming them, as for local attempts. An
+    // attempt that names none (its pre-step script failed on the node) has nothing to sync,
+    // and the run's directory may not exist.
+    if result.parts().2.is_empty() {
+        return result;
+    }
     let run_dir = spec.run_dir.clone();
     if let Err(e) = tokio::task::spawn_blocking(move || crate::artifacts::make_durable(&run_dir))
         .await
@@ -178,20 +183,22 @@ async fn stage(
             script,
             at: head.len(),
         });
-    let prompt = {
-        let spec_prompt = head + &rest;
-        let a = blocking(|| {
-            crate::artifacts::put(
+    let prompt = head + &rest;
+    // The prompt is final here unless the node adds a pre-step script's block to it: then the
+    // run keeps the node's, once, when it comes back (`take_prompt`), as a local attempt keeps
+    // its prompt after its script ran.
+    if spec.plan.checks.pre_step.is_none() {
+        let kept = blocking(|| {
+            keep_prompt(
                 &spec.run_dir,
-                &prompt_name,
-                "prompt",
-                spec_prompt.as_bytes(),
+                &spec.task_id,
+                spec.attempt,
+                prompt.as_bytes(),
             )
         })
         .map_err(|e| format!("cannot write the prompt: {e}"))?;
-        artifacts.push(a);
-        spec_prompt
-    };
+        artifacts.extend(kept);
+    }
     // The attempt as a local one would run it; the node puts its own paths in.
     let worker = crate::executor::worker_spec(&shared.config, spec, &prompt, false);
     // Derived, never journaled: the same again for the attempt a restarted daemon re-attaches.
@@ -202,13 +209,15 @@ async fn stage(
         spec.attempt,
         &staging.dir.display().to_string(),
     );
-    let record = Launch {
+    let mut record = Launch {
         version: crew_staging::VERSION,
         token: token.clone(),
         run_id: spec.run_id.clone(),
         task_id: spec.task_id.clone(),
         attempt: spec.attempt,
         start: start.to_string(),
+        // Set with the input bundle.
+        base: None,
         commit: spec.plan.writes,
         message: format!("crew: {} ({})", spec.task_id, spec.plan.role),
         checks: crew_staging::Checks {
@@ -241,6 +250,10 @@ async fn stage(
     let dir = staging.clone();
     let cwd = spec.cwd.clone();
     let start_commit = start.to_string();
+    let run_base = spec
+        .workspace
+        .as_ref()
+        .map(|w| (spec.run_id.clone(), w.base.clone()));
     let fresh = earlier.is_none();
     blocking(move || -> Result<(), String> {
         let e = |what: &str, err: &dyn std::fmt::Display| format!("{what}: {err}");
@@ -252,8 +265,13 @@ async fn stage(
         dir.create()
             .map_err(|x| e("cannot create the staging directory", &x))?;
         if !dir.launch().exists() {
-            shared_bundle(&cwd, &start_commit, &dir)
-                .map_err(|x| e("cannot bundle the start commit", &x))?;
+            record.base = shared_bundle(
+                &cwd,
+                &start_commit,
+                run_base.as_ref().map(|(r, b)| (r.as_str(), b.as_str())),
+                &dir,
+            )
+            .map_err(|x| e("cannot bundle the start commit", &x))?;
             let prompts = dir.dir.join("prompts");
             std::fs::create_dir_all(&prompts).map_err(|x| e("prompts", &x))?;
             crew_staging::write_atomic(&dir.dir.join(&prompt_name), prompt.as_bytes(), 0o600)
@@ -308,14 +326,29 @@ fn earlier_questions(
     out
 }
 
-/// The attempt's input bundle: one per start commit and run (`<run>/bundles/<commit>.bundle`,
-/// made once, linked into each attempt's directory). A fan-out's tasks all start at the
-/// planner's result: 200 tasks made 200 identical bundles, each a history walk and a pack.
-fn shared_bundle(worktree: &str, start: &str, staging: &Staging) -> std::io::Result<()> {
-    let out = staging.input_bundle();
-    let valid = start.len() >= 40 && start.bytes().all(|b| b.is_ascii_hexdigit());
-    let Some(run_dir) = staging.dir.parent().filter(|_| valid) else {
-        return bundle(worktree, &out);
+/// The attempt's input bundle(s), from a cache per run (`<staging>/<run>/bundles/`, 0700,
+/// each file made once and hard-linked into each attempt's directory: a fan-out's 200 tasks
+/// all start at the planner's result and share one file):
+/// - `<commit>.bundle`: the commit and its whole history;
+/// - `<commit>.thin.bundle`: only what the commit has past the run's base (`HEAD ^base`).
+///
+/// A start commit past the run's base gets its thin bundle as `input.bundle` and the base's
+/// whole one as `base.bundle` (`Some(base)`: the worker takes the base first): the history is
+/// written once per run, not again for each new start commit (a fix task, each step after
+/// one that changed something, an integration). The base itself, a start it is not an
+/// ancestor of, or a base without its ref (`refs/crew/<run>/_base`) gets the whole bundle.
+fn shared_bundle(
+    worktree: &str,
+    start: &str,
+    run_base: Option<(&str, &str)>,
+    staging: &Staging,
+) -> std::io::Result<Option<String>> {
+    let valid = |c: &str| c.len() >= 40 && c.bytes().all(|b| b.is_ascii_hexdigit());
+    let Some(run_dir) = staging.dir.parent().filter(|_| valid(start)) else {
+        // `bundle` keeps a file already in place: one of a staging cut short goes first.
+        let _ = std::fs::remove_file(staging.input_bundle());
+        bundle(worktree, &staging.input_bundle(), &["HEAD"])?;
+        return Ok(None);
     };
     let cache = run_dir.join("bundles");
     {
@@ -325,21 +358,87 @@ fn shared_bundle(worktree: &str, start: &str, staging: &Staging) -> std::io::Res
             .mode(0o700)
             .create(&cache)?;
     }
-    let cached = cache.join(format!("{start}.bundle"));
-    if !cached.exists() {
-        bundle(worktree, &cached)?;
+    let whole = |commit: &str| cache.join(format!("{commit}.bundle"));
+    let thin = cache.join(format!("{start}.thin.bundle"));
+    let base = run_base
+        .filter(|(_, b)| valid(b) && *b != start)
+        .filter(|(run_id, base)| {
+            thin.exists() || thin_ok(worktree, run_id, base, start, &whole(base))
+        });
+    let (input, base) = match base {
+        Some((_, base)) => {
+            if !thin.exists() {
+                bundle(worktree, &thin, &["HEAD", &format!("^{base}")])?;
+            }
+            link(&whole(base), &staging.base_bundle())?;
+            (thin, Some(base.to_string()))
+        }
+        None => {
+            let cached = whole(start);
+            if !cached.exists() {
+                bundle(worktree, &cached, &["HEAD"])?;
+            }
+            (cached, None)
+        }
+    };
+    link(&input, &staging.input_bundle())?;
+    Ok(base)
+}
+
+/// Whether a thin bundle on `base` will do for `start`: the base is an ancestor of it, and the
+/// base's whole bundle is in the cache or made now from the run's base ref. `false` sends the
+/// attempt the whole history (as before bundles were thin), never a bundle the node cannot use.
+fn thin_ok(worktree: &str, run_id: &str, base: &str, start: &str, base_bundle: &Path) -> bool {
+    let git_ok = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(["-c", "core.hooksPath=/dev/null"])
+            .args(args)
+            .current_dir(worktree)
+            .stdin(std::process::Stdio::null())
+            .output()
+    };
+    match git_ok(&["merge-base", "--is-ancestor", base, start]) {
+        Ok(o) if o.status.success() => {}
+        _ => return false,
     }
-    let _ = std::fs::remove_file(&out);
-    match std::fs::hard_link(&cached, &out) {
-        Ok(()) => Ok(()),
-        // A filesystem without hard links: a copy.
-        Err(_) => std::fs::copy(&cached, &out).map(|_| ()),
+    if base_bundle.exists() {
+        return true;
+    }
+    // A bundle needs a ref to carry the commit: the run's, kept from `team.run` on.
+    let name = crew_core::run::workspace::base_ref(run_id);
+    let held = git_ok(&["rev-parse", "--verify", "-q", &format!("{name}^{{commit}}")])
+        .ok()
+        .filter(|o| o.status.success())
+        .is_some_and(|o| String::from_utf8_lossy(&o.stdout).trim() == base);
+    if !held {
+        tracing::info!(
+            run = run_id,
+            "the run's base has no ref: the input bundle holds the whole history"
+        );
+        return false;
+    }
+    match bundle(worktree, base_bundle, &[&name]) {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot bundle the run's base: the input bundle holds the whole history");
+            false
+        }
     }
 }
 
-/// `git bundle create OUT HEAD` in the task's worktree: the start commit and its history.
-fn bundle(worktree: &str, out: &Path) -> std::io::Result<()> {
-    // Unique: two attempts may make the same shared bundle at once (the rename is atomic).
+/// `to` as a hard link of `from` (a copy on a filesystem without them).
+fn link(from: &Path, to: &Path) -> std::io::Result<()> {
+    let _ = std::fs::remove_file(to);
+    match std::fs::hard_link(from, to) {
+        Ok(()) => Ok(()),
+        Err(_) => std::fs::copy(from, to).map(|_| ()),
+    }
+}
+
+/// `git bundle create OUT REVS…` in the task's worktree. Two attempts may make the same
+/// cached bundle at once: each writes its own temporary file and the first in place stays
+/// (a link that fails on an existing name), so every attempt links the one file.
+fn bundle(worktree: &str, out: &Path, revs: &[&str]) -> std::io::Result<()> {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let tmp = out.with_extension(format!(
         "bundle.tmp-{}",
@@ -348,16 +447,25 @@ fn bundle(worktree: &str, out: &Path) -> std::io::Result<()> {
     let o = std::process::Command::new("git")
         .args(["-c", "core.hooksPath=/dev/null", "bundle", "create", "-q"])
         .arg(&tmp)
-        .arg("HEAD")
+        .args(revs)
         .current_dir(worktree)
         .stdin(std::process::Stdio::null())
         .output()?;
     if !o.status.success() {
+        let _ = std::fs::remove_file(&tmp);
         return Err(std::io::Error::other(
             String::from_utf8_lossy(&o.stderr).trim().to_string(),
         ));
     }
-    std::fs::rename(tmp, out)
+    let placed = match std::fs::hard_link(&tmp, out) {
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
+            // A filesystem without hard links: the rename (atomic, last one stays).
+            return std::fs::rename(&tmp, out);
+        }
+        _ => Ok(()),
+    };
+    let _ = std::fs::remove_file(&tmp);
+    placed
 }
 
 /// Why an attempt got no job.
@@ -644,8 +752,14 @@ async fn follow(
                 let dir = staging.dir.clone();
                 let named = named.to_vec();
                 artifacts.extend(blocking(move || import(&dir, &run_dir, &named)));
-                if spec.plan.checks.pre_step.is_some() {
-                    blocking(|| take_prompt(&staging.dir, &spec.run_dir, &spec.task_id, artifacts));
+                // A failed script's attempt told no agent anything (none kept, as locally).
+                let script_failed = matches!(r, AttemptResult::Failed { reason, .. }
+                    if reason == crew_core::run::FailReason::PreStep.as_str());
+                if spec.plan.checks.pre_step.is_some() && !script_failed {
+                    let (dir, run_dir) = (&staging.dir, &spec.run_dir);
+                    artifacts.extend(blocking(|| {
+                        take_prompt(dir, run_dir, &spec.task_id, spec.attempt)
+                    }));
                 }
                 (Some(r.clone()), usage, model)
             }
@@ -777,27 +891,45 @@ fn import(staging: &Path, run_dir: &Path, named: &[ArtifactRef]) -> Vec<Artifact
     out
 }
 
-/// The prompt the node gave the agent, its pre-step script's block in it, in place of the one
-/// staged without it (`prompts/<task>.md`): what the agent was told, as for a local attempt.
-fn take_prompt(staging: &Path, run_dir: &Path, task: &str, artifacts: &mut [ArtifactRef]) {
+/// What an attempt was told, kept as a local attempt keeps it: `prompts/<task>.attempt-N.md`
+/// (each attempt's, a retry with feedback or an answer: what each was told) and
+/// `prompts/<task>.md` a second name of the same file (the latest), not a second copy.
+fn keep_prompt(
+    run_dir: &Path,
+    task: &str,
+    attempt: u32,
+    bytes: &[u8],
+) -> std::io::Result<[ArtifactRef; 2]> {
+    let this = format!("prompts/{task}.attempt-{attempt}.md");
+    let kept = crate::artifacts::put(run_dir, &this, "prompt", bytes)?;
+    let latest = crate::artifacts::put_same(run_dir, &kept, &format!("prompts/{task}.md"), bytes)?;
+    Ok([kept, latest])
+}
+
+/// The prompt the node gave the agent, its pre-step script's block in it (the worker wrote it
+/// over the staged one), kept in the run's directory (`keep_prompt`).
+fn take_prompt(staging: &Path, run_dir: &Path, task: &str, attempt: u32) -> Vec<ArtifactRef> {
     use std::io::Read;
     let name = format!("prompts/{task}.md");
     let mut bytes = Vec::new();
     let read = std::fs::File::open(staging.join(&name))
         .and_then(|f| f.take(IMPORT_MAX + 1).read_to_end(&mut bytes));
     match read {
-        Ok(n) if (n as u64) <= IMPORT_MAX => {
-            match crate::artifacts::put(run_dir, &name, "prompt", &bytes) {
-                Ok(r) => {
-                    if let Some(a) = artifacts.iter_mut().find(|a| a.name == name) {
-                        *a = r;
-                    }
-                }
-                Err(e) => tracing::warn!(error = %e, "cannot keep the node's prompt"),
+        Ok(n) if (n as u64) <= IMPORT_MAX => match keep_prompt(run_dir, task, attempt, &bytes) {
+            Ok(kept) => kept.into(),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot keep the node's prompt");
+                Vec::new()
             }
+        },
+        Ok(_) => {
+            tracing::warn!("the node's prompt is over {IMPORT_MAX} bytes: not taken");
+            Vec::new()
         }
-        Ok(_) => tracing::warn!("the node's prompt is over {IMPORT_MAX} bytes: not taken"),
-        Err(e) => tracing::warn!(error = %e, "cannot read the node's prompt"),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read the node's prompt");
+            Vec::new()
+        }
     }
 }
 
@@ -978,5 +1110,88 @@ mod tests {
         assert!(got(1, 1).is_empty());
         // Another key (another daemon's state) takes nothing.
         assert!(earlier_questions(&[8u8; 32], dir.path(), ("r1", "01_a", 5), 2).is_empty());
+    }
+
+    fn git(dir: &Path, args: &[&str]) -> String {
+        let o = std::process::Command::new("git")
+            .args(["-c", "user.name=u", "-c", "user.email=u@x"])
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    }
+
+    /// A start past the run's base gets a thin bundle and the base's, each made once per run;
+    /// a start the base is not an ancestor of, or a base whose ref is gone, the whole history.
+    #[test]
+    fn a_start_past_the_base_gets_a_thin_bundle_else_the_whole_history() {
+        let t = tempfile::tempdir().unwrap();
+        let repo = t.path().join("repo");
+        std::fs::create_dir_all(&repo).unwrap();
+        git(&repo, &["init", "-q", "-b", "main"]);
+        let commit = |name: &str| {
+            std::fs::write(repo.join(format!("{name}.txt")), name).unwrap();
+            git(&repo, &["add", "-A"]);
+            git(&repo, &["commit", "-qm", name]);
+            git(&repo, &["rev-parse", "HEAD"])
+        };
+        commit("one");
+        let base = commit("two");
+        git(&repo, &["update-ref", "refs/crew/r1/_base", &base]);
+        let past = commit("three");
+        git(&repo, &["checkout", "-q", "--orphan", "other"]);
+        let elsewhere = commit("four");
+        let w = repo.display().to_string();
+        let run = t.path().join("staging/r1");
+        let attempt = |name: &str, at: &str| {
+            git(&repo, &["checkout", "-q", "--detach", at]);
+            let s = Staging::new(run.join(name));
+            s.create().unwrap();
+            let b = shared_bundle(&w, at, Some(("r1", &base)), &s).unwrap();
+            (s, b)
+        };
+        let requires = |s: &Staging| {
+            git(
+                &repo,
+                &["bundle", "verify", &s.input_bundle().display().to_string()],
+            )
+        };
+
+        let (s, b) = attempt("a.attempt-1", &past);
+        assert_eq!(b.as_deref(), Some(base.as_str()));
+        assert!(requires(&s).contains(&base));
+        assert!(s.base_bundle().exists());
+        assert!(run.join(format!("bundles/{past}.thin.bundle")).exists());
+        assert!(run.join(format!("bundles/{base}.bundle")).exists());
+
+        let (s, b) = attempt("b.attempt-1", &elsewhere);
+        assert_eq!(b, None);
+        assert!(
+            !requires(&s).contains("requires this ref"),
+            "{}",
+            requires(&s)
+        );
+        assert!(!s.base_bundle().exists());
+
+        let (s, b) = attempt("c.attempt-1", &base);
+        assert_eq!(b, None);
+        assert!(!s.base_bundle().exists());
+
+        // Another run whose base ref is gone: whole.
+        git(&repo, &["update-ref", "-d", "refs/crew/r1/_base"]);
+        let s = Staging::new(t.path().join("staging/r2/a.attempt-1"));
+        s.create().unwrap();
+        git(&repo, &["checkout", "-q", "--detach", &past]);
+        assert_eq!(
+            shared_bundle(&w, &past, Some(("r2", &base)), &s).unwrap(),
+            None
+        );
+        assert!(!requires(&s).contains("requires this ref"));
     }
 }
