@@ -82,7 +82,7 @@ pub fn agent_plan(
         team: direct_team(&agent.name),
         workflow: DIRECT_WORKFLOW.to_string(),
         max_concurrency: Some(1),
-        tasks: vec![PlannedTask {
+        tasks: vec![PlannedTask::from(crate::plan::FlatTask {
             candidates: None,
             resources: Default::default(),
             id,
@@ -109,7 +109,7 @@ pub fn agent_plan(
             judging: Default::default(),
             title: None,
             skills,
-        }],
+        })],
     })
 }
 

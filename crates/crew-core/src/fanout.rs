@@ -127,7 +127,7 @@ impl RoleTemplate {
         depends_on: Vec<SafeId>,
         task_template: String,
     ) -> PlannedTask {
-        PlannedTask {
+        PlannedTask::from(crate::plan::FlatTask {
             id,
             step_id,
             role: self.role.clone(),
@@ -154,7 +154,7 @@ impl RoleTemplate {
             title: None,
             skills: self.skills.clone(),
             resources: self.resources,
-        }
+        })
     }
 }
 
@@ -440,7 +440,7 @@ pub fn validate(
             }
         }
         let title = t.title.trim().to_string();
-        out.push(PlannedTask {
+        out.push(PlannedTask::from(crate::plan::FlatTask {
             // Not a shared artifact: `<id>.md` could be another step's output name. Dependents
             // read it as a dependency output.
             output: None,
@@ -451,13 +451,15 @@ pub fn validate(
             added_by: Some(from.id.clone()),
             title: Some(title.clone()),
             scope: t.scope.iter().map(|s| s.trim().to_string()).collect(),
-            ..role.task(
-                id,
-                t.id.clone(),
-                depends_on,
-                format!("# {title}\n\n{}", t.task.trim()),
-            )
-        });
+            ..role
+                .task(
+                    id,
+                    t.id.clone(),
+                    depends_on,
+                    format!("# {title}\n\n{}", t.task.trim()),
+                )
+                .into_flat()
+        }));
     }
     Ok(out)
 }

@@ -32,8 +32,10 @@ impl UnsafeName {
 macro_rules! checked_name {
     ($(#[$doc:meta])* $name:ident, $check:path, $what:literal) => {
         $(#[$doc])*
+        // A boxed str, not a String: no spare capacity and 8 bytes less, in every task of
+        // every resident run (ids, dependencies, outputs).
         #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-        pub struct $name(String);
+        pub struct $name(Box<str>);
 
         impl $name {
             pub const WHAT: &'static str = $what;
@@ -42,7 +44,7 @@ macro_rules! checked_name {
             pub fn new(s: impl Into<String>) -> Result<Self, UnsafeName> {
                 let s = s.into();
                 if $check(&s) {
-                    Ok($name(s))
+                    Ok($name(s.into_boxed_str()))
                 } else {
                     Err(UnsafeName::new(&s, $what))
                 }
@@ -53,7 +55,7 @@ macro_rules! checked_name {
             }
 
             pub fn into_string(self) -> String {
-                self.0
+                self.0.into_string()
             }
         }
 
@@ -72,7 +74,7 @@ macro_rules! checked_name {
 
         impl AsRef<std::path::Path> for $name {
             fn as_ref(&self) -> &std::path::Path {
-                std::path::Path::new(&self.0)
+                std::path::Path::new(&*self.0)
             }
         }
 
@@ -96,37 +98,37 @@ macro_rules! checked_name {
 
         impl PartialEq<str> for $name {
             fn eq(&self, other: &str) -> bool {
-                self.0 == other
+                &*self.0 == other
             }
         }
 
         impl PartialEq<&str> for $name {
             fn eq(&self, other: &&str) -> bool {
-                self.0 == *other
+                &*self.0 == *other
             }
         }
 
         impl PartialEq<String> for $name {
             fn eq(&self, other: &String) -> bool {
-                self.0 == *other
+                *self.0 == **other
             }
         }
 
         impl PartialEq<$name> for String {
             fn eq(&self, other: &$name) -> bool {
-                *self == other.0
+                **self == *other.0
             }
         }
 
         impl PartialEq<$name> for &str {
             fn eq(&self, other: &$name) -> bool {
-                *self == other.0
+                *self == &*other.0
             }
         }
 
         impl From<$name> for String {
             fn from(v: $name) -> String {
-                v.0
+                v.0.into_string()
             }
         }
 
@@ -223,7 +225,7 @@ pub fn task_id(index: usize, step_id: &str) -> SafeId {
     let slug = slug.trim_matches('-');
     let slug = if slug.is_empty() { "task" } else { slug };
     // Made of the safe alphabet and at most ~122 bytes (an index has at most 20 digits).
-    SafeId(format!("{index:02}_{slug}"))
+    SafeId(format!("{index:02}_{slug}").into_boxed_str())
 }
 
 /// Ids and names that end up in file paths: `[A-Za-z0-9_-]`, 1..=128 chars. This is what keeps
@@ -252,6 +254,18 @@ pub fn is_safe_artifact_name(s: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_checked_name_is_two_words() {
+        // Boxed, not a String: every task of every resident run holds a few.
+        assert_eq!(std::mem::size_of::<SafeId>(), 16);
+        assert_eq!(std::mem::size_of::<ArtifactName>(), 16);
+        let id = SafeId::new(String::with_capacity(64) + "01_a").unwrap();
+        assert_eq!(
+            (id.as_str(), id == "01_a", String::from(id.clone())),
+            ("01_a", true, "01_a".to_string())
+        );
+    }
+
     use super::*;
 
     #[test]

@@ -7,77 +7,8 @@ use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-/// One task of a plan: a workflow step bound to its team role and agent, with everything the
-/// run needs frozen in, so a run never depends on resource files after it was created.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PlannedTask {
-    /// `NN_<slug(stepId)>`, NN = 1-based step index, two digits. Checked when read back (from
-    /// the journal or a bundle), like every id that reaches a path.
-    pub id: SafeId,
-    pub step_id: String,
-    pub role: String,
-    pub agent: String,
-    /// Task ids (not step ids) of direct dependencies.
-    pub depends_on: Vec<SafeId>,
-    /// The step's task text, `{goal}` not yet substituted.
-    pub task_template: String,
-    /// Shared artifact name written from the result (`None` when `output: false`).
-    pub output: Option<ArtifactName>,
-    pub reads: Vec<ArtifactName>,
-    /// Step model, else team-role model, else agent model.
-    pub model: Option<String>,
-    /// Shared between the tasks of one agent (`share_prompts`): it is the largest field.
-    pub system_prompt: Arc<str>,
-    pub system_prompt_mode: crate::resource::SystemPromptMode,
-    /// Effective tool list of the agent, shared between its tasks like the prompt.
-    pub tools: Arc<[String]>,
-    pub thinking: Option<String>,
-    /// The agent's `effort` (claude `--effort`, codex `model_reasoning_effort`; else its
-    /// `thinking` maps onto them).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub effort: Option<String>,
-    /// The agent's `fallbackModels`, in order: a task whose retries on one model ran out on a
-    /// rate limit or an overload moves on to the next (`State::finish_attempt`).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub fallback_models: Vec<String>,
-    /// True when the agent's tools include edit, write or bash (SPEC §4 plan approval, §9 reuse).
-    pub writes: bool,
-    /// The step's `seedPaths` (worktree mode copies them from the user's tree).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub seed_paths: Vec<String>,
-    /// The paths or globs (relative to the run's cwd, normalized by `scope::normalize`) this
-    /// task may change; empty = unrestricted. From the step's `scope:`, or a fan-out block.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub scope: Vec<String>,
-    /// Scope policy, no-change guard and verification commands (issue 17).
-    #[serde(default, skip_serializing_if = "crate::checks::Checks::is_default")]
-    pub checks: crate::checks::Checks,
-    /// A fan-out step (`expands: tasks`): its answer adds tasks, within what this allows.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expands: Option<Arc<crate::fanout::Expansion>>,
-    /// Added by this fan-out task (`task.expanded`), not by the workflow.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub added_by: Option<SafeId>,
-    /// An added task's one-line title.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub title: Option<String>,
-    /// The task's skills with their text, frozen here (`crate::skills`); shared between tasks
-    /// with the same selection like the prompt.
-    #[serde(default, skip_serializing_if = "<[_]>::is_empty")]
-    pub skills: Arc<[PlannedSkill]>,
-    /// Verdict and fix loop (issue 30): whether the task judges, who fixes its findings, and
-    /// for a fix task the judge it answers.
-    #[serde(default, skip_serializing_if = "crate::verdict::Judging::is_default")]
-    pub judging: crate::verdict::Judging,
-    /// Candidates (issue 36): asked for, one candidate of a step, or the step's selector.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub candidates: Option<Arc<crate::run::candidates::Candidacy>>,
-    /// The step's job resources over its role's (issue 35; `crate::job_shape`): what the task
-    /// asks of a cluster node beyond its runtime's defaults. Unused on a local runtime.
-    #[serde(default, skip_serializing_if = "crate::job_shape::JobShape::is_empty")]
-    pub resources: crate::job_shape::JobShape,
-}
+mod task;
+pub use task::{FlatTask, PlannedTask, TaskCommon};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -266,7 +197,7 @@ pub fn build_plan_with(
             judge: step.judge.clone(),
         });
         let judge = crate::verdict::judges(&agent.name, step.verdict);
-        tasks.push(PlannedTask {
+        tasks.push(PlannedTask::from(FlatTask {
             candidates: None,
             resources: step.resources.over(&role.resources),
             output,
@@ -316,7 +247,7 @@ pub fn build_plan_with(
                     run: run_skills,
                 },
             ),
-        });
+        }));
     }
     if diags.iter().any(|d| d.severity == Severity::Error) {
         return Err(diags);
@@ -491,16 +422,27 @@ impl SkillSets {
     }
 }
 
-/// The same tasks with one `Arc` per distinct system prompt and per distinct tool list. A
-/// run's tasks mostly use a few agents, and a plan read back from the journal gives every task
-/// its own copy of both.
+/// The same tasks with one `Arc` per distinct common part ([`TaskCommon`]: agent, prompt,
+/// tools, step options), and within the parts that differ (an added task's title, a fix
+/// task's judge) one per distinct system prompt, tool list and skill list. A run's tasks
+/// mostly use a few agents, and a plan read back from the journal gives every task its own
+/// copy of each.
 pub fn share_prompts(tasks: &[Arc<PlannedTask>]) -> Vec<Arc<PlannedTask>> {
+    let mut commons: HashMap<u64, Vec<Arc<TaskCommon>>> = HashMap::new();
     let mut prompts: HashSet<Arc<str>> = HashSet::new();
     let mut tools: HashSet<Arc<[String]>> = HashSet::new();
     let mut skills: HashSet<Arc<[PlannedSkill]>> = HashSet::new();
     tasks
         .iter()
         .map(|t| {
+            // Equal parts hash alike: the key reads only a few of the fields `==` compares.
+            let bucket = commons.entry(common_key(t)).or_default();
+            if let Some(seen) = bucket.iter().find(|c| ***c == **t.common()) {
+                if Arc::ptr_eq(seen, t.common()) {
+                    return t.clone();
+                }
+                return Arc::new(t.with_common(seen.clone()));
+            }
             let prompt = shared_copy(&mut prompts, &t.system_prompt);
             let tool_list = shared_copy(&mut tools, &t.tools);
             let skill_list = if t.skills.is_empty() {
@@ -508,22 +450,34 @@ pub fn share_prompts(tasks: &[Arc<PlannedTask>]) -> Vec<Arc<PlannedTask>> {
             } else {
                 shared_copy(&mut skills, &t.skills)
             };
-            if prompt.is_none() && tool_list.is_none() && skill_list.is_none() {
-                return t.clone();
-            }
-            let mut shared = PlannedTask::clone(t);
-            if let Some(p) = prompt {
-                shared.system_prompt = p;
-            }
-            if let Some(l) = tool_list {
-                shared.tools = l;
-            }
-            if let Some(l) = skill_list {
-                shared.skills = l;
-            }
-            Arc::new(shared)
+            let t = if prompt.is_none() && tool_list.is_none() && skill_list.is_none() {
+                t.clone()
+            } else {
+                let mut shared = PlannedTask::clone(t);
+                if let Some(p) = prompt {
+                    shared.system_prompt = p;
+                }
+                if let Some(l) = tool_list {
+                    shared.tools = l;
+                }
+                if let Some(l) = skill_list {
+                    shared.skills = l;
+                }
+                Arc::new(shared)
+            };
+            bucket.push(t.common().clone());
+            t
         })
         .collect()
+}
+
+/// What `share_prompts` looks a common part up by.
+fn common_key(t: &PlannedTask) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (&t.role, &t.agent, &t.model, &t.title, &t.added_by).hash(&mut h);
+    (t.system_prompt.len(), t.tools.len(), t.writes).hash(&mut h);
+    h.finish()
 }
 
 /// The copy of `value` seen first, if that is another allocation (`None`: keep `value`).
@@ -777,6 +731,36 @@ mod tests {
                 "{name}"
             );
         }
+    }
+
+    #[test]
+    fn read_back_tasks_with_equal_settings_share_one_common_part() {
+        // Steps a and b: the same role, so everything but id, step and text is equal; c is
+        // another role (another model), d a fix task's judge reference away from b.
+        let wf = "---\nname: w\n---\n## a\nrole: two\n\n## b\nrole: two\n\n## c\nrole: one\n\n## d\nrole: two\n";
+        let cat = catalog(&[
+            (Kind::Agent, "/u/agents/solo.md", AGENT),
+            (Kind::Team, "/u/teams/t.team.md", TEAM),
+            (Kind::Workflow, "/u/workflows/w.workflow.md", wf),
+        ]);
+        let mut plan = build_plan(&cat, Some("t"), None).expect("plans");
+        plan.tasks[3].title = Some("another".into());
+        let built: Vec<Arc<PlannedTask>> = plan.tasks.into_iter().map(Arc::new).collect();
+        let json = serde_json::to_string(&built).expect("serializes");
+        let read: Vec<Arc<PlannedTask>> = serde_json::from_str(&json).expect("parses");
+        let shared = share_prompts(&read);
+        let same = |i: usize, j: usize| Arc::ptr_eq(shared[i].common(), shared[j].common());
+        assert_eq!((same(0, 1), same(0, 2), same(0, 3)), (true, false, false));
+        // Parts that differ still share the prompt.
+        assert!(Arc::ptr_eq(
+            &shared[0].system_prompt,
+            &shared[3].system_prompt
+        ));
+        assert_eq!(shared, built);
+        assert_eq!(serde_json::to_string(&shared).expect("serializes"), json);
+        // Sharing again changes nothing.
+        let again = share_prompts(&shared);
+        assert!((0..4).all(|i| Arc::ptr_eq(&again[i], &shared[i])));
     }
 
     const AGENT: &str = "---\nname: solo\nmodel: a/agent\nthinking: low\n---\nSolo prompt.";

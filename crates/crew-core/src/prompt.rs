@@ -268,7 +268,7 @@ mod tests {
     use crate::resource::SystemPromptMode;
 
     fn task() -> PlannedTask {
-        PlannedTask {
+        PlannedTask::from(crate::plan::FlatTask {
             candidates: None,
             resources: Default::default(),
             id: "02_plan".parse().unwrap(),
@@ -295,7 +295,7 @@ mod tests {
             added_by: None,
             judging: Default::default(),
             title: None,
-        }
+        })
     }
 
     #[test]

@@ -38,36 +38,38 @@ impl RunDef {
             .iter()
             .zip(&self.writes)
             .enumerate()
-            .map(|(i, (mask, writes))| PlannedTask {
-                candidates: None,
-                resources: Default::default(),
-                id: id(i),
-                step_id: format!("t{i}"),
-                role: "role".into(),
-                agent: "agent".into(),
-                depends_on: (0..i.min(8))
-                    .filter(|j| mask & (1 << j) != 0)
-                    .map(id)
-                    .collect(),
-                task_template: "{goal}".into(),
-                output: None,
-                reads: vec![],
-                model: None,
-                system_prompt: "".into(),
-                system_prompt_mode: SystemPromptMode::Replace,
-                tools: vec![].into(),
-                thinking: None,
-                effort: None,
-                fallback_models: Vec::new(),
-                seed_paths: Vec::new(),
-                scope: Vec::new(),
-                checks: Default::default(),
-                skills: Default::default(),
-                writes: *writes,
-                expands: None,
-                added_by: None,
-                judging: Default::default(),
-                title: None,
+            .map(|(i, (mask, writes))| {
+                PlannedTask::from(crew_core::plan::FlatTask {
+                    candidates: None,
+                    resources: Default::default(),
+                    id: id(i),
+                    step_id: format!("t{i}"),
+                    role: "role".into(),
+                    agent: "agent".into(),
+                    depends_on: (0..i.min(8))
+                        .filter(|j| mask & (1 << j) != 0)
+                        .map(id)
+                        .collect(),
+                    task_template: "{goal}".into(),
+                    output: None,
+                    reads: vec![],
+                    model: None,
+                    system_prompt: "".into(),
+                    system_prompt_mode: SystemPromptMode::Replace,
+                    tools: vec![].into(),
+                    thinking: None,
+                    effort: None,
+                    fallback_models: Vec::new(),
+                    seed_paths: Vec::new(),
+                    scope: Vec::new(),
+                    checks: Default::default(),
+                    skills: Default::default(),
+                    writes: *writes,
+                    expands: None,
+                    added_by: None,
+                    judging: Default::default(),
+                    title: None,
+                })
             })
             .collect();
         // Candidates (issue 36), split as the daemon splits them at `team.run`.

@@ -293,7 +293,7 @@ async fn serve(
                     .state
                     .run(run)
                     .and_then(|r| r.task(task))
-                    .and_then(|t| t.pid)
+                    .and_then(|t| t.pid())
                 {
                     executor::process::signal_group(pid, nix::sys::signal::Signal::SIGTERM);
                 }

@@ -176,7 +176,7 @@ pub fn recover(core: &mut Core) {
             if t.status != TaskStatus::Running {
                 continue;
             }
-            if let (Some(pid), Some(start)) = (t.pid, t.pid_start) {
+            if let (Some(pid), Some(start)) = (t.pid(), t.pid_start()) {
                 if process::kill_orphan(pid, start) {
                     tracing::warn!(run = %id, task = %t.plan.id, pid, "killed a worker left by the previous daemon");
                     killed.push(pid);

@@ -103,7 +103,7 @@ pub fn task_id(kind: TaskKind, of: &str, n: u32) -> SafeId {
     let id = format!("{head}{of}{tail}");
     // Built from the safe alphabet within the length: cannot fail; the fallback keeps the
     // function total all the same.
-    SafeId::new(id).unwrap_or_else(|_| SafeId(format!("{head}{n}")))
+    SafeId::new(id).unwrap_or_else(|_| SafeId(format!("{head}{n}").into_boxed_str()))
 }
 
 /// Whether `id` is a task id [`task_id`] mints: `_<kind>-…` of a known kind, a safe id.

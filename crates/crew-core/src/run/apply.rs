@@ -169,10 +169,8 @@ fn refresh_summary(s: &mut RunSummary, run: &RunState, before: TaskBefore) {
 
 fn end_attempt(t: &mut TaskState, end: &AttemptEnd, ev: &Event) {
     t.prior_usage.add(&end.usage);
-    t.attempt_usage = Usage::default();
+    t.set_attempt_usage(Usage::default());
     t.finished_at = Some(ev.time);
-    t.pid = None;
-    t.pid_start = None;
     t.progress.current_tool = None;
     // The task's progress counts every attempt: a failed attempt's turns stay counted.
     t.progress.turns = t.prior_usage.turns;
@@ -183,6 +181,8 @@ fn end_attempt(t: &mut TaskState, end: &AttemptEnd, ev: &Event) {
     t.clear_rare(|r| {
         r.session = None;
         r.job = None;
+        r.pid = None;
+        r.pid_start = None;
     });
     if end.model.is_some() {
         t.model = end.model.clone();
@@ -233,9 +233,8 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
             for t in run.tasks.iter_mut() {
                 if cancelled_task_ids.iter().any(|c| *c == t.plan.id) {
                     // The running attempt's usage was spent: keep it.
-                    let spent = t.attempt_usage;
+                    let spent = t.take_attempt_usage();
                     t.prior_usage.add(&spent);
-                    t.attempt_usage = Usage::default();
                     t.status = TaskStatus::Cancelled;
                     t.finished_at = Some(ev.time);
                     t.clear_rare(|r| r.job = None);
@@ -325,8 +324,10 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
         }
         EventBody::WorkerSpawned { pid, pid_start, .. } => {
             if let Some(i) = task_idx {
-                run.tasks[i].pid = Some(*pid);
-                run.tasks[i].pid_start = Some(*pid_start);
+                run.tasks[i].edit_rare(|r| {
+                    r.pid = Some(*pid);
+                    r.pid_start = Some(*pid_start);
+                });
             }
         }
         EventBody::WorkerSubmitting {
@@ -360,7 +361,7 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
         } => {
             if let Some(i) = task_idx {
                 let t = &mut run.tasks[i];
-                t.attempt_usage = *usage;
+                t.set_attempt_usage(*usage);
                 t.progress.current_tool = current_tool.clone();
                 // The event carries the attempt's usage; the task's progress is all of its
                 // attempts (earlier, failed ones included), as its usage is.
@@ -496,14 +497,15 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
             if let Some(i) = task_idx {
                 let t = &mut run.tasks[i];
                 // The running attempt's usage was spent: keep it.
-                let spent = t.attempt_usage;
+                let spent = t.take_attempt_usage();
                 t.prior_usage.add(&spent);
-                t.attempt_usage = Usage::default();
                 t.status = TaskStatus::Cancelled;
                 t.finished_at = Some(ev.time);
-                t.pid = None;
                 t.error = reason.clone();
-                t.clear_rare(|r| r.job = None);
+                t.clear_rare(|r| {
+                    r.job = None;
+                    r.pid = None;
+                });
             }
         }
         EventBody::TaskSkipped { reason } => {
@@ -608,9 +610,8 @@ pub(super) fn add_awaited(
         }
         j.plan = plan;
         if carry_usage {
-            let spent = j.attempt_usage;
+            let spent = j.take_attempt_usage();
             j.prior_usage.add(&spent);
-            j.attempt_usage = Default::default();
         }
         requeue(j, true);
     }
@@ -642,7 +643,7 @@ pub(super) fn requeue(t: &mut TaskState, own_model: bool) {
         r.fan_out_repair = None;
         r.verdict_repair = None;
         r.job = None;
+        r.pid = None;
+        r.pid_start = None;
     });
-    t.pid = None;
-    t.pid_start = None;
 }

@@ -820,13 +820,13 @@ impl State {
                                     Some(u)
                                         if (u.budget_tokens(), u.cost)
                                             > (
-                                                t.attempt_usage.budget_tokens(),
-                                                t.attempt_usage.cost,
+                                                t.attempt_usage().budget_tokens(),
+                                                t.attempt_usage().cost,
                                             ) =>
                                     {
                                         u
                                     }
-                                    _ => t.attempt_usage,
+                                    _ => t.attempt_usage(),
                                 },
                                 ..Default::default()
                             },

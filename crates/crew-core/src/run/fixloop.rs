@@ -329,7 +329,7 @@ fn fix_task(judge: &TaskState, fix: &FixPlan, v: &Verdict, id: &str, round: u32)
         .output
         .clone()
         .or_else(|| ArtifactName::new(format!("{id}.md")).ok());
-    PlannedTask {
+    PlannedTask::from(crate::plan::FlatTask {
         output,
         reads: jp.reads.clone(),
         judging: verdict::Judging {
@@ -338,7 +338,8 @@ fn fix_task(judge: &TaskState, fix: &FixPlan, v: &Verdict, id: &str, round: u32)
         },
         title: Some(format!("fix {}'s findings (round {round})", jp.id)),
         ..r.task(safe_id, "fix".into(), jp.depends_on.clone(), text)
-    }
+            .into_flat()
+    })
 }
 
 /// `task.fix_added`: the fix task joins the run, and the judge waits for it and runs again.

@@ -203,12 +203,13 @@ fn resolve_task(
          Change nothing else.",
         paths = conflict.paths.join(", "),
     );
-    Some(PlannedTask {
+    Some(PlannedTask::from(crate::plan::FlatTask {
         output: ArtifactName::new(format!("{id}.md")).ok(),
         added_by,
         title: Some(format!("resolve the conflict in {}", conflict.headline())),
         ..r.task(safe_id, RESOLVE_STEP.into(), inputs, text)
-    })
+            .into_flat()
+    }))
 }
 
 /// `task.resolve_added`: the resolve task joins the run; the needing task (`None`: the

@@ -120,11 +120,11 @@ impl Serialize for TaskState {
             started_at: self.started_at,
             finished_at: self.finished_at,
             prior_usage: &self.prior_usage,
-            attempt_usage: &self.attempt_usage,
+            attempt_usage: &rare.attempt_usage,
             error: &self.error,
             artifacts: &self.artifacts,
-            pid: self.pid,
-            pid_start: self.pid_start,
+            pid: rare.pid,
+            pid_start: rare.pid_start,
             model: &self.model,
             not_before: rare.not_before,
             pending_steers: &rare.pending_steers,
@@ -158,13 +158,13 @@ impl<'de> Deserialize<'de> for TaskState {
         t.started_at = f.started_at;
         t.finished_at = f.finished_at;
         t.prior_usage = f.prior_usage;
-        t.attempt_usage = f.attempt_usage;
         t.error = f.error;
         t.artifacts = f.artifacts;
-        t.pid = f.pid;
-        t.pid_start = f.pid_start;
         t.model = f.model;
         t.set_rare(Rare {
+            attempt_usage: f.attempt_usage,
+            pid: f.pid,
+            pid_start: f.pid_start,
             not_before: f.not_before,
             pending_steers: f.pending_steers,
             question: f.question,
@@ -271,6 +271,21 @@ mod tests {
         assert!(t.rare.is_some(), "still holds a steer");
         t.clear_rare(|r| r.pending_steers.clear());
         assert!(t.rare.is_none());
+        assert_eq!(serde_json::to_string(&t).unwrap(), QUIET);
+    }
+
+    #[test]
+    fn a_running_attempts_usage_lives_in_the_box_until_it_ends() {
+        let running = QUIET.replace(
+            r#""attemptUsage":{"input":0,"#,
+            r#""attemptUsage":{"input":5,"#,
+        );
+        let mut t: TaskState = serde_json::from_str(&running).unwrap();
+        assert!(t.rare.is_some());
+        assert_eq!((t.attempt_usage().input, t.usage().input), (5, 12));
+        assert_eq!(serde_json::to_string(&t).unwrap(), running);
+        assert_eq!(t.take_attempt_usage().input, 5);
+        assert!(t.rare.is_none(), "an ended attempt leaves no box");
         assert_eq!(serde_json::to_string(&t).unwrap(), QUIET);
     }
 

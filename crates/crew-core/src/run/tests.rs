@@ -22,45 +22,47 @@ fn tasks(steps: &[Step]) -> Vec<std::sync::Arc<PlannedTask>> {
     steps
         .iter()
         .enumerate()
-        .map(|(i, (name, deps, writes))| PlannedTask {
-            candidates: None,
-            resources: Default::default(),
-            id: task_id(i + 1, name),
-            step_id: name.to_string(),
-            role: if *writes {
-                "executor".into()
-            } else {
-                "explorer".into()
-            },
-            agent: if *writes {
-                "executor".into()
-            } else {
-                "explorer".into()
-            },
-            depends_on: deps.iter().map(|d| id_of(d)).collect(),
-            task_template: format!("do {name} for {{goal}}"),
-            output: Some(format!("{}.md", task_id(i + 1, name)).parse().unwrap()),
-            reads: vec![],
-            model: None,
-            system_prompt: "You work.".into(),
-            system_prompt_mode: SystemPromptMode::Replace,
-            tools: if *writes {
-                vec!["read".into(), "edit".into()].into()
-            } else {
-                vec!["read".into()].into()
-            },
-            thinking: None,
-            effort: None,
-            fallback_models: Vec::new(),
-            seed_paths: Vec::new(),
-            scope: Vec::new(),
-            checks: Default::default(),
-            skills: Default::default(),
-            writes: *writes,
-            expands: None,
-            added_by: None,
-            judging: Default::default(),
-            title: None,
+        .map(|(i, (name, deps, writes))| {
+            PlannedTask::from(crate::plan::FlatTask {
+                candidates: None,
+                resources: Default::default(),
+                id: task_id(i + 1, name),
+                step_id: name.to_string(),
+                role: if *writes {
+                    "executor".into()
+                } else {
+                    "explorer".into()
+                },
+                agent: if *writes {
+                    "executor".into()
+                } else {
+                    "explorer".into()
+                },
+                depends_on: deps.iter().map(|d| id_of(d)).collect(),
+                task_template: format!("do {name} for {{goal}}"),
+                output: Some(format!("{}.md", task_id(i + 1, name)).parse().unwrap()),
+                reads: vec![],
+                model: None,
+                system_prompt: "You work.".into(),
+                system_prompt_mode: SystemPromptMode::Replace,
+                tools: if *writes {
+                    vec!["read".into(), "edit".into()].into()
+                } else {
+                    vec!["read".into()].into()
+                },
+                thinking: None,
+                effort: None,
+                fallback_models: Vec::new(),
+                seed_paths: Vec::new(),
+                scope: Vec::new(),
+                checks: Default::default(),
+                skills: Default::default(),
+                writes: *writes,
+                expands: None,
+                added_by: None,
+                judging: Default::default(),
+                title: None,
+            })
         })
         .map(std::sync::Arc::new)
         .collect()
@@ -1523,7 +1525,7 @@ fn stale_results_are_dropped() {
     let p = sim.st.worker_spawned("r", &a, 2, 42, 7, true).unwrap();
     sim.emit(vec![p]);
     assert_eq!(
-        (sim.task("r", "a").pid, sim.task("r", "a").pid_start),
+        (sim.task("r", "a").pid(), sim.task("r", "a").pid_start()),
         (Some(42), Some(7))
     );
     let (ps, _) = sim.st.cancel_run("r", None).unwrap();
@@ -1865,10 +1867,10 @@ fn tasks_of_a_big_run_are_found_by_id() {
     let mut s = spec(&[("step", &[], false)]);
     s.tasks = (1..=120)
         .map(|i| {
-            std::sync::Arc::new(PlannedTask {
+            std::sync::Arc::new(PlannedTask::from(crate::plan::FlatTask {
                 id: task_id(i, "step"),
-                ..(*template).clone()
-            })
+                ..PlannedTask::clone(&template).into_flat()
+            }))
         })
         .collect();
     let mut sim = Sim::new();
@@ -1984,10 +1986,10 @@ fn overlapping_scopes_are_serialized_in_shared_mode_only() {
             .iter()
             .zip(scopes)
             .map(|(t, sc)| {
-                std::sync::Arc::new(PlannedTask {
+                std::sync::Arc::new(PlannedTask::from(crate::plan::FlatTask {
                     scope: sc.iter().map(|p| p.to_string()).collect(),
-                    ..(**t).clone()
-                })
+                    ..PlannedTask::clone(t).into_flat()
+                }))
             })
             .collect();
         if worktree {

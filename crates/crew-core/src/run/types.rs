@@ -199,13 +199,8 @@ pub struct TaskState {
     pub finished_at: Option<DateTime<Utc>>,
     /// Usage of attempts that ended.
     pub prior_usage: Usage,
-    /// Usage of the running attempt so far.
-    pub attempt_usage: Usage,
     pub error: Option<String>,
     pub artifacts: Vec<ArtifactRef>,
-    pub pid: Option<u32>,
-    /// Process start time (clock ticks since boot, from /proc) so a reused pid is never killed.
-    pub pid_start: Option<u64>,
     pub model: Option<String>,
     /// What most tasks never set, boxed: a finished task stays in memory as long as its run
     /// is resident. `None` when every field is empty.
@@ -216,6 +211,12 @@ pub struct TaskState {
 /// The fields of `TaskState` that are usually empty.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Rare {
+    /// Usage of the running attempt so far (zero once it ended: `TaskState::take_attempt_usage`).
+    pub attempt_usage: Usage,
+    /// The running attempt's worker process (`worker.spawned`), cleared when it ends.
+    pub pid: Option<u32>,
+    /// Process start time (clock ticks since boot, from /proc) so a reused pid is never killed.
+    pub pid_start: Option<u64>,
     /// Not to be started before this instant (retry backoff).
     pub not_before: Option<DateTime<Utc>>,
     pub pending_steers: Vec<String>,
@@ -270,7 +271,10 @@ pub struct RemoteJob {
 
 impl Rare {
     fn is_empty(&self) -> bool {
-        self.not_before.is_none()
+        self.attempt_usage == Usage::default()
+            && self.pid.is_none()
+            && self.pid_start.is_none()
+            && self.not_before.is_none()
             && self.pending_steers.is_empty()
             && self.question.is_none()
             && self.answers.is_empty()
@@ -290,6 +294,16 @@ impl Rare {
 }
 
 static NO_RARE: Rare = Rare {
+    attempt_usage: Usage {
+        input: 0,
+        output: 0,
+        cache_read: 0,
+        cache_write: 0,
+        cost: 0.0,
+        turns: 0,
+    },
+    pid: None,
+    pid_start: None,
     not_before: None,
     pending_steers: Vec::new(),
     question: None,
@@ -318,15 +332,37 @@ impl TaskState {
             started_at: None,
             finished_at: None,
             prior_usage: Usage::default(),
-            attempt_usage: Usage::default(),
             error: None,
             artifacts: Vec::new(),
-            pid: None,
-            pid_start: None,
             model: None,
             rare: None,
             progress: Progress::default(),
         }
+    }
+
+    /// The running attempt's worker process, as `worker.spawned` journaled it.
+    pub fn pid(&self) -> Option<u32> {
+        self.rare().pid
+    }
+    pub fn pid_start(&self) -> Option<u64> {
+        self.rare().pid_start
+    }
+    /// Usage of the running attempt so far.
+    pub fn attempt_usage(&self) -> Usage {
+        self.rare().attempt_usage
+    }
+    pub fn set_attempt_usage(&mut self, usage: Usage) {
+        if usage == Usage::default() {
+            self.clear_rare(|r| r.attempt_usage = usage);
+        } else {
+            self.edit_rare(|r| r.attempt_usage = usage);
+        }
+    }
+    /// The running attempt's usage, now zero: what an ended attempt spent.
+    pub fn take_attempt_usage(&mut self) -> Usage {
+        let spent = self.attempt_usage();
+        self.set_attempt_usage(Usage::default());
+        spent
     }
 
     /// The usually empty fields (all empty when none is set).
@@ -417,7 +453,7 @@ impl TaskState {
     /// Usage over every attempt, the running one included.
     pub fn usage(&self) -> Usage {
         let mut u = self.prior_usage;
-        u.add(&self.attempt_usage);
+        u.add(&self.rare().attempt_usage);
         u
     }
 }
