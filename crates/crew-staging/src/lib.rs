@@ -224,14 +224,20 @@ impl Staging {
                 .mode(0o700)
                 .create(d)
                 .map_err(io(d))?;
-            // An existing directory keeps its mode: make it private anyway.
+            // An existing directory (an attempt re-attached after a restart) keeps its mode:
+            // make it private anyway, but only a real one: the worker may have put a link in
+            // its place, whose target the chmod would change.
+            real_dir(d)?;
             set_mode(d, 0o700)?;
         }
         Ok(())
     }
 
-    /// Write the `n`th control message.
+    /// Write the `n`th control message, into `ctl/` only while it is a real directory (a
+    /// link the worker put in its place would take the message elsewhere).
     pub fn put_ctl(&self, n: u64, msg: &Ctl) -> Result<(), StagingError> {
+        real_dir(&self.dir)?;
+        real_dir(&self.ctl_dir())?;
         write_json(&self.ctl_dir().join(ctl_name(n)), msg, 0o600)
     }
 }
@@ -259,6 +265,24 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StagingError + '_ {
         path: path.to_path_buf(),
         source,
     }
+}
+
+/// `path` is a directory itself, not a link to one (nor anything else).
+fn real_dir(path: &Path) -> Result<(), StagingError> {
+    let m = std::fs::symlink_metadata(path).map_err(io(path))?;
+    if m.file_type().is_symlink() {
+        return Err(StagingError::NotAFile {
+            path: path.to_path_buf(),
+            what: "a symbolic link in place of a staging directory",
+        });
+    }
+    if !m.is_dir() {
+        return Err(StagingError::NotAFile {
+            path: path.to_path_buf(),
+            what: "not a directory",
+        });
+    }
+    Ok(())
 }
 
 fn set_mode(path: &Path, mode: u32) -> Result<(), StagingError> {
@@ -563,6 +587,37 @@ mod hostile {
             error: None,
             unboxed: None,
         }
+    }
+
+    /// A re-attached attempt's directory, or its `ctl/`, swapped for a link to a directory of
+    /// the user's: neither chmod'ed nor written through.
+    #[test]
+    fn a_staging_directory_swapped_for_a_link_is_not_chmoded_or_written_through() {
+        use std::os::unix::fs::PermissionsExt;
+        let t = tempfile::tempdir().unwrap();
+        let victim = t.path().join("victim");
+        std::fs::create_dir(&victim).unwrap();
+        std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mode = || std::fs::metadata(&victim).unwrap().permissions().mode() & 0o777;
+        let msg = Ctl::Steer { text: "hi".into() };
+        // The attempt's directory itself.
+        let s = Staging::new(t.path().join("a"));
+        std::os::unix::fs::symlink(&victim, &s.dir).unwrap();
+        assert!(s.create().is_err());
+        assert_eq!(mode(), 0o755, "chmod'ed through the link");
+        // Its `ctl/`, swapped after the attempt was staged.
+        let s = Staging::new(t.path().join("b"));
+        s.create().unwrap();
+        std::fs::remove_dir(s.ctl_dir()).unwrap();
+        std::os::unix::fs::symlink(&victim, s.ctl_dir()).unwrap();
+        assert!(s.create().is_err());
+        assert!(s.put_ctl(1, &msg).is_err());
+        assert_eq!(mode(), 0o755, "chmod'ed through the link");
+        assert_eq!(
+            std::fs::read_dir(&victim).unwrap().count(),
+            0,
+            "written through"
+        );
     }
 
     #[test]
