@@ -180,11 +180,9 @@ mod tests {
         }
     }
 
-    /// The checkout is a linked worktree (the box treats its `.git` as a local one's); the
-    /// agent's own commits are the result, with what it left uncommitted on top; a HEAD
-    /// without the start commit is refused.
-    #[test]
-    fn the_agents_own_commits_are_its_result() {
+    /// A source repository of one commit (`a.txt`) and a staging directory whose input bundle
+    /// holds it: (the temp dir holding both, the start commit, the staging).
+    fn staged_start() -> (tempfile::TempDir, String, Staging) {
         let t = tempfile::tempdir().unwrap();
         let src = t.path().join("src");
         std::fs::create_dir_all(&src).unwrap();
@@ -197,6 +195,15 @@ mod tests {
         staging.create().unwrap();
         let bundle = staging.input_bundle().display().to_string();
         git(&src, &["bundle", "create", "-q", &bundle, "HEAD"]).unwrap();
+        (t, start, staging)
+    }
+
+    /// The checkout is a linked worktree (the box treats its `.git` as a local one's); the
+    /// agent's own commits are the result, with what it left uncommitted on top; a HEAD
+    /// without the start commit is refused.
+    #[test]
+    fn the_agents_own_commits_are_its_result() {
+        let (t, start, staging) = staged_start();
         let l = launch(&start);
 
         let co = checkout(&staging, &l, &t.path().join("root")).unwrap();
@@ -311,18 +318,7 @@ mod tests {
     /// new and private, or the checkout is refused.
     #[test]
     fn a_scratch_directory_made_by_someone_else_is_refused() {
-        let t = tempfile::tempdir().unwrap();
-        let src = t.path().join("src");
-        std::fs::create_dir_all(&src).unwrap();
-        git(&src, &["init", "-q"]).unwrap();
-        std::fs::write(src.join("a.txt"), "a\n").unwrap();
-        git(&src, &["add", "-A"]).unwrap();
-        git(&src, &["commit", "-qm", "start"]).unwrap();
-        let start = git(&src, &["rev-parse", "HEAD"]).unwrap();
-        let staging = Staging::new(t.path().join("staging"));
-        staging.create().unwrap();
-        let bundle = staging.input_bundle().display().to_string();
-        git(&src, &["bundle", "create", "-q", &bundle, "HEAD"]).unwrap();
+        let (t, start, staging) = staged_start();
 
         // Planted before the worker starts: a repository whose filter runs on checkout.
         let root = t.path().join("root");
