@@ -50,24 +50,8 @@ fn real_pi_runs_on_slurm_with_a_live_steer_and_its_file_lands() {
             Reply::Text(format!("FINAL-{}: wrote the greeting, as steered.", e.n))
         }
     });
-    // No `rpc` key: the pi adapter's default is its live (rpc) mode.
-    let config = format!(
-        "max_attempts = 1\nno_output_timeout_ms = 120000\ntask_timeout_ms = 240000\n{slurm}\
-         [runtimes.pi]\nadapter = \"pi\"\ncommand = [{pi:?}, \"--offline\"]\nplacement = \"slurm\"\n",
-        slurm = c.slurm_config(),
-        pi = pi.display().to_string(),
-    );
-    let d = Daemon::start_with(Opts {
-        config,
-        env: vec![],
-    });
-    pi_models(&d, &stub.base_url(), MODEL, (1.0, 2.0));
+    let d = pi_on_slurm(&c, &pi, &stub);
     let w = d.work.as_path();
-    git(w, &["init", "-q", "-b", "main"]);
-    std::fs::write(w.join(".git/info/exclude"), ".crew/\n").unwrap();
-    std::fs::write(w.join("README.md"), "# project\n").unwrap();
-    git(w, &["add", "-A"]);
-    git(w, &["commit", "-qm", "init"]);
     one_step_team(&d, "greet", "Write greeting.txt.", "executor");
     let run = d.ok(
         "team.run",
@@ -192,23 +176,8 @@ fn real_pi_asks_on_slurm_and_the_answer_starts_a_fresh_attempt() {
             Reply::Text(format!("FINAL-{}: using the answer.", e.n))
         }
     });
-    let config = format!(
-        "max_attempts = 1\nno_output_timeout_ms = 120000\ntask_timeout_ms = 240000\n{slurm}\
-         [runtimes.pi]\nadapter = \"pi\"\ncommand = [{pi:?}, \"--offline\"]\nplacement = \"slurm\"\n",
-        slurm = c.slurm_config(),
-        pi = pi.display().to_string(),
-    );
-    let d = Daemon::start_with(Opts {
-        config,
-        env: vec![],
-    });
-    pi_models(&d, &stub.base_url(), MODEL, (1.0, 2.0));
+    let d = pi_on_slurm(&c, &pi, &stub);
     let w = d.work.as_path();
-    git(w, &["init", "-q", "-b", "main"]);
-    std::fs::write(w.join(".git/info/exclude"), ".crew/\n").unwrap();
-    std::fs::write(w.join("README.md"), "# project\n").unwrap();
-    git(w, &["add", "-A"]);
-    git(w, &["commit", "-qm", "init"]);
     one_step_team(&d, "storage", TASK_MARK, "explorer");
     let run = d.ok(
         "team.run",
@@ -273,4 +242,28 @@ fn real_pi_asks_on_slurm_and_the_answer_starts_a_fresh_attempt() {
     let names: Vec<String> = c.jobs_of(&run).into_iter().map(|(n, _, _)| n).collect();
     assert_eq!(names.len(), 2, "{names:?}");
     assert_eq!(Daemon::task(&st, "01_only")["attempts"], 2, "{st:#}");
+}
+
+/// A daemon whose `pi` runtime (the real CLI, pointed at `stub`) is placed on the test cluster
+/// `c`, and a work tree of one commit. No `rpc` key: the pi adapter's default is its live (rpc)
+/// mode.
+fn pi_on_slurm(c: &slurm_cluster::Cluster, pi: &std::path::Path, stub: &Stub) -> Daemon {
+    let config = format!(
+        "max_attempts = 1\nno_output_timeout_ms = 120000\ntask_timeout_ms = 240000\n{slurm}\
+         [runtimes.pi]\nadapter = \"pi\"\ncommand = [{pi:?}, \"--offline\"]\nplacement = \"slurm\"\n",
+        slurm = c.slurm_config(),
+        pi = pi.display().to_string(),
+    );
+    let d = Daemon::start_with(Opts {
+        config,
+        env: vec![],
+    });
+    pi_models(&d, &stub.base_url(), MODEL, (1.0, 2.0));
+    let w = d.work.as_path();
+    git(w, &["init", "-q", "-b", "main"]);
+    std::fs::write(w.join(".git/info/exclude"), ".crew/\n").unwrap();
+    std::fs::write(w.join("README.md"), "# project\n").unwrap();
+    git(w, &["add", "-A"]);
+    git(w, &["commit", "-qm", "init"]);
+    d
 }
