@@ -699,6 +699,41 @@ pub fn validate(bundle: &Value) -> Result<Validated, ApiError> {
             )],
         ));
     }
+    // A run ends only once nothing of it runs: an attempt still in flight (a running task,
+    // with a worker's pid or not, or a job on a cluster) in a finished run was never exported
+    // by crew. Imported and resumed, it would have the next restart's recovery follow that
+    // job, cancel it or take files from its staging directory, or kill that process group:
+    // crewd acting on a job or a process it never started. (A waiting task is no attempt in
+    // flight: its attempt ended with its question, and a failed run may keep one.)
+    let in_flight: Vec<Diagnostic> = run
+        .tasks
+        .iter()
+        .filter_map(|t| {
+            use crew_core::run::TaskStatus;
+            let what = if t.rare().job.is_some() {
+                "a job on a cluster".to_string()
+            } else if t.status == TaskStatus::Running {
+                format!("running (attempt {})", t.attempts)
+            } else {
+                return None;
+            };
+            Some(diag(
+                "events",
+                format!(
+                    "task {} has an attempt in flight in a finished run: {what}",
+                    t.plan.id
+                ),
+            ))
+        })
+        // One per task would do, but a forged run may have thousands of tasks.
+        .take(20)
+        .collect();
+    if !in_flight.is_empty() {
+        return Err(refuse(
+            "the bundle's run has attempts in flight; crew exports finished runs only",
+            in_flight,
+        ));
+    }
     for t in &run.tasks {
         for a in &t.artifacts {
             if digests.get(&a.name).is_some_and(|d| a.sha256 != *d) {
@@ -1101,8 +1136,13 @@ mod tests {
 
     /// A minimal finished run's events, as an export would carry them.
     fn sample_events() -> Vec<Value> {
+        stamped(sample_pending())
+    }
+
+    /// `sample_events` before they are stamped.
+    fn sample_pending() -> Vec<Pending> {
         use crew_core::plan::PlannedTask;
-        use crew_core::run::{AttemptEnd, State};
+        use crew_core::run::AttemptEnd;
         let plan: PlannedTask = serde_json::from_value(json!({
             "id": "01_a", "stepId": "a", "role": "r", "agent": "r", "dependsOn": [],
             "taskTemplate": "t", "output": null, "reads": [], "model": null,
@@ -1152,6 +1192,12 @@ mod tests {
                 },
             ),
         ];
+        pend
+    }
+
+    /// `pend` as a daemon would have journaled them.
+    fn stamped(pend: Vec<Pending>) -> Vec<Value> {
+        use crew_core::run::State;
         let mut st = State::default();
         let t0 = chrono::DateTime::parse_from_rfc3339("2025-01-01T00:00:00Z")
             .unwrap()
@@ -1167,7 +1213,12 @@ mod tests {
     }
 
     fn sample_bundle() -> Value {
-        let events = sample_events();
+        bundle_of(sample_events())
+    }
+
+    /// A bundle of `events`, consistent and sealed as an export makes one (or a forger who
+    /// recomputes the view and checksum).
+    fn bundle_of(events: Vec<Value>) -> Value {
         let evs: Vec<Event> = events
             .iter()
             .map(|v| serde_json::from_value(v.clone()).unwrap())
@@ -1214,6 +1265,69 @@ mod tests {
         assert_eq!(v.run_id, "team_x");
         assert_eq!(v.events.len(), 5);
         assert_eq!(v.files, vec![("results/01_a.txt".into(), "hello".into())]);
+    }
+
+    /// A bundle whose run "finished" with its task's attempt still in flight: a job on a
+    /// cluster (its id and staging directory) or a local worker (a pid and its start time).
+    /// Once imported and resumed, a restart's recovery would follow that job (and cancel it,
+    /// or take files from that directory) or kill that process group: crewd acting on a job or
+    /// a process it never started. A run crew exports has no attempt in flight (a run ends
+    /// only when nothing runs), so such a bundle is refused.
+    #[test]
+    fn a_run_with_an_attempt_in_flight_is_refused() {
+        let in_flight: [(&str, Vec<EventBody>); 2] = [
+            (
+                "remote",
+                vec![
+                    EventBody::WorkerSubmitting {
+                        attempt: 1,
+                        job_name: "crew-team_x-01_a-1".into(),
+                        staging: "/home/someone/private".into(),
+                    },
+                    EventBody::WorkerSubmitted {
+                        attempt: 1,
+                        job_id: 4242,
+                    },
+                ],
+            ),
+            (
+                "local",
+                vec![EventBody::WorkerSpawned {
+                    attempt: 1,
+                    pid: 1,
+                    pid_start: 1,
+                    live: false,
+                }],
+            ),
+        ];
+        for (what, bodies) in in_flight {
+            let mut pend = sample_pending();
+            // Keep run.created, run.started, task.started; end the run with the attempt open.
+            pend.truncate(3);
+            pend.extend(
+                bodies
+                    .into_iter()
+                    .map(|b| Pending::task("team_x", "01_a", b)),
+            );
+            pend.push(Pending::run(
+                "team_x",
+                EventBody::RunFailed {
+                    reason: "forged".into(),
+                    usage: Default::default(),
+                },
+            ));
+            let b = bundle_of(stamped(pend));
+            let e = match validate(&b) {
+                Ok(_) => panic!("{what}: a run with an attempt in flight was accepted"),
+                Err(e) => e,
+            };
+            assert_eq!(e.code, crew_api::codes::VALIDATION_FAILED, "{what}");
+            let data = serde_json::to_string(&e.data).unwrap();
+            assert!(
+                data.contains("01_a") && data.contains("in flight"),
+                "{what}: {data}"
+            );
+        }
     }
 
     /// Issue 14.4: the plan inside `run.created` names a task outside the state directory.

@@ -391,49 +391,6 @@ fn bundle_task_ids_cannot_leave_the_state_dir() {
     assert_eq!(e["code"], -32602);
 }
 
-// The bundle checksum, as crewd's `bundle::canonical` computes it.
-fn canonical(v: &Value, out: &mut String) {
-    match v {
-        Value::Number(n) if n.as_u64().is_none() && n.as_i64().is_none() => {
-            out.push_str(&format!("{:.14e}", n.as_f64().unwrap()))
-        }
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                canonical(item, out);
-            }
-            out.push(']');
-        }
-        Value::Object(map) => {
-            let sorted: std::collections::BTreeMap<_, _> = map.iter().collect();
-            out.push('{');
-            for (i, (k, item)) in sorted.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(&Value::String(k.clone()).to_string());
-                out.push(':');
-                canonical(item, out);
-            }
-            out.push('}');
-        }
-        other => out.push_str(&other.to_string()),
-    }
-}
-
-fn reseal(bundle: &mut Value) {
-    use sha2::Digest;
-    let obj = bundle.as_object_mut().unwrap();
-    obj.remove("checksum");
-    let mut text = String::new();
-    canonical(&Value::Object(obj.clone()), &mut text);
-    let sum = hex::encode(sha2::Sha256::digest(text.as_bytes()));
-    obj.insert("checksum".into(), json!(sum));
-}
-
 /// Issue 19: pi-crew's project folders load as project resources (`.pi/agents`, `.pi/teams` as
 /// the team root when there is no `.crew`, pi's skill folders), under `.crew`'s trust and link
 /// rules; `.crew` wins a name clash.

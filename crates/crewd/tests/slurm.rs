@@ -276,6 +276,224 @@ fn a_crewd_killed_between_submit_and_journaling_the_id_finds_the_job_by_name() {
     assert!(merged.lines().any(|l| l == "one.txt"), "{merged}");
 }
 
+/// Anyone on the cluster can submit a job under the name crew gives an attempt (`squeue`
+/// shows every job's name). crewd dies after journaling the intent and before submitting
+/// (a `kill` fault point); meanwhile `nobody` submits a job of that name and comment, and so
+/// does crewd's own user (root here) without the attempt's tag. After the restart crewd
+/// adopts neither: it submits its own job, the task completes, and both foreign jobs still
+/// run (never cancelled by crewd).
+#[test]
+fn a_job_of_the_attempts_name_that_crewd_did_not_submit_is_not_adopted() {
+    let c = cluster("a_job_of_the_attempts_name_that_crewd_did_not_submit_is_not_adopted");
+    let mut d = c.daemon_env(
+        "",
+        vec![("CREW_TEST_FAULT".into(), "slurm-submit:kill".into())],
+    );
+    repo(&d);
+    common::one_step_team(
+        &d,
+        "one",
+        "Work. [fake:write=one.txt:one][fake:sleep=1s]",
+        "executor",
+    );
+    let run = d.run(
+        "write one",
+        json!({"team": "one", "workspace": "worktree", "runtime": "fake-slurm"}),
+    );
+    let status = d.child.as_mut().unwrap().wait().unwrap();
+    d.child = None;
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.signal(), Some(9), "crewd was to die at the fault");
+    assert!(job_counts(&c, &run).is_empty(), "nothing submitted yet");
+
+    let name = format!("crew-{run}-01_only-1");
+    let comment = format!("crew run {run} task 01_only attempt 1");
+    let sbatch = |as_nobody: bool| -> u64 {
+        let mut cmd = if as_nobody {
+            let mut c = std::process::Command::new("runuser");
+            c.args(["-u", "nobody", "--", "sbatch"]);
+            c
+        } else {
+            std::process::Command::new("sbatch")
+        };
+        let out = cmd
+            .args([
+                "--parsable",
+                &format!("--job-name={name}"),
+                &format!("--comment={comment}"),
+                "--chdir=/tmp",
+                "--output=/dev/null",
+                "--wrap=sleep 600",
+            ])
+            .env("SLURM_CONF", c.get("SLURM_CONF"))
+            .current_dir("/tmp")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+    };
+    // nobody's last: the newest job of the name is the one a look-up by name alone would take.
+    let foreign = [sbatch(false), sbatch(true)];
+    let state = |id: u64| {
+        c.cmd(
+            "squeue",
+            &["-h", "-t", "all", "-j", &id.to_string(), "-o", "%T"],
+        )
+        .trim()
+        .to_string()
+    };
+    until("the foreign jobs to run", Duration::from_secs(60), || {
+        foreign.iter().all(|id| state(*id) == "RUNNING")
+    });
+
+    d.spawn(&[]);
+    let submitted = || -> Option<u64> {
+        d.events(Some(&run))
+            .into_iter()
+            .find(|e| e["type"] == "worker.submitted")
+            .and_then(|e| e["data"]["jobId"].as_u64())
+    };
+    until("the attempt's job id", Duration::from_secs(60), || {
+        submitted().is_some()
+    });
+    let own = submitted().unwrap();
+    let cleanup = || {
+        for id in foreign {
+            c.cmd("scancel", &[&id.to_string()]);
+        }
+    };
+    if foreign.contains(&own) {
+        cleanup();
+        panic!("crewd adopted job {own}, which it never submitted (foreign: {foreign:?})");
+    }
+    let end = d.wait(&run);
+    let states: Vec<String> = foreign.iter().map(|id| state(*id)).collect();
+    cleanup();
+    assert_eq!(end, "completed", "{}", d.status(&run));
+    assert_eq!(states, ["RUNNING", "RUNNING"], "crewd left them alone");
+    let evs = d.events(Some(&run));
+    let of = |t: &str| evs.iter().filter(|e| e["type"] == t).count();
+    assert_eq!(
+        (of("worker.submitting"), of("task.started")),
+        (1, 1),
+        "its one attempt, submitted once after the restart"
+    );
+    let merged = git(&d.work, &["ls-tree", "--name-only", &format!("crew/{run}")]);
+    assert!(merged.lines().any(|l| l == "one.txt"), "{merged}");
+}
+
+/// `team.import` takes a run exported elsewhere, and a bundle's checksum is no signature. A
+/// forged bundle whose run "failed" while its task's attempt was still on a job (its events up
+/// to `worker.submitted`, then `run.failed`), naming a job crewd never submitted (another job
+/// of crewd's own Slurm user) and a staging directory of the forger's choosing: imported,
+/// resumed and followed by a restart, recovery would re-attach to that job (follow it, cancel
+/// it, take files from that directory). The import is refused.
+#[test]
+fn an_imported_run_cannot_hand_crewd_a_job_to_follow() {
+    let c = cluster("an_imported_run_cannot_hand_crewd_a_job_to_follow");
+    let mut d = c.daemon("");
+    repo(&d);
+    common::one_step_team(&d, "one", "Work. [fake:write=one.txt:one]", "executor");
+    let run = d.run(
+        "write one",
+        json!({"team": "one", "workspace": "worktree", "runtime": "fake-slurm"}),
+    );
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    let mut bundle = d.ok("team.export", json!({"runId": run}))["bundle"].clone();
+    d.ok("team.forget", json!({"runId": run}));
+
+    let out = std::process::Command::new("sbatch")
+        .args([
+            "--parsable",
+            "--job-name=not-crews",
+            "--chdir=/tmp",
+            "--output=/dev/null",
+            "--wrap=sleep 600",
+        ])
+        .env("SLURM_CONF", c.get("SLURM_CONF"))
+        .current_dir("/tmp")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let foreign: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    let state = || {
+        c.cmd(
+            "squeue",
+            &["-h", "-t", "all", "-j", &foreign.to_string(), "-o", "%T"],
+        )
+        .trim()
+        .to_string()
+    };
+    until("the other job to run", Duration::from_secs(60), || {
+        state() == "RUNNING"
+    });
+    let victim = d.dir.path().join("victim");
+    let events = bundle["events"].as_array().unwrap().clone();
+    let last = events
+        .iter()
+        .rposition(|e| e["type"] == "worker.submitted")
+        .expect("the run's job was journaled");
+    let mut forged: Vec<Value> = events[..=last].to_vec();
+    for e in forged.iter_mut() {
+        if e["type"] == "worker.submitting" {
+            e["data"]["staging"] = json!(path_str(&victim));
+        }
+        if e["type"] == "worker.submitted" {
+            e["data"]["jobId"] = json!(foreign);
+        }
+    }
+    let mut end = events
+        .iter()
+        .find(|e| e["type"] == "run.completed")
+        .unwrap()
+        .clone();
+    end["type"] = json!("run.failed");
+    end["data"]["reason"] = json!("forged");
+    end["runSeq"] = json!(forged.len() + 1);
+    forged.push(end);
+    bundle["events"] = json!(forged);
+    // The view need only agree with the replay on the fields it has.
+    bundle["run"] = json!({"run": {"id": run}, "tasks": [{"id": "01_only"}]});
+    common::reseal(&mut bundle);
+
+    let answer = d.http("team.import", json!({"bundle": bundle}));
+    if answer.get("error").is_none() {
+        // Accepted (crewd before the fix): show what it does with the run.
+        d.ok(
+            "team.resume",
+            json!({"runId": run, "confirmImported": true}),
+        );
+        d.restart();
+        let acted = Instant::now();
+        while Instant::now() - acted < Duration::from_secs(60)
+            && !victim.exists()
+            && state() == "RUNNING"
+        {
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let seen = (victim.exists(), state());
+        c.cmd("scancel", &[&foreign.to_string()]);
+        panic!(
+            "the forged run was imported; after a restart crewd made {} ({}) and job {foreign} \
+             is {}: {answer}",
+            path_str(&victim),
+            if seen.0 { "it exists" } else { "not seen" },
+            seen.1
+        );
+    }
+    let e = &answer["error"];
+    assert_eq!(e["code"], 1003, "{e}");
+    assert!(e.to_string().contains("in flight"), "{e}");
+    // Nothing of the run was kept, so nothing is left for a restart to act on.
+    assert!(d.err("team.status", json!({"runId": run}))["code"].is_number());
+    // Recovery runs before the restarted daemon answers.
+    d.restart();
+    let after = state();
+    c.cmd("scancel", &[&foreign.to_string()]);
+    assert_eq!(after, "RUNNING", "crewd left the job alone");
+    assert!(!victim.exists());
+}
+
 /// The task's checks run on the node, in the worker's checkout, before it commits: a check
 /// that passes only there (its working directory is the node's scratch checkout, never
 /// crewd's worktree) passes, and its record comes back with the result.

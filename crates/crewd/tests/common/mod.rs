@@ -478,3 +478,47 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
     );
     String::from_utf8_lossy(&out.stdout).trim_end().to_string()
 }
+
+/// The bundle checksum's text, as crewd's `bundle::canonical` makes it.
+fn canonical(v: &Value, out: &mut String) {
+    match v {
+        Value::Number(n) if n.as_u64().is_none() && n.as_i64().is_none() => {
+            out.push_str(&format!("{:.14e}", n.as_f64().unwrap()))
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                canonical(item, out);
+            }
+            out.push(']');
+        }
+        Value::Object(map) => {
+            let sorted: std::collections::BTreeMap<_, _> = map.iter().collect();
+            out.push('{');
+            for (i, (k, item)) in sorted.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(k.clone()).to_string());
+                out.push(':');
+                canonical(item, out);
+            }
+            out.push('}');
+        }
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+/// Seal an edited bundle again, as a forger would (the checksum is no signature).
+pub fn reseal(bundle: &mut Value) {
+    use sha2::Digest;
+    let obj = bundle.as_object_mut().unwrap();
+    obj.remove("checksum");
+    let mut text = String::new();
+    canonical(&Value::Object(obj.clone()), &mut text);
+    let sum = hex::encode(sha2::Sha256::digest(text.as_bytes()));
+    obj.insert("checksum".into(), json!(sum));
+}

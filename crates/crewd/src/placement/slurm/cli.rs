@@ -243,6 +243,9 @@ pub fn parse_sacct(line: &str) -> Option<JobInfo> {
             nodes.to_string()
         },
         restarts: 0,
+        // Not asked for: a job only accounting knows is followed by its journaled id, never
+        // looked up by name.
+        owner: Default::default(),
     })
 }
 

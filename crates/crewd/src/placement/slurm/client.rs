@@ -113,6 +113,11 @@ impl Client {
         }
     }
 
+    /// The Slurm user jobs are submitted as (`X-SLURM-USER-NAME`).
+    pub fn user(&self) -> &str {
+        &self.user
+    }
+
     /// The current token, fetched again when it is about to expire (or `fresh`: slurmrestd
     /// refused the last one).
     async fn token(&self, fresh: bool) -> Result<String, SlurmError> {

@@ -75,14 +75,25 @@ impl Backend {
         }
     }
 
-    /// The jobs the controller knows by `name`.
-    pub async fn jobs_named(&self, name: &str) -> Result<Vec<JobInfo>, SlurmError> {
-        Ok(self
-            .jobs()
-            .await?
-            .into_iter()
-            .filter(|j| j.name == name)
-            .collect())
+    /// The jobs of `name` that this daemon submitted (`own_jobs`): of its Slurm user, and
+    /// carrying `tag` in their comment.
+    pub async fn jobs_named(&self, name: &str, tag: &str) -> Result<Vec<JobInfo>, SlurmError> {
+        Ok(own_jobs(self.jobs().await?, name, &self.submitter(), tag))
+    }
+
+    /// Who this daemon's jobs belong to in Slurm: slurmrestd submits as the configured user
+    /// (`X-SLURM-USER-NAME`), sbatch as the daemon's own.
+    pub fn submitter(&self) -> Submitter {
+        match self {
+            Backend::Rest(c) => Submitter {
+                name: Some(c.user().to_string()),
+                uid: None,
+            },
+            Backend::Cli(_) => Submitter {
+                name: None,
+                uid: Some(u64::from(nix::unistd::getuid().as_raw())),
+            },
+        }
     }
 
     /// Cancel (SIGTERM, then SIGKILL after `KillWait`); an unknown job is cancelled already.
@@ -92,6 +103,51 @@ impl Backend {
             Backend::Cli(c) => c.cancel(id).await,
         }
     }
+}
+
+/// The Slurm user a daemon submits as: by name (slurmrestd's user header) or by uid (the
+/// client commands run as the daemon).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Submitter {
+    pub name: Option<String>,
+    pub uid: Option<u64>,
+}
+
+impl Submitter {
+    /// Whether Slurm says this user submitted `job`; a job whose user Slurm does not report
+    /// is not taken for ours.
+    fn submitted(&self, job: &JobInfo) -> bool {
+        let o = &job.owner;
+        match (self.uid, o.user_id, &self.name) {
+            (Some(mine), Some(theirs), _) => mine == theirs,
+            (_, _, Some(name)) => !o.user_name.is_empty() && o.user_name == *name,
+            _ => false,
+        }
+    }
+}
+
+/// The comment crew gives an attempt's job: who it is for, and a tag only this daemon can
+/// make (`token::job_tag`, from its key: never journaled, never shown before the job exists).
+pub fn job_comment(run_id: &str, task_id: &str, attempt: u32, tag: &str) -> String {
+    format!("crew run {run_id} task {task_id} attempt {attempt} tag {tag}")
+}
+
+/// The jobs of `name` among `jobs` that this daemon submitted: a job name is chosen by crew,
+/// but anyone on the cluster can submit a job under it (and `squeue` shows every job's name
+/// and comment). Slurm's record of the submitting user (authenticated by munge or the JWT)
+/// rules out other users' jobs; the tag in the comment rules out jobs of the same user that
+/// this daemon did not submit for this attempt (another crewd under a shared account, a
+/// script copying the name).
+pub fn own_jobs(jobs: Vec<JobInfo>, name: &str, by: &Submitter, tag: &str) -> Vec<JobInfo> {
+    jobs.into_iter()
+        .filter(|j| j.name == name && by.submitted(j))
+        .filter(|j| {
+            j.owner
+                .comment
+                .rsplit_once(" tag ")
+                .is_some_and(|(_, t)| !tag.is_empty() && t == tag)
+        })
+        .collect()
 }
 
 /// The daemon's one way to the cluster (its config does not change while it runs).
@@ -166,5 +222,70 @@ pub fn node_box(
         verify_network: config.verify_network,
         read: paths(&runtime.sandbox_read),
         write: paths(&runtime.sandbox_write),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// Jobs of one name as the test cluster listed them (`GET /slurm/v0.0.38/jobs`, fields
+    /// crew reads; `squeue --json` gives the same): crewd's own (root, its tag), one of
+    /// `nobody` with the same name and comment, one of root without the tag, one of root
+    /// with another attempt's tag.
+    fn listed(tag: &str) -> Vec<JobInfo> {
+        let comment = |t: &str| format!("crew run r task t attempt 1 tag {t}");
+        [
+            json!({"job_id": 11, "name": "crew-r-t-1", "job_state": "RUNNING",
+                   "user_name": "root", "user_id": 0, "comment": comment(tag)}),
+            json!({"job_id": 12, "name": "crew-r-t-1", "job_state": "RUNNING",
+                   "user_name": "nobody", "user_id": 65534, "comment": comment(tag)}),
+            json!({"job_id": 13, "name": "crew-r-t-1", "job_state": "RUNNING",
+                   "user_name": "root", "user_id": 0, "comment": "crew run r task t attempt 1"}),
+            json!({"job_id": 14, "name": "crew-r-t-1", "job_state": "RUNNING",
+                   "user_name": "root", "user_id": 0, "comment": comment("0f0f")}),
+            json!({"job_id": 15, "name": "crew-r-t-2", "job_state": "RUNNING",
+                   "user_name": "root", "user_id": 0, "comment": comment(tag)}),
+            // An answer without the user (an older or trimmed API): not taken for ours.
+            json!({"job_id": 16, "name": "crew-r-t-1", "job_state": "RUNNING",
+                   "comment": comment(tag)}),
+        ]
+        .iter()
+        .filter_map(state::parse_job)
+        .collect()
+    }
+
+    #[test]
+    fn only_this_daemons_job_of_the_name_is_found() {
+        let tag = "6a1c0e3d9b7f4c2e8a5d1f0b3c7e9a24";
+        let ids = |by: &Submitter, tag: &str| -> Vec<u64> {
+            own_jobs(listed(tag), "crew-r-t-1", by, tag)
+                .iter()
+                .map(|j| j.job_id)
+                .collect()
+        };
+        let rest = Submitter {
+            name: Some("root".into()),
+            uid: None,
+        };
+        let cli = Submitter {
+            name: None,
+            uid: Some(0),
+        };
+        assert_eq!(ids(&rest, tag), [11]);
+        assert_eq!(ids(&cli, tag), [11]);
+        // As `nobody`, the daemon's job is its own and root's are not.
+        let nobody = Submitter {
+            name: Some("nobody".into()),
+            uid: Some(65534),
+        };
+        assert_eq!(ids(&nobody, tag), [12]);
+        // No tag to match (never made): nothing is ours.
+        assert_eq!(ids(&rest, ""), Vec::<u64>::new());
+        assert_eq!(
+            job_comment("r", "t", 1, tag),
+            format!("crew run r task t attempt 1 tag {tag}")
+        );
     }
 }

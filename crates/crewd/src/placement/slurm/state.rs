@@ -18,6 +18,20 @@ pub struct JobInfo {
     pub nodes: String,
     /// Times Slurm requeued it (`restart_cnt`).
     pub restarts: u64,
+    /// Who submitted it and what it says about itself: how crew tells its own jobs from
+    /// others' of the same name (`super::own_jobs`).
+    pub owner: Owner,
+}
+
+/// A job's submitting user and comment, as Slurm reports them (empty where it does not: an
+/// accounting record read by `sacct`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Owner {
+    /// `user_name` (v0.0.38 and v0.0.40+, and `squeue --json`).
+    pub user_name: String,
+    /// `user_id`.
+    pub user_id: Option<u64>,
+    pub comment: String,
 }
 
 /// Read one job. v0.0.38 gives `job_state` as a string and `exit_code` as the raw wait status
@@ -53,6 +67,7 @@ pub fn parse_job(v: &Value) -> Option<JobInfo> {
         },
         None => (None, None),
     };
+    let text = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
     Some(JobInfo {
         job_id,
         name: v.get("name").and_then(Value::as_str).unwrap_or("").into(),
@@ -66,6 +81,11 @@ pub fn parse_job(v: &Value) -> Option<JobInfo> {
             .into(),
         nodes: v.get("nodes").and_then(Value::as_str).unwrap_or("").into(),
         restarts: v.get("restart_cnt").and_then(number).unwrap_or(0),
+        owner: Owner {
+            user_name: text("user_name"),
+            user_id: v.get("user_id").and_then(number),
+            comment: text("comment"),
+        },
     })
 }
 

@@ -64,7 +64,16 @@ pub async fn attempt(
         Ok(s) => s,
         Err(e) => return failed(artifacts, e, true, "staging"),
     };
-    let job_id = match submit_or_attach(&client, &cfg, ledger, spec, &staged.staging.dir).await {
+    let job_id = match submit_or_attach(
+        &client,
+        &cfg,
+        ledger,
+        spec,
+        &staged.staging.dir,
+        &staged.tag,
+    )
+    .await
+    {
         Ok(id) => id,
         Err(SubmitError::Slurm(e)) => {
             let retryable = e.is_transient();
@@ -130,6 +139,8 @@ pub async fn attempt(
 struct Staged {
     staging: Staging,
     token: String,
+    /// The job's tag (`token::job_tag`), in its comment.
+    tag: String,
 }
 
 /// The staging directory: input bundle, prompt, the attempt's `WorkerSpec`, launch and
@@ -202,6 +213,13 @@ async fn stage(
     let worker = crate::executor::worker_spec(&shared.config, spec, &prompt, false);
     // Derived, never journaled: the same again for the attempt a restarted daemon re-attaches.
     let token = super::token::derive(
+        &key,
+        &spec.run_id,
+        &spec.task_id,
+        spec.attempt,
+        &staging.dir.display().to_string(),
+    );
+    let tag = super::token::job_tag(
         &key,
         &spec.run_id,
         &spec.task_id,
@@ -283,7 +301,11 @@ async fn stage(
         }
         Ok(())
     })?;
-    Ok(Staged { staging, token })
+    Ok(Staged {
+        staging,
+        token,
+        tag,
+    })
 }
 
 /// Earlier attempts looked at for the questions a fresh attempt quotes.
@@ -480,7 +502,8 @@ impl From<SlurmError> for SubmitError {
 }
 
 /// The job for this attempt: the journaled one; else, when the journal holds only the intent
-/// (a daemon killed between submitting and journaling the id), the one of its name; else a new
+/// (a daemon killed between submitting and journaling the id), the one of its name that this
+/// daemon submitted (its Slurm user, `tag` in its comment: `super::own_jobs`); else a new
 /// submission, its intent durable before it and its id journaled after.
 async fn submit_or_attach(
     client: &Backend,
@@ -488,6 +511,7 @@ async fn submit_or_attach(
     ledger: &Arc<dyn JobLedger>,
     spec: &AttemptSpec,
     staging: &Path,
+    tag: &str,
 ) -> Result<u64, SubmitError> {
     let name = super::job_name(&spec.run_id, &spec.task_id, spec.attempt);
     let key = spec.key();
@@ -497,13 +521,14 @@ async fn submit_or_attach(
             return Ok(*id);
         }
         Some(_) => {
-            let found = client.jobs_named(&name).await?;
+            let found = client.jobs_named(&name, tag).await?;
             if let Some(j) = found.into_iter().max_by_key(|j| j.job_id) {
                 tracing::info!(job_id = j.job_id, "found the attempt's Slurm job by name");
                 record_id(client, ledger, &key, j.job_id).await?;
                 return Ok(j.job_id);
             }
-            // The intent is journaled and Slurm has no job of its name: never submitted.
+            // The intent is journaled and Slurm has no job of its name from this daemon: never
+            // submitted (a job of that name from anyone else is left alone).
         }
         None => {
             let intent = RemoteJob {
@@ -522,10 +547,7 @@ async fn submit_or_attach(
     let dir = staging.display().to_string();
     let req = JobRequest {
         name,
-        comment: format!(
-            "crew run {} task {} attempt {}",
-            spec.run_id, spec.task_id, spec.attempt
-        ),
+        comment: super::job_comment(&spec.run_id, &spec.task_id, spec.attempt, tag),
         script: format!("#!/bin/sh\nexec {} {}\n", sh_quote(&worker), sh_quote(&dir)),
         cwd: dir.clone(),
         stdout: format!("{dir}/job.out"),
@@ -733,7 +755,7 @@ async fn follow(
     ctl: &mut mpsc::UnboundedReceiver<WorkerCtl>,
     artifacts: &mut Vec<ArtifactRef>,
 ) -> AttemptResult {
-    let Staged { staging, token } = staged;
+    let Staged { staging, token, .. } = staged;
     let key = spec.key();
     let mut notes = Notes::default();
     // Control messages written so far (a re-attached attempt goes on after the earlier ones).

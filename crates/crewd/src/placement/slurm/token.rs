@@ -81,6 +81,17 @@ pub fn derive(key: &[u8; 32], run: &str, task: &str, attempt: u32, staging: &str
         .collect()
 }
 
+/// The tag of one attempt's job (in its comment, `super::job_comment`): how a restarted
+/// daemon tells the job it submitted from one of the same name it did not. Its own label, so
+/// the comment (shown to every cluster user) reveals nothing of the attempt's token.
+pub fn job_tag(key: &[u8; 32], run: &str, task: &str, attempt: u32, staging: &str) -> String {
+    let msg = format!("crew-slurm-job\0{run}\0{task}\0{attempt}\0{staging}");
+    hmac_sha256(key, msg.as_bytes())[..16]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 /// HMAC (RFC 2104) over SHA-256, the key shorter than a block.
 fn hmac_sha256(key: &[u8; 32], msg: &[u8]) -> [u8; 32] {
     let mut ipad = [0x36u8; BLOCK];
@@ -143,5 +154,11 @@ mod tests {
         assert_ne!(a, derive(&key, "r", "t", 2, "/s/t.attempt-1"));
         assert_ne!(a, derive(&[8; 32], "r", "t", 1, "/s/t.attempt-1"));
         assert_eq!(a.len(), 64);
+        let tag = job_tag(&key, "r", "t", 1, "/s/t.attempt-1");
+        assert_eq!(tag, job_tag(&key, "r", "t", 1, "/s/t.attempt-1"));
+        assert_ne!(tag, job_tag(&key, "r", "t", 2, "/s/t.attempt-1"));
+        assert_ne!(tag, job_tag(&[8; 32], "r", "t", 1, "/s/t.attempt-1"));
+        assert_eq!(tag.len(), 32);
+        assert!(!a.contains(&tag), "the tag is not part of the token");
     }
 }
