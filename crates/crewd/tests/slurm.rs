@@ -280,15 +280,30 @@ fn a_crewd_killed_between_submit_and_journaling_the_id_finds_the_job_by_name() {
 /// shows every job's name). crewd dies after journaling the intent and before submitting
 /// (a `kill` fault point); meanwhile `nobody` submits a job of that name and comment, and so
 /// does crewd's own user (root here) without the attempt's tag. After the restart crewd
-/// adopts neither: it submits its own job, the task completes, and both foreign jobs still
-/// run (never cancelled by crewd).
+/// adopts neither: it submits its own job, the task completes, and both foreign jobs are as
+/// they were (held, never cancelled by crewd).
 #[test]
 fn a_job_of_the_attempts_name_that_crewd_did_not_submit_is_not_adopted() {
     let c = cluster("a_job_of_the_attempts_name_that_crewd_did_not_submit_is_not_adopted");
-    let mut d = c.daemon_env(
-        "",
-        vec![("CREW_TEST_FAULT".into(), "slurm-submit:kill".into())],
-    );
+    let d = c.daemon_env("", vec![kill_before_submit()]);
+    not_adopted(&c, d);
+}
+
+/// The same through the client commands (`squeue --json` lists the user by uid and name).
+#[test]
+fn the_cli_interface_adopts_no_job_it_did_not_submit() {
+    let c = cluster("the_cli_interface_adopts_no_job_it_did_not_submit");
+    let d = cli_daemon_env(&c, "", vec![kill_before_submit()]);
+    not_adopted(&c, d);
+}
+
+fn kill_before_submit() -> (String, String) {
+    ("CREW_TEST_FAULT".into(), "slurm-submit:kill".into())
+}
+
+/// `a_job_of_the_attempts_name_that_crewd_did_not_submit_is_not_adopted` with daemon `d`,
+/// which dies before its first submission.
+fn not_adopted(c: &Cluster, mut d: Daemon) {
     repo(&d);
     common::one_step_team(
         &d,
@@ -323,6 +338,8 @@ fn a_job_of_the_attempts_name_that_crewd_did_not_submit_is_not_adopted() {
                 &format!("--comment={comment}"),
                 "--chdir=/tmp",
                 "--output=/dev/null",
+                // Held: listed (pending) without taking a slot crewd's own job needs.
+                "--hold",
                 "--wrap=sleep 600",
             ])
             .env("SLURM_CONF", c.get("SLURM_CONF"))
@@ -342,9 +359,7 @@ fn a_job_of_the_attempts_name_that_crewd_did_not_submit_is_not_adopted() {
         .trim()
         .to_string()
     };
-    until("the foreign jobs to run", Duration::from_secs(60), || {
-        foreign.iter().all(|id| state(*id) == "RUNNING")
-    });
+    assert_eq!(foreign.map(state), ["PENDING", "PENDING"]);
 
     d.spawn(&[]);
     let submitted = || -> Option<u64> {
@@ -370,7 +385,7 @@ fn a_job_of_the_attempts_name_that_crewd_did_not_submit_is_not_adopted() {
     let states: Vec<String> = foreign.iter().map(|id| state(*id)).collect();
     cleanup();
     assert_eq!(end, "completed", "{}", d.status(&run));
-    assert_eq!(states, ["RUNNING", "RUNNING"], "crewd left them alone");
+    assert_eq!(states, ["PENDING", "PENDING"], "crewd left them alone");
     let evs = d.events(Some(&run));
     let of = |t: &str| evs.iter().filter(|e| e["type"] == t).count();
     assert_eq!(
@@ -408,6 +423,7 @@ fn an_imported_run_cannot_hand_crewd_a_job_to_follow() {
             "--job-name=not-crews",
             "--chdir=/tmp",
             "--output=/dev/null",
+            "--hold",
             "--wrap=sleep 600",
         ])
         .env("SLURM_CONF", c.get("SLURM_CONF"))
@@ -424,9 +440,7 @@ fn an_imported_run_cannot_hand_crewd_a_job_to_follow() {
         .trim()
         .to_string()
     };
-    until("the other job to run", Duration::from_secs(60), || {
-        state() == "RUNNING"
-    });
+    assert_eq!(state(), "PENDING", "held");
     let victim = d.dir.path().join("victim");
     let events = bundle["events"].as_array().unwrap().clone();
     let last = events
@@ -467,7 +481,7 @@ fn an_imported_run_cannot_hand_crewd_a_job_to_follow() {
         let acted = Instant::now();
         while Instant::now() - acted < Duration::from_secs(60)
             && !victim.exists()
-            && state() == "RUNNING"
+            && state() == "PENDING"
         {
             std::thread::sleep(Duration::from_millis(200));
         }
@@ -490,7 +504,7 @@ fn an_imported_run_cannot_hand_crewd_a_job_to_follow() {
     d.restart();
     let after = state();
     c.cmd("scancel", &[&foreign.to_string()]);
-    assert_eq!(after, "RUNNING", "crewd left the job alone");
+    assert_eq!(after, "PENDING", "crewd left the job alone");
     assert!(!victim.exists());
 }
 
@@ -814,6 +828,11 @@ fn staging_of(d: &Daemon) -> PathBuf {
 /// A daemon whose `fake-slurm` runtime reaches the cluster through its client commands
 /// (`interface = "cli"`: sbatch, squeue, scancel), no slurmrestd URL or token in its config.
 fn cli_daemon(c: &Cluster, extra_slurm: &str) -> Daemon {
+    cli_daemon_env(c, extra_slurm, vec![])
+}
+
+/// `cli_daemon`, started with `env` added to its environment (not on restarts).
+fn cli_daemon_env(c: &Cluster, extra_slurm: &str, env: Vec<(String, String)>) -> Daemon {
     let fake = common::crewd_bin().with_file_name("crew-fake-agent");
     let slurm = c.slurm_config_cli() + extra_slurm;
     assert!(!slurm.contains("url ="), "{slurm}");
@@ -822,10 +841,7 @@ fn cli_daemon(c: &Cluster, extra_slurm: &str) -> Daemon {
          [runtimes.fake-slurm]\nadapter = \"pi\"\ncommand = [{fake:?}]\nrpc = false\nplacement = \"slurm\"\n",
         fake = fake.display().to_string(),
     );
-    Daemon::start_with(Opts {
-        config,
-        env: vec![],
-    })
+    Daemon::start_with(Opts { config, env })
 }
 
 /// `interface = "cli"`: a fan-out of four tasks submitted by `sbatch`, followed by `squeue`,
