@@ -319,7 +319,7 @@ fn not_adopted(c: &Cluster, mut d: Daemon) {
     d.child = None;
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(status.signal(), Some(9), "crewd was to die at the fault");
-    assert!(job_counts(&c, &run).is_empty(), "nothing submitted yet");
+    assert!(job_counts(c, &run).is_empty(), "nothing submitted yet");
 
     let name = format!("crew-{run}-01_only-1");
     let comment = format!("crew run {run} task 01_only attempt 1");
