@@ -1,6 +1,6 @@
 //! Run bundles (`team.import`): any JSON is refused with diagnostics or accepted; accepted ones
-//! name only safe ids and artifact names. The input is also checked resealed (checksum
-//! recomputed), so fuzzing gets past the checksum to the contents.
+//! name only safe ids and artifact names, and carry no attempt in flight. The input is also
+//! checked resealed (checksum recomputed), so fuzzing gets past the checksum to the contents.
 
 use serde_json::{json, Value};
 
@@ -29,6 +29,17 @@ fn check(v: &Value) {
         }
         for (name, _) in &valid.files {
             assert!(crew_core::ids::is_safe_artifact_name(name), "{name}");
+        }
+        // No attempt in flight for a restart's recovery to act on (a job, a pid).
+        if let Some(run) = crew_core::run::replay_run(valid.events.iter()) {
+            for t in &run.tasks {
+                assert!(
+                    t.status != crew_core::run::TaskStatus::Running,
+                    "{}",
+                    t.plan.id
+                );
+                assert!(t.rare().job.is_none(), "{}", t.plan.id);
+            }
         }
     }
 }
