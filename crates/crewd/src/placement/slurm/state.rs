@@ -34,6 +34,9 @@ pub struct Owner {
     pub comment: String,
 }
 
+/// Longest user name or comment kept (crew's own comment is a few hundred bytes at most).
+const MAX_OWNER_TEXT: usize = 1024;
+
 /// Read one job. v0.0.38 gives `job_state` as a string and `exit_code` as the raw wait status
 /// (exit 3 → 768); v0.0.40 and later give `job_state` as a list (state first, then flags) and
 /// `exit_code` as `{status, return_code: {number}, signal: {id}}`.
@@ -67,7 +70,15 @@ pub fn parse_job(v: &Value) -> Option<JobInfo> {
         },
         None => (None, None),
     };
-    let text = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    // Every job of the cluster is listed on each poll, anyone's: a long user name or comment
+    // (longer than any crew writes) is kept as empty, which is never ours.
+    let text = |k: &str| {
+        v.get(k)
+            .and_then(Value::as_str)
+            .filter(|s| s.len() <= MAX_OWNER_TEXT)
+            .unwrap_or("")
+            .to_string()
+    };
     Some(JobInfo {
         job_id,
         name: v.get("name").and_then(Value::as_str).unwrap_or("").into(),
@@ -301,6 +312,25 @@ mod tests {
             (5, "TIMEOUT", Some(0), Some(15))
         );
         assert!(parse_job(&json!({"job_state": "RUNNING"})).is_none());
+        // The submitting user and comment (v0.0.38 as the test cluster sent them; v0.0.40+'s
+        // `user_id` may be `{set, number}`); an overlong comment is kept as none.
+        let owner = |v: Value| parse_job(&v).unwrap().owner;
+        assert_eq!(
+            owner(
+                json!({"job_id": 1, "job_state": "RUNNING", "user_name": "nobody",
+                         "user_id": 65534, "comment": "crew run r task t attempt 1 tag ab"})
+            ),
+            Owner {
+                user_name: "nobody".into(),
+                user_id: Some(65534),
+                comment: "crew run r task t attempt 1 tag ab".into(),
+            }
+        );
+        let o = owner(
+            json!({"job_id": 1, "job_state": ["RUNNING"], "user_name": "root",
+                             "user_id": {"set": true, "number": 0}, "comment": "x".repeat(2000)}),
+        );
+        assert_eq!((o.user_id, o.comment.as_str()), (Some(0), ""));
         // Requeued by Slurm after a node failure: a retryable failure of this attempt.
         let j = parse_job(
             &json!({"job_id": 9, "job_state": "PENDING", "restart_cnt": 1,
