@@ -39,6 +39,15 @@ impl GroupGuard {
         GroupGuard { pgid, lifeline }
     }
 
+    /// Ask the attempt to stop (SIGTERM): under crew's init by the lifeline, which reaches
+    /// processes in a box too, else to the group.
+    pub fn terminate(&self) {
+        match &self.lifeline {
+            Some(l) if l.signal(Signal::SIGTERM as i32) => {}
+            _ => signal_group(self.pgid, Signal::SIGTERM),
+        }
+    }
+
     /// End every process of the attempt.
     pub fn kill(&mut self) {
         match self.lifeline.as_mut() {

@@ -30,14 +30,14 @@ pub struct Local;
 impl Launcher for Local {
     fn launch(&self, p: Program) -> std::io::Result<Launched> {
         let cmd = command(OsStr::new(&p.program), &p.args);
-        start(cmd, p).map(|c| (c, None))
+        start(cmd, p, Stdio::piped()).map(|c| (c, None))
     }
 }
 
 /// Starts `program args` in place of `p`'s own, as a plain child, with `p`'s directory,
 /// environment and stdin (a box's argv without crew's init).
 pub fn plain(program: &OsStr, args: &[OsString], p: Program) -> std::io::Result<Launched> {
-    start(command(program, args), p).map(|c| (c, None))
+    start(command(program, args), p, Stdio::piped()).map(|c| (c, None))
 }
 
 /// Starts `program args` (a resolved path, already wrapped in a box where there is one) under
@@ -52,12 +52,52 @@ pub fn under_init(
     p: Program,
 ) -> std::io::Result<Launched> {
     let mut lifeline = crew_box::spawn::Lifeline::new()?;
-    let argv = crew_box::spawn::argv(init, mode, lifeline.handoff_fd(), program, args);
+    let argv = crew_box::spawn::argv(init, mode, lifeline.handoff_fd(), None, program, args);
     let cmd = command(init.as_os_str(), argv.get(1..).unwrap_or_default());
-    let child = start(cmd, p);
+    let child = start(cmd, p, Stdio::piped());
     // Whether or not it started: no later child may inherit the copy.
     lifeline.spawned();
     Ok((child?, Some(lifeline)))
+}
+
+/// Starts `program args` (a resolved path) in `spec`'s box: bubblewrap `bwrap` started here,
+/// crew's init `init` as the box's PID 1, with `p`'s directory, environment and stdin. The
+/// init inherits the lifeline and the program's stdout by number (`bwrap::argv_with_init`);
+/// bubblewrap's own stdout is `/dev/null`, so the stream ends when the program's does.
+pub fn in_box(
+    bwrap: &Path,
+    init: &Path,
+    spec: &crew_box::bwrap::BoxSpec,
+    program: &OsStr,
+    args: &[OsString],
+    p: Program,
+) -> std::io::Result<Launched> {
+    use std::os::fd::AsRawFd;
+    let mut lifeline = crew_box::spawn::Lifeline::new()?;
+    let stdout = crew_box::spawn::StdoutPipe::new()?;
+    let handoff = lifeline
+        .handoff_fd()
+        .ok_or_else(|| std::io::Error::other("the lifeline was handed over already"))?;
+    let argv = crew_box::bwrap::argv_with_init(
+        bwrap,
+        init,
+        spec,
+        handoff,
+        stdout.handoff.as_raw_fd(),
+        program,
+        args,
+    );
+    let cmd = command(bwrap.as_os_str(), argv.get(1..).unwrap_or_default());
+    let child = start(cmd, p, Stdio::null());
+    // Whether or not it started: no later child may inherit the copies.
+    lifeline.spawned();
+    let crew_box::spawn::StdoutPipe { read, handoff } = stdout;
+    drop(handoff);
+    let mut child = child?;
+    child.stdout = Some(tokio::process::ChildStdout::from_std(
+        std::process::ChildStdout::from(read),
+    )?);
+    Ok((child, Some(lifeline)))
 }
 
 fn command<A: AsRef<OsStr>>(program: &OsStr, args: &[A]) -> tokio::process::Command {
@@ -67,9 +107,14 @@ fn command<A: AsRef<OsStr>>(program: &OsStr, args: &[A]) -> tokio::process::Comm
 }
 
 /// Every worker starts the same way: `p`'s directory, only its environment, its stdin,
-/// stdout and stderr piped, leading a process group of its own (stopping the worker signals
-/// the group), not killed when the handle is dropped (the `GroupGuard` decides).
-fn start(mut cmd: tokio::process::Command, p: Program) -> std::io::Result<tokio::process::Child> {
+/// stdout as given (piped, unless it reaches the program another way) and stderr piped,
+/// leading a process group of its own (stopping the worker signals the group), not killed
+/// when the handle is dropped (the `GroupGuard` decides).
+fn start(
+    mut cmd: tokio::process::Command,
+    p: Program,
+    stdout: Stdio,
+) -> std::io::Result<tokio::process::Child> {
     let stdin = match p.stdin {
         Stdin::Null => Stdio::null(),
         Stdin::Pipe => Stdio::piped(),
@@ -79,7 +124,7 @@ fn start(mut cmd: tokio::process::Command, p: Program) -> std::io::Result<tokio:
         .env_clear()
         .envs(p.env)
         .stdin(stdin)
-        .stdout(Stdio::piped())
+        .stdout(stdout)
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(false)

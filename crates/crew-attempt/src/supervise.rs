@@ -10,7 +10,7 @@ use crate::command::WorkerSpec;
 use crate::live::{send_lines, send_replies};
 use crate::outcome::{Collected, Failure};
 use crate::port::{AttemptKey, Port, WorkerCtl};
-use crate::process::{self, GroupGuard};
+use crate::process::GroupGuard;
 use crate::spawn::Spawned;
 use crate::stderr::{self, StderrTail};
 use crate::stdout::{drain_ready_lines, Stdout, Transcript, Warnings};
@@ -18,7 +18,6 @@ use crate::{artifacts, blocking, fault, human, lines};
 use crew_core::run::{ArtifactRef, FailReason};
 use crew_core::stream::{self, AdapterKind, LaunchSpec};
 use futures::FutureExt;
-use nix::sys::signal::Signal;
 use std::process::ExitStatus;
 use std::sync::Arc;
 use std::time::Duration;
@@ -564,7 +563,7 @@ impl Supervisor<'_> {
     }
 
     fn term(&mut self, at: Instant, why: Why) {
-        process::signal_group(self.pid, Signal::SIGTERM);
+        self.group.terminate();
         self.stopping = Stopping::TermSent { at, why };
     }
 

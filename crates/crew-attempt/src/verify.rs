@@ -8,7 +8,6 @@
 
 use crate::port::WorkerCtl;
 use crate::process;
-use nix::sys::signal::Signal;
 use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::path::Path;
@@ -135,7 +134,7 @@ pub async fn run(
             },
             _ = tokio::time::sleep_until(deadline), if term_at.is_none() => {
                 timed_out = true;
-                process::signal_group(pid, Signal::SIGTERM);
+                group.terminate();
                 term_at = Some(Instant::now());
             },
             _ = tokio::time::sleep_until(kill_at.unwrap_or(deadline)), if kill_at.is_some() => {

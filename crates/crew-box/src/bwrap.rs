@@ -7,10 +7,11 @@
 //! own, and the root itself read-only; everything else — the rest of `$HOME`, crewd's state directory and socket,
 //! `XDG_RUNTIME_DIR` (session bus, agent and tmux sockets) — is not there at all. All
 //! namespaces are new (user where needed, PID, IPC, UTS, cgroup, and network unless the box
-//! shares it); `--new-session` keeps the box off crewd's terminal; `--die-with-parent` ties
-//! it to crew's init, which crewd ties to itself by the lifeline.
+//! shares it); `--new-session` keeps the box off crewd's terminal; crew's init, the box's
+//! PID 1, ties it to crewd by the lifeline.
 
 use std::ffi::{OsStr, OsString};
+use std::os::fd::RawFd;
 use std::path::{Path, PathBuf};
 
 /// System directories bound read-only when they exist.
@@ -105,26 +106,33 @@ fn already_seen(kept: &[(PathBuf, PathBuf, bool)], m: &(PathBuf, PathBuf, bool))
 
 /// `bwrap … -- program args…` for `spec` (the bwrap binary first).
 pub fn argv(bwrap: &Path, spec: &BoxSpec, program: &OsStr, args: &[OsString]) -> Vec<OsString> {
-    argv_as(bwrap, spec, program, args, false)
+    argv_as(bwrap, spec, program, args, Started::Plain)
 }
 
-/// [`argv`], with `program` as the box's PID 1 (`--as-pid-1`) when `as_pid_1`: bubblewrap
-/// then starts no init of its own, one fork and one process fewer per box (crew's init is a
-/// reaper and ends the namespace when the program ends).
+/// How the box's program is started.
+#[derive(PartialEq)]
+enum Started {
+    /// As bubblewrap's child, tied to bubblewrap's parent (`--die-with-parent`).
+    Plain,
+    /// Crew's init as the box's PID 1 (`--as-pid-1`): bubblewrap starts no init of its own
+    /// (one fork and one process fewer per box; crew's init is a reaper and ends the namespace
+    /// when the program ends), and the lifeline the init holds ties the box to crewd.
+    ByInit,
+}
+
 fn argv_as(
     bwrap: &Path,
     spec: &BoxSpec,
     program: &OsStr,
     args: &[OsString],
-    as_pid_1: bool,
+    started: Started,
 ) -> Vec<OsString> {
     let mut v: Vec<OsString> = vec![bwrap.as_os_str().to_owned()];
     let mut push = |items: &[&OsStr]| v.extend(items.iter().map(|s| s.to_os_string()));
-    push(&[
-        "--die-with-parent".as_ref(),
-        "--unshare-all".as_ref(),
-        "--new-session".as_ref(),
-    ]);
+    if started == Started::Plain {
+        push(&["--die-with-parent".as_ref()]);
+    }
+    push(&["--unshare-all".as_ref(), "--new-session".as_ref()]);
     if spec.network {
         push(&["--share-net".as_ref()]);
     }
@@ -159,7 +167,7 @@ fn argv_as(
         "--chdir".as_ref(),
         spec.cwd.as_os_str(),
     ]);
-    if as_pid_1 {
+    if started == Started::ByInit {
         push(&["--as-pid-1".as_ref()]);
     }
     push(&["--".as_ref(), program]);
@@ -168,28 +176,36 @@ fn argv_as(
 }
 
 /// bubblewrap's argv for `program args…` in `spec`'s box, started in the box by crew's init
-/// (`init --reaper --stdout-fd -- program args…`, no lifeline): a program that cannot be
-/// started is then told as without the box (exit 127 and the OS error), not as bubblewrap's
-/// own failure, and the init hands the program the stdout the outer init (`Mode::Boxed`) kept
-/// away from bubblewrap. The init is the box's PID 1 (bubblewrap's own would be one more
-/// process between them). The init's folder is seen read-only.
+/// as its PID 1 (`init --reaper --lifeline L --stdout-fd S -- program args…`): crewd starts
+/// bubblewrap itself, and the init inherits the lifeline's read end at `lifeline` and the
+/// program's stdout at `stdout` through it (`spawn::Lifeline`, `spawn::StdoutPipe`). A
+/// program that cannot be started is then told as without the box (exit 127 and the OS
+/// error), not as bubblewrap's own failure. Without `--die-with-parent`: bubblewrap's parent
+/// is then crewd, whose threads come and go (see the crate's docs); the lifeline ties the box
+/// to crewd instead. The init's folder is seen read-only.
 pub fn argv_with_init(
     bwrap: &Path,
     init: &Path,
     spec: &BoxSpec,
+    lifeline: RawFd,
+    stdout: RawFd,
     program: &OsStr,
     args: &[OsString],
 ) -> Vec<OsString> {
     let mut spec = spec.clone();
     spec.read_only.extend(init.parent().map(Path::to_path_buf));
-    let mut inner: Vec<OsString> = vec![
-        "--reaper".into(),
-        "--stdout-fd".into(),
-        "--".into(),
-        program.to_owned(),
-    ];
-    inner.extend(args.iter().cloned());
-    argv_as(bwrap, &spec, init.as_os_str(), &inner, true)
+    let inner = crate::spawn::argv(
+        init,
+        crate::Mode::Reaper,
+        Some(lifeline),
+        Some(stdout),
+        program,
+        args,
+    );
+    let Some((init, inner)) = inner.split_first() else {
+        return vec![];
+    };
+    argv_as(bwrap, &spec, init, inner, Started::ByInit)
 }
 
 /// Can bubblewrap make a box here (user namespaces allowed, the binary works)? `Err(why)`.

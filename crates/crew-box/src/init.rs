@@ -1,8 +1,11 @@
-//! The init (`crew-box`'s binary): `crew-box (--pidns|--reaper) [--lifeline FD] -- PROGRAM ARGS…`.
+//! The init (`crew-box`'s binary):
+//! `crew-box (--pidns|--reaper) [--lifeline FD] [--stdout-fd FD] -- PROGRAM ARGS…`.
 //!
-//! The outer init (the process crewd started, in crewd's process group) blocks the signals it
-//! handles, reads them from a signalfd and polls the lifeline (fd `FD`), so nothing is lost
-//! between a fork and its loop. In `--pidns` mode it forks the namespace's PID 1, which starts
+//! The outer init (the process crewd started, or the box's PID 1 when bubblewrap stands
+//! between) blocks the signals it handles, reads them from a signalfd and polls the lifeline
+//! (fd `FD`), so nothing is lost between a fork and its loop. A byte on the lifeline is a
+//! signal crewd sends the attempt (its number), handled as if the init had received it; EOF
+//! means crewd is gone or ends the attempt. In `--pidns` mode it forks the namespace's PID 1, which starts
 //! the program, forwards SIGTERM/SIGINT/SIGHUP/SIGQUIT to every process of the namespace
 //! (`kill(-1)` there reaches only the namespace), reaps orphans, and when the program ends
 //! hands its wait status to the outer init over a pipe and exits — the kernel then kills the
@@ -25,11 +28,6 @@ pub const EXIT_NOT_STARTED: i32 = 127;
 /// the OS error, `(os error N)`.
 pub const NOT_STARTED: &str = "crew-box: cannot run ";
 pub const EXIT_LIFELINE: i32 = 137;
-/// In `--boxed` mode bubblewrap gets the program's stdout as this fd (its own stdout is
-/// `/dev/null`), and the init inside the box (`--stdout-fd`) puts it back as the program's
-/// stdout: bubblewrap's processes keep their stdio open for the box's whole life but close
-/// every other inherited fd, so a program that closes its stdout is seen to close it.
-pub const STDOUT_FD: i32 = 4;
 
 /// Signals the init handles (blocked, read from its signalfd).
 const FORWARDED: [i32; 4] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT];
@@ -41,29 +39,32 @@ pub struct Args {
     pub lifeline: Option<i32>,
     /// Set up, start nothing, exit 0: can this machine give an attempt its namespace?
     pub probe: bool,
-    /// Take the program's stdout from fd [`STDOUT_FD`] (inside a box).
-    pub stdout_fd: bool,
+    /// The fd the program's stdout was inherited at, when it is not the init's own stdout
+    /// (inside a box: `spawn::StdoutPipe`).
+    pub stdout_fd: Option<i32>,
     pub argv: Vec<OsString>,
 }
 
 pub fn parse(args: &[OsString]) -> Result<Args, String> {
     let (mut mode, mut lifeline, mut probe, mut argv) = (None, None, false, None);
-    let mut stdout_fd = false;
+    let mut stdout_fd = None;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.to_str() {
             Some("--pidns") => mode = Some(Mode::PidNs),
             Some("--reaper") => mode = Some(Mode::Reaper),
-            Some("--boxed") => mode = Some(Mode::Boxed),
-            Some("--lifeline") => {
+            Some(flag @ ("--lifeline" | "--stdout-fd")) => {
                 let fd = it.next().and_then(|n| n.to_str()?.parse::<i32>().ok());
-                lifeline = Some(
+                let fd = Some(
                     fd.filter(|&n| n > 2)
-                        .ok_or("--lifeline needs an fd above 2")?,
+                        .ok_or(format!("{flag} needs an fd above 2"))?,
                 );
+                match flag {
+                    "--lifeline" => lifeline = fd,
+                    _ => stdout_fd = fd,
+                }
             }
             Some("--probe") => probe = true,
-            Some("--stdout-fd") => stdout_fd = true,
             Some("--") => {
                 argv = Some(it.cloned().collect::<Vec<_>>());
                 break;
@@ -71,7 +72,7 @@ pub fn parse(args: &[OsString]) -> Result<Args, String> {
             _ => return Err(format!("unknown argument {a:?}")),
         }
     }
-    let mode = mode.ok_or("--pidns, --reaper or --boxed is required")?;
+    let mode = mode.ok_or("--pidns or --reaper is required")?;
     let argv = argv.unwrap_or_default();
     if argv.is_empty() != probe {
         return Err("give a program after `--`, or `--probe` alone".into());
@@ -127,27 +128,28 @@ fn handled_signals() -> libc::sigset_t {
 }
 
 fn run(a: &Args) -> i32 {
-    // SAFETY: dup2/close on fd numbers; a bad fd only fails.
-    if a.stdout_fd && unsafe { libc::dup2(STDOUT_FD, 1) } < 0 {
-        eprintln!("crew-box: --stdout-fd without fd {STDOUT_FD}");
-        return EXIT_SETUP;
-    }
-    if a.stdout_fd {
-        unsafe { libc::close(STDOUT_FD) };
+    if let Some(fd) = a.stdout_fd {
+        // SAFETY: dup2/close on fd numbers; a bad fd only fails.
+        if unsafe { libc::dup2(fd, 1) } < 0 {
+            eprintln!("crew-box: --stdout-fd {fd}: not an open fd");
+            return EXIT_SETUP;
+        }
+        unsafe { libc::close(fd) };
     }
     if let Some(fd) = a.lifeline {
         // SAFETY: fcntl on an fd number; a bad fd only fails.
-        if unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
+        if unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) } < 0 {
             eprintln!("crew-box: --lifeline {fd}: not an open fd");
             return EXIT_SETUP;
         }
     }
-    // The program inherits stdio and nothing else: not the lifeline (it would not keep
-    // crewd's end open, but it has no business reading it), not another attempt's lifeline
-    // crewd was handing over when this init was spawned (`spawn::Lifeline`), not whatever a
-    // careless library left inheritable.
-    if let Err(e) = close_on_exec_from(3) {
-        eprintln!("crew-box: cannot mark inherited fds close-on-exec: {e}");
+    // Nothing inherited stays open but stdio and the lifeline (close-on-exec: the program has
+    // no business reading it). Closed, not just kept from the program: crewd hands fds over by
+    // inheritance (`spawn::Lifeline`, `spawn::StdoutPipe`), so a copy of another attempt's
+    // may have come along, and an init holding another attempt's stdout would keep that
+    // stream from ending for as long as this attempt runs.
+    if let Err(e) = close_from(3, a.lifeline) {
+        eprintln!("crew-box: cannot close inherited fds: {e}");
         return EXIT_SETUP;
     }
     let mask = handled_signals();
@@ -161,7 +163,7 @@ fn run(a: &Args) -> i32 {
         return EXIT_SETUP;
     }
     match a.mode {
-        Mode::Reaper | Mode::Boxed => {
+        Mode::Reaper => {
             // SAFETY: prctl with integer arguments.
             if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
                 eprintln!("crew-box: cannot become a subreaper: {}", last_error());
@@ -170,7 +172,7 @@ fn run(a: &Args) -> i32 {
             if a.probe {
                 return 0;
             }
-            let child = match start(&a.argv, a.mode == Mode::Boxed) {
+            let child = match start(&a.argv) {
                 Ok(p) => p,
                 Err(e) => {
                     eprintln!("{NOT_STARTED}{:?}: {e}", a.argv[0]);
@@ -234,11 +236,8 @@ fn enter_pid_namespace() -> io::Result<()> {
     Ok(())
 }
 
-/// Fork and exec the program with the signal mask cleared. `boxed` (the program is
-/// bubblewrap): its stdout moved to [`STDOUT_FD`], `/dev/null` in its place, and a process
-/// group of its own, so crewd's SIGTERM to the attempt's group reaches the init (which passes
-/// it into the box) and not bubblewrap, whose death would end the box at once.
-fn start(argv: &[OsString], boxed: bool) -> io::Result<i32> {
+/// Fork and exec the program with the signal mask cleared.
+fn start(argv: &[OsString]) -> io::Result<i32> {
     let args: Vec<CString> = argv
         .iter()
         .map(|a| CString::new(a.as_bytes()))
@@ -249,7 +248,6 @@ fn start(argv: &[OsString], boxed: bool) -> io::Result<i32> {
     };
     let mut ptrs: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
     ptrs.push(std::ptr::null());
-    let null = c"/dev/null";
     // An exec failure is told over a CLOEXEC pipe: the child writes errno, a success closes it.
     let mut fds = [0i32; 2];
     // SAFETY: pipe2 fills the array it is given.
@@ -267,19 +265,6 @@ fn start(argv: &[OsString], boxed: bool) -> io::Result<i32> {
             // The init ignores SIGPIPE (`main`); the program gets the default back
             // (as std's Command does), or `yes | head` prints "Broken pipe".
             libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-            if boxed {
-                let n = libc::open(null.as_ptr(), libc::O_WRONLY);
-                if libc::dup2(1, STDOUT_FD) < 0
-                    || n < 0
-                    || libc::dup2(n, 1) < 0
-                    || libc::setpgid(0, 0) < 0
-                {
-                    let errno = *libc::__errno_location();
-                    libc::write(w, (&errno as *const i32).cast(), 4);
-                    libc::_exit(EXIT_NOT_STARTED);
-                }
-                libc::close(n);
-            }
             // crewd hands a resolved path: exec it as std's Command would (no shell fallback
             // for a file that is not a program); a bare name is looked up in PATH.
             if program.as_bytes().contains(&b'/') {
@@ -361,7 +346,7 @@ fn pid1(sfd: i32, argv: &[OsString], status_w: i32) -> ! {
     if argv.is_empty() {
         report(0);
     }
-    let main = match start(argv, false) {
+    let main = match start(argv) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("{NOT_STARTED}{:?}: {e}", argv[0]);
@@ -425,14 +410,23 @@ fn supervise(
             unsafe { libc::waitpid(child, &mut st, 0) };
             return EXIT_SETUP;
         }
-        if fds[1].revents != 0 && lifeline_broken(fds[1].fd) {
-            kill_all(mode, child);
-            // Reaped here, or it would be an orphan zombie of whoever reaps orphans (in a
-            // container, maybe nobody).
-            let mut st = 0;
-            // SAFETY: waitpid with a local status.
-            unsafe { libc::waitpid(child, &mut st, 0) };
-            return EXIT_LIFELINE;
+        if fds[1].revents != 0 {
+            match read_lifeline(fds[1].fd) {
+                Lifeline::Broken => {
+                    kill_all(mode, child);
+                    // Reaped here, or it would be an orphan zombie of whoever reaps orphans
+                    // (in a container, maybe nobody).
+                    let mut st = 0;
+                    // SAFETY: waitpid with a local status.
+                    unsafe { libc::waitpid(child, &mut st, 0) };
+                    return EXIT_LIFELINE;
+                }
+                Lifeline::Signals(sigs) => {
+                    for s in sigs {
+                        forward(mode, child, s);
+                    }
+                }
+            }
         }
         if fds[0].revents & libc::POLLIN == 0 {
             continue;
@@ -462,36 +456,62 @@ fn supervise(
     }
 }
 
-/// The lifeline is readable: EOF (or an error) means crewd's end is closed.
-fn lifeline_broken(fd: i32) -> bool {
+/// What the lifeline said.
+#[derive(Debug, PartialEq)]
+enum Lifeline {
+    /// EOF (or an error): crewd's end is closed.
+    Broken,
+    /// The signals crewd sent, one byte each; anything not handled here is ignored.
+    Signals(Vec<i32>),
+}
+
+fn read_lifeline(fd: i32) -> Lifeline {
     let mut b = [0u8; 64];
     // SAFETY: reading into a local buffer.
     let n = unsafe { libc::read(fd, b.as_mut_ptr().cast(), b.len()) };
-    n == 0 || (n < 0 && last_error().kind() != io::ErrorKind::Interrupted)
+    match usize::try_from(n) {
+        Ok(0) => Lifeline::Broken,
+        Ok(n) => Lifeline::Signals(signals_in(b.get(..n).unwrap_or_default())),
+        Err(_) if last_error().kind() == io::ErrorKind::Interrupted => Lifeline::Signals(vec![]),
+        Err(_) => Lifeline::Broken,
+    }
 }
 
-/// Mark every fd from `first` up close-on-exec: `close_range` where the kernel has its
-/// `CLOSE_RANGE_CLOEXEC` (5.11), else each fd `/proc/self/fd` lists.
-fn close_on_exec_from(first: i32) -> io::Result<()> {
-    const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
-    // SAFETY: close_range with integer arguments; CLOEXEC only sets flags.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_close_range,
-            first,
-            libc::c_uint::MAX,
-            CLOSE_RANGE_CLOEXEC,
-        )
+/// The signals a lifeline message names, in order (only those the init forwards).
+fn signals_in(bytes: &[u8]) -> Vec<i32> {
+    bytes
+        .iter()
+        .map(|&b| i32::from(b))
+        .filter(|s| FORWARDED.contains(s))
+        .collect()
+}
+
+/// Close every fd from `first` up but `keep`: `close_range` (Linux 5.9) around it, else each
+/// fd `/proc/self/fd` lists.
+fn close_from(first: i32, keep: Option<i32>) -> io::Result<()> {
+    let close_range = |lo: i32, hi: libc::c_uint| {
+        // SAFETY: close_range with integer arguments; it only closes fds.
+        unsafe { libc::syscall(libc::SYS_close_range, lo, hi, 0 as libc::c_uint) == 0 }
     };
-    if r == 0 {
+    let done = match keep.filter(|&k| k >= first) {
+        None => close_range(first, libc::c_uint::MAX),
+        Some(k) => {
+            (k == first || close_range(first, (k - 1) as libc::c_uint))
+                && close_range(k.saturating_add(1), libc::c_uint::MAX)
+        }
+    };
+    if done {
         return Ok(());
     }
     let fds: Vec<i32> = std::fs::read_dir("/proc/self/fd")?
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
         .collect();
-    for fd in fds.into_iter().filter(|&fd| fd >= first) {
-        // SAFETY: fcntl on an fd number; the directory's own fd is gone by now (EBADF).
-        unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+    for fd in fds
+        .into_iter()
+        .filter(|&fd| fd >= first && Some(fd) != keep)
+    {
+        // SAFETY: close on an fd number; the directory's own fd is gone by now (EBADF).
+        unsafe { libc::close(fd) };
     }
     Ok(())
 }
@@ -509,24 +529,9 @@ fn forward(mode: Mode, child: i32, sig: i32) {
         Mode::PidNs => unsafe {
             libc::kill(child, sig);
         },
-        Mode::Reaper | Mode::Boxed => {
+        Mode::Reaper => {
             let me = std::process::id() as i32;
-            // bubblewrap's own processes die of the signal and take the box with them at
-            // once (its PID 1 dies with its parent): the box's processes get it instead, so a
-            // program that handles SIGTERM still has its grace. The init inside the box
-            // (this binary) is spared too, or it would pass the signal on a second time.
-            let exe = |p: i32| std::fs::read_link(format!("/proc/{p}/exe")).ok();
-            let spare = match mode {
-                Mode::Boxed => [exe(child), exe(me)],
-                _ => [None, None],
-            };
             for p in tree::descendants(&tree::process_table(), me) {
-                if spare.iter().any(Option::is_some) {
-                    let e = exe(p);
-                    if e.is_some() && spare.contains(&e) {
-                        continue;
-                    }
-                }
                 // SAFETY: as above.
                 unsafe { libc::kill(p, sig) };
             }
@@ -542,7 +547,7 @@ fn kill_all(mode: Mode, child: i32) {
         Mode::PidNs => unsafe {
             libc::kill(child, libc::SIGKILL);
         },
-        Mode::Reaper | Mode::Boxed => {
+        Mode::Reaper => {
             let me = std::process::id() as i32;
             // A process may fork while we look: look again until nothing is left (bounded).
             for _ in 0..500 {
@@ -635,6 +640,8 @@ mod tests {
         );
         let a = ok(&["--reaper", "--", "--pidns"]);
         assert_eq!((a.mode, a.argv), (Mode::Reaper, os(&["--pidns"])));
+        let a = ok(&["--reaper", "--stdout-fd", "5", "--lifeline", "4", "--", "x"]);
+        assert_eq!((a.stdout_fd, a.lifeline), (Some(5), Some(4)));
         assert!(ok(&["--pidns", "--probe"]).probe);
         for bad in [
             &["--", "sh"][..],
@@ -644,8 +651,25 @@ mod tests {
             &["--pidns", "--lifeline", "--", "sh"],
             &["--pidns", "--lifeline", "2", "--", "sh"],
             &["--pidns", "--lifeline", "x", "--", "sh"],
+            &["--reaper", "--stdout-fd", "1", "--", "sh"],
+            &["--reaper", "--stdout-fd", "--", "sh"],
+            &["--boxed", "--", "sh"],
         ] {
             assert!(parse(&os(bad)).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_lifeline_message_names_the_signals_to_pass_on() {
+        let (term, int) = (libc::SIGTERM as u8, libc::SIGINT as u8);
+        let table: &[(&[u8], Vec<i32>)] = &[
+            (&[term], vec![libc::SIGTERM]),
+            (&[int, term], vec![libc::SIGINT, libc::SIGTERM]),
+            // Not forwarded: SIGKILL (the lifeline's end is the kill), SIGCHLD, junk.
+            (&[libc::SIGKILL as u8, libc::SIGCHLD as u8, 0, 255], vec![]),
+        ];
+        for (bytes, want) in table {
+            assert_eq!(&signals_in(bytes), want, "{bytes:?}");
         }
     }
 }

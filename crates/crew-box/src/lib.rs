@@ -13,13 +13,15 @@
 //!
 //! Either way the init watches a *lifeline*: a pipe whose only write end crewd holds for the
 //! attempt. When crewd dies (even by `kill -9`) the kernel closes it, the init reads EOF and
-//! kills the attempt. Why not `PR_SET_PDEATHSIG` on the init: it fires when the parent
+//! kills the attempt; crewd's signals to the attempt (SIGTERM to stop it) travel on it too. Why not `PR_SET_PDEATHSIG` on the init: it fires when the parent
 //! *thread* ends, and tokio's threads come and go (a `block_in_place` worker retires into the
 //! blocking pool and exits when idle), which would kill live attempts. Inside the init, whose
 //! one thread lives as long as it does, PID 1 does use `PR_SET_PDEATHSIG`.
 //!
-//! `bwrap` builds bubblewrap's argv for the box around an attempt (issue 34); `spawn` is what
-//! crewd needs to start a program under the init.
+//! In a box (`bwrap`, issue 34) crewd starts bubblewrap itself and the init is the box's PID 1
+//! (`--reaper` there: bubblewrap made the PID namespace), holding the lifeline and the
+//! program's stdout, both inherited through bubblewrap by number. `spawn` is what crewd needs
+//! to start a program under the init.
 
 pub mod bwrap;
 pub mod init;
@@ -31,10 +33,6 @@ pub mod tree;
 pub enum Mode {
     PidNs,
     Reaper,
-    /// A reaper whose program is bubblewrap (`bwrap`): as `Reaper`, but signals go to the
-    /// box's processes, not to bubblewrap's own, and the program's stdout reaches the box
-    /// past bubblewrap (`init::STDOUT_FD`) (issue 34).
-    Boxed,
 }
 
 impl Mode {
@@ -42,14 +40,13 @@ impl Mode {
         match self {
             Mode::PidNs => "--pidns",
             Mode::Reaper => "--reaper",
-            Mode::Boxed => "--boxed",
         }
     }
 
     pub fn describe(self) -> &'static str {
         match self {
             Mode::PidNs => "pid-namespace",
-            Mode::Reaper | Mode::Boxed => "process-group+subreaper",
+            Mode::Reaper => "process-group+subreaper",
         }
     }
 }

@@ -7,7 +7,10 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 
 /// crewd's end of an attempt's lifeline: while it is open, the attempt may live. Dropped with
-/// the attempt's supervision, or closed by the kernel when crewd dies.
+/// the attempt's supervision, or closed by the kernel when crewd dies. It also carries the
+/// signals crewd sends the attempt (`signal`: one byte, the signal's number), so they reach
+/// the attempt's processes wherever they are, in a box whose processes crewd cannot name
+/// included.
 ///
 /// The init gets the read end by inheritance, at the number `--lifeline FD` names: a copy
 /// without `CLOEXEC` (`handoff`) that lives only until the init is spawned. Handing it over
@@ -16,8 +19,8 @@ use std::path::{Path, PathBuf};
 /// `pre_exec` every attempt's launch was a full `fork`, about half of crewd's CPU per
 /// instant task. Another process crewd starts in that short window inherits the copy too;
 /// that is harmless (only the write end's holders keep an attempt alive, and nothing is ever
-/// written), and every init marks what it inherited beyond its own fds close-on-exec, so the
-/// copy reaches no program.
+/// written), and every init closes what it inherited beyond its own fds, so the copy reaches
+/// no program.
 #[derive(Debug)]
 pub struct Lifeline {
     write: Option<OwnedFd>,
@@ -27,26 +30,28 @@ pub struct Lifeline {
 
 impl Lifeline {
     pub fn new() -> io::Result<Lifeline> {
-        let mut fds = [0 as RawFd; 2];
-        // SAFETY: pipe2 fills the array it is given. Both ends CLOEXEC: no other child of
-        // crewd's may hold the write end past its exec, or crewd's death would go unseen.
-        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        let (read, write) = pipe()?;
+        // Never blocks crewd: a full pipe (an init that stopped reading) drops the signal.
+        // SAFETY: fcntl on an fd we own.
+        if unsafe { libc::fcntl(write.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) } != 0 {
             return Err(io::Error::last_os_error());
         }
-        // SAFETY: both fds were just created and are owned here only.
-        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-        // SAFETY: F_DUPFD on an fd we own returns a new fd (not close-on-exec) or -1.
-        let copy = unsafe { libc::fcntl(read.as_raw_fd(), libc::F_DUPFD, 3) };
-        if copy < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `copy` was just created and is owned here only.
-        let handoff = Some(unsafe { OwnedFd::from_raw_fd(copy) });
+        let handoff = Some(inheritable(&read)?);
         Ok(Lifeline {
             write: Some(write),
             read,
             handoff,
         })
+    }
+
+    /// Send `sig` to the attempt: the init passes it to every process it holds. Whether it
+    /// was sent (not once the lifeline is cut).
+    pub fn signal(&self, sig: i32) -> bool {
+        let (Some(w), Ok(b)) = (self.write.as_ref(), u8::try_from(sig)) else {
+            return false;
+        };
+        // SAFETY: writing one byte from a local to an fd we own.
+        unsafe { libc::write(w.as_raw_fd(), (&b as *const u8).cast(), 1) == 1 }
     }
 
     /// End the attempt now: the init reads EOF, kills everything it holds (SIGKILL), reaps
@@ -74,19 +79,68 @@ impl Lifeline {
     }
 }
 
+/// A pipe, both ends close-on-exec: (read, write). No child of crewd's may hold an end past
+/// its exec unless it is handed over on purpose (`inheritable`).
+fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as RawFd; 2];
+    // SAFETY: pipe2 fills the array it is given.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both fds were just created and are owned here only.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// A copy of `fd` a child inherits (not close-on-exec), at the lowest free number from 3.
+fn inheritable(fd: &OwnedFd) -> io::Result<OwnedFd> {
+    // SAFETY: F_DUPFD on an fd we own returns a new fd (not close-on-exec) or -1.
+    let copy = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD, 3) };
+    if copy < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `copy` was just created and is owned here only.
+    Ok(unsafe { OwnedFd::from_raw_fd(copy) })
+}
+
+/// The program's stdout when bubblewrap stands between crewd and the program: crewd reads
+/// `read`; the init inside the box inherits `handoff` (the write end) by number (`--stdout-fd
+/// FD`) and makes it the program's stdout, while bubblewrap's own stdout is `/dev/null`.
+/// bubblewrap's processes keep their stdio open for the box's whole life, so a program that
+/// closes its stdout would otherwise not be seen to. Drop `handoff` once the box is spawned,
+/// as for the lifeline: another child spawned meanwhile that holds a copy delays the end of
+/// the stream only until it exits (every init closes what is not its own).
+pub struct StdoutPipe {
+    pub read: OwnedFd,
+    pub handoff: OwnedFd,
+}
+
+impl StdoutPipe {
+    pub fn new() -> io::Result<StdoutPipe> {
+        let (read, write) = pipe()?;
+        Ok(StdoutPipe {
+            read,
+            handoff: inheritable(&write)?,
+        })
+    }
+}
+
 /// The init's argv around `program args…` (the init itself first); `lifeline`: the fd number
-/// the init inherits the lifeline's read end at ([`Lifeline::handoff_fd`]).
+/// the init inherits the lifeline's read end at ([`Lifeline::handoff_fd`]); `stdout`: the fd
+/// number it inherits the program's stdout at ([`StdoutPipe::handoff`]), if not its own.
 pub fn argv(
     init: &Path,
     mode: Mode,
     lifeline: Option<RawFd>,
+    stdout: Option<RawFd>,
     program: &OsStr,
     args: &[OsString],
 ) -> Vec<OsString> {
     let mut v: Vec<OsString> = vec![init.as_os_str().to_owned(), mode.flag().into()];
-    if let Some(fd) = lifeline {
-        v.push("--lifeline".into());
-        v.push(fd.to_string().into());
+    for (flag, fd) in [("--lifeline", lifeline), ("--stdout-fd", stdout)] {
+        if let Some(fd) = fd {
+            v.push(flag.into());
+            v.push(fd.to_string().into());
+        }
     }
     v.push("--".into());
     v.push(program.to_owned());
@@ -168,6 +222,7 @@ mod tests {
             Path::new("/x/crew-box"),
             Mode::PidNs,
             Some(7),
+            None,
             OsStr::new("sh"),
             &["-c".into(), "true".into()],
         );

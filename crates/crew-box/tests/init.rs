@@ -2,9 +2,10 @@
 //! everything, signals reach the whole namespace, the exit status is the program's — as root
 //! and as `nobody` (unprivileged user namespaces), in both modes.
 
-use crew_box::spawn::{self, Lifeline};
+use crew_box::spawn::{self, Lifeline, StdoutPipe};
 use crew_box::Mode;
 use std::ffi::OsString;
+use std::io::{BufRead, BufReader, Read};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
@@ -67,6 +68,7 @@ fn command(prefix: &[&str], mode: Mode, script: &str, lifeline: Option<&Lifeline
         Path::new(INIT),
         mode,
         lifeline.and_then(Lifeline::handoff_fd),
+        None,
         "/bin/sh".as_ref(),
         &[OsString::from("-c"), OsString::from(script)],
     );
@@ -145,6 +147,7 @@ fn cutting_the_lifeline_ends_everything() {
     }
 }
 
+/// crewd's SIGTERM travels on the lifeline (`Lifeline::signal`); the init passes it on.
 #[test]
 fn sigterm_reaches_a_setsid_process() {
     for mode in modes() {
@@ -169,8 +172,7 @@ fn sigterm_reaches_a_setsid_process() {
             assert!(Instant::now() < deadline, "never started");
             std::thread::sleep(Duration::from_millis(10));
         }
-        // SAFETY: signalling the group of the child this test started.
-        unsafe { libc::kill(-(child.id() as i32), libc::SIGTERM) };
+        assert!(lifeline.signal(libc::SIGTERM));
         child.wait().unwrap();
         assert!(flag.exists(), "{mode:?}: the setsid'd process got SIGTERM");
         until_gone(&marker, "after SIGTERM");
@@ -205,60 +207,132 @@ fn the_program_inherits_only_stdio() {
     }
 }
 
-/// The box as crewd starts it (`--boxed` init, bubblewrap, crew's init inside): crew's init is
-/// the box's PID 1 (bubblewrap adds no init of its own), the program's stdout and status come
-/// through, and a setsid'd process the program left ends with it.
-#[test]
-fn in_the_box_crews_init_is_pid_1_and_nothing_outlives_the_program() {
+/// bubblewrap where it can make a box here, else why not (the test is then skipped).
+fn bwrap() -> Option<&'static Path> {
     let bwrap = Path::new("/usr/bin/bwrap");
-    if let Err(why) = bwrap
+    match bwrap
         .exists()
         .then_some(())
         .ok_or_else(|| "no /usr/bin/bwrap".to_string())
         .and_then(|()| crew_box::bwrap::probe(bwrap))
     {
-        eprintln!("SKIPPED the box: {why}");
-        return;
+        Ok(()) => Some(bwrap),
+        Err(why) => {
+            eprintln!("SKIPPED the box: {why}");
+            None
+        }
     }
+}
+
+/// `sh -c script` in a box as crewd starts it: bubblewrap itself, crew's init as the box's
+/// PID 1 holding the lifeline and the program's stdout (read from the returned file).
+fn in_box(bwrap: &Path, script: &str, lifeline: &Lifeline) -> (std::process::Child, std::fs::File) {
+    let spec = crew_box::bwrap::BoxSpec {
+        cwd: "/".into(),
+        ..Default::default()
+    };
+    let stdout = StdoutPipe::new().unwrap();
+    let argv = crew_box::bwrap::argv_with_init(
+        bwrap,
+        Path::new(INIT),
+        &spec,
+        lifeline.handoff_fd().unwrap(),
+        stdout.handoff.as_raw_fd(),
+        "/bin/sh".as_ref(),
+        &[OsString::from("-c"), OsString::from(script)],
+    );
+    let child = Command::new(&argv[0])
+        .args(&argv[1..])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    (child, std::fs::File::from(stdout.read))
+}
+
+/// The box as crewd starts it: crew's init is the box's PID 1 (bubblewrap adds no init of its
+/// own), the program's stdout and status come through, and a setsid'd process the program
+/// left ends with it.
+#[test]
+fn in_the_box_crews_init_is_pid_1_and_nothing_outlives_the_program() {
+    let Some(bwrap) = bwrap() else { return };
     let marker = format!("boxmark{}", std::process::id());
     let script = format!(
         "cat /proc/1/comm; ls /proc | grep -c '^[0-9]'; \
          setsid sh -c 'while :; do sleep 0.1; done' {marker} & sleep 0.2; exit 5"
     );
-    let spec = crew_box::bwrap::BoxSpec {
-        cwd: "/".into(),
-        ..Default::default()
-    };
-    let inner = crew_box::bwrap::argv_with_init(
-        bwrap,
-        Path::new(INIT),
-        &spec,
-        "/bin/sh".as_ref(),
-        &[OsString::from("-c"), OsString::from(script)],
-    );
     let lifeline = Lifeline::new().unwrap();
-    let argv = spawn::argv(
-        Path::new(INIT),
-        Mode::Boxed,
-        lifeline.handoff_fd(),
-        inner[0].as_os_str(),
-        &inner[1..],
-    );
-    let out = Command::new(&argv[0])
-        .args(&argv[1..])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .process_group(0)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(5), "{out:?}");
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let (mut child, mut out) = in_box(bwrap, &script, &lifeline);
+    let mut stdout = String::new();
+    out.read_to_string(&mut stdout).unwrap();
+    assert_eq!(child.wait().unwrap().code(), Some(5), "{stdout}");
     let mut lines = stdout.lines();
     assert_eq!(lines.next(), Some("crew-box"), "the box's PID 1: {stdout}");
     // The init, sh, the setsid'd sh and its sleep, ls and grep at most: no bwrap init.
     let n: usize = lines.next().and_then(|l| l.trim().parse().ok()).unwrap();
     assert!(n <= 6, "processes in the box: {n}");
     until_gone(&marker, "the setsid'd process in the box");
+}
+
+/// crewd's SIGTERM reaches the program in the box (its grace: it answers and exits as it
+/// chooses), though crewd can name no process there.
+#[test]
+fn sigterm_on_the_lifeline_reaches_the_program_in_the_box() {
+    let Some(bwrap) = bwrap() else { return };
+    let lifeline = Lifeline::new().unwrap();
+    let script = "trap 'echo termed; exit 3' TERM; echo ready; while :; do sleep 0.05; done";
+    let (mut child, out) = in_box(bwrap, script, &lifeline);
+    let mut lines = BufReader::new(out).lines();
+    assert_eq!(lines.next().unwrap().unwrap(), "ready");
+    assert!(lifeline.signal(libc::SIGTERM));
+    assert_eq!(lines.next().unwrap().unwrap(), "termed");
+    assert_eq!(child.wait().unwrap().code(), Some(3));
+}
+
+/// bubblewrap's processes hold their stdio for the box's whole life; the program's stdout is
+/// not theirs, so a program that closes it is seen to at once, while it still runs.
+#[test]
+fn a_program_in_the_box_that_closes_its_stdout_is_seen_to() {
+    let Some(bwrap) = bwrap() else { return };
+    let mut lifeline = Lifeline::new().unwrap();
+    let (mut child, mut out) = in_box(bwrap, "echo answer; exec >&-; sleep 1000", &lifeline);
+    let mut stdout = String::new();
+    out.read_to_string(&mut stdout).unwrap();
+    assert_eq!(stdout, "answer\n");
+    assert!(child.try_wait().unwrap().is_none(), "still running");
+    lifeline.cut();
+    assert_eq!(child.wait().unwrap().code(), Some(137));
+}
+
+/// An fd handed to another attempt's init (a lifeline, a box's stdout) may be inherited by
+/// this one in the same instant: the init closes it, or that attempt's stdout would not end
+/// while this attempt runs.
+#[test]
+fn the_init_keeps_no_other_fd_it_inherited() {
+    for mode in modes() {
+        let lifeline = Lifeline::new().unwrap();
+        let other = StdoutPipe::new().unwrap();
+        let mut child = command(&[], mode, "sleep 1000", Some(&lifeline))
+            .spawn()
+            .unwrap();
+        let StdoutPipe { read, handoff } = other;
+        drop(handoff);
+        let mut poll = libc::pollfd {
+            fd: read.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: poll on one local pollfd.
+        let n = unsafe { libc::poll(&mut poll, 1, 10_000) };
+        assert_eq!(n, 1, "{mode:?}: the other stream never ended");
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "{mode:?}: still running"
+        );
+        drop(lifeline);
+        child.wait().unwrap();
+    }
 }
 
 /// The program gets SIGPIPE's default back whatever the init does with it: `yes | head` ends

@@ -146,14 +146,6 @@ impl crew_attempt::spawn::Launcher for Launcher {
             .map(|(_, v)| v.clone());
         let program = crew_box::spawn::resolve(&p.program, path.as_deref(), Path::new(&p.cwd))?;
         let args: Vec<OsString> = p.args.iter().map(OsString::from).collect();
-        let boxed =
-            crew_box::bwrap::argv_with_init(b.bwrap, &b.init, spec, program.as_os_str(), &args);
-        crew_attempt::spawn::under_init(
-            &b.init,
-            crew_box::Mode::Boxed,
-            b.bwrap.as_os_str(),
-            boxed.get(1..).unwrap_or_default(),
-            p,
-        )
+        crew_attempt::spawn::in_box(b.bwrap, &b.init, spec, program.as_os_str(), &args, p)
     }
 }

@@ -94,59 +94,70 @@ fn detect() -> Containment {
     }
 }
 
-/// What runs for `program args` held as `containment` says: the program and arguments to
-/// start, and the init to start them under (`None`: as they are). The program is looked up in
-/// `path` (the child's PATH) first, so a missing one is a spawn error as without the init.
+/// How `program args` starts, held as `containment` says. The program is looked up in `path`
+/// (the child's PATH) first, so a missing one is a spawn error as without the init.
 ///
 /// `boxed`: bubblewrap and the box (`sandbox`) to run it in. bubblewrap makes the PID
-/// namespace then, so the init only reaps and holds the lifeline (`Mode::Boxed`), and an init
-/// inside the box starts the program (`bwrap::argv_with_init`).
-fn wrap(
+/// namespace then, and crewd starts bubblewrap itself with crew's init as the box's PID 1
+/// (`crew_attempt::spawn::in_box`); without an init, bubblewrap alone.
+fn wrap<'a>(
     program: &str,
     args: &[String],
     path: Option<&OsStr>,
     cwd: &Path,
-    boxed: Option<(&Path, &crew_box::bwrap::BoxSpec)>,
+    boxed: Option<(&'a Path, &'a crew_box::bwrap::BoxSpec)>,
     reaper: bool,
-) -> std::io::Result<Wrapped> {
+) -> std::io::Result<Wrapped<'a>> {
     let init = containment().init.as_ref();
-    let mut args: Vec<OsString> = args.iter().map(OsString::from).collect();
+    let args: Vec<OsString> = args.iter().map(OsString::from).collect();
     if init.is_none() && boxed.is_none() {
-        return Ok(Wrapped {
-            program: program.into(),
+        return Ok(Wrapped::Plain(program.into(), args));
+    }
+    let program = crew_box::spawn::resolve(program, path, cwd)?.into_os_string();
+    Ok(match (boxed, init) {
+        (Some((bwrap, spec)), Some((init, _))) => Wrapped::InBox {
+            bwrap,
+            init: init.as_path(),
+            spec,
+            program,
             args,
-            init: None,
-        });
-    }
-    let mut program = crew_box::spawn::resolve(program, path, cwd)?.into_os_string();
-    if let Some((bwrap, spec)) = boxed {
-        let argv = match init {
-            Some((init, _)) => crew_box::bwrap::argv_with_init(bwrap, init, spec, &program, &args),
-            None => crew_box::bwrap::argv(bwrap, spec, &program, &args),
-        };
-        program = bwrap.as_os_str().to_owned();
-        args = argv.get(1..).unwrap_or_default().to_vec();
-    }
-    let held = init.map(|(init, mode)| {
-        let mode = match (boxed.is_some(), reaper) {
-            (true, _) => Mode::Boxed,
-            (false, true) => Mode::Reaper,
-            (false, false) => *mode,
-        };
-        (init.as_path(), mode)
-    });
-    Ok(Wrapped {
-        program,
-        args,
-        init: held,
+        },
+        (Some((bwrap, spec)), None) => {
+            let argv = crew_box::bwrap::argv(bwrap, spec, &program, &args);
+            Wrapped::Plain(
+                bwrap.as_os_str().to_owned(),
+                argv.get(1..).unwrap_or_default().to_vec(),
+            )
+        }
+        (None, Some((init, mode))) => Wrapped::UnderInit {
+            init: init.as_path(),
+            mode: if reaper { Mode::Reaper } else { *mode },
+            program,
+            args,
+        },
+        (None, None) => Wrapped::Plain(program, args),
     })
 }
 
-/// What `wrap` starts: `program args`, under `init` in its mode when there is one.
-struct Wrapped {
-    program: OsString,
-    args: Vec<OsString>,
-    init: Option<(&'static Path, Mode)>,
+/// What `wrap` starts.
+enum Wrapped<'a> {
+    /// `program args` as they are.
+    Plain(OsString, Vec<OsString>),
+    /// Under crew's init in `mode`.
+    UnderInit {
+        init: &'static Path,
+        mode: Mode,
+        program: OsString,
+        args: Vec<OsString>,
+    },
+    /// In `spec`'s box, crew's init its PID 1.
+    InBox {
+        bwrap: &'a Path,
+        init: &'static Path,
+        spec: &'a crew_box::bwrap::BoxSpec,
+        program: OsString,
+        args: Vec<OsString>,
+    },
 }
 
 /// The `PATH` among a worker's environment variables.
@@ -181,11 +192,22 @@ impl crew_attempt::spawn::Launcher for Contained {
             self.boxed.as_ref().map(|(b, s)| (*b, s)),
             self.reaper,
         )?;
-        match w.init {
-            Some((init, mode)) => {
-                crew_attempt::spawn::under_init(init, mode, &w.program, &w.args, p)
-            }
-            None => crew_attempt::spawn::plain(&w.program, &w.args, p),
+        use crew_attempt::spawn;
+        match w {
+            Wrapped::Plain(program, args) => spawn::plain(&program, &args, p),
+            Wrapped::UnderInit {
+                init,
+                mode,
+                program,
+                args,
+            } => spawn::under_init(init, mode, &program, &args, p),
+            Wrapped::InBox {
+                bwrap,
+                init,
+                spec,
+                program,
+                args,
+            } => spawn::in_box(bwrap, init, spec, &program, &args, p),
         }
     }
 }
