@@ -42,6 +42,17 @@ pub struct Core {
     pub integrating: std::collections::HashSet<String>,
 }
 
+/// A run's terminal event: the quiet moment after which `trim` returns free heap memory.
+fn ends_run(ev: &Event) -> bool {
+    use crew_core::run::EventBody;
+    matches!(
+        ev.body,
+        EventBody::RunCompleted { .. }
+            | EventBody::RunFailed { .. }
+            | EventBody::RunCancelled { .. }
+    )
+}
+
 impl Core {
     pub fn new(state: State, shared: Arc<Shared>, writer: WriterHandle, actor: Actor) -> Self {
         let emitted_seq = state.last_seq;
@@ -76,6 +87,10 @@ impl Core {
         let seq = self.emitted_seq + 1;
         let ev = self.state.stamp(p, seq, time);
         self.state.apply(&ev);
+        if ends_run(&ev) {
+            // What the run's attempts freed goes back to the system (off the actor).
+            crate::trim::AFTER_RUN.request();
+        }
         if let Some(r) = &ev.run_id {
             self.touched.insert(r.clone());
         }

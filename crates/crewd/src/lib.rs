@@ -31,6 +31,7 @@ mod summary;
 mod system_prompts;
 #[cfg(test)]
 mod test_support;
+mod trim;
 mod verdicts;
 mod workspace;
 pub mod writer;
