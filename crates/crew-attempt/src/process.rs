@@ -3,6 +3,8 @@
 
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
+use std::collections::BTreeMap;
+use std::sync::Mutex;
 
 /// Start time of a process in clock ticks since boot (field 22 of /proc/<pid>/stat). With the
 /// pid it identifies a process: a pid reused by another process has another start time.
@@ -13,9 +15,24 @@ pub fn start_time(pid: u32) -> Option<u64> {
     rest.split_whitespace().nth(19)?.parse().ok()
 }
 
-/// Signal the worker's whole process group (agents spawn tools; those must stop too).
+/// The lifelines of the attempts this process holds under crew's init, by the pid crewd
+/// knows them by (`GroupGuard`): a signal for one goes on its lifeline, so it reaches the
+/// attempt's processes wherever they are — in a box, the group of that pid is bubblewrap's
+/// alone, whose death would end the box without the signal reaching the program.
+static LIFELINES: Mutex<BTreeMap<u32, crew_box::spawn::Signals>> = Mutex::new(BTreeMap::new());
+
+fn lifelines() -> std::sync::MutexGuard<'static, BTreeMap<u32, crew_box::spawn::Signals>> {
+    LIFELINES.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Signal the worker's whole process group (agents spawn tools; those must stop too): on its
+/// lifeline when it runs under crew's init (which passes the signal on), else to the group.
 pub fn signal_group(pgid: u32, sig: Signal) {
     if pgid <= 1 {
+        return;
+    }
+    let line = lifelines().get(&pgid).cloned();
+    if line.is_some_and(|l| l.send(sig as i32)) {
         return;
     }
     if let Err(e) = killpg(Pid::from_raw(pgid as i32), sig) {
@@ -36,10 +53,13 @@ pub struct GroupGuard {
 
 impl GroupGuard {
     pub fn new(pgid: u32, lifeline: Option<crew_box::spawn::Lifeline>) -> GroupGuard {
+        if let Some(l) = &lifeline {
+            lifelines().insert(pgid, l.signals());
+        }
         GroupGuard { pgid, lifeline }
     }
 
-    /// Ask the attempt to stop (SIGTERM): under crew's init by the lifeline, which reaches
+    /// Ask the attempt to stop (SIGTERM): on its lifeline under crew's init, which reaches
     /// processes in a box too, else to the group.
     pub fn terminate(&self) {
         match &self.lifeline {
@@ -60,6 +80,9 @@ impl GroupGuard {
 impl Drop for GroupGuard {
     fn drop(&mut self) {
         self.kill();
+        if self.lifeline.is_some() {
+            lifelines().remove(&self.pgid);
+        }
     }
 }
 
@@ -151,6 +174,31 @@ pub fn kill_tagged(t: &Tagged) -> bool {
 mod tests {
     use super::*;
     use std::os::unix::process::CommandExt;
+
+    /// crewd signals an attempt by its pid (its shutdown does); under crew's init the signal
+    /// goes on the lifeline, and to the group again once the attempt is over.
+    #[test]
+    fn a_signal_by_pid_goes_on_the_attempts_lifeline() {
+        use std::io::Read;
+        use std::os::fd::FromRawFd;
+        let pgid = u32::MAX - 11;
+        let lifeline = crew_box::spawn::Lifeline::new().unwrap();
+        // SAFETY: a second handle on the read end, never closed (ManuallyDrop); the guard's
+        // lifeline owns it and outlives every read below.
+        let mut read =
+            std::mem::ManuallyDrop::new(unsafe { std::fs::File::from_raw_fd(lifeline.read_fd()) });
+        let guard = GroupGuard::new(pgid, Some(lifeline));
+        signal_group(pgid, Signal::SIGTERM);
+        guard.terminate();
+        let mut got = [0u8; 2];
+        read.read_exact(&mut got).unwrap();
+        assert_eq!(got, [Signal::SIGTERM as u8; 2]);
+        drop(guard);
+        assert!(
+            !lifelines().contains_key(&pgid),
+            "forgotten with its attempt"
+        );
+    }
 
     #[test]
     fn worker_identity_from_the_environment() {

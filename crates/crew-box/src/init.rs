@@ -73,6 +73,9 @@ pub fn parse(args: &[OsString]) -> Result<Args, String> {
         }
     }
     let mode = mode.ok_or("--pidns or --reaper is required")?;
+    if lifeline.is_some() && lifeline == stdout_fd {
+        return Err("--lifeline and --stdout-fd need two different fds".into());
+    }
     let argv = argv.unwrap_or_default();
     if argv.is_empty() != probe {
         return Err("give a program after `--`, or `--probe` alone".into());
@@ -653,6 +656,15 @@ mod tests {
             &["--pidns", "--lifeline", "x", "--", "sh"],
             &["--reaper", "--stdout-fd", "1", "--", "sh"],
             &["--reaper", "--stdout-fd", "--", "sh"],
+            &[
+                "--reaper",
+                "--lifeline",
+                "5",
+                "--stdout-fd",
+                "5",
+                "--",
+                "sh",
+            ],
             &["--boxed", "--", "sh"],
         ] {
             assert!(parse(&os(bad)).is_err(), "{bad:?}");

@@ -5,6 +5,7 @@ use std::ffi::{OsStr, OsString};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Weak};
 
 /// crewd's end of an attempt's lifeline: while it is open, the attempt may live. Dropped with
 /// the attempt's supervision, or closed by the kernel when crewd dies. It also carries the
@@ -23,7 +24,8 @@ use std::path::{Path, PathBuf};
 /// no program.
 #[derive(Debug)]
 pub struct Lifeline {
-    write: Option<OwnedFd>,
+    /// Shared with [`Signals`] handles (weakly: they never keep the attempt alive).
+    write: Option<Arc<OwnedFd>>,
     read: OwnedFd,
     handoff: Option<OwnedFd>,
 }
@@ -38,7 +40,7 @@ impl Lifeline {
         }
         let handoff = Some(inheritable(&read)?);
         Ok(Lifeline {
-            write: Some(write),
+            write: Some(Arc::new(write)),
             read,
             handoff,
         })
@@ -47,11 +49,13 @@ impl Lifeline {
     /// Send `sig` to the attempt: the init passes it to every process it holds. Whether it
     /// was sent (not once the lifeline is cut).
     pub fn signal(&self, sig: i32) -> bool {
-        let (Some(w), Ok(b)) = (self.write.as_ref(), u8::try_from(sig)) else {
-            return false;
-        };
-        // SAFETY: writing one byte from a local to an fd we own.
-        unsafe { libc::write(w.as_raw_fd(), (&b as *const u8).cast(), 1) == 1 }
+        self.write.as_deref().is_some_and(|w| send(w, sig))
+    }
+
+    /// A handle that sends signals on this lifeline while it is not cut, for whoever signals
+    /// the attempt by its pid and holds no `Lifeline` (crewd's shutdown).
+    pub fn signals(&self) -> Signals {
+        Signals(self.write.as_ref().map(Arc::downgrade).unwrap_or_default())
     }
 
     /// End the attempt now: the init reads EOF, kills everything it holds (SIGKILL), reaps
@@ -77,6 +81,26 @@ impl Lifeline {
     pub fn read_fd(&self) -> RawFd {
         self.read.as_raw_fd()
     }
+}
+
+/// See [`Lifeline::signals`].
+#[derive(Debug, Clone)]
+pub struct Signals(Weak<OwnedFd>);
+
+impl Signals {
+    /// As [`Lifeline::signal`]; `false` once the lifeline is cut.
+    pub fn send(&self, sig: i32) -> bool {
+        self.0.upgrade().is_some_and(|w| send(&w, sig))
+    }
+}
+
+/// One signal on a lifeline's write end: one byte, its number.
+fn send(write: &OwnedFd, sig: i32) -> bool {
+    let Ok(b) = u8::try_from(sig) else {
+        return false;
+    };
+    // SAFETY: writing one byte from a local to an fd we own.
+    unsafe { libc::write(write.as_raw_fd(), (&b as *const u8).cast(), 1) == 1 }
 }
 
 /// A pipe, both ends close-on-exec: (read, write). No child of crewd's may hold an end past
