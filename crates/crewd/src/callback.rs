@@ -70,6 +70,17 @@ fn fire(command: &CommandSpec, run: &str, status: &str, reason: &str) {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
+    // Nothing but stdio reaches the callback: a copy of an fd crewd is handing to an attempt
+    // at this instant (a box's stdout, `crew_box::spawn::StdoutPipe`) would stay open as long
+    // as the callback runs, and that attempt's output would not end with it. A callback is
+    // rare, so the fork a `pre_exec` costs (std cannot `posix_spawn` then) does not matter.
+    // SAFETY: the closure makes one async-signal-safe syscall and allocates nothing.
+    unsafe {
+        cmd.pre_exec(|| {
+            close_on_exec_from_3();
+            Ok(())
+        });
+    }
     match cmd.spawn() {
         Ok(mut child) => {
             let run = run.to_string();
@@ -89,8 +100,55 @@ fn fire(command: &CommandSpec, run: &str, status: &str, reason: &str) {
     }
 }
 
+/// Every fd from 3 up close-on-exec (`close_range`, Linux 5.11; elsewhere nothing changes).
+fn close_on_exec_from_3() {
+    const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
+    // SAFETY: close_range with integer arguments only sets flags on this process's fds.
+    unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            3 as libc::c_uint,
+            libc::c_uint::MAX,
+            CLOSE_RANGE_CLOEXEC,
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+    /// An fd left inheritable in crewd (one being handed to an attempt) does not reach the
+    /// callback.
+    #[tokio::test]
+    async fn the_callback_inherits_only_stdio() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("fds");
+        // SAFETY: F_DUPFD of stdin gives a new fd without close-on-exec, owned here.
+        let stray = unsafe { OwnedFd::from_raw_fd(libc::fcntl(0, libc::F_DUPFD, 3)) };
+        let n = stray.as_raw_fd();
+        let script = format!(
+            "ls /proc/$$/fd > {o}.tmp && mv {o}.tmp {o}",
+            o = out.display()
+        );
+        let spec = CommandSpec::Argv(vec!["/bin/sh".into(), "-c".into(), script]);
+        fire(&spec, "r", "completed", "");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while !out.exists() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the callback never ran"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        let fds = std::fs::read_to_string(&out).unwrap();
+        assert!(
+            !fds.lines().any(|l| l.trim() == n.to_string()),
+            "fd {n} reached the callback: {fds}"
+        );
+        drop(stray);
+    }
+
     use super::*;
 
     #[test]
