@@ -132,7 +132,9 @@ fn inheritable(fd: &OwnedFd) -> io::Result<OwnedFd> {
 /// bubblewrap's processes keep their stdio open for the box's whole life, so a program that
 /// closes its stdout would otherwise not be seen to. Drop `handoff` once the box is spawned,
 /// as for the lifeline: another child spawned meanwhile that holds a copy delays the end of
-/// the stream only until it exits (every init closes what is not its own).
+/// the stream only until it exits (every init closes what is not its own; crewd's
+/// `on_run_end` callback gets only stdio; its git and Slurm commands are short), and after
+/// the program exits the supervision waits for the end of its output only briefly.
 pub struct StdoutPipe {
     pub read: OwnedFd,
     pub handoff: OwnedFd,
