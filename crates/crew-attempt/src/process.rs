@@ -28,11 +28,8 @@ fn lifelines() -> std::sync::MutexGuard<'static, BTreeMap<u32, crew_box::spawn::
 /// Signal the worker's whole process group (agents spawn tools; those must stop too): on its
 /// lifeline when it runs under crew's init (which passes the signal on), else to the group.
 pub fn signal_group(pgid: u32, sig: Signal) {
-    if pgid <= 1 {
-        return;
-    }
     let line = lifelines().get(&pgid).cloned();
-    if line.is_some_and(|l| l.send(sig as i32)) {
+    if line.is_some_and(|l| l.send(sig as i32)) || pgid <= 1 {
         return;
     }
     if let Err(e) = killpg(Pid::from_raw(pgid as i32), sig) {
@@ -59,13 +56,10 @@ impl GroupGuard {
         GroupGuard { pgid, lifeline }
     }
 
-    /// Ask the attempt to stop (SIGTERM): on its lifeline under crew's init, which reaches
-    /// processes in a box too, else to the group.
+    /// Ask the attempt to stop (SIGTERM): on its lifeline under crew's init (registered in
+    /// `new`), which reaches processes in a box too, else to the group.
     pub fn terminate(&self) {
-        match &self.lifeline {
-            Some(l) if l.signal(Signal::SIGTERM as i32) => {}
-            _ => signal_group(self.pgid, Signal::SIGTERM),
-        }
+        signal_group(self.pgid, Signal::SIGTERM);
     }
 
     /// End every process of the attempt.
