@@ -83,6 +83,8 @@ notes=()
 # is missing (it never passes having done nothing); here it is left out and counted skipped,
 # and the closing line says what to install. Each need: a probe, and the tests (a filterset).
 HOST_TESTS_TTY='package(crewctl) & binary(=tty) & test(/^(a_second_ctrl_c_detaches_at_once|one_key_without_enter_cancels_or_keeps_following|a_plan_is_approved_inline_with_one_key|live_events_draw_while_a_block_is_offered|hostile_text_reaches_the_terminal_escaped)$/)'
+# crew-box's tests that start a box (the rest of crew-box's tests need no bubblewrap).
+BOX_INIT_TESTS='package(crew-box) & binary(=init) & test(/in_the_box/)'
 declare -A HOST=(
   [tmux]="$HOST_TESTS_TTY"
   [valgrind]='package(crew-core) & binary(=linear_parsing) & test(=four_times_the_items_cost_about_four_times_the_instructions)'
@@ -90,7 +92,7 @@ declare -A HOST=(
   [root]='(package(crewd) & binary(=socket_paths) & test(=a_directory_of_another_user_is_refused)) | (package(crewd) & binary(=systemd) & test(=a_peer_of_another_uid_is_refused_and_logged))'
   [systemd]='package(crewd) & binary(=systemd) & test(/^(unit_files_pass_systemd_analyze_verify|socket_activation_serves_http_and_websocket)$/)'
   [descriptors]='package(crewd) & binary(=ui_gateway) & test(=idle_dashboard_connections_never_take_the_socket_down)'
-  [bubblewrap]='package(crewd) & binary(=sandbox) & not test(=required_without_the_mechanism_refuses_with_a_clear_message)'
+  [bubblewrap]="(package(crewd) & binary(=sandbox) & not test(=required_without_the_mechanism_refuses_with_a_clear_message)) | ($BOX_INIT_TESTS)"
 )
 declare -A HOST_HINT=(
   [tmux]='tmux (Debian package `tmux`)'
@@ -257,8 +259,8 @@ run_rust() {
 # clean HOME and CREW_TEST_SANDBOX=required. Whatever cannot run is counted skipped and said
 # why, never passed.
 NONROOT_USER=${CREW_NONROOT_USER:-crew-nonroot}
-NONROOT_BOX='package(crewd) & binary(=sandbox)'
-NONROOT_INIT='package(crew-box) | (package(crewd) & binary(=contain))'
+NONROOT_BOX="(package(crewd) & binary(=sandbox)) | ($BOX_INIT_TESTS)"
+NONROOT_INIT="(package(crew-box) & not ($BOX_INIT_TESTS)) | (package(crewd) & binary(=contain))"
 declare -A NONROOT_REAL=(
   [pi]='package(crewd) & binary(=real_pi) & test(=default_team_on_the_real_pi_cli)'
   [claude]='package(crewd) & binary(=real_claude) & test(=claude_codes_own_sandbox_is_off_inside_crews_box)'

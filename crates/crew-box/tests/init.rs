@@ -207,21 +207,20 @@ fn the_program_inherits_only_stdio() {
     }
 }
 
-/// bubblewrap where it can make a box here, else why not (the test is then skipped).
-fn bwrap() -> Option<&'static Path> {
+/// bubblewrap, where it can make a box here. Where it cannot, a box test fails saying so,
+/// never passes: `make test` (tests/run.sh) leaves these tests (`in_the_box` in their names)
+/// out where bubblewrap is missing and counts them skipped.
+fn bwrap() -> &'static Path {
     let bwrap = Path::new("/usr/bin/bwrap");
-    match bwrap
+    if let Err(why) = bwrap
         .exists()
         .then_some(())
         .ok_or_else(|| "no /usr/bin/bwrap".to_string())
         .and_then(|()| crew_box::bwrap::probe(bwrap))
     {
-        Ok(()) => Some(bwrap),
-        Err(why) => {
-            eprintln!("SKIPPED the box: {why}");
-            None
-        }
+        panic!("bubblewrap cannot make a box here: {why} (install Debian's `bubblewrap`)");
     }
+    bwrap
 }
 
 /// `sh -c script` in a box as crewd starts it: bubblewrap itself, crew's init as the box's
@@ -256,7 +255,7 @@ fn in_box(bwrap: &Path, script: &str, lifeline: &Lifeline) -> (std::process::Chi
 /// left ends with it.
 #[test]
 fn in_the_box_crews_init_is_pid_1_and_nothing_outlives_the_program() {
-    let Some(bwrap) = bwrap() else { return };
+    let bwrap = bwrap();
     let marker = format!("boxmark{}", std::process::id());
     let script = format!(
         "cat /proc/1/comm; ls /proc | grep -c '^[0-9]'; \
@@ -279,7 +278,7 @@ fn in_the_box_crews_init_is_pid_1_and_nothing_outlives_the_program() {
 /// chooses), though crewd can name no process there.
 #[test]
 fn sigterm_on_the_lifeline_reaches_the_program_in_the_box() {
-    let Some(bwrap) = bwrap() else { return };
+    let bwrap = bwrap();
     let lifeline = Lifeline::new().unwrap();
     let script = "trap 'echo termed; exit 3' TERM; echo ready; while :; do sleep 0.05; done";
     let (mut child, out) = in_box(bwrap, script, &lifeline);
@@ -294,7 +293,7 @@ fn sigterm_on_the_lifeline_reaches_the_program_in_the_box() {
 /// not theirs, so a program that closes it is seen to at once, while it still runs.
 #[test]
 fn a_program_in_the_box_that_closes_its_stdout_is_seen_to() {
-    let Some(bwrap) = bwrap() else { return };
+    let bwrap = bwrap();
     let mut lifeline = Lifeline::new().unwrap();
     let (mut child, mut out) = in_box(bwrap, "echo answer; exec >&-; sleep 1000", &lifeline);
     let mut stdout = String::new();
