@@ -187,16 +187,8 @@ fn end_attempt(t: &mut TaskState, end: &AttemptEnd, ev: &Event) {
     if end.model.is_some() {
         t.model = end.model.clone();
     }
-    // Exact: a finished task keeps its list as long as its run is resident. (A retry replaces
-    // names it already has, so only the first list is sized.)
-    if t.artifacts.is_empty() {
-        t.artifacts.reserve_exact(end.artifacts.len());
-    }
-    for a in &end.artifacts {
-        // The newest artifact of a name replaces the older one (e.g. result of a retry).
-        t.artifacts.retain(|x| x.name != a.name);
-        t.artifacts.push(a.clone());
-    }
+    // The newest artifact of a name replaces the older one (e.g. result of a retry).
+    t.artifacts.upsert(&end.artifacts);
 }
 
 /// Apply one event to one run. Public so an evicted run can be rebuilt from its own events.

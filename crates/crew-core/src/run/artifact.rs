@@ -120,6 +120,14 @@ impl Sha256 {
         Sha256(Digest::Bytes(bytes))
     }
 
+    /// The 32 bytes, when the digest was lowercase hex (the daemon's own).
+    pub fn as_bytes(&self) -> Option<&[u8; 32]> {
+        match &self.0 {
+            Digest::Bytes(b) => Some(b),
+            Digest::Text(_) => None,
+        }
+    }
+
     /// Lowercase hex of 32 bytes becomes bytes; anything else is kept as text.
     pub fn parse(s: &str) -> Self {
         Self::bytes_of(s)

@@ -9,6 +9,7 @@
 
 mod apply;
 mod artifact;
+mod artifact_list;
 pub mod candidates;
 mod decide;
 mod dispatch;

@@ -3,7 +3,7 @@
 //! through a flat struct with derived serde, so missing, repeated and unknown fields behave as
 //! they always did.
 
-use super::types::{ArtifactRef, Progress, Rare, RemoteJob, TaskState, TaskStatus};
+use super::types::{ArtifactList, Progress, Rare, RemoteJob, TaskState, TaskStatus};
 use super::workspace::TaskCommit;
 use crate::plan::PlannedTask;
 use crate::usage::Usage;
@@ -24,7 +24,7 @@ struct FlatOut<'a> {
     prior_usage: &'a Usage,
     attempt_usage: &'a Usage,
     error: &'a Option<String>,
-    artifacts: &'a [ArtifactRef],
+    artifacts: &'a ArtifactList,
     pid: Option<u32>,
     pid_start: Option<u64>,
     model: &'a Option<String>,
@@ -71,7 +71,7 @@ struct FlatIn {
     prior_usage: Usage,
     attempt_usage: Usage,
     error: Option<String>,
-    artifacts: Vec<ArtifactRef>,
+    artifacts: ArtifactList,
     pid: Option<u32>,
     pid_start: Option<u64>,
     model: Option<String>,

@@ -1,6 +1,7 @@
 //! Run and task records and their statuses.
 
 pub use super::artifact::{ArtifactKind, ArtifactRef, Sha256};
+pub use super::artifact_list::ArtifactList;
 use crate::plan::PlannedTask;
 use crate::usage::Usage;
 use chrono::{DateTime, Utc};
@@ -200,7 +201,7 @@ pub struct TaskState {
     /// Usage of attempts that ended.
     pub prior_usage: Usage,
     pub error: Option<String>,
-    pub artifacts: Vec<ArtifactRef>,
+    pub artifacts: ArtifactList,
     pub model: Option<String>,
     /// What most tasks never set, boxed: a finished task stays in memory as long as its run
     /// is resident. `None` when every field is empty.
@@ -333,7 +334,7 @@ impl TaskState {
             finished_at: None,
             prior_usage: Usage::default(),
             error: None,
-            artifacts: Vec::new(),
+            artifacts: ArtifactList::new(),
             model: None,
             rare: None,
             progress: Progress::default(),

@@ -136,7 +136,7 @@ pub fn task(r: &RunState, t: &TaskState) -> api::TaskView {
         artifacts: t
             .artifacts
             .iter()
-            .map(|a| artifact(a, Some(&t.plan.id)))
+            .map(|a| artifact(&a, Some(&t.plan.id)))
             .collect(),
         scope: t.plan.scope.clone(),
         verify_commands: verify_commands(&t.plan),

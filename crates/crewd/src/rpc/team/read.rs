@@ -77,7 +77,7 @@ pub(super) async fn artifacts(ctx: Arc<Ctx>, p: P<TeamArtifacts>) -> Out<TeamArt
             .flat_map(|t| {
                 t.artifacts
                     .iter()
-                    .map(|a| views::artifact(a, Some(&t.plan.id)))
+                    .map(|a| views::artifact(&a, Some(&t.plan.id)))
             })
             .collect();
         (listed, crate::system_prompts::of_run(r))
