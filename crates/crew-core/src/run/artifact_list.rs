@@ -8,9 +8,11 @@
 //! views, bundles and snapshots, which get owned `ArtifactRef`s back.
 //!
 //! One entry, in order: a tag byte (the kind in the low bits, whether the digest is text in
-//! bit 3), the size as a LEB128 varint, the name (varint length, bytes), the kind's text when it
-//! is not one of the daemon's own (varint length, bytes), and the digest (32 bytes, or varint
-//! length and text). Only `push` writes it, so reading never meets another shape; a list that
+//! bit 3, whether size and digest are the previous entry's in bit 4), the size as a LEB128
+//! varint, the name (varint length, bytes), the kind's text when it is not one of the daemon's
+//! own (varint length, bytes), and the digest (32 bytes, or varint length and text). Size and
+//! digest are left out when they repeat the previous entry's: a task's latest prompt is a
+//! second name of its attempt's prompt file. Only `push` writes it, so reading never meets another shape; a list that
 //! somehow did would end at the first entry it cannot read, never panic.
 
 use super::artifact::{ArtifactKind, ArtifactRef, Sha256};
@@ -24,6 +26,7 @@ pub struct ArtifactList(Box<[u8]>);
 const KIND_MASK: u8 = 0b111;
 const OTHER_KIND: u8 = 0b111;
 const TEXT_DIGEST: u8 = 0b1000;
+const SAME_CONTENT: u8 = 0b1_0000;
 
 impl ArtifactList {
     pub fn new() -> Self {
@@ -40,7 +43,10 @@ impl ArtifactList {
 
     /// The references, decoded (each an owned `ArtifactRef`).
     pub fn iter(&self) -> Iter<'_> {
-        Iter { rest: &self.0 }
+        Iter {
+            rest: &self.0,
+            previous: None,
+        }
     }
 
     /// Add `new`, each replacing the reference of the same name it already holds (a retry's
@@ -56,8 +62,10 @@ impl ArtifactList {
             all.push(a.clone());
         }
         let mut buf = Vec::new();
+        let mut previous = None;
         for a in &all {
-            encode(a, &mut buf);
+            encode(a, previous, &mut buf);
+            previous = Some(a);
         }
         self.0 = buf.into_boxed_slice();
     }
@@ -85,14 +93,17 @@ impl From<Vec<ArtifactRef>> for ArtifactList {
 
 pub struct Iter<'a> {
     rest: &'a [u8],
+    /// The size and digest of the entry before (what a `SAME_CONTENT` entry repeats).
+    previous: Option<(u64, Sha256)>,
 }
 
 impl Iterator for Iter<'_> {
     type Item = ArtifactRef;
 
     fn next(&mut self) -> Option<ArtifactRef> {
-        let (a, rest) = decode(self.rest)?;
+        let (a, rest) = decode(self.rest, self.previous.as_ref())?;
         self.rest = rest;
+        self.previous = Some((a.bytes, a.sha256.clone()));
         Some(a)
     }
 }
@@ -135,24 +146,38 @@ fn kind_tag(kind: &ArtifactKind) -> u8 {
     }
 }
 
-fn encode(a: &ArtifactRef, out: &mut Vec<u8>) {
+fn encode(a: &ArtifactRef, previous: Option<&ArtifactRef>, out: &mut Vec<u8>) {
+    let same = previous.is_some_and(|p| p.bytes == a.bytes && p.sha256 == a.sha256);
     let digest = a.sha256.as_bytes();
-    let tag = kind_tag(&a.kind) | if digest.is_some() { 0 } else { TEXT_DIGEST };
+    let tag = kind_tag(&a.kind)
+        | if digest.is_some() { 0 } else { TEXT_DIGEST }
+        | if same { SAME_CONTENT } else { 0 };
     out.push(tag);
-    put_varint(a.bytes, out);
+    if !same {
+        put_varint(a.bytes, out);
+    }
     put_text(&a.name, out);
     if let ArtifactKind::Other(k) = &a.kind {
         put_text(k, out);
     }
     match digest {
+        _ if same => {}
         Some(d) => out.extend_from_slice(d),
         None => put_text(&a.sha256.to_string(), out),
     }
 }
 
-fn decode(b: &[u8]) -> Option<(ArtifactRef, &[u8])> {
+fn decode<'b>(b: &'b [u8], previous: Option<&(u64, Sha256)>) -> Option<(ArtifactRef, &'b [u8])> {
     let (&tag, b) = b.split_first()?;
-    let (bytes, b) = take_varint(b)?;
+    let same = match previous {
+        Some(p) if tag & SAME_CONTENT != 0 => Some(p),
+        None if tag & SAME_CONTENT != 0 => return None,
+        _ => None,
+    };
+    let (bytes, b) = match same {
+        Some((n, _)) => (*n, b),
+        None => take_varint(b)?,
+    };
     let (name, b) = take_text(b)?;
     let (kind, b) = match tag & KIND_MASK {
         0 => (ArtifactKind::Prompt, b),
@@ -165,7 +190,9 @@ fn decode(b: &[u8]) -> Option<(ArtifactRef, &[u8])> {
         }
         _ => return None,
     };
-    let (sha256, b) = if tag & TEXT_DIGEST == 0 {
+    let (sha256, b) = if let Some((_, d)) = same {
+        (d.clone(), b)
+    } else if tag & TEXT_DIGEST == 0 {
         let (d, b) = b.split_first_chunk::<32>()?;
         (Sha256::from_bytes(*d), b)
     } else {
@@ -252,16 +279,23 @@ mod tests {
 
     #[test]
     fn four_daemon_references_take_under_60_percent_of_what_a_vec_took() {
-        let refs: Vec<ArtifactRef> = ["attempt-1.md", "md", "txt", "attempt-1.jsonl"]
-            .iter()
-            .enumerate()
-            .map(|(i, ext)| {
-                let kind = ["prompt", "prompt", "result", "transcript"][i];
-                art(&format!("prompts/03_exec-0123.{ext}"), kind, 1234, HEX)
-            })
-            .collect();
-        // Each reference: tag, two bytes of size, the name's length and bytes, the digest.
-        let want: usize = refs.iter().map(|a| 1 + 2 + 1 + a.name.len() + 32).sum();
+        let other = HEX.replace('2', "3");
+        let refs = vec![
+            art("prompts/03_exec-0123.attempt-1.md", "prompt", 1234, HEX),
+            art("prompts/03_exec-0123.md", "prompt", 1234, HEX),
+            art("results/03_exec-0123.txt", "result", 5, &other),
+            art(
+                "transcripts/03_exec-0123.attempt-1.jsonl",
+                "transcript",
+                90_000,
+                HEX,
+            ),
+        ];
+        // Each reference: a tag, the name's length and bytes, then size (a varint) and digest
+        // unless they are the entry before's (the latest prompt is a second name of the
+        // attempt's).
+        let names: usize = refs.iter().map(|a| 1 + 1 + a.name.len()).sum();
+        let want = names + (2 + 32) + (1 + 32) + (3 + 32);
         let list = ArtifactList::from(refs);
         assert_eq!(list.heap_bytes(), want);
         // A Vec held the references and a string for each name (without the allocator's
@@ -289,11 +323,16 @@ mod tests {
 
     #[test]
     fn a_cut_list_ends_early_and_never_panics() {
-        let list: ArtifactList = vec![art("n", "file", u64::MAX, "é")].into();
+        let list: ArtifactList = vec![
+            art("n", "file", u64::MAX, "é"),
+            art("m", "prompt", u64::MAX, "é"),
+        ]
+        .into();
         for end in 0..list.0.len() {
             let cut = ArtifactList(list.0[..end].into());
-            assert_eq!(cut.iter().count(), 0, "cut at {end}");
+            assert!(cut.iter().count() < 2, "cut at {end}");
         }
+        assert_eq!(list.len(), 2);
         assert_eq!(list.iter().next().unwrap().bytes, u64::MAX);
     }
 
@@ -306,7 +345,10 @@ mod tests {
             ".{0,12}",
         ];
         let sha = prop_oneof![Just(HEX.to_string()), "[0-9a-fA-F]{0,70}", ".{0,8}"];
-        (".{0,300}", kind, any::<u64>(), sha).prop_map(|(n, k, b, s)| art(&n, &k, b, &s))
+        // Names, sizes and digests that repeat often (the same content under two names).
+        let name = prop_oneof![Just("a".to_string()), Just("b".to_string()), ".{0,300}"];
+        let bytes = prop_oneof![Just(5u64), any::<u64>()];
+        (name, kind, bytes, sha).prop_map(|(n, k, b, s)| art(&n, &k, b, &s))
     }
 
     proptest! {
