@@ -19,12 +19,26 @@ const MAX_GEMINI_SETTINGS_BYTES: u64 = 1 << 20;
 pub(super) fn usable_resume(spec: &AttemptSpec) -> Option<&Resume> {
     let r = spec.resume.as_ref()?;
     match spec.runtime.adapter {
-        AdapterKind::Pi => blocking(|| Path::new(&r.session).is_file()).then_some(r),
+        AdapterKind::Pi => blocking(|| is_runs_pi_session(&spec.run_dir, &r.session)).then_some(r),
         AdapterKind::Claude | AdapterKind::Codex | AdapterKind::Gemini | AdapterKind::Opencode => {
             stream::is_resumable_session_id(&r.session).then_some(r)
         }
         AdapterKind::Command => None,
     }
+}
+
+/// Is `session` a pi session file of the run in `run_dir` (a file under its `sessions/`, links
+/// resolved)? Only such a file is continued: pi appends to the file it is given and the box binds
+/// that file's folder writable, and the path comes from the run's events, which an imported
+/// bundle writes (`~/.bashrc` named there would be appended to, and the home bound writable).
+fn is_runs_pi_session(run_dir: &Path, session: &str) -> bool {
+    let (Ok(sessions), Ok(file)) = (
+        std::fs::canonicalize(run_dir.join("sessions")),
+        std::fs::canonicalize(session),
+    ) else {
+        return false;
+    };
+    file.starts_with(&sessions) && file != sessions && file.is_file()
 }
 
 /// The prompt of an attempt that continues the session that asked: the answer, said to be one.
@@ -206,6 +220,35 @@ fn read_bounded(path: &Path) -> std::io::Result<Option<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_session_file_of_the_runs_own_is_continued() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = dir.path().join("runs/r");
+        let own = run.join("sessions/01_a");
+        std::fs::create_dir_all(&own).unwrap();
+        std::fs::write(own.join("attempt-1.jsonl"), "{}\n").unwrap();
+        std::fs::write(run.join("sessions/old.jsonl"), "{}\n").unwrap();
+        let outside = dir.path().join("bashrc");
+        std::fs::write(&outside, "export A=1\n").unwrap();
+        std::os::unix::fs::symlink(&outside, own.join("attempt-2.jsonl")).unwrap();
+        let s = |p: &Path| p.display().to_string();
+        let cases = [
+            (s(&own.join("attempt-1.jsonl")), true),
+            // The layout before a folder per task.
+            (s(&run.join("sessions/old.jsonl")), true),
+            (s(&outside), false),
+            // Through a link, or `..`, out of the run's sessions.
+            (s(&own.join("attempt-2.jsonl")), false),
+            (s(&own.join("../../../../bashrc")), false),
+            (s(&own), false),
+            (s(&own.join("attempt-9.jsonl")), false),
+            (String::new(), false),
+        ];
+        for (session, want) in cases {
+            assert_eq!(is_runs_pi_session(&run, &session), want, "{session}");
+        }
+    }
 
     #[test]
     fn the_gemini_home_is_the_users_with_crews_settings() {
