@@ -417,11 +417,13 @@ pub fn spec(i: &Inputs) -> BoxSpec {
     // pi's session file: its folder, the task's own (`sessions/<task>/`), as a file that is
     // not there yet cannot be bound (pi makes it). A file in the run's `sessions/` itself (a
     // session continued from before that layout) is bound alone: that folder holds the run's
-    // other tasks' sessions.
+    // other tasks' sessions. Compared by real path: a continued session is named by its real
+    // path, the run directory may not be (a state directory reached through a link).
     if let Some(file) = i.session_file {
-        let all = i.run_dir.path().map(|r| r.join("sessions"));
+        let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+        let all = i.run_dir.path().map(|r| real(&r.join("sessions")));
         match file.parent() {
-            Some(dir) if Some(dir) != all.as_deref() => rw.push(dir.to_path_buf()),
+            Some(dir) if Some(real(dir)) != all => rw.push(dir.to_path_buf()),
             _ => rw.push(file.to_path_buf()),
         }
     }
@@ -704,6 +706,40 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_session_named_by_its_real_path_in_a_run_reached_through_a_link_is_bound_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let real_run = dir.path().join("state/runs/r");
+        std::fs::create_dir_all(real_run.join("sessions")).unwrap();
+        let file = real_run.join("sessions/t.attempt-1.jsonl");
+        std::fs::write(&file, "{}\n").unwrap();
+        std::os::unix::fs::symlink(dir.path().join("state"), dir.path().join("link")).unwrap();
+        let run = dir.path().join("link/runs/r");
+        let file = std::fs::canonicalize(&file).unwrap();
+        let b = spec(&Inputs {
+            adapter: Some(AdapterKind::Pi),
+            home: None,
+            cwd: Path::new("/w"),
+            writes: true,
+            repo: None,
+            worktree: None,
+            own_objects: None,
+            run_dir: RunDir::Inputs(&run),
+            session_file: Some(&file),
+            gemini_home: None,
+            program: None,
+            runtime_env: &[],
+            sandbox_read: &[],
+            sandbox_write: &[],
+            network: true,
+        });
+        assert!(b.writable.contains(&file), "{:?}", b.writable);
+        assert!(
+            !b.writable.iter().any(|p| p.ends_with("runs/r/sessions")),
+            "the run's sessions folder is writable: {:?}",
+            b.writable
+        );
+    }
     #[test]
     fn a_clis_own_sandbox_is_off_inside_the_box_unless_the_user_set_one() {
         let off = [

@@ -300,7 +300,8 @@ async fn attempt_unsynced(
     let run_dir = spec.run_dir.clone();
     let mut artifacts = Vec::new();
     let prompt_name = format!("prompts/{}.md", spec.task_id);
-    let resume = session::usable_resume(spec);
+    let resumed = session::usable_resume(spec);
+    let resume = resumed.as_ref();
     // The step's pre-step script first: its output is part of the prompt, so of the reuse
     // fingerprint too. A resumed session saw it when it started: not run again.
     let pre_step = match resume {

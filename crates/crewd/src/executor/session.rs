@@ -12,33 +12,47 @@ use std::path::{Path, PathBuf};
 const MAX_GEMINI_SETTINGS_BYTES: u64 = 1 << 20;
 
 /// The session this attempt continues, when its runtime can: pi when the session file is
-/// there (a worker that died before writing it, or the fake agent, leaves none); the other CLIs
-/// when their stream named a session id (`claude -p --resume`, `codex exec resume`, `gemini
-/// --resume`, `opencode run --session`). `None`: the attempt starts fresh, with the answer in
-/// its prompt.
-pub(super) fn usable_resume(spec: &AttemptSpec) -> Option<&Resume> {
+/// there (a worker that died before writing it, or the fake agent, leaves none), named by its
+/// real path; the other CLIs when their stream named a session id (`claude -p --resume`,
+/// `codex exec resume`, `gemini --resume`, `opencode run --session`). `None`: the attempt
+/// starts fresh, with the answer in its prompt.
+pub(super) fn usable_resume(spec: &AttemptSpec) -> Option<Resume> {
     let r = spec.resume.as_ref()?;
     match spec.runtime.adapter {
-        AdapterKind::Pi => blocking(|| is_runs_pi_session(&spec.run_dir, &r.session)).then_some(r),
+        AdapterKind::Pi => {
+            let file = blocking(|| pi_session_of_task(&spec.run_dir, &spec.task_id, &r.session))?;
+            Some(Resume {
+                session: file.display().to_string(),
+                answer: r.answer.clone(),
+            })
+        }
         AdapterKind::Claude | AdapterKind::Codex | AdapterKind::Gemini | AdapterKind::Opencode => {
-            stream::is_resumable_session_id(&r.session).then_some(r)
+            stream::is_resumable_session_id(&r.session).then(|| r.clone())
         }
         AdapterKind::Command => None,
     }
 }
 
-/// Is `session` a pi session file of the run in `run_dir` (a file under its `sessions/`, links
-/// resolved)? Only such a file is continued: pi appends to the file it is given and the box binds
+/// `session`'s real path when it is a pi session file of task `task_id` of the run in
+/// `run_dir`: a file in the task's own `sessions/<task>/` (or, from before that layout,
+/// `sessions/<task>.attempt-<n>.jsonl`). pi appends to the file it is given and the box binds
 /// that file's folder writable, and the path comes from the run's events, which an imported
-/// bundle writes (`~/.bashrc` named there would be appended to, and the home bound writable).
-fn is_runs_pi_session(run_dir: &Path, session: &str) -> bool {
-    let (Ok(sessions), Ok(file)) = (
-        std::fs::canonicalize(run_dir.join("sessions")),
-        std::fs::canonicalize(session),
-    ) else {
-        return false;
-    };
-    file.starts_with(&sessions) && file != sessions && file.is_file()
+/// bundle writes: `~/.bashrc` named there was appended to, and the home bound writable; another
+/// task's folder would be its conversation to rewrite. The real path is what pi and the box get
+/// (no link or `..` between the check and the bind), and only the task itself writes its folder,
+/// while it does not run.
+fn pi_session_of_task(run_dir: &Path, task_id: &str, session: &str) -> Option<PathBuf> {
+    let given = Path::new(session);
+    if !given.is_absolute() {
+        return None;
+    }
+    let sessions = std::fs::canonicalize(run_dir.join("sessions")).ok()?;
+    let file = std::fs::canonicalize(given).ok()?;
+    let parent = file.parent()?;
+    let name = file.file_name()?.to_str()?;
+    let own = parent == sessions.join(task_id)
+        || (parent == sessions && name.starts_with(&format!("{task_id}.attempt-")));
+    (own && file.is_file()).then_some(file)
 }
 
 /// The prompt of an attempt that continues the session that asked: the answer, said to be one.
@@ -222,31 +236,62 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_a_session_file_of_the_runs_own_is_continued() {
+    fn only_a_session_file_of_the_tasks_own_is_continued() {
         let dir = tempfile::tempdir().unwrap();
         let run = dir.path().join("runs/r");
         let own = run.join("sessions/01_a");
         std::fs::create_dir_all(&own).unwrap();
+        std::fs::create_dir_all(run.join("sessions/02_b")).unwrap();
         std::fs::write(own.join("attempt-1.jsonl"), "{}\n").unwrap();
-        std::fs::write(run.join("sessions/old.jsonl"), "{}\n").unwrap();
+        std::fs::write(run.join("sessions/02_b/attempt-1.jsonl"), "{}\n").unwrap();
+        std::fs::write(run.join("sessions/01_a.attempt-1.jsonl"), "{}\n").unwrap();
+        std::fs::write(run.join("sessions/02_b.attempt-1.jsonl"), "{}\n").unwrap();
         let outside = dir.path().join("bashrc");
         std::fs::write(&outside, "export A=1\n").unwrap();
         std::os::unix::fs::symlink(&outside, own.join("attempt-2.jsonl")).unwrap();
+        // A link elsewhere pointing in: the folder given is not the task's.
+        let elsewhere = dir.path().join("w");
+        std::fs::create_dir_all(&elsewhere).unwrap();
+        std::os::unix::fs::symlink(own.join("attempt-1.jsonl"), elsewhere.join("s.jsonl")).unwrap();
         let s = |p: &Path| p.display().to_string();
+        let real = |p: &Path| Some(std::fs::canonicalize(p).unwrap());
         let cases = [
-            (s(&own.join("attempt-1.jsonl")), true),
+            (
+                s(&own.join("attempt-1.jsonl")),
+                real(&own.join("attempt-1.jsonl")),
+            ),
             // The layout before a folder per task.
-            (s(&run.join("sessions/old.jsonl")), true),
-            (s(&outside), false),
-            // Through a link, or `..`, out of the run's sessions.
-            (s(&own.join("attempt-2.jsonl")), false),
-            (s(&own.join("../../../../bashrc")), false),
-            (s(&own), false),
-            (s(&own.join("attempt-9.jsonl")), false),
-            (String::new(), false),
+            (
+                s(&run.join("sessions/01_a.attempt-1.jsonl")),
+                real(&run.join("sessions/01_a.attempt-1.jsonl")),
+            ),
+            // Given through a link or `..`: continued by its real path.
+            (
+                s(&elsewhere.join("s.jsonl")),
+                real(&own.join("attempt-1.jsonl")),
+            ),
+            (
+                s(&run.join("sessions/02_b/../01_a/attempt-1.jsonl")),
+                real(&own.join("attempt-1.jsonl")),
+            ),
+            (s(&outside), None),
+            (s(&own.join("attempt-2.jsonl")), None),
+            (s(&own.join("../../../../bashrc")), None),
+            // Another task's conversation, either layout, or the sessions folder's own.
+            (s(&run.join("sessions/02_b/attempt-1.jsonl")), None),
+            (s(&run.join("sessions/02_b.attempt-1.jsonl")), None),
+            (s(&own.join("../02_b.attempt-1.jsonl")), None),
+            (s(&own), None),
+            (s(&own.join("attempt-9.jsonl")), None),
+            ("runs/r/sessions/01_a/attempt-1.jsonl".into(), None),
+            (String::new(), None),
         ];
         for (session, want) in cases {
-            assert_eq!(is_runs_pi_session(&run, &session), want, "{session}");
+            assert_eq!(
+                pi_session_of_task(&run, "01_a", &session),
+                want,
+                "{session}"
+            );
         }
     }
 
