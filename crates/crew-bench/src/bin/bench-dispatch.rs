@@ -103,18 +103,21 @@ fn xargs_baseline(root: &Path, fake: &Path, n: usize, work_ms: u64) -> Duration 
 /// One crew run of `n` independent tasks: wall time from `team.run` to `team.wait`, durable
 /// events, and crewd's own CPU time (its workers not included).
 fn crew_run(d: &Daemon, team: &str, n: usize) -> (Duration, u64, Duration) {
-    crew_run_on(d, team, n, "fake", PARALLEL)
+    let r = crew_run_on(d, team, n, "fake", PARALLEL);
+    (r.took, r.events, r.cpu)
+}
+
+/// One crew run: its wall time, durable events, crewd's CPU, and its id.
+struct CrewRun {
+    took: Duration,
+    events: u64,
+    cpu: Duration,
+    id: String,
 }
 
 /// `crew_run` on `runtime` (`fake-boxed`: the same fake agent in crew's box, issue 34) at
 /// `concurrency`.
-fn crew_run_on(
-    d: &Daemon,
-    team: &str,
-    n: usize,
-    runtime: &str,
-    concurrency: usize,
-) -> (Duration, u64, Duration) {
+fn crew_run_on(d: &Daemon, team: &str, n: usize, runtime: &str, concurrency: usize) -> CrewRun {
     let before = d.call("daemon.status", json!({}))["journal"]["lastSeq"]
         .as_u64()
         .unwrap_or(0);
@@ -149,7 +152,12 @@ fn crew_run_on(
     let after = d.call("daemon.status", json!({}))["journal"]["lastSeq"]
         .as_u64()
         .unwrap_or(0);
-    (took, after - before, cpu)
+    CrewRun {
+        took,
+        events: after - before,
+        cpu,
+        id: run_id,
+    }
 }
 
 /// bubblewrap can make a box here (as crewd probes it).
@@ -172,16 +180,86 @@ fn bwrap_works() -> bool {
 /// Wall time per task of `n` tasks run one at a time, without and with the box (ms, medians of
 /// `rounds` alternating runs): what the box adds to a task start when nothing else competes
 /// for the cores — the latency an agent's start sees, without the queueing of 8 slots on a
-/// machine with fewer cores.
-fn one_start(d: &Daemon, n: usize, rounds: usize) -> (f64, f64) {
+/// machine with fewer cores. With each side's `Phases` of its median run.
+fn one_start(d: &Daemon, n: usize, rounds: usize) -> ((f64, Phases), (f64, Phases)) {
     d.bulk_team("serial", n, |i| task_text(i, 0));
     let per_task = |t: Duration| t.as_secs_f64() * 1e3 / n.max(1) as f64;
     let (mut plain, mut boxed) = (Vec::new(), Vec::new());
     for _ in 0..rounds {
-        plain.push(crew_run_on(d, "serial", n, "fake", 1).0);
-        boxed.push(crew_run_on(d, "serial", n, "fake-boxed", 1).0);
+        let r = crew_run_on(d, "serial", n, "fake", 1);
+        plain.push((r.took, r.id));
+        let r = crew_run_on(d, "serial", n, "fake-boxed", 1);
+        boxed.push((r.took, r.id));
     }
-    (per_task(median(&mut plain)), per_task(median(&mut boxed)))
+    let side = |runs: &mut Vec<(Duration, String)>| {
+        runs.sort();
+        let (took, id) = runs.get(runs.len() / 2).cloned().unwrap_or_default();
+        (per_task(took), phases(d, &id))
+    };
+    (side(&mut plain), side(&mut boxed))
+}
+
+/// Where a one-at-a-time run's time per task went, from its events' times (medians over its
+/// tasks, ms).
+#[derive(Default, Clone, Copy)]
+struct Phases {
+    /// `task.started` → `worker.spawned`: the prompt, the session, the box's making ready,
+    /// the spawn.
+    before: f64,
+    /// `worker.spawned` → `task.completed`: the worker's life, crewd's reading of its end,
+    /// the result and its sync.
+    worker: f64,
+    /// `task.completed` → the next `task.started`.
+    between: f64,
+}
+
+fn phases(d: &Daemon, run_id: &str) -> Phases {
+    use std::collections::HashMap;
+    let mut times: HashMap<String, [Option<chrono::DateTime<chrono::Utc>>; 3]> = HashMap::new();
+    let mut after = 0u64;
+    loop {
+        let page = d.call(
+            "team.events",
+            json!({"runId": run_id, "afterSeq": after, "limit": 5000}),
+        );
+        let evs = page["events"].as_array().cloned().unwrap_or_default();
+        if evs.is_empty() {
+            break;
+        }
+        after = page["nextSeq"].as_u64().unwrap_or(u64::MAX);
+        for v in evs {
+            let Ok(ev) = serde_json::from_value::<crew_core::run::Event>(v) else {
+                continue;
+            };
+            let slot = match ev.body.type_name() {
+                "task.started" => 0,
+                "worker.spawned" => 1,
+                "task.completed" => 2,
+                _ => continue,
+            };
+            if let Some(t) = ev.task_id {
+                times.entry(t).or_default()[slot] = Some(ev.time);
+            }
+        }
+    }
+    type Time = chrono::DateTime<chrono::Utc>;
+    let ms = |a: Option<Time>, b: Option<Time>| -> Option<f64> {
+        Some((b? - a?).num_microseconds()? as f64 / 1e3)
+    };
+    let mut rows: Vec<[Option<Time>; 3]> = times.into_values().collect();
+    rows.sort_by_key(|r| r[0]);
+    let med = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v.get(v.len() / 2).copied().unwrap_or(0.0)
+    };
+    Phases {
+        before: med(rows.iter().filter_map(|r| ms(r[0], r[1])).collect()),
+        worker: med(rows.iter().filter_map(|r| ms(r[1], r[2])).collect()),
+        between: med(rows
+            .windows(2)
+            .filter_map(|w| ms(w[0][2], w[1][0]))
+            .collect()),
+    }
 }
 
 fn median(v: &mut [Duration]) -> Duration {
@@ -331,7 +409,7 @@ fn main() {
     for round in 1..=args.rounds {
         let x = xargs_baseline(root.path(), &fake, args.tasks, args.work_ms);
         if boxed {
-            let (b, _, _) = crew_run_on(&d, "bulk", args.tasks, "fake-boxed", PARALLEL);
+            let b = crew_run_on(&d, "bulk", args.tasks, "fake-boxed", PARALLEL).took;
             println!(
                 "round {round}: crew with the box {}: {:.2}x",
                 secs(b),
@@ -376,17 +454,20 @@ fn main() {
             secs(b),
             b.as_secs_f64() / xargs.as_secs_f64(),
         );
-        let one = one_start(&d, args.serial, args.rounds);
+        let ((plain, p), (boxed, q)) = one_start(&d, args.serial, args.rounds);
         println!(
             "one task start alone (concurrency 1, {} tasks, medians of {} alternating rounds): \
-             {:.2} ms without the box, {:.2} ms with it: the box adds {:.2} ms per task start \
-             (target <= 5 ms): {}",
+             {plain:.2} ms without the box, {boxed:.2} ms with it: the box adds {:.2} ms per \
+             task start (target <= 5 ms): {}",
             args.serial,
             args.rounds,
-            one.0,
-            one.1,
-            one.1 - one.0,
-            verdict(one.1 - one.0 <= 5.0)
+            boxed - plain,
+            verdict(boxed - plain <= 5.0)
+        );
+        println!(
+            "  per task, medians (without / with the box): started -> spawned {:.2} / {:.2} ms, \
+             spawned -> completed {:.2} / {:.2} ms, completed -> next started {:.2} / {:.2} ms",
+            p.before, q.before, p.worker, q.worker, p.between, q.between
         );
     } else if args.boxed {
         println!("box comparison SKIPPED: bubblewrap cannot make a box here");
