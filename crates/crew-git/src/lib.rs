@@ -29,7 +29,7 @@ pub use refs::LastMove;
 pub use worktrees::admin_dir;
 
 pub use error::GitError;
-pub use parse::{Diffstat, MergeOutcome};
+pub use parse::{is_oid, Diffstat, MergeOutcome};
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};

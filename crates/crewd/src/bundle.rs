@@ -734,6 +734,13 @@ pub fn validate(bundle: &Value) -> Result<Validated, ApiError> {
             in_flight,
         ));
     }
+    let ws = workspace_diags(&run);
+    if !ws.is_empty() {
+        return Err(refuse(
+            "the bundle's worktree run names what crew never records",
+            ws,
+        ));
+    }
     for t in &run.tasks {
         for a in &t.artifacts {
             if digests.get(&a.name).is_some_and(|d| a.sha256 != *d) {
@@ -756,6 +763,62 @@ pub fn validate(bundle: &Value) -> Result<Validated, ApiError> {
         events,
         files,
     })
+}
+
+/// A worktree run's values that crew hands to git or joins to a path, checked as crew makes
+/// them: commit ids are full object ids (a `--output=FILE` "commit" would be an option of
+/// `git diff`, which `team.diff` runs with no confirmation, and writes that file), the run's
+/// cwd in its repository is a relative path inside it (an absolute or `..` one would put the
+/// agent's cwd, writable in its box, outside its worktree, where the confirmation does not
+/// show), and the repository is an absolute path.
+fn workspace_diags(run: &RunState) -> Vec<Diagnostic> {
+    let Some(ws) = &run.spec.workspace else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let mut bad = |what: String, why: &str| {
+        // A forged run may have thousands of tasks.
+        if out.len() < 20 {
+            out.push(diag("events", format!("{what} {why}")));
+        }
+    };
+    let oid = "is not a full commit id";
+    if !(ws.repo.starts_with('/') || ws.repo == "~" || ws.repo.starts_with("~/")) {
+        bad("the workspace's repo".into(), "is not an absolute path");
+    }
+    let inside = Path::new(&ws.subdir)
+        .components()
+        .all(|c| matches!(c, std::path::Component::Normal(_)));
+    if !inside {
+        bad(
+            "the workspace's subdir".into(),
+            "is not a relative path inside the repository",
+        );
+    }
+    if !crew_git::is_oid(&ws.base) {
+        bad("the workspace's base".into(), oid);
+    }
+    if ws.head.as_deref().is_some_and(|h| !crew_git::is_oid(h)) {
+        bad("the workspace's head".into(), oid);
+    }
+    for t in &run.tasks {
+        if let Some(c) = t.commit() {
+            let id = &t.plan.id;
+            if !crew_git::is_oid(&c.commit) {
+                bad(format!("task {id}'s result commit"), oid);
+            }
+            // A reused result's start may be empty; never anything but a commit id.
+            if !c.start.is_empty() && !crew_git::is_oid(&c.start) {
+                bad(format!("task {id}'s start commit"), oid);
+            }
+        }
+    }
+    if let Some(i) = &run.integration {
+        if !crew_git::is_oid(&i.commit) {
+            bad("the run's integrated commit".into(), oid);
+        }
+    }
+    out
 }
 
 fn write_files(dir: &Path, files: &[(String, String)]) -> std::io::Result<()> {
@@ -904,6 +967,8 @@ fn imported_preview(run: &RunState, only: Option<&[String]>) -> Value {
         "commands": commands,
         "runtime": run.spec.runtime,
         "cwd": run.spec.cwd,
+        // Worktree mode: the repository git runs in, whose checkout the agents see.
+        "repo": run.spec.workspace.as_ref().map(|w| &w.repo),
         "model": run.spec.model,
         "goal": run.spec.goal.chars().take(400).collect::<String>(),
         "tasks": tasks,
@@ -971,10 +1036,14 @@ pub async fn confirm_imported(
             crew_core::text::MAX_REASON_CHARS,
         )
     };
+    let repo = preview["repo"]
+        .as_str()
+        .map(|r| format!(" (worktrees of the repository {r})"))
+        .unwrap_or_default();
     Err(ApiError::invalid_state(format!(
         "run {run_id} was imported from a bundle: it would run that bundle's system prompts \
-         and tools (agents: {}) with runtime `{}` in {}, and {commands}; see this error's data \
-         for exactly what, and call again with confirmImported: true to run it",
+         and tools (agents: {}) with runtime `{}` in {}{repo}, and {commands}; see this \
+         error's data for exactly what, and call again with confirmImported: true to run it",
         agents.into_iter().collect::<Vec<_>>().join(", "),
         preview["runtime"].as_str().unwrap_or(""),
         preview["cwd"].as_str().unwrap_or("")
@@ -1005,6 +1074,10 @@ pub async fn import(
     }) = valid.events.first_mut()
     {
         spec.cwd = expand_home(&spec.cwd, home.as_deref());
+        // Export wrote a worktree run's repository `~/…` as it wrote the cwd.
+        if let Some(ws) = spec.workspace.as_mut() {
+            ws.repo = expand_home(&ws.repo, home.as_deref());
+        }
         spec.imported = true;
     }
 
