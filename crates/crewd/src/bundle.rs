@@ -921,20 +921,28 @@ fn read_bundle(p: crew_api::types::ImportParams) -> Result<Value, ApiError> {
     serde_json::from_slice(&bytes).map_err(|e| bad(format!("{path} is not a JSON bundle: {e}")))
 }
 
-/// What resuming or retrying an imported run would execute, for the user to confirm.
+/// What resuming or retrying an imported run would execute, for the user to confirm: every
+/// task that can run once the run runs again — the tasks a retry names (and their dependents,
+/// which a retry may bring back, completed ones too `withDependents`), and every task not
+/// completed (a queued one starts as soon as the run runs, a waiting one once answered, a
+/// skipped one comes back with what it waited for) — and every command.
 fn imported_preview(run: &RunState, only: Option<&[String]>) -> Value {
+    let mut named: BTreeSet<&str> = only
+        .unwrap_or_default()
+        .iter()
+        .map(String::as_str)
+        .collect();
+    // Their dependents, transitively (a plan is ordered: dependencies come first).
+    for t in &run.tasks {
+        if t.plan.depends_on.iter().any(|d| named.contains(d.as_str())) {
+            named.insert(&t.plan.id);
+        }
+    }
     let tasks: Vec<Value> = run
         .tasks
         .iter()
-        .filter(|t| match only {
-            Some(ids) => ids.iter().any(|i| *i == t.plan.id),
-            None => matches!(
-                t.status,
-                crew_core::run::TaskStatus::Failed
-                    | crew_core::run::TaskStatus::Cancelled
-                    | crew_core::run::TaskStatus::Skipped
-                    | crew_core::run::TaskStatus::NeedsAttention
-            ),
+        .filter(|t| {
+            named.contains(t.plan.id.as_str()) || t.status != crew_core::run::TaskStatus::Completed
         })
         .map(|t| {
             let prompt: &str = &t.plan.system_prompt;
@@ -956,12 +964,21 @@ fn imported_preview(run: &RunState, only: Option<&[String]>) -> Value {
             })
         })
         .collect();
-    let commands: Vec<String> = run
+    let mut commands: Vec<String> = run
         .tasks
         .iter()
         .filter(|t| tasks.iter().any(|v| v["id"].as_str() == Some(&*t.plan.id)))
         .flat_map(|t| task_commands(&t.plan))
         .collect();
+    // The project's per-task checks, frozen in the run (`executor::checks::verify_commands`):
+    // after every editing task without checks of its own, the tasks crew adds (fix, fan-out,
+    // resolve) included.
+    commands.extend(
+        run.spec
+            .task_verify_commands
+            .iter()
+            .map(|c| format!("every editing task without checks of its own verify: {c}")),
+    );
     json!({
         "imported": true,
         "commands": commands,
@@ -970,6 +987,7 @@ fn imported_preview(run: &RunState, only: Option<&[String]>) -> Value {
         // Worktree mode: the repository git runs in, whose checkout the agents see.
         "repo": run.spec.workspace.as_ref().map(|w| &w.repo),
         "model": run.spec.model,
+        "taskVerifyCommands": run.spec.task_verify_commands,
         "goal": run.spec.goal.chars().take(400).collect::<String>(),
         "tasks": tasks,
     })
@@ -1400,6 +1418,113 @@ mod tests {
                 data.contains("01_a") && data.contains("in flight"),
                 "{what}: {data}"
             );
+        }
+    }
+
+    /// A failed run of `a` (failed, verified by `check a`), `b` (depends on `a`: skipped, verified
+    /// by `check b`) and `c` (never started: queued), every task an editor, with the project's
+    /// per-task check `project check`.
+    fn three_task_failed_run() -> RunState {
+        use crew_core::plan::PlannedTask;
+        use crew_core::run::AttemptEnd;
+        let task = |id: &str, deps: &[&str], verify: Option<&str>| {
+            let mut v = json!({
+                "id": id, "stepId": id, "role": "r", "agent": "r", "dependsOn": deps,
+                "taskTemplate": "t", "output": null, "reads": [], "model": null,
+                "systemPrompt": "", "systemPromptMode": "replace", "tools": ["edit"],
+                "thinking": null, "writes": true
+            });
+            if let Some(c) = verify {
+                v["checks"] = json!({"verify": {"commands": [c]}});
+            }
+            let plan: PlannedTask = serde_json::from_value(v)
+                .unwrap_or_else(|e| panic!("the PlannedTask fixture needs updating: {e}"));
+            std::sync::Arc::new(plan)
+        };
+        let mut spec = crate::test_support::run_spec(vec![
+            task("a", &[], Some("check a")),
+            task("b", &["a"], Some("check b")),
+            task("c", &[], None),
+        ]);
+        spec.task_verify_commands = vec!["project check".into()];
+        let pend = vec![
+            Pending::run("team_x", EventBody::RunCreated(Box::new(spec))),
+            Pending::run("team_x", EventBody::RunStarted {}),
+            Pending::task(
+                "team_x",
+                "a",
+                EventBody::TaskStarted {
+                    attempt: 1,
+                    runtime: "fake".into(),
+                    model: None,
+                    artifacts: vec![],
+                },
+            ),
+            Pending::task(
+                "team_x",
+                "a",
+                EventBody::TaskFailed {
+                    end: AttemptEnd {
+                        attempt: 1,
+                        ..Default::default()
+                    },
+                },
+            ),
+            Pending::task(
+                "team_x",
+                "b",
+                EventBody::TaskSkipped {
+                    reason: "a failed".into(),
+                },
+            ),
+            Pending::run(
+                "team_x",
+                EventBody::RunFailed {
+                    reason: "a failed".into(),
+                    usage: Default::default(),
+                },
+            ),
+        ];
+        let events: Vec<Event> = stamped(pend)
+            .into_iter()
+            .map(|v| serde_json::from_value(v).unwrap())
+            .collect();
+        crew_core::run::replay_run(events.iter()).unwrap()
+    }
+
+    /// The confirmation of an imported run shows every task that can run once the run runs
+    /// again, and every command: a queued task starts as soon as it does (a bundle's failed
+    /// run may hold one), a retry brings back the tasks skipped because of the named ones, and
+    /// the project's per-task checks (the run's `taskVerifyCommands`, from the bundle) run
+    /// after every editing task without checks of its own.
+    #[test]
+    fn the_preview_shows_every_task_and_command_that_can_run() {
+        let run = three_task_failed_run();
+        let only = ["a".to_string()];
+        for (what, p) in [
+            ("resume", imported_preview(&run, None)),
+            ("retry a", imported_preview(&run, Some(&only))),
+        ] {
+            let ids: Vec<&str> = p["tasks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|t| t["id"].as_str())
+                .collect();
+            assert_eq!(ids, ["a", "b", "c"], "{what}: {p}");
+            let commands: Vec<&str> = p["commands"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(Value::as_str)
+                .collect();
+            for c in ["a verify: check a", "b verify: check b", "project check"] {
+                assert!(
+                    commands.iter().any(|l| l.contains(c)),
+                    "{what}: {c} is not shown: {p}"
+                );
+            }
+            assert_eq!(p["taskVerifyCommands"], json!(["project check"]), "{what}");
         }
     }
 

@@ -513,3 +513,44 @@ fn an_imported_pre_step_is_named_before_it_runs() {
     );
     assert!(!marker.exists(), "nothing ran unconfirmed");
 }
+
+/// A bundle's run carries the project's per-task checks (`taskVerifyCommands`, frozen in
+/// `run.created`), which run after every editing task without checks of its own: the
+/// confirmation `team.resume` asks for names them, and they run only once confirmed.
+#[test]
+fn an_imported_runs_project_checks_are_named_before_they_run() {
+    let d = Daemon::start();
+    one_step_team(&d, "flaky", "[fake:fail]", "executor");
+    let failed = d.run("fail once", json!({"team": "flaky"}));
+    assert_eq!(d.wait(&failed), "failed");
+    let mut bundle = d.ok("team.export", json!({"runId": failed}))["bundle"].clone();
+    d.ok("team.forget", json!({"runId": failed}));
+    let check = "touch PROJECT_CHECK_RAN";
+    let created = bundle["events"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|e| e["type"] == "run.created")
+        .unwrap();
+    created["data"]["taskVerifyCommands"] = json!([check]);
+    // The task completes when run again, so its checks run.
+    created["data"]["tasks"][0]["taskTemplate"] = json!("do it");
+    reseal(&mut bundle);
+    d.ok("team.import", json!({"bundle": bundle}));
+    let e = d.err("team.resume", json!({"runId": failed}));
+    assert_eq!(e["code"], 1002, "{e}");
+    let msg = e["message"].as_str().unwrap();
+    assert!(msg.contains(check), "{msg}");
+    assert_eq!(e["data"]["taskVerifyCommands"], json!([check]), "{e}");
+    let marker = d.work.join("PROJECT_CHECK_RAN");
+    assert!(!marker.exists(), "nothing ran unconfirmed");
+    d.ok(
+        "team.resume",
+        json!({"runId": failed, "confirmImported": true}),
+    );
+    assert_eq!(d.wait(&failed), "completed", "{}", d.status(&failed));
+    assert!(
+        marker.exists(),
+        "the project check the confirmation named ran"
+    );
+}
