@@ -734,6 +734,28 @@ pub fn validate(bundle: &Value) -> Result<Validated, ApiError> {
             in_flight,
         ));
     }
+    if let Some(Event {
+        body: EventBody::RunCreated(spec),
+        ..
+    }) = events.first()
+    {
+        let mut found = Vec::new();
+        option_like(
+            &serde_json::to_value(spec).unwrap_or(Value::Null),
+            "spec",
+            &mut found,
+        );
+        if !found.is_empty() {
+            return Err(refuse(
+                "the bundle's run would put options on an agent's command line",
+                found
+                    .into_iter()
+                    .take(20)
+                    .map(|f| diag("events[0]", format!("{f} starts with `-`")))
+                    .collect(),
+            ));
+        }
+    }
     let ws = workspace_diags(&run);
     if !ws.is_empty() {
         return Err(refuse(
@@ -763,6 +785,41 @@ pub fn validate(bundle: &Value) -> Result<Validated, ApiError> {
         events,
         files,
     })
+}
+
+/// Fields of a run's plan (its tasks, and the roles of the tasks crew adds: fix, resolve,
+/// fan-out, candidates) whose values crew puts on an agent CLI's command line after an option
+/// (`--model X`, `--fallback-model X`, pi's `--thinking X` and `--tools X`, opencode's
+/// `--variant X`). Gemini CLI and opencode read `--model --yolo` as two options.
+const ARGV_VALUES: &[&str] = &["model", "thinking", "effort", "fallbackModels", "tools"];
+
+/// Where, under `at`, a value of an [`ARGV_VALUES`] field starts with `-` (no model, level
+/// or tool name does).
+fn option_like(v: &Value, at: &str, out: &mut Vec<String>) {
+    match v {
+        Value::Object(map) => {
+            for (k, item) in map {
+                let here = format!("{at}.{k}");
+                if ARGV_VALUES.contains(&k.as_str()) {
+                    let strings: Vec<&str> = match item {
+                        Value::String(s) => vec![s],
+                        Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
+                        _ => Vec::new(),
+                    };
+                    if strings.iter().any(|s| s.starts_with('-')) {
+                        out.push(here.clone());
+                    }
+                }
+                option_like(item, &here, out);
+            }
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                option_like(item, &format!("{at}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
 }
 
 /// A worktree run's values that crew hands to git or joins to a path, checked as crew makes
@@ -1703,6 +1760,31 @@ mod tests {
                 }),
                 true,
                 "run",
+            ),
+            (
+                "an option as a model",
+                Box::new(|o| {
+                    events_mut(o)[0]["data"]["tasks"][0]["model"] = json!("--yolo");
+                }),
+                true,
+                "events[0]",
+            ),
+            (
+                "an option as a fallback model",
+                Box::new(|o| {
+                    events_mut(o)[0]["data"]["tasks"][0]["fallbackModels"] =
+                        json!(["m", "--version"]);
+                }),
+                true,
+                "events[0]",
+            ),
+            (
+                "an option as a thinking level",
+                Box::new(|o| {
+                    events_mut(o)[0]["data"]["tasks"][0]["thinking"] = json!("--no-session");
+                }),
+                true,
+                "events[0]",
             ),
             (
                 "bad run id",
