@@ -763,6 +763,19 @@ pub fn validate(bundle: &Value) -> Result<Validated, ApiError> {
             ws,
         ));
     }
+    // pi continues the session file crew names for an attempt (`executor::session`): one
+    // the bundle placed for an attempt yet to come would be the next attempt's conversation,
+    // which no confirmation shows.
+    for (name, _) in &files {
+        if let Some((task, n)) = session_attempt(name) {
+            if run.task(task).is_none_or(|t| n > t.attempts) {
+                diags.push(diag(
+                    "artifacts",
+                    format!("{name} is the session of an attempt task {task} has not made"),
+                ));
+            }
+        }
+    }
     for t in &run.tasks {
         for a in &t.artifacts {
             if digests.get(&a.name).is_some_and(|d| a.sha256 != *d) {
@@ -785,6 +798,14 @@ pub fn validate(bundle: &Value) -> Result<Validated, ApiError> {
         events,
         files,
     })
+}
+
+/// `(task, attempt)` of a session file crew names for an attempt:
+/// `sessions/<task>/attempt-<n>.<ext>`.
+fn session_attempt(name: &str) -> Option<(&str, u32)> {
+    let (task, file) = name.strip_prefix("sessions/")?.split_once('/')?;
+    let n = file.strip_prefix("attempt-")?.split('.').next()?;
+    Some((task, n.parse().ok()?))
 }
 
 /// Fields of a run's plan (its tasks, and the roles of the tasks crew adds: fix, resolve,
@@ -1582,6 +1603,37 @@ mod tests {
                 );
             }
             assert_eq!(p["taskVerifyCommands"], json!(["project check"]), "{what}");
+        }
+    }
+
+    /// A session file for an attempt the task has not made is the conversation pi would
+    /// continue on that attempt: refused; one of an attempt made is kept.
+    #[test]
+    fn a_session_of_an_attempt_to_come_is_refused() {
+        for (name, ok) in [
+            ("sessions/01_a/attempt-1.jsonl", true),
+            ("sessions/01_a/attempt-2.jsonl", false),
+            ("sessions/02_b/attempt-1.jsonl", false),
+        ] {
+            let b = edited(
+                |o| {
+                    let content = "{\"type\":\"session\"}\n";
+                    o["artifacts"].as_array_mut().unwrap().push(json!({
+                        "name": name, "kind": "file", "taskId": "01_a",
+                        "bytes": content.len(), "sha256": sha256_hex(content.as_bytes()),
+                        "content": content,
+                    }));
+                },
+                true,
+            );
+            match validate(&b) {
+                Ok(_) => assert!(ok, "{name} was accepted"),
+                Err(e) => {
+                    assert!(!ok, "{name}: {e:?}");
+                    let data = serde_json::to_string(&e.data).unwrap();
+                    assert!(data.contains("has not made"), "{name}: {data}");
+                }
+            }
         }
     }
 
