@@ -24,7 +24,10 @@
 //!   no run); a `cwd` of `~` or `~/…` is expanded with this daemon's `$HOME`;
 //! - only a finished run (completed, failed, cancelled) is exported or imported: an unfinished
 //!   one would have tasks "running" with no worker behind them;
-//! - the artifact files are written (synced) before the events naming them are journaled.
+//! - the artifact files are written (synced) before the events naming them are journaled;
+//! - what crew later hands to git or to an agent's command line, or joins to a path, must be
+//!   what crew makes: full commit ids, a worktree run's `subdir` inside its repository, no
+//!   model, level or tool name starting with `-`, no pi session of an attempt yet to come.
 //!
 //! Export answers the bundle (up to ~31 MiB). Import takes it inline (`bundle`, bounded by
 //! `max_request_bytes`, 1 MiB by default) or as a file the daemon reads (`path`, bounded by
