@@ -770,6 +770,14 @@ pub fn validate(bundle: &Value) -> Result<Validated, ApiError> {
     // the bundle placed for an attempt yet to come would be the next attempt's conversation,
     // which no confirmation shows.
     for (name, _) in &files {
+        // An attempt's own object directory (`executor::sandbox::own_objects`) is no artifact:
+        // a restart takes what one holds into the run's repository.
+        if name.starts_with("objects/") {
+            diags.push(diag(
+                "artifacts",
+                format!("{name} is in an attempt's object directory, which no export holds"),
+            ));
+        }
         if let Some((task, n)) = session_attempt(name) {
             if run.task(task).is_none_or(|t| n > t.attempts) {
                 diags.push(diag(
@@ -1610,13 +1618,15 @@ mod tests {
     }
 
     /// A session file for an attempt the task has not made is the conversation pi would
-    /// continue on that attempt: refused; one of an attempt made is kept.
+    /// continue on that attempt: refused; one of an attempt made is kept. An attempt's object
+    /// directory, whose objects a restart takes into the repository, is refused too.
     #[test]
     fn a_session_of_an_attempt_to_come_is_refused() {
         for (name, ok) in [
             ("sessions/01_a/attempt-1.jsonl", true),
             ("sessions/01_a/attempt-2.jsonl", false),
             ("sessions/02_b/attempt-1.jsonl", false),
+            ("objects/01_a.attempt-2/objects/info/alternates", false),
         ] {
             let b = edited(
                 |o| {
@@ -1634,7 +1644,10 @@ mod tests {
                 Err(e) => {
                     assert!(!ok, "{name}: {e:?}");
                     let data = serde_json::to_string(&e.data).unwrap();
-                    assert!(data.contains("has not made"), "{name}: {data}");
+                    assert!(
+                        data.contains("has not made") || data.contains("object directory"),
+                        "{name}: {data}"
+                    );
                 }
             }
         }
