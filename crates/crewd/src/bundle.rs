@@ -239,8 +239,9 @@ fn list_files(dir: &Path) -> Vec<(String, PathBuf)> {
             let Some(name) = entry.file_name().to_str().map(str::to_string) else {
                 continue;
             };
-            // Temp files of an interrupted atomic write.
-            if name.starts_with('.') {
+            // Temp files of an interrupted atomic write; an attempt's git object directory
+            // left by a failed take (binary, the repository's, refused by import).
+            if name.starts_with('.') || (depth == 0 && name == "objects") {
                 continue;
             }
             let rel = if prefix.is_empty() {
