@@ -1040,6 +1040,9 @@ fn imported_preview(run: &RunState, only: Option<&[String]>) -> Value {
             json!({
                 "id": t.plan.id,
                 "agent": t.plan.agent,
+                // A candidate may run on another runtime than the run's (issue 36).
+                "runtime": crew_core::run::candidates::runtime_of(&t.plan)
+                    .unwrap_or(&run.spec.runtime),
                 "model": t.plan.model,
                 "tools": t.plan.tools.as_ref(),
                 "thinking": t.plan.thinking,
@@ -1127,6 +1130,13 @@ pub async fn confirm_imported(
         .flatten()
         .filter_map(|t| t["agent"].as_str())
         .collect();
+    let mut runtimes: BTreeSet<&str> = preview["tasks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["runtime"].as_str())
+        .collect();
+    runtimes.insert(preview["runtime"].as_str().unwrap_or(""));
     // Every command is named in the message itself, not only in `data`: a client that shows
     // the message shows what would run.
     let commands: Vec<&str> = preview["commands"]
@@ -1153,7 +1163,7 @@ pub async fn confirm_imported(
          and tools (agents: {}) with runtime `{}` in {}{repo}, and {commands}; see this \
          error's data for exactly what, and call again with confirmImported: true to run it",
         agents.into_iter().collect::<Vec<_>>().join(", "),
-        preview["runtime"].as_str().unwrap_or(""),
+        runtimes.into_iter().collect::<Vec<_>>().join("`, `"),
         preview["cwd"].as_str().unwrap_or("")
     ))
     .with_data(preview))
@@ -1536,6 +1546,15 @@ mod tests {
             task("b", &["a"], Some("check b")),
             task("c", &[], None),
         ]);
+        // `c` a candidate of `a` on another runtime.
+        let mut c = spec.tasks[2].as_ref().clone();
+        c.candidates = Some(std::sync::Arc::new(
+            serde_json::from_value(
+                json!({"kind": "candidate", "of": "a", "index": 1, "runtime": "other"}),
+            )
+            .unwrap_or_else(|e| panic!("the Candidacy fixture needs updating: {e}")),
+        ));
+        spec.tasks[2] = std::sync::Arc::new(c);
         spec.task_verify_commands = vec!["project check".into()];
         let pend = vec![
             Pending::run("team_x", EventBody::RunCreated(Box::new(spec))),
@@ -1615,6 +1634,7 @@ mod tests {
                 );
             }
             assert_eq!(p["taskVerifyCommands"], json!(["project check"]), "{what}");
+            assert_eq!(p["tasks"][2]["runtime"], "other", "{what}: {p}");
         }
     }
 
