@@ -60,6 +60,8 @@ const BUNDLE_MAX_BYTES: usize = 31 << 20;
 /// A bundle file `team.import` reads (`path`): above [`BUNDLE_MAX_BYTES`], so anything export
 /// makes fits.
 pub const IMPORT_FILE_MAX_BYTES: u64 = 40 << 20;
+/// Attempts one task of an imported run may have made (far above any real run's).
+const MAX_ATTEMPTS: u32 = 1 << 20;
 /// Directory depth walked under a run's artifact directory.
 const MAX_DEPTH: usize = 8;
 
@@ -765,6 +767,23 @@ pub fn validate(bundle: &Value) -> Result<Validated, ApiError> {
         return Err(refuse(
             "the bundle's worktree run names what crew never records",
             ws,
+        ));
+    }
+    // The next attempt is numbered one past a task's last (`t.attempts + 1`): a forged
+    // `u32::MAX` would overflow it, or wrap to an attempt 0 whose session file the bundle
+    // placed. No task makes anywhere near this many attempts.
+    for t in run
+        .tasks
+        .iter()
+        .filter(|t| t.attempts > MAX_ATTEMPTS)
+        .take(20)
+    {
+        diags.push(diag(
+            "events",
+            format!(
+                "task {} has made {} attempts; a run crew exports has at most {MAX_ATTEMPTS}",
+                t.plan.id, t.attempts
+            ),
         ));
     }
     // pi continues the session file crew names for an attempt (`executor::session`): one
@@ -1672,6 +1691,24 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A task whose last attempt is numbered `u32::MAX`: its next one (`attempts + 1`) would
+    /// overflow, or wrap to an attempt 0 whose session file the bundle could hold. Refused,
+    /// even with the run's view made to agree.
+    #[test]
+    fn an_attempt_number_at_the_end_of_the_range_is_refused() {
+        let mut pend = sample_pending();
+        for p in &mut pend {
+            match &mut p.body {
+                EventBody::TaskStarted { attempt, .. } => *attempt = u32::MAX,
+                EventBody::TaskCompleted { end, .. } => end.attempt = u32::MAX,
+                _ => {}
+            }
+        }
+        let e = validate(&bundle_of(stamped(pend))).expect_err("accepted");
+        let data = serde_json::to_string(&e.data).unwrap();
+        assert!(data.contains("4294967295 attempts"), "{data}");
     }
 
     /// Issue 14.4: the plan inside `run.created` names a task outside the state directory.
