@@ -786,6 +786,21 @@ pub fn validate(bundle: &Value) -> Result<Validated, ApiError> {
             ),
         ));
     }
+    // A selector's choice names the candidate whose result its dependents read
+    // (`results/<candidate>.txt`, `actor::workers::sources`): a task of the run, never a path.
+    for t in &run.tasks {
+        if let Some(ch) = t.choice() {
+            if run.task(&ch.candidate).is_none() {
+                diags.push(diag(
+                    "events",
+                    format!(
+                        "task {} chose {:?}, which is no task of the run",
+                        t.plan.id, ch.candidate
+                    ),
+                ));
+            }
+        }
+    }
     // pi continues the session file crew names for an attempt (`executor::session`): one
     // the bundle placed for an attempt yet to come would be the next attempt's conversation,
     // which no confirmation shows.
@@ -1709,6 +1724,43 @@ mod tests {
         let e = validate(&bundle_of(stamped(pend))).expect_err("accepted");
         let data = serde_json::to_string(&e.data).unwrap();
         assert!(data.contains("4294967295 attempts"), "{data}");
+    }
+
+    /// A selector's choice names the candidate whose `results/<candidate>.txt` its dependents'
+    /// prompts quote: a forged `../../../../home/you/notes` would have crewd read a file
+    /// outside the run into a prompt. A choice must name a task of the run.
+    #[test]
+    fn a_choice_of_no_task_is_refused() {
+        for (candidate, ok) in [("01_a", true), ("../../../../../home/you/notes", false)] {
+            let mut pend = sample_pending();
+            let done = pend.len() - 1;
+            pend.insert(
+                done,
+                Pending::task(
+                    "team_x",
+                    "01_a",
+                    EventBody::TaskCandidateChosen {
+                        end: None,
+                        commit: None,
+                        choice: crew_core::run::candidates::Choice {
+                            index: 1,
+                            candidate: candidate.into(),
+                            by: "first".into(),
+                            reason: "r".into(),
+                        },
+                        verdict: None,
+                    },
+                ),
+            );
+            match validate(&bundle_of(stamped(pend))) {
+                Ok(_) => assert!(ok, "{candidate} was accepted"),
+                Err(e) => {
+                    assert!(!ok, "{candidate}: {e:?}");
+                    let data = serde_json::to_string(&e.data).unwrap();
+                    assert!(data.contains("no task of the run"), "{data}");
+                }
+            }
+        }
     }
 
     /// Issue 14.4: the plan inside `run.created` names a task outside the state directory.
