@@ -1106,9 +1106,47 @@ fn imported_preview(run: &RunState, only: Option<&[String]>) -> Value {
             .iter()
             .map(|c| format!("every editing task without checks of its own verify: {c}")),
     );
+    // Roles crew may add tasks of once the run runs (a judge's fixer, a fan-out's roles, a
+    // candidates' judge, the conflict resolver): their agents, tools and prompts are the
+    // bundle's too, and an editing one writes the workspace.
+    let mut templates: Vec<&crew_core::fanout::RoleTemplate> = Vec::new();
+    templates.extend(
+        run.spec
+            .workspace
+            .as_ref()
+            .and_then(|w| w.resolver.as_deref()),
+    );
+    for t in &run.tasks {
+        templates.extend(t.plan.judging.fix.as_ref().map(|f| &f.fixer));
+        if let Some(e) = &t.plan.expands {
+            templates.extend(e.roles.iter());
+            templates.extend(e.candidates.as_ref().and_then(|c| c.judge.as_deref()));
+        }
+        if let Some(crew_core::run::candidates::Candidacy::Asked { judge, .. }) =
+            t.plan.candidates.as_deref()
+        {
+            templates.extend(judge.as_deref());
+        }
+    }
+    let added: Vec<Value> = templates
+        .into_iter()
+        .map(|r| {
+            let prompt: &str = &r.system_prompt;
+            json!({
+                "role": r.role,
+                "agent": r.agent,
+                "model": r.model,
+                "tools": r.tools.as_ref(),
+                "systemPromptBytes": prompt.len(),
+                "systemPromptSha256": sha256_hex(prompt.as_bytes()),
+                "systemPrompt": prompt.chars().take(400).collect::<String>(),
+            })
+        })
+        .collect();
     json!({
         "imported": true,
         "commands": commands,
+        "addedRoles": added,
         "runtime": run.spec.runtime,
         "cwd": run.spec.cwd,
         // Worktree mode: the repository git runs in, whose checkout the agents see.
@@ -1161,6 +1199,7 @@ pub async fn confirm_imported(
     let agents: BTreeSet<&str> = preview["tasks"]
         .as_array()
         .into_iter()
+        .chain(preview["addedRoles"].as_array())
         .flatten()
         .filter_map(|t| t["agent"].as_str())
         .collect();
@@ -1590,6 +1629,18 @@ mod tests {
         ));
         spec.tasks[2] = std::sync::Arc::new(c);
         spec.task_verify_commands = vec!["project check".into()];
+        // `a` a judge whose fixer edits.
+        let mut a = spec.tasks[0].as_ref().clone();
+        a.judging.fix = Some(std::sync::Arc::new(
+            serde_json::from_value(json!({
+                "fixer": {"role": "fixer", "agent": "fixer-agent", "model": null,
+                          "systemPrompt": "fix it", "systemPromptMode": "replace",
+                          "tools": ["edit", "bash"], "thinking": null, "writes": true},
+                "maxRounds": 1
+            }))
+            .unwrap_or_else(|e| panic!("the FixPlan fixture needs updating: {e}")),
+        ));
+        spec.tasks[0] = std::sync::Arc::new(a);
         let pend = vec![
             Pending::run("team_x", EventBody::RunCreated(Box::new(spec))),
             Pending::run("team_x", EventBody::RunStarted {}),
@@ -1669,6 +1720,12 @@ mod tests {
             }
             assert_eq!(p["taskVerifyCommands"], json!(["project check"]), "{what}");
             assert_eq!(p["tasks"][2]["runtime"], "other", "{what}: {p}");
+            assert_eq!(p["addedRoles"][0]["agent"], "fixer-agent", "{what}: {p}");
+            assert_eq!(
+                p["addedRoles"][0]["tools"],
+                json!(["edit", "bash"]),
+                "{what}"
+            );
         }
     }
 
