@@ -554,3 +554,58 @@ fn an_imported_runs_project_checks_are_named_before_they_run() {
         "the project check the confirmation named ran"
     );
 }
+
+/// A bundle's failed run may hold a task that never started (its events left out): once the
+/// run runs again it starts like any queued task, so the confirmation `team.resume` asks for
+/// shows it, though it did not fail.
+#[test]
+fn an_imported_runs_queued_task_is_named_before_it_runs() {
+    let d = Daemon::start();
+    d.project_file(
+        "teams/two.team.md",
+        "---\nname: two\ndefaultWorkflow: two\n---\n\n- executor: agent=executor\n",
+    );
+    d.project_file(
+        "workflows/two.workflow.md",
+        "---\nname: two\n---\n\n## a\nrole: executor\n\n[fake:fail]\n\n## b\nrole: executor\n\n[fake:write=B_RAN.txt:b]\n",
+    );
+    let run = d.run("two", json!({"team": "two"}));
+    d.wait(&run);
+    let mut bundle = d.ok("team.export", json!({"runId": run}))["bundle"].clone();
+    d.ok("team.forget", json!({"runId": run}));
+    std::fs::remove_file(d.work.join("B_RAN.txt")).ok();
+    // `b` never started: its events out, the rest renumbered, the run's view left empty (it
+    // is compared where it says something).
+    let events: Vec<Value> = bundle["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["taskId"] != "02_b")
+        .cloned()
+        .enumerate()
+        .map(|(i, mut e)| {
+            e["runSeq"] = json!(i + 1);
+            e
+        })
+        .collect();
+    bundle["events"] = json!(events);
+    bundle["run"] = json!({});
+    reseal(&mut bundle);
+    d.ok("team.import", json!({"bundle": bundle}));
+    assert_eq!(d.status(&run)["run"]["status"], "failed");
+    let e = d.err("team.resume", json!({"runId": run}));
+    assert_eq!(e["code"], 1002, "{e}");
+    let ids: Vec<&str> = e["data"]["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["id"].as_str())
+        .collect();
+    assert!(ids.contains(&"02_b"), "the queued task is not shown: {e}");
+    d.ok(
+        "team.resume",
+        json!({"runId": run, "confirmImported": true}),
+    );
+    d.wait(&run);
+    assert!(d.work.join("B_RAN.txt").exists(), "the queued task ran");
+}
