@@ -957,3 +957,40 @@ fn an_imported_worktree_run_cannot_put_its_agent_outside_its_worktree() {
         "{e}"
     );
 }
+
+/// The same check, for what `team.resume` does with an imported worktree run's base: crew
+/// records a task's start with `git update-ref --stdin`, one command a line, so a base
+/// `<commit>\ndelete refs/heads/main` would delete the user's branch.
+#[test]
+fn an_imported_worktree_runs_base_cannot_carry_ref_commands() {
+    let d = Daemon::start();
+    let w = repo(&d);
+    team(&d, "one", &[("only", &[], "[fake:fail]")]);
+    let run = run_wt(&d, "one", json!({}));
+    assert_eq!(d.wait(&run), "failed", "{}", d.status(&run));
+    let base = git(w, &["rev-parse", "HEAD"]);
+    let evil = forged_bundle(&d, &run, |b| {
+        let text = serde_json::to_string(&b)
+            .unwrap()
+            .replace(&base, &format!("{base}\\ndelete refs/heads/main"));
+        serde_json::from_str(&text).unwrap()
+    });
+    let r = d.http("team.import", json!({"bundle": evil}));
+    if r.get("result").is_some() {
+        // What the hole did: resuming the run deleted the user's branch.
+        d.ok(
+            "team.resume",
+            json!({"runId": run, "confirmImported": true}),
+        );
+        d.wait(&run);
+    }
+    assert_eq!(
+        git(
+            w,
+            &["for-each-ref", "--format=%(refname)", "refs/heads/main"]
+        ),
+        "refs/heads/main",
+        "the user's branch was deleted"
+    );
+    assert_eq!(r["error"]["code"], 1003, "{r}");
+}
