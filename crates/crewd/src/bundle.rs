@@ -788,18 +788,20 @@ pub fn validate(bundle: &Value) -> Result<Validated, ApiError> {
     }
     // A selector's choice names the candidate whose result its dependents read
     // (`results/<candidate>.txt`, `actor::workers::sources`): a task of the run, never a path.
-    for t in &run.tasks {
-        if let Some(ch) = t.choice() {
-            if run.task(&ch.candidate).is_none() {
-                diags.push(diag(
-                    "events",
-                    format!(
-                        "task {} chose {:?}, which is no task of the run",
-                        t.plan.id, ch.candidate
-                    ),
-                ));
-            }
-        }
+    let astray = run
+        .tasks
+        .iter()
+        .filter_map(|t| Some((t, t.choice()?)))
+        .filter(|(_, ch)| run.task(&ch.candidate).is_none());
+    for (t, ch) in astray.take(20) {
+        diags.push(diag(
+            "events",
+            format!(
+                "task {} chose {:?}, which is no task of the run",
+                t.plan.id,
+                crew_core::text::bound(ch.candidate.clone(), 200)
+            ),
+        ));
     }
     // pi continues the session file crew names for an attempt (`executor::session`): one
     // the bundle placed for an attempt yet to come would be the next attempt's conversation,
