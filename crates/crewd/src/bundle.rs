@@ -762,6 +762,15 @@ pub fn validate(bundle: &Value) -> Result<Validated, ApiError> {
             ));
         }
     }
+    // The agent's cwd (writable in its box in shared mode) as the confirmation shows it: a
+    // relative one would be relative to wherever crewd runs. `team.run` takes absolute ones.
+    let cwd = &run.spec.cwd;
+    if !(cwd.starts_with('/') || cwd == "~" || cwd.starts_with("~/")) {
+        return Err(refuse(
+            "the bundle's run has a relative cwd",
+            vec![diag("events[0]", "the run's cwd is not an absolute path")],
+        ));
+    }
     let ws = workspace_diags(&run);
     if !ws.is_empty() {
         return Err(refuse(
@@ -1997,6 +2006,14 @@ mod tests {
                 }),
                 true,
                 "run",
+            ),
+            (
+                "a relative cwd",
+                Box::new(|o| {
+                    events_mut(o)[0]["data"]["cwd"] = json!(".");
+                }),
+                true,
+                "events[0]",
             ),
             (
                 "an option as a model",
