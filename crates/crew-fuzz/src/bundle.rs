@@ -1,5 +1,6 @@
 //! Run bundles (`team.import`): any JSON is refused with diagnostics or accepted; accepted ones
-//! name only safe ids and artifact names, and carry no attempt in flight. The input is also
+//! name only safe ids and artifact names, carry no attempt in flight, and hand git no option
+//! and a worktree no path outside it. The input is also
 //! checked resealed (checksum recomputed), so fuzzing gets past the checksum to the contents.
 
 use serde_json::{json, Value};
@@ -39,6 +40,21 @@ fn check(v: &Value) {
                     t.plan.id
                 );
                 assert!(t.rare().job.is_none(), "{}", t.plan.id);
+                // What crew hands to git: object ids, never an option.
+                if let Some(c) = t.commit() {
+                    assert!(!c.commit.starts_with('-') && !c.start.starts_with('-'));
+                }
+                assert!(t.plan.model.as_deref().is_none_or(|m| !m.starts_with('-')));
+            }
+            if let Some(ws) = &run.spec.workspace {
+                assert!(!ws.base.starts_with('-'), "{}", ws.base);
+                assert!(
+                    std::path::Path::new(&ws.subdir)
+                        .components()
+                        .all(|c| matches!(c, std::path::Component::Normal(_))),
+                    "{}",
+                    ws.subdir
+                );
             }
         }
     }

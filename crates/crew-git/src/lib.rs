@@ -29,7 +29,7 @@ pub use refs::LastMove;
 pub use worktrees::admin_dir;
 
 pub use error::GitError;
-pub use parse::{Diffstat, MergeOutcome};
+pub use parse::{is_oid, Diffstat, MergeOutcome};
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -691,6 +691,8 @@ impl Repo {
         }
         let mut script = String::new();
         for (name, to) in changes {
+            one_line(name)?;
+            to.as_deref().map(one_line).transpose()?;
             match to {
                 Some(c) => script.push_str(&format!("update {name} {c}\n")),
                 None => script.push_str(&format!("delete {name}\n")),
@@ -708,6 +710,7 @@ impl Repo {
         }
         let mut script = String::new();
         for n in names {
+            one_line(n)?;
             script.push_str("delete ");
             script.push_str(n);
             script.push('\n');
@@ -716,6 +719,19 @@ impl Repo {
         let out = self.raw_in(&args, &[], Some(script.into_bytes())).await?;
         check(&args, out).map(|_| ())
     }
+}
+
+/// A ref name or commit id for an `update-ref --stdin` script: one command a line, so a line
+/// break in one (an imported run's "commit" `<id>\ndelete refs/heads/main`) would add a
+/// command of its own.
+fn one_line(s: &str) -> Result<(), GitError> {
+    if s.contains(['\n', '\r', '\0']) {
+        return Err(GitError::Parse {
+            args: "update-ref --stdin".into(),
+            what: format!("a ref name or commit id with a line break: {s:?}"),
+        });
+    }
+    Ok(())
 }
 
 /// One lock per repository (as named by the directory crew opened it at) for the calls that

@@ -22,7 +22,9 @@ pub enum MergeOutcome {
     },
 }
 
-fn is_oid(s: &str) -> bool {
+/// A full object id as git prints one (SHA-1 or SHA-256, hex): never an option, a range or a
+/// revision expression.
+pub fn is_oid(s: &str) -> bool {
     (s.len() == 40 || s.len() == 64) && s.bytes().all(|b| b.is_ascii_hexdigit())
 }
 

@@ -350,3 +350,21 @@ async fn diff_check_finds_markers_and_whitespace_a_change_added_and_nothing_else
     assert!(repo.diff_check(&bad, &good).await.unwrap().is_empty());
     assert!(repo.diff_check(&base, &good).await.unwrap().is_empty());
 }
+
+/// A commit id or ref name with a line break never reaches `update-ref --stdin`, where it
+/// would be a command of its own (`<id>\ndelete refs/heads/main`).
+#[tokio::test]
+async fn a_line_break_in_a_ref_update_is_refused_whole() {
+    let d = repo();
+    let r = Git::default().repo(d.path());
+    let head = sh(d.path(), &["rev-parse", "HEAD"]);
+    let evil = format!("{head}\ndelete refs/heads/main");
+    let e = r
+        .update_refs(&[("refs/crew/r/t/start".to_string(), Some(evil.clone()))])
+        .await
+        .expect_err("accepted");
+    assert!(e.to_string().contains("line break"), "{e}");
+    assert!(r.delete_refs(&[evil]).await.is_err());
+    assert_eq!(sh(d.path(), &["rev-parse", "refs/heads/main"]), head);
+    assert!(r.resolve("refs/crew/r/t/start").await.unwrap().is_none());
+}

@@ -24,7 +24,10 @@
 //!   no run); a `cwd` of `~` or `~/…` is expanded with this daemon's `$HOME`;
 //! - only a finished run (completed, failed, cancelled) is exported or imported: an unfinished
 //!   one would have tasks "running" with no worker behind them;
-//! - the artifact files are written (synced) before the events naming them are journaled.
+//! - the artifact files are written (synced) before the events naming them are journaled;
+//! - what crew later hands to git or to an agent's command line, or joins to a path, must be
+//!   what crew makes: full commit ids, a worktree run's `subdir` inside its repository, no
+//!   model, level or tool name starting with `-`, no pi session of an attempt yet to come.
 //!
 //! Export answers the bundle (up to ~31 MiB). Import takes it inline (`bundle`, bounded by
 //! `max_request_bytes`, 1 MiB by default) or as a file the daemon reads (`path`, bounded by
@@ -57,6 +60,8 @@ const BUNDLE_MAX_BYTES: usize = 31 << 20;
 /// A bundle file `team.import` reads (`path`): above [`BUNDLE_MAX_BYTES`], so anything export
 /// makes fits.
 pub const IMPORT_FILE_MAX_BYTES: u64 = 40 << 20;
+/// Attempts one task of an imported run may have made (far above any real run's).
+const MAX_ATTEMPTS: u32 = 1 << 20;
 /// Directory depth walked under a run's artifact directory.
 const MAX_DEPTH: usize = 8;
 
@@ -236,8 +241,9 @@ fn list_files(dir: &Path) -> Vec<(String, PathBuf)> {
             let Some(name) = entry.file_name().to_str().map(str::to_string) else {
                 continue;
             };
-            // Temp files of an interrupted atomic write.
-            if name.starts_with('.') {
+            // Temp files of an interrupted atomic write; an attempt's git object directory
+            // left by a failed take (binary, the repository's, refused by import).
+            if name.starts_with('.') || (depth == 0 && name == "objects") {
                 continue;
             }
             let rel = if prefix.is_empty() {
@@ -734,6 +740,99 @@ pub fn validate(bundle: &Value) -> Result<Validated, ApiError> {
             in_flight,
         ));
     }
+    if let Some(Event {
+        body: EventBody::RunCreated(spec),
+        ..
+    }) = events.first()
+    {
+        let mut found = Vec::new();
+        option_like(
+            &serde_json::to_value(spec).unwrap_or(Value::Null),
+            "spec",
+            &mut found,
+        );
+        if !found.is_empty() {
+            return Err(refuse(
+                "the bundle's run would put options on an agent's command line",
+                found
+                    .into_iter()
+                    .take(20)
+                    .map(|f| diag("events[0]", format!("{f} starts with `-`")))
+                    .collect(),
+            ));
+        }
+    }
+    // The agent's cwd (writable in its box in shared mode) as the confirmation shows it: a
+    // relative one would be relative to wherever crewd runs. `team.run` takes absolute ones.
+    let cwd = &run.spec.cwd;
+    if !(cwd.starts_with('/') || cwd == "~" || cwd.starts_with("~/")) {
+        return Err(refuse(
+            "the bundle's run has a relative cwd",
+            vec![diag("events[0]", "the run's cwd is not an absolute path")],
+        ));
+    }
+    let ws = workspace_diags(&run);
+    if !ws.is_empty() {
+        return Err(refuse(
+            "the bundle's worktree run names what crew never records",
+            ws,
+        ));
+    }
+    // The next attempt is numbered one past a task's last (`t.attempts + 1`): a forged
+    // `u32::MAX` would overflow it, or wrap to an attempt 0 whose session file the bundle
+    // placed. No task makes anywhere near this many attempts.
+    for t in run
+        .tasks
+        .iter()
+        .filter(|t| t.attempts > MAX_ATTEMPTS)
+        .take(20)
+    {
+        diags.push(diag(
+            "events",
+            format!(
+                "task {} has made {} attempts; a run crew exports has at most {MAX_ATTEMPTS}",
+                t.plan.id, t.attempts
+            ),
+        ));
+    }
+    // A selector's choice names the candidate whose result its dependents read
+    // (`results/<candidate>.txt`, `actor::workers::sources`): a task of the run, never a path.
+    let astray = run
+        .tasks
+        .iter()
+        .filter_map(|t| Some((t, t.choice()?)))
+        .filter(|(_, ch)| run.task(&ch.candidate).is_none());
+    for (t, ch) in astray.take(20) {
+        diags.push(diag(
+            "events",
+            format!(
+                "task {} chose {:?}, which is no task of the run",
+                t.plan.id,
+                crew_core::text::bound(ch.candidate.clone(), 200)
+            ),
+        ));
+    }
+    // pi continues the session file crew names for an attempt (`executor::session`): one
+    // the bundle placed for an attempt yet to come would be the next attempt's conversation,
+    // which no confirmation shows.
+    for (name, _) in &files {
+        // An attempt's own object directory (`executor::sandbox::own_objects`) is no artifact:
+        // a restart takes what one holds into the run's repository.
+        if name.starts_with("objects/") {
+            diags.push(diag(
+                "artifacts",
+                format!("{name} is in an attempt's object directory, which no export holds"),
+            ));
+        }
+        if let Some((task, n)) = session_attempt(name) {
+            if run.task(task).is_none_or(|t| n > t.attempts) {
+                diags.push(diag(
+                    "artifacts",
+                    format!("{name} is the session of an attempt task {task} has not made"),
+                ));
+            }
+        }
+    }
     for t in &run.tasks {
         for a in &t.artifacts {
             if digests.get(&a.name).is_some_and(|d| a.sha256 != *d) {
@@ -756,6 +855,105 @@ pub fn validate(bundle: &Value) -> Result<Validated, ApiError> {
         events,
         files,
     })
+}
+
+/// `(task, attempt)` of a session file crew names for an attempt:
+/// `sessions/<task>/attempt-<n>.<ext>`.
+fn session_attempt(name: &str) -> Option<(&str, u32)> {
+    let (task, file) = name.strip_prefix("sessions/")?.split_once('/')?;
+    let n = file.strip_prefix("attempt-")?.split('.').next()?;
+    Some((task, n.parse().ok()?))
+}
+
+/// Fields of a run's plan (its tasks, and the roles of the tasks crew adds: fix, resolve,
+/// fan-out, candidates) whose values crew puts on an agent CLI's command line after an option
+/// (`--model X`, `--fallback-model X`, pi's `--thinking X` and `--tools X`, opencode's
+/// `--variant X`). Gemini CLI and opencode read `--model --yolo` as two options.
+const ARGV_VALUES: &[&str] = &["model", "thinking", "effort", "fallbackModels", "tools"];
+
+/// Where, under `at`, a value of an [`ARGV_VALUES`] field starts with `-` (no model, level
+/// or tool name does).
+fn option_like(v: &Value, at: &str, out: &mut Vec<String>) {
+    match v {
+        Value::Object(map) => {
+            for (k, item) in map {
+                let here = format!("{at}.{k}");
+                if ARGV_VALUES.contains(&k.as_str()) {
+                    let strings: Vec<&str> = match item {
+                        Value::String(s) => vec![s],
+                        Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
+                        _ => Vec::new(),
+                    };
+                    if strings.iter().any(|s| s.starts_with('-')) {
+                        out.push(here.clone());
+                    }
+                }
+                option_like(item, &here, out);
+            }
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                option_like(item, &format!("{at}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// A worktree run's values that crew hands to git or joins to a path, checked as crew makes
+/// them: commit ids are full object ids (a `--output=FILE` "commit" would be an option of
+/// `git diff`, which `team.diff` runs with no confirmation, and writes that file), the run's
+/// cwd in its repository is a relative path inside it (an absolute or `..` one would put the
+/// agent's cwd, writable in its box, outside its worktree, where the confirmation does not
+/// show), and the repository is an absolute path.
+fn workspace_diags(run: &RunState) -> Vec<Diagnostic> {
+    let Some(ws) = &run.spec.workspace else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let mut bad = |what: String, why: &str| {
+        // A forged run may have thousands of tasks.
+        if out.len() < 20 {
+            out.push(diag("events", format!("{what} {why}")));
+        }
+    };
+    let oid = "is not a full commit id";
+    if !(ws.repo.starts_with('/') || ws.repo == "~" || ws.repo.starts_with("~/")) {
+        bad("the workspace's repo".into(), "is not an absolute path");
+    }
+    let inside = Path::new(&ws.subdir)
+        .components()
+        .all(|c| matches!(c, std::path::Component::Normal(_)));
+    if !inside {
+        bad(
+            "the workspace's subdir".into(),
+            "is not a relative path inside the repository",
+        );
+    }
+    if !crew_git::is_oid(&ws.base) {
+        bad("the workspace's base".into(), oid);
+    }
+    if ws.head.as_deref().is_some_and(|h| !crew_git::is_oid(h)) {
+        bad("the workspace's head".into(), oid);
+    }
+    for t in &run.tasks {
+        if let Some(c) = t.commit() {
+            let id = &t.plan.id;
+            if !crew_git::is_oid(&c.commit) {
+                bad(format!("task {id}'s result commit"), oid);
+            }
+            // A reused result's start may be empty; never anything but a commit id.
+            if !c.start.is_empty() && !crew_git::is_oid(&c.start) {
+                bad(format!("task {id}'s start commit"), oid);
+            }
+        }
+    }
+    if let Some(i) = &run.integration {
+        if !crew_git::is_oid(&i.commit) {
+            bad("the run's integrated commit".into(), oid);
+        }
+    }
+    out
 }
 
 fn write_files(dir: &Path, files: &[(String, String)]) -> std::io::Result<()> {
@@ -858,20 +1056,28 @@ fn read_bundle(p: crew_api::types::ImportParams) -> Result<Value, ApiError> {
     serde_json::from_slice(&bytes).map_err(|e| bad(format!("{path} is not a JSON bundle: {e}")))
 }
 
-/// What resuming or retrying an imported run would execute, for the user to confirm.
+/// What resuming or retrying an imported run would execute, for the user to confirm: every
+/// task that can run once the run runs again — the tasks a retry names (and their dependents,
+/// which a retry may bring back, completed ones too `withDependents`), and every task not
+/// completed (a queued one starts as soon as the run runs, a waiting one once answered, a
+/// skipped one comes back with what it waited for) — and every command.
 fn imported_preview(run: &RunState, only: Option<&[String]>) -> Value {
+    let mut named: BTreeSet<&str> = only
+        .unwrap_or_default()
+        .iter()
+        .map(String::as_str)
+        .collect();
+    // Their dependents, transitively (a plan is ordered: dependencies come first).
+    for t in &run.tasks {
+        if t.plan.depends_on.iter().any(|d| named.contains(d.as_str())) {
+            named.insert(&t.plan.id);
+        }
+    }
     let tasks: Vec<Value> = run
         .tasks
         .iter()
-        .filter(|t| match only {
-            Some(ids) => ids.iter().any(|i| *i == t.plan.id),
-            None => matches!(
-                t.status,
-                crew_core::run::TaskStatus::Failed
-                    | crew_core::run::TaskStatus::Cancelled
-                    | crew_core::run::TaskStatus::Skipped
-                    | crew_core::run::TaskStatus::NeedsAttention
-            ),
+        .filter(|t| {
+            named.contains(t.plan.id.as_str()) || t.status != crew_core::run::TaskStatus::Completed
         })
         .map(|t| {
             let prompt: &str = &t.plan.system_prompt;
@@ -879,6 +1085,9 @@ fn imported_preview(run: &RunState, only: Option<&[String]>) -> Value {
             json!({
                 "id": t.plan.id,
                 "agent": t.plan.agent,
+                // A candidate may run on another runtime than the run's (issue 36).
+                "runtime": crew_core::run::candidates::runtime_of(&t.plan)
+                    .unwrap_or(&run.spec.runtime),
                 "model": t.plan.model,
                 "tools": t.plan.tools.as_ref(),
                 "thinking": t.plan.thinking,
@@ -893,18 +1102,68 @@ fn imported_preview(run: &RunState, only: Option<&[String]>) -> Value {
             })
         })
         .collect();
-    let commands: Vec<String> = run
+    let mut commands: Vec<String> = run
         .tasks
         .iter()
         .filter(|t| tasks.iter().any(|v| v["id"].as_str() == Some(&*t.plan.id)))
         .flat_map(|t| task_commands(&t.plan))
         .collect();
+    // The project's per-task checks, frozen in the run (`executor::checks::verify_commands`):
+    // after every editing task without checks of its own, the tasks crew adds (fix, fan-out,
+    // resolve) included.
+    commands.extend(
+        run.spec
+            .task_verify_commands
+            .iter()
+            .map(|c| format!("every editing task without checks of its own verify: {c}")),
+    );
+    // Roles crew may add tasks of once the run runs (a judge's fixer, a fan-out's roles, a
+    // candidates' judge, the conflict resolver): their agents, tools and prompts are the
+    // bundle's too, and an editing one writes the workspace.
+    let mut templates: Vec<&crew_core::fanout::RoleTemplate> = Vec::new();
+    templates.extend(
+        run.spec
+            .workspace
+            .as_ref()
+            .and_then(|w| w.resolver.as_deref()),
+    );
+    for t in &run.tasks {
+        templates.extend(t.plan.judging.fix.as_ref().map(|f| &f.fixer));
+        if let Some(e) = &t.plan.expands {
+            templates.extend(e.roles.iter());
+            templates.extend(e.candidates.as_ref().and_then(|c| c.judge.as_deref()));
+        }
+        if let Some(crew_core::run::candidates::Candidacy::Asked { judge, .. }) =
+            t.plan.candidates.as_deref()
+        {
+            templates.extend(judge.as_deref());
+        }
+    }
+    let added: Vec<Value> = templates
+        .into_iter()
+        .map(|r| {
+            let prompt: &str = &r.system_prompt;
+            json!({
+                "role": r.role,
+                "agent": r.agent,
+                "model": r.model,
+                "tools": r.tools.as_ref(),
+                "systemPromptBytes": prompt.len(),
+                "systemPromptSha256": sha256_hex(prompt.as_bytes()),
+                "systemPrompt": prompt.chars().take(400).collect::<String>(),
+            })
+        })
+        .collect();
     json!({
         "imported": true,
         "commands": commands,
+        "addedRoles": added,
         "runtime": run.spec.runtime,
         "cwd": run.spec.cwd,
+        // Worktree mode: the repository git runs in, whose checkout the agents see.
+        "repo": run.spec.workspace.as_ref().map(|w| &w.repo),
         "model": run.spec.model,
+        "taskVerifyCommands": run.spec.task_verify_commands,
         "goal": run.spec.goal.chars().take(400).collect::<String>(),
         "tasks": tasks,
     })
@@ -951,9 +1210,17 @@ pub async fn confirm_imported(
     let agents: BTreeSet<&str> = preview["tasks"]
         .as_array()
         .into_iter()
+        .chain(preview["addedRoles"].as_array())
         .flatten()
         .filter_map(|t| t["agent"].as_str())
         .collect();
+    let mut runtimes: BTreeSet<&str> = preview["tasks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["runtime"].as_str())
+        .collect();
+    runtimes.insert(preview["runtime"].as_str().unwrap_or(""));
     // Every command is named in the message itself, not only in `data`: a client that shows
     // the message shows what would run.
     let commands: Vec<&str> = preview["commands"]
@@ -971,12 +1238,16 @@ pub async fn confirm_imported(
             crew_core::text::MAX_REASON_CHARS,
         )
     };
+    let repo = preview["repo"]
+        .as_str()
+        .map(|r| format!(" (worktrees of the repository {r})"))
+        .unwrap_or_default();
     Err(ApiError::invalid_state(format!(
         "run {run_id} was imported from a bundle: it would run that bundle's system prompts \
-         and tools (agents: {}) with runtime `{}` in {}, and {commands}; see this error's data \
-         for exactly what, and call again with confirmImported: true to run it",
+         and tools (agents: {}) with runtime `{}` in {}{repo}, and {commands}; see this \
+         error's data for exactly what, and call again with confirmImported: true to run it",
         agents.into_iter().collect::<Vec<_>>().join(", "),
-        preview["runtime"].as_str().unwrap_or(""),
+        runtimes.into_iter().collect::<Vec<_>>().join("`, `"),
         preview["cwd"].as_str().unwrap_or("")
     ))
     .with_data(preview))
@@ -1005,6 +1276,10 @@ pub async fn import(
     }) = valid.events.first_mut()
     {
         spec.cwd = expand_home(&spec.cwd, home.as_deref());
+        // Export wrote a worktree run's repository `~/…` as it wrote the cwd.
+        if let Some(ws) = spec.workspace.as_mut() {
+            ws.repo = expand_home(&ws.repo, home.as_deref());
+        }
         spec.imported = true;
     }
 
@@ -1330,6 +1605,232 @@ mod tests {
         }
     }
 
+    /// A failed run of `a` (failed, verified by `check a`), `b` (depends on `a`: skipped, verified
+    /// by `check b`) and `c` (never started: queued), every task an editor, with the project's
+    /// per-task check `project check`.
+    fn three_task_failed_run() -> RunState {
+        use crew_core::plan::PlannedTask;
+        use crew_core::run::AttemptEnd;
+        let task = |id: &str, deps: &[&str], verify: Option<&str>| {
+            let mut v = json!({
+                "id": id, "stepId": id, "role": "r", "agent": "r", "dependsOn": deps,
+                "taskTemplate": "t", "output": null, "reads": [], "model": null,
+                "systemPrompt": "", "systemPromptMode": "replace", "tools": ["edit"],
+                "thinking": null, "writes": true
+            });
+            if let Some(c) = verify {
+                v["checks"] = json!({"verify": {"commands": [c]}});
+            }
+            let plan: PlannedTask = serde_json::from_value(v)
+                .unwrap_or_else(|e| panic!("the PlannedTask fixture needs updating: {e}"));
+            std::sync::Arc::new(plan)
+        };
+        let mut spec = crate::test_support::run_spec(vec![
+            task("a", &[], Some("check a")),
+            task("b", &["a"], Some("check b")),
+            task("c", &[], None),
+        ]);
+        // `c` a candidate of `a` on another runtime.
+        let mut c = spec.tasks[2].as_ref().clone();
+        c.candidates = Some(std::sync::Arc::new(
+            serde_json::from_value(
+                json!({"kind": "candidate", "of": "a", "index": 1, "runtime": "other"}),
+            )
+            .unwrap_or_else(|e| panic!("the Candidacy fixture needs updating: {e}")),
+        ));
+        spec.tasks[2] = std::sync::Arc::new(c);
+        spec.task_verify_commands = vec!["project check".into()];
+        // `a` a judge whose fixer edits.
+        let mut a = spec.tasks[0].as_ref().clone();
+        a.judging.fix = Some(std::sync::Arc::new(
+            serde_json::from_value(json!({
+                "fixer": {"role": "fixer", "agent": "fixer-agent", "model": null,
+                          "systemPrompt": "fix it", "systemPromptMode": "replace",
+                          "tools": ["edit", "bash"], "thinking": null, "writes": true},
+                "maxRounds": 1
+            }))
+            .unwrap_or_else(|e| panic!("the FixPlan fixture needs updating: {e}")),
+        ));
+        spec.tasks[0] = std::sync::Arc::new(a);
+        let pend = vec![
+            Pending::run("team_x", EventBody::RunCreated(Box::new(spec))),
+            Pending::run("team_x", EventBody::RunStarted {}),
+            Pending::task(
+                "team_x",
+                "a",
+                EventBody::TaskStarted {
+                    attempt: 1,
+                    runtime: "fake".into(),
+                    model: None,
+                    artifacts: vec![],
+                },
+            ),
+            Pending::task(
+                "team_x",
+                "a",
+                EventBody::TaskFailed {
+                    end: AttemptEnd {
+                        attempt: 1,
+                        ..Default::default()
+                    },
+                },
+            ),
+            Pending::task(
+                "team_x",
+                "b",
+                EventBody::TaskSkipped {
+                    reason: "a failed".into(),
+                },
+            ),
+            Pending::run(
+                "team_x",
+                EventBody::RunFailed {
+                    reason: "a failed".into(),
+                    usage: Default::default(),
+                },
+            ),
+        ];
+        let events: Vec<Event> = stamped(pend)
+            .into_iter()
+            .map(|v| serde_json::from_value(v).unwrap())
+            .collect();
+        crew_core::run::replay_run(events.iter()).unwrap()
+    }
+
+    /// The confirmation of an imported run shows every task that can run once the run runs
+    /// again, and every command: a queued task starts as soon as it does (a bundle's failed
+    /// run may hold one), a retry brings back the tasks skipped because of the named ones, and
+    /// the project's per-task checks (the run's `taskVerifyCommands`, from the bundle) run
+    /// after every editing task without checks of its own.
+    #[test]
+    fn the_preview_shows_every_task_and_command_that_can_run() {
+        let run = three_task_failed_run();
+        let only = ["a".to_string()];
+        for (what, p) in [
+            ("resume", imported_preview(&run, None)),
+            ("retry a", imported_preview(&run, Some(&only))),
+        ] {
+            let ids: Vec<&str> = p["tasks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|t| t["id"].as_str())
+                .collect();
+            assert_eq!(ids, ["a", "b", "c"], "{what}: {p}");
+            let commands: Vec<&str> = p["commands"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(Value::as_str)
+                .collect();
+            for c in ["a verify: check a", "b verify: check b", "project check"] {
+                assert!(
+                    commands.iter().any(|l| l.contains(c)),
+                    "{what}: {c} is not shown: {p}"
+                );
+            }
+            assert_eq!(p["taskVerifyCommands"], json!(["project check"]), "{what}");
+            assert_eq!(p["tasks"][2]["runtime"], "other", "{what}: {p}");
+            assert_eq!(p["addedRoles"][0]["agent"], "fixer-agent", "{what}: {p}");
+            assert_eq!(
+                p["addedRoles"][0]["tools"],
+                json!(["edit", "bash"]),
+                "{what}"
+            );
+        }
+    }
+
+    /// A session file for an attempt the task has not made is the conversation pi would
+    /// continue on that attempt: refused; one of an attempt made is kept. An attempt's object
+    /// directory, whose objects a restart takes into the repository, is refused too.
+    #[test]
+    fn a_session_of_an_attempt_to_come_is_refused() {
+        for (name, ok) in [
+            ("sessions/01_a/attempt-1.jsonl", true),
+            ("sessions/01_a/attempt-2.jsonl", false),
+            ("sessions/02_b/attempt-1.jsonl", false),
+            ("objects/01_a.attempt-2/objects/info/alternates", false),
+        ] {
+            let b = edited(
+                |o| {
+                    let content = "{\"type\":\"session\"}\n";
+                    o["artifacts"].as_array_mut().unwrap().push(json!({
+                        "name": name, "kind": "file", "taskId": "01_a",
+                        "bytes": content.len(), "sha256": sha256_hex(content.as_bytes()),
+                        "content": content,
+                    }));
+                },
+                true,
+            );
+            match validate(&b) {
+                Ok(_) => assert!(ok, "{name} was accepted"),
+                Err(e) => {
+                    assert!(!ok, "{name}: {e:?}");
+                    let data = serde_json::to_string(&e.data).unwrap();
+                    assert!(
+                        data.contains("has not made") || data.contains("object directory"),
+                        "{name}: {data}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// A task whose last attempt is numbered `u32::MAX`: its next one (`attempts + 1`) would
+    /// overflow, or wrap to an attempt 0 whose session file the bundle could hold. Refused,
+    /// even with the run's view made to agree.
+    #[test]
+    fn an_attempt_number_at_the_end_of_the_range_is_refused() {
+        let mut pend = sample_pending();
+        for p in &mut pend {
+            match &mut p.body {
+                EventBody::TaskStarted { attempt, .. } => *attempt = u32::MAX,
+                EventBody::TaskCompleted { end, .. } => end.attempt = u32::MAX,
+                _ => {}
+            }
+        }
+        let e = validate(&bundle_of(stamped(pend))).expect_err("accepted");
+        let data = serde_json::to_string(&e.data).unwrap();
+        assert!(data.contains("4294967295 attempts"), "{data}");
+    }
+
+    /// A selector's choice names the candidate whose `results/<candidate>.txt` its dependents'
+    /// prompts quote: a forged `../../../../home/you/notes` would have crewd read a file
+    /// outside the run into a prompt. A choice must name a task of the run.
+    #[test]
+    fn a_choice_of_no_task_is_refused() {
+        for (candidate, ok) in [("01_a", true), ("../../../../../home/you/notes", false)] {
+            let mut pend = sample_pending();
+            let done = pend.len() - 1;
+            pend.insert(
+                done,
+                Pending::task(
+                    "team_x",
+                    "01_a",
+                    EventBody::TaskCandidateChosen {
+                        end: None,
+                        commit: None,
+                        choice: crew_core::run::candidates::Choice {
+                            index: 1,
+                            candidate: candidate.into(),
+                            by: "first".into(),
+                            reason: "r".into(),
+                        },
+                        verdict: None,
+                    },
+                ),
+            );
+            match validate(&bundle_of(stamped(pend))) {
+                Ok(_) => assert!(ok, "{candidate} was accepted"),
+                Err(e) => {
+                    assert!(!ok, "{candidate}: {e:?}");
+                    let data = serde_json::to_string(&e.data).unwrap();
+                    assert!(data.contains("no task of the run"), "{data}");
+                }
+            }
+        }
+    }
+
     /// Issue 14.4: the plan inside `run.created` names a task outside the state directory.
     #[test]
     fn plan_task_ids_are_checked() {
@@ -1505,6 +2006,39 @@ mod tests {
                 }),
                 true,
                 "run",
+            ),
+            (
+                "a relative cwd",
+                Box::new(|o| {
+                    events_mut(o)[0]["data"]["cwd"] = json!(".");
+                }),
+                true,
+                "events[0]",
+            ),
+            (
+                "an option as a model",
+                Box::new(|o| {
+                    events_mut(o)[0]["data"]["tasks"][0]["model"] = json!("--yolo");
+                }),
+                true,
+                "events[0]",
+            ),
+            (
+                "an option as a fallback model",
+                Box::new(|o| {
+                    events_mut(o)[0]["data"]["tasks"][0]["fallbackModels"] =
+                        json!(["m", "--version"]);
+                }),
+                true,
+                "events[0]",
+            ),
+            (
+                "an option as a thinking level",
+                Box::new(|o| {
+                    events_mut(o)[0]["data"]["tasks"][0]["thinking"] = json!("--no-session");
+                }),
+                true,
+                "events[0]",
             ),
             (
                 "bad run id",

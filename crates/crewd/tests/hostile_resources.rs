@@ -513,3 +513,99 @@ fn an_imported_pre_step_is_named_before_it_runs() {
     );
     assert!(!marker.exists(), "nothing ran unconfirmed");
 }
+
+/// A bundle's run carries the project's per-task checks (`taskVerifyCommands`, frozen in
+/// `run.created`), which run after every editing task without checks of its own: the
+/// confirmation `team.resume` asks for names them, and they run only once confirmed.
+#[test]
+fn an_imported_runs_project_checks_are_named_before_they_run() {
+    let d = Daemon::start();
+    one_step_team(&d, "flaky", "[fake:fail]", "executor");
+    let failed = d.run("fail once", json!({"team": "flaky"}));
+    assert_eq!(d.wait(&failed), "failed");
+    let mut bundle = d.ok("team.export", json!({"runId": failed}))["bundle"].clone();
+    d.ok("team.forget", json!({"runId": failed}));
+    let check = "touch PROJECT_CHECK_RAN";
+    let created = bundle["events"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|e| e["type"] == "run.created")
+        .unwrap();
+    created["data"]["taskVerifyCommands"] = json!([check]);
+    // The task completes when run again, so its checks run.
+    created["data"]["tasks"][0]["taskTemplate"] = json!("do it");
+    reseal(&mut bundle);
+    d.ok("team.import", json!({"bundle": bundle}));
+    let e = d.err("team.resume", json!({"runId": failed}));
+    assert_eq!(e["code"], 1002, "{e}");
+    let msg = e["message"].as_str().unwrap();
+    assert!(msg.contains(check), "{msg}");
+    assert_eq!(e["data"]["taskVerifyCommands"], json!([check]), "{e}");
+    let marker = d.work.join("PROJECT_CHECK_RAN");
+    assert!(!marker.exists(), "nothing ran unconfirmed");
+    d.ok(
+        "team.resume",
+        json!({"runId": failed, "confirmImported": true}),
+    );
+    assert_eq!(d.wait(&failed), "completed", "{}", d.status(&failed));
+    assert!(
+        marker.exists(),
+        "the project check the confirmation named ran"
+    );
+}
+
+/// A bundle's failed run may hold a task that never started (its events left out): once the
+/// run runs again it starts like any queued task, so the confirmation `team.resume` asks for
+/// shows it, though it did not fail.
+#[test]
+fn an_imported_runs_queued_task_is_named_before_it_runs() {
+    let d = Daemon::start();
+    d.project_file(
+        "teams/two.team.md",
+        "---\nname: two\ndefaultWorkflow: two\n---\n\n- executor: agent=executor\n",
+    );
+    d.project_file(
+        "workflows/two.workflow.md",
+        "---\nname: two\n---\n\n## a\nrole: executor\n\n[fake:fail]\n\n## b\nrole: executor\n\n[fake:write=B_RAN.txt:b]\n",
+    );
+    let run = d.run("two", json!({"team": "two"}));
+    d.wait(&run);
+    let mut bundle = d.ok("team.export", json!({"runId": run}))["bundle"].clone();
+    d.ok("team.forget", json!({"runId": run}));
+    std::fs::remove_file(d.work.join("B_RAN.txt")).ok();
+    // `b` never started: its events out, the rest renumbered, the run's view left empty (it
+    // is compared where it says something).
+    let events: Vec<Value> = bundle["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["taskId"] != "02_b")
+        .cloned()
+        .enumerate()
+        .map(|(i, mut e)| {
+            e["runSeq"] = json!(i + 1);
+            e
+        })
+        .collect();
+    bundle["events"] = json!(events);
+    bundle["run"] = json!({});
+    reseal(&mut bundle);
+    d.ok("team.import", json!({"bundle": bundle}));
+    assert_eq!(d.status(&run)["run"]["status"], "failed");
+    let e = d.err("team.resume", json!({"runId": run}));
+    assert_eq!(e["code"], 1002, "{e}");
+    let ids: Vec<&str> = e["data"]["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["id"].as_str())
+        .collect();
+    assert!(ids.contains(&"02_b"), "the queued task is not shown: {e}");
+    d.ok(
+        "team.resume",
+        json!({"runId": run, "confirmImported": true}),
+    );
+    d.wait(&run);
+    assert!(d.work.join("B_RAN.txt").exists(), "the queued task ran");
+}

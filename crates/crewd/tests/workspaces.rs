@@ -831,3 +831,166 @@ fn an_agent_that_moves_head_off_its_start_is_refused() {
         "the branch is back at the start"
     );
 }
+
+/// An exported worktree run, forgotten here, its bundle's text handed to `forge`, resealed.
+fn forged_bundle(d: &Daemon, run: &str, forge: impl Fn(Value) -> Value) -> Value {
+    let bundle = d.ok("team.export", json!({"runId": run}))["bundle"].clone();
+    d.ok("team.forget", json!({"runId": run}));
+    let mut evil = forge(bundle);
+    common::reseal(&mut evil);
+    evil
+}
+
+/// A bundle is someone else's: a worktree run's commit ids are handed to git as arguments
+/// (`team.diff` runs `git diff BASE RESULT` on an imported run, unconfirmed). A "commit"
+/// `--output=FILE` made that diff an option writing FILE; every commit id of a bundle's
+/// worktree run must be a full object id.
+#[test]
+fn an_imported_worktree_runs_commit_ids_cannot_be_git_options() {
+    let d = Daemon::start();
+    let w = repo(&d);
+    team(&d, "one", &[("only", &[], "[fake:write=new.txt:made]")]);
+    let run = run_wt(&d, "one", json!({}));
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    let created = d
+        .events(Some(&run))
+        .into_iter()
+        .find(|e| e["type"] == "run.created")
+        .unwrap();
+    let base = created["data"]["workspace"]["base"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let victim = d.dir.path().join("victim.txt");
+    std::fs::write(&victim, "the user's file\n").unwrap();
+    let option = format!("--output={}", path_str(&victim));
+    // Everywhere: the run's view says the same as its events.
+    let evil = forged_bundle(&d, &run, |b| {
+        let text = serde_json::to_string(&b)
+            .unwrap()
+            .replace(&base, &option.replace('/', "\\/"));
+        serde_json::from_str(&text).unwrap()
+    });
+    let r = d.http("team.import", json!({"bundle": evil}));
+    if r.get("result").is_some() {
+        // What the hole did: the diff of the imported run rewrote the user's file.
+        let _ = d.http("team.diff", json!({"runId": run}));
+    }
+    assert_eq!(
+        std::fs::read_to_string(&victim).unwrap(),
+        "the user's file\n",
+        "git wrote the user's file"
+    );
+    assert_eq!(r["error"]["code"], 1003, "{r}");
+    assert!(
+        r["error"]
+            .to_string()
+            .contains("base is not a full commit id"),
+        "{r}"
+    );
+    assert!(git(w, &["status", "--porcelain"]).is_empty());
+}
+
+/// A worktree run's `subdir` (its cwd in the repository) is joined to the task's worktree to
+/// make the agent's cwd, writable in its box: an absolute or `..` one put it anywhere, where
+/// the import's confirmation does not show. Refused at import; an honest imported worktree
+/// run's confirmation names its repository.
+#[test]
+fn an_imported_worktree_run_cannot_put_its_agent_outside_its_worktree() {
+    let d = Daemon::start();
+    let w = repo(&d);
+    team(
+        &d,
+        "one",
+        &[("only", &[], "[fake:write=PWNED.txt:x][fake:fail]")],
+    );
+    let outside = d.dir.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    for subdir in [
+        path_str(&outside).to_string(),
+        "../../../../../../../../../..".to_string() + path_str(&outside),
+    ] {
+        let run = run_wt(&d, "one", json!({}));
+        assert_eq!(d.wait(&run), "failed", "{}", d.status(&run));
+        let evil = forged_bundle(&d, &run, |mut b| {
+            for e in b["events"].as_array_mut().unwrap() {
+                if e["type"] == "run.created" {
+                    e["data"]["workspace"]["subdir"] = json!(subdir);
+                }
+            }
+            b
+        });
+        let r = d.http("team.import", json!({"bundle": evil}));
+        if r.get("result").is_some() {
+            // What the hole did: the agent ran, and wrote, in `outside`.
+            d.ok(
+                "team.resume",
+                json!({"runId": run, "confirmImported": true}),
+            );
+            d.wait(&run);
+        }
+        assert!(
+            !outside.join("PWNED.txt").exists(),
+            "{subdir}: the agent wrote outside its worktree"
+        );
+        assert_eq!(r["error"]["code"], 1003, "{subdir}: {r}");
+        assert!(
+            r["error"]
+                .to_string()
+                .contains("subdir is not a relative path"),
+            "{r}"
+        );
+    }
+    // As exported: the confirmation names the repository the worktrees are made from.
+    let run = run_wt(&d, "one", json!({}));
+    assert_eq!(d.wait(&run), "failed");
+    let bundle = forged_bundle(&d, &run, |b| b);
+    d.ok("team.import", json!({"bundle": bundle}));
+    let e = d.err("team.resume", json!({"runId": run}));
+    assert_eq!(e["code"], 1002, "{e}");
+    assert_eq!(e["data"]["repo"], path_str(w), "{e}");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("worktrees of the repository {}", path_str(w))),
+        "{e}"
+    );
+}
+
+/// The same check, for what `team.resume` does with an imported worktree run's base: crew
+/// records a task's start with `git update-ref --stdin`, one command a line, so a base
+/// `<commit>\ndelete refs/heads/main` would delete the user's branch.
+#[test]
+fn an_imported_worktree_runs_base_cannot_carry_ref_commands() {
+    let d = Daemon::start();
+    let w = repo(&d);
+    team(&d, "one", &[("only", &[], "[fake:fail]")]);
+    let run = run_wt(&d, "one", json!({}));
+    assert_eq!(d.wait(&run), "failed", "{}", d.status(&run));
+    let base = git(w, &["rev-parse", "HEAD"]);
+    let evil = forged_bundle(&d, &run, |b| {
+        let text = serde_json::to_string(&b)
+            .unwrap()
+            .replace(&base, &format!("{base}\\ndelete refs/heads/main"));
+        serde_json::from_str(&text).unwrap()
+    });
+    let r = d.http("team.import", json!({"bundle": evil}));
+    if r.get("result").is_some() {
+        // What the hole did: resuming the run deleted the user's branch.
+        d.ok(
+            "team.resume",
+            json!({"runId": run, "confirmImported": true}),
+        );
+        d.wait(&run);
+    }
+    assert_eq!(
+        git(
+            w,
+            &["for-each-ref", "--format=%(refname)", "refs/heads/main"]
+        ),
+        "refs/heads/main",
+        "the user's branch was deleted"
+    );
+    assert_eq!(r["error"]["code"], 1003, "{r}");
+}

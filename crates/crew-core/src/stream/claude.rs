@@ -68,12 +68,14 @@ pub(super) fn launch(spec: &LaunchSpec) -> Launch {
         argv.push(format!("--resume={id}"));
     }
     if let Some(model) = &spec.model {
-        argv.push("--model".into());
-        argv.push(model.clone());
+        super::push_value(&mut argv, "--model", model);
     }
     if !spec.fallback_models.is_empty() {
-        argv.push("--fallback-model".into());
-        argv.push(spec.fallback_models.join(","));
+        super::push_value(
+            &mut argv,
+            "--fallback-model",
+            &spec.fallback_models.join(","),
+        );
     }
     if let Some(effort) = spec.effort.as_ref().or(spec.thinking.as_ref()) {
         if let Some(level) = claude_effort(effort) {

@@ -44,8 +44,7 @@ pub(super) fn launch(spec: &LaunchSpec) -> Launch {
     }
     argv.push("--json".into());
     if let Some(model) = &spec.model {
-        argv.push("--model".into());
-        argv.push(model.clone());
+        super::push_value(&mut argv, "--model", model);
     }
     argv.push("--skip-git-repo-check".into());
     if let Some(sandbox) = sandbox(spec) {

@@ -48,8 +48,7 @@ pub(super) fn launch(spec: &LaunchSpec) -> Launch {
         argv.push(id.clone());
     }
     if let Some(model) = &spec.model {
-        argv.push("--model".into());
-        argv.push(model.clone());
+        super::push_value(&mut argv, "--model", model);
     }
     if !user_sets_approval(spec) {
         argv.push("--approval-mode".into());
@@ -86,8 +85,7 @@ fn live_launch(spec: &LaunchSpec) -> Launch {
     let mut argv = spec.command.clone();
     argv.extend(["--acp", "--skip-trust"].map(String::from));
     if let Some(model) = &spec.model {
-        argv.push("--model".into());
-        argv.push(model.clone());
+        super::push_value(&mut argv, "--model", model);
     }
     if !user_sets_approval(spec) {
         argv.push("--approval-mode".into());

@@ -117,6 +117,19 @@ pub const ASK_TOOL: &str = "ask_user";
 /// which is what a user names `crewctl mcp` in their own settings.
 pub const ASK_MCP_SERVER: &str = "crew_ask";
 
+/// `flag value` on argv, or `flag=value` when the value looks like an option: no model,
+/// level or name starts with `-`, and Gemini CLI's and opencode's parsers read `--model
+/// --version` as two options (a plan's model from a project's `.crew/` or a bundle). The
+/// `=` form hands such a value to the CLI as the value, which it refuses as one.
+pub(super) fn push_value(argv: &mut Vec<String>, flag: &str, value: &str) {
+    if value.starts_with('-') {
+        argv.push(format!("{flag}={value}"));
+    } else {
+        argv.push(flag.to_owned());
+        argv.push(value.to_owned());
+    }
+}
+
 /// True for a CLI session id crew passes back to the CLI on argv (`--resume=ID`, `exec resume
 /// ID`): the ids the CLIs make are UUIDs; anything else the stream said (an option-like or
 /// empty string) is not trusted with a place on argv.
@@ -586,6 +599,46 @@ mod tests {
             );
         }
     }
+    /// A model, level or fallback that looks like an option goes on argv as `--flag=value`:
+    /// Gemini CLI and opencode read `--model --version` as two options (tried against the
+    /// pinned CLIs: both print their version); a plain one stays `--flag value`.
+    #[test]
+    fn an_option_like_model_is_never_an_option_of_its_own() {
+        let kinds = [
+            AdapterKind::Pi,
+            AdapterKind::Claude,
+            AdapterKind::Codex,
+            AdapterKind::Gemini,
+            AdapterKind::Opencode,
+        ];
+        for kind in kinds {
+            let mut spec = super::codex_app::empty_spec();
+            spec.command = vec!["agent".into()];
+            spec.rpc = false;
+            spec.prompt = "Goal: g".into();
+            spec.model = Some("--version".into());
+            spec.thinking = Some("--yolo".into());
+            spec.effort = Some("--yolo".into());
+            spec.fallback_models = vec!["--yolo".into()];
+            let argv = build_argv(kind, &spec);
+            assert!(
+                !argv.iter().any(|a| a == "--version" || a == "--yolo"),
+                "{kind:?}: {argv:?}"
+            );
+            assert!(
+                argv.iter().any(|a| a.starts_with("--model=--version")),
+                "{kind:?}: {argv:?}"
+            );
+            spec.model = Some("m1".into());
+            let argv = build_argv(kind, &spec);
+            let at = argv.iter().position(|a| a == "--model");
+            assert!(
+                at.is_some_and(|i| argv.get(i + 1).is_some_and(|m| m.starts_with("m1"))),
+                "{kind:?}: {argv:?}"
+            );
+        }
+    }
+
     use super::is_resumable_session_id;
 
     #[test]

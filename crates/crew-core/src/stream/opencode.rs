@@ -67,13 +67,11 @@ pub(super) fn launch(spec: &LaunchSpec) -> Launch {
         argv.push(format!("--session={id}"));
     }
     if let Some(model) = &spec.model {
-        argv.push("--model".into());
-        argv.push(model.clone());
+        super::push_value(&mut argv, "--model", model);
     }
     if let Some(effort) = spec.effort.as_ref().or(spec.thinking.as_ref()) {
         if effort != "off" {
-            argv.push("--variant".into());
-            argv.push(effort.clone());
+            super::push_value(&mut argv, "--variant", effort);
         }
     }
     let env = vec![(

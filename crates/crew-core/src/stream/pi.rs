@@ -42,12 +42,10 @@ pub(super) fn argv(spec: &LaunchSpec) -> Vec<String> {
     }
     match (&spec.model, &spec.thinking) {
         (Some(model), thinking) => {
-            argv.push("--model".into());
-            argv.push(model_arg(model, thinking.as_deref()));
+            super::push_value(&mut argv, "--model", &model_arg(model, thinking.as_deref()));
         }
         (None, Some(thinking)) => {
-            argv.push("--thinking".into());
-            argv.push(thinking.clone());
+            super::push_value(&mut argv, "--thinking", thinking);
         }
         (None, None) => {}
     }

@@ -266,9 +266,11 @@ fn sources(
             .task(d)
             .filter(|dt| c::selector(&dt.plan).is_some())?
             .choice()?;
+        // By the task it names (its id a checked path part), never the choice's text.
+        let chosen = run.task(&chosen.candidate)?;
         Some((
             format!("results/{d}.txt"),
-            format!("results/{}.txt", chosen.candidate),
+            format!("results/{}.txt", chosen.plan.id),
         ))
     });
     let reads = task.plan.reads.iter().filter_map(|r| {
