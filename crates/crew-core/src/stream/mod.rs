@@ -599,6 +599,7 @@ mod tests {
             );
         }
     }
+
     /// A model, level or fallback that looks like an option goes on argv as `--flag=value`:
     /// Gemini CLI and opencode read `--model --version` as two options (tried against the
     /// pinned CLIs: both print their version); a plain one stays `--flag value`.
