@@ -143,7 +143,8 @@ impl State {
             .filter_map(|(run_id, i)| {
                 let run = self.runs.get(&run_id)?;
                 let t = run.tasks.get(i)?;
-                let attempt = t.attempts + 1;
+                // The count is the journal's (a damaged one may hold anything): saturates.
+                let attempt = t.attempts.saturating_add(1);
                 let model = run.attempt_model(t);
                 let event = Pending::task(
                     &run_id,

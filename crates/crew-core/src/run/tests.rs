@@ -353,6 +353,19 @@ fn readiness_is_exact_no_wave_barrier() {
     assert_eq!(sim.st.runs["r"].usage().input, 40);
 }
 
+/// A task's attempt count comes from the journal (and an imported bundle, which import caps):
+/// at the end of its range the next attempt's number saturates, never overflows.
+#[test]
+fn an_attempt_count_at_the_end_of_its_range_still_dispatches() {
+    let mut sim = Sim::new();
+    sim.create("r", spec(&[("a", &[], false)]));
+    if let Some(run) = sim.st.runs.get_mut("r") {
+        run.tasks[0].attempts = u32::MAX;
+    }
+    assert_eq!(sim.dispatch(8), ["r/a"]);
+    assert_eq!(sim.st.runs["r"].tasks[0].attempts, u32::MAX);
+}
+
 #[test]
 fn streaming_dispatch_refills_a_slot_at_once() {
     let mut sim = Sim::new();
