@@ -663,6 +663,27 @@ mod tests {
         assert!(!b.network);
     }
 
+    /// A writing pi worker's box in shared mode, with `session` its session file.
+    fn pi_box(run: &Path, session: &Path) -> BoxSpec {
+        spec(&Inputs {
+            adapter: Some(AdapterKind::Pi),
+            home: None,
+            cwd: Path::new("/w"),
+            writes: true,
+            repo: None,
+            worktree: None,
+            own_objects: None,
+            run_dir: RunDir::Inputs(run),
+            session_file: Some(session),
+            gemini_home: None,
+            program: None,
+            runtime_env: &[],
+            sandbox_read: &[],
+            sandbox_write: &[],
+            network: true,
+        })
+    }
+
     #[test]
     fn a_pi_box_writes_its_own_sessions_only() {
         let run = Path::new("/s/runs/r");
@@ -679,23 +700,7 @@ mod tests {
             ),
         ];
         for (file, want) in table {
-            let b = spec(&Inputs {
-                adapter: Some(AdapterKind::Pi),
-                home: None,
-                cwd: Path::new("/w"),
-                writes: true,
-                repo: None,
-                worktree: None,
-                own_objects: None,
-                run_dir: RunDir::Inputs(run),
-                session_file: Some(Path::new(file)),
-                gemini_home: None,
-                program: None,
-                runtime_env: &[],
-                sandbox_read: &[],
-                sandbox_write: &[],
-                network: true,
-            });
+            let b = pi_box(run, Path::new(file));
             assert!(b.writable.iter().any(|p| p == Path::new(want)), "{file}");
             assert!(
                 !b.writable
@@ -716,23 +721,7 @@ mod tests {
         std::os::unix::fs::symlink(dir.path().join("state"), dir.path().join("link")).unwrap();
         let run = dir.path().join("link/runs/r");
         let file = std::fs::canonicalize(&file).unwrap();
-        let b = spec(&Inputs {
-            adapter: Some(AdapterKind::Pi),
-            home: None,
-            cwd: Path::new("/w"),
-            writes: true,
-            repo: None,
-            worktree: None,
-            own_objects: None,
-            run_dir: RunDir::Inputs(&run),
-            session_file: Some(&file),
-            gemini_home: None,
-            program: None,
-            runtime_env: &[],
-            sandbox_read: &[],
-            sandbox_write: &[],
-            network: true,
-        });
+        let b = pi_box(&run, &file);
         assert!(b.writable.contains(&file), "{:?}", b.writable);
         assert!(
             !b.writable.iter().any(|p| p.ends_with("runs/r/sessions")),

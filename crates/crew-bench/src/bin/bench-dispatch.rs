@@ -215,34 +215,22 @@ struct Phases {
 
 fn phases(d: &Daemon, run_id: &str) -> Phases {
     use std::collections::HashMap;
-    let mut times: HashMap<String, [Option<chrono::DateTime<chrono::Utc>>; 3]> = HashMap::new();
-    let mut after = 0u64;
-    loop {
-        let page = d.call(
-            "team.events",
-            json!({"runId": run_id, "afterSeq": after, "limit": 5000}),
-        );
-        let evs = page["events"].as_array().cloned().unwrap_or_default();
-        if evs.is_empty() {
-            break;
-        }
-        after = page["nextSeq"].as_u64().unwrap_or(u64::MAX);
-        for v in evs {
-            let Ok(ev) = serde_json::from_value::<crew_core::run::Event>(v) else {
-                continue;
-            };
-            let slot = match ev.body.type_name() {
-                "task.started" => 0,
-                "worker.spawned" => 1,
-                "task.completed" => 2,
-                _ => continue,
-            };
-            if let Some(t) = ev.task_id {
-                times.entry(t).or_default()[slot] = Some(ev.time);
-            }
+    type Time = chrono::DateTime<chrono::Utc>;
+    let mut times: HashMap<String, [Option<Time>; 3]> = HashMap::new();
+    for v in d.events(run_id) {
+        let Ok(ev) = serde_json::from_value::<crew_core::run::Event>(v) else {
+            continue;
+        };
+        let slot = match ev.body.type_name() {
+            "task.started" => 0,
+            "worker.spawned" => 1,
+            "task.completed" => 2,
+            _ => continue,
+        };
+        if let Some(t) = ev.task_id {
+            times.entry(t).or_default()[slot] = Some(ev.time);
         }
     }
-    type Time = chrono::DateTime<chrono::Utc>;
     let ms = |a: Option<Time>, b: Option<Time>| -> Option<f64> {
         Some((b? - a?).num_microseconds()? as f64 / 1e3)
     };

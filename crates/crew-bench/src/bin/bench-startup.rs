@@ -150,20 +150,7 @@ fn template(steps: usize) -> (String, Vec<Value>) {
     if status != "completed" {
         fail(format!("template run ended {status}"));
     }
-    let mut events = Vec::new();
-    let mut after = 0u64;
-    loop {
-        let page = d.call(
-            "team.events",
-            json!({"runId": run, "afterSeq": after, "limit": 5000}),
-        );
-        let evs = page["events"].as_array().cloned().unwrap_or_default();
-        if evs.is_empty() {
-            break;
-        }
-        after = page["nextSeq"].as_u64().unwrap_or(u64::MAX);
-        events.extend(evs);
-    }
+    let events = d.events(&run);
     (run, events)
 }
 

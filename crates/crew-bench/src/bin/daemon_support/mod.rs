@@ -207,6 +207,24 @@ impl Daemon {
         }
     }
 
+    /// Every event of run `run_id`, page by page (`team.events`).
+    pub fn events(&self, run_id: &str) -> Vec<Value> {
+        let mut events = Vec::new();
+        let mut after = 0u64;
+        loop {
+            let page = self.call(
+                "team.events",
+                json!({"runId": run_id, "afterSeq": after, "limit": 5000}),
+            );
+            let evs = page["events"].as_array().cloned().unwrap_or_default();
+            if evs.is_empty() {
+                return events;
+            }
+            after = page["nextSeq"].as_u64().unwrap_or(u64::MAX);
+            events.extend(evs);
+        }
+    }
+
     /// Block until the run stops; its status.
     pub fn wait(&self, run_id: &str) -> String {
         let r = self.call(
