@@ -14,6 +14,7 @@
 //! id or the intent in its state, and with the intent alone either a job of that name in Slurm
 //! or none, so a job is neither lost nor submitted twice (`supervise::submit_or_attach`).
 
+mod attempt_job;
 pub mod board;
 pub mod cli;
 pub mod client;
@@ -140,14 +141,25 @@ pub fn job_comment(run_id: &str, task_id: &str, attempt: u32, tag: &str) -> Stri
 /// script copying the name).
 pub fn own_jobs(jobs: Vec<JobInfo>, name: &str, by: &Submitter, tag: &str) -> Vec<JobInfo> {
     jobs.into_iter()
-        .filter(|j| j.name == name && by.submitted(j))
-        .filter(|j| {
-            j.owner
-                .comment
-                .rsplit_once(" tag ")
-                .is_some_and(|(_, t)| !tag.is_empty() && t == tag)
-        })
+        .filter(|j| j.name == name && by.submitted(j) && tagged(j, tag))
         .collect()
+}
+
+/// The comment ends in `tag` (never an empty one: a tag never made matches nothing).
+fn tagged(job: &JobInfo, tag: &str) -> bool {
+    job.owner
+        .comment
+        .rsplit_once(" tag ")
+        .is_some_and(|(_, t)| !tag.is_empty() && t == tag)
+}
+
+/// Whether `job`, read under an id the journal recorded, is still the attempt's job `name`
+/// (`attempt_job`): as `own_jobs` where Slurm reports who submitted it; a record from
+/// accounting (`sacct`, which reports neither user nor comment) by its name alone.
+pub fn is_attempts_job(job: &JobInfo, name: &str, by: &Submitter, tag: &str) -> bool {
+    let o = &job.owner;
+    let reported = !o.user_name.is_empty() || o.user_id.is_some() || !o.comment.is_empty();
+    job.name == name && (!reported || (by.submitted(job) && tagged(job, tag)))
 }
 
 /// The daemon's one way to the cluster (its config does not change while it runs).
@@ -287,5 +299,42 @@ mod tests {
             job_comment("r", "t", 1, tag),
             format!("crew run r task t attempt 1 tag {tag}")
         );
+    }
+
+    #[test]
+    fn a_recorded_id_is_followed_only_while_it_names_the_attempts_job() {
+        let tag = "6a1c0e3d9b7f4c2e8a5d1f0b3c7e9a24";
+        let root = Submitter {
+            name: Some("root".into()),
+            uid: Some(0),
+        };
+        let by_id = |id: u64| listed(tag).into_iter().find(|j| j.job_id == id);
+        let ours = |j: &JobInfo| is_attempts_job(j, "crew-r-t-1", &root, tag);
+        // (job, followed): crewd's own; `nobody`'s under the name; root's untagged; another
+        // attempt's tag; another name; an answer without the user.
+        let table = [
+            (11, true),
+            (12, false),
+            (13, false),
+            (14, false),
+            (15, false),
+            (16, false),
+        ];
+        for (id, want) in table {
+            let j = by_id(id).unwrap();
+            assert_eq!(ours(&j), want, "job {id}");
+        }
+        // Accounting reports neither user nor comment: its name decides.
+        let sacct = cli::parse_sacct("11|crew-r-t-1|COMPLETED|0:0|n1").unwrap();
+        assert!(ours(&sacct));
+        let sacct = cli::parse_sacct("11|sweep|RUNNING|0:0|n1").unwrap();
+        assert!(!ours(&sacct));
+
+        // Once a stranger was seen under the id, nothing Slurm says of it is the attempt's.
+        let mut job =
+            attempt_job::AttemptJob::new(11, "crew-r-t-1".into(), root.clone(), tag.into());
+        assert_eq!(job.see(by_id(11)).map(|j| j.job_id), Some(11));
+        assert!(job.see(by_id(13)).is_none());
+        assert!(job.see(by_id(11)).is_none());
     }
 }

@@ -1,5 +1,6 @@
 //! One attempt as a Slurm job: stage, submit (or re-attach), follow, finish.
 
+use super::attempt_job::AttemptJob;
 use super::client::{JobRequest, SlurmError};
 use super::state::{phase, Phase};
 use super::{Backend, SlurmConfig};
@@ -755,8 +756,18 @@ async fn follow(
     ctl: &mut mpsc::UnboundedReceiver<WorkerCtl>,
     artifacts: &mut Vec<ArtifactRef>,
 ) -> AttemptResult {
-    let Staged { staging, token, .. } = staged;
+    let Staged {
+        staging,
+        token,
+        tag,
+    } = staged;
     let key = spec.key();
+    let name = super::job_name(&spec.run_id, &spec.task_id, spec.attempt);
+    let mut job = AttemptJob::new(job_id, name, client.submitter(), tag);
+    if spec.job.as_ref().is_some_and(|j| j.id == Some(job_id)) {
+        // Re-attached by the journaled id: is it still this attempt's job?
+        job.check(client).await;
+    }
     let mut notes = Notes::default();
     // Control messages written so far (a re-attached attempt goes on after the earlier ones).
     let mut ctl_sent = blocking(|| {
@@ -783,7 +794,7 @@ async fn follow(
                 Some(WorkerCtl::Stop { reason }) => {
                     if stopped.is_none() {
                         tracing::info!(%reason, job_id, "cancelling the Slurm job");
-                        if let Err(e) = client.cancel(job_id).await {
+                        if let Err(e) = job.cancel(client).await {
                             tracing::warn!(error = %e, job_id, "cannot cancel the Slurm job");
                         }
                         stopped = Some(reason);
@@ -806,21 +817,22 @@ async fn follow(
         }
         notes.read_new(&staging.notes(), port, &key).await;
         let snapshot = board.borrow_and_update().clone();
-        match super::board::look(client, &snapshot, job_id).await {
+        let looked = super::board::look(client, &snapshot, job_id).await;
+        match looked.map(|j| job.see(j)) {
             // Slurm forgets an ended job after `MinJobAge` (300 s by default): a job followed
             // again after a long outage may be gone though its worker finished. Its final
             // record, with this attempt's token, says so.
             Ok(None) if matches!(crew_staging::read_final(&staging, &token), Ok(Some(_))) => {
                 break Phase::Ended;
             }
-            Ok(job) => {
+            Ok(info) => {
                 unreachable_since = None;
-                match phase(job.as_ref()) {
+                match phase(info.as_ref()) {
                     Phase::Queued | Phase::Running => {}
                     done => {
                         // A requeued job would run the attempt again: it goes.
-                        if job.as_ref().is_some_and(|j| j.restarts > 0) {
-                            if let Err(e) = client.cancel(job_id).await {
+                        if info.as_ref().is_some_and(|j| j.restarts > 0) {
+                            if let Err(e) = job.cancel(client).await {
                                 tracing::warn!(error = %e, job_id, "cannot cancel the requeued Slurm job");
                             }
                         }
