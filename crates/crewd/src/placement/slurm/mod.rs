@@ -154,12 +154,16 @@ fn tagged(job: &JobInfo, tag: &str) -> bool {
 }
 
 /// Whether `job`, read under an id the journal recorded, is still the attempt's job `name`
-/// (`attempt_job`): as `own_jobs` where Slurm reports who submitted it; a record from
-/// accounting (`sacct`, which reports neither user nor comment) by its name alone.
+/// (`attempt_job`): a stranger holding a reused id has another name, and where Slurm reports
+/// them, another user or a comment without this attempt's tag. What an API leaves out (an
+/// accounting record from `sacct` has neither user nor comment) does not count against it:
+/// re-attaching must not lose the attempt's own job to a trimmed answer.
 pub fn is_attempts_job(job: &JobInfo, name: &str, by: &Submitter, tag: &str) -> bool {
     let o = &job.owner;
-    let reported = !o.user_name.is_empty() || o.user_id.is_some() || !o.comment.is_empty();
-    job.name == name && (!reported || (by.submitted(job) && tagged(job, tag)))
+    let user_reported = !o.user_name.is_empty() || o.user_id.is_some();
+    job.name == name
+        && (!user_reported || by.submitted(job))
+        && (o.comment.is_empty() || tagged(job, tag))
 }
 
 /// The daemon's one way to the cluster (its config does not change while it runs).
@@ -311,14 +315,15 @@ mod tests {
         let by_id = |id: u64| listed(tag).into_iter().find(|j| j.job_id == id);
         let ours = |j: &JobInfo| is_attempts_job(j, "crew-r-t-1", &root, tag);
         // (job, followed): crewd's own; `nobody`'s under the name; root's untagged; another
-        // attempt's tag; another name; an answer without the user.
+        // attempt's tag; another name; an answer without the user (its name and tag are the
+        // attempt's).
         let table = [
             (11, true),
             (12, false),
             (13, false),
             (14, false),
             (15, false),
-            (16, false),
+            (16, true),
         ];
         for (id, want) in table {
             let j = by_id(id).unwrap();
