@@ -196,7 +196,7 @@ pub fn recover(core: &mut Core) {
     let seen = orphans_usage(core);
     // Tasks whose attempt is a job on a cluster: it ran on without the daemon, and is followed
     // again rather than started over.
-    let remote = crate::placement::remote_attempts(core);
+    let remote = crate::placement::remote_attempts(&core.state, &core.shared.config);
     let requeue = core.state.requeue_orphans_except(
         now,
         &|run, task| remote.contains(&(run.id.clone(), task.plan.id.to_string())),

@@ -24,7 +24,7 @@ pub struct WorkerHandle {
 
 /// Start every task that may start now.
 pub fn dispatch(core: &mut Core, now: chrono::DateTime<chrono::Utc>) {
-    let starts = crate::placement::dispatch(core, now);
+    let starts = crate::placement::dispatch(&mut core.state, &core.shared.config, now);
     for s in starts {
         let spec = match attempt_spec(core, &s.run_id, &s.task_id, s.attempt) {
             Ok(spec) => spec,

@@ -8,7 +8,6 @@
 
 use serde::Deserialize;
 
-use crate::actor::Core;
 use crate::attempt::AttemptKey;
 use crew_core::run::{RemoteJob, Start};
 use futures::future::BoxFuture;
@@ -79,11 +78,13 @@ pub trait JobLedger: Send + Sync {
 
 /// Pick the tasks to start now: runs on a local runtime share `max_workers`, runs on a Slurm
 /// runtime share `[slurm].max_workers` (a cluster takes more than the machine).
-pub fn dispatch(core: &mut Core, now: chrono::DateTime<chrono::Utc>) -> Vec<Start> {
-    let shared = core.shared.clone();
-    let cfg = &shared.config;
+pub fn dispatch(
+    state: &mut crew_core::run::State,
+    cfg: &crate::config::Config,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Vec<Start> {
     let Some(slurm) = &cfg.slurm else {
-        return core.state.dispatch(now, cfg.max_workers);
+        return state.dispatch(now, cfg.max_workers);
     };
     let remote: Vec<&str> = cfg
         .runtimes
@@ -93,18 +94,19 @@ pub fn dispatch(core: &mut Core, now: chrono::DateTime<chrono::Utc>) -> Vec<Star
         .collect();
     let pool =
         |run: &crew_core::run::RunState| usize::from(remote.contains(&run.spec.runtime.as_str()));
-    core.state
-        .dispatch_pooled(now, &[cfg.max_workers, slurm.max_workers], &pool)
+    state.dispatch_pooled(now, &[cfg.max_workers, slurm.max_workers], &pool)
 }
 
 /// Running tasks of Slurm runtimes whose current attempt has a journaled job (submitted, or
 /// about to be when the daemon died): it may be running (or may have ended) without the
 /// daemon. (run id, task id).
-pub fn remote_attempts(core: &Core) -> Vec<(String, String)> {
-    let cfg = &core.shared.config;
+pub fn remote_attempts(
+    state: &crew_core::run::State,
+    cfg: &crate::config::Config,
+) -> Vec<(String, String)> {
     let mut out = Vec::new();
-    for id in &core.state.active {
-        let Some(run) = core.state.run(id) else {
+    for id in &state.active {
+        let Some(run) = state.run(id) else {
             continue;
         };
         let slurm = cfg
