@@ -17,7 +17,7 @@ XDG_CONFIG_HOME ?= $(HOME)/.config
 UNITDIR ?= $(XDG_CONFIG_HOME)/systemd/user
 # `make install PROFILE=debug` installs the debug build (what `make check-install` does).
 PROFILE ?= release
-BINS := crewd crewctl crew-fake-agent crew-box
+BINS := crewd crewctl crew-fake-agent crew-box crew-worker
 UNITS := crewd.service crewd.socket
 
 # Where cargo puts the binaries (CARGO_TARGET_DIR is honoured).
@@ -199,7 +199,7 @@ check-install: build
 	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
 	args=(PROFILE=debug DESTDIR="$$tmp" PREFIX=/opt/crew UNITDIR=/units); \
 	$(MAKE) --no-print-directory install "$${args[@]}" > "$$tmp.log" 2>&1 || { cat "$$tmp.log"; rm -f "$$tmp.log"; exit 1; }; \
-	for f in /opt/crew/bin/crewd /opt/crew/bin/crewctl /opt/crew/bin/crew-fake-agent /units/crewd.service /units/crewd.socket; do \
+	for f in /opt/crew/bin/crewd /opt/crew/bin/crewctl /opt/crew/bin/crew-fake-agent /opt/crew/bin/crew-box /opt/crew/bin/crew-worker /units/crewd.service /units/crewd.socket; do \
 		test -e "$$tmp$$f" || { echo "check-install: $$f was not installed"; exit 1; }; \
 	done; \
 	grep -qx 'ExecStart=/opt/crew/bin/crewd' "$$tmp/units/crewd.service" || { echo "check-install: ExecStart not rewritten"; exit 1; }; \
