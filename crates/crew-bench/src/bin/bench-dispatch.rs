@@ -180,23 +180,38 @@ fn bwrap_works() -> bool {
 /// Wall time per task of `n` tasks run one at a time, without and with the box (ms, medians of
 /// `rounds` alternating runs): what the box adds to a task start when nothing else competes
 /// for the cores — the latency an agent's start sees, without the queueing of 8 slots on a
-/// machine with fewer cores. With each side's `Phases` of its median run.
-fn one_start(d: &Daemon, n: usize, rounds: usize) -> ((f64, Phases), (f64, Phases)) {
+/// machine with fewer cores. With each side's `Phases` of its median run, and what the box
+/// added in each round (its boxed run less the plain run before it): the machine's state moves
+/// this figure by a millisecond or more between runs, so one median alone says little.
+fn one_start(d: &Daemon, n: usize, rounds: usize) -> OneStart {
     d.bulk_team("serial", n, |i| task_text(i, 0));
     let per_task = |t: Duration| t.as_secs_f64() * 1e3 / n.max(1) as f64;
     let (mut plain, mut boxed) = (Vec::new(), Vec::new());
+    let mut added = Vec::new();
     for _ in 0..rounds {
-        let r = crew_run_on(d, "serial", n, "fake", 1);
-        plain.push((r.took, r.id));
-        let r = crew_run_on(d, "serial", n, "fake-boxed", 1);
-        boxed.push((r.took, r.id));
+        let p = crew_run_on(d, "serial", n, "fake", 1);
+        let b = crew_run_on(d, "serial", n, "fake-boxed", 1);
+        added.push(per_task(b.took) - per_task(p.took));
+        plain.push((p.took, p.id));
+        boxed.push((b.took, b.id));
     }
     let side = |runs: &mut Vec<(Duration, String)>| {
         runs.sort();
         let (took, id) = runs.get(runs.len() / 2).cloned().unwrap_or_default();
         (per_task(took), phases(d, &id))
     };
-    (side(&mut plain), side(&mut boxed))
+    OneStart {
+        plain: side(&mut plain),
+        boxed: side(&mut boxed),
+        added,
+    }
+}
+
+struct OneStart {
+    plain: (f64, Phases),
+    boxed: (f64, Phases),
+    /// Per round, ms per task.
+    added: Vec<f64>,
 }
 
 /// Where a one-at-a-time run's time per task went, from its events' times (medians over its
@@ -442,15 +457,18 @@ fn main() {
             secs(b),
             b.as_secs_f64() / xargs.as_secs_f64(),
         );
-        let ((plain, p), (boxed, q)) = one_start(&d, args.serial, args.rounds);
+        let one = one_start(&d, args.serial, args.rounds);
+        let ((plain, p), (boxed, q)) = (one.plain, one.boxed);
+        let rounds: Vec<String> = one.added.iter().map(|a| format!("{a:.2}")).collect();
         println!(
             "one task start alone (concurrency 1, {} tasks, medians of {} alternating rounds): \
              {plain:.2} ms without the box, {boxed:.2} ms with it: the box adds {:.2} ms per \
-             task start (target <= 5 ms): {}",
+             task start (target <= 5 ms): {}; by round: {} ms",
             args.serial,
             args.rounds,
             boxed - plain,
-            verdict(boxed - plain <= 5.0)
+            verdict(boxed - plain <= 5.0),
+            rounds.join(" / ")
         );
         println!(
             "  per task, medians (without / with the box): started -> spawned {:.2} / {:.2} ms, \
