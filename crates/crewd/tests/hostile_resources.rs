@@ -372,16 +372,12 @@ fn bundle_task_ids_cannot_leave_the_state_dir() {
     one_step_team(&d, "one", "[fake:turns=1]", "explorer");
     let run = d.run("one", json!({"team": "one"}));
     assert_eq!(d.wait(&run), "completed");
-    let bundle = d.ok("team.export", json!({"runId": run}))["bundle"].clone();
-    d.ok("team.forget", json!({"runId": run}));
     let target = d.dir.path().join("x");
     std::fs::create_dir_all(&target).unwrap();
     let evil = format!("../../../../{}/PWNED", target.display());
-    let text = serde_json::to_string(&bundle)
-        .unwrap()
-        .replace("01_only", &evil.replace('/', "\\/"));
-    let mut evil_bundle: Value = serde_json::from_str(&text).unwrap();
-    reseal(&mut evil_bundle);
+    let evil_bundle = forged_bundle(&d, &run, |b| {
+        text_replaced(&b, "01_only", &evil.replace('/', "\\/"))
+    });
     let e = d.err("team.import", json!({"bundle": evil_bundle}));
     assert_eq!(e["code"], 1003, "{e}");
     assert!(e.to_string().contains("not a valid id"), "{e}");
@@ -480,20 +476,14 @@ fn an_imported_pre_step_is_named_before_it_runs() {
     one_step_team(&d, "flaky", "[fake:fail]", "explorer");
     let failed = d.run("fail once", json!({"team": "flaky"}));
     assert_eq!(d.wait(&failed), "failed");
-    let mut bundle = d.ok("team.export", json!({"runId": failed}))["bundle"].clone();
-    d.ok("team.forget", json!({"runId": failed}));
     let marker = d.dir.path().join("PRE_STEP_RAN");
     let shell = format!("touch {}", path_str(&marker));
-    let created = bundle["events"]
-        .as_array_mut()
-        .unwrap()
-        .iter_mut()
-        .find(|e| e["type"] == "run.created")
-        .unwrap();
-    created["data"]["tasks"][0]["checks"] = json!({
-        "preStep": {"script": "/bin/sh", "args": ["-c", shell], "timeoutMs": 10000}
+    let bundle = forged_bundle(&d, &failed, |mut b| {
+        run_created(&mut b)["data"]["tasks"][0]["checks"] = json!({
+            "preStep": {"script": "/bin/sh", "args": ["-c", shell], "timeoutMs": 10000}
+        });
+        b
     });
-    reseal(&mut bundle);
     d.ok("team.import", json!({"bundle": bundle}));
     let e = d.err("team.resume", json!({"runId": failed}));
     assert_eq!(e["code"], 1002, "{e}");
@@ -523,19 +513,14 @@ fn an_imported_runs_project_checks_are_named_before_they_run() {
     one_step_team(&d, "flaky", "[fake:fail]", "executor");
     let failed = d.run("fail once", json!({"team": "flaky"}));
     assert_eq!(d.wait(&failed), "failed");
-    let mut bundle = d.ok("team.export", json!({"runId": failed}))["bundle"].clone();
-    d.ok("team.forget", json!({"runId": failed}));
     let check = "touch PROJECT_CHECK_RAN";
-    let created = bundle["events"]
-        .as_array_mut()
-        .unwrap()
-        .iter_mut()
-        .find(|e| e["type"] == "run.created")
-        .unwrap();
-    created["data"]["taskVerifyCommands"] = json!([check]);
-    // The task completes when run again, so its checks run.
-    created["data"]["tasks"][0]["taskTemplate"] = json!("do it");
-    reseal(&mut bundle);
+    let bundle = forged_bundle(&d, &failed, |mut b| {
+        let created = run_created(&mut b);
+        created["data"]["taskVerifyCommands"] = json!([check]);
+        // The task completes when run again, so its checks run.
+        created["data"]["tasks"][0]["taskTemplate"] = json!("do it");
+        b
+    });
     d.ok("team.import", json!({"bundle": bundle}));
     let e = d.err("team.resume", json!({"runId": failed}));
     assert_eq!(e["code"], 1002, "{e}");
@@ -571,26 +556,26 @@ fn an_imported_runs_queued_task_is_named_before_it_runs() {
     );
     let run = d.run("two", json!({"team": "two"}));
     d.wait(&run);
-    let mut bundle = d.ok("team.export", json!({"runId": run}))["bundle"].clone();
-    d.ok("team.forget", json!({"runId": run}));
-    std::fs::remove_file(d.work.join("B_RAN.txt")).ok();
     // `b` never started: its events out, the rest renumbered, the run's view left empty (it
     // is compared where it says something).
-    let events: Vec<Value> = bundle["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| e["taskId"] != "02_b")
-        .cloned()
-        .enumerate()
-        .map(|(i, mut e)| {
-            e["runSeq"] = json!(i + 1);
-            e
-        })
-        .collect();
-    bundle["events"] = json!(events);
-    bundle["run"] = json!({});
-    reseal(&mut bundle);
+    let bundle = forged_bundle(&d, &run, |mut b| {
+        let events: Vec<Value> = b["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["taskId"] != "02_b")
+            .cloned()
+            .enumerate()
+            .map(|(i, mut e)| {
+                e["runSeq"] = json!(i + 1);
+                e
+            })
+            .collect();
+        b["events"] = json!(events);
+        b["run"] = json!({});
+        b
+    });
+    std::fs::remove_file(d.work.join("B_RAN.txt")).ok();
     d.ok("team.import", json!({"bundle": bundle}));
     assert_eq!(d.status(&run)["run"]["status"], "failed");
     let e = d.err("team.resume", json!({"runId": run}));

@@ -3,7 +3,9 @@
 
 mod common;
 
-use common::{git, one_step_team, path_str, Daemon, Opts};
+use common::{
+    forged_bundle, git, one_step_team, path_str, run_created, text_replaced, Daemon, Opts,
+};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -832,13 +834,18 @@ fn an_agent_that_moves_head_off_its_start_is_refused() {
     );
 }
 
-/// An exported worktree run, forgotten here, its bundle's text handed to `forge`, resealed.
-fn forged_bundle(d: &Daemon, run: &str, forge: impl Fn(Value) -> Value) -> Value {
-    let bundle = d.ok("team.export", json!({"runId": run}))["bundle"].clone();
-    d.ok("team.forget", json!({"runId": run}));
-    let mut evil = forge(bundle);
-    common::reseal(&mut evil);
-    evil
+/// Import `bundle`; where crewd takes it, resume the run as confirmed and let it end (what a
+/// hole would do with it). The import's answer.
+fn import_and_resume(d: &Daemon, run: &str, bundle: Value) -> Value {
+    let r = d.http("team.import", json!({"bundle": bundle}));
+    if r.get("result").is_some() {
+        d.ok(
+            "team.resume",
+            json!({"runId": run, "confirmImported": true}),
+        );
+        d.wait(run);
+    }
+    r
 }
 
 /// A bundle is someone else's: a worktree run's commit ids are handed to git as arguments
@@ -866,10 +873,7 @@ fn an_imported_worktree_runs_commit_ids_cannot_be_git_options() {
     let option = format!("--output={}", path_str(&victim));
     // Everywhere: the run's view says the same as its events.
     let evil = forged_bundle(&d, &run, |b| {
-        let text = serde_json::to_string(&b)
-            .unwrap()
-            .replace(&base, &option.replace('/', "\\/"));
-        serde_json::from_str(&text).unwrap()
+        text_replaced(&b, &base, &option.replace('/', "\\/"))
     });
     let r = d.http("team.import", json!({"bundle": evil}));
     if r.get("result").is_some() {
@@ -913,22 +917,11 @@ fn an_imported_worktree_run_cannot_put_its_agent_outside_its_worktree() {
         let run = run_wt(&d, "one", json!({}));
         assert_eq!(d.wait(&run), "failed", "{}", d.status(&run));
         let evil = forged_bundle(&d, &run, |mut b| {
-            for e in b["events"].as_array_mut().unwrap() {
-                if e["type"] == "run.created" {
-                    e["data"]["workspace"]["subdir"] = json!(subdir);
-                }
-            }
+            run_created(&mut b)["data"]["workspace"]["subdir"] = json!(subdir);
             b
         });
-        let r = d.http("team.import", json!({"bundle": evil}));
-        if r.get("result").is_some() {
-            // What the hole did: the agent ran, and wrote, in `outside`.
-            d.ok(
-                "team.resume",
-                json!({"runId": run, "confirmImported": true}),
-            );
-            d.wait(&run);
-        }
+        // What the hole did: the agent ran, and wrote, in `outside`.
+        let r = import_and_resume(&d, &run, evil);
         assert!(
             !outside.join("PWNED.txt").exists(),
             "{subdir}: the agent wrote outside its worktree"
@@ -970,20 +963,10 @@ fn an_imported_worktree_runs_base_cannot_carry_ref_commands() {
     assert_eq!(d.wait(&run), "failed", "{}", d.status(&run));
     let base = git(w, &["rev-parse", "HEAD"]);
     let evil = forged_bundle(&d, &run, |b| {
-        let text = serde_json::to_string(&b)
-            .unwrap()
-            .replace(&base, &format!("{base}\\ndelete refs/heads/main"));
-        serde_json::from_str(&text).unwrap()
+        text_replaced(&b, &base, &format!("{base}\\ndelete refs/heads/main"))
     });
-    let r = d.http("team.import", json!({"bundle": evil}));
-    if r.get("result").is_some() {
-        // What the hole did: resuming the run deleted the user's branch.
-        d.ok(
-            "team.resume",
-            json!({"runId": run, "confirmImported": true}),
-        );
-        d.wait(&run);
-    }
+    // What the hole did: resuming the run deleted the user's branch.
+    let r = import_and_resume(&d, &run, evil);
     assert_eq!(
         git(
             w,

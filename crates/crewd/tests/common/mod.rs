@@ -522,3 +522,30 @@ pub fn reseal(bundle: &mut Value) {
     let sum = hex::encode(sha2::Sha256::digest(text.as_bytes()));
     obj.insert("checksum".into(), json!(sum));
 }
+
+/// A run's bundle as someone else would hand it over: exported, the run forgotten here,
+/// `forge` applied, and sealed again.
+pub fn forged_bundle(d: &Daemon, run: &str, forge: impl FnOnce(Value) -> Value) -> Value {
+    let bundle = d.ok("team.export", json!({"runId": run}))["bundle"].clone();
+    d.ok("team.forget", json!({"runId": run}));
+    let mut forged = forge(bundle);
+    reseal(&mut forged);
+    forged
+}
+
+/// A bundle's `run.created` event.
+pub fn run_created(bundle: &mut Value) -> &mut Value {
+    bundle["events"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|e| e["type"] == "run.created")
+        .unwrap()
+}
+
+/// `bundle` with `from` replaced by `to` wherever it occurs in its JSON text (`to` as JSON
+/// text: a `/` may be written `\/`).
+pub fn text_replaced(bundle: &Value, from: &str, to: &str) -> Value {
+    let text = serde_json::to_string(bundle).unwrap().replace(from, to);
+    serde_json::from_str(&text).unwrap()
+}
