@@ -1427,19 +1427,8 @@ mod tests {
         .unwrap_or_else(|e| panic!("the PlannedTask fixture needs updating: {e}"));
         let spec = crate::test_support::run_spec(vec![std::sync::Arc::new(plan)]);
         let content = "hello";
-        let pend = vec![
-            Pending::run("team_x", EventBody::RunCreated(Box::new(spec))),
-            Pending::run("team_x", EventBody::RunStarted {}),
-            Pending::task(
-                "team_x",
-                "01_a",
-                EventBody::TaskStarted {
-                    attempt: 1,
-                    runtime: "fake".into(),
-                    model: None,
-                    artifacts: vec![],
-                },
-            ),
+        let mut pend = first_attempt_of(spec, "01_a");
+        pend.extend([
             Pending::task(
                 "team_x",
                 "01_a",
@@ -1466,8 +1455,26 @@ mod tests {
                     usage: Default::default(),
                 },
             ),
-        ];
+        ]);
         pend
+    }
+
+    /// A run of `spec` created and started, and `task`'s first attempt started.
+    fn first_attempt_of(spec: crew_core::run::RunSpec, task: &str) -> Vec<Pending> {
+        vec![
+            Pending::run("team_x", EventBody::RunCreated(Box::new(spec))),
+            Pending::run("team_x", EventBody::RunStarted {}),
+            Pending::task(
+                "team_x",
+                task,
+                EventBody::TaskStarted {
+                    attempt: 1,
+                    runtime: "fake".into(),
+                    model: None,
+                    artifacts: vec![],
+                },
+            ),
+        ]
     }
 
     /// `pend` as a daemon would have journaled them.
@@ -1652,19 +1659,8 @@ mod tests {
             .unwrap_or_else(|e| panic!("the FixPlan fixture needs updating: {e}")),
         ));
         spec.tasks[0] = std::sync::Arc::new(a);
-        let pend = vec![
-            Pending::run("team_x", EventBody::RunCreated(Box::new(spec))),
-            Pending::run("team_x", EventBody::RunStarted {}),
-            Pending::task(
-                "team_x",
-                "a",
-                EventBody::TaskStarted {
-                    attempt: 1,
-                    runtime: "fake".into(),
-                    model: None,
-                    artifacts: vec![],
-                },
-            ),
+        let mut pend = first_attempt_of(spec, "a");
+        pend.extend([
             Pending::task(
                 "team_x",
                 "a",
@@ -1689,7 +1685,7 @@ mod tests {
                     usage: Default::default(),
                 },
             ),
-        ];
+        ]);
         let events: Vec<Event> = stamped(pend)
             .into_iter()
             .map(|v| serde_json::from_value(v).unwrap())
