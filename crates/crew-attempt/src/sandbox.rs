@@ -484,17 +484,14 @@ pub fn spec(i: &Inputs) -> BoxSpec {
 mod tests {
     use super::*;
 
-    #[test]
-    fn in_shared_mode_what_makes_git_run_a_program_is_read_only() {
-        let dir = tempfile::tempdir().unwrap();
-        let cwd = dir.path();
-        std::fs::create_dir_all(cwd.join(".git/objects")).unwrap();
-        std::fs::write(cwd.join(".git/config"), "[core]\n").unwrap();
-        let inputs = |writes| Inputs {
+    /// A writing command in `cwd`, shared mode, no home, run directory, program or extra
+    /// paths: what each test starts from.
+    fn bare(cwd: &Path) -> Inputs<'_> {
+        Inputs {
             adapter: None,
             home: None,
             cwd,
-            writes,
+            writes: true,
             repo: None,
             worktree: None,
             own_objects: None,
@@ -506,6 +503,18 @@ mod tests {
             sandbox_read: &[],
             sandbox_write: &[],
             network: true,
+        }
+    }
+
+    #[test]
+    fn in_shared_mode_what_makes_git_run_a_program_is_read_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let cwd = dir.path();
+        std::fs::create_dir_all(cwd.join(".git/objects")).unwrap();
+        std::fs::write(cwd.join(".git/config"), "[core]\n").unwrap();
+        let inputs = |writes| Inputs {
+            writes,
+            ..bare(cwd)
         };
         let b = spec(&inputs(true));
         assert!(b.writable.contains(&cwd.to_path_buf()));
@@ -536,19 +545,11 @@ mod tests {
         let inputs = Inputs {
             adapter: Some(AdapterKind::Claude),
             home: Some(Path::new("/h")),
-            cwd: Path::new("/s/worktrees/r/t"),
-            writes: true,
             repo: Some(Path::new("/repo")),
             worktree: Some(&wt),
             own_objects: Some(Path::new("/s/runs/r/objects/t.attempt-1")),
             run_dir: RunDir::Inputs(Path::new("/s/runs/r")),
-            session_file: None,
-            gemini_home: None,
-            program: None,
-            runtime_env: &[],
-            sandbox_read: &[],
-            sandbox_write: &[],
-            network: true,
+            ..bare(Path::new("/s/worktrees/r/t"))
         };
         let b = spec(&inputs);
         let has = |v: &[PathBuf], p: &str| v.iter().any(|x| x == Path::new(p));
@@ -633,19 +634,12 @@ mod tests {
         let b = spec(&Inputs {
             adapter: Some(AdapterKind::Pi),
             home: Some(Path::new("/h")),
-            cwd: Path::new("/scratch/work"),
-            writes: true,
             repo: Some(Path::new("/scratch/repo")),
             worktree: Some(&wt),
             own_objects: Some(Path::new("/scratch/objects")),
             run_dir: RunDir::Inputs(staging),
-            session_file: None,
-            gemini_home: None,
-            program: None,
-            runtime_env: &[],
-            sandbox_read: &[],
-            sandbox_write: &[],
             network: false,
+            ..bare(Path::new("/scratch/work"))
         });
         let seen: Vec<&PathBuf> = b.read_only.iter().chain(&b.writable).collect();
         let under: Vec<&&PathBuf> = seen.iter().filter(|p| p.starts_with("/st")).collect();
@@ -667,20 +661,9 @@ mod tests {
     fn pi_box(run: &Path, session: &Path) -> BoxSpec {
         spec(&Inputs {
             adapter: Some(AdapterKind::Pi),
-            home: None,
-            cwd: Path::new("/w"),
-            writes: true,
-            repo: None,
-            worktree: None,
-            own_objects: None,
             run_dir: RunDir::Inputs(run),
             session_file: Some(session),
-            gemini_home: None,
-            program: None,
-            runtime_env: &[],
-            sandbox_read: &[],
-            sandbox_write: &[],
-            network: true,
+            ..bare(Path::new("/w"))
         })
     }
 
