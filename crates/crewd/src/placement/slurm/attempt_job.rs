@@ -10,7 +10,7 @@ use super::state::JobInfo;
 use super::{Backend, Submitter};
 
 pub struct AttemptJob {
-    pub id: u64,
+    id: u64,
     name: String,
     by: Submitter,
     tag: String,
