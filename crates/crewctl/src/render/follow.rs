@@ -122,6 +122,120 @@ impl TaskState {
         self.current = Usage::default();
         self.tool = None;
     }
+
+    /// The role an added task's event gives it, when it gives one.
+    fn take_role(&mut self, added: &Value) {
+        if let Some(role) = added.get("role").and_then(Value::as_str) {
+            self.role = role.to_string();
+        }
+    }
+
+    /// `task.started`: a new attempt runs (numbered by the event, else the next one).
+    fn start(&mut self, d: &Value, time: Option<DateTime<Utc>>) {
+        self.status = TaskStatus::Running;
+        self.attempt = d
+            .get("attempt")
+            .and_then(Value::as_u64)
+            .and_then(|a| u32::try_from(a).ok())
+            .unwrap_or(self.attempt.saturating_add(1));
+        self.started = time;
+        self.finished = None;
+        self.tool = None;
+        self.note = None;
+        self.current = Usage::default();
+    }
+
+    /// The task ended (completed, failed, needs attention, cancelled or skipped): its note is
+    /// what it reused or its verdict when it completed, else why it ended.
+    fn finish(&mut self, e: &Event, time: Option<DateTime<Utc>>) {
+        let d = &e.data;
+        self.status = match e.kind.as_str() {
+            "task.completed" => TaskStatus::Completed,
+            "task.failed" => TaskStatus::Failed,
+            "task.needs_attention" => TaskStatus::NeedsAttention,
+            "task.cancelled" => TaskStatus::Cancelled,
+            _ => TaskStatus::Skipped,
+        };
+        self.finished = time.or(self.started);
+        self.end_attempt(d);
+        self.note = if e.kind == "task.completed" {
+            reused_note(d).or_else(|| verdict_note(d))
+        } else {
+            reason(e)
+        };
+        self.result = result_artifact(d);
+        self.commit = TaskChange::of(d);
+    }
+
+    /// A step chose among its candidates (issue 36): its row ends with the choice; returns the
+    /// line that says which and why.
+    fn choose(&mut self, task_id: &str, e: &Event, time: Option<DateTime<Utc>>) -> String {
+        let d = &e.data;
+        self.status = TaskStatus::Completed;
+        self.finished = time.or(self.started);
+        if let Some(end) = d.get("end") {
+            self.end_attempt(end);
+        }
+        let choice = d.get("choice");
+        let field = |k: &str| {
+            choice
+                .and_then(|c| c.get(k))
+                .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string))
+                .unwrap_or_default()
+        };
+        self.note = Some(format!("chose {} ({})", field("index"), field("by")));
+        self.commit = TaskChange::of(d);
+        let text = e.message.clone().unwrap_or_else(|| {
+            format!("{task_id}: chose {} ({})", field("candidate"), field("by"))
+        });
+        format!("{task_id}: {}", cut(&text, 200))
+    }
+}
+
+/// A string field of an event's data.
+fn str_of(d: &Value, k: &str) -> Option<String> {
+    d.get(k).and_then(Value::as_str).map(String::from)
+}
+
+/// Why a task ended or retries: the event's reason, else its error, else its message.
+fn reason(e: &Event) -> Option<String> {
+    str_of(&e.data, "reason")
+        .or_else(|| str_of(&e.data, "error"))
+        .or_else(|| e.message.clone())
+}
+
+/// `reused run-…/04_verify`: a completion that reused an earlier run's result.
+fn reused_note(d: &Value) -> Option<String> {
+    let r = d.get("reusedFrom")?;
+    let part = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or("?").to_string();
+    Some(format!("reused {}/{}", part("runId"), part("taskId")))
+}
+
+/// The candidates a task added by a fan-out chooses among, when it is their selector.
+fn selector_members(added: &Value) -> Option<Vec<String>> {
+    let cand = added.get("candidates")?;
+    if cand.get("kind").and_then(Value::as_str) != Some("selector") {
+        return None;
+    }
+    Some(
+        cand.get("candidates")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(str::to_string)
+            .collect(),
+    )
+}
+
+/// `budget warning: 80k of 100k tokens`.
+fn budget_note(what: &str, d: &Value) -> String {
+    let n = |k: &str| d.get(k).and_then(Value::as_u64).unwrap_or(0);
+    format!(
+        "{what}: {} of {} tokens",
+        tokens(n("used")),
+        tokens(n("total"))
+    )
 }
 
 /// Saturating: the counts are the daemon's sums of what workers reported.
@@ -251,6 +365,7 @@ impl Follow {
         u
     }
 
+    /// Folds one event into the view and says what changed for the screen.
     pub fn apply(&mut self, e: &Event) -> Vec<Change> {
         // Replays after a resubscribe may repeat events already seen.
         if e.seq <= self.last_seq {
@@ -260,251 +375,167 @@ impl Follow {
         if e.run_id.as_deref() != Some(self.run_id.as_str()) {
             return vec![];
         }
+        match (e.kind.as_str(), e.task_id.as_deref()) {
+            ("task.expanded", _) => self.on_expanded(e),
+            ("task.fix_added" | "task.resolve_added", _) => self.on_added(e),
+            (_, Some(task_id)) => self.on_task_event(task_id, e),
+            (_, None) => self.on_run_event(e),
+        }
+    }
+
+    /// A fan-out step added tasks: they join the list in the order given, with their roles,
+    /// and a line says so where it happens.
+    fn on_expanded(&mut self, e: &Event) -> Vec<Change> {
+        let mut ids = Vec::new();
+        for added in e
+            .data
+            .get("tasks")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let Some(id) = added.get("id").and_then(Value::as_str) else {
+                continue;
+            };
+            let i = self.index(id);
+            if let Some(row) = self.tasks.get_mut(i) {
+                row.take_role(added);
+                // A task added with candidates is their selector (`kind: selector`).
+                if let Some(members) = selector_members(added) {
+                    row.members = members;
+                }
+            }
+            ids.push(id.to_string());
+        }
+        vec![expanded_note(e.task_id.as_deref(), &ids)]
+    }
+
+    /// A judge's failing verdict added a fix task, or a conflicting merge a resolve task: it
+    /// joins the list, the task it was added for waits for it, and a line says why
+    /// ("04_verify: fail, 1 finding → _fix-04_verify-1", "03_integrate: conflict in
+    /// src/lib.rs (dot-case × path-case) → _resolve-03_integrate-1").
+    fn on_added(&mut self, e: &Event) -> Vec<Change> {
+        if let Some(added) = e.data.get("task") {
+            if let Some(id) = added.get("id").and_then(Value::as_str) {
+                let i = self.index(id);
+                if let Some(row) = self.tasks.get_mut(i) {
+                    row.take_role(added);
+                }
+            }
+        }
+        if let Some(judge) = e.task_id.as_deref() {
+            let i = self.index(judge);
+            if let Some(t) = self.tasks.get_mut(i) {
+                t.status = TaskStatus::Queued;
+            }
+        }
+        vec![Change::Note {
+            tone: Tone::Warn,
+            text: e.message.clone().unwrap_or_else(|| {
+                format!("a {} task was added", e.kind.trim_start_matches("task."))
+            }),
+        }]
+    }
+
+    /// An event of one task: its row changes.
+    fn on_task_event(&mut self, task_id: &str, e: &Event) -> Vec<Change> {
+        let i = self.index(task_id);
+        let Some(t) = self.tasks.get_mut(i) else {
+            return vec![];
+        };
         let time = parse_time(&e.time);
         let d = &e.data;
-        let str_of = |k: &str| d.get(k).and_then(Value::as_str).map(String::from);
-        let reason = || {
-            str_of("reason")
-                .or_else(|| str_of("error"))
-                .or_else(|| e.message.clone())
-        };
-        // A fan-out step added tasks: they join the list in the order given, with their roles,
-        // and a line says so where it happens.
-        if e.kind == "task.expanded" {
-            let mut ids = Vec::new();
-            for added in d
-                .get("tasks")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-            {
-                let Some(id) = added.get("id").and_then(Value::as_str) else {
-                    continue;
-                };
-                let i = self.index(id);
-                if let (Some(row), Some(role)) = (
-                    self.tasks.get_mut(i),
-                    added.get("role").and_then(Value::as_str),
-                ) {
-                    row.role = role.to_string();
-                }
-                // A task added with candidates is their selector (`kind: selector`).
-                let cand = added.get("candidates");
-                if cand.and_then(|c| c.get("kind")).and_then(Value::as_str) == Some("selector") {
-                    let members = cand
-                        .and_then(|c| c.get("candidates"))
-                        .and_then(Value::as_array)
-                        .into_iter()
-                        .flatten()
-                        .filter_map(Value::as_str)
-                        .map(str::to_string)
-                        .collect();
-                    if let Some(row) = self.tasks.get_mut(i) {
-                        row.members = members;
-                    }
-                }
-                ids.push(id.to_string());
+        match e.kind.as_str() {
+            "task.started" => {
+                t.start(d, time);
+                vec![Change::Started(i)]
             }
-            return vec![expanded_note(e.task_id.as_deref(), &ids)];
-        }
-        // A judge's failing verdict added a fix task, or a conflicting merge a resolve task: it
-        // joins the list, the task it was added for waits for it, and a line says why
-        // ("04_verify: fail, 1 finding → _fix-04_verify-1", "03_integrate: conflict in
-        // src/lib.rs (dot-case × path-case) → _resolve-03_integrate-1").
-        if e.kind == "task.fix_added" || e.kind == "task.resolve_added" {
-            if let Some(added) = d.get("task") {
-                if let Some(id) = added.get("id").and_then(Value::as_str) {
-                    let i = self.index(id);
-                    if let (Some(row), Some(role)) = (
-                        self.tasks.get_mut(i),
-                        added.get("role").and_then(Value::as_str),
-                    ) {
-                        row.role = role.to_string();
-                    }
+            "task.progress" => {
+                if let Some(u) = usage_of(d) {
+                    t.current = u;
                 }
+                t.tool = str_of(d, "currentTool");
+                vec![Change::Progress(i)]
             }
-            if let Some(judge) = e.task_id.as_deref() {
-                let i = self.index(judge);
-                if let Some(t) = self.tasks.get_mut(i) {
-                    t.status = TaskStatus::Queued;
-                }
+            "task.completed"
+            | "task.failed"
+            | "task.needs_attention"
+            | "task.cancelled"
+            | "task.skipped" => {
+                t.finish(e, time);
+                vec![Change::Finished(i)]
             }
-            return vec![Change::Note {
-                tone: Tone::Warn,
-                text: e.message.clone().unwrap_or_else(|| {
-                    format!("a {} task was added", e.kind.trim_start_matches("task."))
-                }),
-            }];
-        }
-        if let Some(task_id) = e.task_id.as_deref() {
-            let i = self.index(task_id);
-            let Some(t) = self.tasks.get_mut(i) else {
-                return vec![];
-            };
-            return match e.kind.as_str() {
-                "task.started" => {
-                    t.status = TaskStatus::Running;
-                    t.attempt = d
-                        .get("attempt")
-                        .and_then(Value::as_u64)
-                        .map(|a| a as u32)
-                        .unwrap_or(t.attempt + 1);
-                    t.started = time;
-                    t.finished = None;
-                    t.tool = None;
-                    t.note = None;
-                    t.current = Usage::default();
-                    vec![Change::Started(i)]
-                }
-                "task.progress" => {
-                    if let Some(u) = usage_of(d) {
-                        t.current = u;
-                    }
-                    t.tool = str_of("currentTool");
-                    vec![Change::Progress(i)]
-                }
-                "task.completed"
-                | "task.failed"
-                | "task.needs_attention"
-                | "task.cancelled"
-                | "task.skipped" => {
-                    t.status = match e.kind.as_str() {
-                        "task.completed" => TaskStatus::Completed,
-                        "task.failed" => TaskStatus::Failed,
-                        "task.needs_attention" => TaskStatus::NeedsAttention,
-                        "task.cancelled" => TaskStatus::Cancelled,
-                        _ => TaskStatus::Skipped,
-                    };
-                    t.finished = time.or(t.started);
-                    t.end_attempt(d);
-                    t.note = match e.kind.as_str() {
-                        "task.completed" => d
-                            .get("reusedFrom")
-                            .map(|r| {
-                                let part = |k: &str| {
-                                    r.get(k).and_then(Value::as_str).unwrap_or("?").to_string()
-                                };
-                                format!("reused {}/{}", part("runId"), part("taskId"))
-                            })
-                            .or_else(|| verdict_note(d)),
-                        _ => reason(),
-                    };
-                    t.result = result_artifact(d);
-                    t.commit = TaskChange::of(d);
-                    vec![Change::Finished(i)]
-                }
-                "task.retrying" => {
-                    t.status = TaskStatus::Queued;
-                    t.end_attempt(d);
-                    let delay_ms = d.get("delayMs").and_then(Value::as_u64);
-                    vec![Change::Retrying {
-                        task: i,
-                        reason: reason().unwrap_or_default(),
-                        delay_ms,
-                    }]
-                }
-                "task.waiting" => {
-                    t.status = TaskStatus::Waiting;
-                    t.end_attempt(d);
-                    let question = str_of("question").unwrap_or_default();
-                    t.note = Some(question.clone());
-                    vec![Change::Waiting { task: i, question }]
-                }
-                "task.queued" => {
-                    t.status = TaskStatus::Queued;
-                    t.note = None;
-                    vec![Change::Requeued(i)]
-                }
-                // A step chose among its candidates (issue 36): its row ends with the choice,
-                // and a line says which and why.
-                "task.candidate_chosen" => {
-                    t.status = TaskStatus::Completed;
-                    t.finished = time.or(t.started);
-                    if let Some(end) = d.get("end") {
-                        t.end_attempt(end);
-                    }
-                    let choice = d.get("choice");
-                    let field = |k: &str| {
-                        choice
-                            .and_then(|c| c.get(k))
-                            .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string))
-                            .unwrap_or_default()
-                    };
-                    t.note = Some(format!("chose {} ({})", field("index"), field("by")));
-                    t.commit = TaskChange::of(d);
-                    let text = e.message.clone().unwrap_or_else(|| {
-                        format!("{task_id}: chose {} ({})", field("candidate"), field("by"))
-                    });
-                    vec![
-                        Change::Finished(i),
-                        Change::Note {
-                            tone: Tone::Accent,
-                            text: format!("{task_id}: {}", cut(&text, 200)),
-                        },
-                    ]
-                }
-                "task.steered" => {
-                    let msg = str_of("message").unwrap_or_default();
-                    let how = str_of("delivered").unwrap_or_else(|| "?".into());
-                    vec![Change::Note {
+            "task.retrying" => {
+                t.status = TaskStatus::Queued;
+                t.end_attempt(d);
+                vec![Change::Retrying {
+                    task: i,
+                    reason: reason(e).unwrap_or_default(),
+                    delay_ms: d.get("delayMs").and_then(Value::as_u64),
+                }]
+            }
+            "task.waiting" => {
+                t.status = TaskStatus::Waiting;
+                t.end_attempt(d);
+                let question = str_of(d, "question").unwrap_or_default();
+                t.note = Some(question.clone());
+                vec![Change::Waiting { task: i, question }]
+            }
+            "task.queued" => {
+                t.status = TaskStatus::Queued;
+                t.note = None;
+                vec![Change::Requeued(i)]
+            }
+            "task.candidate_chosen" => {
+                let text = t.choose(task_id, e, time);
+                vec![
+                    Change::Finished(i),
+                    Change::Note {
                         tone: Tone::Accent,
-                        text: format!("{task_id} steered ({how}): {}", cut(&msg, 120)),
-                    }]
-                }
-                _ => vec![],
-            };
+                        text,
+                    },
+                ]
+            }
+            "task.steered" => {
+                let msg = str_of(d, "message").unwrap_or_default();
+                let how = str_of(d, "delivered").unwrap_or_else(|| "?".into());
+                vec![Change::Note {
+                    tone: Tone::Accent,
+                    text: format!("{task_id} steered ({how}): {}", cut(&msg, 120)),
+                }]
+            }
+            _ => vec![],
         }
+    }
+
+    /// An event of the run as a whole: a line, or the end of following.
+    fn on_run_event(&mut self, e: &Event) -> Vec<Change> {
+        let note = |tone, text: &str| {
+            vec![Change::Note {
+                tone,
+                text: text.to_string(),
+            }]
+        };
         match e.kind.as_str() {
             "run.started" => {
-                self.started = time;
+                self.started = parse_time(&e.time);
                 vec![]
             }
             "run.completed" => vec![Change::RunStopped(RunStatus::Completed)],
             "run.failed" => vec![Change::RunStopped(RunStatus::Failed)],
             "run.cancelled" => vec![Change::RunStopped(RunStatus::Cancelled)],
             "run.blocked" => vec![Change::RunStopped(RunStatus::Blocked)],
-            "run.resumed" => vec![Change::Note {
-                tone: Tone::Active,
-                text: "run resumed".into(),
-            }],
-            "run.budget_warning" | "run.budget_exceeded" => {
-                let n = |k: &str| d.get(k).and_then(Value::as_u64).unwrap_or(0);
-                let what = if e.kind == "run.budget_warning" {
-                    "budget warning"
-                } else {
-                    "budget exceeded"
-                };
-                let tone = if e.kind == "run.budget_warning" {
-                    Tone::Warn
-                } else {
-                    Tone::Bad
-                };
-                vec![Change::Note {
-                    tone,
-                    text: format!(
-                        "{what}: {} of {} tokens",
-                        tokens(n("used")),
-                        tokens(n("total"))
-                    ),
-                }]
-            }
+            "run.resumed" => note(Tone::Active, "run resumed"),
+            "run.budget_warning" => note(Tone::Warn, &budget_note("budget warning", &e.data)),
+            "run.budget_exceeded" => note(Tone::Bad, &budget_note("budget exceeded", &e.data)),
             "plan.approval_required" => {
-                let before = str_of("taskId")
+                let before = str_of(&e.data, "taskId")
                     .map(|t| format!(" before {t}"))
                     .unwrap_or_default();
-                vec![Change::Note {
-                    tone: Tone::Warn,
-                    text: format!("plan approval required{before}"),
-                }]
+                note(Tone::Warn, &format!("plan approval required{before}"))
             }
-            "plan.approved" => vec![Change::Note {
-                tone: Tone::Ok,
-                text: "plan approved".into(),
-            }],
-            "plan.rejected" => vec![Change::Note {
-                tone: Tone::Warn,
-                text: "plan rejected".into(),
-            }],
+            "plan.approved" => note(Tone::Ok, "plan approved"),
+            "plan.rejected" => note(Tone::Warn, "plan rejected"),
             _ => vec![],
         }
     }
