@@ -234,8 +234,22 @@ pub(super) fn parse(source: Source, path: &str, text: &str) -> (Option<Parsed>, 
     (Some(Parsed::Workflow(workflow)), d.into_vec())
 }
 
+/// A step's config lines; the last line of a key wins.
+struct StepConfig(Vec<Entry>);
+
+impl StepConfig {
+    fn get(&self, key: &str) -> Option<&Entry> {
+        self.0.iter().rev().find(|e| e.key == key)
+    }
+
+    /// The entry of `key` when it has a value.
+    fn given(&self, key: &str) -> Option<&Entry> {
+        self.get(key).filter(|e| !e.value.is_empty())
+    }
+}
+
 /// One step section: `section` are the lines after the heading, `line_of(j)` is the file line
-/// of `section[j]`.
+/// of `section[j]`. Fields are read in a fixed order, so diagnostics come in that order.
 fn parse_step(
     id: &str,
     heading_line: u32,
@@ -243,41 +257,9 @@ fn parse_step(
     line_of: impl Fn(usize) -> u32,
     d: &mut Diags,
 ) -> Step {
-    let mut config: Vec<Entry> = Vec::new();
-    let mut task_lines: Vec<&str> = Vec::new();
-    let mut in_task = false;
-    for (j, &line) in section.iter().enumerate() {
-        if !in_task {
-            if line.trim().is_empty() {
-                // Blank lines before any config are skipped; the first one after config ends it.
-                in_task = !config.is_empty();
-                continue;
-            }
-            if let Some((key, value)) = config_line(line) {
-                config.push(Entry {
-                    key: key.to_string(),
-                    value: value.to_string(),
-                    line: line_of(j),
-                });
-                continue;
-            }
-            in_task = true;
-        }
-        task_lines.push(line);
-    }
-    let get = |key: &str| config.iter().rev().find(|e| e.key == key);
-    for e in &config {
-        let key = e.key.as_str();
-        if !STEP_KEYS.contains(&key) && !LATER_STEP_KEYS.contains(&key) {
-            d.warn_at(
-                e,
-                format!(
-                    "unknown step field `{key}`; ignored (a blank line must separate the step's \
-                     config lines from its task text)"
-                ),
-            );
-        }
-    }
+    let (config, task_lines) = split_section(section, line_of);
+    warn_unknown_keys(&config, d);
+    let get = |key: &str| config.get(key);
     for key in ["progress", "worktree", "specStrict"] {
         d.boolean(get(key));
     }
@@ -286,153 +268,34 @@ fn parse_step(
     let scope_policy = get("scopePolicy")
         .and_then(|e| d.one_of(Some(e), &["needs_attention", "warn"]))
         .and_then(|v| crate::checks::ScopePolicy::parse(&v));
-    let verify_retries = match get("verifyRetries").filter(|e| !e.value.is_empty()) {
-        Some(e) => match e.value.parse::<u32>() {
-            Ok(n) if n <= 10 => Some(n),
-            _ => {
-                d.warn_at(
-                    e,
-                    format!(
-                        "`verifyRetries` must be a whole number from 0 to 10, got `{}`; ignored",
-                        e.value
-                    ),
-                );
-                None
-            }
-        },
-        None => None,
-    };
+    let verify_retries = bounded_count(config.given("verifyRetries"), 10, d);
     let verdict = d.boolean(get("verdict"));
     let fixer = get("fixer")
         .map(|e| e.value.clone())
         .filter(|v| !v.is_empty());
-    let max_fix_rounds = match get("maxFixRounds").filter(|e| !e.value.is_empty()) {
-        Some(e) => match e.value.parse::<u32>() {
-            Ok(n) if n <= crate::verdict::MAX_FIX_ROUNDS_CEILING => Some(n),
-            _ => {
-                d.warn_at(
-                    e,
-                    format!(
-                        "`maxFixRounds` must be a whole number from 0 to {}, got `{}`; ignored",
-                        crate::verdict::MAX_FIX_ROUNDS_CEILING,
-                        e.value
-                    ),
-                );
-                None
-            }
-        },
-        None => None,
-    };
+    let max_fix_rounds = bounded_count(
+        config.given("maxFixRounds"),
+        crate::verdict::MAX_FIX_ROUNDS_CEILING,
+        d,
+    );
     let (candidates, select, judge) = candidate_keys(&get, d);
-    // The job resources on a cluster (issue 35): a bad value is an error, as on a role line.
-    let mut resources = crate::job_shape::JobShape::default();
-    for field in crate::job_shape::FIELDS {
-        if let Some(e) = get(field).filter(|e| !e.value.is_empty()) {
-            if let Err(why) = resources.set(field, &e.value) {
-                d.error(Some(e.line), Some(field), why);
-            }
-        }
-    }
-    let mut scope = Vec::new();
-    if let Some(e) = get("scope").filter(|e| !e.value.is_empty()) {
-        for p in parse_csv(&e.value).unwrap_or_default() {
-            match crate::scope::normalize(&p) {
-                Ok(p) => scope.push(p),
-                Err(why) => d.error(Some(e.line), Some("scope"), why),
-            }
-        }
-    }
-    let verify_commands = match get("verifyCommands").filter(|e| !e.value.is_empty()) {
-        Some(e) => verify_commands(e, d),
-        None => Vec::new(),
-    };
-
+    let resources = job_resources(&config, d);
+    let scope = scope(&config, d);
+    let verify_commands = config
+        .given("verifyCommands")
+        .map(|e| verify_commands(e, d))
+        .unwrap_or_default();
     let pre_step = pre_step(&get, d);
-
-    let task = task_lines.join("\n").trim().to_string();
-    let task = if !task.is_empty() {
-        task
-    } else {
-        get("task")
-            .map(|e| e.value.clone())
-            .filter(|t| !t.is_empty())
-            .unwrap_or_else(|| "{goal}".to_string())
-    };
-    let (output, output_disabled) = match get("output") {
-        Some(e) if e.value == "false" => (None, true),
-        Some(e) if e.value.is_empty() => (None, false),
-        Some(e) if !artifact_name_ok(&e.value) => {
-            d.error(
-                Some(e.line),
-                Some("output"),
-                format!(
-                    "`output: {}` is not a plain artifact file name (letters, digits, `._-`, no path)",
-                    e.value
-                ),
-            );
-            (None, false)
-        }
-        Some(e) => (Some(e.value.clone()), false),
-        None => (None, false),
-    };
-    let mut reads = Vec::new();
-    if let Some(e) = get("reads").filter(|e| e.value != "false") {
-        for name in parse_csv(&e.value).unwrap_or_default() {
-            if artifact_name_ok(&name) {
-                reads.push(name);
-            } else {
-                d.error(
-                    Some(e.line),
-                    Some("reads"),
-                    format!("`{name}` is not a plain artifact file name (letters, digits, `._-`, no path)"),
-                );
-            }
-        }
-    }
-    // `skills: false` drops the role's default skills; a list adds to them.
-    let skills = get("skills").map(|e| {
-        let mut names = Vec::new();
-        if e.value != "false" {
-            for s in parse_csv(&e.value).unwrap_or_default() {
-                if ident_ok(&s) {
-                    names.push(s);
-                } else {
-                    d.warn_at(e, format!("invalid skill name `{s}`; ignored"));
-                }
-            }
-        }
-        names
+    let task = task_text(&task_lines, &config);
+    let (output, output_disabled) = output(&config, d);
+    let reads = plain_list(get("reads"), "reads", d, artifact_name_ok, |name| {
+        format!("`{name}` is not a plain artifact file name (letters, digits, `._-`, no path)")
     });
-    let mut seed_paths = Vec::new();
-    if let Some(e) = get("seedPaths").filter(|e| e.value != "false") {
-        for p in parse_csv(&e.value).unwrap_or_default() {
-            if seed_path_ok(&p) {
-                seed_paths.push(p);
-            } else {
-                d.error(
-                    Some(e.line),
-                    Some("seedPaths"),
-                    format!("`{p}` is not a relative path inside the repository"),
-                );
-            }
-        }
-    }
-    let expands = match get("expands") {
-        None => false,
-        Some(e) if e.value == "tasks" => true,
-        Some(e) if e.value == "false" || e.value.is_empty() => false,
-        Some(e) => {
-            d.error(
-                Some(e.line),
-                Some("expands"),
-                format!(
-                    "`expands: {}`: the only value is `tasks` (the step's answer adds tasks to the run)",
-                    e.value
-                ),
-            );
-            false
-        }
-    };
+    let skills = skills(&config, d);
+    let seed_paths = plain_list(get("seedPaths"), "seedPaths", d, seed_path_ok, |p| {
+        format!("`{p}` is not a relative path inside the repository")
+    });
+    let expands = expands(&config, d);
     Step {
         candidates,
         resources,
@@ -465,6 +328,189 @@ fn parse_step(
         reads,
         model: d.model(get("model")),
         line: heading_line,
+    }
+}
+
+/// A section's leading `key: value` lines and the task text after them. Blank lines before
+/// any config are skipped; the first one after config ends it, as does the first line that is
+/// not a config line.
+fn split_section<'s>(
+    section: &[&'s str],
+    line_of: impl Fn(usize) -> u32,
+) -> (StepConfig, Vec<&'s str>) {
+    let mut config: Vec<Entry> = Vec::new();
+    let mut task_lines: Vec<&str> = Vec::new();
+    let mut in_task = false;
+    for (j, &line) in section.iter().enumerate() {
+        if !in_task {
+            if line.trim().is_empty() {
+                in_task = !config.is_empty();
+                continue;
+            }
+            if let Some((key, value)) = config_line(line) {
+                config.push(Entry {
+                    key: key.to_string(),
+                    value: value.to_string(),
+                    line: line_of(j),
+                });
+                continue;
+            }
+            in_task = true;
+        }
+        task_lines.push(line);
+    }
+    (StepConfig(config), task_lines)
+}
+
+fn warn_unknown_keys(config: &StepConfig, d: &mut Diags) {
+    for e in &config.0 {
+        let key = e.key.as_str();
+        if !STEP_KEYS.contains(&key) && !LATER_STEP_KEYS.contains(&key) {
+            d.warn_at(
+                e,
+                format!(
+                    "unknown step field `{key}`; ignored (a blank line must separate the step's \
+                     config lines from its task text)"
+                ),
+            );
+        }
+    }
+}
+
+/// A whole number from 0 to `max` (`verifyRetries`, `maxFixRounds`); anything else is a
+/// warning and ignored.
+fn bounded_count(e: Option<&Entry>, max: u32, d: &mut Diags) -> Option<u32> {
+    let e = e?;
+    match e.value.parse::<u32>() {
+        Ok(n) if n <= max => Some(n),
+        _ => {
+            d.warn_at(
+                e,
+                format!(
+                    "`{}` must be a whole number from 0 to {max}, got `{}`; ignored",
+                    e.key, e.value
+                ),
+            );
+            None
+        }
+    }
+}
+
+/// The job resources on a cluster (issue 35): a bad value is an error, as on a role line.
+fn job_resources(config: &StepConfig, d: &mut Diags) -> crate::job_shape::JobShape {
+    let mut resources = crate::job_shape::JobShape::default();
+    for field in crate::job_shape::FIELDS {
+        if let Some(e) = config.given(field) {
+            if let Err(why) = resources.set(field, &e.value) {
+                d.error(Some(e.line), Some(field), why);
+            }
+        }
+    }
+    resources
+}
+
+/// The paths a step may change, normalized; a path that cannot be one is an error.
+fn scope(config: &StepConfig, d: &mut Diags) -> Vec<String> {
+    let mut scope = Vec::new();
+    if let Some(e) = config.given("scope") {
+        for p in parse_csv(&e.value).unwrap_or_default() {
+            match crate::scope::normalize(&p) {
+                Ok(p) => scope.push(p),
+                Err(why) => d.error(Some(e.line), Some("scope"), why),
+            }
+        }
+    }
+    scope
+}
+
+/// The section's text after its config, else its `task:` line, else the goal itself.
+fn task_text(task_lines: &[&str], config: &StepConfig) -> String {
+    let task = task_lines.join("\n").trim().to_string();
+    if !task.is_empty() {
+        return task;
+    }
+    config
+        .given("task")
+        .map(|e| e.value.clone())
+        .unwrap_or_else(|| "{goal}".to_string())
+}
+
+/// `output:` as (the artifact's name, whether the step writes none at all: `output: false`).
+fn output(config: &StepConfig, d: &mut Diags) -> (Option<String>, bool) {
+    match config.get("output") {
+        Some(e) if e.value == "false" => (None, true),
+        Some(e) if e.value.is_empty() => (None, false),
+        Some(e) if !artifact_name_ok(&e.value) => {
+            d.error(
+                Some(e.line),
+                Some("output"),
+                format!(
+                    "`output: {}` is not a plain artifact file name (letters, digits, `._-`, no path)",
+                    e.value
+                ),
+            );
+            (None, false)
+        }
+        Some(e) => (Some(e.value.clone()), false),
+        None => (None, false),
+    }
+}
+
+/// A comma-separated list (`reads`, `seedPaths`; `false` is none) whose every item must pass
+/// `ok`: an item that does not is an error, and left out.
+fn plain_list(
+    e: Option<&Entry>,
+    field: &str,
+    d: &mut Diags,
+    ok: impl Fn(&str) -> bool,
+    why: impl Fn(&str) -> String,
+) -> Vec<String> {
+    let mut items = Vec::new();
+    if let Some(e) = e.filter(|e| e.value != "false") {
+        for item in parse_csv(&e.value).unwrap_or_default() {
+            if ok(&item) {
+                items.push(item);
+            } else {
+                d.error(Some(e.line), Some(field), why(&item));
+            }
+        }
+    }
+    items
+}
+
+/// `skills: false` drops the role's default skills; a list adds to them.
+fn skills(config: &StepConfig, d: &mut Diags) -> Option<Vec<String>> {
+    let e = config.get("skills")?;
+    let mut names = Vec::new();
+    if e.value != "false" {
+        for s in parse_csv(&e.value).unwrap_or_default() {
+            if ident_ok(&s) {
+                names.push(s);
+            } else {
+                d.warn_at(e, format!("invalid skill name `{s}`; ignored"));
+            }
+        }
+    }
+    Some(names)
+}
+
+/// `expands: tasks`: the step's answer adds tasks to the run.
+fn expands(config: &StepConfig, d: &mut Diags) -> bool {
+    match config.get("expands") {
+        None => false,
+        Some(e) if e.value == "tasks" => true,
+        Some(e) if e.value == "false" || e.value.is_empty() => false,
+        Some(e) => {
+            d.error(
+                Some(e.line),
+                Some("expands"),
+                format!(
+                    "`expands: {}`: the only value is `tasks` (the step's answer adds tasks to the run)",
+                    e.value
+                ),
+            );
+            false
+        }
     }
 }
 
