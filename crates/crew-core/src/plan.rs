@@ -1,7 +1,9 @@
 //! Turning a team + workflow into the list of tasks a run executes (`team.plan`).
 
 use crate::ids::{ArtifactName, SafeId};
-use crate::resource::{validate, Agent, Catalog, Diagnostic, Severity, Step, TeamRole};
+use crate::resource::{
+    validate, Agent, Catalog, Diagnostic, Severity, Step, Team, TeamRole, Workflow,
+};
 use crate::skills::{PlannedSkill, RunSkills};
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
@@ -39,6 +41,59 @@ pub fn build_plan_with(
     workflow: Option<&str>,
     run_skills: &RunSkills,
 ) -> Result<Plan, Vec<Diagnostic>> {
+    let (team, wf) = team_and_workflow(catalog, team, workflow)?;
+    let (bound, mut diags) = bind_steps(catalog, team, wf);
+    if has_error(&diags) {
+        return Err(diags);
+    }
+    let mut tasks = Vec::with_capacity(bound.len());
+    // Per task: the step's `fixer:` and `maxFixRounds:`, for the fix plans made below.
+    let mut fix_asks: Vec<(Option<String>, Option<u32>)> = Vec::with_capacity(bound.len());
+    // Per task: what the step (else its role) asks of candidates (issue 36).
+    let mut cand_asks: Vec<crate::run::candidates::StepAsk> = Vec::with_capacity(bound.len());
+    let mut builder = TaskBuilder::new(catalog, team, wf, run_skills);
+    for (step, role, agent) in bound {
+        // Checked above: every bound role has an agent once no error was found.
+        let Some(agent) = agent else { continue };
+        let Some(id) = builder.ids.get(step.id.as_str()).cloned() else {
+            continue;
+        };
+        fix_asks.push((step.fixer.clone(), step.max_fix_rounds));
+        cand_asks.push(crate::run::candidates::StepAsk {
+            ask: step
+                .candidates
+                .clone()
+                .or_else(|| role.candidates.map(crate::run::candidates::Ask::Count)),
+            select: step.select,
+            judge: step.judge.clone(),
+        });
+        tasks.push(builder.task(step, role, agent, id, &mut diags));
+    }
+    if has_error(&diags) {
+        return Err(diags);
+    }
+    let roles = role_templates(catalog, team, run_skills);
+    crate::fixplan::attach(&mut tasks, &fix_asks, &roles, team.max_fix_rounds);
+    crate::run::candidates::attach_asks(&mut tasks, &cand_asks, &roles);
+    Ok(Plan {
+        team: team.name.clone(),
+        workflow: wf.name.clone(),
+        max_concurrency: team.max_concurrency.or(wf.max_concurrency),
+        tasks,
+    })
+}
+
+fn has_error(diags: &[Diagnostic]) -> bool {
+    diags.iter().any(|d| d.severity == Severity::Error)
+}
+
+/// The team the run names (default `default`) and the workflow it names, else the team's
+/// default workflow, else `default`.
+fn team_and_workflow<'c>(
+    catalog: &'c Catalog,
+    team: Option<&str>,
+    workflow: Option<&str>,
+) -> Result<(&'c Team, &'c Workflow), Vec<Diagnostic>> {
     let team_name = team.unwrap_or("default");
     let Some(team) = catalog.team(team_name) else {
         return Err(vec![Diagnostic::error(
@@ -53,28 +108,41 @@ pub fn build_plan_with(
         (None, Some(w)) => (w.as_str(), true),
         (None, None) => ("default", false),
     };
-    let Some(wf) = catalog.workflow(wf_name) else {
-        let d = if wf_from_team {
-            Diagnostic::error(
-                &team.path,
-                team.field_lines.get("defaultWorkflow").copied(),
-                Some("defaultWorkflow"),
-                format!(
-                    "team `{}` names default workflow `{wf_name}`, which does not exist",
-                    team.name
-                ),
-            )
-        } else {
-            Diagnostic::error(
-                REQUEST,
-                None,
-                Some("workflow"),
-                format!("unknown workflow `{wf_name}`"),
-            )
-        };
-        return Err(vec![d]);
+    if let Some(wf) = catalog.workflow(wf_name) {
+        return Ok((team, wf));
+    }
+    let d = if wf_from_team {
+        Diagnostic::error(
+            &team.path,
+            team.field_lines.get("defaultWorkflow").copied(),
+            Some("defaultWorkflow"),
+            format!(
+                "team `{}` names default workflow `{wf_name}`, which does not exist",
+                team.name
+            ),
+        )
+    } else {
+        Diagnostic::error(
+            REQUEST,
+            None,
+            Some("workflow"),
+            format!("unknown workflow `{wf_name}`"),
+        )
     };
+    Err(vec![d])
+}
 
+/// A step with the team role it names and that role's agent (`None`: an unknown agent, which
+/// is an error among the diagnostics).
+type Bound<'c> = (&'c Step, &'c TeamRole, Option<&'c Agent>);
+
+/// Each step bound to its role and agent, and what is wrong with the workflow, the team or an
+/// agent they use: structure, roles, unknown agents, and errors in any of their files.
+fn bind_steps<'c>(
+    catalog: &'c Catalog,
+    team: &'c Team,
+    wf: &'c Workflow,
+) -> (Vec<Bound<'c>>, Vec<Diagnostic>) {
     let mut diags = validate::workflow_structure(wf, Severity::Error);
     diags.extend(validate::step_roles(wf, team));
     // A file with an error (e.g. an unsafe `output:` name) may still be in the catalog for
@@ -91,7 +159,7 @@ pub fn build_plan_with(
     let errors_in = |path: &str| errors.get(path).into_iter().flatten().map(|d| (*d).clone());
     diags.extend(errors_in(&team.path));
     diags.extend(errors_in(&wf.path));
-    let mut bound: Vec<(&Step, &TeamRole, Option<&Agent>)> = Vec::new();
+    let mut bound: Vec<Bound<'c>> = Vec::new();
     // Lookups by name, not scans: a file controls how many steps and roles there are.
     let roles: HashMap<&str, &TeamRole> = team
         .roles
@@ -117,87 +185,67 @@ pub fn build_plan_with(
         }
         bound.push((step, role, agent));
     }
-    if diags.iter().any(|d| d.severity == Severity::Error) {
-        return Err(diags);
+    (bound, diags)
+}
+
+/// Makes a workflow's planned tasks, sharing what tasks of one agent have in common (its
+/// system prompt, tools, skill sets) instead of copying it per task.
+struct TaskBuilder<'c> {
+    catalog: &'c Catalog,
+    wf: &'c Workflow,
+    run_skills: &'c RunSkills,
+    /// Built once, and only for a workflow with a fan-out step: every role of the team bound
+    /// to its agent, frozen like the rest of the plan.
+    expansion: Option<Arc<crate::fanout::Expansion>>,
+    /// Step id → task id.
+    ids: HashMap<&'c str, SafeId>,
+    prompts: HashMap<&'c str, Arc<str>>,
+    agent_tools: HashMap<&'c str, Arc<[String]>>,
+    skill_sets: SkillSets,
+}
+
+impl<'c> TaskBuilder<'c> {
+    fn new(
+        catalog: &'c Catalog,
+        team: &'c Team,
+        wf: &'c Workflow,
+        run_skills: &'c RunSkills,
+    ) -> Self {
+        TaskBuilder {
+            catalog,
+            wf,
+            run_skills,
+            expansion: wf
+                .steps
+                .iter()
+                .any(|s| s.expands)
+                .then(|| Arc::new(expansion_of(catalog, team, run_skills))),
+            ids: wf
+                .steps
+                .iter()
+                .enumerate()
+                .map(|(i, s)| (s.id.as_str(), task_id(i + 1, &s.id)))
+                .collect(),
+            prompts: HashMap::new(),
+            agent_tools: HashMap::new(),
+            skill_sets: SkillSets::default(),
+        }
     }
 
-    // Built once, and only for a workflow with a fan-out step: every role of the team bound to
-    // its agent, frozen like the rest of the plan.
-    let expansion = wf
-        .steps
-        .iter()
-        .any(|s| s.expands)
-        .then(|| Arc::new(expansion_of(catalog, team, run_skills)));
-    let ids: HashMap<&str, SafeId> = wf
-        .steps
-        .iter()
-        .enumerate()
-        .map(|(i, s)| (s.id.as_str(), task_id(i + 1, &s.id)))
-        .collect();
-    let mut tasks = Vec::with_capacity(bound.len());
-    let mut prompts: HashMap<&str, Arc<str>> = HashMap::new();
-    let mut agent_tools: HashMap<&str, Arc<[String]>> = HashMap::new();
-    let mut skill_sets = SkillSets::default();
-    // Per task: the step's `fixer:` and `maxFixRounds:`, for the fix plans made below.
-    let mut fix_asks: Vec<(Option<String>, Option<u32>)> = Vec::with_capacity(bound.len());
-    // Per task: what the step (else its role) asks of candidates (issue 36).
-    let mut cand_asks: Vec<crate::run::candidates::StepAsk> = Vec::with_capacity(bound.len());
-    for (step, role, agent) in bound {
-        // Checked above: every bound role has an agent once no error was found.
-        let Some(agent) = agent else { continue };
-        let Some(id) = ids.get(step.id.as_str()).cloned() else {
-            continue;
-        };
-        let output = if step.output_disabled {
-            None
-        } else {
-            let name = step.output.clone().unwrap_or_else(|| format!("{id}.md"));
-            match ArtifactName::new(name) {
-                Ok(n) => Some(n),
-                Err(e) => {
-                    diags.push(Diagnostic::error(
-                        &wf.path,
-                        Some(step.line),
-                        Some("output"),
-                        e.to_string(),
-                    ));
-                    None
-                }
-            }
-        };
-        let mut reads = Vec::with_capacity(step.reads.len());
-        for r in &step.reads {
-            match ArtifactName::new(r.as_str()) {
-                Ok(n) => reads.push(n),
-                Err(e) => diags.push(Diagnostic::error(
-                    &wf.path,
-                    Some(step.line),
-                    Some("reads"),
-                    e.to_string(),
-                )),
-            }
-        }
-        let tools = agent_tools
-            .entry(agent.name.as_str())
-            .or_insert_with(|| {
-                let tools = agent
-                    .tools
-                    .clone()
-                    .unwrap_or_else(|| default_tools(&agent.name));
-                tools.into()
-            })
-            .clone();
-        fix_asks.push((step.fixer.clone(), step.max_fix_rounds));
-        cand_asks.push(crate::run::candidates::StepAsk {
-            ask: step
-                .candidates
-                .clone()
-                .or_else(|| role.candidates.map(crate::run::candidates::Ask::Count)),
-            select: step.select,
-            judge: step.judge.clone(),
-        });
+    /// The task of `step`, run by `role`'s `agent`. A bad artifact name is an error in `diags`.
+    fn task(
+        &mut self,
+        step: &'c Step,
+        role: &'c TeamRole,
+        agent: &'c Agent,
+        id: SafeId,
+        diags: &mut Vec<Diagnostic>,
+    ) -> PlannedTask {
+        let output = self.output(step, &id, diags);
+        let reads = self.reads(step, diags);
+        let tools = self.tools(agent);
         let judge = crate::verdict::judges(&agent.name, step.verdict);
-        tasks.push(PlannedTask::from(FlatTask {
+        PlannedTask::from(FlatTask {
             candidates: None,
             resources: step.resources.over(&role.resources),
             output,
@@ -208,7 +256,7 @@ pub fn build_plan_with(
             depends_on: step
                 .depends_on
                 .iter()
-                .filter_map(|d| ids.get(d.as_str()).cloned())
+                .filter_map(|d| self.ids.get(d.as_str()).cloned())
                 .collect(),
             task_template: step.task.clone(),
             reads,
@@ -217,7 +265,8 @@ pub fn build_plan_with(
                 .clone()
                 .or_else(|| role.model.clone())
                 .or_else(|| agent.model.clone()),
-            system_prompt: prompts
+            system_prompt: self
+                .prompts
                 .entry(agent.name.as_str())
                 .or_insert_with(|| Arc::from(agent.system_prompt.as_str()))
                 .clone(),
@@ -230,37 +279,75 @@ pub fn build_plan_with(
             seed_paths: step.seed_paths.clone(),
             scope: step.scope.clone(),
             checks: step_checks(step),
-            expands: step.expands.then(|| expansion.clone()).flatten(),
+            expands: step.expands.then(|| self.expansion.clone()).flatten(),
             added_by: None,
             judging: crate::verdict::Judging {
                 judge,
                 ..Default::default()
             },
             title: None,
-            skills: skill_sets.get(
-                catalog,
+            skills: self.skill_sets.get(
+                self.catalog,
                 &crate::skills::Selection {
                     role: &role.name,
                     agent: &agent.skills,
                     team_role: role.skills.as_deref(),
                     step: step.skills.as_deref(),
-                    run: run_skills,
+                    run: self.run_skills,
                 },
             ),
-        }));
+        })
     }
-    if diags.iter().any(|d| d.severity == Severity::Error) {
-        return Err(diags);
+
+    /// The step's result artifact: its `output:`, else `<task id>.md`; none with `output: false`.
+    fn output(
+        &self,
+        step: &Step,
+        id: &SafeId,
+        diags: &mut Vec<Diagnostic>,
+    ) -> Option<ArtifactName> {
+        if step.output_disabled {
+            return None;
+        }
+        let name = step.output.clone().unwrap_or_else(|| format!("{id}.md"));
+        ArtifactName::new(name)
+            .map_err(|e| self.step_error(step, "output", e.to_string(), diags))
+            .ok()
     }
-    let roles = role_templates(catalog, team, run_skills);
-    crate::fixplan::attach(&mut tasks, &fix_asks, &roles, team.max_fix_rounds);
-    crate::run::candidates::attach_asks(&mut tasks, &cand_asks, &roles);
-    Ok(Plan {
-        team: team.name.clone(),
-        workflow: wf.name.clone(),
-        max_concurrency: team.max_concurrency.or(wf.max_concurrency),
-        tasks,
-    })
+
+    fn reads(&self, step: &Step, diags: &mut Vec<Diagnostic>) -> Vec<ArtifactName> {
+        let mut reads = Vec::with_capacity(step.reads.len());
+        for r in &step.reads {
+            match ArtifactName::new(r.as_str()) {
+                Ok(n) => reads.push(n),
+                Err(e) => self.step_error(step, "reads", e.to_string(), diags),
+            }
+        }
+        reads
+    }
+
+    fn step_error(&self, step: &Step, field: &str, why: String, diags: &mut Vec<Diagnostic>) {
+        diags.push(Diagnostic::error(
+            &self.wf.path,
+            Some(step.line),
+            Some(field),
+            why,
+        ));
+    }
+
+    /// The agent's tools (its own list, else its name's defaults), one shared copy per agent.
+    fn tools(&mut self, agent: &'c Agent) -> Arc<[String]> {
+        self.agent_tools
+            .entry(agent.name.as_str())
+            .or_insert_with(|| {
+                let tools = agent
+                    .tools
+                    .clone()
+                    .unwrap_or_else(|| default_tools(&agent.name));
+                tools.into()
+            })
+            .clone()
+    }
 }
 
 /// A step's checks as written. Verification runs when the step says `verify: true` or names
