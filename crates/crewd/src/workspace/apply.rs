@@ -157,35 +157,12 @@ pub async fn apply(shared: &Shared, input: ApplyInput) -> Result<api::ApplyResul
     let lock = repo_lock(&common);
     let _one_at_a_time = lock.lock().await;
     let checkout = ws.repo.clone();
-    if let Some(op) = repo.in_progress().await.map_err(internal)? {
-        return Err(ApiError::invalid_state(format!(
-            "{checkout} is in the middle of {}: finish it first ({}), then apply again; \
-             nothing was changed",
-            op.as_str(),
-            op.way_out()
-        )));
-    }
+    refuse_in_progress(&repo, &checkout).await?;
     let index = repo.git_path("index").await.map_err(internal)?;
     let id = uuid::Uuid::new_v4().simple().to_string();
     let marker = format!("crew apply {id}\n");
-    let lock_path = index.with_file_name("index.lock");
-    let _index_lock = IndexLock::take(&lock_path, &marker).map_err(|e| {
-        ApiError::invalid_state(format!(
-            "cannot lock {} ({e}): another git command is running in {checkout}; apply again \
-             when it is done (remove the file if no git command is running)",
-            lock_path.display()
-        ))
-    })?;
-    let dirty = repo.dirty_paths().await.map_err(internal)?;
-    if !dirty.is_empty() {
-        let shown: Vec<&str> = dirty.iter().take(10).map(String::as_str).collect();
-        return Err(ApiError::invalid_state(format!(
-            "your work tree {checkout} has uncommitted changes ({}): commit or stash them, then \
-             apply again (or merge {} by hand)",
-            shown.join(", "),
-            input.integration.branch
-        )));
-    }
+    let _index_lock = lock_index(&index, &marker, &checkout)?;
+    refuse_dirty(&repo, &input).await?;
     let branch = repo.current_branch().await.map_err(internal)?;
     let head_ref = repo.head_ref().await.map_err(internal)?;
     let Some(head) = repo.head().await.map_err(internal)? else {
@@ -193,8 +170,10 @@ pub async fn apply(shared: &Shared, input: ApplyInput) -> Result<api::ApplyResul
             "{checkout} has no commit checked out"
         )));
     };
-    let target = input.integration.commit.as_str();
-    let stat = repo.diffstat(&ws.base, target).await.map_err(internal)?;
+    let stat = repo
+        .diffstat(&ws.base, &input.integration.commit)
+        .await
+        .map_err(internal)?;
     let mut notes = Vec::new();
     let done = |head: String, how: &str, notes: Vec<String>| api::ApplyResult {
         branch: branch.clone(),
@@ -206,78 +185,144 @@ pub async fn apply(shared: &Shared, input: ApplyInput) -> Result<api::ApplyResul
         checkout: checkout.clone(),
         notes,
     };
-    let tree = match repo
-        .merge_onto(&ws.base, &head, target)
-        .await
-        .map_err(internal)?
-    {
-        Ok(tree) => tree,
-        Err(paths) => {
-            return Err(ApiError::invalid_state(format!(
-                "your branch moved since run {} started ({} → {}) and its changes conflict \
-                 with the run's in: {}. Merge {} by hand; nothing was changed",
-                input.run_id,
-                short(ws.head.as_deref().unwrap_or(&ws.base)),
-                short(&head),
-                paths.join(", "),
-                input.integration.branch
-            )))
-        }
-    };
+    let tree = merged_tree(&repo, &input, &head).await?;
     if tree == repo.tree_of(&head).await.map_err(internal)? {
         return Ok(done(head, "up_to_date", notes));
     }
-    let (new, how) = if !input.squash && head == ws.base && !ws.dirty {
-        // Nothing but the run's own commits lie between HEAD and the result.
-        (target.to_string(), "fast_forward")
-    } else {
-        let merge = !input.squash
-            && !ws.dirty
-            && repo.is_ancestor(&ws.base, &head).await.map_err(internal)?;
-        if !input.squash && !merge {
-            notes.push(format!(
-                "the change went in as one commit: a merge commit would bring the run's base \
-                 into your history ({})",
-                if ws.dirty {
-                    "a snapshot of the uncommitted changes the run started from"
-                } else {
-                    "a commit no longer on your branch"
-                }
-            ));
-        }
-        let who = if repo.user_identity_configured().await.map_err(internal)? {
-            Identity::User
-        } else {
-            notes.push(
-                "no git identity is configured for this repository (user.name, user.email): \
-                 the commit is crew's (crew <crew@localhost>); set yours and `git commit \
-                 --amend --reset-author` if you like"
-                    .into(),
-            );
-            Identity::Crew
-        };
-        let parents: Vec<&str> = if merge {
-            vec![head.as_str(), target]
-        } else {
-            vec![head.as_str()]
-        };
-        let commit = repo
-            .commit_tree(&tree, &parents, &message(&input), who)
-            .await
-            .map_err(|e| refused_commit(&input, e))?;
-        (commit, if merge { "merge" } else { "squash" })
-    };
+    let (new, how) = new_commit(&repo, &input, &head, &tree, &mut notes).await?;
     let intent = Intent {
         repo: ws.repo.clone(),
-        head_ref: head_ref.clone(),
-        old: head.clone(),
+        head_ref,
+        old: head,
         new: new.clone(),
-        index: index.clone(),
         tmp_index: index.with_file_name(format!("index.crew-{id}")),
+        index,
         marker,
     };
+    let intent_file = record_intent(shared, &id, &intent).await?;
+    switch(&repo, &intent, &intent_file, &input.run_id).await?;
+    Ok(done(new, how, notes))
+}
+
+/// Step 2: no apply into a merge, rebase, cherry-pick, revert or bisect in progress.
+async fn refuse_in_progress(repo: &Repo, checkout: &str) -> Result<(), ApiError> {
+    match repo.in_progress().await.map_err(internal)? {
+        Some(op) => Err(ApiError::invalid_state(format!(
+            "{checkout} is in the middle of {}: finish it first ({}), then apply again; \
+             nothing was changed",
+            op.as_str(),
+            op.way_out()
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// Step 1: the checkout's `index.lock`, so the user's own git commands wait or fail cleanly.
+fn lock_index(index: &Path, marker: &str, checkout: &str) -> Result<IndexLock, ApiError> {
+    let lock_path = index.with_file_name("index.lock");
+    IndexLock::take(&lock_path, marker).map_err(|e| {
+        ApiError::invalid_state(format!(
+            "cannot lock {} ({e}): another git command is running in {checkout}; apply again \
+             when it is done (remove the file if no git command is running)",
+            lock_path.display()
+        ))
+    })
+}
+
+/// Step 2: no apply over uncommitted changes.
+async fn refuse_dirty(repo: &Repo, input: &ApplyInput) -> Result<(), ApiError> {
+    let dirty = repo.dirty_paths().await.map_err(internal)?;
+    if dirty.is_empty() {
+        return Ok(());
+    }
+    let shown: Vec<&str> = dirty.iter().take(10).map(String::as_str).collect();
+    Err(ApiError::invalid_state(format!(
+        "your work tree {} has uncommitted changes ({}): commit or stash them, then \
+         apply again (or merge {} by hand)",
+        input.ws.repo,
+        shown.join(", "),
+        input.integration.branch
+    )))
+}
+
+/// Step 3: the result merged onto HEAD with the run's base as the merge base, as a tree; a
+/// conflict is a refusal naming the paths.
+async fn merged_tree(repo: &Repo, input: &ApplyInput, head: &str) -> Result<String, ApiError> {
+    let ws = &input.ws;
+    match repo
+        .merge_onto(&ws.base, head, &input.integration.commit)
+        .await
+        .map_err(internal)?
+    {
+        Ok(tree) => Ok(tree),
+        Err(paths) => Err(ApiError::invalid_state(format!(
+            "your branch moved since run {} started ({} → {}) and its changes conflict \
+             with the run's in: {}. Merge {} by hand; nothing was changed",
+            input.run_id,
+            short(ws.head.as_deref().unwrap_or(&ws.base)),
+            short(head),
+            paths.join(", "),
+            input.integration.branch
+        ))),
+    }
+}
+
+/// Step 3: the commit the branch moves to, and how: a fast-forward only when HEAD is still
+/// the run's clean base; a merge commit only when the base is on the user's branch and is not
+/// a snapshot; otherwise one commit (made as the user when git knows who they are).
+async fn new_commit(
+    repo: &Repo,
+    input: &ApplyInput,
+    head: &str,
+    tree: &str,
+    notes: &mut Vec<String>,
+) -> Result<(String, &'static str), ApiError> {
+    let ws = &input.ws;
+    let target = input.integration.commit.as_str();
+    if !input.squash && head == ws.base && !ws.dirty {
+        // Nothing but the run's own commits lie between HEAD and the result.
+        return Ok((target.to_string(), "fast_forward"));
+    }
+    let merge =
+        !input.squash && !ws.dirty && repo.is_ancestor(&ws.base, head).await.map_err(internal)?;
+    if !input.squash && !merge {
+        notes.push(format!(
+            "the change went in as one commit: a merge commit would bring the run's base \
+             into your history ({})",
+            if ws.dirty {
+                "a snapshot of the uncommitted changes the run started from"
+            } else {
+                "a commit no longer on your branch"
+            }
+        ));
+    }
+    let who = if repo.user_identity_configured().await.map_err(internal)? {
+        Identity::User
+    } else {
+        notes.push(
+            "no git identity is configured for this repository (user.name, user.email): \
+             the commit is crew's (crew <crew@localhost>); set yours and `git commit \
+             --amend --reset-author` if you like"
+                .into(),
+        );
+        Identity::Crew
+    };
+    let parents: Vec<&str> = if merge {
+        vec![head, target]
+    } else {
+        vec![head]
+    };
+    let commit = repo
+        .commit_tree(tree, &parents, &message(input), who)
+        .await
+        .map_err(|e| refused_commit(input, e))?;
+    Ok((commit, if merge { "merge" } else { "squash" }))
+}
+
+/// Step 4: the intent on disk, fsynced, before the branch moves; returns its file.
+async fn record_intent(shared: &Shared, id: &str, intent: &Intent) -> Result<PathBuf, ApiError> {
     let intent_file = intents_dir(shared).join(format!("{id}.json"));
-    let bytes = serde_json::to_vec(&intent).map_err(|e| ApiError::internal(e.to_string()))?;
+    let bytes = serde_json::to_vec(intent).map_err(|e| ApiError::internal(e.to_string()))?;
     let p = intent_file.clone();
     tokio::task::spawn_blocking(move || write_intent(&p, &bytes))
         .await
@@ -287,33 +332,46 @@ pub async fn apply(shared: &Shared, input: ApplyInput) -> Result<api::ApplyResul
                 "cannot record the apply's intent: {e}; nothing was changed"
             ))
         })?;
-    let reason = format!("crew: apply run {}", input.run_id);
+    Ok(intent_file)
+}
+
+/// Step 4: the branch moved by compare-and-swap, then the checkout brought along; a failure
+/// of the checkout moves the branch back. The intent goes once nothing is left to finish.
+async fn switch(
+    repo: &Repo,
+    intent: &Intent,
+    intent_file: &Path,
+    run_id: &str,
+) -> Result<(), ApiError> {
+    let reason = format!("crew: apply run {run_id}");
+    let head_ref = intent.head_ref.as_deref();
     if let Err(e) = repo
-        .move_ref(head_ref.as_deref(), &new, &head, &reason)
+        .move_ref(head_ref, &intent.new, &intent.old, &reason)
         .await
     {
-        let _ = std::fs::remove_file(&intent_file);
+        let _ = std::fs::remove_file(intent_file);
         return Err(ApiError::invalid_state(format!(
             "your branch moved while the run's change was being applied ({e}); nothing was \
              changed: apply again"
         )));
     }
-    if let Err(e) = bring_checkout(&repo, &intent, false).await {
+    if let Err(e) = bring_checkout(repo, intent, false).await {
         // Back to where it was: the checkout is untouched (read-tree checks before writing).
         let back = repo
-            .move_ref(head_ref.as_deref(), &head, &new, &reason)
+            .move_ref(head_ref, &intent.old, &intent.new, &reason)
             .await;
         let _ = std::fs::remove_file(&intent.tmp_index);
         if back.is_ok() {
-            let _ = std::fs::remove_file(&intent_file);
+            let _ = std::fs::remove_file(intent_file);
         }
         return Err(ApiError::invalid_state(format!(
-            "cannot update your checkout {checkout} to the applied commit: {e}; your branch \
-             and checkout are as they were"
+            "cannot update your checkout {} to the applied commit: {e}; your branch \
+             and checkout are as they were",
+            intent.repo
         )));
     }
-    let _ = std::fs::remove_file(&intent_file);
-    Ok(done(new, how, notes))
+    let _ = std::fs::remove_file(intent_file);
+    Ok(())
 }
 
 fn refused_commit(input: &ApplyInput, e: GitError) -> ApiError {
