@@ -316,7 +316,7 @@ impl Harness {
 
     fn settle(&mut self, run: &str) -> Result<(), TestCaseError> {
         for _ in 0..200 {
-            let ps = self.st.settle(run, self.now);
+            let ps = self.st.settle(run);
             if ps.is_empty() {
                 return Ok(());
             }
@@ -553,7 +553,7 @@ impl Harness {
             }
             let moving = run.running_count() > 0
                 || starts.iter().any(|s| &s.run_id == id)
-                || !self.st.settle(id, self.now).is_empty();
+                || !self.st.settle(id).is_empty();
             let statuses: Vec<_> = run.tasks.iter().map(|t| t.status).collect();
             prop_assert!(
                 moving,

@@ -132,7 +132,7 @@ impl Core {
         let touched = std::mem::take(&mut self.touched);
         for run in &touched {
             for _ in 0..10_000 {
-                let ps = self.state.settle(run, now);
+                let ps = self.state.settle(run);
                 if ps.is_empty() {
                     break;
                 }

@@ -1,10 +1,12 @@
 //! `apply`: the only code that mutates state. It replays what deciders decided, for live events
 //! and for journal replay alike, so it never validates and never fails.
 
-use super::event::{AttemptEnd, Event, EventBody};
-use super::types::{Approval, RemoteJob, RunState, RunStatus, RunSummary, TaskState, TaskStatus};
+use super::apply_task::apply_task_event;
+use super::event::{Event, EventBody};
+use super::types::{Approval, RunState, RunStatus, RunSummary, TaskState, TaskStatus};
 use super::State;
 use crate::usage::Usage;
+use chrono::{DateTime, Utc};
 
 impl State {
     pub fn apply(&mut self, ev: &Event) {
@@ -167,35 +169,25 @@ fn refresh_summary(s: &mut RunSummary, run: &RunState, before: TaskBefore) {
     }
 }
 
-fn end_attempt(t: &mut TaskState, end: &AttemptEnd, ev: &Event) {
-    t.prior_usage.add(&end.usage);
-    t.set_attempt_usage(Usage::default());
-    t.finished_at = Some(ev.time);
-    t.progress.current_tool = None;
-    // The task's progress counts every attempt: a failed attempt's turns stay counted.
-    t.progress.turns = t.prior_usage.turns;
-    t.progress.tokens = t.prior_usage.budget_tokens();
-    // A session is resumed by the one attempt after the answer: whatever that attempt did,
-    // a later one starts over (`task.waiting` sets it again when it asks again).
-    // The attempt's job (a remote attempt) is over with it.
-    t.clear_rare(|r| {
-        r.session = None;
-        r.job = None;
-        r.pid = None;
-        r.pid_start = None;
-    });
-    if end.model.is_some() {
-        t.model = end.model.clone();
-    }
-    // The newest artifact of a name replaces the older one (e.g. result of a retry).
-    t.artifacts.upsert(&end.artifacts);
-}
-
 /// Apply one event to one run. Public so an evicted run can be rebuilt from its own events.
 pub fn apply_run_event(run: &mut RunState, ev: &Event) {
     run.run_seq = run.run_seq.max(ev.run_seq);
     run.updated_at = ev.time;
     let task_idx = ev.task_id.as_deref().and_then(|t| run.task_index(t));
+    if !apply_run_level(run, ev) {
+        let task = task_idx.and_then(|i| run.tasks.get_mut(i));
+        let found = task.is_some();
+        if let Some(t) = task {
+            apply_task_event(t, &ev.body, ev.time);
+        }
+        after_task_event(run, ev, found);
+    }
+    run.sync_backoff(task_idx);
+}
+
+/// Apply a run or plan event, including those that add tasks to the run. `false`: the event
+/// is about one task, for `apply_task_event` and `after_task_event`.
+fn apply_run_level(run: &mut RunState, ev: &Event) -> bool {
     match &ev.body {
         EventBody::RunStarted {} => {
             run.status = RunStatus::Running;
@@ -205,60 +197,19 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
             run.status = RunStatus::Blocked;
             run.reason = Some(reason.clone());
         }
-        EventBody::RunIntegrated(i) => {
-            run.integration = Some((**i).clone());
-        }
-        EventBody::RunCompleted { .. } => {
-            run.status = RunStatus::Completed;
-            run.finished_at = Some(ev.time);
-            run.reason = None;
-        }
+        EventBody::RunIntegrated(i) => run.integration = Some((**i).clone()),
+        EventBody::RunCompleted { .. } => end_run(run, RunStatus::Completed, ev.time, None),
         EventBody::RunFailed { reason, .. } => {
-            run.status = RunStatus::Failed;
-            run.finished_at = Some(ev.time);
-            run.reason = Some(reason.clone());
+            end_run(run, RunStatus::Failed, ev.time, Some(reason.clone()));
         }
         EventBody::RunCancelled {
             reason,
             cancelled_task_ids,
-        } => {
-            for t in run.tasks.iter_mut() {
-                if cancelled_task_ids.iter().any(|c| *c == t.plan.id) {
-                    // The running attempt's usage was spent: keep it.
-                    let spent = t.take_attempt_usage();
-                    t.prior_usage.add(&spent);
-                    t.status = TaskStatus::Cancelled;
-                    t.finished_at = Some(ev.time);
-                    t.clear_rare(|r| r.job = None);
-                }
-            }
-            run.status = RunStatus::Cancelled;
-            run.finished_at = Some(ev.time);
-            run.reason = Some(reason.clone().unwrap_or_else(|| "cancelled".into()));
-        }
-        EventBody::RunResumed { requeued_task_ids } => {
-            if !requeued_task_ids.is_empty() {
-                run.integration = None;
-            }
-            for t in run.tasks.iter_mut() {
-                if requeued_task_ids.iter().any(|c| *c == t.plan.id) {
-                    requeue(t, true);
-                }
-            }
-            // A pending or rejected approval is asked for again before a write-role task starts.
-            if matches!(run.approval, Approval::Rejected | Approval::Pending) {
-                run.approval = Approval::Required;
-            }
-            run.status = RunStatus::Running;
-            run.finished_at = None;
-            run.reason = None;
-            run.halted = false;
-        }
+        } => apply_cancelled(run, reason.as_ref(), cancelled_task_ids, ev.time),
+        EventBody::RunResumed { requeued_task_ids } => apply_resumed(run, requeued_task_ids),
         EventBody::RunBudgetWarning { .. } => run.budget_warned = true,
         EventBody::RunBudgetExceeded { .. } => run.halted = true,
-        EventBody::PlanApprovalRequired { .. } => {
-            run.approval = Approval::Pending;
-        }
+        EventBody::PlanApprovalRequired { .. } => run.approval = Approval::Pending,
         EventBody::PlanApproved { .. } => {
             run.approval = Approval::Approved;
             if run.status == RunStatus::Blocked {
@@ -267,254 +218,6 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
             }
         }
         EventBody::PlanRejected { .. } => run.approval = Approval::Rejected,
-        EventBody::TaskQueued { answer, .. } => {
-            if let Some(i) = task_idx {
-                let t = &mut run.tasks[i];
-                let window = t.attempts_in_window;
-                // An answer continues the task on the model it was on; a retry starts over
-                // from its own model.
-                requeue(t, answer.is_none());
-                if let Some(a) = answer {
-                    t.edit_rare(|r| r.answers.push(a.clone()));
-                    // An answer continues the task: it neither uses up nor refills its retry
-                    // budget (the attempt that asked was already given back at task.waiting).
-                    t.attempts_in_window = window;
-                }
-                run.integration = None;
-            }
-            if run.approval == Approval::Pending {
-                run.approval = Approval::Required;
-            }
-            if run.status != RunStatus::Running {
-                run.status = RunStatus::Running;
-                run.finished_at = None;
-                run.reason = None;
-                run.halted = false;
-            }
-        }
-        EventBody::TaskStarted { attempt, model, .. } => {
-            if let Some(i) = task_idx {
-                let t = &mut run.tasks[i];
-                t.status = TaskStatus::Running;
-                t.attempts = *attempt;
-                t.attempts_in_window += 1;
-                t.started_at = Some(ev.time);
-                t.finished_at = None;
-                t.error = None;
-                t.model = model.clone().or(t.model.take());
-                t.clear_rare(|r| {
-                    r.not_before = None;
-                    // Queued steers are part of this attempt's prompt now.
-                    r.pending_steers.clear();
-                    r.job = None;
-                });
-            }
-            if run.status == RunStatus::Queued {
-                run.status = RunStatus::Running;
-                run.started_at.get_or_insert(ev.time);
-            }
-        }
-        EventBody::WorkerSpawned { pid, pid_start, .. } => {
-            if let Some(i) = task_idx {
-                run.tasks[i].edit_rare(|r| {
-                    r.pid = Some(*pid);
-                    r.pid_start = Some(*pid_start);
-                });
-            }
-        }
-        EventBody::WorkerSubmitting {
-            attempt,
-            job_name,
-            staging,
-        } => {
-            if let Some(i) = task_idx {
-                let job = RemoteJob {
-                    attempt: *attempt,
-                    name: job_name.clone(),
-                    staging: staging.clone(),
-                    id: None,
-                };
-                run.tasks[i].edit_rare(|r| r.job = Some(job));
-            }
-        }
-        EventBody::WorkerSubmitted { attempt, job_id } => {
-            if let Some(i) = task_idx {
-                run.tasks[i].clear_rare(|r| {
-                    if let Some(j) = r.job.as_mut().filter(|j| j.attempt == *attempt) {
-                        j.id = Some(*job_id);
-                    }
-                });
-            }
-        }
-        EventBody::TaskProgress {
-            usage,
-            current_tool,
-            ..
-        } => {
-            if let Some(i) = task_idx {
-                let t = &mut run.tasks[i];
-                t.set_attempt_usage(*usage);
-                t.progress.current_tool = current_tool.clone();
-                // The event carries the attempt's usage; the task's progress is all of its
-                // attempts (earlier, failed ones included), as its usage is.
-                let total = t.usage();
-                t.progress.turns = total.turns;
-                t.progress.tokens = total.budget_tokens();
-            }
-        }
-        EventBody::TaskCompleted {
-            end,
-            reused_from,
-            commit,
-            verdict,
-            verification,
-        } => {
-            if let Some(i) = task_idx {
-                let t = &mut run.tasks[i];
-                // A candidate's failing checks do not fail it: they rule it out (issue 36).
-                if super::candidates::candidate_of(&t.plan).is_some() {
-                    let failing = super::candidates::failing(verification);
-                    t.edit_rare(|x| x.failed_checks = failing);
-                }
-                end_attempt(t, end, ev);
-                t.status = TaskStatus::Completed;
-                t.error = None;
-                t.clear_rare(|x| {
-                    x.feedback = None;
-                    x.verdict_repair = None;
-                });
-                if let Some(v) = verdict {
-                    t.edit_rare(|x| x.verdict = Some(v.clone()));
-                }
-                match commit {
-                    Some(c) => t.edit_rare(|x| x.commit = Some(c.clone())),
-                    None => t.clear_rare(|x| x.commit = None),
-                }
-                match reused_from {
-                    Some(r) => {
-                        t.edit_rare(|x| x.reused_from = Some((r.run_id.clone(), r.task_id.clone())))
-                    }
-                    None => t.clear_rare(|x| x.reused_from = None),
-                }
-            }
-        }
-        EventBody::TaskFailed { end } => {
-            if let Some(i) = task_idx {
-                let t = &mut run.tasks[i];
-                end_attempt(t, end, ev);
-                t.status = TaskStatus::Failed;
-                t.error = end.error.clone();
-            }
-        }
-        EventBody::TaskRetrying {
-            end,
-            not_before,
-            reason,
-            fallback_model,
-            ..
-        } => {
-            if let Some(i) = task_idx {
-                let t = &mut run.tasks[i];
-                end_attempt(t, end, ev);
-                // The worker did not fail, the daemon did: that attempt does not count.
-                if reason == "daemon_restarted" {
-                    t.attempts_in_window = t.attempts_in_window.saturating_sub(1);
-                }
-                // On to a fallback model: its attempts are counted afresh.
-                if let Some(pos) = fallback_model
-                    .as_ref()
-                    .and_then(|m| t.plan.fallback_models.iter().position(|f| f == m))
-                {
-                    t.attempts_in_window = 0;
-                    let n = u32::try_from(pos).unwrap_or(u32::MAX).saturating_add(1);
-                    t.edit_rare(|r| r.fallback = n);
-                }
-                t.status = TaskStatus::Queued;
-                t.error = end.error.clone();
-                let verify_failed = reason == crate::checks::VERIFY_FAILED;
-                let repair = (reason == crate::fanout::REPAIR_REASON)
-                    .then(|| end.error.clone().unwrap_or_default());
-                let verdict_repair = (reason == crate::verdict::REPAIR_REASON)
-                    .then(|| end.error.clone().unwrap_or_default());
-                t.edit_rare(|r| {
-                    r.not_before = Some(*not_before);
-                    // The next attempt is told what failed, and it counts against the step's
-                    // verification retries.
-                    if verify_failed {
-                        r.feedback = end.error.clone();
-                        r.verify_retries = r.verify_retries.saturating_add(1);
-                    }
-                    if repair.is_some() {
-                        r.fan_out_repair = repair;
-                    }
-                    if verdict_repair.is_some() {
-                        r.verdict_repair = verdict_repair;
-                    }
-                });
-                t.finished_at = None;
-            }
-        }
-        EventBody::TaskNeedsAttention {
-            end,
-            reason,
-            verdict,
-        } => {
-            if let Some(i) = task_idx {
-                let t = &mut run.tasks[i];
-                end_attempt(t, end, ev);
-                t.status = TaskStatus::NeedsAttention;
-                t.error = Some(reason.clone());
-                if let Some(v) = verdict {
-                    t.edit_rare(|x| x.verdict = Some(v.clone()));
-                }
-            }
-        }
-        EventBody::TaskWaiting {
-            end,
-            question,
-            session,
-        } => {
-            if let Some(i) = task_idx {
-                let t = &mut run.tasks[i];
-                end_attempt(t, end, ev);
-                t.edit_rare(|r| r.session.clone_from(session));
-                t.finished_at = None;
-                t.status = TaskStatus::Waiting;
-                // Asking is not failing: the attempt does not count against max_attempts.
-                t.attempts_in_window = t.attempts_in_window.saturating_sub(1);
-                t.edit_rare(|r| r.question = Some(question.clone()));
-            }
-        }
-        EventBody::TaskCancelled { reason } => {
-            if let Some(i) = task_idx {
-                let t = &mut run.tasks[i];
-                // The running attempt's usage was spent: keep it.
-                let spent = t.take_attempt_usage();
-                t.prior_usage.add(&spent);
-                t.status = TaskStatus::Cancelled;
-                t.finished_at = Some(ev.time);
-                t.error = reason.clone();
-                t.clear_rare(|r| {
-                    r.job = None;
-                    r.pid = None;
-                });
-            }
-        }
-        EventBody::TaskSkipped { reason } => {
-            if let Some(i) = task_idx {
-                let t = &mut run.tasks[i];
-                t.status = TaskStatus::Skipped;
-                t.finished_at = Some(ev.time);
-                t.error = Some(reason.clone());
-            }
-        }
-        EventBody::TaskSteered { message, delivered } => {
-            if let Some(i) = task_idx {
-                if *delivered == super::event::Delivery::Queued {
-                    run.tasks[i].edit_rare(|r| r.pending_steers.push(message.clone()));
-                }
-            }
-        }
         EventBody::TaskExpanded { tasks, dependents } => {
             super::fanout::apply_expanded(run, tasks, dependents);
         }
@@ -526,43 +229,22 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
         EventBody::TaskResolveAdded { task, .. } => {
             super::resolve::apply_resolve_added(run, ev.task_id.as_deref(), task);
         }
-        EventBody::TaskCandidateChosen {
-            end,
-            commit,
-            choice,
-            verdict,
-        } => {
-            if let Some(i) = task_idx {
-                let t = &mut run.tasks[i];
-                match end {
-                    Some(end) => end_attempt(t, end, ev),
-                    None => t.finished_at = Some(ev.time),
-                }
-                t.status = TaskStatus::Completed;
-                t.error = None;
-                t.edit_rare(|x| {
-                    x.commit = commit.clone();
-                    x.choice = Some(choice.clone());
-                    x.verdict_repair = None;
-                    if let Some(v) = verdict {
-                        x.verdict = Some(v.clone());
-                    }
-                });
-            }
-            // A person's pick (`team.pick`) changes a result the run may have merged: it is
-            // merged again, and a finished run goes on (as `task.queued` reopens it).
-            if choice.by == super::candidates::BY_PERSON {
-                run.integration = None;
-                if run.status != RunStatus::Running {
-                    run.status = RunStatus::Running;
-                    run.finished_at = None;
-                    run.reason = None;
-                    run.halted = false;
-                }
-            }
-        }
-        // A notice only.
-        EventBody::TaskWarning { .. } => {}
+        EventBody::TaskQueued { .. }
+        | EventBody::TaskStarted { .. }
+        | EventBody::WorkerSpawned { .. }
+        | EventBody::WorkerSubmitting { .. }
+        | EventBody::WorkerSubmitted { .. }
+        | EventBody::TaskProgress { .. }
+        | EventBody::TaskCompleted { .. }
+        | EventBody::TaskFailed { .. }
+        | EventBody::TaskRetrying { .. }
+        | EventBody::TaskNeedsAttention { .. }
+        | EventBody::TaskWaiting { .. }
+        | EventBody::TaskCancelled { .. }
+        | EventBody::TaskSkipped { .. }
+        | EventBody::TaskSteered { .. }
+        | EventBody::TaskCandidateChosen { .. }
+        | EventBody::TaskWarning { .. } => return false,
         // Handled at the State level.
         EventBody::RunCreated(_)
         | EventBody::RunForgotten {}
@@ -574,7 +256,93 @@ pub fn apply_run_event(run: &mut RunState, ev: &Event) {
         | EventBody::DaemonStarted { .. }
         | EventBody::DaemonRecovered { .. } => {}
     }
-    run.sync_backoff(task_idx);
+    true
+}
+
+/// The run ends as `status`: completed, failed or cancelled.
+fn end_run(run: &mut RunState, status: RunStatus, time: DateTime<Utc>, reason: Option<String>) {
+    run.status = status;
+    run.finished_at = Some(time);
+    run.reason = reason;
+}
+
+/// `run.cancelled`: the run ends, and with it the tasks it names (those not finished yet).
+fn apply_cancelled(
+    run: &mut RunState,
+    reason: Option<&String>,
+    ids: &[String],
+    time: DateTime<Utc>,
+) {
+    for t in run.tasks.iter_mut() {
+        if ids.iter().any(|c| *c == t.plan.id) {
+            t.cancel_with_run(time);
+        }
+    }
+    let reason = reason.cloned().unwrap_or_else(|| "cancelled".into());
+    end_run(run, RunStatus::Cancelled, time, Some(reason));
+}
+
+/// `run.resumed`: the named tasks go back to the queue, and the stopped run goes on.
+fn apply_resumed(run: &mut RunState, requeued: &[String]) {
+    if !requeued.is_empty() {
+        run.integration = None;
+    }
+    for t in run.tasks.iter_mut() {
+        if requeued.iter().any(|c| *c == t.plan.id) {
+            t.requeue(true);
+        }
+    }
+    // A pending or rejected approval is asked for again before a write-role task starts.
+    if matches!(run.approval, Approval::Rejected | Approval::Pending) {
+        run.approval = Approval::Required;
+    }
+    go_on(run);
+}
+
+/// What a task event changes in its run, after the task itself. `found`: the event's task is
+/// one of the run's.
+fn after_task_event(run: &mut RunState, ev: &Event, found: bool) {
+    match &ev.body {
+        EventBody::TaskQueued { .. } => {
+            if found {
+                run.integration = None;
+            }
+            // A pending approval is asked for again (by `settle`) before a write-role task starts.
+            if run.approval == Approval::Pending {
+                run.approval = Approval::Required;
+            }
+            reopen(run);
+        }
+        EventBody::TaskStarted { .. } if run.status == RunStatus::Queued => {
+            run.status = RunStatus::Running;
+            run.started_at.get_or_insert(ev.time);
+        }
+        // A person's pick (`team.pick`) changes a result the run may have merged: it is merged
+        // again, and a finished run goes on (as `task.queued` reopens it).
+        EventBody::TaskCandidateChosen { choice, .. }
+            if choice.by == super::candidates::BY_PERSON =>
+        {
+            run.integration = None;
+            reopen(run);
+        }
+        _ => {}
+    }
+}
+
+/// A run that is not running (finished, blocked) goes on; a running one is left as it is.
+fn reopen(run: &mut RunState) {
+    if run.status != RunStatus::Running {
+        go_on(run);
+    }
+}
+
+/// The run is running again, with nothing left of how it stopped: no finish time, no reason,
+/// no budget halt.
+fn go_on(run: &mut RunState) {
+    run.status = RunStatus::Running;
+    run.finished_at = None;
+    run.reason = None;
+    run.halted = false;
 }
 
 /// A task crew adds to a running run (a fix task, a resolve task) joins it, and `waiting` (a
@@ -602,40 +370,13 @@ pub(super) fn add_awaited(
         }
         j.plan = plan;
         if carry_usage {
-            let spent = j.take_attempt_usage();
-            j.prior_usage.add(&spent);
+            j.keep_spent_usage();
         }
-        requeue(j, true);
+        j.requeue(true);
     }
     run.spec.tasks.push(task.clone());
     run.tasks.push(TaskState::new(task.clone()));
     // Task ids changed: the index is built again on the next lookup.
     run.index = Default::default();
     run.integration = None;
-}
-
-pub(super) fn requeue(t: &mut TaskState, own_model: bool) {
-    t.status = TaskStatus::Queued;
-    t.error = None;
-    t.finished_at = None;
-    t.attempts_in_window = 0;
-    t.clear_rare(|r| {
-        r.not_before = None;
-        r.question = None;
-        if own_model {
-            // A retry by hand or by policy starts a fresh conversation.
-            r.session = None;
-        }
-        r.commit = None;
-        r.feedback = None;
-        r.verify_retries = 0;
-        if own_model {
-            r.fallback = 0;
-        }
-        r.fan_out_repair = None;
-        r.verdict_repair = None;
-        r.job = None;
-        r.pid = None;
-        r.pid_start = None;
-    });
 }

@@ -611,6 +611,13 @@ impl State {
             return vec![];
         };
         let ev = |body| vec![Pending::task(run_id, task_id, body)];
+        let end = |usage, model, artifacts, error| AttemptEnd {
+            attempt,
+            usage,
+            model,
+            artifacts,
+            error,
+        };
         match result {
             AttemptResult::Completed {
                 usage,
@@ -620,13 +627,7 @@ impl State {
                 commit,
                 verification,
             } => ev(EventBody::TaskCompleted {
-                end: AttemptEnd {
-                    attempt,
-                    usage,
-                    model,
-                    artifacts,
-                    error: None,
-                },
+                end: end(usage, model, artifacts, None),
                 reused_from,
                 commit,
                 verification,
@@ -637,13 +638,7 @@ impl State {
                 model,
                 artifacts,
             } => ev(EventBody::TaskNeedsAttention {
-                end: AttemptEnd {
-                    attempt,
-                    usage,
-                    model,
-                    artifacts,
-                    error: None,
-                },
+                end: end(usage, model, artifacts, None),
                 reason: "the worker exited cleanly without a final answer".into(),
                 verdict: None,
             }),
@@ -656,13 +651,7 @@ impl State {
                 run_id,
                 task_id,
                 EventBody::TaskNeedsAttention {
-                    end: AttemptEnd {
-                        attempt,
-                        usage,
-                        model,
-                        artifacts,
-                        error: Some(reason.clone()),
-                    },
+                    end: end(usage, model, artifacts, Some(reason.clone())),
                     reason: reason.clone(),
                     verdict: None,
                 },
@@ -675,13 +664,7 @@ impl State {
                 question,
                 session,
             } => ev(EventBody::TaskWaiting {
-                end: AttemptEnd {
-                    attempt,
-                    usage,
-                    model,
-                    artifacts,
-                    error: None,
-                },
+                end: end(usage, model, artifacts, None),
                 question,
                 session,
             }),
@@ -693,93 +676,17 @@ impl State {
                 retryable,
                 reason,
             } => {
-                let end = AttemptEnd {
-                    attempt,
-                    usage,
-                    model,
-                    artifacts,
-                    error: Some(error.clone()),
+                let failure = Failure {
+                    run_id,
+                    task_id,
+                    run,
+                    t,
+                    end: end(usage, model, artifacts, Some(error.clone())),
+                    error,
+                    reason,
                 };
-                let fail_fast_stopped = run.spec.failure_policy == super::FailurePolicy::FailFast
-                    && run.tasks.iter().any(|x| x.status == TaskStatus::Failed);
-                // A failed verification is retried only as often as the step allows (once by
-                // default), with its failure in the next prompt.
-                let retryable = retryable
-                    && (reason != crate::checks::VERIFY_FAILED
-                        || t.rare().verify_retries < t.plan.checks.verify_retries());
-                // A resolver gets its one retry, told what is wrong, whatever `maxAttempts`
-                // says (issue 31: then the manual way).
-                let attempts_allowed = if super::resolve::is_resolve(&t.plan) {
-                    run.spec.max_attempts.max(2)
-                } else {
-                    run.spec.max_attempts
-                };
-                if retryable
-                    && t.attempts_in_window < attempts_allowed
-                    && !run.halted
-                    && !fail_fast_stopped
-                {
-                    let delay_ms = retry.delay_ms(t.attempts_in_window, jitter);
-                    let not_before = now + Duration::milliseconds(delay_ms as i64);
-                    vec![Pending::task(
-                        run_id,
-                        task_id,
-                        EventBody::TaskRetrying {
-                            end,
-                            reason,
-                            delay_ms,
-                            not_before,
-                            fallback_model: None,
-                        },
-                    )
-                    .with_message(error)]
-                } else if let Some(next) = run.next_fallback(t).filter(|_| {
-                    // Retries on this model ran out on its capacity: another model may answer.
-                    retryable
-                        && crate::stream::is_capacity_message(&error)
-                        && !run.halted
-                        && !fail_fast_stopped
-                }) {
-                    // A fresh model starts a fresh window, after the first retry's delay.
-                    let delay_ms = retry.delay_ms(1, jitter);
-                    let not_before = now + Duration::milliseconds(delay_ms as i64);
-                    vec![Pending::task(
-                        run_id,
-                        task_id,
-                        EventBody::TaskRetrying {
-                            end,
-                            reason,
-                            delay_ms,
-                            not_before,
-                            fallback_model: Some(next.to_owned()),
-                        },
-                    )
-                    .with_message(format!("{error}; next attempt on fallback model {next}"))]
-                } else if super::resolve::is_resolve(&t.plan) {
-                    // A resolver that gave up leaves the conflict to the user (issue 31): the
-                    // run waits, resumable, instead of failing.
-                    // The error is cut first so the way out is never what gets cut.
-                    let reason = format!(
-                        "{}\n{}",
-                        crate::text::bound(error, crate::text::MAX_REASON_CHARS / 2),
-                        super::resolve::manual_hint(run, task_id)
-                    );
-                    vec![Pending::task(
-                        run_id,
-                        task_id,
-                        EventBody::TaskNeedsAttention {
-                            end,
-                            reason: reason.clone(),
-                            verdict: None,
-                        },
-                    )
-                    .with_message(reason)]
-                } else {
-                    vec![
-                        Pending::task(run_id, task_id, EventBody::TaskFailed { end })
-                            .with_message(error),
-                    ]
-                }
+                let clock = RetryClock { now, retry, jitter };
+                vec![failure.follow_up(retryable, &clock)]
             }
         }
     }
@@ -878,6 +785,125 @@ impl State {
             })
             .map(|s| s.id.clone())
             .collect())
+    }
+}
+
+/// A failed attempt of task `t` (of `run`), about to say what comes next.
+struct Failure<'a> {
+    run_id: &'a str,
+    task_id: &'a str,
+    run: &'a RunState,
+    t: &'a TaskState,
+    end: AttemptEnd,
+    error: String,
+    reason: String,
+}
+
+/// When a retry may start: `now`, plus the policy's delay with its jitter.
+struct RetryClock<'a> {
+    now: DateTime<Utc>,
+    retry: &'a RetryPolicy,
+    jitter: f64,
+}
+
+impl Failure<'_> {
+    /// The task is retried on its model while its attempts last, then on a fallback model if
+    /// its model ran out of capacity; a resolver that gave up waits for the user, and any
+    /// other task fails. `retryable`: what the executor said of the attempt.
+    fn follow_up(self, retryable: bool, clock: &RetryClock) -> Pending {
+        let (run, t) = (self.run, self.t);
+        let fail_fast_stopped = run.spec.failure_policy == super::FailurePolicy::FailFast
+            && run.tasks.iter().any(|x| x.status == TaskStatus::Failed);
+        // A failed verification is retried only as often as the step allows (once by
+        // default), with its failure in the next prompt.
+        let retryable = retryable
+            && (self.reason != crate::checks::VERIFY_FAILED
+                || t.rare().verify_retries < t.plan.checks.verify_retries());
+        if retryable
+            && t.attempts_in_window < self.attempts_allowed()
+            && !run.halted
+            && !fail_fast_stopped
+        {
+            return self.retrying(clock, t.attempts_in_window, None);
+        }
+        if let Some(next) = run.next_fallback(t).filter(|_| {
+            // Retries on this model ran out on its capacity: another model may answer.
+            retryable
+                && crate::stream::is_capacity_message(&self.error)
+                && !run.halted
+                && !fail_fast_stopped
+        }) {
+            // A fresh model starts a fresh window, after the first retry's delay.
+            return self.retrying(clock, 1, Some(next));
+        }
+        if super::resolve::is_resolve(&t.plan) {
+            return self.left_to_the_user();
+        }
+        Pending::task(
+            self.run_id,
+            self.task_id,
+            EventBody::TaskFailed { end: self.end },
+        )
+        .with_message(self.error)
+    }
+
+    /// A resolver gets its one retry, told what is wrong, whatever `maxAttempts` says (issue
+    /// 31: then the manual way).
+    fn attempts_allowed(&self) -> u32 {
+        if super::resolve::is_resolve(&self.t.plan) {
+            self.run.spec.max_attempts.max(2)
+        } else {
+            self.run.spec.max_attempts
+        }
+    }
+
+    /// `task.retrying` after the delay the policy gives `failed_attempts`, on `fallback_model`
+    /// when there is one.
+    fn retrying(
+        self,
+        clock: &RetryClock,
+        failed_attempts: u32,
+        fallback_model: Option<&str>,
+    ) -> Pending {
+        let delay_ms = clock.retry.delay_ms(failed_attempts, clock.jitter);
+        let not_before = clock.now + Duration::milliseconds(delay_ms as i64);
+        let message = match fallback_model {
+            Some(next) => format!("{}; next attempt on fallback model {next}", self.error),
+            None => self.error,
+        };
+        Pending::task(
+            self.run_id,
+            self.task_id,
+            EventBody::TaskRetrying {
+                end: self.end,
+                reason: self.reason,
+                delay_ms,
+                not_before,
+                fallback_model: fallback_model.map(str::to_owned),
+            },
+        )
+        .with_message(message)
+    }
+
+    /// A resolver that gave up leaves the conflict to the user (issue 31): the run waits,
+    /// resumable, instead of failing.
+    fn left_to_the_user(self) -> Pending {
+        // The error is cut first so the way out is never what gets cut.
+        let reason = format!(
+            "{}\n{}",
+            crate::text::bound(self.error, crate::text::MAX_REASON_CHARS / 2),
+            super::resolve::manual_hint(self.run, self.task_id)
+        );
+        Pending::task(
+            self.run_id,
+            self.task_id,
+            EventBody::TaskNeedsAttention {
+                end: self.end,
+                reason: reason.clone(),
+                verdict: None,
+            },
+        )
+        .with_message(reason)
     }
 }
 

@@ -8,6 +8,7 @@
 //! approval, run completion), and then [`State::dispatch`] to start what may start.
 
 mod apply;
+mod apply_task;
 mod artifact;
 mod artifact_list;
 pub mod candidates;

@@ -201,7 +201,7 @@ impl Sim {
     fn settle_all(&mut self, run: &str) -> Vec<Event> {
         let mut out = Vec::new();
         for _ in 0..100 {
-            let ps = self.st.settle(run, self.now);
+            let ps = self.st.settle(run);
             if ps.is_empty() {
                 return out;
             }
