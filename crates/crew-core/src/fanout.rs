@@ -293,7 +293,36 @@ pub fn validate(
     from: &PlannedTask,
     exists: impl Fn(&str) -> bool,
 ) -> Result<Vec<PlannedTask>, Vec<String>> {
+    let roles: HashMap<&str, &RoleTemplate> =
+        exp.roles.iter().map(|r| (r.role.as_str(), r)).collect();
     let mut problems = Problems::default();
+    let checked = check_size(block, exp, &roles, &mut problems)
+        .and_then(|()| check_tasks(block, exp, &roles, &exists, &mut problems));
+    if checked.is_err() {
+        return Err(problems.into_vec());
+    }
+    check_dependencies(block, &mut problems);
+    if !problems.is_empty() {
+        return Err(problems.into_vec());
+    }
+    Ok(block
+        .tasks
+        .iter()
+        .filter_map(|t| added_task(t, &roles, from))
+        .collect())
+}
+
+/// A limit was passed: the problems so far are the answer, and nothing after it is looked at,
+/// so validation stays bounded by the limits.
+struct Stop;
+
+/// How many tasks the block adds, and how many agents they start.
+fn check_size(
+    block: &Block,
+    exp: &Expansion,
+    roles: &HashMap<&str, &RoleTemplate>,
+    problems: &mut Problems,
+) -> Result<(), Stop> {
     let n = block.tasks.len();
     if n == 0 {
         problems.push("the block adds no tasks: list at least one".to_string());
@@ -304,12 +333,8 @@ pub fn validate(
             exp.max_tasks
         ));
         // Everything else about an oversized block is noise.
-        return Err(problems.into_vec());
+        return Err(Stop);
     }
-    // A task names at most every task of the block (repeats are harmless but not unbounded).
-    let max_deps = exp.max_tasks as usize;
-    let roles: HashMap<&str, &RoleTemplate> =
-        exp.roles.iter().map(|r| (r.role.as_str(), r)).collect();
     // The cap is on agents, not rows: a task with candidates starts one agent per candidate
     // (issue 36), so `--candidates 3` must not turn a cap of 16 into 48 agents.
     let agents: u64 = block
@@ -329,26 +354,39 @@ pub fn validate(
             candidate_roles(exp).join(", "),
             exp.max_tasks
         ));
-        return Err(problems.into_vec());
+        return Err(Stop);
     }
+    Ok(())
+}
+
+/// Each task's own fields: its lists' lengths (a list over its limit stops validation), id,
+/// role, title, task text and scope.
+fn check_tasks(
+    block: &Block,
+    exp: &Expansion,
+    roles: &HashMap<&str, &RoleTemplate>,
+    exists: &impl Fn(&str) -> bool,
+    problems: &mut Problems,
+) -> Result<(), Stop> {
+    // A task names at most every task of the block (repeats are harmless but not unbounded).
+    let max_deps = exp.max_tasks as usize;
     let mut seen: HashSet<&str> = HashSet::new();
     for (i, t) in block.tasks.iter().enumerate() {
         let at = format!("tasks[{i}] (`{}`)", crate::text::echo(&t.id));
-        // A list over its limit is one problem, and the last one counted: its entries (and
-        // the lists after it) are not looked at, so validation stays bounded by the limits.
+        // A list over its limit is one problem, and the last one counted.
         if t.scope.len() > MAX_SCOPE_ENTRIES {
             problems.push(format!(
                 "{at}: scope has {} entries; at most {MAX_SCOPE_ENTRIES}",
                 t.scope.len()
             ));
-            return Err(problems.into_vec());
+            return Err(Stop);
         }
         if t.depends_on.len() > max_deps {
             problems.push(format!(
                 "{at}: dependsOn has {} entries; at most {max_deps} (the tasks of the block)",
                 t.depends_on.len()
             ));
-            return Err(problems.into_vec());
+            return Err(Stop);
         }
         if !id_ok(&t.id) {
             problems.push(format!(
@@ -370,18 +408,8 @@ pub fn validate(
                 names.join(", ")
             ));
         }
-        if t.title.trim().is_empty() {
-            problems.push(format!("{at}: title is empty"));
-        } else if t.title.chars().count() > MAX_TITLE_CHARS {
-            problems.push(format!(
-                "{at}: title is longer than {MAX_TITLE_CHARS} characters"
-            ));
-        } else if t.title.chars().any(crate::text::is_unsafe_char) {
-            // A title is shown in the plan the user approves: a control sequence in it could
-            // hide another row, a bidi override could make it read as something else.
-            problems.push(format!(
-                "{at}: title holds a control character or a bidi override; write one plain line"
-            ));
+        if let Some(p) = title_problem(&t.title) {
+            problems.push(format!("{at}: {p}"));
         }
         if t.task.trim().is_empty() {
             problems.push(format!("{at}: task is empty"));
@@ -394,6 +422,25 @@ pub fn validate(
             }
         }
     }
+    Ok(())
+}
+
+fn title_problem(title: &str) -> Option<String> {
+    if title.trim().is_empty() {
+        Some("title is empty".to_string())
+    } else if title.chars().count() > MAX_TITLE_CHARS {
+        Some(format!("title is longer than {MAX_TITLE_CHARS} characters"))
+    } else if title.chars().any(crate::text::is_unsafe_char) {
+        // A title is shown in the plan the user approves: a control sequence in it could
+        // hide another row, a bidi override could make it read as something else.
+        Some("title holds a control character or a bidi override; write one plain line".to_string())
+    } else {
+        None
+    }
+}
+
+/// Dependencies name tasks of the block, never the task itself, and make no cycle.
+fn check_dependencies(block: &Block, problems: &mut Problems) {
     let ids: HashSet<&str> = block.tasks.iter().map(|t| t.id.as_str()).collect();
     for (i, t) in block.tasks.iter().enumerate() {
         for d in &t.depends_on {
@@ -420,48 +467,47 @@ pub fn validate(
         let cycle: Vec<String> = cycle.iter().map(|c| crate::text::echo(c)).collect();
         problems.push(format!("dependency cycle: {}", cycle.join(" -> ")));
     }
-    if !problems.is_empty() {
-        return Err(problems.into_vec());
-    }
+}
 
-    let mut out = Vec::with_capacity(n);
-    for t in &block.tasks {
-        let (Some(role), Ok(id)) = (roles.get(t.role.as_str()), SafeId::new(t.id.as_str())) else {
-            // Checked above.
-            continue;
-        };
-        let mut depends_on = vec![from.id.clone()];
-        let mut dep_seen = HashSet::new();
-        for d in &t.depends_on {
-            if dep_seen.insert(d.as_str()) {
-                if let Ok(d) = SafeId::new(d.as_str()) {
-                    depends_on.push(d);
-                }
+/// The planned task a checked block entry becomes: its role's task, after the fan-out task.
+fn added_task(
+    t: &BlockTask,
+    roles: &HashMap<&str, &RoleTemplate>,
+    from: &PlannedTask,
+) -> Option<PlannedTask> {
+    // Both checked before: `None` never happens for a block that passed.
+    let role = roles.get(t.role.as_str())?;
+    let id = SafeId::new(t.id.as_str()).ok()?;
+    let mut depends_on = vec![from.id.clone()];
+    let mut dep_seen = HashSet::new();
+    for d in &t.depends_on {
+        if dep_seen.insert(d.as_str()) {
+            if let Ok(d) = SafeId::new(d.as_str()) {
+                depends_on.push(d);
             }
         }
-        let title = t.title.trim().to_string();
-        out.push(PlannedTask::from(crate::plan::FlatTask {
-            // Not a shared artifact: `<id>.md` could be another step's output name. Dependents
-            // read it as a dependency output.
-            output: None,
-            seed_paths: from.seed_paths.clone(),
-            // The default checks (the no-change guard, scope enforcement of its `scope`);
-            // verification commands stay with the workflow's own steps. Its skills are its
-            // role's (`RoleTemplate::task`).
-            added_by: Some(from.id.clone()),
-            title: Some(title.clone()),
-            scope: t.scope.iter().map(|s| s.trim().to_string()).collect(),
-            ..role
-                .task(
-                    id,
-                    t.id.clone(),
-                    depends_on,
-                    format!("# {title}\n\n{}", t.task.trim()),
-                )
-                .into_flat()
-        }));
     }
-    Ok(out)
+    let title = t.title.trim().to_string();
+    Some(PlannedTask::from(crate::plan::FlatTask {
+        // Not a shared artifact: `<id>.md` could be another step's output name. Dependents
+        // read it as a dependency output.
+        output: None,
+        seed_paths: from.seed_paths.clone(),
+        // The default checks (the no-change guard, scope enforcement of its `scope`);
+        // verification commands stay with the workflow's own steps. Its skills are its
+        // role's (`RoleTemplate::task`).
+        added_by: Some(from.id.clone()),
+        title: Some(title.clone()),
+        scope: t.scope.iter().map(|s| s.trim().to_string()).collect(),
+        ..role
+            .task(
+                id,
+                t.id.clone(),
+                depends_on,
+                format!("# {title}\n\n{}", t.task.trim()),
+            )
+            .into_flat()
+    }))
 }
 
 /// "each `executor` task runs 3 candidates", for each role whose added tasks start more than
