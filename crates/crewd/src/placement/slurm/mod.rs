@@ -12,7 +12,8 @@
 //! directory) is journaled (`worker.submitting`, durable before the submit); after, the job id
 //! (`worker.submitted`). A crewd killed anywhere in between finds, on recovery, either the job
 //! id or the intent in its state, and with the intent alone either a job of that name in Slurm
-//! or none, so a job is neither lost nor submitted twice (`supervise::submit_or_attach`).
+//! or none, so a job is neither lost nor submitted twice
+//! (`supervise::submit::submit_or_attach`).
 
 mod attempt_job;
 pub mod board;
@@ -219,8 +220,8 @@ pub fn job_name(run_id: &str, task_id: &str, attempt: u32) -> String {
 }
 
 /// `team.plan`: the box a Slurm runtime's node will try, as crewd stages it with each job
-/// (`Launch::sandbox`, made in `supervise::stage` from the same settings); the node decides
-/// the paths, and whether it can box at all.
+/// (`Launch::sandbox`, made in `supervise::stage::launch` from the same settings); the node
+/// decides the paths, and whether it can box at all.
 pub fn node_box(
     config: &crate::config::Config,
     runtime: &crate::config::RuntimeConfig,
