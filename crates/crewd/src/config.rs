@@ -216,7 +216,50 @@ pub struct RuntimeConfig {
 
 pub use crew_core::sandbox::SandboxMode;
 
+/// A config key and what is wrong with its value.
+type Bad = (String, String);
+
+fn bad(key: &str, message: impl Into<String>) -> Bad {
+    (key.to_string(), message.into())
+}
+
 impl RuntimeConfig {
+    /// What is wrong with this runtime, as (the part of its key after `runtimes.<name>`, why).
+    fn problem(&self, has_slurm: bool) -> Option<(&'static str, String)> {
+        if self.placement == crate::placement::Placement::Slurm && !has_slurm {
+            return Some((
+                "",
+                "placement = \"slurm\" needs a [slurm] section (url, token, staging_dir)".into(),
+            ));
+        }
+        if let Some(problem) = self.slurm.as_ref().and_then(|r| r.shape().problem()) {
+            return Some((".slurm", problem));
+        }
+        if self.command.argv().is_empty() {
+            return Some(("", "command is empty".into()));
+        }
+        if self.rpc == Some(true) && !crew_core::stream::has_live_mode(self.adapter) {
+            return Some((
+                "",
+                format!(
+                    "rpc = true needs an adapter with a live mode ({})",
+                    crew_core::stream::live_adapter_names()
+                ),
+            ));
+        }
+        if self.rpc == Some(true)
+            && crew_core::stream::command_excludes_live_mode(self.adapter, &self.command.argv())
+        {
+            return Some((
+                "",
+                "rpc = true runs `codex app-server`, which takes no `exec` subcommand: \
+                 take `exec` and its flags out of the command"
+                    .into(),
+            ));
+        }
+        None
+    }
+
     /// Whether workers run in live mode: what the runtime says, else on for the adapters with
     /// a live channel (tested against the real CLIs in real_pi_steer.rs, real_claude_steer.rs
     /// and real_codex_steer.rs), unless the command pins `codex exec`.
@@ -311,158 +354,150 @@ impl Config {
         Ok(cfg)
     }
 
+    /// The first value out of its range, as an error naming its key and line. The checks run
+    /// in a fixed order: limits, the dashboard's address, verification, projects, Slurm,
+    /// runtimes.
     fn check(&self, path: &str, text: &str) -> Result<(), ConfigError> {
-        let bad = |key: &str, message: String| {
-            let line = text
-                .lines()
-                .position(|l| l.trim_start().starts_with(key))
-                .map(|i| i + 1)
-                .unwrap_or(0);
-            Err(ConfigError::Invalid {
-                path: path.to_string(),
-                line,
-                key: key.to_string(),
-                message,
+        let problem = self
+            .limits_problem()
+            .or_else(|| self.ui_problem())
+            .or_else(|| self.verify_problem())
+            .or_else(|| self.projects_problem())
+            .or_else(|| {
+                self.slurm
+                    .as_ref()
+                    .and_then(|s| s.problem())
+                    .map(|p| bad("slurm", p))
             })
+            .or_else(|| self.runtimes_problem());
+        let Some((key, message)) = problem else {
+            return Ok(());
         };
-        if self.max_workers == 0 {
-            return bad("max_workers", "must be at least 1".into());
-        }
-        if self.max_concurrency_cap == 0 {
-            return bad("max_concurrency_cap", "must be at least 1".into());
-        }
-        if self.max_attempts == 0 {
-            return bad("max_attempts", "must be at least 1".into());
+        let line = text
+            .lines()
+            .position(|l| l.trim_start().starts_with(key.as_str()))
+            .map(|i| i + 1)
+            .unwrap_or(0);
+        Err(ConfigError::Invalid {
+            path: path.to_string(),
+            line,
+            key,
+            message,
+        })
+    }
+
+    fn limits_problem(&self) -> Option<Bad> {
+        let at_least_one = [
+            ("max_workers", self.max_workers == 0),
+            ("max_concurrency_cap", self.max_concurrency_cap == 0),
+            ("max_attempts", self.max_attempts == 0),
+        ];
+        if let Some((key, _)) = at_least_one.iter().find(|(_, zero)| *zero) {
+            return Some(bad(key, "must be at least 1"));
         }
         if self.max_fix_rounds > crew_core::verdict::MAX_FIX_ROUNDS_CEILING {
-            return bad(
+            return Some(bad(
                 "max_fix_rounds",
                 format!(
                     "must be at most {}",
                     crew_core::verdict::MAX_FIX_ROUNDS_CEILING
                 ),
-            );
+            ));
         }
         if !(1..=crew_core::fanout::MAX_TASKS_CEILING).contains(&self.max_fan_out_tasks) {
-            return bad(
+            return Some(bad(
                 "max_fan_out_tasks",
                 format!(
                     "must be between 1 and {}",
                     crew_core::fanout::MAX_TASKS_CEILING
                 ),
-            );
+            ));
         }
         let answer_bytes =
             crew_core::fanout::MAX_ANSWER_BYTES_FLOOR..=crew_core::fanout::MAX_ANSWER_BYTES_CEILING;
         if !answer_bytes.contains(&self.max_fan_out_answer_bytes) {
-            return bad(
+            return Some(bad(
                 "max_fan_out_answer_bytes",
                 format!(
                     "must be between {} and {}",
                     answer_bytes.start(),
                     answer_bytes.end()
                 ),
-            );
+            ));
         }
         if self.resident_runs == 0 {
-            return bad("resident_runs", "must be at least 1".into());
+            return Some(bad("resident_runs", "must be at least 1"));
         }
         // sled panics on a cache below 256 bytes, which would read as a corrupt journal; the
         // upper bound keeps `journal_cache_mb << 20` from wrapping around to such a size.
         if !(1..=JOURNAL_CACHE_MB_MAX).contains(&self.journal_cache_mb) {
-            return bad(
+            return Some(bad(
                 "journal_cache_mb",
                 format!("must be between 1 and {JOURNAL_CACHE_MB_MAX}"),
-            );
+            ));
         }
-        if let Some(addr) = self.ui_listen {
-            if !addr.ip().is_loopback() && !self.ui_allow_remote_without_tls {
-                return bad(
-                    "ui_listen",
-                    format!(
-                        "{addr} is not a loopback address and crew serves no TLS; forward a \
-                         loopback port over SSH instead, or set ui_allow_remote_without_tls = true"
-                    ),
-                );
-            }
-        }
+        None
+    }
+
+    fn ui_problem(&self) -> Option<Bad> {
+        let addr = self.ui_listen?;
+        (!addr.ip().is_loopback() && !self.ui_allow_remote_without_tls).then(|| {
+            bad(
+                "ui_listen",
+                format!(
+                    "{addr} is not a loopback address and crew serves no TLS; forward a \
+                     loopback port over SSH instead, or set ui_allow_remote_without_tls = true"
+                ),
+            )
+        })
+    }
+
+    fn verify_problem(&self) -> Option<Bad> {
         if self.verify_timeout_ms == 0 {
-            return bad("verify_timeout_ms", "must be at least 1".into());
+            return Some(bad("verify_timeout_ms", "must be at least 1"));
         }
         if !(1..=(64 << 20)).contains(&self.verify_output_bytes) {
-            return bad(
-                "verify_output_bytes",
-                "must be between 1 and 67108864".into(),
-            );
+            return Some(bad("verify_output_bytes", "must be between 1 and 67108864"));
         }
-        if self.verify_retries > 10 {
-            return bad("verify_retries", "must be at most 10".into());
-        }
+        (self.verify_retries > 10).then(|| bad("verify_retries", "must be at most 10"))
+    }
+
+    fn projects_problem(&self) -> Option<Bad> {
         for (root, p) in &self.projects {
             if p.max_fan_out_tasks
                 .is_some_and(|n| !(1..=crew_core::fanout::MAX_TASKS_CEILING).contains(&n))
             {
-                return bad(
+                return Some(bad(
                     "max_fan_out_tasks",
                     format!(
                         "projects.\"{}\": must be between 1 and {}",
                         root.display(),
                         crew_core::fanout::MAX_TASKS_CEILING
                     ),
-                );
+                ));
             }
             if p.verify_commands
                 .iter()
                 .chain(&p.task_verify_commands)
                 .any(|c| c.trim().is_empty() || c.contains('\0'))
             {
-                return bad(
+                return Some(bad(
                     "verify_commands",
                     format!(
                         "projects.\"{}\": a command is empty or holds a NUL",
                         root.display()
                     ),
-                );
+                ));
             }
         }
-        if let Some(problem) = self.slurm.as_ref().and_then(|s| s.problem()) {
-            return bad("slurm", problem);
-        }
-        for (name, rt) in &self.runtimes {
-            if rt.placement == crate::placement::Placement::Slurm && self.slurm.is_none() {
-                return bad(
-                    &format!("runtimes.{name}"),
-                    "placement = \"slurm\" needs a [slurm] section (url, token, staging_dir)"
-                        .into(),
-                );
-            }
-            if let Some(problem) = rt.slurm.as_ref().and_then(|r| r.shape().problem()) {
-                return bad(&format!("runtimes.{name}.slurm"), problem);
-            }
-            if rt.command.argv().is_empty() {
-                return bad(&format!("runtimes.{name}"), "command is empty".into());
-            }
-            if rt.rpc == Some(true) && !crew_core::stream::has_live_mode(rt.adapter) {
-                return bad(
-                    &format!("runtimes.{name}"),
-                    format!(
-                        "rpc = true needs an adapter with a live mode ({})",
-                        crew_core::stream::live_adapter_names()
-                    ),
-                );
-            }
-            if rt.rpc == Some(true)
-                && crew_core::stream::command_excludes_live_mode(rt.adapter, &rt.command.argv())
-            {
-                return bad(
-                    &format!("runtimes.{name}"),
-                    "rpc = true runs `codex app-server`, which takes no `exec` subcommand: \
-                     take `exec` and its flags out of the command"
-                        .into(),
-                );
-            }
-        }
-        Ok(())
+        None
+    }
+
+    fn runtimes_problem(&self) -> Option<Bad> {
+        self.runtimes.iter().find_map(|(name, rt)| {
+            rt.problem(self.slurm.is_some())
+                .map(|(part, message)| bad(&format!("runtimes.{name}{part}"), message))
+        })
     }
 
     /// Configured runtimes plus the always-available `fake` (crew-fake-agent next to crewd,

@@ -173,6 +173,50 @@ async fn serve(
         signal(SignalKind::terminate())?,
         signal(SignalKind::interrupt())?,
     );
+    let (journal, state) = open_state(&config, &state_dir).await?;
+    let shared = Arc::new(shared::Shared::new(
+        config,
+        state_dir,
+        socket.clone(),
+        // Moved, not cloned: after a write failure the writer must be able to drop every
+        // handle and reopen the journal (journal_slot.rs).
+        journal,
+        state.last_seq,
+    ));
+    before_first_attempt(&shared, &state).await?;
+    let (writer, writer_join) = writer::spawn(shared.clone());
+    let (actor, actor_task) = start_actor(state, &shared, writer).await?;
+    let front = Front::start(&shared, &actor, listener, &socket).await?;
+    tracing::info!(socket = %socket.display(), pid = std::process::id(), "crewd is ready");
+    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
+
+    wait_for_shutdown(&shared, signals).await;
+    tracing::info!("shutting down");
+    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Stopping]);
+    shared.begin_shutdown();
+    let (callback, owned_socket) = front.stop().await;
+    stop_workers(&actor).await;
+    if let Some(c) = callback {
+        c.abort();
+    }
+    drop(actor);
+    actor_task.abort();
+    let _ = actor_task.await;
+    let _ = tokio::task::spawn_blocking(move || writer_join.join()).await;
+    {
+        let shared = shared.clone();
+        let _ = tokio::task::spawn_blocking(move || writer::close_journal(&shared)).await;
+    }
+    listen::remove_owned(&socket, owned_socket);
+    tracing::info!("bye");
+    Ok(())
+}
+
+/// The journal opened and the state replayed from it.
+async fn open_state(
+    config: &config::Config,
+    state_dir: &std::path::Path,
+) -> anyhow::Result<(Arc<dyn crew_journal::Journal>, crew_core::run::State)> {
     let journal_dir = state_dir.join("journal");
     let cache = config.journal_cache_mb << 20;
     let journal: Arc<dyn crew_journal::Journal> = {
@@ -194,47 +238,53 @@ async fn serve(
         last_seq = state.last_seq,
         "state loaded"
     );
+    Ok((journal, state))
+}
 
-    let shared = Arc::new(shared::Shared::new(
-        config,
-        state_dir,
-        socket.clone(),
-        // Moved, not cloned: after a write failure the writer must be able to drop every
-        // handle and reopen the journal (journal_slot.rs).
-        journal,
-        state.last_seq,
-    ));
-    // Before the first attempt: how this machine holds local attempts (a probe of crew's
-    // init), said once.
+/// What must hold before recovery re-queues any task: how attempts are contained and boxed
+/// (said once), saved results attached, and the user's repositories whole again after a crash.
+async fn before_first_attempt(
+    shared: &Arc<shared::Shared>,
+    state: &crew_core::run::State,
+) -> anyhow::Result<()> {
+    // How this machine holds local attempts (a probe of crew's init), said once.
     tokio::task::spawn_blocking(executor::contain::announce).await?;
     {
         let config = shared.config.clone();
         tokio::task::spawn_blocking(move || executor::sandbox::announce(&config)).await?;
     }
-    // Before recovery re-queues tasks: a re-queued task may reuse a saved result (SPEC §9).
+    // A re-queued task may reuse a saved result (SPEC §9).
     {
         let shared = shared.clone();
         tokio::task::spawn_blocking(move || shared.results.attach(&shared.state_dir)).await?;
     }
     // An apply a killed daemon left half done is finished or undone before anyone can ask
     // for another (workspace/apply.rs): the user's checkout is at the old commit or the new.
-    workspace::apply::recover(&shared).await;
+    workspace::apply::recover(shared).await;
     // The git objects a boxed attempt cut short by the crash made come into their repository
     // before any attempt starts (executor/sandbox.rs).
-    {
-        let runs: Vec<(std::path::PathBuf, String)> = state
-            .active
-            .iter()
-            .filter_map(|id| {
-                let run = state.run(id)?;
-                let ws = run.spec.workspace.as_ref()?;
-                let id = crew_core::ids::SafeId::new(id.as_str()).ok()?;
-                Some((shared.run_dir(&id), ws.repo.clone()))
-            })
-            .collect();
-        executor::sandbox::recover_objects(&shared, runs).await;
-    }
-    let (writer, writer_join) = writer::spawn(shared.clone());
+    let runs: Vec<(PathBuf, String)> = state
+        .active
+        .iter()
+        .filter_map(|id| {
+            let run = state.run(id)?;
+            let ws = run.spec.workspace.as_ref()?;
+            let id = crew_core::ids::SafeId::new(id.as_str()).ok()?;
+            Some((shared.run_dir(&id), ws.repo.clone()))
+        })
+        .collect();
+    executor::sandbox::recover_objects(shared, runs).await;
+    Ok(())
+}
+
+/// The state's one owner started, once recovery's events are durable: ready means recovered,
+/// so what recovery emitted (re-queued tasks, killed workers) is in the journal before the
+/// first client can read it or act on the runs.
+async fn start_actor(
+    state: crew_core::run::State,
+    shared: &Arc<shared::Shared>,
+    writer: writer::WriterHandle,
+) -> anyhow::Result<(actor::Actor, tokio::task::JoinHandle<()>)> {
     let (actor, rx) = actor::Actor::channel();
     let mut core = actor::Core::new(state, shared.clone(), writer, actor.clone());
     core.emit(Pending::global(EventBody::DaemonStarted {
@@ -242,8 +292,6 @@ async fn serve(
         pid: std::process::id(),
     }));
     recovery::recover(&mut core);
-    // Ready means recovered: what recovery emitted (re-queued tasks, killed workers) is durable
-    // before the first client can read the journal or act on the runs.
     let (recovered_tx, recovered_rx) = tokio::sync::oneshot::channel();
     core.after_commit(move |r| {
         let _ = recovered_tx.send(r);
@@ -256,37 +304,70 @@ async fn serve(
         }
         Err(_) => anyhow::bail!("the state actor stopped during start-up"),
     }
+    Ok((actor, actor_task))
+}
 
-    let scheduler = scheduler::start(shared.clone(), actor.clone()).await?;
-    let callback = callback::start(&shared);
-    let module = rpc::module(shared.clone(), actor.clone());
-    let (stop, server_handle) = jsonrpsee::server::stop_channel();
-    let owned_socket = listener.owned;
-    let std_listener = listener.std;
-    std_listener.set_nonblocking(true)?;
-    let tokio_listener = tokio::net::UnixListener::from_std(std_listener)?;
-    let accept = server::spawn(tokio_listener, module, stop, &shared.config);
-    let dashboard = match shared.config.ui_listen {
-        Some(addr) => {
-            Some(dashboard::start(addr, &shared.config, &shared.state_dir, &socket).await?)
-        }
-        None => None,
-    };
-    tracing::info!(socket = %socket.display(), pid = std::process::id(), "crewd is ready");
-    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
+/// What the daemon answers and fires: schedules, the Slurm callback, the socket's JSON-RPC
+/// server and the dashboard.
+struct Front {
+    scheduler: scheduler::Scheduler,
+    callback: Option<tokio::task::JoinHandle<()>>,
+    server: jsonrpsee::server::ServerHandle,
+    accept: tokio::task::JoinHandle<()>,
+    dashboard: Option<tokio::task::JoinHandle<()>>,
+    /// The socket file we bound, removed at the very end (`listen::remove_owned`).
+    owned_socket: Option<(u64, u64)>,
+}
 
-    wait_for_shutdown(&shared, signals).await;
-    tracing::info!("shutting down");
-    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Stopping]);
-    shared.begin_shutdown();
-    scheduler.shutdown().await;
-    let _ = server_handle.stop();
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(10), server_handle.stopped()).await;
-    accept.abort();
-    if let Some(d) = dashboard {
-        d.abort();
+impl Front {
+    async fn start(
+        shared: &Arc<shared::Shared>,
+        actor: &actor::Actor,
+        listener: listen::Listener,
+        socket: &std::path::Path,
+    ) -> anyhow::Result<Front> {
+        let scheduler = scheduler::start(shared.clone(), actor.clone()).await?;
+        let callback = callback::start(shared);
+        let module = rpc::module(shared.clone(), actor.clone());
+        let (stop, server) = jsonrpsee::server::stop_channel();
+        let std_listener = listener.std;
+        std_listener.set_nonblocking(true)?;
+        let tokio_listener = tokio::net::UnixListener::from_std(std_listener)?;
+        let accept = server::spawn(tokio_listener, module, stop, &shared.config);
+        let dashboard = match shared.config.ui_listen {
+            Some(addr) => {
+                Some(dashboard::start(addr, &shared.config, &shared.state_dir, socket).await?)
+            }
+            None => None,
+        };
+        Ok(Front {
+            scheduler,
+            callback,
+            server,
+            accept,
+            dashboard,
+            owned_socket: listener.owned,
+        })
     }
-    // Stop workers; their tasks are re-queued when the daemon starts again.
+
+    /// No more schedules fire and no more requests are taken. Handed back: the callback
+    /// server, which stays up until the workers are stopped, and the socket file to remove.
+    async fn stop(self) -> (Option<tokio::task::JoinHandle<()>>, Option<(u64, u64)>) {
+        self.scheduler.shutdown().await;
+        let _ = self.server.stop();
+        let _ =
+            tokio::time::timeout(std::time::Duration::from_secs(10), self.server.stopped()).await;
+        self.accept.abort();
+        if let Some(d) = self.dashboard {
+            d.abort();
+        }
+        (self.callback, self.owned_socket)
+    }
+}
+
+/// Workers are stopped (their tasks are re-queued when the daemon starts again) and the
+/// state snapshotted.
+async fn stop_workers(actor: &actor::Actor) {
     let _ = actor
         .call(|core| {
             for ((run, task), _) in core.workers.iter() {
@@ -303,20 +384,6 @@ async fn serve(
             Ok(())
         })
         .await;
-    if let Some(c) = callback {
-        c.abort();
-    }
-    drop(actor);
-    actor_task.abort();
-    let _ = actor_task.await;
-    let _ = tokio::task::spawn_blocking(move || writer_join.join()).await;
-    {
-        let shared = shared.clone();
-        let _ = tokio::task::spawn_blocking(move || writer::close_journal(&shared)).await;
-    }
-    listen::remove_owned(&socket, owned_socket);
-    tracing::info!("bye");
-    Ok(())
 }
 
 async fn wait_for_shutdown(

@@ -36,8 +36,19 @@ fn one_line(s: &str, max: usize) -> String {
 }
 
 pub fn markdown(s: &StatusResult, run_dir: &Path) -> String {
-    let r = &s.run;
     let mut out = String::new();
+    header(&mut out, s);
+    verdicts(&mut out, s);
+    task_table(&mut out, s);
+    failures(&mut out, s);
+    waiting(&mut out, s);
+    results(&mut out, s, run_dir);
+    out
+}
+
+/// The run's id, status, goal, team, duration, usage, budget.
+fn header(out: &mut String, s: &StatusResult) {
+    let r = &s.run;
     let _ = writeln!(out, "# Run {}\n", r.id);
     let _ = writeln!(
         out,
@@ -64,28 +75,36 @@ pub fn markdown(s: &StatusResult, run_dir: &Path) -> String {
     if let Some(b) = &r.budget {
         let _ = writeln!(out, "- **Budget**: {} of {} tokens", b.used, b.tokens);
     }
-    if let Some(v) = &r.verdict {
-        let _ = writeln!(out, "- **Verdict**: {v}");
-        for t in &s.tasks {
-            let Some(tv) = &t.verdict else { continue };
-            let titles: Vec<String> = tv
-                .findings
-                .iter()
-                .map(|f| one_line(&f.title, 120))
-                .collect();
-            let _ = writeln!(
-                out,
-                "  - {}: {}{}",
-                t.id,
-                tv.verdict,
-                if titles.is_empty() {
-                    String::new()
-                } else {
-                    format!(" — {}", titles.join("; "))
-                }
-            );
-        }
+}
+
+/// The run's verdict and each judge's, with its findings' titles.
+fn verdicts(out: &mut String, s: &StatusResult) {
+    let Some(v) = &s.run.verdict else {
+        return;
+    };
+    let _ = writeln!(out, "- **Verdict**: {v}");
+    for t in &s.tasks {
+        let Some(tv) = &t.verdict else { continue };
+        let titles: Vec<String> = tv
+            .findings
+            .iter()
+            .map(|f| one_line(&f.title, 120))
+            .collect();
+        let _ = writeln!(
+            out,
+            "  - {}: {}{}",
+            t.id,
+            tv.verdict,
+            if titles.is_empty() {
+                String::new()
+            } else {
+                format!(" — {}", titles.join("; "))
+            }
+        );
     }
+}
+
+fn task_table(out: &mut String, s: &StatusResult) {
     let _ = writeln!(
         out,
         "\n| task | role | status | attempts | duration | tokens in / out | cost |\n|---|---|---|---|---|---|---|"
@@ -105,39 +124,53 @@ pub fn markdown(s: &StatusResult, run_dir: &Path) -> String {
             t.usage.cost
         );
     }
-    let failures: Vec<_> = s
+}
+
+/// Tasks that did not complete and say why.
+fn failures(out: &mut String, s: &StatusResult) {
+    let failed: Vec<_> = s
         .tasks
         .iter()
         .filter(|t| t.error.is_some() && t.status != TaskStatus::Completed)
         .collect();
-    if !failures.is_empty() {
-        let _ = writeln!(out, "\n## Failures\n");
-        for t in failures {
-            let _ = writeln!(
-                out,
-                "- **{}** ({}): {}",
-                t.id,
-                t.status.as_str(),
-                one_line(t.error.as_deref().unwrap_or_default(), REASON_CHARS)
-            );
-        }
+    if failed.is_empty() {
+        return;
     }
-    let waiting: Vec<_> = s
+    let _ = writeln!(out, "\n## Failures\n");
+    for t in failed {
+        let _ = writeln!(
+            out,
+            "- **{}** ({}): {}",
+            t.id,
+            t.status.as_str(),
+            one_line(t.error.as_deref().unwrap_or_default(), REASON_CHARS)
+        );
+    }
+}
+
+/// Open questions, with how to answer them.
+fn waiting(out: &mut String, s: &StatusResult) {
+    let asking: Vec<_> = s
         .tasks
         .iter()
         .filter(|t| t.status == TaskStatus::Waiting)
         .collect();
-    if !waiting.is_empty() {
-        let _ = writeln!(out, "\n## Waiting for an answer\n");
-        for t in waiting {
-            let _ = writeln!(
-                out,
-                "- **{}** asks: {} (answer with `team.respond`)",
-                t.id,
-                one_line(t.question.as_deref().unwrap_or_default(), REASON_CHARS)
-            );
-        }
+    if asking.is_empty() {
+        return;
     }
+    let _ = writeln!(out, "\n## Waiting for an answer\n");
+    for t in asking {
+        let _ = writeln!(
+            out,
+            "- **{}** asks: {} (answer with `team.respond`)",
+            t.id,
+            one_line(t.question.as_deref().unwrap_or_default(), REASON_CHARS)
+        );
+    }
+}
+
+/// An excerpt of each task's result file (head and tail kept).
+fn results(out: &mut String, s: &StatusResult, run_dir: &Path) {
     let mut results = String::new();
     for t in &s.tasks {
         let text = std::fs::read_to_string(run_dir.join("results").join(format!("{}.txt", t.id)))
@@ -152,7 +185,6 @@ pub fn markdown(s: &StatusResult, run_dir: &Path) -> String {
         let _ = writeln!(out, "\n## Results\n");
         out.push_str(&results);
     }
-    out
 }
 
 #[cfg(test)]
