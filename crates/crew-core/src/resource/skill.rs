@@ -41,37 +41,53 @@ fn read(source: Source, path: &str, text: &str, d: &mut Diags) -> Option<Skill> 
         return None;
     };
     let fm = frontmatter::split(text);
-    let body = fm.body.trim().to_string();
+    let skill = |description: String| Skill {
+        name: dir.to_string(),
+        description,
+        body: fm.body.trim().to_string(),
+        source,
+        path: path.to_string(),
+    };
     if !fm.present {
         d.warn(
             None,
             None,
             "SKILL.md has no frontmatter; the skill has no description",
         );
-        return Some(Skill {
-            name: dir.to_string(),
-            description: String::new(),
-            body,
-            source,
-            path: path.to_string(),
-        });
+        return Some(skill(String::new()));
     }
+    let map = yaml_mapping(&fm, d)?;
+    let fields = Fields {
+        map: &map,
+        lines: key_lines(&fm.raw, fm.raw_line),
+    };
+    fields.unknown_keys(d);
+    fields.name(dir, d);
+    let description = fields.description(d);
+    fields.optional(d);
+    if d.list.iter().any(|x| x.severity == super::Severity::Error) {
+        return None;
+    }
+    Some(skill(description.unwrap_or_default()))
+}
+
+/// The frontmatter as a YAML mapping (empty frontmatter is an empty one); `None` with an
+/// error when it is too big, not YAML, or not a mapping.
+fn yaml_mapping(fm: &frontmatter::Frontmatter, d: &mut Diags) -> Option<serde_yaml::Mapping> {
     if let Some(problem) = yaml_too_big(&fm.raw) {
         d.error(Some(fm.raw_line), None, problem);
         return None;
     }
-    let lines = key_lines(&fm.raw, fm.raw_line);
-    let block_line = |key: &str| lines.get(key).copied();
-    let map = match serde_yaml::from_str::<Value>(&fm.raw) {
-        Ok(Value::Mapping(m)) => m,
-        Ok(Value::Null) => serde_yaml::Mapping::new(),
+    match serde_yaml::from_str::<Value>(&fm.raw) {
+        Ok(Value::Mapping(m)) => Some(m),
+        Ok(Value::Null) => Some(serde_yaml::Mapping::new()),
         Ok(_) => {
             d.error(
                 Some(fm.raw_line),
                 None,
                 "SKILL.md frontmatter is not a YAML mapping",
             );
-            return None;
+            None
         }
         Err(e) => {
             let line = e.location().map(|l| {
@@ -84,112 +100,131 @@ fn read(source: Source, path: &str, text: &str, d: &mut Diags) -> Option<Skill> 
                 None,
                 format!("SKILL.md frontmatter is not valid YAML: {e}"),
             );
-            return None;
+            None
         }
-    };
-    let hard = |d: &mut Diags, key: &str, msg: String| d.error(block_line(key), Some(key), msg);
-    for (k, _) in &map {
-        match k.as_str() {
-            Some(k) if ALLOWED.contains(&k) => {}
-            Some(k) => d.warn(
-                block_line(k),
-                Some(k),
-                format!("unknown SKILL.md field `{k}`; ignored"),
-            ),
+    }
+}
+
+/// A skill's frontmatter fields and the lines they are on, checked one field at a time: a
+/// hard problem excludes the skill, a soft one warns.
+struct Fields<'a> {
+    map: &'a serde_yaml::Mapping,
+    lines: std::collections::HashMap<&'a str, u32>,
+}
+
+impl Fields<'_> {
+    fn line(&self, key: &str) -> Option<u32> {
+        self.lines.get(key).copied()
+    }
+
+    fn hard(&self, d: &mut Diags, key: &str, msg: impl Into<String>) {
+        d.error(self.line(key), Some(key), msg.into());
+    }
+
+    fn unknown_keys(&self, d: &mut Diags) {
+        for (k, _) in self.map {
+            match k.as_str() {
+                Some(k) if ALLOWED.contains(&k) => {}
+                Some(k) => d.warn(
+                    self.line(k),
+                    Some(k),
+                    format!("unknown SKILL.md field `{k}`; ignored"),
+                ),
+                None => d.warn(
+                    None,
+                    None,
+                    "SKILL.md frontmatter has a non-string key; ignored",
+                ),
+            }
+        }
+    }
+
+    /// The directory is the skill's name; `name:` may only repeat it.
+    fn name(&self, dir: &str, d: &mut Diags) {
+        match self.map.get("name") {
             None => d.warn(
                 None,
-                None,
-                "SKILL.md frontmatter has a non-string key; ignored",
+                Some("name"),
+                format!("SKILL.md has no `name`; the directory name `{dir}` is used"),
+            ),
+            Some(Value::String(n)) if skill_name_ok(n) => {
+                if n != dir {
+                    d.warn(
+                        self.line("name"),
+                        Some("name"),
+                        format!("`name: {n}` differs from the directory name `{dir}`, which is the skill's name"),
+                    );
+                }
+            }
+            Some(_) => self.hard(
+                d,
+                "name",
+                "`name` must be 1-64 characters of lowercase letters and digits separated by single hyphens",
             ),
         }
     }
-    match map.get("name") {
-        None => d.warn(
-            None,
-            Some("name"),
-            format!("SKILL.md has no `name`; the directory name `{dir}` is used"),
-        ),
-        Some(Value::String(n)) if skill_name_ok(n) => {
-            if n != dir {
-                d.warn(
-                    block_line("name"),
-                    Some("name"),
-                    format!("`name: {n}` differs from the directory name `{dir}`, which is the skill's name"),
+
+    fn description(&self, d: &mut Diags) -> Option<String> {
+        match self.map.get("description") {
+            Some(Value::String(s))
+                if s.is_empty() || s.chars().count() > 1024 || s.contains(['<', '>']) =>
+            {
+                self.hard(
+                    d,
+                    "description",
+                    "`description` must be non-empty, at most 1024 characters, without `<` or `>`",
+                );
+                None
+            }
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(_) => {
+                self.hard(d, "description", "`description` must be a string");
+                None
+            }
+            None => {
+                d.error(None, Some("description"), "SKILL.md has no `description`");
+                None
+            }
+        }
+    }
+
+    /// The optional fields' types: strings, a list of tool names, a mapping, a version.
+    fn optional(&self, d: &mut Diags) {
+        for key in ["license", "compatibility", "author"] {
+            if self.map.get(key).is_some_and(|v| !v.is_string()) {
+                self.hard(d, key, format!("`{key}` must be a string"));
+            }
+        }
+        if let Some(v) = self.map.get("allowed-tools") {
+            let ok = v
+                .as_sequence()
+                .is_some_and(|s| s.iter().all(Value::is_string));
+            if !ok {
+                self.hard(
+                    d,
+                    "allowed-tools",
+                    "`allowed-tools` must be a list of strings",
                 );
             }
         }
-        Some(_) => hard(
-            d,
-            "name",
-            "`name` must be 1-64 characters of lowercase letters and digits separated by single hyphens".into(),
-        ),
-    }
-    let description = match map.get("description") {
-        Some(Value::String(s))
-            if s.is_empty() || s.chars().count() > 1024 || s.contains(['<', '>']) =>
-        {
-            hard(
-                d,
-                "description",
-                "`description` must be non-empty, at most 1024 characters, without `<` or `>`"
-                    .into(),
-            );
-            None
+        if self.map.get("metadata").is_some_and(|v| !v.is_mapping()) {
+            self.hard(d, "metadata", "`metadata` must be a mapping");
         }
-        Some(Value::String(s)) => Some(s.clone()),
-        Some(_) => {
-            hard(d, "description", "`description` must be a string".into());
-            None
-        }
-        None => {
-            d.error(None, Some("description"), "SKILL.md has no `description`");
-            None
-        }
-    };
-    for key in ["license", "compatibility", "author"] {
-        if map.get(key).is_some_and(|v| !v.is_string()) {
-            hard(d, key, format!("`{key}` must be a string"));
+        if let Some(v) = self.map.get("version") {
+            let text = match v {
+                Value::String(s) => Some(s.clone()),
+                Value::Number(n) => Some(n.to_string()),
+                _ => None,
+            };
+            if !text.as_deref().is_some_and(version_ok) {
+                self.hard(
+                    d,
+                    "version",
+                    "`version` must look like 1.2 or 1.2.3, optionally with a -prerelease",
+                );
+            }
         }
     }
-    if let Some(v) = map.get("allowed-tools") {
-        let ok = v
-            .as_sequence()
-            .is_some_and(|s| s.iter().all(Value::is_string));
-        if !ok {
-            hard(
-                d,
-                "allowed-tools",
-                "`allowed-tools` must be a list of strings".into(),
-            );
-        }
-    }
-    if map.get("metadata").is_some_and(|v| !v.is_mapping()) {
-        hard(d, "metadata", "`metadata` must be a mapping".into());
-    }
-    if let Some(v) = map.get("version") {
-        let text = match v {
-            Value::String(s) => Some(s.clone()),
-            Value::Number(n) => Some(n.to_string()),
-            _ => None,
-        };
-        if !text.as_deref().is_some_and(version_ok) {
-            hard(
-                d,
-                "version",
-                "`version` must look like 1.2 or 1.2.3, optionally with a -prerelease".into(),
-            );
-        }
-    }
-    if d.list.iter().any(|x| x.severity == super::Severity::Error) {
-        return None;
-    }
-    Some(Skill {
-        name: dir.to_string(),
-        description: description.unwrap_or_default(),
-        body,
-        source,
-        path: path.to_string(),
-    })
 }
 
 /// `^[a-z0-9]+(-[a-z0-9]+)*$`, at most 64 characters.
