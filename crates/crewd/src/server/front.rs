@@ -509,89 +509,7 @@ async fn client_to_daemon<T, U>(
             }
             Err(_) => return,
         }
-        let (replies, forwards): (Vec<String>, Vec<String>) =
-            match envelope::judge(&data, limits.max_batch) {
-                Body::ParseError => (vec![envelope::parse_error_text()], vec![]),
-                Body::BatchTooLarge { len } => (
-                    vec![envelope::batch_too_large_text(len, limits.max_batch)],
-                    vec![],
-                ),
-                Body::Single(Entry::Invalid { id, why }) => {
-                    (vec![envelope::invalid_text(id, &why)], vec![])
-                }
-                Body::Single(Entry::Request(r)) => match r.id {
-                    // The common case: jsonrpsee reads this message exactly as we did.
-                    Some(_) if !r.id_needs_rewrite() => {
-                        (vec![], vec![String::from_utf8_lossy(&data).into_owned()])
-                    }
-                    Some(id) => {
-                        let n = lock(&routes).add(Route::Single { id: id.to_string() });
-                        (
-                            vec![],
-                            vec![r.canonical(Some(&format!("\"{}\"", sentinel(n))))],
-                        )
-                    }
-                    None => {
-                        let n = lock(&routes).add(Route::Discard);
-                        (
-                            vec![],
-                            vec![r.canonical(Some(&format!("\"{}\"", sentinel(n))))],
-                        )
-                    }
-                },
-                Body::Batch(entries) => {
-                    let mut routes = lock(&routes);
-                    routes.next = routes.next.wrapping_add(1);
-                    let batch = routes.next;
-                    let mut answers = Vec::with_capacity(entries.len());
-                    let mut forwards = Vec::new();
-                    let mut waiting = 0;
-                    for (slot, e) in entries.iter().enumerate() {
-                        match e {
-                            Entry::Invalid { id, why } => {
-                                answers.push(Some(envelope::invalid_text(*id, why)))
-                            }
-                            Entry::Request(r) => {
-                                answers.push(None);
-                                let route = match r.id {
-                                    Some(id) => {
-                                        waiting += 1;
-                                        Route::InBatch {
-                                            batch,
-                                            slot,
-                                            id: id.to_string(),
-                                        }
-                                    }
-                                    None => Route::Discard,
-                                };
-                                let n = routes.add(route);
-                                forwards.push(r.canonical(Some(&format!("\"{}\"", sentinel(n)))));
-                            }
-                        }
-                    }
-                    if waiting == 0 {
-                        let parts: Vec<String> = answers.into_iter().flatten().collect();
-                        let replies = if parts.is_empty() {
-                            vec![]
-                        } else {
-                            vec![format!("[{}]", parts.join(","))]
-                        };
-                        (replies, forwards)
-                    } else {
-                        let bytes =
-                            answers.iter().flatten().map(|a| a.len() + 1).sum::<usize>() + 2;
-                        routes.batches.insert(
-                            batch,
-                            PendingBatch {
-                                answers,
-                                waiting,
-                                bytes,
-                            },
-                        );
-                        (vec![], forwards)
-                    }
-                }
-            };
+        let (replies, forwards) = route_message(&data, &routes, limits.max_batch);
         for r in replies {
             if out.send(r).await.is_err() {
                 return;
@@ -602,6 +520,92 @@ async fn client_to_daemon<T, U>(
                 return;
             }
         }
+    }
+}
+
+/// One client message judged: (answers that go straight back, requests forwarded to
+/// jsonrpsee with crew's sentinel ids where the client's id must be put back later).
+fn route_message(
+    data: &[u8],
+    routes: &Mutex<Routes>,
+    max_batch: usize,
+) -> (Vec<String>, Vec<String>) {
+    match envelope::judge(data, max_batch) {
+        Body::ParseError => (vec![envelope::parse_error_text()], vec![]),
+        Body::BatchTooLarge { len } => {
+            (vec![envelope::batch_too_large_text(len, max_batch)], vec![])
+        }
+        Body::Single(Entry::Invalid { id, why }) => {
+            (vec![envelope::invalid_text(id, &why)], vec![])
+        }
+        Body::Single(Entry::Request(r)) => (vec![], vec![route_single(data, &r, routes)]),
+        Body::Batch(entries) => lock(routes).route_batch(&entries),
+    }
+}
+
+/// A single request as jsonrpsee gets it.
+fn route_single(data: &[u8], r: &envelope::Request<'_>, routes: &Mutex<Routes>) -> String {
+    let route = match r.id {
+        // The common case: jsonrpsee reads this message exactly as we did.
+        Some(_) if !r.id_needs_rewrite() => return String::from_utf8_lossy(data).into_owned(),
+        Some(id) => Route::Single { id: id.to_string() },
+        None => Route::Discard,
+    };
+    let n = lock(routes).add(route);
+    r.canonical(Some(&format!("\"{}\"", sentinel(n))))
+}
+
+impl Routes {
+    /// A batch: each request forwarded under its own sentinel id; the invalid entries'
+    /// answers wait in the batch's slots for the rest, or go back at once when nothing in it
+    /// expects an answer.
+    fn route_batch(&mut self, entries: &[Entry<'_>]) -> (Vec<String>, Vec<String>) {
+        self.next = self.next.wrapping_add(1);
+        let batch = self.next;
+        let mut answers = Vec::with_capacity(entries.len());
+        let mut forwards = Vec::new();
+        // Bounded by the batch's length (`max_batch`).
+        let mut waiting = 0;
+        for (slot, e) in entries.iter().enumerate() {
+            match e {
+                Entry::Invalid { id, why } => answers.push(Some(envelope::invalid_text(*id, why))),
+                Entry::Request(r) => {
+                    answers.push(None);
+                    let route = match r.id {
+                        Some(id) => {
+                            waiting += 1;
+                            Route::InBatch {
+                                batch,
+                                slot,
+                                id: id.to_string(),
+                            }
+                        }
+                        None => Route::Discard,
+                    };
+                    let n = self.add(route);
+                    forwards.push(r.canonical(Some(&format!("\"{}\"", sentinel(n)))));
+                }
+            }
+        }
+        if waiting == 0 {
+            let parts: Vec<String> = answers.into_iter().flatten().collect();
+            let replies = if parts.is_empty() {
+                vec![]
+            } else {
+                vec![format!("[{}]", parts.join(","))]
+            };
+            return (replies, forwards);
+        }
+        let bytes = answers.iter().flatten().map(|a| a.len() + 1).sum::<usize>() + 2;
+        self.batches.insert(
+            batch,
+            PendingBatch {
+                answers,
+                waiting,
+                bytes,
+            },
+        );
+        (vec![], forwards)
     }
 }
 
