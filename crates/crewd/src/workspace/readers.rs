@@ -9,7 +9,8 @@
 //! (crewd was killed) is stale and is replaced by a clean one. A reader's result is its text:
 //! its result commit is its start commit, on its own branch like every task's.
 
-use super::{add_worktree, retire, short};
+use super::short;
+use super::worktree::{add_worktree, retire};
 use crew_git::{Git, GitError, Repo};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
