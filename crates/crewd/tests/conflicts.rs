@@ -536,6 +536,12 @@ fn a_resolver_that_leaves_markers_is_retried_once_then_the_user_resolves_on_its_
         .count();
     assert_eq!(started, 3, "two agent attempts, then the taken resolution");
     assert_eq!(Daemon::task(&st, "04_join")["attempts"], 1, "{st}");
+    // Taking it made no worktree, so there was none to remove and nothing to warn about.
+    let log = d.log_text();
+    assert!(
+        !log.contains("cannot remove a finished task's worktree"),
+        "{log}"
+    );
     let integrated = st["workspace"]["integrated"]["commit"].as_str().unwrap();
     git(w, &["merge-base", "--is-ancestor", &users, integrated]);
 }

@@ -102,6 +102,11 @@ pub(super) async fn discard(shared: &Shared, repo: &Repo, path: &Path) {
                 }
             });
         }
+        // No worktree was made (a resolution or a reused result taken as it is): nothing to
+        // remove, and git would only say it is not a working tree.
+        Err(e)
+            if e.kind() == std::io::ErrorKind::NotFound
+                && matches!(tokio::fs::try_exists(path).await, Ok(false)) => {}
         Err(e) => {
             tracing::debug!(error = %e, "cannot move a finished worktree aside; removing it in place");
             if let Err(e) = repo.worktree_remove(path).await {
