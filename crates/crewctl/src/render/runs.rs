@@ -64,10 +64,41 @@ fn run_header(view: &View, r: &RunView) -> String {
         view.p(Tone::Bold, &r.id),
         view.p(tone, format!("{mark} {}", r.status.as_str()))
     );
-    let mut field = |name: &str, value: String| {
+    let mut fields: Vec<(&str, String)> = vec![
+        ("goal", view.cut(&r.goal, 200)),
+        ("setup", setup(r)),
+        ("cwd", r.cwd.clone()),
+    ];
+    if let Some(created) = parse_time(&r.created_at) {
+        fields.push((
+            "created",
+            format!(
+                "{} {} ({})",
+                absolute(created, view.clock.zone),
+                view.clock.zone.label(created),
+                relative(created, view.clock.now)
+            ),
+        ));
+    }
+    fields.extend(time(view, r).map(|t| ("time", t)));
+    fields.push(("usage", usage(r)));
+    fields.extend(budget(view, r).map(|b| ("budget", b)));
+    fields.extend(approval(view, r));
+    if !matches!(r.reuse_results.as_str(), "" | "off" | "none" | "false") {
+        fields.push(("reuse", r.reuse_results.clone()));
+    }
+    if let Some(s) = &r.schedule_id {
+        fields.push(("schedule", s.clone()));
+    }
+    fields.extend(reason(view, r));
+    for (name, value) in fields {
         let _ = writeln!(out, "  {} {value}", view.p(Tone::Dim, format!("{name:<9}")));
-    };
-    field("goal", view.cut(&r.goal, 200));
+    }
+    out
+}
+
+/// `team default · workflow default · runtime fake · model m · concurrency 4`.
+fn setup(r: &RunView) -> String {
     let mut setup = format!(
         "team {} · workflow {} · runtime {}",
         r.team, r.workflow, r.runtime
@@ -76,31 +107,24 @@ fn run_header(view: &View, r: &RunView) -> String {
         let _ = write!(setup, " · model {m}");
     }
     let _ = write!(setup, " · concurrency {}", r.concurrency);
-    field("setup", setup);
-    field("cwd", r.cwd.clone());
-    if let Some(created) = parse_time(&r.created_at) {
-        field(
-            "created",
-            format!(
-                "{} {} ({})",
-                absolute(created, view.clock.zone),
-                view.clock.zone.label(created),
-                relative(created, view.clock.now)
-            ),
-        );
-    }
-    let elapsed = r.duration_ms.or_else(|| {
+    setup
+}
+
+/// How long the run took, or has been running.
+fn time(view: &View, r: &RunView) -> Option<String> {
+    let ms = r.duration_ms.or_else(|| {
         let start = parse_time(r.started_at.as_deref()?)?;
         u64::try_from((view.clock.now - start).num_milliseconds()).ok()
-    });
-    if let Some(ms) = elapsed {
-        let what = if r.status.is_finished() {
-            "took"
-        } else {
-            "running for"
-        };
-        field("time", format!("{what} {}", human_duration_ms(ms)));
-    }
+    })?;
+    let what = if r.status.is_finished() {
+        "took"
+    } else {
+        "running for"
+    };
+    Some(format!("{what} {}", human_duration_ms(ms)))
+}
+
+fn usage(r: &RunView) -> String {
     let mut totals = format!(
         "{} tokens · {}",
         tokens(usage_tokens(&r.usage)),
@@ -109,75 +133,74 @@ fn run_header(view: &View, r: &RunView) -> String {
     if r.usage.cache_read > 0 {
         let _ = write!(totals, " · {} cache reads", tokens(r.usage.cache_read));
     }
-    field("usage", totals);
-    if let Some(b) = &r.budget {
-        let used = if b.tokens > 0 {
-            b.used as f64 / b.tokens as f64
-        } else {
-            0.0
-        };
-        let tone = if used >= b.abort_at {
-            Tone::Bad
-        } else if used >= b.warn_at {
-            Tone::Warn
-        } else {
-            Tone::Ok
-        };
-        field(
-            "budget",
-            view.p(
-                tone,
-                format!(
-                    "{} of {} tokens ({})",
-                    tokens(b.used),
-                    tokens(b.tokens),
-                    percent(used)
-                ),
-            ),
-        );
+    totals
+}
+
+/// The budget used, coloured by how near its thresholds it is.
+fn budget(view: &View, r: &RunView) -> Option<String> {
+    let b = r.budget.as_ref()?;
+    let used = if b.tokens > 0 {
+        b.used as f64 / b.tokens as f64
+    } else {
+        0.0
+    };
+    let tone = if used >= b.abort_at {
+        Tone::Bad
+    } else if used >= b.warn_at {
+        Tone::Warn
+    } else {
+        Tone::Ok
+    };
+    Some(view.p(
+        tone,
+        format!(
+            "{} of {} tokens ({})",
+            tokens(b.used),
+            tokens(b.tokens),
+            percent(used)
+        ),
+    ))
+}
+
+/// The plan's approval when the run needs one; a pending one says how to give it and where
+/// the plan is.
+fn approval(view: &View, r: &RunView) -> Vec<(&'static str, String)> {
+    if r.approval == "not_required" {
+        return vec![];
     }
-    if r.approval != "not_required" {
-        let tone = if r.approval == "pending" {
-            Tone::Warn
-        } else {
-            Tone::Dim
-        };
-        let mut a = view.p(tone, &r.approval);
-        if r.approval == "pending" {
-            let _ = write!(a, ": crewctl approve|reject {}", ids::hint(&r.id));
-        }
-        field("approval", a);
-        if r.approval == "pending" {
-            field(
-                "plan",
-                format!("crewctl cat {} shared/plan.md", ids::hint(&r.id)),
-            );
-        }
+    let pending = r.approval == "pending";
+    let mut a = view.p(if pending { Tone::Warn } else { Tone::Dim }, &r.approval);
+    if !pending {
+        return vec![("approval", a)];
     }
-    if !matches!(r.reuse_results.as_str(), "" | "off" | "none" | "false") {
-        field("reuse", r.reuse_results.clone());
-    }
-    if let Some(s) = &r.schedule_id {
-        field("schedule", s.clone());
-    }
-    if let Some(reason) = &r.reason {
-        let tone = if r.status == crew_api::types::RunStatus::Failed {
-            Tone::Bad
-        } else {
-            Tone::Warn
-        };
-        // A reason's summary (a failed check's command and failing lines), not the raw tail
-        // after it: `crewctl status`'s task table and `logs` carry the rest.
-        let summary = super::follow::reason_summary(reason);
-        let mut lines = summary.iter();
-        field(
-            "reason",
-            view.p(tone, lines.next().copied().unwrap_or_default()),
-        );
-        for l in lines {
-            field("", view.p(tone, *l));
-        }
-    }
+    let _ = write!(a, ": crewctl approve|reject {}", ids::hint(&r.id));
+    vec![
+        ("approval", a),
+        (
+            "plan",
+            format!("crewctl cat {} shared/plan.md", ids::hint(&r.id)),
+        ),
+    ]
+}
+
+/// Why the run stopped: a reason's summary (a failed check's command and failing lines), not
+/// the raw tail after it: `crewctl status`'s task table and `logs` carry the rest.
+fn reason(view: &View, r: &RunView) -> Vec<(&'static str, String)> {
+    let Some(reason) = &r.reason else {
+        return vec![];
+    };
+    let tone = if r.status == crew_api::types::RunStatus::Failed {
+        Tone::Bad
+    } else {
+        Tone::Warn
+    };
+    let summary = super::follow::reason_summary(reason);
+    let mut lines = summary.iter();
+    let mut out = vec![(
+        "reason",
+        view.p(tone, lines.next().copied().unwrap_or_default()),
+    )];
+    out.extend(lines.map(|l| ("", view.p(tone, *l))));
     out
 }
 
