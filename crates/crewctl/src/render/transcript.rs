@@ -303,119 +303,130 @@ pub fn parse(text: &str) -> Vec<Entry> {
 
 /// Renders a transcript. `verbose` keeps the prompt, thinking and full tool output.
 pub fn render(view: &View, text: &str, verbose: bool) -> String {
-    let entries = parse(text);
     let mut out = String::new();
-    let bar = view.p(Tone::Dim, "│");
-    for e in &entries {
-        match e {
-            Entry::Session(s) => {
-                let _ = writeln!(out, "{}", view.p(Tone::Dim, format!("── {s}")));
-            }
-            Entry::Prompt(p) => {
-                let shown = if verbose {
-                    p.clone()
-                } else {
-                    first_lines(p, 3)
-                };
-                let _ = writeln!(out, "{}", view.p(Tone::Dim, "prompt:"));
-                for l in shown.lines() {
-                    let line = format!("{bar} {}", view.p(Tone::Dim, l));
-                    let _ = writeln!(out, "{}", line.trim_end());
-                }
-            }
-            Entry::Text(t) => {
-                if !t.trim().is_empty() {
-                    let _ = writeln!(out, "{}", t.trim_end());
-                }
-            }
-            Entry::Thinking(t) => {
-                if !t.trim().is_empty() {
-                    let shown = if verbose { t.clone() } else { cut(t, 160) };
-                    let _ = writeln!(out, "{}", view.p(Tone::Dim, format!("(thinking) {shown}")));
-                }
-            }
-            Entry::ToolCall { name, args } => {
-                let args = if verbose {
-                    args.clone()
-                } else {
-                    cut(args, 120)
-                };
-                let _ = writeln!(
-                    out,
-                    "{} {}",
-                    view.p(Tone::Accent, format!("▸ {name}")),
-                    args
-                );
-            }
-            Entry::ToolResult { name, text, error } => {
-                if *error {
-                    let shown = if verbose {
-                        text.clone()
-                    } else {
-                        cut(text, 300)
-                    };
-                    let _ = writeln!(
-                        out,
-                        "  {}",
-                        view.p(Tone::Bad, format!("✗ {name} failed: {shown}"))
-                    );
-                } else {
-                    let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
-                    let more = text
-                        .lines()
-                        .filter(|l| !l.trim().is_empty())
-                        .count()
-                        .saturating_sub(1);
-                    let tail = if more > 0 {
-                        format!(" (+{more} lines)")
-                    } else {
-                        String::new()
-                    };
-                    if verbose {
-                        for l in text.lines() {
-                            let line = format!("  {bar} {}", view.p(Tone::Dim, l));
-                            let _ = writeln!(out, "{}", line.trim_end());
-                        }
-                    } else {
-                        let _ = writeln!(
-                            out,
-                            "  {}",
-                            view.p(Tone::Dim, format!("↳ {}{tail}", cut(first, 120)))
-                        );
-                    }
-                }
-            }
-            Entry::Error(e) => {
-                let _ = writeln!(out, "{}", view.p(Tone::Bad, format!("✗ error: {e}")));
-            }
-            Entry::Retry(r) => {
-                let _ = writeln!(out, "{}", view.p(Tone::Warn, format!("↻ {r}")));
-            }
-            Entry::Usage {
-                tokens: t,
-                cost: c,
-                model,
-            } => {
-                let mut u = if *t > 0 {
-                    format!("· {} tok · {}", tokens(*t), cost(*c))
-                } else {
-                    format!("· total {}", cost(*c))
-                };
-                if let Some(m) = model {
-                    let _ = write!(u, " · {m}");
-                }
-                let _ = writeln!(out, "{}", view.p(Tone::Dim, u));
-            }
-            Entry::Raw(r) => {
-                let _ = writeln!(out, "{}", view.p(Tone::Dim, r));
-            }
-        }
+    for e in &parse(text) {
+        entry(&mut out, view, e, verbose);
     }
     if out.is_empty() && !text.trim().is_empty() {
         // An unknown format: better the raw stream than nothing.
         return text.to_string();
     }
     out
+}
+
+/// One entry's lines.
+fn entry(out: &mut String, view: &View, e: &Entry, verbose: bool) {
+    let bar = view.p(Tone::Dim, "│");
+    match e {
+        Entry::Session(s) => {
+            let _ = writeln!(out, "{}", view.p(Tone::Dim, format!("── {s}")));
+        }
+        Entry::Prompt(p) => {
+            let shown = if verbose {
+                p.clone()
+            } else {
+                first_lines(p, 3)
+            };
+            let _ = writeln!(out, "{}", view.p(Tone::Dim, "prompt:"));
+            for l in shown.lines() {
+                let line = format!("{bar} {}", view.p(Tone::Dim, l));
+                let _ = writeln!(out, "{}", line.trim_end());
+            }
+        }
+        Entry::Text(t) => {
+            if !t.trim().is_empty() {
+                let _ = writeln!(out, "{}", t.trim_end());
+            }
+        }
+        Entry::Thinking(t) => {
+            if !t.trim().is_empty() {
+                let shown = if verbose { t.clone() } else { cut(t, 160) };
+                let _ = writeln!(out, "{}", view.p(Tone::Dim, format!("(thinking) {shown}")));
+            }
+        }
+        Entry::ToolCall { name, args } => {
+            let args = if verbose {
+                args.clone()
+            } else {
+                cut(args, 120)
+            };
+            let _ = writeln!(
+                out,
+                "{} {}",
+                view.p(Tone::Accent, format!("▸ {name}")),
+                args
+            );
+        }
+        Entry::ToolResult { name, text, error } => {
+            tool_result(out, view, name, text, *error, verbose);
+        }
+        Entry::Error(e) => {
+            let _ = writeln!(out, "{}", view.p(Tone::Bad, format!("✗ error: {e}")));
+        }
+        Entry::Retry(r) => {
+            let _ = writeln!(out, "{}", view.p(Tone::Warn, format!("↻ {r}")));
+        }
+        Entry::Usage {
+            tokens: t,
+            cost: c,
+            model,
+        } => {
+            let mut u = if *t > 0 {
+                format!("· {} tok · {}", tokens(*t), cost(*c))
+            } else {
+                format!("· total {}", cost(*c))
+            };
+            if let Some(m) = model {
+                let _ = write!(u, " · {m}");
+            }
+            let _ = writeln!(out, "{}", view.p(Tone::Dim, u));
+        }
+        Entry::Raw(r) => {
+            let _ = writeln!(out, "{}", view.p(Tone::Dim, r));
+        }
+    }
+}
+
+/// A tool's result: a failure with its text; else its first line and how many follow, or
+/// every line when `verbose`.
+fn tool_result(out: &mut String, view: &View, name: &str, text: &str, error: bool, verbose: bool) {
+    if error {
+        let shown = if verbose {
+            text.to_string()
+        } else {
+            cut(text, 300)
+        };
+        let _ = writeln!(
+            out,
+            "  {}",
+            view.p(Tone::Bad, format!("✗ {name} failed: {shown}"))
+        );
+        return;
+    }
+    if verbose {
+        let bar = view.p(Tone::Dim, "│");
+        for l in text.lines() {
+            let line = format!("  {bar} {}", view.p(Tone::Dim, l));
+            let _ = writeln!(out, "{}", line.trim_end());
+        }
+        return;
+    }
+    let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+    let more = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .count()
+        .saturating_sub(1);
+    let tail = if more > 0 {
+        format!(" (+{more} lines)")
+    } else {
+        String::new()
+    };
+    let _ = writeln!(
+        out,
+        "  {}",
+        view.p(Tone::Dim, format!("↳ {}{tail}", cut(first, 120)))
+    );
 }
 
 fn first_lines(s: &str, n: usize) -> String {
