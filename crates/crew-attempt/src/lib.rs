@@ -24,6 +24,7 @@ pub mod env;
 pub mod fault;
 mod lines;
 mod live;
+pub mod log;
 pub mod outcome;
 pub mod port;
 pub mod pre_step;

@@ -44,6 +44,16 @@ pub fn echo(s: &str) -> String {
     clean(s, MAX_ECHO_CHARS)
 }
 
+/// `s` with unsafe characters written as escapes, whole: for a log line, which must stay one
+/// line whatever a worker, git or a path put in it.
+pub fn escape(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.chars().any(is_unsafe_char) {
+        std::borrow::Cow::Owned(clean(s, usize::MAX))
+    } else {
+        std::borrow::Cow::Borrowed(s)
+    }
+}
+
 /// `s` with unsafe characters written as escapes, cut after `max` characters of it.
 pub fn clean(s: &str, max: usize) -> String {
     let mut out = String::new();
@@ -70,6 +80,20 @@ mod tests {
         assert_eq!(bound("abc".into(), 3), "abc");
         assert_eq!(bound("abcdé".into(), 3), "abc… [2 more characters]");
         assert_eq!(bound(String::new(), 0), "");
+    }
+
+    #[test]
+    fn escape_keeps_everything_and_escapes_controls() {
+        assert!(matches!(
+            escape("plain é"),
+            std::borrow::Cow::Borrowed("plain é")
+        ));
+        assert_eq!(
+            escape("a\nb\r\u{1b}[2J\u{202E}c"),
+            "a\\nb\\r\\u{1b}[2J\\u{202e}c"
+        );
+        let long = "z".repeat(10_000);
+        assert_eq!(escape(&long), long);
     }
 
     #[test]

@@ -37,6 +37,7 @@ fn main() {
         std::process::exit(2);
     };
     tracing_subscriber::fmt()
+        .fmt_fields(crew_attempt::log::fields())
         .with_writer(std::io::stderr)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("CREW_LOG")

@@ -62,6 +62,7 @@ pub fn init_logging() {
         std::env::var_os("JOURNAL_STREAM").is_some() || std::env::var_os("INVOCATION_ID").is_some();
     let b = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .fmt_fields(crew_attempt::log::fields())
         .with_writer(std::io::stderr);
     use std::io::IsTerminal;
     if under_systemd {

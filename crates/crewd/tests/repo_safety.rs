@@ -368,6 +368,17 @@ fn a_signing_failure_refuses_the_apply_and_leaves_the_checkout_exactly_as_it_was
         assert!(e["message"].as_str().unwrap().contains("gpgSign"), "{e}");
         assert_eq!(snapshot(w), before);
     }
+    // git's stderr is in the refusal, which crewd logs: its newlines are escaped there, so every
+    // line of the log is one of crewd's (a line of git's could pass for one).
+    let log = d.log_text();
+    assert!(log.contains("gpg failed to sign the data"), "{log}");
+    for line in log.lines().filter(|l| !l.trim().is_empty()) {
+        // Each of crewd's lines starts with its time: `2026-12-07T10:52:37.703185Z  INFO …`.
+        let stamped = line.get(..30).is_some_and(|head| {
+            head.starts_with("20") && head.as_bytes().get(10) == Some(&b'T') && head.contains("Z ")
+        });
+        assert!(stamped, "a line crewd did not write: {line:?}\n{log}");
+    }
 }
 
 #[test]
