@@ -670,16 +670,24 @@ impl Supervisor<'_> {
                     .unwrap_or(Why::Drained);
                 self.stopping = Stopping::Killed { at: now, why };
             }
-            Action::Drain => self.term(now, Why::Drained),
+            Action::Drain => {
+                tracing::info!(
+                    pid = self.pid,
+                    "the worker answered and lingers; sending SIGTERM"
+                );
+                self.term(now, Why::Drained)
+            }
             Action::Timeout => {
                 let error = format!(
                     "the task timed out after {}",
                     human(self.rules.task_timeout)
                 );
+                tracing::info!(pid = self.pid, "{error}; sending SIGTERM");
                 self.term(now, stopped(error, false, FailReason::Timeout));
             }
             Action::NoOutput => {
                 let error = format!("no output for {}", human(self.rules.no_output));
+                tracing::info!(pid = self.pid, "{error}; sending SIGTERM");
                 self.term(now, stopped(error, true, FailReason::NoOutput));
             }
         }

@@ -515,6 +515,13 @@ fn silent_worker_is_stopped_by_the_watchdog_and_retried() {
     let retries = of_type(&evs, "task.retrying");
     assert_eq!(retries.len(), 1);
     assert_eq!(retries[0]["data"]["reason"], "no_output");
+    // The log says why each worker was stopped, when it was stopped.
+    let log = d.log_text();
+    assert_eq!(
+        log.matches("no output for 1.5s; sending SIGTERM").count(),
+        2,
+        "{log}"
+    );
     // The watchdog fired after the configured quiet time, not before.
     let started: chrono::DateTime<chrono::Utc> = of_type(&evs, "task.started")[0]["time"]
         .as_str()
