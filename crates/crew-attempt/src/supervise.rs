@@ -626,7 +626,10 @@ impl Supervisor<'_> {
         }
         let outcome = self.out.parser.outcome();
         if outcome.final_text.is_some() && outcome.error.is_none() {
-            tracing::info!("the worker closed stdout after its answer; what lingers is stopped after the final drain");
+            // A worker already told to stop is stopped on that account, not the drain's.
+            if matches!(self.stopping, Stopping::Running) {
+                tracing::info!("the worker closed stdout after its answer; what lingers is stopped after the final drain");
+            }
             self.out.final_at = Some(Instant::now());
         }
     }
