@@ -487,6 +487,10 @@ impl Supervisor<'_> {
     }
 
     async fn next_wake(&mut self, deadline: Instant) -> Wake {
+        // A deadline already past when the wait begins (the progress flush after a first line
+        // that came late) is due now: how late the tick is counts from here, so only a loop
+        // that was not polled reads as a pause of the daemon.
+        let deadline = deadline.max(Instant::now());
         let stderr = &mut self.stderr;
         let chunk = &mut self.stderr_chunk;
         tokio::select! {

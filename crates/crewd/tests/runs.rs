@@ -501,6 +501,19 @@ fn crash_on_the_first_attempt_only_succeeds_on_the_second() {
         .is_some());
 }
 
+/// A worker whose first words come late does not read as a daemon that stopped running: that
+/// line (and the watchdog's restart it stands for) is kept for a real pause.
+#[test]
+fn a_slow_first_line_is_not_taken_for_a_pause_of_the_daemon() {
+    let d = daemon("");
+    one_step_team(&d, "slow", "Think first. [fake:sleep=1400ms]", "explorer");
+    let run = d.run("slow goal", json!({"team": "slow"}));
+    assert_eq!(d.wait(&run), "completed");
+    let log = d.log_text();
+    assert!(log.contains("worker ended"), "{log}");
+    assert!(!log.contains("did not run for a while"), "{log}");
+}
+
 #[test]
 fn silent_worker_is_stopped_by_the_watchdog_and_retried() {
     let d = daemon("max_attempts = 2\n");

@@ -66,4 +66,7 @@ fn a_paused_daemon_does_not_kill_workers_that_kept_writing() {
         failures.is_empty(),
         "healthy workers were blamed: {failures:?}"
     );
+    // And the pause was seen as one (a worker's slow first line is not: runs.rs).
+    let log = d.log_text();
+    assert!(log.contains("the daemon did not run for a while"), "{log}");
 }
