@@ -1270,9 +1270,9 @@ fn a_free_slot_is_filled_as_soon_as_any_task_ends() {
 
 #[test]
 fn a_cwd_removed_after_the_start_fails_the_next_task_naming_it() {
-    // This test is about the cwd, not the watchdog: on a machine busy enough to starve the
-    // agent for the FAST 1.5 s, the first task failed "no output" and was never the one that
-    // finds the cwd gone (seen once with the whole suite on 2 cores).
+    // This test is about the cwd, not the watchdog: with the whole suite on 2 cores the first
+    // task's worker was once stopped before its end (not by the drain: by the FAST 1.5 s
+    // watchdog, most likely), so that task failed and the second never found the cwd gone.
     let d = daemon("no_output_timeout_ms = 10000");
     let cwd = d.work.join("vanishing");
     std::fs::create_dir_all(&cwd).unwrap();
