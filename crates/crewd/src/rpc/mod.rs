@@ -19,6 +19,27 @@ use std::future::Future;
 use std::sync::Arc;
 use tracing::Instrument;
 
+/// A method's params, as its handler takes them.
+type P<M> = <M as Method>::Params;
+/// A method's answer, as its handler gives it.
+type Out<M> = Result<<M as Method>::Result, ApiError>;
+
+/// `v` when it is in `range`, else the field's invalid-params error naming the range.
+fn in_range<T: PartialOrd + std::fmt::Display>(
+    field: &str,
+    v: T,
+    range: std::ops::RangeInclusive<T>,
+) -> Result<T, ApiError> {
+    if range.contains(&v) {
+        return Ok(v);
+    }
+    let (lo, hi) = range.into_inner();
+    Err(ApiError::invalid_params(
+        field,
+        format!("must be between {lo} and {hi}"),
+    ))
+}
+
 pub struct Ctx {
     pub shared: Arc<Shared>,
     pub actor: Actor,
@@ -113,6 +134,19 @@ pub fn module(shared: Arc<Shared>, actor: Actor) -> RpcModule<Ctx> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_range_check_names_its_bounds() {
+        assert_eq!(in_range("limit", 1, 1..=1000).unwrap(), 1);
+        assert_eq!(in_range("limit", 1000, 1..=1000).unwrap(), 1000);
+        for v in [0, 1001, -5] {
+            let e = in_range("limit", v, 1..=1000).unwrap_err();
+            assert_eq!(
+                e.message, "invalid params: limit: must be between 1 and 1000",
+                "{v}"
+            );
+        }
+    }
 
     #[test]
     fn parse_params_names_the_field() {

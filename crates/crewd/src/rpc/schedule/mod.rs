@@ -11,20 +11,16 @@ mod read;
 mod trigger;
 
 use super::{register, views, Ctx};
+use super::{Out, P};
 use crate::scheduler;
 use chrono::{DateTime, SecondsFormat, Utc};
 use chrono_tz::Tz;
 use crew_api::methods::*;
 use crew_api::types::*;
-use crew_api::{codes, ApiError, Method};
+use crew_api::{codes, ApiError};
 use crew_core::run::{JobLookup, ScheduleJob};
 use crew_core::schedule::{self as sched, ScheduleError, ScheduleSpec};
 use jsonrpsee::RpcModule;
-
-/// A method's params, as its handler takes them.
-type P<M> = <M as Method>::Params;
-/// A method's answer, as its handler gives it.
-type Out<M> = Result<<M as Method>::Result, ApiError>;
 
 const NAME_MAX_CHARS: usize = 200;
 

@@ -1,7 +1,7 @@
 //! Reading jobs: list, get, and the fire times a cron expression would have (preview).
 
 use super::{get_job, job_view, schedule_error, zone, Out, P};
-use crate::rpc::team::in_range;
+use crate::rpc::in_range;
 use crate::rpc::Ctx;
 use chrono::Utc;
 use crew_api::methods::*;

@@ -11,38 +11,18 @@ mod runs;
 mod talk;
 mod worktree;
 
+use super::{in_range, Out, P};
 use super::{off_actor, register, views, Ctx};
 use crate::actor::residency;
 use crew_api::methods::*;
 use crew_api::types::*;
-use crew_api::{ApiError, Method};
+use crew_api::ApiError;
 use crew_core::run::{CoreError, Pending, RunState};
 use jsonrpsee::RpcModule;
-
-/// A method's params, as its handler takes them.
-type P<M> = <M as Method>::Params;
-/// A method's answer, as its handler gives it.
-type Out<M> = Result<<M as Method>::Result, ApiError>;
 
 pub(super) fn check_id(field: &str, id: &str) -> Result<crew_core::ids::SafeId, ApiError> {
     crew_core::ids::SafeId::new(id)
         .map_err(|_| ApiError::invalid_params(field, "must be 1-128 characters of A-Z a-z 0-9 _ -"))
-}
-
-/// `v` when it is in `range`, else the field's invalid-params error naming the range.
-pub(super) fn in_range<T: PartialOrd + std::fmt::Display>(
-    field: &str,
-    v: T,
-    range: std::ops::RangeInclusive<T>,
-) -> Result<T, ApiError> {
-    if range.contains(&v) {
-        return Ok(v);
-    }
-    let (lo, hi) = range.into_inner();
-    Err(ApiError::invalid_params(
-        field,
-        format!("must be between {lo} and {hi}"),
-    ))
 }
 
 /// An evicted run's details, loaded from the journal off the actor, not yet adopted.
@@ -192,22 +172,4 @@ pub fn register_all(m: &mut RpcModule<Ctx>) {
     register::<TeamApply, _, _>(m, worktree::apply);
     register::<TeamExport, _, _>(m, bundles::export);
     register::<TeamImport, _, _>(m, bundles::import);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::in_range;
-
-    #[test]
-    fn a_range_check_names_its_bounds() {
-        assert_eq!(in_range("limit", 1, 1..=1000).unwrap(), 1);
-        assert_eq!(in_range("limit", 1000, 1..=1000).unwrap(), 1000);
-        for v in [0, 1001, -5] {
-            let e = in_range("limit", v, 1..=1000).unwrap_err();
-            assert_eq!(
-                e.message, "invalid params: limit: must be between 1 and 1000",
-                "{v}"
-            );
-        }
-    }
 }
