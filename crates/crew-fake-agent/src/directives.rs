@@ -65,6 +65,8 @@ pub struct Directives {
     /// Edits made only by crew's candidate `k` of a step (`cand-write=k:path:text`, issue 36):
     /// the candidates of one step get the same prompt, so the task id tells them apart.
     pub cand_edits: Vec<(u32, Edit)>,
+    /// Candidates that fail for good, as `[fake:fail]` does (`cand-fail=k`).
+    pub cand_fail: Vec<u32>,
     /// How long candidate `k` sleeps (`cand-sleep=k:2s`), in place of `sleep`.
     pub cand_sleep: Vec<(u32, Duration)>,
     /// A selector's choice among candidates (`choice=k`).
@@ -174,6 +176,7 @@ fn apply(d: &mut Directives, body: &str) {
                 }
             }
         }
+        ("cand-fail", Some(v)) => d.cand_fail.extend(v.trim().parse::<u32>().ok()),
         ("choice", Some(v)) => d.choice = v.trim().parse().ok(),
         ("cand-sleep", Some(v)) => {
             if let Some((k, dur)) = v.split_once(':') {

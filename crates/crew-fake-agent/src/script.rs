@@ -281,7 +281,7 @@ fn sleep_beating(ctl: &mut Control, d: Duration, beat: Option<Duration>) -> Resu
 }
 
 fn plan(d: &Directives, model_error: bool) -> Vec<Step> {
-    if d.fail {
+    if d.fail || candidate_index().is_some_and(|k| d.cand_fail.contains(&k)) {
         return vec![Step::Error(FAIL_MESSAGE)];
     }
     if model_error {

@@ -302,6 +302,36 @@ fn two_runtimes_compete_and_the_budget_stops_further_candidates() {
     assert!(evs.iter().any(|e| e["type"] == "run.budget_exceeded"));
 }
 
+/// A candidate that fails for good is its selector's concern, not the run's: under the default
+/// fail-fast policy the other candidates and later tasks are still retried.
+#[test]
+fn a_failed_candidate_does_not_stop_the_other_candidates_retries() {
+    let d = Daemon::start();
+    repo(&d);
+    team(
+        &d,
+        "flaky",
+        "candidates: 2\nselect: smallest",
+        "[fake:cand-fail=1][fake:fail-attempts=1][fake:cand-write=2:ok.txt:two\\n]",
+    );
+    // One at a time: candidate 1 has failed for good when candidate 2's first attempt fails.
+    let run = run_in(&d, "flaky", json!({"concurrency": 1}));
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    let evs = d.events(Some(&run));
+    let pos = |kind: &str, task: &str| {
+        evs.iter()
+            .position(|e| e["type"] == kind && e["taskId"] == task)
+            .unwrap_or_else(|| panic!("no {kind} of {task}"))
+    };
+    assert!(
+        pos("task.failed", "_cand-01_build-1") < pos("task.retrying", "_cand-01_build-2"),
+        "candidate 1 failed first"
+    );
+    assert!(of(&evs, "task.failed", "_cand-01_build-2").is_empty());
+    let chosen = of(&evs, "task.candidate_chosen", "01_build");
+    assert_eq!(chosen[0]["data"]["choice"]["index"], 2);
+}
+
 #[test]
 fn no_candidate_passing_enters_the_fix_loop_from_the_best() {
     let d = Daemon::start();

@@ -813,7 +813,7 @@ impl Failure<'_> {
     fn follow_up(self, retryable: bool, clock: &RetryClock) -> Pending {
         let (run, t) = (self.run, self.t);
         let fail_fast_stopped = run.spec.failure_policy == super::FailurePolicy::FailFast
-            && run.tasks.iter().any(|x| x.status == TaskStatus::Failed);
+            && run.tasks.iter().any(super::settle::failed_for_the_run);
         // A failed verification is retried only as often as the step allows (once by
         // default), with its failure in the next prompt.
         let retryable = retryable

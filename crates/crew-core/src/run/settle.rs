@@ -151,15 +151,20 @@ fn skip_reason(run: &RunState, t: &TaskState, failed: Option<&str>) -> Option<St
     Some(format!("dependency {dead_dep} did not complete"))
 }
 
-/// The first task that failed for good, by plan order. A candidate's failure is its selector's
-/// concern, not the run's.
+/// A task that failed for good and so fails the run. A candidate's failure is its selector's
+/// concern, not the run's: it neither fails the run nor stops the other tasks' retries.
+pub(super) fn failed_for_the_run(t: &TaskState) -> bool {
+    t.status == TaskStatus::Failed && !super::candidates::set_aside(t)
+}
+
+/// The first task that failed for good, by plan order.
 fn first_failed<'a>(run: &'a RunState, counts: &TaskCounts) -> Option<&'a str> {
     if counts.failed == 0 {
         return None;
     }
     run.tasks
         .iter()
-        .find(|t| t.status == TaskStatus::Failed && !super::candidates::set_aside(t))
+        .find(|t| failed_for_the_run(t))
         .map(|t| t.plan.id.as_str())
 }
 
