@@ -355,6 +355,31 @@ fn shared_git_controls(cwd: &Path) -> Vec<PathBuf> {
     v
 }
 
+/// The task's per-worktree config (`<metadata>/config.worktree`), made empty where it is not
+/// there so it can be bound read-only. crew's own git reads it after the attempt, outside the
+/// box (`git add -A` of the task's result): in a repository with per-worktree config on
+/// (`extensions.worktreeConfig`, which `git sparse-checkout` sets), an agent that wrote a
+/// filter or `core.worktree` into it would have crew run its program, or commit files from
+/// anywhere. `None` when it cannot be made: then the metadata is read-only as a whole (the
+/// agent's own `git commit` fails, nothing runs).
+fn worktree_config(admin: &Path) -> Option<PathBuf> {
+    let config = admin.join("config.worktree");
+    let made = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&config);
+    match made {
+        Ok(_) => Some(config),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            // Only a plain file can be bound over; a link could point the bind anywhere.
+            std::fs::symlink_metadata(&config)
+                .is_ok_and(|m| m.is_file())
+                .then_some(config)
+        }
+        Err(_) => None,
+    }
+}
+
 /// The box `i` describes.
 pub fn spec(i: &Inputs) -> BoxSpec {
     let mut ro: Vec<PathBuf> = Vec::new();
@@ -406,9 +431,13 @@ pub fn spec(i: &Inputs) -> BoxSpec {
         // file, the metadata's `commondir` and `gitdir`), which crew's own git reads after.
         rw.push(wt.root.to_path_buf());
         ro.push(wt.root.join(".git"));
-        rw.push(wt.admin.to_path_buf());
-        ro.push(wt.admin.join("commondir"));
-        ro.push(wt.admin.join("gitdir"));
+        match worktree_config(&wt.admin) {
+            Some(config) => {
+                rw.push(wt.admin.to_path_buf());
+                ro.extend([wt.admin.join("commondir"), wt.admin.join("gitdir"), config]);
+            }
+            None => ro.push(wt.admin.to_path_buf()),
+        }
     }
     match i.run_dir {
         RunDir::None => {}
@@ -538,9 +567,13 @@ mod tests {
 
     #[test]
     fn an_agents_box() {
+        // The task's metadata is real: its `config.worktree` is made to be bound.
+        let meta = tempfile::tempdir().unwrap();
+        let admin = meta.path().join("t");
+        std::fs::create_dir(&admin).unwrap();
         let wt = Worktree {
             root: "/s/worktrees/r/t".into(),
-            admin: "/repo/.git/worktrees/t".into(),
+            admin: admin.clone(),
         };
         let inputs = Inputs {
             adapter: Some(AdapterKind::Claude),
@@ -553,19 +586,17 @@ mod tests {
         };
         let b = spec(&inputs);
         let has = |v: &[PathBuf], p: &str| v.iter().any(|x| x == Path::new(p));
-        for p in [
-            "/s/worktrees/r/t",
-            "/repo/.git/worktrees/t",
-            "/h/.claude",
-            "/h/.cache",
-        ] {
+        for p in ["/s/worktrees/r/t", "/h/.claude", "/h/.cache"] {
             assert!(has(&b.writable, p), "{p} writable");
         }
+        assert!(b.writable.contains(&admin), "the task's metadata writable");
+        for f in ["commondir", "gitdir", "config.worktree"] {
+            assert!(b.read_only.contains(&admin.join(f)), "{f} read-only");
+        }
+        assert!(admin.join("config.worktree").is_file());
         for p in [
             "/repo",
             "/s/worktrees/r/t/.git",
-            "/repo/.git/worktrees/t/commondir",
-            "/repo/.git/worktrees/t/gitdir",
             "/h/.claude/settings.json",
             "/s/runs/r/prompts",
             "/s/runs/r/skills",
@@ -578,11 +609,7 @@ mod tests {
         // is read-only with the checkout: nothing under it is writable but the task's own
         // metadata (and its objects, seen elsewhere below).
         for p in &b.writable {
-            assert!(
-                !p.starts_with("/repo") || p.starts_with("/repo/.git/worktrees/t"),
-                "{} writable",
-                p.display()
-            );
+            assert!(!p.starts_with("/repo"), "{} writable", p.display());
         }
         for p in [
             "/h",
@@ -619,6 +646,16 @@ mod tests {
         });
         assert!(has(&b.read_only, "/s/worktrees/r/t") && !has(&b.writable, "/s/worktrees/r/t"));
         assert!(!b.writable.iter().any(|p| p.starts_with("/repo")));
+        // Metadata where `config.worktree` cannot be made: read-only as a whole.
+        let gone = Worktree {
+            root: wt.root.clone(),
+            admin: meta.path().join("gone"),
+        };
+        let b = spec(&Inputs {
+            worktree: Some(&gone),
+            ..inputs
+        });
+        assert!(b.read_only.contains(&gone.admin) && !b.writable.contains(&gone.admin));
     }
 
     /// On a node the run directory is the staging directory, which holds the attempt's token

@@ -464,6 +464,54 @@ fn in_shared_mode_the_agent_commits_but_cannot_plant_a_program_for_git() {
     assert_eq!(String::from_utf8_lossy(&log.stdout).trim(), "mine");
 }
 
+/// Worktree mode, a repository with per-worktree config on (`git sparse-checkout` turns it on):
+/// the agent writes its worktree's `config.worktree` (a clean filter that runs a program) and
+/// a `.gitattributes` naming it. crew's own `git add -A` after the attempt runs outside the box,
+/// so the file must be out of the agent's reach, or the program runs as the user.
+#[test]
+fn in_worktree_mode_the_agent_cannot_plant_a_filter_for_crews_own_git() {
+    const NAME: &str = "in_worktree_mode_the_agent_cannot_plant_a_filter_for_crews_own_git";
+    if let Err(why) = bwrap_works() {
+        skip(NAME, &format!("bubblewrap cannot make a box here: {why}"));
+    }
+    out_of_tmp();
+    let home = tempfile::tempdir().unwrap();
+    let marker = home.path().join("pwned");
+    let script = format!(
+        "gd=$(git rev-parse --git-dir) && printf '[filter \"x\"]\\n\\tclean = \"touch {m}; cat\"\\n' > \"$gd/config.worktree\" && echo PLANTED; \
+         echo '* filter=x' > .gitattributes; echo x > mine.txt; echo done",
+        m = marker.display()
+    );
+    let d = Daemon::start_with(Opts {
+        config: format!(
+            "sandbox = \"required\"\n[runtimes.w]\nadapter = \"command\"\n\
+             command = [\"/bin/sh\", \"-c\", {script:?}]\n"
+        ),
+        env: vec![],
+    });
+    repo(&d.work);
+    git(&d.work, &["config", "extensions.worktreeConfig", "true"]);
+    one_step_team(&d, "writer", "Write.", "executor");
+    let run = d.run(
+        "write",
+        json!({"team": "writer", "runtime": "w", "workspace": "worktree"}),
+    );
+    let status = d.wait(&run);
+    let r = d.ok(
+        "team.artifact",
+        json!({"runId": run, "name": "results/01_only.txt"}),
+    )["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        !marker.exists(),
+        "crew's git ran the agent's filter ({status}): {r}"
+    );
+    assert!(!r.contains("PLANTED"), "{r}");
+    assert_eq!(status, "completed", "{}", d.status(&run));
+}
+
 /// A writing attempt's own object directory (`<run>/objects/<task>.attempt-N/`) left by a
 /// `kill -9` of crewd mid-attempt: the restart takes its objects (the agent's commit) into the
 /// repository and removes it before anything runs.
