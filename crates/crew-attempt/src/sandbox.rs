@@ -331,27 +331,55 @@ fn install_dir(program: &Path) -> Option<PathBuf> {
 
 /// In shared mode the workspace is the user's checkout itself, `.git` included. What in it
 /// makes git run a program stays read-only — the config (`core.fsmonitor`, `core.hooksPath`,
-/// aliases, filters), the hooks, a submodule's own — or a boxed agent plants a program the
-/// user's next `git status` runs. Objects, the index and refs stay writable, so the agent's
-/// own `git add`/`git commit` work. A missing `hooks` folder is made (as `git init` does),
-/// since a path that is not there cannot be bound; where that fails, all of `.git` is
-/// read-only instead.
+/// aliases, filters), the per-worktree config, the hooks, submodules' own configs, a
+/// `commondir` that names where the rest is — or a boxed agent plants a program the user's
+/// next `git status` runs. Objects, the index and refs stay writable, so the agent's own `git
+/// add`/`git commit` work. A path that is not there cannot be bound, so what git reads when
+/// present is made as git itself would make it: `hooks/` and `modules/` empty folders (as
+/// `git init` and `git submodule` do), `config.worktree` an empty file (nothing set); where
+/// that fails, or one of them is not what it should be (a link), all of `.git` is read-only
+/// instead. A `.git` file (the checkout is a linked worktree or a submodule) is read-only:
+/// the git directory it names is outside the checkout, so out of the box.
+///
+/// Not covered: a `commondir` the agent creates where there was none (an empty one breaks
+/// git, so no placeholder can stand in for it).
 fn shared_git_controls(cwd: &Path) -> Vec<PathBuf> {
     let git = cwd.join(".git");
-    if !std::fs::symlink_metadata(&git).is_ok_and(|m| m.is_dir()) {
-        return Vec::new();
+    match std::fs::symlink_metadata(&git) {
+        Ok(m) if m.is_file() => return vec![git],
+        Ok(m) if m.is_dir() => {}
+        _ => return Vec::new(),
     }
-    let hooks = git.join("hooks");
-    if (!hooks.is_dir() && std::fs::create_dir(&hooks).is_err()) || !git.join("config").is_file() {
+    let is = |p: &Path, dir: bool| {
+        std::fs::symlink_metadata(p).is_ok_and(|m| if dir { m.is_dir() } else { m.is_file() })
+    };
+    let made = |p: &Path, dir: bool| {
+        let created = if dir {
+            std::fs::create_dir(p)
+        } else {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(p)
+                .map(drop)
+        };
+        match created {
+            Ok(()) => true,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => is(p, dir),
+            Err(_) => false,
+        }
+    };
+    let controls = [
+        (git.join("hooks"), true),
+        (git.join("modules"), true),
+        (git.join("config.worktree"), false),
+    ];
+    if !is(&git.join("config"), false) || !controls.iter().all(|(p, dir)| made(p, *dir)) {
         return vec![git];
     }
-    let mut v = vec![git.join("config"), hooks];
-    v.extend(
-        ["config.worktree", "modules"]
-            .map(|p| git.join(p))
-            .into_iter()
-            .filter(|p| p.exists()),
-    );
+    let mut v: Vec<PathBuf> = controls.into_iter().map(|(p, _)| p).collect();
+    v.push(git.join("config"));
+    v.extend(Some(git.join("commondir")).filter(|p| p.exists()));
     v
 }
 
@@ -547,22 +575,39 @@ mod tests {
         };
         let b = spec(&inputs(true));
         assert!(b.writable.contains(&cwd.to_path_buf()));
-        for p in [".git/config", ".git/hooks"] {
+        for p in [
+            ".git/config",
+            ".git/hooks",
+            ".git/modules",
+            ".git/config.worktree",
+        ] {
             assert!(b.read_only.contains(&cwd.join(p)), "{p}: {:?}", b.read_only);
         }
-        // Made, so that it can be bound: an agent cannot plant a hook where there was none.
-        assert!(cwd.join(".git/hooks").is_dir());
+        // Made, so that they can be bound: an agent cannot plant a hook, a submodule's config
+        // or a per-worktree config where there was none.
+        assert!(cwd.join(".git/hooks").is_dir() && cwd.join(".git/modules").is_dir());
+        assert_eq!(
+            std::fs::read(cwd.join(".git/config.worktree")).unwrap(),
+            b""
+        );
         assert!(!b.read_only.contains(&cwd.join(".git/objects")));
+        // One of them a link (it would bind what it points at): all of `.git` read-only.
+        std::fs::remove_file(cwd.join(".git/config.worktree")).unwrap();
+        std::os::unix::fs::symlink("/etc/hostname", cwd.join(".git/config.worktree")).unwrap();
+        assert!(spec(&inputs(true)).read_only.contains(&cwd.join(".git")));
         // Without a config file to protect, all of `.git` is read-only.
         std::fs::remove_file(cwd.join(".git/config")).unwrap();
         assert!(spec(&inputs(true)).read_only.contains(&cwd.join(".git")));
-        // A linked worktree's `.git` is a file; its repository is not in the box at all.
+        // A linked worktree's `.git` is a file: it stays (it names the repository); the
+        // repository itself is not in the box at all.
         std::fs::remove_dir_all(cwd.join(".git")).unwrap();
         std::fs::write(cwd.join(".git"), "gitdir: /elsewhere\n").unwrap();
-        assert!(!spec(&inputs(true))
+        let under: Vec<PathBuf> = spec(&inputs(true))
             .read_only
-            .iter()
-            .any(|p| p.starts_with(cwd)));
+            .into_iter()
+            .filter(|p| p.starts_with(cwd))
+            .collect();
+        assert_eq!(under, [cwd.join(".git")]);
     }
 
     #[test]

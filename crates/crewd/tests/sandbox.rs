@@ -464,6 +464,96 @@ fn in_shared_mode_the_agent_commits_but_cannot_plant_a_program_for_git() {
     assert_eq!(String::from_utf8_lossy(&log.stdout).trim(), "mine");
 }
 
+/// Shared mode where the checkout's `.git` is a file (a linked worktree, a submodule): the
+/// agent cannot point it at a git directory of its own (whose config the user's next `git
+/// status` would obey), nor write a `config.worktree` or a submodule's config.
+#[test]
+fn in_shared_mode_the_agent_cannot_redirect_the_checkouts_git() {
+    const NAME: &str = "in_shared_mode_the_agent_cannot_redirect_the_checkouts_git";
+    if let Err(why) = bwrap_works() {
+        skip(NAME, &format!("bubblewrap cannot make a box here: {why}"));
+    }
+    out_of_tmp();
+    let script =
+        "printf 'gitdir: /nowhere\\n' > .git 2>/dev/null && echo PLANTED-GITFILE; echo done";
+    let d = Daemon::start_with(Opts {
+        config: format!(
+            "sandbox = \"required\"\n[runtimes.w]\nadapter = \"command\"\n\
+             command = [\"/bin/sh\", \"-c\", {script:?}]\n"
+        ),
+        env: vec![],
+    });
+    let main = d.work.parent().unwrap().join("main-repo");
+    std::fs::create_dir_all(&main).unwrap();
+    repo(&main);
+    std::fs::remove_dir(&d.work).unwrap();
+    git(
+        &main,
+        &["worktree", "add", "-q", "-b", "linked", path_str(&d.work)],
+    );
+    let gitfile = std::fs::read_to_string(d.work.join(".git")).unwrap();
+    one_step_team(&d, "writer", "Write.", "executor");
+    let run = d.run(
+        "write",
+        json!({"team": "writer", "runtime": "w", "workspace": "shared"}),
+    );
+    let status = d.wait(&run);
+    let r = d.ok(
+        "team.artifact",
+        json!({"runId": run, "name": "results/01_only.txt"}),
+    )["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert_eq!(
+        std::fs::read_to_string(d.work.join(".git")).unwrap(),
+        gitfile
+    );
+    assert!(!r.contains("PLANTED"), "{status}: {r}");
+}
+
+/// Shared mode, `.git` a folder: a `config.worktree` the agent writes (git reads it when
+/// per-worktree config is on) and a submodule's config under `.git/modules` (the user's `git
+/// status` runs status in a submodule, by its config) are out of reach, whether or not they
+/// were there before.
+#[test]
+fn in_shared_mode_the_agent_cannot_write_worktree_or_submodule_config() {
+    const NAME: &str = "in_shared_mode_the_agent_cannot_write_worktree_or_submodule_config";
+    if let Err(why) = bwrap_works() {
+        skip(NAME, &format!("bubblewrap cannot make a box here: {why}"));
+    }
+    out_of_tmp();
+    let script = "echo '[core]' > .git/config.worktree 2>/dev/null && echo PLANTED-WORKTREE; \
+                  mkdir -p .git/modules/x 2>/dev/null && echo '[core]' > .git/modules/x/config 2>/dev/null && echo PLANTED-MODULE; \
+                  echo x > mine.txt && git add mine.txt && git commit -qm mine && echo COMMITTED; echo done";
+    let d = Daemon::start_with(Opts {
+        config: format!(
+            "sandbox = \"required\"\n[runtimes.w]\nadapter = \"command\"\n\
+             command = [\"/bin/sh\", \"-c\", {script:?}]\n"
+        ),
+        env: vec![],
+    });
+    repo(&d.work);
+    one_step_team(&d, "writer", "Write.", "executor");
+    let run = d.run(
+        "write",
+        json!({"team": "writer", "runtime": "w", "workspace": "shared"}),
+    );
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    let r = d.ok(
+        "team.artifact",
+        json!({"runId": run, "name": "results/01_only.txt"}),
+    )["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(r.contains("COMMITTED"), "{r}");
+    assert!(!r.contains("PLANTED"), "{r}");
+    let wt = std::fs::read_to_string(d.work.join(".git/config.worktree")).unwrap_or_default();
+    assert!(wt.is_empty(), "{wt}");
+    assert!(!d.work.join(".git/modules/x").exists());
+}
+
 /// Worktree mode, a repository with per-worktree config on (`git sparse-checkout` turns it on):
 /// the agent writes its worktree's `config.worktree` (a clean filter that runs a program) and
 /// a `.gitattributes` naming it. crew's own `git add -A` after the attempt runs outside the box,
