@@ -106,14 +106,22 @@ pub fn task_id(kind: TaskKind, of: &str, n: u32) -> SafeId {
     SafeId::new(id).unwrap_or_else(|_| SafeId(format!("{head}{n}").into_boxed_str()))
 }
 
-/// Whether `id` is a task id [`task_id`] mints: `_<kind>-…` of a known kind, a safe id.
+/// The kind of task crew added whose id [`task_id`] minted: `_<kind>-…` of a known kind, a
+/// safe id. A planner's or a user's task cannot have one (reserved names are refused).
+pub fn kind_of(id: &str) -> Option<TaskKind> {
+    if !super::is_safe_id(id) {
+        return None;
+    }
+    TaskKind::ALL.into_iter().find(|k| {
+        id.strip_prefix(MARK)
+            .and_then(|r| r.strip_prefix(k.word()))
+            .is_some_and(|r| r.starts_with('-'))
+    })
+}
+
+/// Whether `id` is a task id [`task_id`] mints.
 pub fn is_task_id(id: &str) -> bool {
-    super::is_safe_id(id)
-        && TaskKind::ALL.iter().any(|k| {
-            id.strip_prefix(MARK)
-                .and_then(|r| r.strip_prefix(k.word()))
-                .is_some_and(|r| r.starts_with('-'))
-        })
+    kind_of(id).is_some()
 }
 
 /// Whether a task id from an imported run is acceptable: not reserved, or one crew mints.

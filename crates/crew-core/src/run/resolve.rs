@@ -69,9 +69,12 @@ pub fn resolve_task_id(of: &str, n: usize) -> String {
         .to_string()
 }
 
-/// Whether `t` is a task crew added to resolve a conflict.
+/// Whether `t` is a task crew added to resolve a conflict: by its id, which only crew mints (a
+/// fan-out task the planner named `resolve` has that step id too).
 pub fn is_resolve(t: &PlannedTask) -> bool {
-    t.step_id == RESOLVE_STEP && t.added_by.is_some()
+    t.step_id == RESOLVE_STEP
+        && t.added_by.is_some()
+        && reserved::kind_of(t.id.as_str()) == Some(reserved::TaskKind::Resolve)
 }
 
 /// The `task.resolve_added` for a conflict in the merge of `needing`'s inputs (`None`: of the

@@ -3210,3 +3210,15 @@ fn a_resolver_is_retried_once_even_with_max_attempts_one() {
     let evs = sim.finish("r", "resolve", failed(true, 1));
     assert_eq!(names(&evs), ["task.retrying resolve-03_c-1"]);
 }
+
+/// A fan-out task the planner named `resolve` (its step id is its name) is an ordinary task,
+/// not one crew added to resolve a conflict.
+#[test]
+fn a_fan_out_task_named_resolve_is_not_a_resolver() {
+    let mut t = (*tasks(&[("resolve", &[], true)])[0]).clone();
+    t.step_id = "resolve".into();
+    t.added_by = Some(crate::ids::SafeId::new("01_plan".to_string()).unwrap());
+    assert!(!super::resolve::is_resolve(&t), "{}", t.id);
+    t.id = crate::ids::SafeId::new(super::resolve::resolve_task_id("03_c", 1)).unwrap();
+    assert!(super::resolve::is_resolve(&t));
+}
