@@ -387,3 +387,64 @@ fn every_builtin_team_completes_in_a_git_repository() {
         assert_eq!(d.wait(&run), "completed", "{team}: {}", d.status(&run));
     }
 }
+
+/// A fix a later judge asked for changes code the integration checks passed before: the fix
+/// runs them again, so a fix that breaks them cannot end the run "completed". Here the
+/// checks pass on the executor's work, the reviewer asks for `reviewed.txt`, and the fix
+/// writes it and `broken.txt`, which the checks refuse.
+#[test]
+fn a_later_judges_fix_runs_the_integration_checks_again() {
+    let mut d = Daemon::start_with(Opts::default());
+    repo(&d);
+    let base = d.home.join(".config/crew");
+    std::fs::create_dir_all(base.join("teams")).unwrap();
+    std::fs::create_dir_all(base.join("workflows")).unwrap();
+    std::fs::write(
+        base.join("teams/checked.team.md"),
+        "---\nname: checked\ndefaultWorkflow: checked\n---\n\n- executor: agent=executor\n- reviewer: agent=reviewer\n",
+    )
+    .unwrap();
+    std::fs::write(
+        base.join("workflows/checked.workflow.md"),
+        "---\nname: checked\n---\n\n## build\nrole: executor\nverify: true\n\nbuild {goal}\n\n\
+         ## review\nrole: reviewer\ndependsOn: build\n\nreview {goal}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        &d.config,
+        format!(
+            "max_attempts = 1\nverify_retries = 0\n[projects.\"{}\"]\nverify_commands = [\"test ! -f broken.txt || (echo broken.txt is there; exit 1)\"]\n",
+            path_str(&d.work)
+        ),
+    )
+    .unwrap();
+    d.restart();
+    let run = d.run(
+        "it [fake:append=work.txt:x\\n][fake:verdict-needs=reviewed.txt][fake:fix-write=reviewed.txt:ok][fake:fix-write=broken.txt:bad]",
+        json!({"team": "checked"}),
+    );
+    let status = d.wait(&run);
+    let evs = d.events(Some(&run));
+    assert_eq!(
+        of_type(&evs, "task.fix_added").len(),
+        1,
+        "{}",
+        d.status(&run)
+    );
+    let fix = "_fix-02_review-1";
+    let ended = evs
+        .iter()
+        .rfind(|e| {
+            e["taskId"] == fix && (e["type"] == "task.completed" || e["type"] == "task.failed")
+        })
+        .unwrap();
+    assert_eq!(ended["type"], "task.failed", "{ended}");
+    assert!(
+        ended["data"]["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("broken.txt is there"),
+        "{ended}"
+    );
+    assert_ne!(status, "completed", "{}", d.status(&run));
+}

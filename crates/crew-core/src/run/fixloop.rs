@@ -290,7 +290,8 @@ fn fix_added(
         id = fix_task_id(&t.plan.id, n);
     }
     let round = rounds_of(run, &t.plan.id) as u32 + 1;
-    let task = fix_task(t, fix, &v, &id, round);
+    let mut task = fix_task(t, fix, &v, &id, round);
+    task.checks.verify = integration_checks(run, t);
     (
         Pending::task(
             &run.id,
@@ -303,6 +304,32 @@ fn fix_added(
         ),
         id,
     )
+}
+
+/// The integration checks a fix for `judge` runs, when the judge does not run them itself:
+/// those of the nearest task it depends on that has them. A fix changes code they passed
+/// before, and that task does not run again (only the judge does): without them on the fix, a
+/// later judge's fix that breaks the build could end the run completed. A judge with checks
+/// of its own runs them again after the fix; the fix keeps the per-task checks.
+fn integration_checks(run: &RunState, judge: &TaskState) -> Option<crate::checks::Verify> {
+    if judge.plan.checks.verify.is_some() {
+        return None;
+    }
+    let mut seen = std::collections::HashSet::new();
+    let mut next = std::collections::VecDeque::new();
+    let mut t = judge;
+    // Breadth first over dependencies, each task once: bounded by the run's size.
+    loop {
+        for d in &t.plan.depends_on {
+            if seen.insert(d.as_str()) {
+                next.extend(run.task(d));
+            }
+        }
+        t = next.pop_front()?;
+        if let Some(v) = &t.plan.checks.verify {
+            return Some(v.clone());
+        }
+    }
 }
 
 /// The fix task: the fixer role's template, starting from what `judge` judged (its
