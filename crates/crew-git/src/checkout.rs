@@ -186,24 +186,24 @@ impl Repo {
     /// Bring the work tree from `from`'s tree to `to`'s, recording it in the index file
     /// `index` (a copy of the real one, put in place by the caller): `read-tree -m -u`, which
     /// changes only the files that differ between the two and refuses before writing when one
-    /// of them is not as the index says. With `reset`, every file the index and `to` disagree
-    /// on is written (finishing an update a crash cut short). Clean/smudge filters run as in
-    /// the user's own checkout.
-    pub async fn check_out(
-        &self,
-        index: &Path,
-        from: &str,
-        to: &str,
-        reset: bool,
-    ) -> Result<(), GitError> {
+    /// of them is not as the index says. Clean/smudge filters run as in the user's own
+    /// checkout. A failure after it began writing leaves some files changed: `converge` puts
+    /// them back.
+    pub async fn check_out(&self, index: &Path, from: &str, to: &str) -> Result<(), GitError> {
         let idx: OsString = index.as_os_str().to_owned();
         let env = [("GIT_INDEX_FILE", &idx)];
-        if reset {
-            self.run(&["read-tree", "--reset", "-u", to], &env).await?;
-        } else {
-            self.run(&["read-tree", "-m", "-u", from, to], &env).await?;
-        }
-        Ok(())
+        self.run(&["read-tree", "-m", "-u", from, to], &env)
+            .await
+            .map(|_| ())
+    }
+
+    /// The same in the index file `index` alone, the work tree untouched (`read-tree -m`).
+    pub async fn merge_index(&self, index: &Path, from: &str, to: &str) -> Result<(), GitError> {
+        let idx: OsString = index.as_os_str().to_owned();
+        let env = [("GIT_INDEX_FILE", &idx)];
+        self.run(&["read-tree", "-m", from, to], &env)
+            .await
+            .map(|_| ())
     }
 
     /// Whether the index (file `index`, or the checkout's own) holds exactly `commit`'s tree.

@@ -16,6 +16,7 @@
 //! (`checkout.rs` is the part that does, for `team.apply`).
 
 mod checkout;
+mod converge;
 mod error;
 mod markers;
 mod objects;

@@ -355,23 +355,70 @@ async fn switch(
              changed: apply again"
         )));
     }
-    if let Err(e) = bring_checkout(repo, intent, false).await {
-        // Back to where it was: the checkout is untouched (read-tree checks before writing).
+    if let Err(e) = bring_checkout(repo, intent).await {
         let back = repo
             .move_ref(head_ref, &intent.old, &intent.new, &reason)
             .await;
         let _ = std::fs::remove_file(&intent.tmp_index);
-        if back.is_ok() {
-            let _ = std::fs::remove_file(intent_file);
-        }
-        return Err(ApiError::invalid_state(format!(
-            "cannot update your checkout {} to the applied commit: {e}; your branch \
-             and checkout are as they were",
+        let why = format!(
+            "cannot update your checkout {} to the applied commit: {e}",
             intent.repo
-        )));
+        );
+        if let Err(b) = back {
+            // The intent stays: the next start finds the branch at the new commit and brings
+            // the checkout along.
+            return Err(ApiError::invalid_state(format!(
+                "{why}; and your branch could not be moved back ({b}): crewd finishes the \
+                 checkout at the applied commit when it next starts"
+            )));
+        }
+        let _ = std::fs::remove_file(intent_file);
+        // git may have written some files before it failed (a smudge filter that failed on a
+        // later one, a full disk, the time limit): they go back to the old commit's version.
+        return Err(ApiError::invalid_state(
+            match put_back(repo, intent).await {
+                Ok(left) if left.is_empty() => {
+                    format!("{why}; your branch and checkout are as they were")
+                }
+                Ok(left) => format!(
+                    "{why}; your branch is as it was, and so is your checkout but for {} file(s) \
+                 git had begun to write that could not be put back (they hold neither version): {}",
+                    left.len(),
+                    shown_paths(&left)
+                ),
+                Err(p) => format!(
+                    "{why}; your branch is as it was, but the files git had begun to write could \
+                 not be put back ({p}): `git status` shows them"
+                ),
+            },
+        ));
     }
     let _ = std::fs::remove_file(intent_file);
     Ok(())
+}
+
+/// The files of the change the failed checkout had written, back to the old commit's version
+/// (from a copy of the index, which git had left at the old commit); those left as they are.
+async fn put_back(repo: &Repo, intent: &Intent) -> Result<Vec<String>, GitError> {
+    tokio::fs::copy(&intent.index, &intent.tmp_index).await?;
+    let left = repo
+        .converge(&intent.tmp_index, &intent.new, &intent.old)
+        .await;
+    let _ = tokio::fs::remove_file(&intent.tmp_index).await;
+    left
+}
+
+/// At most a few paths, for a message.
+fn shown_paths(paths: &[String]) -> String {
+    let mut shown: Vec<String> = paths
+        .iter()
+        .take(10)
+        .map(|p| crew_core::text::escape(p).to_string())
+        .collect();
+    if paths.len() > 10 {
+        shown.push(format!("and {} more", paths.len() - 10));
+    }
+    shown.join(", ")
 }
 
 fn refused_commit(input: &ApplyInput, e: GitError) -> ApiError {
@@ -391,17 +438,37 @@ fn refused_commit(input: &ApplyInput, e: GitError) -> ApiError {
 }
 
 /// Bring the work tree and index from `old` to `new` in a copy of the index, then rename it
-/// into place. `reset` finishes an update a crash cut short (files already written).
-async fn bring_checkout(repo: &Repo, intent: &Intent, reset: bool) -> Result<(), GitError> {
-    match tokio::fs::copy(&intent.index, &intent.tmp_index).await {
-        Ok(_) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e.into()),
-    }
-    repo.check_out(&intent.tmp_index, &intent.old, &intent.new, reset)
+/// into place.
+async fn bring_checkout(repo: &Repo, intent: &Intent) -> Result<(), GitError> {
+    copy_index(intent).await?;
+    repo.check_out(&intent.tmp_index, &intent.old, &intent.new)
         .await?;
     tokio::fs::rename(&intent.tmp_index, &intent.index).await?;
     Ok(())
+}
+
+/// Finish a checkout a crash cut short: the index moved to `new` in a copy, the files of the
+/// change that still hold the old version (or nothing) written, the copy put in place. Files
+/// the change does not touch are not looked at, so an edit made while crewd was down stays;
+/// so does one to a file of the change (returned).
+async fn finish_checkout(repo: &Repo, intent: &Intent) -> Result<Vec<String>, GitError> {
+    copy_index(intent).await?;
+    repo.merge_index(&intent.tmp_index, &intent.old, &intent.new)
+        .await?;
+    let left = repo
+        .converge(&intent.tmp_index, &intent.old, &intent.new)
+        .await?;
+    tokio::fs::rename(&intent.tmp_index, &intent.index).await?;
+    Ok(left)
+}
+
+/// The checkout's index copied to the intent's temporary index (none yet: none copied).
+async fn copy_index(intent: &Intent) -> Result<(), GitError> {
+    match tokio::fs::copy(&intent.index, &intent.tmp_index).await {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e.into()),
+    }
 }
 
 fn read_intent(path: &Path) -> Option<Intent> {
@@ -443,9 +510,12 @@ pub async fn recover(shared: &Shared) {
         let outcome = match at {
             Ok(Some(c)) if c == intent.new => match repo.index_is(None, &intent.new).await {
                 Ok(true) => Ok("the apply had finished"),
-                _ => bring_checkout(&repo, &intent, true)
-                    .await
-                    .map(|()| "finished bringing the checkout to the applied commit"),
+                _ => finish_checkout(&repo, &intent).await.map(|left| {
+                    if !left.is_empty() {
+                        tracing::warn!(repo = %intent.repo, files = %shown_paths(&left), "an apply cut short by a crash: files of the change that hold neither version were left as they are");
+                    }
+                    "finished bringing the checkout to the applied commit"
+                }),
             },
             Ok(Some(c)) if c == intent.old => Ok("the branch had not moved: left as it was"),
             Ok(_) => Ok("the branch moved since: left as it is"),

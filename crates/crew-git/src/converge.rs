@@ -1,0 +1,256 @@
+//! Bringing the files of a checkout that a commit change touches from one side to the other,
+//! where they are still crew's to bring: the way back from a checkout that failed part way, and
+//! the way forward after a crash cut one short. `read-tree --reset -u` would do the second
+//! too, but it rewrites every tracked file that differs from the index, so it would throw away
+//! an edit the user made meanwhile to a file the change does not touch.
+//!
+//! Each path the change touches is looked at alone: it holds the target's version (done), the
+//! other side's or nothing (git removes a file before it writes the new one: crew's to write),
+//! or neither — an edit of someone's, or a write cut short — which is left as it is and
+//! reported. Submodules are left alone (a checkout does not change their contents either).
+
+use crate::{check, GitError, Repo};
+use std::ffi::OsString;
+use std::path::{Component, Path};
+
+/// One path of the change: its blob on each side (`None`: not there).
+#[derive(Debug, PartialEq)]
+struct Changed {
+    path: String,
+    from: Option<Blob>,
+    to: Option<Blob>,
+}
+
+#[derive(Debug, PartialEq)]
+struct Blob {
+    mode: String,
+    oid: String,
+}
+
+impl Blob {
+    fn is_link(&self) -> bool {
+        self.mode == "120000"
+    }
+    fn is_submodule(&self) -> bool {
+        self.mode == "160000"
+    }
+}
+
+/// What the work tree holds at a path.
+#[derive(Debug, PartialEq)]
+enum Held {
+    Nothing,
+    /// A file's object id, or a link's (`true`), in the repository's format.
+    Object(String, bool),
+    /// A folder, or something else git does not store.
+    Other,
+}
+
+impl Repo {
+    /// Bring the work tree's files that differ between commits `from` and `to` to `to`'s
+    /// version wherever they hold `from`'s or nothing, from the index file `index` (which holds
+    /// `to`'s entries for them). The paths left as they were (holding neither version, or
+    /// whose write failed, e.g. a required smudge filter that failed) are returned.
+    pub async fn converge(
+        &self,
+        index: &Path,
+        from: &str,
+        to: &str,
+    ) -> Result<Vec<String>, GitError> {
+        let changes = self.changes(from, to).await?;
+        let mut left = Vec::new();
+        let mut write = Vec::new();
+        for c in changes {
+            if c.from.as_ref().is_some_and(Blob::is_submodule)
+                || c.to.as_ref().is_some_and(Blob::is_submodule)
+            {
+                continue;
+            }
+            if !plain_relative(&c.path) {
+                left.push(c.path);
+                continue;
+            }
+            let held = self.held(&c.path).await?;
+            let is = |b: &Option<Blob>| match (&held, b) {
+                (Held::Nothing, None) => true,
+                (Held::Object(h, link), Some(b)) => *h == b.oid && *link == b.is_link(),
+                _ => false,
+            };
+            if is(&c.to) {
+                continue;
+            }
+            if !(is(&c.from) || held == Held::Nothing) {
+                left.push(c.path);
+                continue;
+            }
+            match c.to {
+                Some(_) => write.push(c.path),
+                None => {
+                    if remove_with_empty_parents(self.dir(), &c.path).is_err() {
+                        left.push(c.path);
+                    }
+                }
+            }
+        }
+        left.extend(self.check_out_paths(index, write).await);
+        Ok(left)
+    }
+
+    /// The paths that differ between two commits, with their blobs (no renames).
+    async fn changes(&self, from: &str, to: &str) -> Result<Vec<Changed>, GitError> {
+        let args = ["diff-tree", "-r", "-z", "--no-renames", from, to, "--"];
+        let out = self.run(&args, &[]).await?;
+        parse_diff_tree(&out).ok_or_else(|| GitError::Parse {
+            args: args.join(" "),
+            what: "a record that is not `:mode mode oid oid status NUL path NUL`".into(),
+        })
+    }
+
+    /// What the work tree holds at `path`: a file as `git add` would store it (through its
+    /// clean filter), a link by its target.
+    async fn held(&self, path: &str) -> Result<Held, GitError> {
+        let full = self.dir().join(path);
+        let meta = match std::fs::symlink_metadata(&full) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Held::Nothing),
+            Err(e) => return Err(e.into()),
+            Ok(m) => m,
+        };
+        let (out, link) = if meta.file_type().is_symlink() {
+            use std::os::unix::ffi::OsStrExt;
+            let target = std::fs::read_link(&full)?.as_os_str().as_bytes().to_vec();
+            let args = ["hash-object", "--stdin"];
+            (
+                check(&args, self.raw_in(&args, &[], Some(target)).await?)?,
+                true,
+            )
+        } else if meta.is_file() {
+            let args = ["hash-object", "--", path];
+            (check(&args, self.raw(&args, &[]).await?)?, false)
+        } else {
+            return Ok(Held::Other);
+        };
+        let oid = String::from_utf8_lossy(&out).trim().to_string();
+        Ok(Held::Object(oid, link))
+    }
+
+    /// Write `paths` from the index file `index`; those whose write failed. One git for all,
+    /// then one per path when that fails, to tell which.
+    async fn check_out_paths(&self, index: &Path, paths: Vec<String>) -> Vec<String> {
+        if paths.is_empty() {
+            return paths;
+        }
+        let idx = OsString::from(index);
+        let env = [("GIT_INDEX_FILE", &idx)];
+        let args = ["checkout-index", "-f", "-z", "--stdin"];
+        let list = |p: &[String]| {
+            p.iter()
+                .flat_map(|s| s.bytes().chain([0]))
+                .collect::<Vec<u8>>()
+        };
+        if let Ok(out) = self.raw_in(&args, &env, Some(list(&paths))).await {
+            if out.code == Some(0) {
+                return Vec::new();
+            }
+        }
+        let mut failed = Vec::new();
+        for p in paths {
+            let one = ["checkout-index", "-f", "--", p.as_str()];
+            let ok = self
+                .raw_in(&one, &env, None)
+                .await
+                .is_ok_and(|o| o.code == Some(0));
+            if !ok {
+                failed.push(p);
+            }
+        }
+        failed
+    }
+}
+
+/// A path inside the checkout: relative, no `..`, no `.git`, nothing empty.
+fn plain_relative(path: &str) -> bool {
+    !path.is_empty()
+        && Path::new(path).components().all(|c| match c {
+            Component::Normal(n) => !n.eq_ignore_ascii_case(".git"),
+            _ => false,
+        })
+}
+
+/// Remove `path` under `root`, then each folder above it that is left empty (as git does).
+fn remove_with_empty_parents(root: &Path, path: &str) -> std::io::Result<()> {
+    let full = root.join(path);
+    match std::fs::remove_file(&full) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    let mut dir = full.parent();
+    while let Some(d) = dir.filter(|d| *d != root && d.starts_with(root)) {
+        if std::fs::remove_dir(d).is_err() {
+            break;
+        }
+        dir = d.parent();
+    }
+    Ok(())
+}
+
+/// `diff-tree -r -z` records: `:<mode> <mode> <oid> <oid> <status>` NUL `<path>` NUL.
+fn parse_diff_tree(out: &[u8]) -> Option<Vec<Changed>> {
+    let mut fields = out.split(|b| *b == 0).filter(|f| !f.is_empty());
+    let mut v = Vec::new();
+    while let Some(head) = fields.next() {
+        let head = std::str::from_utf8(head).ok()?.strip_prefix(':')?;
+        let path = String::from_utf8(fields.next()?.to_vec()).ok()?;
+        let mut w = head.split(' ');
+        let (m1, m2, o1, o2) = (w.next()?, w.next()?, w.next()?, w.next()?);
+        let blob = |mode: &str, oid: &str| {
+            (!oid.bytes().all(|b| b == b'0')).then(|| Blob {
+                mode: mode.to_string(),
+                oid: oid.to_string(),
+            })
+        };
+        v.push(Changed {
+            path,
+            from: blob(m1, o1),
+            to: blob(m2, o2),
+        });
+    }
+    Some(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn diff_tree_records() {
+        let z = "0".repeat(40);
+        let a = "a".repeat(40);
+        let b = "b".repeat(40);
+        let out = format!(
+            ":100644 100644 {a} {b} M\0x y.txt\0:000000 100644 {z} {b} A\0new\0:100644 000000 {a} {z} D\0gone\0"
+        );
+        let v = parse_diff_tree(out.as_bytes()).unwrap();
+        assert_eq!(v.len(), 3);
+        assert_eq!(v[0].path, "x y.txt");
+        assert_eq!(v[0].from.as_ref().unwrap().oid, a);
+        assert!(v[1].from.is_none() && v[1].to.is_some());
+        assert!(v[2].to.is_none());
+        assert!(parse_diff_tree(b":100644 100644 x").is_none());
+        assert_eq!(parse_diff_tree(b"").unwrap(), vec![]);
+    }
+
+    #[test]
+    fn only_plain_relative_paths() {
+        for (p, ok) in [
+            ("a/b.txt", true),
+            ("", false),
+            ("/etc/passwd", false),
+            ("a/../../x", false),
+            (".git/config", false),
+            ("sub/.GIT/hooks/x", false),
+            ("./a", false),
+        ] {
+            assert_eq!(plain_relative(p), ok, "{p}");
+        }
+    }
+}
