@@ -448,3 +448,44 @@ fn a_later_judges_fix_runs_the_integration_checks_again() {
     );
     assert_ne!(status, "completed", "{}", d.status(&run));
 }
+
+/// A read-only step that does not judge (`verdict: false`) but runs the integration checks: a
+/// failed check starts a fix round; once the checks pass on its next run, the failure is
+/// behind it and the run completes (the old failing verdict stayed and blocked the run, and
+/// `resume` had nothing to grant).
+#[test]
+fn checks_that_pass_after_a_fix_clear_a_non_judges_failure() {
+    let mut d = Daemon::start_with(Opts::default());
+    repo(&d);
+    let base = d.home.join(".config/crew");
+    std::fs::create_dir_all(base.join("teams")).unwrap();
+    std::fs::create_dir_all(base.join("workflows")).unwrap();
+    std::fs::write(
+        base.join("teams/gate.team.md"),
+        "---\nname: gate\ndefaultWorkflow: gate\n---\n\n- executor: agent=executor\n- verifier: agent=verifier\n",
+    )
+    .unwrap();
+    std::fs::write(
+        base.join("workflows/gate.workflow.md"),
+        "---\nname: gate\n---\n\n## build\nrole: executor\n\nbuild {goal}\n\n\
+         ## check\nrole: verifier\ndependsOn: build\nverify: true\nverdict: false\n\ncheck {goal}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        &d.config,
+        format!(
+            "[projects.\"{}\"]\nverify_commands = [\"test -f fixed.txt || (echo fixed.txt is missing; exit 1)\"]\n",
+            path_str(&d.work)
+        ),
+    )
+    .unwrap();
+    d.restart();
+    let run = d.run(
+        "it [fake:append=work.txt:x\\n][fake:fix-write=fixed.txt:ok]",
+        json!({"team": "gate"}),
+    );
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    let evs = d.events(Some(&run));
+    assert_eq!(of_type(&evs, "task.fix_added").len(), 1);
+    assert_eq!(of_task(&evs, "task.started", "02_check").len(), 2);
+}

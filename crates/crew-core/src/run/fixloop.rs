@@ -134,6 +134,26 @@ impl State {
                     Err(problem) => unreadable(run_id, t, end, problem, now),
                 }
             }
+            // A task judged by its integration checks alone (it cannot edit, does not judge):
+            // they failed before, which was its verdict and started a fix round; they pass now.
+            AttemptResult::Completed {
+                usage,
+                model,
+                artifacts,
+                reused_from,
+                commit,
+                verification,
+            } if t.verdict().is_some_and(|v| !v.passed()) => {
+                let end = AttemptEnd {
+                    attempt,
+                    usage,
+                    model,
+                    artifacts,
+                    error: None,
+                };
+                let v = Verdict::passed_checks();
+                judged(run, t, end, reused_from, commit, verification, v)
+            }
             other => ordinary(other),
         }
     }
