@@ -489,3 +489,42 @@ fn checks_that_pass_after_a_fix_clear_a_non_judges_failure() {
     assert_eq!(of_type(&evs, "task.fix_added").len(), 1);
     assert_eq!(of_task(&evs, "task.started", "02_check").len(), 2);
 }
+
+/// A fix round where nothing needs changing (a flaky check, a wrong finding): the fixer may
+/// change nothing, and the judge runs again — the no-change guard made the fix task need
+/// attention, which blocked the run, and `resume` ran the same fix again.
+#[test]
+fn a_fix_that_changes_nothing_lets_the_judge_run_again() {
+    let mut d = Daemon::start_with(Opts::default());
+    repo(&d);
+    let base = d.home.join(".config/crew");
+    std::fs::create_dir_all(base.join("teams")).unwrap();
+    std::fs::create_dir_all(base.join("workflows")).unwrap();
+    std::fs::write(
+        base.join("teams/flaky.team.md"),
+        "---\nname: flaky\ndefaultWorkflow: flaky\n---\n\n- executor: agent=executor\n- verifier: agent=verifier\n",
+    )
+    .unwrap();
+    std::fs::write(
+        base.join("workflows/flaky.workflow.md"),
+        "---\nname: flaky\n---\n\n## build\nrole: executor\nallowNoChange: true\n\nbuild {goal}\n\n\
+         ## check\nrole: verifier\ndependsOn: build\nverify: true\n\ncheck {goal}\n",
+    )
+    .unwrap();
+    // Fails on the judge's first attempt only (the box keeps no file between attempts).
+    std::fs::write(
+        &d.config,
+        format!(
+            "[projects.\"{}\"]\nverify_commands = [\"test \\\"$CREW_ATTEMPT\\\" != 1 || (echo flaky; exit 1)\"]\n",
+            path_str(&d.work),
+        ),
+    )
+    .unwrap();
+    d.restart();
+    let run = d.run("it", json!({"team": "flaky"}));
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    let evs = d.events(Some(&run));
+    assert_eq!(of_type(&evs, "task.fix_added").len(), 1);
+    assert_eq!(of_task(&evs, "task.completed", "_fix-02_check-1").len(), 1);
+    assert_eq!(of_task(&evs, "task.started", "02_check").len(), 2);
+}

@@ -312,6 +312,10 @@ fn fix_added(
     let round = rounds_of(run, &t.plan.id) as u32 + 1;
     let mut task = fix_task(t, fix, &v, &id, round);
     task.checks.verify = integration_checks(run, t);
+    // A fix that finds nothing to change (a flaky check, a wrong finding) is an answer: the
+    // judge runs again and says whether it stands. The no-change guard would block the run
+    // on it instead, with no step to set `allowNoChange` on.
+    task.checks.allow_no_change = Some(true);
     (
         Pending::task(
             &run.id,
