@@ -371,6 +371,36 @@ fn no_candidate_passing_enters_the_fix_loop_from_the_best() {
     assert_eq!(&after[0]["data"]["commit"]["start"], commit);
 }
 
+/// Candidates on two runtimes, none passing: the fix starts from the best one on that one's
+/// runtime and model; and the run's `model` is for the run's runtime, not a contender's.
+#[test]
+fn a_fix_of_a_candidate_runs_on_that_candidates_runtime() {
+    let d = Daemon::start();
+    repo(&d);
+    team(
+        &d,
+        "mixfix",
+        "candidates: [fake, fake-rpc/some-model]\nselect: smallest\nverifyCommands: test -f a.txt && test -f b.txt",
+        "[fake:cand-write=1:a.txt:a\\n][fake:cand-write=1:x.txt:1\\n2\\n3\\n][fake:cand-write=2:b.txt:b\\n][fake:fix-write=a.txt:fixed]",
+    );
+    let run = run_in(&d, "mixfix", json!({"model": "run-model"}));
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    let evs = d.events(Some(&run));
+    let s2 = of(&evs, "task.started", "_cand-01_build-2");
+    assert_eq!(
+        s2[0]["data"]["model"], "some-model",
+        "the contender's model"
+    );
+    let added = of(&evs, "task.fix_added", "01_build");
+    assert_eq!(
+        added[0]["data"]["task"]["dependsOn"],
+        json!(["_cand-01_build-2"])
+    );
+    let fix = of(&evs, "task.started", "_fix-01_build-1");
+    assert_eq!(fix[0]["data"]["runtime"], "fake-rpc", "{}", fix[0]);
+    assert_eq!(fix[0]["data"]["model"], "some-model", "{}", fix[0]);
+}
+
 #[test]
 fn kill_9_while_candidates_and_the_judge_run() {
     let mut d = Daemon::start();

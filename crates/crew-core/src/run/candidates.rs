@@ -171,6 +171,14 @@ pub enum Candidacy {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         runtime: Option<String>,
     },
+    /// The task crew added to fix the best candidate when none passed its checks: it goes on
+    /// from `candidate`'s work, on that candidate's runtime.
+    #[serde(rename_all = "camelCase")]
+    Fix {
+        candidate: SafeId,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        runtime: Option<String>,
+    },
     /// The step's task: chooses among `candidates`; `inputs` are the step's own dependencies
     /// (its start commit is theirs, never a merge of the candidates).
     #[serde(rename_all = "camelCase")]
@@ -242,7 +250,9 @@ pub const BY_PERSON: &str = "person";
 /// The runtime a task runs on when it is not the run's (a candidate of another runtime).
 pub fn runtime_of(plan: &PlannedTask) -> Option<&str> {
     match plan.candidates.as_deref() {
-        Some(Candidacy::Candidate { runtime, .. }) => runtime.as_deref(),
+        Some(Candidacy::Candidate { runtime, .. } | Candidacy::Fix { runtime, .. }) => {
+            runtime.as_deref()
+        }
         _ => None,
     }
 }
@@ -798,7 +808,13 @@ fn fix_task(
     p.id = id.clone();
     p.step_id = "fix".into();
     p.depends_on = vec![best.plan.id.clone()];
-    p.candidates = None;
+    // On the best one's runtime (and so its model, which `p` keeps): its work is what goes on.
+    p.candidates = runtime_of(&best.plan).map(|r| {
+        Arc::new(Candidacy::Fix {
+            candidate: best.plan.id.clone(),
+            runtime: Some(r.to_string()),
+        })
+    });
     p.judging = crate::verdict::Judging {
         fixes: Some(sel.plan.id.clone()),
         ..Default::default()

@@ -567,6 +567,9 @@ impl RunState {
     /// moved on to one of its fallback models.
     pub fn attempt_model(&self, t: &TaskState) -> Option<String> {
         match t.fallback().checked_sub(1) {
+            // A task on a runtime of its own (a contender's, or the fix of one) runs the model
+            // named with it, else that runtime's default: the run's model is for the run's.
+            None if super::candidates::runtime_of(&t.plan).is_some() => t.plan.model.clone(),
             None => self.spec.model.clone().or_else(|| t.plan.model.clone()),
             Some(i) => t.plan.fallback_models.get(i as usize).cloned(),
         }
