@@ -1113,21 +1113,28 @@ impl super::State {
     }
 }
 
-/// Every task that depends on `id`, directly or not, in plan order.
-fn dependents(run: &RunState, id: &str) -> Vec<String> {
-    let mut found: Vec<String> = vec![id.to_string()];
-    // Plan order is a topological order: one pass finds the closure.
-    for t in &run.tasks {
-        if t.plan
-            .depends_on
-            .iter()
-            .any(|d| found.iter().any(|f| f == d.as_str()))
-        {
-            found.push(t.plan.id.to_string());
+/// Every task that depends on `id`, directly or not, in plan order. Plan order need not be
+/// topological (a fan-out block may name a task it lists later), so passes repeat until one
+/// finds nothing new: at most one per task.
+pub(super) fn dependents(run: &RunState, id: &str) -> Vec<String> {
+    let mut found: std::collections::HashSet<&str> = std::collections::HashSet::from([id]);
+    for _ in 0..run.tasks.len() {
+        let before = found.len();
+        for t in &run.tasks {
+            if t.plan.depends_on.iter().any(|d| found.contains(d.as_str())) {
+                found.insert(t.plan.id.as_str());
+            }
+        }
+        if found.len() == before {
+            break;
         }
     }
-    found.remove(0);
-    found
+    run.tasks
+        .iter()
+        .map(|t| t.plan.id.as_str())
+        .filter(|t| *t != id && found.contains(t))
+        .map(str::to_string)
+        .collect()
 }
 
 #[cfg(test)]

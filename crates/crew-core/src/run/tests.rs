@@ -3222,3 +3222,23 @@ fn a_fan_out_task_named_resolve_is_not_a_resolver() {
     t.id = crate::ids::SafeId::new(super::resolve::resolve_task_id("03_c", 1)).unwrap();
     assert!(super::resolve::is_resolve(&t));
 }
+
+/// The tasks a pick re-queues: every dependent of the selector, also through tasks a fan-out
+/// block listed after the ones that depend on them (plan order need not be topological).
+#[test]
+fn a_selectors_dependents_are_found_through_forward_references() {
+    let mut sim = Sim::new();
+    sim.create(
+        "r",
+        spec(&[
+            ("p", &["q"], true),
+            ("q", &["s"], true),
+            ("s", &[], true),
+            ("other", &[], true),
+        ]),
+    );
+    let run = &sim.st.runs["r"];
+    let s = sim.tid("r", "s");
+    let found = super::candidates::dependents(run, &s);
+    assert_eq!(found, [sim.tid("r", "p"), sim.tid("r", "q")]);
+}
