@@ -4,6 +4,8 @@
 //! `kill -9` at that instant would have it), so `tests/worker_faults.rs` can check that whatever fails
 //! while a worker is started or supervised ends the attempt, never leaving a task `running`
 //! without a worker. The points are named where they are hit (`fault::hit("render")`).
+//! `wait=<file>` holds the point (logging that it does) until `<file>` exists: a test does
+//! something while the daemon is there, then lets it go on.
 
 /// Fail here if the test environment says so: panic, or return an I/O error.
 #[cfg(debug_assertions)]
@@ -27,6 +29,18 @@ pub fn hit(point: &str) -> std::io::Result<()> {
         Some("kill") => {
             let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
             Err(std::io::Error::other(format!("injected kill at {point}")))
+        }
+        Some(k) if k.starts_with("wait=") => {
+            let file = std::path::Path::new(k.trim_start_matches("wait="));
+            tracing::info!(point, file = %file.display(), "fault point holds until the file exists");
+            // Bounded: a test that never lets go fails on its own deadline, not here.
+            for _ in 0..6000 {
+                if file.exists() {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Ok(())
         }
         Some(_) => Err(std::io::Error::other(format!("injected fault at {point}"))),
         None => Ok(()),

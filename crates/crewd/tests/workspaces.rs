@@ -977,3 +977,48 @@ fn an_imported_worktree_runs_base_cannot_carry_ref_commands() {
     );
     assert_eq!(r["error"]["code"], 1003, "{r}");
 }
+
+/// A task retried while the run's results are being merged (off the actor): that merge is of
+/// the old result, so it is dropped and the run integrates again once the task is done —
+/// the run used to complete with the old merge, without the retried task's result.
+#[test]
+fn a_retry_during_the_integration_makes_it_start_again() {
+    let root = tempfile::tempdir().unwrap();
+    let go = root.path().join("go");
+    let d = Daemon::start_with(Opts {
+        config: String::new(),
+        env: vec![(
+            "CREW_TEST_FAULT".into(),
+            format!("integrate:wait={}", path_str(&go)),
+        )],
+    });
+    repo(&d);
+    one_step_team(
+        &d,
+        "slow",
+        "Do. [fake:sleep=3s][fake:write=b.txt:b]",
+        "executor",
+    );
+    let run = d.run("do", json!({"team": "slow", "workspace": "worktree"}));
+    d.wait_log("fault point holds until the file exists");
+    d.ok("team.retry", json!({"runId": run, "taskIds": ["01_only"]}));
+    std::fs::write(&go, "").unwrap();
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    let evs = d.events(Some(&run));
+    let last = |kind: &str| {
+        evs.iter()
+            .rposition(|e| {
+                e["type"] == kind && (e["taskId"] == "01_only" || kind == "run.integrated")
+            })
+            .unwrap_or_else(|| panic!("no {kind}"))
+    };
+    assert!(
+        last("run.integrated") > last("task.completed"),
+        "the run was integrated before the retried task's result"
+    );
+    let done: Vec<&Value> = evs
+        .iter()
+        .filter(|e| e["type"] == "task.completed" && e["taskId"] == "01_only")
+        .collect();
+    assert_eq!(done.len(), 2);
+}

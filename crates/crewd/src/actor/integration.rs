@@ -5,7 +5,7 @@
 use super::Core;
 use crate::workspace;
 use crew_core::run::workspace::leaf_tasks;
-use crew_core::run::{EventBody, Pending, RunStatus, TaskStatus};
+use crew_core::run::{EventBody, Pending, RunState, RunStatus, TaskStatus};
 use std::collections::BTreeSet;
 
 /// Runs whose tasks all completed and whose results are not merged yet get their integration
@@ -21,22 +21,11 @@ pub fn integrate_ready(core: &mut Core, touched: &BTreeSet<String>) {
         if run.status != RunStatus::Running
             || run.integration.is_some()
             || core.integrating.contains(id)
-            || !run.tasks.iter().all(|t| {
-                // A candidate set aside by its selector's choice is no part of the result.
-                t.status == TaskStatus::Completed || crew_core::run::candidates::set_aside(t)
-            })
+            || !all_done(run)
         {
             continue;
         }
-        let leaves: Vec<(String, String)> = leaf_tasks(run)
-            .iter()
-            .map(|t| {
-                let commit = t
-                    .commit()
-                    .map_or_else(|| ws.base.clone(), |c| c.commit.clone());
-                (t.plan.id.to_string(), commit)
-            })
-            .collect();
+        let leaves = leaves_of(run, &ws.base);
         let starts: Vec<(String, String, String)> = run
             .tasks
             .iter()
@@ -51,13 +40,19 @@ pub fn integrate_ready(core: &mut Core, touched: &BTreeSet<String>) {
         let run_id = id.clone();
         tokio::spawn(async move {
             let outcome = workspace::integrate(&shared, &run_id, &ws, &leaves, &starts).await;
+            let (merged, base) = (leaves, ws.base);
             actor.tell(move |core| {
                 core.integrating.remove(&run_id);
-                let still = core
-                    .state
-                    .run(&run_id)
-                    .is_some_and(|r| r.status == RunStatus::Running && r.integration.is_none());
+                // Still what was merged: a task retried or picked while the merge ran (off the
+                // actor) makes it stale; the run integrates again once its tasks are done.
+                let still = core.state.run(&run_id).is_some_and(|r| {
+                    r.status == RunStatus::Running
+                        && r.integration.is_none()
+                        && all_done(r)
+                        && leaves_of(r, &base) == merged
+                });
                 if !still {
+                    core.touch(&run_id);
                     return;
                 }
                 let ps = match outcome {
@@ -86,4 +81,26 @@ pub fn integrate_ready(core: &mut Core, touched: &BTreeSet<String>) {
             });
         });
     }
+}
+
+/// Every task completed (a candidate set aside by its selector's choice is no part of the
+/// result).
+fn all_done(run: &RunState) -> bool {
+    run.tasks
+        .iter()
+        .all(|t| t.status == TaskStatus::Completed || crew_core::run::candidates::set_aside(t))
+}
+
+/// The leaf tasks and the commits of theirs the integration merges (`base` for a leaf that
+/// changed nothing).
+fn leaves_of(run: &RunState, base: &str) -> Vec<(String, String)> {
+    leaf_tasks(run)
+        .iter()
+        .map(|t| {
+            let commit = t
+                .commit()
+                .map_or_else(|| base.to_string(), |c| c.commit.clone());
+            (t.plan.id.to_string(), commit)
+        })
+        .collect()
 }

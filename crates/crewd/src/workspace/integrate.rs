@@ -38,6 +38,7 @@ pub async fn integrate(
 ) -> Result<Integration, Blocked> {
     let git = git(shared);
     let repo = git.repo(&ws.repo);
+    let _ = tokio::task::spawn_blocking(|| crate::executor::fault::hit("integrate")).await;
     sweep(&git, &repo, shared, run_id).await;
     let target = Target::new(run_id, leaves);
     let commit = merged(&repo, ws, &target, tasks).await?;
