@@ -4,7 +4,7 @@
 //! `kill -9` at that instant would have it), so `tests/worker_faults.rs` can check that whatever fails
 //! while a worker is started or supervised ends the attempt, never leaving a task `running`
 //! without a worker. The points are named where they are hit (`fault::hit("render")`).
-//! `wait=<file>` holds the point (logging that it does) until `<file>` exists: a test does
+//! `error-once` fails the first hit only. `wait=<file>` holds the point (logging that it does) until `<file>` exists: a test does
 //! something while the daemon is there, then lets it go on.
 
 /// Fail here if the test environment says so: panic, or return an I/O error.
@@ -29,6 +29,15 @@ pub fn hit(point: &str) -> std::io::Result<()> {
         Some("kill") => {
             let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
             Err(std::io::Error::other(format!("injected kill at {point}")))
+        }
+        Some("error-once") => {
+            static FIRED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+            let mut fired = FIRED.lock().unwrap_or_else(|p| p.into_inner());
+            if fired.iter().any(|p| p == point) {
+                return Ok(());
+            }
+            fired.push(point.to_string());
+            Err(std::io::Error::other(format!("injected fault at {point}")))
         }
         Some(k) if k.starts_with("wait=") => {
             let file = std::path::Path::new(k.trim_start_matches("wait="));

@@ -603,6 +603,41 @@ fn cancel_ends_the_jobs_cancelled_and_leaves_no_process() {
     );
 }
 
+/// Slurm refuses the first cancel (a controller that timed out): crewd asks again, and the job
+/// still ends CANCELLED with no process left — it used to ask once and let the job run on.
+#[test]
+fn a_refused_cancel_is_asked_again() {
+    let c = cluster("a_refused_cancel_is_asked_again");
+    let d = c.daemon_env(
+        "",
+        vec![("CREW_TEST_FAULT".into(), "slurm-cancel:error-once".into())],
+    );
+    repo(&d);
+    common::one_step_team(&d, "slow", "Work. [fake:sleep=120s]", "executor");
+    let run = d.run(
+        "work slowly",
+        json!({"team": "slow", "workspace": "worktree", "runtime": "fake-slurm"}),
+    );
+    until("the job to run", Duration::from_secs(60), || {
+        c.jobs_of(&run).iter().any(|(_, s, _)| s == "RUNNING")
+    });
+    d.ok("team.cancel", json!({"runId": run}));
+    d.wait_log("cannot cancel the Slurm job; asking again");
+    until("Slurm to end the job", Duration::from_secs(50), || {
+        let jobs = c.jobs_of(&run);
+        !jobs.is_empty() && jobs.iter().all(|(_, s, _)| s == "CANCELLED")
+    });
+    assert_eq!(d.wait(&run), "cancelled");
+    until(
+        "the worker and agent to go",
+        Duration::from_secs(30),
+        || {
+            processes_naming(&format!("crew-worker-{run}")).is_empty()
+                && processes_naming(&run).iter().all(|p| p.contains("crewd"))
+        },
+    );
+}
+
 #[test]
 fn a_job_past_its_time_limit_is_a_retryable_timeout() {
     let c = cluster("a_job_past_its_time_limit_is_a_retryable_timeout");

@@ -105,10 +105,12 @@ enum Wake {
     Listing(Result<(), watch::error::RecvError>),
 }
 
-/// The run stopped the attempt: why, and when its job was cancelled.
+/// The run stopped the attempt: why, when its job was cancelled, and whether Slurm took the
+/// cancel (until it does, each wake-up asks again).
 struct Stop {
     reason: String,
     at: Instant,
+    sent: bool,
 }
 
 /// One attempt's job as it is followed: what the loop keeps between wake-ups.
@@ -170,13 +172,30 @@ impl Follower<'_> {
         }
         let job_id = self.job_id;
         tracing::info!(%reason, job_id, "cancelling the Slurm job");
-        if let Err(e) = self.job.cancel(self.client).await {
-            tracing::warn!(error = %e, job_id, "cannot cancel the Slurm job");
-        }
+        let sent = self.send_cancel().await;
         self.stop = Some(Stop {
             reason,
             at: Instant::now(),
+            sent,
         });
+    }
+
+    /// Ask Slurm to cancel the job; whether it took the request (a refusal is logged: a
+    /// controller that timed out or answered 503 is asked again on the next wake-up).
+    async fn send_cancel(&self) -> bool {
+        let asked = match crate::executor::fault::hit("slurm-cancel") {
+            Err(e) => Err(e.to_string()),
+            Ok(()) => self
+                .job
+                .cancel(self.client)
+                .await
+                .map_err(|e| e.to_string()),
+        };
+        if let Err(e) = &asked {
+            let job_id = self.job_id;
+            tracing::warn!(error = %e, job_id, "cannot cancel the Slurm job; asking again at the next look");
+        }
+        asked.is_ok()
     }
 
     /// A steer message, handed to the worker as the next control file.
@@ -198,6 +217,12 @@ impl Follower<'_> {
     /// After a wake-up: the worker's new notes passed on, and the job as the latest listing
     /// has it. `Some` with the phase the attempt ended in when it did.
     async fn look(&mut self) -> Option<Phase> {
+        if self.stop.as_ref().is_some_and(|s| !s.sent) {
+            let sent = self.send_cancel().await;
+            if let Some(s) = self.stop.as_mut() {
+                s.sent = sent;
+            }
+        }
         self.notes
             .read_new(&self.staging.notes(), self.port, &self.key)
             .await;
@@ -225,7 +250,12 @@ impl Follower<'_> {
                 unreachable_end(since.elapsed(), &e)
             }
         };
-        ended.or_else(|| cancel_overdue(self.stop.as_ref().map(|s| s.at.elapsed())))
+        let overdue = cancel_overdue(self.stop.as_ref().map(|s| s.at.elapsed()));
+        if let (Some(_), Some(s)) = (&overdue, self.stop.as_ref().filter(|s| !s.sent)) {
+            let job_id = self.job_id;
+            tracing::error!(job_id, reason = %s.reason, "Slurm never took the cancel of the attempt's job: it may still run; cancel it with `scancel {job_id}`");
+        }
+        ended.or(overdue)
     }
 
     /// A requeued job would run the attempt again: it goes.
