@@ -286,6 +286,28 @@ pub struct Checked {
     pub stopped: bool,
 }
 
+impl Checked {
+    /// A candidate whose verification retries are spent (issue 36): its failing command rules
+    /// it out rather than failing it. The failure moves into the outcomes (one is added when
+    /// no command itself failed: one could not run), so `settle` completes the attempt with it
+    /// recorded and the candidate stays a possible base of the fix when none passes. The same
+    /// on crewd's machine and on a node.
+    pub fn rule_out(&mut self) {
+        if self.stopped {
+            return;
+        }
+        if let Some(error) = self.failure.take() {
+            if self
+                .outcomes
+                .iter()
+                .all(crew_core::checks::VerifyOutcome::passed)
+            {
+                self.outcomes.push(failed_check("(verification)", error));
+            }
+        }
+    }
+}
+
 /// Run `commands` in order in `cwd` until one fails, keeping each one's output in `run_dir`.
 /// `launcher` starts each (crew's init, a box: the owner's choice). The same on crewd's machine
 /// and on a cluster node, so a remote task's checks read as a local one's.

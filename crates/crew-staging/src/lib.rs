@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 /// launch carries the box's rules and the pre-step script. 4: the input bundle may be thin
 /// (`Launch::base`, `base.bundle`), and the worker takes commits from bundles by id, not by
 /// ref name.
-pub const VERSION: u32 = 4;
+pub const VERSION: u32 = 5;
 /// The ref the result bundle carries.
 pub const RESULT_REF: &str = "refs/crew/result";
 /// Largest record (launch, env, final) either side reads.
@@ -128,6 +128,10 @@ pub struct Checks {
     pub grace_ms: u64,
     /// Output kept per command (its end).
     pub output_bytes: u64,
+    /// A failing command completes the attempt with the failure recorded instead of failing
+    /// it: a candidate whose verification retries are spent (issue 36).
+    #[serde(default)]
+    pub failure_completes: bool,
 }
 
 /// A message from crewd to the running attempt.

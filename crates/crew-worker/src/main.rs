@@ -432,6 +432,10 @@ async fn check(
                 &spec.key,
             )
             .await;
+            let mut checked = checked;
+            if checks.failure_completes {
+                checked.rule_out();
+            }
             crew_attempt::verify::settle(result, checked)
         }
         other => other,

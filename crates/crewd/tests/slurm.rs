@@ -508,6 +508,64 @@ fn an_imported_run_cannot_hand_crewd_a_job_to_follow() {
     assert!(!victim.exists());
 }
 
+/// Candidates on the cluster that each fail the step's check on their node (the check wants
+/// `b.txt`, which only the fix writes; on a node the fake agent cannot tell candidates apart,
+/// so both write `a.txt`): each completes
+/// with its commit and its failing check recorded (as a local candidate does), so the fix
+/// starts from the best one — they used to fail as `verify` failures, their work gone.
+#[test]
+fn candidates_failing_their_checks_on_the_node_are_ruled_out_and_fixed() {
+    let c = cluster("candidates_failing_their_checks_on_the_node_are_ruled_out_and_fixed");
+    let d = c.daemon("");
+    repo(&d);
+    let base = d.home.join(".config/crew");
+    std::fs::create_dir_all(base.join("teams")).unwrap();
+    std::fs::create_dir_all(base.join("workflows")).unwrap();
+    std::fs::write(
+        base.join("teams/fixit.team.md"),
+        "---\nname: fixit\ndefaultWorkflow: fixit\n---\n\n- executor: agent=executor\n- reviewer: agent=reviewer\n",
+    )
+    .unwrap();
+    std::fs::write(
+        base.join("workflows/fixit.workflow.md"),
+        "---\nname: fixit\n---\n\n## build\nrole: executor\ncandidates: 2\nselect: smallest\n\
+         verifyCommands: test -f a.txt && test -f b.txt\n\n\
+         [fake:write=a.txt:a\\n][fake:fix-write=b.txt:fixed]\n",
+    )
+    .unwrap();
+    let run = d.run(
+        "make it",
+        json!({"team": "fixit", "workspace": "worktree", "runtime": "fake-slurm"}),
+    );
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    let evs = d.events(Some(&run));
+    let of = |kind: &str, task: &str| {
+        evs.iter()
+            .filter(|e| e["type"] == kind && e["taskId"] == task)
+            .count()
+    };
+    for k in 1..=2 {
+        let cand = format!("_cand-01_build-{k}");
+        assert_eq!(of("task.completed", &cand), 1, "{cand}: {}", d.status(&run));
+        assert_eq!(of("task.failed", &cand), 0, "{cand}");
+        let done = evs
+            .iter()
+            .find(|e| e["type"] == "task.completed" && e["taskId"] == cand.as_str())
+            .unwrap();
+        assert_eq!(done["data"]["commit"]["files"], 1, "its work kept: {done}");
+        assert_ne!(done["data"]["verification"][0]["exitCode"], 0, "{done}");
+    }
+    let added = evs
+        .iter()
+        .find(|e| e["type"] == "task.fix_added")
+        .expect("no fix added");
+    assert_eq!(
+        added["data"]["task"]["dependsOn"],
+        json!(["_cand-01_build-1"])
+    );
+    assert_eq!(of("task.completed", "_fix-01_build-1"), 1);
+}
+
 /// The task's checks run on the node, in the worker's checkout, before it commits: a check
 /// that passes only there (its working directory is the node's scratch checkout, never
 /// crewd's worktree) passes, and its record comes back with the result.

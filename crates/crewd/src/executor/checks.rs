@@ -328,20 +328,15 @@ pub async fn verify(
     // decides), and once they are spent it completes with the failure recorded, so it stays
     // a possible base of the fix when no candidate passes.
     let mut checked = checked;
-    let candidate_completes = crew_core::run::candidates::candidate_of(&spec.plan).is_some()
-        && spec.verify_retries_used >= v.retries.unwrap_or(0);
-    if candidate_completes && !checked.stopped {
-        if let Some(error) = checked.failure.take() {
-            if checked
-                .outcomes
-                .iter()
-                .all(crew_core::checks::VerifyOutcome::passed)
-            {
-                checked
-                    .outcomes
-                    .push(verify::failed_check("(verification)", error));
-            }
-        }
+    if failure_completes(spec, &v) {
+        checked.rule_out();
     }
     verify::settle(result, checked)
+}
+
+/// A candidate whose verification retries are spent completes with its failing checks
+/// recorded (`Checked::rule_out`), here and on a Slurm node (`Launch::checks`).
+pub fn failure_completes(spec: &AttemptSpec, v: &crew_core::checks::Verify) -> bool {
+    crew_core::run::candidates::candidate_of(&spec.plan).is_some()
+        && spec.verify_retries_used >= v.retries.unwrap_or(0)
 }

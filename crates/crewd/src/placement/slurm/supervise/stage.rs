@@ -142,13 +142,17 @@ fn launch(
         base: None,
         commit: spec.plan.writes,
         message: format!("crew: {} ({})", spec.task_id, spec.plan.role),
-        checks: crew_staging::Checks {
-            commands: crate::executor::checks::verify_commands(shared, spec)
-                .map(|v| v.commands)
-                .unwrap_or_default(),
-            timeout_ms: shared.config.verify_timeout_ms,
-            grace_ms: shared.config.kill_grace_ms,
-            output_bytes: shared.config.verify_output_bytes,
+        checks: {
+            let verify = crate::executor::checks::verify_commands(shared, spec);
+            crew_staging::Checks {
+                failure_completes: verify
+                    .as_ref()
+                    .is_some_and(|v| crate::executor::checks::failure_completes(spec, v)),
+                commands: verify.map(|v| v.commands).unwrap_or_default(),
+                timeout_ms: shared.config.verify_timeout_ms,
+                grace_ms: shared.config.kill_grace_ms,
+                output_bytes: shared.config.verify_output_bytes,
+            }
         },
         sandbox: crew_staging::BoxRules {
             mode: crate::executor::sandbox::mode(&shared.config, &spec.runtime),
