@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{git, path_str, Daemon};
+use common::{git, path_str, Daemon, Opts};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -585,4 +585,62 @@ fn kill_9_right_after_a_resolve_task_was_added_keeps_it_once() {
         .filter(|e| e["type"] == "task.completed" && e["taskId"] == "_resolve-04_join-1")
         .count();
     assert_eq!(completed, 1);
+}
+
+/// crewd killed while an unboxed resolver had committed part of its resolution on its branch:
+/// that commit is the killed attempt's, not the user's resolution (which only comes after the
+/// resolver gave up, in a worktree of the user's). The next attempt starts again from the
+/// conflicts and runs the agent — the partial commit used to be taken as resolved by hand.
+#[test]
+fn kill_9_during_an_unboxed_resolver_runs_it_again_not_taking_its_commit() {
+    let root = tempfile::tempdir().unwrap();
+    let mark = root.path().join("committed");
+    let script = format!(
+        "case \"$CREW_TASK_ID\" in \
+           _resolve-*) if [ \"$CREW_ATTEMPT\" = 1 ]; then \
+               printf 'one\\nLEFT\\nthree\\n' > a.txt; \
+               git -c user.name=a -c user.email=b commit -qam partial && touch {m}; sleep 300; \
+             else printf 'one\\nLEFT\\nRIGHT\\nthree\\n' > a.txt; fi;; \
+           *left) printf 'one\\nLEFT\\nthree\\n' > a.txt;; \
+           *right) printf 'one\\nRIGHT\\nthree\\n' > a.txt;; \
+           *notes) echo notes > notes.txt;; \
+           *join) echo joined > joined.txt;; \
+         esac; echo done",
+        m = path_str(&mark)
+    );
+    let mut d = Daemon::start_with(Opts {
+        config: format!(
+            "sandbox = \"off\"\n[runtimes.sh]\nadapter = \"command\"\ncommand = [\"/bin/sh\", \"-c\", {script:?}]\n"
+        ),
+        env: vec![],
+    });
+    let w = repo(&d).to_path_buf();
+    team(&d, true);
+    let run = d.run(
+        "change things",
+        json!({"team": "clash", "workspace": "worktree", "runtime": "sh"}),
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !mark.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the resolver never committed"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    d.kill9();
+    d.restart();
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    let st = d.status(&run);
+    let resolved = st["workspace"]["tasks"]["_resolve-04_join-1"]["commit"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(file_at(&w, &resolved, "a.txt"), "one\nLEFT\nRIGHT\nthree");
+    let evs = d.events(Some(&run));
+    let starts = evs
+        .iter()
+        .filter(|e| e["type"] == "task.started" && e["taskId"] == "_resolve-04_join-1")
+        .count();
+    assert_eq!(starts, 2, "the agent ran again");
 }

@@ -105,9 +105,17 @@ pub async fn prepare(shared: &Shared, ws: &TaskWorkspace) -> Result<Prepared, No
     let branch = task_branch(&ws.run_id, &ws.task_id);
     let path = dir.join(&ws.task_id);
     // Left by an attempt that did not end (crewd was killed): kept as a ref, then gone.
-    if path.exists() {
+    let orphaned = path.exists();
+    if orphaned {
         let keep = attempt_ref(&ws.run_id, &ws.task_id, ws.attempt.saturating_sub(1));
         retire(&git, &repo, &path, &keep).await;
+    }
+    if ws.resolve && orphaned {
+        // What moved the resolver's branch was that attempt's agent (its worktree had the
+        // branch checked out, so no worktree of the user's could): not the user's resolution,
+        // which only comes after the resolver gave up. Back to the conflicts, where the next
+        // attempt starts; the agent's commits stay under the attempt's ref.
+        reset_to_mark(&repo, ws, &branch).await;
     }
     let start = if ws.resolve {
         match resolve_start(&repo, ws, &branch).await {
@@ -331,6 +339,19 @@ async fn resolve_start(
     let marked = repo.merge_with_markers(&ws.inputs, &message).await?;
     conflict::leave_for_user(repo, &bref, &cref, &marked.commit).await?;
     Ok(ResolveStart::At(marked.commit))
+}
+
+/// A resolve task's branch back at the conflict mark crew left, if there is one.
+async fn reset_to_mark(repo: &Repo, ws: &TaskWorkspace, branch: &str) {
+    let cref = conflict_ref(&ws.run_id, &ws.task_id);
+    if let Ok(Some(mark)) = repo.resolve(&cref).await {
+        if let Err(e) = repo
+            .update_ref(&format!("refs/heads/{branch}"), &mark)
+            .await
+        {
+            tracing::warn!(error = %e, "cannot put the resolver's branch back at the conflicts");
+        }
+    }
 }
 
 fn needs_attention(reason: String) -> AttemptResult {
