@@ -69,6 +69,8 @@ pub struct Directives {
     pub cand_fail: Vec<u32>,
     /// How long candidate `k` sleeps (`cand-sleep=k:2s`), in place of `sleep`.
     pub cand_sleep: Vec<(u32, Duration)>,
+    /// The verdict a selector's choice block carries (`choice-verdict=fail`; `pass` else).
+    pub choice_verdict: Option<String>,
     /// A selector's choice among candidates (`choice=k`).
     pub choice: Option<u32>,
 }
@@ -178,6 +180,7 @@ fn apply(d: &mut Directives, body: &str) {
         }
         ("cand-fail", Some(v)) => d.cand_fail.extend(v.trim().parse::<u32>().ok()),
         ("choice", Some(v)) => d.choice = v.trim().parse().ok(),
+        ("choice-verdict", Some(v)) if !v.is_empty() => d.choice_verdict = Some(v.to_owned()),
         ("cand-sleep", Some(v)) => {
             if let Some((k, dur)) = v.split_once(':') {
                 if let (Ok(k), Some(dur)) = (k.trim().parse(), parse_duration(dur)) {

@@ -417,7 +417,7 @@ fn final_text(prompt: &str, d: &Directives, seen: &[String]) -> String {
     if let Some(k) = d.choice.filter(|_| visible.contains("## The candidates")) {
         lines.push(format!(
             "```json\n{}\n```",
-            serde_json::json!({"verdict": "pass", "choice": k, "reasons": format!("the fake judge chose candidate {k}")})
+            serde_json::json!({"verdict": d.choice_verdict.as_deref().unwrap_or("pass"), "choice": k, "reasons": format!("the fake judge chose candidate {k}")})
         ));
     }
     lines.join("\n")

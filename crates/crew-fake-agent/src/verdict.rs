@@ -4,8 +4,8 @@
 //! `pass`, `fail`, `changes_requested` (JSON block); `PASS`, `FAIL` (leading word);
 //! `approve`, `request-changes`, `sound`, `needs-changes`, `unsound` (a `Verdict:` line);
 //! `missing` (none), `malformed` (an invalid block). `[fake:verdict-repair=…]` is the answer
-//! on the repair attempt; `[fake:verdict-needs=path]` passes when `path` exists in the
-//! working directory and fails naming it otherwise. `[fake:fix-write=path:text]` is an edit
+//! on the repair attempt; `[fake:verdict-needs=path]` fails naming `path` while it is not in
+//! the working directory, then passes (or answers as `verdict=` says, when given). `[fake:fix-write=path:text]` is an edit
 //! made only by a fix task crew added; `[fake:resolve-write=path:text]` only by a resolve
 //! task (which makes no other edit).
 
@@ -41,7 +41,9 @@ pub fn answer(
     let repairing = visible.contains(REPAIR_HEADING);
     let (form, missing_path) = match (repair.filter(|_| repairing), needs) {
         (Some(r), _) => (r.to_string(), None),
-        (None, Some(path)) if std::path::Path::new(path).exists() => ("pass".to_string(), None),
+        (None, Some(path)) if std::path::Path::new(path).exists() => {
+            (verdict.unwrap_or("pass").to_string(), None)
+        }
         (None, Some(path)) => ("fail".to_string(), Some(path)),
         (None, None) => (verdict.unwrap_or("pass").to_string(), None),
     };

@@ -182,6 +182,23 @@ fn the_judge_chooses_by_its_verdict() {
     assert!(prompt.contains("+two"), "{prompt}");
 }
 
+/// A judging selector that chooses but calls the work a failure: the choice is its product
+/// (among candidates that passed their checks), so the run goes on and completes — it used to
+/// block on that verdict, with nothing `resume` could do.
+#[test]
+fn a_choosing_judges_failing_verdict_does_not_block_the_run() {
+    let d = Daemon::start();
+    repo(&d);
+    team(
+        &d,
+        "grumpy",
+        "candidates: 3\nverifyCommands: test -f ok.txt",
+        &format!("{THREE}[fake:choice=2][fake:choice-verdict=fail]"),
+    );
+    let run = run_in(&d, "grumpy", json!({}));
+    chosen_and_continued(&d, &run, 2);
+}
+
 #[test]
 fn first_to_pass_is_chosen_and_the_others_set_aside() {
     let d = Daemon::start();

@@ -528,3 +528,30 @@ fn a_fix_that_changes_nothing_lets_the_judge_run_again() {
     assert_eq!(of_task(&evs, "task.completed", "_fix-02_check-1").len(), 1);
     assert_eq!(of_task(&evs, "task.started", "02_check").len(), 2);
 }
+
+/// A judge failed, its fix ran, and then it gave no readable verdict (after its repair
+/// attempt): it needs attention, with rounds left. `resume` runs the judge again on the fixed
+/// code — it used to take the judge's verdict from before the fix for a current one and add a
+/// second fix round for findings already fixed.
+#[test]
+fn resume_after_an_unreadable_verdict_runs_the_judge_not_a_stale_fix() {
+    let d = Daemon::start();
+    repo(&d);
+    let run = d.run(
+        "it [fake:append=work.txt:x\\n][fake:verdict-needs=fixed.txt][fake:verdict=missing][fake:fix-write=fixed.txt:ok]",
+        json!({"team": "fast-fix"}),
+    );
+    assert_eq!(d.wait(&run), "blocked", "{}", d.status(&run));
+    let judge_starts =
+        |d: &Daemon| of_task(&d.events(Some(&run)), "task.started", "03_verify").len();
+    let before = judge_starts(&d);
+    d.ok("team.resume", json!({"runId": run}));
+    assert_eq!(d.wait(&run), "blocked", "{}", d.status(&run));
+    let evs = d.events(Some(&run));
+    assert_eq!(
+        of_type(&evs, "task.fix_added").len(),
+        1,
+        "no second round for fixed findings"
+    );
+    assert!(judge_starts(&d) > before, "the judge ran again");
+}

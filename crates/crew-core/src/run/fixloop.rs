@@ -168,7 +168,13 @@ impl State {
             let (Some(v), Some(fix)) = (t.verdict(), &t.plan.judging.fix) else {
                 continue;
             };
-            if t.status != TaskStatus::NeedsAttention || v.passed() {
+            // Only a judge blocked because its rounds were spent gets one: one that needs
+            // attention for another reason (no readable verdict) with rounds left runs again,
+            // and its last verdict may be from before a fix.
+            if t.status != TaskStatus::NeedsAttention
+                || v.passed()
+                || rounds_of(run, &t.plan.id) < fix.max_rounds as usize
+            {
                 continue;
             }
             let (event, _) = fix_added(run, t, fix, v.clone(), added);
@@ -407,7 +413,7 @@ pub(super) fn judges_not_passed(run: &RunState) -> Option<String> {
     let failing: Vec<String> = run
         .tasks
         .iter()
-        .filter_map(|t| Some((t, t.verdict().filter(|v| !v.passed())?)))
+        .filter_map(|t| Some((t, gating_verdict(t).filter(|v| !v.passed())?)))
         .map(|(t, v)| format!("{}: {}", t.plan.id, v.headline()))
         .collect();
     (!failing.is_empty()).then(|| {
@@ -418,11 +424,19 @@ pub(super) fn judges_not_passed(run: &RunState) -> Option<String> {
     })
 }
 
+/// A task's last verdict where it decides the run's. A judging selector's does not: its
+/// product is the choice among candidates that passed their checks, and nothing could fix or
+/// resume it.
+fn gating_verdict(t: &TaskState) -> Option<&Verdict> {
+    t.verdict()
+        .filter(|_| super::candidates::selector(&t.plan).is_none())
+}
+
 /// The run-level verdict: the worst last verdict of its judges (`None`: no judge gave one).
 pub fn run_verdict(run: &RunState) -> Option<verdict::Outcome> {
     use verdict::Outcome;
     let mut worst: Option<Outcome> = None;
-    for v in run.tasks.iter().filter_map(TaskState::verdict) {
+    for v in run.tasks.iter().filter_map(gating_verdict) {
         worst = Some(match (worst, v.verdict) {
             (Some(Outcome::Fail), _) | (_, Outcome::Fail) => Outcome::Fail,
             (Some(Outcome::ChangesRequested), _) | (_, Outcome::ChangesRequested) => {
