@@ -96,14 +96,16 @@ fn orphans_usage(core: &Core) -> std::collections::BTreeMap<(String, String, u32
         let Some(run) = core.state.run(id) else {
             continue;
         };
-        let (Some(runtime), Ok(safe)) = (
-            core.shared.config.runtime(&run.spec.runtime),
-            crew_core::ids::SafeId::new(id),
-        ) else {
+        let Ok(safe) = crew_core::ids::SafeId::new(id) else {
             continue;
         };
         let dir = core.shared.run_dir(&safe).join("transcripts");
         for t in run.tasks.iter().filter(|t| t.status == TaskStatus::Running) {
+            // The task's own runtime reads its transcript (a candidate's may differ).
+            let name = crew_core::run::candidates::task_runtime(run, t);
+            let Some(runtime) = core.shared.config.runtime(name) else {
+                continue;
+            };
             let path = dir.join(format!("{}.attempt-{}.jsonl", t.plan.id, t.attempts));
             let Ok(bytes) = std::fs::read(&path) else {
                 continue;

@@ -276,6 +276,57 @@ fn a_crewd_killed_between_submit_and_journaling_the_id_finds_the_job_by_name() {
     assert!(merged.lines().any(|l| l == "one.txt"), "{merged}");
 }
 
+/// A local run with one candidate on the cluster (`candidates: [fake, fake-slurm]`): crewd dies
+/// right after that candidate's job was submitted. After the restart the job is followed by
+/// its name, as for a Slurm run — it used to be taken for a local orphan (the run's runtime
+/// is local), started again as a second job while the first ran on.
+#[test]
+fn a_cluster_candidate_of_a_local_run_is_followed_after_a_restart() {
+    let c = cluster("a_cluster_candidate_of_a_local_run_is_followed_after_a_restart");
+    let mut d = c.daemon_env(
+        "",
+        vec![("CREW_TEST_FAULT".into(), "slurm-submitted:kill".into())],
+    );
+    repo(&d);
+    let base = d.home.join(".config/crew");
+    std::fs::create_dir_all(base.join("teams")).unwrap();
+    std::fs::create_dir_all(base.join("workflows")).unwrap();
+    std::fs::write(
+        base.join("teams/mixed.team.md"),
+        "---\nname: mixed\ndefaultWorkflow: mixed\n---\n\n- executor: agent=executor\n",
+    )
+    .unwrap();
+    std::fs::write(
+        base.join("workflows/mixed.workflow.md"),
+        "---\nname: mixed\n---\n\n## build\nrole: executor\ncandidates: [fake, fake-slurm]\nselect: first\n\n\
+         Work. [fake:write=one.txt:one][fake:sleep=2s]\n",
+    )
+    .unwrap();
+    let run = d.run(
+        "write one",
+        json!({"team": "mixed", "workspace": "worktree", "runtime": "fake"}),
+    );
+    let status = d.child.as_mut().unwrap().wait().unwrap();
+    d.child = None;
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.signal(), Some(9), "crewd was to die at the fault");
+    let during = job_counts(&c, &run);
+    assert_eq!(
+        during.len(),
+        1,
+        "the candidate's job was submitted: {during:?}"
+    );
+    d.spawn(&[]);
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    assert_eq!(job_counts(&c, &run), during, "one job, never a second");
+    let evs = d.events(Some(&run));
+    let submitted = evs
+        .iter()
+        .filter(|e| e["type"] == "worker.submitting")
+        .count();
+    assert_eq!(submitted, 1);
+}
+
 /// Anyone on the cluster can submit a job under the name crew gives an attempt (`squeue`
 /// shows every job's name). crewd dies after journaling the intent and before submitting
 /// (a `kill` fault point); meanwhile `nobody` submits a job of that name and comment, and so

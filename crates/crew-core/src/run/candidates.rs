@@ -257,6 +257,11 @@ pub fn runtime_of(plan: &PlannedTask) -> Option<&str> {
     }
 }
 
+/// The runtime `t` runs on: its own (a contender's, or the fix of one), else the run's.
+pub fn task_runtime<'a>(run: &'a RunState, t: &'a TaskState) -> &'a str {
+    runtime_of(&t.plan).unwrap_or(&run.spec.runtime)
+}
+
 /// `(of, index)` of a candidate task.
 pub fn candidate_of(plan: &PlannedTask) -> Option<(&SafeId, u32)> {
     match plan.candidates.as_deref() {

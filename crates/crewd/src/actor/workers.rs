@@ -180,9 +180,7 @@ fn attempt_spec(
         .task(task_id)
         .ok_or_else(|| format!("run {run_id} has no task {task_id}"))?;
     // A candidate may run on a runtime of its own (issue 36).
-    let runtime_name = crew_core::run::candidates::runtime_of(&task.plan)
-        .unwrap_or(&run.spec.runtime)
-        .to_string();
+    let runtime_name = crew_core::run::candidates::task_runtime(run, task).to_string();
     let runtime =
         core.shared.config.runtime(&runtime_name).ok_or_else(|| {
             format!("the runtime `{runtime_name}` is not configured in this daemon")

@@ -97,9 +97,9 @@ pub fn dispatch(
     state.dispatch_pooled(now, &[cfg.max_workers, slurm.max_workers], &pool)
 }
 
-/// Running tasks of Slurm runtimes whose current attempt has a journaled job (submitted, or
-/// about to be when the daemon died): it may be running (or may have ended) without the
-/// daemon. (run id, task id).
+/// Running tasks on Slurm runtimes (each task's own: a candidate's may differ from its run's)
+/// whose current attempt has a journaled job (submitted, or about to be when the daemon
+/// died): it may be running (or may have ended) without the daemon. (run id, task id).
 pub fn remote_attempts(
     state: &crew_core::run::State,
     cfg: &crate::config::Config,
@@ -109,15 +109,13 @@ pub fn remote_attempts(
         let Some(run) = state.run(id) else {
             continue;
         };
-        let slurm = cfg
-            .runtimes
-            .get(&run.spec.runtime)
-            .is_some_and(|rt| rt.placement == Placement::Slurm);
-        if !slurm {
-            continue;
-        }
         for t in &run.tasks {
-            if t.status == crew_core::run::TaskStatus::Running && t.job().is_some() {
+            let slurm = || {
+                cfg.runtimes
+                    .get(crew_core::run::candidates::task_runtime(run, t))
+                    .is_some_and(|rt| rt.placement == Placement::Slurm)
+            };
+            if t.status == crew_core::run::TaskStatus::Running && t.job().is_some() && slurm() {
                 out.push((id.clone(), t.plan.id.to_string()));
             }
         }
