@@ -88,7 +88,7 @@ BOX_INIT_TESTS='package(crew-box) & binary(=init) & test(/in_the_box/)'
 declare -A HOST=(
   [tmux]="$HOST_TESTS_TTY"
   [valgrind]='package(crew-core) & binary(=linear_parsing) & test(=four_times_the_items_cost_about_four_times_the_instructions)'
-  [tmpfs]='(package(crew-journal) & binary(=disk_full) & test(=disk_full_surfaces_as_io_error_and_poisons)) | (package(crewd) & binary(=fulldisk) & test(=full_disk_refuses_writes_keeps_reads_and_recovers)) | (package(crewd) & binary(=storage_errors) & test(=a_read_only_journal_directory_leaves_calls_answering_and_recovers))'
+  [tmpfs]='(package(crew-journal) & binary(=disk_full) & test(=disk_full_surfaces_as_io_error_and_poisons)) | (package(crewd) & binary(=fulldisk) & test(=full_disk_refuses_writes_keeps_reads_and_recovers)) | (package(crewd) & binary(=storage_errors) & (test(=a_read_only_journal_directory_leaves_calls_answering_and_recovers) | test(=a_task_ready_while_the_journal_cannot_write_waits_for_it)))'
   [root]='(package(crewd) & binary(=socket_paths) & test(=a_directory_of_another_user_is_refused)) | (package(crewd) & binary(=systemd) & test(=a_peer_of_another_uid_is_refused_and_logged))'
   [systemd]='package(crewd) & binary(=systemd) & test(/^(unit_files_pass_systemd_analyze_verify|socket_activation_serves_http_and_websocket)$/)'
   [descriptors]='package(crewd) & binary(=ui_gateway) & test(=idle_dashboard_connections_never_take_the_socket_down)'

@@ -24,6 +24,8 @@ pub type Job = Box<dyn FnOnce(&mut Core) + Send>;
 
 /// Jobs taken per wake-up before settling and committing: bounds the latency of one batch.
 const JOBS_PER_BATCH: usize = 512;
+/// How often a loop whose dispatch is held (the journal cannot write) looks again.
+const STORAGE_RECHECK: std::time::Duration = std::time::Duration::from_millis(250);
 
 pub struct Core {
     pub state: State,
@@ -37,6 +39,8 @@ pub struct Core {
     since_snapshot: u64,
     /// The `now` of the last dispatch: every task due by then was considered.
     dispatched_at: chrono::DateTime<chrono::Utc>,
+    /// The last turn started no task because the journal could not write.
+    dispatch_held: bool,
     pub actor: Actor,
     /// Worktree runs whose results are being merged off the actor (`integration::integrate_ready`).
     pub integrating: std::collections::HashSet<String>,
@@ -67,6 +71,7 @@ impl Core {
             writer,
             since_snapshot: 0,
             dispatched_at: chrono::DateTime::<chrono::Utc>::MIN_UTC,
+            dispatch_held: false,
             actor,
             integrating: Default::default(),
         }
@@ -142,8 +147,16 @@ impl Core {
         self.touched.clear();
         integration::integrate_ready(self, &touched);
         self.reconcile_workers();
-        workers::dispatch(self, now);
-        self.dispatched_at = now;
+        // While the journal cannot write, no task starts: its `task.started` could not be made
+        // durable, and the attempt would fail for storage, which counts against the task's
+        // attempts (a few seconds of full disk would fail every task that became ready).
+        // The loop looks again every `STORAGE_RECHECK` (`next_wake`) and starts them once it
+        // writes again.
+        self.dispatch_held = self.shared.storage_error().is_some();
+        if !self.dispatch_held {
+            workers::dispatch(self, now);
+            self.dispatched_at = now;
+        }
         // Events emitted by dispatch touch runs again; nothing more to settle for them now.
         self.touched.clear();
         if !touched.is_empty() {
@@ -280,9 +293,15 @@ impl Core {
     /// busy loop, for it); one due in between must wake the loop even if that instant has
     /// already passed by the time the loop looks (a zero sleep, not none).
     fn next_wake(&self) -> Option<std::time::Duration> {
-        self.state
+        let due = self
+            .state
             .next_wakeup(self.dispatched_at)
-            .map(|t| (t - self.now()).to_std().unwrap_or_default())
+            .map(|t| (t - self.now()).to_std().unwrap_or_default());
+        match (due, self.dispatch_held) {
+            (Some(d), true) => Some(d.min(STORAGE_RECHECK)),
+            (None, true) => Some(STORAGE_RECHECK),
+            (due, false) => due,
+        }
     }
 }
 

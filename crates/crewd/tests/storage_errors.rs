@@ -233,6 +233,77 @@ fn read_only_child() {
 
 #[test]
 fn a_read_only_journal_directory_leaves_calls_answering_and_recovers() {
+    in_mount_namespace("read_only_child", "READ-ONLY DONE");
+}
+
+/// The child of the test below: a task becomes ready while the journal directory is
+/// read-only. It waits (queued; the start that could not be journaled is not counted) and
+/// starts once the journal writes again; it used to start, fail its attempts for storage every
+/// backoff and fail for good.
+#[test]
+fn held_dispatch_child() {
+    let Ok(root) = std::env::var(CHILD_MOUNT) else {
+        return;
+    };
+    println!();
+    let d = daemon(Some(Path::new(&root).join("state")));
+    let journal = d.state_dir.join("journal");
+    let journal = journal.to_str().unwrap().to_owned();
+    d.project_file(
+        "teams/pair.team.md",
+        "---\nname: pair\ndefaultWorkflow: pair\n---\n\n- explorer: agent=explorer\n",
+    );
+    d.project_file(
+        "workflows/pair.workflow.md",
+        "---\nname: pair\n---\n\n## a\nrole: explorer\n\nstep a [fake:sleep=1500ms]\n\n\
+         ## b\nrole: explorer\ndependsOn: a\n\nstep b\n",
+    );
+    let run = d.run("two steps", json!({"team": "pair"}));
+    let task = |name: &str| Daemon::task(&d.status(&run), name).clone();
+    let until = |what: &str, f: &dyn Fn() -> bool| {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !f() {
+            assert!(Instant::now() < deadline, "never: {what}\n{}", d.log_text());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    until("a runs", &|| task("01_a")["status"] == "running");
+    mount(&["--bind", &journal, &journal]);
+    mount(&["-o", "remount,bind,ro", &journal]);
+    // A write that needs a new file of sled's fails (what is open stays writable): from now
+    // on the journal cannot write.
+    let big = format!("a big goal {}", "x".repeat(300 << 10));
+    let refused = d.http("team.run", builtin_run_params(&d, &big));
+    assert_eq!(code(&refused), Some(STORAGE_FAILED), "{refused}");
+    until("a completes (in memory)", &|| {
+        task("01_a")["status"] == "completed"
+    });
+    // Longer than the default retries' backoff (1 s, 2 s): b does not start while the journal
+    // cannot write, so it spends no attempt (it used to start, fail for storage each time and
+    // fail for good after three).
+    let held = Instant::now();
+    while held.elapsed() < Duration::from_secs(4) {
+        let b = task("02_b");
+        assert_eq!(
+            (b["status"].as_str(), b["attempts"].as_u64()),
+            (Some("queued"), Some(0)),
+            "{b}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    mount(&["-o", "remount,bind,rw", &journal]);
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    println!("HELD DISPATCH DONE");
+}
+
+#[test]
+fn a_task_ready_while_the_journal_cannot_write_waits_for_it() {
+    in_mount_namespace("held_dispatch_child", "HELD DISPATCH DONE");
+}
+
+/// Run the test `child` again inside a user + mount namespace (where it may remount the
+/// journal directory read-only under its daemon); it prints `done` at its end.
+fn in_mount_namespace(child: &str, done: &str) {
     let root = tempfile::Builder::new()
         .prefix("crewd-ro")
         .tempdir()
@@ -245,7 +316,7 @@ fn a_read_only_journal_directory_leaves_calls_answering_and_recovers() {
         ))
         .arg(root.path())
         .arg(exe)
-        .args(["--exact", "read_only_child", "--nocapture", "--test-threads=1"])
+        .args(["--exact", child, "--nocapture", "--test-threads=1"])
         .env(CHILD_MOUNT, root.path())
         .output();
     let out = match out {
@@ -268,5 +339,5 @@ fn a_read_only_journal_directory_leaves_calls_answering_and_recovers() {
         "child failed ({}):\n{stdout}\n{stderr}",
         out.status
     );
-    assert!(stdout.contains("READ-ONLY DONE"), "{stdout}");
+    assert!(stdout.contains(done), "{stdout}");
 }

@@ -212,8 +212,9 @@ impl TaskState {
         fallback_model: Option<&String>,
     ) {
         self.end_attempt(end, time);
-        // The worker did not fail, the daemon did: that attempt does not count.
-        if reason == "daemon_restarted" {
+        // The worker did not fail, the daemon did (it restarted, or could not journal the
+        // start, so no worker ran): that attempt does not count.
+        if reason == "daemon_restarted" || reason == super::FailReason::NotJournaled.as_str() {
             self.attempts_in_window = self.attempts_in_window.saturating_sub(1);
         }
         if let Some(m) = fallback_model {

@@ -819,8 +819,10 @@ impl Failure<'_> {
         let retryable = retryable
             && (self.reason != crate::checks::VERIFY_FAILED
                 || t.rare().verify_retries < t.plan.checks.verify_retries());
+        // No worker ran (its start could not be journaled): not one of the task's attempts.
+        let ran = self.reason != super::FailReason::NotJournaled.as_str();
         if retryable
-            && t.attempts_in_window < self.attempts_allowed()
+            && (t.attempts_in_window < self.attempts_allowed() || !ran)
             && !run.halted
             && !fail_fast_stopped
         {

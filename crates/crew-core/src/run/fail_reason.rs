@@ -11,6 +11,9 @@ use serde::{Deserialize, Serialize};
 pub enum FailReason {
     /// The attempt's files could not be written or made durable.
     Storage,
+    /// The task's start could not be journaled (the journal cannot write): no worker ran, and
+    /// the attempt does not count against the task's attempts.
+    NotJournaled,
     /// The worker's program could not be started (or its command is empty).
     Spawn,
     /// The run's working directory is gone.
@@ -38,8 +41,9 @@ pub enum FailReason {
 }
 
 impl FailReason {
-    pub const ALL: [FailReason; 13] = [
+    pub const ALL: [FailReason; 14] = [
         FailReason::Storage,
+        FailReason::NotJournaled,
         FailReason::Spawn,
         FailReason::Cwd,
         FailReason::Internal,
@@ -58,6 +62,7 @@ impl FailReason {
     pub fn as_str(self) -> &'static str {
         match self {
             FailReason::Storage => "storage",
+            FailReason::NotJournaled => "not_journaled",
             FailReason::Spawn => "spawn",
             FailReason::Cwd => "cwd",
             FailReason::Internal => "internal",
@@ -95,6 +100,7 @@ mod tests {
     fn wire_strings_are_stable_and_match_serde() {
         let want = [
             "storage",
+            "not_journaled",
             "spawn",
             "cwd",
             "internal",

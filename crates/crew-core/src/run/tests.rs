@@ -3242,3 +3242,31 @@ fn a_selectors_dependents_are_found_through_forward_references() {
     let found = super::candidates::dependents(run, &s);
     assert_eq!(found, [sim.tid("r", "p"), sim.tid("r", "q")]);
 }
+
+/// A start the journal could not make durable ran no worker: it is retried and never counts
+/// against the task's attempts, however often it happens (a full disk for a while).
+#[test]
+fn a_start_that_was_not_journaled_is_not_an_attempt() {
+    let mut sim = Sim::new();
+    sim.create("r", spec(&[("a", &[], false)]));
+    let not_journaled = || AttemptResult::Failed {
+        usage: used(0),
+        model: None,
+        artifacts: vec![],
+        error: "the task start could not be journaled: disk full".into(),
+        retryable: true,
+        reason: super::FailReason::NotJournaled.as_str().into(),
+    };
+    for n in 1..=5 {
+        assert_eq!(sim.dispatch(8), ["r/a"], "start {n}");
+        let evs = sim.finish("r", "a", not_journaled());
+        assert_eq!(names(&evs), ["task.retrying a"], "start {n}");
+        assert_eq!(sim.task("r", "a").attempts_in_window, 0);
+        sim.advance(60_000);
+    }
+    assert_eq!(sim.dispatch(8), ["r/a"]);
+    assert_eq!(
+        names(&sim.finish("r", "a", done(1))),
+        ["task.completed a", "run.completed"]
+    );
+}

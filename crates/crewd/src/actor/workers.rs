@@ -93,7 +93,7 @@ pub fn dispatch(core: &mut Core, now: chrono::DateTime<chrono::Utc>) {
                         artifacts: vec![],
                         error: format!("the task start could not be journaled: {e}"),
                         retryable: true,
-                        reason: crew_core::run::FailReason::Storage.into(),
+                        reason: crew_core::run::FailReason::NotJournaled.into(),
                     },
                     answer: None,
                     conflict: None,
