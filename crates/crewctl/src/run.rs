@@ -138,6 +138,9 @@ pub async fn run(ctx: &Ctx, c: RunCmd) -> anyhow::Result<u8> {
 /// `team.wait` returns when a run stops or blocks. Unless `until_blocked`, a block is waited
 /// through: subscribe from the daemon's last event, look at the run once more (it may have
 /// moved on in between), and wait again after its next event.
+/// The longest one `team.wait` may ask for (crewd refuses more).
+const ONE_WAIT_MS: i64 = 3_600_000;
+
 pub async fn wait(
     ctx: &Ctx,
     run: &crate::resolve::RunRef,
@@ -152,26 +155,27 @@ pub async fn wait(
             let left = d.saturating_duration_since(tokio::time::Instant::now());
             i64::try_from(left.as_millis())
                 .unwrap_or(i64::MAX)
-                .min(3_600_000)
+                .min(ONE_WAIT_MS)
         })
     };
-    let mut first = true;
+    // The first wait asks for the whole timeout (up to the daemon's hour), the later ones for
+    // what is left of it.
+    let mut timeout_ms = timeout.map(|t| {
+        i64::try_from(t.as_millis())
+            .unwrap_or(i64::MAX)
+            .min(ONE_WAIT_MS)
+    });
     let w = loop {
-        let timeout_ms = if first {
-            timeout.map(|t| i64::try_from(t.as_millis()).unwrap_or(i64::MAX))
-        } else {
-            left_ms()
-        };
-        first = false;
         let w = conn
             .call::<TeamWait>(&WaitParams {
                 run_id: run_id.to_string(),
                 timeout_ms,
             })
             .await?;
+        timeout_ms = left_ms();
         if !w.finished {
-            // The daemon bounds one wait to an hour: without a deadline of ours, wait again.
-            if deadline.is_none() {
+            // The daemon bounds one wait to an hour: wait again until our own deadline, if any.
+            if deadline.is_none_or(|d| tokio::time::Instant::now() < d) {
                 continue;
             }
             break w;

@@ -336,9 +336,15 @@ async fn wait_exit_statuses() {
         )
         .await;
         assert_eq!(code(&o), want, "{st}: {}{}", stdout(&o), stderr(&o));
-        assert_eq!(
-            mock.calls("team.wait"),
-            vec![json!({"runId": "r-1", "timeoutMs": 2000})]
+        // A wait that ends unfinished before the deadline (this mock answers at once) is
+        // asked again for what is left.
+        let calls = mock.calls("team.wait");
+        assert_eq!(calls[0], json!({"runId": "r-1", "timeoutMs": 2000}));
+        assert!(
+            calls[1..]
+                .iter()
+                .all(|c| c["timeoutMs"].as_i64() < Some(2000)),
+            "{calls:?}"
         );
     }
 }
@@ -1250,4 +1256,35 @@ async fn ui_puts_no_token_on_the_browsers_command_line() {
         !html.contains(&token),
         "the page holds a one-time code, not the token"
     );
+}
+
+/// `wait --timeout 2h`: crewd bounds one `team.wait` to an hour, so crewctl asks for at most
+/// that each time and asks again while its own deadline is ahead — it sent the whole 2 h
+/// first (refused as invalid params, exit 64) and would have given up after the first hour.
+#[tokio::test(flavor = "multi_thread")]
+async fn wait_longer_than_an_hour_waits_in_hours() {
+    let mut s = Script::default();
+    s.sequence.insert(
+        "team.wait",
+        vec![json!({"status": "running", "finished": false})]
+            .into_iter()
+            .collect(),
+    );
+    s.results.insert(
+        "team.wait",
+        json!({"status": "completed", "finished": true}),
+    );
+    s.results.insert(
+        "team.status",
+        status("completed", vec![task("01_explore", "completed")]),
+    );
+    let mock = Mock::start(s).await;
+    let o = crewctl(&mock.socket, &["wait", "r-1", "--timeout", "2h"]).await;
+    assert_eq!(code(&o), 0, "{}{}", stdout(&o), stderr(&o));
+    let calls = mock.calls("team.wait");
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    for c in &calls {
+        let ms = c["timeoutMs"].as_i64().unwrap();
+        assert!(ms <= 3_600_000 && ms > 3_500_000, "{c}");
+    }
 }
