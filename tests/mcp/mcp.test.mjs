@@ -282,6 +282,20 @@ test('errors are tool errors with the API message', async () => {
   assert.ok(text(noTeam).startsWith(directTeam.error.message), `${text(noTeam)} vs ${directTeam.error.message}`);
 
   await assert.rejects(call('no_such_tool', {}), /unknown tool/);
+
+  // A wait crewd would refuse is refused before the run starts (the schema says so too): an
+  // agent told "invalid" must not have a run going that it does not know of.
+  const { tools } = await mcp.client.listTools();
+  const runSchema = tools.find((t) => t.name === 'team_run').inputSchema;
+  assert.equal(runSchema.properties.timeoutMs.maximum, 3600000, JSON.stringify(runSchema.properties.timeoutMs));
+  const before = await rpc(d.socket, 'team.list', {});
+  for (const timeoutMs of [7200000, -1]) {
+    const long = await call('team_run', runArgs('too long a wait', { timeoutMs }));
+    assert.equal(long.isError, true, text(long));
+    assert.match(text(long), /nothing was started/);
+  }
+  const after = await rpc(d.socket, 'team.list', {});
+  assert.equal(after.result.runs.length, before.result.runs.length, 'no run was started');
 });
 
 test('without crewd, a call is a tool error that says how to start it', async () => {

@@ -25,6 +25,13 @@ pub enum ToolError {
     /// The client cancelled the call (the run itself goes on).
     #[error("cancelled by the client; the run goes on")]
     Cancelled,
+    /// `team_run` started the run, then waiting for it failed: the id is named, so the agent
+    /// follows that run instead of starting another.
+    #[error("run {run_id} was started and goes on (follow it with team_wait or team_status); waiting for it failed: {source}")]
+    AfterStart {
+        run_id: String,
+        source: Box<ToolError>,
+    },
 }
 
 /// `message (crewd error code)`, then the field or the diagnostics the error carries.

@@ -23,6 +23,7 @@ pub struct RunTool {
     pub wait: Option<bool>,
     /// When waiting, give up waiting after this long (default: until the run stops, at most 1
     /// hour). The run goes on either way.
+    #[schemars(range(min = 0, max = 3_600_000))]
     pub timeout_ms: Option<i64>,
 }
 

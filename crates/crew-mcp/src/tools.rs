@@ -144,6 +144,9 @@ impl Name {
     }
 }
 
+/// The longest wait crewd takes in one `team.wait` (an hour).
+const MAX_WAIT_MS: i64 = 3_600_000;
+
 /// What a call needs besides its arguments.
 pub struct Call<'a> {
     pub daemon: &'a Daemon,
@@ -158,11 +161,23 @@ pub async fn call(name: Name, args: Option<JsonObject>, c: Call<'_>) -> Result<S
         Name::Run => {
             let mut p: RunTool = parse(args)?;
             p.run.cwd = absolute(c.cwd, &p.run.cwd);
+            // Checked before the run starts: refused after it, the agent would not know the
+            // run exists and would start it again.
+            if let Some(t) = p.timeout_ms.filter(|t| !(0..=MAX_WAIT_MS).contains(t)) {
+                return Err(ToolError::Params(format!(
+                    "timeoutMs {t}: must be between 0 and {MAX_WAIT_MS}; nothing was started"
+                )));
+            }
             let started = d.call::<TeamRun>(&p.run).await?;
             if p.wait == Some(false) {
                 return Ok(render::started(&started));
             }
-            waited(&c, &started.run_id, p.timeout_ms).await
+            waited(&c, &started.run_id, p.timeout_ms)
+                .await
+                .map_err(|e| ToolError::AfterStart {
+                    run_id: started.run_id.clone(),
+                    source: Box::new(e),
+                })
         }
         Name::Plan => {
             let mut p: RunParams = parse(args)?;

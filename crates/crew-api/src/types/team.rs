@@ -687,6 +687,7 @@ pub struct RespondResult {
 pub struct WaitParams {
     pub run_id: String,
     /// Give up after this long (default: wait until the run stops; at most 1 hour).
+    #[schemars(range(min = 0, max = 3_600_000))]
     pub timeout_ms: Option<i64>,
 }
 
