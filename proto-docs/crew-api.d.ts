@@ -90,6 +90,12 @@ export interface ArtifactResult {
   /** Total size of the artifact. */
   bytes: number;
   content: string;
+  /**
+   * Bytes of the file this page holds: the next page's `offset` is this page's plus this.
+   * (`content` is text: a byte that is not UTF-8 reads as U+FFFD, so its length may
+   * differ; a character the page's end would cut is left for the next page.)
+   */
+  read?: number | null;
   truncated: boolean;
 }
 

@@ -266,12 +266,7 @@ async fn task_transcript(
         Err(e) => return Err(e),
     };
     if ctx.json {
-        let bytes = text.len() as u64;
-        ctx.json(&ArtifactResult {
-            content: text,
-            bytes,
-            truncated: false,
-        })?;
+        ctx.json(&whole(text))?;
     } else {
         let v = ctx.view();
         outln(&v.p(Tone::Dim, format!("── {name}")))?;
@@ -297,6 +292,16 @@ fn stderr_name(task: &TaskView, attempt: Option<u32>) -> Option<String> {
         .then_some(want)
 }
 
+/// A whole artifact's text as one result (`--json`).
+fn whole(text: String) -> ArtifactResult {
+    ArtifactResult {
+        bytes: text.len() as u64,
+        content: text,
+        truncated: false,
+        read: None,
+    }
+}
+
 /// A whole artifact, read in pages.
 async fn read_artifact(conn: &Conn, run_id: &str, name: &str) -> anyhow::Result<String> {
     const PAGE: i64 = 4 * 1024 * 1024;
@@ -311,7 +316,8 @@ async fn read_artifact(conn: &Conn, run_id: &str, name: &str) -> anyhow::Result<
                 limit: Some(PAGE),
             })
             .await?;
-        let got = a.content.len();
+        // The file's bytes the page held (a daemon before `read`: the text's length).
+        let got = a.read.unwrap_or(a.content.len() as u64);
         text.push_str(&a.content);
         offset = offset.saturating_add(i64::try_from(got).unwrap_or(i64::MAX));
         if !a.truncated || got == 0 || offset as u64 >= a.bytes {
@@ -494,12 +500,7 @@ pub async fn cat(ctx: &Ctx, run: &RunRef, name: &str) -> anyhow::Result<u8> {
     let run_id = &run.resolve(&conn).await?;
     let text = read_artifact(&conn, run_id, name).await?;
     if ctx.json {
-        let bytes = text.len() as u64;
-        ctx.json(&ArtifactResult {
-            content: text,
-            bytes,
-            truncated: false,
-        })?;
+        ctx.json(&whole(text))?;
     } else {
         // Raw bytes as stored; only a terminal gets the missing final newline back.
         if ctx.stdout_tty && !text.is_empty() && !text.ends_with('\n') {

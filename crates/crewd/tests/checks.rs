@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{git, path_str, Daemon, Opts};
+use common::{git, one_step_team, path_str, Daemon, Opts};
 use serde_json::{json, Value};
 
 /// The work dir as a repository with one commit (`.crew/` excluded).
@@ -734,4 +734,40 @@ fn plain_groups() -> Opts {
         config: "sandbox = \"off\"\n".into(),
         env: vec![("CREW_CONTAINMENT".into(), "none".into())],
     }
+}
+
+/// `crewctl cat` of an artifact longer than one 4 MiB page whose page end falls inside a
+/// two-byte character: every byte comes through (the page was sent with U+FFFD for the half
+/// character and the next page began a byte late, losing what followed).
+#[test]
+fn cat_of_a_long_artifact_loses_no_byte_at_a_page_end() {
+    let d = Daemon::start();
+    one_step_team(&d, "one", "Do it.", "executor");
+    let run = d.run("one", json!({"team": "one"}));
+    assert_eq!(d.wait(&run), "completed");
+    let mut want = "a".repeat((4 << 20) - 1);
+    want.push_str("éX");
+    want.push_str(&"b".repeat(10));
+    std::fs::write(
+        d.state_dir
+            .join("runs")
+            .join(&run)
+            .join("results/01_only.txt"),
+        &want,
+    )
+    .unwrap();
+    let o = std::process::Command::new(d.bin.with_file_name("crewctl"))
+        .arg("--socket")
+        .arg(&d.socket)
+        .args(["cat", &run, "results/01_only.txt"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let got = String::from_utf8(o.stdout).unwrap();
+    assert_eq!(got.len(), want.len());
+    assert!(
+        got == want,
+        "the bytes differ around the page end: {:?}",
+        got.get((4 << 20) - 4..(4 << 20) + 6)
+    );
 }

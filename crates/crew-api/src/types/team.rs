@@ -722,6 +722,11 @@ pub struct ArtifactResult {
     /// Total size of the artifact.
     pub bytes: u64,
     pub truncated: bool,
+    /// Bytes of the file this page holds: the next page's `offset` is this page's plus this.
+    /// (`content` is text: a byte that is not UTF-8 reads as U+FFFD, so its length may
+    /// differ; a character the page's end would cut is left for the next page.)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read: Option<u64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]

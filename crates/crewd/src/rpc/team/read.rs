@@ -135,14 +135,40 @@ pub(super) async fn artifact(ctx: Arc<Ctx>, p: P<TeamArtifact>) -> Out<TeamArtif
                 .read_to_end(&mut buf)
                 .map_err(|e| ApiError::internal(e.to_string()))?;
         }
-        let truncated = (offset as u64) + (buf.len() as u64) < bytes;
+        if (offset as u64) + (buf.len() as u64) < bytes {
+            buf.truncate(whole_chars(&buf));
+        }
+        let read = buf.len() as u64;
+        let truncated = (offset as u64) + read < bytes;
         Ok(ArtifactResult {
             content: String::from_utf8_lossy(&buf).into_owned(),
             bytes,
             truncated,
+            read: Some(read),
         })
     })
     .await?
+}
+
+/// How much of `buf` to send when the file goes on after it: up to its last whole UTF-8
+/// character, so a character the page's end cuts is sent whole with the next page instead of
+/// as U+FFFD here and its rest there.
+fn whole_chars(buf: &[u8]) -> usize {
+    let n = buf.len();
+    for back in 1..=n.min(4) {
+        let Some(&b) = buf.get(n - back) else { break };
+        if b & 0xC0 == 0x80 {
+            continue; // a continuation byte: its lead is further back
+        }
+        let need = match b {
+            0xC0..=0xDF => 2,
+            0xE0..=0xEF => 3,
+            0xF0..=0xF7 => 4,
+            _ => 1,
+        };
+        return if back < need { n - back } else { n };
+    }
+    n
 }
 
 pub(super) async fn summary(ctx: Arc<Ctx>, p: P<TeamSummary>) -> Out<TeamSummary> {
@@ -152,4 +178,27 @@ pub(super) async fn summary(ctx: Arc<Ctx>, p: P<TeamSummary>) -> Out<TeamSummary
     // Reads the result files: off the async workers.
     let markdown = off_actor(move || crate::summary::markdown(&status, &dir)).await?;
     Ok(SummaryResult { markdown })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::whole_chars;
+
+    #[test]
+    fn a_page_ends_after_its_last_whole_character() {
+        let e = "é".as_bytes(); // 2 bytes
+        let euro = "€".as_bytes(); // 3 bytes
+        let table: &[(&[u8], usize)] = &[
+            (b"abc", 3),
+            (&[b'a', e[0]], 1),
+            (&[b'a', e[0], e[1]], 3),
+            (&[b'a', euro[0], euro[1]], 1),
+            (&[euro[0]], 0),
+            (&[b'a', 0xFF], 2), // not UTF-8 at all: sent (as U+FFFD)
+            (&[], 0),
+        ];
+        for (buf, want) in table {
+            assert_eq!(whole_chars(buf), *want, "{buf:?}");
+        }
+    }
 }
