@@ -43,12 +43,25 @@ pub fn for_run(status: RunStatus, tasks: &[TaskView]) -> u8 {
     }
 }
 
+/// Something named on the command line that the run does not have (a task): exit status
+/// `NOT_FOUND`, as for a run.
+#[derive(Debug)]
+pub struct NotFound(pub String);
+
+impl std::fmt::Display for NotFound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for NotFound {}
+
 /// The exit status for an error.
 pub fn code_of(err: &anyhow::Error) -> u8 {
     if err.downcast_ref::<NotRunning>().is_some() {
         return NOT_RUNNING;
     }
-    if err.downcast_ref::<NoSuchRun>().is_some() {
+    if err.downcast_ref::<NoSuchRun>().is_some() || err.downcast_ref::<NotFound>().is_some() {
         return NOT_FOUND;
     }
     if err.downcast_ref::<Ambiguous>().is_some() || err.downcast_ref::<NotASocket>().is_some() {

@@ -160,13 +160,13 @@ pub async fn logs(ctx: &Ctx, a: LogsArgs) -> anyhow::Result<u8> {
 }
 
 fn find_task<'a>(s: &'a StatusResult, task_id: &str) -> anyhow::Result<&'a TaskView> {
-    s.tasks.iter().find(|t| t.id == task_id).with_context(|| {
+    s.tasks.iter().find(|t| t.id == task_id).ok_or_else(|| {
         let ids: Vec<&str> = s.tasks.iter().map(|t| t.id.as_str()).collect();
-        format!(
+        anyhow::Error::new(crate::exit::NotFound(format!(
             "run {} has no task {task_id} (tasks: {})",
             s.run.id,
             ids.join(", ")
-        )
+        )))
     })
 }
 

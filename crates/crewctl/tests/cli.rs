@@ -1288,3 +1288,18 @@ async fn wait_longer_than_an_hour_waits_in_hours() {
         assert!(ms <= 3_600_000 && ms > 3_500_000, "{c}");
     }
 }
+
+/// `logs` of a task the run does not have: exit 5 (not found), as `retry`, `steer` and `diff`
+/// exit for it — it exited 1.
+#[tokio::test(flavor = "multi_thread")]
+async fn logs_of_an_unknown_task_is_not_found() {
+    let mut s = run_script("run.completed", "completed");
+    s.results.insert(
+        "team.status",
+        status("completed", vec![task("01_explore", "completed")]),
+    );
+    let mock = Mock::start(s).await;
+    let o = crewctl(&mock.socket, &["logs", "r-1", "nosuch"]).await;
+    assert_eq!(code(&o), 5, "{}{}", stdout(&o), stderr(&o));
+    assert!(stderr(&o).contains("has no task nosuch"), "{}", stderr(&o));
+}
