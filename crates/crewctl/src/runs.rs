@@ -142,7 +142,7 @@ pub async fn logs(ctx: &Ctx, a: LogsArgs) -> anyhow::Result<u8> {
             let task = find_task(&s, task_id)?;
             if a.follow && matches!(task.status, TaskStatus::Queued | TaskStatus::Running) {
                 let conn2 = ctx.connect().await?;
-                follow::follow(
+                let followed = follow::follow(
                     ctx,
                     conn2,
                     &run_id,
@@ -152,7 +152,13 @@ pub async fn logs(ctx: &Ctx, a: LogsArgs) -> anyhow::Result<u8> {
                 )
                 .await?;
                 let s = conn.call::<TeamStatus>(&rid(&run_id)).await?;
-                return task_transcript(ctx, &conn, &s, task_id, a.attempt, a.verbose).await;
+                let shown = task_transcript(ctx, &conn, &s, task_id, a.attempt, a.verbose).await;
+                // How the follow ended (a block, a failure) is the exit status, as for a run;
+                // a task stopped before it started has no transcript to show.
+                return match followed {
+                    exit::SUCCESS => shown,
+                    stopped => Ok(stopped),
+                };
             }
             task_transcript(ctx, &conn, &s, task_id, a.attempt, a.verbose).await
         }

@@ -1303,3 +1303,33 @@ async fn logs_of_an_unknown_task_is_not_found() {
     assert_eq!(code(&o), 5, "{}{}", stdout(&o), stderr(&o));
     assert!(stderr(&o).contains("has no task nosuch"), "{}", stderr(&o));
 }
+
+/// `logs -f <run> <task>` piped, for a task the run blocks before it starts: it stops with exit
+/// status 2, as following a run does (the status was dropped and it exited 0).
+#[tokio::test(flavor = "multi_thread")]
+async fn logs_follow_of_a_task_exits_as_its_run_stopped() {
+    let mut s = Script::default();
+    let events = vec![
+        event(1, "run.created", None, json!({})),
+        event(
+            2,
+            "run.blocked",
+            None,
+            json!({"reason": "waiting for plan approval"}),
+        ),
+    ];
+    s.results.insert(
+        "team.events",
+        json!({"events": events.clone(), "nextSeq": 3}),
+    );
+    s.events = events;
+    let mut st = status(
+        "blocked",
+        vec![task("01_plan", "completed"), task("02_build", "queued")],
+    );
+    st["run"]["reason"] = json!("waiting for plan approval");
+    s.results.insert("team.status", st);
+    let mock = Mock::start(s).await;
+    let o = crewctl(&mock.socket, &["logs", "-f", "r-1", "02_build"]).await;
+    assert_eq!(code(&o), 2, "{}\n{}", stdout(&o), stderr(&o));
+}
