@@ -211,11 +211,18 @@ impl TaskState {
         not_before: DateTime<Utc>,
         fallback_model: Option<&String>,
     ) {
-        self.end_attempt(end, time);
         // The worker did not fail, the daemon did (it restarted, or could not journal the
-        // start, so no worker ran): that attempt does not count.
-        if reason == "daemon_restarted" || reason == super::FailReason::NotJournaled.as_str() {
+        // start, so no worker ran): that attempt does not count, and a session it was to
+        // continue (an answer's) is continued by the next one.
+        let daemons =
+            reason == "daemon_restarted" || reason == super::FailReason::NotJournaled.as_str();
+        let session = self.rare().session.clone().filter(|_| daemons);
+        self.end_attempt(end, time);
+        if daemons {
             self.attempts_in_window = self.attempts_in_window.saturating_sub(1);
+        }
+        if let Some(s) = session {
+            self.edit_rare(|r| r.session = Some(s));
         }
         if let Some(m) = fallback_model {
             self.move_to_fallback(m);

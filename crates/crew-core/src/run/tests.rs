@@ -3270,3 +3270,28 @@ fn a_start_that_was_not_journaled_is_not_an_attempt() {
         ["task.completed a", "run.completed"]
     );
 }
+
+/// The attempt that continues an answer is cut short by a crash of the daemon: the next one
+/// continues the same session with the answer again — it started over with a bare `Answer:`
+/// line and the question was gone.
+#[test]
+fn a_crash_while_an_answer_is_continued_keeps_the_session_for_the_next_attempt() {
+    let mut sim = Sim::new();
+    sim.create("r", spec(&[("a", &[], false)]));
+    sim.dispatch(8);
+    let mut ask = asked("which database?");
+    if let AttemptResult::Asked { session, .. } = &mut ask {
+        *session = Some("/runs/r/sessions/a.attempt-1.jsonl".into());
+    }
+    sim.finish("r", "a", ask);
+    let id = sim.tid("r", "a");
+    let r = sim.st.respond("r", &id, "postgres");
+    sim.control("r", r).unwrap();
+    assert_eq!(sim.dispatch(8), ["r/a"]);
+    let requeued = sim.st.requeue_orphans(sim.now);
+    sim.emit(requeued);
+    assert_eq!(
+        sim.task("r", "a").session(),
+        Some("/runs/r/sessions/a.attempt-1.jsonl")
+    );
+}
