@@ -106,12 +106,26 @@ fn orphans_usage(core: &Core) -> std::collections::BTreeMap<(String, String, u32
             let Some(runtime) = core.shared.config.runtime(name) else {
                 continue;
             };
-            let path = dir.join(format!("{}.attempt-{}.jsonl", t.plan.id, t.attempts));
-            let Ok(bytes) = std::fs::read(&path) else {
+            let read = |n: u32| {
+                std::fs::read(dir.join(format!("{}.attempt-{n}.jsonl", t.plan.id)))
+                    .ok()
+                    .map(|b| String::from_utf8_lossy(&b).into_owned())
+            };
+            let Some(text) = read(t.attempts) else {
                 continue;
             };
-            let text = String::from_utf8_lossy(&bytes);
-            let usage = crew_core::stream::transcript_usage(runtime.adapter, runtime.rpc(), &text);
+            // An attempt that continued an answer's session (codex counts the whole thread):
+            // read against the asking attempt's stream, as the live parser was.
+            let asked = t
+                .session()
+                .and_then(|_| t.attempts.checked_sub(1))
+                .and_then(read);
+            let usage = crew_core::stream::transcript_usage(
+                runtime.adapter,
+                runtime.rpc(),
+                &text,
+                asked.as_deref(),
+            );
             seen.insert((id.clone(), t.plan.id.to_string(), t.attempts), usage);
         }
     }

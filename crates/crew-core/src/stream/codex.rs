@@ -852,6 +852,10 @@ mod tests {
         // Read fresh, the resumed stream would count the asked attempt's turns again.
         let (_, fresh) = run(resumed);
         assert_eq!(fresh.usage.input, 3042);
+        // Recovery reads a dead worker's transcript the same way, given the asked stream.
+        let recovered =
+            crate::stream::transcript_usage(AdapterKind::Codex, false, resumed, Some(asked));
+        assert_eq!((recovered.input, recovered.output), (1021, 23));
     }
 
     #[test]

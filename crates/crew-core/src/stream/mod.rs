@@ -489,13 +489,19 @@ pub fn attempt_parser(
 }
 
 /// What an attempt's transcript shows it spent, read with the parser its stream had: the usage
-/// of a worker that died with the daemon (recovery counts it).
-pub fn transcript_usage(kind: AdapterKind, rpc: bool, transcript: &str) -> Usage {
+/// of a worker that died with the daemon (recovery counts it). `asked`: the stream of the
+/// attempt whose session it continued (an answer's), as the live parser had it.
+pub fn transcript_usage(
+    kind: AdapterKind,
+    rpc: bool,
+    transcript: &str,
+    asked: Option<&str>,
+) -> Usage {
     let spec = LaunchSpec {
         rpc,
         ..codex_app::empty_spec()
     };
-    let mut p = attempt_parser(kind, &spec, None);
+    let mut p = attempt_parser(kind, &spec, asked);
     for line in transcript.lines() {
         p.feed_line(line);
     }
