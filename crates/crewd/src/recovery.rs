@@ -171,6 +171,10 @@ fn reload(journal: &dyn Journal, state: &mut State, id: &str, before: u64) -> an
 /// never killed) and whatever else carries one of this daemon's runs in its environment,
 /// re-queue their tasks as retries with reason `daemon_restarted`, and report.
 pub fn recover(core: &mut Core) {
+    {
+        let summaries = &core.state.summaries;
+        crate::forget::sweep_unknown(&core.shared, &|id| summaries.contains_key(id));
+    }
     // Everything the previous daemon left, looked at before anything is killed: killing a
     // worker under crew's init (its PID namespace's init) ends the processes inside it too,
     // and a process on its way out can no longer be read from /proc, so a scan after the

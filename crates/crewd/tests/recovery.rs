@@ -746,3 +746,32 @@ fn a_clean_stop_leaves_a_snapshot_as_of_the_last_event() {
         "the snapshot holds the run"
     );
 }
+
+/// `team.forget`, and crewd killed the instant `run.forgotten` is durable, before it removed
+/// the run's data: the next start removes it (the run directory and its events), which no
+/// later call could reach (the run is "not found" once forgotten).
+#[test]
+fn a_run_forgotten_just_before_a_crash_leaves_no_data() {
+    let mut d = Daemon::start_with(Opts {
+        config: String::new(),
+        env: vec![("CREW_TEST_FAULT".into(), "forget-data:kill".into())],
+    });
+    one_step_team(&d, "one", "Do it.", "explorer");
+    let run = d.run("one", json!({"team": "one"}));
+    assert_eq!(d.wait(&run), "completed");
+    let dir = d.state_dir.join("runs").join(&run);
+    assert!(dir.is_dir());
+    let _ = d.try_http("team.forget", json!({"runId": run}));
+    let status = d.child.as_mut().unwrap().wait().unwrap();
+    d.child = None;
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.signal(), Some(9), "crewd was to die at the fault");
+    assert!(dir.is_dir(), "killed before the data went");
+    d.spawn(&[]);
+    assert!(!dir.exists(), "{}", d.log_text());
+    let events = d.http("team.events", json!({"runId": run, "limit": 10}));
+    let none = events["result"]["events"]
+        .as_array()
+        .is_none_or(|e| e.is_empty());
+    assert!(none, "{events}");
+}
