@@ -234,6 +234,22 @@ describe('dashboard', { timeout: 240_000 }, () => {
     await shot('run-timeline-retries-fix-round');
   });
 
+  // A task's panel shows its latest attempt: the judge's repair attempt was told its verdict
+  // could not be read, and that is the prompt shown (the first attempt's was).
+  test('a task panel shows the latest attempt\'s prompt', async () => {
+    const goal = 'check it [fake:append=work.txt:x\\n][fake:verdict=missing][fake:verdict-repair=pass]';
+    const r = await call('team.run', { goal, cwd: d.work, runtime: 'fake', team: 'fast-fix' });
+    await openRun(r.runId);
+    await page.locator('main[data-run-status="completed"]').waitFor({ timeout: 120_000 });
+    const judge = (await call('team.status', { runId: r.runId })).tasks.find((t) => t.id === '03_verify');
+    assert.equal(judge.attempts, 2, JSON.stringify(judge));
+    await page.locator('#dag .node[data-task="03_verify"]').click();
+    await page.locator('#task-panel h2', { hasText: '03_verify' }).waitFor();
+    const promptPart = page.locator('#task-panel details[data-part="prompt"]');
+    await promptPart.locator('summary').click();
+    assert.match(await promptPart.innerText(), /Your previous verdict could not be read/);
+  });
+
   test('approve a plan from the page', async () => {
     const r = await call('team.run', { goal: 'Refactor the parser', cwd: d.work, runtime: 'fake', requirePlanApproval: true });
     await openRun(r.runId);
@@ -428,6 +444,20 @@ describe('dashboard', { timeout: 240_000 }, () => {
     assert.equal(text.split(',').length, 5, text);
     assert.match(text, /T03:00:00/);
     await shot('schedules');
+    // Remove takes the schedule away and leaves the run it started going.
+    const job = await call('schedule.add', { name: 'long-one', cron: '0 4 * * *', timezone: 'UTC', run: { goal: 'Work long [fake:sleep=30s]', cwd: d.work, runtime: 'fake', team: 'review' } });
+    const { runId } = await call('schedule.trigger', { id: job.id });
+    for (let i = 0; (await call('team.status', { runId })).run.status !== 'running'; i++) {
+      assert.ok(i < 600, 'the scheduled run never ran');
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    await page.reload();
+    await page.locator(`article.job[data-job="${job.id}"] button[data-action="schedule.remove"]`).click();
+    await page.locator(`article.job[data-job="${job.id}"]`).waitFor({ state: 'detached' });
+    // A cancel would end it within a second or two (its one worker stops); it goes on.
+    const w = await call('team.wait', { runId, timeoutMs: 3000 });
+    assert.equal(w.finished, false, JSON.stringify(w));
+    await call('team.cancel', { runId });
     await page.goto(`${base}/#/daemon`);
     await page.locator('h2', { hasText: 'Result reuse' }).waitFor();
     await shot('daemon');

@@ -361,8 +361,11 @@ async function runView(main, runId, taskId, current) {
     }
     const names = t.artifacts.map((a) => a.name);
     const read = async (/** @type {string | undefined} */ name) => name ? (await rpc.call('team.artifact', { runId, name, limit: 256 * 1024 }).catch(() => null))?.content ?? '' : '';
-    const prompt = names.find((n) => n.startsWith('prompts/'));
-    const transcript = names.filter((n) => n.startsWith('transcripts/')).sort().pop();
+    // The latest attempt's prompt (`prompts/<task>.md`, a second name of it) and the current
+    // attempt's transcript (written as the attempt runs, listed only once it ends), read by
+    // name as `crewctl logs` reads them.
+    const prompt = t.attempts > 0 ? `prompts/${t.id}.md` : undefined;
+    const transcript = t.attempts > 0 ? `transcripts/${t.id}.attempt-${t.attempts}.jsonl` : undefined;
     const result = names.find((n) => n.startsWith('results/'));
     // Worktree mode: the task's branch and change, from the public `team.diff`.
     const commit = st.workspace?.tasks?.[t.id] ?? null;
@@ -619,7 +622,10 @@ async function schedulesView(main) {
     }
     const rows = await Promise.all(res.jobs.map(async (/** @type {Job} */ j) => {
       const fires = j.kind === 'cron' ? (await rpc.call('schedule.preview', { cron: j.spec, timezone: j.timezone, count: 5 }).catch(() => null))?.fireTimes ?? [] : j.nextFireAt ? [j.nextFireAt] : [];
-      const btn = (/** @type {string} */ label, /** @type {string} */ method) => h('button', { 'data-action': method, onclick: () => act(() => rpc.call(method, { id: j.id })).then(load) }, label);
+      // Removing a schedule leaves the runs it started going (the API's default cancels
+      // them; a button labelled Remove must not stop work without saying so).
+      const params = (/** @type {string} */ method) => method === 'schedule.remove' ? { id: j.id, cancelRuns: false } : { id: j.id };
+      const btn = (/** @type {string} */ label, /** @type {string} */ method) => h('button', { 'data-action': method, onclick: () => act(() => rpc.call(method, params(method))).then(load) }, label);
       return h('article', { class: 'job', dataset: { job: j.id } },
         h('h2', null, `${j.name} `, h('span', { class: `badge ${j.enabled ? 's-running' : 's-cancelled'}` }, j.enabled ? 'enabled' : 'disabled')),
         h('p', { class: 'meta' }, `${j.kind} ${j.spec} (${j.timezone}) · team ${j.run.team ?? 'default'} · “${j.run.goal}” · fired ${j.fireCount}×`),
