@@ -115,8 +115,6 @@ impl Verdict {
         out
     }
 
-    /// A failed integration check (a verification command) as a verdict: the command's
-    /// failure is the finding.
     /// The verdict of a task judged by its integration checks alone, once they pass.
     pub fn passed_checks() -> Verdict {
         Verdict {
@@ -125,6 +123,8 @@ impl Verdict {
         }
     }
 
+    /// A failed integration check (a verification command) as a verdict: the command's
+    /// failure is the finding.
     pub fn from_failed_check(error: &str) -> Verdict {
         Verdict {
             verdict: Outcome::Fail,

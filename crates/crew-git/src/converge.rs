@@ -51,22 +51,27 @@ impl Repo {
     /// version wherever they hold `from`'s or nothing, from the index file `index` (which holds
     /// `to`'s entries for them). The paths left as they were (holding neither version, or
     /// whose write failed, e.g. a required smudge filter that failed) are returned.
+    /// `leave`: paths that are not crew's to touch (files that were there before the
+    /// checkout began, where the change adds one).
     pub async fn converge(
         &self,
         index: &Path,
         from: &str,
         to: &str,
+        leave: &[String],
     ) -> Result<Vec<String>, GitError> {
         let changes = self.changes(from, to).await?;
         let mut left = Vec::new();
         let mut write = Vec::new();
-        for c in changes {
+        for c in changes.into_iter().filter(|c| !leave.contains(&c.path)) {
             if c.from.as_ref().is_some_and(Blob::is_submodule)
                 || c.to.as_ref().is_some_and(Blob::is_submodule)
             {
                 continue;
             }
-            if !plain_relative(&c.path) {
+            // Never through a link or a file in the way: a folder of the path that is a link
+            // (to outside the checkout, say) would have crew hash and remove what it points at.
+            if !plain_relative(&c.path) || !plain_folders(self.dir(), &c.path) {
                 left.push(c.path);
                 continue;
             }
@@ -94,6 +99,18 @@ impl Repo {
         }
         left.extend(self.check_out_paths(index, write).await);
         Ok(left)
+    }
+
+    /// The paths the change from `from` to `to` adds that the work tree holds already (an
+    /// untracked file where the change puts one): before a checkout, what is not crew's.
+    pub async fn added_present(&self, from: &str, to: &str) -> Result<Vec<String>, GitError> {
+        let changes = self.changes(from, to).await?;
+        Ok(changes
+            .into_iter()
+            .filter(|c| c.from.is_none() && plain_relative(&c.path))
+            .filter(|c| std::fs::symlink_metadata(self.dir().join(&c.path)).is_ok())
+            .map(|c| c.path)
+            .collect())
     }
 
     /// The paths that differ between two commits, with their blobs (no renames).
@@ -176,6 +193,26 @@ fn plain_relative(path: &str) -> bool {
         })
 }
 
+/// Whether each folder on the way to `path` under `root` that exists is a real folder (not a
+/// link, not a file); one that does not exist is fine (nothing is there to read or remove).
+fn plain_folders(root: &Path, path: &str) -> bool {
+    let mut at = root.to_path_buf();
+    let folders = Path::new(path)
+        .parent()
+        .into_iter()
+        .flat_map(Path::components);
+    for c in folders {
+        at.push(c);
+        match std::fs::symlink_metadata(&at) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => return false,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return true,
+            Err(_) => return false,
+        }
+    }
+    true
+}
+
 /// Remove `path` under `root`, then each folder above it that is left empty (as git does).
 fn remove_with_empty_parents(root: &Path, path: &str) -> std::io::Result<()> {
     let full = root.join(path);
@@ -237,6 +274,24 @@ mod tests {
         assert!(v[2].to.is_none());
         assert!(parse_diff_tree(b":100644 100644 x").is_none());
         assert_eq!(parse_diff_tree(b"").unwrap(), vec![]);
+    }
+
+    #[test]
+    fn never_through_a_link_or_a_file() {
+        let root = tempfile::tempdir().unwrap();
+        let r = root.path();
+        std::fs::create_dir_all(r.join("real/sub")).unwrap();
+        std::fs::write(r.join("file"), "").unwrap();
+        std::os::unix::fs::symlink("/etc", r.join("link")).unwrap();
+        for (p, ok) in [
+            ("top.txt", true),
+            ("real/sub/x", true),
+            ("real/gone/x", true),
+            ("link/passwd", false),
+            ("file/x", false),
+        ] {
+            assert_eq!(plain_folders(r, p), ok, "{p}");
+        }
     }
 
     #[test]

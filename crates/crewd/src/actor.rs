@@ -293,15 +293,14 @@ impl Core {
     /// busy loop, for it); one due in between must wake the loop even if that instant has
     /// already passed by the time the loop looks (a zero sleep, not none).
     fn next_wake(&self) -> Option<std::time::Duration> {
-        let due = self
-            .state
-            .next_wakeup(self.dispatched_at)
-            .map(|t| (t - self.now()).to_std().unwrap_or_default());
-        match (due, self.dispatch_held) {
-            (Some(d), true) => Some(d.min(STORAGE_RECHECK)),
-            (None, true) => Some(STORAGE_RECHECK),
-            (due, false) => due,
+        // Held (the journal cannot write): nothing may start before the next look, whatever
+        // became due meanwhile (its due time is already past: a zero sleep would spin).
+        if self.dispatch_held {
+            return Some(STORAGE_RECHECK);
         }
+        self.state
+            .next_wakeup(self.dispatched_at)
+            .map(|t| (t - self.now()).to_std().unwrap_or_default())
     }
 }
 

@@ -555,3 +555,29 @@ fn resume_after_an_unreadable_verdict_runs_the_judge_not_a_stale_fix() {
     );
     assert!(judge_starts(&d) > before, "the judge ran again");
 }
+
+/// The same with the rounds spent (`maxFixRounds: 1`): the judge's need for attention is its
+/// unreadable verdict, not its rounds, so `resume` runs it again rather than a second fix for
+/// findings the first one fixed.
+#[test]
+fn resume_after_an_unreadable_verdict_with_rounds_spent_runs_the_judge() {
+    let d = Daemon::start();
+    repo(&d);
+    let run = d.run(
+        "it [fake:append=work.txt:x\\n][fake:verdict-needs=fixed.txt][fake:verdict=missing][fake:fix-write=fixed.txt:ok]",
+        json!({"team": "fast-fix", "maxFixRounds": 1}),
+    );
+    assert_eq!(d.wait(&run), "blocked", "{}", d.status(&run));
+    let judge_starts =
+        |d: &Daemon| of_task(&d.events(Some(&run)), "task.started", "03_verify").len();
+    let before = judge_starts(&d);
+    d.ok("team.resume", json!({"runId": run}));
+    assert_eq!(d.wait(&run), "blocked", "{}", d.status(&run));
+    let evs = d.events(Some(&run));
+    assert_eq!(
+        of_type(&evs, "task.fix_added").len(),
+        1,
+        "no second round for fixed findings"
+    );
+    assert!(judge_starts(&d) > before, "the judge ran again");
+}

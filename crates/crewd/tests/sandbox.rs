@@ -505,6 +505,7 @@ fn in_shared_mode_the_agent_cannot_redirect_the_checkouts_git() {
         .as_str()
         .unwrap_or_default()
         .to_string();
+    assert!(r.contains("done"), "the agent ran ({status}): {r}");
     assert_eq!(
         std::fs::read_to_string(d.work.join(".git")).unwrap(),
         gitfile

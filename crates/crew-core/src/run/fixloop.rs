@@ -168,13 +168,11 @@ impl State {
             let (Some(v), Some(fix)) = (t.verdict(), &t.plan.judging.fix) else {
                 continue;
             };
-            // Only a judge blocked because its rounds were spent gets one: one that needs
-            // attention for another reason (no readable verdict) with rounds left runs again,
-            // and its last verdict may be from before a fix.
-            if t.status != TaskStatus::NeedsAttention
-                || v.passed()
-                || rounds_of(run, &t.plan.id) < fix.max_rounds as usize
-            {
+            // Only a judge blocked because its rounds were spent (that end's reason says so)
+            // gets one: one that needs attention for another reason (no readable verdict) runs
+            // again, since its last verdict may be from before a fix.
+            let spent = t.error.as_deref().is_some_and(is_spent_reason);
+            if t.status != TaskStatus::NeedsAttention || v.passed() || !spent {
                 continue;
             }
             let (event, _) = fix_added(run, t, fix, v.clone(), added);
@@ -219,7 +217,7 @@ fn judged(
     let rounds = rounds_of(run, id);
     if rounds >= fix.max_rounds as usize {
         let reason = format!(
-            "verdict {headline} after {rounds} fix round(s) (maxFixRounds {}); resume grants one more round:\n{}",
+            "verdict {headline} after {rounds} {SPENT} {}); resume grants one more round:\n{}",
             fix.max_rounds,
             v.findings_text()
         );
@@ -239,6 +237,14 @@ fn judged(
         completed(v).with_message(format!("verdict: {headline}")),
         fix_event.with_message(format!("{id}: {headline} → {fix_id}")),
     ]
+}
+
+/// In the reason a judge needs attention with once its fix rounds are spent (and only there).
+const SPENT: &str = "fix round(s) (maxFixRounds";
+
+/// Whether a judge's reason for needing attention is that its fix rounds were spent.
+fn is_spent_reason(reason: &str) -> bool {
+    reason.starts_with("verdict ") && reason.contains(SPENT)
 }
 
 /// No readable verdict: one repair attempt, then the task needs attention.

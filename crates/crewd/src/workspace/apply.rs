@@ -355,6 +355,12 @@ async fn switch(
              changed: apply again"
         )));
     }
+    // Files already where the change adds one (untracked, in the way): never crew's to put
+    // back, whatever the checkout did.
+    let present = repo
+        .added_present(&intent.old, &intent.new)
+        .await
+        .unwrap_or_default();
     if let Err(e) = bring_checkout(repo, intent).await {
         let back = repo
             .move_ref(head_ref, &intent.old, &intent.new, &reason)
@@ -376,7 +382,7 @@ async fn switch(
         // git may have written some files before it failed (a smudge filter that failed on a
         // later one, a full disk, the time limit): they go back to the old commit's version.
         return Err(ApiError::invalid_state(
-            match put_back(repo, intent).await {
+            match put_back(repo, intent, &present).await {
                 Ok(left) if left.is_empty() => {
                     format!("{why}; your branch and checkout are as they were")
                 }
@@ -399,10 +405,10 @@ async fn switch(
 
 /// The files of the change the failed checkout had written, back to the old commit's version
 /// (from a copy of the index, which git had left at the old commit); those left as they are.
-async fn put_back(repo: &Repo, intent: &Intent) -> Result<Vec<String>, GitError> {
+async fn put_back(repo: &Repo, intent: &Intent, leave: &[String]) -> Result<Vec<String>, GitError> {
     tokio::fs::copy(&intent.index, &intent.tmp_index).await?;
     let left = repo
-        .converge(&intent.tmp_index, &intent.new, &intent.old)
+        .converge(&intent.tmp_index, &intent.new, &intent.old, leave)
         .await;
     let _ = tokio::fs::remove_file(&intent.tmp_index).await;
     left
@@ -456,7 +462,7 @@ async fn finish_checkout(repo: &Repo, intent: &Intent) -> Result<Vec<String>, Gi
     repo.merge_index(&intent.tmp_index, &intent.old, &intent.new)
         .await?;
     let left = repo
-        .converge(&intent.tmp_index, &intent.old, &intent.new)
+        .converge(&intent.tmp_index, &intent.old, &intent.new, &[])
         .await?;
     tokio::fs::rename(&intent.tmp_index, &intent.index).await?;
     Ok(left)

@@ -152,8 +152,16 @@ pub(super) async fn artifact(ctx: Arc<Ctx>, p: P<TeamArtifact>) -> Out<TeamArtif
 
 /// How much of `buf` to send when the file goes on after it: up to its last whole UTF-8
 /// character, so a character the page's end cuts is sent whole with the next page instead of
-/// as U+FFFD here and its rest there.
+/// as U+FFFD here and its rest there. Never nothing when there is something (a page smaller
+/// than one character): a pager must move on.
 fn whole_chars(buf: &[u8]) -> usize {
+    match cut_before_partial(buf) {
+        0 => buf.len(),
+        n => n,
+    }
+}
+
+fn cut_before_partial(buf: &[u8]) -> usize {
     let n = buf.len();
     for back in 1..=n.min(4) {
         let Some(&b) = buf.get(n - back) else { break };
@@ -193,7 +201,7 @@ mod tests {
             (&[b'a', e[0]], 1),
             (&[b'a', e[0], e[1]], 3),
             (&[b'a', euro[0], euro[1]], 1),
-            (&[euro[0]], 0),
+            (&[euro[0]], 1), // a page smaller than the character: sent, so paging moves on
             (&[b'a', 0xFF], 2), // not UTF-8 at all: sent (as U+FFFD)
             (&[], 0),
         ];
