@@ -34,6 +34,7 @@ pub mod spawn;
 pub mod stderr;
 mod stdout;
 mod supervise;
+pub use supervise::asked_stream;
 pub mod verify;
 
 pub use command::{Limits, WorkerSpec};

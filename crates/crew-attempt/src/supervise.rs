@@ -262,7 +262,10 @@ pub(crate) async fn supervise(
         drain_max: limits.drain_max(),
         grace: limits.grace(),
     };
-    let asked = spec.resumed.then(|| asked_stream(spec));
+    let asked = spec.resumed.then(|| {
+        let (dir, task, n) = (&spec.run_dir, &spec.key.task_id, spec.key.attempt);
+        blocking(|| asked_stream(dir, task, n, spec.adapter, launch.rpc)).unwrap_or_default()
+    });
     let mut parser = stream::attempt_parser(spec.adapter, launch, asked.as_deref());
     let mut stdin = child.stdin.take();
     // Messages written and not yet acknowledged, for an adapter that acknowledges them.
@@ -348,18 +351,26 @@ fn transcript_name(task_id: &str, attempt: u32) -> String {
     format!("transcripts/{task_id}.attempt-{attempt}.jsonl")
 }
 
-/// The stream of the attempt that asked: the one before this one (an answer starts the next
-/// attempt), whose session this one goes on from.
-fn asked_stream(spec: &WorkerSpec) -> String {
-    let asked = spec
-        .key
-        .attempt
-        .checked_sub(1)
-        .map(|n| spec.run_dir.join(transcript_name(&spec.key.task_id, n)));
-    let text = asked
-        .and_then(|p| blocking(|| std::fs::read(p)).ok())
-        .unwrap_or_default();
-    String::from_utf8_lossy(&text).into_owned()
+/// The stream an attempt that continues a session (an answer's) counts its usage from: the
+/// newest earlier attempt's transcript that reported usage. Usually the one just before (the
+/// attempt that asked); after a crash or a start that could not be journaled, the attempt in
+/// between may have none (codex reports the whole thread's totals, so the baseline must be
+/// the last totals it reported). Looks back at most 16 attempts.
+pub fn asked_stream(
+    run_dir: &std::path::Path,
+    task_id: &str,
+    attempt: u32,
+    adapter: crew_core::stream::AdapterKind,
+    rpc: bool,
+) -> Option<String> {
+    let first = attempt.saturating_sub(16).max(1);
+    (first..attempt).rev().find_map(|n| {
+        let bytes = std::fs::read(run_dir.join(transcript_name(task_id, n))).ok()?;
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        let reported = stream::transcript_usage(adapter, rpc, &text, None)
+            != crew_core::usage::Usage::default();
+        reported.then_some(text)
+    })
 }
 
 /// What the loop leaves once the worker and its group are gone.
@@ -1021,5 +1032,35 @@ mod tests {
         assert_eq!(killed.grace_from(), Some(t0 + KILL_AGAIN));
         assert_eq!(killed.why(), Some(why));
         assert_eq!(Stopping::Running.why(), None);
+    }
+}
+
+#[cfg(test)]
+mod asked_tests {
+    use super::asked_stream;
+    use crew_core::stream::AdapterKind;
+
+    /// The attempt that continues an answer counts from the newest earlier transcript that
+    /// reported usage: past an attempt that never ran (no transcript: its start could not be
+    /// journaled) and one killed before it reported any.
+    #[test]
+    fn the_asked_stream_is_the_newest_that_reported_usage() {
+        let asked = include_str!("../../crew-core/src/stream/fixtures/codex_ask.jsonl");
+        let dir = tempfile::tempdir().unwrap();
+        let t = dir.path().join("transcripts");
+        std::fs::create_dir_all(&t).unwrap();
+        std::fs::write(t.join("a.attempt-1.jsonl"), asked).unwrap();
+        // Attempt 2: none. Attempt 3: killed before it reported usage.
+        std::fs::write(
+            t.join("a.attempt-3.jsonl"),
+            "{\"type\":\"thread.started\",\"thread_id\":\"x\"}\n",
+        )
+        .unwrap();
+        let got = asked_stream(dir.path(), "a", 4, AdapterKind::Codex, false);
+        assert_eq!(got.as_deref(), Some(asked));
+        assert_eq!(
+            asked_stream(dir.path(), "a", 1, AdapterKind::Codex, false),
+            None
+        );
     }
 }

@@ -115,11 +115,17 @@ fn orphans_usage(core: &Core) -> std::collections::BTreeMap<(String, String, u32
                 continue;
             };
             // An attempt that continued an answer's session (codex counts the whole thread):
-            // read against the asking attempt's stream, as the live parser was.
-            let asked = t
-                .session()
-                .and_then(|_| t.attempts.checked_sub(1))
-                .and_then(read);
+            // read against the stream its live parser counted from.
+            let asked = t.session().and_then(|_| {
+                let run_dir = dir.parent()?;
+                crew_attempt::asked_stream(
+                    run_dir,
+                    &t.plan.id,
+                    t.attempts,
+                    runtime.adapter,
+                    runtime.rpc(),
+                )
+            });
             let usage = crew_core::stream::transcript_usage(
                 runtime.adapter,
                 runtime.rpc(),
