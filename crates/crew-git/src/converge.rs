@@ -62,7 +62,7 @@ impl Repo {
     ) -> Result<Vec<String>, GitError> {
         let changes = self.changes(from, to).await?;
         let mut left = Vec::new();
-        let mut write = Vec::new();
+        let mut looked = Vec::new();
         for c in changes.into_iter().filter(|c| !leave.contains(&c.path)) {
             if c.from.as_ref().is_some_and(Blob::is_submodule)
                 || c.to.as_ref().is_some_and(Blob::is_submodule)
@@ -75,7 +75,11 @@ impl Repo {
                 left.push(c.path);
                 continue;
             }
-            let held = self.held(&c.path).await?;
+            looked.push(c);
+        }
+        let held = self.held_all(&looked).await?;
+        let mut write = Vec::new();
+        for (c, held) in looked.into_iter().zip(held) {
             let is = |b: &Option<Blob>| match (&held, b) {
                 (Held::Nothing, None) => true,
                 (Held::Object(h, link), Some(b)) => *h == b.oid && *link == b.is_link(),
@@ -121,6 +125,50 @@ impl Repo {
             args: args.join(" "),
             what: "a record that is not `:mode mode oid oid status NUL path NUL`".into(),
         })
+    }
+
+    /// What the work tree holds at each path of `changes`, in order: the plain files hashed by
+    /// one git (`--stdin-paths`, each through its clean filter), the rest one by one.
+    async fn held_all(&self, changes: &[Changed]) -> Result<Vec<Held>, GitError> {
+        let mut held = Vec::with_capacity(changes.len());
+        let mut batch = Vec::new();
+        for (i, c) in changes.iter().enumerate() {
+            let plain =
+                std::fs::symlink_metadata(self.dir().join(&c.path)).is_ok_and(|m| m.is_file());
+            // A name with a line break cannot go on `--stdin-paths`' lines.
+            if plain && !c.path.contains('\n') {
+                held.push(Held::Other);
+                batch.push(i);
+            } else {
+                held.push(self.held(&c.path).await?);
+            }
+        }
+        if batch.is_empty() {
+            return Ok(held);
+        }
+        let args = ["hash-object", "--stdin-paths"];
+        let input: Vec<u8> = batch
+            .iter()
+            .filter_map(|&i| changes.get(i))
+            .flat_map(|c| c.path.bytes().chain([b'\n']))
+            .collect();
+        let out = check(&args, self.raw_in(&args, &[], Some(input)).await?)?;
+        let oids: Vec<String> = String::from_utf8_lossy(&out)
+            .lines()
+            .map(str::to_string)
+            .collect();
+        if oids.len() != batch.len() {
+            return Err(GitError::Parse {
+                args: args.join(" "),
+                what: format!("{} object ids for {} files", oids.len(), batch.len()),
+            });
+        }
+        for (i, oid) in batch.into_iter().zip(oids) {
+            if let Some(h) = held.get_mut(i) {
+                *h = Held::Object(oid, false);
+            }
+        }
+        Ok(held)
     }
 
     /// What the work tree holds at `path`: a file as `git add` would store it (through its

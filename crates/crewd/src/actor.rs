@@ -39,8 +39,6 @@ pub struct Core {
     since_snapshot: u64,
     /// The `now` of the last dispatch: every task due by then was considered.
     dispatched_at: chrono::DateTime<chrono::Utc>,
-    /// The last turn started no task because the journal could not write.
-    dispatch_held: bool,
     pub actor: Actor,
     /// Worktree runs whose results are being merged off the actor (`integration::integrate_ready`).
     pub integrating: std::collections::HashSet<String>,
@@ -71,7 +69,6 @@ impl Core {
             writer,
             since_snapshot: 0,
             dispatched_at: chrono::DateTime::<chrono::Utc>::MIN_UTC,
-            dispatch_held: false,
             actor,
             integrating: Default::default(),
         }
@@ -152,8 +149,7 @@ impl Core {
         // attempts (a few seconds of full disk would fail every task that became ready).
         // The loop looks again every `STORAGE_RECHECK` (`next_wake`) and starts them once it
         // writes again.
-        self.dispatch_held = self.shared.storage_error().is_some();
-        if !self.dispatch_held {
+        if self.shared.storage_error().is_none() {
             workers::dispatch(self, now);
             self.dispatched_at = now;
         }
@@ -295,7 +291,7 @@ impl Core {
     fn next_wake(&self) -> Option<std::time::Duration> {
         // Held (the journal cannot write): nothing may start before the next look, whatever
         // became due meanwhile (its due time is already past: a zero sleep would spin).
-        if self.dispatch_held {
+        if self.shared.storage_error().is_some() {
             return Some(STORAGE_RECHECK);
         }
         self.state

@@ -396,20 +396,12 @@ fn every_builtin_team_completes_in_a_git_repository() {
 fn a_later_judges_fix_runs_the_integration_checks_again() {
     let mut d = Daemon::start_with(Opts::default());
     repo(&d);
-    let base = d.home.join(".config/crew");
-    std::fs::create_dir_all(base.join("teams")).unwrap();
-    std::fs::create_dir_all(base.join("workflows")).unwrap();
-    std::fs::write(
-        base.join("teams/checked.team.md"),
-        "---\nname: checked\ndefaultWorkflow: checked\n---\n\n- executor: agent=executor\n- reviewer: agent=reviewer\n",
-    )
-    .unwrap();
-    std::fs::write(
-        base.join("workflows/checked.workflow.md"),
-        "---\nname: checked\n---\n\n## build\nrole: executor\nverify: true\n\nbuild {goal}\n\n\
+    d.user_team(
+        "checked",
+        "- executor: agent=executor\n- reviewer: agent=reviewer\n",
+        "## build\nrole: executor\nverify: true\n\nbuild {goal}\n\n\
          ## review\nrole: reviewer\ndependsOn: build\n\nreview {goal}\n",
-    )
-    .unwrap();
+    );
     std::fs::write(
         &d.config,
         format!(
@@ -457,20 +449,12 @@ fn a_later_judges_fix_runs_the_integration_checks_again() {
 fn checks_that_pass_after_a_fix_clear_a_non_judges_failure() {
     let mut d = Daemon::start_with(Opts::default());
     repo(&d);
-    let base = d.home.join(".config/crew");
-    std::fs::create_dir_all(base.join("teams")).unwrap();
-    std::fs::create_dir_all(base.join("workflows")).unwrap();
-    std::fs::write(
-        base.join("teams/gate.team.md"),
-        "---\nname: gate\ndefaultWorkflow: gate\n---\n\n- executor: agent=executor\n- verifier: agent=verifier\n",
-    )
-    .unwrap();
-    std::fs::write(
-        base.join("workflows/gate.workflow.md"),
-        "---\nname: gate\n---\n\n## build\nrole: executor\n\nbuild {goal}\n\n\
+    d.user_team(
+        "gate",
+        "- executor: agent=executor\n- verifier: agent=verifier\n",
+        "## build\nrole: executor\n\nbuild {goal}\n\n\
          ## check\nrole: verifier\ndependsOn: build\nverify: true\nverdict: false\n\ncheck {goal}\n",
-    )
-    .unwrap();
+    );
     std::fs::write(
         &d.config,
         format!(
@@ -497,20 +481,12 @@ fn checks_that_pass_after_a_fix_clear_a_non_judges_failure() {
 fn a_fix_that_changes_nothing_lets_the_judge_run_again() {
     let mut d = Daemon::start_with(Opts::default());
     repo(&d);
-    let base = d.home.join(".config/crew");
-    std::fs::create_dir_all(base.join("teams")).unwrap();
-    std::fs::create_dir_all(base.join("workflows")).unwrap();
-    std::fs::write(
-        base.join("teams/flaky.team.md"),
-        "---\nname: flaky\ndefaultWorkflow: flaky\n---\n\n- executor: agent=executor\n- verifier: agent=verifier\n",
-    )
-    .unwrap();
-    std::fs::write(
-        base.join("workflows/flaky.workflow.md"),
-        "---\nname: flaky\n---\n\n## build\nrole: executor\nallowNoChange: true\n\nbuild {goal}\n\n\
+    d.user_team(
+        "flaky",
+        "- executor: agent=executor\n- verifier: agent=verifier\n",
+        "## build\nrole: executor\nallowNoChange: true\n\nbuild {goal}\n\n\
          ## check\nrole: verifier\ndependsOn: build\nverify: true\n\ncheck {goal}\n",
-    )
-    .unwrap();
+    );
     // Fails on the judge's first attempt only (the box keeps no file between attempts).
     std::fs::write(
         &d.config,
@@ -535,25 +511,7 @@ fn a_fix_that_changes_nothing_lets_the_judge_run_again() {
 /// second fix round for findings already fixed.
 #[test]
 fn resume_after_an_unreadable_verdict_runs_the_judge_not_a_stale_fix() {
-    let d = Daemon::start();
-    repo(&d);
-    let run = d.run(
-        "it [fake:append=work.txt:x\\n][fake:verdict-needs=fixed.txt][fake:verdict=missing][fake:fix-write=fixed.txt:ok]",
-        json!({"team": "fast-fix"}),
-    );
-    assert_eq!(d.wait(&run), "blocked", "{}", d.status(&run));
-    let judge_starts =
-        |d: &Daemon| of_task(&d.events(Some(&run)), "task.started", "03_verify").len();
-    let before = judge_starts(&d);
-    d.ok("team.resume", json!({"runId": run}));
-    assert_eq!(d.wait(&run), "blocked", "{}", d.status(&run));
-    let evs = d.events(Some(&run));
-    assert_eq!(
-        of_type(&evs, "task.fix_added").len(),
-        1,
-        "no second round for fixed findings"
-    );
-    assert!(judge_starts(&d) > before, "the judge ran again");
+    resume_runs_the_judge_again(json!({}));
 }
 
 /// The same with the rounds spent (`maxFixRounds: 1`): the judge's need for attention is its
@@ -561,11 +519,22 @@ fn resume_after_an_unreadable_verdict_runs_the_judge_not_a_stale_fix() {
 /// findings the first one fixed.
 #[test]
 fn resume_after_an_unreadable_verdict_with_rounds_spent_runs_the_judge() {
+    resume_runs_the_judge_again(json!({"maxFixRounds": 1}));
+}
+
+/// A judge fails, its fix runs, and then it gives no readable verdict (even after its repair
+/// attempt), so the run blocks; `resume` (with run params `extra`) runs the judge again and
+/// adds no second fix.
+fn resume_runs_the_judge_again(extra: Value) {
     let d = Daemon::start();
     repo(&d);
+    let mut params = json!({"team": "fast-fix"});
+    for (k, v) in extra.as_object().unwrap() {
+        params[k] = v.clone();
+    }
     let run = d.run(
         "it [fake:append=work.txt:x\\n][fake:verdict-needs=fixed.txt][fake:verdict=missing][fake:fix-write=fixed.txt:ok]",
-        json!({"team": "fast-fix", "maxFixRounds": 1}),
+        params,
     );
     assert_eq!(d.wait(&run), "blocked", "{}", d.status(&run));
     let judge_starts =

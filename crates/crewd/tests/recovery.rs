@@ -762,10 +762,7 @@ fn a_run_forgotten_just_before_a_crash_leaves_no_data() {
     let dir = d.state_dir.join("runs").join(&run);
     assert!(dir.is_dir());
     let _ = d.try_http("team.forget", json!({"runId": run}));
-    let status = d.child.as_mut().unwrap().wait().unwrap();
-    d.child = None;
-    use std::os::unix::process::ExitStatusExt;
-    assert_eq!(status.signal(), Some(9), "crewd was to die at the fault");
+    d.wait_killed_at_fault();
     assert!(dir.is_dir(), "killed before the data went");
     d.spawn(&[]);
     assert!(!dir.exists(), "{}", d.log_text());

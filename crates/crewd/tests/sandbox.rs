@@ -65,6 +65,29 @@ fn repo(w: &Path) {
     );
 }
 
+/// A daemon whose runtime `w` runs `script` (a shell command line) as the agent, boxed
+/// (`sandbox = "required"`).
+fn boxed_writer(script: &str) -> Daemon {
+    Daemon::start_with(Opts {
+        config: format!(
+            "sandbox = \"required\"\n[runtimes.w]\nadapter = \"command\"\n\
+             command = [\"/bin/sh\", \"-c\", {script:?}]\n"
+        ),
+        env: vec![],
+    })
+}
+
+/// What the one-step run's task answered (its result file).
+fn result_of(d: &Daemon, run: &str) -> String {
+    d.ok(
+        "team.artifact",
+        json!({"runId": run, "name": "results/01_only.txt"}),
+    )["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
 fn marked(marker: &str) -> Vec<u32> {
     std::fs::read_dir("/proc")
         .unwrap()
@@ -429,13 +452,7 @@ fn in_shared_mode_the_agent_commits_but_cannot_plant_a_program_for_git() {
     let script = "git config core.fsmonitor 'touch /tmp/pwned' 2>/dev/null && echo PLANTED-CONFIG; \
                   echo 'touch /tmp/pwned' > .git/hooks/post-checkout 2>/dev/null && echo PLANTED-HOOK; \
                   echo x > mine.txt && git add mine.txt && git commit -qm mine && echo COMMITTED; echo done";
-    let d = Daemon::start_with(Opts {
-        config: format!(
-            "sandbox = \"required\"\n[runtimes.w]\nadapter = \"command\"\n\
-             command = [\"/bin/sh\", \"-c\", {script:?}]\n"
-        ),
-        env: vec![],
-    });
+    let d = boxed_writer(script);
     repo(&d.work);
     std::fs::remove_dir_all(d.work.join(".git/hooks")).unwrap();
     one_step_team(&d, "writer", "Write.", "executor");
@@ -444,13 +461,7 @@ fn in_shared_mode_the_agent_commits_but_cannot_plant_a_program_for_git() {
         json!({"team": "writer", "runtime": "w", "workspace": "shared"}),
     );
     assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
-    let r = d.ok(
-        "team.artifact",
-        json!({"runId": run, "name": "results/01_only.txt"}),
-    )["content"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
+    let r = result_of(&d, &run);
     assert!(r.contains("COMMITTED"), "{r}");
     assert!(!r.contains("PLANTED"), "{r}");
     let config = std::fs::read_to_string(d.work.join(".git/config")).unwrap();
@@ -476,13 +487,7 @@ fn in_shared_mode_the_agent_cannot_redirect_the_checkouts_git() {
     out_of_tmp();
     let script =
         "printf 'gitdir: /nowhere\\n' > .git 2>/dev/null && echo PLANTED-GITFILE; echo done";
-    let d = Daemon::start_with(Opts {
-        config: format!(
-            "sandbox = \"required\"\n[runtimes.w]\nadapter = \"command\"\n\
-             command = [\"/bin/sh\", \"-c\", {script:?}]\n"
-        ),
-        env: vec![],
-    });
+    let d = boxed_writer(script);
     let main = d.work.parent().unwrap().join("main-repo");
     std::fs::create_dir_all(&main).unwrap();
     repo(&main);
@@ -498,13 +503,7 @@ fn in_shared_mode_the_agent_cannot_redirect_the_checkouts_git() {
         json!({"team": "writer", "runtime": "w", "workspace": "shared"}),
     );
     let status = d.wait(&run);
-    let r = d.ok(
-        "team.artifact",
-        json!({"runId": run, "name": "results/01_only.txt"}),
-    )["content"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
+    let r = result_of(&d, &run);
     assert!(r.contains("done"), "the agent ran ({status}): {r}");
     assert_eq!(
         std::fs::read_to_string(d.work.join(".git")).unwrap(),
@@ -527,13 +526,7 @@ fn in_shared_mode_the_agent_cannot_write_worktree_or_submodule_config() {
     let script = "echo '[core]' > .git/config.worktree 2>/dev/null && echo PLANTED-WORKTREE; \
                   mkdir -p .git/modules/x 2>/dev/null && echo '[core]' > .git/modules/x/config 2>/dev/null && echo PLANTED-MODULE; \
                   echo x > mine.txt && git add mine.txt && git commit -qm mine && echo COMMITTED; echo done";
-    let d = Daemon::start_with(Opts {
-        config: format!(
-            "sandbox = \"required\"\n[runtimes.w]\nadapter = \"command\"\n\
-             command = [\"/bin/sh\", \"-c\", {script:?}]\n"
-        ),
-        env: vec![],
-    });
+    let d = boxed_writer(script);
     repo(&d.work);
     one_step_team(&d, "writer", "Write.", "executor");
     let run = d.run(
@@ -541,13 +534,7 @@ fn in_shared_mode_the_agent_cannot_write_worktree_or_submodule_config() {
         json!({"team": "writer", "runtime": "w", "workspace": "shared"}),
     );
     assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
-    let r = d.ok(
-        "team.artifact",
-        json!({"runId": run, "name": "results/01_only.txt"}),
-    )["content"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
+    let r = result_of(&d, &run);
     assert!(r.contains("COMMITTED"), "{r}");
     assert!(!r.contains("PLANTED"), "{r}");
     let wt = std::fs::read_to_string(d.work.join(".git/config.worktree")).unwrap_or_default();
@@ -573,13 +560,7 @@ fn in_worktree_mode_the_agent_cannot_plant_a_filter_for_crews_own_git() {
          echo '* filter=x' > .gitattributes; echo x > mine.txt; echo done",
         m = marker.display()
     );
-    let d = Daemon::start_with(Opts {
-        config: format!(
-            "sandbox = \"required\"\n[runtimes.w]\nadapter = \"command\"\n\
-             command = [\"/bin/sh\", \"-c\", {script:?}]\n"
-        ),
-        env: vec![],
-    });
+    let d = boxed_writer(&script);
     repo(&d.work);
     git(&d.work, &["config", "extensions.worktreeConfig", "true"]);
     one_step_team(&d, "writer", "Write.", "executor");
@@ -588,13 +569,7 @@ fn in_worktree_mode_the_agent_cannot_plant_a_filter_for_crews_own_git() {
         json!({"team": "writer", "runtime": "w", "workspace": "worktree"}),
     );
     let status = d.wait(&run);
-    let r = d.ok(
-        "team.artifact",
-        json!({"runId": run, "name": "results/01_only.txt"}),
-    )["content"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
+    let r = result_of(&d, &run);
     assert!(
         !marker.exists(),
         "crew's git ran the agent's filter ({status}): {r}"

@@ -239,10 +239,7 @@ fn a_crewd_killed_between_submit_and_journaling_the_id_finds_the_job_by_name() {
         "write one",
         json!({"team": "one", "workspace": "worktree", "runtime": "fake-slurm"}),
     );
-    let status = d.child.as_mut().unwrap().wait().unwrap();
-    d.child = None;
-    use std::os::unix::process::ExitStatusExt;
-    assert_eq!(status.signal(), Some(9), "crewd was to die at the fault");
+    d.wait_killed_at_fault();
     let during = job_counts(&c, &run);
     assert_eq!(during.len(), 1, "the job was submitted: {during:?}");
     d.spawn(&[]);
@@ -288,28 +285,17 @@ fn a_cluster_candidate_of_a_local_run_is_followed_after_a_restart() {
         vec![("CREW_TEST_FAULT".into(), "slurm-submitted:kill".into())],
     );
     repo(&d);
-    let base = d.home.join(".config/crew");
-    std::fs::create_dir_all(base.join("teams")).unwrap();
-    std::fs::create_dir_all(base.join("workflows")).unwrap();
-    std::fs::write(
-        base.join("teams/mixed.team.md"),
-        "---\nname: mixed\ndefaultWorkflow: mixed\n---\n\n- executor: agent=executor\n",
-    )
-    .unwrap();
-    std::fs::write(
-        base.join("workflows/mixed.workflow.md"),
-        "---\nname: mixed\n---\n\n## build\nrole: executor\ncandidates: [fake, fake-slurm]\nselect: first\n\n\
+    d.user_team(
+        "mixed",
+        "- executor: agent=executor\n",
+        "## build\nrole: executor\ncandidates: [fake, fake-slurm]\nselect: first\n\n\
          Work. [fake:write=one.txt:one][fake:sleep=2s]\n",
-    )
-    .unwrap();
+    );
     let run = d.run(
         "write one",
         json!({"team": "mixed", "workspace": "worktree", "runtime": "fake"}),
     );
-    let status = d.child.as_mut().unwrap().wait().unwrap();
-    d.child = None;
-    use std::os::unix::process::ExitStatusExt;
-    assert_eq!(status.signal(), Some(9), "crewd was to die at the fault");
+    d.wait_killed_at_fault();
     let during = job_counts(&c, &run);
     assert_eq!(
         during.len(),
@@ -366,10 +352,7 @@ fn not_adopted(c: &Cluster, mut d: Daemon) {
         "write one",
         json!({"team": "one", "workspace": "worktree", "runtime": "fake-slurm"}),
     );
-    let status = d.child.as_mut().unwrap().wait().unwrap();
-    d.child = None;
-    use std::os::unix::process::ExitStatusExt;
-    assert_eq!(status.signal(), Some(9), "crewd was to die at the fault");
+    d.wait_killed_at_fault();
     assert!(job_counts(c, &run).is_empty(), "nothing submitted yet");
 
     let name = format!("crew-{run}-01_only-1");
@@ -569,21 +552,13 @@ fn candidates_failing_their_checks_on_the_node_are_ruled_out_and_fixed() {
     let c = cluster("candidates_failing_their_checks_on_the_node_are_ruled_out_and_fixed");
     let d = c.daemon("");
     repo(&d);
-    let base = d.home.join(".config/crew");
-    std::fs::create_dir_all(base.join("teams")).unwrap();
-    std::fs::create_dir_all(base.join("workflows")).unwrap();
-    std::fs::write(
-        base.join("teams/fixit.team.md"),
-        "---\nname: fixit\ndefaultWorkflow: fixit\n---\n\n- executor: agent=executor\n- reviewer: agent=reviewer\n",
-    )
-    .unwrap();
-    std::fs::write(
-        base.join("workflows/fixit.workflow.md"),
-        "---\nname: fixit\n---\n\n## build\nrole: executor\ncandidates: 2\nselect: smallest\n\
+    d.user_team(
+        "fixit",
+        "- executor: agent=executor\n- reviewer: agent=reviewer\n",
+        "## build\nrole: executor\ncandidates: 2\nselect: smallest\n\
          verifyCommands: test -f a.txt && test -f b.txt\n\n\
          [fake:write=a.txt:a\\n][fake:fix-write=b.txt:fixed]\n",
-    )
-    .unwrap();
+    );
     let run = d.run(
         "make it",
         json!({"team": "fixit", "workspace": "worktree", "runtime": "fake-slurm"}),

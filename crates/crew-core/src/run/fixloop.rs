@@ -44,6 +44,13 @@ impl State {
         };
         let ordinary =
             |result| self.finish_attempt(run_id, task_id, attempt, result, now, retry, jitter);
+        let ended = |usage, model, artifacts| AttemptEnd {
+            attempt,
+            usage,
+            model,
+            artifacts,
+            error: None,
+        };
         // A judging selector (issue 36) answers a choice, not a fix loop.
         if super::candidates::selector(&t.plan).is_some() {
             return match result {
@@ -53,13 +60,7 @@ impl State {
                     artifacts,
                     ..
                 } => {
-                    let end = AttemptEnd {
-                        attempt,
-                        usage,
-                        model,
-                        artifacts,
-                        error: None,
-                    };
+                    let end = ended(usage, model, artifacts);
                     let text = match answer {
                         Some(Answer::Text(s)) => Ok(s.as_str()),
                         None => Ok(""),
@@ -92,13 +93,7 @@ impl State {
                 && t.plan.judging.fix.is_some()
                 && !verdict::can_edit(&t.plan.tools) =>
             {
-                let end = AttemptEnd {
-                    attempt,
-                    usage,
-                    model,
-                    artifacts,
-                    error: None,
-                };
+                let end = ended(usage, model, artifacts);
                 let v = Verdict::from_failed_check(&error);
                 judged(run, t, end, None, None, vec![], v)
             }
@@ -110,13 +105,7 @@ impl State {
                 commit,
                 verification,
             } if t.plan.judging.judge => {
-                let end = AttemptEnd {
-                    attempt,
-                    usage,
-                    model,
-                    artifacts,
-                    error: None,
-                };
+                let end = ended(usage, model, artifacts);
                 let parsed = match answer {
                     Some(Answer::Text(s)) => verdict::parse(s),
                     None => verdict::parse(""),
@@ -144,13 +133,7 @@ impl State {
                 commit,
                 verification,
             } if t.verdict().is_some_and(|v| !v.passed()) => {
-                let end = AttemptEnd {
-                    attempt,
-                    usage,
-                    model,
-                    artifacts,
-                    error: None,
-                };
+                let end = ended(usage, model, artifacts);
                 let v = Verdict::passed_checks();
                 judged(run, t, end, reused_from, commit, verification, v)
             }

@@ -376,6 +376,34 @@ impl Daemon {
         dir.join(name)
     }
 
+    /// Wait for crewd to die at a `kill` fault point (`CREW_TEST_FAULT=<point>:kill`): it must
+    /// end by SIGKILL. The daemon is then down until `spawn`.
+    pub fn wait_killed_at_fault(&mut self) {
+        use std::os::unix::process::ExitStatusExt;
+        let status = self.child.take().expect("running").wait().unwrap();
+        assert_eq!(status.signal(), Some(9), "crewd was to die at the fault");
+    }
+
+    /// A user team `name` (trusted: its steps' verification commands run) whose roles are
+    /// `roles` (`- role: agent=…` lines) and whose workflow `name` has the steps `steps`.
+    pub fn user_team(&self, name: &str, roles: &str, steps: &str) {
+        let base = self.home.join(".config/crew");
+        for (rel, content) in [
+            (
+                format!("teams/{name}.team.md"),
+                format!("---\nname: {name}\ndefaultWorkflow: {name}\n---\n\n{roles}"),
+            ),
+            (
+                format!("workflows/{name}.workflow.md"),
+                format!("---\nname: {name}\n---\n\n{steps}"),
+            ),
+        ] {
+            let p = base.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(&p, content).unwrap();
+        }
+    }
+
     /// Write a project resource file under the work dir's `.crew/`.
     pub fn project_file(&self, rel: &str, content: &str) -> PathBuf {
         let p = self.work.join(".crew").join(rel);
