@@ -415,25 +415,16 @@ fn in_shared_mode_only_the_cwd_is_writable_and_only_for_a_writing_role() {
         ),
         env: vec![],
     });
-    let result = |d: &Daemon, run: &str| {
-        d.ok(
-            "team.artifact",
-            json!({"runId": run, "name": "results/01_only.txt"}),
-        )["content"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string()
-    };
     one_step_team(&d, "reader", "Read.", "explorer");
     let run = d.run("read", json!({"team": "reader", "runtime": "w"}));
     assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
-    let r = result(&d, &run);
+    let r = result_of(&d, &run);
     assert!(!r.contains("WROTE-CWD") && !r.contains("ESCAPE"), "{r}");
     assert!(!d.work.join("mine.txt").exists());
     one_step_team(&d, "writer", "Write.", "executor");
     let run = d.run("write", json!({"team": "writer", "runtime": "w"}));
     assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
-    let r = result(&d, &run);
+    let r = result_of(&d, &run);
     assert!(r.contains("WROTE-CWD") && !r.contains("ESCAPE"), "{r}");
     assert!(d.work.join("mine.txt").exists());
     assert!(!d.work.parent().unwrap().join("beside.txt").exists());
