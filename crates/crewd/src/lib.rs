@@ -262,6 +262,9 @@ async fn before_first_attempt(
     // An apply a killed daemon left half done is finished or undone before anyone can ask
     // for another (workspace/apply.rs): the user's checkout is at the old commit or the new.
     workspace::apply::recover(shared).await;
+    // Worktrees and branches of a run forgotten just before a crash (its data went in
+    // `recovery::recover`, which cannot reach the repository).
+    workspace::cleanup::sweep_unknown(shared.clone(), &|id| state.summaries.contains_key(id)).await;
     // The git objects a boxed attempt cut short by the crash made come into their repository
     // before any attempt starts (executor/sandbox.rs).
     let runs: Vec<(PathBuf, String)> = state

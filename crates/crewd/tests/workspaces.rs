@@ -503,6 +503,58 @@ fn forget_removes_worktrees_and_branches_but_not_uncommitted_work_without_force(
     assert!(!d.state_dir.join("worktrees").join(&run).exists());
 }
 
+/// crewd killed the instant `run.forgotten` is durable, before it cleaned the repository: the
+/// next start removes the run's branches and worktree records, as forget would have, before it
+/// answers anyone — and keeps a branch someone committed on, as forget would have.
+#[test]
+fn a_run_forgotten_just_before_a_crash_leaves_no_branches() {
+    let mut d = Daemon::start_with(Opts {
+        config: String::new(),
+        env: vec![("CREW_TEST_FAULT".into(), "forget-data:kill".into())],
+    });
+    let w = repo(&d).to_path_buf();
+    let w = w.as_path();
+    team(
+        &d,
+        "two",
+        &[
+            ("edit", &[], "[fake:write=b.txt:x]"),
+            ("more", &[], "[fake:write=c.txt:y]"),
+        ],
+    );
+    let run = d.run(
+        "change things",
+        json!({"team": "two", "workspace": "worktree"}),
+    );
+    assert_eq!(d.wait(&run), "completed");
+    let mine = format!("crew/tasks/{run}/02_more");
+    git(w, &["switch", "-q", &mine]);
+    git(w, &["commit", "-q", "--allow-empty", "-m", "mine"]);
+    git(w, &["switch", "-q", "main"]);
+    let dir = d.state_dir.join("worktrees").join(&run);
+    assert!(dir.is_dir());
+    let _ = d.try_http("team.forget", json!({"runId": run}));
+    d.wait_killed_at_fault();
+    assert!(!git(w, &["for-each-ref", "refs/heads/crew/"]).is_empty());
+    d.spawn(&[]);
+    assert_eq!(
+        git(
+            w,
+            &[
+                "for-each-ref",
+                "--format=%(refname)",
+                "refs/heads/crew/",
+                "refs/crew/"
+            ]
+        ),
+        format!("refs/heads/{mine}"),
+        "{}",
+        d.log_text()
+    );
+    assert_eq!(worktrees(w), [path_str(w)]);
+    assert!(!dir.exists());
+}
+
 #[test]
 fn a_killed_daemons_retry_starts_from_a_clean_worktree() {
     let mut d = Daemon::start();

@@ -69,6 +69,34 @@ pub async fn after_forget(shared: Arc<Shared>, runs: Vec<Forgotten>, force: bool
     notes
 }
 
+/// At start-up: the worktrees and branches of runs the journal no longer knows (forgotten by
+/// a daemon killed before it cleaned up) go as forget would have removed them, under the same
+/// rules: uncommitted work, a checked-out branch and a branch someone committed on are kept.
+/// Nothing names their recorded tips any more, so a branch goes only when crew's own reflog
+/// entry is its newest.
+pub async fn sweep_unknown(shared: Arc<Shared>, known: &dyn Fn(&str) -> bool) {
+    let Ok(mut rd) = tokio::fs::read_dir(all_worktrees(&shared)).await else {
+        return;
+    };
+    let mut runs = Vec::new();
+    while let Ok(Some(entry)) = rd.next_entry().await {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let is_dir = entry.file_type().await.is_ok_and(|t| t.is_dir());
+        if is_dir && crew_core::ids::is_safe_id(&name) && !known(&name) {
+            runs.push(Forgotten {
+                run_id: name,
+                recorded: Vec::new(),
+            });
+        }
+    }
+    for run in &runs {
+        tracing::info!(run = %run.run_id, "removing the worktrees and branches of a run the journal does not know (forgotten before a crash)");
+    }
+    for note in after_forget(shared, runs, false).await {
+        tracing::warn!("{note}");
+    }
+}
+
 /// The repository a run's worktrees belong to, from the file beside them.
 async fn repo_of(dir: &std::path::Path) -> Option<String> {
     for name in [REPO_FILE, LEGACY_REPO_FILE] {
