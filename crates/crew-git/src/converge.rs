@@ -7,7 +7,9 @@
 //! Each path the change touches is looked at alone: it holds the target's version (done), the
 //! other side's or nothing (git removes a file before it writes the new one: crew's to write),
 //! or neither — an edit of someone's, or a write cut short — which is left as it is and
-//! reported. Submodules are left alone (a checkout does not change their contents either).
+//! reported. A file's executable bit is part of its version (where `core.fileMode` says the
+//! checkout keeps it, as git's does by default). Submodules are left alone (a checkout does not
+//! change their contents either).
 
 use crate::{check, GitError, Repo};
 use std::ffi::OsString;
@@ -28,11 +30,33 @@ struct Blob {
 }
 
 impl Blob {
-    fn is_link(&self) -> bool {
-        self.mode == "120000"
-    }
     fn is_submodule(&self) -> bool {
         self.mode == "160000"
+    }
+    fn kind(&self) -> Kind {
+        match self.mode.as_str() {
+            "120000" => Kind::Link,
+            "100755" => Kind::File { exec: true },
+            _ => Kind::File { exec: false },
+        }
+    }
+}
+
+/// What a path holds beside its object id.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Kind {
+    Link,
+    File { exec: bool },
+}
+
+impl Kind {
+    /// Whether `self` (held) is `want` (a side's), the executable bit counted only when the
+    /// checkout keeps it (`file_mode`).
+    fn is(self, want: Kind, file_mode: bool) -> bool {
+        match (self, want) {
+            (Kind::File { exec: a }, Kind::File { exec: b }) => !file_mode || a == b,
+            (a, b) => a == b,
+        }
     }
 }
 
@@ -40,8 +64,8 @@ impl Blob {
 #[derive(Debug, PartialEq)]
 enum Held {
     Nothing,
-    /// A file's object id, or a link's (`true`), in the repository's format.
-    Object(String, bool),
+    /// A file's object id or a link's, in the repository's format.
+    Object(String, Kind),
     /// A folder, or something else git does not store.
     Other,
 }
@@ -78,11 +102,12 @@ impl Repo {
             looked.push(c);
         }
         let held = self.held_all(&looked).await?;
+        let file_mode = self.keeps_file_mode().await?;
         let mut write = Vec::new();
         for (c, held) in looked.into_iter().zip(held) {
             let is = |b: &Option<Blob>| match (&held, b) {
                 (Held::Nothing, None) => true,
-                (Held::Object(h, link), Some(b)) => *h == b.oid && *link == b.is_link(),
+                (Held::Object(h, kind), Some(b)) => *h == b.oid && kind.is(b.kind(), file_mode),
                 _ => false,
             };
             if is(&c.to) {
@@ -117,6 +142,13 @@ impl Repo {
             .collect())
     }
 
+    /// Whether the checkout keeps files' executable bit (`core.fileMode`, true unless set).
+    async fn keeps_file_mode(&self) -> Result<bool, GitError> {
+        let args = ["config", "--type=bool", "--get", "core.fileMode"];
+        let out = self.raw(&args, &[]).await?;
+        Ok(out.code != Some(0) || String::from_utf8_lossy(&out.stdout).trim() != "false")
+    }
+
     /// The paths that differ between two commits, with their blobs (no renames).
     async fn changes(&self, from: &str, to: &str) -> Result<Vec<Changed>, GitError> {
         let args = ["diff-tree", "-r", "-z", "--no-renames", from, to, "--"];
@@ -133,12 +165,12 @@ impl Repo {
         let mut held = Vec::with_capacity(changes.len());
         let mut batch = Vec::new();
         for (i, c) in changes.iter().enumerate() {
-            let plain =
-                std::fs::symlink_metadata(self.dir().join(&c.path)).is_ok_and(|m| m.is_file());
+            let meta = std::fs::symlink_metadata(self.dir().join(&c.path));
+            let plain = meta.as_ref().is_ok_and(|m| m.is_file());
             // A name with a line break cannot go on `--stdin-paths`' lines.
             if plain && !c.path.contains('\n') {
                 held.push(Held::Other);
-                batch.push(i);
+                batch.push((i, meta.is_ok_and(|m| is_exec(&m))));
             } else {
                 held.push(self.held(&c.path).await?);
             }
@@ -149,7 +181,7 @@ impl Repo {
         let args = ["hash-object", "--stdin-paths"];
         let input: Vec<u8> = batch
             .iter()
-            .filter_map(|&i| changes.get(i))
+            .filter_map(|&(i, _)| changes.get(i))
             .flat_map(|c| c.path.bytes().chain([b'\n']))
             .collect();
         let out = check(&args, self.raw_in(&args, &[], Some(input)).await?)?;
@@ -163,9 +195,9 @@ impl Repo {
                 what: format!("{} object ids for {} files", oids.len(), batch.len()),
             });
         }
-        for (i, oid) in batch.into_iter().zip(oids) {
+        for ((i, exec), oid) in batch.into_iter().zip(oids) {
             if let Some(h) = held.get_mut(i) {
-                *h = Held::Object(oid, false);
+                *h = Held::Object(oid, Kind::File { exec });
             }
         }
         Ok(held)
@@ -180,22 +212,26 @@ impl Repo {
             Err(e) => return Err(e.into()),
             Ok(m) => m,
         };
-        let (out, link) = if meta.file_type().is_symlink() {
+        let (out, kind) = if meta.file_type().is_symlink() {
             use std::os::unix::ffi::OsStrExt;
             let target = std::fs::read_link(&full)?.as_os_str().as_bytes().to_vec();
             let args = ["hash-object", "--stdin"];
             (
                 check(&args, self.raw_in(&args, &[], Some(target)).await?)?,
-                true,
+                Kind::Link,
             )
         } else if meta.is_file() {
             let args = ["hash-object", "--", path];
-            (check(&args, self.raw(&args, &[]).await?)?, false)
+            let exec = is_exec(&meta);
+            (
+                check(&args, self.raw(&args, &[]).await?)?,
+                Kind::File { exec },
+            )
         } else {
             return Ok(Held::Other);
         };
         let oid = String::from_utf8_lossy(&out).trim().to_string();
-        Ok(Held::Object(oid, link))
+        Ok(Held::Object(oid, kind))
     }
 
     /// Write `paths` from the index file `index`; those whose write failed. One git for all,
@@ -230,6 +266,12 @@ impl Repo {
         }
         failed
     }
+}
+
+/// Whether git would store the file as executable (its owner may run it, as git looks).
+fn is_exec(meta: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    meta.permissions().mode() & 0o100 != 0
 }
 
 /// A path inside the checkout: relative, no `..`, no `.git`, nothing empty.

@@ -368,3 +368,64 @@ async fn a_line_break_in_a_ref_update_is_refused_whole() {
     assert_eq!(sh(d.path(), &["rev-parse", "refs/heads/main"]), head);
     assert!(r.resolve("refs/crew/r/t/start").await.unwrap().is_none());
 }
+
+/// A change that only makes a file executable (or no longer) is a change converge brings,
+/// both ways: forward after a crash, back after a failure. An edit of the user's stays.
+#[tokio::test]
+async fn converge_brings_the_executable_bit() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = repo();
+    let p = d.path();
+    std::fs::write(p.join("run.sh"), "#!/bin/sh\n").unwrap();
+    std::fs::write(p.join("b.txt"), "b\n").unwrap();
+    sh(p, &["add", "-A"]);
+    sh(p, &["commit", "-qm", "plain"]);
+    let old = sh(p, &["rev-parse", "HEAD"]);
+    std::fs::set_permissions(p.join("run.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(p.join("b.txt"), "B\n").unwrap();
+    sh(p, &["add", "run.sh", "b.txt"]);
+    sh(p, &["commit", "-qm", "exec"]);
+    let new = sh(p, &["rev-parse", "HEAD"]);
+    let exec = |name: &str| {
+        std::fs::metadata(p.join(name))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o111
+            != 0
+    };
+    let index_of = |commit: &str| {
+        let index = p.join(".git").join(format!("idx-{commit}"));
+        let out = Command::new("git")
+            .args(["read-tree", commit])
+            .env("GIT_INDEX_FILE", &index)
+            .current_dir(p)
+            .status()
+            .unwrap();
+        assert!(out.success());
+        index
+    };
+    let r = Git::default().repo(p);
+
+    // The checkout still at the old version (a crash before git wrote anything): forward.
+    sh(p, &["checkout", "-q", &old]);
+    assert!(!exec("run.sh"));
+    let left = r.converge(&index_of(&new), &old, &new, &[]).await.unwrap();
+    assert_eq!(left, Vec::<String>::new());
+    assert!(exec("run.sh"), "the change's executable bit is brought");
+    assert_eq!(std::fs::read_to_string(p.join("b.txt")).unwrap(), "B\n");
+
+    // And back, with an edit of the user's to b.txt meanwhile, which stays.
+    std::fs::write(p.join("b.txt"), "mine\n").unwrap();
+    let left = r.converge(&index_of(&old), &new, &old, &[]).await.unwrap();
+    assert_eq!(left, ["b.txt"]);
+    assert!(!exec("run.sh"), "put back to not executable");
+    assert_eq!(std::fs::read_to_string(p.join("b.txt")).unwrap(), "mine\n");
+
+    // Where the checkout does not keep the bit, it is not a difference.
+    sh(p, &["config", "core.fileMode", "false"]);
+    std::fs::set_permissions(p.join("run.sh"), std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::write(p.join("b.txt"), "B\n").unwrap();
+    let left = r.converge(&index_of(&new), &old, &new, &[]).await.unwrap();
+    assert_eq!(left, Vec::<String>::new());
+}
