@@ -759,6 +759,11 @@ export interface RunView {
   model?: string | null;
   reason?: string | null;
   reuseResults: string;
+  /**
+   * The `runSeq` of the last event this view includes: a subscription to the run replays
+   * its events from the first, and those up to this one are already in the view.
+   */
+  runSeq?: number;
   runtime: string;
   scheduleId?: string | null;
   startedAt?: string | null;

@@ -160,6 +160,25 @@ test('a run started without waiting is waited on with team_wait', async () => {
   assert.ok(!w.isError, text(w));
   assert.match(text(w), /\*\*Status\*\*: completed/);
   assert.ok(progress.length >= 1, 'team_wait reports progress');
+  // Waiting again on the finished run says where it stands once; its history is not replayed.
+  const again = [];
+  const w2 = await call('team_wait', { runId }, { onprogress: (p) => again.push(p) });
+  assert.ok(!w2.isError, text(w2));
+  assert.deepEqual(again.map((p) => p.message), [`[${/(\d+)\/\1 tasks done/.exec(again[0]?.message ?? '')?.[0] ?? '?'}] run is completed`], JSON.stringify(again));
+});
+
+test('a result larger than what is read shows its real end', async () => {
+  const lines = [];
+  for (let i = 0; i < 12000; i++) lines.push(`line ${String(i).padStart(6, '0')} of the big result`);
+  lines.push('TAIL-MARKER-THE-REAL-END');
+  writeFileSync(path.join(d.work, 'big.txt'), `${lines.join('\n')}\n`);
+  const r = await call('team_run', runArgs('Quote [fake:cat=big.txt]', { team: 'research' }), { timeout: 120_000 });
+  assert.ok(!r.isError, text(r));
+  const runId = /# Run (\S+)/.exec(text(r))[1];
+  const one = await call('team_result', { runId, taskId: '01_explore' });
+  assert.ok(!one.isError, text(one));
+  assert.match(text(one), /TAIL-MARKER-THE-REAL-END\s*$/);
+  assert.match(text(one), /\n\[… \d+ bytes cut …\]\n/);
 });
 
 test('steer and cancel a running run while a call waits on it; resume it', async () => {

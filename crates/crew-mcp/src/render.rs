@@ -32,6 +32,22 @@ pub fn cut(s: &str, max: usize) -> String {
     format!("{head}{marker}{tail}")
 }
 
+/// A text of `bytes` bytes known only by its `head` and `tail` (its middle never read), cut
+/// to at most about `max` characters around a marker that says how many bytes are left out.
+pub fn cut_ends(head: &str, tail: &str, bytes: u64, max: usize) -> String {
+    let marker = |n: u64| format!("\n[… {n} bytes cut …]\n");
+    let keep = max.saturating_sub(marker(bytes).chars().count());
+    let head: String = head.chars().take(keep / 2).collect();
+    let tail_n = keep.saturating_sub(head.chars().count());
+    let tail_total = tail.chars().count();
+    let tail: String = tail
+        .chars()
+        .skip(tail_total.saturating_sub(tail_n))
+        .collect();
+    let shown = (head.len().saturating_add(tail.len())) as u64;
+    format!("{head}{}{tail}", marker(bytes.saturating_sub(shown)))
+}
+
 /// One line, bounded.
 fn flat(s: &str, max: usize) -> String {
     cut(&s.split_whitespace().collect::<Vec<_>>().join(" "), max)

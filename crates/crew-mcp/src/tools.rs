@@ -17,7 +17,8 @@ use std::path::Path;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
-/// Bytes of an artifact read before cutting it to a character bound.
+/// Bytes of an artifact read before cutting it to a character bound; of a larger one, its
+/// first and last `READ_BYTES / 2`.
 const READ_BYTES: i64 = 256 * 1024;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -317,14 +318,53 @@ async fn waited(c: &Call<'_>, run_id: &str, timeout_ms: Option<i64>) -> Result<S
     }
 }
 
-async fn read_result(d: &Daemon, run_id: &str, name: &str) -> Result<ArtifactResult, ToolError> {
-    d.call::<TeamArtifact>(&ArtifactParams {
+/// A result as a model gets it: the whole text, or of a larger one its head and its tail
+/// (never the head of a page passed off as the end).
+struct Excerpt {
+    head: String,
+    tail: Option<String>,
+    bytes: u64,
+}
+
+impl Excerpt {
+    /// At most about `max` characters of it.
+    fn text(&self, max: usize) -> String {
+        match &self.tail {
+            None => cut(self.head.trim(), max),
+            Some(tail) => {
+                render::cut_ends(self.head.trim_start(), tail.trim_end(), self.bytes, max)
+            }
+        }
+    }
+}
+
+async fn read_result(d: &Daemon, run_id: &str, name: &str) -> Result<Excerpt, ToolError> {
+    let page = |offset: Option<i64>, limit: i64| ArtifactParams {
         run_id: run_id.to_string(),
         name: name.to_string(),
-        offset: None,
-        limit: Some(READ_BYTES),
+        offset,
+        limit: Some(limit),
+    };
+    let a = d.call::<TeamArtifact>(&page(None, READ_BYTES)).await?;
+    if !a.truncated {
+        return Ok(Excerpt {
+            head: a.content,
+            tail: None,
+            bytes: a.bytes,
+        });
+    }
+    let half = READ_BYTES / 2;
+    let from = i64::try_from(a.bytes)
+        .unwrap_or(i64::MAX)
+        .saturating_sub(half);
+    let t = d.call::<TeamArtifact>(&page(Some(from), half)).await?;
+    // A page that starts inside a character begins with its replacement.
+    let tail = t.content.trim_start_matches('\u{FFFD}').to_string();
+    Ok(Excerpt {
+        head: a.content,
+        tail: Some(tail),
+        bytes: a.bytes,
     })
-    .await
 }
 
 /// The summary report, then the final tasks' results within `FINAL_TOTAL_CHARS`.
@@ -348,7 +388,7 @@ async fn run_result(d: &Daemon, run_id: &str) -> Result<String, ToolError> {
         }
         let a = read_result(d, run_id, name).await?;
         let max = budget.min(render::FINAL_RESULT_CHARS);
-        let text = cut(a.content.trim(), max);
+        let text = a.text(max);
         budget = budget.saturating_sub(text.chars().count());
         let _ = writeln!(section, "\n### {} ({})\n\n{}", t.id, t.role, text);
     }
@@ -377,10 +417,22 @@ async fn task_result(d: &Daemon, run_id: &str, task_id: &str) -> Result<String, 
         })
         .await?;
     let Some(t) = status.tasks.iter().find(|t| t.id == task_id) else {
-        let ids: Vec<&str> = status.tasks.iter().map(|t| t.id.as_str()).collect();
+        let ids: Vec<&str> = status
+            .tasks
+            .iter()
+            .take(render::MAX_TASK_LINES)
+            .map(|t| t.id.as_str())
+            .collect();
+        let more = status.tasks.len().saturating_sub(ids.len());
         return Err(ToolError::Params(format!(
-            "run {run_id} has no task `{task_id}`; its tasks: {}",
-            ids.join(", ")
+            "run {run_id} has no task `{}`; its tasks: {}{}",
+            cut(task_id, 200),
+            ids.join(", "),
+            if more > 0 {
+                format!(" … and {more} more")
+            } else {
+                String::new()
+            }
         )));
     };
     let Some(name) = render::result_name(t) else {
@@ -397,7 +449,7 @@ async fn task_result(d: &Daemon, run_id: &str, task_id: &str) -> Result<String, 
         t.status.as_str(),
         a.bytes
     );
-    out.push_str(&cut(a.content.trim(), render::TASK_RESULT_CHARS));
+    out.push_str(&a.text(render::TASK_RESULT_CHARS));
     Ok(out)
 }
 
@@ -523,6 +575,31 @@ mod tests {
             let t = n.tool();
             assert_eq!(t.input_schema["type"], "object", "{}", n.as_str());
         }
+    }
+
+    /// A result larger than what is read shows its real end, and the marker counts what was
+    /// left out of the whole, not of the page read.
+    #[test]
+    fn a_large_result_shows_its_head_and_its_real_tail() {
+        let whole = Excerpt {
+            head: format!("  {}  ", "a".repeat(300)),
+            tail: None,
+            bytes: 304,
+        };
+        assert_eq!(whole.text(1000), "a".repeat(300));
+        let big = Excerpt {
+            head: format!("START{}", "h".repeat(5000)),
+            tail: Some(format!("{}END\n", "t".repeat(5000))),
+            bytes: 1_000_000,
+        };
+        let text = big.text(200);
+        assert!(text.chars().count() <= 200, "{}", text.chars().count());
+        assert!(text.starts_with("START") && text.ends_with("END"), "{text}");
+        let shown = text.len() - text.lines().nth(1).map_or(0, str::len) - 2;
+        assert!(
+            text.contains(&format!("[… {} bytes cut …]", 1_000_000 - shown)),
+            "{text}"
+        );
     }
 
     #[test]

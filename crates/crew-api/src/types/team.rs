@@ -491,6 +491,10 @@ pub struct RunView {
     /// team) it is the run's product.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verdict: Option<String>,
+    /// The `runSeq` of the last event this view includes: a subscription to the run replays
+    /// its events from the first, and those up to this one are already in the view.
+    #[serde(default)]
+    pub run_seq: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]

@@ -912,6 +912,7 @@ pub(crate) mod tests {
                 usage: usage(12_800, 365, 0.0132),
                 reason: None,
                 verdict: None,
+                run_seq: 0,
             },
             tasks: vec![explore, plan, exec, ask, verify, skipped],
             workspace: None,

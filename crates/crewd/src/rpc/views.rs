@@ -235,6 +235,7 @@ pub fn status(r: &RunState) -> api::StatusResult {
             usage: usage(&u),
             reason: r.reason.clone(),
             verdict: core::run_verdict(r).map(|o| o.as_str().to_string()),
+            run_seq: r.run_seq,
         },
         tasks: r.tasks.iter().map(|t| task(r, t)).collect(),
         workspace: crate::workspace::view(r),
