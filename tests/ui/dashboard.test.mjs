@@ -250,6 +250,22 @@ describe('dashboard', { timeout: 240_000 }, () => {
     assert.match(await promptPart.innerText(), /Your previous verdict could not be read/);
   });
 
+  test('a long transcript shows its end and says what is left out', async () => {
+    const r = await call('team.run', { goal: 'talk a lot [fake:chatty=1MB]', cwd: d.work, runtime: 'fake', agent: 'explorer' });
+    await openRun(r.runId);
+    await page.locator('main[data-run-status="completed"]').waitFor({ timeout: 120_000 });
+    const task = (await call('team.status', { runId: r.runId })).tasks[0];
+    await page.locator(`#dag .node[data-task="${task.id}"]`).click();
+    await page.locator('#task-panel h2', { hasText: task.id }).waitFor();
+    const part = page.locator('#task-panel details[data-part="transcript"]');
+    if (!(await part.getAttribute('open'))) await part.locator('summary').click();
+    const hint = await part.locator('p.cut').innerText();
+    assert.match(hint, /^Shown: \d+ of \d+ bytes \(its first \d+ bytes are left out\); all of it: crewctl cat \S+ transcripts\//, hint);
+    // The end of the attempt (its final answer) is what shows, not the start of its chatter.
+    const items = part.locator('ol.transcript li');
+    assert.match(await items.last().innerText(), /fake-agent: done with/);
+  });
+
   test('approve a plan from the page', async () => {
     const r = await call('team.run', { goal: 'Refactor the parser', cwd: d.work, runtime: 'fake', requirePlanApproval: true });
     await openRun(r.runId);

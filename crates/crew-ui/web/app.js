@@ -360,7 +360,7 @@ async function runView(main, runId, taskId, current) {
       panel.replaceChildren(panelHead, panelForm, panelBody);
     }
     const names = t.artifacts.map((a) => a.name);
-    const read = async (/** @type {string | undefined} */ name) => name ? (await rpc.call('team.artifact', { runId, name, limit: 256 * 1024 }).catch(() => null))?.content ?? '' : '';
+    const read = (/** @type {string | undefined} */ name, tail = false) => readPart(runId, name, tail);
     // The latest attempt's prompt (`prompts/<task>.md`, a second name of it) and the current
     // attempt's transcript (written as the attempt runs, listed only once it ends), read by
     // name as `crewctl logs` reads them.
@@ -370,7 +370,12 @@ async function runView(main, runId, taskId, current) {
     // Worktree mode: the task's branch and change, from the public `team.diff`.
     const commit = st.workspace?.tasks?.[t.id] ?? null;
     const diffOf = async () => commit ? rpc.call('team.diff', { runId, taskId: t.id, limit: 256 * 1024 }).catch(() => null) : null;
-    const [promptText, transcriptText, resultText, diff] = await Promise.all([read(prompt), read(transcript), read(result), diffOf()]);
+    // A transcript grows at its end, where the latest output and the final answer are: of a
+    // long one the page shows the end.
+    const [promptPart, transcriptPart, resultPart, diff] = await Promise.all([read(prompt), read(transcript, true), read(result), diffOf()]);
+    const promptText = promptPart.text;
+    const transcriptText = transcriptPart.text;
+    const resultText = resultPart.text;
     if (selected !== t.id || panelTask !== t.id) return;
     fill(panelHead,
       h('h2', null, `${t.id} `, badge(t.status)),
@@ -388,10 +393,10 @@ async function runView(main, runId, taskId, current) {
     const sel = t.candidates?.of ? st.tasks.find((x) => x.id === t.candidates?.of) : t;
     fill(panelBody,
       sel?.candidates?.members?.length ? renderCandidates(sel, st.tasks, part('candidates', true)) : null,
-      resultText ? h('details', { open: part('result', true), dataset: { part: 'result' } }, h('summary', null, 'Result'), h('pre', { class: 'result' }, resultText)) : null,
+      resultText ? h('details', { open: part('result', true), dataset: { part: 'result' } }, h('summary', null, 'Result'), h('pre', { class: 'result' }, resultText), cutHint(runId, resultPart)) : null,
       commit ? renderChange(commit, diff) : null,
-      h('details', { open: part('transcript', t.status === 'running'), dataset: { part: 'transcript' } }, h('summary', null, 'Transcript'), renderTranscript(transcriptText)),
-      promptText ? h('details', { open: part('prompt', false), dataset: { part: 'prompt' } }, h('summary', null, 'Prompt'), h('pre', null, promptText)) : null,
+      h('details', { open: part('transcript', t.status === 'running'), dataset: { part: 'transcript' } }, h('summary', null, 'Transcript'), cutHint(runId, transcriptPart), renderTranscript(transcriptText)),
+      promptText ? h('details', { open: part('prompt', false), dataset: { part: 'prompt' } }, h('summary', null, 'Prompt'), h('pre', null, promptText), cutHint(runId, promptPart)) : null,
     );
   }
 
@@ -509,6 +514,50 @@ function renderAdded(st) {
 function diffstat(c) {
   if (c.commit === c.start) return 'no change';
   return `${c.files} file${c.files === 1 ? '' : 's'} changed, +${c.insertions} -${c.deletions}`;
+}
+
+/** What the task panel reads of an artifact. */
+const PART_BYTES = 256 * 1024;
+
+/**
+ * @typedef {{ name: string, text: string, shown: number, bytes: number, cut: 'none' | 'end' | 'start' }} Part
+ * An artifact as the panel shows it: whole, its first `PART_BYTES` (`cut: 'end'`), or with
+ * `tail` its last ones from a line's start (`cut: 'start'`); `shown` of its `bytes` bytes.
+ */
+
+/**
+ * @param {string} runId
+ * @param {string | undefined} name
+ * @param {boolean} tail
+ * @returns {Promise<Part>}
+ */
+async function readPart(runId, name, tail) {
+  const none = { name: name ?? '', text: '', shown: 0, bytes: 0, cut: /** @type {const} */ ('none') };
+  if (!name) return none;
+  const a = await rpc.call('team.artifact', { runId, name, limit: PART_BYTES }).catch(() => null);
+  if (!a) return none;
+  const head = { name, text: a.content, shown: a.read ?? new TextEncoder().encode(a.content).length, bytes: a.bytes, cut: /** @type {Part['cut']} */ (a.truncated ? 'end' : 'none') };
+  if (!a.truncated || !tail) return head;
+  const offset = Math.max(0, a.bytes - PART_BYTES);
+  const b = await rpc.call('team.artifact', { runId, name, offset, limit: PART_BYTES }).catch(() => null);
+  if (!b) return head;
+  // From the first whole line: the page may start inside one (or inside a character).
+  const nl = b.content.indexOf('\n');
+  const text = nl >= 0 ? b.content.slice(nl + 1) : b.content;
+  const shown = new TextEncoder().encode(text).length;
+  return { name, text, shown, bytes: Math.max(a.bytes, offset + (b.read ?? 0)), cut: 'start' };
+}
+
+/**
+ * Says that a part is not shown whole, and how to read all of it.
+ * @param {string} runId
+ * @param {Part} p
+ */
+function cutHint(runId, p) {
+  if (p.cut === 'none') return null;
+  const left = Math.max(0, p.bytes - p.shown);
+  const where = p.cut === 'start' ? `its first ${left} bytes are left out` : `cut here, ${left} more bytes`;
+  return h('p', { class: 'hint cut' }, `Shown: ${p.shown} of ${p.bytes} bytes (${where}); all of it: crewctl cat ${runId} ${p.name}`);
 }
 
 /**
