@@ -35,13 +35,41 @@ fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let tmp = path.with_extension("tmp");
+    // A leftover file (a crash between write and rename) is replaced, never reused: its mode
+    // could be wider than 0600, and `mode` applies only to a file the open creates.
+    match std::fs::remove_file(&tmp) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
     let mut f = std::fs::OpenOptions::new()
         .write(true)
-        .create(true)
-        .truncate(true)
+        .create_new(true)
         .mode(0o600)
         .open(&tmp)?;
     f.write_all(text.as_bytes())?;
     f.write_all(b"\n")?;
     std::fs::rename(&tmp, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A leftover temporary file readable by others does not pass its mode on.
+    #[test]
+    fn the_url_file_is_private_whatever_was_left() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let url = dir.path().join("ui-url");
+        let tmp = url.with_extension("tmp");
+        std::fs::write(&tmp, "old").unwrap();
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o644)).unwrap();
+        write_private(&url, "http://127.0.0.1:1/c-x").unwrap();
+        let mode = std::fs::metadata(&url).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        assert_eq!(
+            std::fs::read_to_string(&url).unwrap(),
+            "http://127.0.0.1:1/c-x\n"
+        );
+    }
 }
