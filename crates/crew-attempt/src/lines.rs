@@ -10,6 +10,8 @@ pub struct LineReader<R> {
     buf: Vec<u8>,
     overflow: bool,
     eof: bool,
+    /// Lines that were cut at `MAX_LINE`.
+    cut: u64,
 }
 
 impl<R: AsyncBufRead + Unpin> LineReader<R> {
@@ -19,7 +21,13 @@ impl<R: AsyncBufRead + Unpin> LineReader<R> {
             buf: Vec::new(),
             overflow: false,
             eof: false,
+            cut: 0,
         }
+    }
+
+    /// How many lines so far were longer than `MAX_LINE` and handed on cut.
+    pub fn cut_lines(&self) -> u64 {
+        self.cut
     }
 
     /// The next line without its `\n` (a trailing `\r` is stripped), or `None` at EOF.
@@ -67,6 +75,9 @@ impl<R: AsyncBufRead + Unpin> LineReader<R> {
     }
 
     fn take(&mut self) -> String {
+        if self.overflow {
+            self.cut = self.cut.saturating_add(1);
+        }
         let mut b = std::mem::take(&mut self.buf);
         if b.last() == Some(&b'\r') {
             b.pop();
@@ -132,11 +143,14 @@ mod tests {
         let mut r = LineReader::new(tokio::io::BufReader::new(&input[..]));
         assert_eq!(r.next_line().await.unwrap().as_deref(), Some("a"));
         assert_eq!(r.next_line().await.unwrap().as_deref(), Some("b"));
+        assert_eq!(r.cut_lines(), 0);
         assert_eq!(
             r.next_line().await.unwrap().map(|l| l.len()),
             Some(MAX_LINE)
         );
+        assert_eq!(r.cut_lines(), 1);
         assert_eq!(r.next_line().await.unwrap().as_deref(), Some("last"));
         assert_eq!(r.next_line().await.unwrap(), None);
+        assert_eq!(r.cut_lines(), 1);
     }
 }

@@ -66,6 +66,8 @@ pub struct Collected {
     pub edits_files: bool,
     /// pi's session file (what an answer continues).
     pub session_file: Option<String>,
+    /// stdout lines longer than `lines::MAX_LINE`, cut (a final answer in one is unreadable).
+    pub cut_lines: u64,
 }
 
 /// What an attempt came to, before its result is written.
@@ -82,6 +84,11 @@ pub enum Verdict {
         attention: Option<String>,
     },
     NoFinalText,
+    /// No final answer could be read, and lines of the output were cut for their length: the
+    /// answer was likely in one of them.
+    AnswerCut {
+        lines: u64,
+    },
 }
 
 /// Pure: the verdict over what was collected. The order of the rules is the rule: crew's own
@@ -120,6 +127,9 @@ pub fn classify(c: &Collected) -> Verdict {
                         o.writes.refused, o.writes.tried
                     )
                 }),
+            },
+            None if c.cut_lines > 0 => Verdict::AnswerCut {
+                lines: c.cut_lines,
             },
             None => Verdict::NoFinalText,
         };
@@ -195,6 +205,15 @@ pub fn settle(
             usage,
             model,
             artifacts: artifacts.clone(),
+        },
+        Verdict::AnswerCut { lines } => AttemptResult::NeedsAttention {
+            usage,
+            model,
+            artifacts: artifacts.clone(),
+            reason: format!(
+                "the worker exited cleanly, but no final answer could be read: {lines} line(s) of its output were over {} MiB and cut, the answer likely among them (ask for a shorter answer, or for the long part in a file)",
+                crate::lines::MAX_LINE >> 20
+            ),
         },
         Verdict::Answered { text, attention } => match write(&text, artifacts) {
             Ok(()) => match attention {
@@ -426,6 +445,29 @@ mod tests {
                     ..Collected::default()
                 },
                 Verdict::NoFinalText,
+            ),
+            (
+                "a clean exit without an answer, a line of the output cut",
+                Collected {
+                    exit: exited(0),
+                    any_stdout: true,
+                    cut_lines: 1,
+                    ..Collected::default()
+                },
+                Verdict::AnswerCut { lines: 1 },
+            ),
+            (
+                "an answer read, a line cut: the answer",
+                Collected {
+                    exit: exited(0),
+                    outcome: answered("x"),
+                    cut_lines: 2,
+                    ..Collected::default()
+                },
+                Verdict::Answered {
+                    text: "x".into(),
+                    attention: None,
+                },
             ),
             (
                 "a crash without output quotes stderr",

@@ -379,6 +379,8 @@ struct Ended {
     stderr_tail: StderrTail,
     exit: Option<ExitStatus>,
     why: Option<Why>,
+    /// stdout lines longer than `lines::MAX_LINE`, cut.
+    cut_lines: u64,
 }
 
 /// The transcript and the stderr log named in `artifacts`, and what was collected.
@@ -394,6 +396,7 @@ fn keep_files(
         stderr_tail,
         exit,
         why,
+        cut_lines,
     } = ended;
     let Stdout {
         parser,
@@ -440,6 +443,7 @@ fn keep_files(
         stderr_tail: stderr_tail.text,
         edits_files: stream::edits_files(&spec.tools),
         session_file: None,
+        cut_lines,
     }
 }
 
@@ -754,6 +758,7 @@ impl Supervisor<'_> {
             stderr_tail: self.stderr_tail.finish(),
             exit: self.exit,
             why: self.stopping.why(),
+            cut_lines: self.lines.cut_lines(),
         }
     }
 }

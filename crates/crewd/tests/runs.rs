@@ -719,6 +719,24 @@ fn no_final_text_needs_attention_and_blocks_the_run() {
     assert_eq!(r["requeuedTaskIds"].as_array().unwrap().len(), 1);
 }
 
+/// A final answer on a stdout line over the line cap (1 MiB) cannot be read: the task needs
+/// attention and says why, not only that there was no answer.
+#[test]
+fn an_answer_on_a_line_over_the_cap_says_it_was_cut() {
+    let d = daemon("");
+    std::fs::write(d.work.join("big.txt"), "y".repeat(1_200_000)).unwrap();
+    one_step_team(&d, "big", "Quote it. [fake:cat=big.txt]", "explorer");
+    let run = d.run("big goal", json!({"team": "big"}));
+    assert_eq!(d.wait(&run), "blocked");
+    let st = d.status(&run);
+    assert_eq!(tasks(&st)[0]["status"], "needs_attention");
+    let reason = of_type(&d.events(Some(&run)), "task.needs_attention")[0]["data"]["reason"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(reason.contains("over 1 MiB and cut"), "{reason}");
+}
+
 #[test]
 fn invalid_json_lines_are_skipped() {
     let d = daemon("");
