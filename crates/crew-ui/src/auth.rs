@@ -9,7 +9,7 @@
 //! - `Origin`, when a browser sends one (every WebSocket handshake and cross-site POST), must be
 //!   this gateway's own origin: another site's page cannot drive the API with the cookie.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 
 /// A 256-bit random token, hex.
 pub fn new_token() -> String {
@@ -93,7 +93,8 @@ impl Default for Credential {
 }
 
 /// The `Host` values this gateway answers to: the address it listens on, and for loopback also
-/// `localhost` with the same port.
+/// `localhost` with the same port. Bound to every address (`0.0.0.0`, `::`), no browser names
+/// that address: then the machine's host name and each of its interfaces' addresses.
 #[derive(Debug, Clone)]
 pub struct Hosts {
     allowed: Vec<String>,
@@ -101,17 +102,36 @@ pub struct Hosts {
 
 impl Hosts {
     pub fn for_addr(addr: SocketAddr) -> Hosts {
+        let ips = if addr.ip().is_unspecified() {
+            local_addresses(addr.is_ipv6())
+        } else {
+            Vec::new()
+        };
+        Hosts::with(addr, host_name(), &ips)
+    }
+
+    /// `for_addr` with the machine's name and addresses given.
+    fn with(addr: SocketAddr, name: Option<String>, ips: &[IpAddr]) -> Hosts {
         let port = addr.port();
-        let mut allowed = vec![match addr {
-            SocketAddr::V4(a) => format!("{}:{port}", a.ip()),
-            SocketAddr::V6(a) => format!("[{}]:{port}", a.ip()),
-        }];
-        if addr.ip().is_loopback() {
+        let at = |ip: IpAddr| match ip {
+            IpAddr::V4(a) => format!("{a}:{port}"),
+            IpAddr::V6(a) => format!("[{a}]:{port}"),
+        };
+        let mut allowed = Vec::new();
+        if addr.ip().is_unspecified() {
+            // The name first: it is what the printed URL shows.
+            allowed.extend(name.map(|n| format!("{n}:{port}")));
+            allowed.extend(ips.iter().map(|ip| at(*ip)));
+        } else {
+            allowed.push(at(addr.ip()));
+        }
+        if addr.ip().is_loopback() || addr.ip().is_unspecified() {
             allowed.push(format!("localhost:{port}"));
             allowed.push(format!("127.0.0.1:{port}"));
             allowed.push(format!("[::1]:{port}"));
         }
-        allowed.dedup();
+        let mut seen = std::collections::HashSet::new();
+        allowed.retain(|h| seen.insert(h.to_ascii_lowercase()));
         Hosts { allowed }
     }
 
@@ -138,6 +158,58 @@ impl Hosts {
             .unwrap_or("127.0.0.1");
         format!("http://{host}{path_and_query}")
     }
+}
+
+/// The machine's host name, if it is one a `Host` header can carry.
+fn host_name() -> Option<String> {
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname").ok()?;
+    let name = name.trim();
+    let ok = !name.is_empty()
+        && name.len() <= 253
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.');
+    ok.then(|| name.to_ascii_lowercase())
+}
+
+/// The addresses of this machine's interfaces (IPv6 ones too when `v6`: a `::` socket takes
+/// both), from `getifaddrs`.
+fn local_addresses(v6: bool) -> Vec<IpAddr> {
+    let mut out = Vec::new();
+    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills `head` with a list we free below with freeifaddrs.
+    if unsafe { libc::getifaddrs(&mut head) } != 0 {
+        return out;
+    }
+    let mut at = head;
+    while !at.is_null() {
+        // SAFETY: `at` is a node of the list getifaddrs returned, not yet freed.
+        let ifa = unsafe { &*at };
+        at = ifa.ifa_next;
+        if ifa.ifa_addr.is_null() {
+            continue;
+        }
+        // SAFETY: ifa_addr points at a sockaddr whose family says its real type.
+        let family = i32::from(unsafe { (*ifa.ifa_addr).sa_family });
+        if family == libc::AF_INET {
+            // SAFETY: an AF_INET address is a sockaddr_in.
+            let sin = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in) };
+            out.push(IpAddr::V4(std::net::Ipv4Addr::from(u32::from_be(
+                sin.sin_addr.s_addr,
+            ))));
+        } else if family == libc::AF_INET6 && v6 {
+            // SAFETY: an AF_INET6 address is a sockaddr_in6.
+            let sin6 = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in6) };
+            let ip = std::net::Ipv6Addr::from(sin6.sin6_addr.s6_addr);
+            // A link-local address needs a zone, which a Host header cannot carry usefully.
+            if ip.segments()[0] & 0xffc0 != 0xfe80 {
+                out.push(IpAddr::V6(ip));
+            }
+        }
+    }
+    // SAFETY: the list getifaddrs returned, freed once.
+    unsafe { libc::freeifaddrs(head) };
+    out
 }
 
 /// What the gateway does with a request, decided from its headers alone.
@@ -406,5 +478,48 @@ mod tests {
         let v6 = Hosts::for_addr("[::1]:5".parse().unwrap());
         assert_eq!(v6.url("/p/"), "http://[::1]:5/p/");
         assert!(v6.host_ok("localhost:5"));
+    }
+
+    /// Bound to every address, the dashboard answers to the machine's name and addresses (no
+    /// browser sends `Host: 0.0.0.0`), and its URL names the machine.
+    #[test]
+    fn every_address_means_the_machines_names() {
+        let ips = ["192.168.1.5".parse().unwrap(), "10.0.0.7".parse().unwrap()];
+        let all = Hosts::with(
+            "0.0.0.0:7070".parse().unwrap(),
+            Some("build-box".into()),
+            &ips,
+        );
+        assert_eq!(all.url("/p/"), "http://build-box:7070/p/");
+        for ok in [
+            "build-box:7070",
+            "BUILD-BOX:7070",
+            "192.168.1.5:7070",
+            "10.0.0.7:7070",
+            "localhost:7070",
+        ] {
+            assert!(all.host_ok(ok), "{ok}");
+        }
+        for bad in [
+            "0.0.0.0:7070",
+            "evil.example:7070",
+            "build-box:7071",
+            "192.168.1.6:7070",
+        ] {
+            assert!(!all.host_ok(bad), "{bad}");
+        }
+        assert!(all.origin_ok("http://192.168.1.5:7070"));
+        // Without a name, the first address.
+        let nameless = Hosts::with("0.0.0.0:7070".parse().unwrap(), None, &ips);
+        assert_eq!(nameless.url("/"), "http://192.168.1.5:7070/");
+        // The real lookup finds at least the loopback interface.
+        assert!(local_addresses(false).iter().any(|ip| ip.is_loopback()));
+        // A specific address stays the only one.
+        let one = Hosts::with(
+            "192.168.1.5:7070".parse().unwrap(),
+            Some("build-box".into()),
+            &[],
+        );
+        assert!(one.host_ok("192.168.1.5:7070") && !one.host_ok("build-box:7070"));
     }
 }
