@@ -17,6 +17,20 @@ pub fn apply_allowed(run: &RunState, force: bool) -> Result<(), ApiError> {
     }
 }
 
+/// How the message of a run with no integrated result to apply ends: when its judges did not
+/// pass the work, what to do instead (forcing cannot help: there is nothing to apply yet).
+pub fn unintegrated_hint(run: &RunState) -> String {
+    match crew_core::run::run_verdict(run) {
+        Some(v) if !v.passed() => format!(
+            "; its judges did not pass the work ({}): crewctl resume grants a fix round, and \
+             crewctl diff {} <task> shows a task's change",
+            lines(run).join("; "),
+            run.id
+        ),
+        _ => String::new(),
+    }
+}
+
 /// `<task>: <verdict>[, n findings]` per judge that gave a verdict, in plan order.
 pub fn lines(run: &RunState) -> Vec<String> {
     run.tasks

@@ -124,7 +124,7 @@ fn spent_rounds_block_the_run_and_resume_grants_one_more() {
     repo(&d);
     let run = d.run(
         "never good [fake:append=work.txt:x\\n][fake:verdict=fail][fake:finding=the tests fail]",
-        json!({}),
+        json!({"workspace": "worktree"}),
     );
     assert_eq!(d.wait(&run), "blocked", "{}", d.status(&run));
     let st = d.status(&run);
@@ -141,12 +141,17 @@ fn spent_rounds_block_the_run_and_resume_grants_one_more() {
     let evs = d.events(Some(&run));
     assert_eq!(of_type(&evs, "task.fix_added").len(), 3, "one more round");
     assert!(Daemon::task(&d.status(&run), "_fix-04_verify-3")["status"] == "completed");
-    // team.apply refuses a run whose judges did not pass, unless forced.
-    let e = d.err("team.apply", json!({"runId": run}));
-    assert!(
-        e["message"].as_str().unwrap().contains("did not pass"),
-        "{e}"
-    );
+    // team.apply refuses a run whose judges did not pass. Blocked, it has nothing to apply
+    // yet, forced or not: the message says what helps, and not to force.
+    for force in [false, true] {
+        let e = d.err("team.apply", json!({"runId": run, "force": force}));
+        let m = e["message"].as_str().unwrap();
+        assert!(
+            m.contains("did not pass") && m.contains("crewctl resume"),
+            "{e}"
+        );
+        assert!(!m.contains("--force"), "{e}");
+    }
 }
 
 #[test]

@@ -838,7 +838,9 @@ pub fn hints(s: &StatusResult) -> Vec<String> {
     let first = |st: TaskStatus| s.tasks.iter().find(|t| t.status == st);
     match s.run.status {
         RunStatus::Blocked if s.run.approval == "pending" => {
-            v.push(format!("read the plan: crewctl cat {id} shared/plan.md"));
+            if let Some(plan) = super::runs::plan_to_read(&s.tasks) {
+                v.push(format!("read the plan: crewctl cat {id} {plan}"));
+            }
             v.push(format!(
                 "then: crewctl approve {id}   or: crewctl reject {id}"
             ));

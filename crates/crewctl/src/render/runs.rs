@@ -13,7 +13,7 @@ use std::fmt::Write as _;
 
 /// `status <runId>`: a run header and one row per task.
 pub fn status(view: &View, s: &StatusResult) -> String {
-    let mut out = run_header(view, &s.run);
+    let mut out = run_header(view, &s.run, plan_to_read(&s.tasks));
     out.push('\n');
     let tasks = where_they_run(&s.tasks, &s.added_tasks);
     out.push_str(&task_table(view, &tasks, s.run.approval == "pending"));
@@ -54,7 +54,7 @@ pub fn status(view: &View, s: &StatusResult) -> String {
     out
 }
 
-fn run_header(view: &View, r: &RunView) -> String {
+fn run_header(view: &View, r: &RunView, plan: Option<&str>) -> String {
     let (mark, tone) = marks::run(r.status);
     let mut out = String::new();
     let _ = writeln!(
@@ -83,7 +83,7 @@ fn run_header(view: &View, r: &RunView) -> String {
     fields.extend(time(view, r).map(|t| ("time", t)));
     fields.push(("usage", usage(r)));
     fields.extend(budget(view, r).map(|b| ("budget", b)));
-    fields.extend(approval(view, r));
+    fields.extend(approval(view, r, plan));
     if !matches!(r.reuse_results.as_str(), "" | "off" | "none" | "false") {
         fields.push(("reuse", r.reuse_results.clone()));
     }
@@ -162,9 +162,26 @@ fn budget(view: &View, r: &RunView) -> Option<String> {
     ))
 }
 
+/// What a pending plan approval approves, to read before giving it: the plan a task wrote
+/// (`shared/plan.md`), else the result of the last task that completed before the gate.
+pub fn plan_to_read(tasks: &[TaskView]) -> Option<&str> {
+    let written = tasks
+        .iter()
+        .flat_map(|t| &t.artifacts)
+        .find(|a| a.name == "shared/plan.md");
+    let result = || {
+        tasks
+            .iter()
+            .rev()
+            .filter(|t| t.status == TaskStatus::Completed)
+            .find_map(|t| t.artifacts.iter().find(|a| a.kind == "result"))
+    };
+    written.or_else(result).map(|a| a.name.as_str())
+}
+
 /// The plan's approval when the run needs one; a pending one says how to give it and where
-/// the plan is.
-fn approval(view: &View, r: &RunView) -> Vec<(&'static str, String)> {
+/// the plan is (`plan`: `plan_to_read`).
+fn approval(view: &View, r: &RunView, plan: Option<&str>) -> Vec<(&'static str, String)> {
     if r.approval == "not_required" {
         return vec![];
     }
@@ -174,13 +191,9 @@ fn approval(view: &View, r: &RunView) -> Vec<(&'static str, String)> {
         return vec![("approval", a)];
     }
     let _ = write!(a, ": crewctl approve|reject {}", ids::hint(&r.id));
-    vec![
-        ("approval", a),
-        (
-            "plan",
-            format!("crewctl cat {} shared/plan.md", ids::hint(&r.id)),
-        ),
-    ]
+    let mut rows = vec![("approval", a)];
+    rows.extend(plan.map(|p| ("plan", format!("crewctl cat {} {p}", ids::hint(&r.id)))));
+    rows
 }
 
 /// Why the run stopped: a reason's summary (a failed check's command and failing lines), not
@@ -945,8 +958,29 @@ pub(crate) mod tests {
             TaskStatus::Queued,
             &["02_execute"],
         ));
+        // Where the plan is: nowhere yet, the last completed task's result, a written plan.
+        let plan_row = |s: &StatusResult| {
+            let out = status(&view(80), s);
+            out.lines()
+                .find(|l| l.trim_start().starts_with("plan "))
+                .map(|l| l.split_whitespace().last().unwrap_or_default().to_string())
+        };
+        s.tasks[0].status = TaskStatus::Completed;
+        assert_eq!(plan_row(&s), None);
+        let artifact = |name: &str, kind: &str| crew_api::types::ArtifactInfo {
+            name: name.into(),
+            kind: kind.into(),
+            task_id: Some("01_explore".into()),
+            bytes: 1,
+            sha256: String::new(),
+        };
+        s.tasks[0].artifacts = vec![artifact("results/01_explore.txt", "result")];
+        assert_eq!(plan_row(&s).as_deref(), Some("results/01_explore.txt"));
+        s.tasks[0]
+            .artifacts
+            .push(artifact("shared/plan.md", "shared"));
+        assert_eq!(plan_row(&s).as_deref(), Some("shared/plan.md"));
         let out = status(&view(80), &s);
-        assert!(out.contains("shared/plan.md"), "{out}");
         let line = |id: &str| out.lines().find(|l| l.starts_with(id)).unwrap_or_default();
         assert!(line("02_execute").contains("awaiting approval"), "{out}");
         assert!(line("03_verify").contains("after 02_execute"), "{out}");

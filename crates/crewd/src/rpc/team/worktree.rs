@@ -32,9 +32,11 @@ pub(super) async fn apply(ctx: Arc<Ctx>, p: P<TeamApply>) -> Out<TeamApply> {
     check_id("runId", &p.run_id)?;
     let force = p.force.unwrap_or(false);
     let (ws, integration, goal) = with_run(&ctx, &p.run_id, move |r| {
-        crate::verdicts::apply_allowed(r, force)?;
         let ws = workspace_of(r)?;
-        let i = integration_of(r, "")?;
+        // Nothing to apply comes first: forcing past the judges cannot help a run that has no
+        // integrated result.
+        let i = integration_of(r, &crate::verdicts::unintegrated_hint(r))?;
+        crate::verdicts::apply_allowed(r, force)?;
         Ok::<_, ApiError>((ws, i, r.spec.goal.clone()))
     })
     .await??;
