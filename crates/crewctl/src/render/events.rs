@@ -1,7 +1,7 @@
 //! Event lines for `logs <runId>`: `time  type  task  message`.
 
 use super::time::{clock_time, human_duration_ms, parse_time};
-use super::units::{cost, cut, tokens, usage_tokens};
+use super::units::{cost, tokens, usage_tokens};
 use super::View;
 use crate::style::Tone;
 use crew_api::types::{Event, Usage};
@@ -162,11 +162,14 @@ pub fn tone_of(kind: &str) -> Tone {
     }
 }
 
+/// The task column's width: crew's own ids (`_resolve-03_join-1`, `_fix-04_verify-1`) fit.
+const TASK_W: usize = 18;
+
 /// The header over a run's event lines: the columns, and the one zone their times are in.
 pub fn header(view: &View) -> String {
     let zone = view.clock.zone.label(view.clock.now);
     let head = format!(
-        "{:<8}  {:<22} {:<14} details (times in {zone})",
+        "{:<8}  {:<22} {:<TASK_W$} details (times in {zone})",
         "time", "event", "task"
     );
     view.p(Tone::Dim, head)
@@ -178,11 +181,11 @@ pub fn line(view: &View, e: &Event) -> String {
         .map(|t| clock_time(t, view.clock.zone))
         .unwrap_or_else(|| e.time.clone());
     let task = e.task_id.as_deref().unwrap_or("-");
-    let text = cut(&describe(e), 300);
+    // Cut on a terminal only: piped, a detail (a conflict's recipe) stays whole, on its line.
+    let text = view.cut(&describe(e), 300);
     let line = format!(
-        "{time}  {:<22} {:<14} {text}",
+        "{time}  {:<22} {task:<TASK_W$} {text}",
         view.p(tone_of(&e.kind), pad(&e.kind, 22)),
-        task
     );
     line.trim_end().to_string()
 }
@@ -208,6 +211,23 @@ mod tests {
             message: None,
             data,
         }
+    }
+
+    /// Piped, a long detail (a manual conflict's recipe) stays whole, on its line; on a
+    /// terminal it is cut.
+    #[test]
+    fn piped_details_are_whole() {
+        let recipe = format!("{}\nthen: crewctl resume r-1", "x".repeat(400));
+        let mut e = ev(1, "2026-03-10T11:55:00Z", "run.blocked", None, json!({}));
+        e.message = Some(recipe);
+        let mut piped = view(80);
+        piped.width = None;
+        let whole = line(&piped, &e);
+        assert!(whole.contains(&"x".repeat(400)), "{whole}");
+        assert!(whole.ends_with(" then: crewctl resume r-1"), "{whole}");
+        assert_eq!(whole.lines().count(), 1);
+        let cut = line(&view(80), &e);
+        assert!(!cut.contains("crewctl resume"), "{cut}");
     }
 
     #[test]
