@@ -648,6 +648,11 @@ export interface RunParams {
    * `workflow` or `chain`.
    */
   agent?: string | null;
+  /**
+   * `true`: every task of the run may complete without changing files (what a step's
+   * `allowNoChange: true` says for its tasks), for a run whose work may rightly be none.
+   */
+  allowNoChange?: boolean | null;
   budget?: BudgetParams | null;
   /**
    * Candidates (1-8) for every writing task, fan-out tasks excepted: each runs N attempts at
@@ -1104,6 +1109,11 @@ export interface Methods {
        * `workflow` or `chain`.
        */
       agent?: string | null;
+      /**
+       * `true`: every task of the run may complete without changing files (what a step's
+       * `allowNoChange: true` says for its tasks), for a run whose work may rightly be none.
+       */
+      allowNoChange?: boolean | null;
       budget?: BudgetParams | null;
       /**
        * Candidates (1-8) for every writing task, fan-out tasks excepted: each runs N attempts at
@@ -1176,6 +1186,11 @@ export interface Methods {
        * `workflow` or `chain`.
        */
       agent?: string | null;
+      /**
+       * `true`: every task of the run may complete without changing files (what a step's
+       * `allowNoChange: true` says for its tasks), for a run whose work may rightly be none.
+       */
+      allowNoChange?: boolean | null;
       budget?: BudgetParams | null;
       /**
        * Candidates (1-8) for every writing task, fan-out tasks excepted: each runs N attempts at

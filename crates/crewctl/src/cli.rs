@@ -371,6 +371,10 @@ pub struct RunArgs {
     /// maxFixRounds, else the daemon's max_fix_rounds, 2]
     #[arg(long, value_name = "N")]
     pub max_fix_rounds: Option<u32>,
+    /// Every task may complete without changing files (the no-change guard off for this run,
+    /// as a step's allowNoChange: true)
+    #[arg(long)]
+    pub allow_no_change: bool,
     /// Candidates for every writing task (1-8): N attempts at once, each in its own worktree,
     /// and the one that proves best is kept [default: the step's or role's `candidates`]
     #[arg(long, value_name = "N")]

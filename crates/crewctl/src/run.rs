@@ -47,6 +47,7 @@ pub fn run_params(a: &RunArgs, cwd: String) -> RunParams {
         }),
         max_fan_out_tasks: a.max_fan_out_tasks.map(i64::from),
         max_fix_rounds: a.max_fix_rounds.map(i64::from),
+        allow_no_change: a.allow_no_change.then_some(true),
         candidates: a.candidates.map(i64::from),
         select: a.select.clone(),
         skills: if a.no_skills {

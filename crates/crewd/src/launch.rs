@@ -478,6 +478,11 @@ fn assemble(
     let capped = cap_expansions(&mut plan, max_fan_out, cfg.max_fan_out_answer_bytes);
     notes.extend(unaddable_roles(&capped));
     crate::verdicts::set_fix_rounds(&mut plan.tasks, rounds, cfg.max_fix_rounds);
+    if p.allow_no_change == Some(true) {
+        for t in &mut plan.tasks {
+            t.checks.allow_no_change = Some(true);
+        }
+    }
     let concurrency = checked
         .concurrency
         .or(plan.max_concurrency)

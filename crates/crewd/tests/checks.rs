@@ -565,6 +565,22 @@ fn a_writing_task_that_changes_nothing_needs_attention_in_both_modes() {
     }
 }
 
+/// A one-agent run has no step to say `allowNoChange`: the run says it (`--allow-no-change`),
+/// and the guard's message names that way out.
+#[test]
+fn a_run_may_allow_no_change_for_all_its_tasks() {
+    let d = Daemon::start();
+    repo(&d);
+    let goal = "look only [fake:cat=src/lib.txt]";
+    let run = d.run(goal, json!({"agent": "executor"}));
+    assert_eq!(d.wait(&run), "blocked", "{}", d.status(&run));
+    let st = d.status(&run);
+    let error = st["tasks"][0]["error"].as_str().unwrap_or_default();
+    assert!(error.contains("--allow-no-change"), "{st}");
+    let run = d.run(goal, json!({"agent": "executor", "allowNoChange": true}));
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+}
+
 #[test]
 fn the_guard_can_be_switched_off_in_the_config() {
     let d = Daemon::start_with(Opts {

@@ -128,6 +128,10 @@ pub struct RunParams {
     /// `maxFixRounds`, else config `max_fix_rounds` (2).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_fix_rounds: Option<i64>,
+    /// `true`: every task of the run may complete without changing files (what a step's
+    /// `allowNoChange: true` says for its tasks), for a run whose work may rightly be none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_no_change: Option<bool>,
     /// Candidates (1-8) for every writing task, fan-out tasks excepted: each runs N attempts at
     /// once in worktrees of its own and keeps the one that proves best (worktree mode only).
     /// A step's or role's own `candidates` wins.

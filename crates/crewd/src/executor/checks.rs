@@ -95,7 +95,8 @@ fn ruled_out(
 fn no_change_reason(spec: &AttemptSpec) -> String {
     format!(
         "{} changed nothing: its role may edit files, yet the attempt left the code as it was \
-         (set `allowNoChange: true` on the step if that is fine)",
+         (if that is fine: `allowNoChange: true` on the step, or a run started with \
+         `--allow-no-change`; resuming this run asks the agent again)",
         spec.plan.role
     )
 }
