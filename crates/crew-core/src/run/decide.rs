@@ -287,7 +287,12 @@ impl State {
             )));
         }
         // Named tasks plus their transitive dependents that were skipped (they were skipped
-        // only because something upstream failed).
+        // only because something upstream failed) and, in a stopped run, cancelled (by the
+        // run's cancel or a rejected plan: the run goes on now, and they are its rest).
+        let stopped = run.status != RunStatus::Running;
+        let comes_back = |t: &TaskState| {
+            t.status == TaskStatus::Skipped || (stopped && t.status == TaskStatus::Cancelled)
+        };
         let mut ids: Vec<String> = task_ids.to_vec();
         // Under fail-fast every task the failure skipped comes back, not only dependents.
         if run.spec.failure_policy == super::FailurePolicy::FailFast {
@@ -301,7 +306,7 @@ impl State {
         while changed {
             changed = false;
             for t in &run.tasks {
-                if t.status == TaskStatus::Skipped
+                if comes_back(t)
                     && !ids.iter().any(|i| *i == t.plan.id)
                     && t.plan.depends_on.iter().any(|d| ids.iter().any(|i| i == d))
                 {

@@ -1089,6 +1089,33 @@ fn plan_rejection_cancels_the_run() {
     );
 }
 
+/// Retrying the planner of a rejected run plans again and asks again: the tasks the rejection
+/// cancelled come back with it, or the new plan would have nothing to approve and the run
+/// would end failed.
+#[test]
+fn retrying_the_planner_of_a_rejected_run_asks_again() {
+    let mut sim = Sim::new();
+    until_approval(&mut sim);
+    let r = sim.st.reject("r", None);
+    sim.control("r", r).unwrap();
+    let plan = sim.tid("r", "plan");
+    let (ps, ids) = sim
+        .st
+        .retry_tasks("r", std::slice::from_ref(&plan))
+        .unwrap();
+    assert_eq!(ids, [plan, sim.tid("r", "execute")]);
+    sim.control("r", Ok(ps)).unwrap();
+    assert_eq!(sim.dispatch(8), ["r/plan"]);
+    assert_eq!(
+        names(&sim.finish("r", "plan", done(2))),
+        [
+            "task.completed plan",
+            "plan.approval_required execute",
+            "run.blocked"
+        ]
+    );
+}
+
 #[test]
 fn approval_not_needed_for_read_only_runs_or_without_the_flag() {
     let mut sim = Sim::new();
