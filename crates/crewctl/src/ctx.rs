@@ -65,17 +65,27 @@ impl Ctx {
     }
 }
 
-/// Writes to stdout; a closed pipe (`crewctl ls | head`) ends the program quietly. On a
-/// terminal, through `safe::term` (what a model wrote must not move the cursor); piped output
-/// stays byte for byte what the daemon holds.
+/// Writes to stdout; a closed pipe (`crewctl ls | head`) ends the program quietly. Always
+/// through `safe::term` (what a model wrote must not move the cursor, on a terminal or on one
+/// reached through `| cat` or `| less -R`). `--json` is escaped by JSON itself.
 pub fn out(s: &str) -> anyhow::Result<()> {
-    out_after("", s)
+    write("", s, true)
+}
+
+/// What the daemon holds, as it is when piped (`crewctl cat … > file`, `crewctl diff | git
+/// apply`), escaped on a terminal.
+pub fn out_raw(s: &str) -> anyhow::Result<()> {
+    write("", s, false)
 }
 
 /// [`out`] of `s` after `control`, crewctl's own terminal control sequence (written as it is).
 pub fn out_after(control: &str, s: &str) -> anyhow::Result<()> {
+    write(control, s, true)
+}
+
+fn write(control: &str, s: &str, always_escaped: bool) -> anyhow::Result<()> {
     let mut stdout = std::io::stdout().lock();
-    let s = if stdout.is_terminal() {
+    let s = if always_escaped || stdout.is_terminal() {
         crate::safe::term(s)
     } else {
         std::borrow::Cow::Borrowed(s)

@@ -1,6 +1,6 @@
 //! `crewctl diff <run> [task]`: a worktree run's change (or one task's) as a diffstat and patch.
 
-use crate::ctx::{out, outln, Ctx};
+use crate::ctx::{outln, Ctx};
 use crate::exit;
 use crate::resolve::RunRef;
 use crew_api::methods::TeamDiff;
@@ -46,7 +46,7 @@ pub async fn diff(
         short(&r.to)
     ))?;
     if !r.patch.is_empty() {
-        out(&r.patch)?;
+        crate::ctx::out_raw(&r.patch)?;
         if r.truncated {
             outln("… (patch cut; see `git diff` of the branch for all of it)")?;
         }

@@ -510,9 +510,9 @@ pub async fn cat(ctx: &Ctx, run: &RunRef, name: &str) -> anyhow::Result<u8> {
     } else {
         // Raw bytes as stored; only a terminal gets the missing final newline back.
         if ctx.stdout_tty && !text.is_empty() && !text.ends_with('\n') {
-            outln(&text)?;
+            crate::ctx::out_raw(&format!("{text}\n"))?;
         } else {
-            out(&text)?;
+            crate::ctx::out_raw(&text)?;
         }
     }
     Ok(exit::SUCCESS)

@@ -556,6 +556,53 @@ async fn tables_when_piped_have_no_escape_codes() {
     assert_eq!(parsed.results.tokens_saved, 1234);
 }
 
+/// Piped into `cat` or `less -R`, a view still reaches a terminal: what a model wrote (an
+/// error, a goal, an event message, a summary) is escaped there too. `crewctl cat` of an
+/// artifact stays the artifact's bytes, for files and scripts.
+#[tokio::test]
+async fn piped_views_escape_model_text_and_cat_stays_raw() {
+    const EVIL: &str = "x\u{1b}]0;owned\u{7}\u{1b}[2J\u{9b}2J\u{202e}gpj";
+    let mut s = Script::default();
+    let mut t = task("01_plan", "needs_attention");
+    t["error"] = json!(format!("refused: {EVIL}"));
+    let mut st = status("blocked", vec![t]);
+    st["run"]["goal"] = json!(format!("goal {EVIL}"));
+    st["run"]["reason"] = json!(format!("stopped {EVIL}"));
+    s.results.insert("team.status", st);
+    let mut ev = event(
+        1,
+        "task.needs_attention",
+        Some("01_plan"),
+        json!({"attempt": 1}),
+    );
+    ev["message"] = json!(EVIL);
+    s.events = vec![ev.clone()];
+    s.results
+        .insert("team.events", json!({"events": [ev], "nextSeq": 2}));
+    s.results.insert(
+        "team.summary",
+        json!({"markdown": format!("# Run\n\n{EVIL}\n")}),
+    );
+    s.artifacts
+        .insert("shared/notes.md".into(), format!("raw {EVIL}\n"));
+    let mock = Mock::start(s).await;
+    for args in [
+        &["status", "r-1"][..],
+        &["logs", "r-1"],
+        &["summary", "r-1"],
+    ] {
+        let o = crewctl(&mock.socket, args).await;
+        let text = stdout(&o);
+        assert!(text.contains("\\u001b"), "{args:?}: escaped: {text:?}");
+        for bad in ['\u{1b}', '\u{7}', '\u{9b}', '\u{202e}'] {
+            assert!(!text.contains(bad), "{args:?}: {bad:?} in {text:?}");
+        }
+    }
+    let o = crewctl(&mock.socket, &["cat", "r-1", "shared/notes.md"]).await;
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert_eq!(stdout(&o), format!("raw {EVIL}\n"));
+}
+
 #[tokio::test]
 async fn completions_and_man_pages() {
     let dir = tempfile::tempdir().unwrap();
