@@ -368,16 +368,51 @@ pub async fn resume(ctx: &Ctx, run: &RunRef, confirm_imported: bool) -> anyhow::
         .await?;
     if ctx.json {
         ctx.json(&r)?;
-    } else {
-        let v = ctx.view();
-        outln(&format!(
-            "Run {run_id} is {}; requeued {}.\n  {}",
-            r.status.as_str(),
-            list_or_none(&r.requeued_task_ids),
-            v.p(Tone::Dim, format!("follow: crewctl logs -f {run_id}"))
-        ))?;
+        return Ok(exit::SUCCESS);
     }
+    let v = ctx.view();
+    // Nothing requeued: what runs now is what blocked the run (a task waiting on a conflict
+    // nobody resolved yet, say), which may block it again at once. Look briefly, and say so.
+    if r.requeued_task_ids.is_empty() && r.status == RunStatus::Running {
+        if let Some(code) = blocked_again(&conn, run_id).await? {
+            return Ok(code);
+        }
+    }
+    outln(&format!(
+        "Run {run_id} is {}; requeued {}.\n  {}",
+        r.status.as_str(),
+        list_or_none(&r.requeued_task_ids),
+        v.p(Tone::Dim, format!("follow: crewctl logs -f {run_id}"))
+    ))?;
     Ok(exit::SUCCESS)
+}
+
+/// How long a resume that requeued nothing looks whether the run blocks again at once.
+const BLOCKED_AGAIN_MS: i64 = 1_500;
+
+/// The exit status of a resumed run that blocked again within `BLOCKED_AGAIN_MS`, having said
+/// why; `None` while it goes on.
+async fn blocked_again(conn: &Conn, run_id: &str) -> anyhow::Result<Option<u8>> {
+    let w = conn
+        .call::<TeamWait>(&WaitParams {
+            run_id: run_id.to_string(),
+            timeout_ms: Some(BLOCKED_AGAIN_MS),
+        })
+        .await?;
+    if !(w.finished && w.status == RunStatus::Blocked) {
+        return Ok(None);
+    }
+    let s = conn
+        .call::<TeamStatus>(&RunIdParams {
+            run_id: run_id.to_string(),
+        })
+        .await?;
+    let reason = s.run.reason.as_deref().unwrap_or("no reason given");
+    let summary = crate::render::follow::reason_summary(reason).join("\n  ");
+    outln(&format!(
+        "Run {run_id} was resumed and blocked again at once: nothing it waits on has changed.\n  {summary}"
+    ))?;
+    Ok(Some(exit::BLOCKED))
 }
 
 pub async fn retry(

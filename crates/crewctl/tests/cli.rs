@@ -603,6 +603,41 @@ async fn piped_views_escape_model_text_and_cat_stays_raw() {
     assert_eq!(stdout(&o), format!("raw {EVIL}\n"));
 }
 
+/// A resume that requeued nothing and blocked again at once (a conflict nobody resolved yet)
+/// says so and exits 2, instead of "is running".
+#[tokio::test]
+async fn a_resume_that_blocks_again_at_once_says_so() {
+    let mut s = Script::default();
+    s.results.insert(
+        "team.resume",
+        json!({"status": "running", "requeuedTaskIds": []}),
+    );
+    s.results
+        .insert("team.wait", json!({"status": "blocked", "finished": true}));
+    let mut st = status("blocked", vec![task("03_join", "queued")]);
+    st["run"]["reason"] = json!("the results of 03_join's dependencies conflict in a.txt\nresolve it on crew/tasks/r-1/03_join");
+    s.results.insert("team.status", st);
+    let mock = Mock::start(s).await;
+    let o = crewctl(&mock.socket, &["resume", "r-1"]).await;
+    assert_eq!(code(&o), 2, "{}{}", stdout(&o), stderr(&o));
+    assert!(
+        stdout(&o).contains("blocked again at once"),
+        "{}",
+        stdout(&o)
+    );
+    assert!(stdout(&o).contains("conflict in a.txt"), "{}", stdout(&o));
+    // One that requeued tasks is not waited on.
+    let mut s = Script::default();
+    s.results.insert(
+        "team.resume",
+        json!({"status": "running", "requeuedTaskIds": ["02_fix"]}),
+    );
+    let mock = Mock::start(s).await;
+    let o = crewctl(&mock.socket, &["resume", "r-1"]).await;
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(mock.calls("team.wait").is_empty());
+}
+
 #[tokio::test]
 async fn completions_and_man_pages() {
     let dir = tempfile::tempdir().unwrap();
