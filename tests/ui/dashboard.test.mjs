@@ -264,6 +264,21 @@ describe('dashboard', { timeout: 240_000 }, () => {
     // The end of the attempt (its final answer) is what shows, not the start of its chatter.
     const items = part.locator('ol.transcript li');
     assert.match(await items.last().innerText(), /fake-agent: done with/);
+
+    // A last line longer than what is read (a 200 KB answer, in lines of ~400 KB): it shows.
+    writeFileSync(path.join(d.work, 'one-line.txt'), `${'y'.repeat(200_000)}END-OF-IT`);
+    const r2 = await call('team.run', { goal: 'quote [fake:cat=one-line.txt]', cwd: d.work, runtime: 'fake', agent: 'explorer' });
+    await openRun(r2.runId);
+    await page.locator('main[data-run-status="completed"]').waitFor({ timeout: 120_000 });
+    const task2 = (await call('team.status', { runId: r2.runId })).tasks[0];
+    await page.locator(`#dag .node[data-task="${task2.id}"]`).click();
+    await page.locator('#task-panel h2', { hasText: task2.id }).waitFor();
+    const part2 = page.locator('#task-panel details[data-part="transcript"]');
+    if (!(await part2.getAttribute('open'))) await part2.locator('summary').click();
+    await part2.locator('p.cut').waitFor();
+    const shown = await part2.innerText();
+    assert.doesNotMatch(shown, /Nothing yet/, shown.slice(0, 500));
+    assert.match(shown, /yyyy/);
   });
 
   test('approve a plan from the page', async () => {

@@ -114,6 +114,10 @@ pub struct RoleTemplate {
     /// The role's job resources (`cpusPerTask=` ..., issue 35): an added task's own.
     #[serde(default, skip_serializing_if = "crate::job_shape::JobShape::is_empty")]
     pub resources: crate::job_shape::JobShape,
+    /// The run's `allowNoChange`, frozen with the plan: a task of this role added at run time
+    /// may complete without changing files, as the planned ones may.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_no_change: bool,
 }
 
 impl RoleTemplate {
@@ -146,7 +150,10 @@ impl RoleTemplate {
             writes: self.writes,
             seed_paths: Vec::new(),
             scope: Vec::new(),
-            checks: Default::default(),
+            checks: crate::checks::Checks {
+                allow_no_change: self.allow_no_change.then_some(true),
+                ..Default::default()
+            },
             expands: None,
             added_by: None,
             candidates: None,

@@ -451,6 +451,7 @@ fn bind(
         candidates,
         skills,
         resources,
+        allow_no_change: false,
     }
 }
 

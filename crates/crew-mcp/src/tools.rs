@@ -18,7 +18,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 /// Bytes of an artifact read before cutting it to a character bound; of a larger one, its
-/// first and last `READ_BYTES / 2`.
+/// first `READ_BYTES` and its last `READ_BYTES / 2`.
 const READ_BYTES: i64 = 256 * 1024;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

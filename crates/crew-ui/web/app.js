@@ -538,14 +538,20 @@ async function readPart(runId, name, tail) {
   if (!a) return none;
   const head = { name, text: a.content, shown: a.read ?? new TextEncoder().encode(a.content).length, bytes: a.bytes, cut: /** @type {Part['cut']} */ (a.truncated ? 'end' : 'none') };
   if (!a.truncated || !tail) return head;
-  const offset = Math.max(0, a.bytes - PART_BYTES);
-  const b = await rpc.call('team.artifact', { runId, name, offset, limit: PART_BYTES }).catch(() => null);
+  // One byte before the last `PART_BYTES`: when it is a line's end, the page starts with a
+  // whole line.
+  const offset = Math.max(0, a.bytes - PART_BYTES - 1);
+  const b = await rpc.call('team.artifact', { runId, name, offset, limit: PART_BYTES + 1 }).catch(() => null);
   if (!b) return head;
-  // From the first whole line: the page may start inside one (or inside a character).
+  // From the first whole line: the page may start inside one (or inside a character). A last
+  // line longer than the page has no start in it: then the page as it is.
   const nl = b.content.indexOf('\n');
-  const text = nl >= 0 ? b.content.slice(nl + 1) : b.content;
+  const fromLine = nl >= 0 ? b.content.slice(nl + 1) : '';
+  const text = fromLine || b.content;
   const shown = new TextEncoder().encode(text).length;
-  return { name, text, shown, bytes: Math.max(a.bytes, offset + (b.read ?? 0)), cut: 'start' };
+  // The transcript may have grown between the two reads: the newer size.
+  const bytes = Math.max(a.bytes, b.bytes);
+  return { name, text, shown, bytes, cut: 'start' };
 }
 
 /**

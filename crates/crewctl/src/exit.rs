@@ -8,7 +8,6 @@ use crate::style::Tone;
 use crew_api::client::CallError;
 use crew_api::codes;
 use crew_api::types::{RunStatus, TaskStatus, TaskView};
-use std::io::IsTerminal;
 
 pub const SUCCESS: u8 = 0;
 /// An error, or a run that failed.
@@ -98,14 +97,10 @@ pub fn report(err: &anyhow::Error, view: &View, json: bool) -> u8 {
                 "exit": code,
             }
         });
-        // serde_json escapes C0 controls but not C1 ones, DEL or bidi controls: on a
-        // terminal the object passes the gate too (its escapes stay valid JSON).
-        let line = obj.to_string();
-        if std::io::stderr().is_terminal() {
-            eprintln!("{}", safe::term(&line));
-        } else {
-            eprintln!("{line}");
-        }
+        // serde_json escapes C0 controls but not C1 ones, DEL or bidi controls: the object
+        // passes the gate too, piped as on a terminal, as stdout does (its escapes stay valid
+        // JSON).
+        eprintln!("{}", safe::term(&obj.to_string()));
         return code;
     }
     if let Some(nr) = err.downcast_ref::<NotRunning>() {

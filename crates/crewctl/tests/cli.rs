@@ -768,6 +768,22 @@ async fn usage_errors_exit_64_and_json_errors_are_json() {
     assert_eq!(code(&o), 64);
     let v: Value = serde_json::from_str(stderr(&o).trim()).expect("one JSON object");
     assert_eq!(v["error"]["exit"], 64);
+
+    // A message quoting a model's bidi override or C1 control: escaped piped too, still JSON.
+    let mut s = Script::default();
+    s.errors.insert(
+        "team.status",
+        (1002, "refused: \u{9b}2J\u{202e}gpj".into(), None),
+    );
+    let mock = Mock::start(s).await;
+    let o = crewctl(&mock.socket, &["--json", "status", "r-1"]).await;
+    let text = stderr(&o);
+    assert!(
+        !text.contains('\u{9b}') && !text.contains('\u{202e}'),
+        "{text:?}"
+    );
+    let v: Value = serde_json::from_str(text.trim()).expect("one JSON object");
+    assert_eq!(v["error"]["message"], "refused: \u{9b}2J\u{202e}gpj");
 }
 
 #[test]

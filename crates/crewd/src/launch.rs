@@ -479,9 +479,7 @@ fn assemble(
     notes.extend(unaddable_roles(&capped));
     crate::verdicts::set_fix_rounds(&mut plan.tasks, rounds, cfg.max_fix_rounds);
     if p.allow_no_change == Some(true) {
-        for t in &mut plan.tasks {
-            t.checks.allow_no_change = Some(true);
-        }
+        allow_no_change(&mut plan.tasks);
     }
     let concurrency = checked
         .concurrency
@@ -714,6 +712,19 @@ pub fn create_in_core(core: &mut crate::actor::Core, spec: RunSpec) -> Result<St
     core.touch(&id);
     tracing::info!(run = %id, "run created");
     Ok(id)
+}
+
+/// The run's `allowNoChange`: every planned task may complete without changing files, and so
+/// may every task a fan-out step adds (its role templates carry it, frozen with the plan).
+fn allow_no_change(tasks: &mut [crew_core::plan::PlannedTask]) {
+    for t in tasks {
+        t.checks.allow_no_change = Some(true);
+        if let Some(exp) = t.expands.as_mut() {
+            for r in &mut std::sync::Arc::make_mut(exp).roles {
+                r.allow_no_change = true;
+            }
+        }
+    }
 }
 
 #[cfg(test)]

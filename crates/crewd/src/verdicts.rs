@@ -20,8 +20,13 @@ pub fn apply_allowed(run: &RunState, force: bool) -> Result<(), ApiError> {
 /// How the message of a run with no integrated result to apply ends: when its judges did not
 /// pass the work, what to do instead (forcing cannot help: there is nothing to apply yet).
 pub fn unintegrated_hint(run: &RunState) -> String {
+    // Resume is for a stopped run; a running one may be in its fix round now.
+    let stopped = !matches!(
+        run.status,
+        crew_core::run::RunStatus::Running | crew_core::run::RunStatus::Queued
+    );
     match crew_core::run::run_verdict(run) {
-        Some(v) if !v.passed() => format!(
+        Some(v) if !v.passed() && stopped => format!(
             "; its judges did not pass the work ({}): crewctl resume grants a fix round, and \
              crewctl diff {} <task> shows a task's change",
             lines(run).join("; "),

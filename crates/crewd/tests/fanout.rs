@@ -261,6 +261,28 @@ fn a_repaired_block_is_taken() {
     assert_eq!(Daemon::task(&st, "a")["status"], "completed");
 }
 
+/// The run's `allowNoChange` reaches the tasks a fan-out step adds, not only the planned ones.
+#[test]
+fn allow_no_change_covers_added_tasks() {
+    let d = Daemon::start();
+    repo(&d);
+    let idle = outside(
+        &d,
+        "idle.json",
+        &block(&[("a", "executor", &[], "[fake:sleep=1ms]")]),
+    );
+    fan_team(&d, "fan", &idle, None, "[fake:sleep=1ms]");
+    let run = d.run("do it", json!({"team": "fan"}));
+    assert_eq!(d.wait(&run), "blocked", "{}", d.status(&run));
+    assert_eq!(
+        Daemon::task(&d.status(&run), "a")["status"],
+        "needs_attention"
+    );
+    let run = d.run("do it", json!({"team": "fan", "allowNoChange": true}));
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    assert_eq!(Daemon::task(&d.status(&run), "a")["status"], "completed");
+}
+
 /// In a chain, each team's fan-out step is checked against its own team's roles: the second
 /// team's `tester` was refused as unknown while every step carried the first team's roles.
 #[test]

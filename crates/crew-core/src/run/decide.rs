@@ -287,11 +287,20 @@ impl State {
             )));
         }
         // Named tasks plus their transitive dependents that were skipped (they were skipped
-        // only because something upstream failed) and, in a stopped run, cancelled (by the
-        // run's cancel or a rejected plan: the run goes on now, and they are its rest).
-        let stopped = run.status != RunStatus::Running;
+        // only because something upstream failed) and, in a cancelled run, cancelled (by the
+        // run's cancel or a rejected plan: the run goes on now, and they are its rest) — but
+        // not a candidate its selector set aside when it chose another.
+        let cancelled_run = run.status == RunStatus::Cancelled;
+        let set_aside = |t: &TaskState| {
+            matches!(
+                t.plan.candidates.as_deref(),
+                Some(super::candidates::Candidacy::Candidate { of, .. })
+                    if run.task(of.as_str()).is_some_and(|s| s.status == TaskStatus::Completed)
+            )
+        };
         let comes_back = |t: &TaskState| {
-            t.status == TaskStatus::Skipped || (stopped && t.status == TaskStatus::Cancelled)
+            t.status == TaskStatus::Skipped
+                || (cancelled_run && t.status == TaskStatus::Cancelled && !set_aside(t))
         };
         let mut ids: Vec<String> = task_ids.to_vec();
         // Under fail-fast every task the failure skipped comes back, not only dependents.

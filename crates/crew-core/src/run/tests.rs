@@ -2967,6 +2967,7 @@ fn resolver_role() -> crate::fanout::RoleTemplate {
         candidates: None,
         skills: Default::default(),
         resources: Default::default(),
+        allow_no_change: false,
     }
 }
 

@@ -181,8 +181,12 @@ pub fn line(view: &View, e: &Event) -> String {
         .map(|t| clock_time(t, view.clock.zone))
         .unwrap_or_else(|| e.time.clone());
     let task = e.task_id.as_deref().unwrap_or("-");
-    // Cut on a terminal only: piped, a detail (a conflict's recipe) stays whole, on its line.
-    let text = view.cut(&describe(e), 300);
+    // On a terminal one line, cut; piped, a detail stays whole with its own line breaks, its
+    // further lines indented (a manual conflict's recipe is commands to paste).
+    let text = match view.width {
+        Some(_) => view.cut(&describe(e), 300),
+        None => describe(e).trim_end().replace('\n', "\n    "),
+    };
     let line = format!(
         "{time}  {:<22} {task:<TASK_W$} {text}",
         view.p(tone_of(&e.kind), pad(&e.kind, 22)),
@@ -213,8 +217,8 @@ mod tests {
         }
     }
 
-    /// Piped, a long detail (a manual conflict's recipe) stays whole, on its line; on a
-    /// terminal it is cut.
+    /// Piped, a long detail (a manual conflict's recipe) stays whole, its lines indented; on a
+    /// terminal it is cut to one line.
     #[test]
     fn piped_details_are_whole() {
         let recipe = format!("{}\nthen: crewctl resume r-1", "x".repeat(400));
@@ -224,8 +228,8 @@ mod tests {
         piped.width = None;
         let whole = line(&piped, &e);
         assert!(whole.contains(&"x".repeat(400)), "{whole}");
-        assert!(whole.ends_with(" then: crewctl resume r-1"), "{whole}");
-        assert_eq!(whole.lines().count(), 1);
+        assert!(whole.ends_with("\n    then: crewctl resume r-1"), "{whole}");
+        assert_eq!(whole.lines().count(), 2);
         let cut = line(&view(80), &e);
         assert!(!cut.contains("crewctl resume"), "{cut}");
     }

@@ -96,7 +96,8 @@ fn no_change_reason(spec: &AttemptSpec) -> String {
     format!(
         "{} changed nothing: its role may edit files, yet the attempt left the code as it was \
          (if that is fine: `allowNoChange: true` on the step, or a run started with \
-         `--allow-no-change`; resuming this run asks the agent again)",
+         `--allow-no-change`, the run param `allowNoChange`; resuming this run asks the agent \
+         again)",
         spec.plan.role
     )
 }
