@@ -80,9 +80,11 @@ fn a_growing_journal_holds_about_its_cache_size() {
     let written: u64 = (2_001..=EVENTS).map(|s| event(s).len() as u64).sum();
     eprintln!("{grown} bytes more live after appending {written} bytes");
     // Before the journal read its newest pack after each append, the growth here was about
-    // three times the cache (3.0-3.8 MB in three runs); with the reads 1.5 MB.
+    // three times the cache (3.0-3.8 MB in three runs); with the reads 1.5 MB, and once 2.2 MB
+    // in CI on a loaded machine (sled frees through crossbeam's epochs, which a busy machine
+    // runs later): the bound sits between the two.
     assert!(
-        grown < 2 * CACHE as isize,
+        grown < (5 * CACHE / 2) as isize,
         "{grown} bytes more live after appending {written} bytes with a {CACHE}-byte cache"
     );
     assert_eq!(journal.last_seq(), seq - 1);
