@@ -165,6 +165,34 @@ async fn a_second_ctrl_c_detaches_at_once() {
     assert!(mock.calls("team.cancel").is_empty());
 }
 
+/// On a narrow terminal the live footer is cut to fit beside its duration: the duration never
+/// wraps onto a line of its own.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_footer_fits_a_narrow_terminal() {
+    need_tmux();
+    let mock = Mock::start(endless()).await;
+    let t = Tmux::start_sized(&mock.socket, "run x", 32);
+    t.until("the footer", |t| t.screen().contains("done")).await;
+    // The footer redraws each tick: look a few times.
+    for _ in 0..5 {
+        let screen = t.screen();
+        let footer = screen
+            .lines()
+            .find(|l| l.contains("done"))
+            .unwrap_or_default();
+        assert!(
+            footer.trim_end().ends_with('s'),
+            "the duration ends the footer's line: {screen}"
+        );
+        let lone = screen.lines().any(|l| {
+            let l = l.trim();
+            !l.is_empty() && l.chars().all(|c| c.is_ascii_digit() || "hms.".contains(c))
+        });
+        assert!(!lone, "a duration wrapped to a line of its own: {screen}");
+        tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn one_key_without_enter_cancels_or_keeps_following() {
     need_tmux();

@@ -508,6 +508,10 @@ struct Bars {
     running: ProgressStyle,
 }
 
+/// Columns of the footer besides its message: the spinner and a space, a space and the run's
+/// duration (`59m59s`, `1h02m`: at most 6) and one to spare.
+const FOOTER_FIXED: usize = 2 + 1 + 6 + 1;
+
 fn elapsed_style(template: &str, ticks: &[String]) -> ProgressStyle {
     let ticks: Vec<&str> = ticks.iter().map(String::as_str).collect();
     ProgressStyle::with_template(template)
@@ -533,7 +537,7 @@ impl Ui {
         let running = elapsed_style("{spinner} {prefix} {wide_msg} {dur}", &ticks);
         let mp = MultiProgress::with_draw_target(ProgressDrawTarget::stdout());
         let footer = mp.add(ProgressBar::new_spinner().with_elapsed(run_elapsed));
-        footer.set_style(elapsed_style("{spinner} {wide_msg} {dur}", &ticks));
+        footer.set_style(elapsed_style("{spinner} {msg} {dur}", &ticks));
         footer.enable_steady_tick(Duration::from_millis(120));
         Ui::Bars(Box::new(Bars {
             mp,
@@ -607,12 +611,20 @@ impl Ui {
         if let Ui::Bars(b) = self {
             let (done, running, total) = model.counts();
             let u = model.usage();
-            b.footer.set_message(format!(
+            let line = format!(
                 "{} · {done}/{total} done · {running} running · {} tok · {}",
-                view.p(Tone::Bold, &model.run_id),
+                model.run_id,
                 tokens(usage_tokens(&u)),
                 cost(u.cost)
-            ));
+            );
+            // Cut here to what the terminal leaves beside the spinner and the duration:
+            // indicatif's `{wide_msg}` beside the custom `{dur}` left the line 2 columns too
+            // wide, and the duration wrapped onto a line of its own.
+            let room = view
+                .width
+                .map(|w| usize::from(w).saturating_sub(FOOTER_FIXED))
+                .unwrap_or(usize::MAX);
+            b.footer.set_message(crate::render::units::cut(&line, room));
         }
     }
 
