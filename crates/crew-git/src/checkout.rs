@@ -197,11 +197,14 @@ impl Repo {
             .map(|_| ())
     }
 
-    /// The same in the index file `index` alone, the work tree untouched (`read-tree -m`).
+    /// The same in the index file `index` alone, the work tree neither touched nor looked at
+    /// (`read-tree -i -m`): after a crash the work tree may hold the new version of files the
+    /// index still has at the old (a git that went on writing after crewd died), which plain
+    /// `-m` refuses as "not uptodate" at every start; `converge` looks at the files after.
     pub async fn merge_index(&self, index: &Path, from: &str, to: &str) -> Result<(), GitError> {
         let idx: OsString = index.as_os_str().to_owned();
         let env = [("GIT_INDEX_FILE", &idx)];
-        self.run(&["read-tree", "-m", from, to], &env)
+        self.run(&["read-tree", "-i", "-m", from, to], &env)
             .await
             .map(|_| ())
     }

@@ -436,17 +436,30 @@ fn a_checkout_that_fails_midway_is_put_back() {
 
 #[test]
 fn kill_9_during_apply_leaves_the_old_commit_or_the_new_never_a_mix() {
+    kill_9_during_apply(true);
+}
+
+/// The same, but the git crewd ran outlives it and writes every file of the change: the index
+/// is at the old commit, the files at the new. The next start finishes the apply (it failed
+/// with "not uptodate" at every start, the intent and the checkout stuck).
+#[test]
+fn a_git_that_outlives_a_killed_apply_is_finished_after() {
+    kill_9_during_apply(false);
+}
+
+fn kill_9_during_apply(kill_git: bool) {
     let mut d = Daemon::start();
     let w = repo(&d).to_path_buf();
     let w = w.as_path();
     std::fs::write(w.join(".gitattributes"), "*.dat filter=slow\n").unwrap();
-    git(w, &["add", ".gitattributes"]);
+    std::fs::write(w.join("zero.dat"), "0").unwrap();
+    git(w, &["add", ".gitattributes", "zero.dat"]);
     git(w, &["commit", "-qm", "attributes"]);
     team(
         &d,
         "dats",
         "",
-        "[fake:write=one.dat:1][fake:write=two.dat:2][fake:write=three.dat:3]",
+        "[fake:write=zero.dat:0new][fake:write=one.dat:1][fake:write=two.dat:2][fake:write=three.dat:3]",
     );
     let run = run_wt(&d, "dats", json!({}));
     assert_eq!(d.wait(&run), "completed");
@@ -474,7 +487,7 @@ fn kill_9_during_apply_leaves_the_old_commit_or_the_new_never_a_mix() {
     git(w, &["config", "filter.slow.smudge", path_str(&script)]);
     git(w, &["config", "filter.slow.clean", "cat"]);
 
-    let socket_user = std::thread::scope(|s| {
+    let (socket_user, git_pid) = std::thread::scope(|s| {
         let d = &d;
         let h = s.spawn(move || d.try_http("team.apply", json!({"runId": run, "squash": true})));
         // Wait for git to be inside the checkout, then kill crewd and the git it ran.
@@ -492,14 +505,23 @@ fn kill_9_during_apply_leaves_the_old_commit_or_the_new_never_a_mix() {
             .trim()
             .parse()
             .unwrap();
+        let mut doomed = vec![d.pid().to_string()];
+        if kill_git {
+            doomed.push(pid.to_string());
+        }
         std::process::Command::new("kill")
-            .args(["-9", &d.pid().to_string(), &pid.to_string()])
+            .arg("-9")
+            .args(&doomed)
             .status()
             .unwrap();
-        h.join().unwrap()
+        (h.join().unwrap(), pid)
     });
     assert!(socket_user.is_err() || socket_user.unwrap().get("error").is_some());
     std::fs::write(&fast, "").unwrap();
+    if !kill_git {
+        // The orphaned git goes on until it has written the change's files.
+        wait_until_gone(git_pid);
+    }
     // While crewd is down the user edits a file the apply does not change: recovery finishes
     // the apply's files only, and the edit stays.
     std::fs::write(w.join("a.txt"), "one\ntwo\nthree\nmine\n").unwrap();
@@ -518,7 +540,12 @@ fn kill_9_during_apply_leaves_the_old_commit_or_the_new_never_a_mix() {
     // The filter runs while the checkout follows the branch, which had moved: recovery
     // finished the checkout (the other outcome, the old commit, is a kill before the move).
     assert_eq!(git(w, &["rev-parse", "HEAD^"]), old_moved, "HEAD {head}");
-    for (f, c) in [("one.dat", "1"), ("two.dat", "2"), ("three.dat", "3")] {
+    for (f, c) in [
+        ("zero.dat", "0new"),
+        ("one.dat", "1"),
+        ("two.dat", "2"),
+        ("three.dat", "3"),
+    ] {
         assert_eq!(std::fs::read_to_string(w.join(f)).unwrap(), c);
     }
     assert!(!d
@@ -763,4 +790,15 @@ fn a_repositorys_fsmonitor_program_is_never_started_by_a_run_or_an_apply() {
         "crew started the fsmonitor hook: {}",
         std::fs::read_to_string(&mark).unwrap_or_default()
     );
+}
+
+/// Until process `pid` is gone (an orphan reparented away from us: not ours to wait for).
+fn wait_until_gone(pid: i32) {
+    for _ in 0..600 {
+        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("process {pid} still runs");
 }
