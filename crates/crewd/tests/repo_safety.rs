@@ -447,6 +447,60 @@ fn a_git_that_outlives_a_killed_apply_is_finished_after() {
     kill_9_during_apply(false);
 }
 
+/// crewd killed while the apply signs its commit (a pinentry can take minutes), before it
+/// recorded any intent: the checkout's `index.lock` it held is gone at the next start, and the
+/// user's git works (the lock stayed for good, every `git commit` failing).
+#[test]
+fn a_kill_before_the_apply_changed_anything_leaves_no_index_lock() {
+    let mut d = Daemon::start();
+    let w = repo(&d).to_path_buf();
+    let w = w.as_path();
+    team(&d, "one", "", "[fake:write=b.txt:made]");
+    let run = run_wt(&d, "one", json!({}));
+    assert_eq!(d.wait(&run), "completed");
+    let mark = d.dir.path().join("signing");
+    let script = d.dir.path().join("sign.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\necho $$ > {}\nsleep 5\nexit 1\n",
+            path_str(&mark)
+        ),
+    )
+    .unwrap();
+    std::process::Command::new("chmod")
+        .args(["+x", path_str(&script)])
+        .status()
+        .unwrap();
+    git(w, &["config", "commit.gpgSign", "true"]);
+    git(w, &["config", "gpg.program", path_str(&script)]);
+    std::thread::scope(|s| {
+        let d = &d;
+        let h = s.spawn(move || d.try_http("team.apply", json!({"runId": run, "squash": true})));
+        for _ in 0..600 {
+            if mark.exists() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert!(mark.exists(), "the signing never started");
+        assert!(
+            w.join(".git/index.lock").exists(),
+            "the apply holds the lock"
+        );
+        std::process::Command::new("kill")
+            .args(["-9", &d.pid().to_string()])
+            .status()
+            .unwrap();
+        let _ = h.join();
+    });
+    d.restart();
+    assert!(!w.join(".git/index.lock").exists(), "{}", d.log_text());
+    git(w, &["config", "commit.gpgSign", "false"]);
+    git(w, &["commit", "-q", "--allow-empty", "-m", "mine"]);
+    assert_eq!(git(w, &["status", "--porcelain"]), "");
+}
+
 fn kill_9_during_apply(kill_git: bool) {
     let mut d = Daemon::start();
     let w = repo(&d).to_path_buf();

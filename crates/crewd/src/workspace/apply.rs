@@ -70,28 +70,56 @@ fn intents_dir(shared: &Shared) -> PathBuf {
 }
 
 /// The checkout's `index.lock`, taken as git takes it (`O_EXCL`) and holding a marker, so that
-/// after a crash crew removes only a lock of its own.
+/// after a crash crew removes only a lock of its own. A record of it (`<id>.lock.json` beside
+/// the intents, written before the lock is taken) lets the next start find it when a crash
+/// comes before the intent (a slow signing of the commit, say): without it the lock stayed and
+/// every git command of the user's failed.
 struct IndexLock {
     path: PathBuf,
+    record: PathBuf,
 }
 
+/// What the record of an index lock holds.
+#[derive(Debug, Serialize, Deserialize)]
+struct LockRecord {
+    lock: PathBuf,
+    marker: String,
+}
+
+const LOCK_RECORD: &str = ".lock.json";
+
 impl IndexLock {
-    fn take(path: &Path, marker: &str) -> std::io::Result<IndexLock> {
+    fn take(path: &Path, marker: &str, record: PathBuf) -> std::io::Result<IndexLock> {
         use std::io::Write;
-        let mut f = std::fs::OpenOptions::new()
+        let bytes = serde_json::to_vec(&LockRecord {
+            lock: path.to_path_buf(),
+            marker: marker.to_string(),
+        })?;
+        write_intent(&record, &bytes)?;
+        let f = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
-            .open(path)?;
-        f.write_all(marker.as_bytes())?;
-        Ok(IndexLock {
+            .open(path);
+        let mut f = match f {
+            Ok(f) => f,
+            Err(e) => {
+                let _ = std::fs::remove_file(&record);
+                return Err(e);
+            }
+        };
+        let lock = IndexLock {
             path: path.to_path_buf(),
-        })
+            record,
+        };
+        f.write_all(marker.as_bytes())?;
+        Ok(lock)
     }
 }
 
 impl Drop for IndexLock {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.path);
+        let _ = std::fs::remove_file(&self.record);
     }
 }
 
@@ -161,7 +189,8 @@ pub async fn apply(shared: &Shared, input: ApplyInput) -> Result<api::ApplyResul
     let index = repo.git_path("index").await.map_err(internal)?;
     let id = uuid::Uuid::new_v4().simple().to_string();
     let marker = format!("crew apply {id}\n");
-    let _index_lock = lock_index(&index, &marker, &checkout)?;
+    let record = intents_dir(shared).join(format!("{id}{LOCK_RECORD}"));
+    let _index_lock = lock_index(&index, &marker, &checkout, record)?;
     refuse_dirty(&repo, &input).await?;
     let branch = repo.current_branch().await.map_err(internal)?;
     let head_ref = repo.head_ref().await.map_err(internal)?;
@@ -218,9 +247,14 @@ async fn refuse_in_progress(repo: &Repo, checkout: &str) -> Result<(), ApiError>
 }
 
 /// Step 1: the checkout's `index.lock`, so the user's own git commands wait or fail cleanly.
-fn lock_index(index: &Path, marker: &str, checkout: &str) -> Result<IndexLock, ApiError> {
+fn lock_index(
+    index: &Path,
+    marker: &str,
+    checkout: &str,
+    record: PathBuf,
+) -> Result<IndexLock, ApiError> {
     let lock_path = index.with_file_name("index.lock");
-    IndexLock::take(&lock_path, marker).map_err(|e| {
+    IndexLock::take(&lock_path, marker, record).map_err(|e| {
         ApiError::invalid_state(format!(
             "cannot lock {} ({e}): another git command is running in {checkout}; apply again \
              when it is done (remove the file if no git command is running)",
@@ -488,10 +522,16 @@ pub async fn recover(shared: &Shared) {
         return;
     };
     let git = git(shared);
+    let mut lock_records = Vec::new();
     for entry in rd.flatten() {
         let path = entry.path();
         if path.extension().is_some_and(|e| e == "tmp") {
             let _ = std::fs::remove_file(&path);
+            continue;
+        }
+        if path.to_string_lossy().ends_with(LOCK_RECORD) {
+            // After the intents: an intent's recovery holds its lock while it works.
+            lock_records.push(path);
             continue;
         }
         let Some(intent) = read_intent(&path) else {
@@ -539,5 +579,18 @@ pub async fn recover(shared: &Shared) {
                 tracing::warn!(repo = %intent.repo, error = %e, "cannot finish an apply cut short by a crash; its intent is kept for the next start")
             }
         }
+    }
+    // Index locks of applies killed before their intent was written: gone if still ours.
+    for path in lock_records {
+        let rec: Option<LockRecord> = std::fs::read(&path)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok());
+        if let Some(rec) = rec {
+            if std::fs::read_to_string(&rec.lock).is_ok_and(|s| s == rec.marker) {
+                tracing::info!(lock = %rec.lock.display(), "removing the index lock of an apply a crash cut short before it changed anything");
+            }
+            remove_own_lock(&rec.lock, &rec.marker);
+        }
+        let _ = std::fs::remove_file(&path);
     }
 }
