@@ -149,6 +149,61 @@ impl Repo {
         Ok(out.code != Some(0) || String::from_utf8_lossy(&out.stdout).trim() != "false")
     }
 
+    /// What of the user's a checkout from `from` to `to` would overwrite or delete though it
+    /// is not in the status that refuses a dirty tree: ignored files where the change adds a
+    /// path (`out.log` written over, or `cfg/local.conf` when a folder `cfg` becomes a file or
+    /// a link), and submodules with work of their own (changed or untracked files) that the
+    /// change removes or replaces. Plain `git merge` loses both; an apply must not.
+    pub async fn in_the_way(&self, from: &str, to: &str) -> Result<Vec<String>, GitError> {
+        let changes = self.changes(from, to).await?;
+        let added: Vec<&str> = changes
+            .iter()
+            .filter(|c| c.from.is_none() && plain_relative(&c.path))
+            .filter(|c| std::fs::symlink_metadata(self.dir().join(&c.path)).is_ok())
+            .map(|c| c.path.as_str())
+            .collect();
+        let gone_modules: Vec<&str> = changes
+            .iter()
+            .filter(|c| c.from.as_ref().is_some_and(Blob::is_submodule))
+            .filter(|c| !c.to.as_ref().is_some_and(Blob::is_submodule))
+            .map(|c| c.path.as_str())
+            .collect();
+        let mut found = Vec::new();
+        // Only paths present in the work tree, so few; in bounded batches on the command line
+        // (ls-files takes no pathspec file).
+        for batch in added.chunks(256) {
+            let mut args = vec![
+                "--literal-pathspecs",
+                "ls-files",
+                "-z",
+                "--others",
+                "--ignored",
+                "--exclude-standard",
+                "--",
+            ];
+            args.extend(batch.iter().copied());
+            let out = self.run(&args, &[]).await?;
+            found.extend(nul_list(&out));
+        }
+        for m in gone_modules {
+            let args = [
+                "--literal-pathspecs",
+                "status",
+                "--porcelain=v1",
+                "-z",
+                "--ignore-submodules=none",
+                "--untracked-files=all",
+                "--",
+                m,
+            ];
+            let out = self.run(&args, &[]).await?;
+            if !out.is_empty() {
+                found.push(format!("{m} (a submodule with changes of its own)"));
+            }
+        }
+        Ok(found)
+    }
+
     /// The paths that differ between two commits, with their blobs (no renames).
     async fn changes(&self, from: &str, to: &str) -> Result<Vec<Changed>, GitError> {
         let args = ["diff-tree", "-r", "-z", "--no-renames", from, to, "--"];
@@ -272,6 +327,14 @@ impl Repo {
 fn is_exec(meta: &std::fs::Metadata) -> bool {
     use std::os::unix::fs::PermissionsExt;
     meta.permissions().mode() & 0o100 != 0
+}
+
+/// The NUL-separated names git printed.
+fn nul_list(out: &[u8]) -> Vec<String> {
+    out.split(|b| *b == 0)
+        .filter(|f| !f.is_empty())
+        .map(|f| String::from_utf8_lossy(f).into_owned())
+        .collect()
 }
 
 /// A path inside the checkout: relative, no `..`, no `.git`, nothing empty.

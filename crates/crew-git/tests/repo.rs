@@ -429,3 +429,81 @@ async fn converge_brings_the_executable_bit() {
     let left = r.converge(&index_of(&new), &old, &new, &[]).await.unwrap();
     assert_eq!(left, Vec::<String>::new());
 }
+
+/// What an apply's checkout would lose that `git status` does not show: an ignored file where
+/// the change adds one, an ignored file in a folder the change turns into a file, a submodule
+/// with work of its own that the change removes.
+#[tokio::test]
+async fn in_the_way_finds_ignored_files_and_dirty_submodules() {
+    let d = repo();
+    let p = d.path();
+    let sub_src = tempfile::tempdir().unwrap();
+    sh(sub_src.path(), &["init", "-q", "-b", "main"]);
+    std::fs::write(sub_src.path().join("s.txt"), "s\n").unwrap();
+    sh(sub_src.path(), &["add", "-A"]);
+    sh(sub_src.path(), &["commit", "-qm", "sub"]);
+    std::fs::write(p.join(".gitignore"), "*.log\ncfg/local.conf\n").unwrap();
+    std::fs::create_dir(p.join("cfg")).unwrap();
+    std::fs::write(p.join("cfg/a.conf"), "a\n").unwrap();
+    sh(p, &["add", "-A"]);
+    sh(
+        p,
+        &[
+            "-c",
+            "protocol.file.allow=always",
+            "submodule",
+            "add",
+            "-q",
+            sub_src.path().to_str().unwrap(),
+            "sub",
+        ],
+    );
+    sh(p, &["commit", "-qm", "old"]);
+    let old = sh(p, &["rev-parse", "HEAD"]);
+    // The change: out.log tracked, cfg a file, the submodule gone.
+    sh(p, &["switch", "-q", "-c", "change"]);
+    std::fs::write(p.join(".gitignore"), "cfg/local.conf\n").unwrap();
+    std::fs::write(p.join("out.log"), "crew\n").unwrap();
+    sh(p, &["rm", "-q", "-r", "cfg"]);
+    std::fs::write(p.join("cfg"), "now a file\n").unwrap();
+    sh(p, &["rm", "-q", "sub"]);
+    sh(p, &["add", "-A"]);
+    sh(p, &["commit", "-qm", "new"]);
+    let new = sh(p, &["rev-parse", "HEAD"]);
+    sh(p, &["switch", "-q", "main"]);
+    sh(
+        p,
+        &[
+            "-c",
+            "protocol.file.allow=always",
+            "submodule",
+            "update",
+            "-q",
+            "--init",
+        ],
+    );
+    let r = Git::default().repo(p);
+    assert_eq!(
+        r.in_the_way(&old, &new).await.unwrap(),
+        Vec::<String>::new()
+    );
+
+    // The user's ignored files and the submodule's own work.
+    std::fs::write(p.join("out.log"), "precious\n").unwrap();
+    std::fs::write(p.join("cfg/local.conf"), "mine\n").unwrap();
+    std::fs::write(p.join("sub/mine.txt"), "mine\n").unwrap();
+    assert_eq!(
+        sh(p, &["status", "--porcelain", "--ignore-submodules=dirty"]),
+        ""
+    );
+    let mut found = r.in_the_way(&old, &new).await.unwrap();
+    found.sort();
+    assert_eq!(
+        found,
+        [
+            "cfg/local.conf",
+            "out.log",
+            "sub (a submodule with changes of its own)"
+        ]
+    );
+}

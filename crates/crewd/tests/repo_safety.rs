@@ -447,6 +447,42 @@ fn a_git_that_outlives_a_killed_apply_is_finished_after() {
     kill_9_during_apply(false);
 }
 
+/// An ignored file of the user's where the change puts a tracked one (the run un-ignored it):
+/// not in `git status`, so not a dirty tree, but an apply would write over it. Refused.
+#[test]
+fn an_ignored_file_in_the_way_refuses_the_apply() {
+    let d = Daemon::start();
+    let w = repo(&d);
+    std::fs::write(w.join(".gitignore"), "*.log\n").unwrap();
+    git(w, &["add", ".gitignore"]);
+    git(w, &["commit", "-qm", "ignore logs"]);
+    team(
+        &d,
+        "unignore",
+        "",
+        "[fake:write=.gitignore:nothing][fake:write=out.log:crew-log]",
+    );
+    let run = run_wt(&d, "unignore", json!({}));
+    assert_eq!(d.wait(&run), "completed");
+    std::fs::write(w.join("out.log"), "precious\n").unwrap();
+    let head = git(w, &["rev-parse", "HEAD"]);
+    let e = d.err("team.apply", json!({"runId": run}));
+    assert_eq!(e["code"], 1002, "{e}");
+    assert!(e["message"].as_str().unwrap().contains("out.log"), "{e}");
+    assert_eq!(
+        std::fs::read_to_string(w.join("out.log")).unwrap(),
+        "precious\n"
+    );
+    assert_eq!(git(w, &["rev-parse", "HEAD"]), head);
+    // Moved aside, it applies.
+    std::fs::remove_file(w.join("out.log")).unwrap();
+    d.ok("team.apply", json!({"runId": run}));
+    assert_eq!(
+        std::fs::read_to_string(w.join("out.log")).unwrap(),
+        "crew-log"
+    );
+}
+
 /// crewd killed while the apply signs its commit (a pinentry can take minutes), before it
 /// recorded any intent: the checkout's `index.lock` it held is gone at the next start, and the
 /// user's git works (the lock stayed for good, every `git commit` failing).

@@ -218,6 +218,7 @@ pub async fn apply(shared: &Shared, input: ApplyInput) -> Result<api::ApplyResul
     if tree == repo.tree_of(&head).await.map_err(internal)? {
         return Ok(done(head, "up_to_date", notes));
     }
+    refuse_in_the_way(&repo, &input, &head, &tree).await?;
     let (new, how) = new_commit(&repo, &input, &head, &tree, &mut notes).await?;
     let intent = Intent {
         repo: ws.repo.clone(),
@@ -275,6 +276,29 @@ async fn refuse_dirty(repo: &Repo, input: &ApplyInput) -> Result<(), ApiError> {
          apply again (or merge {} by hand)",
         input.ws.repo,
         shown.join(", "),
+        input.integration.branch
+    )))
+}
+
+/// Step 2: nothing the status does not show is lost either: ignored files where the change
+/// puts a path, a submodule's own changes where the change removes it.
+async fn refuse_in_the_way(
+    repo: &Repo,
+    input: &ApplyInput,
+    head: &str,
+    tree: &str,
+) -> Result<(), ApiError> {
+    let found = repo.in_the_way(head, tree).await.map_err(internal)?;
+    if found.is_empty() {
+        return Ok(());
+    }
+    Err(ApiError::invalid_state(format!(
+        "applying run {} would overwrite or delete what is yours in {} and not in `git \
+         status`: {}. Move it aside, then apply again (or merge {} by hand); nothing was \
+         changed",
+        input.run_id,
+        input.ws.repo,
+        shown_paths(&found),
         input.integration.branch
     )))
 }
