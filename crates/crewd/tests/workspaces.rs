@@ -555,6 +555,50 @@ fn a_run_forgotten_just_before_a_crash_leaves_no_branches() {
     assert!(!dir.exists());
 }
 
+/// A retry moves the task's branch back to its start: crew's earlier result is kept as the
+/// earlier attempt's ref; a commit of the user's on the branch, or the branch checked out in a
+/// worktree of theirs, stops the retry with the way to keep the work (it was dropped).
+#[test]
+fn a_retry_never_drops_what_is_on_the_tasks_branch() {
+    let d = Daemon::start();
+    let w = repo(&d).to_path_buf();
+    let w = w.as_path();
+    team(&d, "one", &[("edit", &[], "[fake:write=b.txt:x]")]);
+    let run = run_wt(&d, "one", json!({}));
+    assert_eq!(d.wait(&run), "completed");
+    let branch = format!("crew/tasks/{run}/01_edit");
+    let first = git(w, &["rev-parse", &branch]);
+    // crew's own result, retried: kept as the attempt's ref.
+    d.ok("team.retry", json!({"runId": run, "taskIds": ["01_edit"]}));
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    assert_eq!(
+        git(w, &["rev-parse", &format!("refs/crew/{run}/01_edit/attempt-1")]),
+        first
+    );
+    // A commit of the user's on the branch.
+    let mine = d.dir.path().join("mine");
+    git(w, &["worktree", "add", "-q", path_str(&mine), &branch]);
+    std::fs::write(mine.join("mine.txt"), "mine\n").unwrap();
+    git(&mine, &["add", "mine.txt"]);
+    git(&mine, &["commit", "-qm", "mine"]);
+    let users = git(w, &["rev-parse", &branch]);
+    // Checked out in that worktree: not moved.
+    d.ok("team.retry", json!({"runId": run, "taskIds": ["01_edit"]}));
+    assert_eq!(d.wait(&run), "blocked", "{}", d.status(&run));
+    let st = d.status(&run);
+    let error = Daemon::task(&st, "01_edit")["error"].as_str().unwrap_or_default().to_string();
+    assert!(error.contains("checked out in a worktree of yours"), "{st}");
+    assert_eq!(git(w, &["rev-parse", &branch]), users);
+    // Not checked out any more, still the user's commit: not moved either.
+    git(w, &["worktree", "remove", path_str(&mine)]);
+    d.ok("team.resume", json!({"runId": run}));
+    assert_eq!(d.wait(&run), "blocked", "{}", d.status(&run));
+    let st = d.status(&run);
+    let error = Daemon::task(&st, "01_edit")["error"].as_str().unwrap_or_default().to_string();
+    assert!(error.contains("holds a commit crew did not put there"), "{st}");
+    assert_eq!(git(w, &["rev-parse", &branch]), users);
+}
+
 #[test]
 fn a_killed_daemons_retry_starts_from_a_clean_worktree() {
     let mut d = Daemon::start();

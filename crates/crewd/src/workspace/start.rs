@@ -7,8 +7,8 @@
 use super::finish::resolution_markers;
 use super::worktree::{add_worktree, retire};
 use super::{
-    conflict, failed, git, git_failed, readers, seed, worktrees_dir, Prepared, TaskWorkspace,
-    REPO_FILE,
+    conflict, failed, git, git_failed, readers, seed, short, worktrees_dir, Prepared,
+    TaskWorkspace, REPO_FILE,
 };
 use crate::shared::Shared;
 use crew_core::run::workspace::{attempt_ref, conflict_ref, start_ref, task_branch};
@@ -140,6 +140,9 @@ pub async fn prepare(shared: &Shared, ws: &TaskWorkspace) -> Result<Prepared, No
             Err(e) => return Err(git_failed("cannot find the task's start commit", e).into()),
         }
     };
+    if !ws.resolve {
+        keep_branch_tip(&repo, ws, &branch, &start).await?;
+    }
     if let Err(e) = add_worktree(&repo, &path, |p| repo.worktree_add(p, &branch, &start)).await {
         return Err(git_failed("cannot create the task's worktree", e).into());
     }
@@ -352,6 +355,53 @@ async fn reset_to_mark(repo: &Repo, ws: &TaskWorkspace, branch: &str) {
             tracing::warn!(error = %e, "cannot put the resolver's branch back at the conflicts");
         }
     }
+}
+
+/// Before the task's branch is moved to `start` (`worktree add -B`): what it holds that a
+/// retry or a resume would drop. Crew's own earlier result is kept as the earlier attempt's ref
+/// (README: `refs/crew/<run>/<task>/attempt-<n>`); a branch checked out in a worktree of the
+/// user's, or holding a commit crew did not put there, is not moved: the task needs attention
+/// and says how to keep the work.
+async fn keep_branch_tip(
+    repo: &Repo,
+    ws: &TaskWorkspace,
+    branch: &str,
+    start: &str,
+) -> Result<(), NotStarted> {
+    let bref = format!("refs/heads/{branch}");
+    let tip = match repo.resolve(&bref).await {
+        Ok(Some(t)) if t != start => t,
+        Ok(_) => return Ok(()),
+        Err(e) => return Err(git_failed("cannot read the task's branch", e).into()),
+    };
+    let checked_out = repo.checked_out_branches().await.unwrap_or_default();
+    if checked_out.contains(&bref) {
+        return Err(needs_attention(conflict::checked_out_message(&ws.run_id, branch)).into());
+    }
+    match repo.last_move(&bref).await {
+        // No reflog to tell by (`core.logAllRefUpdates` off): crew's, as before it looked.
+        Ok(None) => {}
+        Ok(Some(m)) if m.email == crew_git::AUTHOR_EMAIL && m.commit == tip => {}
+        _ => {
+            return Err(needs_attention(format!(
+                "{branch} holds a commit crew did not put there ({}: yours?); the task starts \
+                 over from {} and would drop it from the branch. Keep it on a branch of your \
+                 own (git branch <name> {}), then move crew's back (git branch -f {branch} {}), \
+                 then: crewctl resume {}",
+                short(&tip),
+                short(start),
+                short(&tip),
+                short(start),
+                ws.run_id
+            ))
+            .into())
+        }
+    }
+    let keep = attempt_ref(&ws.run_id, &ws.task_id, ws.attempt.saturating_sub(1));
+    if let Err(e) = repo.update_ref(&keep, &tip).await {
+        return Err(git_failed("cannot keep the task's earlier result", e).into());
+    }
+    Ok(())
 }
 
 fn needs_attention(reason: String) -> AttemptResult {
