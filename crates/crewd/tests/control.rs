@@ -886,3 +886,34 @@ cat > /dev/null"#;
     );
     assert!(log.contains("rpc worker finished; its stdin is closed so it exits"));
 }
+
+/// `crewctl daemon stop` says "stopped" once crewd has exited, so `stop && crewd` finds the
+/// state directory free (it printed at once while crewd, stopping its workers, still held it).
+#[test]
+fn daemon_stop_returns_once_crewd_is_gone() {
+    let mut d = daemon("");
+    one_step_team(&d, "slow", "Take time. [fake:sleep=20s]", "explorer");
+    let runs: Vec<String> = (0..3)
+        .map(|_| d.run("slow", json!({"team": "slow"})))
+        .collect();
+    d.wait_log_n("worker started", 3);
+    // The workspace's crewd has crewctl beside it (`cargo build --workspace --bins`).
+    let crewctl = d.bin.with_file_name("crewctl");
+    assert!(crewctl.exists(), "no crewctl beside {}", d.bin.display());
+    let out = std::process::Command::new(&crewctl)
+        .args(["--socket", d.socket.to_str().unwrap(), "daemon", "stop"])
+        .output()
+        .expect("crewctl daemon stop");
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(said.contains("crewd stopped."), "{said}");
+    let gone = d.child.as_mut().unwrap().try_wait().unwrap();
+    assert!(
+        gone.is_some(),
+        "crewctl said stopped while crewd runs: {said}"
+    );
+    // And a new one starts on the same state at once.
+    d.spawn(&[]);
+    for run in &runs {
+        assert_ne!(d.status(run)["run"]["status"], "completed");
+    }
+}

@@ -572,7 +572,10 @@ fn a_retry_never_drops_what_is_on_the_tasks_branch() {
     d.ok("team.retry", json!({"runId": run, "taskIds": ["01_edit"]}));
     assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
     assert_eq!(
-        git(w, &["rev-parse", &format!("refs/crew/{run}/01_edit/attempt-1")]),
+        git(
+            w,
+            &["rev-parse", &format!("refs/crew/{run}/01_edit/attempt-1")]
+        ),
         first
     );
     // A commit of the user's on the branch.
@@ -586,7 +589,10 @@ fn a_retry_never_drops_what_is_on_the_tasks_branch() {
     d.ok("team.retry", json!({"runId": run, "taskIds": ["01_edit"]}));
     assert_eq!(d.wait(&run), "blocked", "{}", d.status(&run));
     let st = d.status(&run);
-    let error = Daemon::task(&st, "01_edit")["error"].as_str().unwrap_or_default().to_string();
+    let error = Daemon::task(&st, "01_edit")["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     assert!(error.contains("checked out in a worktree of yours"), "{st}");
     assert_eq!(git(w, &["rev-parse", &branch]), users);
     // Not checked out any more, still the user's commit: not moved either.
@@ -594,8 +600,14 @@ fn a_retry_never_drops_what_is_on_the_tasks_branch() {
     d.ok("team.resume", json!({"runId": run}));
     assert_eq!(d.wait(&run), "blocked", "{}", d.status(&run));
     let st = d.status(&run);
-    let error = Daemon::task(&st, "01_edit")["error"].as_str().unwrap_or_default().to_string();
-    assert!(error.contains("holds a commit crew did not put there"), "{st}");
+    let error = Daemon::task(&st, "01_edit")["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        error.contains("holds a commit crew did not put there"),
+        "{st}"
+    );
     assert_eq!(git(w, &["rev-parse", &branch]), users);
 }
 
