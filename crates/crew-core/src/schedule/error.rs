@@ -11,7 +11,7 @@ pub enum ScheduleError {
     Cron { reason: String },
     #[error("timezone: {name:?} is not a known IANA time zone (e.g. Europe/Berlin, UTC)")]
     Timezone { name: String },
-    #[error("intervalMs: must be greater than 0, got {value}")]
+    #[error("intervalMs: must be at least 1000, got {value} (one second is a cron's finest step)")]
     IntervalNotPositive { value: i64 },
     #[error("intervalMs: {value} is too large: the first fire would be past the last representable date")]
     IntervalTooLarge { value: i64 },
