@@ -132,7 +132,55 @@ pub struct Conn {
 /// Replies can be large (artifacts, export bundles): allow well above jsonrpsee's 10 MiB default.
 const MAX_MESSAGE: u32 = 256 * 1024 * 1024;
 
+/// How often a connection crewd turned away for its limit (`max_connections`) is tried again,
+/// waiting 50 ms, then twice as long each time (about 6 s in all).
+const BUSY_TRIES: u32 = 8;
+
 pub async fn connect(socket: &Path) -> anyhow::Result<Conn> {
+    let mut wait = Duration::from_millis(50);
+    for _ in 1..BUSY_TRIES {
+        match connect_once(socket).await {
+            Err(Handshake::Busy(_)) => {
+                tokio::time::sleep(wait).await;
+                wait = wait.saturating_mul(2);
+            }
+            other => return other.map_err(Handshake::into_error),
+        }
+    }
+    connect_once(socket).await.map_err(|e| match e {
+        Handshake::Busy(why) => anyhow::anyhow!(
+            "crewd at {} turned the connection away {BUSY_TRIES} times in a row ({why}): it \
+             is at its connection limit (`max_connections` in its config) with clients that \
+             stay connected; try again when fewer are",
+            socket.display()
+        ),
+        other => other.into_error(),
+    })
+}
+
+/// Why a connection was not made: crewd at its connection limit (refused with 429, or closed
+/// at once), or anything else.
+enum Handshake {
+    Busy(String),
+    Other(anyhow::Error),
+}
+
+impl Handshake {
+    fn into_error(self) -> anyhow::Error {
+        match self {
+            Handshake::Busy(why) => anyhow::anyhow!("{why}"),
+            Handshake::Other(e) => e,
+        }
+    }
+}
+
+impl<E: Into<anyhow::Error>> From<E> for Handshake {
+    fn from(e: E) -> Self {
+        Handshake::Other(e.into())
+    }
+}
+
+async fn connect_once(socket: &Path) -> Result<Conn, Handshake> {
     let stream = match tokio::net::UnixStream::connect(socket).await {
         Ok(s) => s,
         Err(e) => {
@@ -156,10 +204,7 @@ pub async fn connect(socket: &Path) -> anyhow::Result<Conn> {
                     stale: true,
                 }
                 .into()),
-                _ => Err(anyhow::anyhow!(
-                    "cannot connect to {}: {e}",
-                    socket.display()
-                )),
+                _ => Err(anyhow::anyhow!("cannot connect to {}: {e}", socket.display()).into()),
             };
         }
     };
@@ -170,10 +215,15 @@ pub async fn connect(socket: &Path) -> anyhow::Result<Conn> {
         .build_with_stream(url, stream)
         .await
         .map_err(|e| {
-            anyhow::anyhow!(
+            let text = format!(
                 "WebSocket handshake with crewd at {} failed: {e}",
                 socket.display()
-            )
+            );
+            if is_busy(&e) {
+                Handshake::Busy(text)
+            } else {
+                Handshake::Other(anyhow::anyhow!(text))
+            }
         })?;
     let client = ClientBuilder::default()
         // `team.wait` may legitimately take up to an hour; the daemon bounds every call itself.
@@ -181,6 +231,28 @@ pub async fn connect(socket: &Path) -> anyhow::Result<Conn> {
         .max_buffer_capacity_per_subscription(16 * 1024)
         .build_with_tokio(tx, rx);
     Ok(Conn { client })
+}
+
+/// crewd turned the connection away for its limit: jsonrpsee's 429, or crewd's own accept
+/// loop closing it at once (reset, or closed before the handshake's answer).
+fn is_busy(e: &jsonrpsee::client_transport::ws::WsHandshakeError) -> bool {
+    use jsonrpsee::client_transport::ws::WsHandshakeError as W;
+    match e {
+        W::Rejected { status_code, .. } => *status_code == 429,
+        W::Io(io) => matches!(
+            io.kind(),
+            std::io::ErrorKind::ConnectionReset
+                | std::io::ErrorKind::BrokenPipe
+                | std::io::ErrorKind::UnexpectedEof
+        ),
+        // soketto's i/o errors come as text.
+        other => {
+            let t = other.to_string();
+            ["Connection reset", "Broken pipe", "429"]
+                .iter()
+                .any(|m| t.contains(m))
+        }
+    }
 }
 
 impl Conn {

@@ -917,3 +917,31 @@ fn daemon_stop_returns_once_crewd_is_gone() {
         assert_ne!(d.status(run)["run"]["status"], "completed");
     }
 }
+
+/// A crewctl turned away because crewd is at its connection limit tries again for a few
+/// seconds: a short burst of clients (a script's parallel calls) does not fail its calls.
+#[test]
+fn crewctl_waits_out_a_full_connection_limit() {
+    let d = daemon("max_connections = 2\n");
+    // Two clients that stay connected fill the limit.
+    let held: Vec<std::os::unix::net::UnixStream> = (0..2)
+        .map(|_| std::os::unix::net::UnixStream::connect(&d.socket).unwrap())
+        .collect();
+    let crewctl = d.bin.with_file_name("crewctl");
+    assert!(crewctl.exists(), "no crewctl beside {}", d.bin.display());
+    let call = std::process::Command::new(&crewctl)
+        .args(["--socket", d.socket.to_str().unwrap(), "ls"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Turned away at least once before one of them leaves.
+    d.wait_log("connection limit reached");
+    drop(held);
+    let out = call.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
