@@ -611,6 +611,40 @@ fn a_retry_never_drops_what_is_on_the_tasks_branch() {
     assert_eq!(git(w, &["rev-parse", &branch]), users);
 }
 
+/// The run's branch checked out in the user's checkout is never moved under them by a later
+/// integration: the run blocks and says how to go on.
+#[test]
+fn the_runs_branch_is_not_moved_under_the_users_checkout() {
+    let d = Daemon::start();
+    let w = repo(&d).to_path_buf();
+    let w = w.as_path();
+    // The sleep makes the retry's commit a second younger, so its integration differs.
+    team(
+        &d,
+        "one",
+        &[("edit", &[], "[fake:write=b.txt:x][fake:sleep=1100ms]")],
+    );
+    let run = run_wt(&d, "one", json!({}));
+    assert_eq!(d.wait(&run), "completed");
+    git(w, &["switch", "-q", &format!("crew/{run}")]);
+    let head = git(w, &["rev-parse", "HEAD"]);
+    d.ok("team.retry", json!({"runId": run, "taskIds": ["01_edit"]}));
+    assert_eq!(d.wait(&run), "blocked", "{}", d.status(&run));
+    let reason = d.status(&run)["run"]["reason"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        reason.contains("checked out in a checkout of yours"),
+        "{reason}"
+    );
+    assert_eq!(git(w, &["rev-parse", "HEAD"]), head);
+    assert_eq!(git(w, &["status", "--porcelain"]), "");
+    git(w, &["switch", "-q", "main"]);
+    d.ok("team.resume", json!({"runId": run}));
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+}
+
 #[test]
 fn a_killed_daemons_retry_starts_from_a_clean_worktree() {
     let mut d = Daemon::start();

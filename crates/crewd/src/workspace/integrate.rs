@@ -135,6 +135,26 @@ async fn merged(
     }
 }
 
+/// The run's branch is not moved to `to` while a checkout of the user's has it: their HEAD
+/// would move under them, and their index and files then undo crew's change.
+async fn not_under_the_user(repo: &Repo, t: &Target<'_>, to: &str) -> Result<(), Blocked> {
+    let at = repo.resolve(&t.bref).await.map_err(|x| t.failed(x))?;
+    if at.as_deref() == Some(to) {
+        return Ok(());
+    }
+    let checked_out = repo.checked_out_branches().await.map_err(|x| t.failed(x))?;
+    if !checked_out.contains(&t.bref) {
+        return Ok(());
+    }
+    Err(format!(
+        "{} is checked out in a checkout of yours (`git worktree list`), and crew would move it \
+         under you to the run's new result: switch that checkout to another branch (git switch \
+         -), then: crewctl resume {}",
+        t.branch, t.run_id
+    )
+    .into())
+}
+
 /// Merge the leaves' results on the run's branch. A conflict leaves what merged so far on the
 /// branch for the user and blocks the run, naming the tasks whose changes touched the
 /// conflicting paths (for the message, and for a resolver's bounds).
@@ -160,6 +180,7 @@ async fn merge_leaves(
         .map_err(|x| t.failed(x))?
     {
         MergeOutcome::Clean(c) => {
+            not_under_the_user(repo, t, &c).await?;
             conflict::settled(repo, &t.bref, &c, &t.cref)
                 .await
                 .map_err(|x| t.failed(x))?;
@@ -171,6 +192,7 @@ async fn merge_leaves(
             merged_so_far,
         } => (paths, with, merged_so_far),
     };
+    not_under_the_user(repo, t, &merged_so_far).await?;
     conflict::leave_for_user(repo, &t.bref, &t.cref, &merged_so_far)
         .await
         .map_err(|x| t.failed(x))?;
