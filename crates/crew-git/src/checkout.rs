@@ -70,6 +70,22 @@ impl Repo {
                 return Ok(Some(what));
             }
         }
+        // A cherry-pick or revert of several commits stopped between two of them leaves no
+        // CHERRY_PICK_HEAD, only its sequencer's list of what is left.
+        let todo = self.git_path("sequencer/todo").await?;
+        if let Ok(list) = tokio::fs::read_to_string(&todo).await {
+            let first = list
+                .lines()
+                .map(str::trim)
+                .find(|l| !l.is_empty() && !l.starts_with('#'))
+                .unwrap_or_default();
+            let what = if first.starts_with("revert") {
+                InProgress::Revert
+            } else {
+                InProgress::CherryPick
+            };
+            return Ok(Some(what));
+        }
         Ok(None)
     }
 

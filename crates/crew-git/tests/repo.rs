@@ -507,3 +507,40 @@ async fn in_the_way_finds_ignored_files_and_dirty_submodules() {
         ]
     );
 }
+
+/// A cherry-pick of several commits, its first one resolved and committed by hand: git has no
+/// CHERRY_PICK_HEAD then, but the rest waits in its sequencer: still in progress.
+#[tokio::test]
+async fn a_cherry_pick_between_its_commits_is_in_progress() {
+    let d = repo();
+    let p = d.path();
+    sh(p, &["switch", "-q", "-c", "side"]);
+    std::fs::write(p.join("a.txt"), "side\n").unwrap();
+    sh(p, &["commit", "-qam", "side a"]);
+    let a = sh(p, &["rev-parse", "HEAD"]);
+    std::fs::write(p.join("b.txt"), "b\n").unwrap();
+    sh(p, &["add", "b.txt"]);
+    sh(p, &["commit", "-qm", "side b"]);
+    let b = sh(p, &["rev-parse", "HEAD"]);
+    sh(p, &["switch", "-q", "main"]);
+    std::fs::write(p.join("a.txt"), "main\n").unwrap();
+    sh(p, &["commit", "-qam", "main a"]);
+    let r = Git::default().repo(p);
+    assert_eq!(r.in_progress().await.unwrap(), None);
+    let stopped = Command::new("git")
+        .args(["cherry-pick", &a, &b])
+        .current_dir(p)
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@t")
+        .output()
+        .unwrap();
+    assert!(!stopped.status.success(), "the first pick conflicts");
+    std::fs::write(p.join("a.txt"), "both\n").unwrap();
+    sh(p, &["add", "a.txt"]);
+    sh(p, &["commit", "-q", "--no-edit"]);
+    assert!(!p.join(".git/CHERRY_PICK_HEAD").exists());
+    assert_eq!(
+        r.in_progress().await.unwrap(),
+        Some(crew_git::InProgress::CherryPick)
+    );
+}
