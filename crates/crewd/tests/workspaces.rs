@@ -568,13 +568,16 @@ fn a_retry_never_drops_what_is_on_the_tasks_branch() {
     assert_eq!(d.wait(&run), "completed");
     let branch = format!("crew/tasks/{run}/01_edit");
     let first = git(w, &["rev-parse", &branch]);
-    // crew's own result, retried: kept as the attempt's ref.
+    // crew's own result, retried: kept.
     d.ok("team.retry", json!({"runId": run, "taskIds": ["01_edit"]}));
     assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
     assert_eq!(
         git(
             w,
-            &["rev-parse", &format!("refs/crew/{run}/01_edit/attempt-1")]
+            &[
+                "rev-parse",
+                &format!("refs/crew/{run}/01_edit/before-attempt-2")
+            ]
         ),
         first
     );
@@ -938,6 +941,10 @@ fn an_agents_own_commit_is_the_tasks_result() {
     let st = d.status(&run);
     let integrated = st["workspace"]["integrated"]["commit"].as_str().unwrap();
     assert_eq!(show(w, &format!("{integrated}:own.txt")), "mine");
+    // Retried: the branch holds the agent's commit, made as the user but the result crew
+    // recorded, so the retry goes on (it stopped as "a commit crew did not put there").
+    d.ok("team.retry", json!({"runId": run, "taskIds": ["01_only"]}));
+    assert_eq!(d.wait(&run), "completed", "{:#}", d.status(&run));
 }
 
 /// An agent that moves HEAD to a commit without its start (here a new root commit) does not

@@ -124,6 +124,12 @@ pub fn attempt_ref(run_id: &str, task_id: &str, attempt: u32) -> String {
     format!("refs/crew/{run_id}/{task_id}/attempt-{attempt}")
 }
 
+/// What a task's branch held before `attempt` moved it back to the start (crew's earlier
+/// result): kept, never dropped, beside an orphaned attempt's `attempt_ref`.
+pub fn before_attempt_ref(run_id: &str, task_id: &str, attempt: u32) -> String {
+    format!("refs/crew/{run_id}/{task_id}/before-attempt-{attempt}")
+}
+
 /// The start commit recorded for a task (so a retry starts where the first attempt did).
 pub fn start_ref(run_id: &str, task_id: &str) -> String {
     format!("refs/crew/{run_id}/{task_id}/start")

@@ -11,7 +11,9 @@ use super::{
     TaskWorkspace, REPO_FILE,
 };
 use crate::shared::Shared;
-use crew_core::run::workspace::{attempt_ref, conflict_ref, start_ref, task_branch};
+use crew_core::run::workspace::{
+    attempt_ref, before_attempt_ref, conflict_ref, start_ref, task_branch,
+};
 use crew_core::run::AttemptResult;
 use crew_core::usage::Usage;
 use crew_git::{Git, GitError, MergeOutcome, Repo};
@@ -83,6 +85,7 @@ pub fn task_workspace(
         seed_paths: task.plan.seed_paths.clone(),
         writes: task.plan.writes,
         resolve: crew_core::run::resolve::is_resolve(&task.plan),
+        recorded: task.commit().map(|c| c.commit.clone()),
     })
 }
 
@@ -358,8 +361,8 @@ async fn reset_to_mark(repo: &Repo, ws: &TaskWorkspace, branch: &str) {
 }
 
 /// Before the task's branch is moved to `start` (`worktree add -B`): what it holds that a
-/// retry or a resume would drop. Crew's own earlier result is kept as the earlier attempt's ref
-/// (README: `refs/crew/<run>/<task>/attempt-<n>`); a branch checked out in a worktree of the
+/// retry or a resume would drop. Crew's own earlier result is kept
+/// (`refs/crew/<run>/<task>/before-attempt-<n>`); a branch checked out in a worktree of the
 /// user's, or holding a commit crew did not put there, is not moved: the task needs attention
 /// and says how to keep the work.
 async fn keep_branch_tip(
@@ -378,7 +381,10 @@ async fn keep_branch_tip(
     if checked_out.contains(&bref) {
         return Err(needs_attention(conflict::checked_out_message(&ws.run_id, branch)).into());
     }
+    let recorded = ws.recorded.as_deref() == Some(tip.as_str());
     match repo.last_move(&bref).await {
+        // The result crew recorded (an agent's own commit is made as the user).
+        _ if recorded => {}
         // No reflog to tell by (`core.logAllRefUpdates` off): crew's, as before it looked.
         Ok(None) => {}
         Ok(Some(m)) if m.email == crew_git::AUTHOR_EMAIL && m.commit == tip => {}
@@ -397,7 +403,7 @@ async fn keep_branch_tip(
             .into())
         }
     }
-    let keep = attempt_ref(&ws.run_id, &ws.task_id, ws.attempt.saturating_sub(1));
+    let keep = before_attempt_ref(&ws.run_id, &ws.task_id, ws.attempt);
     if let Err(e) = repo.update_ref(&keep, &tip).await {
         return Err(git_failed("cannot keep the task's earlier result", e).into());
     }
