@@ -63,10 +63,6 @@ pub struct TaskWorkspace {
     /// A resolve task (issue 31): it starts from the merge of its inputs with the conflicts
     /// left in the files, and a user's resolution on its branch is its result.
     pub resolve: bool,
-    /// The result commit crew recorded for the task's last completed attempt, if any: its
-    /// branch's tip then is crew's even when the agent made the commit (as the user: agents
-    /// commit with the user's identity).
-    pub recorded: Option<String>,
 }
 
 /// A worktree made for one attempt.

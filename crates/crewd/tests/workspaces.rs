@@ -941,8 +941,30 @@ fn an_agents_own_commit_is_the_tasks_result() {
     let st = d.status(&run);
     let integrated = st["workspace"]["integrated"]["commit"].as_str().unwrap();
     assert_eq!(show(w, &format!("{integrated}:own.txt")), "mine");
-    // Retried: the branch holds the agent's commit, made as the user but the result crew
-    // recorded, so the retry goes on (it stopped as "a commit crew did not put there").
+}
+
+/// Unboxed, an agent commits on the task's branch itself, as the user: a retry goes on, the
+/// tip being the result crew recorded (it stopped as "a commit crew did not put there").
+#[test]
+fn a_retry_after_an_unboxed_agents_own_commit_goes_on() {
+    let script =
+        "echo mine > own.txt && git add own.txt && git commit -qm 'own work' && echo OWN-OK";
+    let d = Daemon::start_with(Opts {
+        config: format!(
+            "sandbox = \"off\"\n[runtimes.committer]\nadapter = \"command\"\ncommand = [\"/bin/sh\", \"-c\", {script:?}]\n"
+        ),
+        ..Opts::default()
+    });
+    let w = repo(&d);
+    one_step_team(&d, "own", "Commit your work.", "executor");
+    let run = run_wt(&d, "own", json!({"runtime": "committer"}));
+    assert_eq!(d.wait(&run), "completed", "{:#}", d.status(&run));
+    let branch = format!("crew/tasks/{run}/01_only");
+    assert_eq!(
+        git(w, &["log", "-g", "-1", "--format=%ge", &branch]),
+        "user@example.com",
+        "the agent moved the branch"
+    );
     d.ok("team.retry", json!({"runId": run, "taskIds": ["01_only"]}));
     assert_eq!(d.wait(&run), "completed", "{:#}", d.status(&run));
 }

@@ -124,6 +124,12 @@ pub fn attempt_ref(run_id: &str, task_id: &str, attempt: u32) -> String {
     format!("refs/crew/{run_id}/{task_id}/attempt-{attempt}")
 }
 
+/// The result commit crew recorded for a task's last attempt that made one: its branch's tip
+/// is crew's then, even when the agent made the commit (agents commit as the user).
+pub fn result_ref(run_id: &str, task_id: &str) -> String {
+    format!("refs/crew/{run_id}/{task_id}/result")
+}
+
 /// What a task's branch held before `attempt` moved it back to the start (crew's earlier
 /// result): kept, never dropped, beside an orphaned attempt's `attempt_ref`.
 pub fn before_attempt_ref(run_id: &str, task_id: &str, attempt: u32) -> String {

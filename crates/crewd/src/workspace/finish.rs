@@ -7,7 +7,7 @@ use super::worktree::{discard, retire};
 use super::{failed, git, git_failed, short, Prepared, TaskWorkspace, PATCH_MAX};
 use crate::shared::Shared;
 use crew_core::checks::VerifyOutcome;
-use crew_core::run::workspace::{attempt_ref, conflict_ref, task_branch};
+use crew_core::run::workspace::{attempt_ref, conflict_ref, result_ref, task_branch};
 use crew_core::run::{ArtifactRef, AttemptResult, ReusedFrom, TaskCommit};
 use crew_core::usage::Usage;
 use crew_git::{Git, GitError, Repo};
@@ -263,6 +263,9 @@ async fn record(
         Some(c) => c,
         None => wt.head().await?.unwrap_or_else(|| prepared.start.clone()),
     };
+    // Marked as crew's: the branch's reflog names the agent's identity when it committed.
+    repo.update_ref(&result_ref(&ws.run_id, &ws.task_id), &commit)
+        .await?;
     let stat = repo.diffstat(&prepared.start, &commit).await?;
     let patch = if commit == prepared.start {
         Vec::new()

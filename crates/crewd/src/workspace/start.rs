@@ -12,7 +12,7 @@ use super::{
 };
 use crate::shared::Shared;
 use crew_core::run::workspace::{
-    attempt_ref, before_attempt_ref, conflict_ref, start_ref, task_branch,
+    attempt_ref, before_attempt_ref, conflict_ref, result_ref, start_ref, task_branch,
 };
 use crew_core::run::AttemptResult;
 use crew_core::usage::Usage;
@@ -85,7 +85,6 @@ pub fn task_workspace(
         seed_paths: task.plan.seed_paths.clone(),
         writes: task.plan.writes,
         resolve: crew_core::run::resolve::is_resolve(&task.plan),
-        recorded: task.commit().map(|c| c.commit.clone()),
     })
 }
 
@@ -381,9 +380,10 @@ async fn keep_branch_tip(
     if checked_out.contains(&bref) {
         return Err(needs_attention(conflict::checked_out_message(&ws.run_id, branch)).into());
     }
-    let recorded = ws.recorded.as_deref() == Some(tip.as_str());
+    // The result crew recorded last: crew's, though an agent's own commit is made as the user.
+    let rref = result_ref(&ws.run_id, &ws.task_id);
+    let recorded = repo.resolve(&rref).await.ok().flatten().as_deref() == Some(tip.as_str());
     match repo.last_move(&bref).await {
-        // The result crew recorded (an agent's own commit is made as the user).
         _ if recorded => {}
         // No reflog to tell by (`core.logAllRefUpdates` off): crew's, as before it looked.
         Ok(None) => {}
