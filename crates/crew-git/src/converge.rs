@@ -156,16 +156,34 @@ impl Repo {
     /// change removes or replaces. Plain `git merge` loses both; an apply must not.
     pub async fn in_the_way(&self, from: &str, to: &str) -> Result<Vec<String>, GitError> {
         let changes = self.changes(from, to).await?;
-        let added: Vec<&str> = changes
+        // Added paths, and the folders on their way, that the work tree holds as something
+        // else (a file or a link where the change makes a folder: `dbg.log` for `dbg.log/x`).
+        let mut added: Vec<String> = Vec::new();
+        for c in changes
             .iter()
             .filter(|c| c.from.is_none() && plain_relative(&c.path))
-            .filter(|c| std::fs::symlink_metadata(self.dir().join(&c.path)).is_ok())
-            .map(|c| c.path.as_str())
-            .collect();
-        let gone_modules: Vec<&str> = changes
+        {
+            if std::fs::symlink_metadata(self.dir().join(&c.path)).is_ok() {
+                added.push(c.path.clone());
+            }
+            for a in Path::new(&c.path).ancestors().skip(1) {
+                if a.as_os_str().is_empty() {
+                    break;
+                }
+                let held = std::fs::symlink_metadata(self.dir().join(a));
+                if held.is_ok_and(|m| !m.is_dir()) {
+                    added.push(a.to_string_lossy().into_owned());
+                }
+            }
+        }
+        added.sort();
+        added.dedup();
+        // Submodules the change turns into a file or a link: git deletes their folder, with
+        // whatever is in it (one the change only removes is left in place by git).
+        let replaced_modules: Vec<&str> = changes
             .iter()
             .filter(|c| c.from.as_ref().is_some_and(Blob::is_submodule))
-            .filter(|c| !c.to.as_ref().is_some_and(Blob::is_submodule))
+            .filter(|c| c.to.as_ref().is_some_and(|b| !b.is_submodule()))
             .map(|c| c.path.as_str())
             .collect();
         let mut found = Vec::new();
@@ -181,24 +199,26 @@ impl Repo {
                 "--exclude-standard",
                 "--",
             ];
-            args.extend(batch.iter().copied());
+            args.extend(batch.iter().map(String::as_str));
             let out = self.run(&args, &[]).await?;
             found.extend(nul_list(&out));
         }
-        for m in gone_modules {
+        for m in replaced_modules {
+            let dir = self.dir().join(m);
+            if !dir.join(".git").exists() {
+                continue;
+            }
+            // Inside the submodule: its changed, untracked and ignored files alike.
             let args = [
-                "--literal-pathspecs",
                 "status",
                 "--porcelain=v1",
                 "-z",
-                "--ignore-submodules=none",
+                "--ignored",
                 "--untracked-files=all",
-                "--",
-                m,
             ];
-            let out = self.run(&args, &[]).await?;
+            let out = self.git.repo(&dir).run(&args, &[]).await?;
             if !out.is_empty() {
-                found.push(format!("{m} (a submodule with changes of its own)"));
+                found.push(format!("{m} (a submodule with files of its own)"));
             }
         }
         Ok(found)

@@ -431,8 +431,8 @@ async fn converge_brings_the_executable_bit() {
 }
 
 /// What an apply's checkout would lose that `git status` does not show: an ignored file where
-/// the change adds one, an ignored file in a folder the change turns into a file, a submodule
-/// with work of its own that the change removes.
+/// the change adds one, or where it adds a folder; an ignored file in a folder the change turns
+/// into a file; a submodule with files of its own that the change turns into a file.
 #[tokio::test]
 async fn in_the_way_finds_ignored_files_and_dirty_submodules() {
     let d = repo();
@@ -460,13 +460,16 @@ async fn in_the_way_finds_ignored_files_and_dirty_submodules() {
     );
     sh(p, &["commit", "-qm", "old"]);
     let old = sh(p, &["rev-parse", "HEAD"]);
-    // The change: out.log tracked, cfg a file, the submodule gone.
+    // The change: out.log tracked, dbg.log/x tracked, cfg a file, the submodule a file.
     sh(p, &["switch", "-q", "-c", "change"]);
     std::fs::write(p.join(".gitignore"), "cfg/local.conf\n").unwrap();
     std::fs::write(p.join("out.log"), "crew\n").unwrap();
+    std::fs::create_dir(p.join("dbg.log")).unwrap();
+    std::fs::write(p.join("dbg.log/x"), "x\n").unwrap();
     sh(p, &["rm", "-q", "-r", "cfg"]);
     std::fs::write(p.join("cfg"), "now a file\n").unwrap();
     sh(p, &["rm", "-q", "sub"]);
+    std::fs::write(p.join("sub"), "now a file\n").unwrap();
     sh(p, &["add", "-A"]);
     sh(p, &["commit", "-qm", "new"]);
     let new = sh(p, &["rev-parse", "HEAD"]);
@@ -490,6 +493,7 @@ async fn in_the_way_finds_ignored_files_and_dirty_submodules() {
 
     // The user's ignored files and the submodule's own work.
     std::fs::write(p.join("out.log"), "precious\n").unwrap();
+    std::fs::write(p.join("dbg.log"), "debugging\n").unwrap();
     std::fs::write(p.join("cfg/local.conf"), "mine\n").unwrap();
     std::fs::write(p.join("sub/mine.txt"), "mine\n").unwrap();
     assert_eq!(
@@ -502,8 +506,9 @@ async fn in_the_way_finds_ignored_files_and_dirty_submodules() {
         found,
         [
             "cfg/local.conf",
+            "dbg.log",
             "out.log",
-            "sub (a submodule with changes of its own)"
+            "sub (a submodule with files of its own)"
         ]
     );
 }

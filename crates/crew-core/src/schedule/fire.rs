@@ -23,7 +23,14 @@ impl Schedule {
     pub fn compile(spec: &ScheduleSpec) -> Result<Schedule, ScheduleError> {
         Ok(match spec {
             ScheduleSpec::Cron { expr } => Schedule::Cron(CronExpr::parse(expr)?),
-            ScheduleSpec::Interval { ms } => Schedule::Interval { ms: *ms },
+            // A job journaled before intervals had a floor fires at most once a second too
+            // (`validate::MIN_INTERVAL_MS`): one of a few milliseconds flooded the journal.
+            ScheduleSpec::Interval { ms } => Schedule::Interval {
+                ms: match *ms {
+                    0 => 0,
+                    ms => ms.max(super::validate::MIN_INTERVAL_MS),
+                },
+            },
             ScheduleSpec::At { at } => Schedule::At(*at),
         })
     }
@@ -128,6 +135,7 @@ mod tests {
             expr: "nope".into(),
         };
         let zero = ScheduleSpec::Interval { ms: 0 };
+        let tiny = ScheduleSpec::Interval { ms: 5 };
         let huge = ScheduleSpec::Interval { ms: u64::MAX };
         let cases: Vec<(&ScheduleSpec, &str, &str, Option<&str>)> = vec![
             (
@@ -207,6 +215,13 @@ mod tests {
             ),
             (&bad_cron, "UTC", "2025-01-01T00:00:00Z", None),
             (&zero, "UTC", "2025-01-01T00:00:00Z", None),
+            // An old journal's 5 ms job: once a second.
+            (
+                &tiny,
+                "UTC",
+                "2025-01-01T00:00:00Z",
+                Some("2025-01-01T00:00:01Z"),
+            ),
             (&huge, "UTC", "2025-01-01T00:00:00Z", None),
         ];
         for (spec, zone, after, want) in cases {

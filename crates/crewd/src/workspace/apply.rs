@@ -88,14 +88,22 @@ struct LockRecord {
 
 const LOCK_RECORD: &str = ".lock.json";
 
+/// Why the index lock was not taken: its record could not be written (crew's state
+/// directory), or the lock itself (someone else's git holds it).
+enum LockFailed {
+    Record(std::io::Error),
+    Lock(std::io::Error),
+}
+
 impl IndexLock {
-    fn take(path: &Path, marker: &str, record: PathBuf) -> std::io::Result<IndexLock> {
+    fn take(path: &Path, marker: &str, record: PathBuf) -> Result<IndexLock, LockFailed> {
         use std::io::Write;
         let bytes = serde_json::to_vec(&LockRecord {
             lock: path.to_path_buf(),
             marker: marker.to_string(),
-        })?;
-        write_intent(&record, &bytes)?;
+        })
+        .map_err(|e| LockFailed::Record(e.into()))?;
+        write_intent(&record, &bytes).map_err(LockFailed::Record)?;
         let f = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -104,14 +112,14 @@ impl IndexLock {
             Ok(f) => f,
             Err(e) => {
                 let _ = std::fs::remove_file(&record);
-                return Err(e);
+                return Err(LockFailed::Lock(e));
             }
         };
         let lock = IndexLock {
             path: path.to_path_buf(),
             record,
         };
-        f.write_all(marker.as_bytes())?;
+        f.write_all(marker.as_bytes()).map_err(LockFailed::Lock)?;
         Ok(lock)
     }
 }
@@ -255,12 +263,16 @@ fn lock_index(
     record: PathBuf,
 ) -> Result<IndexLock, ApiError> {
     let lock_path = index.with_file_name("index.lock");
-    IndexLock::take(&lock_path, marker, record).map_err(|e| {
-        ApiError::invalid_state(format!(
+    IndexLock::take(&lock_path, marker, record).map_err(|e| match e {
+        LockFailed::Record(e) => ApiError::internal(format!(
+            "cannot record the apply's lock in crewd's state directory ({e}); nothing was \
+             changed"
+        )),
+        LockFailed::Lock(e) => ApiError::invalid_state(format!(
             "cannot lock {} ({e}): another git command is running in {checkout}; apply again \
              when it is done (remove the file if no git command is running)",
             lock_path.display()
-        ))
+        )),
     })
 }
 
