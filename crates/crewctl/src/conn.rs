@@ -132,7 +132,7 @@ pub struct Conn {
 /// Replies can be large (artifacts, export bundles): allow well above jsonrpsee's 10 MiB default.
 const MAX_MESSAGE: u32 = 256 * 1024 * 1024;
 
-/// How often a connection crewd turned away for its limit (`max_connections`) is tried again,
+/// How often a connection crewd turned away for its limit (`max_connections`, 429) is tried again,
 /// waiting 50 ms, then twice as long each time (about 6 s in all).
 const BUSY_TRIES: u32 = 8;
 
@@ -158,8 +158,8 @@ pub async fn connect(socket: &Path) -> anyhow::Result<Conn> {
     })
 }
 
-/// Why a connection was not made: crewd at its connection limit (refused with 429, or closed
-/// at once), or anything else.
+/// Why a connection was not made: crewd at its connection limit (refused with 429), or
+/// anything else.
 enum Handshake {
     Busy(String),
     Other(anyhow::Error),
@@ -221,6 +221,12 @@ async fn connect_once(socket: &Path) -> Result<Conn, Handshake> {
             );
             if is_busy(&e) {
                 Handshake::Busy(text)
+            } else if is_forbidden(&e) {
+                Handshake::Other(anyhow::anyhow!(
+                    "crewd at {} refused the connection: it serves only the user it runs as \
+                     (run crewctl as that user)",
+                    socket.display()
+                ))
             } else {
                 Handshake::Other(anyhow::anyhow!(text))
             }
@@ -233,25 +239,24 @@ async fn connect_once(socket: &Path) -> Result<Conn, Handshake> {
     Ok(Conn { client })
 }
 
-/// crewd turned the connection away for its limit: jsonrpsee's 429, or crewd's own accept
-/// loop closing it at once (reset, or closed before the handshake's answer).
+/// crewd turned the connection away for its limit: 429, from its accept loop or jsonrpsee's.
 fn is_busy(e: &jsonrpsee::client_transport::ws::WsHandshakeError) -> bool {
+    rejected_with(e, 429)
+}
+
+/// crewd turned the connection away because the client is another user: 403.
+fn is_forbidden(e: &jsonrpsee::client_transport::ws::WsHandshakeError) -> bool {
+    rejected_with(e, 403)
+}
+
+fn rejected_with(e: &jsonrpsee::client_transport::ws::WsHandshakeError, status: u16) -> bool {
     use jsonrpsee::client_transport::ws::WsHandshakeError as W;
     match e {
-        W::Rejected { status_code, .. } => *status_code == 429,
-        W::Io(io) => matches!(
-            io.kind(),
-            std::io::ErrorKind::ConnectionReset
-                | std::io::ErrorKind::BrokenPipe
-                | std::io::ErrorKind::UnexpectedEof
-        ),
-        // soketto's i/o errors come as text.
-        other => {
-            let t = other.to_string();
-            ["Connection reset", "Broken pipe", "429"]
-                .iter()
-                .any(|m| t.contains(m))
-        }
+        W::Rejected { status_code, .. } => *status_code == status,
+        // soketto's answers come as text.
+        other => other
+            .to_string()
+            .contains(&format!("status code: {status}")),
     }
 }
 

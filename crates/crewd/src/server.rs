@@ -15,6 +15,27 @@ mod front;
 mod limits;
 mod plain_http;
 
+/// A connection turned away says why, as HTTP (`status`), so a client can tell "busy, try
+/// again" (429) from "not yours" (403). Its request head is read first (briefly, bounded):
+/// closing with it unread made the client's write fail before it could read the answer.
+async fn refuse(mut stream: tokio::net::UnixStream, status: &'static str) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut head = Vec::new();
+    let mut buf = [0u8; 2048];
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(1), async {
+        while head.len() < 16 * 1024 && !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            match stream.read(&mut buf).await {
+                Ok(n @ 1..) => head.extend_from_slice(buf.get(..n).unwrap_or_default()),
+                _ => break,
+            }
+        }
+    })
+    .await;
+    let answer = format!("HTTP/1.1 {status}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+    let _ = stream.write_all(answer.as_bytes()).await;
+    let _ = stream.shutdown().await;
+}
+
 /// The largest answer crewd sends (a bundle, a page of events).
 pub const MAX_RESPONSE_BYTES: usize = 32 << 20;
 
@@ -78,10 +99,12 @@ pub fn spawn(
             };
             if cred.uid() != my_uid {
                 tracing::warn!(peer_uid = cred.uid(), peer_pid = ?cred.pid(), "connection from another user refused");
+                tokio::spawn(refuse(stream, "403 Forbidden"));
                 continue;
             }
             if open.load(Ordering::Relaxed) >= max_conns {
                 tracing::warn!(max_conns, "connection limit reached; connection refused");
+                tokio::spawn(refuse(stream, "429 Too Many Requests"));
                 continue;
             }
             let svc = builder.clone().build(methods.clone(), stop.clone());
