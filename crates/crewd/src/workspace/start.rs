@@ -383,12 +383,16 @@ async fn keep_branch_tip(
     // The result crew recorded last: crew's, though an agent's own commit is made as the user.
     let rref = result_ref(&ws.run_id, &ws.task_id);
     let recorded = repo.resolve(&rref).await.ok().flatten().as_deref() == Some(tip.as_str());
-    match repo.last_move(&bref).await {
-        _ if recorded => {}
+    let last_move = match recorded {
+        true => None,
+        false => Some(repo.last_move(&bref).await),
+    };
+    match last_move {
+        None => {}
         // No reflog to tell by (`core.logAllRefUpdates` off): crew's, as before it looked.
-        Ok(None) => {}
-        Ok(Some(m)) if m.email == crew_git::AUTHOR_EMAIL && m.commit == tip => {}
-        _ => {
+        Some(Ok(None)) => {}
+        Some(Ok(Some(m))) if m.email == crew_git::AUTHOR_EMAIL && m.commit == tip => {}
+        Some(_) => {
             return Err(needs_attention(format!(
                 "{branch} holds a commit crew did not put there ({}: yours?); the task starts \
                  over from {} and would drop it from the branch. Keep it on a branch of your \
