@@ -274,6 +274,53 @@ async fn a_plan_is_approved_inline_with_one_key() {
     assert!(t.screen().contains("Run r-1 completed"), "{}", t.screen());
 }
 
+/// On a narrow terminal the answer being typed stays in sight (its end, after a short
+/// prompt); the long hint prints once above, and the whole answer is sent.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_long_answer_stays_in_sight_on_a_narrow_terminal() {
+    need_tmux();
+    let mut s = Script::default();
+    s.results.insert("team.run", run_started());
+    let mut asking = task("01_explore", "waiting");
+    asking["question"] = json!("Which backend?");
+    let mut blocked = status("blocked", vec![asking, task("02_fix", "queued")]);
+    blocked["run"]["reason"] = json!("01_explore asks a question");
+    blocked["run"]["approval"] = json!("not_required");
+    s.results.insert("team.status", blocked);
+    s.results
+        .insert("team.respond", json!({"status": "queued"}));
+    s.events = vec![
+        event(1, "run.started", None, json!({})),
+        event(2, "task.started", Some("01_explore"), json!({"attempt": 1})),
+        event(
+            3,
+            "task.waiting",
+            Some("01_explore"),
+            json!({"attempt": 1, "question": "Which backend?"}),
+        ),
+        event(
+            4,
+            "run.blocked",
+            None,
+            json!({"reason": "01_explore asks a question"}),
+        ),
+    ];
+    let mock = Mock::start(s).await;
+    let t = Tmux::start_sized(&mock.socket, "run x", 40);
+    t.shows("answer 01_explore >").await;
+    let answer = "the in-memory backend, because the tests need no server";
+    t.keys(&[answer]);
+    t.shows("need no server").await;
+    // Sent whole; detach after (the mock's run stays blocked).
+    t.keys(&["Enter"]);
+    t.until("the answer sent", |_| {
+        !mock.calls("team.respond").is_empty()
+    })
+    .await;
+    let sent = mock.calls("team.respond");
+    assert_eq!(sent[0]["message"], answer, "{}", t.screen());
+}
+
 /// Issue 32 (2): while the follow view offers to act on a block, live events go on drawing,
 /// and none is lost: another task starts and finishes, the run is resumed elsewhere, and the
 /// answer typed meanwhile is shown and sent whole. At 80 and 120 columns.

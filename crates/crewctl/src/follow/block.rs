@@ -112,14 +112,29 @@ pub fn offer(f: &mut Follower<'_>, s: &StatusResult) -> Option<Offer> {
         }
     };
     let view = f.ctx.view();
-    let bar = f.ui.offer_line(&view.p(Tone::Warn, &prompt));
+    // The whole hint prints once above the bars (it may wrap there); the line under them is
+    // short, so it fits a narrow terminal and what is typed stays in sight.
+    let short = match &what {
+        What::Plan => "plan? a/r/d >".to_string(),
+        What::Answer(id) => format!("answer {id} >"),
+        What::Resume(_) => "resume? r/d >".to_string(),
+    };
+    let bar = f.ui.offer_line(&view.p(Tone::Warn, &short));
+    if bar.is_some() {
+        f.ui.print(&format!("{}\n", view.p(Tone::Warn, &prompt)));
+    }
     let read = match &what {
         What::Answer(_) => {
             let shown = bar.clone();
             let p = view.p(Tone::Warn, &prompt);
+            let s = view.p(Tone::Warn, &short);
+            // What fits after the short prompt: the end of what is typed.
+            let room = view
+                .width
+                .map(|w| usize::from(w).saturating_sub(display_width(&short) + 2));
             Pending::Line(term::Read::start_with(move |cancel| {
                 term::line_shown(cancel, |typed| match &shown {
-                    Some(b) => b.set_message(format!("{p} {typed}")),
+                    Some(b) => b.set_message(format!("{s} {}", tail_fitting(typed, room))),
                     None => eprint!("\r{p} {typed}"),
                 })
             }))
@@ -210,5 +225,46 @@ fn settled(f: &mut Follower<'_>, what: &str, r: anyhow::Result<()>) -> Outcome {
             f.note(Tone::Bad, &format!("{e:#}"));
             Outcome::KeepWaiting
         }
+    }
+}
+
+fn display_width(s: &str) -> usize {
+    unicode_width::UnicodeWidthStr::width(s)
+}
+
+/// The end of `typed` that fits in `room` columns (all of it without a width), `…` before it
+/// when its start is left out: the cursor is at the end, where the user looks.
+fn tail_fitting(typed: &str, room: Option<usize>) -> String {
+    let Some(room) = room else {
+        return typed.to_string();
+    };
+    if display_width(typed) <= room {
+        return typed.to_string();
+    }
+    let mut width = 1; // the `…`
+    let mut start = typed.len();
+    for (i, c) in typed.char_indices().rev() {
+        let w = unicode_width::UnicodeWidthChar::width(c).unwrap_or(0);
+        if width + w > room {
+            break;
+        }
+        width += w;
+        start = i;
+    }
+    format!("…{}", typed.get(start..).unwrap_or_default())
+}
+
+#[cfg(test)]
+mod fit_tests {
+    use super::tail_fitting;
+
+    #[test]
+    fn the_end_of_what_is_typed_fits() {
+        assert_eq!(tail_fitting("short", Some(10)), "short");
+        assert_eq!(tail_fitting("0123456789abc", Some(5)), "…9abc");
+        // Wide characters count two columns.
+        assert_eq!(tail_fitting("使用数据库", Some(5)), "…据库");
+        assert_eq!(tail_fitting("anything", None), "anything");
+        assert_eq!(tail_fitting("abc", Some(0)), "…");
     }
 }
