@@ -184,7 +184,12 @@ pub fn line(view: &View, e: &Event) -> String {
     // On a terminal one line, cut; piped, a detail stays whole with its own line breaks, its
     // further lines indented (a manual conflict's recipe is commands to paste).
     let text = match view.width {
-        Some(_) => view.cut(&describe(e), 300),
+        // What the terminal leaves after the time, event and task columns (at least a few
+        // words: a task id longer than its column pushes the line anyway).
+        Some(w) => {
+            let used = 8 + 2 + 22 + 1 + TASK_W.max(task.chars().count()) + 1;
+            view.cut(&describe(e), usize::from(w).saturating_sub(used).max(20))
+        }
         None => describe(e).trim_end().replace('\n', "\n    "),
     };
     let line = format!(
@@ -218,7 +223,7 @@ mod tests {
     }
 
     /// Piped, a long detail (a manual conflict's recipe) stays whole, its lines indented; on a
-    /// terminal it is cut to one line.
+    /// terminal it is cut to one line that fits.
     #[test]
     fn piped_details_are_whole() {
         let recipe = format!("{}\nthen: crewctl resume r-1", "x".repeat(400));
@@ -232,6 +237,7 @@ mod tests {
         assert_eq!(whole.lines().count(), 2);
         let cut = line(&view(80), &e);
         assert!(!cut.contains("crewctl resume"), "{cut}");
+        assert!(cut.chars().count() <= 80, "fits the terminal: {cut}");
     }
 
     #[test]
