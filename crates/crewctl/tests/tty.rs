@@ -193,6 +193,50 @@ async fn the_footer_fits_a_narrow_terminal() {
     }
 }
 
+/// A running task whose id is longer than a narrow terminal leaves: its bar is cut to fit, so
+/// it is redrawn in place (a wrapped bar left copies of itself on the lines below).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_long_task_id_fits_a_narrow_terminal() {
+    need_tmux();
+    let long = "part-00-with-a-rather-long-identifier-xyz";
+    let mut s = endless();
+    let mut started = run_started();
+    started["tasks"][0]["id"] = json!(long);
+    s.results.insert("team.run", started);
+    s.results.insert(
+        "team.status",
+        status("running", vec![task(long, "running")]),
+    );
+    s.events = vec![
+        event(1, "run.started", None, json!({})),
+        event(2, "task.started", Some(long), json!({"attempt": 1})),
+    ];
+    let mock = Mock::start(s).await;
+    let t = Tmux::start_sized(&mock.socket, "run x", 40);
+    t.until("the task's bar", |t| t.screen().contains("part-00"))
+        .await;
+    for _ in 0..5 {
+        let screen = t.screen();
+        assert!(
+            !screen.contains("xyz"),
+            "the id is cut, not wrapped: {screen}"
+        );
+        let lone = screen.lines().any(|l| {
+            let l = l.trim();
+            // A duration's end (`5h`, `2s`): digits in it, nothing but letters and digits.
+            !l.is_empty()
+                && l.len() <= 8
+                && l.chars().all(|c| c.is_ascii_alphanumeric())
+                && l.chars().any(|c| c.is_ascii_digit())
+        });
+        assert!(
+            !lone,
+            "a piece of a bar wrapped to a line of its own: {screen}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn one_key_without_enter_cancels_or_keeps_following() {
     need_tmux();

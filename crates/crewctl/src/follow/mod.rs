@@ -508,9 +508,9 @@ struct Bars {
     running: ProgressStyle,
 }
 
-/// Columns of the footer besides its message: the spinner and a space, a space and the run's
-/// duration (`59m59s`, `1h02m`: at most 6) and one to spare.
-const FOOTER_FIXED: usize = 2 + 1 + 6 + 1;
+/// Columns of a bar besides its message: the spinner and a space, a space and the duration
+/// (`59m59s`, `1h02m`, `272d05h`: at most 8) and one to spare.
+const FOOTER_FIXED: usize = 2 + 1 + 8 + 1;
 
 fn elapsed_style(template: &str, ticks: &[String]) -> ProgressStyle {
     let ticks: Vec<&str> = ticks.iter().map(String::as_str).collect();
@@ -658,7 +658,14 @@ impl Bars {
                         ProgressBar::new_spinner().with_elapsed(elapsed),
                     );
                     bar.set_style(self.running.clone());
-                    bar.set_prefix(format!("{:<width$}", t.id));
+                    // An id longer than the terminal leaves beside the spinner and the
+                    // duration is cut: a bar that wraps is redrawn over the lines below it.
+                    let room = view
+                        .width
+                        .map_or(usize::MAX, |w| usize::from(w).saturating_sub(FOOTER_FIXED));
+                    let shown = width.min(room);
+                    let id = crate::render::units::cut(&t.id, shown);
+                    bar.set_prefix(format!("{id:<shown$}"));
                     bar.enable_steady_tick(Duration::from_millis(120));
                     bar
                 });
