@@ -159,6 +159,8 @@ impl Repo {
         // Added paths, and the folders on their way, that the work tree holds as something
         // else (a file or a link where the change makes a folder: `dbg.log` for `dbg.log/x`).
         let mut added: Vec<String> = Vec::new();
+        // Each folder once, however many added paths lie under it.
+        let mut looked: std::collections::HashSet<&Path> = std::collections::HashSet::new();
         for c in changes
             .iter()
             .filter(|c| c.from.is_none() && plain_relative(&c.path))
@@ -167,7 +169,7 @@ impl Repo {
                 added.push(c.path.clone());
             }
             for a in Path::new(&c.path).ancestors().skip(1) {
-                if a.as_os_str().is_empty() {
+                if a.as_os_str().is_empty() || !looked.insert(a) {
                     break;
                 }
                 let held = std::fs::symlink_metadata(self.dir().join(a));
@@ -201,7 +203,7 @@ impl Repo {
             ];
             args.extend(batch.iter().map(String::as_str));
             let out = self.run(&args, &[]).await?;
-            found.extend(nul_list(&out));
+            found.extend(crate::parse::nul_list(&out));
         }
         for m in replaced_modules {
             let dir = self.dir().join(m);
@@ -347,14 +349,6 @@ impl Repo {
 fn is_exec(meta: &std::fs::Metadata) -> bool {
     use std::os::unix::fs::PermissionsExt;
     meta.permissions().mode() & 0o100 != 0
-}
-
-/// The NUL-separated names git printed.
-fn nul_list(out: &[u8]) -> Vec<String> {
-    out.split(|b| *b == 0)
-        .filter(|f| !f.is_empty())
-        .map(|f| String::from_utf8_lossy(f).into_owned())
-        .collect()
 }
 
 /// A path inside the checkout: relative, no `..`, no `.git`, nothing empty.

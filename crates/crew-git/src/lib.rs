@@ -567,11 +567,7 @@ impl Repo {
                 &[],
             )
             .await?;
-        Ok(out
-            .split(|b| *b == 0)
-            .filter(|p| !p.is_empty())
-            .map(|p| String::from_utf8_lossy(p).into_owned())
-            .collect())
+        Ok(parse::nul_list(&out))
     }
 
     /// The patch from `from` to `to`, binary files included, at most `cap` bytes: git's output

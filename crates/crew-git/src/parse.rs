@@ -65,6 +65,14 @@ pub(crate) fn conflict_paths(out: &[u8]) -> Vec<String> {
     paths
 }
 
+/// The NUL-separated names git printed (`-z`), empty fields left out.
+pub(crate) fn nul_list(out: &[u8]) -> Vec<String> {
+    out.split(|b| *b == 0)
+        .filter(|f| !f.is_empty())
+        .map(|f| String::from_utf8_lossy(f).into_owned())
+        .collect()
+}
+
 /// `status --porcelain=v1 -z --no-renames`: `XY path\0` entries.
 pub(crate) fn status_paths(out: &[u8]) -> Vec<String> {
     out.split(|b| *b == 0)

@@ -318,15 +318,12 @@ async fn a_plan_is_approved_inline_with_one_key() {
     assert!(t.screen().contains("Run r-1 completed"), "{}", t.screen());
 }
 
-/// On a narrow terminal the answer being typed stays in sight (its end, after a short
-/// prompt); the long hint prints once above, and the whole answer is sent.
-#[tokio::test(flavor = "multi_thread")]
-async fn a_long_answer_stays_in_sight_on_a_narrow_terminal() {
-    need_tmux();
+/// A run blocked on 01_explore's `question` (02_fix queued behind it), `team.respond` queued.
+fn asking(question: &str) -> Script {
     let mut s = Script::default();
     s.results.insert("team.run", run_started());
     let mut asking = task("01_explore", "waiting");
-    asking["question"] = json!("Which backend?");
+    asking["question"] = json!(question);
     let mut blocked = status("blocked", vec![asking, task("02_fix", "queued")]);
     blocked["run"]["reason"] = json!("01_explore asks a question");
     blocked["run"]["approval"] = json!("not_required");
@@ -340,7 +337,7 @@ async fn a_long_answer_stays_in_sight_on_a_narrow_terminal() {
             3,
             "task.waiting",
             Some("01_explore"),
-            json!({"attempt": 1, "question": "Which backend?"}),
+            json!({"attempt": 1, "question": question}),
         ),
         event(
             4,
@@ -349,7 +346,15 @@ async fn a_long_answer_stays_in_sight_on_a_narrow_terminal() {
             json!({"reason": "01_explore asks a question"}),
         ),
     ];
-    let mock = Mock::start(s).await;
+    s
+}
+
+/// On a narrow terminal the answer being typed stays in sight (its end, after a short
+/// prompt); the long hint prints once above, and the whole answer is sent.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_long_answer_stays_in_sight_on_a_narrow_terminal() {
+    need_tmux();
+    let mock = Mock::start(asking("Which backend?")).await;
     let t = Tmux::start_sized(&mock.socket, "run x", 40);
     t.shows("answer 01_explore >").await;
     let answer = "the in-memory backend, because the tests need no server";
@@ -372,32 +377,7 @@ async fn a_long_answer_stays_in_sight_on_a_narrow_terminal() {
 async fn live_events_draw_while_a_block_is_offered() {
     need_tmux();
     for columns in [80, 120] {
-        let mut s = Script::default();
-        s.results.insert("team.run", run_started());
-        let mut asking = task("01_explore", "waiting");
-        asking["question"] = json!("Which backend: redis or memory?");
-        let mut blocked = status("blocked", vec![asking, task("02_fix", "queued")]);
-        blocked["run"]["reason"] = json!("01_explore asks a question");
-        blocked["run"]["approval"] = json!("not_required");
-        s.results.insert("team.status", blocked);
-        s.results
-            .insert("team.respond", json!({"status": "queued"}));
-        s.events = vec![
-            event(1, "run.started", None, json!({})),
-            event(2, "task.started", Some("01_explore"), json!({"attempt": 1})),
-            event(
-                3,
-                "task.waiting",
-                Some("01_explore"),
-                json!({"attempt": 1, "question": "Which backend: redis or memory?"}),
-            ),
-            event(
-                4,
-                "run.blocked",
-                None,
-                json!({"reason": "01_explore asks a question"}),
-            ),
-        ];
+        let mut s = asking("Which backend: redis or memory?");
         s.after_call.insert(
             "team.respond",
             vec![

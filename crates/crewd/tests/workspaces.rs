@@ -915,23 +915,35 @@ fn a_writing_task_reuses_its_result_commit_only_from_the_same_start_commit() {
     assert!(Daemon::task(&d.status(&r4), "01_edit")["reusedFrom"].is_null());
 }
 
+/// A daemon (more config in `extra`) whose runtime `committer` is an agent that commits its
+/// own work in the task's worktree (`own.txt`).
+fn committer(extra: &str) -> Daemon {
+    let script =
+        "echo mine > own.txt && git add own.txt && git commit -qm 'own work' && echo OWN-OK";
+    Daemon::start_with(Opts {
+        config: format!(
+            "{extra}[runtimes.committer]\nadapter = \"command\"\ncommand = [\"/bin/sh\", \"-c\", {script:?}]\n"
+        ),
+        ..Opts::default()
+    })
+}
+
+/// A completed worktree run of the committer's one step (task `01_only`).
+fn committed_run(d: &Daemon) -> String {
+    one_step_team(d, "own", "Commit your work.", "executor");
+    let run = run_wt(d, "own", json!({"runtime": "committer"}));
+    assert_eq!(d.wait(&run), "completed", "{:#}", d.status(&run));
+    run
+}
+
 /// An agent that commits its own work (agents often do; a boxed one may): that commit is the
 /// task's result and reaches the integration. Before, a clean tree after the agent's commit
 /// read as "nothing changed" and the result was the start, the agent's commit dropped.
 #[test]
 fn an_agents_own_commit_is_the_tasks_result() {
-    let script =
-        "echo mine > own.txt && git add own.txt && git commit -qm 'own work' && echo OWN-OK";
-    let d = Daemon::start_with(Opts {
-        config: format!(
-            "[runtimes.committer]\nadapter = \"command\"\ncommand = [\"/bin/sh\", \"-c\", {script:?}]\n"
-        ),
-        ..Opts::default()
-    });
+    let d = committer("");
     let w = repo(&d);
-    one_step_team(&d, "own", "Commit your work.", "executor");
-    let run = run_wt(&d, "own", json!({"runtime": "committer"}));
-    assert_eq!(d.wait(&run), "completed", "{:#}", d.status(&run));
+    let run = committed_run(&d);
     let c = completed_commit(&d, &run, "01_only");
     let commit = c["commit"].as_str().unwrap();
     assert_ne!(c["start"].as_str().unwrap(), commit, "{c}");
@@ -947,18 +959,9 @@ fn an_agents_own_commit_is_the_tasks_result() {
 /// tip being the result crew recorded (it stopped as "a commit crew did not put there").
 #[test]
 fn a_retry_after_an_unboxed_agents_own_commit_goes_on() {
-    let script =
-        "echo mine > own.txt && git add own.txt && git commit -qm 'own work' && echo OWN-OK";
-    let d = Daemon::start_with(Opts {
-        config: format!(
-            "sandbox = \"off\"\n[runtimes.committer]\nadapter = \"command\"\ncommand = [\"/bin/sh\", \"-c\", {script:?}]\n"
-        ),
-        ..Opts::default()
-    });
+    let d = committer("sandbox = \"off\"\n");
     let w = repo(&d);
-    one_step_team(&d, "own", "Commit your work.", "executor");
-    let run = run_wt(&d, "own", json!({"runtime": "committer"}));
-    assert_eq!(d.wait(&run), "completed", "{:#}", d.status(&run));
+    let run = committed_run(&d);
     let branch = format!("crew/tasks/{run}/01_only");
     assert_eq!(
         git(w, &["log", "-g", "-1", "--format=%ge", &branch]),

@@ -131,7 +131,7 @@ pub fn offer(f: &mut Follower<'_>, s: &StatusResult) -> Option<Offer> {
             // What fits after the short prompt: the end of what is typed.
             let room = view
                 .width
-                .map(|w| usize::from(w).saturating_sub(display_width(&short) + 2));
+                .map(|w| usize::from(w).saturating_sub(crate::render::table::width_of(&short) + 2));
             Pending::Line(term::Read::start_with(move |cancel| {
                 term::line_shown(cancel, |typed| match &shown {
                     Some(b) => b.set_message(format!("{s} {}", tail_fitting(typed, room))),
@@ -228,17 +228,13 @@ fn settled(f: &mut Follower<'_>, what: &str, r: anyhow::Result<()>) -> Outcome {
     }
 }
 
-fn display_width(s: &str) -> usize {
-    unicode_width::UnicodeWidthStr::width(s)
-}
-
 /// The end of `typed` that fits in `room` columns (all of it without a width), `…` before it
 /// when its start is left out: the cursor is at the end, where the user looks.
 fn tail_fitting(typed: &str, room: Option<usize>) -> String {
     let Some(room) = room else {
         return typed.to_string();
     };
-    if display_width(typed) <= room {
+    if crate::render::table::width_of(typed) <= room {
         return typed.to_string();
     }
     let mut width = 1; // the `…`

@@ -510,7 +510,14 @@ struct Bars {
 
 /// Columns of a bar besides its message: the spinner and a space, a space and the duration
 /// (`59m59s`, `1h02m`, `272d05h`: at most 8) and one to spare.
-const FOOTER_FIXED: usize = 2 + 1 + 8 + 1;
+const BAR_FIXED: usize = 2 + 1 + 8 + 1;
+
+/// What the terminal leaves a bar's text beside its spinner and duration (a bar that wraps is
+/// redrawn over the lines below it); unbounded without a width.
+fn bar_room(view: &View) -> usize {
+    view.width
+        .map_or(usize::MAX, |w| usize::from(w).saturating_sub(BAR_FIXED))
+}
 
 fn elapsed_style(template: &str, ticks: &[String]) -> ProgressStyle {
     let ticks: Vec<&str> = ticks.iter().map(String::as_str).collect();
@@ -617,14 +624,10 @@ impl Ui {
                 tokens(usage_tokens(&u)),
                 cost(u.cost)
             );
-            // Cut here to what the terminal leaves beside the spinner and the duration:
-            // indicatif's `{wide_msg}` beside the custom `{dur}` left the line 2 columns too
-            // wide, and the duration wrapped onto a line of its own.
-            let room = view
-                .width
-                .map(|w| usize::from(w).saturating_sub(FOOTER_FIXED))
-                .unwrap_or(usize::MAX);
-            b.footer.set_message(crate::render::units::cut(&line, room));
+            // Cut here: indicatif's `{wide_msg}` beside the custom `{dur}` left the line 2
+            // columns too wide, and the duration wrapped onto a line of its own.
+            b.footer
+                .set_message(crate::render::units::cut(&line, bar_room(view)));
         }
     }
 
@@ -658,12 +661,8 @@ impl Bars {
                         ProgressBar::new_spinner().with_elapsed(elapsed),
                     );
                     bar.set_style(self.running.clone());
-                    // An id longer than the terminal leaves beside the spinner and the
-                    // duration is cut: a bar that wraps is redrawn over the lines below it.
-                    let room = view
-                        .width
-                        .map_or(usize::MAX, |w| usize::from(w).saturating_sub(FOOTER_FIXED));
-                    let shown = width.min(room);
+                    // An id longer than the room is cut.
+                    let shown = width.min(bar_room(view));
                     let id = crate::render::units::cut(&t.id, shown);
                     bar.set_prefix(format!("{id:<shown$}"));
                     bar.enable_steady_tick(Duration::from_millis(120));

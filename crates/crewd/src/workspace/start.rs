@@ -383,28 +383,12 @@ async fn keep_branch_tip(
     // The result crew recorded last: crew's, though an agent's own commit is made as the user.
     let rref = result_ref(&ws.run_id, &ws.task_id);
     let recorded = repo.resolve(&rref).await.ok().flatten().as_deref() == Some(tip.as_str());
-    let last_move = match recorded {
-        true => None,
-        false => Some(repo.last_move(&bref).await),
-    };
-    match last_move {
-        None => {}
-        // No reflog to tell by (`core.logAllRefUpdates` off): crew's, as before it looked.
-        Some(Ok(None)) => {}
-        Some(Ok(Some(m))) if m.email == crew_git::AUTHOR_EMAIL && m.commit == tip => {}
-        Some(_) => {
-            return Err(needs_attention(format!(
-                "{branch} holds a commit crew did not put there ({}: yours?); the task starts \
-                 over from {} and would drop it from the branch. Keep it on a branch of your \
-                 own (git branch <name> {}), then move crew's back (git branch -f {branch} {}), \
-                 then: crewctl resume {}",
-                short(&tip),
-                short(start),
-                short(&tip),
-                short(start),
-                ws.run_id
-            ))
-            .into())
+    if !recorded {
+        match repo.last_move(&bref).await {
+            // No reflog to tell by (`core.logAllRefUpdates` off): crew's, as before it looked.
+            Ok(None) => {}
+            Ok(Some(m)) if m.email == crew_git::AUTHOR_EMAIL && m.commit == tip => {}
+            _ => return Err(moved_by_someone(ws, branch, &tip, start)),
         }
     }
     let keep = before_attempt_ref(&ws.run_id, &ws.task_id, ws.attempt);
@@ -412,6 +396,22 @@ async fn keep_branch_tip(
         return Err(git_failed("cannot keep the task's earlier result", e).into());
     }
     Ok(())
+}
+
+/// A task branch holding a commit crew did not put there: how to keep it and go on.
+fn moved_by_someone(ws: &TaskWorkspace, branch: &str, tip: &str, start: &str) -> NotStarted {
+    needs_attention(format!(
+        "{branch} holds a commit crew did not put there ({}: yours?); the task starts over \
+         from {} and would drop it from the branch. Keep it on a branch of your own (git \
+         branch <name> {}), then move crew's back (git branch -f {branch} {}), then: crewctl \
+         resume {}",
+        short(tip),
+        short(start),
+        short(tip),
+        short(start),
+        ws.run_id
+    ))
+    .into()
 }
 
 fn needs_attention(reason: String) -> AttemptResult {
