@@ -31,6 +31,10 @@ pub struct Core {
     pub state: State,
     pub shared: Arc<Shared>,
     pub workers: HashMap<(String, String), WorkerHandle>,
+    /// Workers told to stop whose end has not been reported yet, by (run, task): their attempt.
+    /// The task's next attempt waits for it (`workers::dispatch`): both would work in the
+    /// task's one working tree, the old one perhaps for its whole kill grace.
+    pub stopping: HashMap<(String, String), u32>,
     emitted_seq: u64,
     batch: Vec<Event>,
     callbacks: Vec<CommitFn>,
@@ -62,6 +66,7 @@ impl Core {
             state,
             shared,
             workers: HashMap::new(),
+            stopping: HashMap::new(),
             emitted_seq,
             batch: Vec::new(),
             callbacks: Vec::new(),
@@ -163,6 +168,7 @@ impl Core {
     /// A worker whose task is no longer running (cancelled, budget, run cancelled) is stopped.
     fn reconcile_workers(&mut self) {
         let state = &self.state;
+        let stopping = &mut self.stopping;
         self.workers.retain(|(run, task), h| {
             let current = state
                 .run(run)
@@ -176,6 +182,7 @@ impl Core {
                 let _ = h.ctl.send(WorkerCtl::Stop {
                     reason: reason.unwrap_or_else(|| "cancelled".into()),
                 });
+                stopping.insert((run.clone(), task.clone()), h.attempt);
             }
             current
         });

@@ -564,6 +564,65 @@ fn a_person_picks_before_and_after_dependents_started() {
     assert!(diff["patch"].as_str().unwrap().contains("+one"), "{diff}");
 }
 
+/// A person changing their mind: two picks in a row after the run completed, a few times. The first queues
+/// the dependent again, which starts at once; the second stops that attempt and queues it once
+/// more. Its next attempt waits for the stopped one's end: both would work in its one
+/// worktree (seen as git failing in the middle of an attempt, or as a false "checked out in a
+/// worktree of yours"). The run completes from the last pick.
+#[test]
+fn two_picks_in_a_row_run_the_dependent_once_more_from_the_last() {
+    let d = Daemon::start();
+    repo(&d);
+    let base = d.home.join(".config/crew");
+    std::fs::create_dir_all(base.join("teams")).unwrap();
+    std::fs::create_dir_all(base.join("workflows")).unwrap();
+    std::fs::write(
+        base.join("teams/picky.team.md"),
+        "---\nname: picky\ndefaultWorkflow: picky\n---\n\n- executor: agent=executor\n",
+    )
+    .unwrap();
+    std::fs::write(
+        base.join("workflows/picky.workflow.md"),
+        "---\nname: picky\n---\n\n## build\nrole: executor\ncandidates: 3\nselect: smallest\n\n\
+         [fake:cand-write=1:ok.txt:one\\n][fake:cand-write=2:ok.txt:two\\n][fake:cand-write=2:more.txt:m\\n][fake:cand-write=3:ok.txt:three\\n][fake:cand-write=3:more.txt:m\\nm\\n]\n\n\
+         ## after\nrole: executor\ndependsOn: build\n\nthen [fake:append=after.txt:after\\n]\n",
+    )
+    .unwrap();
+    let run = run_in(&d, "picky", json!({}));
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    // The second pick lands wherever the restarted attempt is (preparing its worktree, its
+    // agent, committing): a few rounds to meet more of those moments.
+    for _ in 0..3 {
+        for k in [3, 2] {
+            d.ok(
+                "team.pick",
+                json!({"runId": run, "taskId": "01_build", "candidate": k}),
+            );
+        }
+        assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    }
+    let evs = d.events(Some(&run));
+    let done = of(&evs, "task.completed", "02_after");
+    let start = done.last().unwrap()["data"]["commit"]["start"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let two = of(&evs, "task.completed", "_cand-01_build-2")[0]["data"]["commit"]["commit"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let built_on_two = std::process::Command::new("git")
+        .args(["merge-base", "--is-ancestor", &two, &start])
+        .current_dir(&d.work)
+        .status()
+        .unwrap()
+        .success();
+    assert!(
+        built_on_two,
+        "after's last attempt did not start from candidate 2"
+    );
+}
+
 /// A user team `name` whose planner fans out (answering the block in `block`), with the
 /// `executor` line as given, then `integrate` reading the added tasks' files.
 fn fan_team(d: &Daemon, name: &str, executor: &str, block: &Value) {

@@ -958,6 +958,41 @@ fn cancel_of_a_worker_that_ignores_sigterm_kills_it_after_the_grace() {
     assert!(d.log_text().contains("ignored SIGTERM"));
 }
 
+/// A task's next attempt starts only once the worker of its last one is gone: a retry right
+/// after a cancel, while that worker still sits out its grace (SIGTERM ignored), would
+/// otherwise run two agents of one task at once, in one working tree.
+#[test]
+fn a_retry_waits_for_the_stopped_workers_end() {
+    let d = daemon("kill_grace_ms = 3000\nno_output_timeout_ms = 60000");
+    one_step_team(
+        &d,
+        "stubborn",
+        "Hold on. [fake:sleep=30s] [fake:ignore-sigterm]",
+        "explorer",
+    );
+    let run = d.run("stubborn", json!({"team": "stubborn"}));
+    let first = wait_for_event(&d, &run, "worker.spawned")["data"]["pid"]
+        .as_i64()
+        .unwrap();
+    wait_until(Duration::from_secs(10), || sigterm_ignored(first));
+    d.ok("team.cancel", json!({"runId": run}));
+    let r = d.ok("team.retry", json!({"runId": run, "taskIds": ["01_only"]}));
+    assert_eq!(r["requeuedTaskIds"], json!(["01_only"]), "{r}");
+    // The second worker's start, seen as it happens.
+    let second = loop {
+        let pids = spawned_pids(&d.events(Some(&run)));
+        if let Some(p) = pids.get(1) {
+            break *p;
+        }
+        let _ = d.ok("team.wait", json!({"runId": run, "timeoutMs": 100}));
+    };
+    assert!(
+        !pgid_alive(first),
+        "attempt 2 (worker {second}) started while attempt 1's worker {first} still ran"
+    );
+    d.ok("team.cancel", json!({"runId": run}));
+}
+
 // ---------------------------------------------------------------------------------------------
 // Subscriptions over WebSocket.
 

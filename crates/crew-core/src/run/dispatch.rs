@@ -18,10 +18,15 @@ pub struct Start {
     pub event: Pending,
 }
 
-fn ready(run: &RunState, now: DateTime<Utc>) -> impl Iterator<Item = usize> + '_ {
+fn ready<'a>(
+    run: &'a RunState,
+    now: DateTime<Utc>,
+    held: &'a dyn Fn(&str, &str) -> bool,
+) -> impl Iterator<Item = usize> + 'a {
     run.tasks.iter().enumerate().filter_map(move |(i, t)| {
         let ok = t.status == TaskStatus::Queued
             && t.not_before().is_none_or(|nb| nb <= now)
+            && !held(&run.id, &t.plan.id)
             && t.plan.depends_on.iter().all(|d| {
                 run.task(d).is_some_and(|dt| {
                     dt.status == TaskStatus::Completed
@@ -61,17 +66,22 @@ fn scope_busy(run: &RunState, i: usize, picked: &[usize]) -> bool {
 impl State {
     /// Pick the tasks to start now. The caller applies each `event` before the next call.
     pub fn dispatch(&mut self, now: DateTime<Utc>, max_workers: usize) -> Vec<Start> {
-        self.dispatch_pooled(now, &[max_workers], &|_| 0)
+        self.dispatch_pooled(now, &[max_workers], &|_| 0, &|_, _| false)
     }
 
     /// `dispatch` with several worker pools: each run's workers count against the pool
     /// `pool_of` names (an index into `caps`, the pools' sizes; out of range is the last), so
     /// runs placed on a cluster have slots of their own beside the machine's.
+    ///
+    /// `held(run, task)`: a queued task that may not start yet for a reason only the daemon
+    /// knows (a worker of its last attempt is still on its way out, in the task's one working
+    /// tree).
     pub fn dispatch_pooled(
         &mut self,
         now: DateTime<Utc>,
         caps: &[usize],
         pool_of: &dyn Fn(&RunState) -> usize,
+        held: &dyn Fn(&str, &str) -> bool,
     ) -> Vec<Start> {
         let last = caps.len().saturating_sub(1);
         let mut free: Vec<usize> = caps.to_vec();
@@ -121,7 +131,7 @@ impl State {
                     continue;
                 }
                 if let Some(i) =
-                    ready(run, now).find(|i| !mine.contains(i) && !scope_busy(run, *i, mine))
+                    ready(run, now, held).find(|i| !mine.contains(i) && !scope_busy(run, *i, mine))
                 {
                     mine.push(i);
                     picks.push(((*id).clone(), i));

@@ -474,7 +474,7 @@ fn pools_bound_their_own_runs_only() {
     let pool = |r: &RunState| usize::from(r.id == "r3");
     let started: Vec<String> = sim
         .st
-        .dispatch_pooled(sim.now, &[1, 3], &pool)
+        .dispatch_pooled(sim.now, &[1, 3], &pool, &|_, _| false)
         .into_iter()
         .map(|s| {
             let id = format!("{}/{}", s.run_id, s.task_id);
@@ -494,9 +494,44 @@ fn pools_bound_their_own_runs_only() {
         "{started:?}"
     );
     // Full on both sides: nothing more, whatever is ready.
-    assert!(sim.st.dispatch_pooled(sim.now, &[1, 3], &pool).is_empty());
+    assert!(sim
+        .st
+        .dispatch_pooled(sim.now, &[1, 3], &pool, &|_, _| false)
+        .is_empty());
     // A pool index past the list is the last pool.
-    assert!(sim.st.dispatch_pooled(sim.now, &[1, 3], &|_| 7).is_empty());
+    assert!(sim
+        .st
+        .dispatch_pooled(sim.now, &[1, 3], &|_| 7, &|_, _| false)
+        .is_empty());
+}
+
+#[test]
+fn a_held_task_waits_and_its_slot_goes_to_the_next_ready_one() {
+    // r1's first task is held (its last worker still ends): r1's next ready task takes the
+    // slot, and the first is started once it is no longer held.
+    let mut sim = three_runs();
+    let held = |r: &str, t: &str| r == "r1" && t == "01_a";
+    let one_run = |r: &RunState| usize::from(r.id != "r1");
+    let started: Vec<String> = sim
+        .st
+        .dispatch_pooled(sim.now, &[1, 0], &one_run, &held)
+        .into_iter()
+        .map(|s| {
+            sim.emit(vec![s.event]);
+            format!("{}/{}", s.run_id, s.task_id)
+        })
+        .collect();
+    assert_eq!(started, ["r1/02_b"]);
+    let later = sim
+        .st
+        .dispatch_pooled(sim.now, &[2, 0], &one_run, &|_, _| false);
+    assert_eq!(
+        later
+            .iter()
+            .map(|s| format!("{}/{}", s.run_id, s.task_id))
+            .collect::<Vec<_>>(),
+        ["r1/01_a"]
+    );
 }
 
 #[test]

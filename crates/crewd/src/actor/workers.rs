@@ -24,7 +24,11 @@ pub struct WorkerHandle {
 
 /// Start every task that may start now.
 pub fn dispatch(core: &mut Core, now: chrono::DateTime<chrono::Utc>) {
-    let starts = crate::placement::dispatch(&mut core.state, &core.shared.config, now);
+    let stopping = &core.stopping;
+    let held = |run: &str, task: &str| {
+        !stopping.is_empty() && stopping.contains_key(&(run.to_string(), task.to_string()))
+    };
+    let starts = crate::placement::dispatch(&mut core.state, &core.shared.config, now, &held);
     for s in starts {
         let spec = match attempt_spec(core, &s.run_id, &s.task_id, s.attempt) {
             Ok(spec) => spec,
@@ -408,6 +412,11 @@ pub fn on_finished(core: &mut Core, report: Report) {
         .is_some_and(|h| h.attempt == report.attempt)
     {
         core.workers.remove(&key);
+    }
+    if core.stopping.get(&key) == Some(&report.attempt) {
+        // The task may start its next attempt now.
+        core.stopping.remove(&key);
+        core.touch(&report.run_id);
     }
     let still_running = core
         .state

@@ -77,14 +77,16 @@ pub trait JobLedger: Send + Sync {
 }
 
 /// Pick the tasks to start now: runs on a local runtime share `max_workers`, runs on a Slurm
-/// runtime share `[slurm].max_workers` (a cluster takes more than the machine).
+/// runtime share `[slurm].max_workers` (a cluster takes more than the machine). `held` tasks
+/// wait (a worker of their last attempt is still on its way out: `Core::stopping`).
 pub fn dispatch(
     state: &mut crew_core::run::State,
     cfg: &crate::config::Config,
     now: chrono::DateTime<chrono::Utc>,
+    held: &dyn Fn(&str, &str) -> bool,
 ) -> Vec<Start> {
     let Some(slurm) = &cfg.slurm else {
-        return state.dispatch(now, cfg.max_workers);
+        return state.dispatch_pooled(now, &[cfg.max_workers], &|_| 0, held);
     };
     let remote: Vec<&str> = cfg
         .runtimes
@@ -94,7 +96,7 @@ pub fn dispatch(
         .collect();
     let pool =
         |run: &crew_core::run::RunState| usize::from(remote.contains(&run.spec.runtime.as_str()));
-    state.dispatch_pooled(now, &[cfg.max_workers, slurm.max_workers], &pool)
+    state.dispatch_pooled(now, &[cfg.max_workers, slurm.max_workers], &pool, held)
 }
 
 /// Running tasks on Slurm runtimes (each task's own: a candidate's may differ from its run's)
