@@ -307,7 +307,11 @@ fn env_home(adapter: AdapterKind) -> Option<(&'static str, &'static [&'static st
 
 /// Toolchains and caches every boxed attempt sees under `$HOME`: (path, writable).
 const TOOLCHAINS: &[(&str, bool)] = &[
-    (".cargo", false),
+    // Not all of `~/.cargo`: `credentials.toml` (a registry token) sits there too.
+    (".cargo/bin", false),
+    (".cargo/config.toml", false),
+    (".cargo/config", false),
+    (".cargo/env", false),
     (".cargo/registry", true),
     (".cargo/git", true),
     (".rustup", false),
@@ -317,17 +321,54 @@ const TOOLCHAINS: &[(&str, bool)] = &[
     (".nvm", false),
 ];
 
-/// The directory a program's install lives in: the folder holding its outermost
-/// `node_modules` (an npm CLI reads its whole package tree), else the program's own folder.
-fn install_dir(program: &Path) -> Option<PathBuf> {
+/// What of a program's install the box shows: the folder holding its outermost
+/// `node_modules` (an npm CLI reads its whole package tree), else the program's own folder —
+/// unless that folder holds `home` (a script in `~`, an `npm install` without `-g` in `~`,
+/// anything in `/`): then only the `node_modules` folder, or only the program, or all of
+/// `$HOME` (`~/.ssh` with it) would be in the box.
+fn install_dir(program: &Path, home: Option<&Path>) -> Option<PathBuf> {
     let real = std::fs::canonicalize(program).ok()?;
     let nm = real
         .ancestors()
         .filter(|a| a.file_name().is_some_and(|n| n == "node_modules"))
-        .last()
-        .and_then(Path::parent);
-    nm.or_else(|| real.parent()).map(Path::to_path_buf)
+        .last();
+    let dir = nm.and_then(Path::parent).or_else(|| real.parent())?;
+    if !holds_home(dir, home) {
+        return Some(dir.to_path_buf());
+    }
+    Some(nm.unwrap_or(&real).to_path_buf())
 }
+
+/// Whether binding `dir` would bring all of `home` (or of `/`) into the box.
+fn holds_home(dir: &Path, home: Option<&Path>) -> bool {
+    let home = home.map(|h| std::fs::canonicalize(h).unwrap_or_else(|_| h.to_path_buf()));
+    dir.parent().is_none() || home.is_some_and(|h| h.starts_with(dir))
+}
+
+/// crew's own programs, which sit beside crewd (on a node, beside crew-worker): the fake
+/// agent, crewctl for the ask server. Their folder, unless it holds `home`: then the programs
+/// alone.
+fn crews_programs(home: Option<&Path>) -> Vec<PathBuf> {
+    let Some(dir) = std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(Path::to_path_buf))
+    else {
+        return Vec::new();
+    };
+    if !holds_home(&dir, home) {
+        return vec![dir];
+    }
+    CREW_PROGRAMS.iter().map(|p| dir.join(p)).collect()
+}
+
+/// The programs crew installs side by side (Makefile's `BINS`).
+const CREW_PROGRAMS: &[&str] = &[
+    "crewd",
+    "crewctl",
+    "crew-fake-agent",
+    "crew-box",
+    "crew-worker",
+];
 
 /// In shared mode the workspace is the user's checkout itself, `.git` included. What in it
 /// makes git run a program stays read-only — the config (`core.fsmonitor`, `core.hooksPath`,
@@ -518,14 +559,8 @@ pub fn spec(i: &Inputs) -> BoxSpec {
             }
         }
     }
-    ro.extend(i.program.and_then(install_dir));
-    // crew's own programs (the fake agent, crewctl for the ask server) sit beside crewd (on
-    // a node, beside crew-worker).
-    ro.extend(
-        std::env::current_exe()
-            .ok()
-            .and_then(|e| e.parent().map(Path::to_path_buf)),
-    );
+    ro.extend(i.program.and_then(|p| install_dir(p, i.home)));
+    ro.extend(crews_programs(i.home));
     ro.extend(i.sandbox_read.iter().cloned());
     rw.extend(i.sandbox_write.iter().cloned());
     BoxSpec {
@@ -611,6 +646,45 @@ mod tests {
     }
 
     #[test]
+    fn an_install_that_would_hold_the_home_is_narrowed() {
+        let d = tempfile::tempdir().unwrap();
+        let home = d.path().join("h");
+        let touch = |rel: &str| {
+            let p = home.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(&p, "x").unwrap();
+            p
+        };
+        // program -> what the box shows of its install
+        let table: &[(&str, &str)] = &[
+            ("agent.sh", "agent.sh"),
+            ("node_modules/cli/bin.js", "node_modules"),
+            (
+                ".npm-global/lib/node_modules/@a/cli/bin.js",
+                ".npm-global/lib",
+            ),
+            ("tools/agent/run.sh", "tools/agent"),
+            ("proj/node_modules/cli/bin.js", "proj"),
+        ];
+        for (program, shown) in table {
+            let p = touch(program);
+            assert_eq!(
+                install_dir(&p, Some(&home)),
+                Some(std::fs::canonicalize(home.join(shown)).unwrap()),
+                "{program}"
+            );
+        }
+        // No home known: only `/` itself is narrowed.
+        assert_eq!(
+            install_dir(&touch("agent.sh"), None),
+            Some(std::fs::canonicalize(&home).unwrap())
+        );
+        assert!(holds_home(Path::new("/"), None));
+        assert!(holds_home(d.path(), Some(&home)));
+        assert!(!holds_home(&home.join("tools"), Some(&home)));
+    }
+
+    #[test]
     fn an_agents_box() {
         // The task's metadata is real: its `config.worktree` is made to be bound.
         let meta = tempfile::tempdir().unwrap();
@@ -646,7 +720,7 @@ mod tests {
             "/s/runs/r/prompts",
             "/s/runs/r/skills",
             "/s/runs/r/extensions",
-            "/h/.cargo",
+            "/h/.cargo/bin",
         ] {
             assert!(has(&b.read_only, p), "{p} read-only");
         }
@@ -659,6 +733,8 @@ mod tests {
         for p in [
             "/h",
             "/h/.ssh",
+            "/h/.cargo",
+            "/h/.cargo/credentials.toml",
             "/s",
             "/s/worktrees/r",
             "/s/runs/r",

@@ -77,6 +77,76 @@ fn boxed_writer(script: &str) -> Daemon {
     })
 }
 
+/// An agent CLI installed in `$HOME` itself — a script in `~`, an `npm install` without `-g`
+/// (`~/node_modules/.bin/…`) — brings its install into the box, never all of `$HOME` with it;
+/// and of `~/.cargo` the toolchain is there, a registry token (`credentials.toml`) is not.
+#[test]
+fn an_agent_installed_in_home_brings_its_install_not_the_home() {
+    const NAME: &str = "an_agent_installed_in_home_brings_its_install_not_the_home";
+    if let Err(why) = bwrap_works() {
+        skip(NAME, &format!("bubblewrap cannot make a box here: {why}"));
+    }
+    out_of_tmp();
+    let mut d = Daemon::start();
+    let h = d.home.clone();
+    repo(&d.work);
+    std::fs::create_dir_all(h.join(".ssh")).unwrap();
+    std::fs::write(h.join(".ssh/id_ed25519"), "PRIVATE KEY\n").unwrap();
+    std::fs::create_dir_all(h.join(".cargo/bin")).unwrap();
+    std::fs::write(h.join(".cargo/credentials.toml"), "token = \"x\"\n").unwrap();
+    std::fs::write(h.join(".cargo/bin/tool"), "a tool\n").unwrap();
+    let hd = h.display();
+    let script = format!(
+        "#!/bin/sh\ncat {hd}/.ssh/id_ed25519 2>/dev/null && echo ESCAPE ssh-key\n\
+         cat {hd}/.cargo/credentials.toml 2>/dev/null && echo ESCAPE cargo-credentials\n\
+         cat {hd}/.cargo/bin/tool >/dev/null 2>&1 && echo TOOL-OK\n\
+         cat \"$(dirname \"$0\")/../fakecli/package.json\" >/dev/null 2>&1 && echo PACKAGE-OK\n\
+         echo done\n"
+    );
+    let in_home = h.join("agent.sh");
+    let pkg = h.join("node_modules/fakecli");
+    std::fs::create_dir_all(&pkg).unwrap();
+    std::fs::create_dir_all(h.join("node_modules/.bin")).unwrap();
+    std::fs::write(pkg.join("package.json"), "{}\n").unwrap();
+    for f in [&in_home, &pkg.join("cli.sh")] {
+        std::fs::write(f, &script).unwrap();
+        std::fs::set_permissions(f, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    }
+    std::os::unix::fs::symlink("../fakecli/cli.sh", h.join("node_modules/.bin/fakecli")).unwrap();
+    let npm = h.join("node_modules/.bin/fakecli");
+    std::fs::write(
+        &d.config,
+        format!(
+            "sandbox = \"required\"\nallow_no_change = true\n\
+             [runtimes.home]\nadapter = \"command\"\ncommand = [{:?}]\n\
+             [runtimes.npm]\nadapter = \"command\"\ncommand = [{:?}]\n",
+            in_home.display().to_string(),
+            npm.display().to_string(),
+        ),
+    )
+    .unwrap();
+    d.restart();
+    one_step_team(&d, "h", "Look around.", "executor");
+    for (runtime, package) in [("home", false), ("npm", true)] {
+        let run = d.run(
+            "look",
+            json!({"team": "h", "runtime": runtime, "workspace": "worktree"}),
+        );
+        let end = d.wait(&run);
+        let result = result_of(&d, &run);
+        assert_eq!(end, "completed", "{runtime}: {}", d.status(&run));
+        assert!(result.contains("done"), "{runtime}: {result}");
+        assert!(!result.contains("ESCAPE"), "{runtime}: {result}");
+        assert!(result.contains("TOOL-OK"), "{runtime}: {result}");
+        // The npm CLI's package tree is there.
+        assert_eq!(
+            result.contains("PACKAGE-OK"),
+            package,
+            "{runtime}: {result}"
+        );
+    }
+}
+
 /// What the one-step run's task answered (its result file).
 fn result_of(d: &Daemon, run: &str) -> String {
     d.ok(
