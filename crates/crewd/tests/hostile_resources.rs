@@ -387,6 +387,47 @@ fn bundle_task_ids_cannot_leave_the_state_dir() {
     assert_eq!(e["code"], -32602);
 }
 
+/// A bundle whose run holds a task named like one of crew's own files (`_repo`, the shared
+/// reader checkout's folder) is refused, also when no event names the task (a run cancelled
+/// before it started: the name is only in `run.created`'s plan).
+#[test]
+fn a_bundles_task_named_like_crews_files_is_refused() {
+    let d = Daemon::start();
+    d.project_file(
+        "teams/two.team.md",
+        "---\nname: two\ndefaultWorkflow: two\n---\n\n- explorer: agent=explorer\n",
+    );
+    d.project_file(
+        "workflows/two.workflow.md",
+        "---\nname: two\n---\n\n## first\nrole: explorer\n\n[fake:sleep=30s]\n\n\
+         ## second\nrole: explorer\ndependsOn: first\n\nthen\n",
+    );
+    let run = d.run("two", json!({"team": "two"}));
+    while !d
+        .events(Some(&run))
+        .iter()
+        .any(|e| e["type"] == "worker.spawned")
+    {
+        let _ = d.ok("team.wait", json!({"runId": run, "timeoutMs": 100}));
+    }
+    d.ok("team.cancel", json!({"runId": run}));
+    assert_eq!(d.wait(&run), "cancelled");
+    let events = d.events(Some(&run));
+    assert!(
+        !events.iter().any(|e| e["taskId"] == "02_second"),
+        "an event names the second task"
+    );
+    let bundle = d.ok("team.export", json!({"runId": run}))["bundle"].clone();
+    d.ok("team.forget", json!({"runId": run}));
+    for name in ["_repo", "_readers-0123abcd", "_system-0123abcd"] {
+        let mut forged = text_replaced(&bundle, "02_second", name);
+        reseal(&mut forged);
+        let e = d.err("team.import", json!({"bundle": forged}));
+        assert_eq!(e["code"], 1003, "{name}: {e}");
+        assert!(e.to_string().contains("reserved"), "{name}: {e}");
+    }
+}
+
 /// Issue 19: pi-crew's project folders load as project resources (`.pi/agents`, `.pi/teams` as
 /// the team root when there is no `.crew`, pi's skill folders), under `.crew`'s trust and link
 /// rules; `.crew` wins a name clash.

@@ -84,6 +84,10 @@ pub fn validate(bundle: &Value) -> Result<Validated, ApiError> {
     run::no_options(&events)?;
     run::absolute_cwd(&run)?;
     refuse_any(
+        "the bundle's run has tasks named like crew's own files",
+        run::task_id_diags(&run),
+    )?;
+    refuse_any(
         "the bundle's worktree run names what crew never records",
         run::workspace_diags(&run),
     )?;

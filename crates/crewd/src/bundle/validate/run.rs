@@ -274,6 +274,28 @@ fn option_like(v: &Value, at: &str, out: &mut Vec<String>) {
 /// cwd in its repository is a relative path inside it (an absolute or `..` one would put the
 /// agent's cwd, writable in its box, outside its worktree, where the confirmation does not
 /// show), and the repository is an absolute path.
+/// Every task the run holds has an id crew could have given it: one of crew's own names
+/// (`_repo`, a `_readers-…` checkout, a `_system-…` prompt) would be a task whose worktree,
+/// result or prompt is crew's file. The events' `taskId`s are checked with the history; these
+/// are the ids inside them (the plan of `run.created`, the tasks a fan-out, a fix or a resolve
+/// added).
+pub(super) fn task_id_diags(run: &RunState) -> Vec<Diagnostic> {
+    run.tasks
+        .iter()
+        .map(|t| t.plan.id.as_str())
+        .filter(|id| !crew_core::ids::reserved::task_id_allowed_in_import(id))
+        .take(MAX_LISTED)
+        .map(|id| {
+            diag(
+                "events",
+                format!(
+                    "task {id:?} is in crew's reserved scheme (`_…`) but not a task id crew makes"
+                ),
+            )
+        })
+        .collect()
+}
+
 pub(super) fn workspace_diags(run: &RunState) -> Vec<Diagnostic> {
     let Some(ws) = &run.spec.workspace else {
         return Vec::new();
