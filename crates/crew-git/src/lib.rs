@@ -38,6 +38,17 @@ use std::process::Stdio;
 use std::time::Duration;
 
 /// The identity of every commit crew makes (results, merges, snapshots).
+/// What every git crew runs is given before its arguments: the repository's hooks and its
+/// fsmonitor program (git starts it for every status, add, checkout, read-tree and fetch in a
+/// work tree) never run for crew. `Repo`'s own commands add them; a git started elsewhere
+/// (a Slurm attempt's bundles) takes them from here.
+pub const GUARDS: [&str; 4] = [
+    "-c",
+    "core.hooksPath=/dev/null",
+    "-c",
+    "core.fsmonitor=false",
+];
+
 pub const AUTHOR_NAME: &str = "crew";
 pub const AUTHOR_EMAIL: &str = "crew@localhost";
 
@@ -139,12 +150,8 @@ impl Repo {
     ) -> tokio::process::Command {
         let mut cmd = tokio::process::Command::new(&self.git.program);
         // Hooks of the user's repository never run for crew's commits, merges and checkouts,
-        // and neither does its fsmonitor program (git would start it for every status, add,
-        // checkout and diff of the work tree, as for the user's own commands).
-        cmd.arg("-c")
-            .arg("core.hooksPath=/dev/null")
-            .arg("-c")
-            .arg("core.fsmonitor=false");
+        // and neither does its fsmonitor program.
+        cmd.args(GUARDS);
         cmd.args(args)
             .current_dir(&self.dir)
             .stdin(Stdio::null())

@@ -329,7 +329,7 @@ fn shared_bundle(
 fn thin_ok(worktree: &str, run_id: &str, base: &str, start: &str, base_bundle: &Path) -> bool {
     let git_ok = |args: &[&str]| {
         std::process::Command::new("git")
-            .args(["-c", "core.hooksPath=/dev/null"])
+            .args(crew_git::GUARDS)
             .args(args)
             .current_dir(worktree)
             .stdin(std::process::Stdio::null())
@@ -383,7 +383,8 @@ fn bundle(worktree: &str, out: &Path, revs: &[&str]) -> std::io::Result<()> {
         NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     ));
     let o = std::process::Command::new("git")
-        .args(["-c", "core.hooksPath=/dev/null", "bundle", "create", "-q"])
+        .args(crew_git::GUARDS)
+        .args(["bundle", "create", "-q"])
         .arg(&tmp)
         .args(revs)
         .current_dir(worktree)

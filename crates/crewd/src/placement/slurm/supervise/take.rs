@@ -210,7 +210,7 @@ pub(super) async fn take_result(
 
 async fn git(dir: &str, args: &[&str], timeout: Duration) -> Result<String, String> {
     let run = tokio::process::Command::new("git")
-        .args(["-c", "core.hooksPath=/dev/null"])
+        .args(crew_git::GUARDS)
         .args(args)
         .current_dir(dir)
         .env("GIT_TERMINAL_PROMPT", "0")
@@ -235,6 +235,40 @@ async fn git(dir: &str, args: &[&str], timeout: Duration) -> Result<String, Stri
 mod tests {
     use super::super::mkfifo;
     use super::*;
+
+    /// The repository's fsmonitor program is a program of its choice: taking a worker's result
+    /// into crew's worktree (fetch, read-tree) never starts it.
+    #[tokio::test]
+    async fn taking_a_result_never_starts_the_repositorys_fsmonitor() {
+        let d = tempfile::tempdir().unwrap();
+        let (w, marker) = (d.path().join("w"), d.path().join("ran"));
+        std::fs::create_dir(&w).unwrap();
+        let sh = |cmd: &str| {
+            let ok = std::process::Command::new("sh")
+                .args(["-c", cmd])
+                .current_dir(&w)
+                .status()
+                .unwrap()
+                .success();
+            assert!(ok, "{cmd}");
+        };
+        let monitor = d.path().join("monitor.sh");
+        std::fs::write(&monitor, format!("#!/bin/sh\ntouch {}\n", marker.display())).unwrap();
+        sh(&format!(
+            "chmod +x {m} && git init -q && git -c user.name=u -c user.email=u@x commit -q \
+             --allow-empty -m one && git config core.fsmonitor {m} && touch f && git add f && \
+             git -c user.name=u -c user.email=u@x commit -q -m two",
+            m = monitor.display()
+        ));
+        let _ = std::fs::remove_file(&marker);
+        let w = w.to_str().unwrap();
+        let t = Duration::from_secs(30);
+        git(w, &["fetch", "-q", ".", "HEAD"], t).await.unwrap();
+        git(w, &["read-tree", "-u", "--reset", "HEAD~1"], t)
+            .await
+            .unwrap();
+        assert!(!marker.exists(), "the fsmonitor program ran");
+    }
 
     #[test]
     fn a_workers_files_are_taken_only_inside_the_runs_layout() {
