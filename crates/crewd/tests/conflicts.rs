@@ -264,11 +264,16 @@ fn a_resolution_lacking_an_input_is_refused_naming_it_and_the_branch_is_untouche
         "the branch is as the user left it"
     );
 
-    // Following the refusal's commands (in a worktree again) completes the run.
-    let wt = d.work.parent().unwrap().join("again");
-    git(w, &["worktree", "add", "-q", path_str(&wt), &branch]);
-    let (resume_cmd, _) = follow_in(&wt, &refused);
-    git(w, &["worktree", "remove", path_str(&wt)]);
+    // Following the refusal's commands literally, from the repository where the first
+    // message left the shell, completes the run; the user's checkout stays as it was.
+    let head = git(w, &["rev-parse", "HEAD"]);
+    let (resume_cmd, _) = follow(w, &refused, &[]);
+    assert_eq!(
+        git(w, &["rev-parse", "HEAD"]),
+        head,
+        "the user's checkout moved"
+    );
+    assert_eq!(git(w, &["rev-parse", "--abbrev-ref", "HEAD"]), "main");
     let finished = branch_tip(w, &branch);
     resume(&d, &resume_cmd);
     assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
@@ -278,18 +283,6 @@ fn a_resolution_lacking_an_input_is_refused_naming_it_and_the_branch_is_untouche
         finished.as_str()
     );
     git(w, &["merge-base", "--is-ancestor", &users, &finished]);
-}
-
-/// The refusal's commands, run in the user's worktree `wt`.
-fn follow_in(wt: &Path, message: &str) -> (Vec<String>, PathBuf) {
-    for c in commands(message) {
-        match c.first().map(String::as_str) {
-            Some("crewctl") => return (c, wt.to_path_buf()),
-            Some("git") => assert!(git_may_fail(wt, &c[1..]), "{c:?} failed"),
-            _ => panic!("unexpected {c:?}"),
-        }
-    }
-    panic!("no resume in {message}")
 }
 
 #[test]
@@ -358,10 +351,13 @@ fn an_integration_resolution_lacking_a_result_is_refused_and_one_holding_all_is_
         "the branch is as the user left it"
     );
 
-    let wt = d.work.parent().unwrap().join("again");
-    git(w, &["worktree", "add", "-q", path_str(&wt), &branch]);
-    let (resume_cmd, _) = follow_in(&wt, &refused);
-    git(w, &["worktree", "remove", path_str(&wt)]);
+    let head = git(w, &["rev-parse", "HEAD"]);
+    let (resume_cmd, _) = follow(w, &refused, &[]);
+    assert_eq!(
+        git(w, &["rev-parse", "HEAD"]),
+        head,
+        "the user's checkout moved"
+    );
     let finished = branch_tip(w, &branch);
     resume(&d, &resume_cmd);
     assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));

@@ -167,14 +167,43 @@ fn names(inputs: &[&Input]) -> String {
         .join(", ")
 }
 
+/// Where a conflict is resolved by hand: the repository, the run, the branch, and the task
+/// whose worktree path the commands use (`None`: the run's integration).
+pub struct Place<'a> {
+    pub repo: &'a str,
+    pub run_id: &'a str,
+    pub branch: &'a str,
+    pub task: Option<&'a str>,
+}
+
+impl Place<'_> {
+    /// `body`'s commands in a worktree of the user's own, never their checkout: added (or
+    /// found from before), entered, left and removed, then the resume.
+    fn steps(&self, body: &[String]) -> String {
+        let (repo, branch) = (self.repo, self.branch);
+        let wt = worktree_path(repo, self.run_id, self.task);
+        let mut m = format!(
+            "In a worktree of your own (your checkout is not touched):\n  \
+             git -C {repo} worktree add {wt} {branch}   # there from before: skip this line\n  \
+             cd {wt}\n"
+        );
+        for line in body {
+            m.push_str(&format!("  {line}\n"));
+        }
+        // Out of the worktree before it goes, so the shell is not left in a removed directory.
+        m.push_str(&format!(
+            "  cd {repo}\n  git worktree remove {wt}\nthen: crewctl resume {}",
+            self.run_id
+        ));
+        m
+    }
+}
+
 /// The manual way, followed literally: what merged, where it stopped, what is not merged yet,
 /// and the commands (a worktree of the user's own, one `git merge` per input left, then
 /// `crewctl resume`). `what` names the merge ("its dependencies", "the run's results").
 pub fn manual_message(
-    repo: &str,
-    run_id: &str,
-    branch: &str,
-    worktree_for: Option<&str>,
+    place: &Place<'_>,
     what: &str,
     inputs: &[Input],
     stopped: &Stopped<'_>,
@@ -206,35 +235,30 @@ pub fn manual_message(
     if rest.len() > 1 {
         m.push_str(&format!("; not merged yet: {}", names(&rest[1..])));
     }
-    let wt = worktree_path(repo, run_id, worktree_for);
-    m.push_str(&format!(
-        ".\nResolve it in a worktree of your own (your checkout is not touched):\n  \
-         git -C {repo} worktree add {wt} {branch}\n  cd {wt}\n"
-    ));
-    for (n, i) in rest.iter().enumerate() {
-        let note = if n == 0 {
-            "conflicts: fix the files, git add them, git commit"
-        } else {
-            "if it conflicts: fix, git add, git commit"
-        };
-        m.push_str(&format!(
-            "  git merge --no-edit {}   # {}: {note}\n",
-            i.commit, i.task
-        ));
-    }
-    // Out of the worktree before it goes, so the shell is not left in a removed directory.
-    m.push_str(&format!(
-        "  cd {repo}\n  git worktree remove {wt}\nthen: crewctl resume {run_id}"
-    ));
+    m.push_str(".\nResolve it. ");
+    let merges: Vec<String> = rest
+        .iter()
+        .enumerate()
+        .map(|(n, i)| {
+            let note = if n == 0 {
+                "conflicts: fix the files, git add them, git commit"
+            } else {
+                "if it conflicts: fix, git add, git commit"
+            };
+            format!("git merge --no-edit {}   # {}: {note}", i.commit, i.task)
+        })
+        .collect();
+    m.push_str(&place.steps(&merges));
     m
 }
 
-/// A resolution that lacks inputs, refused: which ones, how to add them, and that the branch
-/// stays as the user made it.
-pub fn lacks_message(run_id: &str, branch: &str, tip: &str, missing: &[Input]) -> String {
+/// A resolution that lacks inputs, refused: which ones, how to add them (in the user's own
+/// worktree, as the first message said), and that the branch stays as the user made it.
+pub fn lacks_message(place: &Place<'_>, tip: &str, missing: &[Input]) -> String {
     let mut m = format!(
-        "the resolution on {branch} ({}) lacks the result of {}; it was not taken and the \
-         branch is left as you made it. Merge what it lacks there:\n",
+        "the resolution on {} ({}) lacks the result of {}; it was not taken and the branch is \
+         left as you made it. Merge what it lacks on it. ",
+        place.branch,
         short(tip),
         missing
             .iter()
@@ -242,24 +266,25 @@ pub fn lacks_message(run_id: &str, branch: &str, tip: &str, missing: &[Input]) -
             .collect::<Vec<_>>()
             .join(", ")
     );
-    for i in missing {
-        m.push_str(&format!(
-            "  git merge --no-edit {}   # {}\n",
-            i.commit, i.task
-        ));
-    }
-    m.push_str(&format!("then: crewctl resume {run_id}"));
+    let merges: Vec<String> = missing
+        .iter()
+        .map(|i| format!("git merge --no-edit {}   # {}", i.commit, i.task))
+        .collect();
+    m.push_str(&place.steps(&merges));
     m
 }
 
 /// A resolution that still has conflict markers, refused.
-pub fn markers_message(run_id: &str, branch: &str, tip: &str, found: &[String]) -> String {
-    format!(
-        "the resolution on {branch} ({}) still has conflict markers at {}; it was not taken and \
-         the branch is left as you made it. Fix those lines, commit, then: crewctl resume {run_id}",
+pub fn markers_message(place: &Place<'_>, tip: &str, found: &[String]) -> String {
+    let mut m = format!(
+        "the resolution on {} ({}) still has conflict markers at {}; it was not taken and the \
+         branch is left as you made it. Fix those lines on it. ",
+        place.branch,
         short(tip),
         found.join(", ")
-    )
+    );
+    m.push_str(&place.steps(&["# remove the markers, then: git add -A && git commit".to_string()]));
+    m
 }
 
 /// The branch is checked out in a worktree (the user's, left after resolving): crew's task
@@ -292,10 +317,12 @@ mod tests {
         let inputs = three();
         let paths = vec!["src/lib.rs".to_string()];
         let m = manual_message(
-            "/src/proj",
-            "r-1",
-            "crew/tasks/r-1/03_integrate",
-            Some("03_integrate"),
+            &Place {
+                repo: "/src/proj",
+                run_id: "r-1",
+                branch: "crew/tasks/r-1/03_integrate",
+                task: Some("03_integrate"),
+            },
             "its dependencies",
             &inputs,
             &Stopped {
@@ -325,18 +352,44 @@ mod tests {
         assert!(!m.contains("git switch") && !m.contains("retry"), "{m}");
     }
 
+    /// A refusal's commands, followed literally where the last message left the shell (the
+    /// repository), work on the branch in the user's own worktree, never in their checkout.
     #[test]
-    fn a_refusal_names_what_the_resolution_lacks() {
+    fn a_refusal_names_what_the_resolution_lacks_and_where_to_merge_it() {
         let inputs = three();
-        let m = lacks_message("r-1", "crew/r-1", &"a".repeat(40), &inputs[2..]);
+        let place = Place {
+            repo: "/src/proj",
+            run_id: "r-1",
+            branch: "crew/r-1",
+            task: None,
+        };
+        let tip = "a".repeat(40);
+        let lacks = lacks_message(&place, &tip, &inputs[2..]);
         assert!(
-            m.contains("lacks the result of changelog (222222222222)"),
-            "{m}"
+            lacks.contains("lacks the result of changelog (222222222222)"),
+            "{lacks}"
         );
+        assert!(lacks.contains("left as you made it"), "{lacks}");
+        let markers = markers_message(&place, &tip, &["a.txt:3".to_string()]);
         assert!(
-            m.contains(&format!("git merge --no-edit {}", inputs[2].commit)),
-            "{m}"
+            markers.contains("still has conflict markers at a.txt:3"),
+            "{markers}"
         );
-        assert!(m.contains("left as you made it"), "{m}");
+        for (m, step) in [
+            (&lacks, format!("git merge --no-edit {}", inputs[2].commit)),
+            (&markers, "git add -A && git commit".to_string()),
+        ] {
+            let lines: Vec<&str> = m.lines().map(str::trim).collect();
+            let at = |needle: &str| lines.iter().position(|l| l.contains(needle));
+            let add =
+                at("git -C /src/proj worktree add /src/proj-resolve-r-1._integration crew/r-1");
+            let cd = at("cd /src/proj-resolve-r-1._integration");
+            let work = at(&step);
+            assert!(
+                add.is_some() && add < cd && cd < work,
+                "{step} is not after entering the worktree: {m}"
+            );
+            assert!(m.ends_with("then: crewctl resume r-1"), "{m}");
+        }
     }
 }

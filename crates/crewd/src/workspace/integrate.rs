@@ -80,6 +80,16 @@ struct Target<'a> {
 }
 
 impl<'a> Target<'a> {
+    /// Where its conflict is resolved by hand.
+    fn place<'b>(&'b self, ws: &'b WorkspaceSpec) -> conflict::Place<'b> {
+        conflict::Place {
+            repo: &ws.repo,
+            run_id: self.run_id,
+            branch: &self.branch,
+            task: None,
+        }
+    }
+
     fn new(run_id: &'a str, leaves: &[(String, String)]) -> Self {
         let branch = run_branch(run_id);
         Target {
@@ -126,10 +136,10 @@ async fn merged(
             Ok(tip)
         }
         conflict::Tip::Lacks { tip, missing } => {
-            Err(conflict::lacks_message(t.run_id, &t.branch, &tip, &missing).into())
+            Err(conflict::lacks_message(&t.place(ws), &tip, &missing).into())
         }
         conflict::Tip::Markers { tip, found } => {
-            Err(conflict::markers_message(t.run_id, &t.branch, &tip, &found).into())
+            Err(conflict::markers_message(&t.place(ws), &tip, &found).into())
         }
         conflict::Tip::Merge => merge_leaves(repo, ws, t, tasks).await,
     }
@@ -198,10 +208,7 @@ async fn merge_leaves(
         .map_err(|x| t.failed(x))?;
     let involved = touched_by(repo, tasks, &paths).await;
     let reason = conflict::manual_message(
-        &ws.repo,
-        t.run_id,
-        &t.branch,
-        None,
+        &t.place(ws),
         "the run's tasks",
         &t.inputs,
         &conflict::Stopped {

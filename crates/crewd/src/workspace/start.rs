@@ -231,10 +231,10 @@ async fn start_commit(
             return Ok(Ok(tip));
         }
         conflict::Tip::Lacks { tip, missing } => {
-            return attention(conflict::lacks_message(&ws.run_id, branch, &tip, &missing));
+            return attention(conflict::lacks_message(&place(ws, branch), &tip, &missing));
         }
         conflict::Tip::Markers { tip, found } => {
-            return attention(conflict::markers_message(&ws.run_id, branch, &tip, &found));
+            return attention(conflict::markers_message(&place(ws, branch), &tip, &found));
         }
         conflict::Tip::Merge => {}
     }
@@ -258,10 +258,7 @@ async fn start_commit(
             conflict::leave_for_user(repo, &bref, &cref, &merged_so_far).await?;
             let sides = conflict::sides(repo, &inputs, &with, &merged_so_far, &paths).await;
             let reason = conflict::manual_message(
-                &ws.repo,
-                &ws.run_id,
-                branch,
-                Some(ws.task_id.as_str()),
+                &place(ws, branch),
                 "its dependencies",
                 &inputs,
                 &conflict::Stopped {
@@ -318,7 +315,7 @@ async fn resolve_start(
             conflict::Tip::Take(tip) if tip != mark => {
                 let found = resolution_markers(repo, &ws.inputs, &mark, &tip).await?;
                 if !found.is_empty() {
-                    refused(conflict::markers_message(&ws.run_id, branch, &tip, &found))
+                    refused(conflict::markers_message(&place(ws, branch), &tip, &found))
                 } else if repo.checked_out_branches().await?.contains(&bref) {
                     refused(conflict::checked_out_message(&ws.run_id, branch))
                 } else {
@@ -326,10 +323,10 @@ async fn resolve_start(
                 }
             }
             conflict::Tip::Lacks { tip, missing } => {
-                refused(conflict::lacks_message(&ws.run_id, branch, &tip, &missing))
+                refused(conflict::lacks_message(&place(ws, branch), &tip, &missing))
             }
             conflict::Tip::Markers { tip, found } => {
-                refused(conflict::markers_message(&ws.run_id, branch, &tip, &found))
+                refused(conflict::markers_message(&place(ws, branch), &tip, &found))
             }
             // Where crew left it (or the branch is gone): the resolver starts there again.
             _ => Ok(ResolveStart::At(mark)),
@@ -443,4 +440,15 @@ async fn seed(from: &Path, to: &Path, paths: &[String]) -> std::io::Result<()> {
         .await
         .map_err(std::io::Error::other)?
         .map_err(std::io::Error::other)
+}
+
+/// Where a conflict of `ws`'s inputs is resolved by hand: its branch, in a worktree named for
+/// the task.
+fn place<'a>(ws: &'a TaskWorkspace, branch: &'a str) -> conflict::Place<'a> {
+    conflict::Place {
+        repo: &ws.repo,
+        run_id: &ws.run_id,
+        branch,
+        task: Some(ws.task_id.as_str()),
+    }
 }
