@@ -371,9 +371,10 @@ pub async fn resume(ctx: &Ctx, run: &RunRef, confirm_imported: bool) -> anyhow::
         return Ok(exit::SUCCESS);
     }
     let v = ctx.view();
-    // Nothing requeued: what runs now is what blocked the run (a task waiting on a conflict
-    // nobody resolved yet, say), which may block it again at once. Look briefly, and say so.
-    if r.requeued_task_ids.is_empty() && r.status == RunStatus::Running {
+    // What runs now may be what blocked the run (a task waiting on a conflict nobody resolved
+    // yet, a resolution refused again), which blocks it again at once, requeued or not: no
+    // agent runs for it. Look briefly, and say so.
+    if r.status == RunStatus::Running {
         if let Some(code) = blocked_again(&conn, run_id).await? {
             return Ok(code);
         }

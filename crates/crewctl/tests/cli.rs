@@ -603,14 +603,44 @@ async fn piped_views_escape_model_text_and_cat_stays_raw() {
     assert_eq!(stdout(&o), format!("raw {EVIL}\n"));
 }
 
-/// A resume that requeued nothing and blocked again at once (a conflict nobody resolved yet)
-/// says so and exits 2, instead of "is running".
+/// A resume that blocked again at once (a conflict nobody resolved yet; a resolution refused
+/// again, its task requeued) says so and exits 2, instead of "is running".
 #[tokio::test]
 async fn a_resume_that_blocks_again_at_once_says_so() {
+    for requeued in [json!([]), json!(["03_join"])] {
+        let o = resumed_into_a_block(requeued.clone()).await;
+        assert_eq!(code(&o), 2, "{requeued}: {}{}", stdout(&o), stderr(&o));
+        assert!(
+            stdout(&o).contains("blocked again at once"),
+            "{}",
+            stdout(&o)
+        );
+        assert!(stdout(&o).contains("conflict in a.txt"), "{}", stdout(&o));
+    }
+    // One that goes on is running.
     let mut s = Script::default();
     s.results.insert(
         "team.resume",
-        json!({"status": "running", "requeuedTaskIds": []}),
+        json!({"status": "running", "requeuedTaskIds": ["02_fix"]}),
+    );
+    s.results
+        .insert("team.wait", json!({"status": "running", "finished": false}));
+    let mock = Mock::start(s).await;
+    let o = crewctl(&mock.socket, &["resume", "r-1"]).await;
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("is running; requeued 02_fix"),
+        "{}",
+        stdout(&o)
+    );
+}
+
+/// `crewctl resume` of a run whose resume answered `requeued` and which then blocked.
+async fn resumed_into_a_block(requeued: Value) -> std::process::Output {
+    let mut s = Script::default();
+    s.results.insert(
+        "team.resume",
+        json!({"status": "running", "requeuedTaskIds": requeued}),
     );
     s.results
         .insert("team.wait", json!({"status": "blocked", "finished": true}));
@@ -618,24 +648,7 @@ async fn a_resume_that_blocks_again_at_once_says_so() {
     st["run"]["reason"] = json!("the results of 03_join's dependencies conflict in a.txt\nresolve it on crew/tasks/r-1/03_join");
     s.results.insert("team.status", st);
     let mock = Mock::start(s).await;
-    let o = crewctl(&mock.socket, &["resume", "r-1"]).await;
-    assert_eq!(code(&o), 2, "{}{}", stdout(&o), stderr(&o));
-    assert!(
-        stdout(&o).contains("blocked again at once"),
-        "{}",
-        stdout(&o)
-    );
-    assert!(stdout(&o).contains("conflict in a.txt"), "{}", stdout(&o));
-    // One that requeued tasks is not waited on.
-    let mut s = Script::default();
-    s.results.insert(
-        "team.resume",
-        json!({"status": "running", "requeuedTaskIds": ["02_fix"]}),
-    );
-    let mock = Mock::start(s).await;
-    let o = crewctl(&mock.socket, &["resume", "r-1"]).await;
-    assert_eq!(code(&o), 0, "{}", stderr(&o));
-    assert!(mock.calls("team.wait").is_empty());
+    crewctl(&mock.socket, &["resume", "r-1"]).await
 }
 
 #[tokio::test]
