@@ -39,6 +39,9 @@ pub struct TaskState {
     /// A step with candidates (issue 36): the candidates it chooses among. Its row shows the
     /// step's usage, theirs and its own, as `crewctl status` does.
     pub members: Vec<String>,
+    /// Completed, but its own judgement went against the work: a judge's failing verdict, a
+    /// candidate ruled out by its checks. Not marked as a success.
+    pub against: bool,
 }
 
 /// A worktree task's result commit, as `task.completed` carries it.
@@ -98,6 +101,7 @@ impl TaskState {
             result: None,
             commit: None,
             members: Vec::new(),
+            against: false,
         }
     }
 
@@ -158,8 +162,11 @@ impl TaskState {
         };
         self.finished = time.or(self.started);
         self.end_attempt(d);
+        let out = ruled_out(d);
+        self.against = e.kind == "task.completed"
+            && (out.is_some() || verdict_of(d).is_some_and(|v| v != "pass"));
         self.note = if e.kind == "task.completed" {
-            reused_note(d).or_else(|| verdict_note(d))
+            reused_note(d).or_else(|| verdict_note(d)).or(out)
         } else {
             reason(e)
         };
@@ -541,10 +548,30 @@ impl Follow {
     }
 }
 
+/// A judge's verdict word, from its completion.
+fn verdict_of(d: &Value) -> Option<&str> {
+    d.get("verdict")?.get("verdict")?.as_str()
+}
+
+/// A candidate whose checks failed (it completes, ruled out): `out: \`cmd\` exited with 1`.
+fn ruled_out(d: &Value) -> Option<String> {
+    let failed = d.get("verification")?.as_array()?.iter().find(|v| {
+        v.get("exitCode").and_then(Value::as_i64) != Some(0)
+            || v.get("timedOut").and_then(Value::as_bool) == Some(true)
+    })?;
+    let command = failed.get("command").and_then(Value::as_str).unwrap_or("?");
+    let how = match failed.get("exitCode").and_then(Value::as_i64) {
+        _ if failed.get("timedOut").and_then(Value::as_bool) == Some(true) => "timed out".into(),
+        Some(c) => format!("exited with {c}"),
+        None => "was killed".into(),
+    };
+    Some(format!("out: `{}` {how}", cut(command, 80)))
+}
+
 /// A judge's verdict as its row's note: `fail, 1 finding`.
 fn verdict_note(d: &Value) -> Option<String> {
     let v = d.get("verdict")?;
-    let word = v.get("verdict")?.as_str()?;
+    let word = verdict_of(d)?;
     let n = v
         .get("findings")
         .and_then(Value::as_array)
@@ -576,7 +603,7 @@ pub fn result_name(t: &TaskState) -> String {
 /// `✓ 01_explore  explorer · 1m 05s · 12.3k tok · $0.0123 · note` (no time prefix). A step
 /// with candidates shows the step's usage (`Follow::task_usage`).
 pub fn task_done(view: &View, f: &Follow, t: &TaskState, id_width: usize) -> String {
-    let (mark, tone) = marks::task(t.status);
+    let (mark, tone) = marks::task_judged(t.status, t.against);
     let mut s = format!("{} {:<id_width$}", view.p(tone, mark), t.id);
     let mut parts: Vec<String> = vec![];
     if !t.role.is_empty() {
@@ -1181,6 +1208,9 @@ mod tests {
         );
         assert_eq!(f.apply(&done), vec![Change::Finished(1)]);
         assert_eq!(f.tasks[1].note.as_deref(), Some("fail, 1 finding"));
+        // Its line is not marked as a success (issue 30: `✓ 04_verify │ FAIL`).
+        let line = task_done(&crate::render::fixtures::view(120), &f, &f.tasks[1], 10);
+        assert!(line.starts_with("✗ 02_execute"), "{line}");
         let mut added = ev(
             12,
             2,
@@ -1203,6 +1233,28 @@ mod tests {
             TaskStatus::Queued,
             "the judge waits again"
         );
+    }
+
+    /// A candidate whose checks failed completes ruled out: its line says so, marked as no
+    /// success; one that passed is a plain completion.
+    #[test]
+    fn a_candidate_ruled_out_by_its_checks_is_marked_and_says_which() {
+        let mut f = Follow::new("r-1").with_plan(&plan());
+        let check = |code: i64| {
+            json!({"attempt": 1, "usage": usage(1, 0.0), "verification": [
+                {"command": "cargo test", "exitCode": 0, "durationMs": 5, "tail": "", "outputBytes": 0, "artifact": "a"},
+                {"command": "test -f ok.txt", "exitCode": code, "durationMs": 5, "tail": "", "outputBytes": 0, "artifact": "b"}]})
+        };
+        f.apply(&ev(11, 1, "task.completed", Some("02_execute"), check(1)));
+        assert_eq!(
+            f.tasks[1].note.as_deref(),
+            Some("out: `test -f ok.txt` exited with 1")
+        );
+        let line = task_done(&crate::render::fixtures::view(120), &f, &f.tasks[1], 10);
+        assert!(line.starts_with("✗ 02_execute"), "{line}");
+        f.apply(&ev(12, 2, "task.completed", Some("01_explore"), check(0)));
+        let line = task_done(&crate::render::fixtures::view(120), &f, &f.tasks[0], 10);
+        assert!(line.starts_with("✓ 01_explore"), "{line}");
     }
 
     #[test]

@@ -16,6 +16,16 @@ pub fn task(s: TaskStatus) -> (&'static str, Tone) {
     }
 }
 
+/// A task's mark, where a completed task whose own judgement went against the work — a
+/// judge's failing verdict, a candidate ruled out by its checks — is not shown as a success.
+pub fn task_judged(s: TaskStatus, against: bool) -> (&'static str, Tone) {
+    if s == TaskStatus::Completed && against {
+        ("✗", Tone::Warn)
+    } else {
+        task(s)
+    }
+}
+
 pub fn run(s: RunStatus) -> (&'static str, Tone) {
     match s {
         RunStatus::Queued => ("○", Tone::Dim),

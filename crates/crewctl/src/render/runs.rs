@@ -90,6 +90,10 @@ fn run_header(view: &View, r: &RunView, plan: Option<&str>) -> String {
     if let Some(s) = &r.schedule_id {
         fields.push(("schedule", s.clone()));
     }
+    if let Some(v) = &r.verdict {
+        let tone = if v == "pass" { Tone::Ok } else { Tone::Warn };
+        fields.push(("verdict", view.p(tone, v)));
+    }
     fields.extend(reason(view, r));
     for (name, value) in fields {
         let _ = writeln!(out, "  {} {value}", view.p(Tone::Dim, format!("{name:<9}")));
@@ -361,7 +365,7 @@ fn added_tasks(view: &View, added: &[crew_api::types::AddedTaskView]) -> String 
 fn task_table(view: &View, tasks: &[TaskView], approval_pending: bool) -> String {
     let mut t = Table::new(task_columns());
     for task in tasks {
-        let (mark, tone) = marks::task(task.status);
+        let (mark, tone) = marks::task_judged(task.status, judged_against(task));
         let role = if task.agent == task.role {
             task.role.clone()
         } else {
@@ -399,7 +403,7 @@ fn task_table(view: &View, tasks: &[TaskView], approval_pending: bool) -> String
                     .map(cost)
                     .unwrap_or_else(|| "-".into()),
             ),
-            note_cell(view, task, approval_pending && ready(tasks, task)),
+            note_cell(view, task, tasks, approval_pending && ready(tasks, task)),
         ]);
     }
     let layout = t.layout(view.width.map(usize::from));
@@ -446,7 +450,60 @@ fn ready(tasks: &[TaskView], task: &TaskView) -> bool {
         })
 }
 
-fn note_cell(view: &View, task: &TaskView, awaiting_approval: bool) -> Cell {
+/// A completed task whose own judgement went against the work: a judge's verdict other than
+/// `pass`, a candidate whose checks failed (ruled out).
+fn judged_against(t: &TaskView) -> bool {
+    t.verdict.as_ref().is_some_and(|v| v.verdict != "pass")
+        || t.candidates
+            .as_ref()
+            .is_some_and(|c| c.of.is_some() && !c.failed_checks.is_empty())
+}
+
+/// A judge's verdict as a note: `fail, 1 finding`.
+fn verdict_words(v: &crew_api::types::VerdictView) -> String {
+    match v.findings.len() {
+        0 => v.verdict.clone(),
+        1 => format!("{}, 1 finding", v.verdict),
+        n => format!("{}, {n} findings", v.verdict),
+    }
+}
+
+/// What a candidate's row, or its step's, says of the choice: ruled out by which check,
+/// chosen, or (the step) which was chosen and why.
+fn candidate_note(view: &View, task: &TaskView, tasks: &[TaskView]) -> Option<Cell> {
+    let c = task.candidates.as_ref()?;
+    if let Some(ch) = &c.choice {
+        return Some(table::toned(
+            view,
+            Tone::Dim,
+            view.cut(
+                &format!(
+                    "chose {} ({}): {}",
+                    ch.index,
+                    ch.by,
+                    summary_text(&ch.reason)
+                ),
+                120,
+            ),
+        ));
+    }
+    let of = c.of.as_deref()?;
+    if let Some(first) = c.failed_checks.first() {
+        return Some(table::toned(
+            view,
+            Tone::Warn,
+            view.cut(&format!("out: {}", summary_text(first)), 120),
+        ));
+    }
+    let chosen = tasks
+        .iter()
+        .find(|t| t.id == of)
+        .and_then(|s| s.candidates.as_ref()?.choice.as_ref())
+        .is_some_and(|ch| ch.candidate == task.id);
+    chosen.then(|| table::toned(view, Tone::Ok, "chosen"))
+}
+
+fn note_cell(view: &View, task: &TaskView, tasks: &[TaskView], awaiting_approval: bool) -> Cell {
     if awaiting_approval {
         return table::toned(view, Tone::Warn, "awaiting approval");
     }
@@ -467,6 +524,19 @@ fn note_cell(view: &View, task: &TaskView, awaiting_approval: bool) -> Cell {
             Tone::Dim,
             format!("reused {}/{}", r.run_id, r.task_id),
         );
+    }
+    if task.status == TaskStatus::Completed {
+        if let Some(v) = &task.verdict {
+            let tone = if v.verdict == "pass" {
+                Tone::Ok
+            } else {
+                Tone::Warn
+            };
+            return table::toned(view, tone, verdict_words(v));
+        }
+        if let Some(cell) = candidate_note(view, task, tasks) {
+            return cell;
+        }
     }
     if task.status == TaskStatus::Running {
         if let Some(tool) = &task.progress.current_tool {
@@ -1392,6 +1462,87 @@ pub(crate) mod tests {
 
     fn cancelled_text(r: &CancelResult, before: &[(&str, TaskStatus)]) -> String {
         cancelled(r, before.iter().copied())
+    }
+
+    /// Issues 30 and 36: a judge's verdict and a step's candidates are in the table (a failing
+    /// verdict or a ruled-out candidate not marked as a success), the run's verdict in its
+    /// header.
+    #[test]
+    fn verdicts_and_candidates_show_in_the_status() {
+        let mut s = status_fixture();
+        s.run.status = RunStatus::Completed;
+        s.run.verdict = Some("fail".into());
+        let mut verify = task("04_verify", "verifier", TaskStatus::Completed, &[]);
+        verify.verdict = Some(VerdictView {
+            verdict: "fail".into(),
+            findings: vec![FindingView {
+                title: "the test is wrong".into(),
+                detail: String::new(),
+                paths: vec![],
+                severity: None,
+            }],
+        });
+        let mut sel = task("01_build", "executor", TaskStatus::Completed, &[]);
+        sel.candidates = Some(CandidatesView {
+            select: Some("smallest".into()),
+            members: vec!["_cand-01_build-1".into(), "_cand-01_build-2".into()],
+            choice: Some(ChoiceView {
+                index: 2,
+                candidate: "_cand-01_build-2".into(),
+                by: "smallest".into(),
+                reason: "smallest of 1 that passed".into(),
+            }),
+            ..Default::default()
+        });
+        let cand = |k: u32, failed: &[&str]| {
+            let mut c = task(
+                &format!("_cand-01_build-{k}"),
+                "executor",
+                TaskStatus::Completed,
+                &[],
+            );
+            c.candidates = Some(CandidatesView {
+                of: Some("01_build".into()),
+                index: Some(k),
+                failed_checks: failed.iter().map(|f| f.to_string()).collect(),
+                ..Default::default()
+            });
+            c
+        };
+        s.tasks = vec![
+            cand(1, &["`test -f ok.txt` exited with 1: "]),
+            cand(2, &[]),
+            sel,
+            verify,
+        ];
+        let text = status(&view(160), &s);
+        let row = |id: &str| {
+            text.lines()
+                .find(|l| l.starts_with(id))
+                .unwrap_or_else(|| panic!("no row {id}: {text}"))
+                .to_string()
+        };
+        assert!(text.contains("verdict   fail"), "{text}");
+        let v = row("04_verify");
+        assert!(
+            v.contains("✗ completed") && v.contains("fail, 1 finding"),
+            "{v}"
+        );
+        let out = row("_cand-01_build-1");
+        assert!(
+            out.contains("✗ completed") && out.contains("out: `test -f ok.txt` exited with 1"),
+            "{out}"
+        );
+        let chosen = row("_cand-01_build-2");
+        assert!(
+            chosen.contains("✓ completed") && chosen.contains("chosen"),
+            "{chosen}"
+        );
+        let step = row("01_build");
+        assert!(
+            step.contains("chose 2 (smallest): smallest of 1 that passed"),
+            "{step}"
+        );
     }
 
     /// Issue 32 (4): tasks a fan-out added show where they run, after the task that added
