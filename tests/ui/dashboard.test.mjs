@@ -234,6 +234,33 @@ describe('dashboard', { timeout: 240_000 }, () => {
     await shot('run-timeline-retries-fix-round');
   });
 
+  // Issue 30: a judge's verdict and findings are on the page — the run's verdict in its head,
+  // the judge's node marked with it, its panel listing the findings (a model's text, as text).
+  test('a review run shows its verdict, the judge\'s node and its findings', async () => {
+    const goal = 'review it [fake:verdict=request-changes][fake:finding=<b>the test</b> is wrong]';
+    const r = await call('team.run', { goal, cwd: d.work, runtime: 'fake', team: 'review' });
+    await openRun(r.runId);
+    await page.locator('main[data-run-status="completed"]').waitFor({ timeout: 120_000 });
+    const st = await call('team.status', { runId: r.runId });
+    const judge = st.tasks.find((t) => t.verdict);
+    assert.ok(judge, JSON.stringify(st.tasks));
+    assert.equal(judge.verdict.verdict, 'changes_requested');
+    assert.match(await page.locator('#run-verdict').innerText(), /Verdict: changes requested/);
+    const node = page.locator(`#dag .node[data-task="${judge.id}"]`);
+    await page.waitForFunction((id) => document.querySelector(`#dag .node[data-task="${id}"]`)?.getAttribute('data-verdict') === 'changes_requested', judge.id);
+    assert.match(await node.locator('.node-sub').textContent(), /· ✗ changes$/);
+    // Its bar on the timeline is a failing verdict's.
+    assert.equal(await page.locator(`#timeline rect.bar[data-task="${judge.id}"]`).last().getAttribute('data-status'), 'verdict_fail');
+    await node.click();
+    const v = page.locator('#task-panel #task-verdict');
+    await v.waitFor();
+    const text = await v.innerText();
+    assert.match(text, /Verdict: changes requested · 1 finding/);
+    assert.ok(text.includes('<b>the test</b> is wrong'), text);
+    assert.equal(await v.locator('b').count(), 0, 'a finding is text, never markup');
+    await shot('run-verdict-findings');
+  });
+
   // A task's panel shows its latest attempt: the judge's repair attempt was told its verdict
   // could not be read, and that is the prompt shown (the first attempt's was).
   test('a task panel shows the latest attempt\'s prompt', async () => {

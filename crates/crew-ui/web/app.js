@@ -316,6 +316,7 @@ async function runView(main, runId, taskId, current) {
       h('h1', null, r.goal),
       h('p', { class: 'meta' }, badge(r.status), ` ${r.team} / ${r.workflow} · ${r.runtime} · `, h('span', { title: r.id }, r.id)),
       h('p', { class: 'meta' }, `${tokens(r.usage)} tokens · ${cost(r.usage.cost)} · ${r.usage.turns} turns`, r.durationMs != null ? ` · ${(r.durationMs / 1000).toFixed(1)}s` : ''),
+      r.verdict ? h('p', { class: `verdict verdict-${r.verdict}`, id: 'run-verdict' }, `Verdict: ${r.verdict.replace('_', ' ')}`) : null,
       st.workspace
         ? h('p', { class: 'meta workspace' }, 'worktree · branch ', h('code', null, st.workspace.branch),
           st.workspace.integrated ? ` · integrated: ${diffstat(st.workspace.integrated)}` : ' · not integrated yet')
@@ -381,6 +382,7 @@ async function runView(main, runId, taskId, current) {
       h('h2', null, `${t.id} `, badge(t.status)),
       h('p', { class: 'meta' }, `${t.role} (${t.agent}) · attempt ${t.attempts} · ${tokens(t.usage)} tokens · ${cost(t.usage.cost)}`, t.model ? ` · ${t.model}` : '', t.progress.currentTool ? ` · now: ${t.progress.currentTool}` : ''),
       t.error ? h('p', { class: 'error' }, t.error) : null,
+      t.verdict ? renderVerdict(t.verdict) : null,
       t.question ? h('p', { class: 'question' }, `Question: ${t.question}`) : null,
       !['running', 'queued', 'waiting'].includes(t.status) ? h('button', { 'data-action': 'team.retry', onclick: () => act(() => rpc.call('team.retry', { runId, taskIds: [t.id] })).then(reload) }, 'Retry task') : null,
     );
@@ -450,7 +452,7 @@ async function runView(main, runId, taskId, current) {
       Object.assign(dag, drawDag(dagHost, cur.tasks, onSelect, usageLabel));
       if (selected) dag.select(selected);
     } else {
-      for (const t of cur.tasks) dag.setStatus(t.id, t.status);
+      for (const t of cur.tasks) dag.setStatus(t.id, t.status, t.verdict?.verdict);
     }
     for (const t of cur.tasks) dag.setUsage(t.id, candidateLine(t) ?? usageLabel(t));
     renderHead();
@@ -578,6 +580,24 @@ function renderChange(c, diff) {
     h('p', { class: 'meta' }, 'branch ', h('code', { class: 'branch' }, c.branch), ` · ${diffstat(c)} · `, h('span', { title: c.commit }, c.commit.slice(0, 12))),
     diff?.patch ? h('pre', { class: 'patch' }, diff.patch) : null,
     diff?.truncated ? h('p', { class: 'hint' }, `The patch is cut here: git diff ${c.start.slice(0, 12)} ${c.branch} shows all of it.`) : null);
+}
+
+/**
+ * A judge's last verdict and its findings (issue 30): each finding's title, severity, paths
+ * and detail, as the judge gave them (text only).
+ * @param {NonNullable<TaskView['verdict']>} v
+ */
+function renderVerdict(v) {
+  const findings = v.findings ?? [];
+  return h('div', { class: `verdict verdict-${v.verdict}`, id: 'task-verdict' },
+    h('p', null, h('strong', null, `Verdict: ${v.verdict.replace('_', ' ')}`), findings.length ? ` · ${findings.length} finding${findings.length === 1 ? '' : 's'}` : ''),
+    findings.length
+      ? h('ol', { class: 'findings' }, ...findings.map((f) => h('li', null,
+        h('strong', null, f.title),
+        f.severity ? ` (${f.severity})` : '',
+        f.paths?.length ? h('span', { class: 'meta' }, ` · ${f.paths.join(', ')}`) : null,
+        f.detail ? h('p', null, f.detail) : null)))
+      : null);
 }
 
 /**

@@ -67,13 +67,15 @@ export function drawDag(host, tasks, onSelect, usage = () => '') {
       role: 'button',
       'data-task': t.id,
       'data-status': t.status,
+      'data-role': t.role,
       'aria-label': `${t.id}, ${t.role}, ${t.status}`,
     });
     node.append(el('rect', { width: W, height: H, rx: 6 }));
     const title = el('text', { x: 8, y: 18, class: 'node-id' });
     title.textContent = t.id.length > 22 ? `${t.id.slice(0, 21)}…` : t.id;
     const sub = el('text', { x: 8, y: 36, class: 'node-sub' });
-    sub.textContent = `${t.role} · ${t.status}`;
+    sub.textContent = subLine(t.role, t.status, t.verdict?.verdict);
+    if (t.verdict) node.setAttribute('data-verdict', t.verdict.verdict);
     if (cand?.of) node.setAttribute('data-candidate-of', cand.of);
     const used = el('text', { x: 8, y: 52, class: 'node-usage' });
     used.textContent = candidateLine(t) ?? usage(t);
@@ -110,19 +112,40 @@ export function candidateLine(t) {
   return `${c.members?.length ?? 0} candidates · ${c.select ?? ''}`;
 }
 
+/**
+ * A node's second line: its role and status, and a judge's last verdict (issue 30).
+ * @param {string} role
+ * @param {string} status
+ * @param {string | undefined} verdict
+ */
+function subLine(role, status, verdict) {
+  // A completed judge's verdict says more than "completed"; the line stays inside its node.
+  const end = status === 'completed' && verdict ? VERDICT_WORDS[verdict] ?? verdict : status;
+  const line = `${role} · ${end}`;
+  return line.length > SUB_MAX ? `${line.slice(0, SUB_MAX - 1)}…` : line;
+}
+
+/** What fits a node's second line. */
+const SUB_MAX = 27;
+/** @type {Record<string, string>} */
+const VERDICT_WORDS = { pass: '✓ pass', fail: '✗ fail', changes_requested: '✗ changes' };
+
 /** @param {Map<string, Element>} nodes */
 function handle(nodes) {
   return {
     /**
      * @param {string} taskId
      * @param {string} status
+     * @param {string} [verdict] a judge's last verdict, when its status was read whole
      */
-    setStatus(taskId, status) {
+    setStatus(taskId, status, verdict) {
       const n = nodes.get(taskId);
       if (!n) return;
       n.setAttribute('data-status', status);
+      if (verdict) n.setAttribute('data-verdict', verdict);
+      else if (status !== 'completed') n.removeAttribute('data-verdict');
       const sub = n.querySelector('.node-sub');
-      if (sub) sub.textContent = `${sub.textContent?.split(' · ')[0] ?? ''} · ${status}`;
+      if (sub) sub.textContent = subLine(n.getAttribute('data-role') ?? '', status, n.getAttribute('data-verdict') ?? undefined);
       const label = n.getAttribute('aria-label');
       if (label) n.setAttribute('aria-label', label.replace(/[^,]+$/, ` ${status}`));
     },

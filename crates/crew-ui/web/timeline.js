@@ -73,7 +73,7 @@ export function timeline(host, order) {
     // A judge's failing verdict ends its attempt as completed, yet the round failed: it gets
     // a colour of its own, so fix rounds read on the lane (verdict fail, fix task, pass).
     const verdict = /** @type {any} */ (e.data)?.verdict?.verdict;
-    const outcome = e.type === 'task.completed' && verdict === 'fail' ? 'verdict_fail' : ENDS[e.type];
+    const outcome = e.type === 'task.completed' && verdict && verdict !== 'pass' ? 'verdict_fail' : ENDS[e.type];
     if (outcome && open && open.end === null) {
       open.end = at;
       open.outcome = outcome;
