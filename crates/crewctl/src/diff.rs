@@ -75,6 +75,15 @@ pub async fn pick(ctx: &Ctx, run: &RunRef, task_id: String, candidate: u32) -> a
         "{task_id}: now {} (candidate {candidate})",
         r.chosen
     ))?;
+    // A candidate its checks ruled out can be picked: say so, once, where the person sees it.
+    if let Some(failed) = failed_checks_of(&conn, &run_id, &r.chosen).await {
+        let v = ctx.view();
+        outln(&format!(
+            "{} its checks failed: {}",
+            v.p(crate::style::Tone::Warn, "note:"),
+            failed
+        ))?;
+    }
     if !r.requeued_task_ids.is_empty() {
         outln(&format!(
             "running again from it: {}",
@@ -82,6 +91,18 @@ pub async fn pick(ctx: &Ctx, run: &RunRef, task_id: String, candidate: u32) -> a
         ))?;
     }
     Ok(exit::SUCCESS)
+}
+
+/// The first failing check of candidate `task`, if its checks failed.
+async fn failed_checks_of(conn: &crate::conn::Conn, run_id: &str, task: &str) -> Option<String> {
+    let s = conn
+        .call::<crew_api::methods::TeamStatus>(&RunIdParams {
+            run_id: run_id.to_string(),
+        })
+        .await
+        .ok()?;
+    let t = s.tasks.iter().find(|t| t.id == task)?;
+    t.candidates.as_ref()?.failed_checks.first().cloned()
 }
 
 /// After `run` followed a worktree run to its end: where its result is and what to do next.

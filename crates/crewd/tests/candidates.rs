@@ -623,6 +623,61 @@ fn two_picks_in_a_row_run_the_dependent_once_more_from_the_last() {
     );
 }
 
+/// A person may pick a candidate its checks ruled out; the choice says so (status, diff,
+/// dashboard), and `crewctl pick` says so where the person sees it.
+#[test]
+fn picking_a_candidate_that_failed_its_checks_says_so() {
+    let d = Daemon::start();
+    repo(&d);
+    let base = d.home.join(".config/crew");
+    std::fs::create_dir_all(base.join("teams")).unwrap();
+    std::fs::create_dir_all(base.join("workflows")).unwrap();
+    std::fs::write(
+        base.join("teams/picky.team.md"),
+        "---\nname: picky\ndefaultWorkflow: picky\n---\n\n- executor: agent=executor\n",
+    )
+    .unwrap();
+    std::fs::write(
+        base.join("workflows/picky.workflow.md"),
+        "---\nname: picky\n---\n\n## build\nrole: executor\ncandidates: 2\nselect: smallest\nverifyCommands: test -f ok.txt\n\n\
+         [fake:cand-write=1:ok.txt:one\\n][fake:cand-write=2:bad.txt:bad\\n]\n",
+    )
+    .unwrap();
+    let run = run_in(&d, "picky", json!({}));
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    let crewctl = d.bin.with_file_name("crewctl");
+    let out = std::process::Command::new(&crewctl)
+        .args([
+            "--socket",
+            path_str(&d.socket),
+            "pick",
+            &run,
+            "01_build",
+            "2",
+        ])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        said.contains("note: its checks failed: `test -f ok.txt` exited with 1"),
+        "{said}"
+    );
+    let st = d.status(&run);
+    let reason = Daemon::task(&st, "01_build")["candidates"]["choice"]["reason"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        reason.contains("although its checks failed: `test -f ok.txt`"),
+        "{reason}"
+    );
+}
+
 /// A user team `name` whose planner fans out (answering the block in `block`), with the
 /// `executor` line as given, then `integrate` reading the added tasks' files.
 fn fan_team(d: &Daemon, name: &str, executor: &str, block: &Value) {

@@ -1059,11 +1059,20 @@ pub fn pick(run: &RunState, sel: &TaskState, index: u32) -> Result<Vec<Pending>,
     if sel.choice().is_some_and(|ch| ch.index == index) {
         return Err(format!("candidate {index} is already the choice"));
     }
+    // A person may take a candidate its checks ruled out (they know better, or will fix it):
+    // the choice says so, wherever it is shown.
+    let reason = match c.failed_checks().first() {
+        None => format!("picked by hand (candidate {index})"),
+        Some(first) => format!(
+            "picked by hand (candidate {index}), although its checks failed: {}",
+            cut(first, 300)
+        ),
+    };
     let choice = Choice {
         index,
         candidate: c.plan.id.to_string(),
         by: BY_PERSON.into(),
-        reason: format!("picked by hand (candidate {index})"),
+        reason,
     };
     let mut out = vec![chosen(run, sel, c, choice, None, None)];
     for d in dependents(run, &sel.plan.id) {
