@@ -8,25 +8,38 @@ use crew_core::run::RunState;
 pub fn apply_allowed(run: &RunState, force: bool) -> Result<(), ApiError> {
     match crew_core::run::run_verdict(run) {
         Some(v) if !v.passed() && !force => Err(ApiError::invalid_state(format!(
-            "run {}'s judges did not pass the work ({}): fix it (crewctl resume grants a fix \
-             round), or apply it anyway with force (crewctl apply --force)",
+            "run {}'s judges did not pass the work ({}): {}, or apply it anyway with force \
+             (crewctl apply --force)",
             run.id,
-            lines(run).join("; ")
+            lines(run).join("; "),
+            if resumable(run) {
+                "fix it (crewctl resume grants a fix round)".to_string()
+            } else {
+                // Completed with the verdict (a team with no fixer: the verdict is its
+                // product): there is no round to grant.
+                format!("read their findings (crewctl status {})", run.id)
+            }
         ))),
         _ => Ok(()),
     }
 }
 
+/// Whether `crewctl resume` can grant the run a fix round: it is stopped, not completed.
+fn resumable(run: &RunState) -> bool {
+    use crew_core::run::RunStatus;
+    matches!(
+        run.status,
+        RunStatus::Blocked | RunStatus::Failed | RunStatus::Cancelled
+    )
+}
+
 /// How the message of a run with no integrated result to apply ends: when its judges did not
 /// pass the work, what to do instead (forcing cannot help: there is nothing to apply yet).
 pub fn unintegrated_hint(run: &RunState) -> String {
-    // Resume is for a stopped run; a running one may be in its fix round now.
-    let stopped = !matches!(
-        run.status,
-        crew_core::run::RunStatus::Running | crew_core::run::RunStatus::Queued
-    );
+    // Resume is for a stopped run; a running one may be in its fix round now, a completed
+    // one has nothing to resume.
     match crew_core::run::run_verdict(run) {
-        Some(v) if !v.passed() && stopped => format!(
+        Some(v) if !v.passed() && resumable(run) => format!(
             "; its judges did not pass the work ({}): crewctl resume grants a fix round, and \
              crewctl diff {} <task> shows a task's change",
             lines(run).join("; "),

@@ -192,7 +192,7 @@ fn the_review_team_s_changes_requested_verdict_is_its_product() {
     repo(&d);
     let run = d.run(
         "review it [fake:verdict=request-changes]",
-        json!({"team": "review"}),
+        json!({"team": "review", "workspace": "worktree"}),
     );
     assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
     let st = d.status(&run);
@@ -206,6 +206,12 @@ fn the_review_team_s_changes_requested_verdict_is_its_product() {
     let summary = d.ok("team.summary", json!({"runId": run}));
     let text = summary.to_string();
     assert!(text.contains("changes_requested"), "{text}");
+    // Applying it is refused unless forced, pointing at the findings: a completed run has no
+    // fix round to resume.
+    let e = d.err("team.apply", json!({"runId": run}));
+    let msg = e["message"].as_str().unwrap_or_default();
+    assert!(msg.contains("crewctl apply --force"), "{e}");
+    assert!(!msg.contains("resume"), "{e}");
 }
 
 /// A fix task gets the skills a task of its role gets: in its prompt, and (pi) as the
