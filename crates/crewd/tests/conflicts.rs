@@ -458,6 +458,61 @@ fn an_agent_resolves_the_conflict_and_the_run_goes_on_from_its_result() {
     assert!(deps.contains(&"_resolve-04_join-1"), "{join}");
 }
 
+/// A resolver whose resolution fails the project's per-task checks gets its one retry, then
+/// the manual way, as one that leaves markers does (issue 31): not a bare "verification
+/// failed", after which resume ran the agent again to the same end.
+#[test]
+fn a_resolver_failing_the_task_checks_is_retried_once_then_left_to_the_user() {
+    let mut d = Daemon::start();
+    let w = repo(&d).to_path_buf();
+    std::fs::write(
+        &d.config,
+        format!(
+            "[projects.{:?}]\ntask_verify_commands = [\"test ! -f bad.txt\"]\n",
+            w.display().to_string()
+        ),
+    )
+    .unwrap();
+    d.restart();
+    // A join's inputs, and the run's leaves into its integration.
+    for join in [true, false] {
+        team_with(
+            &d,
+            join,
+            &format!("{RESOLVES}[fake:resolve-write=bad.txt:oops\\n]"),
+        );
+        let run = start_agent(&d);
+        let id = if join {
+            "_resolve-04_join-1".to_string()
+        } else {
+            format!("_resolve-{run}-1")
+        };
+        resolver_left_to_the_user(&d, &run, &id);
+    }
+}
+
+fn resolver_left_to_the_user(d: &Daemon, run: &str, id: &str) {
+    assert_eq!(d.wait(run), "blocked", "{}", d.status(run));
+    let st = d.status(run);
+    let r = Daemon::task(&st, id);
+    assert_eq!(r["status"], "needs_attention", "{st}");
+    assert_eq!(r["attempts"], 2, "one retry: {st}");
+    let message = r["error"].as_str().unwrap_or_default();
+    assert!(message.contains("test ! -f bad.txt"), "{message}");
+    // In the first paragraph, the part every view shows (the check's output below it has
+    // blank lines of its own).
+    let first = message.split("\n\n").next().unwrap_or_default();
+    assert!(first.contains("resolve it by hand"), "{message}");
+    assert!(
+        first.contains(&format!("crewctl resume {run}")),
+        "{message}"
+    );
+    assert!(
+        message.contains(&format!("crew/tasks/{run}/{id}")),
+        "the branch to resolve on: {message}"
+    );
+}
+
 #[test]
 fn a_resolver_that_leaves_markers_is_retried_once_then_the_user_resolves_on_its_branch() {
     let d = Daemon::start();

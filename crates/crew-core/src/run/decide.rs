@@ -904,11 +904,13 @@ impl Failure<'_> {
     /// A resolver that gave up leaves the conflict to the user (issue 31): the run waits,
     /// resumable, instead of failing.
     fn left_to_the_user(self) -> Pending {
-        // The error is cut first so the way out is never what gets cut.
+        // The way out first: views show a reason's first paragraph, and a failed check's
+        // output (blank lines and all) would push it out of sight. The error is cut, never
+        // the way out.
         let reason = format!(
-            "{}\n{}",
+            "{}\nIts last attempt: {}",
+            super::resolve::manual_hint(self.run, self.task_id),
             crate::text::bound(self.error, crate::text::MAX_REASON_CHARS / 2),
-            super::resolve::manual_hint(self.run, self.task_id)
         );
         Pending::task(
             self.run_id,

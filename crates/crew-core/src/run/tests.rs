@@ -3239,10 +3239,12 @@ fn a_resolver_that_gives_up_needs_attention_with_the_manual_way() {
     let t = sim.task("r", "resolve");
     assert_eq!(t.status, TaskStatus::NeedsAttention);
     let why = t.error.as_deref().unwrap_or_default();
+    // The way out first (views show a reason's first paragraph), what went wrong after it.
     assert!(
-        why.starts_with("boom\n")
+        why.starts_with("The resolver could not resolve the conflict; resolve it by hand.")
             && why.contains("git -C /src/app worktree add /src/app-resolve-r._resolve-03_c-1 crew/tasks/r/_resolve-03_c-1")
-            && why.ends_with("then: crewctl resume r"),
+            && why.contains("then: crewctl resume r\n")
+            && why.ends_with("Its last attempt: boom"),
         "{why}"
     );
     assert_eq!(sim.status("r", "c"), TaskStatus::Queued);
