@@ -98,7 +98,7 @@ pub struct Config {
     /// The Slurm cluster runtimes with `placement = "slurm"` run on (README, "Slurm").
     pub slurm: Option<crate::placement::slurm::SlurmConfig>,
     /// Box each local attempt (bubblewrap): `auto`, `required` or `off` (issue 34). A
-    /// runtime's `sandbox` overrides it.
+    /// runtime's `sandbox` overrides it, and a project's the runtime's.
     pub sandbox: SandboxMode,
     /// `false`: boxed verify commands and pre-step scripts get no network, loopback included.
     pub verify_network: bool,
@@ -119,6 +119,10 @@ pub struct ProjectConfig {
     /// Tasks one fan-out step (`expands: tasks`) of a run in this project may add, instead of
     /// the daemon-wide `max_fan_out_tasks`; a run's `maxFanOutTasks` overrides.
     pub max_fan_out_tasks: Option<u32>,
+    /// The box of this project's local attempts (issue 34), over the runtime's and the
+    /// daemon's: `required` for a project whose agents must never run unboxed, `off` for one
+    /// whose tasks need what no box gives.
+    pub sandbox: Option<SandboxMode>,
 }
 
 impl Default for Config {

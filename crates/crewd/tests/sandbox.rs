@@ -147,6 +147,75 @@ fn an_agent_installed_in_home_brings_its_install_not_the_home() {
     }
 }
 
+/// `sandbox` per project (issue 34): a project's mode wins over the runtime's and the
+/// daemon's — here `off` for one project under a daemon that requires the box — in what runs
+/// and in what `team.plan` shows; another project keeps the daemon's.
+#[test]
+fn a_projects_sandbox_mode_wins_over_the_daemons() {
+    const NAME: &str = "a_projects_sandbox_mode_wins_over_the_daemons";
+    if let Err(why) = bwrap_works() {
+        skip(NAME, &format!("bubblewrap cannot make a box here: {why}"));
+    }
+    out_of_tmp();
+    let mut d = Daemon::start();
+    let h = d.home.clone();
+    std::fs::create_dir_all(h.join(".ssh")).unwrap();
+    std::fs::write(h.join(".ssh/id_ed25519"), "PRIVATE KEY\n").unwrap();
+    let open = d.dir.path().join("open");
+    std::fs::create_dir_all(open.join(".crew")).unwrap();
+    let script = format!(
+        "cat {}/.ssh/id_ed25519 >/dev/null 2>&1 && echo UNBOXED; echo done",
+        h.display()
+    );
+    std::fs::write(
+        &d.config,
+        format!(
+            "sandbox = \"required\"\nallow_no_change = true\n\
+             [runtimes.w]\nadapter = \"command\"\ncommand = [\"/bin/sh\", \"-c\", {script:?}]\n\
+             [projects.{:?}]\nsandbox = \"off\"\n",
+            open.display().to_string()
+        ),
+    )
+    .unwrap();
+    d.restart();
+    // The user's own team, seen from either project.
+    let base = h.join(".config/crew");
+    std::fs::create_dir_all(base.join("teams")).unwrap();
+    std::fs::create_dir_all(base.join("workflows")).unwrap();
+    std::fs::write(
+        base.join("teams/look.team.md"),
+        "---\nname: look\ndefaultWorkflow: look\n---\n\n- explorer: agent=explorer\n",
+    )
+    .unwrap();
+    std::fs::write(
+        base.join("workflows/look.workflow.md"),
+        "---\nname: look\n---\n\n## only\nrole: explorer\n\nLook.\n",
+    )
+    .unwrap();
+    for (cwd, unboxed) in [(open.clone(), true), (d.work.clone(), false)] {
+        let cwd = path_str(&cwd).to_string();
+        let plan = d.ok(
+            "team.plan",
+            json!({"goal": "g", "cwd": cwd, "team": "look", "runtime": "w"}),
+        );
+        assert_eq!(
+            plan["tasks"][0].get("sandbox").is_none(),
+            unboxed,
+            "{cwd}: {plan:#}"
+        );
+        let run = d.ok(
+            "team.run",
+            json!({"goal": "g", "cwd": cwd, "team": "look", "runtime": "w"}),
+        )["runId"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+        let result = result_of(&d, &run);
+        assert_eq!(result.contains("UNBOXED"), unboxed, "{cwd}: {result}");
+    }
+}
+
 /// What the one-step run's task answered (its result file).
 fn result_of(d: &Daemon, run: &str) -> String {
     d.ok(

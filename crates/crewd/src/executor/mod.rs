@@ -115,6 +115,9 @@ pub async fn run_attempt(
     let span = tracing::info_span!("worker", run = %spec.run_id, task = %spec.task_id, attempt = spec.attempt, runtime = %spec.runtime_name);
     async move {
         let mut spec = spec;
+        // The project's box over the runtime's, from the run's cwd (before a worktree
+        // replaces it).
+        spec.runtime = sandbox::in_project(&shared, &spec.runtime, Path::new(&spec.cwd));
         let mut conflict = None;
         let caught = std::panic::AssertUnwindSafe(async {
             fault::hit("start")?;

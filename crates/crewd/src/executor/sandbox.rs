@@ -40,9 +40,29 @@ pub fn status(config: &Config) -> String {
     }
 }
 
-/// The attempt's mode: the runtime's, else the daemon's.
+/// The attempt's mode: the runtime's (with its project's over it: `in_project`), else the
+/// daemon's.
 pub fn mode(config: &Config, runtime: &RuntimeConfig) -> SandboxMode {
     runtime.sandbox.unwrap_or(config.sandbox)
+}
+
+/// `runtime` as it runs a task of the project at `cwd` (a run's cwd): the project's
+/// `sandbox` over the runtime's. Reads the file system (the project's root).
+pub fn in_project(
+    shared: &crate::shared::Shared,
+    runtime: &RuntimeConfig,
+    cwd: &Path,
+) -> RuntimeConfig {
+    let mut rt = runtime.clone();
+    if shared.config.projects.is_empty() {
+        return rt;
+    }
+    let project = crate::plan_checks::project(shared, cwd)
+        .and_then(|(root, _)| crate::plan_checks::project_config(shared, &root));
+    if let Some(m) = project.and_then(|p| p.sandbox) {
+        rt.sandbox = Some(m);
+    }
+    rt
 }
 
 /// The box of an attempt's verify commands and pre-step script: its workspace writable (the
@@ -155,7 +175,7 @@ pub fn plan_box(
 ) -> Option<crew_api::types::TaskBox> {
     // A candidate runs on its own runtime, maybe another than the run's.
     let name = crew_core::run::candidates::runtime_of(t).unwrap_or(&spec.runtime);
-    let runtime = shared.config.runtime(name)?;
+    let runtime = in_project(shared, &shared.config.runtime(name)?, Path::new(&spec.cwd));
     if !boxes(&shared.config, &runtime) {
         return None;
     }
