@@ -85,6 +85,7 @@ pub fn agent_plan(
         tasks: vec![PlannedTask::from(crate::plan::FlatTask {
             candidates: None,
             resources: Default::default(),
+            network: None,
             id,
             step_id: "agent".into(),
             role,

@@ -118,6 +118,9 @@ pub struct RoleTemplate {
     /// may complete without changing files, as the planned ones may.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub allow_no_change: bool,
+    /// The role's `network=` (issue 34), for the tasks of it added at run time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<bool>,
 }
 
 impl RoleTemplate {
@@ -161,6 +164,7 @@ impl RoleTemplate {
             title: None,
             skills: self.skills.clone(),
             resources: self.resources,
+            network: self.network,
         })
     }
 }

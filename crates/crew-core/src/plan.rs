@@ -248,6 +248,7 @@ impl<'c> TaskBuilder<'c> {
         PlannedTask::from(FlatTask {
             candidates: None,
             resources: step.resources.over(&role.resources),
+            network: role.network,
             output,
             id,
             step_id: step.id.clone(),
@@ -452,6 +453,7 @@ fn bind(
         skills,
         resources,
         allow_no_change: false,
+        network: None,
     }
 }
 
@@ -480,14 +482,16 @@ pub fn role_templates(
                     run: run_skills,
                 },
             );
-            Some(bind(
+            let mut t = bind(
                 &role.name,
                 agent,
                 role.model.clone(),
                 role.candidates,
                 skills,
                 role.resources,
-            ))
+            );
+            t.network = role.network;
+            Some(t)
         })
         .collect()
 }
@@ -783,6 +787,35 @@ mod tests {
             "added".into(),
         );
         assert_eq!(added.resources, shape(Some(4), Some(8000), None));
+    }
+
+    /// Issue 34: a role's `network=false` reaches its planned tasks and the tasks a fan-out
+    /// adds in it, through the journal's JSON too.
+    #[test]
+    fn a_roles_network_reaches_its_tasks() {
+        let team = "---\nname: t\n---\n\n- executor: agent=executor network=false\n- planner: agent=planner\n";
+        let wf = "---\nname: w\n---\n\n## a\nrole: executor\nexpands: tasks\n\ndo a\n\n## b\nrole: planner\n\ndo b\n";
+        let cat = catalog(&[
+            (Kind::Team, "/u/teams/t.team.md", team),
+            (Kind::Workflow, "/u/workflows/w.workflow.md", wf),
+        ]);
+        let plan = build_plan(&cat, Some("t"), Some("w")).expect("plans");
+        assert_eq!(
+            plan.tasks.iter().map(|t| t.network).collect::<Vec<_>>(),
+            [Some(false), None]
+        );
+        let json = serde_json::to_string(&plan.tasks).expect("serializes");
+        let read: Vec<PlannedTask> = serde_json::from_str(&json).expect("parses");
+        assert_eq!(read, plan.tasks);
+        let exp = plan.tasks[0].expands.as_ref().expect("a fan-out step");
+        let executor = exp.roles.iter().find(|r| r.role == "executor").unwrap();
+        let added = executor.task(
+            SafeId::new("x1").unwrap(),
+            "x1".into(),
+            vec![],
+            "added".into(),
+        );
+        assert_eq!(added.network, Some(false));
     }
 
     #[test]

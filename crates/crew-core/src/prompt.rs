@@ -271,6 +271,7 @@ mod tests {
         PlannedTask::from(crate::plan::FlatTask {
             candidates: None,
             resources: Default::default(),
+            network: None,
             id: "02_plan".parse().unwrap(),
             step_id: "plan".into(),
             role: "planner".into(),

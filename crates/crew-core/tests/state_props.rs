@@ -42,6 +42,7 @@ impl RunDef {
                 PlannedTask::from(crew_core::plan::FlatTask {
                     candidates: None,
                     resources: Default::default(),
+                    network: None,
                     id: id(i),
                     step_id: format!("t{i}"),
                     role: "role".into(),

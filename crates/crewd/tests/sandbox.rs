@@ -485,6 +485,81 @@ fn a_verify_command_without_network_cannot_reach_loopback() {
     assert_eq!(accepted, 1, "{st}");
 }
 
+/// Item 5: `network=false` on a team role: that role's boxed attempts reach nothing, loopback
+/// included, while another role of the same run on the same runtime does; `team.plan` says
+/// which.
+#[test]
+fn a_role_without_network_cannot_reach_loopback() {
+    const NAME: &str = "a_role_without_network_cannot_reach_loopback";
+    if let Err(why) = bwrap_works() {
+        skip(NAME, &format!("bubblewrap cannot make a box here: {why}"));
+    }
+    out_of_tmp();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let connect = format!("exec 3<>/dev/tcp/127.0.0.1/{port}");
+    let mut d = Daemon::start();
+    let agent = format!(
+        "bash -c {connect:?} 2>/dev/null && echo REACHED-$CREW_TASK_ID || echo OFFLINE-$CREW_TASK_ID"
+    );
+    std::fs::write(
+        &d.config,
+        format!(
+            "sandbox = \"required\"\nallow_no_change = true\n\
+             [runtimes.net]\nadapter = \"command\"\ncommand = [\"/bin/sh\", \"-c\", {agent:?}]\n"
+        ),
+    )
+    .unwrap();
+    d.restart();
+    d.project_file(
+        "teams/n.team.md",
+        "---\nname: n\ndefaultWorkflow: n\n---\n\n- online: agent=explorer\n- offline: agent=explorer network=false\n",
+    );
+    d.project_file(
+        "workflows/n.workflow.md",
+        "---\nname: n\n---\n\n## on\nrole: online\n\nConnect.\n\n## off\nrole: offline\n\nConnect.\n",
+    );
+    let cwd = path_str(&d.work).to_string();
+    let plan = d.ok(
+        "team.plan",
+        json!({"goal": "g", "cwd": cwd, "team": "n", "runtime": "net"}),
+    );
+    let nets: Vec<&serde_json::Value> = plan["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| &t["sandbox"]["network"])
+        .collect();
+    assert_eq!(nets, [&json!(true), &json!(false)], "{plan:#}");
+    let run = d.run("net", json!({"team": "n", "runtime": "net"}));
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    let answer = |task: &str| {
+        d.ok(
+            "team.artifact",
+            json!({"runId": run, "name": format!("results/{task}.txt")}),
+        )["content"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(
+        answer("01_on").contains("REACHED-01_on"),
+        "{}",
+        answer("01_on")
+    );
+    assert!(
+        answer("02_off").contains("OFFLINE-02_off"),
+        "{}",
+        answer("02_off")
+    );
+    let mut accepted = 0;
+    while listener.accept().is_ok() {
+        accepted += 1;
+    }
+    assert_eq!(accepted, 1, "only the online role connected");
+}
+
 /// Item 6: `team.plan` shows each task's box, and a boxed runtime has no policy gaps (a
 /// read-only role's workspace is read-only in the box, whatever its CLI's Bash can do); the
 /// same runtime unboxed names the gap.

@@ -83,6 +83,9 @@ pub struct TaskCommon {
     /// The step's job resources over its role's (issue 35; `crate::job_shape`): what the task
     /// asks of a cluster node beyond its runtime's defaults. Unused on a local runtime.
     pub resources: crate::job_shape::JobShape,
+    /// Its team role's `network=` (issue 34): `Some(false)`, its boxed attempts get no
+    /// network, whatever the runtime allows.
+    pub network: Option<bool>,
 }
 
 impl Deref for PlannedTask {
@@ -143,6 +146,7 @@ impl PlannedTask {
             judging: c.judging,
             candidates: c.candidates,
             resources: c.resources,
+            network: c.network,
         }
     }
 }
@@ -190,6 +194,8 @@ pub struct FlatTask {
     pub candidates: Option<Arc<crate::run::candidates::Candidacy>>,
     #[serde(default)]
     pub resources: crate::job_shape::JobShape,
+    #[serde(default)]
+    pub network: Option<bool>,
 }
 
 impl From<FlatTask> for PlannedTask {
@@ -222,6 +228,7 @@ impl From<FlatTask> for PlannedTask {
                 judging: f.judging,
                 candidates: f.candidates,
                 resources: f.resources,
+                network: f.network,
             }),
         }
     }
@@ -270,6 +277,8 @@ struct FlatOut<'a> {
     candidates: &'a Option<Arc<crate::run::candidates::Candidacy>>,
     #[serde(skip_serializing_if = "crate::job_shape::JobShape::is_empty")]
     resources: &'a crate::job_shape::JobShape,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    network: Option<bool>,
 }
 
 impl Serialize for PlannedTask {
@@ -302,6 +311,7 @@ impl Serialize for PlannedTask {
             judging: &c.judging,
             candidates: &c.candidates,
             resources: &c.resources,
+            network: c.network,
         }
         .serialize(s)
     }

@@ -109,6 +109,10 @@ pub struct TeamRole {
     /// cluster node, over the runtime's defaults.
     #[serde(default, skip_serializing_if = "crate::job_shape::JobShape::is_empty")]
     pub resources: crate::job_shape::JobShape,
+    /// `network=false` (issue 34): the role's boxed attempts get no network at all, loopback
+    /// included, whatever its runtime allows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<bool>,
     pub description: String,
     pub line: u32,
 }

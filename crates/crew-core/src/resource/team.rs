@@ -34,7 +34,7 @@ static SKILLS_RE: LazyLock<Regex> = LazyLock::new(|| {
 });
 static KEY_RE: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
-        r"\b(agent|model|maxConcurrency|candidates|cpusPerTask|memoryMb|timeLimitMinutes)\s*=\s*(\S+)",
+        r"\b(agent|model|maxConcurrency|candidates|cpusPerTask|memoryMb|timeLimitMinutes|network)\s*=\s*(\S+)",
     )
     .expect("constant regex")
 });
@@ -182,9 +182,22 @@ fn parse_role(line: &str, line_no: u32, d: &mut Diags) -> Option<TeamRole> {
             }
         }
     }
+    let network = keys.get("network").and_then(|v| match v.as_str() {
+        "true" => Some(true),
+        "false" => Some(false),
+        _ => {
+            d.warn(
+                Some(line_no),
+                Some("network"),
+                format!("`network={v}` must be true or false; ignored"),
+            );
+            None
+        }
+    });
     Some(TeamRole {
         candidates,
         resources,
+        network,
         name: name.to_string(),
         agent: keys
             .get("agent")
@@ -245,6 +258,7 @@ mod tests {
         TeamRole {
             candidates: None,
             resources: Default::default(),
+            network: None,
             name: name.into(),
             agent: agent.into(),
             model: model.map(Into::into),
@@ -294,6 +308,26 @@ mod tests {
                 time_limit_minutes: Some(90),
             }
         );
+    }
+
+    /// `network=false` on a role line (issue 34): its boxed attempts get no network.
+    #[test]
+    fn a_roles_network() {
+        let (t, d) = team(
+            "- tests: agent=verifier network=false runs offline
+- b: network=true
+",
+        );
+        assert!(d.is_empty(), "{d:?}");
+        assert_eq!(t.roles[0].network, Some(false));
+        assert_eq!(t.roles[0].description, "runs offline");
+        assert_eq!(t.roles[1].network, Some(true));
+        let (t, d) = team(
+            "- c: network=maybe
+",
+        );
+        assert_eq!(t.roles[0].network, None);
+        assert_eq!(d.len(), 1, "{d:?}");
     }
 
     #[test]

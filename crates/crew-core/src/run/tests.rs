@@ -26,6 +26,7 @@ fn tasks(steps: &[Step]) -> Vec<std::sync::Arc<PlannedTask>> {
             PlannedTask::from(crate::plan::FlatTask {
                 candidates: None,
                 resources: Default::default(),
+                network: None,
                 id: task_id(i + 1, name),
                 step_id: name.to_string(),
                 role: if *writes {
@@ -3002,6 +3003,7 @@ fn resolver_role() -> crate::fanout::RoleTemplate {
         candidates: None,
         skills: Default::default(),
         resources: Default::default(),
+        network: None,
         allow_no_change: false,
     }
 }

@@ -542,7 +542,7 @@ fn worker_box(
         runtime_env: &spec.runtime.env,
         sandbox_read: &spec.runtime.sandbox_read,
         sandbox_write: &spec.runtime.sandbox_write,
-        network: spec.runtime.network.unwrap_or(true),
+        network: sandbox::network(&spec.runtime, &spec.plan),
     })
 }
 

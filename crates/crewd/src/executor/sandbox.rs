@@ -46,6 +46,12 @@ pub fn mode(config: &Config, runtime: &RuntimeConfig) -> SandboxMode {
     runtime.sandbox.unwrap_or(config.sandbox)
 }
 
+/// Whether `task`'s boxed attempts on `runtime` get a network: unless the runtime or the
+/// task's role (`network=false`) says not.
+pub fn network(runtime: &RuntimeConfig, task: &crew_core::plan::PlannedTask) -> bool {
+    runtime.network.unwrap_or(true) && task.network != Some(false)
+}
+
 /// `runtime` as it runs a task of the project at `cwd` (a run's cwd): the project's
 /// `sandbox` over the runtime's. Reads the file system (the project's root).
 pub fn in_project(
@@ -215,7 +221,7 @@ pub fn plan_box(
         runtime_env: &runtime.env,
         sandbox_read: &runtime.sandbox_read,
         sandbox_write: &runtime.sandbox_write,
-        network: runtime.network.unwrap_or(true),
+        network: network(&runtime, t),
     });
     let show = |p: &Path| p.display().to_string();
     let mut writable: Vec<String> = b.writable.iter().map(|p| show(p)).collect();

@@ -225,6 +225,7 @@ pub fn job_name(run_id: &str, task_id: &str, attempt: u32) -> String {
 pub fn node_box(
     config: &crate::config::Config,
     runtime: &crate::config::RuntimeConfig,
+    task: &crew_core::plan::PlannedTask,
 ) -> crew_api::types::NodeBox {
     use crate::config::SandboxMode;
     let paths = |v: &[std::path::PathBuf]| v.iter().map(|p| p.display().to_string()).collect();
@@ -235,7 +236,7 @@ pub fn node_box(
             SandboxMode::Off => "off",
         }
         .into(),
-        network: runtime.network.unwrap_or(true),
+        network: crate::executor::sandbox::network(runtime, task),
         verify_network: config.verify_network,
         read: paths(&runtime.sandbox_read),
         write: paths(&runtime.sandbox_write),

@@ -69,7 +69,7 @@ fn slurm_job(
         cpus_per_task: r.cpus_per_task,
         memory_mb: r.memory_mb,
         time_limit_minutes: r.time_limit_minutes,
-        sandbox: Some(crate::placement::slurm::node_box(cfg, rt)),
+        sandbox: Some(crate::placement::slurm::node_box(cfg, rt, t)),
     })
 }
 

@@ -156,7 +156,7 @@ fn launch(
         },
         sandbox: crew_staging::BoxRules {
             mode: crate::executor::sandbox::mode(&shared.config, &spec.runtime),
-            network: spec.runtime.network.unwrap_or(true),
+            network: crate::executor::sandbox::network(&spec.runtime, &spec.plan),
             verify_network: shared.config.verify_network,
             runtime_env: spec.runtime.env.clone(),
             read: spec.runtime.sandbox_read.clone(),
