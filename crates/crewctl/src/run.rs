@@ -87,9 +87,9 @@ pub async fn run(ctx: &Ctx, c: RunCmd) -> anyhow::Result<u8> {
         } else {
             let v = ctx.view();
             outln(&format!(
-                "Started run {} ({} tasks).\n  {}",
+                "Started run {} ({}).\n  {}",
                 v.p(Tone::Bold, &started.run_id),
-                started.tasks.len(),
+                crate::render::units::count(started.tasks.len(), "task"),
                 v.p(
                     Tone::Dim,
                     format!(
@@ -104,10 +104,10 @@ pub async fn run(ctx: &Ctx, c: RunCmd) -> anyhow::Result<u8> {
     if !ctx.json {
         let v = ctx.view();
         outln(&format!(
-            "{} {} · {} tasks · {}",
+            "{} {} · {} · {}",
             v.p(Tone::Bold, "Run"),
             v.p(Tone::Bold, &started.run_id),
-            started.tasks.len(),
+            crate::render::units::count(started.tasks.len(), "task"),
             v.p(
                 Tone::Dim,
                 if ctx.stdin_tty {

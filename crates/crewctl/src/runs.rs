@@ -600,7 +600,11 @@ pub async fn prune(ctx: &Ctx, a: PruneArgs) -> anyhow::Result<u8> {
         ctx.json(&r)?;
     } else {
         let n = r.removed.len();
-        outln(&format!("Removed {n} run{}; kept {}.", plural(n), r.kept))?;
+        outln(&format!(
+            "Removed {}; kept {}.",
+            crate::render::units::count(n, "run"),
+            r.kept
+        ))?;
         for note in &r.notes {
             outln(&format!("note: {note}"))?;
         }
@@ -657,14 +661,6 @@ pub async fn import(ctx: &Ctx, file: &Path) -> anyhow::Result<u8> {
         outln(&format!("Imported run {}.", r.run_id))?;
     }
     Ok(exit::SUCCESS)
-}
-
-fn plural(n: usize) -> &'static str {
-    if n == 1 {
-        ""
-    } else {
-        "s"
-    }
 }
 
 fn list_or_none(ids: &[String]) -> String {

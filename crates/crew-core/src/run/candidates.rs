@@ -685,8 +685,9 @@ fn settle_one(run: &RunState, t: &TaskState, select: Select, ids: &[SafeId]) -> 
                 candidate: c.plan.id.to_string(),
                 by: "smallest".into(),
                 reason: format!(
-                    "candidate {i} is the smallest of {} that passed ({lines} changed lines)",
-                    passing.len()
+                    "candidate {i} is the smallest of {} that passed ({lines} changed line{})",
+                    passing.len(),
+                    if lines == 1 { "" } else { "s" }
                 ),
             };
             vec![chosen(run, t, c, choice, None, None)]

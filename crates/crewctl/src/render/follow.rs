@@ -5,7 +5,7 @@ use super::events::usage_of;
 use super::marks;
 use super::table::width_of;
 use super::time::{clock_time, human_duration_ms, parse_time};
-use super::units::{cost, cut, tokens, usage_tokens};
+use super::units::{cost, count, cut, tokens, usage_tokens};
 use super::View;
 use crate::style::Tone;
 use chrono::{DateTime, Utc};
@@ -781,7 +781,7 @@ pub fn excerpt(view: &View, text: &str, max_lines: usize) -> String {
             view.p(Tone::Dim, "│"),
             view.p(
                 Tone::Dim,
-                format!("… {} more lines", lines.len() - max_lines)
+                format!("… {}", count(lines.len() - max_lines, "more line"))
             )
         );
     }

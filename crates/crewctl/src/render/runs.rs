@@ -2,7 +2,7 @@
 
 use super::table::{self, Cell, Col, Table};
 use super::time::{absolute, human_duration_ms, parse_time, relative};
-use super::units::{bytes, cost, cut, percent, tokens, usage_tokens};
+use super::units::{bytes, cost, count, cut, percent, tokens, usage_tokens};
 use super::{diag, ids, marks, View};
 use crate::style::Tone;
 use crew_api::types::{
@@ -633,13 +633,13 @@ pub fn plan(view: &View, p: &PlanResult) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{} team {} · workflow {} · runtime {} · concurrency {} · {} tasks",
+        "{} team {} · workflow {} · runtime {} · concurrency {} · {}",
         view.p(Tone::Bold, "Plan:"),
         p.team,
         p.workflow,
         p.runtime,
         p.concurrency,
-        p.tasks.len()
+        count(p.tasks.len(), "task")
     );
     let with_model = p.tasks.iter().any(|t| t.model.is_some());
     let mut cols = vec![

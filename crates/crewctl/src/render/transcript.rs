@@ -433,7 +433,11 @@ fn first_lines(s: &str, n: usize) -> String {
     let lines: Vec<&str> = s.lines().collect();
     let mut out = lines.iter().take(n).copied().collect::<Vec<_>>().join("\n");
     if lines.len() > n {
-        let _ = write!(out, "\n… {} more lines", lines.len() - n);
+        let _ = write!(
+            out,
+            "\n… {}",
+            super::units::count(lines.len() - n, "more line")
+        );
     }
     out
 }

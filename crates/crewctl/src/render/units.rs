@@ -3,6 +3,15 @@
 use crew_api::types::Usage;
 
 /// `950`, `1.2k`, `12.3k`, `123k`, `1.2M`, `12.3M`.
+/// `1 task`, `3 tasks`: a count and its noun (a plain `s` plural).
+pub fn count(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
 pub fn tokens(n: u64) -> String {
     fn scaled(v: f64, suffix: &str) -> String {
         if v < 100.0 {
