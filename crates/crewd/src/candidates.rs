@@ -176,6 +176,32 @@ pub async fn was_applied(
 }
 
 /// `team.diff`'s `candidate`: the id of candidate `k` of step task `task`.
+/// Candidate `k` of step `task` in `run`, named so a person can act: the task is not there,
+/// has no candidates, or has fewer than `k`.
+pub fn candidate_in(
+    run: &crew_core::run::RunState,
+    task: &str,
+    k: i64,
+) -> Result<String, ApiError> {
+    let id = candidate_task(task, k)?;
+    let t = run
+        .task(task)
+        .ok_or_else(|| ApiError::not_found("task", task))?;
+    let Some((_, members, _)) = core::selector(&t.plan) else {
+        return Err(ApiError::invalid_params(
+            "candidate",
+            format!("task {task} has no candidates"),
+        ));
+    };
+    if !members.iter().any(|m| m.as_str() == id) {
+        return Err(ApiError::invalid_params(
+            "candidate",
+            format!("task {task} has candidates 1 to {}, not {k}", members.len()),
+        ));
+    }
+    Ok(id)
+}
+
 pub fn candidate_task(task: &str, k: i64) -> Result<String, ApiError> {
     let k = u32::try_from(k)
         .ok()

@@ -562,6 +562,18 @@ fn a_person_picks_before_and_after_dependents_started() {
         json!({"runId": run, "taskId": "01_build", "candidate": 1}),
     );
     assert!(diff["patch"].as_str().unwrap().contains("+one"), "{diff}");
+    // A candidate that is not there, of a step with candidates or of one without, is named
+    // for what it is (not "task not found: _cand-…").
+    for (task, k, says) in [
+        ("01_build", 4, "task 01_build has candidates 1 to 3, not 4"),
+        ("03_after", 1, "task 03_after has no candidates"),
+    ] {
+        let e = d.err(
+            "team.diff",
+            json!({"runId": run, "taskId": task, "candidate": k}),
+        );
+        assert!(e["message"].as_str().unwrap().contains(says), "{e}");
+    }
 }
 
 /// A person changing their mind: two picks in a row after the run completed, a few times. The first queues

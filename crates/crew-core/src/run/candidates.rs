@@ -348,10 +348,13 @@ pub fn failing(verification: &[crate::checks::VerifyOutcome]) -> Vec<String> {
                 (false, Some(c)) => format!("exited with {c}"),
                 (false, None) => "was killed".to_string(),
             };
-            cut(
-                &format!("`{}` {how}: {}", v.command, v.tail.trim()),
-                MAX_CHECK_CHARS,
-            )
+            let tail = v.tail.trim();
+            let said = if tail.is_empty() {
+                format!("`{}` {how}", v.command)
+            } else {
+                format!("`{}` {how}: {tail}", v.command)
+            };
+            cut(&said, MAX_CHECK_CHARS)
         })
         .collect()
 }

@@ -1510,7 +1510,7 @@ pub(crate) mod tests {
             c
         };
         s.tasks = vec![
-            cand(1, &["`test -f ok.txt` exited with 1: "]),
+            cand(1, &["`test -f ok.txt` exited with 1"]),
             cand(2, &[]),
             sel,
             verify,

@@ -14,17 +14,21 @@ pub(super) async fn diff(ctx: Arc<Ctx>, p: P<TeamDiff>) -> Out<TeamDiff> {
         Some(l) if l > 0 => l.min(64 << 20) as usize,
         Some(_) => return Err(ApiError::invalid_params("limit", "must be positive")),
     };
-    let task = match (&p.task_id, p.candidate) {
-        (Some(t), Some(k)) => Some(crate::candidates::candidate_task(t, k)?),
-        (None, Some(_)) => {
-            return Err(ApiError::invalid_params(
-                "candidate",
-                "name the step's task (`taskId`) too",
-            ))
-        }
-        (t, None) => t.clone(),
-    };
-    let input = with_run(&ctx, &p.run_id, move |r| diff_input(r, task.as_deref())).await??;
+    if p.task_id.is_none() && p.candidate.is_some() {
+        return Err(ApiError::invalid_params(
+            "candidate",
+            "name the step's task (`taskId`) too",
+        ));
+    }
+    let (task, candidate) = (p.task_id.clone(), p.candidate);
+    let input = with_run(&ctx, &p.run_id, move |r| {
+        let task = match (&task, candidate) {
+            (Some(t), Some(k)) => Some(crate::candidates::candidate_in(r, t, k)?),
+            (t, _) => t.clone(),
+        };
+        diff_input(r, task.as_deref())
+    })
+    .await??;
     crate::workspace::diff(&ctx.shared, input, p.stat.unwrap_or(false), limit).await
 }
 
