@@ -315,7 +315,10 @@ async fn a_plan_is_approved_inline_with_one_key() {
     t.keys(&["a"]);
     assert_eq!(t.exit_code().await, "0", "{}", t.screen());
     assert_eq!(mock.calls("team.approve").len(), 1);
-    assert!(t.screen().contains("Run r-1 completed"), "{}", t.screen());
+    let screen = t.screen();
+    assert!(screen.contains("Run r-1 completed"), "{screen}");
+    // Said once, by the run's own event.
+    assert_eq!(screen.matches("plan approved").count(), 1, "{screen}");
 }
 
 /// A run blocked on 01_explore's `question` (02_fix queued behind it), `team.respond` queued.

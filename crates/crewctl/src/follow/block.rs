@@ -171,13 +171,17 @@ pub async fn act(f: &mut Follower<'_>, what: What, input: Input) -> anyhow::Resu
                 run_id,
                 reason: Some("from crewctl's follow view".into()),
             };
-            let (said, r) = match key {
-                Some(b'a' | b'A') => ("plan approved", f.conn.call::<TeamApprove>(&params).await),
-                Some(b'r' | b'R') => ("plan rejected", f.conn.call::<TeamReject>(&params).await),
+            let r = match key {
+                Some(b'a' | b'A') => f.conn.call::<TeamApprove>(&params).await,
+                Some(b'r' | b'R') => f.conn.call::<TeamReject>(&params).await,
                 Some(b'd' | b'D') | None => return Ok(Outcome::Detach),
                 Some(_) => return Ok(Outcome::KeepWaiting),
             };
-            Ok(settled(f, said, r.map(|_| ())))
+            // Done, the run's own event says so (`plan approved`, `plan rejected`): one line.
+            Ok(match r {
+                Ok(_) => Outcome::Acted,
+                Err(e) => settled(f, "", Err(e)),
+            })
         }
         (What::Answer(task_id), Input::Line(line)) => {
             let Some(message) = line else {
