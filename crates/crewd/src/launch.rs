@@ -482,10 +482,18 @@ fn assemble(
     if p.allow_no_change == Some(true) {
         allow_no_change(&mut plan.tasks);
     }
+    // A step's candidates run at once (issue 36): a default concurrency (the team's, or a
+    // one-agent run's 1) is raised to the widest step's; an explicit one stays.
+    let widest = plan
+        .tasks
+        .iter()
+        .filter_map(|t| crew_core::run::candidates::selector(t))
+        .map(|(_, members, _)| u32::try_from(members.len()).unwrap_or(u32::MAX))
+        .max()
+        .unwrap_or(1);
     let concurrency = checked
         .concurrency
-        .or(plan.max_concurrency)
-        .unwrap_or(4)
+        .unwrap_or_else(|| plan.max_concurrency.unwrap_or(4).max(widest))
         .clamp(1, cfg.max_concurrency_cap);
     let spec = RunSpec {
         goal: p.goal.clone(),

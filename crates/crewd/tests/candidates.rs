@@ -635,6 +635,27 @@ fn two_picks_in_a_row_run_the_dependent_once_more_from_the_last() {
     );
 }
 
+/// Candidates run at once: a one-agent run's default concurrency (1) is raised to the
+/// candidates asked for; an explicit `concurrency` stays as asked.
+#[test]
+fn a_one_agent_runs_candidates_run_at_once() {
+    let d = Daemon::start();
+    repo(&d);
+    let run = |extra: Value| {
+        let mut p = json!({"goal": "make it [fake:cand-write=1:a.txt:a\\n][fake:cand-write=2:b.txt:b\\n][fake:cand-write=3:c.txt:c\\n]",
+            "cwd": path_str(&d.work), "runtime": "fake", "agent": "executor",
+            "workspace": "worktree", "candidates": 3});
+        for (k, v) in extra.as_object().unwrap() {
+            p[k] = v.clone();
+        }
+        let id = d.ok("team.run", p)["runId"].as_str().unwrap().to_string();
+        assert_eq!(d.wait(&id), "completed", "{}", d.status(&id));
+        d.status(&id)["run"]["concurrency"].clone()
+    };
+    assert_eq!(run(json!({})), 3);
+    assert_eq!(run(json!({"concurrency": 1})), 1);
+}
+
 /// A person may pick a candidate its checks ruled out; the choice says so (status, diff,
 /// dashboard), and `crewctl pick` says so where the person sees it.
 #[test]
