@@ -22,18 +22,32 @@ impl Repo {
             .filter_map(|l| l.strip_prefix(b"branch "))
             .map(|b| String::from_utf8_lossy(b).into_owned())
             .collect();
-        // A worktree mid-rebase has a detached HEAD; the branch is named in its rebase state.
+        // A worktree mid-rebase or mid-bisect has a detached HEAD; the branch is named in its
+        // rebase state (a full name), or in `BISECT_START` (a short one, or a commit id when
+        // the bisect started detached): `git bisect reset` checks it out again.
         for path in crate::parse::worktree_paths(&out) {
             let wt = self.git.repo(&path);
-            for name in ["rebase-merge/head-name", "rebase-apply/head-name"] {
+            for name in [
+                "rebase-merge/head-name",
+                "rebase-apply/head-name",
+                "BISECT_START",
+            ] {
                 let Ok(p) = wt.git_path(name).await else {
                     continue;
                 };
-                if let Ok(s) = tokio::fs::read_to_string(&p).await {
-                    let b = s.trim().to_string();
-                    if b.starts_with("refs/heads/") && !branches.contains(&b) {
-                        branches.push(b);
-                    }
+                let Ok(s) = tokio::fs::read_to_string(&p).await else {
+                    continue;
+                };
+                let s = s.trim();
+                let b = if s.starts_with("refs/heads/") {
+                    s.to_string()
+                } else if name == "BISECT_START" && !s.is_empty() && !crate::is_oid(s) {
+                    format!("refs/heads/{s}")
+                } else {
+                    continue;
+                };
+                if !branches.contains(&b) {
+                    branches.push(b);
                 }
             }
         }

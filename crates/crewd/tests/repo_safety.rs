@@ -124,6 +124,38 @@ fn an_untrusted_projects_seed_paths_are_refused() {
 
 // ---- 2, 3, 12. forget / prune -----------------------------------------------------------
 
+/// A run branch the user is bisecting (detached HEAD, the branch named in `BISECT_START`) is
+/// kept by forget: `git bisect reset` goes back to it.
+#[test]
+fn forget_keeps_a_branch_being_bisected() {
+    let d = Daemon::start();
+    let w = repo(&d);
+    // History enough that the bisect checks out a commit in the middle (HEAD detached).
+    for n in 0..4 {
+        std::fs::write(w.join("h.txt"), format!("{n}\n")).unwrap();
+        git(w, &["add", "h.txt"]);
+        git(w, &["commit", "-qm", &format!("history {n}")]);
+    }
+    team(&d, "one", "", "[fake:write=b.txt:x]");
+    let run = run_wt(&d, "one", json!({}));
+    assert_eq!(d.wait(&run), "completed");
+    let branch = format!("crew/{run}");
+    git(w, &["switch", "-q", &branch]);
+    git(w, &["bisect", "start"]);
+    git(w, &["bisect", "bad"]);
+    git(w, &["bisect", "good", "HEAD~4"]);
+    assert_eq!(
+        git(w, &["rev-parse", "--abbrev-ref", "HEAD"]),
+        "HEAD",
+        "detached"
+    );
+    let r = d.ok("team.forget", json!({"runId": run}));
+    assert!(r["notes"].to_string().contains(&branch), "{r}");
+    assert!(!branches(w, &format!("refs/heads/{branch}")).is_empty());
+    git(w, &["bisect", "reset"]);
+    assert_eq!(git(w, &["rev-parse", "--abbrev-ref", "HEAD"]), branch);
+}
+
 #[test]
 fn forget_and_prune_keep_the_branches_the_user_is_on_or_committed_on() {
     let d = Daemon::start();
