@@ -545,6 +545,26 @@ fn an_imported_pre_step_is_named_before_it_runs() {
     assert!(!marker.exists(), "nothing ran unconfirmed");
 }
 
+/// A bundle's tasks may name files of the importer's checkout to hand their agents
+/// (`seedPaths`, e.g. `.env`): the confirmation names them before anything runs.
+#[test]
+fn an_imported_runs_seed_paths_are_named_before_it_runs() {
+    let d = Daemon::start();
+    one_step_team(&d, "flaky", "[fake:fail]", "explorer");
+    let failed = d.run("fail once", json!({"team": "flaky"}));
+    assert_eq!(d.wait(&failed), "failed");
+    let bundle = forged_bundle(&d, &failed, |mut b| {
+        run_created(&mut b)["data"]["tasks"][0]["seedPaths"] = json!([".env"]);
+        b
+    });
+    d.ok("team.import", json!({"bundle": bundle}));
+    let e = d.err("team.resume", json!({"runId": failed}));
+    assert_eq!(e["code"], 1002, "{e}");
+    let said = "01_only copies from your checkout into its worktree: .env";
+    assert!(e["message"].as_str().unwrap().contains(said), "{e}");
+    assert_eq!(e["data"]["tasks"][0]["seedPaths"], json!([".env"]), "{e}");
+}
+
 /// A bundle's run carries the project's per-task checks (`taskVerifyCommands`, frozen in
 /// `run.created`), which run after every editing task without checks of its own: the
 /// confirmation `team.resume` asks for names them, and they run only once confirmed.

@@ -78,6 +78,9 @@ fn preview_task(run: &RunState, t: &TaskState) -> Value {
         // 17, 29): the pre-step script with its arguments, and verification commands.
         "preStep": t.plan.checks.pre_step.as_ref().map(|p| p.display()),
         "verifyCommands": t.plan.checks.verify.as_ref().map(|v| &v.commands),
+        // Files of the user's own tree a worktree task is handed (issue 28): a bundle naming
+        // `.env` would have its agent read it.
+        "seedPaths": t.plan.seed_paths,
     })
 }
 
@@ -143,7 +146,7 @@ fn added_roles(run: &RunState) -> Vec<Value> {
 }
 
 /// Every command line a task runs besides its agent: `pre-step: …` and `verify: …`, in the
-/// order they run.
+/// order they run, after the files of the user's checkout it is handed (`seedPaths`).
 fn task_commands(plan: &crew_core::plan::PlannedTask) -> Vec<String> {
     let id = &plan.id;
     let pre = plan
@@ -157,7 +160,11 @@ fn task_commands(plan: &crew_core::plan::PlannedTask) -> Vec<String> {
         .iter()
         .flat_map(|v| v.commands.iter())
         .map(|c| format!("{id} verify: {c}"));
-    pre.chain(verify).collect()
+    let seeds = plan
+        .seed_paths
+        .iter()
+        .map(|p| format!("{id} copies from your checkout into its worktree: {p}"));
+    seeds.chain(pre).chain(verify).collect()
 }
 
 /// `team.resume`/`team.retry` of an imported run: refused (1002, `data` = what would run)
