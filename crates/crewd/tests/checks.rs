@@ -280,7 +280,7 @@ fn a_failing_verification_is_retried_once_with_its_failure_then_fails() {
     // The second attempt's prompt carries the first attempt's failure.
     let prompt = artifact(&d, &run, "prompts/01_build.md");
     assert!(
-        prompt.contains("## Your previous attempt failed verification")
+        prompt.contains("## Your previous attempt failed crew's checks")
             && prompt.contains("VERIFY-BOOM-1"),
         "{prompt}"
     );
