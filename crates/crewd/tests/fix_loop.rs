@@ -136,10 +136,22 @@ fn spent_rounds_block_the_run_and_resume_grants_one_more() {
     let evs = d.events(Some(&run));
     assert_eq!(of_type(&evs, "task.fix_added").len(), 2, "maxFixRounds 2");
     assert!(of_type(&evs, "run.completed").is_empty());
-    d.ok("team.resume", json!({"runId": run}));
+    let r = d.ok("team.resume", json!({"runId": run}));
+    // What runs again: the granted round's fix, then its judge.
+    assert_eq!(
+        r["requeuedTaskIds"],
+        json!(["_fix-04_verify-3", "04_verify"]),
+        "{r}"
+    );
     assert_eq!(d.wait(&run), "blocked", "{}", d.status(&run));
     let evs = d.events(Some(&run));
-    assert_eq!(of_type(&evs, "task.fix_added").len(), 3, "one more round");
+    let added = of_type(&evs, "task.fix_added");
+    assert_eq!(added.len(), 3, "one more round");
+    let said = added[2]["message"].as_str().unwrap_or_default();
+    assert!(
+        said.starts_with("04_verify: fail") && said.contains("→ _fix-04_verify-3"),
+        "{said}"
+    );
     assert!(Daemon::task(&d.status(&run), "_fix-04_verify-3")["status"] == "completed");
     // team.apply refuses a run whose judges did not pass. Blocked, it has nothing to apply
     // yet, forced or not: the message says what helps, and not to force.

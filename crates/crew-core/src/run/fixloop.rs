@@ -142,7 +142,8 @@ impl State {
     }
 
     /// `team.resume` of a run blocked by a judge whose fix rounds were spent: one more round,
-    /// for every such judge (the fix task is added and the judge waits for it).
+    /// for every such judge (the fix task is added and the judge waits for it). The events,
+    /// and what runs again: each fix task, then its judge.
     pub(super) fn granted_rounds(&self, run: &RunState) -> (Vec<Pending>, Vec<String>) {
         let mut out = Vec::new();
         let mut judges = Vec::new();
@@ -158,8 +159,15 @@ impl State {
             if t.status != TaskStatus::NeedsAttention || v.passed() || !spent {
                 continue;
             }
-            let (event, _) = fix_added(run, t, fix, v.clone(), added);
-            out.push(event);
+            let headline = v.headline();
+            let (event, fix_id) = fix_added(run, t, fix, v.clone(), added);
+            // Said as a round the loop adds is: its line names the judge, the verdict and
+            // the fix task that runs.
+            out.push(event.with_message(format!(
+                "{}: {headline} → {fix_id} (a round granted by resume)",
+                t.plan.id
+            )));
+            judges.push(fix_id);
             judges.push(t.plan.id.to_string());
             added += 1;
         }
