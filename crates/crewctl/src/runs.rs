@@ -409,7 +409,7 @@ async fn blocked_again(conn: &Conn, run_id: &str) -> anyhow::Result<Option<u8>> 
         })
         .await?;
     let reason = s.run.reason.as_deref().unwrap_or("no reason given");
-    let summary = crate::render::follow::reason_summary(reason).join("\n  ");
+    let summary = crate::render::follow::reason_summary(reason, run_id).join("\n  ");
     outln(&format!(
         "Run {run_id} was resumed and blocked again at once: nothing it waits on has changed.\n  {summary}"
     ))?;

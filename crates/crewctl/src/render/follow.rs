@@ -818,7 +818,7 @@ pub fn final_summary(view: &View, s: &StatusResult) -> String {
     }
     let mut out = format!("{line}\n");
     if let Some(reason) = &r.reason {
-        let mut lines = reason_summary(reason).into_iter();
+        let mut lines = reason_summary(reason, &r.id).into_iter();
         let first = lines.next().unwrap_or_default();
         let _ = writeln!(out, "  {} {first}", view.p(Tone::Dim, "reason:"));
         for l in lines {
@@ -834,14 +834,34 @@ pub fn final_summary(view: &View, s: &StatusResult) -> String {
 /// Lines of a reason shown under a stopped run: up to its first blank line, at most
 /// [`REASON_LINES`]. A failed verification's reason leads with the command, its last
 /// meaningful line and the lines that say what failed; the raw tail after the blank line is
-/// for the agent's next attempt, and the whole output is one command away (see [`hints`]).
-pub fn reason_summary(reason: &str) -> Vec<&str> {
+/// for the agent's next attempt, and the whole output is one command away: its artifact line
+/// (`its whole output: verify/…`) is given as the command that reads it, for run `run`.
+pub fn reason_summary(reason: &str, run: &str) -> Vec<String> {
+    reason_lines(reason)
+        .into_iter()
+        .map(|l| match l.trim_start().strip_prefix(WHOLE_OUTPUT) {
+            Some(name) => format!(
+                "whole output: crewctl cat {} {}",
+                super::ids::hint(run),
+                name.trim()
+            ),
+            None => l.to_string(),
+        })
+        .collect()
+}
+
+/// The lines of a reason a view shows, as they are.
+pub fn reason_lines(reason: &str) -> Vec<&str> {
     reason
         .lines()
         .take_while(|l| !l.trim().is_empty())
         .take(REASON_LINES)
         .collect()
 }
+
+/// How a failed check's reason names the artifact with its whole output
+/// (`crew_core::checks::failure`).
+const WHOLE_OUTPUT: &str = "its whole output: ";
 
 /// Lines of a run's reason shown, at most.
 const REASON_LINES: usize = 10;
@@ -882,7 +902,13 @@ pub fn hints(s: &StatusResult) -> Vec<String> {
                         "details: crewctl status {id} · logs: crewctl logs {id} {}",
                         t.id
                     ));
-                    if let Some(a) = failed_check_output(t) {
+                    // Unless the reason above already gave it.
+                    let said = s
+                        .run
+                        .reason
+                        .as_deref()
+                        .is_some_and(|r| r.contains(WHOLE_OUTPUT));
+                    if let Some(a) = failed_check_output(t).filter(|_| !said) {
                         v.push(format!("whole output: crewctl cat {id} {a}"));
                     }
                 }
@@ -1486,12 +1512,14 @@ mod tests {
             ),
             "{out}"
         );
-        assert!(
-            out.contains(
-                "whole output: crewctl cat 3f9a1c2e00001111 verify/02_plan.attempt-1.1.txt"
-            ),
-            "{out}"
-        );
+        let cat = "whole output: crewctl cat 3f9a1c2e00001111 verify/02_plan.attempt-1.1.txt";
+        // Once: the reason's artifact line is the command (not the name, then the command).
+        assert_eq!(out.matches(cat).count(), 1, "{out}");
+        assert!(!out.contains("its whole output"), "{out}");
+        // `crewctl status` gives the same command (README: one command away).
+        let status = crate::render::runs::status(&v, &s);
+        assert!(status.contains(cat), "{status}");
+        assert!(!status.contains("its whole output"), "{status}");
     }
 
     /// Issue 31: one verb continues a run whose task needs attention (a conflict to resolve,

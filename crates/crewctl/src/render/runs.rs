@@ -16,7 +16,12 @@ pub fn status(view: &View, s: &StatusResult) -> String {
     let mut out = run_header(view, &s.run, plan_to_read(&s.tasks));
     out.push('\n');
     let tasks = where_they_run(&s.tasks, &s.added_tasks);
-    out.push_str(&task_table(view, &tasks, s.run.approval == "pending"));
+    out.push_str(&task_table(
+        view,
+        &s.run.id,
+        &tasks,
+        s.run.approval == "pending",
+    ));
     out.push_str(&added_tasks(view, &s.added_tasks));
     // The other tasks' checks (added tasks showed theirs above): with an approval pending,
     // which commands will check the work.
@@ -211,13 +216,13 @@ fn reason(view: &View, r: &RunView) -> Vec<(&'static str, String)> {
     } else {
         Tone::Warn
     };
-    let summary = super::follow::reason_summary(reason);
+    let summary = super::follow::reason_summary(reason, &r.id);
     let mut lines = summary.iter();
     let mut out = vec![(
         "reason",
-        view.p(tone, lines.next().copied().unwrap_or_default()),
+        view.p(tone, lines.next().map(String::as_str).unwrap_or_default()),
     )];
-    out.extend(lines.map(|l| ("", view.p(tone, *l))));
+    out.extend(lines.map(|l| ("", view.p(tone, l))));
     out
 }
 
@@ -362,7 +367,7 @@ fn added_tasks(view: &View, added: &[crew_api::types::AddedTaskView]) -> String 
     out
 }
 
-fn task_table(view: &View, tasks: &[TaskView], approval_pending: bool) -> String {
+fn task_table(view: &View, run_id: &str, tasks: &[TaskView], approval_pending: bool) -> String {
     let mut t = Table::new(task_columns());
     for task in tasks {
         let (mark, tone) = marks::task_judged(task.status, judged_against(task));
@@ -417,17 +422,17 @@ fn task_table(view: &View, tasks: &[TaskView], approval_pending: bool) -> String
             continue;
         }
         let (mark, tone) = marks::task(task.status);
-        let mut lines = super::follow::reason_summary(e).into_iter();
+        let mut lines = super::follow::reason_summary(e, run_id).into_iter();
         let first = lines.next().unwrap_or_default();
         let _ = writeln!(
             out,
             "{} {}: {}",
             view.p(tone, mark),
             task.id,
-            cut(first, 1000)
+            cut(&first, 1000)
         );
         for l in lines {
-            let _ = writeln!(out, "  {}", cut(l, 1000));
+            let _ = writeln!(out, "  {}", cut(&l, 1000));
         }
     }
     out
@@ -436,7 +441,12 @@ fn task_table(view: &View, tasks: &[TaskView], approval_pending: bool) -> String
 /// An error as one cell: its summary (a failed check's headline and failing lines), never the
 /// raw output tail kept after it for the agent.
 fn summary_text(e: &str) -> String {
-    super::follow::reason_summary(e).join(" ")
+    // The whole output's artifact is given as a command under the table, not in a cell.
+    super::follow::reason_lines(e)
+        .into_iter()
+        .filter(|l| !l.trim_start().starts_with("its whole output: "))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// A queued task whose dependencies all completed: with a plan approval pending, it is the one
@@ -1006,7 +1016,7 @@ pub(crate) mod tests {
     #[test]
     fn status_snapshot() {
         insta::assert_snapshot!(at_80_and_160(|v| status(v, &status_fixture())));
-        let tables = |v: &View| task_table(v, &status_fixture().tasks, false);
+        let tables = |v: &View| task_table(v, "r-1", &status_fixture().tasks, false);
         assert_fits(&tables(&view(80)), 80);
     }
 
