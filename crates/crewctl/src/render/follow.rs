@@ -805,18 +805,34 @@ pub fn final_summary(view: &View, s: &StatusResult) -> String {
     if let Some(ms) = r.duration_ms {
         let _ = write!(line, " in {}", human_duration_ms(ms));
     }
-    let _ = write!(
-        line,
-        " · {done}/{} tasks · {} tokens · {}",
+    let mut stats = format!(
+        "{done}/{} tasks · {} tokens · {}",
         s.tasks.len(),
         tokens(usage_tokens(&r.usage)),
         cost(r.usage.cost)
     );
+    // Measured without colours (their escape sequences take no columns).
+    let mut plain = format!("{mark} Run {} {}", r.id, r.status.as_str());
+    if let Some(ms) = r.duration_ms {
+        let _ = write!(plain, " in {}", human_duration_ms(ms));
+    }
+    let _ = write!(plain, " · {stats}");
     if let Some(v) = &r.verdict {
         let tone = if v == "pass" { Tone::Ok } else { Tone::Warn };
-        let _ = write!(line, " · verdict: {}", view.p(tone, v));
+        let _ = write!(stats, " · verdict: {}", view.p(tone, v));
+        let _ = write!(plain, " · verdict: {v}");
     }
-    let mut out = format!("{line}\n");
+    // One line where it fits; on a narrower terminal the figures go on a line of their own
+    // rather than wrap in the middle of a word.
+    let one = format!("{line} · {stats}");
+    let fits = view
+        .width
+        .is_none_or(|w| super::table::width_of(&plain) <= usize::from(w));
+    let mut out = if fits {
+        format!("{one}\n")
+    } else {
+        format!("{line}\n  {stats}\n")
+    };
     if let Some(reason) = &r.reason {
         let mut lines = reason_summary(reason, &r.id).into_iter();
         let first = lines.next().unwrap_or_default();
@@ -1454,6 +1470,29 @@ mod tests {
           │ … 9 more lines
         ");
         assert_eq!(excerpt(&v, "  \n ", 3), "");
+    }
+
+    /// The closing headline never wraps in the middle of a word: where it does not fit, its
+    /// figures go on a line of their own.
+    #[test]
+    fn the_closing_headline_fits_its_terminal() {
+        let mut s = crate::render::runs::tests::status_fixture();
+        s.run.status = RunStatus::Blocked;
+        s.run.verdict = Some("pass".into());
+        s.run.reason = None;
+        for w in [60u16, 100, 200] {
+            let out = final_summary(&view(w), &s);
+            crate::render::fixtures::assert_fits(
+                &out.lines().take(2).collect::<Vec<_>>().join("\n"),
+                w,
+            );
+            assert!(out.contains("verdict: pass"), "{out}");
+        }
+        let wide = final_summary(&view(200), &s);
+        assert!(
+            wide.lines().next().unwrap().ends_with("verdict: pass"),
+            "{wide}"
+        );
     }
 
     #[test]
