@@ -266,3 +266,33 @@ fn nix_euid() -> u32 {
         .map(|m| m.uid())
         .unwrap_or(0)
 }
+
+/// Issue 35: a runtime placed on Slurm needs worktree mode (a node works on a commit, not the
+/// user's checkout): a shared-mode run of it is refused at the call, by `team.plan` too, and
+/// nothing is started. No cluster is needed to be refused.
+#[test]
+fn a_slurm_runtime_in_shared_mode_is_refused() {
+    let d = Daemon::start_with(Opts {
+        config: format!(
+            "[slurm]\ninterface = \"cli\"\nstaging_dir = {:?}\n\
+             [runtimes.on-slurm]\nadapter = \"pi\"\ncommand = [\"/bin/true\"]\nplacement = \"slurm\"\n",
+            std::env::temp_dir().join("crew-params-staging").display().to_string()
+        ),
+        env: vec![],
+    });
+    let w = d.work.as_path();
+    git(w, &["init", "-q", "-b", "main"]);
+    git(w, &["commit", "-q", "--allow-empty", "-m", "init"]);
+    let params = json!({"goal": "g", "cwd": path_str(w), "runtime": "on-slurm",
+        "agent": "explorer", "workspace": "shared"});
+    for method in ["team.run", "team.plan"] {
+        let e = d.err(method, params.clone());
+        assert_eq!(e["code"], 1003, "{method}: {e}");
+        let msg = e["message"].as_str().unwrap_or_default();
+        assert!(
+            msg.contains("runs on Slurm") && msg.contains("worktree"),
+            "{method}: {e}"
+        );
+    }
+    assert_eq!(d.ok("team.list", json!({}))["runs"], json!([]));
+}
