@@ -431,6 +431,49 @@ mod tests {
         assert_eq!(jwt_expiry("not-a-jwt"), None);
     }
 
+    /// A JWT whose payload says `exp` (header and signature are not read).
+    fn jwt_expiring(exp: u64) -> String {
+        const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+        let payload = format!("{{\"exp\":{exp}}}");
+        let mut out = String::new();
+        for chunk in payload.as_bytes().chunks(3) {
+            let n = chunk.iter().fold(0u32, |acc, b| (acc << 8) | u32::from(*b))
+                << (8 * (3 - chunk.len()));
+            for i in 0..=chunk.len() {
+                out.push(char::from(A[((n >> (18 - 6 * i)) & 63) as usize]));
+            }
+        }
+        format!("eyJhbGciOiJIUzI1NiJ9.{out}.sig")
+    }
+
+    /// A token is read again once it is within `REFRESH_BEFORE` of its expiry, not before.
+    #[tokio::test]
+    async fn a_token_is_fetched_again_before_it_expires() {
+        let d = tempfile::tempdir().unwrap();
+        let file = d.path().join("jwt");
+        let cfg: SlurmConfig = toml::from_str(&format!(
+            "url = \"http://127.0.0.1:6820\"\ntoken_file = {:?}\nstaging_dir = {:?}\n",
+            file.display().to_string(),
+            d.path().display().to_string()
+        ))
+        .unwrap();
+        let client = Client::new(&cfg);
+        let far = jwt_expiring(now_secs() + 3600);
+        assert_eq!(jwt_expiry(&far), Some(now_secs() + 3600));
+        std::fs::write(&file, &far).unwrap();
+        assert_eq!(client.token(false).await.unwrap(), far);
+        // Replaced on disk: a token far from its expiry is kept.
+        let soon = jwt_expiring(now_secs() + REFRESH_BEFORE.as_secs() / 2);
+        std::fs::write(&file, &soon).unwrap();
+        assert_eq!(client.token(false).await.unwrap(), far);
+        // Refused by slurmrestd: fetched again at once.
+        assert_eq!(client.token(true).await.unwrap(), soon);
+        // Within REFRESH_BEFORE of its expiry: fetched again on the next call.
+        let next = jwt_expiring(now_secs() + 7200);
+        std::fs::write(&file, &next).unwrap();
+        assert_eq!(client.token(false).await.unwrap(), next);
+    }
+
     #[test]
     fn the_submit_body_carries_resources_and_no_unset_field() {
         let job = JobRequest {
