@@ -432,6 +432,36 @@ fn required_without_the_mechanism_refuses_with_a_clear_message() {
     );
 }
 
+/// Item 6: `auto` where bubblewrap is missing runs attempts unboxed, and says so once — at
+/// start-up and in `daemon.status` — not once per attempt.
+#[test]
+fn auto_without_the_mechanism_runs_unboxed_and_says_so_once() {
+    let d = Daemon::start_with(Opts {
+        config: String::new(),
+        env: vec![("PATH".into(), "/nonexistent".into())],
+    });
+    d.wait_log("bubblewrap (`bwrap`) is not installed");
+    one_step_team(&d, "solo", "Do it.", "explorer");
+    for goal in ["one", "two"] {
+        let run = d.run(goal, json!({"team": "solo"}));
+        assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    }
+    let log = d.log_text();
+    assert_eq!(
+        log.matches("bubblewrap (`bwrap`) is not installed").count(),
+        1,
+        "{log}"
+    );
+    let status = d.ok("daemon.status", json!({}));
+    assert!(
+        status["sandbox"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("attempts run unboxed"),
+        "{status}"
+    );
+}
+
 /// Item 5: `verify_network = false` gives verify commands no network, loopback included,
 /// while the agent (network on by default) reaches the same port.
 #[test]
