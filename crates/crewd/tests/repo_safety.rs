@@ -714,6 +714,27 @@ fn apply_is_refused_during_a_bisect_or_a_rebase_and_a_branch_named_crew_is_refus
     let e = d.err("team.apply", json!({"runId": run}));
     assert!(e["message"].as_str().unwrap().contains("rebase"), "{e}");
     git(w, &["rebase", "--abort"]);
+    // A merge and a cherry-pick stopped on the same conflict.
+    let tip = git(w, &["rev-parse", "HEAD"]);
+    for (what, args) in [
+        ("merge", ["merge", "main"]),
+        ("cherry-pick", ["cherry-pick", "main"]),
+    ] {
+        let stopped = std::process::Command::new("git")
+            .args(args)
+            .current_dir(w)
+            .output()
+            .unwrap();
+        assert!(!stopped.status.success(), "{what} conflicts");
+        let e = d.err("team.apply", json!({"runId": run}));
+        assert!(e["message"].as_str().unwrap().contains(what), "{what}: {e}");
+        assert_eq!(
+            git(w, &["rev-parse", "HEAD"]),
+            tip,
+            "{what}: nothing changed"
+        );
+        git(w, &[what, "--abort"]);
+    }
     git(w, &["switch", "-q", "main"]);
 
     // crew's own branches are gone once the run is forgotten; then the user makes `crew`.
@@ -726,6 +747,22 @@ fn apply_is_refused_during_a_bisect_or_a_rebase_and_a_branch_named_crew_is_refus
     );
     assert_eq!(e["code"], 1003, "{e}");
     assert!(e["message"].as_str().unwrap().contains("`crew`"), "{e}");
+    // `crew/tasks` (a branch whose name crew's task branches would need as a folder) too,
+    // and `team.plan` refuses as `team.run` does.
+    git(w, &["branch", "-D", "crew"]);
+    git(w, &["branch", "crew/tasks"]);
+    for method in ["team.run", "team.plan"] {
+        let e = d.err(
+            method,
+            json!({"goal": "g", "cwd": path_str(w), "runtime": "fake", "team": "one",
+                   "workspace": "worktree"}),
+        );
+        assert_eq!(e["code"], 1003, "{method}: {e}");
+        assert!(
+            e["message"].as_str().unwrap().contains("crew/tasks"),
+            "{method}: {e}"
+        );
+    }
 }
 
 // ---- 8. identity and message ------------------------------------------------------------
