@@ -801,6 +801,60 @@ fn apply_commits_as_the_user_with_the_goal_and_tasks_keep_crews_identity() {
     );
     assert_eq!(task, "crew <crew@localhost>");
     assert_eq!(r["checkout"], path_str(w));
+
+    // A merge (the user's branch moved on, no squash) is the user's commit too.
+    team(&d, "two", "", "[fake:write=c.txt:made]");
+    let run = d.run(
+        "Add the c file",
+        json!({"team": "two", "workspace": "worktree"}),
+    );
+    assert_eq!(d.wait(&run), "completed");
+    git(
+        w,
+        &["commit", "-q", "--allow-empty", "-m", "user moves on again"],
+    );
+    let r = d.ok("team.apply", json!({"runId": run}));
+    assert_eq!(r["how"], "merge", "{r}");
+    let who = git(w, &["log", "-1", "--format=%an <%ae>|%cn <%ce>|%s|%p"]);
+    let parts: Vec<&str> = who.split('|').collect();
+    assert_eq!(
+        parts[..2],
+        ["user <user@example.com>", "user <user@example.com>"],
+        "{who}"
+    );
+    assert!(parts[2].contains("Add the c file"), "{who}");
+    assert_eq!(parts[3].split(' ').count(), 2, "a merge commit: {who}");
+
+    // No identity configured anywhere: crew's, and the answer says so.
+    git(w, &["config", "--unset", "user.name"]);
+    git(w, &["config", "--unset", "user.email"]);
+    team(&d, "three", "", "[fake:write=d.txt:made]");
+    let run = d.run(
+        "Add the d file",
+        json!({"team": "three", "workspace": "worktree"}),
+    );
+    assert_eq!(d.wait(&run), "completed");
+    std::fs::write(w.join("moved.txt"), "x\n").unwrap();
+    git(w, &["add", "moved.txt"]);
+    git(
+        w,
+        &[
+            "-c",
+            "user.name=u",
+            "-c",
+            "user.email=u@x",
+            "commit",
+            "-qm",
+            "moves on",
+        ],
+    );
+    let r = d.ok("team.apply", json!({"runId": run, "squash": true}));
+    let who = git(w, &["log", "-1", "--format=%an <%ae>"]);
+    assert_eq!(who, "crew <crew@localhost>", "{r}");
+    assert!(
+        r.to_string().contains("no git identity is configured"),
+        "{r}"
+    );
 }
 
 // ---- 9. a big file ----------------------------------------------------------------------
