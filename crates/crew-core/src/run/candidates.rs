@@ -515,8 +515,10 @@ pub fn expand(tasks: Vec<PlannedTask>, run_ask: Option<RunAsk<'_>>) -> Vec<Plann
             t.thinking = j.thinking.clone();
             t.effort = j.effort.clone();
             t.fallback_models = j.fallback_models.clone();
-            // It runs as the judge's role: the skills a task of that role gets.
+            // It runs as the judge's role: the skills and the network a task of that role
+            // gets.
             t.skills = j.skills.clone();
+            t.network = j.network;
             t.writes = false;
             t.seed_paths = vec![];
             t.scope = vec![];
@@ -1170,8 +1172,11 @@ mod tests {
             catalog.team("implement").unwrap(),
             &crate::skills::RunSkills::Selected,
         );
-        let judge = judge_template(&roles, None).unwrap();
+        let mut judge = (*judge_template(&roles, None).unwrap()).clone();
         assert_eq!(judge.role, "reviewer");
+        // The judge's role offline, the step's not: the selector runs as the judge.
+        judge.network = Some(false);
+        let judge = Arc::new(judge);
         let integrate = plan
             .tasks
             .iter()
@@ -1197,6 +1202,8 @@ mod tests {
         );
         let names: Vec<&str> = sel.skills.iter().map(|k| k.name.as_str()).collect();
         assert_eq!(names, ["read-only-explorer", "multi-perspective-review"]);
+        assert_eq!(sel.network, Some(false));
+        assert_eq!(integrate.network, None);
     }
 
     #[test]
