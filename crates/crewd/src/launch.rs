@@ -473,7 +473,7 @@ fn assemble(
         cfg.max_fan_out_tasks,
     )?;
     let rounds = fix_rounds(p.max_fix_rounds)?;
-    let rt = crate::executor::sandbox::in_project(shared, &checked.rt, cwd);
+    let rt = crate::executor::sandbox::in_project(cfg, &checked.rt, cwd);
     let gaps = run_policy_gaps(cfg, &checked.runtime, &rt, &plan);
     notes.extend(gaps.iter().map(PolicyGap::note));
     let capped = cap_expansions(&mut plan, max_fan_out, cfg.max_fan_out_answer_bytes);

@@ -149,7 +149,8 @@ fn an_agent_installed_in_home_brings_its_install_not_the_home() {
 
 /// `sandbox` per project (issue 34): a project's mode wins over the runtime's and the
 /// daemon's — here `off` for one project under a daemon that requires the box — in what runs
-/// and in what `team.plan` shows; another project keeps the daemon's.
+/// and in what `team.plan` shows, for its root and every folder below it; another project
+/// keeps the daemon's.
 #[test]
 fn a_projects_sandbox_mode_wins_over_the_daemons() {
     const NAME: &str = "a_projects_sandbox_mode_wins_over_the_daemons";
@@ -192,7 +193,20 @@ fn a_projects_sandbox_mode_wins_over_the_daemons() {
         "---\nname: look\n---\n\n## only\nrole: explorer\n\nLook.\n",
     )
     .unwrap();
-    for (cwd, unboxed) in [(open.clone(), true), (d.work.clone(), false)] {
+    // daemon.status says which project is set apart.
+    let status = d.ok("daemon.status", json!({}));
+    assert!(
+        status["sandbox"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(&format!("project {} off", open.display())),
+        "{status}"
+    );
+    // A folder below it that looks like a project root of its own (a `.crew` an agent could
+    // make in a shared-mode cwd) is still the configured project's: the config's paths decide.
+    let below = open.join("sub");
+    std::fs::create_dir_all(below.join(".crew")).unwrap();
+    for (cwd, unboxed) in [(open.clone(), true), (below, true), (d.work.clone(), false)] {
         let cwd = path_str(&cwd).to_string();
         let plan = d.ok(
             "team.plan",

@@ -117,7 +117,7 @@ pub async fn run_attempt(
         let mut spec = spec;
         // The project's box over the runtime's, from the run's cwd (before a worktree
         // replaces it).
-        spec.runtime = sandbox::in_project(&shared, &spec.runtime, Path::new(&spec.cwd));
+        spec.runtime = sandbox::in_project(&shared.config, &spec.runtime, Path::new(&spec.cwd));
         let mut conflict = None;
         let caught = std::panic::AssertUnwindSafe(async {
             fault::hit("start")?;

@@ -13,11 +13,10 @@ pub use crew_attempt::sandbox::{
 
 /// The daemon's mode and what it means here, said once at start-up.
 pub fn announce(config: &Config) {
+    let on = |m: &Option<SandboxMode>| m.is_some_and(|m| m != SandboxMode::Off);
     let any_on = config.sandbox != SandboxMode::Off
-        || config
-            .runtimes
-            .values()
-            .any(|r| r.sandbox.is_some_and(|m| m != SandboxMode::Off));
+        || config.runtimes.values().any(|r| on(&r.sandbox))
+        || config.projects.values().any(|p| on(&p.sandbox));
     if !any_on {
         tracing::info!("sandbox = \"off\": local attempts are not boxed");
         return;
@@ -30,14 +29,40 @@ pub fn announce(config: &Config) {
     }
 }
 
-/// What `daemon.status` says about the box.
+/// What `daemon.status` says about the box: the daemon's mode here, then the runtimes and
+/// projects that set their own.
 pub fn status(config: &Config) -> String {
-    match (config.sandbox, boxing()) {
-        (SandboxMode::Off, _) => "off".into(),
+    let base = match (config.sandbox, boxing()) {
+        (SandboxMode::Off, _) => "off".to_string(),
         (_, Ok(_)) => "bubblewrap".into(),
         (SandboxMode::Auto, Err(why)) => format!("unavailable, attempts run unboxed: {why}"),
         (SandboxMode::Required, Err(why)) => format!("unavailable, attempts do not start: {why}"),
+    };
+    let word = |m: SandboxMode| match m {
+        SandboxMode::Auto => "auto",
+        SandboxMode::Required => "required",
+        SandboxMode::Off => "off",
+    };
+    let own: Vec<String> = config
+        .runtimes
+        .iter()
+        .filter_map(|(n, r)| Some(format!("runtime {n} {}", word(r.sandbox?))))
+        .chain(
+            config
+                .projects
+                .iter()
+                .filter_map(|(p, c)| Some(format!("project {} {}", p.display(), word(c.sandbox?)))),
+        )
+        .collect();
+    if own.is_empty() {
+        return base;
     }
+    // Where a mode needs the box and it is not there, say it whatever the daemon's says.
+    let missing = match (config.sandbox, boxing()) {
+        (SandboxMode::Off, Err(why)) => format!(" (bubblewrap unavailable: {why})"),
+        _ => String::new(),
+    };
+    format!("{base}; set apart: {}{missing}", own.join(", "))
 }
 
 /// The attempt's mode: the runtime's (with its project's over it: `in_project`), else the
@@ -52,20 +77,26 @@ pub fn network(runtime: &RuntimeConfig, task: &crew_core::plan::PlannedTask) -> 
     runtime.network.unwrap_or(true) && task.network != Some(false)
 }
 
-/// `runtime` as it runs a task of the project at `cwd` (a run's cwd): the project's
-/// `sandbox` over the runtime's. Reads the file system (the project's root).
-pub fn in_project(
-    shared: &crate::shared::Shared,
-    runtime: &RuntimeConfig,
-    cwd: &Path,
-) -> RuntimeConfig {
+/// `runtime` as it runs a task of a run in `cwd`: the `sandbox` of the configured project
+/// holding `cwd` (the deepest `[projects."<root>"]` at or above it) over the runtime's.
+///
+/// Decided by the config's paths alone, never by what is in the tree (a `.git` or `.crew`
+/// marks a project root elsewhere): in shared mode a boxed agent writes the run's cwd, and a
+/// `.crew` it made there must not move its later attempts out of their project's box.
+pub fn in_project(config: &Config, runtime: &RuntimeConfig, cwd: &Path) -> RuntimeConfig {
     let mut rt = runtime.clone();
-    if shared.config.projects.is_empty() {
+    if config.projects.values().all(|p| p.sandbox.is_none()) {
         return rt;
     }
-    let project = crate::plan_checks::project(shared, cwd)
-        .and_then(|(root, _)| crate::plan_checks::project_config(shared, &root));
-    if let Some(m) = project.and_then(|p| p.sandbox) {
+    let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let cwd = real(cwd);
+    let deepest = config
+        .projects
+        .iter()
+        .filter_map(|(root, p)| Some((real(root), p.sandbox?)))
+        .filter(|(root, _)| cwd.starts_with(root))
+        .max_by_key(|(root, _)| root.components().count());
+    if let Some((_, m)) = deepest {
         rt.sandbox = Some(m);
     }
     rt
@@ -181,7 +212,11 @@ pub fn plan_box(
 ) -> Option<crew_api::types::TaskBox> {
     // A candidate runs on its own runtime, maybe another than the run's.
     let name = crew_core::run::candidates::runtime_of(t).unwrap_or(&spec.runtime);
-    let runtime = in_project(shared, &shared.config.runtime(name)?, Path::new(&spec.cwd));
+    let runtime = in_project(
+        &shared.config,
+        &shared.config.runtime(name)?,
+        Path::new(&spec.cwd),
+    );
     if !boxes(&shared.config, &runtime) {
         return None;
     }

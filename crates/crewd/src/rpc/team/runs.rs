@@ -55,7 +55,11 @@ fn slurm_job(
     t: &crew_core::plan::PlannedTask,
 ) -> Option<SlurmJob> {
     let runtime = crew_core::run::candidates::runtime_of(t).unwrap_or(&spec.runtime);
-    let rt = cfg.runtimes.get(runtime)?;
+    let rt = &crate::executor::sandbox::in_project(
+        cfg,
+        cfg.runtimes.get(runtime)?,
+        std::path::Path::new(&spec.cwd),
+    );
     let slurm = cfg.slurm.as_ref()?;
     if rt.placement != crate::placement::Placement::Slurm {
         return None;
