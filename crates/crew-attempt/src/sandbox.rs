@@ -339,10 +339,35 @@ fn install_dir(program: &Path, home: Option<&Path>) -> Option<PathBuf> {
     Some(nm.unwrap_or(&real).to_path_buf())
 }
 
-/// Whether binding `dir` would bring all of `home` (or of `/`) into the box.
+/// Whether binding `dir` would bring into the box what must never be in it: all of `home`,
+/// of `/`, the host's `/tmp` (over the box's own; a socket under it, crewd's among them when
+/// there is no `XDG_RUNTIME_DIR`, can be connected to through a read-only bind), the
+/// runtime directory, or what the daemon named at start-up (`keep_out`: its state directory
+/// and socket).
 fn holds_home(dir: &Path, home: Option<&Path>) -> bool {
-    let home = home.map(|h| std::fs::canonicalize(h).unwrap_or_else(|_| h.to_path_buf()));
-    dir.parent().is_none() || home.is_some_and(|h| h.starts_with(dir))
+    let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    if dir.parent().is_none() {
+        return true;
+    }
+    let runtime_dir = std::env::var_os("XDG_RUNTIME_DIR")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from);
+    let private = KEEP_OUT.get().map(Vec::as_slice).unwrap_or_default();
+    home.map(Path::to_path_buf)
+        .into_iter()
+        .chain([PathBuf::from("/tmp"), std::env::temp_dir()])
+        .chain(runtime_dir)
+        .chain(private.iter().cloned())
+        .any(|p| real(&p).starts_with(dir) || p.starts_with(dir))
+}
+
+/// Paths no install folder may bring into a box (`holds_home`), named once by the daemon.
+static KEEP_OUT: std::sync::OnceLock<Vec<PathBuf>> = std::sync::OnceLock::new();
+
+/// Name the paths no agent's install folder may bring into its box: the daemon's state
+/// directory and its socket's folder. Once, at start-up; later calls change nothing.
+pub fn keep_out(paths: Vec<PathBuf>) {
+    let _ = KEEP_OUT.set(paths);
 }
 
 /// crew's own programs, which sit beside crewd (on a node, beside crew-worker): the fake
@@ -682,6 +707,8 @@ mod tests {
         assert!(holds_home(Path::new("/"), None));
         assert!(holds_home(d.path(), Some(&home)));
         assert!(!holds_home(&home.join("tools"), Some(&home)));
+        // The host's /tmp (a program right in it) is narrowed too.
+        assert!(holds_home(Path::new("/tmp"), Some(&home)));
     }
 
     #[test]

@@ -174,6 +174,16 @@ async fn serve(
         signal(SignalKind::terminate())?,
         signal(SignalKind::interrupt())?,
     );
+    // No agent's install folder brings the state or the socket into its box.
+    crew_attempt::sandbox::keep_out(
+        [
+            Some(state_dir.clone()),
+            socket.parent().map(std::path::Path::to_path_buf),
+        ]
+        .into_iter()
+        .flatten()
+        .collect(),
+    );
     let (journal, state) = open_state(&config, &state_dir).await?;
     let shared = Arc::new(shared::Shared::new(
         config,

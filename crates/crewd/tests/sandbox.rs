@@ -78,7 +78,8 @@ fn boxed_writer(script: &str) -> Daemon {
 }
 
 /// An agent CLI installed in `$HOME` itself — a script in `~`, an `npm install` without `-g`
-/// (`~/node_modules/.bin/…`) — brings its install into the box, never all of `$HOME` with it;
+/// (`~/node_modules/.bin/…`) — or right in `/tmp` brings its install into the box, never all
+/// of `$HOME` or the host's `/tmp` with it;
 /// and of `~/.cargo` the toolchain is there, a registry token (`credentials.toml`) is not.
 #[test]
 fn an_agent_installed_in_home_brings_its_install_not_the_home() {
@@ -114,20 +115,42 @@ fn an_agent_installed_in_home_brings_its_install_not_the_home() {
     }
     std::os::unix::fs::symlink("../fakecli/cli.sh", h.join("node_modules/.bin/fakecli")).unwrap();
     let npm = h.join("node_modules/.bin/fakecli");
+    // A program right in the host's /tmp: /tmp would come in over the box's own (and a
+    // socket under it can be connected to through a read-only bind).
+    let stamp = format!(
+        "{}-{}",
+        std::process::id(),
+        d.socket.display().to_string().len()
+    );
+    let in_tmp = std::path::PathBuf::from(format!("/tmp/crew-box-agent-{stamp}.sh"));
+    let marker = std::path::PathBuf::from(format!("/tmp/crew-box-marker-{stamp}"));
+    std::fs::write(&marker, "host tmp\n").unwrap();
+    std::fs::write(
+        &in_tmp,
+        format!(
+            "#!/bin/sh\ncat {} 2>/dev/null && echo ESCAPE host-tmp\n{}",
+            marker.display(),
+            script.trim_start_matches("#!/bin/sh\n")
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&in_tmp, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     std::fs::write(
         &d.config,
         format!(
             "sandbox = \"required\"\nallow_no_change = true\n\
              [runtimes.home]\nadapter = \"command\"\ncommand = [{:?}]\n\
-             [runtimes.npm]\nadapter = \"command\"\ncommand = [{:?}]\n",
+             [runtimes.npm]\nadapter = \"command\"\ncommand = [{:?}]\n\
+             [runtimes.tmp]\nadapter = \"command\"\ncommand = [{:?}]\n",
             in_home.display().to_string(),
             npm.display().to_string(),
+            in_tmp.display().to_string(),
         ),
     )
     .unwrap();
     d.restart();
     one_step_team(&d, "h", "Look around.", "executor");
-    for (runtime, package) in [("home", false), ("npm", true)] {
+    for (runtime, package) in [("home", false), ("npm", true), ("tmp", false)] {
         let run = d.run(
             "look",
             json!({"team": "h", "runtime": runtime, "workspace": "worktree"}),
@@ -145,6 +168,8 @@ fn an_agent_installed_in_home_brings_its_install_not_the_home() {
             "{runtime}: {result}"
         );
     }
+    let _ = std::fs::remove_file(&in_tmp);
+    let _ = std::fs::remove_file(&marker);
 }
 
 /// `sandbox` per project (issue 34): a project's mode wins over the runtime's and the
