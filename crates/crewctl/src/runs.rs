@@ -360,6 +360,14 @@ pub async fn cancel(ctx: &Ctx, run: &RunRef, reason: Option<String>) -> anyhow::
 pub async fn resume(ctx: &Ctx, run: &RunRef, confirm_imported: bool) -> anyhow::Result<u8> {
     let conn = ctx.connect().await?;
     let run_id = &run.resolve(&conn).await?;
+    // What blocked it, to tell "blocked again by the same" from a new block after the resume.
+    let before = conn
+        .call::<TeamStatus>(&RunIdParams {
+            run_id: run_id.to_string(),
+        })
+        .await
+        .ok()
+        .and_then(|s| s.run.reason);
     let r = conn
         .call::<TeamResume>(&ResumeParams {
             run_id: run_id.to_string(),
@@ -375,7 +383,7 @@ pub async fn resume(ctx: &Ctx, run: &RunRef, confirm_imported: bool) -> anyhow::
     // yet, a resolution refused again), which blocks it again at once, requeued or not: no
     // agent runs for it. Look briefly, and say so.
     if r.status == RunStatus::Running {
-        if let Some(code) = blocked_again(&conn, run_id).await? {
+        if let Some(code) = blocked_again(&conn, run_id, before.as_deref()).await? {
             return Ok(code);
         }
     }
@@ -388,12 +396,17 @@ pub async fn resume(ctx: &Ctx, run: &RunRef, confirm_imported: bool) -> anyhow::
     Ok(exit::SUCCESS)
 }
 
-/// How long a resume that requeued nothing looks whether the run blocks again at once.
+/// How long a resume looks whether the run blocks again at once.
 const BLOCKED_AGAIN_MS: i64 = 1_500;
 
 /// The exit status of a resumed run that blocked again within `BLOCKED_AGAIN_MS`, having said
-/// why; `None` while it goes on.
-async fn blocked_again(conn: &Conn, run_id: &str) -> anyhow::Result<Option<u8>> {
+/// why — by what blocked it before (`before`: nothing changed), or by something new (a task
+/// that asks at once); `None` while it goes on.
+async fn blocked_again(
+    conn: &Conn,
+    run_id: &str,
+    before: Option<&str>,
+) -> anyhow::Result<Option<u8>> {
     let w = conn
         .call::<TeamWait>(&WaitParams {
             run_id: run_id.to_string(),
@@ -410,9 +423,12 @@ async fn blocked_again(conn: &Conn, run_id: &str) -> anyhow::Result<Option<u8>> 
         .await?;
     let reason = s.run.reason.as_deref().unwrap_or("no reason given");
     let summary = crate::render::follow::reason_summary(reason, run_id).join("\n  ");
-    outln(&format!(
-        "Run {run_id} was resumed and blocked again at once: nothing it waits on has changed.\n  {summary}"
-    ))?;
+    let what = if before == Some(reason) {
+        "was resumed and blocked again at once: nothing it waits on has changed"
+    } else {
+        "was resumed and is blocked again"
+    };
+    outln(&format!("Run {run_id} {what}.\n  {summary}"))?;
     Ok(Some(exit::BLOCKED))
 }
 

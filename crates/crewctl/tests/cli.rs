@@ -617,6 +617,27 @@ async fn a_resume_that_blocks_again_at_once_says_so() {
         );
         assert!(stdout(&o).contains("conflict in a.txt"), "{}", stdout(&o));
     }
+    // Blocked by something new (a requeued task that asks at once): not "nothing changed".
+    let mut s = Script::default();
+    s.results.insert(
+        "team.resume",
+        json!({"status": "running", "requeuedTaskIds": ["03_join"]}),
+    );
+    s.results
+        .insert("team.wait", json!({"status": "blocked", "finished": true}));
+    let mut was = status("blocked", vec![task("03_join", "needs_attention")]);
+    was["run"]["reason"] = json!("task 03_join needs attention: it crashed");
+    let mut now = status("blocked", vec![task("03_join", "waiting")]);
+    now["run"]["reason"] = json!("03_join asks a question");
+    s.sequence
+        .insert("team.status", vec![was, now].into_iter().collect());
+    let mock = Mock::start(s).await;
+    let o = crewctl(&mock.socket, &["resume", "r-1"]).await;
+    assert_eq!(code(&o), 2, "{}{}", stdout(&o), stderr(&o));
+    let said = stdout(&o);
+    assert!(said.contains("was resumed and is blocked again"), "{said}");
+    assert!(!said.contains("nothing it waits on has changed"), "{said}");
+    assert!(said.contains("asks a question"), "{said}");
     // One that goes on is running.
     let mut s = Script::default();
     s.results.insert(

@@ -918,13 +918,19 @@ pub fn hints(s: &StatusResult) -> Vec<String> {
                         "details: crewctl status {id} · logs: crewctl logs {id} {}",
                         t.id
                     ));
-                    // Unless the reason above already gave it.
-                    let said = s
+                    // Unless the lines of the reason shown above already give it.
+                    let shown = s
                         .run
                         .reason
                         .as_deref()
-                        .is_some_and(|r| r.contains(WHOLE_OUTPUT));
-                    if let Some(a) = failed_check_output(t).filter(|_| !said) {
+                        .map(reason_lines)
+                        .unwrap_or_default();
+                    let said = |a: &&str| {
+                        shown
+                            .iter()
+                            .any(|l| l.trim_start().strip_prefix(WHOLE_OUTPUT) == Some(*a))
+                    };
+                    if let Some(a) = failed_check_output(t).filter(|a| !said(a)) {
                         v.push(format!("whole output: crewctl cat {id} {a}"));
                     }
                 }
@@ -1535,7 +1541,7 @@ mod tests {
         let t = s.tasks.iter_mut().find(|t| t.id == "02_plan").unwrap();
         t.status = TaskStatus::Failed;
         t.attempts = 1;
-        t.error = Some(error);
+        t.error = Some(error.clone());
         t.artifacts.push(crew_api::types::ArtifactInfo {
             name: "verify/02_plan.attempt-1.1.txt".into(),
             kind: "verify".into(),
@@ -1555,6 +1561,11 @@ mod tests {
         // Once: the reason's artifact line is the command (not the name, then the command).
         assert_eq!(out.matches(cat).count(), 1, "{out}");
         assert!(!out.contains("its whole output"), "{out}");
+        // A reason that does not show it (another task's, or cut before it): the hint does.
+        s.run.reason = Some("task 02_plan failed; see its check".into());
+        let out = final_summary(&v, &s);
+        assert_eq!(out.matches(cat).count(), 1, "{out}");
+        s.run.reason = Some(format!("task 02_plan failed: {error}"));
         // `crewctl status` gives the same command (README: one command away).
         let status = crate::render::runs::status(&v, &s);
         assert!(status.contains(cat), "{status}");
