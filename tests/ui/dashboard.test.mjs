@@ -610,6 +610,14 @@ describe('dashboard', { timeout: 240_000 }, () => {
     const st = await call('team.status', { runId: r.runId });
     const sel = st.tasks.find((t) => t.id === '01_build');
     assert.equal(sel.candidates.choice.index, 2);
+    // The DAG: the candidates drawn as a group of their step (dashed, each its index and
+    // whether it passed), the step's node with the choice.
+    for (let k = 1; k <= 3; k++) {
+      const node = page.locator(`#dag .node.candidate[data-task="_cand-01_build-${k}"]`);
+      assert.equal(await node.getAttribute('data-candidate-of'), '01_build');
+      assert.match(await node.locator('.node-usage').textContent(), new RegExp(`^cand ${k}.*${k === 3 ? 'out' : 'passed'}$`));
+    }
+    assert.equal(await page.locator('#dag .node[data-task="01_build"] .node-usage').textContent(), 'chose 2 (judge)');
     await page.locator('#dag .node[data-task="01_build"]').click();
     const box = page.locator('#task-candidates');
     await box.waitFor();
