@@ -1225,6 +1225,7 @@ async fn every_verb_that_takes_a_run_resolves_it() {
         (&["diff", "RUN"], "team.diff", "runId"),
         (&["diff", "RUN", "01_x", "--stat"], "team.diff", "runId"),
         (&["apply", "RUN"], "team.apply", "runId"),
+        (&["pick", "RUN", "01_x", "2"], "team.pick", "runId"),
         (&["export", "RUN"], "team.export", "runId"),
         (&["ls", "--before", "RUN"], "team.list", "before"),
         (
