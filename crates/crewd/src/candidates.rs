@@ -129,7 +129,7 @@ pub fn prompt_section(spec: &crate::attempt::AttemptSpec) -> Option<String> {
 }
 
 /// At most `max` characters of a file, redacted: a candidate's patch is what a worker wrote.
-fn read_bounded(path: &Path, max: usize) -> std::io::Result<String> {
+pub(crate) fn read_bounded(path: &Path, max: usize) -> std::io::Result<String> {
     use std::io::Read;
     let f = std::fs::File::open(path)?;
     let mut buf = Vec::new();

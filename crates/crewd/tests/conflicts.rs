@@ -420,6 +420,21 @@ fn an_agent_resolves_the_conflict_and_the_run_goes_on_from_its_result() {
         added[0]["message"],
         "04_join: conflict in a.txt (01_left × 02_right) → _resolve-04_join-1"
     );
+    // Told what each side was for, its change included (issue 31: title, task text and diff).
+    let prompt = d.ok(
+        "team.artifact",
+        json!({"runId": run, "name": "prompts/_resolve-04_join-1.md"}),
+    )["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(prompt.contains("## What each input changed"), "{prompt}");
+    for (side, line) in [("01_left", "+LEFT"), ("02_right", "+RIGHT")] {
+        let at = prompt
+            .find(&format!("### {side}\n<dependency-output kind=\"patch\""))
+            .unwrap_or_else(|| panic!("no patch of {side}: {prompt}"));
+        assert!(prompt[at..].contains(line), "{side}: {prompt}");
+    }
     // The resolver started from every input merged, markers and all, and left none.
     let st = d.status(&run);
     let r = &st["workspace"]["tasks"]["_resolve-04_join-1"];
