@@ -475,8 +475,10 @@ fn required_without_the_mechanism_refuses_with_a_clear_message() {
 /// start-up and in `daemon.status` — not once per attempt.
 #[test]
 fn auto_without_the_mechanism_runs_unboxed_and_says_so_once() {
+    // Named, not left to the default: `make test-nonroot` makes a config that names no mode
+    // `required` (CREW_TEST_SANDBOX).
     let d = Daemon::start_with(Opts {
-        config: String::new(),
+        config: "sandbox = \"auto\"\n".into(),
         env: vec![("PATH".into(), "/nonexistent".into())],
     });
     d.wait_log("bubblewrap (`bwrap`) is not installed");
