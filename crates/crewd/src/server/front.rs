@@ -111,12 +111,19 @@ where
     }
 }
 
+#[derive(Debug, PartialEq)]
 enum ReadError {
     TooLarge,
     Broken,
+    /// Nothing came for `BODY_IDLE`: a client that stops in the middle of its body holds one
+    /// of the daemon's connection slots for as long as it stays silent.
+    Stalled,
 }
 
-/// A body read whole, refused once it passes `max` bytes.
+/// How long a body may pause between two of its pieces (what hyper allows a request's head).
+const BODY_IDLE: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// A body read whole, refused once it passes `max` bytes or pauses for `BODY_IDLE`.
 async fn read_limited<B>(body: B, max: usize) -> Result<Vec<u8>, ReadError>
 where
     B: hyper::body::Body<Data = Bytes> + Unpin,
@@ -124,7 +131,10 @@ where
     let mut body = body;
     let mut out = Vec::new();
     loop {
-        let frame = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await;
+        let next = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx));
+        let frame = tokio::time::timeout(BODY_IDLE, next)
+            .await
+            .map_err(|_| ReadError::Stalled)?;
         let Some(frame) = frame else { return Ok(out) };
         let frame = frame.map_err(|_| ReadError::Broken)?;
         if let Ok(data) = frame.into_data() {
@@ -240,6 +250,18 @@ where
             }
             Err(ReadError::Broken) => {
                 return json_response(StatusCode::BAD_REQUEST, envelope::parse_error_text())
+            }
+            Err(ReadError::Stalled) => {
+                return json_response(
+                    StatusCode::REQUEST_TIMEOUT,
+                    envelope::invalid_text(
+                        None,
+                        &format!(
+                            "the request's body paused for over {} s; send it whole",
+                            BODY_IDLE.as_secs()
+                        ),
+                    ),
+                )
             }
         };
         let ok = |text: String| json_response(StatusCode::OK, text);
@@ -649,5 +671,32 @@ async fn daemon_to_client<T>(
                 return;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A body that never sends another piece.
+    struct Silent;
+
+    impl hyper::body::Body for Silent {
+        type Data = Bytes;
+        type Error = std::io::Error;
+        fn poll_frame(
+            self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+        ) -> Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
+            Poll::Pending
+        }
+    }
+
+    /// A client silent in the middle of its body is answered after `BODY_IDLE`, not held.
+    #[tokio::test(start_paused = true)]
+    async fn a_body_that_stops_is_given_up_on() {
+        let started = tokio::time::Instant::now();
+        assert_eq!(read_limited(Silent, 1024).await, Err(ReadError::Stalled));
+        assert!(started.elapsed() >= BODY_IDLE);
     }
 }
