@@ -487,6 +487,11 @@ export interface PlannedTaskView {
   /** Paths or globs (relative to the run's cwd) the task may change; absent: any. */
   scope?: string[];
   /**
+   * A step with candidates (issue 36): how it chooses among them (`smallest`, `first` or
+   * `judge`); absent: not such a step.
+   */
+  select?: string | null;
+  /**
    * The task's skills, in prompt order (a name not installed is listed with a `?` suffix
    * in crewctl; see `missingSkills`).
    */

@@ -676,9 +676,45 @@ fn picking_a_candidate_that_failed_its_checks_says_so() {
          [fake:cand-write=1:ok.txt:one\\n][fake:cand-write=2:bad.txt:bad\\n]\n",
     )
     .unwrap();
+    // The plan says how the step chooses.
+    let plan = d.ok(
+        "team.plan",
+        json!({"goal": "make it", "cwd": path_str(&d.work), "runtime": "fake", "team": "picky", "workspace": "worktree"}),
+    );
+    let sel = plan["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["id"] == "01_build")
+        .unwrap();
+    assert_eq!(sel["select"], "smallest", "{plan:#}");
+    let crewctl = d.bin.with_file_name("crewctl");
+    let shown = std::process::Command::new(&crewctl)
+        .args([
+            "--socket",
+            path_str(&d.socket),
+            "plan",
+            "make it",
+            "--team",
+            "picky",
+        ])
+        .args([
+            "--runtime",
+            "fake",
+            "--workspace",
+            "worktree",
+            "--cwd",
+            path_str(&d.work),
+        ])
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(
+        shown.contains("01_build tries 2 candidates at once and keeps the smallest change"),
+        "{shown}"
+    );
     let run = run_in(&d, "picky", json!({}));
     assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
-    let crewctl = d.bin.with_file_name("crewctl");
     let out = std::process::Command::new(&crewctl)
         .args([
             "--socket",

@@ -185,6 +185,10 @@ pub struct PlannedTaskView {
     /// the tasks that depend on it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub adds_tasks: Option<u32>,
+    /// A step with candidates (issue 36): how it chooses among them (`smallest`, `first` or
+    /// `judge`); absent: not such a step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub select: Option<String>,
     /// The task's skills, in prompt order (a name not installed is listed with a `?` suffix
     /// in crewctl; see `missingSkills`).
     #[serde(default)]

@@ -1033,6 +1033,7 @@ mod tests {
                     writes: false,
                     edits: false,
                     adds_tasks: None,
+                    select: None,
                     skills: vec![],
                     missing_skills: vec![],
                     pre_step: None,

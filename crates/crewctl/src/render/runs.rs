@@ -739,6 +739,7 @@ pub fn plan(view: &View, p: &PlanResult) -> String {
     out.push_str(&t.render(view));
     out.push_str(&node_boxes(view, &p.tasks));
     out.push_str(&fan_out_steps(view, &p.tasks));
+    out.push_str(&candidate_steps(view, &p.tasks));
     out.push_str(&checks(
         view,
         p.tasks.iter().map(|t| Checks {
@@ -789,6 +790,40 @@ fn node_boxes(view: &View, tasks: &[crew_api::types::PlannedTaskView]) -> String
             )
         })
         .collect()
+}
+
+/// Under the plan's table, one line per step with candidates: how many, and how it chooses.
+fn candidate_steps(view: &View, tasks: &[crew_api::types::PlannedTaskView]) -> String {
+    let mut out = String::new();
+    for t in tasks {
+        let Some(select) = &t.select else { continue };
+        let how = match select.as_str() {
+            "smallest" => "the smallest change that passes its checks",
+            "first" => "the first to pass its checks",
+            "judge" => "by a judge, among those that pass their checks",
+            other => other,
+        };
+        let n = t
+            .depends_on
+            .iter()
+            .filter(|d| d.starts_with("_cand-"))
+            .count();
+        let text = format!(
+            "{} tries {} at once and keeps {how} (select: {select})",
+            t.id,
+            count(n, "candidate")
+        );
+        let room = view
+            .width
+            .map_or(usize::MAX, |w| usize::from(w).saturating_sub(2));
+        let _ = writeln!(
+            out,
+            "{} {}",
+            view.p(Tone::Accent, "×"),
+            view.cut(&text, room)
+        );
+    }
+    out
 }
 
 /// Under the plan's table, one line per fan-out step (marked `+` in it): how many tasks its
@@ -1247,6 +1282,7 @@ pub(crate) mod tests {
                     writes: false,
                     edits: false,
                     adds_tasks: None,
+                    select: None,
                     skills: vec![],
                     missing_skills: vec![],
                     pre_step: None,
@@ -1266,6 +1302,7 @@ pub(crate) mod tests {
                     writes: false,
                     edits: false,
                     adds_tasks: Some(16),
+                    select: None,
                     skills: vec!["delegation-patterns".into(), "house-style".into()],
                     missing_skills: vec!["house-style".into()],
                     pre_step: None,
@@ -1285,6 +1322,7 @@ pub(crate) mod tests {
                     writes: true,
                     edits: true,
                     adds_tasks: None,
+                    select: None,
                     skills: vec![],
                     missing_skills: vec![],
                     pre_step: None,
@@ -1304,6 +1342,7 @@ pub(crate) mod tests {
                     writes: false,
                     edits: false,
                     adds_tasks: None,
+                    select: None,
                     skills: vec![],
                     missing_skills: vec![],
                     pre_step: None,
@@ -1338,6 +1377,7 @@ pub(crate) mod tests {
             writes: true,
             edits: true,
             adds_tasks: None,
+            select: None,
             skills: vec![],
             missing_skills: vec![],
             pre_step: None,

@@ -66,6 +66,7 @@ pub fn planned(t: &crew_core::plan::PlannedTask, model: Option<&str>) -> api::Pl
         writes: t.writes,
         edits: crew_core::stream::edits_files(&t.tools),
         adds_tasks: t.expands.as_ref().map(|e| e.max_tasks),
+        select: crew_core::run::candidates::selector(t).map(|(s, _, _)| s.as_str().to_string()),
         skills: t.skills.iter().map(|s| s.name.clone()).collect(),
         missing_skills: t
             .skills
