@@ -707,21 +707,46 @@ impl Repo {
         check(&args, out).map(|_| ())
     }
 
-    /// Delete refs by full name (missing ones are no error).
-    pub async fn delete_refs(&self, names: &[String]) -> Result<(), GitError> {
-        if names.is_empty() {
-            return Ok(());
+    /// Delete refs by full name (missing ones are no error), each only while it still points
+    /// at the commit given with it (`None`: whatever it points at). All at once when none
+    /// moved; else one by one. The names of those that moved, kept.
+    pub async fn delete_refs(
+        &self,
+        refs: &[(String, Option<String>)],
+    ) -> Result<Vec<String>, GitError> {
+        if refs.is_empty() {
+            return Ok(Vec::new());
         }
-        let mut script = String::new();
-        for n in names {
+        let line = |n: &str, old: Option<&str>| -> Result<String, GitError> {
             one_line(n)?;
-            script.push_str("delete ");
-            script.push_str(n);
-            script.push('\n');
+            Ok(match old {
+                Some(o) => {
+                    one_line(o)?;
+                    format!("delete {n} {o}\n")
+                }
+                None => format!("delete {n}\n"),
+            })
+        };
+        let mut script = String::new();
+        for (n, old) in refs {
+            script.push_str(&line(n, old.as_deref())?);
         }
         let args = ["update-ref", "--stdin"];
         let out = self.raw_in(&args, &[], Some(script.into_bytes())).await?;
-        check(&args, out).map(|_| ())
+        if out.code == Some(0) {
+            return Ok(Vec::new());
+        }
+        // One moved (or the batch failed otherwise): each on its own, so the others go.
+        let mut moved = Vec::new();
+        for (n, old) in refs {
+            let out = self
+                .raw_in(&args, &[], Some(line(n, old.as_deref())?.into_bytes()))
+                .await?;
+            if out.code != Some(0) {
+                moved.push(n.clone());
+            }
+        }
+        Ok(moved)
     }
 }
 

@@ -130,7 +130,24 @@ async fn worktrees_commit_merge_and_conflict() {
     assert_eq!(r.worktree_list().await.unwrap().len(), 1);
     let refs = r.refs_under("refs/heads/crew/").await.unwrap();
     assert_eq!(refs.len(), 3);
-    r.delete_refs(&refs).await.unwrap();
+    // Each deleted only where it still is: one moved since it was looked at is kept, the
+    // others go.
+    let mut with_tips = Vec::new();
+    for n in &refs {
+        with_tips.push((n.clone(), r.resolve(n).await.unwrap()));
+    }
+    let moved = &refs[1];
+    sh(d.path(), &["update-ref", moved, &base]);
+    assert_eq!(r.delete_refs(&with_tips).await.unwrap(), vec![moved.to_string()]);
+    assert_eq!(
+        r.refs_under("refs/heads/crew/").await.unwrap(),
+        [moved.clone()]
+    );
+    assert!(r
+        .delete_refs(&[(moved.clone(), None)])
+        .await
+        .unwrap()
+        .is_empty());
     assert!(r.refs_under("refs/heads/crew/").await.unwrap().is_empty());
 }
 
@@ -364,7 +381,11 @@ async fn a_line_break_in_a_ref_update_is_refused_whole() {
         .await
         .expect_err("accepted");
     assert!(e.to_string().contains("line break"), "{e}");
-    assert!(r.delete_refs(&[evil]).await.is_err());
+    assert!(r.delete_refs(&[(evil.clone(), None)]).await.is_err());
+    assert!(r
+        .delete_refs(&[("refs/heads/main".into(), Some(evil))])
+        .await
+        .is_err());
     assert_eq!(sh(d.path(), &["rev-parse", "refs/heads/main"]), head);
     assert!(r.resolve("refs/crew/r/t/start").await.unwrap().is_none());
 }

@@ -162,20 +162,27 @@ async fn remove_run(shared: Arc<Shared>, run: Forgotten, force: bool) -> Vec<Str
     refs.retain(|r| !kept_tasks.iter().any(|t| r.ends_with(&format!("/{t}"))));
     let checked_out = repo.checked_out_branches().await.unwrap_or_default();
     let mut doomed = Vec::new();
+    let kept = |r: &str, why: &str| {
+        let b = r.strip_prefix("refs/heads/").unwrap_or(r);
+        format!("kept branch {b}: {why} (delete it with `git branch -D {b}` when you are done)")
+    };
     for r in refs {
         match keep_reason(&repo, &r, &run.recorded, &checked_out).await {
-            Some(why) => {
-                let b = r.strip_prefix("refs/heads/").unwrap_or(&r);
-                notes.push(format!(
-                    "kept branch {b}: {why} (delete it with `git branch -D {b}` when you are done)"
-                ));
-            }
-            None => doomed.push(r),
+            Keep::Yes(why) => notes.push(kept(&r, &why)),
+            // Deleted only at the tip that was judged: a commit made since stays.
+            Keep::No(tip) => doomed.push((r, tip)),
         }
     }
-    if let Err(e) = repo.delete_refs(&doomed).await {
-        tracing::warn!(run = %run_id, error = %e, "cannot delete the run's branches");
-        notes.push(format!("cannot delete the run's branches: {e}"));
+    match repo.delete_refs(&doomed).await {
+        Ok(moved) => notes.extend(
+            moved
+                .iter()
+                .map(|r| kept(r, "it moved while the run was forgotten")),
+        ),
+        Err(e) => {
+            tracing::warn!(run = %run_id, error = %e, "cannot delete the run's branches");
+            notes.push(format!("cannot delete the run's branches: {e}"));
+        }
     }
     if kept_tasks.is_empty() {
         let _ = tokio::fs::remove_dir_all(&dir).await;
@@ -185,29 +192,35 @@ async fn remove_run(shared: Arc<Shared>, run: Forgotten, force: bool) -> Vec<Str
 
 /// Why `name` must stay, or `None` when it is crew's to delete. Only branches can be checked
 /// out or committed on; crew's other refs (`refs/crew/…`) are its own.
+/// Whether a ref of the run stays: why, or the tip it may be deleted at (`None`: any).
+enum Keep {
+    Yes(String),
+    No(Option<String>),
+}
+
 async fn keep_reason(
     repo: &crew_git::Repo,
     name: &str,
     recorded: &[(String, String)],
     checked_out: &[String],
-) -> Option<String> {
+) -> Keep {
     if !name.starts_with("refs/heads/") {
-        return None;
+        return Keep::No(None);
     }
     if checked_out.iter().any(|b| b == name) {
-        return Some("it is checked out in a worktree".into());
+        return Keep::Yes("it is checked out in a worktree".into());
     }
     let tip = match repo.resolve(name).await {
         Ok(Some(t)) => t,
-        Ok(None) => return None,
-        Err(e) => return Some(format!("cannot read it ({e})")),
+        Ok(None) => return Keep::No(None),
+        Err(e) => return Keep::Yes(format!("cannot read it ({e})")),
     };
     if recorded.iter().any(|(r, c)| r == name && *c == tip) {
-        return None;
+        return Keep::No(Some(tip));
     }
     match repo.last_move(name).await {
-        Ok(Some(m)) if m.email == crew_git::AUTHOR_EMAIL && m.commit == tip => None,
-        _ => Some(format!(
+        Ok(Some(m)) if m.email == crew_git::AUTHOR_EMAIL && m.commit == tip => Keep::No(Some(tip)),
+        _ => Keep::Yes(format!(
             "its tip {} is not a commit crew put there (someone committed on it)",
             short(&tip)
         )),
