@@ -138,10 +138,13 @@ async fn worktrees_commit_merge_and_conflict() {
     }
     let moved = &refs[1];
     sh(d.path(), &["update-ref", moved, &base]);
-    assert_eq!(r.delete_refs(&with_tips).await.unwrap(), vec![moved.to_string()]);
+    assert_eq!(
+        r.delete_refs(&with_tips).await.unwrap(),
+        vec![moved.to_string()]
+    );
     assert_eq!(
         r.refs_under("refs/heads/crew/").await.unwrap(),
-        [moved.clone()]
+        vec![moved.to_string()]
     );
     assert!(r
         .delete_refs(&[(moved.clone(), None)])
