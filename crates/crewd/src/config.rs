@@ -102,6 +102,11 @@ pub struct Config {
     pub sandbox: SandboxMode,
     /// `false`: boxed verify commands and pre-step scripts get no network, loopback included.
     pub verify_network: bool,
+    /// The projects that set their own `sandbox`, by root resolved once when the config is
+    /// read: resolved again later, a link an agent put where a root was would move it
+    /// (`executor::sandbox::in_project`).
+    #[serde(skip)]
+    pub project_sandboxes: Vec<(PathBuf, SandboxMode)>,
 }
 
 /// `[projects."/path/to/root"]`.
@@ -162,6 +167,7 @@ impl Default for Config {
             scope_policy: crew_core::checks::ScopePolicy::NeedsAttention,
             sandbox: SandboxMode::Auto,
             verify_network: true,
+            project_sandboxes: Vec::new(),
             allow_no_change: false,
             conflicts: crew_core::run::ConflictMode::Agent,
             projects: BTreeMap::new(),
@@ -355,6 +361,15 @@ impl Config {
             }
         })?;
         cfg.check(path, text)?;
+        let mut cfg = cfg;
+        cfg.project_sandboxes = cfg
+            .projects
+            .iter()
+            .filter_map(|(root, p)| {
+                let real = std::fs::canonicalize(root).unwrap_or_else(|_| root.clone());
+                Some((real, p.sandbox?))
+            })
+            .collect();
         Ok(cfg)
     }
 

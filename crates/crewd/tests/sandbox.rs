@@ -193,17 +193,26 @@ fn a_projects_sandbox_mode_wins_over_the_daemons() {
         "cat {}/.ssh/id_ed25519 >/dev/null 2>&1 && echo UNBOXED; echo done",
         h.display()
     );
+    // A project `off` inside the boxed one's cwd, where a boxed agent could put a link.
+    let inner = d.work.join("sub");
+    std::fs::create_dir_all(&inner).unwrap();
     std::fs::write(
         &d.config,
         format!(
             "sandbox = \"required\"\nallow_no_change = true\n\
              [runtimes.w]\nadapter = \"command\"\ncommand = [\"/bin/sh\", \"-c\", {script:?}]\n\
+             [projects.{:?}]\nsandbox = \"off\"\n\
              [projects.{:?}]\nsandbox = \"off\"\n",
-            open.display().to_string()
+            open.display().to_string(),
+            inner.display().to_string()
         ),
     )
     .unwrap();
     d.restart();
+    // The configured root made a link to its parent (what an agent in the parent could do):
+    // the roots are those read with the config, so the parent stays boxed.
+    std::fs::remove_dir(&inner).unwrap();
+    std::os::unix::fs::symlink("..", &inner).unwrap();
     // The user's own team, seen from either project.
     let base = h.join(".config/crew");
     std::fs::create_dir_all(base.join("teams")).unwrap();

@@ -85,19 +85,19 @@ pub fn network(runtime: &RuntimeConfig, task: &crew_core::plan::PlannedTask) -> 
 /// `.crew` it made there must not move its later attempts out of their project's box.
 pub fn in_project(config: &Config, runtime: &RuntimeConfig, cwd: &Path) -> RuntimeConfig {
     let mut rt = runtime.clone();
-    if config.projects.values().all(|p| p.sandbox.is_none()) {
+    if config.project_sandboxes.is_empty() {
         return rt;
     }
-    let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
-    let cwd = real(cwd);
+    // The roots as they were when the config was read (`Config::project_sandboxes`); the
+    // run's cwd as it is (its folder is not the agent's to replace).
+    let cwd = std::fs::canonicalize(cwd).unwrap_or_else(|_| cwd.to_path_buf());
     let deepest = config
-        .projects
+        .project_sandboxes
         .iter()
-        .filter_map(|(root, p)| Some((real(root), p.sandbox?)))
         .filter(|(root, _)| cwd.starts_with(root))
         .max_by_key(|(root, _)| root.components().count());
     if let Some((_, m)) = deepest {
-        rt.sandbox = Some(m);
+        rt.sandbox = Some(*m);
     }
     rt
 }
