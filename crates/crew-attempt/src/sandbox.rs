@@ -707,8 +707,15 @@ mod tests {
         assert!(holds_home(Path::new("/"), None));
         assert!(holds_home(d.path(), Some(&home)));
         assert!(!holds_home(&home.join("tools"), Some(&home)));
-        // The host's /tmp (a program right in it) is narrowed too.
-        assert!(holds_home(Path::new("/tmp"), Some(&home)));
+        // The host's /tmp (a program right in it) is narrowed too, wherever home is.
+        assert!(holds_home(
+            Path::new("/tmp"),
+            Some(Path::new("/nonexistent/h"))
+        ));
+        assert!(!holds_home(
+            Path::new("/usr/lib/node_modules"),
+            Some(Path::new("/nonexistent/h"))
+        ));
     }
 
     #[test]

@@ -46,6 +46,18 @@ fn main() {
         .without_time()
         .init();
     let staging = Staging::new(PathBuf::from(dir));
+    // Every attempt's staging folder (`<staging_dir>/<run>/<task>.attempt-<n>`, their keys and
+    // tokens) stays out of a box an agent's install folder would bring it into.
+    crew_attempt::sandbox::keep_out(
+        staging
+            .dir
+            .ancestors()
+            .nth(2)
+            .map(std::path::Path::to_path_buf)
+            .into_iter()
+            .chain([staging.dir.clone()])
+            .collect(),
+    );
     let launch = match crew_staging::read_launch(&staging) {
         Ok(Some(l)) => l,
         Ok(None) => {

@@ -423,7 +423,7 @@ async fn blocked_again(
         .await?;
     let reason = s.run.reason.as_deref().unwrap_or("no reason given");
     let summary = crate::render::follow::reason_summary(reason, run_id).join("\n  ");
-    let what = if before == Some(reason) {
+    let what = if before == s.run.reason.as_deref() {
         "was resumed and blocked again at once: nothing it waits on has changed"
     } else {
         "was resumed and is blocked again"

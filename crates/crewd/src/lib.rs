@@ -175,14 +175,24 @@ async fn serve(
         signal(SignalKind::interrupt())?,
     );
     // No agent's install folder brings the state or the socket into its box.
+    // A bare socket name is in crewd's own folder (as `listen::bind` takes it); the Slurm
+    // staging folders hold every remote attempt's keys and tokens.
+    let socket_dir = match socket.parent() {
+        Some(p) if p.as_os_str().is_empty() => PathBuf::from("."),
+        other => other.map(std::path::Path::to_path_buf).unwrap_or_default(),
+    };
+    let slurm = config.slurm.as_ref();
     crew_attempt::sandbox::keep_out(
-        [
-            Some(state_dir.clone()),
-            socket.parent().map(std::path::Path::to_path_buf),
-        ]
-        .into_iter()
-        .flatten()
-        .collect(),
+        [Some(state_dir.clone()), Some(socket_dir)]
+            .into_iter()
+            .chain([
+                slurm.map(|s| s.staging_dir.clone()),
+                slurm.and_then(|s| s.token_file.clone()),
+            ])
+            .flatten()
+            .filter(|p| !p.as_os_str().is_empty())
+            .map(|p| std::path::absolute(&p).unwrap_or(p))
+            .collect(),
     );
     let (journal, state) = open_state(&config, &state_dir).await?;
     let shared = Arc::new(shared::Shared::new(

@@ -926,9 +926,9 @@ pub fn hints(s: &StatusResult) -> Vec<String> {
                         .map(reason_lines)
                         .unwrap_or_default();
                     let said = |a: &&str| {
-                        shown
-                            .iter()
-                            .any(|l| l.trim_start().strip_prefix(WHOLE_OUTPUT) == Some(*a))
+                        shown.iter().any(|l| {
+                            l.trim_start().strip_prefix(WHOLE_OUTPUT).map(str::trim) == Some(*a)
+                        })
                     };
                     if let Some(a) = failed_check_output(t).filter(|a| !said(a)) {
                         v.push(format!("whole output: crewctl cat {id} {a}"));

@@ -120,19 +120,25 @@ enum ReadError {
     Stalled,
 }
 
-/// How long a body may pause between two of its pieces (what hyper allows a request's head).
+/// How long a body may pause between two of its pieces (what hyper allows a request's head),
+/// and how long it may take in all (a trickle of a byte now and then holds a slot too; a
+/// megabyte over a Unix socket takes milliseconds).
 const BODY_IDLE: std::time::Duration = std::time::Duration::from_secs(30);
+const BODY_TOTAL: std::time::Duration = std::time::Duration::from_secs(120);
 
-/// A body read whole, refused once it passes `max` bytes or pauses for `BODY_IDLE`.
+/// A body read whole, refused once it passes `max` bytes, pauses for `BODY_IDLE` or takes
+/// `BODY_TOTAL`.
 async fn read_limited<B>(body: B, max: usize) -> Result<Vec<u8>, ReadError>
 where
     B: hyper::body::Body<Data = Bytes> + Unpin,
 {
     let mut body = body;
     let mut out = Vec::new();
+    let end = tokio::time::Instant::now() + BODY_TOTAL;
     loop {
         let next = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx));
-        let frame = tokio::time::timeout(BODY_IDLE, next)
+        let until = end.min(tokio::time::Instant::now() + BODY_IDLE);
+        let frame = tokio::time::timeout_at(until, next)
             .await
             .map_err(|_| ReadError::Stalled)?;
         let Some(frame) = frame else { return Ok(out) };
@@ -257,8 +263,9 @@ where
                     envelope::invalid_text(
                         None,
                         &format!(
-                            "the request's body paused for over {} s; send it whole",
-                            BODY_IDLE.as_secs()
+                            "the request's body paused for {} s, or took {} s; send it whole",
+                            BODY_IDLE.as_secs(),
+                            BODY_TOTAL.as_secs()
                         ),
                     ),
                 )
@@ -698,5 +705,44 @@ mod tests {
         let started = tokio::time::Instant::now();
         assert_eq!(read_limited(Silent, 1024).await, Err(ReadError::Stalled));
         assert!(started.elapsed() >= BODY_IDLE);
+    }
+
+    /// A byte just before each `BODY_IDLE`, for ever.
+    struct Trickle(Option<std::pin::Pin<Box<tokio::time::Sleep>>>);
+
+    impl hyper::body::Body for Trickle {
+        type Data = Bytes;
+        type Error = std::io::Error;
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+        ) -> Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
+            let wait = BODY_IDLE - std::time::Duration::from_secs(1);
+            let sleep = self
+                .0
+                .get_or_insert_with(|| Box::pin(tokio::time::sleep(wait)));
+            match sleep.as_mut().poll(cx) {
+                Poll::Pending => Poll::Pending,
+                Poll::Ready(()) => {
+                    self.0 = None;
+                    Poll::Ready(Some(Ok(hyper::body::Frame::data(Bytes::from_static(b" ")))))
+                }
+            }
+        }
+    }
+
+    /// A trickle that never pauses long enough is given up on after `BODY_TOTAL`.
+    #[tokio::test(start_paused = true)]
+    async fn a_body_that_trickles_is_given_up_on() {
+        let started = tokio::time::Instant::now();
+        assert_eq!(
+            read_limited(Trickle(None), 1 << 20).await,
+            Err(ReadError::Stalled)
+        );
+        let took = started.elapsed();
+        assert!(
+            took >= BODY_TOTAL && took < BODY_TOTAL + BODY_IDLE,
+            "{took:?}"
+        );
     }
 }
