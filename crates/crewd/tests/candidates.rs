@@ -469,10 +469,9 @@ fn wait_event(d: &Daemon, run: &str, kind: &str, task: &str) {
     }
 }
 
-#[test]
-fn a_person_picks_before_and_after_dependents_started() {
-    let d = Daemon::start();
-    repo(&d);
+/// The user's team `picky` (one executor) and its workflow, whose body (after the
+/// frontmatter) is `steps`.
+fn picky(d: &Daemon, steps: &str) {
     let base = d.home.join(".config/crew");
     std::fs::create_dir_all(base.join("teams")).unwrap();
     std::fs::create_dir_all(base.join("workflows")).unwrap();
@@ -481,15 +480,25 @@ fn a_person_picks_before_and_after_dependents_started() {
         "---\nname: picky\ndefaultWorkflow: picky\n---\n\n- executor: agent=executor\n",
     )
     .unwrap();
-    // `after` needs `build` (3 candidates) and `slow`, so it starts well after the choice.
     std::fs::write(
         base.join("workflows/picky.workflow.md"),
-        "---\nname: picky\n---\n\n## build\nrole: executor\ncandidates: 3\nselect: smallest\nverifyCommands: test -f ok.txt\n\n\
+        format!("---\nname: picky\n---\n\n{steps}"),
+    )
+    .unwrap();
+}
+
+#[test]
+fn a_person_picks_before_and_after_dependents_started() {
+    let d = Daemon::start();
+    repo(&d);
+    // `after` needs `build` (3 candidates) and `slow`, so it starts well after the choice.
+    picky(
+        &d,
+        "## build\nrole: executor\ncandidates: 3\nselect: smallest\nverifyCommands: test -f ok.txt\n\n\
          [fake:cand-write=1:ok.txt:one\\n][fake:cand-write=2:ok.txt:two\\n][fake:cand-write=2:more.txt:m\\n][fake:cand-write=3:ok.txt:three\\n][fake:cand-write=3:more.txt:m\\nm\\n]\n\n\
          ## slow\nrole: executor\n\n[fake:sleep=4s][fake:append=slow.txt:s\\n]\n\n\
          ## after\nrole: executor\ndependsOn: build, slow\n\nthen [fake:append=after.txt:after\\n]\n",
-    )
-    .unwrap();
+    );
     let run = run_in(&d, "picky", json!({}));
     wait_event(&d, &run, "task.candidate_chosen", "01_build");
     // Before `after` started: only the choice changes.
@@ -585,21 +594,12 @@ fn a_person_picks_before_and_after_dependents_started() {
 fn two_picks_in_a_row_run_the_dependent_once_more_from_the_last() {
     let d = Daemon::start();
     repo(&d);
-    let base = d.home.join(".config/crew");
-    std::fs::create_dir_all(base.join("teams")).unwrap();
-    std::fs::create_dir_all(base.join("workflows")).unwrap();
-    std::fs::write(
-        base.join("teams/picky.team.md"),
-        "---\nname: picky\ndefaultWorkflow: picky\n---\n\n- executor: agent=executor\n",
-    )
-    .unwrap();
-    std::fs::write(
-        base.join("workflows/picky.workflow.md"),
-        "---\nname: picky\n---\n\n## build\nrole: executor\ncandidates: 3\nselect: smallest\n\n\
+    picky(
+        &d,
+        "## build\nrole: executor\ncandidates: 3\nselect: smallest\n\n\
          [fake:cand-write=1:ok.txt:one\\n][fake:cand-write=2:ok.txt:two\\n][fake:cand-write=2:more.txt:m\\n][fake:cand-write=3:ok.txt:three\\n][fake:cand-write=3:more.txt:m\\nm\\n]\n\n\
          ## after\nrole: executor\ndependsOn: build\n\nthen [fake:append=after.txt:after\\n]\n",
-    )
-    .unwrap();
+    );
     let run = run_in(&d, "picky", json!({}));
     assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
     // The second pick lands wherever the restarted attempt is (preparing its worktree, its
@@ -662,20 +662,11 @@ fn a_one_agent_runs_candidates_run_at_once() {
 fn picking_a_candidate_that_failed_its_checks_says_so() {
     let d = Daemon::start();
     repo(&d);
-    let base = d.home.join(".config/crew");
-    std::fs::create_dir_all(base.join("teams")).unwrap();
-    std::fs::create_dir_all(base.join("workflows")).unwrap();
-    std::fs::write(
-        base.join("teams/picky.team.md"),
-        "---\nname: picky\ndefaultWorkflow: picky\n---\n\n- executor: agent=executor\n",
-    )
-    .unwrap();
-    std::fs::write(
-        base.join("workflows/picky.workflow.md"),
-        "---\nname: picky\n---\n\n## build\nrole: executor\ncandidates: 2\nselect: smallest\nverifyCommands: test -f ok.txt\n\n\
+    picky(
+        &d,
+        "## build\nrole: executor\ncandidates: 2\nselect: smallest\nverifyCommands: test -f ok.txt\n\n\
          [fake:cand-write=1:ok.txt:one\\n][fake:cand-write=2:bad.txt:bad\\n]\n",
-    )
-    .unwrap();
+    );
     // The plan says how the step chooses.
     let plan = d.ok(
         "team.plan",

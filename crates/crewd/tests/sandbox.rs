@@ -512,6 +512,15 @@ fn auto_without_the_mechanism_runs_unboxed_and_says_so_once() {
     );
 }
 
+/// A listener on 127.0.0.1 (non-blocking: `accept` counts what came) and the bash line that
+/// connects to it.
+fn loopback() -> (std::net::TcpListener, String) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    (listener, format!("exec 3<>/dev/tcp/127.0.0.1/{port}"))
+}
+
 /// Item 5: `verify_network = false` gives verify commands no network, loopback included,
 /// while the agent (network on by default) reaches the same port.
 #[test]
@@ -521,10 +530,7 @@ fn a_verify_command_without_network_cannot_reach_loopback() {
         skip(NAME, &format!("bubblewrap cannot make a box here: {why}"));
     }
     out_of_tmp();
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let connect = format!("exec 3<>/dev/tcp/127.0.0.1/{port}");
+    let (listener, connect) = loopback();
     let mut d = Daemon::start();
     let work = d.work.display().to_string();
     let agent = format!("bash -c {connect:?} && echo AGENT-REACHED > reached.txt; echo done");
@@ -575,10 +581,7 @@ fn a_role_without_network_cannot_reach_loopback() {
         skip(NAME, &format!("bubblewrap cannot make a box here: {why}"));
     }
     out_of_tmp();
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let connect = format!("exec 3<>/dev/tcp/127.0.0.1/{port}");
+    let (listener, connect) = loopback();
     let mut d = Daemon::start();
     let agent = format!(
         "bash -c {connect:?} 2>/dev/null && echo REACHED-$CREW_TASK_ID || echo OFFLINE-$CREW_TASK_ID"

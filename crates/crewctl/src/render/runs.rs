@@ -792,6 +792,15 @@ fn node_boxes(view: &View, tasks: &[crew_api::types::PlannedTaskView]) -> String
         .collect()
 }
 
+/// A line under the plan's table: `mark` (the one its step has in the table) and `text`,
+/// fitted to the terminal.
+fn plan_note(view: &View, mark: &str, text: &str) -> String {
+    let room = view
+        .width
+        .map_or(usize::MAX, |w| usize::from(w).saturating_sub(2));
+    format!("{} {}\n", view.p(Tone::Accent, mark), view.cut(text, room))
+}
+
 /// Under the plan's table, one line per step with candidates: how many, and how it chooses.
 fn candidate_steps(view: &View, tasks: &[crew_api::types::PlannedTaskView]) -> String {
     let mut out = String::new();
@@ -813,15 +822,7 @@ fn candidate_steps(view: &View, tasks: &[crew_api::types::PlannedTaskView]) -> S
             t.id,
             count(n, "candidate")
         );
-        let room = view
-            .width
-            .map_or(usize::MAX, |w| usize::from(w).saturating_sub(2));
-        let _ = writeln!(
-            out,
-            "{} {}",
-            view.p(Tone::Accent, "×"),
-            view.cut(&text, room)
-        );
+        out.push_str(&plan_note(view, "×", &text));
     }
     out
 }
@@ -850,15 +851,7 @@ fn fan_out_steps(view: &View, tasks: &[crew_api::types::PlannedTaskView]) -> Str
             "{} is a fan-out step: its answer adds up to {max} tasks to the run{wait}",
             t.id
         );
-        let room = view
-            .width
-            .map_or(usize::MAX, |w| usize::from(w).saturating_sub(2));
-        let _ = writeln!(
-            out,
-            "{} {}",
-            view.p(Tone::Accent, "+"),
-            view.cut(&text, room)
-        );
+        out.push_str(&plan_note(view, "+", &text));
     }
     out
 }

@@ -115,15 +115,17 @@ fn resolve_sides(spec: &AttemptSpec) -> String {
     let mut left = RESOLVE_PATCHES_MAX;
     for dep in &spec.plan.depends_on {
         let path = spec.run_dir.join("patches").join(format!("{dep}.patch"));
-        let text = match crate::candidates::read_bounded(&path, RESOLVE_PATCH_MAX.min(left)) {
-            _ if left == 0 => "(left out: the patches quoted here are capped in all)".into(),
-            Ok(t) if !t.trim().is_empty() => t,
-            Ok(_) => "(it changed nothing)".into(),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => format!(
+        let read =
+            (left > 0).then(|| crate::candidates::read_bounded(&path, RESOLVE_PATCH_MAX.min(left)));
+        let text = match read {
+            None => "(left out: the patches quoted here are capped in all)".into(),
+            Some(Ok(t)) if !t.trim().is_empty() => t,
+            Some(Ok(_)) => "(it changed nothing)".into(),
+            Some(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => format!(
                 "(no patch of its own: it reads only, or it is a step with candidates whose \
                  chosen one's change is in patches/_cand-{dep}-<k>.patch)"
             ),
-            Err(e) => format!("(its patch could not be read: {e})"),
+            Some(Err(e)) => format!("(its patch could not be read: {e})"),
         };
         left = left.saturating_sub(text.chars().count());
         out.push_str(&format!(
@@ -153,7 +155,9 @@ pub async fn run_attempt(
         let mut spec = spec;
         // The project's box over the runtime's, from the run's cwd (before a worktree
         // replaces it).
-        spec.runtime = sandbox::in_project(&shared.config, &spec.runtime, Path::new(&spec.cwd));
+        if let Some(m) = sandbox::project_sandbox(&shared.config, Path::new(&spec.cwd)) {
+            spec.runtime.sandbox = Some(m);
+        }
         let mut conflict = None;
         let caught = std::panic::AssertUnwindSafe(async {
             fault::hit("start")?;

@@ -85,21 +85,27 @@ pub fn network(runtime: &RuntimeConfig, task: &crew_core::plan::PlannedTask) -> 
 /// `.crew` it made there must not move its later attempts out of their project's box.
 pub fn in_project(config: &Config, runtime: &RuntimeConfig, cwd: &Path) -> RuntimeConfig {
     let mut rt = runtime.clone();
+    if let Some(m) = project_sandbox(config, cwd) {
+        rt.sandbox = Some(m);
+    }
+    rt
+}
+
+/// The `sandbox` of the configured project holding `cwd`, if it sets one (`in_project`).
+/// Nothing is read when no project sets one: the usual case, on every attempt's start.
+pub fn project_sandbox(config: &Config, cwd: &Path) -> Option<SandboxMode> {
     if config.project_sandboxes.is_empty() {
-        return rt;
+        return None;
     }
     // The roots as they were when the config was read (`Config::project_sandboxes`); the
     // run's cwd as it is (its folder is not the agent's to replace).
     let cwd = std::fs::canonicalize(cwd).unwrap_or_else(|_| cwd.to_path_buf());
-    let deepest = config
+    config
         .project_sandboxes
         .iter()
         .filter(|(root, _)| cwd.starts_with(root))
-        .max_by_key(|(root, _)| root.components().count());
-    if let Some((_, m)) = deepest {
-        rt.sandbox = Some(*m);
-    }
-    rt
+        .max_by_key(|(root, _)| root.components().count())
+        .map(|(_, m)| *m)
 }
 
 /// The box of an attempt's verify commands and pre-step script: its workspace writable (the
