@@ -1,15 +1,15 @@
 //! The accept loop: one jsonrpsee service per connection, HTTP POST and WebSocket on the same
-//! Unix socket, peers of another uid refused. Every body and message passes `front.rs` (the
+//! Unix socket, peers of another uid refused, a connection idle between requests closed
+//! (`conn.rs`). Every body and message passes `front.rs` (the
 //! JSON-RPC envelope, judged by `envelope.rs`) before jsonrpsee.
 
 use crate::rpc::Ctx;
-use jsonrpsee::server::{
-    serve_with_graceful_shutdown, BatchRequestConfig, ServerConfig, StopHandle,
-};
+use jsonrpsee::server::{BatchRequestConfig, ServerConfig, StopHandle};
 use jsonrpsee::RpcModule;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+mod conn;
 mod envelope;
 mod front;
 mod limits;
@@ -113,7 +113,7 @@ pub fn spawn(
             let stop2 = stop.clone();
             let pid = cred.pid();
             tokio::spawn(async move {
-                if let Err(e) = serve_with_graceful_shutdown(stream, svc, stop2.shutdown()).await {
+                if let Err(e) = conn::serve(stream, svc, stop2.shutdown(), conn::HEAD_IDLE).await {
                     tracing::debug!(peer_pid = ?pid, error = %e, "connection ended with an error");
                 }
                 open2.fetch_sub(1, Ordering::Relaxed);

@@ -641,3 +641,44 @@ async fn hostile_clients_do_not_hurt_a_well_behaved_one() {
     let run = d.run("after the attacks", json!({"team": "solo"}));
     assert_eq!(d.wait(&run), "completed");
 }
+
+/// Clients that made one request each and then hold their keep-alive connections open, silent,
+/// take every slot only until the daemon's head timer (30 s) closes them: then a new client is
+/// served again without any of them going away by itself. Before, they held the daemon
+/// unreachable for as long as they stayed.
+#[test]
+fn idle_keep_alive_clients_are_closed_and_free_their_slots() {
+    let d = daemon();
+    let socket = d.socket.clone();
+    let mut held = Vec::new();
+    while let Some(s) = http_idle(&socket) {
+        held.push(s);
+        assert!(held.len() <= MAX_CONNECTIONS, "more than the limit served");
+    }
+    assert_eq!(held.len(), MAX_CONNECTIONS, "slots taken before a refusal");
+    let idle_from = Instant::now();
+    for s in &mut held {
+        // Each held connection is closed by the daemon (EOF), not by this client.
+        s.set_read_timeout(Some(Duration::from_secs(90)))
+            .unwrap_or_default();
+        let mut buf = [0u8; 64];
+        assert!(
+            matches!(s.read(&mut buf), Ok(0)),
+            "an idle connection was not closed by the daemon within 90 s"
+        );
+    }
+    let closed_after = idle_from.elapsed();
+    assert!(
+        closed_after >= Duration::from_secs(25),
+        "idle connections closed after {closed_after:?}: sooner than the head timer"
+    );
+    assert!(
+        http_idle(&socket).is_some(),
+        "no new client served after the idle ones were closed"
+    );
+    eprintln!(
+        "{} idle keep-alive connections closed by the daemon after {:.1} s",
+        held.len(),
+        closed_after.as_secs_f64()
+    );
+}
