@@ -86,6 +86,7 @@ pub fn agent_plan(
             candidates: None,
             resources: Default::default(),
             network: None,
+            resolves: None,
             id,
             step_id: "agent".into(),
             role,

@@ -165,6 +165,7 @@ impl RoleTemplate {
             skills: self.skills.clone(),
             resources: self.resources,
             network: self.network,
+            resolves: None,
         })
     }
 }

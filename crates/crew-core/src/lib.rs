@@ -12,6 +12,7 @@ pub mod fanout;
 pub mod fixplan;
 pub mod ids;
 pub mod job_shape;
+pub mod patch;
 pub mod plan;
 pub mod prompt;
 pub mod redact;

@@ -249,6 +249,7 @@ impl<'c> TaskBuilder<'c> {
             candidates: None,
             resources: step.resources.over(&role.resources),
             network: role.network,
+            resolves: None,
             output,
             id,
             step_id: step.id.clone(),

@@ -274,6 +274,7 @@ mod tests {
             candidates: None,
             resources: Default::default(),
             network: None,
+            resolves: None,
             id: "02_plan".parse().unwrap(),
             step_id: "plan".into(),
             role: "planner".into(),

@@ -43,6 +43,7 @@ impl RunDef {
                     candidates: None,
                     resources: Default::default(),
                     network: None,
+                    resolves: None,
                     id: id(i),
                     step_id: format!("t{i}"),
                     role: "role".into(),

@@ -409,7 +409,12 @@ fn file_at(w: &Path, commit: &str, path: &str) -> String {
 fn an_agent_resolves_the_conflict_and_the_run_goes_on_from_its_result() {
     let d = Daemon::start();
     let w = repo(&d);
-    team_with(&d, true, RESOLVES);
+    // The left side also adds a file of its own, which merges cleanly.
+    team_with(
+        &d,
+        true,
+        &format!("{RESOLVES}[fake:write=left-only.txt:ONLY-LEFT\\n]"),
+    );
     let run = start_agent(&d);
     assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
     let evs = d.events(Some(&run));
@@ -428,13 +433,29 @@ fn an_agent_resolves_the_conflict_and_the_run_goes_on_from_its_result() {
         .as_str()
         .unwrap_or_default()
         .to_string();
-    assert!(prompt.contains("## What each input changed"), "{prompt}");
-    for (side, line) in [("01_left", "+LEFT"), ("02_right", "+RIGHT")] {
+    assert!(
+        prompt.contains("## What each side changed in the conflicting files"),
+        "{prompt}"
+    );
+    let quoted = |task: &str| {
         let at = prompt
-            .find(&format!("### {side}\n<dependency-output kind=\"patch\""))
-            .unwrap_or_else(|| panic!("no patch of {side}: {prompt}"));
-        assert!(prompt[at..].contains(line), "{side}: {prompt}");
+            .find(&format!("### {task}\n<dependency-output kind=\"patch\""))
+            .unwrap_or_else(|| panic!("no section of {task}: {prompt}"));
+        let rest = &prompt[at..];
+        rest[..rest.find("</dependency-output>").unwrap_or(rest.len())].to_string()
+    };
+    for (side, line) in [("01_left", "+LEFT"), ("02_right", "+RIGHT")] {
+        let q = quoted(side);
+        assert!(q.contains("diff --git a/a.txt b/a.txt"), "{side}: {q}");
+        assert!(q.contains(line), "{side}: {q}");
     }
+    // Only the conflicting file of a side is quoted; an input that merged cleanly is named.
+    assert!(!quoted("01_left").contains("ONLY-LEFT"), "{prompt}");
+    assert!(
+        quoted("03_notes").contains("merged without conflict: not quoted"),
+        "{prompt}"
+    );
+    assert!(!prompt.contains("+notes"), "{prompt}");
     // The resolver started from every input merged, markers and all, and left none.
     let st = d.status(&run);
     let r = &st["workspace"]["tasks"]["_resolve-04_join-1"];

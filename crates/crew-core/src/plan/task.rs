@@ -86,6 +86,10 @@ pub struct TaskCommon {
     /// Its team role's `network=` (issue 34): `Some(false)`, its boxed attempts get no
     /// network, whatever the runtime allows.
     pub network: Option<bool>,
+    /// A resolve task (issue 31): the conflict it resolves (its paths and sides), so its
+    /// prompt quotes what each side did there. `None` for every other task, and for a resolve
+    /// task journaled before this was kept.
+    pub resolves: Option<Arc<crate::run::resolve::Conflict>>,
 }
 
 impl Deref for PlannedTask {
@@ -147,6 +151,7 @@ impl PlannedTask {
             candidates: c.candidates,
             resources: c.resources,
             network: c.network,
+            resolves: c.resolves,
         }
     }
 }
@@ -196,6 +201,8 @@ pub struct FlatTask {
     pub resources: crate::job_shape::JobShape,
     #[serde(default)]
     pub network: Option<bool>,
+    #[serde(default)]
+    pub resolves: Option<Arc<crate::run::resolve::Conflict>>,
 }
 
 impl From<FlatTask> for PlannedTask {
@@ -229,6 +236,7 @@ impl From<FlatTask> for PlannedTask {
                 candidates: f.candidates,
                 resources: f.resources,
                 network: f.network,
+                resolves: f.resolves,
             }),
         }
     }
@@ -279,6 +287,8 @@ struct FlatOut<'a> {
     resources: &'a crate::job_shape::JobShape,
     #[serde(skip_serializing_if = "Option::is_none")]
     network: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resolves: &'a Option<Arc<crate::run::resolve::Conflict>>,
 }
 
 impl Serialize for PlannedTask {
@@ -312,6 +322,7 @@ impl Serialize for PlannedTask {
             candidates: &c.candidates,
             resources: &c.resources,
             network: c.network,
+            resolves: &c.resolves,
         }
         .serialize(s)
     }

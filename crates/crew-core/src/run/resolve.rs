@@ -210,6 +210,7 @@ fn resolve_task(
         output: ArtifactName::new(format!("{id}.md")).ok(),
         added_by,
         title: Some(format!("resolve the conflict in {}", conflict.headline())),
+        resolves: Some(std::sync::Arc::new(conflict.clone())),
         ..r.task(safe_id, RESOLVE_STEP.into(), inputs, text)
             .into_flat()
     }))

@@ -27,6 +27,7 @@ fn tasks(steps: &[Step]) -> Vec<std::sync::Arc<PlannedTask>> {
                 candidates: None,
                 resources: Default::default(),
                 network: None,
+                resolves: None,
                 id: task_id(i + 1, name),
                 step_id: name.to_string(),
                 role: if *writes {
