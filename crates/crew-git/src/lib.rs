@@ -52,11 +52,14 @@ pub const GUARDS: [&str; 4] = [
 pub const AUTHOR_NAME: &str = "crew";
 pub const AUTHOR_EMAIL: &str = "crew@localhost";
 
-/// How to run git: which program, how long one call may take.
+/// How to run git: which program, how long one call may take, and what every git process
+/// carries in its environment besides (crewd's mark, by which its next start finds the git
+/// processes a killed daemon left running).
 #[derive(Debug, Clone)]
 pub struct Git {
     pub program: PathBuf,
     pub timeout: Duration,
+    pub tag: Option<(String, String)>,
 }
 
 impl Default for Git {
@@ -64,6 +67,7 @@ impl Default for Git {
         Git {
             program: PathBuf::from("git"),
             timeout: Duration::from_secs(120),
+            tag: None,
         }
     }
 }
@@ -171,6 +175,9 @@ impl Repo {
                 .env("GIT_COMMITTER_EMAIL", AUTHOR_EMAIL);
         }
         for (k, v) in env {
+            cmd.env(k, v);
+        }
+        if let Some((k, v)) = &self.git.tag {
             cmd.env(k, v);
         }
         cmd

@@ -175,6 +175,7 @@ async fn failures_carry_gits_message_and_timeouts_kill() {
     let slow = Git {
         program: script,
         timeout: std::time::Duration::from_millis(200),
+        ..Default::default()
     };
     let e = slow.repo(d.path()).diffstat("a", "b").await.unwrap_err();
     assert!(matches!(e, crew_git::GitError::Timeout { .. }), "{e}");

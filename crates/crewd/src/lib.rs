@@ -13,6 +13,7 @@ mod dashboard;
 mod diagnostic;
 mod executor;
 mod forget;
+mod git_orphans;
 mod journal_slot;
 mod launch;
 mod listen;
@@ -278,6 +279,15 @@ async fn before_first_attempt(
     {
         let shared = shared.clone();
         tokio::task::spawn_blocking(move || shared.results.attach(&shared.state_dir)).await?;
+    }
+    // git processes a killed daemon left running end before recovery touches the checkouts
+    // they may still be writing (git_orphans.rs).
+    {
+        let state_dir = shared.state_dir.clone();
+        let ended = tokio::task::spawn_blocking(move || git_orphans::end_left(&state_dir)).await?;
+        if !ended.is_empty() {
+            tracing::warn!(pids = ?ended, "killed git processes the previous daemon left running");
+        }
     }
     // An apply a killed daemon left half done is finished or undone before anyone can ask
     // for another (workspace/apply.rs): the user's checkout is at the old commit or the new.

@@ -701,6 +701,95 @@ fn a_killed_daemons_retry_starts_from_a_clean_worktree() {
     assert_eq!(checksum(w), before);
 }
 
+/// A git call crewd started is still running when crewd is killed (`kill -9` leaves its
+/// children): the next crewd of the state dir kills it before its recovery touches the
+/// repository, instead of racing it. Here `git worktree add` hangs (a `git` wrapper first on
+/// crewd's PATH) while a flag file exists.
+#[test]
+fn a_git_left_running_by_a_killed_daemon_is_ended_at_the_next_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let real_git = String::from_utf8(
+        std::process::Command::new("sh")
+            .args(["-c", "command -v git"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let flag = dir.path().join("hang");
+    let wrapper = dir.path().join("git");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\ncase \" $* \" in *\" worktree add \"*) if [ -e '{flag}' ]; then \
+             echo $$ > '{flag}.pid'; exec sleep 600; fi;; esac\nexec {real} \"$@\"\n",
+            flag = flag.display(),
+            real = real_git.trim(),
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        dir.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let env = vec![("PATH".to_string(), path)];
+    let mut d = Daemon::start_with(Opts {
+        env: env.clone(),
+        ..Default::default()
+    });
+    repo(&d);
+    team(&d, "one", &[("edit", &[], "[fake:write=b.txt:b]")]);
+    std::fs::write(&flag, "").unwrap();
+    let run = run_wt(&d, "one", json!({}));
+    let pid_file = dir.path().join("hang.pid");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let pid: u32 = loop {
+        if let Some(pid) = std::fs::read_to_string(&pid_file)
+            .ok()
+            .and_then(|p| p.trim().parse().ok())
+        {
+            break pid;
+        }
+        assert!(std::time::Instant::now() < deadline, "git never hung");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    // Not left behind if an assertion below fails.
+    struct Reap(u32);
+    impl Drop for Reap {
+        fn drop(&mut self) {
+            // Only while it is still that git (its pid may be another process's by now).
+            let environ = std::fs::read(format!("/proc/{}/environ", self.0)).unwrap_or_default();
+            if !environ.windows(15).any(|w| w == b"CREW_GIT_OWNER=") {
+                return;
+            }
+            let _ = std::process::Command::new("kill")
+                .args(["-9", &self.0.to_string()])
+                .status();
+        }
+    }
+    let _reap = Reap(pid);
+    let running = |pid: u32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| Some(s[s.rfind(')')? + 1..].trim_start().chars().next()? != 'Z'))
+            .unwrap_or(false)
+    };
+    d.kill9();
+    assert!(running(pid), "crewd's git outlives a kill -9 of crewd");
+    std::fs::remove_file(&flag).unwrap();
+    d.spawn(&env);
+    assert!(!running(pid), "the git the killed daemon left still runs");
+    assert!(
+        d.log_text()
+            .contains("killed git processes the previous daemon left running"),
+        "not said"
+    );
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+}
+
 #[test]
 fn submodules_and_filters_behave_clearly() {
     let d = Daemon::start();
