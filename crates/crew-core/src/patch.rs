@@ -5,43 +5,60 @@
 /// The sections of `patch` (each from a `diff --git ` line to the next) whose file is one of
 /// `paths`, in the patch's order; empty when none is.
 ///
-/// A section's file is read from its header as git writes it: `a/<path> b/<path>`, or with
-/// either side in C quotes (`"a/\303\251.rs"`) when the path has odd bytes and `core.quotePath`
-/// (git's default) is on; a rename matches by either name. The header is the only place a
-/// patch names its file in every case (binary and mode-only sections have no `---`/`+++`).
+/// A section's file is read as git writes it (`--src-prefix=a/ --dst-prefix=b/`, quoting on,
+/// as crew asks for its patches): the header `diff --git a/<path> b/<path>`, each side in C
+/// quotes (`"a/caf\303\251.rs"`) when the path has odd bytes; a rename or copy by its
+/// `rename from <path>` / `rename to <path>` lines, quoted alike. Only whole lines are compared:
+/// a path that merely ends like another (`my b/lib.rs` for `lib.rs`) is not taken for it. The
+/// header is the only place every kind of section names its file (binary and mode-only
+/// sections have no `---`/`+++`).
 pub fn sections_touching(patch: &str, paths: &[String]) -> String {
-    let wanted: Vec<(String, String, String, String)> = paths
+    use std::collections::HashSet;
+    let headers: HashSet<String> = paths
         .iter()
-        .map(|p| {
-            let q = c_quoted(p);
-            (
-                format!("diff --git a/{p} b/"),
-                format!(" b/{p}"),
-                format!("diff --git \"a/{q}\" "),
-                format!(" \"b/{q}\""),
-            )
+        .map(|p| format!("diff --git {} {}", written("a/", p), written("b/", p)))
+        .collect();
+    let moves: HashSet<String> = paths
+        .iter()
+        .flat_map(|p| {
+            let name = written("", p);
+            ["rename from ", "rename to ", "copy from ", "copy to "].map(|kw| format!("{kw}{name}"))
         })
         .collect();
-    let touches = |header: &str| {
-        wanted.iter().any(|(a, b, qa, qb)| {
-            header.starts_with(a.as_str())
-                || header.ends_with(b.as_str())
-                || header.starts_with(qa.as_str())
-                || header.ends_with(qb.as_str())
-        })
-    };
     let mut out = String::new();
+    let mut section = String::new();
     let mut keep = false;
-    for line in patch.split_inclusive('\n') {
-        let header = line.strip_suffix('\n').unwrap_or(line);
-        if header.starts_with("diff --git ") {
-            keep = touches(header);
-        }
+    let mut flush = |section: &mut String, keep: bool| {
         if keep {
-            out.push_str(line);
+            out.push_str(section);
+        }
+        section.clear();
+    };
+    for line in patch.split_inclusive('\n') {
+        let bare = line.strip_suffix('\n').unwrap_or(line);
+        if bare.starts_with("diff --git ") {
+            flush(&mut section, keep);
+            keep = headers.contains(bare);
+        } else if !section.is_empty() && moves.contains(bare) {
+            keep = true;
+        }
+        // Text before the first header is no file's.
+        if bare.starts_with("diff --git ") || !section.is_empty() {
+            section.push_str(line);
         }
     }
+    flush(&mut section, keep);
     out
+}
+
+/// `path` after `prefix` as git writes it in a patch: in C quotes when it must be quoted.
+fn written(prefix: &str, path: &str) -> String {
+    let q = c_quoted(path);
+    if q == path {
+        format!("{prefix}{path}")
+    } else {
+        format!("\"{prefix}{q}\"")
+    }
 }
 
 /// `path` as git quotes it in a patch's header when it must (`quote_c_style`): `"`, `\`,
@@ -95,7 +112,13 @@ similarity index 90%\n\
 rename from old name.rs\n\
 rename to new name.rs\n\
 diff --git a/img.png b/img.png\n\
-Binary files a/img.png and b/img.png differ\n";
+Binary files a/img.png and b/img.png differ\n\
+diff --git a/my b/lib.rs b/my b/lib.rs\n\
+--- a/my b/lib.rs\n\
++++ b/my b/lib.rs\n\
+@@ -1 +1 @@\n\
+-m\n\
++n\n";
 
     fn sections(paths: &[&str]) -> String {
         let paths: Vec<String> = paths.iter().map(|p| p.to_string()).collect();
@@ -121,6 +144,11 @@ Binary files a/img.png and b/img.png differ\n";
             // Not a prefix or a suffix of another path's name.
             (&["lib.rs"], &[]),
             (&["src/lib"], &[]),
+            (&["old"], &[]),
+            (&["name.rs"], &[]),
+            // A path with ` b/` in it is matched whole, and only whole.
+            (&["my"], &[]),
+            (&["my b/lib.rs"], &["a/my b/lib.rs b/my b/lib.rs"]),
             (&[], &[]),
         ];
         for (paths, headers) in cases {

@@ -613,7 +613,20 @@ impl Repo {
         binary: bool,
     ) -> Result<(Vec<u8>, bool), GitError> {
         use tokio::io::AsyncReadExt;
-        let mut args = vec!["diff", "--no-color", "--no-ext-diff", "--no-textconv"];
+        // The patch as git writes it by default whatever the user's config says (prefixes,
+        // quoting, a relative diff): a resolver's prompt finds each file's section by its
+        // header (crew_core::patch), and `git apply` reads it.
+        let mut args = vec![
+            "-c",
+            "core.quotePath=true",
+            "diff",
+            "--no-color",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--no-relative",
+            "--src-prefix=a/",
+            "--dst-prefix=b/",
+        ];
         if binary {
             args.push("--binary");
         }

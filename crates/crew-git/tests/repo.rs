@@ -574,3 +574,36 @@ async fn a_cherry_pick_between_its_commits_is_in_progress() {
         Some(crew_git::InProgress::CherryPick)
     );
 }
+
+/// A patch reads as git's default whatever the repository's config says: `a/`/`b/` prefixes
+/// and quoted odd names (a resolver's prompt finds each file's section by its header), and
+/// paths from the top of the repository.
+#[tokio::test]
+async fn a_patch_is_in_gits_default_form_whatever_the_config() {
+    let d = repo();
+    let base = sh(d.path(), &["rev-parse", "HEAD"]);
+    std::fs::create_dir(d.path().join("sub")).unwrap();
+    std::fs::write(d.path().join("sub/café.txt"), "x\n").unwrap();
+    sh(d.path(), &["add", "-A"]);
+    sh(d.path(), &["commit", "-qm", "odd"]);
+    let head = sh(d.path(), &["rev-parse", "HEAD"]);
+    for (k, v) in [
+        ("diff.noprefix", "true"),
+        ("core.quotePath", "false"),
+        ("diff.relative", "true"),
+        ("diff.mnemonicPrefix", "true"),
+    ] {
+        sh(d.path(), &["config", k, v]);
+    }
+    let git = Git::default();
+    for dir in [d.path().to_path_buf(), d.path().join("sub")] {
+        let (patch, cut) = git.repo(&dir).diff(&base, &head, 1 << 20).await.unwrap();
+        let patch = String::from_utf8(patch).unwrap();
+        assert!(!cut);
+        assert_eq!(
+            patch.lines().next(),
+            Some("diff --git \"a/sub/caf\\303\\251.txt\" \"b/sub/caf\\303\\251.txt\""),
+            "{patch}"
+        );
+    }
+}

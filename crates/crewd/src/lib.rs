@@ -284,7 +284,13 @@ async fn before_first_attempt(
     // they may still be writing (git_orphans.rs).
     {
         let state_dir = shared.state_dir.clone();
-        let ended = tokio::task::spawn_blocking(move || git_orphans::end_left(&state_dir)).await?;
+        let ended = tokio::task::spawn_blocking(move || {
+            let before = git_orphans::record(&state_dir);
+            let ended = git_orphans::end_left(&before);
+            git_orphans::forget_others(&state_dir);
+            ended
+        })
+        .await?;
         if !ended.is_empty() {
             tracing::warn!(pids = ?ended, "killed git processes the previous daemon left running");
         }

@@ -422,10 +422,15 @@ pub async fn git_state(cwd: &str) -> Option<String> {
     let git = |args: &'static [&'static str]| {
         let cwd = cwd.to_string();
         async move {
-            // As every git crew runs (crew_git): no fsmonitor program of the repository's.
+            // As every git crew runs (crew_git): no fsmonitor program of the repository's,
+            // no lock taken in the user's checkout (an index refresh is optional), and
+            // crewd's mark (git_orphans.rs).
             let out = tokio::process::Command::new("git")
                 .args(["-c", "core.fsmonitor=false"])
                 .args(args)
+                .env("GIT_OPTIONAL_LOCKS", "0")
+                .envs([crate::git_orphans::tag()])
+                .kill_on_drop(true)
                 .current_dir(&cwd)
                 .stdin(std::process::Stdio::null())
                 .stderr(std::process::Stdio::null())

@@ -83,7 +83,7 @@ pub fn git(shared: &Shared) -> Git {
     Git {
         program: PathBuf::from("git"),
         timeout: std::time::Duration::from_millis(shared.config.git_timeout_ms.max(1000)),
-        tag: Some(crate::git_orphans::tag(&shared.state_dir)),
+        tag: Some(crate::git_orphans::tag()),
     }
 }
 

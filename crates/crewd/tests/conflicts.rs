@@ -452,7 +452,7 @@ fn an_agent_resolves_the_conflict_and_the_run_goes_on_from_its_result() {
     // Only the conflicting file of a side is quoted; an input that merged cleanly is named.
     assert!(!quoted("01_left").contains("ONLY-LEFT"), "{prompt}");
     assert!(
-        quoted("03_notes").contains("merged without conflict: not quoted"),
+        prompt.contains("### 03_notes\n(merged without conflict: not quoted"),
         "{prompt}"
     );
     assert!(!prompt.contains("+notes"), "{prompt}");
@@ -649,6 +649,57 @@ fn a_conflict_of_the_leaves_is_resolved_into_the_integration() {
     assert_eq!(st["workspace"]["integrated"]["commit"], resolved, "{st}");
     assert_eq!(file_at(w, resolved, "a.txt"), "one\nLEFT\nRIGHT\nthree");
     assert_eq!(file_at(w, resolved, "notes.txt"), "notes");
+}
+
+/// An integration conflict whose side is not a leaf: `02_after` (a leaf) holds `01_left`'s
+/// change to a.txt, which conflicts with `03_right`'s. The resolver's prompt quotes the sides,
+/// `01_left` and `03_right`, though only `02_after` and `03_right` are its inputs, and names
+/// `02_after` as merged cleanly (it changed nothing of a.txt itself).
+#[test]
+fn an_integration_resolver_is_shown_a_side_that_is_not_a_leaf() {
+    let d = Daemon::start();
+    let w = repo(&d);
+    d.project_file(
+        "teams/clash.team.md",
+        "---\nname: clash\ndefaultWorkflow: clash\n---\n\n- rleft: agent=executor\n\
+         - rafter: agent=executor\n- rright: agent=executor\n",
+    );
+    d.project_file(
+        "workflows/clash.workflow.md",
+        &format!(
+            "---\nname: clash\n---\n\n## left\nrole: rleft\n\n\
+             [fake:write=a.txt:one\\nLEFT\\nthree\\n]{RESOLVES}\n\n\
+             ## after\nrole: rafter\ndependsOn: left\n\n[fake:write=after.txt:after\\n]\n\n\
+             ## right\nrole: rright\n\n[fake:write=a.txt:one\\nRIGHT\\nthree\\n]\n"
+        ),
+    );
+    let run = start_agent(&d);
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    let id = format!("_resolve-{run}-1");
+    let prompt = d.ok(
+        "team.artifact",
+        json!({"runId": run, "name": format!("prompts/{id}.md")}),
+    )["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    for (side, line) in [("01_left", "+LEFT"), ("03_right", "+RIGHT")] {
+        let at = prompt
+            .find(&format!("### {side}\n<dependency-output kind=\"patch\""))
+            .unwrap_or_else(|| panic!("{side} not quoted: {prompt}"));
+        let rest = &prompt[at..];
+        let block = &rest[..rest.find("</dependency-output>").unwrap_or(rest.len())];
+        assert!(block.contains("diff --git a/a.txt b/a.txt"), "{block}");
+        assert!(block.contains(line), "{block}");
+    }
+    assert!(
+        prompt.contains("### 02_after\n(merged without conflict: not quoted"),
+        "{prompt}"
+    );
+    let st = d.status(&run);
+    let integrated = st["workspace"]["integrated"]["commit"].as_str().unwrap();
+    assert_eq!(file_at(w, integrated, "a.txt"), "one\nLEFT\nRIGHT\nthree");
+    assert_eq!(file_at(w, integrated, "after.txt"), "after");
 }
 
 #[test]

@@ -331,6 +331,7 @@ fn thin_ok(worktree: &str, run_id: &str, base: &str, start: &str, base_bundle: &
         std::process::Command::new("git")
             .args(crew_git::GUARDS)
             .args(args)
+            .envs([crate::git_orphans::tag()])
             .current_dir(worktree)
             .stdin(std::process::Stdio::null())
             .output()
@@ -384,6 +385,7 @@ fn bundle(worktree: &str, out: &Path, revs: &[&str]) -> std::io::Result<()> {
     ));
     let o = std::process::Command::new("git")
         .args(crew_git::GUARDS)
+        .envs([crate::git_orphans::tag()])
         .args(["bundle", "create", "-q"])
         .arg(&tmp)
         .args(revs)

@@ -214,6 +214,7 @@ async fn git(dir: &str, args: &[&str], timeout: Duration) -> Result<String, Stri
         .args(args)
         .current_dir(dir)
         .env("GIT_TERMINAL_PROMPT", "0")
+        .envs([crate::git_orphans::tag()])
         .stdin(std::process::Stdio::null())
         .kill_on_drop(true)
         .output();
