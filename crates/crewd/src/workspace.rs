@@ -77,6 +77,11 @@ pub struct Prepared {
     /// A resolve task's branch holds the user's resolution (the manual way after the
     /// resolver gave up): this commit is the result, and no agent runs.
     pub taken: Option<String>,
+    /// A writing task's hold on its worktree's path until this is dropped, after `finish`
+    /// removed it: the integration's sweep of leftovers passes it over meanwhile (a task
+    /// retried while the run integrates). `None` for readers (their checkout is leased).
+    #[allow(dead_code)] // held for what its drop does
+    pub held: Option<readers::Held>,
 }
 
 pub fn git(shared: &Shared) -> Git {

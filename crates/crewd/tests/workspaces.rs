@@ -1241,6 +1241,60 @@ fn an_imported_worktree_runs_base_cannot_carry_ref_commands() {
     assert_eq!(r["error"]["code"], 1003, "{r}");
 }
 
+/// A task retried just as the run integrates: the integration's sweep of leftover worktrees
+/// (held here until the retry's worktree is made) passes over the worktree the retry is
+/// working in. It used to take it for a leftover of a killed daemon and retire it under the
+/// running agent, whose attempt then failed.
+#[test]
+fn the_integrations_sweep_leaves_a_retrys_worktree_alone() {
+    let root = tempfile::tempdir().unwrap();
+    let go = root.path().join("go");
+    let d = Daemon::start_with(Opts {
+        config: String::new(),
+        env: vec![(
+            "CREW_TEST_FAULT".into(),
+            format!("sweep:wait={}", path_str(&go)),
+        )],
+    });
+    let w = repo(&d).to_path_buf();
+    one_step_team(
+        &d,
+        "slow",
+        "Do. [fake:write=b.txt:b][fake:sleep=2s]",
+        "executor",
+    );
+    let run = d.run("do", json!({"team": "slow", "workspace": "worktree"}));
+    d.wait_log("fault point holds until the file exists");
+    d.ok("team.retry", json!({"runId": run, "taskIds": ["01_only"]}));
+    let wt = d.state_dir.join("worktrees").join(&run).join("01_only");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !wt.join("b.txt").exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the retry never wrote"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // The sweep goes on while the retry's agent still runs (it sleeps after its write).
+    std::fs::write(&go, "").unwrap();
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    let st = d.status(&run);
+    let task = Daemon::task(&st, "01_only");
+    assert_eq!(task["attempts"], 2, "the retry's one attempt: {task}");
+    let refs = git(
+        &w,
+        &[
+            "for-each-ref",
+            "--format=%(refname)",
+            &format!("refs/crew/{run}/"),
+        ],
+    );
+    assert!(
+        !refs.contains("leftover"),
+        "the retry's worktree was retired: {refs}"
+    );
+}
+
 /// A task retried while the run's results are being merged (off the actor): that merge is of
 /// the old result, so it is dropped and the run integrates again once the task is done —
 /// the run used to complete with the old merge, without the retried task's result.

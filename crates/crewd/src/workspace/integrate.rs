@@ -60,6 +60,8 @@ pub async fn integrate(
 /// Before the merge, clear what a killed daemon left: the run's unfinished worktrees, and the
 /// trash with git's metadata of what is in it.
 async fn sweep(git: &Git, repo: &Repo, shared: &Shared, run_id: &str) {
+    // Tests hold the sweep here and retry a task meanwhile.
+    let _ = tokio::task::spawn_blocking(|| crate::executor::fault::hit("sweep")).await;
     cleanup_leftovers(git, repo, shared, run_id).await;
     // Metadata of a worktree moved to the trash by a daemon killed before it dropped it.
     let _ = repo.prune_worktrees_under(&all_worktrees(shared)).await;
@@ -256,6 +258,15 @@ async fn cleanup_leftovers(git: &Git, repo: &Repo, shared: &Shared, run_id: &str
             continue;
         }
         let keep = format!("refs/crew/{run_id}/{name}/leftover");
-        retire(git, repo, &entry.path(), &keep).await;
+        let path = entry.path();
+        // Not a worktree an attempt is using (a task retried while the run integrates), nor a
+        // checkout readers are in.
+        let retired = shared
+            .checkouts
+            .if_unused(&path, || retire(git, repo, &path, &keep))
+            .await;
+        if !retired {
+            tracing::debug!(path = %path.display(), "in use: not a leftover");
+        }
     }
 }

@@ -39,10 +39,49 @@ fn leftover_ref(run_id: &str, start: &str) -> String {
     )
 }
 
+/// A writing attempt's hold on its worktree's path (`Checkouts::hold`), from before the
+/// worktree is made until it is gone: released when dropped.
+pub struct Held(#[allow(dead_code)] tokio::sync::OwnedMutexGuard<usize>);
+
+impl std::fmt::Debug for Held {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Held")
+    }
+}
+
 impl Checkouts {
     fn slot(&self, path: &Path) -> Slot {
         let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        // A writer's slot is left here when its hold ends: gone at the next look once nobody
+        // holds it (a readers' slot with readers in it stays: its count is theirs).
+        slots.retain(|_, s| {
+            Arc::strong_count(s) > 1 || s.try_lock().map_or(true, |readers| *readers > 0)
+        });
         slots.entry(path.to_path_buf()).or_default().clone()
+    }
+
+    /// Hold `path` for one writing attempt (its worktree is made, used and removed under the
+    /// hold), waiting while the integration's sweep of leftovers retires what is there.
+    pub async fn hold(&self, path: &Path) -> Held {
+        Held(self.slot(path).lock_owned().await)
+    }
+
+    /// Run `retire` on `path` unless a writing attempt holds it or readers are in it: the
+    /// integration's sweep of leftover worktrees. `false`: in use, left alone.
+    pub async fn if_unused<F, Fut>(&self, path: &Path, retire: F) -> bool
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = ()>,
+    {
+        let slot = self.slot(path);
+        let Ok(readers) = slot.try_lock() else {
+            return false;
+        };
+        if *readers > 0 {
+            return false;
+        }
+        retire().await;
+        true
     }
 
     /// Forget the slot of `path` if nobody but the map and `mine` holds it: every clone is

@@ -106,6 +106,7 @@ pub async fn prepare(shared: &Shared, ws: &TaskWorkspace) -> Result<Prepared, No
     }
     let branch = task_branch(&ws.run_id, &ws.task_id);
     let path = dir.join(&ws.task_id);
+    let held = shared.checkouts.hold(&path).await;
     // Left by an attempt that did not end (crewd was killed): kept as a ref, then gone.
     let orphaned = path.exists();
     if orphaned {
@@ -130,6 +131,7 @@ pub async fn prepare(shared: &Shared, ws: &TaskWorkspace) -> Result<Prepared, No
                     start: mark,
                     shared: false,
                     taken: Some(tip),
+                    held: Some(held),
                 })
             }
             Ok(ResolveStart::Refused(r)) => return Err((*r).into()),
@@ -158,6 +160,7 @@ pub async fn prepare(shared: &Shared, ws: &TaskWorkspace) -> Result<Prepared, No
         start,
         shared: false,
         taken: None,
+        held: Some(held),
     })
 }
 
@@ -200,6 +203,7 @@ async fn prepare_reader(
         start,
         shared: true,
         taken: None,
+        held: None,
     })
 }
 
