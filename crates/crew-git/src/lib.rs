@@ -328,7 +328,7 @@ impl Repo {
         }
         let idx: OsString = tmp.path().as_os_str().to_owned();
         let env = [("GIT_INDEX_FILE", &idx)];
-        self.run(&["add", "-A", "--", ":/"], &env).await?;
+        self.add_all(&env).await?;
         self.oid(&["write-tree"], &env).await
     }
 
@@ -508,11 +508,28 @@ impl Repo {
         Ok(parse::worktree_paths(&out))
     }
 
+    /// Stage everything that changed in the whole tree, paths outside a sparse checkout's cone
+    /// included (`--sparse`): a worktree of a sparse repository is sparse too, and a file an
+    /// agent wrote outside the cone is a change like any other — without the flag git refuses
+    /// it and the commit failed. Entries the sparse checkout left out of the tree stay as they
+    /// are (not deletions). A git older than 2.34 knows no `--sparse` (nor that refusal):
+    /// then without it.
+    async fn add_all(&self, env: &[(&str, &OsString)]) -> Result<(), GitError> {
+        match self.run(&["add", "--sparse", "-A", "--", ":/"], env).await {
+            Err(GitError::Failed { stderr, .. })
+                if stderr.contains("unknown option") && stderr.contains("sparse") =>
+            {
+                self.run(&["add", "-A", "--", ":/"], env).await.map(|_| ())
+            }
+            r => r.map(|_| ()),
+        }
+    }
+
     /// In a worktree: commit everything that changed (untracked non-ignored files included) on
     /// the checked-out branch, with crew's identity, no hooks, no signing. `None` when nothing
     /// changed.
     pub async fn commit_all(&self, message: &str) -> Result<Option<String>, GitError> {
-        self.run(&["add", "-A", "--", ":/"], &[]).await?;
+        self.add_all(&[]).await?;
         let tree = self.oid(&["write-tree"], &[]).await?;
         let head = self.head().await?;
         if let Some(h) = &head {

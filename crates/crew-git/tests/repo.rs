@@ -607,3 +607,45 @@ async fn a_patch_is_in_gits_default_form_whatever_the_config() {
         );
     }
 }
+
+/// In a worktree of a sparse checkout (git gives it the repository's sparse-checkout), a file
+/// written outside the cone is committed like any other change, and the files the sparse
+/// checkout leaves out stay in the commit, untouched. Without `add --sparse` git refused and
+/// the task's commit failed.
+#[tokio::test]
+async fn a_sparse_worktrees_change_outside_the_cone_is_committed() {
+    let d = repo();
+    for (p, text) in [
+        ("src/s.txt", "s\n"),
+        ("docs/d.txt", "d\n"),
+        ("other/o.txt", "o\n"),
+    ] {
+        std::fs::create_dir_all(d.path().join(p).parent().unwrap()).unwrap();
+        std::fs::write(d.path().join(p), text).unwrap();
+    }
+    sh(d.path(), &["add", "-A"]);
+    sh(d.path(), &["commit", "-qm", "dirs"]);
+    sh(d.path(), &["sparse-checkout", "set", "--cone", "src"]);
+    let git = Git::default();
+    let r = git.repo(d.path());
+    let base = r.head().await.unwrap().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let wt = state.path().join("t");
+    r.worktree_add(&wt, "crew/t/t", &base).await.unwrap();
+    assert!(!wt.join("docs").exists(), "the worktree is sparse too");
+    std::fs::create_dir_all(wt.join("docs")).unwrap();
+    std::fs::write(wt.join("docs/new.txt"), "new\n").unwrap();
+    let commit = git.repo(&wt).commit_all("outside").await.unwrap().unwrap();
+    let files = sh(d.path(), &["ls-tree", "-r", "--name-only", &commit]);
+    for f in [
+        "docs/d.txt",
+        "docs/new.txt",
+        "other/o.txt",
+        "src/s.txt",
+        "a.txt",
+    ] {
+        assert!(files.lines().any(|l| l == f), "{f} not in {files}");
+    }
+    let st = r.diffstat(&base, &commit).await.unwrap();
+    assert_eq!((st.files, st.insertions, st.deletions), (1, 1, 0));
+}
