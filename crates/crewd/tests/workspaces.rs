@@ -790,6 +790,37 @@ fn a_git_left_running_by_a_killed_daemon_is_ended_at_the_next_start() {
     assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
 }
 
+/// A user's sparse checkout: a task writing outside the cone (its worktree is sparse too)
+/// completes, its file is in the run's integration, and what the cone leaves out stays.
+#[test]
+fn a_task_of_a_sparse_checkout_writes_outside_the_cone() {
+    let d = Daemon::start();
+    let w = repo(&d);
+    std::fs::create_dir_all(w.join("src")).unwrap();
+    std::fs::create_dir_all(w.join("docs")).unwrap();
+    std::fs::write(w.join("src/s.txt"), "s\n").unwrap();
+    std::fs::write(w.join("docs/d.txt"), "d\n").unwrap();
+    git(w, &["add", "-A"]);
+    git(w, &["commit", "-qm", "dirs"]);
+    git(w, &["sparse-checkout", "set", "--cone", "src"]);
+    assert!(!w.join("docs").exists());
+    team(
+        &d,
+        "docs",
+        &[("write", &[], "[fake:write=docs/new.txt:new]")],
+    );
+    let run = run_wt(&d, "docs", json!({}));
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    let st = d.status(&run);
+    let integrated = st["workspace"]["integrated"]["commit"].as_str().unwrap();
+    assert_eq!(show(w, &format!("{integrated}:docs/new.txt")), "new");
+    assert_eq!(show(w, &format!("{integrated}:docs/d.txt")), "d");
+    assert!(
+        !w.join("docs").exists(),
+        "the user's checkout is left as it was"
+    );
+}
+
 #[test]
 fn submodules_and_filters_behave_clearly() {
     let d = Daemon::start();
