@@ -208,6 +208,11 @@ impl Repo {
     pub async fn check_out(&self, index: &Path, from: &str, to: &str) -> Result<(), GitError> {
         let idx: OsString = index.as_os_str().to_owned();
         let env = [("GIT_INDEX_FILE", &idx)];
+        // `read-tree -u` judges a file up to date by its stat data alone: one touched but not
+        // changed (a build, an editor saving as it was) since the index last looked was "not
+        // uptodate" and the apply failed. Refreshed first, in this copy of the index (`-q`:
+        // a file really changed is left for read-tree to refuse).
+        self.run(&["update-index", "-q", "--refresh"], &env).await?;
         self.run(&["read-tree", "-m", "-u", from, to], &env)
             .await
             .map(|_| ())

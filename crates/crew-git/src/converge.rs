@@ -226,6 +226,44 @@ impl Repo {
         Ok(found)
     }
 
+    /// Files of the change from `from` to `to` that the user edited where git does not look:
+    /// entries marked assume-unchanged (`git update-index --assume-unchanged`) or
+    /// skip-worktree whose file is in the work tree and holds something other than `from`'s
+    /// version. `git status` shows none of them, so the dirty-tree refusal cannot; the
+    /// checkout then stops at the first ("not uptodate"), after crew moved the branch.
+    pub async fn hidden_edits(&self, from: &str, to: &str) -> Result<Vec<String>, GitError> {
+        let out = self.run(&["ls-files", "-v", "-z"], &[]).await?;
+        let hidden: std::collections::HashSet<&[u8]> = out
+            .split(|b| *b == 0)
+            .filter_map(|e| {
+                let (tag, path) = (e.first()?, e.get(2..)?);
+                // Lower case: assume-unchanged; `S`: skip-worktree.
+                (tag.is_ascii_lowercase() || *tag == b'S').then_some(path)
+            })
+            .collect();
+        if hidden.is_empty() {
+            return Ok(Vec::new());
+        }
+        let changes: Vec<Changed> = self
+            .changes(from, to)
+            .await?
+            .into_iter()
+            .filter(|c| c.from.is_some() && hidden.contains(c.path.as_bytes()))
+            .filter(|c| plain_relative(&c.path))
+            .collect();
+        let held = self.held_all(&changes).await?;
+        Ok(changes
+            .into_iter()
+            .zip(held)
+            .filter(|(c, h)| match (h, &c.from) {
+                (Held::Nothing, _) => false,
+                (Held::Object(oid, _), Some(b)) => *oid != b.oid,
+                _ => true,
+            })
+            .map(|(c, _)| c.path)
+            .collect())
+    }
+
     /// The paths that differ between two commits, with their blobs (no renames).
     async fn changes(&self, from: &str, to: &str) -> Result<Vec<Changed>, GitError> {
         let args = ["diff-tree", "-r", "-z", "--no-renames", from, to, "--"];

@@ -515,6 +515,81 @@ fn an_ignored_file_in_the_way_refuses_the_apply() {
     );
 }
 
+/// A file of the change touched but not changed since the index last looked at it (a build,
+/// an editor saving it as it was): the apply brings the change. `read-tree -u` judges by stat
+/// data alone, so it used to fail with "not uptodate" (crew's own `git status` runs without
+/// taking the index's lock, so it never refreshes it).
+#[test]
+fn a_touched_but_unchanged_file_does_not_stop_the_apply() {
+    let d = Daemon::start();
+    let w = repo(&d);
+    team(&d, "edit", "", "[fake:write=a.txt:crew a]");
+    let run = run_wt(&d, "edit", json!({}));
+    assert_eq!(d.wait(&run), "completed");
+    let later = std::time::SystemTime::now() + std::time::Duration::from_secs(3600);
+    std::fs::File::options()
+        .write(true)
+        .open(w.join("a.txt"))
+        .unwrap()
+        .set_modified(later)
+        .unwrap();
+    d.ok("team.apply", json!({"runId": run}));
+    assert_eq!(std::fs::read_to_string(w.join("a.txt")).unwrap(), "crew a");
+    assert_eq!(git(w, &["status", "--porcelain"]), "");
+}
+
+/// The user edited files git is told not to look at (`--assume-unchanged`, `--skip-worktree`):
+/// `git status` is clean, so the dirty-tree refusal let the apply through, the checkout then
+/// stopped at them ("not uptodate") after the branch had moved, and the message blamed git
+/// for "files it had begun to write". Now the apply is refused up front, naming them, with
+/// nothing changed; once they are shown to git and restored, it applies.
+#[test]
+fn edits_git_does_not_look_at_refuse_the_apply_up_front() {
+    let d = Daemon::start();
+    let w = repo(&d);
+    std::fs::write(w.join("b.txt"), "b\n").unwrap();
+    git(w, &["add", "b.txt"]);
+    git(w, &["commit", "-qm", "b"]);
+    team(
+        &d,
+        "both",
+        "",
+        "[fake:write=a.txt:crew a][fake:write=b.txt:crew b]",
+    );
+    let run = run_wt(&d, "both", json!({}));
+    assert_eq!(d.wait(&run), "completed");
+    git(w, &["update-index", "--assume-unchanged", "a.txt"]);
+    git(w, &["update-index", "--skip-worktree", "b.txt"]);
+    std::fs::write(w.join("a.txt"), "my a\n").unwrap();
+    std::fs::write(w.join("b.txt"), "my b\n").unwrap();
+    assert_eq!(
+        git(w, &["status", "--porcelain"]),
+        "",
+        "hidden from git status"
+    );
+    let head = git(w, &["rev-parse", "HEAD"]);
+    let e = d.err("team.apply", json!({"runId": run}));
+    assert_eq!(e["code"], 1002, "{e}");
+    let message = e["message"].as_str().unwrap();
+    assert!(
+        message.contains("git is told not to look at") && message.contains("a.txt"),
+        "{message}"
+    );
+    assert!(message.contains("b.txt"), "{message}");
+    assert!(!message.contains("begun to write"), "{message}");
+    assert_eq!(git(w, &["rev-parse", "HEAD"]), head, "nothing was changed");
+    assert_eq!(std::fs::read_to_string(w.join("a.txt")).unwrap(), "my a\n");
+    assert_eq!(std::fs::read_to_string(w.join("b.txt")).unwrap(), "my b\n");
+    // Shown to git again and restored, the apply goes through.
+    git(w, &["update-index", "--no-skip-worktree", "b.txt"]);
+    git(w, &["update-index", "--no-assume-unchanged", "a.txt"]);
+    std::fs::write(w.join("a.txt"), "one\ntwo\nthree\n").unwrap();
+    std::fs::write(w.join("b.txt"), "b\n").unwrap();
+    d.ok("team.apply", json!({"runId": run}));
+    assert_eq!(std::fs::read_to_string(w.join("a.txt")).unwrap(), "crew a");
+    assert_eq!(std::fs::read_to_string(w.join("b.txt")).unwrap(), "crew b");
+}
+
 /// crewd killed while the apply signs its commit (a pinentry can take minutes), before it
 /// recorded any intent: the checkout's `index.lock` it held is gone at the next start, and the
 /// user's git works (the lock stayed for good, every `git commit` failing).

@@ -292,14 +292,24 @@ async fn refuse_dirty(repo: &Repo, input: &ApplyInput) -> Result<(), ApiError> {
     )))
 }
 
-/// Step 2: nothing the status does not show is lost either: ignored files where the change
-/// puts a path, a submodule's own changes where the change removes it.
+/// Step 2: nothing the status does not show is lost either: edits to files git is told not
+/// to look at, ignored files where the change puts a path, a submodule's own changes where the
+/// change removes it.
 async fn refuse_in_the_way(
     repo: &Repo,
     input: &ApplyInput,
     head: &str,
     tree: &str,
 ) -> Result<(), ApiError> {
+    let hidden = repo.hidden_edits(head, tree).await.map_err(internal)?;
+    if !hidden.is_empty() {
+        return Err(ApiError::invalid_state(format!(
+            "applying run {} would overwrite your edits to files git is told not to look at              (assume-unchanged or skip-worktree, so `git status` does not show them): {}.              Commit or restore them (`git update-index --no-assume-unchanged --no-skip-worktree              <file>` shows them to git again), then apply again (or merge {} by hand); nothing              was changed",
+            input.run_id,
+            shown_paths(&hidden),
+            input.integration.branch
+        )));
+    }
     let found = repo.in_the_way(head, tree).await.map_err(internal)?;
     if found.is_empty() {
         return Ok(());
