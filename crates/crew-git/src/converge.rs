@@ -282,8 +282,9 @@ impl Repo {
         for (i, c) in changes.iter().enumerate() {
             let meta = std::fs::symlink_metadata(self.dir().join(&c.path));
             let plain = meta.as_ref().is_ok_and(|m| m.is_file());
-            // A name with a line break cannot go on `--stdin-paths`' lines.
-            if plain && !c.path.contains('\n') {
+            // A name with a line break cannot go on `--stdin-paths`' lines, and one that starts
+            // with `"` is read there as C-quoted (`"a.txt"` would hash `a.txt`).
+            if plain && !c.path.contains('\n') && !c.path.starts_with('"') {
                 held.push(Held::Other);
                 batch.push((i, meta.is_ok_and(|m| is_exec(&m))));
             } else {

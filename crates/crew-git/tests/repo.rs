@@ -649,3 +649,38 @@ async fn a_sparse_worktrees_change_outside_the_cone_is_committed() {
     let st = r.diffstat(&base, &commit).await.unwrap();
     assert_eq!((st.files, st.insertions, st.deletions), (1, 1, 0));
 }
+
+/// The user's edits to files git is told not to look at are found among the change's files:
+/// an assume-unchanged one and a skip-worktree one edited, one flagged but as committed, one
+/// whose name starts with `"` (which `hash-object --stdin-paths` would read as C-quoted).
+#[tokio::test]
+async fn hidden_edits_are_found_whatever_the_name() {
+    let d = repo();
+    let p = d.path();
+    let names = ["a.txt", "b.txt", "c.txt", "\"q.txt", "\"a.txt\""];
+    for n in names {
+        std::fs::write(p.join(n), format!("{n} v1\n")).unwrap();
+    }
+    sh(p, &["add", "-A"]);
+    sh(p, &["commit", "-qm", "v1"]);
+    let old = sh(p, &["rev-parse", "HEAD"]);
+    sh(p, &["checkout", "-q", "-b", "next"]);
+    for n in names {
+        std::fs::write(p.join(n), format!("{n} v2\n")).unwrap();
+    }
+    sh(p, &["commit", "-qam", "v2"]);
+    let new = sh(p, &["rev-parse", "HEAD"]);
+    sh(p, &["checkout", "-q", "main"]);
+    sh(p, &["update-index", "--assume-unchanged", "a.txt", "c.txt", "\"q.txt", "\"a.txt\""]);
+    sh(p, &["update-index", "--skip-worktree", "b.txt"]);
+    for n in ["a.txt", "b.txt", "\"q.txt", "\"a.txt\""] {
+        std::fs::write(p.join(n), "mine\n").unwrap();
+    }
+    let mut found = Git::default()
+        .repo(p)
+        .hidden_edits(&old, &new)
+        .await
+        .unwrap();
+    found.sort();
+    assert_eq!(found, ["\"a.txt\"", "\"q.txt", "a.txt", "b.txt"]);
+}
