@@ -525,11 +525,44 @@ impl Repo {
         }
     }
 
+    /// `add_all` until nothing is left unstaged: one pass can leave a change out (with
+    /// `core.ignorecase` on where the file system is case-sensitive, a file deleted and one
+    /// added whose names differ in case only: the first pass stages the deletion alone, and the
+    /// new file was lost with the worktree). Still something left after a few passes: an error,
+    /// never a commit without it.
+    async fn add_everything(&self) -> Result<(), GitError> {
+        const PASSES: usize = 3;
+        let mut left = Vec::new();
+        for _ in 0..PASSES {
+            self.add_all(&[]).await?;
+            let args = [
+                "status",
+                "--porcelain=v1",
+                "-z",
+                "--untracked-files=all",
+                "--no-renames",
+                "--ignore-submodules=dirty",
+            ];
+            let out = self.run(&args, &[]).await?;
+            left = parse::unstaged_paths(&out);
+            if left.is_empty() {
+                return Ok(());
+            }
+        }
+        Err(GitError::Parse {
+            args: "add --sparse -A".into(),
+            what: format!(
+                "changes still not staged after {PASSES} passes (core.ignorecase?): {}",
+                left.iter().take(10).cloned().collect::<Vec<_>>().join(", ")
+            ),
+        })
+    }
+
     /// In a worktree: commit everything that changed (untracked non-ignored files included) on
     /// the checked-out branch, with crew's identity, no hooks, no signing. `None` when nothing
     /// changed.
     pub async fn commit_all(&self, message: &str) -> Result<Option<String>, GitError> {
-        self.add_all(&[]).await?;
+        self.add_everything().await?;
         let tree = self.oid(&["write-tree"], &[]).await?;
         let head = self.head().await?;
         if let Some(h) = &head {

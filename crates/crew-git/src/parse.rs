@@ -82,6 +82,17 @@ pub(crate) fn status_paths(out: &[u8]) -> Vec<String> {
         .collect()
 }
 
+/// `status --porcelain=v1 -z --no-renames`: the paths with a change not in the index (the
+/// work tree column set, or untracked).
+pub(crate) fn unstaged_paths(out: &[u8]) -> Vec<String> {
+    out.split(|b| *b == 0)
+        .filter(|f| f.len() > 3)
+        .filter(|f| f.get(1).is_some_and(|y| *y != b' ') || f.starts_with(b"??"))
+        .filter_map(|f| f.get(3..))
+        .map(|p| String::from_utf8_lossy(p).into_owned())
+        .collect()
+}
+
 /// `diff --numstat -z --no-renames`: `ins\tdel\tpath\0` (`-\t-\t` for binary files).
 pub(crate) fn numstat(out: &[u8]) -> Diffstat {
     let mut d = Diffstat::default();
@@ -119,6 +130,16 @@ pub(crate) fn cut(s: &str, max: usize) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    /// Staged alone is done; a work tree column or `??` is left.
+    #[test]
+    fn unstaged_status_entries() {
+        let out = b"D  B.txt\0?? b.txt\0M  s.txt\0 M w.txt\0MM both.txt\0A  new\0";
+        assert_eq!(unstaged_paths(out), ["b.txt", "w.txt", "both.txt"]);
+        assert!(unstaged_paths(b"D  B.txt\0A  b.txt\0").is_empty());
+        assert!(unstaged_paths(b"").is_empty());
+    }
+
     use super::*;
 
     #[test]

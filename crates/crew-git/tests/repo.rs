@@ -671,7 +671,17 @@ async fn hidden_edits_are_found_whatever_the_name() {
     sh(p, &["commit", "-qam", "v2"]);
     let new = sh(p, &["rev-parse", "HEAD"]);
     sh(p, &["checkout", "-q", "main"]);
-    sh(p, &["update-index", "--assume-unchanged", "a.txt", "c.txt", "\"q.txt", "\"a.txt\""]);
+    sh(
+        p,
+        &[
+            "update-index",
+            "--assume-unchanged",
+            "a.txt",
+            "c.txt",
+            "\"q.txt",
+            "\"a.txt\"",
+        ],
+    );
     sh(p, &["update-index", "--skip-worktree", "b.txt"]);
     for n in ["a.txt", "b.txt", "\"q.txt", "\"a.txt\""] {
         std::fs::write(p.join(n), "mine\n").unwrap();
@@ -683,4 +693,28 @@ async fn hidden_edits_are_found_whatever_the_name() {
         .unwrap();
     found.sort();
     assert_eq!(found, ["\"a.txt\"", "\"q.txt", "a.txt", "b.txt"]);
+}
+
+/// With `core.ignorecase` on a case-sensitive file system (a repository from macOS or
+/// Windows), a task that deletes `B.txt` and adds `b.txt`: one `git add -A` stages only the
+/// deletion, and the commit lost `b.txt`. Both are in the commit now.
+#[tokio::test]
+async fn a_case_only_rename_under_ignorecase_is_committed_whole() {
+    let d = repo();
+    let p = d.path();
+    std::fs::write(p.join("B.txt"), "B\n").unwrap();
+    sh(p, &["add", "-A"]);
+    sh(p, &["commit", "-qm", "B"]);
+    sh(p, &["config", "core.ignorecase", "true"]);
+    std::fs::remove_file(p.join("B.txt")).unwrap();
+    std::fs::write(p.join("b.txt"), "lower\n").unwrap();
+    let commit = Git::default()
+        .repo(p)
+        .commit_all("rename")
+        .await
+        .unwrap()
+        .unwrap();
+    let files = sh(p, &["ls-tree", "-r", "--name-only", &commit]);
+    assert!(files.lines().any(|l| l == "b.txt"), "{files}");
+    assert!(!files.lines().any(|l| l == "B.txt"), "{files}");
 }
