@@ -364,6 +364,46 @@ fn a_dirty_tree_is_the_base_without_being_touched_and_refuse_refuses() {
         .all(|l| l != "x.log"));
 }
 
+/// A repository whose work tree is set apart (`core.worktree` naming another folder): crew
+/// runs its git in the work tree, where git finds no repository. Refused, naming why, instead
+/// of "cannot read the repository: … not a git repository".
+#[test]
+fn a_repository_with_its_work_tree_elsewhere_is_refused_naming_core_worktree() {
+    let d = Daemon::start();
+    team(&d, "solo", &[("only", &[], "[fake:write=x.txt:x]")]);
+    let tree = d.work.parent().unwrap().join("tree");
+    std::fs::create_dir_all(&tree).unwrap();
+    let w = d.work.as_path();
+    git(w, &["init", "-q", "-b", "main"]);
+    git(w, &["config", "core.worktree", path_str(&tree)]);
+    std::fs::write(tree.join("a.txt"), "a\n").unwrap();
+    git(
+        w,
+        &["-c", "user.name=u", "-c", "user.email=u@x", "add", "-A"],
+    );
+    git(
+        w,
+        &[
+            "-c",
+            "user.name=u",
+            "-c",
+            "user.email=u@x",
+            "commit",
+            "-qm",
+            "init",
+        ],
+    );
+    let e = d.err(
+        "team.run",
+        json!({"goal": "g", "cwd": path_str(w), "runtime": "fake", "team": "solo",
+               "workspace": "worktree"}),
+    );
+    assert_eq!(e["code"], 1003, "{e}");
+    let message = e["message"].as_str().unwrap();
+    assert!(message.contains("core.worktree"), "{message}");
+    assert!(message.contains("shared"), "{message}");
+}
+
 #[test]
 fn worktree_mode_outside_a_repository_is_refused_and_the_team_mode_counts() {
     let d = Daemon::start();
