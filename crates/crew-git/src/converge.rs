@@ -268,6 +268,14 @@ impl Repo {
     async fn changes(&self, from: &str, to: &str) -> Result<Vec<Changed>, GitError> {
         let args = ["diff-tree", "-r", "-z", "--no-renames", from, to, "--"];
         let out = self.run(&args, &[]).await?;
+        if let Some(name) = out
+            .split(|b| *b == 0)
+            .find(|f| std::str::from_utf8(f).is_err())
+        {
+            return Err(GitError::NotUtf8(
+                String::from_utf8_lossy(name).escape_debug().to_string(),
+            ));
+        }
         parse_diff_tree(&out).ok_or_else(|| GitError::Parse {
             args: args.join(" "),
             what: "a record that is not `:mode mode oid oid status NUL path NUL`".into(),

@@ -515,6 +515,34 @@ fn an_ignored_file_in_the_way_refuses_the_apply() {
     );
 }
 
+/// A task that made a file whose name is not UTF-8 (git takes it; crew's paths are text): the
+/// apply is refused as the run's to merge by hand, with nothing changed, where it was an
+/// internal error about git's output.
+#[test]
+fn a_change_with_a_name_that_is_not_utf8_is_refused_for_merging_by_hand() {
+    let script = "printf c > \"$(printf 'caf\\351.txt')\"; echo done";
+    let d = Daemon::start_with(Opts {
+        config: format!(
+            "sandbox = \"off\"\n[runtimes.sh]\nadapter = \"command\"\ncommand = [\"/bin/sh\", \"-c\", {script:?}]\n"
+        ),
+        env: vec![],
+    });
+    let w = repo(&d);
+    team(&d, "latin1", "", "Make the file.");
+    let run = run_wt(&d, "latin1", json!({"runtime": "sh"}));
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    let head = git(w, &["rev-parse", "HEAD"]);
+    let e = d.err("team.apply", json!({"runId": run}));
+    assert_eq!(e["code"], 1002, "{e}");
+    let message = e["message"].as_str().unwrap();
+    assert!(
+        message.contains("not UTF-8") && message.contains("by hand"),
+        "{message}"
+    );
+    assert_eq!(git(w, &["rev-parse", "HEAD"]), head, "nothing was changed");
+    assert_eq!(git(w, &["status", "--porcelain"]), "");
+}
+
 /// A file of the change touched but not changed since the index last looked at it (a build,
 /// an editor saving it as it was): the apply brings the change. `read-tree -u` judges by stat
 /// data alone, so it used to fail with "not uptodate" (crew's own `git status` runs without

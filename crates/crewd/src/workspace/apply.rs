@@ -154,6 +154,18 @@ fn internal(e: GitError) -> ApiError {
     ApiError::internal(format!("git: {e}"))
 }
 
+/// A git failure of the checks before anything changes: a file name crew cannot handle is the
+/// run's to merge by hand, said as such; anything else is crew's own failure.
+fn checking(input: &ApplyInput) -> impl Fn(GitError) -> ApiError + '_ {
+    move |e| match e {
+        GitError::NotUtf8(_) => ApiError::invalid_state(format!(
+            "cannot apply run {}: its change has {e}; merge {} by hand (nothing was changed)",
+            input.run_id, input.integration.branch
+        )),
+        e => internal(e),
+    }
+}
+
 /// The commit message on the user's branch: the goal (its first line the subject) and the run.
 fn message(input: &ApplyInput) -> String {
     let goal = input.goal.trim();
@@ -301,7 +313,10 @@ async fn refuse_in_the_way(
     head: &str,
     tree: &str,
 ) -> Result<(), ApiError> {
-    let hidden = repo.hidden_edits(head, tree).await.map_err(internal)?;
+    let hidden = repo
+        .hidden_edits(head, tree)
+        .await
+        .map_err(checking(input))?;
     if !hidden.is_empty() {
         return Err(ApiError::invalid_state(format!(
             "applying run {} would overwrite your edits to files git is told not to look at              (assume-unchanged or skip-worktree, so `git status` does not show them): {}.              Commit or restore them (`git update-index --no-assume-unchanged --no-skip-worktree              <file>` shows them to git again), then apply again (or merge {} by hand); nothing              was changed",
@@ -310,7 +325,7 @@ async fn refuse_in_the_way(
             input.integration.branch
         )));
     }
-    let found = repo.in_the_way(head, tree).await.map_err(internal)?;
+    let found = repo.in_the_way(head, tree).await.map_err(checking(input))?;
     if found.is_empty() {
         return Ok(());
     }
