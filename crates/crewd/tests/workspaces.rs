@@ -1312,6 +1312,43 @@ fn an_imported_worktree_runs_base_cannot_carry_ref_commands() {
     assert_eq!(r["error"]["code"], 1003, "{r}");
 }
 
+/// The user moves the repository away while a task works: its worktree's content can no longer
+/// be saved in the repository, and the worktree used to be deleted all the same, the agent's
+/// files with it. They are kept aside under `<state>/unsaved/` now.
+#[test]
+fn a_worktree_that_cannot_be_saved_is_kept_aside_not_deleted() {
+    let d = Daemon::start();
+    repo(&d);
+    one_step_team(
+        &d,
+        "slow",
+        "Do. [fake:write=b.txt:the agent's work][fake:sleep=2s]",
+        "executor",
+    );
+    let run = d.run("do", json!({"team": "slow", "workspace": "worktree"}));
+    let wt = d.state_dir.join("worktrees").join(&run).join("01_only");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !wt.join("b.txt").exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the agent never wrote"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let moved = d.work.with_file_name("moved");
+    std::fs::rename(&d.work, &moved).unwrap();
+    let end = d.wait(&run);
+    assert_ne!(end, "completed", "{}", d.status(&run));
+    let kept = d.state_dir.join("unsaved").join(&run).join("01_only-1");
+    assert_eq!(
+        std::fs::read_to_string(kept.join("b.txt")).unwrap_or_default(),
+        "the agent's work",
+        "{}",
+        d.log_text()
+    );
+    assert!(d.log_text().contains("its files are kept aside"));
+}
+
 /// A task retried just as the run integrates: the integration's sweep of leftover worktrees
 /// (held here until the retry's worktree is made) passes over the worktree the retry is
 /// working in. It used to take it for a leftover of a killed daemon and retire it under the

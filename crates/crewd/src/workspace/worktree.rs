@@ -7,17 +7,28 @@ use crew_git::{Git, GitError, Repo};
 use std::path::{Path, PathBuf};
 
 /// Save what a worktree holds (if anything changed) under the attempt's ref, then remove it.
+/// One whose content could not be saved (its repository moved or gone, git failing) is not
+/// removed: its files are moved aside to `<state>/unsaved/` and the log says where.
 pub(super) async fn retire(git: &Git, repo: &Repo, path: &Path, keep_as: &str) {
     if path.join(".git").exists() {
         let wt = git.repo(path);
-        match wt.snapshot("crew: an earlier attempt's tree").await {
-            Ok(Some(c)) => {
-                if let Err(e) = repo.update_ref(keep_as, &c).await {
-                    tracing::warn!(error = %e, "cannot keep an earlier attempt's tree");
-                }
+        let saved = match wt.snapshot("crew: an earlier attempt's tree").await {
+            Ok(Some(c)) => repo.update_ref(keep_as, &c).await,
+            Ok(None) => Ok(()),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = saved {
+            match set_aside(path).await {
+                Ok(to) => tracing::warn!(
+                    error = %e, path = %path.display(), kept = %to.display(),
+                    "cannot save a worktree's content in its repository: its files are kept aside"
+                ),
+                Err(m) => tracing::warn!(
+                    error = %e, path = %path.display(), move_error = %m,
+                    "cannot save a worktree's content in its repository, nor move it aside: left in place"
+                ),
             }
-            Ok(None) => {}
-            Err(e) => tracing::warn!(error = %e, "cannot save an earlier attempt's tree"),
+            return;
         }
         if let Err(e) = repo.worktree_remove(path).await {
             tracing::warn!(error = %e, path = %path.display(), "git worktree remove failed; removing the directory");
@@ -30,6 +41,35 @@ pub(super) async fn retire(git: &Git, repo: &Repo, path: &Path, keep_as: &str) {
     if let Some(under) = path.parent().and_then(Path::parent) {
         let _ = repo.prune_worktrees_under(under).await;
     }
+}
+
+/// Move a worktree whose content could not be saved to `<state>/unsaved/<run>/<name>-<n>`
+/// (`path` is `<state>/worktrees/<run>/<name>`), out of the way of the next attempt's and of
+/// every sweep: only the user removes it.
+async fn set_aside(path: &Path) -> std::io::Result<PathBuf> {
+    let missing = || std::io::Error::other("not under <state>/worktrees/<run>/");
+    let name = path.file_name().ok_or_else(missing)?.to_os_string();
+    let run_dir = path.parent().ok_or_else(missing)?;
+    let run = run_dir.file_name().ok_or_else(missing)?;
+    let state = run_dir
+        .parent()
+        .and_then(Path::parent)
+        .ok_or_else(missing)?;
+    let into = state.join("unsaved").join(run);
+    tokio::fs::create_dir_all(&into).await?;
+    for n in 1..=1000u32 {
+        let mut to_name = name.clone();
+        to_name.push(format!("-{n}"));
+        let to = into.join(to_name);
+        if tokio::fs::try_exists(&to).await.unwrap_or(true) {
+            continue;
+        }
+        tokio::fs::rename(path, &to).await?;
+        return Ok(to);
+    }
+    Err(std::io::Error::other(
+        "too many kept worktrees of this task",
+    ))
 }
 
 /// `add` a worktree at `path`; after a failure, what it left (a half-made checkout, stale
