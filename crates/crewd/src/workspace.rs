@@ -33,6 +33,7 @@ mod seed;
 mod start;
 mod view;
 mod worktree;
+pub use conflict::checked_out_message;
 pub use diff::{diff, DiffInput};
 pub use finish::{check_resolution, finish_attempt, reused_commit};
 pub use integrate::integrate;

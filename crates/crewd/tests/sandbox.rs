@@ -1029,3 +1029,63 @@ fn the_plan_shows_each_candidate_the_box_of_its_own_runtime() {
     assert!(by_runtime("open").get("sandbox").is_none(), "{plan:#}");
     assert!(by_runtime("boxed").get("sandbox").is_some(), "{plan:#}");
 }
+
+/// A boxed task's worktree has its HEAD detached while the agent works, so git lets the user
+/// check the task's branch out in a worktree of theirs meanwhile. crew used to move that branch
+/// to the agent's commit under their checkout (their next commit then undid the agent's
+/// work). Now the task needs attention, saying so; the user's checkout is untouched and the
+/// attempt's work is kept under its ref.
+#[test]
+fn a_task_branch_the_user_checked_out_meanwhile_is_not_moved_under_them() {
+    const NAME: &str = "a_task_branch_the_user_checked_out_meanwhile_is_not_moved_under_them";
+    if let Err(why) = bwrap_works() {
+        skip(NAME, &format!("bubblewrap cannot make a box here: {why}"));
+    }
+    out_of_tmp();
+    let d = Daemon::start_with(Opts {
+        config: "sandbox = \"required\"\n[runtimes.w]\nadapter = \"command\"\n\
+                 command = [\"/bin/sh\", \"-c\", \"echo work > b.txt; sleep 3; echo done\"]\n"
+            .into(),
+        env: vec![],
+    });
+    let w = d.work.clone();
+    repo(&w);
+    one_step_team(&d, "solo", "Do it.", "executor");
+    let run = d.run(
+        "work",
+        json!({"team": "solo", "runtime": "w", "workspace": "worktree"}),
+    );
+    let wt = d.state_dir.join("worktrees").join(&run).join("01_only");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !wt.join("b.txt").exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the agent never wrote"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let branch = format!("crew/tasks/{run}/01_only");
+    let mine = d.dir.path().join("mine");
+    git(&w, &["worktree", "add", "-q", path_str(&mine), &branch]);
+    let start = git(&mine, &["rev-parse", "HEAD"]);
+    d.wait(&run);
+    let st = d.status(&run);
+    let task = Daemon::task(&st, "01_only");
+    assert_eq!(task["status"], "needs_attention", "{st}");
+    let reason = task["error"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("checked out in a worktree of yours"),
+        "{task}"
+    );
+    assert_eq!(
+        git(&mine, &["rev-parse", "HEAD"]),
+        start,
+        "moved under the user"
+    );
+    assert_eq!(git(&mine, &["status", "--porcelain"]), "");
+    let kept = git(
+        &w,
+        &["show", &format!("refs/crew/{run}/01_only/attempt-1:b.txt")],
+    );
+    assert_eq!(kept, "work");
+}

@@ -618,8 +618,19 @@ async fn run_process(
         }
     }
     if let Some(wt) = &worktree {
-        if let Err(e) = sandbox::attach(shared, spec, wt).await {
-            return failed(e, artifacts);
+        match sandbox::attach(shared, spec, wt).await {
+            Ok(()) => {}
+            Err(sandbox::NotAttached::Failed(e)) => return failed(e, artifacts),
+            // The attempt's tree is kept under its ref when its worktree goes.
+            Err(sandbox::NotAttached::CheckedOut(reason)) => {
+                let (usage, model, artifacts) = result.parts();
+                return AttemptResult::NeedsAttention {
+                    usage,
+                    model: model.map(str::to_string),
+                    artifacts: artifacts.to_vec(),
+                    reason,
+                };
+            }
         }
     }
     result

@@ -317,24 +317,47 @@ pub async fn detach(shared: &crate::shared::Shared, wt: &Worktree) -> Result<(),
         .map_err(|e| format!("cannot detach the worktree's HEAD for the box: {e}"))
 }
 
+/// Why the attempt's commits could not go on the task's branch.
+pub enum NotAttached {
+    /// The user checked the branch out in a worktree of theirs while crew's was detached:
+    /// moving it would change their checkout under them. What to do, for the user.
+    CheckedOut(String),
+    Failed(String),
+}
+
 /// After the box (and `take_objects`): the task's branch moved to the commit the agent left
-/// HEAD at, and HEAD back on the branch.
+/// HEAD at, and HEAD back on the branch — unless a worktree of the user's has the branch
+/// checked out by now (git let them: crew's own worktree was detached), which is theirs to
+/// let go of first.
 pub async fn attach(
     shared: &crate::shared::Shared,
     spec: &crate::attempt::AttemptSpec,
     wt: &Worktree,
-) -> Result<(), String> {
+) -> Result<(), NotAttached> {
     let Some(ws) = &spec.workspace else {
         return Ok(());
     };
-    let branch = format!(
-        "refs/heads/{}",
-        crew_core::run::workspace::task_branch(&ws.run_id, &ws.task_id)
-    );
-    crate::workspace::git(shared)
+    let short = crew_core::run::workspace::task_branch(&ws.run_id, &ws.task_id);
+    let branch = format!("refs/heads/{short}");
+    let git = crate::workspace::git(shared);
+    let checked_out = git
         .repo(&wt.root)
+        .checked_out_branches()
+        .await
+        .map_err(|e| NotAttached::Failed(format!("cannot list the repository's worktrees: {e}")))?;
+    if checked_out.contains(&branch) {
+        return Err(NotAttached::CheckedOut(format!(
+            "the attempt's work was not put on {short}: {}",
+            crate::workspace::checked_out_message(&ws.run_id, &short)
+        )));
+    }
+    git.repo(&wt.root)
         .attach_head(&wt.admin, &branch)
         .await
         .map(|_| ())
-        .map_err(|e| format!("cannot put the attempt's commits on the task's branch: {e}"))
+        .map_err(|e| {
+            NotAttached::Failed(format!(
+                "cannot put the attempt's commits on the task's branch: {e}"
+            ))
+        })
 }
