@@ -543,6 +543,40 @@ fn forget_removes_worktrees_and_branches_but_not_uncommitted_work_without_force(
     assert!(!d.state_dir.join("worktrees").join(&run).exists());
 }
 
+/// Forgetting a run that is still running says so — it used to answer that its worktrees had
+/// uncommitted work and to forget with force, which then said the run was running.
+#[test]
+fn forgetting_a_running_run_says_it_is_running_not_to_force() {
+    let d = Daemon::start();
+    repo(&d);
+    team(
+        &d,
+        "slow",
+        &[("edit", &[], "[fake:write=b.txt:x][fake:sleep=3s]")],
+    );
+    let run = run_wt(&d, "slow", json!({}));
+    let wt = d.state_dir.join("worktrees").join(&run).join("01_edit");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !wt.join("b.txt").exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the agent never wrote"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    for force in [false, true] {
+        let e = d.err("team.forget", json!({"runId": run, "force": force}));
+        assert_eq!(e["code"], 1002, "{e}");
+        let message = e["message"].as_str().unwrap();
+        assert!(
+            message.contains("cancel it before forgetting it"),
+            "{message}"
+        );
+        assert!(!message.contains("force"), "{message}");
+    }
+    assert_eq!(d.wait(&run), "completed");
+}
+
 /// crewd killed the instant `run.forgotten` is durable, before it cleaned the repository: the
 /// next start removes the run's branches and worktree records, as forget would have, before it
 /// answers anyone — and keeps a branch someone committed on, as forget would have.

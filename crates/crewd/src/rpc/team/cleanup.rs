@@ -12,6 +12,18 @@ use std::sync::Arc;
 pub(super) async fn forget(ctx: Arc<Ctx>, p: P<TeamForget>) -> Out<TeamForget> {
     check_id("runId", &p.run_id)?;
     let force = p.force.unwrap_or(false);
+    // A run that cannot be forgotten (still running) says so first: its worktrees have
+    // uncommitted work because it is working in them, and forcing would not help.
+    {
+        let id = p.run_id.clone();
+        super::on_run(&ctx, &p.run_id, super::Access::Read, move |core| {
+            core.state
+                .forget(&id)
+                .map(|_| ())
+                .map_err(views::core_error)
+        })
+        .await?;
+    }
     if !force {
         let dirty = crate::workspace::cleanup::uncommitted(&ctx.shared, &p.run_id).await;
         if !dirty.is_empty() {
