@@ -16,10 +16,11 @@
 //! show a run's changes. Callers name everything through this root (`workspace::prepare`).
 
 use crate::shared::Shared;
+use crew_api::ApiError;
 use crew_core::run::AttemptResult;
 use crew_core::usage::Usage;
 use crew_git::{Git, GitError};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 pub mod apply;
 pub mod cleanup;
@@ -83,6 +84,20 @@ pub struct Prepared {
     /// retried while the run integrates). `None` for readers (their checkout is leased).
     #[allow(dead_code)] // held for what its drop does
     pub held: Option<readers::Held>,
+}
+
+/// The run's repository as the user left it: a folder that is still there. Moved or deleted
+/// since the run started, every git call there failed with "cannot run git …: No such file or
+/// directory", which reads as if git were not installed.
+pub fn repository_there(repo: &str) -> Result<(), ApiError> {
+    if Path::new(repo).is_dir() {
+        return Ok(());
+    }
+    Err(ApiError::invalid_state(format!(
+        "the run's repository {} is not there any more (moved or deleted since the run \
+         started); its branches are in the repository wherever it is now",
+        crew_core::text::escape(repo)
+    )))
 }
 
 pub fn git(shared: &Shared) -> Git {

@@ -515,6 +515,28 @@ fn an_ignored_file_in_the_way_refuses_the_apply() {
     );
 }
 
+/// The user moved their repository after the run: apply and diff say the run's repository is
+/// not there any more, where they answered an internal error, "cannot run git …: No such file
+/// or directory", which reads as if git were missing.
+#[test]
+fn apply_and_diff_of_a_moved_repository_say_it_moved() {
+    let d = Daemon::start();
+    repo(&d);
+    team(&d, "edit", "", "[fake:write=a.txt:crew a]");
+    let run = run_wt(&d, "edit", json!({}));
+    assert_eq!(d.wait(&run), "completed");
+    std::fs::rename(&d.work, d.work.with_file_name("moved")).unwrap();
+    for method in ["team.apply", "team.diff"] {
+        let e = d.err(method, json!({"runId": run}));
+        assert_eq!(e["code"], 1002, "{method}: {e}");
+        let message = e["message"].as_str().unwrap();
+        assert!(
+            message.contains("is not there any more"),
+            "{method}: {message}"
+        );
+    }
+}
+
 /// A task that made a file whose name is not UTF-8 (git takes it; crew's paths are text): the
 /// apply is refused as the run's to merge by hand, with nothing changed, where it was an
 /// internal error about git's output.

@@ -199,6 +199,7 @@ fn message(input: &ApplyInput) -> String {
 
 pub async fn apply(shared: &Shared, input: ApplyInput) -> Result<api::ApplyResult, ApiError> {
     let ws = &input.ws;
+    super::repository_there(&ws.repo)?;
     let git = git(shared);
     let repo = git.repo(&ws.repo);
     let common = repo.common_dir().await.map_err(internal)?;

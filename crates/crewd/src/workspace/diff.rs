@@ -21,6 +21,7 @@ pub async fn diff(
     stat_only: bool,
     limit: usize,
 ) -> Result<api::DiffResult, ApiError> {
+    super::repository_there(&input.ws.repo)?;
     let git = git(shared);
     let repo = git.repo(&input.ws.repo);
     let internal = |e: GitError| ApiError::internal(format!("git: {e}"));
