@@ -515,6 +515,38 @@ fn an_ignored_file_in_the_way_refuses_the_apply() {
     );
 }
 
+/// Forget after the user deleted crew's worktrees folder of the run (the file naming its
+/// repository went with it): the run's branches and refs still go — they used to stay, with
+/// no word. And with the repository moved away, forget says what it kept and where to find it.
+#[test]
+fn forget_cleans_up_without_crews_worktrees_folder_and_says_when_the_repository_moved() {
+    let d = Daemon::start();
+    let w = repo(&d).to_path_buf();
+    team(&d, "edit", "", "[fake:write=a.txt:crew a]");
+    let run = run_wt(&d, "edit", json!({}));
+    assert_eq!(d.wait(&run), "completed");
+    std::fs::remove_dir_all(d.state_dir.join("worktrees").join(&run)).unwrap();
+    d.ok("team.forget", json!({"runId": run}));
+    assert_eq!(
+        branches(&w, "refs/heads/crew/"),
+        "",
+        "the run's branches stay"
+    );
+    assert_eq!(
+        git(&w, &["for-each-ref", &format!("refs/crew/{run}/")]),
+        "",
+        "the run's refs stay"
+    );
+
+    let run2 = run_wt(&d, "edit", json!({}));
+    assert_eq!(d.wait(&run2), "completed");
+    std::fs::rename(&w, w.with_file_name("moved")).unwrap();
+    let r = d.ok("team.forget", json!({"runId": run2}));
+    let notes = r["notes"].to_string();
+    assert!(notes.contains("is not there any more"), "{r}");
+    assert!(notes.contains(&format!("refs/crew/{run2}")), "{r}");
+}
+
 /// The user moved their repository after the run: apply and diff say the run's repository is
 /// not there any more, where they answered an internal error, "cannot run git …: No such file
 /// or directory", which reads as if git were missing.

@@ -13,10 +13,18 @@ use crate::shared::Shared;
 use crew_core::run::workspace::run_branch;
 use std::sync::Arc;
 
-/// A run to clean up and the branch tips it recorded (full ref name, commit), where known.
+/// A run to clean up and the branch tips it recorded (full ref name, commit), where known; its
+/// repository as the run knew it (worktree mode), for when the file beside its worktrees is
+/// gone (the user deleted crew's worktrees folder).
 pub struct Forgotten {
     pub run_id: String,
     pub recorded: Vec<(String, String)>,
+    pub repo: Option<String>,
+}
+
+/// The repository a worktree-mode run works in.
+pub fn repo_of_run(run: &crew_core::run::RunState) -> Option<String> {
+    run.spec.workspace.as_ref().map(|w| w.repo.clone())
 }
 
 /// The branch tips a run recorded: its tasks' result commits and its integration.
@@ -86,6 +94,7 @@ pub async fn sweep_unknown(shared: Arc<Shared>, known: &dyn Fn(&str) -> bool) {
             runs.push(Forgotten {
                 run_id: name,
                 recorded: Vec::new(),
+                repo: None,
             });
         }
     }
@@ -115,9 +124,18 @@ async fn remove_run(shared: Arc<Shared>, run: Forgotten, force: bool) -> Vec<Str
     let run_id = run.run_id.as_str();
     let dir = worktrees_dir(&shared, run_id);
     let mut notes = Vec::new();
-    let Some(repo_path) = repo_of(&dir).await else {
+    let Some(repo_path) = repo_of(&dir).await.or(run.repo.clone()) else {
         return notes;
     };
+    if !std::path::Path::new(&repo_path).is_dir() {
+        let repo_shown = crew_core::text::escape(&repo_path);
+        notes.push(format!(
+            "kept run {run_id}'s branches and refs: its repository {repo_shown} is not there any \
+             more (moved or deleted?). Where it is now, `git for-each-ref refs/heads/crew/ \
+             refs/crew/{run_id}` lists them (crew/{run_id} and crew/tasks/{run_id}/…)"
+        ));
+        return notes;
+    }
     let git = git(&shared);
     let repo = git.repo(&repo_path);
     let dirty = if force {
@@ -153,18 +171,28 @@ async fn remove_run(shared: Arc<Shared>, run: Forgotten, force: bool) -> Vec<Str
         format!("refs/heads/crew/tasks/{run_id}/"),
         format!("refs/crew/{run_id}/"),
     ] {
-        refs.extend(repo.refs_under(&prefix).await.unwrap_or_default());
+        match repo.refs_under(&prefix).await {
+            Ok(r) => refs.extend(r),
+            Err(e) => notes.push(format!("cannot list the run's refs under {prefix}: {e}")),
+        }
     }
     let run_ref = format!("refs/heads/{}", run_branch(run_id));
-    if repo.resolve(&run_ref).await.ok().flatten().is_some() {
-        refs.push(run_ref);
+    match repo.resolve(&run_ref).await {
+        Ok(Some(_)) => refs.push(run_ref),
+        Ok(None) => {}
+        Err(e) => notes.push(format!("cannot read {run_ref}: {e}")),
     }
     refs.retain(|r| !kept_tasks.iter().any(|t| r.ends_with(&format!("/{t}"))));
     let checked_out = repo.checked_out_branches().await.unwrap_or_default();
     let mut doomed = Vec::new();
+    // The command names the repository: prune cleans runs of every repository at once.
+    let repo_arg = shell_word(&repo_path);
     let kept = |r: &str, why: &str| {
         let b = r.strip_prefix("refs/heads/").unwrap_or(r);
-        format!("kept branch {b}: {why} (delete it with `git branch -D {b}` when you are done)")
+        format!(
+            "kept branch {b}: {why} (delete it with `git -C {repo_arg} branch -D {b}` when you \
+             are done)"
+        )
     };
     for r in refs {
         match keep_reason(&repo, &r, &run.recorded, &checked_out).await {
@@ -225,4 +253,18 @@ async fn keep_reason(
             short(&tip)
         )),
     }
+}
+
+/// `s` as one shell word: as it is when it holds nothing a shell reads specially, else in
+/// single quotes; escaped for a terminal either way (a path is the user's, any bytes).
+fn shell_word(s: &str) -> String {
+    let plain = !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-+,:@%=".contains(c));
+    let word = if plain {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    };
+    crew_core::text::escape(&word).to_string()
 }

@@ -35,7 +35,13 @@ pub(super) async fn forget(ctx: Arc<Ctx>, p: P<TeamForget>) -> Out<TeamForget> {
             )));
         }
     }
-    let recorded = with_run(&ctx, &p.run_id, crate::workspace::cleanup::recorded_tips).await?;
+    let (recorded, repo) = with_run(&ctx, &p.run_id, |r| {
+        (
+            crate::workspace::cleanup::recorded_tips(r),
+            crate::workspace::cleanup::repo_of_run(r),
+        )
+    })
+    .await?;
     let shared = ctx.shared.clone();
     let run_id = p.run_id.clone();
     ctx.actor
@@ -51,7 +57,11 @@ pub(super) async fn forget(ctx: Arc<Ctx>, p: P<TeamForget>) -> Out<TeamForget> {
             Ok(())
         })
         .await?;
-    let forgotten = crate::workspace::cleanup::Forgotten { run_id, recorded };
+    let forgotten = crate::workspace::cleanup::Forgotten {
+        run_id,
+        recorded,
+        repo,
+    };
     let notes =
         crate::workspace::cleanup::after_forget(ctx.shared.clone(), vec![forgotten], force).await;
     Ok(ForgetResult { notes })
@@ -114,6 +124,7 @@ pub(super) async fn prune(ctx: Arc<Ctx>, p: P<TeamPrune>) -> Out<TeamPrune> {
         .map(|id| crate::workspace::cleanup::Forgotten {
             run_id: id.clone(),
             recorded: Vec::new(),
+            repo: None,
         })
         .collect();
     pruned.notes = crate::workspace::cleanup::after_forget(ctx.shared.clone(), runs, force).await;
