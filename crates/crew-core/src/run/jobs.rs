@@ -28,12 +28,27 @@ pub struct ScheduleJob {
     pub fire_count: u64,
     /// Runs this job spawned, newest last (bounded).
     pub run_ids: Vec<String>,
+    /// Nothing scheduled before this is owed: when the job was last enabled or its schedule
+    /// changed. Without it a restart took the span a job was disabled for as downtime and
+    /// caught up its fires (`catchUp: all`: up to 100 runs at once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owed_from: Option<DateTime<Utc>>,
 }
 
 /// How many spawned run ids a job remembers.
 pub const JOB_RUN_IDS_KEPT: usize = 100;
 
 impl ScheduleJob {
+    /// After `self` was changed from `before` at `now`: fires before `now` are not owed when
+    /// the change enabled the job or gave it new times (its schedule or time zone).
+    pub fn changed_from(&mut self, before: &ScheduleJob, now: DateTime<Utc>) {
+        let enabled = self.enabled && !before.enabled;
+        let new_times = self.spec != before.spec || self.timezone != before.timezone;
+        if enabled || new_times {
+            self.owed_from = Some(now);
+        }
+    }
+
     /// The job's last fire of any kind, and whether it was a manual one.
     pub fn last_fire(&self) -> Option<(DateTime<Utc>, bool)> {
         match (self.last_fire_at, self.last_manual_fire_at) {
@@ -100,10 +115,67 @@ pub fn unique_name(jobs: &BTreeMap<String, ScheduleJob>, base: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    /// Which changes make the past not owed: enabling, and new times; not a rename, not
+    /// disabling, not an update that changes nothing of that.
+    #[test]
+    fn enabling_or_new_times_make_the_past_not_owed() {
+        let now = chrono::DateTime::parse_from_rfc3339("2026-12-07T12:00:00Z")
+            .map(|t| t.with_timezone(&chrono::Utc))
+            .unwrap_or_default();
+        let mut disabled = job("a", "a");
+        disabled.enabled = false;
+        let enabled = job("a", "a");
+        type Change = Box<dyn Fn(&mut ScheduleJob)>;
+        let cases: Vec<(&str, ScheduleJob, Change, bool)> = vec![
+            (
+                "enable",
+                disabled.clone(),
+                Box::new(|j| j.enabled = true),
+                true,
+            ),
+            (
+                "disable",
+                enabled.clone(),
+                Box::new(|j| j.enabled = false),
+                false,
+            ),
+            (
+                "rename",
+                enabled.clone(),
+                Box::new(|j| j.name = "b".into()),
+                false,
+            ),
+            (
+                "new zone",
+                enabled.clone(),
+                Box::new(|j| j.timezone = "Europe/Berlin".into()),
+                true,
+            ),
+            (
+                "new spec",
+                enabled.clone(),
+                Box::new(|j| {
+                    j.spec = crate::schedule::ScheduleSpec::Cron {
+                        expr: "0 0 * * *".into(),
+                    }
+                }),
+                true,
+            ),
+        ];
+        for (what, before, change, owed) in cases {
+            let mut after = before.clone();
+            change(&mut after);
+            after.changed_from(&before, now);
+            assert_eq!(after.owed_from == Some(now), owed, "{what}");
+        }
+    }
+
     use super::*;
 
     fn job(id: &str, name: &str) -> ScheduleJob {
         ScheduleJob {
+            owed_from: None,
             id: id.into(),
             name: name.into(),
             spec: ScheduleSpec::Interval { ms: 60_000 },

@@ -252,6 +252,7 @@ fn job(id: &str, spec: ScheduleSpec, created: DateTime<Utc>) -> ScheduleJob {
         last_run_id: None,
         fire_count: 0,
         run_ids: vec![],
+        owed_from: None,
     }
 }
 
@@ -340,6 +341,24 @@ async fn disabled_jobs_do_not_fire_and_enabling_does_not_owe_the_past() {
     h.fake.publish(EventBody::ScheduleUpdated(Box::new(j)));
     h.advance(5.0).await;
     assert_eq!(h.finish().await, on_time("j", &[6, 7]));
+}
+
+/// A restart after a job was enabled: the span it was disabled for is not downtime. Enabled
+/// 2 s before the restart (`owed_from`), every second, `catchUp: all`: the two fires since
+/// then are caught up and no more — it used to replay the 100 before them.
+#[tokio::test(start_paused = true)]
+async fn a_restart_after_enabling_owes_only_what_came_since() {
+    let mut j = job("j", cron("* * * * * *"), t(-300));
+    j.catch_up = CatchUp::All;
+    j.owed_from = Some(t(-2));
+    let h = Harness::start(vec![j]).await;
+    h.advance(1.5).await;
+    let mut want: Vec<_> = [-1, 0]
+        .iter()
+        .map(|s| ("j".to_string(), t(*s), t(0)))
+        .collect();
+    want.extend(on_time("j", &[1]));
+    assert_eq!(h.finish().await, want);
 }
 
 #[tokio::test(start_paused = true)]

@@ -20,6 +20,8 @@ pub struct JobTiming {
     pub tz: Tz,
     pub created_at: DateTime<Utc>,
     pub last_fire_at: Option<DateTime<Utc>>,
+    /// Nothing before this is owed (the job was enabled, or given new times, then).
+    pub owed_from: Option<DateTime<Utc>>,
     pub enabled: bool,
     pub catch_up: CatchUp,
 }
@@ -34,13 +36,16 @@ impl JobTiming {
             tz: crew_core::schedule::parse_timezone(&job.timezone).ok()?,
             created_at: job.created_at,
             last_fire_at: job.last_fire_at,
+            owed_from: job.owed_from,
             enabled: job.enabled,
             catch_up: job.catch_up,
         })
     }
 
+    /// The last instant handled or not owed: fires after it are the job's to make.
     pub fn cursor(&self) -> DateTime<Utc> {
-        self.last_fire_at.unwrap_or(self.created_at)
+        let handled = self.last_fire_at.unwrap_or(self.created_at);
+        self.owed_from.map_or(handled, |o| handled.max(o))
     }
 
     pub fn next_after(&self, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
@@ -58,6 +63,7 @@ impl JobTiming {
         self.schedule == other.schedule
             && self.tz == other.tz
             && self.created_at == other.created_at
+            && self.owed_from == other.owed_from
             && self.enabled == other.enabled
     }
 
@@ -169,7 +175,7 @@ pub fn plan_fire(job: &JobTiming, armed: &Armed, now: DateTime<Utc>) -> FirePlan
             &job.spec,
             job.tz,
             job.created_at,
-            job.last_fire_at,
+            Some(job.cursor()),
             job.created_at,
             now,
             job.catch_up,
@@ -204,6 +210,7 @@ mod tests {
             last_run_id: None,
             fire_count: 0,
             run_ids: vec![],
+            owed_from: None,
         };
         JobTiming::from_job(&job).unwrap()
     }

@@ -89,6 +89,7 @@ pub(super) async fn add(ctx: Arc<Ctx>, p: P<ScheduleAdd>) -> Out<ScheduleAdd> {
                 last_run_id: None,
                 fire_count: 0,
                 run_ids: Vec::new(),
+                owed_from: None,
             };
             let view = job_view(&job, created_at);
             core.emit(Pending::global(EventBody::ScheduleAdded(Box::new(job))));
@@ -214,6 +215,7 @@ async fn change(ctx: &Ctx, key: String, changes: Changes) -> Result<Job, ApiErro
             }
             let mut job = stored.clone();
             changes.apply(&mut job);
+            job.changed_from(stored, core.now());
             if &job != lookup(core, &key)? {
                 core.emit(Pending::global(EventBody::ScheduleUpdated(Box::new(
                     job.clone(),
