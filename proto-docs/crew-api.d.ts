@@ -364,6 +364,11 @@ export interface Job {
   /** True when the last fire was a `schedule.trigger`. */
   lastFireManual?: boolean;
   lastRunId?: string | null;
+  /**
+   * The last scheduled fire that started no run, and why (cleared by the next one that
+   * starts a run).
+   */
+  lastSkip?: JobSkip | null;
   name: string;
   nextFireAt?: string | null;
   overlap: Overlap;
@@ -372,6 +377,12 @@ export interface Job {
   /** The expression, the interval in ms, or the instant. */
   spec: string;
   timezone: string;
+}
+
+/** A scheduled fire that started no run: when (in the job's zone) and why. */
+export interface JobSkip {
+  at: string;
+  reason: string;
 }
 
 export interface JournalStatus {

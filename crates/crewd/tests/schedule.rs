@@ -931,3 +931,36 @@ fn jobs_are_named_uniquely_and_found_by_name() {
     assert_eq!(r["cancelledRunIds"], json!([run]));
     assert_eq!(d.err("schedule.get", json!({"id": id}))["code"], 1001);
 }
+
+/// A scheduled fire that starts no run (the job's team was deleted since) is kept with its
+/// reason, which `schedule.get` shows — it was only in crewd's log, the job silently doing the
+/// same every time.
+#[tokio::test]
+async fn a_fire_that_starts_no_run_is_shown_with_its_reason() {
+    let d = daemon();
+    let client = d.ws().await;
+    let mut sub = d.subscribe(&client, json!({})).await;
+    one_step_team(&d, "doomed", "Do it.", "explorer");
+    let job = add(
+        &d,
+        json!({"cron": "* * * * * *", "timezone": "UTC", "run": run_of(&d, "doomed")}),
+    );
+    let id = job["id"].as_str().unwrap().to_string();
+    for dir in [
+        d.work.join(".crew/teams"),
+        d.home.join(".config/crew/teams"),
+    ] {
+        let _ = std::fs::remove_file(dir.join("doomed.team.md"));
+    }
+    collect(&mut sub, |evs| {
+        handled(evs, &id)
+            .iter()
+            .any(|e| ty(e) == "schedule.skipped")
+    })
+    .await;
+    d.ok("schedule.disable", json!({"id": id}));
+    let got = d.ok("schedule.get", json!({"id": id}));
+    let reason = got["lastSkip"]["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("doomed"), "{got}");
+    assert!(got["lastSkip"]["at"].is_string(), "{got}");
+}

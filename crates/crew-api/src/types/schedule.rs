@@ -98,6 +98,18 @@ pub struct Job {
     pub catch_up: CatchUp,
     pub run: RunParams,
     pub created_at: String,
+    /// The last scheduled fire that started no run, and why (cleared by the next one that
+    /// starts a run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_skip: Option<JobSkip>,
+}
+
+/// A scheduled fire that started no run: when (in the job's zone) and why.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct JobSkip {
+    pub at: String,
+    pub reason: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]

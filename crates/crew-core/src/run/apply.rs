@@ -59,6 +59,7 @@ impl State {
                         job.last_manual_fire_at = Some(*at);
                     } else {
                         job.last_fire_at = Some(*at);
+                        job.last_skip = None;
                     }
                     job.fire_count += 1;
                     job.last_run_id = Some(run_id.clone());
@@ -70,9 +71,13 @@ impl State {
                     job.run_ids.drain(..excess);
                 }
             }
-            EventBody::ScheduleSkipped { id, at, .. } => {
+            EventBody::ScheduleSkipped { id, at, reason } => {
                 if let Some(job) = self.schedules.get_mut(id) {
                     job.last_fire_at = Some(*at);
+                    job.last_skip = Some(super::jobs::JobSkip {
+                        at: *at,
+                        reason: reason.clone(),
+                    });
                 }
             }
             EventBody::RunForgotten {} => {

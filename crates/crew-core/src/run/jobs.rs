@@ -33,6 +33,18 @@ pub struct ScheduleJob {
     /// caught up its fires (`catchUp: all`: up to 100 runs at once).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owed_from: Option<DateTime<Utc>>,
+    /// The last scheduled fire that started no run, and why (the team gone, the cwd moved, the
+    /// previous run still running): cleared by the next scheduled fire that starts one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_skip: Option<JobSkip>,
+}
+
+/// A scheduled fire that started no run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobSkip {
+    pub at: DateTime<Utc>,
+    pub reason: String,
 }
 
 /// How many spawned run ids a job remembers.
@@ -176,6 +188,7 @@ mod tests {
     fn job(id: &str, name: &str) -> ScheduleJob {
         ScheduleJob {
             owed_from: None,
+            last_skip: None,
             id: id.into(),
             name: name.into(),
             spec: ScheduleSpec::Interval { ms: 60_000 },

@@ -72,13 +72,21 @@ pub fn list(view: &View, jobs: &[Job]) -> String {
                 j.last_fire_at
                     .as_deref()
                     .and_then(parse_time)
-                    .map(|t| format!("{}{}", relative(t, view.clock.now), manual(j)))
+                    .map(|t| format!("{}{}{}", relative(t, view.clock.now), manual(j), skipped(j)))
                     .unwrap_or_else(|| "-".into()),
             ),
             Cell::new(j.fire_count),
         ]);
     }
     t.render(view)
+}
+
+/// ` (no run)` when the job's last scheduled fire started no run (`schedule get` says why).
+fn skipped(j: &Job) -> &'static str {
+    match (&j.last_skip, &j.last_fire_at) {
+        (Some(s), Some(last)) if &s.at == last && !j.last_fire_manual => " (no run)",
+        _ => "",
+    }
 }
 
 /// ` (manual)` when the job's last fire was a `schedule trigger`.
@@ -129,6 +137,16 @@ pub fn detail(view: &View, j: &Job) -> String {
             manual(j)
         ),
     );
+    if let Some(skip) = &j.last_skip {
+        field(
+            "no run",
+            format!(
+                "{}: {}",
+                abs_and_rel(Some(&skip.at), &view.clock, zone),
+                view.p(Tone::Warn, view.cut(&skip.reason, 300))
+            ),
+        );
+    }
     field("fires", j.fire_count.to_string());
     field("overlap", serde_plain(&j.overlap));
     field("catch-up", serde_plain(&j.catch_up));
@@ -225,7 +243,32 @@ mod tests {
                 ..RunParams::default()
             },
             created_at: "2026-03-01T00:00:00Z".into(),
+            last_skip: None,
         }
+    }
+
+    /// A scheduled fire that started no run says so in the list, and why in the detail.
+    #[test]
+    fn a_fire_that_started_no_run_says_why() {
+        let mut j = job(
+            ["s-9", "gone team", "cron", "* * * * *", "UTC"],
+            true,
+            Some("2026-03-10T15:01:00Z"),
+            Some("2026-03-10T15:00:00Z"),
+            0,
+        );
+        j.last_skip = Some(crew_api::types::JobSkip {
+            at: "2026-03-10T15:00:00Z".into(),
+            reason: "the run cannot start: the team cannot run: unknown team `t`".into(),
+        });
+        let v = view(120);
+        let list = list(&v, std::slice::from_ref(&j));
+        assert!(list.contains("(no run)"), "{list}");
+        let detail = detail(&v, &j);
+        assert!(detail.contains("no run"), "{detail}");
+        assert!(detail.contains("unknown team `t`"), "{detail}");
+        j.last_skip = None;
+        assert!(!super::list(&v, &[j]).contains("(no run)"));
     }
 
     fn jobs() -> Vec<Job> {

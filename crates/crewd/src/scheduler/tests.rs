@@ -253,6 +253,7 @@ fn job(id: &str, spec: ScheduleSpec, created: DateTime<Utc>) -> ScheduleJob {
         fire_count: 0,
         run_ids: vec![],
         owed_from: None,
+        last_skip: None,
     }
 }
 

@@ -211,6 +211,7 @@ mod tests {
             fire_count: 0,
             run_ids: vec![],
             owed_from: None,
+            last_skip: None,
         };
         JobTiming::from_job(&job).unwrap()
     }

@@ -90,6 +90,7 @@ pub(super) async fn add(ctx: Arc<Ctx>, p: P<ScheduleAdd>) -> Out<ScheduleAdd> {
                 fire_count: 0,
                 run_ids: Vec::new(),
                 owed_from: None,
+                last_skip: None,
             };
             let view = job_view(&job, created_at);
             core.emit(Pending::global(EventBody::ScheduleAdded(Box::new(job))));

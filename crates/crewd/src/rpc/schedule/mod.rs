@@ -207,6 +207,10 @@ pub fn job_view(job: &ScheduleJob, now: DateTime<Utc>) -> Job {
         catch_up: api_catch_up(job.catch_up),
         run: serde_json::from_value(job.run.clone()).unwrap_or_default(),
         created_at: views::time(job.created_at),
+        last_skip: job.last_skip.as_ref().map(|s| crew_api::types::JobSkip {
+            at: zoned(s.at),
+            reason: s.reason.clone(),
+        }),
     }
 }
 
