@@ -96,9 +96,13 @@ pub fn toned(_view: &View, tone: Tone, text: impl ToString) -> Cell {
 }
 
 /// Cells are one line: line breaks and tabs become spaces.
+/// A cell's text on one line, escaped as it will reach the terminal (`safe::term`), so its
+/// width is measured on what is shown: an escaped control or bidi character is six columns
+/// wide, where it was counted as none and pushed the rest of its row out of line.
 fn flat(s: &str) -> String {
+    let s = crate::safe::term(s);
     if !s.contains(['\n', '\r', '\t']) {
-        return s.to_string();
+        return s.into_owned();
     }
     s.chars()
         .map(|c| {
@@ -385,6 +389,27 @@ mod tests {
             out
         };
         assert_eq!(strip(&t.render(&coloured)), t.render(&v));
+    }
+
+    /// A cell holding a control or bidi character is measured as it is shown (escaped): the
+    /// columns after it stay in line with the header.
+    #[test]
+    fn escaped_cells_keep_their_columns() {
+        let mut t = Table::new(vec![Col::new("name"), Col::new("next")]);
+        t.row(vec![Cell::new("plain"), Cell::new("x")]);
+        t.row(vec![Cell::new("bidi \u{202e} evil"), Cell::new("y")]);
+        t.row(vec![Cell::new("\u{1b}]0;TITLE\u{7}"), Cell::new("z")]);
+        let out = t.render(&view(120));
+        let col_of = |needle: &str| {
+            out.lines()
+                .find_map(|l| l.rfind(needle).map(|i| width_of(&l[..i])))
+                .unwrap_or_else(|| panic!("no {needle} in {out}"))
+        };
+        let next = col_of("next");
+        for v in ["x", "y", "z"] {
+            assert_eq!(col_of(&format!(" {v}")) + 1, next, "{out}");
+        }
+        assert!(!out.contains('\u{1b}'), "{out}");
     }
 
     #[test]
