@@ -21,6 +21,9 @@ pub enum GitError {
     },
     #[error("unexpected output from `git {args}`: {what}")]
     Parse { args: String, what: String },
+    /// Files `git add -A` left untracked however often it ran (named, some of them).
+    #[error("git would not stage these files (core.ignorecase?): {0}")]
+    NotStaged(String),
     /// A file name git gave that is not UTF-8 (shown lossily): crew's paths are text.
     #[error("a file name that is not UTF-8: {0}")]
     NotUtf8(String),

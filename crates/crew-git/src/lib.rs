@@ -525,11 +525,12 @@ impl Repo {
         }
     }
 
-    /// `add_all` until nothing is left unstaged: one pass can leave a change out (with
+    /// `add_all` until no untracked file is left: one pass can leave one out (with
     /// `core.ignorecase` on where the file system is case-sensitive, a file deleted and one
     /// added whose names differ in case only: the first pass stages the deletion alone, and the
-    /// new file was lost with the worktree). Still something left after a few passes: an error,
-    /// never a commit without it.
+    /// new file was lost with the worktree). A file still untracked after a few passes is an
+    /// error, never a commit without it. Tracked files still changing (a writer left running)
+    /// are committed as they were staged; submodules are not looked at.
     async fn add_everything(&self) -> Result<(), GitError> {
         const PASSES: usize = 3;
         let mut left = Vec::new();
@@ -541,21 +542,17 @@ impl Repo {
                 "-z",
                 "--untracked-files=all",
                 "--no-renames",
-                "--ignore-submodules=dirty",
+                "--ignore-submodules=all",
             ];
             let out = self.run(&args, &[]).await?;
-            left = parse::unstaged_paths(&out);
+            left = parse::untracked_paths(&out);
             if left.is_empty() {
                 return Ok(());
             }
         }
-        Err(GitError::Parse {
-            args: "add --sparse -A".into(),
-            what: format!(
-                "changes still not staged after {PASSES} passes (core.ignorecase?): {}",
-                left.iter().take(10).cloned().collect::<Vec<_>>().join(", ")
-            ),
-        })
+        Err(GitError::NotStaged(
+            left.iter().take(10).cloned().collect::<Vec<_>>().join(", "),
+        ))
     }
 
     /// In a worktree: commit everything that changed (untracked non-ignored files included) on

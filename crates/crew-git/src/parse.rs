@@ -82,13 +82,10 @@ pub(crate) fn status_paths(out: &[u8]) -> Vec<String> {
         .collect()
 }
 
-/// `status --porcelain=v1 -z --no-renames`: the paths with a change not in the index (the
-/// work tree column set, or untracked).
-pub(crate) fn unstaged_paths(out: &[u8]) -> Vec<String> {
+/// `status --porcelain=v1 -z`: the untracked paths (`??`).
+pub(crate) fn untracked_paths(out: &[u8]) -> Vec<String> {
     out.split(|b| *b == 0)
-        .filter(|f| f.len() > 3)
-        .filter(|f| f.get(1).is_some_and(|y| *y != b' ') || f.starts_with(b"??"))
-        .filter_map(|f| f.get(3..))
+        .filter_map(|f| f.strip_prefix(b"?? "))
         .map(|p| String::from_utf8_lossy(p).into_owned())
         .collect()
 }
@@ -116,6 +113,21 @@ pub(crate) fn worktree_paths(out: &[u8]) -> Vec<PathBuf> {
         .collect()
 }
 
+/// `worktree list --porcelain -z`: each worktree's path with the branch it has checked out
+/// (full name), for those on a branch.
+pub(crate) fn worktree_branches(out: &[u8]) -> Vec<(PathBuf, String)> {
+    let mut found = Vec::new();
+    let mut path: Option<PathBuf> = None;
+    for l in out.split(|b| *b == 0) {
+        if let Some(p) = l.strip_prefix(b"worktree ") {
+            path = Some(PathBuf::from(String::from_utf8_lossy(p).into_owned()));
+        } else if let (Some(b), Some(p)) = (l.strip_prefix(b"branch "), &path) {
+            found.push((p.clone(), String::from_utf8_lossy(b).into_owned()));
+        }
+    }
+    found
+}
+
 /// At most `max` bytes of `s`, cut at a char boundary.
 pub(crate) fn cut(s: &str, max: usize) -> String {
     if s.len() <= max {
@@ -131,13 +143,25 @@ pub(crate) fn cut(s: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
 
-    /// Staged alone is done; a work tree column or `??` is left.
     #[test]
-    fn unstaged_status_entries() {
-        let out = b"D  B.txt\0?? b.txt\0M  s.txt\0 M w.txt\0MM both.txt\0A  new\0";
-        assert_eq!(unstaged_paths(out), ["b.txt", "w.txt", "both.txt"]);
-        assert!(unstaged_paths(b"D  B.txt\0A  b.txt\0").is_empty());
-        assert!(unstaged_paths(b"").is_empty());
+    fn worktree_branches_pair_each_path_with_its_branch() {
+        let out = b"worktree /r\0HEAD a\0branch refs/heads/main\0\0worktree /w\0HEAD b\0detached\0\0worktree /x\0HEAD c\0branch refs/heads/crew/t\0\0";
+        assert_eq!(
+            worktree_branches(out),
+            [
+                (PathBuf::from("/r"), "refs/heads/main".to_string()),
+                (PathBuf::from("/x"), "refs/heads/crew/t".to_string()),
+            ]
+        );
+    }
+
+    /// Only `??` entries are untracked; a rename's second path (after `R`) is not one
+    /// (crew asks `--no-renames` anyway).
+    #[test]
+    fn untracked_status_entries() {
+        let out = b"D  B.txt\0?? b.txt\0 M w.txt\0R  new\0old\0?? dir/x\0";
+        assert_eq!(untracked_paths(out), ["b.txt", "dir/x"]);
+        assert!(untracked_paths(b"D  B.txt\0A  b.txt\0").is_empty());
     }
 
     use super::*;

@@ -98,6 +98,22 @@ impl Repo {
         self.run(&args, &[]).await.map(|_| ())
     }
 
+    /// Each worktree of the repository on a branch: its path and the branch (full name).
+    pub async fn worktree_branches(&self) -> Result<Vec<(std::path::PathBuf, String)>, GitError> {
+        let out = self
+            .run(&["worktree", "list", "--porcelain", "-z"], &[])
+            .await?;
+        Ok(crate::parse::worktree_branches(&out))
+    }
+
+    /// The commit HEAD is at in the linked worktree whose metadata directory is `admin`.
+    pub async fn head_at(&self, admin: &Path) -> Result<String, GitError> {
+        let dir = admin.as_os_str().to_owned();
+        let env = [("GIT_DIR", &dir)];
+        let rev = ["rev-parse", "--verify", "--end-of-options", "HEAD^{commit}"];
+        self.oid(&rev, &env).await
+    }
+
     /// In a linked worktree whose metadata directory is `admin`: move `branch` (a full ref
     /// name) to the commit HEAD is at, and HEAD back onto `branch`; that commit. git reads
     /// the worktree through `admin` (the one crew made, not what the worktree's `.git` file

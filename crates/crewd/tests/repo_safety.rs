@@ -659,6 +659,10 @@ fn edits_git_does_not_look_at_refuse_the_apply_up_front() {
     );
     assert!(message.contains("b.txt"), "{message}");
     assert!(!message.contains("begun to write"), "{message}");
+    assert!(
+        !message.contains("  "),
+        "a broken line in the message: {message}"
+    );
     assert_eq!(git(w, &["rev-parse", "HEAD"]), head, "nothing was changed");
     assert_eq!(std::fs::read_to_string(w.join("a.txt")).unwrap(), "my a\n");
     assert_eq!(std::fs::read_to_string(w.join("b.txt")).unwrap(), "my b\n");

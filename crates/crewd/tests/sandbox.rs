@@ -1034,7 +1034,8 @@ fn the_plan_shows_each_candidate_the_box_of_its_own_runtime() {
 /// check the task's branch out in a worktree of theirs meanwhile. crew used to move that branch
 /// to the agent's commit under their checkout (their next commit then undid the agent's
 /// work). Now the task needs attention, saying so; the user's checkout is untouched and the
-/// attempt's work is kept under its ref.
+/// attempt's work — committed by the agent, so no snapshot of the tree would hold it — is kept
+/// under its ref.
 #[test]
 fn a_task_branch_the_user_checked_out_meanwhile_is_not_moved_under_them() {
     const NAME: &str = "a_task_branch_the_user_checked_out_meanwhile_is_not_moved_under_them";
@@ -1044,7 +1045,8 @@ fn a_task_branch_the_user_checked_out_meanwhile_is_not_moved_under_them() {
     out_of_tmp();
     let d = Daemon::start_with(Opts {
         config: "sandbox = \"required\"\n[runtimes.w]\nadapter = \"command\"\n\
-                 command = [\"/bin/sh\", \"-c\", \"echo work > b.txt; sleep 3; echo done\"]\n"
+                 command = [\"/bin/sh\", \"-c\", \"echo work > b.txt && git add b.txt && \
+                 git -c user.name=a -c user.email=a@x commit -qm work && sleep 3; echo done\"]\n"
             .into(),
         env: vec![],
     });

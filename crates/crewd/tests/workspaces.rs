@@ -402,6 +402,10 @@ fn a_repository_with_its_work_tree_elsewhere_is_refused_naming_core_worktree() {
     let message = e["message"].as_str().unwrap();
     assert!(message.contains("core.worktree"), "{message}");
     assert!(message.contains("shared"), "{message}");
+    assert!(
+        !message.contains("  "),
+        "a broken line in the message: {message}"
+    );
 }
 
 #[test]
@@ -1381,6 +1385,10 @@ fn a_worktree_that_cannot_be_saved_is_kept_aside_not_deleted() {
         d.log_text()
     );
     assert!(d.log_text().contains("its files are kept aside"));
+    // Forget names them, and leaves them.
+    let r = d.ok("team.forget", json!({"runId": run}));
+    assert!(r["notes"].to_string().contains("could not be saved"), "{r}");
+    assert!(kept.join("b.txt").exists());
 }
 
 /// A task retried just as the run integrates: the integration's sweep of leftover worktrees

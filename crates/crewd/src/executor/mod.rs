@@ -622,6 +622,10 @@ async fn run_process(
             Ok(()) => {}
             Err(sandbox::NotAttached::Failed(e)) => return failed(e, artifacts),
             // The attempt's tree is kept under its ref when its worktree goes.
+            // Only a completed attempt needs attention for it: any other end is reported as
+            // it was (its commits are kept under its ref either way).
+            Err(sandbox::NotAttached::CheckedOut(_))
+                if !matches!(result, AttemptResult::Completed { .. }) => {}
             Err(sandbox::NotAttached::CheckedOut(reason)) => {
                 let (usage, model, artifacts) = result.parts();
                 return AttemptResult::NeedsAttention {

@@ -340,14 +340,28 @@ pub async fn attach(
     let short = crew_core::run::workspace::task_branch(&ws.run_id, &ws.task_id);
     let branch = format!("refs/heads/{short}");
     let git = crate::workspace::git(shared);
-    let checked_out = git
-        .repo(&wt.root)
-        .checked_out_branches()
+    // Listed from the repository (the worktree's own `.git` file is the agent's to change),
+    // crew's own worktree left out (an agent may have checked the branch out in its box).
+    let repo = git.repo(&ws.repo);
+    let worktrees = repo
+        .worktree_branches()
         .await
         .map_err(|e| NotAttached::Failed(format!("cannot list the repository's worktrees: {e}")))?;
-    if checked_out.contains(&branch) {
+    let own = std::fs::canonicalize(&wt.root).unwrap_or_else(|_| wt.root.clone());
+    let elsewhere = worktrees.iter().any(|(path, b)| {
+        *b == branch && std::fs::canonicalize(path).unwrap_or_else(|_| path.clone()) != own
+    });
+    if elsewhere {
+        // The agent's commits kept under the attempt's ref: HEAD may hold all of its work
+        // (a snapshot of the tree when the worktree goes adds only what is uncommitted).
+        let keep = crew_core::run::workspace::attempt_ref(&ws.run_id, &ws.task_id, ws.attempt);
+        if let Ok(head) = git.repo(&wt.root).head_at(&wt.admin).await {
+            if let Err(e) = repo.update_ref(&keep, &head).await {
+                tracing::warn!(error = %e, "cannot keep the attempt's commits under its ref");
+            }
+        }
         return Err(NotAttached::CheckedOut(format!(
-            "the attempt's work was not put on {short}: {}",
+            "the attempt's work was not put on {short} (it is under {keep}): {}",
             crate::workspace::checked_out_message(&ws.run_id, &short)
         )));
     }

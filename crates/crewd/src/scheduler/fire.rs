@@ -107,8 +107,12 @@ pub fn fire_scheduled(
     let Some(job) = core.state.schedules.get(job_id) else {
         return Outcome::Stale;
     };
-    let current =
-        job.enabled && job.last_fire_at.is_none_or(|last| at > last) && is_fire_instant(job, at);
+    // Not an instant already handled, nor one from before the job was enabled or given new
+    // times (a fire prepared then is not owed).
+    let current = job.enabled
+        && job.last_fire_at.is_none_or(|last| at > last)
+        && job.owed_from.is_none_or(|from| at > from)
+        && is_fire_instant(job, at);
     if !current {
         return Outcome::Stale;
     }

@@ -320,7 +320,11 @@ async fn refuse_in_the_way(
         .map_err(checking(input))?;
     if !hidden.is_empty() {
         return Err(ApiError::invalid_state(format!(
-            "applying run {} would overwrite your edits to files git is told not to look at              (assume-unchanged or skip-worktree, so `git status` does not show them): {}.              Commit or restore them (`git update-index --no-assume-unchanged --no-skip-worktree              <file>` shows them to git again), then apply again (or merge {} by hand); nothing              was changed",
+            "applying run {} would overwrite your edits to files git is told not to look at \
+             (assume-unchanged or skip-worktree, so `git status` does not show them): {}. \
+             Commit or restore them (`git update-index --no-assume-unchanged --no-skip-worktree \
+             <file>` shows them to git again), then apply again (or merge {} by hand); nothing \
+             was changed",
             input.run_id,
             shown_paths(&hidden),
             input.integration.branch

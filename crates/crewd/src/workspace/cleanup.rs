@@ -124,6 +124,16 @@ async fn remove_run(shared: Arc<Shared>, run: Forgotten, force: bool) -> Vec<Str
     let run_id = run.run_id.as_str();
     let dir = worktrees_dir(&shared, run_id);
     let mut notes = Vec::new();
+    // Worktrees whose content could not be saved in their repository (`worktree::retire`):
+    // the user's to look at, never removed by crew.
+    let unsaved = shared.state_dir.join("unsaved").join(run_id);
+    if tokio::fs::try_exists(&unsaved).await.unwrap_or(false) {
+        notes.push(format!(
+            "kept {}: files of the run's worktrees that could not be saved in its repository; \
+             remove it when you are done",
+            crew_core::text::escape(&unsaved.display().to_string())
+        ));
+    }
     let Some(repo_path) = repo_of(&dir).await.or(run.repo.clone()) else {
         return notes;
     };
@@ -131,8 +141,8 @@ async fn remove_run(shared: Arc<Shared>, run: Forgotten, force: bool) -> Vec<Str
         let repo_shown = crew_core::text::escape(&repo_path);
         notes.push(format!(
             "kept run {run_id}'s branches and refs: its repository {repo_shown} is not there any \
-             more (moved or deleted?). Where it is now, `git for-each-ref refs/heads/crew/ \
-             refs/crew/{run_id}` lists them (crew/{run_id} and crew/tasks/{run_id}/…)"
+             more (moved or deleted?). Where it is now, `git for-each-ref refs/heads/crew/{run_id} \
+             refs/heads/crew/tasks/{run_id}/ refs/crew/{run_id}/` lists them"
         ));
         return notes;
     }

@@ -75,14 +75,25 @@ async fn work_tree(git: &Git, params: &api::RunParams) -> Result<PathBuf, ApiErr
     };
     // A repository whose work tree is set apart from its `.git` (`core.worktree`): git finds
     // no repository from that work tree, where crew runs every git of the run.
-    if !matches!(git.toplevel(&top).await, Ok(Some(_))) {
-        return Err(validation(
-            "workspace",
-            format!(
-                "worktree mode needs the repository's work tree to find its .git, and {} is                  the work tree of a repository elsewhere (`core.worktree`): use `workspace:                  \"shared\"`",
-                top.display()
-            ),
-        ));
+    match git.toplevel(&top).await {
+        Ok(Some(_)) => {}
+        Ok(None) => {
+            return Err(validation(
+                "workspace",
+                format!(
+                    "worktree mode needs the repository's work tree to find its .git, and {} \
+                     is the work tree of a repository elsewhere (`core.worktree`): use \
+                     `workspace: \"shared\"`",
+                    top.display()
+                ),
+            ))
+        }
+        Err(e) => {
+            return Err(validation(
+                "workspace",
+                format!("worktree mode needs git: {e}"),
+            ))
+        }
     }
     Ok(top)
 }

@@ -7,8 +7,8 @@ use crew_git::{Git, GitError, Repo};
 use std::path::{Path, PathBuf};
 
 /// Save what a worktree holds (if anything changed) under the attempt's ref, then remove it.
-/// One whose content could not be saved (its repository moved or gone, git failing) is not
-/// removed: its files are moved aside to `<state>/unsaved/` and the log says where.
+/// One whose content could not be saved because its repository is gone (moved or deleted) is
+/// not removed: its files are moved aside to `<state>/unsaved/` and the log says where.
 pub(super) async fn retire(git: &Git, repo: &Repo, path: &Path, keep_as: &str) {
     if path.join(".git").exists() {
         let wt = git.repo(path);
@@ -17,7 +17,13 @@ pub(super) async fn retire(git: &Git, repo: &Repo, path: &Path, keep_as: &str) {
             Ok(None) => Ok(()),
             Err(e) => Err(e),
         };
-        if let Err(e) = saved {
+        // Only when the repository itself is gone (moved, deleted): a passing failure (a
+        // timeout, a ref lock) must not pile up copies of worktrees.
+        let gone = !tokio::fs::try_exists(repo.dir()).await.unwrap_or(true);
+        if let (Err(e), false) = (&saved, gone) {
+            tracing::warn!(error = %e, "cannot save an earlier attempt's tree");
+        }
+        if let (Err(e), true) = (&saved, gone) {
             match set_aside(path).await {
                 Ok(to) => tracing::warn!(
                     error = %e, path = %path.display(), kept = %to.display(),
