@@ -100,6 +100,30 @@ pub fn repository_there(repo: &str) -> Result<(), ApiError> {
     )))
 }
 
+/// The commits a request works on (`(what, commit)`) still in the repository: after the user
+/// deleted the run's branches and git pruned what they held, git's own "bad object" came back
+/// as an internal error.
+pub async fn commits_there(
+    repo: &crew_git::Repo,
+    commits: &[(&str, &str)],
+) -> Result<(), ApiError> {
+    for (what, commit) in commits {
+        match repo.resolve(commit).await {
+            Ok(Some(_)) => {}
+            Ok(None) => {
+                return Err(ApiError::invalid_state(format!(
+                    "the run's {what} ({}) is no longer in the repository {}: its branches were \
+                     deleted and git pruned what they held",
+                    short(commit),
+                    repo.dir().display()
+                )))
+            }
+            Err(e) => return Err(ApiError::internal(format!("git: {e}"))),
+        }
+    }
+    Ok(())
+}
+
 pub fn git(shared: &Shared) -> Git {
     Git {
         program: PathBuf::from("git"),

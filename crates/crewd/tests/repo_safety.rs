@@ -547,6 +547,22 @@ fn forget_cleans_up_without_crews_worktrees_folder_and_says_when_the_repository_
     assert!(notes.contains(&format!("refs/crew/{run2}")), "{r}");
 }
 
+/// Prune, like forget, cleans a run's branches and refs after the user deleted crew's worktrees
+/// folder of it (it went by that folder's file alone, and left them).
+#[test]
+fn prune_cleans_up_without_crews_worktrees_folder() {
+    let d = Daemon::start();
+    let w = repo(&d).to_path_buf();
+    team(&d, "edit", "", "[fake:write=a.txt:crew a]");
+    let run = run_wt(&d, "edit", json!({}));
+    assert_eq!(d.wait(&run), "completed");
+    std::fs::remove_dir_all(d.state_dir.join("worktrees").join(&run)).unwrap();
+    let r = d.ok("team.prune", json!({"keep": 0}));
+    assert_eq!(r["removed"], json!([run]), "{r}");
+    assert_eq!(branches(&w, "refs/heads/crew/"), "", "{r}");
+    assert_eq!(git(&w, &["for-each-ref", &format!("refs/crew/{run}/")]), "");
+}
+
 /// The user moved their repository after the run: apply and diff say the run's repository is
 /// not there any more, where they answered an internal error, "cannot run git …: No such file
 /// or directory", which reads as if git were missing.
@@ -564,6 +580,41 @@ fn apply_and_diff_of_a_moved_repository_say_it_moved() {
         let message = e["message"].as_str().unwrap();
         assert!(
             message.contains("is not there any more"),
+            "{method}: {message}"
+        );
+    }
+}
+
+/// The user deleted every crew branch and ref and let git prune what they held: apply and
+/// diff say the run's result is no longer in the repository, where they answered git's raw
+/// "bad object" as an internal error.
+#[test]
+fn apply_and_diff_of_a_pruned_result_say_it_is_gone() {
+    let d = Daemon::start();
+    let w = repo(&d);
+    team(&d, "edit", "", "[fake:write=a.txt:crew a]");
+    let run = run_wt(&d, "edit", json!({}));
+    assert_eq!(d.wait(&run), "completed");
+    let refs = git(
+        w,
+        &[
+            "for-each-ref",
+            "--format=%(refname)",
+            "refs/heads/crew/",
+            "refs/crew/",
+        ],
+    );
+    for r in refs.lines() {
+        git(w, &["update-ref", "-d", r]);
+    }
+    git(w, &["reflog", "expire", "--expire=now", "--all"]);
+    git(w, &["gc", "-q", "--prune=now"]);
+    for method in ["team.apply", "team.diff"] {
+        let e = d.err(method, json!({"runId": run}));
+        assert_eq!(e["code"], 1002, "{method}: {e}");
+        let message = e["message"].as_str().unwrap();
+        assert!(
+            message.contains("no longer in the repository"),
             "{method}: {message}"
         );
     }

@@ -202,6 +202,14 @@ pub async fn apply(shared: &Shared, input: ApplyInput) -> Result<api::ApplyResul
     super::repository_there(&ws.repo)?;
     let git = git(shared);
     let repo = git.repo(&ws.repo);
+    super::commits_there(
+        &repo,
+        &[
+            ("base", ws.base.as_str()),
+            ("result", input.integration.commit.as_str()),
+        ],
+    )
+    .await?;
     let common = repo.common_dir().await.map_err(internal)?;
     let lock = repo_lock(&common);
     let _one_at_a_time = lock.lock().await;

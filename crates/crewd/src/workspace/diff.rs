@@ -24,6 +24,14 @@ pub async fn diff(
     super::repository_there(&input.ws.repo)?;
     let git = git(shared);
     let repo = git.repo(&input.ws.repo);
+    super::commits_there(
+        &repo,
+        &[
+            ("start", input.from.as_str()),
+            ("result", input.to.as_str()),
+        ],
+    )
+    .await?;
     let internal = |e: GitError| ApiError::internal(format!("git: {e}"));
     let stat = repo
         .diffstat(&input.from, &input.to)

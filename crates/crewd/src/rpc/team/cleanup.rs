@@ -90,13 +90,28 @@ pub(super) async fn prune(ctx: Arc<Ctx>, p: P<TeamPrune>) -> Out<TeamPrune> {
     };
     let force = p.force.unwrap_or(false);
     let shared = ctx.shared.clone();
-    let mut pruned = ctx
+    let (mut pruned, runs) = ctx
         .actor
         .mutate(move |core| {
             let victims = core
                 .state
                 .prune(keep as usize, older)
                 .map_err(views::core_error)?;
+            // What a resident run knows of its repository and branch tips, as forget has it;
+            // an evicted one goes by the file beside its worktrees.
+            let runs: Vec<crate::workspace::cleanup::Forgotten> = victims
+                .iter()
+                .map(|id| {
+                    let run = core.state.run(id);
+                    crate::workspace::cleanup::Forgotten {
+                        run_id: id.clone(),
+                        recorded: run
+                            .map(crate::workspace::cleanup::recorded_tips)
+                            .unwrap_or_default(),
+                        repo: run.and_then(crate::workspace::cleanup::repo_of_run),
+                    }
+                })
+                .collect();
             for id in &victims {
                 if let Ok(evs) = core.state.forget(id) {
                     core.emit_all(evs);
@@ -111,22 +126,16 @@ pub(super) async fn prune(ctx: Arc<Ctx>, p: P<TeamPrune>) -> Out<TeamPrune> {
                     }
                 }
             });
-            Ok(PruneResult {
-                removed: victims,
-                kept,
-                notes: Vec::new(),
-            })
+            Ok((
+                PruneResult {
+                    removed: victims,
+                    kept,
+                    notes: Vec::new(),
+                },
+                runs,
+            ))
         })
         .await?;
-    let runs = pruned
-        .removed
-        .iter()
-        .map(|id| crate::workspace::cleanup::Forgotten {
-            run_id: id.clone(),
-            recorded: Vec::new(),
-            repo: None,
-        })
-        .collect();
     pruned.notes = crate::workspace::cleanup::after_forget(ctx.shared.clone(), runs, force).await;
     Ok(pruned)
 }
