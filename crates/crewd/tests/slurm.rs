@@ -677,14 +677,7 @@ fn cancel_ends_the_jobs_cancelled_and_leaves_no_process() {
         let jobs = c.jobs_of(&run);
         !jobs.is_empty() && jobs.iter().all(|(_, s, _)| s == "CANCELLED")
     });
-    until(
-        "the worker and agent to go",
-        Duration::from_secs(30),
-        || {
-            processes_naming(&format!("crew-worker-{run}")).is_empty()
-                && processes_naming(&run).iter().all(|p| p.contains("crewd"))
-        },
-    );
+    until_gone(&run);
 }
 
 /// Slurm refuses the first cancel (a controller that timed out): crewd asks again, and the job
@@ -712,14 +705,7 @@ fn a_refused_cancel_is_asked_again() {
         !jobs.is_empty() && jobs.iter().all(|(_, s, _)| s == "CANCELLED")
     });
     assert_eq!(d.wait(&run), "cancelled");
-    until(
-        "the worker and agent to go",
-        Duration::from_secs(30),
-        || {
-            processes_naming(&format!("crew-worker-{run}")).is_empty()
-                && processes_naming(&run).iter().all(|p| p.contains("crewd"))
-        },
-    );
+    until_gone(&run);
 }
 
 #[test]
@@ -868,6 +854,32 @@ fn a_lost_node_retries_elsewhere_and_its_late_worker_is_not_taken() {
 
 extern "C" {
     fn kill(pid: i32, sig: i32) -> i32;
+}
+
+/// Wait (30 s at most) until no worker or agent process of `run` is left besides crewd; the
+/// ones left are named when they are not.
+fn until_gone(run: &str) {
+    let left = || {
+        let mut l = processes_naming(&format!("crew-worker-{run}"));
+        l.extend(
+            processes_naming(run)
+                .into_iter()
+                .filter(|p| !p.contains("crewd")),
+        );
+        l
+    };
+    let end = Instant::now() + Duration::from_secs(30);
+    loop {
+        let now_left = left();
+        if now_left.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < end,
+            "timed out waiting for the worker and agent to go; left: {now_left:#?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// Wait (bounded) until `f` holds, looking every 100 ms.
@@ -1042,14 +1054,7 @@ fn the_cli_interface_cancels() {
         let jobs = c.jobs_of(&run);
         !jobs.is_empty() && jobs.iter().all(|(_, s, _)| s == "CANCELLED")
     });
-    until(
-        "the worker and agent to go",
-        Duration::from_secs(30),
-        || {
-            processes_naming(&format!("crew-worker-{run}")).is_empty()
-                && processes_naming(&run).iter().all(|p| p.contains("crewd"))
-        },
-    );
+    until_gone(&run);
 }
 
 /// `interface = "cli"`: a job Slurm ends FAILED (its program cannot run: exit 127) is the
