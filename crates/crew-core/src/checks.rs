@@ -85,12 +85,11 @@ impl PreStep {
     /// A `sh -c` command that runs exactly `script args…` (each single-quoted), so the runner
     /// verification commands use can run it with no shell interpretation of the words.
     pub fn shell_command(&self) -> String {
-        let quote = |w: &str| format!("'{}'", w.replace('\'', "'\\''"));
         let mut out = String::from("exec ");
-        out.push_str(&quote(&self.script));
+        out.push_str(&crate::text::shell_quoted(&self.script));
         for a in &self.args {
             out.push(' ');
-            out.push_str(&quote(a));
+            out.push_str(&crate::text::shell_quoted(a));
         }
         out
     }

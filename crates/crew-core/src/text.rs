@@ -54,6 +54,24 @@ pub fn escape(s: &str) -> std::borrow::Cow<'_, str> {
     }
 }
 
+/// `s` in single quotes, as a POSIX shell reads it back unchanged whatever it holds.
+pub fn shell_quoted(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+/// `s` as one shell word: as it is when it holds nothing a shell reads specially, else
+/// [`shell_quoted`].
+pub fn shell_word(s: &str) -> String {
+    let plain = !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-+,:@%=".contains(c));
+    if plain {
+        s.to_string()
+    } else {
+        shell_quoted(s)
+    }
+}
+
 /// `s` with unsafe characters written as escapes, cut after `max` characters of it.
 pub fn clean(s: &str, max: usize) -> String {
     let mut out = String::new();
@@ -73,6 +91,21 @@ pub fn clean(s: &str, max: usize) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn shell_words_are_quoted_only_when_a_shell_would_read_them_otherwise() {
+        for (s, word) in [
+            ("/tmp/repo", "/tmp/repo"),
+            ("a b", "'a b'"),
+            ("it's", "'it'\\''s'"),
+            ("", "''"),
+            ("$HOME", "'$HOME'"),
+        ] {
+            assert_eq!(shell_word(s), word, "{s}");
+        }
+        assert_eq!(shell_quoted("/tmp/repo"), "'/tmp/repo'");
+    }
+
     use super::*;
 
     #[test]

@@ -42,6 +42,24 @@ fn run_wt(d: &Daemon, team_name: &str, extra: Value) -> String {
     d.run("change things", p)
 }
 
+/// A completed worktree run whose one task changed a.txt (team `edit`).
+fn edited_run(d: &Daemon) -> String {
+    team(d, "edit", "", "[fake:write=a.txt:crew a]");
+    let run = run_wt(d, "edit", json!({}));
+    assert_eq!(d.wait(&run), "completed");
+    run
+}
+
+/// `team.apply` and `team.diff` of `run` both refused (1002) with a message saying `why`.
+fn apply_and_diff_refused(d: &Daemon, run: &str, why: &str) {
+    for method in ["team.apply", "team.diff"] {
+        let e = d.err(method, json!({"runId": run}));
+        assert_eq!(e["code"], 1002, "{method}: {e}");
+        let message = e["message"].as_str().unwrap();
+        assert!(message.contains(why), "{method}: {message}");
+    }
+}
+
 fn trusted(d: &Daemon) -> String {
     format!("trusted_projects = [\"{}\"]\n", path_str(&d.work))
 }
@@ -522,9 +540,7 @@ fn an_ignored_file_in_the_way_refuses_the_apply() {
 fn forget_cleans_up_without_crews_worktrees_folder_and_says_when_the_repository_moved() {
     let d = Daemon::start();
     let w = repo(&d).to_path_buf();
-    team(&d, "edit", "", "[fake:write=a.txt:crew a]");
-    let run = run_wt(&d, "edit", json!({}));
-    assert_eq!(d.wait(&run), "completed");
+    let run = edited_run(&d);
     std::fs::remove_dir_all(d.state_dir.join("worktrees").join(&run)).unwrap();
     d.ok("team.forget", json!({"runId": run}));
     assert_eq!(
@@ -538,8 +554,7 @@ fn forget_cleans_up_without_crews_worktrees_folder_and_says_when_the_repository_
         "the run's refs stay"
     );
 
-    let run2 = run_wt(&d, "edit", json!({}));
-    assert_eq!(d.wait(&run2), "completed");
+    let run2 = edited_run(&d);
     std::fs::rename(&w, w.with_file_name("moved")).unwrap();
     let r = d.ok("team.forget", json!({"runId": run2}));
     let notes = r["notes"].to_string();
@@ -553,9 +568,7 @@ fn forget_cleans_up_without_crews_worktrees_folder_and_says_when_the_repository_
 fn prune_cleans_up_without_crews_worktrees_folder() {
     let d = Daemon::start();
     let w = repo(&d).to_path_buf();
-    team(&d, "edit", "", "[fake:write=a.txt:crew a]");
-    let run = run_wt(&d, "edit", json!({}));
-    assert_eq!(d.wait(&run), "completed");
+    let run = edited_run(&d);
     std::fs::remove_dir_all(d.state_dir.join("worktrees").join(&run)).unwrap();
     let r = d.ok("team.prune", json!({"keep": 0}));
     assert_eq!(r["removed"], json!([run]), "{r}");
@@ -570,19 +583,9 @@ fn prune_cleans_up_without_crews_worktrees_folder() {
 fn apply_and_diff_of_a_moved_repository_say_it_moved() {
     let d = Daemon::start();
     repo(&d);
-    team(&d, "edit", "", "[fake:write=a.txt:crew a]");
-    let run = run_wt(&d, "edit", json!({}));
-    assert_eq!(d.wait(&run), "completed");
+    let run = edited_run(&d);
     std::fs::rename(&d.work, d.work.with_file_name("moved")).unwrap();
-    for method in ["team.apply", "team.diff"] {
-        let e = d.err(method, json!({"runId": run}));
-        assert_eq!(e["code"], 1002, "{method}: {e}");
-        let message = e["message"].as_str().unwrap();
-        assert!(
-            message.contains("is not there any more"),
-            "{method}: {message}"
-        );
-    }
+    apply_and_diff_refused(&d, &run, "is not there any more");
 }
 
 /// The user deleted every crew branch and ref and let git prune what they held: apply and
@@ -592,9 +595,7 @@ fn apply_and_diff_of_a_moved_repository_say_it_moved() {
 fn apply_and_diff_of_a_pruned_result_say_it_is_gone() {
     let d = Daemon::start();
     let w = repo(&d);
-    team(&d, "edit", "", "[fake:write=a.txt:crew a]");
-    let run = run_wt(&d, "edit", json!({}));
-    assert_eq!(d.wait(&run), "completed");
+    let run = edited_run(&d);
     let refs = git(
         w,
         &[
@@ -609,15 +610,7 @@ fn apply_and_diff_of_a_pruned_result_say_it_is_gone() {
     }
     git(w, &["reflog", "expire", "--expire=now", "--all"]);
     git(w, &["gc", "-q", "--prune=now"]);
-    for method in ["team.apply", "team.diff"] {
-        let e = d.err(method, json!({"runId": run}));
-        assert_eq!(e["code"], 1002, "{method}: {e}");
-        let message = e["message"].as_str().unwrap();
-        assert!(
-            message.contains("no longer in the repository"),
-            "{method}: {message}"
-        );
-    }
+    apply_and_diff_refused(&d, &run, "no longer in the repository");
 }
 
 /// A task that made a file whose name is not UTF-8 (git takes it; crew's paths are text): the
@@ -656,9 +649,7 @@ fn a_change_with_a_name_that_is_not_utf8_is_refused_for_merging_by_hand() {
 fn a_touched_but_unchanged_file_does_not_stop_the_apply() {
     let d = Daemon::start();
     let w = repo(&d);
-    team(&d, "edit", "", "[fake:write=a.txt:crew a]");
-    let run = run_wt(&d, "edit", json!({}));
-    assert_eq!(d.wait(&run), "completed");
+    let run = edited_run(&d);
     let later = std::time::SystemTime::now() + std::time::Duration::from_secs(3600);
     std::fs::File::options()
         .write(true)

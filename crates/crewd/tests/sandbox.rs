@@ -1058,14 +1058,7 @@ fn a_task_branch_the_user_checked_out_meanwhile_is_not_moved_under_them() {
         json!({"team": "solo", "runtime": "w", "workspace": "worktree"}),
     );
     let wt = d.state_dir.join("worktrees").join(&run).join("01_only");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while !wt.join("b.txt").exists() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the agent never wrote"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    wait_for_file(&wt.join("b.txt"), "the agent never wrote");
     let branch = format!("crew/tasks/{run}/01_only");
     let mine = d.dir.path().join("mine");
     git(&w, &["worktree", "add", "-q", path_str(&mine), &branch]);

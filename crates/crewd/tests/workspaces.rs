@@ -4,7 +4,8 @@
 mod common;
 
 use common::{
-    forged_bundle, git, one_step_team, path_str, run_created, text_replaced, Daemon, Opts,
+    forged_bundle, git, one_step_team, path_str, run_created, text_replaced, wait_for_file, Daemon,
+    Opts,
 };
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -560,14 +561,7 @@ fn forgetting_a_running_run_says_it_is_running_not_to_force() {
     );
     let run = run_wt(&d, "slow", json!({}));
     let wt = d.state_dir.join("worktrees").join(&run).join("01_edit");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while !wt.join("b.txt").exists() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the agent never wrote"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    wait_for_file(&wt.join("b.txt"), "the agent never wrote");
     for force in [false, true] {
         let e = d.err("team.forget", json!({"runId": run, "force": force}));
         assert_eq!(e["code"], 1002, "{e}");
@@ -1365,14 +1359,7 @@ fn a_worktree_that_cannot_be_saved_is_kept_aside_not_deleted() {
     );
     let run = d.run("do", json!({"team": "slow", "workspace": "worktree"}));
     let wt = d.state_dir.join("worktrees").join(&run).join("01_only");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while !wt.join("b.txt").exists() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the agent never wrote"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    wait_for_file(&wt.join("b.txt"), "the agent never wrote");
     let moved = d.work.with_file_name("moved");
     std::fs::rename(&d.work, &moved).unwrap();
     let end = d.wait(&run);
@@ -1417,14 +1404,7 @@ fn the_integrations_sweep_leaves_a_retrys_worktree_alone() {
     d.wait_log("fault point holds until the file exists");
     d.ok("team.retry", json!({"runId": run, "taskIds": ["01_only"]}));
     let wt = d.state_dir.join("worktrees").join(&run).join("01_only");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while !wt.join("b.txt").exists() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the retry never wrote"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    wait_for_file(&wt.join("b.txt"), "the retry never wrote");
     // The sweep goes on while the retry's agent still runs (it sleeps after its write).
     std::fs::write(&go, "").unwrap();
     assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));

@@ -196,7 +196,7 @@ async fn remove_run(shared: Arc<Shared>, run: Forgotten, force: bool) -> Vec<Str
     let checked_out = repo.checked_out_branches().await.unwrap_or_default();
     let mut doomed = Vec::new();
     // The command names the repository: prune cleans runs of every repository at once.
-    let repo_arg = shell_word(&repo_path);
+    let repo_arg = crew_core::text::escape(&crew_core::text::shell_word(&repo_path)).into_owned();
     let kept = |r: &str, why: &str| {
         let b = r.strip_prefix("refs/heads/").unwrap_or(r);
         format!(
@@ -263,18 +263,4 @@ async fn keep_reason(
             short(&tip)
         )),
     }
-}
-
-/// `s` as one shell word: as it is when it holds nothing a shell reads specially, else in
-/// single quotes; escaped for a terminal either way (a path is the user's, any bytes).
-fn shell_word(s: &str) -> String {
-    let plain = !s.is_empty()
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "/._-+,:@%=".contains(c));
-    let word = if plain {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', "'\\''"))
-    };
-    crew_core::text::escape(&word).to_string()
 }

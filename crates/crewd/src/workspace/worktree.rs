@@ -17,9 +17,12 @@ pub(super) async fn retire(git: &Git, repo: &Repo, path: &Path, keep_as: &str) {
             Ok(None) => Ok(()),
             Err(e) => Err(e),
         };
-        // Only when the repository itself is gone (moved, deleted): a passing failure (a
-        // timeout, a ref lock) must not pile up copies of worktrees.
-        let gone = !tokio::fs::try_exists(repo.dir()).await.unwrap_or(true);
+        // Set aside only when the repository itself is gone (moved, deleted): a passing
+        // failure (a timeout, a ref lock) must not pile up copies of worktrees.
+        let gone = match &saved {
+            Ok(()) => false,
+            Err(_) => !tokio::fs::try_exists(repo.dir()).await.unwrap_or(true),
+        };
         if let (Err(e), false) = (&saved, gone) {
             tracing::warn!(error = %e, "cannot save an earlier attempt's tree");
         }

@@ -577,3 +577,12 @@ pub fn text_replaced(bundle: &Value, from: &str, to: &str) -> Value {
     let text = serde_json::to_string(bundle).unwrap().replace(from, to);
     serde_json::from_str(&text).unwrap()
 }
+
+/// Wait (60 s at most, looking every 20 ms) until `path` exists; `what` says what never came.
+pub fn wait_for_file(path: &Path, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !path.exists() {
+        assert!(Instant::now() < deadline, "{what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

@@ -69,7 +69,11 @@ pub(super) async fn submit_or_attach(
     let req = JobRequest {
         name,
         comment: slurm::job_comment(&spec.run_id, &spec.task_id, spec.attempt, tag),
-        script: format!("#!/bin/sh\nexec {} {}\n", sh_quote(&worker), sh_quote(&dir)),
+        script: format!(
+            "#!/bin/sh\nexec {} {}\n",
+            crew_core::text::shell_quoted(&worker),
+            crew_core::text::shell_quoted(&dir)
+        ),
         cwd: dir.clone(),
         stdout: format!("{dir}/job.out"),
         // Partition, account and QOS from the config; CPUs, memory and time limit as the
@@ -114,10 +118,6 @@ async fn record_id(
             Ok(())
         }
     }
-}
-
-fn sh_quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', "'\\''"))
 }
 
 /// `crew-worker` next to the running crewd, else from PATH.
