@@ -123,6 +123,8 @@ pub(crate) struct Stdout {
     /// transcript and the parser see it, so nothing downstream (results, questions, errors,
     /// events, summaries, bundles) can carry a secret the worker printed.
     pub(crate) redactor: crew_core::redact::StreamRedactor,
+    /// The redactor's lines, between `push` and the transcript (kept to reuse its buffer).
+    pub(crate) redacted: Vec<String>,
     pub(crate) parser: Box<dyn stream::StreamParser>,
     pub(crate) transcript: Transcript,
     pub(crate) any: bool,
@@ -187,10 +189,29 @@ impl Stdout {
     pub(crate) fn line(&mut self, raw: &str) {
         self.last = Instant::now();
         self.any = true;
-        let line = self.redactor.line(raw);
-        self.transcript.line(&line);
+        let mut lines = std::mem::take(&mut self.redacted);
+        self.redactor.push(raw, &mut lines);
+        for line in lines.drain(..) {
+            self.take(&line);
+        }
+        self.redacted = lines;
+    }
+
+    /// stdout ended (or the attempt does): the deltas the redactor holds are passed on.
+    pub(crate) fn end(&mut self) {
+        let mut lines = std::mem::take(&mut self.redacted);
+        self.redactor.finish(&mut lines);
+        for line in lines.drain(..) {
+            self.take(&line);
+        }
+        self.redacted = lines;
+    }
+
+    /// One redacted line: to the transcript and the parser.
+    fn take(&mut self, line: &str) {
+        self.transcript.line(line);
         let before = self.parser.usage();
-        let events = self.parser.feed_line(&line);
+        let events = self.parser.feed_line(line);
         if self.parser.usage() != before {
             self.progress_dirty = true;
         }

@@ -296,6 +296,7 @@ pub(crate) async fn supervise(
     let (transcript, opened) = Transcript::create(&spec.run_dir.join(&transcript_name));
     let out = Stdout {
         redactor: Default::default(),
+        redacted: Vec::new(),
         parser,
         transcript,
         any: false,
@@ -457,10 +458,7 @@ impl Supervisor<'_> {
             let deadline = next_deadline(&self.watch(), &self.rules);
             match self.next_wake(deadline).await {
                 Wake::Line(line) => self.on_line(&line).await,
-                Wake::StdoutEnd => {
-                    self.stdout_open = false;
-                    self.answered_at_eof();
-                }
+                Wake::StdoutEnd => self.stdout_ended(),
                 Wake::Stderr(read) => self.on_stderr(read),
                 Wake::Exited(status) => self.on_exit(status),
                 Wake::Ctl(msg) => self.on_ctl(msg).await,
@@ -635,6 +633,12 @@ impl Supervisor<'_> {
         }
     }
 
+    fn stdout_ended(&mut self) {
+        self.stdout_open = false;
+        self.out.end();
+        self.answered_at_eof();
+    }
+
     /// stdout ended while the worker still runs: a worker whose answer is complete (an adapter
     /// whose answer is all of stdout, `command`, knows it only now) has nothing more to say,
     /// and what lingers is stopped after the final drain instead of the no-output watchdog
@@ -658,8 +662,7 @@ impl Supervisor<'_> {
     /// once, and the timer may be polled first.
     async fn take_ready(&mut self, now: Instant) {
         if self.stdout_open && !drain_ready_lines(&mut self.lines, &mut self.out) {
-            self.stdout_open = false;
-            self.answered_at_eof();
+            self.stdout_ended();
         }
         send_replies(self.stdin.as_mut(), &mut self.out, self.rules.no_output).await;
         if let Some(s) = self.stderr.as_mut() {
@@ -735,6 +738,8 @@ impl Supervisor<'_> {
             drained,
             "worker ended"
         );
+        // Deltas the redactor still holds (stdout not ended: a worker killed mid-answer).
+        self.out.end();
         // What the worker wrote to stderr just before it exited may not be read yet (the loop
         // ends on exit and stdout's end): take it, briefly, for the error message.
         if let Some(s) = self.stderr.as_mut() {

@@ -23,6 +23,9 @@ pub struct Directives {
     pub ignore_sigterm: bool,
     pub no_final_text: bool,
     pub chatty: Option<u64>,
+    /// Stream the answer in deltas of this many characters, as a model does (`deltas=3`);
+    /// else in two halves.
+    pub deltas: Option<usize>,
     pub invalid_json: bool,
     pub tools: Vec<String>,
     pub ask: Option<String>,
@@ -142,6 +145,7 @@ fn apply(d: &mut Directives, body: &str) {
         ("ignore-sigterm", _) => d.ignore_sigterm = true,
         ("no-final-text", _) => d.no_final_text = true,
         ("chatty", Some(v)) => d.chatty = parse_size(v),
+        ("deltas", Some(v)) => d.deltas = v.parse().ok().filter(|n| *n > 0),
         ("invalid-json", _) => d.invalid_json = true,
         ("tool", Some(v)) if !v.is_empty() => d.tools.push(v.to_owned()),
         ("ask", Some(v)) if !v.is_empty() => d.ask = Some(v.to_owned()),

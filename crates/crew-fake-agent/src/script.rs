@@ -221,6 +221,7 @@ pub fn run(prompt: &str, mode: Mode, ctl: &mut Control) -> End {
         messages: Vec::new(),
         final_text: final_text(prompt, &d, &seen),
         chatty: d.chatty.unwrap_or(0),
+        deltas: d.deltas,
         all_steers: Vec::new(),
     };
     player.start(prompt, mode);
@@ -456,6 +457,7 @@ struct Player {
     messages: Vec<Value>,
     final_text: String,
     chatty: u64,
+    deltas: Option<usize>,
     /// Every steer taken during this prompt: the final answer lists them all.
     all_steers: Vec<String>,
 }
@@ -595,12 +597,21 @@ impl Player {
                 sent += line.len() as u64 + 1;
             }
         }
-        let mid = text
-            .char_indices()
-            .nth(text.chars().count() / 2)
-            .map_or(text.len(), |(i, _)| i);
-        let (a, b) = text.split_at(mid);
-        for delta in [a, b].into_iter().filter(|d| !d.is_empty()) {
+        let pieces: Vec<String> = match self.deltas {
+            Some(size) => {
+                let chars: Vec<char> = text.chars().collect();
+                chars.chunks(size).map(|c| c.iter().collect()).collect()
+            }
+            None => {
+                let mid = text
+                    .char_indices()
+                    .nth(text.chars().count() / 2)
+                    .map_or(text.len(), |(i, _)| i);
+                let (a, b) = text.split_at(mid);
+                vec![a.to_owned(), b.to_owned()]
+            }
+        };
+        for delta in pieces.iter().filter(|d| !d.is_empty()) {
             self.em.emit(&ev::update(
                 json!({"type": "text_delta", "contentIndex": 0, "delta": delta}),
             ));

@@ -127,3 +127,55 @@ fn nothing_a_worker_prints_keeps_its_secrets() {
     }
     assert_clean("crewd's log", &d.log_text());
 }
+
+/// A model streams a few characters at a time: each secret of the answer arrives split over
+/// many `text_delta` lines, none of which holds a whole one. Joined, the transcript's deltas
+/// still hold none (the redactor joins deltas before it redacts them).
+#[test]
+fn a_secret_streamed_a_few_characters_at_a_time_is_kept_nowhere() {
+    let d = Daemon::start_with(Opts {
+        config: "max_attempts = 1\n".into(),
+        env: vec![],
+    });
+    one_step_team(
+        &d,
+        "streamer",
+        "Report. [fake:leak][fake:deltas=3]",
+        "explorer",
+    );
+    let done = d.run("leak in small deltas", json!({"team": "streamer"}));
+    assert_eq!(d.wait(&done), "completed");
+    let result = artifact(&d, &done, "results/01_only.txt");
+    assert!(result.contains("ANTHROPIC key *** works."), "{result}");
+
+    let mut all = Vec::new();
+    files(&d.state_dir, &mut all);
+    let transcripts: Vec<&(String, String)> = all
+        .iter()
+        .filter(|(p, _)| p.contains("transcripts"))
+        .collect();
+    assert!(!transcripts.is_empty(), "{all:?}");
+    for (path, text) in transcripts {
+        let deltas: Vec<String> = text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter_map(|v| {
+                v["assistantMessageEvent"]["delta"]
+                    .as_str()
+                    .map(str::to_owned)
+            })
+            .collect();
+        assert!(!deltas.is_empty(), "{path}: no deltas:\n{text}");
+        let joined = deltas.concat();
+        assert!(
+            joined.contains("ANTHROPIC key *** works."),
+            "{path}: {joined}"
+        );
+        assert_clean(&format!("{path}, its deltas joined"), &joined);
+        assert_clean(path, text);
+    }
+    assert_clean(
+        "team.export",
+        &d.ok("team.export", json!({"runId": done})).to_string(),
+    );
+}

@@ -15,6 +15,8 @@
 //! arrives in deltas, each a JSON line of its own. A block opened on one line and not closed
 //! there keeps the redactor masking what follows (see `StreamRedactor`).
 
+mod deltas;
+
 use regex::{Captures, Regex, RegexSet};
 use serde_json::Value;
 use std::sync::OnceLock;
@@ -146,6 +148,20 @@ fn compiled() -> Option<&'static Compiled> {
     .as_ref()
 }
 
+/// Where the rules match in `s` (before any rewrite). Without the rules, all of it.
+fn match_spans(s: &str) -> Vec<(usize, usize)> {
+    let Some(c) = compiled() else {
+        return vec![(0, s.len())];
+    };
+    let hits = c.set.matches(s);
+    c.rules
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| hits.matched(*i))
+        .flat_map(|(_, (re, _))| re.find_iter(s).map(|m| (m.start(), m.end())))
+        .collect()
+}
+
 /// Mask secrets (private keys, authorization headers, bearer tokens, JWTs, provider API keys,
 /// `name=value` secrets) in free text.
 pub fn redact_str(s: &str) -> String {
@@ -272,6 +288,8 @@ fn is_structural_key(key: &str) -> bool {
 pub struct StreamRedactor {
     /// Bytes masked so far in a block opened on an earlier line.
     open: Option<usize>,
+    /// Deltas not passed on yet (`push`).
+    held: Option<deltas::Joined>,
 }
 
 /// What one string did to an open block.
@@ -294,13 +312,71 @@ impl StreamRedactor {
     }
 
     /// Redact one line (without its newline). A line with nothing to redact comes back as it
-    /// is.
+    /// is. Each line on its own (but for a key block): for a stream whose text may arrive in
+    /// deltas, `push`.
     pub fn line(&mut self, line: &str) -> String {
+        self.redact_line(line, serde_json::from_str::<Value>(line).ok())
+    }
+
+    /// Redact one line of an agent's stream (without its newline) into `out`: zero, one or
+    /// more lines to pass on. Text an agent streams in deltas (pi's `text_delta`, Claude Code's
+    /// `content_block_delta`, Gemini CLI's `delta` messages, ACP's `*_chunk`, Codex's
+    /// `…/delta`) is held and joined with the deltas after it, and passed on as one line when
+    /// other output comes, so a secret split between two deltas (a model streams a few
+    /// characters at a time) is redacted whole and no piece of it is kept. A long run of
+    /// deltas is passed on in pieces cut outside anything a rule matches (`deltas::Joined`).
+    /// `finish` passes on what is held when the stream ends.
+    pub fn push(&mut self, line: &str, out: &mut Vec<String>) {
+        let parsed = serde_json::from_str::<Value>(line).ok();
+        let delta = parsed.as_ref().and_then(deltas::Delta::of);
+        let (delta, value) = match (delta, parsed) {
+            (Some(delta), Some(value)) => (delta, value),
+            (_, parsed) => {
+                if let Some(held) = self.held.take() {
+                    self.release(held, out);
+                }
+                out.push(self.redact_line(line, parsed));
+                return;
+            }
+        };
+        let joined = match self.held.take() {
+            Some(mut held) if held.kind == delta.kind => {
+                held.push(value, &delta);
+                held
+            }
+            other => {
+                if let Some(held) = other {
+                    self.release(held, out);
+                }
+                deltas::Joined::new(line, value, delta)
+            }
+        };
+        let (ready, rest) = joined.cut();
+        if let Some(ready) = ready {
+            self.release(ready, out);
+        }
+        self.held = rest;
+    }
+
+    /// The stream ended: what is held is passed on.
+    pub fn finish(&mut self, out: &mut Vec<String>) {
+        if let Some(held) = self.held.take() {
+            self.release(held, out);
+        }
+    }
+
+    fn release(&mut self, joined: deltas::Joined, out: &mut Vec<String>) {
+        let (line, value) = joined.into_line();
+        out.push(self.redact_line(&line, Some(value)));
+    }
+
+    /// `line` redacted; `parsed`: the line as JSON, when it is.
+    fn redact_line(&mut self, line: &str, parsed: Option<Value>) -> String {
         let open = self.open.is_some();
         let mut effect = BlockEffect::None;
         let mut masked = 0usize;
-        let out = match serde_json::from_str::<Value>(line) {
-            Ok(mut value) if matches!(value, Value::Object(_) | Value::Array(_)) => {
+        let out = match parsed {
+            Some(mut value) if matches!(value, Value::Object(_) | Value::Array(_)) => {
                 let mut changed = false;
                 walk(&mut value, None, false, &mut |s, key, secret| {
                     if secret {
@@ -854,6 +930,129 @@ mod tests {
         assert!(!r.in_block());
     }
 
+    /// `text` streamed as deltas of `size` characters in `format`'s lines, then the turn's end.
+    fn deltas(format: &str, text: &str, size: usize) -> Vec<String> {
+        let chars: Vec<char> = text.chars().collect();
+        let mut lines: Vec<String> = chars
+            .chunks(size)
+            .enumerate()
+            .map(|(i, piece)| {
+                let d: String = piece.iter().collect();
+                match format {
+                    "pi" => json!({"type": "message_update", "assistantMessageEvent": {"type": "text_delta", "contentIndex": 0, "delta": d}}),
+                    "claude" => json!({"type": "stream_event", "uuid": format!("u{i}"), "event": {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": d}}}),
+                    "gemini" => json!({"type": "message", "timestamp": format!("t{i}"), "role": "assistant", "content": d, "delta": true}),
+                    "acp" => json!({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s", "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": d}}}}),
+                    _ => json!({"jsonrpc": "2.0", "method": "item/agentMessage/delta", "params": {"itemId": "m1", "delta": d}}),
+                }
+                .to_string()
+            })
+            .collect();
+        lines.push(r#"{"type":"turn_end"}"#.to_string());
+        lines
+    }
+
+    /// The text of the delta lines among `lines`, joined.
+    fn delta_text(lines: &[String]) -> String {
+        lines
+            .iter()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter_map(|v| deltas::Delta::of(&v).map(|d| d.text))
+            .collect()
+    }
+
+    fn pushed(lines: &[String]) -> Vec<String> {
+        let mut r = StreamRedactor::new();
+        let mut out = Vec::new();
+        for l in lines {
+            r.push(l, &mut out);
+        }
+        r.finish(&mut out);
+        out
+    }
+
+    const TOKEN: &str = "ghp_Zq9Xw8Vu7Ts6Rp5On4Ml3Kj2Ih1Gf0EdCbAz";
+
+    #[test]
+    fn a_secret_split_between_deltas_goes_whole() {
+        let text =
+            format!("The token is {TOKEN} and the key sk-proj-A1b2C3d4E5f6G7h8I9j0Kk, done.");
+        for format in ["pi", "claude", "gemini", "acp", "codex"] {
+            for size in [1, 2, 3, 7, 16, 40] {
+                let out = pushed(&deltas(format, &text, size));
+                for l in &out {
+                    for piece in [
+                        &TOKEN[4..10],
+                        &TOKEN[20..26],
+                        &TOKEN[34..],
+                        "A1b2C3",
+                        "I9j0Kk",
+                    ] {
+                        assert!(
+                            !l.contains(piece),
+                            "{format} by {size}: `{piece}` kept in {l}"
+                        );
+                    }
+                }
+                assert_eq!(
+                    delta_text(&out),
+                    "The token is *** and the key ***, done.",
+                    "{format} by {size}"
+                );
+                assert_eq!(out.last().unwrap(), r#"{"type":"turn_end"}"#, "{format}");
+            }
+        }
+    }
+
+    #[test]
+    fn deltas_pass_on_in_order_and_whole() {
+        // One delta alone comes back byte for byte; another kind of text, any other line and
+        // the stream's end pass on what is held, in order.
+        let text = r#"{"type":"message_update","assistantMessageEvent":{"type":"text_delta","contentIndex":0,"delta":"Hi "}}"#;
+        let think = r#"{"type":"message_update","assistantMessageEvent":{"type":"thinking_delta","contentIndex":1,"delta":"hm"}}"#;
+        let tool =
+            r#"{"type":"tool_execution_start","toolCallId":"t","toolName":"bash","args":{}}"#;
+        let lines: Vec<String> = [text, think, text, text, tool, text]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let out = pushed(&lines);
+        assert_eq!(out.len(), 5, "{out:#?}");
+        assert_eq!(out[0], text);
+        assert_eq!(out[1], think);
+        assert_eq!(delta_text(&out[2..3]), "Hi Hi ");
+        assert_eq!(out[3], tool);
+        assert_eq!(out[4], text);
+    }
+
+    #[test]
+    fn a_long_answer_passes_on_in_pieces_cut_outside_secrets() {
+        // 40 KiB in deltas of 5 characters, a secret every ~700 bytes: passed on in pieces
+        // before the answer ends, and joined they are the whole text redacted at once.
+        let mut text = String::new();
+        let mut n = 0;
+        while text.len() < 40 << 10 {
+            n += 1;
+            text.push_str(&format!(
+                "line {n} of the answer says nothing much at all; "
+            ));
+            if n % 13 == 0 {
+                text.push_str(&format!("password={TOKEN} then "));
+            }
+        }
+        let lines = deltas("pi", &text, 5);
+        let mut r = StreamRedactor::new();
+        let mut out = Vec::new();
+        for l in &lines[..lines.len() - 1] {
+            r.push(l, &mut out);
+        }
+        assert!(out.len() >= 4, "held to the end: {} lines", out.len());
+        r.finish(&mut out);
+        let joined = delta_text(&out);
+        assert!(!joined.contains(&TOKEN[4..12]));
+        assert_eq!(joined, redact_str(&text));
+    }
+
     #[test]
     fn hostile_input_is_linear() {
         let inputs = [
@@ -868,10 +1067,23 @@ mod tests {
             "{\"a\":".repeat(200_000),
         ];
         let mut stream = StreamRedactor::new();
+        let mut out = Vec::new();
         for input in inputs {
             let _ = redact_str(&input);
             let _ = redact_json_line(&input);
             let _ = stream.line(&input);
+            stream.push(&input, &mut out);
         }
+        // One delta run whose every byte is inside one match (`token=` and no end): passed on
+        // whole once past HOLD_MAX, masked.
+        let long = format!("token={}", "a".repeat(300 << 10));
+        let mut lines = deltas("pi", &long, 4096);
+        lines.pop();
+        let mut out = Vec::new();
+        for l in &lines {
+            stream.push(l, &mut out);
+        }
+        assert!(!out.is_empty(), "held past HOLD_MAX");
+        assert!(delta_text(&out[..1]).starts_with("token=***"));
     }
 }
