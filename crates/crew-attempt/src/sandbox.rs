@@ -345,9 +345,13 @@ fn install_dir(program: &Path, home: Option<&Path>) -> Option<PathBuf> {
 /// runtime directory, or what the daemon named at start-up (`keep_out`: its state directory
 /// and socket).
 fn holds_home(dir: &Path, home: Option<&Path>) -> bool {
-    let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    held_by(dir, home).is_some()
+}
+
+/// What of `holds_home`'s paths `dir` holds (the first), if any.
+fn held_by(dir: &Path, home: Option<&Path>) -> Option<PathBuf> {
     if dir.parent().is_none() {
-        return true;
+        return Some(dir.to_path_buf());
     }
     let runtime_dir = std::env::var_os("XDG_RUNTIME_DIR")
         .filter(|d| !d.is_empty())
@@ -358,7 +362,37 @@ fn holds_home(dir: &Path, home: Option<&Path>) -> bool {
         .chain([PathBuf::from("/tmp"), std::env::temp_dir()])
         .chain(runtime_dir)
         .chain(private.iter().cloned())
-        .any(|p| real(&p).starts_with(dir) || p.starts_with(dir))
+        .find(|p| real(p).starts_with(dir) || p.starts_with(dir))
+}
+
+fn real(p: &Path) -> PathBuf {
+    std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf())
+}
+
+/// Why `cwd` cannot be the working directory of a box that binds it as it is (a run in shared
+/// mode): it is `/` or holds what no box may bring in (`holds_home`: the home directory, `/tmp`,
+/// the runtime directory, crewd's state, socket and config), or it is inside one of `own`
+/// (the daemon's own folders). Either way the agent would be given them, writable when it
+/// edits files.
+pub fn workdir_problem(cwd: &Path, home: Option<&Path>, own: &[&Path]) -> Option<String> {
+    let given = std::path::absolute(cwd).unwrap_or_else(|_| cwd.to_path_buf());
+    let resolved = real(&given);
+    if let Some(held) = held_by(&resolved, home).or_else(|| held_by(&given, home)) {
+        return Some(format!(
+            "{} holds {}, which a boxed agent must not be given",
+            cwd.display(),
+            held.display()
+        ));
+    }
+    own.iter()
+        .find(|p| resolved.starts_with(real(p)) || given.starts_with(p))
+        .map(|p| {
+            format!(
+                "{} is inside {}, which crew keeps out of every box",
+                cwd.display(),
+                p.display()
+            )
+        })
 }
 
 /// Paths no install folder may bring into a box (`holds_home`), named once by the daemon.

@@ -4,7 +4,9 @@
 //! the clipboard, a bidi override would make a line read other than it is. Everything crewctl
 //! writes to a terminal passes through [`term`], which writes such characters as visible
 //! `\uXXXX` escapes (valid inside JSON strings too, so `--json` on a terminal stays JSON) and
-//! lets through only the colour codes crewctl itself paints (`style.rs`).
+//! lets through only the colour codes crewctl itself paints (`style.rs`). A colour left on at
+//! the end of the text (a model's own, unclosed) is reset there, so it cannot colour what
+//! crewctl prints after it.
 
 use std::borrow::Cow;
 
@@ -16,11 +18,14 @@ pub fn term(s: &str) -> Cow<'_, str> {
     }
     let mut out = String::with_capacity(s.len() + 16);
     let mut rest = s;
+    let mut colour = Colour::default();
     while let Some(c) = rest.chars().next() {
         let n = c.len_utf8();
         if c == '\u{1b}' {
             if let Some(len) = own_sgr(rest) {
-                out.push_str(rest.get(..len).unwrap_or_default());
+                let sgr = rest.get(..len).unwrap_or_default();
+                colour.apply(sgr);
+                out.push_str(sgr);
                 rest = rest.get(len..).unwrap_or_default();
                 continue;
             }
@@ -37,7 +42,40 @@ pub fn term(s: &str) -> Cow<'_, str> {
         }
         rest = rest.get(n..).unwrap_or_default();
     }
+    if colour.on() {
+        out.push_str("\u{1b}[0m");
+    }
     Cow::Owned(out)
+}
+
+/// Which of the attributes `own_sgr` lets through are on.
+#[derive(Default)]
+struct Colour {
+    foreground: bool,
+    intensity: bool,
+}
+
+impl Colour {
+    /// After `sgr` (one `own_sgr` sequence).
+    fn apply(&mut self, sgr: &str) {
+        let params = sgr
+            .strip_prefix("\u{1b}[")
+            .and_then(|p| p.strip_suffix('m'))
+            .unwrap_or_default();
+        for p in params.split(';') {
+            match p {
+                "" | "0" => *self = Colour::default(),
+                "1" | "2" => self.intensity = true,
+                "22" => self.intensity = false,
+                "39" => self.foreground = false,
+                _ => self.foreground = true,
+            }
+        }
+    }
+
+    fn on(&self) -> bool {
+        self.foreground || self.intensity
+    }
 }
 
 /// C0 and C1 controls, DEL, and the Unicode bidi formatting characters.
@@ -83,6 +121,23 @@ mod tests {
             ("bidi \u{202e}txt.exe", "bidi \\u202etxt.exe"),
             ("conceal \u{1b}[8mx", "conceal \\u001b[8mx"),
             ("\u{7f}", "\\u007f"),
+        ];
+        for (input, want) in cases {
+            assert_eq!(term(input), want, "{input:?}");
+        }
+    }
+
+    #[test]
+    fn a_colour_left_on_is_reset_at_the_end() {
+        let cases = [
+            ("after\u{1b}[31mred", "after\u{1b}[31mred\u{1b}[0m"),
+            (
+                "\u{1b}[1;33mbold\u{1b}[22m",
+                "\u{1b}[1;33mbold\u{1b}[22m\u{1b}[0m",
+            ),
+            ("\u{1b}[31mred\u{1b}[39m ok", "\u{1b}[31mred\u{1b}[39m ok"),
+            ("\u{1b}[2mdim\u{1b}[0m", "\u{1b}[2mdim\u{1b}[0m"),
+            ("\u{1b}[36m\u{1b}[m", "\u{1b}[36m\u{1b}[m"),
         ];
         for (input, want) in cases {
             assert_eq!(term(input), want, "{input:?}");

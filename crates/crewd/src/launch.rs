@@ -337,6 +337,7 @@ async fn resolve(
     let team = shape.first_team(&plan).and_then(|t| catalog.team(t));
     let workspace = workspace(shared, p, shape, &catalog, team, preview, &mut notes).await?;
     crate::placement::check_workspace(&checked.runtime, checked.rt.placement, workspace.is_some())?;
+    crate::executor::sandbox::check_run_workdir(shared, &checked.rt, cwd, workspace.is_some())?;
     let job_shapes = job_shapes(&shared.config, &checked.runtime, &plan);
     crate::candidates::check(shared, &plan, workspace.is_some(), cwd)?;
     Ok(Resolved {

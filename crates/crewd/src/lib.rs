@@ -40,7 +40,7 @@ pub mod writer;
 use anyhow::Context;
 use crew_core::run::{EventBody, Pending};
 use std::os::unix::fs::PermissionsExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 fn default_state_dir() -> PathBuf {
@@ -156,11 +156,42 @@ pub fn run(cli: Options) -> anyhow::Result<()> {
                 .unwrap_or_else(crew_api::paths::default_socket)
         });
 
+    keep_out_of_boxes(&config, &config_path, &state_dir, &socket_path);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("crewd")
         .build()?;
     rt.block_on(serve(config, state_dir, socket_path, listener))
+}
+
+/// What no box may bring in, neither as an agent's install folder nor as a run's working
+/// directory: the state and the socket; the config (an agent that rewrote it would turn the
+/// box off at the next start) and crew's folder in the user's config, with their teams and
+/// workflows; the Slurm staging folders, which hold every remote attempt's keys and tokens.
+/// A bare socket name is in crewd's own folder (as `listen::bind` takes it).
+fn keep_out_of_boxes(config: &config::Config, config_path: &Path, state_dir: &Path, socket: &Path) {
+    let parent_of = |p: &Path| match p.parent() {
+        Some(d) if d.as_os_str().is_empty() => PathBuf::from("."),
+        other => other.map(Path::to_path_buf).unwrap_or_default(),
+    };
+    let slurm = config.slurm.as_ref();
+    crew_attempt::sandbox::keep_out(
+        [
+            Some(state_dir.to_path_buf()),
+            Some(parent_of(socket)),
+            Some(config_path.to_path_buf()),
+            crate::resources::config_home().map(|d| d.join("crew")),
+        ]
+        .into_iter()
+        .chain([
+            slurm.map(|s| s.staging_dir.clone()),
+            slurm.and_then(|s| s.token_file.clone()),
+        ])
+        .flatten()
+        .filter(|p| !p.as_os_str().is_empty())
+        .map(|p| std::path::absolute(&p).unwrap_or(p))
+        .collect(),
+    );
 }
 
 async fn serve(
@@ -174,26 +205,6 @@ async fn serve(
     let signals = (
         signal(SignalKind::terminate())?,
         signal(SignalKind::interrupt())?,
-    );
-    // No agent's install folder brings the state or the socket into its box.
-    // A bare socket name is in crewd's own folder (as `listen::bind` takes it); the Slurm
-    // staging folders hold every remote attempt's keys and tokens.
-    let socket_dir = match socket.parent() {
-        Some(p) if p.as_os_str().is_empty() => PathBuf::from("."),
-        other => other.map(std::path::Path::to_path_buf).unwrap_or_default(),
-    };
-    let slurm = config.slurm.as_ref();
-    crew_attempt::sandbox::keep_out(
-        [Some(state_dir.clone()), Some(socket_dir)]
-            .into_iter()
-            .chain([
-                slurm.map(|s| s.staging_dir.clone()),
-                slurm.and_then(|s| s.token_file.clone()),
-            ])
-            .flatten()
-            .filter(|p| !p.as_os_str().is_empty())
-            .map(|p| std::path::absolute(&p).unwrap_or(p))
-            .collect(),
     );
     let (journal, state) = open_state(&config, &state_dir).await?;
     let shared = Arc::new(shared::Shared::new(

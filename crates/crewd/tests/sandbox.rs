@@ -1084,3 +1084,66 @@ fn a_task_branch_the_user_checked_out_meanwhile_is_not_moved_under_them() {
     );
     assert_eq!(kept, "work");
 }
+
+/// Shared mode binds the run's working directory into the box as it is: one that holds the
+/// home directory, `/`, or crewd's state, socket and config, or lies inside the state, is
+/// refused before anything runs (the agent would be given them, writable when it edits);
+/// `team.plan` says the same. A project folder beside them runs.
+#[test]
+fn in_shared_mode_a_workdir_holding_the_home_or_crews_own_files_is_refused() {
+    const NAME: &str = "in_shared_mode_a_workdir_holding_the_home_or_crews_own_files_is_refused";
+    if let Err(why) = bwrap_works() {
+        skip(NAME, &format!("bubblewrap cannot make a box here: {why}"));
+    }
+    out_of_tmp();
+    let d = Daemon::start_with(Opts {
+        config: "sandbox = \"required\"\nallow_no_change = true\n".into(),
+        env: vec![],
+    });
+    let runs = d.state_dir.join("runs");
+    std::fs::create_dir_all(&runs).unwrap();
+    let cases = [
+        (d.dir.path().to_path_buf(), "holds"),
+        (d.home.clone(), "holds"),
+        (Path::new("/").to_path_buf(), "holds"),
+        (runs.clone(), "is inside"),
+    ];
+    let goal = "Plant. [fake:write=planted.txt:x]";
+    for (cwd, why) in &cases {
+        let params = json!({"goal": goal, "agent": "executor", "runtime": "fake", "cwd": cwd});
+        for method in ["team.run", "team.plan"] {
+            let e = d.err(method, params.clone());
+            let message = e["message"].as_str().unwrap_or_default();
+            assert_eq!(e["code"], 1003, "{method} in {}: {e}", cwd.display());
+            assert!(
+                message.contains("cannot box an agent in this working directory")
+                    && message.contains(why),
+                "{method} in {}: {message}",
+                cwd.display()
+            );
+        }
+        assert!(!cwd.join("planted.txt").exists(), "{}", cwd.display());
+    }
+    let e = d.err(
+        "team.run",
+        json!({"goal": goal, "agent": "executor", "runtime": "fake", "cwd": d.dir.path()}),
+    );
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(&d.state_dir.display().to_string())
+            || e["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains(&d.home.display().to_string()),
+        "names what it would give away: {e}"
+    );
+    assert!(d.ok("team.list", json!({}))["runs"]
+        .as_array()
+        .unwrap()
+        .is_empty());
+    let run = d.run(goal, json!({"agent": "executor"}));
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    assert!(d.work.join("planted.txt").exists());
+}

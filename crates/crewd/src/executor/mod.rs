@@ -566,6 +566,9 @@ async fn run_process(
         Err(e) => return failed(e, artifacts),
     };
     if bwrap.is_some() {
+        if let Err(e) = sandbox::check_workdir(shared, spec) {
+            return failed(e, artifacts);
+        }
         sandbox::inside_box(
             spec.runtime.adapter,
             &mut worker.command,

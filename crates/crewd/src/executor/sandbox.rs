@@ -118,6 +118,7 @@ pub fn command_box(
     let Some(bwrap) = bwrap_for(mode(&shared.config, &spec.runtime))? else {
         return Ok(None);
     };
+    check_workdir(shared, spec)?;
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let worktree = own_worktree(shared, spec);
     let b = crew_attempt::sandbox::command_spec(
@@ -205,6 +206,69 @@ pub async fn recover_objects(shared: &crate::shared::Shared, runs: Vec<(PathBuf,
 pub fn boxes(config: &Config, runtime: &RuntimeConfig) -> bool {
     runtime.placement == crate::placement::Placement::Local
         && matches!(bwrap_for(mode(config, runtime)), Ok(Some(_)))
+}
+
+/// A shared-mode attempt's box binds the run's working directory as it is: refused where that
+/// would give the agent the home directory or crewd's own folders
+/// (`crew_attempt::sandbox::workdir_problem`). In worktree mode the box binds the task's own
+/// worktree instead.
+pub fn check_workdir(
+    shared: &crate::shared::Shared,
+    spec: &crate::attempt::AttemptSpec,
+) -> Result<(), String> {
+    if spec.workspace.is_some() {
+        return Ok(());
+    }
+    match workdir_problem(&shared.state_dir, Path::new(&spec.cwd)) {
+        Some(why) => Err(workdir_refusal(&why)),
+        None => Ok(()),
+    }
+}
+
+/// `crew_attempt::sandbox::workdir_problem` with the daemon's own folders: its state and crew's
+/// folder in the user's config.
+fn workdir_problem(state_dir: &Path, cwd: &Path) -> Option<String> {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let config = crate::resources::config_home().map(|d| d.join("crew"));
+    let own: Vec<&Path> = std::iter::once(state_dir)
+        .chain(config.as_deref())
+        .collect();
+    crew_attempt::sandbox::workdir_problem(cwd, home.as_deref(), &own)
+}
+
+fn workdir_refusal(why: &str) -> String {
+    format!(
+        "cannot box an agent in this working directory: {why}; run in a project folder, or in \
+         worktree mode (--workspace worktree)"
+    )
+}
+
+/// `team.run`/`team.plan` of a run in shared mode on a runtime that boxes: refused (1003)
+/// when its working directory cannot be a box's (`check_workdir`), before anything runs.
+pub fn check_run_workdir(
+    shared: &crate::shared::Shared,
+    runtime: &RuntimeConfig,
+    cwd: &Path,
+    worktree: bool,
+) -> Result<(), crew_api::ApiError> {
+    let config = &shared.config;
+    if worktree || !boxes(config, &in_project(config, runtime, cwd)) {
+        return Ok(());
+    }
+    let Some(why) = workdir_problem(&shared.state_dir, cwd) else {
+        return Ok(());
+    };
+    let message = workdir_refusal(&why);
+    let d = crew_core::resource::Diagnostic::error(
+        crew_core::plan::REQUEST,
+        None,
+        Some("cwd"),
+        message.clone(),
+    );
+    Err(crew_api::ApiError::validation(
+        message,
+        vec![crate::diagnostic::to_api(&d)],
+    ))
 }
 
 /// `team.plan`: the box `t` would run in, or `None` (unboxed: `sandbox = "off"`, or
