@@ -782,3 +782,55 @@ fn kill_9_during_an_unboxed_resolver_runs_it_again_not_taking_its_commit() {
         .count();
     assert_eq!(starts, 2, "the agent ran again");
 }
+
+/// A join that changes nothing takes the user's resolution as its result: the branch's tip is
+/// the user's commit, which crew adopted. After a restart the finished run is no longer
+/// resident; `prune` still knows the tip is the task's result and removes the branch, as
+/// `forget` does, instead of keeping it as "someone committed on it".
+#[test]
+fn prune_after_a_restart_removes_a_branch_whose_adopted_resolution_is_the_result() {
+    let mut d = Daemon::start_with(Opts {
+        config: "allow_no_change = true\n".into(),
+        env: vec![],
+    });
+    let w = repo(&d).to_path_buf();
+    let w = w.as_path();
+    d.project_file(
+        "teams/clash.team.md",
+        "---\nname: clash\ndefaultWorkflow: clash\n---\n\n- rl: agent=executor\n- rr: agent=executor\n- rj: agent=executor\n",
+    );
+    d.project_file(
+        "workflows/clash.workflow.md",
+        "---\nname: clash\n---\n\n## left\nrole: rl\n\n[fake:write=a.txt:one\\nLEFT\\nthree\\n]\n\n\
+         ## right\nrole: rr\n\n[fake:write=a.txt:one\\nRIGHT\\nthree\\n]\n\n\
+         ## join\nrole: rj\ndependsOn: left, right\n\n[fake:cat=a.txt]\n",
+    );
+    let run = start(&d);
+    assert_eq!(d.wait(&run), "blocked", "{}", d.status(&run));
+    let st = d.status(&run);
+    let message = Daemon::task(&st, "03_join")["error"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (resume_cmd, _) = follow(w, &message, &[]);
+    let branch = format!("crew/tasks/{run}/03_join");
+    let resolved = branch_tip(w, &branch);
+    resume(&d, &resume_cmd);
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    assert_eq!(commit_of(&d, &run, "03_join"), resolved);
+
+    // A clean stop (`crewctl daemon stop`): the next start reads its snapshot, with the
+    // finished run not resident.
+    d.stop();
+    d.spawn(&[]);
+    let r = d.ok("team.prune", json!({"keep": 0}));
+    assert!(!r["notes"].to_string().contains(&branch), "{r}");
+    assert_eq!(
+        git(
+            w,
+            &["for-each-ref", &format!("refs/heads/crew/tasks/{run}/")]
+        ),
+        "",
+        "{r}"
+    );
+}

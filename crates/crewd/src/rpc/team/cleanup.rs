@@ -89,6 +89,30 @@ pub(super) async fn prune(ctx: Arc<Ctx>, p: P<TeamPrune>) -> Out<TeamPrune> {
         ),
     };
     let force = p.force.unwrap_or(false);
+    // What each run to prune knows of its repository and branch tips, as forget has it: an
+    // evicted run (any finished run after a restart) is loaded for it, or a branch crew
+    // adopted from the user would be taken for someone else's commit and kept.
+    let victims = ctx
+        .actor
+        .call(move |core| {
+            core.state
+                .prune(keep as usize, older)
+                .map_err(views::core_error)
+        })
+        .await?;
+    let mut known = std::collections::BTreeMap::new();
+    for id in &victims {
+        let found = with_run(&ctx, id, |r| {
+            (
+                crate::workspace::cleanup::recorded_tips(r),
+                crate::workspace::cleanup::repo_of_run(r),
+            )
+        })
+        .await;
+        if let Ok(found) = found {
+            known.insert(id.clone(), found);
+        }
+    }
     let shared = ctx.shared.clone();
     let (mut pruned, runs) = ctx
         .actor
@@ -97,18 +121,23 @@ pub(super) async fn prune(ctx: Arc<Ctx>, p: P<TeamPrune>) -> Out<TeamPrune> {
                 .state
                 .prune(keep as usize, older)
                 .map_err(views::core_error)?;
-            // What a resident run knows of its repository and branch tips, as forget has it;
-            // an evicted one goes by the file beside its worktrees.
+            // A run that came to be pruned meanwhile goes by what is resident, else by the
+            // file beside its worktrees.
             let runs: Vec<crate::workspace::cleanup::Forgotten> = victims
                 .iter()
                 .map(|id| {
-                    let run = core.state.run(id);
+                    let (recorded, repo) = known.remove(id).unwrap_or_else(|| {
+                        let run = core.state.run(id);
+                        (
+                            run.map(crate::workspace::cleanup::recorded_tips)
+                                .unwrap_or_default(),
+                            run.and_then(crate::workspace::cleanup::repo_of_run),
+                        )
+                    });
                     crate::workspace::cleanup::Forgotten {
                         run_id: id.clone(),
-                        recorded: run
-                            .map(crate::workspace::cleanup::recorded_tips)
-                            .unwrap_or_default(),
-                        repo: run.and_then(crate::workspace::cleanup::repo_of_run),
+                        recorded,
+                        repo,
                     }
                 })
                 .collect();
