@@ -606,6 +606,12 @@ export interface ResultCacheStat {
 }
 
 export interface ResumeParams {
+  /**
+   * The run's token budget from now on (> 0; a run without one gets one, with the default
+   * fractions). A run its budget stopped is resumed only with one its usage does not spend:
+   * without it the call fails with 1002, saying how much it takes.
+   */
+  budgetTokens?: number | null;
   /** Required for a run imported with `team.import` (see `team.retry`). */
   confirmImported?: boolean | null;
   runId: string;
@@ -1304,6 +1310,12 @@ export interface Methods {
   /** Re-queue failed, cancelled, skipped and needs_attention tasks and continue. */
   "team.resume": {
     params: {
+      /**
+       * The run's token budget from now on (> 0; a run without one gets one, with the default
+       * fractions). A run its budget stopped is resumed only with one its usage does not spend:
+       * without it the call fails with 1002, saying how much it takes.
+       */
+      budgetTokens?: number | null;
       /** Required for a run imported with `team.import` (see `team.retry`). */
       confirmImported?: boolean | null;
       runId: string;

@@ -485,7 +485,7 @@ impl Harness {
             }
             Cmd::Resume { run } => {
                 let run = self.run_id(run);
-                if let Ok((ps, _)) = self.st.resume_run(&run) {
+                if let Ok((ps, _)) = self.st.resume_run(&run, None) {
                     self.emit(ps)?;
                     self.settle(&run)?;
                 }

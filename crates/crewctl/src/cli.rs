@@ -80,6 +80,9 @@ pub enum Command {
         /// Run an imported run's prompts and tools (shown when this is refused without it)
         #[arg(long)]
         confirm_imported: bool,
+        /// The run's token budget from now on: how a run its budget stopped goes on
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(i64).range(1..))]
+        budget_tokens: Option<i64>,
     },
     /// Run the named tasks again with a new attempt
     Retry {

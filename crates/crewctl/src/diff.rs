@@ -118,24 +118,81 @@ pub async fn print_integration(ctx: &Ctx, run_id: &str) {
     else {
         return;
     };
-    let Some(ws) = s.workspace else { return };
-    // The form every other hint prints (`summary`, `logs`): `diff` and `apply` resolve it
-    // as every verb does.
-    let short = crate::render::ids::hint(run_id);
+    if let Some(line) = integration_line(&s, &crate::render::ids::hint(run_id)) {
+        let _ = outln(&line);
+    }
+}
+
+/// Where a worktree run's result is and what to do with it (`short`: the run as hints name
+/// it, which `diff` and `apply` resolve as every verb does). `None`: not a worktree run.
+fn integration_line(s: &crew_api::types::StatusResult, short: &str) -> Option<String> {
+    let ws = s.workspace.as_ref()?;
     let failing = s.run.verdict.as_deref().filter(|v| *v != "pass");
-    let line = match &ws.integrated {
+    Some(match &ws.integrated {
         Some(i) if failing.is_some() => format!(
             "Result on {}: {}, but the judges did not pass it (verdict: {}). See it: crewctl diff {short} · take it anyway: crewctl apply --force {short}",
             i.branch,
             diffstat(i.files, i.insertions, i.deletions),
             failing.unwrap_or_default()
         ),
+        // Nothing changed (the team found nothing to do): nothing to take.
+        Some(i) if i.files == 0 => format!("Result on {}: no changes.", i.branch),
         Some(i) => format!(
             "Result on {}: {}. See it: crewctl diff {short} · take it: crewctl apply {short}",
             i.branch,
             diffstat(i.files, i.insertions, i.deletions)
         ),
         None => format!("Nothing integrated on {} yet.", ws.branch),
-    };
-    let _ = outln(&line);
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crew_api::types::{RunWorkspaceView, TaskCommitView, WorkspaceMode};
+
+    #[test]
+    fn the_result_line_says_what_there_is_to_take() {
+        let mut s = crate::render::runs::tests::status_fixture();
+        assert_eq!(integration_line(&s, "abc"), None, "not a worktree run");
+        let commit = |files| TaskCommitView {
+            branch: "crew/r".into(),
+            start: "s".into(),
+            commit: "c".into(),
+            files,
+            insertions: 2,
+            deletions: 1,
+        };
+        let mut ws = RunWorkspaceView {
+            mode: WorkspaceMode::Worktree,
+            repo: "/repo".into(),
+            base: "b".into(),
+            dirty_base: false,
+            branch: "crew/r".into(),
+            integrated: None,
+            tasks: Default::default(),
+        };
+        s.workspace = Some(ws.clone());
+        assert_eq!(
+            integration_line(&s, "abc").unwrap(),
+            "Nothing integrated on crew/r yet."
+        );
+        ws.integrated = Some(commit(0));
+        s.workspace = Some(ws.clone());
+        assert_eq!(
+            integration_line(&s, "abc").unwrap(),
+            "Result on crew/r: no changes."
+        );
+        ws.integrated = Some(commit(3));
+        s.workspace = Some(ws);
+        let line = integration_line(&s, "abc").unwrap();
+        assert!(
+            line.starts_with("Result on crew/r: 3 files changed, +2 -1.")
+                && line.ends_with("take it: crewctl apply abc"),
+            "{line}"
+        );
+        s.run.verdict = Some("fail".into());
+        let line = integration_line(&s, "abc").unwrap();
+        assert!(line.contains("apply --force abc"), "{line}");
+    }
 }

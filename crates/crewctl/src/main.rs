@@ -74,7 +74,8 @@ async fn dispatch(ctx: &Ctx, command: Command) -> anyhow::Result<u8> {
         Command::Resume {
             run_id,
             confirm_imported,
-        } => runs::resume(ctx, &run_id, confirm_imported).await,
+            budget_tokens,
+        } => runs::resume(ctx, &run_id, confirm_imported, budget_tokens).await,
         Command::Retry {
             run_id,
             task_ids,

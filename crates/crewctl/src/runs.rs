@@ -357,21 +357,31 @@ pub async fn cancel(ctx: &Ctx, run: &RunRef, reason: Option<String>) -> anyhow::
     Ok(exit::SUCCESS)
 }
 
-pub async fn resume(ctx: &Ctx, run: &RunRef, confirm_imported: bool) -> anyhow::Result<u8> {
+pub async fn resume(
+    ctx: &Ctx,
+    run: &RunRef,
+    confirm_imported: bool,
+    budget_tokens: Option<i64>,
+) -> anyhow::Result<u8> {
     let conn = ctx.connect().await?;
     let run_id = &run.resolve(&conn).await?;
-    // What blocked it, to tell "blocked again by the same" from a new block after the resume.
+    // What blocked it and how many attempts ran, to tell "blocked again by the same, nothing
+    // ran" from a new block, or the same one after agents ran (a resolver that gave up again).
     let before = conn
         .call::<TeamStatus>(&RunIdParams {
             run_id: run_id.to_string(),
         })
         .await
         .ok()
-        .and_then(|s| s.run.reason);
+        .map(|s| Before {
+            attempts: attempts(&s),
+            reason: s.run.reason,
+        });
     let r = conn
         .call::<TeamResume>(&ResumeParams {
             run_id: run_id.to_string(),
             confirm_imported: confirm_imported.then_some(true),
+            budget_tokens,
         })
         .await?;
     if ctx.json {
@@ -383,7 +393,7 @@ pub async fn resume(ctx: &Ctx, run: &RunRef, confirm_imported: bool) -> anyhow::
     // yet, a resolution refused again), which blocks it again at once, requeued or not: no
     // agent runs for it. Look briefly, and say so.
     if r.status == RunStatus::Running {
-        if let Some(code) = blocked_again(&conn, run_id, before.as_deref()).await? {
+        if let Some(code) = blocked_again(&conn, run_id, before.as_ref()).await? {
             return Ok(code);
         }
     }
@@ -399,13 +409,25 @@ pub async fn resume(ctx: &Ctx, run: &RunRef, confirm_imported: bool) -> anyhow::
 /// How long a resume looks whether the run blocks again at once.
 const BLOCKED_AGAIN_MS: i64 = 1_500;
 
+/// A run as it was before its resume.
+struct Before {
+    reason: Option<String>,
+    attempts: u64,
+}
+
+/// Every attempt the run's tasks have made.
+fn attempts(s: &StatusResult) -> u64 {
+    s.tasks.iter().map(|t| u64::from(t.attempts)).sum()
+}
+
 /// The exit status of a resumed run that blocked again within `BLOCKED_AGAIN_MS`, having said
-/// why — by what blocked it before (`before`: nothing changed), or by something new (a task
-/// that asks at once); `None` while it goes on.
+/// why — by what blocked it before with no attempt made since (`before`: nothing changed), or
+/// by something new or after agents ran (a task that asks at once, a resolver that gave up
+/// again); `None` while it goes on.
 async fn blocked_again(
     conn: &Conn,
     run_id: &str,
-    before: Option<&str>,
+    before: Option<&Before>,
 ) -> anyhow::Result<Option<u8>> {
     let w = conn
         .call::<TeamWait>(&WaitParams {
@@ -423,7 +445,10 @@ async fn blocked_again(
         .await?;
     let reason = s.run.reason.as_deref().unwrap_or("no reason given");
     let summary = crate::render::follow::reason_summary(reason, run_id).join("\n  ");
-    let what = if before == s.run.reason.as_deref() {
+    let unchanged = before.is_some_and(|b| {
+        b.reason.as_deref() == s.run.reason.as_deref() && b.attempts == attempts(&s)
+    });
+    let what = if unchanged {
         "was resumed and blocked again at once: nothing it waits on has changed"
     } else {
         "was resumed and is blocked again"

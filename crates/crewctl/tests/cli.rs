@@ -638,6 +638,35 @@ async fn a_resume_that_blocks_again_at_once_says_so() {
     assert!(said.contains("was resumed and is blocked again"), "{said}");
     assert!(!said.contains("nothing it waits on has changed"), "{said}");
     assert!(said.contains("asks a question"), "{said}");
+    // Blocked again by the same after agents ran (a resolver that gave up again): not
+    // "nothing changed" either.
+    let mut s = Script::default();
+    s.results.insert(
+        "team.resume",
+        json!({"status": "running", "requeuedTaskIds": ["_resolve-03_join-1"]}),
+    );
+    s.results
+        .insert("team.wait", json!({"status": "blocked", "finished": true}));
+    let reason = json!("task _resolve-03_join-1 needs attention: conflict markers left");
+    let with_attempts = |n: u32| {
+        let mut t = task("_resolve-03_join-1", "needs_attention");
+        t["attempts"] = json!(n);
+        let mut st = status("blocked", vec![t]);
+        st["run"]["reason"] = reason.clone();
+        st
+    };
+    s.sequence.insert(
+        "team.status",
+        vec![with_attempts(2), with_attempts(4)]
+            .into_iter()
+            .collect(),
+    );
+    let mock = Mock::start(s).await;
+    let o = crewctl(&mock.socket, &["resume", "r-1"]).await;
+    assert_eq!(code(&o), 2, "{}{}", stdout(&o), stderr(&o));
+    let said = stdout(&o);
+    assert!(said.contains("was resumed and is blocked again"), "{said}");
+    assert!(!said.contains("nothing it waits on has changed"), "{said}");
     // One that goes on is running.
     let mut s = Script::default();
     s.results.insert(

@@ -230,7 +230,7 @@ fn budget(b: Option<&BudgetParams>) -> Result<Option<Budget>, ApiError> {
             "must be a positive number of tokens",
         ));
     }
-    let warn_at = b.warn_at.unwrap_or(0.8);
+    let warn_at = b.warn_at.unwrap_or(Budget::DEFAULT_WARN_AT);
     let abort_at = b.abort_at.unwrap_or(1.0);
     // Written as negations so that NaN, which fails every comparison, is refused too.
     if !(warn_at > 0.0 && warn_at <= 1.0) {

@@ -314,6 +314,7 @@ mod tests {
     fn resumed() -> EventBody {
         EventBody::RunResumed {
             requeued_task_ids: Vec::new(),
+            budget_tokens: None,
         }
     }
 

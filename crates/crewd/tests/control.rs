@@ -543,7 +543,7 @@ fn ms_between(a: &Value, b: &Value) -> i64 {
 
 #[test]
 fn budget_stops_a_run_mid_task_and_holds_after_resume() {
-    let d = daemon("");
+    let mut d = daemon("");
     spender(&d);
     let runs = list(&d);
     for bad in [json!({"tokens": 0}), json!({"tokens": -5})] {
@@ -572,24 +572,49 @@ fn budget_stops_a_run_mid_task_and_holds_after_resume() {
     let exceeded = pos(&evs, "run.budget_exceeded", "").expect("budget exceeded");
     assert!(st["run"]["budget"]["used"].as_u64().unwrap() >= 3000);
 
-    // The budget is part of the run: a resume does not lift it.
+    // The budget is part of the run: a resume without a larger one is refused (the run would
+    // stop again at once), saying how much it takes; so is one its usage already spends.
     let before = evs.len();
-    d.ok("team.resume", json!({"runId": run}));
-    assert_eq!(d.wait(&run), "failed");
-    let st = d.status(&run);
-    assert_eq!(st["run"]["reason"], "budget_exceeded");
+    let used = st["run"]["budget"]["used"].as_u64().unwrap();
+    let e = d.err("team.resume", json!({"runId": run}));
+    assert_eq!(code(&e), 1002, "{e}");
+    let message = e["message"].as_str().unwrap();
+    assert!(
+        message.contains("--budget-tokens") && message.contains(&format!("at least {}", used + 1)),
+        "{message}"
+    );
+    let e = d.err("team.resume", json!({"runId": run, "budgetTokens": used}));
+    assert_eq!(code(&e), 1002, "{e}");
+    assert!(
+        e["message"].as_str().unwrap().contains("spent already"),
+        "{e}"
+    );
+    let e = d.err("team.resume", json!({"runId": run, "budgetTokens": 0}));
+    assert_eq!(code(&e), -32602, "{e}");
+    assert_eq!(
+        d.events(Some(&run)).len(),
+        before,
+        "a refused resume journals nothing"
+    );
+    assert_eq!(d.status(&run)["run"]["status"], "failed");
+
+    // With a larger one the run goes on: its task runs again under the new budget, which a
+    // restart keeps (it is in the journaled `run.resumed`).
+    d.ok(
+        "team.resume",
+        json!({"runId": run, "budgetTokens": 1_000_000}),
+    );
+    wait_event(&d, &run, "the task runs again", |e| {
+        is(e, "task.started", "01_only") && e["data"]["attempt"] == 2
+    });
     let after = &d.events(Some(&run))[before..];
-    assert_eq!(after[0]["type"], "run.resumed");
-    assert!(
-        pos(after, "run.budget_exceeded", "").is_some(),
-        "{:?}",
-        types(after)
-    );
-    assert!(
-        pos(after, "task.started", "").is_none(),
-        "{:?}",
-        types(after)
-    );
+    assert_eq!(after[0]["type"], "run.resumed", "{:?}", types(after));
+    assert_eq!(after[0]["data"]["budgetTokens"], 1_000_000, "{}", after[0]);
+    assert_eq!(d.status(&run)["run"]["budget"]["tokens"], 1_000_000);
+    d.restart();
+    assert_eq!(d.status(&run)["run"]["budget"]["tokens"], 1_000_000);
+    d.ok("team.cancel", json!({"runId": run}));
+    assert_eq!(d.wait(&run), "cancelled");
 
     // Checked last so everything above runs either way. Usage goes 1000, 2000, 3000 here: it
     // passes the warning (2400) and the abort (3000) in one step, and the warning must still be

@@ -642,6 +642,11 @@ pub struct ResumeParams {
     /// Required for a run imported with `team.import` (see `team.retry`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub confirm_imported: Option<bool>,
+    /// The run's token budget from now on (> 0; a run without one gets one, with the default
+    /// fractions). A run its budget stopped is resumed only with one its usage does not spend:
+    /// without it the call fails with 1002, saying how much it takes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_tokens: Option<i64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]

@@ -211,7 +211,15 @@ fn apply_run_level(run: &mut RunState, ev: &Event) -> bool {
             reason,
             cancelled_task_ids,
         } => apply_cancelled(run, reason.as_ref(), cancelled_task_ids, ev.time),
-        EventBody::RunResumed { requeued_task_ids } => apply_resumed(run, requeued_task_ids),
+        EventBody::RunResumed {
+            requeued_task_ids,
+            budget_tokens,
+        } => {
+            if let Some(tokens) = budget_tokens {
+                raise_budget(run, *tokens);
+            }
+            apply_resumed(run, requeued_task_ids)
+        }
         EventBody::RunBudgetWarning { .. } => run.budget_warned = true,
         EventBody::RunBudgetExceeded { .. } => run.halted = true,
         EventBody::PlanApprovalRequired { .. } => run.approval = Approval::Pending,
@@ -288,6 +296,15 @@ fn apply_cancelled(
 }
 
 /// `run.resumed`: the named tasks go back to the queue, and the stopped run goes on.
+/// The run's budget is `tokens` from now on (its fractions kept, or the defaults where it had
+/// none); its warning may come again.
+fn raise_budget(run: &mut RunState, tokens: u64) {
+    let mut b = run.spec.budget.unwrap_or(super::types::Budget::of(tokens));
+    b.tokens = tokens;
+    run.spec.budget = Some(b);
+    run.budget_warned = false;
+}
+
 fn apply_resumed(run: &mut RunState, requeued: &[String]) {
     if !requeued.is_empty() {
         run.integration = None;

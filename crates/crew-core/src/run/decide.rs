@@ -2,7 +2,9 @@
 //! None of these mutate; see `apply`.
 
 use super::event::{AttemptEnd, Delivery, EventBody, Pending, ReusedFrom};
-use super::types::{Approval, ArtifactRef, RunSpec, RunState, RunStatus, TaskState, TaskStatus};
+use super::types::{
+    Approval, ArtifactRef, Budget, RunSpec, RunState, RunStatus, TaskState, TaskStatus,
+};
 use super::{not_found, CoreError, State};
 use crate::usage::Usage;
 use chrono::{DateTime, Duration, Utc};
@@ -195,8 +197,20 @@ impl State {
     }
 
     /// Re-queue failed, cancelled, skipped and needs_attention tasks of a run that stopped.
-    pub fn resume_run(&self, run_id: &str) -> Result<(Vec<Pending>, Vec<String>), CoreError> {
+    /// `budget_tokens`: the run's token budget from now on (a run its budget stopped goes on
+    /// only with a larger one).
+    pub fn resume_run(
+        &self,
+        run_id: &str,
+        budget_tokens: Option<u64>,
+    ) -> Result<(Vec<Pending>, Vec<String>), CoreError> {
         let run = self.active_run(run_id)?;
+        if budget_tokens == Some(0) {
+            return Err(CoreError::Invalid {
+                field: "budgetTokens".into(),
+                message: "must be more than 0".into(),
+            });
+        }
         match run.status {
             RunStatus::Queued | RunStatus::Running => {
                 return Err(CoreError::InvalidState(format!(
@@ -211,6 +225,7 @@ impl State {
             }
             _ => {}
         }
+        spent_budget(run, budget_tokens)?;
         // A judge whose fix rounds were spent gets one more round instead of judging again.
         let (fixes, judges) = self.granted_rounds(run);
         let ids: Vec<String> = run
@@ -236,6 +251,7 @@ impl State {
             run_id,
             EventBody::RunResumed {
                 requeued_task_ids: ids.clone(),
+                budget_tokens,
             },
         )];
         out.extend(fixes);
@@ -286,6 +302,7 @@ impl State {
                 "run {run_id} is waiting for plan approval"
             )));
         }
+        spent_budget(run, None)?;
         // Named tasks plus their transitive dependents that were skipped (they were skipped
         // only because something upstream failed) and, in a cancelled run, cancelled (by the
         // run's cancel or a rejected plan: the run goes on now, and they are its rest) — but
@@ -342,6 +359,7 @@ impl State {
                 run_id,
                 EventBody::RunResumed {
                     requeued_task_ids: ids.clone(),
+                    budget_tokens: None,
                 },
             )]
         };
@@ -800,6 +818,36 @@ impl State {
             .map(|s| s.id.clone())
             .collect())
     }
+}
+
+/// A run whose token budget (`raised` from now on, when given) is spent would stop again at
+/// once: refused, saying how much it takes to go on. A run whose tasks all completed is done
+/// whatever it cost (`settle`).
+fn spent_budget(run: &RunState, raised: Option<u64>) -> Result<(), CoreError> {
+    let budget = match (run.spec.budget, raised) {
+        (Some(b), Some(tokens)) => Budget { tokens, ..b },
+        (None, Some(tokens)) => Budget::of(tokens),
+        (Some(b), None) => b,
+        (None, None) => return Ok(()),
+    };
+    let used = run.usage().budget_tokens();
+    if !budget.spent(used) {
+        return Ok(());
+    }
+    let id = &run.id;
+    let need = budget.least_above(used);
+    Err(CoreError::InvalidState(match raised {
+        Some(tokens) => format!(
+            "run {id} has used {used} tokens: a budget of {tokens} is spent already; give at \
+             least {need}"
+        ),
+        None => format!(
+            "run {id} spent its token budget ({used} of {} tokens) and would stop again at \
+             once: resume it with a larger one (crewctl resume {id} --budget-tokens N, at least \
+             {need})",
+            budget.tokens
+        ),
+    }))
 }
 
 /// A failed attempt of task `t` (of `run`), about to say what comes next.

@@ -172,6 +172,14 @@ pub enum EventBody {
     RunResumed {
         #[serde(rename = "requeuedTaskIds")]
         requeued_task_ids: Vec<String>,
+        /// The run's token budget from now on, when the resume raised it (a run its budget
+        /// stopped goes on only with a larger one).
+        #[serde(
+            rename = "budgetTokens",
+            default,
+            skip_serializing_if = "Option::is_none"
+        )]
+        budget_tokens: Option<u64>,
     },
     #[serde(rename = "run.budget_warning")]
     RunBudgetWarning { used: u64, total: u64 },

@@ -55,7 +55,7 @@ fn budget(run: &RunState, counts: &TaskCounts) -> Option<Vec<Pending>> {
     // Summed only here and where an event carries it: this runs after every change, and a sum
     // is O(tasks).
     let used = run.usage().budget_tokens();
-    if !run.halted && used as f64 >= b.abort_at * b.tokens as f64 {
+    if !run.halted && b.spent(used) {
         return Some(budget_exceeded(run, b, used));
     }
     (!run.budget_warned && used as f64 >= b.warn_at * b.tokens as f64)

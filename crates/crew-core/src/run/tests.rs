@@ -743,7 +743,7 @@ fn no_final_text_needs_attention_blocks_the_run_until_resumed() {
     assert!(sim.st.active.contains("r"), "blocked is active");
     assert!(sim.settle_all("r").is_empty(), "blocked once, not again");
 
-    let (ps, ids) = sim.st.resume_run("r").unwrap();
+    let (ps, ids) = sim.st.resume_run("r", None).unwrap();
     assert_eq!(ids, [sim.tid("r", "a")]);
     assert_eq!(names(&sim.control("r", Ok(ps)).unwrap()), ["run.resumed"]);
     assert_eq!(sim.run_status("r"), RunStatus::Running);
@@ -941,6 +941,50 @@ fn budget_warns_once_then_aborts() {
 }
 
 #[test]
+fn a_spent_budget_is_resumed_only_with_a_larger_one() {
+    let mut sim = Sim::new();
+    sim.create(
+        "r",
+        budget_spec(&[("a", &[], false), ("b", &[], false)], 1000),
+    );
+    sim.dispatch(1);
+    let evs = sim.progress("r", "a", 1000);
+    assert!(
+        names(&evs).contains(&"run.failed".to_string()),
+        "{:?}",
+        names(&evs)
+    );
+    let plain = invalid_state(sim.st.resume_run("r", None));
+    assert!(
+        plain.contains("1000 of 1000 tokens") && plain.contains("at least 1001"),
+        "{plain}"
+    );
+    assert!(invalid_state(sim.st.resume_run("r", Some(1000))).contains("spent already"));
+    assert!(matches!(
+        sim.st.resume_run("r", Some(0)),
+        Err(CoreError::Invalid { .. })
+    ));
+    let (ps, ids) = sim.st.resume_run("r", Some(5000)).unwrap();
+    assert_eq!(ids.len(), 2, "{ids:?}");
+    sim.emit(ps);
+    let run = &sim.st.runs["r"];
+    assert_eq!(run.status, RunStatus::Running);
+    assert_eq!(run.spec.budget.map(|b| b.tokens), Some(5000));
+    assert!(
+        !run.budget_warned,
+        "the warning comes again, at 80% of the new budget"
+    );
+    assert_eq!(sim.dispatch(8), ["r/a", "r/b"]);
+    // A run without a budget gets one with the default fractions.
+    sim.create("s", spec(&[("a", &[], false)]));
+    sim.dispatch(8);
+    sim.finish("s", "a", failed(false, 10));
+    let (ps, _) = sim.st.resume_run("s", Some(50)).unwrap();
+    sim.emit(ps);
+    assert_eq!(sim.st.runs["s"].spec.budget, Some(Budget::of(50)));
+}
+
+#[test]
 fn budget_counts_cache_write_but_not_cache_read() {
     let mut sim = Sim::new();
     sim.create("r", budget_spec(&[("a", &[], false)], 100));
@@ -975,7 +1019,7 @@ fn budget_is_enforced_after_resume_with_usage_of_earlier_attempts() {
         names(&sim.finish("r", "a", failed(false, 600))),
         ["task.failed a", "run.failed"]
     );
-    let (ps, _) = sim.st.resume_run("r").unwrap();
+    let (ps, _) = sim.st.resume_run("r", None).unwrap();
     sim.control("r", Ok(ps)).unwrap();
     assert_eq!(sim.dispatch(8), ["r/a"]);
     assert_eq!(
@@ -994,18 +1038,10 @@ fn budget_is_enforced_after_resume_with_usage_of_earlier_attempts() {
     );
     assert_eq!(sim.st.runs["r"].reason.as_deref(), Some("budget_exceeded"));
 
-    // Resuming an over-budget run fails it again at once.
-    let (ps, _) = sim.st.resume_run("r").unwrap();
-    let evs = sim.control("r", Ok(ps)).unwrap();
-    assert_eq!(
-        names(&evs),
-        [
-            "run.resumed",
-            "run.budget_exceeded",
-            "task.skipped a",
-            "run.failed"
-        ]
-    );
+    // Resuming an over-budget run is refused: it would fail again at once.
+    assert!(invalid_state(sim.st.resume_run("r", None)).contains("--budget-tokens"));
+    let a = sim.tid("r", "a");
+    assert!(invalid_state(sim.st.retry_tasks("r", &[a])).contains("--budget-tokens"));
 }
 
 #[test]
@@ -1017,7 +1053,7 @@ fn usage_of_a_cancelled_attempt_survives_resume() {
     let (ps, _) = sim.st.cancel_run("r", None).unwrap();
     sim.control("r", Ok(ps)).unwrap();
     assert_eq!(sim.st.runs["r"].usage().input, 500);
-    let (ps, _) = sim.st.resume_run("r").unwrap();
+    let (ps, _) = sim.st.resume_run("r", None).unwrap();
     sim.control("r", Ok(ps)).unwrap();
     sim.dispatch(8);
     sim.progress("r", "a", 100);
@@ -1084,7 +1120,7 @@ fn plan_approval_blocks_exactly_when_the_write_task_is_ready() {
     );
     assert!(sim.dispatch(8).is_empty(), "execute is not dispatched");
     assert!(sim.settle_all("r").is_empty());
-    assert!(invalid_state(sim.st.resume_run("r")).contains("approval"));
+    assert!(invalid_state(sim.st.resume_run("r", None)).contains("approval"));
 
     let r = sim.st.approve("r", Some("lgtm".into()));
     assert_eq!(names(&sim.control("r", r).unwrap()), ["plan.approved"]);
@@ -1113,7 +1149,7 @@ fn plan_rejection_cancels_the_run() {
     invalid_state(sim.st.reject("r", None));
 
     // Resuming a rejected run asks again.
-    let (ps, ids) = sim.st.resume_run("r").unwrap();
+    let (ps, ids) = sim.st.resume_run("r", None).unwrap();
     assert_eq!(ids, [sim.tid("r", "execute")]);
     let evs = sim.control("r", Ok(ps)).unwrap();
     assert_eq!(
@@ -1281,12 +1317,12 @@ fn resume_rules() {
         spec(&[("a", &[], false), ("b", &[], false), ("c", &["a"], false)]),
     );
     sim.dispatch(8);
-    assert!(invalid_state(sim.st.resume_run("r")).contains("running"));
+    assert!(invalid_state(sim.st.resume_run("r", None)).contains("running"));
     sim.finish("r", "b", done(1));
     sim.finish("r", "a", failed(false, 1));
     assert_eq!(sim.run_status("r"), RunStatus::Failed);
 
-    let (ps, ids) = sim.st.resume_run("r").unwrap();
+    let (ps, ids) = sim.st.resume_run("r", None).unwrap();
     assert_eq!(
         ids,
         [sim.tid("r", "a"), sim.tid("r", "c")],
@@ -1309,9 +1345,9 @@ fn resume_rules() {
         names(&sim.finish("r", "c", done(1))),
         ["task.completed c", "run.completed"]
     );
-    assert!(invalid_state(sim.st.resume_run("r")).contains("nothing to resume"));
+    assert!(invalid_state(sim.st.resume_run("r", None)).contains("nothing to resume"));
     assert!(matches!(
-        sim.st.resume_run("nope"),
+        sim.st.resume_run("nope", None),
         Err(CoreError::NotFound { .. })
     ));
 }
@@ -1445,7 +1481,7 @@ fn resume_while_approval_pending_blocks_again() {
         names(&evs),
         ["task.failed r", "task.skipped w", "run.failed"]
     );
-    let (ps, _) = sim.st.resume_run("x").unwrap();
+    let (ps, _) = sim.st.resume_run("x", None).unwrap();
     sim.control("x", Ok(ps)).unwrap();
     assert_eq!(sim.dispatch(8), ["x/r"]);
     sim.finish("x", "r", done(1));
@@ -1791,7 +1827,7 @@ fn busy_sim() -> Sim {
     }
     let r = sim.st.forget("r5");
     sim.control("r5", r).unwrap();
-    let (ps, _) = sim.st.resume_run("r4").unwrap();
+    let (ps, _) = sim.st.resume_run("r4", None).unwrap();
     sim.control("r4", Ok(ps)).unwrap();
     sim
 }
@@ -2013,7 +2049,7 @@ fn a_worktree_run_completes_only_after_integration() {
     )]);
     assert!(sim.settle_all("r").is_empty());
     assert_eq!(sim.run_status("r"), RunStatus::Blocked);
-    let r = sim.st.resume_run("r").map(|(ps, _)| ps);
+    let r = sim.st.resume_run("r", None).map(|(ps, _)| ps);
     let evs = sim.control("r", r).unwrap();
     assert_eq!(names(&evs), ["run.resumed"]);
     assert_eq!(sim.run_status("r"), RunStatus::Running);
@@ -2616,7 +2652,7 @@ fn invalid_fan_out_gets_one_repair_attempt_then_needs_attention() {
     assert_eq!(sim.st.runs["r"].tasks.len(), 5, "nothing added");
     assert_eq!(sim.run_status("r"), RunStatus::Blocked);
     // A resume gives it a fresh window, with one repair again.
-    let r = sim.st.resume_run("r").map(|(ps, _)| ps);
+    let r = sim.st.resume_run("r", None).map(|(ps, _)| ps);
     sim.control("r", r).unwrap();
     assert_eq!(sim.task("r", "plan").fan_out_repair(), None);
     assert_eq!(sim.dispatch(8), ["r/plan"]);
@@ -2818,7 +2854,7 @@ fn spent_rounds_block_the_run_and_resume_grants_one_more() {
     assert!(reason.contains("add() is wrong"), "{reason}");
     assert_eq!(sim.st.runs["r"].tasks.len(), 6);
     // Resume: one more round, not the judge again.
-    let r = sim.st.resume_run("r").map(|(ps, _)| ps);
+    let r = sim.st.resume_run("r", None).map(|(ps, _)| ps);
     let evs = sim.control("r", r).unwrap();
     assert_eq!(names(&evs), ["run.resumed", "task.fix_added verify"]);
     assert_eq!(sim.dispatch(8), ["r/fix"]);

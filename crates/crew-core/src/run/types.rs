@@ -118,6 +118,35 @@ pub struct Budget {
     pub abort_at: f64,
 }
 
+impl Budget {
+    pub const DEFAULT_WARN_AT: f64 = 0.8;
+    pub const DEFAULT_ABORT_AT: f64 = 1.0;
+
+    /// `tokens` with the default fractions.
+    pub fn of(tokens: u64) -> Budget {
+        Budget {
+            tokens,
+            warn_at: Self::DEFAULT_WARN_AT,
+            abort_at: Self::DEFAULT_ABORT_AT,
+        }
+    }
+
+    /// Whether `used` tokens reach the point where the run is stopped.
+    pub fn spent(&self, used: u64) -> bool {
+        used as f64 >= self.abort_at * self.tokens as f64
+    }
+
+    /// The least budget that `used` tokens do not spend.
+    pub fn least_above(&self, used: u64) -> u64 {
+        let need = (used as f64 / self.abort_at).floor();
+        if need.is_finite() && need < u64::MAX as f64 {
+            (need as u64).saturating_add(1)
+        } else {
+            u64::MAX
+        }
+    }
+}
+
 /// Which tasks may take a cached result (SPEC §9).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "kebab-case")]

@@ -207,6 +207,7 @@ pub async fn act(f: &mut Follower<'_>, what: What, input: Input) -> anyhow::Resu
                     .call::<TeamResume>(&ResumeParams {
                         run_id,
                         confirm_imported: None,
+                        budget_tokens: None,
                     })
                     .await;
                 Ok(settled(f, &format!("resumed ({task_id})"), r.map(|_| ())))

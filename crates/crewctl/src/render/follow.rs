@@ -936,7 +936,15 @@ pub fn hints(s: &StatusResult) -> Vec<String> {
                 }
                 None => v.push(format!("details: crewctl status {id}")),
             }
-            v.push(format!("continue: crewctl resume {id}"));
+            // A run its budget stopped goes on only with a larger one (`team.resume` refuses
+            // otherwise).
+            if s.run.reason.as_deref() == Some("budget_exceeded") {
+                v.push(format!(
+                    "continue with a larger budget: crewctl resume {id} --budget-tokens N"
+                ));
+            } else {
+                v.push(format!("continue: crewctl resume {id}"));
+            }
         }
         RunStatus::Completed => v.push(format!("report: crewctl summary {id}")),
         _ if waiting.is_empty() => v.push(format!("details: crewctl status {id}")),

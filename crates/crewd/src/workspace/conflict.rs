@@ -184,7 +184,7 @@ impl Place<'_> {
         let wt = worktree_path(repo, self.run_id, self.task);
         let mut m = format!(
             "In a worktree of your own (your checkout is not touched):\n  \
-             git -C {repo} worktree add {wt} {branch}   # there from before: skip this line\n  \
+             git -C {repo} worktree add {wt} {branch}   # skip this line if that worktree is there from before\n  \
              cd {wt}\n"
         );
         for line in body {

@@ -107,11 +107,21 @@ pub(super) async fn cancel(ctx: Arc<Ctx>, p: P<TeamCancel>) -> Out<TeamCancel> {
 }
 
 pub(super) async fn resume(ctx: Arc<Ctx>, p: P<TeamResume>) -> Out<TeamResume> {
+    let budget = match p.budget_tokens {
+        None => None,
+        Some(n) if n > 0 => Some(n as u64),
+        Some(_) => {
+            return Err(crew_api::ApiError::invalid_params(
+                "budgetTokens",
+                "must be more than 0",
+            ))
+        }
+    };
     crate::bundle::confirm_imported(&ctx, &p.run_id, p.confirm_imported, None).await?;
     change_run(
         &ctx,
         &p.run_id,
-        |st, id| st.resume_run(id),
+        move |st, id| st.resume_run(id, budget),
         |core, id, ids| ResumeResult {
             status: run_status_now(core, id),
             requeued_task_ids: ids,
