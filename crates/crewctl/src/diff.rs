@@ -118,7 +118,7 @@ pub async fn print_integration(ctx: &Ctx, run_id: &str) {
     else {
         return;
     };
-    if let Some(line) = integration_line(&s, &crate::render::ids::hint(run_id)) {
+    if let Some(line) = integration_line(&s, crate::render::ids::hint(run_id)) {
         let _ = outln(&line);
     }
 }
