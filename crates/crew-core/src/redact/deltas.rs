@@ -1,8 +1,10 @@
 //! Text an agent streams in pieces. A model answers a few characters at a time and the agent
 //! CLIs print each piece as a JSON line of its own, so a secret in an answer arrives split
 //! between lines, and no rule, which sees one string at a time, matches either half. The
-//! stream redactor holds such deltas and joins them (`Joined`) until other output comes; the
-//! joined text is redacted as one string.
+//! stream redactor holds such deltas (`Held`) until other output comes, finds what the rules
+//! match in their joined text, and masks it in the lines it spans: the lines stay as they came
+//! (parsers match a replayed message by its chunk, `stream::acp`), only a secret's pieces
+//! change (the mask in the line where it starts, nothing of it in the others).
 
 use serde_json::Value;
 
@@ -12,15 +14,16 @@ const CUT_AT: usize = 8 << 10;
 /// …keeping at least this much of its end held: longer than any secret a rule recognises by
 /// its shape, so one that continues in the next delta is still whole when it is redacted.
 const KEEP: usize = 1 << 10;
-/// Held text with no cut outside a match (one match this long, a `token=` and an unbroken
-/// value) is passed on whole past this.
+/// Held text with no place to cut (one match this long, or one unbroken run of a token's
+/// characters) is passed on whole past this, and so are this many held lines.
 const HOLD_MAX: usize = 256 << 10;
+const LINES_MAX: usize = 16 << 10;
 
 /// One delta: which stream of text it continues and its piece of text.
 #[derive(Debug)]
 pub(super) struct Delta {
-    /// The format, the kind of text (answer, thinking, a tool call's arguments) and its block:
-    /// deltas of one kind are joined.
+    /// The format, the kind of text (answer, thinking, a tool call's arguments, a command's
+    /// output), its block and its session: deltas of one kind are joined.
     pub(super) kind: String,
     pub(super) text: String,
     /// Where the text is in the line (a JSON pointer).
@@ -42,7 +45,7 @@ impl Delta {
                 let index = n("/assistantMessageEvent/contentIndex");
                 ("/assistantMessageEvent/delta", format!("pi {kind} {index}"))
             }
-            // Claude Code with partial messages.
+            // Claude Code with partial messages (a subagent's have their parent tool use).
             Some("stream_event") if s("/event/type") == Some("content_block_delta") => {
                 let kind = s("/event/delta/type")?;
                 let pointer = match kind {
@@ -51,7 +54,8 @@ impl Delta {
                     "input_json_delta" => "/event/delta/partial_json",
                     _ => return None,
                 };
-                (pointer, format!("claude {kind} {}", n("/event/index")))
+                let of = format!("{} {}", n("/parent_tool_use_id"), n("/session_id"));
+                (pointer, format!("claude {kind} {} {of}", n("/event/index")))
             }
             // Gemini CLI's `stream-json`.
             Some("message") if line.get("delta") == Some(&Value::Bool(true)) => {
@@ -64,10 +68,15 @@ impl Delta {
                     if !kind.ends_with("_chunk") {
                         return None;
                     }
-                    ("/params/update/content/text", format!("acp {kind}"))
+                    let session = n("/params/sessionId");
+                    (
+                        "/params/update/content/text",
+                        format!("acp {kind} {session}"),
+                    )
                 }
-                // Codex's app server (`item/agentMessage/delta`, …).
-                Some(method) if method.ends_with("/delta") => (
+                // Codex's app server: `item/agentMessage/delta`, a command's or a file
+                // change's `outputDelta`, reasoning's `…Delta`.
+                Some(method) if method.ends_with("/delta") || method.ends_with("Delta") => (
                     "/params/delta",
                     format!("codex {method} {}", n("/params/itemId")),
                 ),
@@ -83,85 +92,226 @@ impl Delta {
     }
 }
 
-/// Deltas of one kind, held: the latest line (a CLI that also sends the message so far sends
-/// the most of it last) with the text of all of them.
+/// One held line: as it came, where its delta's text is, and how long that text is.
 #[derive(Debug, Clone)]
-pub(super) struct Joined {
-    pub(super) kind: String,
-    value: Value,
+struct Line {
+    raw: String,
     pointer: &'static str,
-    text: String,
-    /// The line as it came, while it is one delta whole: passed on byte for byte.
-    line: Option<String>,
+    len: usize,
 }
 
-impl Joined {
-    pub(super) fn new(line: &str, value: Value, delta: Delta) -> Joined {
-        Joined {
-            kind: delta.kind,
-            value,
-            pointer: delta.pointer,
-            text: delta.text,
-            line: Some(line.to_owned()),
+/// Deltas of one kind, held, with their text joined.
+#[derive(Debug, Clone)]
+pub(super) struct Held {
+    pub(super) kind: String,
+    lines: Vec<Line>,
+    text: String,
+    /// No place to cut was found below this length: not looked for again before it (so a
+    /// long match does not cost a search per delta).
+    next_look: usize,
+    /// Searches for a place to cut so far.
+    looked: u32,
+}
+
+impl Held {
+    pub(super) fn new(kind: String) -> Held {
+        Held {
+            kind,
+            lines: Vec::new(),
+            text: String::new(),
+            next_look: CUT_AT,
+            looked: 0,
         }
     }
 
-    /// One more delta of this kind.
-    pub(super) fn push(&mut self, value: Value, delta: &Delta) {
+    /// One more delta of this kind, `raw` its line.
+    pub(super) fn push(&mut self, raw: &str, delta: Delta) {
         self.text.push_str(&delta.text);
-        self.value = value;
-        self.line = None;
+        self.lines.push(Line {
+            raw: raw.to_owned(),
+            pointer: delta.pointer,
+            len: delta.text.len(),
+        });
     }
 
-    /// (what can be passed on now, what stays held). Held text longer than `CUT_AT` is cut at
-    /// the last place at least `KEEP` before its end that is inside no match of a rule (in
-    /// the joined text), so every secret is whole on one side.
-    pub(super) fn cut(mut self) -> (Option<Joined>, Option<Joined>) {
-        if self.text.len() <= CUT_AT {
-            return (None, Some(self));
+    /// The lines that can be passed on now, their text redacted (`lines`), keeping held what
+    /// a secret may still continue into. Held text longer than `CUT_AT` is cut at the last
+    /// line boundary at least `KEEP` before its end that is inside no match of a rule and
+    /// not inside a run of a token's characters (a JWT still streaming matches nothing yet).
+    pub(super) fn ready(&mut self) -> Vec<String> {
+        let long = self.text.len() > HOLD_MAX || self.lines.len() > LINES_MAX;
+        if !long && (self.text.len() <= CUT_AT || self.text.len() < self.next_look) {
+            return Vec::new();
         }
+        self.looked = self.looked.saturating_add(1);
         let spans = super::match_spans(&self.text);
-        let mut at = floor_char_boundary(&self.text, self.text.len().saturating_sub(KEEP));
-        while let Some(&(start, _)) = spans.iter().find(|(s, e)| *s < at && at < *e) {
-            at = start;
+        let limit = self.text.len().saturating_sub(KEEP);
+        let mut at = 0;
+        let mut count = 0;
+        let mut end = 0;
+        for (i, l) in self.lines.iter().enumerate() {
+            end += l.len;
+            if end > limit {
+                break;
+            }
+            if cuttable(&self.text, end, &spans) {
+                (at, count) = (end, i + 1);
+            }
         }
-        if at == 0 {
-            return if self.text.len() > HOLD_MAX {
-                (Some(self), None)
-            } else {
-                (None, Some(self))
-            };
+        if count == 0 {
+            if long {
+                return self.take_all();
+            }
+            self.next_look = self.text.len().saturating_mul(2);
+            return Vec::new();
         }
         let rest = self.text.split_off(at);
-        let ready = Joined {
-            line: None,
-            ..self.clone()
-        };
-        let held = Joined {
-            text: rest,
-            line: None,
-            ..self
-        };
-        (Some(ready), Some(held))
+        let head = std::mem::replace(&mut self.text, rest);
+        let lines: Vec<Line> = self.lines.drain(..count).collect();
+        self.next_look = CUT_AT;
+        redacted_lines(&head, &lines)
     }
 
-    /// The line to pass on, and it parsed.
-    pub(super) fn into_line(mut self) -> (String, Value) {
-        if let Some(line) = self.line.take() {
-            return (line, self.value);
-        }
-        if let Some(Value::String(s)) = self.value.pointer_mut(self.pointer) {
-            *s = std::mem::take(&mut self.text);
-        }
-        (self.value.to_string(), self.value)
+    /// Every held line, redacted: the stream ended, or other output came.
+    pub(super) fn take_all(&mut self) -> Vec<String> {
+        let text = std::mem::take(&mut self.text);
+        let lines = std::mem::take(&mut self.lines);
+        self.next_look = CUT_AT;
+        redacted_lines(&text, &lines)
     }
 }
 
-/// The largest char boundary of `s` at or below `i`.
-fn floor_char_boundary(s: &str, mut i: usize) -> usize {
-    i = i.min(s.len());
-    while i > 0 && !s.is_char_boundary(i) {
-        i -= 1;
+/// A token's characters (base64, JWT, keys): a cut between two of them may split a secret no
+/// rule recognises yet.
+fn is_token_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'~' | b'+' | b'/' | b'=' | b'-')
+}
+
+/// Whether the text may be cut at `at` (a line boundary): outside every match, and not
+/// between two of a token's characters.
+fn cuttable(text: &str, at: usize, spans: &[(usize, usize)]) -> bool {
+    let bytes = text.as_bytes();
+    let inside_token = at > 0
+        && bytes.get(at - 1).copied().is_some_and(is_token_byte)
+        && bytes.get(at).copied().is_some_and(is_token_byte);
+    !inside_token && !spans.iter().any(|(s, e)| *s < at && at < *e)
+}
+
+/// `lines`, whose delta texts joined are `text`, with what the rules match in `text` masked:
+/// a matched span's redaction goes in the line where it starts, its other pieces are dropped.
+/// pi's cumulative fields (`message`, the event's `partial`: the text so far, which may end
+/// inside a secret that continues later) are left out of its delta lines.
+fn redacted_lines(text: &str, lines: &[Line]) -> Vec<String> {
+    let spans = merged(super::match_spans(text));
+    let mut out = Vec::with_capacity(lines.len());
+    let mut start = 0usize;
+    for l in lines {
+        let end = start.saturating_add(l.len).min(text.len());
+        let piece = text.get(start..end).unwrap_or_default();
+        let new = masked(text, start, end, &spans);
+        // Only old pi (<= 0.58) sends them; a line without them need not be parsed again.
+        let cumulative = l.pointer == "/assistantMessageEvent/delta"
+            && (l.raw.contains("\"message\"") || l.raw.contains("\"partial\""));
+        if new == piece && !cumulative {
+            out.push(l.raw.clone());
+        } else {
+            out.push(rewrite(&l.raw, l.pointer, new, cumulative));
+        }
+        start = end;
     }
-    i
+    out
+}
+
+/// The piece `start..end` of `text` with the spans masked that start in it, and the parts of
+/// those that started before it left out.
+fn masked(text: &str, start: usize, end: usize, spans: &[(usize, usize)]) -> String {
+    let mut out = String::new();
+    let mut pos = start;
+    for &(s, e) in spans {
+        if e <= pos || s >= end {
+            continue;
+        }
+        if s > pos {
+            out.push_str(text.get(pos..s).unwrap_or_default());
+        }
+        if s >= start {
+            let matched = text.get(s..e).unwrap_or_default();
+            let r = super::redact_str(matched);
+            // Redacted alone, a match may lose the context a rule needed: mask it all then.
+            out.push_str(if r == matched { super::MASK } else { &r });
+        }
+        pos = e.min(end);
+    }
+    if pos < end {
+        out.push_str(text.get(pos..end).unwrap_or_default());
+    }
+    out
+}
+
+/// Overlapping spans (of different rules) as one, in order.
+fn merged(mut spans: Vec<(usize, usize)>) -> Vec<(usize, usize)> {
+    spans.sort_unstable();
+    let mut out: Vec<(usize, usize)> = Vec::with_capacity(spans.len());
+    for (s, e) in spans {
+        match out.last_mut() {
+            Some(last) if s < last.1 => last.1 = last.1.max(e),
+            _ => out.push((s, e)),
+        }
+    }
+    out
+}
+
+/// `raw` with its delta text replaced by `text` (and pi's cumulative fields left out).
+fn rewrite(raw: &str, pointer: &str, text: String, cumulative: bool) -> String {
+    let Ok(mut value) = serde_json::from_str::<Value>(raw) else {
+        return raw.to_owned();
+    };
+    if let Some(Value::String(s)) = value.pointer_mut(pointer) {
+        *s = text;
+    }
+    if cumulative {
+        if let Some(o) = value.as_object_mut() {
+            o.remove("message");
+        }
+        if let Some(o) = value
+            .get_mut("assistantMessageEvent")
+            .and_then(Value::as_object_mut)
+        {
+            o.remove("partial");
+        }
+    }
+    value.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn delta(text: &str) -> (String, Delta) {
+        let raw = serde_json::json!({"type": "message_update", "assistantMessageEvent": {"type": "text_delta", "contentIndex": 0, "delta": text}}).to_string();
+        let v: Value = serde_json::from_str(&raw).unwrap_or_default();
+        let d = Delta::of(&v).expect("a delta");
+        (raw, d)
+    }
+
+    #[test]
+    fn a_match_that_stays_open_is_not_searched_per_delta() {
+        // An unterminated key block matches to the end of the text: no place to cut, ever.
+        // Searched again only each time the text doubled, and passed on whole at LINES_MAX
+        // lines (64 KiB of these 4-byte deltas): a handful of searches per 64 KiB, not one
+        // per delta (77,000 here).
+        let mut held = Held::new("k".into());
+        let (raw, d) = delta("-----BEGIN RSA PRIVATE KEY-----\n");
+        held.push(&raw, d);
+        let mut out = 0;
+        let mut pushed = 0;
+        while pushed < 300 << 10 {
+            let (raw, d) = delta("QUJD");
+            held.push(&raw, d);
+            pushed += 4;
+            out += held.ready().len();
+        }
+        assert!(held.looked <= 30, "searched {} times", held.looked);
+        assert!(out > 0, "passed on past HOLD_MAX");
+    }
 }

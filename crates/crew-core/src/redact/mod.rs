@@ -289,7 +289,7 @@ pub struct StreamRedactor {
     /// Bytes masked so far in a block opened on an earlier line.
     open: Option<usize>,
     /// Deltas not passed on yet (`push`).
-    held: Option<deltas::Joined>,
+    held: Option<deltas::Held>,
 }
 
 /// What one string did to an open block.
@@ -321,53 +321,38 @@ impl StreamRedactor {
     /// Redact one line of an agent's stream (without its newline) into `out`: zero, one or
     /// more lines to pass on. Text an agent streams in deltas (pi's `text_delta`, Claude Code's
     /// `content_block_delta`, Gemini CLI's `delta` messages, ACP's `*_chunk`, Codex's
-    /// `…/delta`) is held and joined with the deltas after it, and passed on as one line when
-    /// other output comes, so a secret split between two deltas (a model streams a few
-    /// characters at a time) is redacted whole and no piece of it is kept. A long run of
-    /// deltas is passed on in pieces cut outside anything a rule matches (`deltas::Joined`).
-    /// `finish` passes on what is held when the stream ends.
+    /// `…/delta`) is held until other output comes, and the rules run on the deltas' joined
+    /// text, so a secret split between two deltas (a model streams a few characters at a
+    /// time) is masked whole and no piece of it is kept (`deltas`). A long run of deltas is
+    /// passed on in pieces cut outside anything a rule matches. `finish` passes on what is
+    /// held when the stream ends.
     pub fn push(&mut self, line: &str, out: &mut Vec<String>) {
         let parsed = serde_json::from_str::<Value>(line).ok();
-        let delta = parsed.as_ref().and_then(deltas::Delta::of);
-        let (delta, value) = match (delta, parsed) {
-            (Some(delta), Some(value)) => (delta, value),
-            (_, parsed) => {
-                if let Some(held) = self.held.take() {
-                    self.release(held, out);
-                }
-                out.push(self.redact_line(line, parsed));
-                return;
-            }
+        let Some(delta) = parsed.as_ref().and_then(deltas::Delta::of) else {
+            self.finish(out);
+            out.push(self.redact_line(line, parsed));
+            return;
         };
-        let joined = match self.held.take() {
-            Some(mut held) if held.kind == delta.kind => {
-                held.push(value, &delta);
-                held
-            }
-            other => {
-                if let Some(held) = other {
-                    self.release(held, out);
-                }
-                deltas::Joined::new(line, value, delta)
-            }
-        };
-        let (ready, rest) = joined.cut();
-        if let Some(ready) = ready {
-            self.release(ready, out);
+        if self.held.as_ref().is_some_and(|h| h.kind != delta.kind) {
+            self.finish(out);
         }
-        self.held = rest;
+        let held = self
+            .held
+            .get_or_insert_with(|| deltas::Held::new(delta.kind.clone()));
+        held.push(line, delta);
+        let ready = held.ready();
+        for l in ready {
+            out.push(self.line(&l));
+        }
     }
 
-    /// The stream ended: what is held is passed on.
+    /// The stream ended (or other output came): what is held is passed on.
     pub fn finish(&mut self, out: &mut Vec<String>) {
-        if let Some(held) = self.held.take() {
-            self.release(held, out);
+        if let Some(mut held) = self.held.take() {
+            for l in held.take_all() {
+                out.push(self.line(&l));
+            }
         }
-    }
-
-    fn release(&mut self, joined: deltas::Joined, out: &mut Vec<String>) {
-        let (line, value) = joined.into_line();
-        out.push(self.redact_line(&line, Some(value)));
     }
 
     /// `line` redacted; `parsed`: the line as JSON, when it is.
@@ -1006,8 +991,8 @@ mod tests {
 
     #[test]
     fn deltas_pass_on_in_order_and_whole() {
-        // One delta alone comes back byte for byte; another kind of text, any other line and
-        // the stream's end pass on what is held, in order.
+        // Lines without a secret come back byte for byte, one for one, in order: another kind
+        // of text, any other line and the stream's end pass on what is held.
         let text = r#"{"type":"message_update","assistantMessageEvent":{"type":"text_delta","contentIndex":0,"delta":"Hi "}}"#;
         let think = r#"{"type":"message_update","assistantMessageEvent":{"type":"thinking_delta","contentIndex":1,"delta":"hm"}}"#;
         let tool =
@@ -1016,13 +1001,63 @@ mod tests {
             .iter()
             .map(|s| s.to_string())
             .collect();
+        let mut r = StreamRedactor::new();
+        let mut out = Vec::new();
+        r.push(text, &mut out);
+        assert!(out.is_empty(), "held: {out:?}");
+        r.push(think, &mut out);
+        assert_eq!(out, [text]);
+        assert_eq!(pushed(&lines), lines);
+    }
+
+    #[test]
+    fn old_pis_text_so_far_is_left_out_of_its_deltas() {
+        // Old pi sends the message so far with each delta: at a cut it may end inside a
+        // secret the held rest completes.
+        let mut text = "y".repeat(8180);
+        text.push(' ');
+        text.push_str(TOKEN);
+        text.push_str(" done");
+        let chars: Vec<char> = text.chars().collect();
+        let mut so_far = String::new();
+        let lines: Vec<String> = chars
+            .chunks(4)
+            .map(|c| {
+                let d: String = c.iter().collect();
+                so_far.push_str(&d);
+                json!({"type": "message_update", "message": {"content": [{"type": "text", "text": so_far}]},
+                       "assistantMessageEvent": {"type": "text_delta", "contentIndex": 0, "delta": d, "partial": {"text": so_far}}})
+                .to_string()
+            })
+            .collect();
         let out = pushed(&lines);
-        assert_eq!(out.len(), 5, "{out:#?}");
-        assert_eq!(out[0], text);
-        assert_eq!(out[1], think);
-        assert_eq!(delta_text(&out[2..3]), "Hi Hi ");
-        assert_eq!(out[3], tool);
-        assert_eq!(out[4], text);
+        for l in &out {
+            assert!(
+                !l.contains(&TOKEN[..8]),
+                "{}",
+                &l[l.len().saturating_sub(200)..]
+            );
+            assert!(!l.contains("\"partial\"") && !l.contains("\"message\""));
+        }
+        assert!(delta_text(&out).ends_with(" *** done"));
+    }
+
+    #[test]
+    fn a_long_token_still_streaming_is_not_cut() {
+        // A JWT matches only once whole (two dots): while its payload streams nothing matches,
+        // and a cut inside it would leave two halves no rule knows.
+        let mut text = "word ".repeat(1340);
+        let jwt = format!("eyJhbGciOiJIUzI1NiJ9.{}.c2lnbmF0dXJl", "QUJD".repeat(500));
+        text.push_str(&jwt);
+        text.push_str(" end");
+        let out = pushed(&deltas("pi", &text, 5));
+        let joined = delta_text(&out);
+        assert!(
+            !joined.contains("QUJDQUJD") && !joined.contains("eyJhbGci"),
+            "{}",
+            joined.len()
+        );
+        assert!(joined.ends_with("word *** end"));
     }
 
     #[test]

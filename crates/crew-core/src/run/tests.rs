@@ -985,6 +985,30 @@ fn a_spent_budget_is_resumed_only_with_a_larger_one() {
 }
 
 #[test]
+fn the_least_budget_a_usage_does_not_spend_is_not_spent() {
+    for (abort_at, used) in [
+        (1.0, 0),
+        (1.0, 1000),
+        (0.55, 144_177),
+        (0.3, 7),
+        (1.5, 999_999),
+    ] {
+        let b = Budget {
+            tokens: 1,
+            warn_at: 0.1,
+            abort_at,
+        };
+        let need = b.least_above(used);
+        let at = |tokens| Budget { tokens, ..b };
+        assert!(!at(need).spent(used), "{abort_at} {used}: {need} is spent");
+        assert!(
+            at(need.saturating_sub(1)).spent(used) || need == 0,
+            "{abort_at} {used}: {need} is not the least"
+        );
+    }
+}
+
+#[test]
 fn budget_counts_cache_write_but_not_cache_read() {
     let mut sim = Sim::new();
     sim.create("r", budget_spec(&[("a", &[], false)], 100));

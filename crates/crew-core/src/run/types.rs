@@ -138,12 +138,25 @@ impl Budget {
 
     /// The least budget that `used` tokens do not spend.
     pub fn least_above(&self, used: u64) -> u64 {
-        let need = (used as f64 / self.abort_at).floor();
-        if need.is_finite() && need < u64::MAX as f64 {
-            (need as u64).saturating_add(1)
-        } else {
-            u64::MAX
+        let guess = (used as f64 / self.abort_at).floor();
+        if !(guess.is_finite() && guess < u64::MAX as f64) {
+            return u64::MAX;
         }
+        // The division rounds: from just below it, step to the first budget `spent` (the
+        // same arithmetic) says is not spent.
+        let mut need = (guess as u64).saturating_sub(2);
+        for _ in 0..8 {
+            if !(Budget {
+                tokens: need,
+                ..*self
+            })
+            .spent(used)
+            {
+                return need;
+            }
+            need = need.saturating_add(1);
+        }
+        need
     }
 }
 

@@ -1164,6 +1164,7 @@ mod tests {
                 .to_string()
         };
         let mut events = Vec::new();
+        let mut redactor = crate::redact::StreamRedactor::new();
         for line in [
             r#"{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1}}"#.to_owned(),
             r#"{"jsonrpc":"2.0","id":2,"result":{"modes":{}}}"#.to_owned(),
@@ -1182,7 +1183,13 @@ mod tests {
             ),
             r#"{"jsonrpc":"2.0","id":3,"result":{"stopReason":"end_turn"}}"#.to_owned(),
         ] {
-            events.extend(p.feed_line(&line));
+            // Through the stream redactor first, as the daemon feeds the parser: it holds the
+            // chunks and must hand them on one by one (a replayed message is one chunk).
+            let mut redacted = Vec::new();
+            redactor.push(&line, &mut redacted);
+            for l in redacted {
+                events.extend(p.feed_line(&l));
+            }
         }
         let o = p.outcome();
         assert_eq!(o.final_text.as_deref(), Some("STUB-FINAL: Postgres"));
