@@ -18,6 +18,16 @@ const KEEP: usize = 1 << 10;
 /// characters) is passed on whole past this, and so are this many held lines.
 const HOLD_MAX: usize = 256 << 10;
 const LINES_MAX: usize = 16 << 10;
+/// …and the held lines themselves past this (a line may carry much more than its delta).
+const RAW_MAX: usize = 4 << 20;
+
+/// Lines passed on, redacted, and whether their joined text left a private key block open
+/// (its BEGIN masked with the rest: the lines after it are the block's continuation).
+#[derive(Debug, Default)]
+pub(super) struct Released {
+    pub(super) lines: Vec<String>,
+    pub(super) block_open: bool,
+}
 
 /// One delta: which stream of text it continues and its piece of text.
 #[derive(Debug)]
@@ -106,6 +116,8 @@ pub(super) struct Held {
     pub(super) kind: String,
     lines: Vec<Line>,
     text: String,
+    /// Bytes of the held lines.
+    raw: usize,
     /// No place to cut was found below this length: not looked for again before it (so a
     /// long match does not cost a search per delta).
     next_look: usize,
@@ -119,16 +131,27 @@ impl Held {
             kind,
             lines: Vec::new(),
             text: String::new(),
+            raw: 0,
             next_look: CUT_AT,
             looked: 0,
         }
     }
 
-    /// One more delta of this kind, `raw` its line.
+    /// One more delta of this kind, `raw` its line. Old pi's text so far (`message`, the
+    /// event's `partial`: it may end inside a secret the next delta completes, and it makes a
+    /// held line as long as the answer) is left out of the line.
     pub(super) fn push(&mut self, raw: &str, delta: Delta) {
+        let raw = if delta.pointer == PI
+            && (raw.contains("\"message\"") || raw.contains("\"partial\""))
+        {
+            without_text_so_far(raw)
+        } else {
+            raw.to_owned()
+        };
         self.text.push_str(&delta.text);
+        self.raw = self.raw.saturating_add(raw.len());
         self.lines.push(Line {
-            raw: raw.to_owned(),
+            raw,
             pointer: delta.pointer,
             len: delta.text.len(),
         });
@@ -138,10 +161,10 @@ impl Held {
     /// a secret may still continue into. Held text longer than `CUT_AT` is cut at the last
     /// line boundary at least `KEEP` before its end that is inside no match of a rule and
     /// not inside a run of a token's characters (a JWT still streaming matches nothing yet).
-    pub(super) fn ready(&mut self) -> Vec<String> {
-        let long = self.text.len() > HOLD_MAX || self.lines.len() > LINES_MAX;
+    pub(super) fn ready(&mut self) -> Released {
+        let long = self.text.len() > HOLD_MAX || self.lines.len() > LINES_MAX || self.raw > RAW_MAX;
         if !long && (self.text.len() <= CUT_AT || self.text.len() < self.next_look) {
-            return Vec::new();
+            return Released::default();
         }
         self.looked = self.looked.saturating_add(1);
         let spans = super::match_spans(&self.text);
@@ -163,19 +186,22 @@ impl Held {
                 return self.take_all();
             }
             self.next_look = self.text.len().saturating_mul(2);
-            return Vec::new();
+            return Released::default();
         }
         let rest = self.text.split_off(at);
         let head = std::mem::replace(&mut self.text, rest);
         let lines: Vec<Line> = self.lines.drain(..count).collect();
+        let released: usize = lines.iter().map(|l| l.raw.len()).sum();
+        self.raw = self.raw.saturating_sub(released);
         self.next_look = CUT_AT;
         redacted_lines(&head, &lines)
     }
 
     /// Every held line, redacted: the stream ended, or other output came.
-    pub(super) fn take_all(&mut self) -> Vec<String> {
+    pub(super) fn take_all(&mut self) -> Released {
         let text = std::mem::take(&mut self.text);
         let lines = std::mem::take(&mut self.lines);
+        self.raw = 0;
         self.next_look = CUT_AT;
         redacted_lines(&text, &lines)
     }
@@ -197,37 +223,39 @@ fn cuttable(text: &str, at: usize, spans: &[(usize, usize)]) -> bool {
     !inside_token && !spans.iter().any(|(s, e)| *s < at && at < *e)
 }
 
-/// `lines`, whose delta texts joined are `text`, with what the rules match in `text` masked:
-/// a matched span's redaction goes in the line where it starts, its other pieces are dropped.
-/// pi's cumulative fields (`message`, the event's `partial`: the text so far, which may end
-/// inside a secret that continues later) are left out of its delta lines.
-fn redacted_lines(text: &str, lines: &[Line]) -> Vec<String> {
-    let spans = merged(super::match_spans(text));
+/// Where pi's delta text is.
+const PI: &str = "/assistantMessageEvent/delta";
+
+/// `lines`, whose delta texts joined are `text`, with what the rules change in `text` changed:
+/// a rewrite goes in the line where its match starts, the match's other pieces are dropped.
+fn redacted_lines(text: &str, lines: &[Line]) -> Released {
+    let spans = merged(text, super::rewrites(text));
     let mut out = Vec::with_capacity(lines.len());
     let mut start = 0usize;
     for l in lines {
         let end = start.saturating_add(l.len).min(text.len());
         let piece = text.get(start..end).unwrap_or_default();
         let new = masked(text, start, end, &spans);
-        // Only old pi (<= 0.58) sends them; a line without them need not be parsed again.
-        let cumulative = l.pointer == "/assistantMessageEvent/delta"
-            && (l.raw.contains("\"message\"") || l.raw.contains("\"partial\""));
-        if new == piece && !cumulative {
+        if new == piece {
             out.push(l.raw.clone());
         } else {
-            out.push(rewrite(&l.raw, l.pointer, new, cumulative));
+            out.push(rewrite(&l.raw, l.pointer, new));
         }
         start = end;
     }
-    out
+    Released {
+        lines: out,
+        block_open: super::leaves_block_open(text),
+    }
 }
 
-/// The piece `start..end` of `text` with the spans masked that start in it, and the parts of
+/// The piece `start..end` of `text` with the rewrites that start in it, and the parts of
 /// those that started before it left out.
-fn masked(text: &str, start: usize, end: usize, spans: &[(usize, usize)]) -> String {
+fn masked(text: &str, start: usize, end: usize, spans: &[(usize, usize, String)]) -> String {
     let mut out = String::new();
     let mut pos = start;
-    for &(s, e) in spans {
+    for (s, e, r) in spans {
+        let (s, e) = (*s, *e);
         if e <= pos || s >= end {
             continue;
         }
@@ -235,10 +263,7 @@ fn masked(text: &str, start: usize, end: usize, spans: &[(usize, usize)]) -> Str
             out.push_str(text.get(pos..s).unwrap_or_default());
         }
         if s >= start {
-            let matched = text.get(s..e).unwrap_or_default();
-            let r = super::redact_str(matched);
-            // Redacted alone, a match may lose the context a rule needed: mask it all then.
-            out.push_str(if r == matched { super::MASK } else { &r });
+            out.push_str(r);
         }
         pos = e.min(end);
     }
@@ -248,37 +273,59 @@ fn masked(text: &str, start: usize, end: usize, spans: &[(usize, usize)]) -> Str
     out
 }
 
-/// Overlapping spans (of different rules) as one, in order.
-fn merged(mut spans: Vec<(usize, usize)>) -> Vec<(usize, usize)> {
-    spans.sort_unstable();
-    let mut out: Vec<(usize, usize)> = Vec::with_capacity(spans.len());
-    for (s, e) in spans {
+/// Overlapping rewrites (of different rules) as one, in order: the text they cover redacted
+/// as a whole (masked, if that changes nothing).
+fn merged(text: &str, mut spans: Vec<(usize, usize, String)>) -> Vec<(usize, usize, String)> {
+    spans.sort_unstable_by_key(|(s, e, _)| (*s, *e));
+    let mut out: Vec<(usize, usize, String)> = Vec::with_capacity(spans.len());
+    let mut overlapped = false;
+    for (s, e, r) in spans {
         match out.last_mut() {
-            Some(last) if s < last.1 => last.1 = last.1.max(e),
-            _ => out.push((s, e)),
+            Some(last) if s < last.1 => {
+                last.1 = last.1.max(e);
+                overlapped = true;
+            }
+            _ => out.push((s, e, r)),
+        }
+    }
+    if overlapped {
+        for (s, e, r) in &mut out {
+            let covered = text.get(*s..*e).unwrap_or_default();
+            let whole = super::redact_str(covered);
+            *r = if whole == covered {
+                super::MASK.to_owned()
+            } else {
+                whole
+            };
         }
     }
     out
 }
 
-/// `raw` with its delta text replaced by `text` (and pi's cumulative fields left out).
-fn rewrite(raw: &str, pointer: &str, text: String, cumulative: bool) -> String {
+/// `raw` with its delta text replaced by `text`.
+fn rewrite(raw: &str, pointer: &str, text: String) -> String {
     let Ok(mut value) = serde_json::from_str::<Value>(raw) else {
         return raw.to_owned();
     };
     if let Some(Value::String(s)) = value.pointer_mut(pointer) {
         *s = text;
     }
-    if cumulative {
-        if let Some(o) = value.as_object_mut() {
-            o.remove("message");
-        }
-        if let Some(o) = value
-            .get_mut("assistantMessageEvent")
-            .and_then(Value::as_object_mut)
-        {
-            o.remove("partial");
-        }
+    value.to_string()
+}
+
+/// An old pi delta line without the text so far (`message`, the event's `partial`).
+fn without_text_so_far(raw: &str) -> String {
+    let Ok(mut value) = serde_json::from_str::<Value>(raw) else {
+        return raw.to_owned();
+    };
+    if let Some(o) = value.as_object_mut() {
+        o.remove("message");
+    }
+    if let Some(o) = value
+        .get_mut("assistantMessageEvent")
+        .and_then(Value::as_object_mut)
+    {
+        o.remove("partial");
     }
     value.to_string()
 }
@@ -309,7 +356,7 @@ mod tests {
             let (raw, d) = delta("QUJD");
             held.push(&raw, d);
             pushed += 4;
-            out += held.ready().len();
+            out += held.ready().lines.len();
         }
         assert!(held.looked <= 30, "searched {} times", held.looked);
         assert!(out > 0, "passed on past HOLD_MAX");

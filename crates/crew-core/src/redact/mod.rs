@@ -162,6 +162,35 @@ fn match_spans(s: &str) -> Vec<(usize, usize)> {
         .collect()
 }
 
+/// What the rules change in `s`: (start, end, the rewrite), for each match a rule rewrites
+/// (`max_tokens: 4096`, a `sk-` word without digits, a password already `***` are matched
+/// and left as they are). Without the rules, all of it masked.
+fn rewrites(s: &str) -> Vec<(usize, usize, String)> {
+    let Some(c) = compiled() else {
+        return vec![(0, s.len(), MASK.to_owned())];
+    };
+    let hits = c.set.matches(s);
+    let mut out = Vec::new();
+    for (_, (re, rewrite)) in c.rules.iter().enumerate().filter(|(i, _)| hits.matched(*i)) {
+        for caps in re.captures_iter(s) {
+            let Some(m) = caps.get(0) else { continue };
+            let r = rewrite(&caps);
+            if r != m.as_str() {
+                out.push((m.start(), m.end(), r));
+            }
+        }
+    }
+    out
+}
+
+/// Whether a private key block is left open at the end of `s` (its last marker a BEGIN).
+fn leaves_block_open(s: &str) -> bool {
+    pem_markers()
+        .and_then(|m| m.captures_iter(s).last())
+        .and_then(|c| c.get(1))
+        .is_some_and(|m| m.as_str() == "BEGIN")
+}
+
 /// Mask secrets (private keys, authorization headers, bearer tokens, JWTs, provider API keys,
 /// `name=value` secrets) in free text.
 pub fn redact_str(s: &str) -> String {
@@ -341,17 +370,25 @@ impl StreamRedactor {
             .get_or_insert_with(|| deltas::Held::new(delta.kind.clone()));
         held.push(line, delta);
         let ready = held.ready();
-        for l in ready {
-            out.push(self.line(&l));
-        }
+        self.pass_on(ready, out);
     }
 
     /// The stream ended (or other output came): what is held is passed on.
     pub fn finish(&mut self, out: &mut Vec<String>) {
         if let Some(mut held) = self.held.take() {
-            for l in held.take_all() {
-                out.push(self.line(&l));
-            }
+            let all = held.take_all();
+            self.pass_on(all, out);
+        }
+    }
+
+    /// Released deltas through the line rules; a key block their joined text left open (its
+    /// BEGIN masked with the rest, so no line shows it) stays open for the lines after them.
+    fn pass_on(&mut self, released: deltas::Released, out: &mut Vec<String>) {
+        for l in released.lines {
+            out.push(self.line(&l));
+        }
+        if released.block_open {
+            self.open = Some(0);
         }
     }
 
@@ -1008,6 +1045,115 @@ mod tests {
         r.push(think, &mut out);
         assert_eq!(out, [text]);
         assert_eq!(pushed(&lines), lines);
+    }
+
+    #[test]
+    fn what_no_rule_rewrites_streams_through_unchanged() {
+        // Matched by a rule's pattern, left as it is by its rewrite: a counter, a word, a
+        // password already masked.
+        for text in [
+            "Set max_tokens: 4096 here.",
+            "usage input_tokens=120 ok",
+            "Run pip install sk-learn-preprocessing-tools now.",
+            "already https://u:***@h/x redacted",
+        ] {
+            for size in [1, 3, 7, 100] {
+                let out = pushed(&deltas("pi", text, size));
+                assert_eq!(delta_text(&out), redact_str(text), "{text} by {size}");
+                assert_eq!(delta_text(&out), text, "{text} by {size}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_key_block_split_by_other_output_stays_masked() {
+        // Other output between two deltas passes on the first run (its BEGIN masked with the
+        // rest): the block stays open for what follows, up to its END.
+        let pi = |d: &str| {
+            json!({"type": "message_update", "assistantMessageEvent": {"type": "text_delta", "contentIndex": 0, "delta": d}}).to_string()
+        };
+        let think = json!({"type": "message_update", "assistantMessageEvent": {"type": "thinking_delta", "contentIndex": 1, "delta": "hm"}}).to_string();
+        let lines = vec![
+            pi(&format!(
+                "Here:\n-----BEGIN RSA PRIVATE KEY-----\n{}",
+                &KEY_BODY[0][..20]
+            )),
+            think,
+            pi(&format!("{}\n{}", &KEY_BODY[0][20..], KEY_BODY[1])),
+            pi("\n-----END RSA PRIVATE KEY-----\nBye."),
+        ];
+        let out = pushed(&lines);
+        assert_eq!(out.len(), 4, "{out:#?}");
+        for l in &out {
+            for body in &KEY_BODY[..2] {
+                assert!(!l.contains(&body[..8]) && !l.contains(&body[20..28]), "{l}");
+            }
+        }
+        assert!(out[0].contains("[REDACTED PRIVATE KEY]"), "{}", out[0]);
+        assert!(out[3].contains("Bye."), "{}", out[3]);
+    }
+
+    #[test]
+    fn held_lines_are_bounded_by_their_size_too() {
+        // Deltas of one character on lines of 100 KiB each: passed on long before 16,384 of
+        // them are held.
+        let pad = "p".repeat(100 << 10);
+        let line = json!({"type": "message", "delta": true, "role": "assistant", "content": "a", "pad": pad}).to_string();
+        let mut r = StreamRedactor::new();
+        let mut out = Vec::new();
+        for _ in 0..100 {
+            r.push(&line, &mut out);
+        }
+        assert!(!out.is_empty(), "100 lines of 100 KiB held");
+    }
+
+    #[test]
+    fn streamed_in_any_pieces_the_text_is_redacted_as_one() {
+        // Pseudo-random texts of words, multi-byte characters and secrets, in pseudo-random
+        // pieces: the pieces joined are the text redacted at once, one line per delta.
+        let words = [
+            "the",
+            "é",
+            "日本語",
+            "🙂",
+            "x",
+            " ",
+            "\n",
+            TOKEN,
+            "password=hunter2",
+            "Authorization: Bearer abcdefghijkl",
+            "https://u:pw@h/x",
+            "max_tokens=10",
+            "sk-proj-A1b2C3d4E5f6G7h8I9j0Kk",
+            "AKIAABCDEFGHIJKLMNOP",
+        ];
+        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = |n: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n as u64) as usize
+        };
+        for _ in 0..300 {
+            let mut text = String::new();
+            for _ in 0..next(60) {
+                text.push_str(words[next(words.len())]);
+                text.push(' ');
+            }
+            let chars: Vec<char> = text.chars().collect();
+            let mut lines = Vec::new();
+            let mut i = 0;
+            while i < chars.len() {
+                let n = 1 + next(6);
+                let d: String = chars[i..(i + n).min(chars.len())].iter().collect();
+                lines.push(json!({"type": "message_update", "assistantMessageEvent": {"type": "text_delta", "contentIndex": 0, "delta": d}}).to_string());
+                i += n;
+            }
+            lines.push(r#"{"type":"turn_end"}"#.to_string());
+            let out = pushed(&lines);
+            assert_eq!(out.len(), lines.len());
+            assert_eq!(delta_text(&out), redact_str(&text), "{text:?}");
+        }
     }
 
     #[test]
