@@ -172,6 +172,15 @@ pub fn next_step(s: &StatusResult) -> String {
         RunStatus::Blocked if s.run.approval == "pending" => format!(
             "The run waits for plan approval: team_approve or team_reject {{\"runId\": \"{id}\"}}."
         ),
+        // A run its budget stopped goes on only with a larger one.
+        RunStatus::Failed if s.run.reason.as_deref() == Some("budget_exceeded") => format!(
+            "Its token budget is spent: continue it with team_resume {{\"runId\": \"{id}\", \"budgetTokens\": N}}, N more than it used{}.",
+            s.run
+                .budget
+                .as_ref()
+                .map(|b| format!(" ({} tokens)", b.used))
+                .unwrap_or_default()
+        ),
         RunStatus::Blocked | RunStatus::Failed | RunStatus::Cancelled => format!(
             "Continue it with team_resume {{\"runId\": \"{id}\"}} (re-queues failed, cancelled, skipped and needs-attention tasks)."
         ),
@@ -205,6 +214,38 @@ pub fn result_name(t: &TaskView) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn failed_run(reason: &str) -> StatusResult {
+        let usage = serde_json::json!({"input": 3100, "output": 0, "cacheRead": 0, "cacheWrite": 0, "cost": 0.0, "turns": 1});
+        serde_json::from_value(serde_json::json!({
+            "run": {
+                "id": "r-1", "status": "failed", "goal": "g", "cwd": "/w",
+                "team": "default", "workflow": "default", "runtime": "fake", "model": null,
+                "concurrency": 4, "failurePolicy": "fail-fast",
+                "budget": {"tokens": 3000, "warnAt": 0.8, "abortAt": 1.0, "used": 3100},
+                "approval": "not_required", "reuseResults": "off", "scheduleId": null,
+                "createdAt": "2026-03-10T11:55:00Z", "startedAt": "2026-03-10T11:55:00Z",
+                "finishedAt": "2026-03-10T11:55:09Z", "updatedAt": "2026-03-10T11:55:09Z",
+                "durationMs": 9000, "usage": usage, "reason": reason,
+            },
+            "tasks": [],
+        }))
+        .expect("a status")
+    }
+
+    #[test]
+    fn a_run_its_budget_stopped_is_told_to_resume_with_more() {
+        let hint = next_step(&failed_run("budget_exceeded"));
+        assert!(
+            hint.contains("\"budgetTokens\": N") && hint.contains("3100 tokens"),
+            "{hint}"
+        );
+        let hint = next_step(&failed_run("task 01_a failed"));
+        assert!(
+            hint.contains("team_resume") && !hint.contains("budgetTokens"),
+            "{hint}"
+        );
+    }
 
     #[test]
     fn cut_keeps_head_and_tail_within_the_bound() {
