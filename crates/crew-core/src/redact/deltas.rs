@@ -102,6 +102,15 @@ impl Delta {
     }
 }
 
+/// Whether `line` carries no text and may wait behind held deltas instead of passing them on:
+/// a keep-alive or a usage report that can come in the middle of a streamed text (Claude
+/// Code's `ping`, Codex's token usage), which would otherwise split a secret it falls inside.
+pub(super) fn passes_through(line: &Value) -> bool {
+    let s = |p: &str| line.pointer(p).and_then(Value::as_str);
+    (s("/type") == Some("stream_event") && s("/event/type") == Some("ping"))
+        || s("/method") == Some("thread/tokenUsage/updated")
+}
+
 /// One held line: as it came, where its delta's text is, and how long that text is.
 #[derive(Debug, Clone)]
 struct Line {
@@ -135,6 +144,16 @@ impl Held {
             next_look: CUT_AT,
             looked: 0,
         }
+    }
+
+    /// A line without text (`passes_through`) waits in order behind the held deltas.
+    pub(super) fn push_other(&mut self, raw: &str) {
+        self.raw = self.raw.saturating_add(raw.len());
+        self.lines.push(Line {
+            raw: raw.to_owned(),
+            pointer: "",
+            len: 0,
+        });
     }
 
     /// One more delta of this kind, `raw` its line. Old pi's text so far (`message`, the

@@ -357,6 +357,12 @@ impl StreamRedactor {
     /// held when the stream ends.
     pub fn push(&mut self, line: &str, out: &mut Vec<String>) {
         let parsed = serde_json::from_str::<Value>(line).ok();
+        if let (Some(held), Some(v)) = (self.held.as_mut(), parsed.as_ref()) {
+            if deltas::passes_through(v) {
+                held.push_other(line);
+                return;
+            }
+        }
         let Some(delta) = parsed.as_ref().and_then(deltas::Delta::of) else {
             self.finish(out);
             out.push(self.redact_line(line, parsed));
@@ -1091,6 +1097,32 @@ mod tests {
         }
         assert!(out[0].contains("[REDACTED PRIVATE KEY]"), "{}", out[0]);
         assert!(out[3].contains("Bye."), "{}", out[3]);
+    }
+
+    #[test]
+    fn a_keep_alive_inside_a_streamed_secret_waits_behind_it() {
+        // Claude Code forwards the API's pings: one may fall inside a secret being streamed.
+        let delta = |i: usize, d: &str| {
+            json!({"type": "stream_event", "uuid": format!("u{i}"), "event": {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": d}}}).to_string()
+        };
+        let ping = r#"{"type":"stream_event","event":{"type":"ping"}}"#.to_string();
+        let lines = vec![
+            delta(0, &format!("key {}", &TOKEN[..15])),
+            ping.clone(),
+            delta(1, &format!("{} ok", &TOKEN[15..])),
+            r#"{"type":"stream_event","event":{"type":"content_block_stop","index":0}}"#
+                .to_string(),
+        ];
+        let out = pushed(&lines);
+        assert_eq!(out.len(), 4, "{out:#?}");
+        assert_eq!(out[1], ping, "in its place");
+        assert_eq!(delta_text(&out), "key *** ok");
+        for l in &out {
+            assert!(
+                !l.contains(&TOKEN[4..12]) && !l.contains(&TOKEN[20..28]),
+                "{l}"
+            );
+        }
     }
 
     #[test]
