@@ -32,6 +32,13 @@ export interface ApplyParams {
    * verdict): refused without it.
    */
   force?: boolean | null;
+  /**
+   * The caller's directory (`crewctl apply` sends its own). When it is in the checkout's
+   * work tree the files are brought along from there, so a directory the change empties
+   * and fills again stays the one the caller's shell is in (git keeps the directory it
+   * runs in); ignored anywhere else.
+   */
+  fromDir?: string | null;
   runId: string;
   /** One new commit of the whole change instead of merging the run's branch. */
   squash?: boolean | null;
@@ -1490,6 +1497,13 @@ export interface Methods {
        * verdict): refused without it.
        */
       force?: boolean | null;
+      /**
+       * The caller's directory (`crewctl apply` sends its own). When it is in the checkout's
+       * work tree the files are brought along from there, so a directory the change empties
+       * and fills again stays the one the caller's shell is in (git keeps the directory it
+       * runs in); ignored anywhere else.
+       */
+      fromDir?: string | null;
       runId: string;
       /** One new commit of the whole change instead of merging the run's branch. */
       squash?: boolean | null;

@@ -16,6 +16,10 @@ pub async fn apply(ctx: &Ctx, run: &RunRef, squash: bool, force: bool) -> anyhow
             run_id: run_id.to_string(),
             squash: squash.then_some(true),
             force: force.then_some(true),
+            // So a directory the change empties and fills again stays the one this shell is in.
+            from_dir: std::env::current_dir()
+                .ok()
+                .map(|d| d.display().to_string()),
         })
         .await?;
     if ctx.json {

@@ -1218,3 +1218,51 @@ fn wait_until_gone(pid: i32) {
     }
     panic!("process {pid} still runs");
 }
+
+/// `crewctl apply` from a folder the change empties and fills again (its one file deleted, a
+/// new one added): the files are brought along from the caller's folder (`fromDir`), which
+/// git keeps, so the user's shell is still in it afterwards, not in a removed directory.
+#[test]
+fn apply_keeps_the_callers_folder_when_the_change_empties_and_refills_it() {
+    use std::os::unix::fs::MetadataExt;
+    let d = Daemon::start();
+    let w = repo(&d);
+    std::fs::create_dir(w.join("sub")).unwrap();
+    std::fs::write(w.join("sub/keep.txt"), "s\n").unwrap();
+    git(w, &["add", "-A"]);
+    git(w, &["commit", "-qm", "sub"]);
+    team(
+        &d,
+        "swap",
+        "",
+        "[fake:write=sub/in-sub.txt:x] [fake:delete=sub/keep.txt]",
+    );
+    let run = run_wt(&d, "swap", json!({}));
+    assert_eq!(d.wait(&run), "completed", "{}", d.status(&run));
+    let sub = w.join("sub");
+    let before = std::fs::metadata(&sub).unwrap().ino();
+    let r = d.ok(
+        "team.apply",
+        json!({"runId": run, "fromDir": path_str(&sub)}),
+    );
+    assert_eq!(r["files"], 2, "{r}");
+    assert!(sub.join("in-sub.txt").exists() && !sub.join("keep.txt").exists());
+    assert_eq!(
+        std::fs::metadata(&sub).unwrap().ino(),
+        before,
+        "the folder was removed and made anew"
+    );
+    assert_eq!(git(w, &["status", "--porcelain"]), "");
+    // Somewhere not in the checkout: ignored, the apply goes on from its top.
+    let elsewhere = d.dir.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    git(&elsewhere, &["init", "-q"]);
+    team(&d, "more", "", "[fake:write=c.txt:c]");
+    let run = run_wt(&d, "more", json!({}));
+    assert_eq!(d.wait(&run), "completed");
+    d.ok(
+        "team.apply",
+        json!({"runId": run, "fromDir": path_str(&elsewhere)}),
+    );
+    assert!(w.join("c.txt").exists() && !elsewhere.join("c.txt").exists());
+}

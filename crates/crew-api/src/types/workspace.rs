@@ -103,6 +103,12 @@ pub struct ApplyParams {
     /// verdict): refused without it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub force: Option<bool>,
+    /// The caller's directory (`crewctl apply` sends its own). When it is in the checkout's
+    /// work tree the files are brought along from there, so a directory the change empties
+    /// and fills again stays the one the caller's shell is in (git keeps the directory it
+    /// runs in); ignored anywhere else.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_dir: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]

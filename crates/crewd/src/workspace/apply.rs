@@ -35,6 +35,8 @@ pub struct ApplyInput {
     pub ws: WorkspaceSpec,
     pub integration: Integration,
     pub squash: bool,
+    /// The caller's directory (`ApplyParams::from_dir`).
+    pub from_dir: Option<PathBuf>,
 }
 
 /// One apply (or recovery) per repository at a time, in this daemon.
@@ -259,7 +261,8 @@ pub async fn apply(shared: &Shared, input: ApplyInput) -> Result<api::ApplyResul
         marker,
     };
     let intent_file = record_intent(shared, &id, &intent).await?;
-    switch(&repo, &intent, &intent_file, &input.run_id).await?;
+    let files = checkout_from(&git, &ws.repo, input.from_dir.as_deref()).await;
+    switch(&repo, &files, &intent, &intent_file, &input.run_id).await?;
     Ok(done(new, how, notes))
 }
 
@@ -447,6 +450,7 @@ async fn record_intent(shared: &Shared, id: &str, intent: &Intent) -> Result<Pat
 /// of the checkout moves the branch back. The intent goes once nothing is left to finish.
 async fn switch(
     repo: &Repo,
+    files: &Repo,
     intent: &Intent,
     intent_file: &Path,
     run_id: &str,
@@ -469,7 +473,7 @@ async fn switch(
         .added_present(&intent.old, &intent.new)
         .await
         .unwrap_or_default();
-    if let Err(e) = bring_checkout(repo, intent).await {
+    if let Err(e) = bring_checkout(files, intent).await {
         let back = repo
             .move_ref(head_ref, &intent.old, &intent.new, &reason)
             .await;
@@ -549,6 +553,25 @@ fn refused_commit(input: &ApplyInput, e: GitError) -> ApiError {
          result stays on {}).",
         input.integration.branch
     ))
+}
+
+/// Where git brings the checkout's files along from: the caller's directory when it is in the
+/// checkout's own work tree (not a nested repository's, not elsewhere), so git keeps it
+/// (a directory the change empties and fills again is not removed under the caller's shell);
+/// else the checkout's top.
+async fn checkout_from(git: &crew_git::Git, checkout: &str, from: Option<&Path>) -> Repo {
+    let top = |p: PathBuf| std::fs::canonicalize(&p).unwrap_or(p);
+    if let Some(dir) = from.filter(|d| d.is_absolute()) {
+        if let (Ok(Some(there)), Ok(Some(ours))) = (
+            git.toplevel(dir).await,
+            git.toplevel(Path::new(checkout)).await,
+        ) {
+            if top(there) == top(ours) {
+                return git.repo(dir);
+            }
+        }
+    }
+    git.repo(checkout)
 }
 
 /// Bring the work tree and index from `old` to `new` in a copy of the index, then rename it

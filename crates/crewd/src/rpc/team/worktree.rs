@@ -51,6 +51,7 @@ pub(super) async fn apply(ctx: Arc<Ctx>, p: P<TeamApply>) -> Out<TeamApply> {
         ws,
         integration,
         squash: p.squash.unwrap_or(false),
+        from_dir: p.from_dir.as_deref().map(std::path::PathBuf::from),
     };
     let applied = crate::workspace::apply::apply(&ctx.shared, input).await?;
     crate::candidates::mark_applied(&ctx.shared, &p.run_id, &ws_kept, &commit).await;
