@@ -312,7 +312,8 @@ fn is_structural_key(key: &str) -> bool {
 /// redacted as `redact_json_line` does, and a private key block that a line opens and does not
 /// close keeps being masked on the lines after it: body lines (or, in JSON lines, body-like
 /// strings outside structural fields) are masked up to and including the `END` line. A line
-/// that cannot be part of a key (other text) ends the block, and so does `PEM_OPEN_MAX`.
+/// that cannot be part of a key (other text) ends the block, and so does `PEM_OPEN_MAX`. An
+/// agent's stdout goes through `push`, which also holds text deltas to redact them joined.
 #[derive(Debug, Default, Clone)]
 pub struct StreamRedactor {
     /// Bytes masked so far in a block opened on an earlier line.
