@@ -378,11 +378,20 @@ pub fn workdir_problem(cwd: &Path, home: Option<&Path>, own: &[&Path]) -> Option
     let given = std::path::absolute(cwd).unwrap_or_else(|_| cwd.to_path_buf());
     let resolved = real(&given);
     if let Some(held) = held_by(&resolved, home).or_else(|| held_by(&given, home)) {
-        return Some(format!(
-            "{} holds {}, which a boxed agent must not be given",
-            cwd.display(),
-            held.display()
-        ));
+        let is_it = real(&held) == resolved || held == given;
+        return Some(if is_it {
+            format!(
+                "{} is a folder a boxed agent must not be given (`/`, the home directory, \
+                 `/tmp`, the runtime directory, crewd's own)",
+                cwd.display()
+            )
+        } else {
+            format!(
+                "{} holds {}, which a boxed agent must not be given",
+                cwd.display(),
+                held.display()
+            )
+        });
     }
     own.iter()
         .find(|p| resolved.starts_with(real(p)) || given.starts_with(p))

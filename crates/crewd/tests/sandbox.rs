@@ -1104,8 +1104,14 @@ fn in_shared_mode_a_workdir_holding_the_home_or_crews_own_files_is_refused() {
     std::fs::create_dir_all(&runs).unwrap();
     let cases = [
         (d.dir.path().to_path_buf(), "holds"),
-        (d.home.clone(), "holds"),
-        (Path::new("/").to_path_buf(), "holds"),
+        (
+            d.home.clone(),
+            "is a folder a boxed agent must not be given",
+        ),
+        (
+            Path::new("/").to_path_buf(),
+            "is a folder a boxed agent must not be given",
+        ),
         (runs.clone(), "is inside"),
     ];
     let goal = "Plant. [fake:write=planted.txt:x]";

@@ -837,6 +837,12 @@ fn spent_budget(run: &RunState, raised: Option<u64>) -> Result<(), CoreError> {
     let id = &run.id;
     let need = budget.least_above(used);
     Err(CoreError::InvalidState(match raised {
+        // A fraction below 1 stops the run before its budget is used up: say where.
+        Some(tokens) if budget.abort_at != 1.0 => format!(
+            "run {id} has used {used} tokens: a budget of {tokens} is spent already (the run \
+             stops at {} of it); give at least {need}",
+            budget.abort_at
+        ),
         Some(tokens) => format!(
             "run {id} has used {used} tokens: a budget of {tokens} is spent already; give at \
              least {need}"

@@ -985,6 +985,25 @@ fn a_spent_budget_is_resumed_only_with_a_larger_one() {
 }
 
 #[test]
+fn a_refused_budget_says_where_a_fraction_stops_the_run() {
+    let mut sim = Sim::new();
+    let mut s = spec(&[("a", &[], false), ("b", &[], false)]);
+    s.budget = Some(Budget {
+        tokens: 1000,
+        warn_at: 0.4,
+        abort_at: 0.5,
+    });
+    sim.create("r", s);
+    sim.dispatch(1);
+    sim.progress("r", "a", 600);
+    let m = invalid_state(sim.st.resume_run("r", Some(1100)));
+    assert!(
+        m.contains("stops at 0.5 of it") && m.contains("at least 1201"),
+        "{m}"
+    );
+}
+
+#[test]
 fn the_least_budget_a_usage_does_not_spend_is_not_spent() {
     for (abort_at, used) in [
         (1.0, 0),
