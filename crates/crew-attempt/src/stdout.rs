@@ -189,18 +189,21 @@ impl Stdout {
     pub(crate) fn line(&mut self, raw: &str) {
         self.last = Instant::now();
         self.any = true;
-        let mut lines = std::mem::take(&mut self.redacted);
-        self.redactor.push(raw, &mut lines);
-        for line in lines.drain(..) {
-            self.take(&line);
-        }
-        self.redacted = lines;
+        self.through_redactor(|r, lines| r.push(raw, lines));
     }
 
     /// stdout ended (or the attempt does): the deltas the redactor holds are passed on.
     pub(crate) fn end(&mut self) {
+        self.through_redactor(|r, lines| r.finish(lines));
+    }
+
+    /// What the redactor hands on (`step`), line by line to the transcript and the parser.
+    fn through_redactor(
+        &mut self,
+        step: impl FnOnce(&mut crew_core::redact::StreamRedactor, &mut Vec<String>),
+    ) {
         let mut lines = std::mem::take(&mut self.redacted);
-        self.redactor.finish(&mut lines);
+        step(&mut self.redactor, &mut lines);
         for line in lines.drain(..) {
             self.take(&line);
         }

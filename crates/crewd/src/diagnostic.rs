@@ -13,3 +13,14 @@ pub fn to_api(d: &crew_core::resource::Diagnostic) -> crew_api::types::Diagnosti
         message: d.message.clone(),
     }
 }
+
+/// A request refused for one of its fields (1003), with that field as its one diagnostic.
+pub fn request_refused(field: &str, message: String) -> crew_api::ApiError {
+    let d = crew_core::resource::Diagnostic::error(
+        crew_core::plan::REQUEST,
+        None,
+        Some(field),
+        message.clone(),
+    );
+    crew_api::ApiError::validation(message, vec![to_api(&d)])
+}

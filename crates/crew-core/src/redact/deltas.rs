@@ -323,29 +323,34 @@ fn merged(text: &str, mut spans: Vec<(usize, usize, String)>) -> Vec<(usize, usi
 
 /// `raw` with its delta text replaced by `text`.
 fn rewrite(raw: &str, pointer: &str, text: String) -> String {
-    let Ok(mut value) = serde_json::from_str::<Value>(raw) else {
-        return raw.to_owned();
-    };
-    if let Some(Value::String(s)) = value.pointer_mut(pointer) {
-        *s = text;
-    }
-    value.to_string()
+    edited(raw, |value| {
+        if let Some(Value::String(s)) = value.pointer_mut(pointer) {
+            *s = text;
+        }
+    })
 }
 
 /// An old pi delta line without the text so far (`message`, the event's `partial`).
 fn without_text_so_far(raw: &str) -> String {
+    edited(raw, |value| {
+        if let Some(o) = value.as_object_mut() {
+            o.remove("message");
+        }
+        if let Some(o) = value
+            .get_mut("assistantMessageEvent")
+            .and_then(Value::as_object_mut)
+        {
+            o.remove("partial");
+        }
+    })
+}
+
+/// JSON line `raw` changed by `edit` (as it is, when it is not JSON).
+fn edited(raw: &str, edit: impl FnOnce(&mut Value)) -> String {
     let Ok(mut value) = serde_json::from_str::<Value>(raw) else {
         return raw.to_owned();
     };
-    if let Some(o) = value.as_object_mut() {
-        o.remove("message");
-    }
-    if let Some(o) = value
-        .get_mut("assistantMessageEvent")
-        .and_then(Value::as_object_mut)
-    {
-        o.remove("partial");
-    }
+    edit(&mut value);
     value.to_string()
 }
 

@@ -258,16 +258,9 @@ pub fn check_run_workdir(
     let Some(why) = workdir_problem(&shared.state_dir, cwd) else {
         return Ok(());
     };
-    let message = workdir_refusal(&why);
-    let d = crew_core::resource::Diagnostic::error(
-        crew_core::plan::REQUEST,
-        None,
-        Some("cwd"),
-        message.clone(),
-    );
-    Err(crew_api::ApiError::validation(
-        message,
-        vec![crate::diagnostic::to_api(&d)],
+    Err(crate::diagnostic::request_refused(
+        "cwd",
+        workdir_refusal(&why),
     ))
 }
 

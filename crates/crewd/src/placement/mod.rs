@@ -36,16 +36,7 @@ pub fn check_workspace(
         "runtime `{runtime}` runs on Slurm, which needs worktree mode (a task's input is a start \
          commit and its output a result commit); run with --workspace worktree"
     );
-    let d = crew_core::resource::Diagnostic::error(
-        crew_core::plan::REQUEST,
-        None,
-        Some("workspace"),
-        message.clone(),
-    );
-    Err(crew_api::ApiError::validation(
-        message,
-        vec![crate::diagnostic::to_api(&d)],
-    ))
+    Err(crate::diagnostic::request_refused("workspace", message))
 }
 
 /// Why a remote job could not be journaled.

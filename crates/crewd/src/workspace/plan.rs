@@ -4,6 +4,7 @@
 //! stash are never touched.
 
 use super::{git, short};
+use crate::diagnostic::request_refused;
 use crate::shared::Shared;
 use crew_api::types as api;
 use crew_api::ApiError;
@@ -62,9 +63,9 @@ async fn work_tree(git: &Git, params: &api::RunParams) -> Result<PathBuf, ApiErr
     let top = git
         .toplevel(Path::new(&params.cwd))
         .await
-        .map_err(|e| validation("workspace", format!("worktree mode needs git: {e}")))?;
+        .map_err(|e| request_refused("workspace", format!("worktree mode needs git: {e}")))?;
     let Some(top) = top else {
-        return Err(validation(
+        return Err(request_refused(
             "workspace",
             format!(
                 "worktree mode needs the run's cwd inside a git work tree, and {} is not in one \
@@ -78,7 +79,7 @@ async fn work_tree(git: &Git, params: &api::RunParams) -> Result<PathBuf, ApiErr
     match git.toplevel(&top).await {
         Ok(Some(_)) => {}
         Ok(None) => {
-            return Err(validation(
+            return Err(request_refused(
                 "workspace",
                 format!(
                     "worktree mode needs the repository's work tree to find its .git, and {} \
@@ -89,7 +90,7 @@ async fn work_tree(git: &Git, params: &api::RunParams) -> Result<PathBuf, ApiErr
             ))
         }
         Err(e) => {
-            return Err(validation(
+            return Err(request_refused(
                 "workspace",
                 format!("worktree mode needs git: {e}"),
             ))
@@ -123,7 +124,7 @@ async fn read_repository(repo: &Repo, top: &Path) -> Result<Found, ApiError> {
 
 /// A git failure reading the user's repository: the run is refused with it.
 fn unreadable(e: GitError) -> ApiError {
-    validation("workspace", format!("cannot read the repository: {e}"))
+    request_refused("workspace", format!("cannot read the repository: {e}"))
 }
 
 /// Refuse a dirty tree when the run says `dirty: "refuse"`, naming the first ten paths.
@@ -132,7 +133,7 @@ fn refuse_dirty(params: &api::RunParams, top: &Path, dirty: &[String]) -> Result
         return Ok(());
     }
     let shown: Vec<&str> = dirty.iter().take(10).map(String::as_str).collect();
-    Err(validation(
+    Err(request_refused(
         "dirty",
         format!(
             "{} has uncommitted changes ({} path(s): {}{}) and `dirty` is \"refuse\"",
@@ -191,7 +192,7 @@ async fn snapshot_dirty(
 
 /// Worktree mode starts from a commit, and the repository has none.
 fn no_commit(top: &Path) -> ApiError {
-    validation(
+    request_refused(
         "workspace",
         format!(
             "{} has no commit yet: commit something first, worktree mode starts from a commit",
@@ -212,16 +213,6 @@ fn spec(cwd: &Path, top: &Path, base: String, found: Found) -> WorkspaceSpec {
         conflicts: Default::default(),
         resolver: None,
     }
-}
-
-fn validation(field: &str, message: String) -> ApiError {
-    let d = crew_core::resource::Diagnostic::error(
-        crew_core::plan::REQUEST,
-        None,
-        Some(field),
-        message.clone(),
-    );
-    ApiError::validation(message, vec![crate::diagnostic::to_api(&d)])
 }
 
 /// The run's cwd relative to the top of its work tree.
@@ -246,12 +237,11 @@ fn subdir_of(cwd: &Path, top: &Path) -> String {
 async fn refuse_clashing_branches(repo: &Repo, top: &Path) -> Result<(), ApiError> {
     for name in ["crew", "crew/tasks"] {
         let full = format!("refs/heads/{name}");
-        let found = repo
-            .resolve(&full)
-            .await
-            .map_err(|e| validation("workspace", format!("cannot read the repository: {e}")))?;
+        let found = repo.resolve(&full).await.map_err(|e| {
+            request_refused("workspace", format!("cannot read the repository: {e}"))
+        })?;
         if found.is_some() {
-            return Err(validation(
+            return Err(request_refused(
                 "workspace",
                 format!(
                     "{} has a branch named `{name}`, and worktree mode keeps its branches under \
